@@ -1,0 +1,181 @@
+/*
+ * moeinf.h - the one public header of moeinf, a C engine for Mixture-of-Experts language
+ * models that are larger than the machine's fast memory.
+ *
+ * Conventions (see docs/ARCHITECTURE.md):
+ *   - Every fallible function returns enum moeinf_status and takes `struct moeinf_error *err`
+ *     (may be NULL) last; on failure err->msg holds one line naming the problem. Out
+ *     pointers are written only on success.
+ *   - Whoever calls an _init/_load/_open function calls the matching _free; every _free
+ *     accepts NULL.
+ *   - The library never exits, aborts on input, or writes to stdout.
+ *   - Not thread-safe unless stated: one context is driven by one thread at a time.
+ */
+#ifndef MOEINF_H
+#define MOEINF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- status ---------------------------------------------------------------------------- */
+
+enum moeinf_status {
+    MOEINF_OK = 0,
+    MOEINF_ERR_ARG,         /* impossible option or argument */
+    MOEINF_ERR_IO,          /* read/write failed; errno text in the message */
+    MOEINF_ERR_FORMAT,      /* malformed or hostile file, trace or request */
+    MOEINF_ERR_UNSUPPORTED, /* valid but not handled: arch, quant type, rope scaling */
+    MOEINF_ERR_NOMEM,
+    MOEINF_ERR_DEVICE,      /* accelerator failure */
+    MOEINF_ERR_ABORTED,     /* cancelled by a callback */
+    MOEINF_ERR_CONTEXT,     /* the context window is full */
+};
+
+struct moeinf_error {
+    enum moeinf_status status;
+    char msg[256];
+};
+
+/* Short constant name of a status ("ok", "format error", ...). */
+const char *moeinf_status_str(enum moeinf_status status);
+
+/* ---- files: inspect and generate (gguf module) ------------------------------------------- */
+
+/* Prints the metadata and tensor table of a GGUF file to `out`. */
+enum moeinf_status moeinf_inspect(const char *path, FILE *out, struct moeinf_error *err);
+
+/* Geometry of a model that moeinf_gen_model writes with random weights. */
+struct moeinf_gen_params {
+    const char *arch;       /* "llama" (Mixtral family) */
+    int n_layer;            /* transformer blocks */
+    int n_expert;           /* routed experts per layer; 0 = dense model */
+    int n_expert_used;      /* top-k */
+    int n_expert_shared;    /* shared experts (archs that have them) */
+    int n_embd;             /* model width */
+    int n_ff;               /* FFN width of one expert (or of the dense FFN) */
+    int n_head;             /* query heads */
+    int n_head_kv;          /* KV heads */
+    int n_ctx_train;        /* context_length written to metadata */
+    int type;               /* GGML tensor type of the big matrices (0 F32, 1 F16, 2 Q4_0, 8 Q8_0) */
+    uint64_t seed;
+    const char *vocab_from; /* GGUF whose tokenizer is copied, or NULL for a byte vocabulary */
+};
+
+/* The defaults: the small MoE used as the embedded default model. */
+struct moeinf_gen_params moeinf_gen_params_default(void);
+
+/* Writes a GGUF with random weights, streaming to `path` (via a temp file and rename). */
+enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *params, const char *path,
+                                    struct moeinf_error *err);
+
+/* ---- engine: model, context, decode (engine.c) ------------------------------------------- */
+
+struct moeinf_model;   /* weights + vocabulary; read-only after load, shareable */
+struct moeinf_context; /* KV cache, scratch, threads; one request stream */
+
+enum moeinf_kv_type {
+    MOEINF_KV_F16 = 0,
+    MOEINF_KV_F32 = 1,
+};
+
+struct moeinf_model_params {
+    int reserved; /* no options yet */
+};
+
+struct moeinf_context_params {
+    int n_ctx;                   /* context window in tokens (default 4096) */
+    int n_batch;                 /* prefill micro-batch (default 512) */
+    int n_threads;               /* 0 = the CPUs this process may use */
+    enum moeinf_kv_type kv_type; /* default F16 */
+};
+
+struct moeinf_model_params moeinf_model_params_default(void);
+struct moeinf_context_params moeinf_context_params_default(void);
+
+enum moeinf_status moeinf_model_load(const char *path, const struct moeinf_model_params *params,
+                                     struct moeinf_model **out, struct moeinf_error *err);
+void moeinf_model_free(struct moeinf_model *model);
+
+int moeinf_model_n_vocab(const struct moeinf_model *model);
+int moeinf_model_n_ctx_train(const struct moeinf_model *model);
+/* One line describing the model (arch, layers, experts, types) into buf. */
+void moeinf_model_desc(const struct moeinf_model *model, char *buf, size_t size);
+
+enum moeinf_status moeinf_context_init(struct moeinf_model *model,
+                                       const struct moeinf_context_params *params,
+                                       struct moeinf_context **out, struct moeinf_error *err);
+void moeinf_context_free(struct moeinf_context *ctx);
+
+/* Forgets the KV cache: the next decode starts at position 0. */
+void moeinf_context_reset(struct moeinf_context *ctx);
+int moeinf_context_n_past(const struct moeinf_context *ctx);
+
+/*
+ * Runs `n` tokens through the model, appending them to the context (prefill when n > 1, in
+ * micro-batches of n_batch). If `logits` is not NULL it receives either every position's
+ * logits (all_logits: n x n_vocab floats) or the last position's (n_vocab floats).
+ * MOEINF_ERR_CONTEXT if n_past + n would exceed n_ctx (nothing is appended then);
+ * MOEINF_ERR_ARG for a token id outside the vocabulary.
+ */
+enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids, int n,
+                                 float *logits, bool all_logits, struct moeinf_error *err);
+
+/* ---- tokenizer (tokenizer module) -------------------------------------------------------- */
+
+/*
+ * Tokenizes `len` bytes of `text`. add_special: prepend BOS (and append EOS) iff the model's
+ * metadata asks for it. parse_special: text that spells a control token becomes that token.
+ * On success *out_ids is malloc'ed (caller frees with free()) and *n_out set.
+ */
+enum moeinf_status moeinf_tokenize(const struct moeinf_model *model, const char *text, size_t len,
+                                   bool add_special, bool parse_special, int32_t **out_ids,
+                                   size_t *n_out, struct moeinf_error *err);
+
+/* The bytes a token stands for (byte tokens decoded, the SentencePiece space restored). The
+ * returned pointer borrows the model's storage. Control tokens give their text iff special. */
+const char *moeinf_token_piece(const struct moeinf_model *model, int32_t id, bool special,
+                               size_t *len);
+
+int32_t moeinf_token_bos(const struct moeinf_model *model); /* -1 if none */
+int32_t moeinf_token_eos(const struct moeinf_model *model); /* -1 if none */
+/* True for every end-of-generation token the vocabulary marks (EOS, EOT, ...). */
+bool moeinf_token_is_eog(const struct moeinf_model *model, int32_t id);
+
+/* ---- sampler (sampler module) ------------------------------------------------------------ */
+
+struct moeinf_sampler;
+
+struct moeinf_sampler_params {
+    float temp;           /* 0 = greedy (default 0.8) */
+    int top_k;            /* 0 = off (default 40) */
+    float top_p;          /* 1 = off (default 0.95) */
+    float min_p;          /* 0 = off (default 0.05) */
+    float repeat_penalty; /* 1 = off (default 1.0) */
+    int repeat_last_n;    /* window of the repetition penalty (default 64) */
+    uint64_t seed;        /* same seed, same choices */
+};
+
+struct moeinf_sampler_params moeinf_sampler_params_default(void);
+enum moeinf_status moeinf_sampler_init(const struct moeinf_sampler_params *params, int n_vocab,
+                                       struct moeinf_sampler **out, struct moeinf_error *err);
+void moeinf_sampler_free(struct moeinf_sampler *s);
+/* Picks a token from one row of logits (not modified). */
+int32_t moeinf_sampler_sample(struct moeinf_sampler *s, const float *logits);
+/* Tells the sampler a token was emitted or fed (for the repetition penalty). */
+void moeinf_sampler_accept(struct moeinf_sampler *s, int32_t id);
+
+/* ---- expert cache simulator (sim module) ------------------------------------------------- */
+
+/* (filled in by the expert-cache work: trace I/O, policies, replay) */
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* MOEINF_H */

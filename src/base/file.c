@@ -1,0 +1,150 @@
+/* file.c - read-only mappings, positioned reads and atomic file replacement. */
+#include "base/file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/status.h"
+
+enum moeinf_status moeinf_file_map(const char *path, struct moeinf_mapping *out,
+                                   struct moeinf_error *err) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path, strerror(errno));
+    struct stat st;
+    if (fstat(fd, &st) != 0) {
+        int e = errno;
+        close(fd);
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path, strerror(e));
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: not a regular file", path);
+    }
+    const uint8_t *data = NULL;
+    if (st.st_size > 0) {
+        void *p = mmap(NULL, (size_t)st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+        if (p == MAP_FAILED) {
+            int e = errno;
+            close(fd);
+            return moeinf_fail(err, MOEINF_ERR_IO, "%s: mmap: %s", path, strerror(e));
+        }
+        data = p;
+    }
+    out->data = data;
+    out->size = (uint64_t)st.st_size;
+    out->fd = fd;
+    return MOEINF_OK;
+}
+
+void moeinf_file_unmap(struct moeinf_mapping *m) {
+    if (!m) return;
+    if (m->data) munmap((void *)m->data, (size_t)m->size);
+    if (m->fd >= 0) close(m->fd);
+    m->data = NULL;
+    m->size = 0;
+    m->fd = -1;
+}
+
+enum moeinf_status moeinf_file_pread(int fd, void *buf, size_t n, uint64_t offset,
+                                     const char *what, struct moeinf_error *err) {
+    uint8_t *p = buf;
+    while (n > 0) {
+        ssize_t r = pread(fd, p, n, (off_t)offset);
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return moeinf_fail(err, MOEINF_ERR_IO, "%s: read: %s", what, strerror(errno));
+        }
+        if (r == 0) return moeinf_fail(err, MOEINF_ERR_IO, "%s: unexpected end of file", what);
+        p += r;
+        n -= (size_t)r;
+        offset += (uint64_t)r;
+    }
+    return MOEINF_OK;
+}
+
+static void atomic_release(struct moeinf_atomic_file *f) {
+    free(f->path);
+    free(f->tmp_path);
+    f->path = NULL;
+    f->tmp_path = NULL;
+    f->fp = NULL;
+}
+
+enum moeinf_status moeinf_atomic_open(const char *path, struct moeinf_atomic_file *out,
+                                      struct moeinf_error *err) {
+    size_t n = strlen(path) + 32;
+    char *tmp = malloc(n);
+    char *dup = strdup(path);
+    if (!tmp || !dup) {
+        free(tmp);
+        free(dup);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    }
+    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    FILE *fp = fd >= 0 ? fdopen(fd, "wb") : NULL;
+    if (!fp) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        free(tmp);
+        free(dup);
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot create: %s", path, strerror(e));
+    }
+    out->fp = fp;
+    out->path = dup;
+    out->tmp_path = tmp;
+    return MOEINF_OK;
+}
+
+static void fsync_parent_dir(const char *path) {
+    char *copy = strdup(path);
+    if (!copy) return;
+    int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+        (void)fsync(dfd); /* best effort: some filesystems refuse fsync on directories */
+        close(dfd);
+    }
+    free(copy);
+}
+
+enum moeinf_status moeinf_atomic_commit(struct moeinf_atomic_file *f, struct moeinf_error *err) {
+    int failed = ferror(f->fp) != 0;
+    failed |= fflush(f->fp) != 0;
+    int e = errno;
+    failed |= fsync(fileno(f->fp)) != 0;
+    if (failed && !e) e = errno;
+    failed |= fclose(f->fp) != 0;
+    f->fp = NULL;
+    if (failed) {
+        unlink(f->tmp_path);
+        enum moeinf_status st = moeinf_fail(err, MOEINF_ERR_IO, "%s: write failed: %s", f->path,
+                                            strerror(e ? e : EIO));
+        atomic_release(f);
+        return st;
+    }
+    if (rename(f->tmp_path, f->path) != 0) {
+        e = errno;
+        unlink(f->tmp_path);
+        enum moeinf_status st =
+            moeinf_fail(err, MOEINF_ERR_IO, "%s: rename failed: %s", f->path, strerror(e));
+        atomic_release(f);
+        return st;
+    }
+    fsync_parent_dir(f->path);
+    atomic_release(f);
+    return MOEINF_OK;
+}
+
+void moeinf_atomic_abort(struct moeinf_atomic_file *f) {
+    if (!f || !f->tmp_path) return;
+    if (f->fp) fclose(f->fp);
+    unlink(f->tmp_path);
+    atomic_release(f);
+}

@@ -1,0 +1,48 @@
+/*
+ * cli.h - the moeinf command line: one cmd_<name>.c per subcommand, table in main.c.
+ * The CLI uses only the public header moeinf.h (plus this file).
+ *
+ * Exit codes: 0 success; 1 bad file or runtime failure (one line "moeinf: <msg>" on stderr);
+ * 2 bad option or value (usage on stderr).
+ */
+#ifndef MOEINF_CLI_H
+#define MOEINF_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "moeinf.h"
+
+#define CLI_EXIT_OK    0
+#define CLI_EXIT_FAIL  1
+#define CLI_EXIT_USAGE 2
+
+int cmd_inspect(int argc, char **argv);
+int cmd_gen_model(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_logits(int argc, char **argv);
+int cmd_run(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+int cmd_sim(int argc, char **argv);
+
+/* Prints "moeinf: <msg>" for a failed call; returns CLI_EXIT_FAIL. */
+int cli_fail(const struct moeinf_error *err);
+
+/*
+ * Strict number parsing for option values: the whole string must be a number within
+ * [lo, hi]. On a bad value prints "moeinf <cmd>: invalid value 'v' for opt: why" to stderr
+ * and returns false.
+ */
+bool cli_parse_long(const char *cmd, const char *opt, const char *s, long lo, long hi, long *out);
+bool cli_parse_u64(const char *cmd, const char *opt, const char *s, uint64_t *out);
+bool cli_parse_float(const char *cmd, const char *opt, const char *s, double lo, double hi,
+                     float *out);
+
+/* Value of option argv[*i] (advances *i); prints an error and returns NULL if missing. */
+const char *cli_option_value(const char *cmd, int argc, char **argv, int *i);
+
+/* The default model path (~/.cache/moeinf/default-moe.gguf, or $MOEINF_DEFAULT_MODEL),
+ * generated with moeinf_gen_model on first use. Writes the path into buf. */
+bool cli_default_model(char *buf, size_t size, struct moeinf_error *err);
+
+#endif

@@ -1,0 +1,138 @@
+/*
+ * gguf.h - bounded reader of GGUF files (versions 2 and 3, little-endian).
+ *
+ * File layout (all integers little-endian):
+ *   1. magic "GGUF" (4 bytes)
+ *   2. version (uint32): 2 or 3
+ *   3. tensor count (uint64), 4. metadata KV count (uint64)
+ *   5. KV pairs: key (gguf string), value type (uint32), value
+ *        gguf string = length (uint64) + bytes (no terminator)
+ *        array       = element type (uint32) + count (uint64) + elements
+ *   6. tensor infos: name (gguf string), n_dims (uint32), ne[n_dims] (uint64 each),
+ *      type (uint32, ggml type id), offset (uint64, relative to the data section)
+ *   7. padding to general.alignment (default 32), then the data section
+ *
+ * The whole file is mapped read-only (see docs/ARCHITECTURE.md); every count, length,
+ * offset and shape is checked against the file size and for overflow before use, and any
+ * defect is a MOEINF_ERR_FORMAT (or _UNSUPPORTED) naming the file and the problem.
+ * Strings returned by the accessors point into the mapping and live as long as the
+ * struct moeinf_gguf; they are NOT NUL-terminated in the file, so every string comes
+ * with its length (struct moeinf_gguf_str).
+ */
+#ifndef MOEINF_GGUF_H
+#define MOEINF_GGUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "base/file.h"
+#include "moeinf.h"
+
+enum moeinf_gguf_type {
+    MOEINF_GGUF_TYPE_UINT8 = 0,
+    MOEINF_GGUF_TYPE_INT8 = 1,
+    MOEINF_GGUF_TYPE_UINT16 = 2,
+    MOEINF_GGUF_TYPE_INT16 = 3,
+    MOEINF_GGUF_TYPE_UINT32 = 4,
+    MOEINF_GGUF_TYPE_INT32 = 5,
+    MOEINF_GGUF_TYPE_FLOAT32 = 6,
+    MOEINF_GGUF_TYPE_BOOL = 7,
+    MOEINF_GGUF_TYPE_STRING = 8,
+    MOEINF_GGUF_TYPE_ARRAY = 9,
+    MOEINF_GGUF_TYPE_UINT64 = 10,
+    MOEINF_GGUF_TYPE_INT64 = 11,
+    MOEINF_GGUF_TYPE_FLOAT64 = 12,
+    MOEINF_GGUF_TYPE_COUNT
+};
+
+#define MOEINF_GGUF_MAX_DIMS 4
+
+struct moeinf_gguf_str {
+    const char *data; /* into the mapping; not NUL-terminated */
+    uint64_t len;
+};
+
+struct moeinf_gguf_kv {
+    struct moeinf_gguf_str key;
+    enum moeinf_gguf_type type;      /* ARRAY for arrays */
+    enum moeinf_gguf_type elem_type; /* element type of an array (never ARRAY), else = type */
+    uint64_t n_elem;                 /* 1 for scalars */
+    const uint8_t *data;             /* first element (strings: a gguf string each) */
+    uint64_t *str_off;               /* string arrays: offset of element i from data, else NULL */
+};
+
+struct moeinf_gguf_tensor {
+    char name[128];               /* NUL-terminated copy (GGUF limits names to 64 bytes) */
+    int type;                     /* ggml type id (see quant/quant.h) */
+    int n_dims;                   /* 1..4 */
+    int64_t ne[MOEINF_GGUF_MAX_DIMS]; /* ne[0] innermost; unused dims are 1 */
+    uint64_t offset;              /* absolute offset in the file */
+    uint64_t n_bytes;             /* size of the data */
+    const uint8_t *data;          /* into the mapping */
+};
+
+struct moeinf_gguf {
+    char *path;
+    struct moeinf_mapping map;
+    uint32_t version;
+    uint64_t alignment;
+    uint64_t data_offset; /* absolute offset of the data section */
+    uint64_t n_kv;
+    struct moeinf_gguf_kv *kv;
+    uint64_t n_tensors;
+    struct moeinf_gguf_tensor *tensors;
+};
+
+/* Opens, maps and validates a file. */
+enum moeinf_status moeinf_gguf_open(const char *path, struct moeinf_gguf **out,
+                                    struct moeinf_error *err);
+/* Same, over a caller-owned buffer (tests, fuzzing). path is only used in messages. */
+enum moeinf_status moeinf_gguf_open_buffer(const void *data, uint64_t size, const char *path,
+                                           struct moeinf_gguf **out, struct moeinf_error *err);
+void moeinf_gguf_free(struct moeinf_gguf *g);
+
+/* Index of a key, or -1. */
+int64_t moeinf_gguf_find_key(const struct moeinf_gguf *g, const char *key);
+const struct moeinf_gguf_tensor *moeinf_gguf_find_tensor(const struct moeinf_gguf *g,
+                                                         const char *name);
+
+/*
+ * Typed getters. They return MOEINF_ERR_FORMAT naming the key if it is absent (unless the
+ * _opt variant, which returns MOEINF_OK and leaves *out untouched when absent) or of an
+ * incompatible type. Integer getters accept any integer type whose value fits; float getters
+ * accept float32/float64.
+ */
+enum moeinf_status moeinf_gguf_get_u32(const struct moeinf_gguf *g, const char *key,
+                                       uint32_t *out, struct moeinf_error *err);
+enum moeinf_status moeinf_gguf_get_u32_opt(const struct moeinf_gguf *g, const char *key,
+                                           uint32_t *out, struct moeinf_error *err);
+enum moeinf_status moeinf_gguf_get_f32(const struct moeinf_gguf *g, const char *key, float *out,
+                                       struct moeinf_error *err);
+enum moeinf_status moeinf_gguf_get_f32_opt(const struct moeinf_gguf *g, const char *key,
+                                           float *out, struct moeinf_error *err);
+enum moeinf_status moeinf_gguf_get_bool_opt(const struct moeinf_gguf *g, const char *key,
+                                            bool *out, struct moeinf_error *err);
+enum moeinf_status moeinf_gguf_get_str(const struct moeinf_gguf *g, const char *key,
+                                       struct moeinf_gguf_str *out, struct moeinf_error *err);
+enum moeinf_status moeinf_gguf_get_str_opt(const struct moeinf_gguf *g, const char *key,
+                                           struct moeinf_gguf_str *out, struct moeinf_error *err);
+/* An array of the given element type (absent: MOEINF_ERR_FORMAT). */
+enum moeinf_status moeinf_gguf_get_arr(const struct moeinf_gguf *g, const char *key,
+                                       enum moeinf_gguf_type elem_type,
+                                       const struct moeinf_gguf_kv **out,
+                                       struct moeinf_error *err);
+
+/* Element i of an array kv (bounds were checked at open; i < kv->n_elem is the caller's). */
+struct moeinf_gguf_str moeinf_gguf_arr_str(const struct moeinf_gguf_kv *kv, uint64_t i);
+float moeinf_gguf_arr_f32(const struct moeinf_gguf_kv *kv, uint64_t i);
+int32_t moeinf_gguf_arr_i32(const struct moeinf_gguf_kv *kv, uint64_t i);
+
+/* True if a gguf string equals a C string. */
+bool moeinf_gguf_str_eq(struct moeinf_gguf_str s, const char *c);
+
+/* Prints the metadata and tensor table (moeinf inspect). */
+void moeinf_gguf_print(const struct moeinf_gguf *g, FILE *out);
+
+#endif

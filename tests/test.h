@@ -1,0 +1,129 @@
+/*
+ * test.h - the test harness: one executable per test_*.c, each ending with the line
+ * "N passed, N failed" and exiting non-zero on any failure.
+ *
+ *   static void test_something(void) { CHECK(x == 1); CHECK_NEAR(y, 0.5, 1e-6); }
+ *   int main(void) { RUN(test_something); return test_report(); }
+ *
+ * Shared test data (../shared) is found through $MOEINF_SHARED (set by ctest). When it is
+ * absent a test calls test_shared_path(), which reports a skip, except under CI=true,
+ * where its absence is a failure.
+ */
+#ifndef MOEINF_TEST_H
+#define MOEINF_TEST_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static int test_n_checks_failed;
+static int test_n_passed;
+static int test_n_failed;
+static int test_n_skipped;
+static int test_current_skipped;
+
+#define CHECK(cond)                                                                            \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);          \
+            test_n_checks_failed++;                                                            \
+        }                                                                                      \
+    } while (0)
+
+#define CHECK_MSG(cond, ...)                                                                   \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);           \
+            fprintf(stderr, __VA_ARGS__);                                                      \
+            fputc('\n', stderr);                                                               \
+            test_n_checks_failed++;                                                            \
+        }                                                                                      \
+    } while (0)
+
+#define CHECK_EQ_INT(a, b)                                                                     \
+    do {                                                                                       \
+        long long va_ = (long long)(a), vb_ = (long long)(b);                                  \
+        if (va_ != vb_) {                                                                      \
+            fprintf(stderr, "%s:%d: CHECK_EQ_INT failed: %s = %lld, %s = %lld\n", __FILE__,   \
+                    __LINE__, #a, va_, #b, vb_);                                               \
+            test_n_checks_failed++;                                                            \
+        }                                                                                      \
+    } while (0)
+
+#define CHECK_NEAR(a, b, tol)                                                                  \
+    do {                                                                                       \
+        double va_ = (double)(a), vb_ = (double)(b);                                           \
+        if (!(fabs(va_ - vb_) <= (tol))) {                                                     \
+            fprintf(stderr, "%s:%d: CHECK_NEAR failed: %s = %.9g, %s = %.9g, tol %g\n",        \
+                    __FILE__, __LINE__, #a, va_, #b, vb_, (double)(tol));                      \
+            test_n_checks_failed++;                                                            \
+        }                                                                                      \
+    } while (0)
+
+#define CHECK_STR_CONTAINS(hay, needle)                                                        \
+    do {                                                                                       \
+        const char *h_ = (hay), *n_ = (needle);                                                \
+        if (!h_ || !strstr(h_, n_)) {                                                          \
+            fprintf(stderr, "%s:%d: expected \"%s\" to contain \"%s\"\n", __FILE__, __LINE__, \
+                    h_ ? h_ : "(null)", n_);                                                   \
+            test_n_checks_failed++;                                                            \
+        }                                                                                      \
+    } while (0)
+
+#define RUN(fn)                                                                                \
+    do {                                                                                       \
+        int before_ = test_n_checks_failed;                                                    \
+        test_current_skipped = 0;                                                              \
+        fn();                                                                                  \
+        if (test_n_checks_failed != before_) {                                                 \
+            fprintf(stderr, "FAIL %s\n", #fn);                                                 \
+            test_n_failed++;                                                                   \
+        } else if (test_current_skipped) {                                                     \
+            test_n_skipped++;                                                                  \
+        } else {                                                                               \
+            fprintf(stderr, "ok   %s\n", #fn);                                                 \
+            test_n_passed++;                                                                   \
+        }                                                                                      \
+    } while (0)
+
+/* Marks the running test as skipped (call, then return). */
+static inline void test_skip(const char *why) {
+    fprintf(stderr, "SKIP: %s\n", why);
+    test_current_skipped = 1;
+}
+
+static inline int test_report(void) {
+    printf("%d passed, %d failed, %d skipped\n", test_n_passed, test_n_failed, test_n_skipped);
+    return test_n_failed ? 1 : 0;
+}
+
+/* Full path of a file under ../shared into buf, or NULL when the shared folder is absent
+ * (a skip outside CI, a failure under CI=true). */
+static inline const char *test_shared_path(const char *rel, char *buf, size_t size) {
+    const char *dir = getenv("MOEINF_SHARED");
+    struct stat st;
+    if (dir && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+        snprintf(buf, size, "%s/%s", dir, rel);
+        return buf;
+    }
+    const char *ci = getenv("CI");
+    if (ci && strcmp(ci, "true") == 0) {
+        fprintf(stderr, "shared test data missing (MOEINF_SHARED=%s) under CI=true\n",
+                dir ? dir : "(unset)");
+        test_n_checks_failed++;
+    } else {
+        test_skip("../shared is absent; shared-data tests skipped");
+    }
+    return NULL;
+}
+
+/* A scratch path under the build tree: $MOEINF_TMP/<name>. */
+static inline const char *test_tmp_path(const char *name, char *buf, size_t size) {
+    const char *dir = getenv("MOEINF_TMP");
+    snprintf(buf, size, "%s/%s", dir ? dir : "/tmp", name);
+    return buf;
+}
+
+#endif
