@@ -1,3 +1,4 @@
+// ctest-labels: golden
 /*
  * test_quant.c - tensor types and CPU kernels (src/quant).
  *
@@ -10,6 +11,8 @@
 #include <float.h>
 #include <stdint.h>
 
+#include "gguf/gguf.h"
+#include "gguf/gguf_types.h"
 #include "quant/kernels.h"
 #include "quant/quant.h"
 #include "quant/quant_ref.h"
@@ -719,6 +722,85 @@ static void test_vec_dot_m(void) {
     }
 }
 
+/* ---- real data: llama-quantize's outputs ------------------------------------------------------ */
+
+/* Every Q8_0 / Q4_0 tensor of a quantized tiny-mixtral file, re-quantized here from the
+ * F32 file (F16 tensors through F32), must equal llama-quantize's bytes, and dequantizes to
+ * within the bound of test_ref_roundtrip_bounds. */
+static void check_requantize(const char *qfile) {
+    char p32[512], pq[512];
+    if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", p32, sizeof p32)) return;
+    test_shared_path(qfile, pq, sizeof pq);
+    struct moeinf_gguf *g32 = NULL, *gq = NULL;
+    struct moeinf_error err;
+    if (moeinf_gguf_open(p32, &g32, &err) != MOEINF_OK ||
+        moeinf_gguf_open(pq, &gq, &err) != MOEINF_OK) {
+        CHECK_MSG(0, "%s", err.msg);
+        moeinf_gguf_free(g32);
+        return;
+    }
+    int n_checked = 0, n_rows_bad = 0, n_elem_bad = 0;
+    for (uint64_t i = 0; i < gq->n_tensors; i++) {
+        const struct moeinf_gguf_tensor *tq = &gq->tensors[i];
+        if (tq->type != MOEINF_TYPE_Q8_0 && tq->type != MOEINF_TYPE_Q4_0) continue;
+        const struct moeinf_gguf_tensor *t32 = moeinf_gguf_find_tensor(g32, tq->name);
+        CHECK(t32 != NULL);
+        if (!t32) continue;
+        CHECK(t32->type == MOEINF_TYPE_F32 || t32->type == MOEINF_TYPE_F16);
+        int64_t n = tq->ne[0];
+        int64_t rows = tq->ne[1] * tq->ne[2] * tq->ne[3];
+        CHECK_EQ_INT(t32->ne[0], n);
+        size_t qb = moeinf_row_bytes((enum moeinf_type)tq->type, n);
+        size_t fb = moeinf_row_bytes((enum moeinf_type)t32->type, n);
+        CHECK_EQ_INT(tq->n_bytes, qb * (size_t)rows);
+        float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
+        uint8_t *q = malloc(qb);
+        for (int64_t r = 0; r < rows; r++) {
+            moeinf_dequantize_row((enum moeinf_type)t32->type, t32->data + (size_t)r * fb, x, n);
+            moeinf_quantize_row_ref((enum moeinf_type)tq->type, x, q, n);
+            const uint8_t *file_row = tq->data + (size_t)r * qb;
+            n_rows_bad += memcmp(q, file_row, qb) != 0;
+            moeinf_dequantize_row((enum moeinf_type)tq->type, file_row, y, n);
+            for (int64_t b = 0; b < n / 32; b++) {
+                double amax = 0;
+                for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(x[b * 32 + j]));
+                double d = tq->type == MOEINF_TYPE_Q8_0 ? amax / 127 : amax / 8;
+                double tol = tq->type == MOEINF_TYPE_Q8_0 ? d * (0.5 + 127 * 0x1p-11)
+                                                          : d * (1 + 8 * 0x1p-11);
+                for (int j = 0; j < 32; j++)
+                    n_elem_bad += fabs((double)y[b * 32 + j] - x[b * 32 + j]) > tol * (1 + 1e-5);
+            }
+        }
+        free(x);
+        free(y);
+        free(q);
+        n_checked++;
+    }
+    CHECK_MSG(n_checked >= 7, "%s: only %d quantized tensors", qfile, n_checked);
+    CHECK_MSG(n_rows_bad == 0, "%s: %d rows differ from llama-quantize", qfile, n_rows_bad);
+    CHECK_EQ_INT(n_elem_bad, 0);
+    moeinf_gguf_free(g32);
+    moeinf_gguf_free(gq);
+}
+
+static void test_real_data(void) {
+    check_requantize("testdata/models/tiny-mixtral-Q8_0.gguf");
+    check_requantize("testdata/models/tiny-mixtral-Q4_0.gguf");
+}
+
+/* The type table of the GGUF reader (written separately) agrees with ours. */
+static void test_traits_match_gguf(void) {
+    for (int id = 0; id < MOEINF_TYPE_COUNT; id++) {
+        const struct moeinf_type_traits *t = moeinf_type_traits_get(id);
+        const struct moeinf_gguf_type_info *g = moeinf_gguf_type_info_get(id);
+        CHECK_MSG((t == NULL) == (g == NULL), "type %d", id);
+        if (t && g)
+            CHECK_MSG(strcmp(t->name, g->name) == 0 && t->block_size == (int64_t)g->block_size &&
+                          t->type_size == (size_t)g->type_size,
+                      "type %d", id);
+    }
+}
+
 /* ---- table selection --------------------------------------------------------------------------- */
 
 static void test_kernels_best(void) {
@@ -768,5 +850,7 @@ int main(void) {
     RUN(test_simd_vec_dot);
     RUN(test_vec_dot_m);
     RUN(test_kernels_best);
+    RUN(test_traits_match_gguf);
+    RUN(test_real_data);
     return test_report();
 }
