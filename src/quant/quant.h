@@ -8,8 +8,26 @@
  * Block dot products are exact integer sums scaled by d_w * d_x.
  *
  * Kernel tables: moeinf_kernels_scalar() is the reference (portable C); the AVX2 and AVX-512
- * tables give the same results up to float summation order (integer parts bit-exact), and
- * from_float is bit-exact with the scalar twin. moeinf_kernels_best() picks at run time.
+ * tables give bit-identical results: from_float and to_float are bit-exact with the scalar
+ * twin, and every vec_dot follows the one summation order below, which the SIMD kernels
+ * reproduce lane for lane (so a model computes the same logits on every x86 CPU and the
+ * scalar fallback). moeinf_kernels_best() picks at run time.
+ *
+ * Summation order of vec_dot (all tables; fma = fused multiply-add, rounded once):
+ *   F32, F16, BF16 (products of two F16/BF16 values are exact in float):
+ *     P[k % 32] = fma(w[k], x[k], P[k % 32]) for k = 0..n-1 in order, P[] starting at +0;
+ *     Q[l] = (P[l] + P[l+8]) + (P[l+16] + P[l+24]) for l < 8;  s = hsum8(Q)
+ *   Q8_0, Q4_0 (blocks of 32; isum_b = the exact integer dot of block b):
+ *     A[b % 8] = fma(d_w[b] * d_x[b], (float)isum_b, A[b % 8]) for b in order;  s = hsum8(A)
+ *   hsum8(v) = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7))
+ * (AVX2 keeps P in four 8-lane accumulators and A in one; AVX-512 in two 16-lane ones.)
+ *
+ * Activation rounding (from_float): F16 and BF16 round to nearest even (NaN stays NaN, quiet);
+ * Q8_0 is llama.cpp's x86 quantize_row_q8_0: amax = max|x| over the block,
+ * d = amax / 127 stored as F16, id = amax ? 127 / amax : 0 (from amax, not from d),
+ * q = x * id rounded half to even as cvtps2dq does (NaN or out of int32 range -> -128),
+ * saturated to int8. For finite inputs q lies in [-127, 127]; the SIMD int8 dots rely on
+ * that (activation quants of -128 give an unspecified, but memory-safe, result).
  */
 #ifndef MOEINF_QUANT_H
 #define MOEINF_QUANT_H
@@ -38,6 +56,23 @@ enum moeinf_type {
     MOEINF_TYPE_COUNT = 42 /* table size; ids >= this are unknown */
 };
 
+/* Block layouts, as ggml's block_q8_0 and block_q4_0 (d is an IEEE half, little-endian). */
+#define MOEINF_QK8_0 32
+#define MOEINF_QK4_0 32
+
+struct moeinf_block_q8_0 {
+    uint16_t d;                /* scale, F16 bits */
+    int8_t qs[MOEINF_QK8_0];   /* element j = qs[j] * d */
+};
+
+struct moeinf_block_q4_0 {
+    uint16_t d;                    /* scale, F16 bits */
+    uint8_t qs[MOEINF_QK4_0 / 2];  /* element j < 16: (qs[j] & 15) - 8; j >= 16: (qs[j-16] >> 4) - 8 */
+};
+
+_Static_assert(sizeof(struct moeinf_block_q8_0) == 34, "block_q8_0 must be 34 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q4_0) == 18, "block_q4_0 must be 18 bytes as in ggml");
+
 struct moeinf_type_traits {
     const char *name;          /* "f32", "q4_0", ... (ggml's names); NULL = unknown id */
     int64_t block_size;        /* elements per block */
@@ -58,12 +93,21 @@ float moeinf_fp16_to_fp32(uint16_t h);
 uint16_t moeinf_fp32_to_bf16(float f);
 float moeinf_bf16_to_fp32(uint16_t h);
 
-/* Reference weight quantization (gen-model, tests): llama.cpp's quantize_row_*_ref. */
+/* Reference weight quantization (gen-model, tests): llama.cpp's quantize_row_*_ref, which
+ * is also what llama-quantize uses without an imatrix (Q8_0: d = amax/127, q = roundf(x/d);
+ * Q4_0: d = -max/8 with max the signed element of largest magnitude, q = min(15,
+ * (int)(x/d + 8.5))); F32 copies, F16/BF16 round to nearest even. `type` must be one of the
+ * five supported types and n a multiple of its block size; y holds moeinf_row_bytes(type, n). */
 void moeinf_quantize_row_ref(enum moeinf_type type, const float *x, void *y, int64_t n);
+
+/* Dequantizes a row of a supported type (the scalar table's to_float). */
+void moeinf_dequantize_row(enum moeinf_type type, const void *x, float *y, int64_t n);
 
 typedef void (*moeinf_from_float_fn)(const float *x, void *y, int64_t n);
 typedef void (*moeinf_to_float_fn)(const void *x, float *y, int64_t n);
-/* s[0] = dot(w row, x row), n elements; w of the table's type, x of its vec_dot_type. */
+/* s[0] = dot(w row, x row), n elements; w of the table's type, x of its vec_dot_type (as
+ * that table's from_float wrote it). n is a multiple of the block size (any n >= 0 for F32,
+ * F16, BF16). Rows need no alignment. */
 typedef void (*moeinf_vec_dot_fn)(int64_t n, float *s, const void *w, const void *x);
 /* s[j] = dot(w row, x row j) for j < m, x rows x_stride bytes apart: one weight row serves
  * m activation rows (prefill). Must equal m calls of vec_dot bit for bit. */
@@ -80,7 +124,8 @@ struct moeinf_kernels {
 
 const struct moeinf_kernels *moeinf_kernels_scalar(void);
 const struct moeinf_kernels *moeinf_kernels_avx2(void);   /* NULL if the CPU lacks AVX2+FMA+F16C */
-const struct moeinf_kernels *moeinf_kernels_avx512(void); /* NULL if the CPU lacks AVX-512 F/BW/VL */
+/* NULL if the CPU lacks AVX-512 F/BW/VL/DQ/VNNI (Ice Lake, Zen 4 and later have them). */
+const struct moeinf_kernels *moeinf_kernels_avx512(void);
 /* The best table this CPU runs; MOEINF_KERNELS=scalar|avx2|avx512 in the environment caps it. */
 const struct moeinf_kernels *moeinf_kernels_best(void);
 

@@ -1,0 +1,8 @@
+/* kernels_avx512.c - placeholder until the avx512 kernels land: no table yet. */
+#if defined(__x86_64__)
+#    include "quant/kernels.h"
+
+const struct moeinf_kernels *moeinf_kernels_avx512_table(void) {
+    return (const struct moeinf_kernels *)0;
+}
+#endif

@@ -1,0 +1,44 @@
+/*
+ * quant_ref.h - the scalar reference kernels (quant_ref.c): the entries of the scalar table
+ * and the twins every SIMD kernel is tested against. Internal to src/quant and tests.
+ * Semantics and summation order are spelled out in quant.h.
+ */
+#ifndef MOEINF_QUANT_REF_H
+#define MOEINF_QUANT_REF_H
+
+#include "quant/quant.h"
+
+/* Activation conversion (from_float): the partner types of quant.h. */
+void moeinf_ref_from_float_f32(const float *x, void *y, int64_t n);
+void moeinf_ref_from_float_f16(const float *x, void *y, int64_t n);
+void moeinf_ref_from_float_bf16(const float *x, void *y, int64_t n);
+void moeinf_ref_from_float_q8_0(const float *x, void *y, int64_t n); /* llama.cpp x86 rounding */
+
+/* Weight quantizers (llama.cpp's quantize_row_q8_0_ref / quantize_row_q4_0_ref). */
+void moeinf_ref_quantize_q8_0(const float *x, void *y, int64_t n);
+void moeinf_ref_quantize_q4_0(const float *x, void *y, int64_t n);
+
+void moeinf_ref_to_float_f32(const void *x, float *y, int64_t n);
+void moeinf_ref_to_float_f16(const void *x, float *y, int64_t n);
+void moeinf_ref_to_float_bf16(const void *x, float *y, int64_t n);
+void moeinf_ref_to_float_q8_0(const void *x, float *y, int64_t n);
+void moeinf_ref_to_float_q4_0(const void *x, float *y, int64_t n);
+
+void moeinf_ref_vec_dot_f32(int64_t n, float *s, const void *w, const void *x);
+void moeinf_ref_vec_dot_f16(int64_t n, float *s, const void *w, const void *x);
+void moeinf_ref_vec_dot_bf16(int64_t n, float *s, const void *w, const void *x);
+void moeinf_ref_vec_dot_q8_0(int64_t n, float *s, const void *w, const void *x);
+void moeinf_ref_vec_dot_q4_0(int64_t n, float *s, const void *w, const void *x);
+
+void moeinf_ref_vec_dot_m_f32(int64_t n, int m, float *s, const void *w, const void *x,
+                              size_t x_stride);
+void moeinf_ref_vec_dot_m_f16(int64_t n, int m, float *s, const void *w, const void *x,
+                              size_t x_stride);
+void moeinf_ref_vec_dot_m_bf16(int64_t n, int m, float *s, const void *w, const void *x,
+                               size_t x_stride);
+void moeinf_ref_vec_dot_m_q8_0(int64_t n, int m, float *s, const void *w, const void *x,
+                               size_t x_stride);
+void moeinf_ref_vec_dot_m_q4_0(int64_t n, int m, float *s, const void *w, const void *x,
+                               size_t x_stride);
+
+#endif

@@ -1,0 +1,856 @@
+// ctest-labels: golden
+/*
+ * test_quant.c - tensor types and CPU kernels (src/quant).
+ *
+ * Independent expectations: hand-computed blocks, brute-force F16/BF16 rounding over sorted
+ * value tables, float64 dot products with stated error bounds, integer block dots decoded
+ * here (not by the library), and every SIMD table compared bit for bit with the scalar twin.
+ * Real data: the llama-quantize outputs in ../shared/testdata are re-quantized from the F32
+ * file and must come out byte-identical.
+ */
+#include <float.h>
+#include <stdint.h>
+
+#include "gguf/gguf.h"
+#include "gguf/gguf_types.h"
+#include "quant/kernels.h"
+#include "quant/quant.h"
+#include "quant/quant_ref.h"
+#include "test.h"
+
+/* ---- helpers ------------------------------------------------------------------------------ */
+
+static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rng_u64(void) { /* splitmix64 */
+    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rng_uniform(void) { /* [0, 1) */
+    return (double)(rng_u64() >> 11) * 0x1p-53;
+}
+
+static float rng_normal(void) {
+    double u1 = rng_uniform() + 0x1p-60, u2 = rng_uniform();
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+static float bits_f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static uint32_t f_bits(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+
+/* Random activations: normal values with a scale that varies per block of 32, some zeros and
+ * an occasional all-zero block (d = 0), as real hidden states have. */
+static void fill_activations(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i += 32) {
+        float scale = (float)pow(10.0, 3.0 * rng_uniform() - 1.5);
+        bool zero_block = rng_u64() % 23 == 0;
+        for (int64_t j = i; j < i + 32 && j < n; j++) {
+            x[j] = zero_block ? 0.0f : rng_normal() * scale;
+            if (rng_u64() % 50 == 0) x[j] = 0.0f;
+        }
+    }
+}
+
+/* Bytes of a row and whether the type is block-quantized. */
+static size_t row_bytes(enum moeinf_type t, int64_t n) {
+    return moeinf_row_bytes(t, n);
+}
+
+static const enum moeinf_type supported[] = {MOEINF_TYPE_F32, MOEINF_TYPE_F16, MOEINF_TYPE_BF16,
+                                             MOEINF_TYPE_Q8_0, MOEINF_TYPE_Q4_0};
+#define N_SUPPORTED ((int)(sizeof supported / sizeof supported[0]))
+
+static bool is_block_type(enum moeinf_type t) {
+    return t == MOEINF_TYPE_Q8_0 || t == MOEINF_TYPE_Q4_0;
+}
+
+/* The tables this CPU can run: scalar first. */
+static const struct moeinf_kernels *tables[3];
+static int n_tables;
+
+/* A weight row of type t: quantized from random data by the reference quantizer, or (for
+ * block types with `raw`) random bytes with random finite F16 scales, which reaches quants
+ * the quantizer never writes (q8_0 -128, every q4_0 nibble). */
+static void make_weights(enum moeinf_type t, void *w, int64_t n, bool raw) {
+    float *tmp = malloc((size_t)n * sizeof(float));
+    fill_activations(tmp, n);
+    moeinf_quantize_row_ref(t, tmp, w, n);
+    free(tmp);
+    if (raw && is_block_type(t)) {
+        size_t bs = moeinf_type_traits_get((int)t)->type_size;
+        uint8_t *p = w;
+        for (int64_t b = 0; b < n / 32; b++) {
+            for (size_t k = 2; k < bs; k++) p[b * (int64_t)bs + (int64_t)k] = (uint8_t)rng_u64();
+            uint16_t h;
+            do h = (uint16_t)rng_u64();
+            while (((h >> 10) & 0x1f) == 0x1f || ((h >> 10) & 0x1f) > 24); /* finite, < 2^10 */
+            memcpy(p + b * (int64_t)bs, &h, 2);
+        }
+    }
+}
+
+/* The activation row for weight type t, made by the scalar from_float. */
+static void make_activation(enum moeinf_type t, void *x, int64_t n) {
+    enum moeinf_type vt = moeinf_type_traits_get((int)t)->vec_dot_type;
+    float *tmp = malloc((size_t)n * sizeof(float));
+    fill_activations(tmp, n);
+    moeinf_kernels_scalar()->from_float[vt](tmp, x, n);
+    free(tmp);
+}
+
+static float half_at(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return moeinf_fp16_to_fp32(h);
+}
+
+/* Independent decoding of block b of a quantized row: 32 integers and the scale. */
+static float decode_block(enum moeinf_type t, const void *row, int64_t b, int q[32]) {
+    if (t == MOEINF_TYPE_Q8_0) {
+        const uint8_t *p = (const uint8_t *)row + b * 34;
+        for (int j = 0; j < 32; j++) q[j] = (int8_t)p[2 + j];
+        return half_at(p);
+    }
+    const uint8_t *p = (const uint8_t *)row + b * 18;
+    for (int j = 0; j < 16; j++) {
+        q[j] = (int)(p[2 + j] % 16) - 8;
+        q[j + 16] = (int)(p[2 + j] / 16) - 8;
+    }
+    return half_at(p);
+}
+
+/* Element i of a float-like row as double. */
+static double elem(enum moeinf_type t, const void *row, int64_t i) {
+    if (t == MOEINF_TYPE_F32) return ((const float *)row)[i];
+    if (t == MOEINF_TYPE_F16) return moeinf_fp16_to_fp32(((const uint16_t *)row)[i]);
+    return bits_f((uint32_t)((const uint16_t *)row)[i] << 16);
+}
+
+/* ---- traits ------------------------------------------------------------------------------ */
+
+static void test_traits(void) {
+    int n_supported = 0;
+    for (int id = -3; id < MOEINF_TYPE_COUNT + 3; id++) {
+        const struct moeinf_type_traits *t = moeinf_type_traits_get(id);
+        if (!t) continue;
+        CHECK(t->name != NULL && t->block_size > 0 && t->type_size > 0);
+        n_supported += t->supported;
+    }
+    CHECK_EQ_INT(n_supported, 5);
+    for (int i = 0; i < N_SUPPORTED; i++) CHECK(moeinf_type_traits_get((int)supported[i])->supported);
+    /* Removed or never-assigned ids are unknown. */
+    int unknown[] = {-1, 4, 5, 31, 32, 33, 36, 37, 38, 42, 1000};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
+        CHECK(moeinf_type_traits_get(unknown[i]) == NULL);
+    /* Names (for error messages) and layouts of a few known types, from ggml-common.h. */
+    const struct moeinf_type_traits *k = moeinf_type_traits_get(MOEINF_TYPE_Q4_K);
+    CHECK(k && strcmp(k->name, "q4_K") == 0 && k->block_size == 256 && k->type_size == 144 &&
+          !k->supported);
+    k = moeinf_type_traits_get(MOEINF_TYPE_Q6_K);
+    CHECK(k && strcmp(k->name, "q6_K") == 0 && k->type_size == 2 + 128 + 64 + 16);
+    k = moeinf_type_traits_get(MOEINF_TYPE_Q5_0);
+    CHECK(k && strcmp(k->name, "q5_0") == 0 && k->type_size == 2 + 4 + 16);
+    k = moeinf_type_traits_get(MOEINF_TYPE_Q8_0);
+    CHECK(k && strcmp(k->name, "q8_0") == 0 && k->block_size == 32 && k->type_size == 34 &&
+          k->vec_dot_type == MOEINF_TYPE_Q8_0);
+    k = moeinf_type_traits_get(MOEINF_TYPE_Q4_0);
+    CHECK(k && strcmp(k->name, "q4_0") == 0 && k->type_size == 18 &&
+          k->vec_dot_type == MOEINF_TYPE_Q8_0);
+    CHECK(strcmp(moeinf_type_traits_get(MOEINF_TYPE_BF16)->name, "bf16") == 0);
+    CHECK(moeinf_type_traits_get(MOEINF_TYPE_F16)->vec_dot_type == MOEINF_TYPE_F16);
+    CHECK(moeinf_type_traits_get(MOEINF_TYPE_BF16)->vec_dot_type == MOEINF_TYPE_BF16);
+    CHECK_EQ_INT(moeinf_row_bytes(MOEINF_TYPE_Q8_0, 4096), 4096 / 32 * 34);
+    CHECK_EQ_INT(moeinf_row_bytes(MOEINF_TYPE_Q4_0, 4096), 4096 / 32 * 18);
+    CHECK_EQ_INT(moeinf_row_bytes(MOEINF_TYPE_F16, 7), 14);
+    CHECK_EQ_INT(moeinf_row_bytes(MOEINF_TYPE_F32, 7), 28);
+    CHECK_EQ_INT(moeinf_row_bytes(MOEINF_TYPE_Q4_K, 512), 288);
+    CHECK_EQ_INT(moeinf_row_bytes((enum moeinf_type)4, 32), 0);
+}
+
+/* ---- F16 / BF16 conversions ----------------------------------------------------------------- */
+
+/* Value of a half from its fields, computed in double without the library. */
+static double half_value(uint16_t h) {
+    int e = (h >> 10) & 31, m = h & 1023;
+    double v = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
+    return (h & 0x8000) ? -v : v;
+}
+
+static void test_fp16_exhaustive(void) {
+    int bad_value = 0, bad_trip = 0, bad_nan = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = moeinf_fp16_to_fp32((uint16_t)h);
+        bool is_nan = ((h >> 10) & 31) == 31 && (h & 1023);
+        bool is_inf = ((h >> 10) & 31) == 31 && !(h & 1023);
+        if (is_nan) {
+            /* NaN stays NaN with its sign, quiet, keeping the payload bits. */
+            uint32_t u = f_bits(f);
+            bad_nan += !isnan(f) || (u >> 31) != (h >> 15) || !(u & 0x400000u) ||
+                       ((u >> 13) & 0x1ff) != (h & 0x1ff);
+            uint16_t back = moeinf_fp32_to_fp16(f);
+            bad_nan += back != (h | 0x200);
+            continue;
+        }
+        double want = is_inf ? ((h & 0x8000) ? -INFINITY : INFINITY) : half_value((uint16_t)h);
+        bad_value += (double)f != want || (signbit(f) != 0) != ((h & 0x8000) != 0);
+        bad_trip += moeinf_fp32_to_fp16(f) != h;
+    }
+    CHECK_EQ_INT(bad_value, 0);
+    CHECK_EQ_INT(bad_trip, 0);
+    CHECK_EQ_INT(bad_nan, 0);
+}
+
+static void test_fp16_rounding_cases(void) {
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(1.0f), 0x3c00);
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(1.0f + 0x1p-11f), 0x3c00);        /* tie -> even (down) */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(1.0f + 3 * 0x1p-11f), 0x3c02);    /* tie -> even (up) */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01); /* above the tie */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(-2.0f), 0xc000);
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(65504.0f), 0x7bff);               /* largest half */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(65519.99f), 0x7bff);
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(65520.0f), 0x7c00); /* tie with 2^16 -> even = inf */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(1e10f), 0x7c00);
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(-INFINITY), 0xfc00);
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(0x1p-14f), 0x0400);                /* smallest normal */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(0x1p-14f - 0x1p-25f), 0x0400);    /* tie, rounds up */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(0x1p-24f), 0x0001);                /* smallest subnormal */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(0x1p-25f), 0x0000);                /* tie -> even 0 */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(0x1p-25f + 0x1p-40f), 0x0001);
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(3 * 0x1p-25f), 0x0002);            /* 1.5 units -> 2 */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(5 * 0x1p-25f), 0x0002);            /* 2.5 units -> 2 */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(-0.0f), 0x8000);
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(1e-30f), 0x0000);
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(FLT_MIN / 4), 0x0000); /* float subnormal */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(bits_f(0x7fc00000u)), 0x7e00);
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(bits_f(0xff800001u)), 0xfe00); /* signalling -> quiet */
+    CHECK(moeinf_fp16_to_fp32(0x7c00) == INFINITY);
+    CHECK(moeinf_fp16_to_fp32(0x0001) == 0x1p-24f);
+    CHECK(moeinf_fp16_to_fp32(0x3555) == 0x1.554p-2f);
+}
+
+/* Brute force: the nearest half by value (ties to the even bit pattern), found by binary
+ * search over the 31744 finite non-negative halves, which are sorted by value. */
+static uint16_t fp16_bruteforce(float f) {
+    double a = fabs((double)f);
+    uint16_t sign = signbit(f) ? 0x8000 : 0;
+    if (a >= 65520.0) return sign | 0x7c00;
+    int lo = 0, hi = 0x7bff; /* half_value(lo) <= a < half_value(hi+1) */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (half_value((uint16_t)mid) <= a) lo = mid;
+        else hi = mid - 1;
+    }
+    double below = half_value((uint16_t)lo);
+    if (below == a) return sign | (uint16_t)lo;
+    double above = lo == 0x7bff ? 65536.0 : half_value((uint16_t)(lo + 1));
+    uint16_t pick;
+    if (a - below < above - a) pick = (uint16_t)lo;
+    else if (a - below > above - a) pick = (uint16_t)(lo + 1);
+    else pick = (uint16_t)((lo & 1) ? lo + 1 : lo);
+    if (pick == 0x7c00) return sign | 0x7c00;
+    return sign | pick;
+}
+
+static void test_fp16_random_vs_bruteforce(void) {
+    int bad = 0;
+    for (int i = 0; i < 200000; i++) {
+        /* Exponents around the half range, all mantissas. */
+        uint32_t e = 100 + (uint32_t)(rng_u64() % 45);
+        uint32_t u = (uint32_t)(rng_u64() & 0x807fffffu) | (e << 23);
+        if (i % 4 == 0) u = (u & 0xffffe000u) | 0x1000u; /* exact ties */
+        float f = bits_f(u);
+        if (moeinf_fp32_to_fp16(f) != fp16_bruteforce(f)) {
+            if (bad++ < 5)
+                fprintf(stderr, "fp16(%a): got %04x want %04x\n", (double)f,
+                        moeinf_fp32_to_fp16(f), fp16_bruteforce(f));
+        }
+    }
+    CHECK_EQ_INT(bad, 0);
+}
+
+static void test_bf16(void) {
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float f = moeinf_bf16_to_fp32((uint16_t)h);
+        CHECK(f_bits(f) == h << 16 || (bad++, 0));
+        if (isnan(f)) bad += moeinf_fp32_to_bf16(f) != (h | 64);
+        else bad += moeinf_fp32_to_bf16(f) != h;
+    }
+    CHECK_EQ_INT(bad, 0);
+    CHECK_EQ_INT(moeinf_fp32_to_bf16(1.0f), 0x3f80);
+    CHECK_EQ_INT(moeinf_fp32_to_bf16(1.0f + 0x1p-8f), 0x3f80);     /* tie -> even (down) */
+    CHECK_EQ_INT(moeinf_fp32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82); /* tie -> even (up) */
+    CHECK_EQ_INT(moeinf_fp32_to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
+    CHECK_EQ_INT(moeinf_fp32_to_bf16(FLT_MAX), 0x7f80); /* rounds up to inf */
+    CHECK_EQ_INT(moeinf_fp32_to_bf16(bits_f(0x7f800001u)), 0x7fc0); /* quiet NaN */
+    CHECK_EQ_INT(moeinf_fp32_to_bf16(bits_f(0x00018000u)), 0x0002); /* subnormal tie -> even */
+    /* Random floats against the nearest of the two truncation neighbours, in double. */
+    int bad_rand = 0;
+    for (int i = 0; i < 200000; i++) {
+        uint32_t u = (uint32_t)rng_u64();
+        if ((u & 0x7f800000u) == 0x7f800000u) continue;
+        if (i % 4 == 0) u = (u & 0xffff0000u) | 0x8000u;
+        float f = bits_f(u);
+        uint32_t lo = u & 0xffff0000u;
+        double dlo = bits_f(lo), dhi = (lo & 0x7fffffffu) == 0x7f7f0000u
+                                           ? ((u >> 31) ? -0x1p128 : 0x1p128)
+                                           : (double)bits_f(lo + 0x10000u);
+        double dlo_err = fabs((double)f - dlo), dhi_err = fabs(dhi - (double)f);
+        uint16_t want = (uint16_t)(lo >> 16);
+        if (dhi_err < dlo_err || (dhi_err == dlo_err && (want & 1))) want++;
+        bad_rand += moeinf_fp32_to_bf16(f) != want;
+    }
+    CHECK_EQ_INT(bad_rand, 0);
+}
+
+/* ---- known answers ---------------------------------------------------------------------------- */
+
+static void test_known_q8_0(void) {
+    /* amax = 127 makes d = 1 and 1/d = 127/amax = 1: the quants are the rounded inputs, so
+     * the rounding rule shows: ggml's weight ref uses roundf (half away from zero), the x86
+     * activation quantizer rounds half to even. */
+    float x[32];
+    x[0] = -127.0f;
+    for (int j = 1; j < 32; j++) x[j] = (float)j - 15.5f; /* -14.5 ... 15.5 */
+    struct moeinf_block_q8_0 w, a;
+    moeinf_quantize_row_ref(MOEINF_TYPE_Q8_0, x, &w, 32);
+    moeinf_kernels_scalar()->from_float[MOEINF_TYPE_Q8_0](x, &a, 32);
+    CHECK_EQ_INT(w.d, 0x3c00);
+    CHECK_EQ_INT(a.d, 0x3c00);
+    CHECK_EQ_INT(w.qs[0], -127);
+    CHECK_EQ_INT(a.qs[0], -127);
+    CHECK_EQ_INT(w.qs[1], -15); /* -14.5 */
+    CHECK_EQ_INT(a.qs[1], -14);
+    CHECK_EQ_INT(w.qs[15], -1); /* -0.5 */
+    CHECK_EQ_INT(a.qs[15], 0);
+    CHECK_EQ_INT(w.qs[16], 1); /* 0.5 */
+    CHECK_EQ_INT(a.qs[16], 0);
+    CHECK_EQ_INT(w.qs[17], 2); /* 1.5 */
+    CHECK_EQ_INT(a.qs[17], 2);
+    CHECK_EQ_INT(w.qs[18], 3); /* 2.5 */
+    CHECK_EQ_INT(a.qs[18], 2);
+    CHECK_EQ_INT(w.qs[31], 16); /* 15.5 */
+    CHECK_EQ_INT(a.qs[31], 16);
+
+    /* amax = 2: d = 2/127 -> F16 0x2408 (1.0078p-6), both scales give x * 63.5 exactly. */
+    float y[32] = {0};
+    y[3] = 2.0f;
+    y[4] = -1.0f;  /* -63.5: ref -64, activation -64 (even) */
+    y[5] = 0.25f;  /* 15.875 -> 16 */
+    moeinf_quantize_row_ref(MOEINF_TYPE_Q8_0, y, &w, 32);
+    moeinf_kernels_scalar()->from_float[MOEINF_TYPE_Q8_0](y, &a, 32);
+    CHECK_EQ_INT(w.d, 0x2408);
+    CHECK_EQ_INT(a.d, 0x2408);
+    CHECK_EQ_INT(w.qs[3], 127);
+    CHECK_EQ_INT(a.qs[3], 127);
+    CHECK_EQ_INT(w.qs[4], -64);
+    CHECK_EQ_INT(a.qs[4], -64);
+    CHECK_EQ_INT(w.qs[5], 16);
+    CHECK_EQ_INT(a.qs[5], 16);
+    CHECK_EQ_INT(a.qs[0], 0);
+
+    /* All zero: d = 0 and zero quants (no division by zero). */
+    float z[32] = {0};
+    moeinf_quantize_row_ref(MOEINF_TYPE_Q8_0, z, &w, 32);
+    moeinf_kernels_scalar()->from_float[MOEINF_TYPE_Q8_0](z, &a, 32);
+    CHECK_EQ_INT(w.d, 0);
+    CHECK_EQ_INT(a.d, 0);
+    int nz = 0;
+    for (int j = 0; j < 32; j++) nz += w.qs[j] != 0 || a.qs[j] != 0;
+    CHECK_EQ_INT(nz, 0);
+
+    /* Dequantization: d = 0.5 (0x3800). */
+    struct moeinf_block_q8_0 b = {0x3800, {0}};
+    b.qs[0] = -128;
+    b.qs[1] = 127;
+    b.qs[2] = 1;
+    b.qs[31] = -3;
+    float out[32];
+    moeinf_dequantize_row(MOEINF_TYPE_Q8_0, &b, out, 32);
+    CHECK(out[0] == -64.0f && out[1] == 63.5f && out[2] == 0.5f && out[3] == 0.0f &&
+          out[31] == -1.5f);
+}
+
+static void test_known_q4_0(void) {
+    /* x[j] = j/2 - 8: the signed max is -8, so d = -8/-8 = 1 and q = min(15, (int)(x + 8.5))
+     * = min(15, (j+1)/2). */
+    float x[32];
+    for (int j = 0; j < 32; j++) x[j] = (float)j * 0.5f - 8.0f;
+    struct moeinf_block_q4_0 w;
+    moeinf_quantize_row_ref(MOEINF_TYPE_Q4_0, x, &w, 32);
+    CHECK_EQ_INT(w.d, 0x3c00);
+    CHECK_EQ_INT(w.qs[0], 0x80);  /* q0 = 0, q16 = 8 */
+    CHECK_EQ_INT(w.qs[1], 0x91);  /* q1 = 1, q17 = 9 */
+    CHECK_EQ_INT(w.qs[2], 0x91);  /* q2 = 1, q18 = 9 */
+    CHECK_EQ_INT(w.qs[15], 0xf8); /* q15 = 8, q31 = (int)16 -> 15 */
+    /* Largest magnitude positive: d = -1 (0xbc00), and the quants mirror. */
+    for (int j = 0; j < 32; j++) x[j] = 8.0f - (float)j * 0.5f;
+    moeinf_quantize_row_ref(MOEINF_TYPE_Q4_0, x, &w, 32);
+    CHECK_EQ_INT(w.d, 0xbc00);
+    CHECK_EQ_INT(w.qs[0], 0x80);
+    CHECK_EQ_INT(w.qs[15], 0xf8);
+    /* All zero: d = 0 / -8 = -0 (F16 0x8000, as ggml writes it), id = 0, every quant
+     * (int)8.5 = 8. */
+    float z[32] = {0};
+    moeinf_quantize_row_ref(MOEINF_TYPE_Q4_0, z, &w, 32);
+    CHECK_EQ_INT(w.d, 0x8000);
+    int n88 = 0;
+    for (int j = 0; j < 16; j++) n88 += w.qs[j] == 0x88;
+    CHECK_EQ_INT(n88, 16);
+    /* Dequantization: d = 2; byte 0x1f holds element 0 (15 - 8 = 7) and 16 (1 - 8 = -7). */
+    struct moeinf_block_q4_0 b = {0x4000, {0}};
+    b.qs[0] = 0x1f;
+    b.qs[5] = 0x80;
+    float out[32];
+    moeinf_dequantize_row(MOEINF_TYPE_Q4_0, &b, out, 32);
+    CHECK(out[0] == 14.0f && out[16] == -14.0f && out[5] == -16.0f && out[21] == 0.0f &&
+          out[1] == -16.0f);
+}
+
+static void test_known_dots(void) {
+    for (int t = 0; t < n_tables; t++) {
+        const struct moeinf_kernels *k = tables[t];
+        /* Q8_0: block 0: (0.5 * 2) . (0.25 * j) = 0.25 * 496 = 124; block 1: (1 * -1) . (2 * 1)
+         * summed over 32 = -64. Total 60. */
+        struct moeinf_block_q8_0 w[2], x[2];
+        w[0].d = 0x3800;
+        x[0].d = 0x3400;
+        w[1].d = 0x3c00;
+        x[1].d = 0x4000;
+        for (int j = 0; j < 32; j++) {
+            w[0].qs[j] = 2;
+            x[0].qs[j] = (int8_t)j;
+            w[1].qs[j] = -1;
+            x[1].qs[j] = 1;
+        }
+        float s = -1;
+        k->vec_dot[MOEINF_TYPE_Q8_0](64, &s, w, x);
+        CHECK_MSG(s == 60.0f, "%s: q8_0 dot %g", k->name, (double)s);
+        /* Q4_0: nibble 9 (= +1) everywhere, d = 1; x as block 0 above (0.25 * j): 124 / 2. */
+        struct moeinf_block_q4_0 q = {0x3c00, {0}};
+        memset(q.qs, 0x99, sizeof q.qs);
+        k->vec_dot[MOEINF_TYPE_Q4_0](32, &s, &q, x);
+        CHECK_MSG(s == 124.0f, "%s: q4_0 dot %g", k->name, (double)s);
+        /* F32, F16, BF16: [1, 2, 3] . [0.5, 0.25, -1] = -2. */
+        float a[3] = {1, 2, 3}, b[3] = {0.5f, 0.25f, -1};
+        uint16_t ah[3], bh[3];
+        k->vec_dot[MOEINF_TYPE_F32](3, &s, a, b);
+        CHECK(s == -2.0f);
+        for (int i = 0; i < 3; i++) {
+            ah[i] = moeinf_fp32_to_fp16(a[i]);
+            bh[i] = moeinf_fp32_to_fp16(b[i]);
+        }
+        k->vec_dot[MOEINF_TYPE_F16](3, &s, ah, bh);
+        CHECK(s == -2.0f);
+        for (int i = 0; i < 3; i++) {
+            ah[i] = moeinf_fp32_to_bf16(a[i]);
+            bh[i] = moeinf_fp32_to_bf16(b[i]);
+        }
+        k->vec_dot[MOEINF_TYPE_BF16](3, &s, ah, bh);
+        CHECK(s == -2.0f);
+        k->vec_dot[MOEINF_TYPE_F32](0, &s, a, b);
+        CHECK(s == 0.0f);
+    }
+}
+
+/* ---- reference quantizer error bounds ----------------------------------------------------- */
+
+static void test_ref_roundtrip_bounds(void) {
+    const int64_t n = 32 * 257;
+    float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
+    uint8_t *q = malloc(row_bytes(MOEINF_TYPE_Q8_0, n));
+    fill_activations(x, n);
+    int bad8 = 0, bad4 = 0, bad_int = 0;
+    moeinf_quantize_row_ref(MOEINF_TYPE_Q8_0, x, q, n);
+    moeinf_dequantize_row(MOEINF_TYPE_Q8_0, q, y, n);
+    for (int64_t b = 0; b < n / 32; b++) {
+        double amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(x[b * 32 + j]));
+        double d32 = amax / 127.0;      /* the scale the quants were made with */
+        for (int j = 0; j < 32; j++) {
+            int qi = (int8_t)q[b * 34 + 2 + j];
+            /* Integer part: the nearest integer to x/d32 (float rounding aside). */
+            bad_int += d32 > 0 && fabs(x[b * 32 + j] / d32 - qi) > 0.5 + 1e-5;
+            /* Dequantized: d/2 plus the F16 rounding of d (relative 2^-11) times |q| <= 127. */
+            double err = fabs((double)y[b * 32 + j] - x[b * 32 + j]);
+            bad8 += err > 0.5 * d32 * (1 + 1e-5) + 127.0 * d32 * 0x1p-11;
+        }
+    }
+    moeinf_quantize_row_ref(MOEINF_TYPE_Q4_0, x, q, n);
+    moeinf_dequantize_row(MOEINF_TYPE_Q4_0, q, y, n);
+    for (int64_t b = 0; b < n / 32; b++) {
+        double amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(x[b * 32 + j]));
+        double d32 = amax / 8.0; /* |d| */
+        for (int j = 0; j < 32; j++) {
+            /* <= |d|/2 by rounding, except the clamp at +8|d| (q = 15 means 7|d|): <= |d|. */
+            double err = fabs((double)y[b * 32 + j] - x[b * 32 + j]);
+            bad4 += err > d32 * (1 + 1e-5) + 8.0 * d32 * 0x1p-11;
+            /* And exactly: interior points are within |d|/2. */
+            double r = x[b * 32 + j] / d32;
+            if (fabs(r) < 7.0) bad4 += err > 0.5 * d32 * (1 + 1e-5) + 8.0 * d32 * 0x1p-11;
+        }
+    }
+    CHECK_EQ_INT(bad_int, 0);
+    CHECK_EQ_INT(bad8, 0);
+    CHECK_EQ_INT(bad4, 0);
+    free(x);
+    free(y);
+    free(q);
+}
+
+/* ---- scalar dot products against float64 ---------------------------------------------------- */
+
+static const int64_t block_lengths[] = {32, 64, 96, 224, 256, 288, 416, 544, 4096 + 32};
+static const int64_t float_lengths[] = {0, 1, 7, 8, 31, 32, 33, 64, 100, 255, 256, 1000, 4097};
+
+static void check_dot_vs_double(const struct moeinf_kernels *k, enum moeinf_type t, int64_t n,
+                                bool raw) {
+    void *w = malloc(row_bytes(t, n) + 1), *x = malloc(row_bytes(MOEINF_TYPE_F32, n) + 64);
+    make_weights(t, w, n, raw);
+    make_activation(t, x, n);
+    double want = 0, mag = 0, bound;
+    if (is_block_type(t)) {
+        for (int64_t b = 0; b < n / 32; b++) {
+            int qw[32], qx[32];
+            double dw = decode_block(t, w, b, qw);
+            double dx = decode_block(MOEINF_TYPE_Q8_0, x, b, qx);
+            long isum = 0;
+            for (int j = 0; j < 32; j++) isum += (long)qw[j] * qx[j];
+            want += dw * dx * (double)isum;
+            mag += fabs(dw * dx * (double)isum);
+        }
+        /* d_w*d_x rounded once, one fma per block into 8 lanes, 3 reduction levels. */
+        bound = ((double)(n / 32) / 8 + 6) * 0x1p-24 * mag;
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            want += elem(t, w, i) * elem(t, x, i);
+            mag += fabs(elem(t, w, i) * elem(t, x, i));
+        }
+        /* Products exact, chains of n/32 fmas, then 5 levels of additions. */
+        bound = ((double)n / 32 + 7) * 0x1p-24 * mag;
+    }
+    float s = NAN;
+    k->vec_dot[t](n, &s, w, x);
+    CHECK_MSG(fabs((double)s - want) <= bound + 1e-30, "%s %s n=%lld: %.9g vs %.9g (bound %g)",
+              k->name, moeinf_type_traits_get((int)t)->name, (long long)n, (double)s, want,
+              bound);
+    free(w);
+    free(x);
+}
+
+static void test_dot_vs_double(void) {
+    for (int ti = 0; ti < n_tables; ti++) {
+        for (int i = 0; i < N_SUPPORTED; i++) {
+            enum moeinf_type t = supported[i];
+            const int64_t *lens = is_block_type(t) ? block_lengths : float_lengths;
+            int n_lens = is_block_type(t) ? (int)(sizeof block_lengths / sizeof(int64_t))
+                                          : (int)(sizeof float_lengths / sizeof(int64_t));
+            for (int l = 0; l < n_lens; l++) {
+                check_dot_vs_double(tables[ti], t, lens[l], false);
+                if (is_block_type(t)) check_dot_vs_double(tables[ti], t, lens[l], true);
+            }
+        }
+    }
+}
+
+/* ---- SIMD tables against the scalar twins -------------------------------------------------- */
+
+static void test_simd_from_float(void) {
+    const struct moeinf_kernels *ref = moeinf_kernels_scalar();
+    const enum moeinf_type acts[] = {MOEINF_TYPE_F32, MOEINF_TYPE_F16, MOEINF_TYPE_BF16,
+                                     MOEINF_TYPE_Q8_0};
+    const int64_t lens[] = {32, 64, 96, 256, 288, 4096 + 32, 32 * 13};
+    const int64_t odd_lens[] = {1, 7, 9, 15, 17, 33, 100, 4097};
+    for (int ti = 1; ti < n_tables; ti++) {
+        const struct moeinf_kernels *k = tables[ti];
+        for (int a = 0; a < 4; a++) {
+            enum moeinf_type t = acts[a];
+            CHECK(k->from_float[t] != NULL);
+            for (int pass = 0; pass < 2; pass++) {
+                const int64_t *ls = pass == 0 ? lens : odd_lens;
+                int nl = pass == 0 ? 7 : 8;
+                if (pass == 1 && t == MOEINF_TYPE_Q8_0) continue;
+                for (int l = 0; l < nl; l++) {
+                    int64_t n = ls[l];
+                    float *x = malloc((size_t)n * sizeof(float));
+                    size_t nb = row_bytes(t, n);
+                    uint8_t *y0 = malloc(nb + 16), *y1 = malloc(nb + 16);
+                    fill_activations(x, n);
+                    /* F16/BF16 see every float class: random bit patterns (NaN, inf,
+                     * subnormals, overflow, ties). */
+                    if (t == MOEINF_TYPE_F16 || t == MOEINF_TYPE_BF16)
+                        for (int64_t i = 0; i < n; i += 3) {
+                            uint32_t u = (uint32_t)rng_u64();
+                            if (i % 2) u = (u & 0x8fffe000u) | 0x1000u | (112u << 23);
+                            x[i] = bits_f(u);
+                        }
+                    memset(y0, 0xa5, nb + 16);
+                    memset(y1, 0xa5, nb + 16);
+                    ref->from_float[t](x, y0, n);
+                    k->from_float[t](x, y1, n);
+                    CHECK_MSG(memcmp(y0, y1, nb + 16) == 0, "%s from_float %s n=%lld", k->name,
+                              moeinf_type_traits_get((int)t)->name, (long long)n);
+                    free(x);
+                    free(y0);
+                    free(y1);
+                }
+            }
+        }
+        /* Q8_0 activation rounding ties: values that are exact halves after scaling. */
+        float x[64];
+        for (int j = 0; j < 64; j++) x[j] = (float)(j % 32) - 15.5f;
+        x[0] = -127.0f;
+        x[32] = 127.0f;
+        uint8_t y0[68], y1[68];
+        ref->from_float[MOEINF_TYPE_Q8_0](x, y0, 64);
+        k->from_float[MOEINF_TYPE_Q8_0](x, y1, 64);
+        CHECK(memcmp(y0, y1, 68) == 0);
+    }
+}
+
+static void test_simd_to_float(void) {
+    const struct moeinf_kernels *ref = moeinf_kernels_scalar();
+    uint16_t *all = malloc(65536 * sizeof(uint16_t));
+    float *f0 = malloc(65537 * sizeof(float)), *f1 = malloc(65537 * sizeof(float));
+    for (uint32_t h = 0; h < 65536; h++) all[h] = (uint16_t)h;
+    for (int ti = 1; ti < n_tables; ti++) {
+        const struct moeinf_kernels *k = tables[ti];
+        /* Every half and every bf16, odd counts too. */
+        enum moeinf_type half_types[] = {MOEINF_TYPE_F16, MOEINF_TYPE_BF16};
+        for (int h = 0; h < 2; h++) {
+            int64_t counts[] = {65536, 65535, 13, 1};
+            for (int c = 0; c < 4; c++) {
+                memset(f0, 0, 65537 * sizeof(float));
+                memset(f1, 0, 65537 * sizeof(float));
+                ref->to_float[half_types[h]](all + (65536 - counts[c]), f0, counts[c]);
+                k->to_float[half_types[h]](all + (65536 - counts[c]), f1, counts[c]);
+                CHECK_MSG(memcmp(f0, f1, 65537 * sizeof(float)) == 0, "%s to_float %s n=%lld",
+                          k->name, h ? "bf16" : "f16", (long long)counts[c]);
+            }
+        }
+        for (int i = 0; i < N_SUPPORTED; i++) {
+            enum moeinf_type t = supported[i];
+            int64_t n = 4096 + 32 * 3;
+            void *w = malloc(row_bytes(t, n));
+            make_weights(t, w, n, true);
+            ref->to_float[t](w, f0, n);
+            k->to_float[t](w, f1, n);
+            CHECK_MSG(memcmp(f0, f1, (size_t)n * sizeof(float)) == 0, "%s to_float %s",
+                      k->name, moeinf_type_traits_get((int)t)->name);
+            free(w);
+        }
+    }
+    free(all);
+    free(f0);
+    free(f1);
+}
+
+static void test_simd_vec_dot(void) {
+    const struct moeinf_kernels *ref = moeinf_kernels_scalar();
+    for (int ti = 1; ti < n_tables; ti++) {
+        const struct moeinf_kernels *k = tables[ti];
+        for (int i = 0; i < N_SUPPORTED; i++) {
+            enum moeinf_type t = supported[i];
+            bool blk = is_block_type(t);
+            const int64_t *lens = blk ? block_lengths : float_lengths;
+            int n_lens = blk ? (int)(sizeof block_lengths / sizeof(int64_t))
+                             : (int)(sizeof float_lengths / sizeof(int64_t));
+            for (int l = 0; l < n_lens; l++) {
+                for (int raw = 0; raw < 2; raw++) {
+                    int64_t n = lens[l];
+                    /* Block rows at an odd address: no alignment is assumed. */
+                    size_t off = blk ? 1 : 0;
+                    uint8_t *wbuf = malloc(row_bytes(t, n) + 8), *xbuf = malloc(4 * n + 72);
+                    make_weights(t, wbuf + off, n, raw);
+                    make_activation(t, xbuf + off, n);
+                    float s0 = NAN, s1 = NAN;
+                    ref->vec_dot[t](n, &s0, wbuf + off, xbuf + off);
+                    k->vec_dot[t](n, &s1, wbuf + off, xbuf + off);
+                    CHECK_MSG(f_bits(s0) == f_bits(s1), "%s vec_dot %s n=%lld raw=%d: %a vs %a",
+                              k->name, moeinf_type_traits_get((int)t)->name, (long long)n, raw,
+                              (double)s1, (double)s0);
+                    free(wbuf);
+                    free(xbuf);
+                }
+            }
+        }
+    }
+}
+
+static void test_vec_dot_m(void) {
+    const int ms[] = {1, 2, 3, 4, 5, 7, 8, 9, 16, 17};
+    for (int ti = 0; ti < n_tables; ti++) {
+        const struct moeinf_kernels *k = tables[ti];
+        for (int i = 0; i < N_SUPPORTED; i++) {
+            enum moeinf_type t = supported[i];
+            const int64_t ns[] = {is_block_type(t) ? 32 : 33, 256, 4096 + 32, 32 * 9};
+            for (int a = 0; a < 4; a++) {
+                int64_t n = ns[a];
+                for (int mi = 0; mi < 10; mi++) {
+                    int m = ms[mi];
+                    size_t stride = row_bytes(MOEINF_TYPE_F32, n) + 12; /* not the row size */
+                    uint8_t *w = malloc(row_bytes(t, n)), *x = malloc(stride * (size_t)m);
+                    make_weights(t, w, n, mi % 2);
+                    for (int r = 0; r < m; r++) make_activation(t, x + stride * (size_t)r, n);
+                    float s[17], one;
+                    k->vec_dot_m[t](n, m, s, w, x, stride);
+                    int bad = 0;
+                    for (int r = 0; r < m; r++) {
+                        k->vec_dot[t](n, &one, w, x + stride * (size_t)r);
+                        bad += f_bits(one) != f_bits(s[r]);
+                    }
+                    CHECK_MSG(bad == 0, "%s vec_dot_m %s n=%lld m=%d: %d rows differ", k->name,
+                              moeinf_type_traits_get((int)t)->name, (long long)n, m, bad);
+                    free(w);
+                    free(x);
+                }
+            }
+        }
+    }
+}
+
+/* ---- real data: llama-quantize's outputs ------------------------------------------------------ */
+
+/* Every Q8_0 / Q4_0 tensor of a quantized tiny-mixtral file, re-quantized here from the
+ * F32 file (F16 tensors through F32), must equal llama-quantize's bytes, and dequantizes to
+ * within the bound of test_ref_roundtrip_bounds. */
+static void check_requantize(const char *qfile) {
+    char p32[512], pq[512];
+    if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", p32, sizeof p32)) return;
+    test_shared_path(qfile, pq, sizeof pq);
+    struct moeinf_gguf *g32 = NULL, *gq = NULL;
+    struct moeinf_error err;
+    if (moeinf_gguf_open(p32, &g32, &err) != MOEINF_OK ||
+        moeinf_gguf_open(pq, &gq, &err) != MOEINF_OK) {
+        CHECK_MSG(0, "%s", err.msg);
+        moeinf_gguf_free(g32);
+        return;
+    }
+    int n_checked = 0, n_rows_bad = 0, n_elem_bad = 0;
+    for (uint64_t i = 0; i < gq->n_tensors; i++) {
+        const struct moeinf_gguf_tensor *tq = &gq->tensors[i];
+        if (tq->type != MOEINF_TYPE_Q8_0 && tq->type != MOEINF_TYPE_Q4_0) continue;
+        const struct moeinf_gguf_tensor *t32 = moeinf_gguf_find_tensor(g32, tq->name);
+        CHECK(t32 != NULL);
+        if (!t32) continue;
+        CHECK(t32->type == MOEINF_TYPE_F32 || t32->type == MOEINF_TYPE_F16);
+        int64_t n = tq->ne[0];
+        int64_t rows = tq->ne[1] * tq->ne[2] * tq->ne[3];
+        CHECK_EQ_INT(t32->ne[0], n);
+        size_t qb = moeinf_row_bytes((enum moeinf_type)tq->type, n);
+        size_t fb = moeinf_row_bytes((enum moeinf_type)t32->type, n);
+        CHECK_EQ_INT(tq->n_bytes, qb * (size_t)rows);
+        float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
+        uint8_t *q = malloc(qb);
+        for (int64_t r = 0; r < rows; r++) {
+            moeinf_dequantize_row((enum moeinf_type)t32->type, t32->data + (size_t)r * fb, x, n);
+            moeinf_quantize_row_ref((enum moeinf_type)tq->type, x, q, n);
+            const uint8_t *file_row = tq->data + (size_t)r * qb;
+            n_rows_bad += memcmp(q, file_row, qb) != 0;
+            moeinf_dequantize_row((enum moeinf_type)tq->type, file_row, y, n);
+            for (int64_t b = 0; b < n / 32; b++) {
+                double amax = 0;
+                for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(x[b * 32 + j]));
+                double d = tq->type == MOEINF_TYPE_Q8_0 ? amax / 127 : amax / 8;
+                double tol = tq->type == MOEINF_TYPE_Q8_0 ? d * (0.5 + 127 * 0x1p-11)
+                                                          : d * (1 + 8 * 0x1p-11);
+                for (int j = 0; j < 32; j++)
+                    n_elem_bad += fabs((double)y[b * 32 + j] - x[b * 32 + j]) > tol * (1 + 1e-5);
+            }
+        }
+        free(x);
+        free(y);
+        free(q);
+        n_checked++;
+    }
+    CHECK_MSG(n_checked >= 7, "%s: only %d quantized tensors", qfile, n_checked);
+    CHECK_MSG(n_rows_bad == 0, "%s: %d rows differ from llama-quantize", qfile, n_rows_bad);
+    CHECK_EQ_INT(n_elem_bad, 0);
+    moeinf_gguf_free(g32);
+    moeinf_gguf_free(gq);
+}
+
+static void test_real_data(void) {
+    check_requantize("testdata/models/tiny-mixtral-Q8_0.gguf");
+    check_requantize("testdata/models/tiny-mixtral-Q4_0.gguf");
+}
+
+/* The type table of the GGUF reader (written separately) agrees with ours. */
+static void test_traits_match_gguf(void) {
+    for (int id = 0; id < MOEINF_TYPE_COUNT; id++) {
+        const struct moeinf_type_traits *t = moeinf_type_traits_get(id);
+        const struct moeinf_gguf_type_info *g = moeinf_gguf_type_info_get(id);
+        CHECK_MSG((t == NULL) == (g == NULL), "type %d", id);
+        if (t && g)
+            CHECK_MSG(strcmp(t->name, g->name) == 0 && t->block_size == (int64_t)g->block_size &&
+                          t->type_size == (size_t)g->type_size,
+                      "type %d", id);
+    }
+}
+
+/* ---- table selection --------------------------------------------------------------------------- */
+
+static void test_kernels_best(void) {
+    const struct moeinf_kernels *best = moeinf_kernels_best();
+    CHECK(best == tables[n_tables - 1]);
+    setenv("MOEINF_KERNELS", "scalar", 1);
+    CHECK(moeinf_kernels_best() == moeinf_kernels_scalar());
+    setenv("MOEINF_KERNELS", "avx2", 1);
+    const struct moeinf_kernels *avx2 = moeinf_kernels_avx2();
+    CHECK(moeinf_kernels_best() == (avx2 ? avx2 : moeinf_kernels_scalar()));
+    setenv("MOEINF_KERNELS", "no-such-table", 1);
+    CHECK(moeinf_kernels_best() == best);
+    unsetenv("MOEINF_KERNELS");
+    CHECK(strcmp(moeinf_kernels_scalar()->name, "scalar") == 0);
+    if (avx2) CHECK(strcmp(avx2->name, "avx2") == 0);
+    if (moeinf_kernels_avx512()) CHECK(strcmp(moeinf_kernels_avx512()->name, "avx512") == 0);
+    /* Every table fills every supported slot (from_float where the type is an activation). */
+    for (int ti = 0; ti < n_tables; ti++) {
+        for (int i = 0; i < N_SUPPORTED; i++) {
+            enum moeinf_type t = supported[i];
+            CHECK(tables[ti]->to_float[t] && tables[ti]->vec_dot[t] && tables[ti]->vec_dot_m[t]);
+            CHECK(tables[ti]->from_float[moeinf_type_traits_get((int)t)->vec_dot_type]);
+        }
+    }
+}
+
+int main(void) {
+    tables[n_tables++] = moeinf_kernels_scalar();
+    if (moeinf_kernels_avx2()) tables[n_tables++] = moeinf_kernels_avx2();
+    if (moeinf_kernels_avx512()) tables[n_tables++] = moeinf_kernels_avx512();
+    fprintf(stderr, "tables:");
+    for (int i = 0; i < n_tables; i++) fprintf(stderr, " %s", tables[i]->name);
+    fprintf(stderr, "\n");
+
+    RUN(test_traits);
+    RUN(test_fp16_exhaustive);
+    RUN(test_fp16_rounding_cases);
+    RUN(test_fp16_random_vs_bruteforce);
+    RUN(test_bf16);
+    RUN(test_known_q8_0);
+    RUN(test_known_q4_0);
+    RUN(test_known_dots);
+    RUN(test_ref_roundtrip_bounds);
+    RUN(test_dot_vs_double);
+    RUN(test_simd_from_float);
+    RUN(test_simd_to_float);
+    RUN(test_simd_vec_dot);
+    RUN(test_vec_dot_m);
+    RUN(test_kernels_best);
+    RUN(test_traits_match_gguf);
+    RUN(test_real_data);
+    return test_report();
+}
