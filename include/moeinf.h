@@ -106,6 +106,9 @@ int moeinf_model_n_vocab(const struct moeinf_model *model);
 int moeinf_model_n_ctx_train(const struct moeinf_model *model);
 /* One line describing the model (arch, layers, experts, types) into buf. */
 void moeinf_model_desc(const struct moeinf_model *model, char *buf, size_t size);
+/* Weight bytes one decode token reads: every dense matrix, the router, n_expert_used experts
+ * per MoE layer, one embedding row and the lm_head (the memory-bandwidth bound of decode). */
+uint64_t moeinf_model_decode_bytes(const struct moeinf_model *model);
 
 enum moeinf_status moeinf_context_init(struct moeinf_model *model,
                                        const struct moeinf_context_params *params,
@@ -115,6 +118,9 @@ void moeinf_context_free(struct moeinf_context *ctx);
 /* Forgets the KV cache: the next decode starts at position 0. */
 void moeinf_context_reset(struct moeinf_context *ctx);
 int moeinf_context_n_past(const struct moeinf_context *ctx);
+int moeinf_context_n_threads(const struct moeinf_context *ctx);
+/* Name of the CPU kernel table in use ("avx512", "avx2", "scalar"). */
+const char *moeinf_context_kernels(const struct moeinf_context *ctx);
 
 /*
  * Runs `n` tokens through the model, appending them to the context (prefill when n > 1, in
@@ -146,6 +152,22 @@ int32_t moeinf_token_bos(const struct moeinf_model *model); /* -1 if none */
 int32_t moeinf_token_eos(const struct moeinf_model *model); /* -1 if none */
 /* True for every end-of-generation token the vocabulary marks (EOS, EOT, ...). */
 bool moeinf_token_is_eog(const struct moeinf_model *model, int32_t id);
+
+/*
+ * Streaming text of generated ids: feed ids one at a time and print what comes back; bytes
+ * of a UTF-8 character split across tokens are held until the character is complete, so
+ * streamed output never splits a character. The returned bytes are borrowed until the next
+ * call. Control tokens print nothing.
+ */
+struct moeinf_text_stream;
+
+enum moeinf_status moeinf_text_stream_init(const struct moeinf_model *model,
+                                           struct moeinf_text_stream **out,
+                                           struct moeinf_error *err);
+void moeinf_text_stream_free(struct moeinf_text_stream *s);
+const char *moeinf_text_stream_push(struct moeinf_text_stream *s, int32_t id, size_t *len);
+/* Whatever is still held (an incomplete sequence at the end of generation), as raw bytes. */
+const char *moeinf_text_stream_flush(struct moeinf_text_stream *s, size_t *len);
 
 /* ---- sampler (sampler module) ------------------------------------------------------------ */
 

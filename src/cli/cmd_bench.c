@@ -1,11 +1,121 @@
-/* cmd_bench.c - placeholder until this subcommand lands. */
+/* cmd_bench.c - moeinf bench: prefill and decode tokens/s (llama-bench's pp/tg tests). */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
 #include "cli/cli.h"
+#include "cli/model_args.h"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: moeinf bench [-m MODEL] [-p 64] [-n 32] [-r 3] [options]\n\n"
+            "Prefill: a prompt of P tokens in a fresh context. Decode: N tokens one at a time\n"
+            "after it. Each test runs once as a warm-up (discarded), then R times; the median\n"
+            "is printed, with the decode rate against the weight bytes each token reads.\n"
+            "  -p P   prompt tokens (default 64; 0 skips prefill)\n"
+            "  -n N   decoded tokens (default 32; 0 skips decode)\n"
+            "  -r R   repetitions (default 3)\n"
+            "%s",
+            model_args_help);
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
 
 int cmd_bench(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "moeinf: 'bench' is not built yet\n");
-    return CLI_EXIT_FAIL;
+    struct model_args ma = {.ctx = moeinf_context_params_default()};
+    long n_prompt = 64, n_gen = 32, reps = 3;
+    bool ctx_set = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        }
+        if (!strcmp(a, "-c")) ctx_set = true;
+        int r = model_args_parse("bench", &ma, argc, argv, &i);
+        if (r < 0) return CLI_EXIT_USAGE;
+        if (r > 0) continue;
+        const char *val = NULL;
+        long *dst = !strcmp(a, "-p") ? &n_prompt : !strcmp(a, "-n") ? &n_gen
+                                                 : !strcmp(a, "-r") ? &reps : NULL;
+        if (!dst) {
+            fprintf(stderr, "moeinf bench: unknown argument '%s'\n", a);
+            usage(stderr);
+            return CLI_EXIT_USAGE;
+        }
+        if (!(val = cli_option_value("bench", argc, argv, &i))) return CLI_EXIT_USAGE;
+        if (!cli_parse_long("bench", a, val, dst == &reps ? 1 : 0, 1 << 20, dst)) {
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (!ctx_set) ma.ctx.n_ctx = (int)(n_prompt + n_gen + 1);
+    if (n_prompt + n_gen + 1 > ma.ctx.n_ctx) {
+        fprintf(stderr, "moeinf bench: -p + -n must fit in the context (-c %d)\n", ma.ctx.n_ctx);
+        return CLI_EXIT_USAGE;
+    }
+    struct moeinf_model *model = NULL;
+    struct moeinf_context *ctx = NULL;
+    if (!model_args_open(&ma, &model, &ctx)) return CLI_EXIT_FAIL;
+    const int n_vocab = moeinf_model_n_vocab(model);
+    int32_t *ids = malloc((size_t)(n_prompt + n_gen + 1) * sizeof *ids);
+    double *t_pp = calloc((size_t)reps, sizeof(double)), *t_tg = calloc((size_t)reps, sizeof(double));
+    struct moeinf_error err = {0};
+    int rc = CLI_EXIT_FAIL;
+    if (!ids || !t_pp || !t_tg) {
+        snprintf(err.msg, sizeof err.msg, "out of memory");
+        goto done;
+    }
+    uint64_t state = 0x9E3779B97F4A7C15ull; /* fixed token ids: every run reads the same */
+    for (long i = 0; i < n_prompt + n_gen + 1; i++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((state >> 33) % (uint64_t)n_vocab);
+    }
+    for (long r = -1; r < reps; r++) {
+        moeinf_context_reset(ctx);
+        double t0 = now_s();
+        if (n_prompt > 0 && moeinf_decode(ctx, ids, (int)n_prompt, NULL, false, &err)) goto done;
+        double t1 = now_s();
+        for (long i = 0; i < n_gen; i++) {
+            if (moeinf_decode(ctx, &ids[n_prompt + i], 1, NULL, false, &err)) goto done;
+        }
+        double t2 = now_s();
+        if (r >= 0) {
+            t_pp[r] = t1 - t0;
+            t_tg[r] = t2 - t1;
+        }
+    }
+    qsort(t_pp, (size_t)reps, sizeof(double), cmp_double);
+    qsort(t_tg, (size_t)reps, sizeof(double), cmp_double);
+    char desc[256];
+    moeinf_model_desc(model, desc, sizeof desc);
+    double gb = (double)moeinf_model_decode_bytes(model) / 1e9;
+    printf("model:    %s\n", desc);
+    printf("threads:  %d, kernels %s, decode reads %.3f GB of weights per token\n",
+           moeinf_context_n_threads(ctx), moeinf_context_kernels(ctx), gb);
+    printf("%-8s %8s %10s %12s\n", "test", "tokens", "seconds", "tokens/s");
+    double pp = t_pp[reps / 2], tg = t_tg[reps / 2];
+    if (n_prompt > 0) printf("%-8s %8ld %10.4f %12.2f\n", "prefill", n_prompt, pp, n_prompt / pp);
+    if (n_gen > 0) {
+        printf("%-8s %8ld %10.4f %12.2f\n", "decode", n_gen, tg, n_gen / tg);
+        printf("decode weight traffic: %.2f GB/s\n", gb * n_gen / tg);
+    }
+    rc = CLI_EXIT_OK;
+done:
+    if (rc != CLI_EXIT_OK) cli_fail(&err);
+    free(ids);
+    free(t_pp);
+    free(t_tg);
+    moeinf_context_free(ctx);
+    moeinf_model_free(model);
+    return rc;
 }

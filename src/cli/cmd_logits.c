@@ -1,11 +1,148 @@
-/* cmd_logits.c - placeholder until this subcommand lands. */
+/* cmd_logits.c - moeinf logits: every position's logits of one prompt, raw float32. */
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
 
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: moeinf logits -m MODEL --ids \"ID ID ...\" -o FILE [--kv-type f16|f32]\n"
+            "                     [-t N] [-c N] [-b N]\n\n"
+            "Evaluates the ids as one prompt in a fresh context and writes (overwriting FILE)\n"
+            "the logits of every position: n_ids x n_vocab float32, little-endian, row-major,\n"
+            "no header.\n"
+            "  --kv-type T  KV cache type (default f16)\n"
+            "  -t N         threads (default: the CPUs this process may use)\n"
+            "  -c N         context size (default: the number of ids)\n"
+            "  -b N         prefill micro-batch (default 512)\n");
+}
+
+/* Parses "1 2 3" into a malloc'ed array. */
+static bool parse_ids(const char *s, int32_t **out, int *n_out) {
+    size_t cap = 16, n = 0;
+    int32_t *ids = malloc(cap * sizeof *ids);
+    if (!ids) return false;
+    const char *p = s;
+    for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == ',') p++;
+        if (!*p) break;
+        char *end = NULL;
+        errno = 0;
+        long v = strtol(p, &end, 10);
+        if (end == p || errno == ERANGE || v < 0 || v > INT32_MAX ||
+            (*end && *end != ' ' && *end != '\t' && *end != ',')) {
+            free(ids);
+            return false;
+        }
+        if (n == cap) {
+            int32_t *grown = realloc(ids, 2 * cap * sizeof *ids);
+            if (!grown) {
+                free(ids);
+                return false;
+            }
+            ids = grown;
+            cap *= 2;
+        }
+        ids[n++] = (int32_t)v;
+        p = end;
+    }
+    *out = ids;
+    *n_out = (int)n;
+    return true;
+}
+
 int cmd_logits(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "moeinf: 'logits' is not built yet\n");
-    return CLI_EXIT_FAIL;
+    const char *model_path = NULL, *ids_arg = NULL, *out_path = NULL;
+    struct moeinf_context_params cp = moeinf_context_params_default();
+    cp.n_ctx = 0;
+    long v;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *val = NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        }
+        if (!strcmp(a, "-m") || !strcmp(a, "--ids") || !strcmp(a, "-o") ||
+            !strcmp(a, "--kv-type") || !strcmp(a, "-t") || !strcmp(a, "-c") || !strcmp(a, "-b")) {
+            if (!(val = cli_option_value("logits", argc, argv, &i))) return CLI_EXIT_USAGE;
+        } else {
+            fprintf(stderr, "moeinf logits: unknown argument '%s'\n", a);
+            usage(stderr);
+            return CLI_EXIT_USAGE;
+        }
+        if (!strcmp(a, "-m")) {
+            model_path = val;
+        } else if (!strcmp(a, "--ids")) {
+            ids_arg = val;
+        } else if (!strcmp(a, "-o")) {
+            out_path = val;
+        } else if (!strcmp(a, "--kv-type")) {
+            if (!strcmp(val, "f16")) {
+                cp.kv_type = MOEINF_KV_F16;
+            } else if (!strcmp(val, "f32")) {
+                cp.kv_type = MOEINF_KV_F32;
+            } else {
+                fprintf(stderr, "moeinf logits: --kv-type must be f16 or f32, not '%s'\n", val);
+                return CLI_EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "-t")) {
+            if (!cli_parse_long("logits", a, val, 1, 1024, &v)) return CLI_EXIT_USAGE;
+            cp.n_threads = (int)v;
+        } else if (!strcmp(a, "-c")) {
+            if (!cli_parse_long("logits", a, val, 1, 1 << 24, &v)) return CLI_EXIT_USAGE;
+            cp.n_ctx = (int)v;
+        } else if (!strcmp(a, "-b")) {
+            if (!cli_parse_long("logits", a, val, 1, 1 << 16, &v)) return CLI_EXIT_USAGE;
+            cp.n_batch = (int)v;
+        }
+    }
+    if (!model_path || !ids_arg || !out_path) {
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    int32_t *ids = NULL;
+    int n = 0;
+    if (!parse_ids(ids_arg, &ids, &n) || n == 0) {
+        free(ids);
+        fprintf(stderr, "moeinf logits: --ids must be a non-empty list of token ids\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (cp.n_ctx == 0) cp.n_ctx = n;
+    struct moeinf_error err = {0};
+    struct moeinf_model *model = NULL;
+    struct moeinf_context *ctx = NULL;
+    float *logits = NULL;
+    int rc = CLI_EXIT_FAIL;
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    if (moeinf_model_load(model_path, &mp, &model, &err) != MOEINF_OK) goto done;
+    if (moeinf_context_init(model, &cp, &ctx, &err) != MOEINF_OK) goto done;
+    size_t n_vocab = (size_t)moeinf_model_n_vocab(model);
+    logits = malloc((size_t)n * n_vocab * sizeof(float));
+    if (!logits) {
+        snprintf(err.msg, sizeof err.msg, "out of memory for %d x %zu logits", n, n_vocab);
+        goto done;
+    }
+    if (moeinf_decode(ctx, ids, n, logits, true, &err) != MOEINF_OK) goto done;
+    FILE *fp = fopen(out_path, "wb");
+    if (!fp) {
+        snprintf(err.msg, sizeof err.msg, "%s: %s", out_path, strerror(errno));
+        goto done;
+    }
+    size_t count = (size_t)n * n_vocab;
+    bool ok = fwrite(logits, sizeof(float), count, fp) == count;
+    ok &= fclose(fp) == 0;
+    if (!ok) {
+        snprintf(err.msg, sizeof err.msg, "%s: write failed", out_path);
+        goto done;
+    }
+    rc = CLI_EXIT_OK;
+done:
+    if (rc != CLI_EXIT_OK) cli_fail(&err);
+    free(logits);
+    free(ids);
+    moeinf_context_free(ctx);
+    moeinf_model_free(model);
+    return rc;
 }

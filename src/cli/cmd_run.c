@@ -1,11 +1,181 @@
-/* cmd_run.c - placeholder until this subcommand lands. */
+/* cmd_run.c - moeinf run: generate text from a prompt, streamed. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
+#include "cli/model_args.h"
+
+static void usage(FILE *out) {
+    struct moeinf_sampler_params d = moeinf_sampler_params_default();
+    fprintf(out,
+            "usage: moeinf run [-m MODEL] -p TEXT [-n N] [options]\n\n"
+            "Streams the text generated after the prompt TEXT.\n"
+            "  -p TEXT            the prompt\n"
+            "  -n N               tokens to generate (default 128)\n"
+            "%s"
+            "Sampling (applied in this order: repetition penalty, then greedy if temp is 0,\n"
+            "else top-k, top-p, min-p, temperature, and a draw):\n"
+            "  --repeat-penalty R penalty over the last %d tokens (default %.2f = off)\n"
+            "  --temp T           temperature; 0 = greedy (default %.2f)\n"
+            "  --top-k K          keep the K most likely; 0 = off (default %d)\n"
+            "  --top-p P          nucleus sampling; 1 = off (default %.2f)\n"
+            "  --min-p P          drop tokens below P x the top probability; 0 = off (default %.2f)\n"
+            "  --seed S           random seed: same seed, same text (default %llu)\n"
+            "  --print-ids        end with a line 'ids: ID ID ...' of the generated ids\n"
+            "Generation stops at any end-of-generation token, after N tokens, or when the\n"
+            "context (-c) is full (a note on stderr says so).\n",
+            model_args_help, d.repeat_last_n, (double)d.repeat_penalty, (double)d.temp, d.top_k,
+            (double)d.top_p, (double)d.min_p, (unsigned long long)d.seed);
+}
+
+struct run_opts {
+    struct model_args model;
+    struct moeinf_sampler_params sp;
+    const char *prompt;
+    long n_predict;
+    bool print_ids;
+};
+
+static int parse(int argc, char **argv, struct run_opts *o) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return -1;
+        }
+        int r = model_args_parse("run", &o->model, argc, argv, &i);
+        if (r < 0) return CLI_EXIT_USAGE;
+        if (r > 0) continue;
+        if (!strcmp(a, "--print-ids")) {
+            o->print_ids = true;
+            continue;
+        }
+        const char *val = NULL;
+        if (!strcmp(a, "-p") || !strcmp(a, "-n") || !strcmp(a, "--temp") || !strcmp(a, "--top-k") ||
+            !strcmp(a, "--top-p") || !strcmp(a, "--min-p") || !strcmp(a, "--repeat-penalty") ||
+            !strcmp(a, "--seed")) {
+            if (!(val = cli_option_value("run", argc, argv, &i))) return CLI_EXIT_USAGE;
+        } else {
+            fprintf(stderr, "moeinf run: unknown argument '%s'\n", a);
+            usage(stderr);
+            return CLI_EXIT_USAGE;
+        }
+        long v;
+        bool ok = true;
+        if (!strcmp(a, "-p")) {
+            o->prompt = val;
+        } else if (!strcmp(a, "-n")) {
+            ok = cli_parse_long("run", a, val, 0, 1 << 24, &o->n_predict);
+        } else if (!strcmp(a, "--temp")) {
+            ok = cli_parse_float("run", a, val, 0.0, 100.0, &o->sp.temp);
+        } else if (!strcmp(a, "--top-k")) {
+            ok = cli_parse_long("run", a, val, 0, 1 << 24, &v);
+            o->sp.top_k = (int)v;
+        } else if (!strcmp(a, "--top-p")) {
+            ok = cli_parse_float("run", a, val, 1e-6, 1.0, &o->sp.top_p);
+        } else if (!strcmp(a, "--min-p")) {
+            ok = cli_parse_float("run", a, val, 0.0, 1.0, &o->sp.min_p);
+        } else if (!strcmp(a, "--repeat-penalty")) {
+            ok = cli_parse_float("run", a, val, 1e-3, 100.0, &o->sp.repeat_penalty);
+        } else if (!strcmp(a, "--seed")) {
+            ok = cli_parse_u64("run", a, val, &o->sp.seed);
+        }
+        if (!ok) return CLI_EXIT_USAGE;
+    }
+    if (!o->prompt) {
+        fprintf(stderr, "moeinf run: -p TEXT is required\n");
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    return 0;
+}
+
+static void write_bytes(const char *s, size_t n) {
+    if (n) {
+        fwrite(s, 1, n, stdout);
+        fflush(stdout);
+    }
+}
 
 int cmd_run(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "moeinf: 'run' is not built yet\n");
-    return CLI_EXIT_FAIL;
+    struct run_opts o = {.sp = moeinf_sampler_params_default(), .n_predict = 128};
+    o.model.ctx = moeinf_context_params_default();
+    int prc = parse(argc, argv, &o);
+    if (prc < 0) return CLI_EXIT_OK;
+    if (prc > 0) return prc;
+
+    struct moeinf_model *model = NULL;
+    struct moeinf_context *ctx = NULL;
+    if (!model_args_open(&o.model, &model, &ctx)) return CLI_EXIT_FAIL;
+    struct moeinf_error err = {0};
+    struct moeinf_sampler *smp = NULL;
+    struct moeinf_text_stream *detok = NULL;
+    int32_t *prompt = NULL, *out_ids = NULL;
+    float *logits = NULL;
+    size_t n_prompt = 0;
+    int n_out = 0, rc = CLI_EXIT_FAIL;
+    const int n_vocab = moeinf_model_n_vocab(model);
+    if (moeinf_sampler_init(&o.sp, n_vocab, &smp, &err) != MOEINF_OK ||
+        moeinf_text_stream_init(model, &detok, &err) != MOEINF_OK ||
+        moeinf_tokenize(model, o.prompt, strlen(o.prompt), true, false, &prompt, &n_prompt,
+                        &err) != MOEINF_OK) {
+        goto done;
+    }
+    logits = malloc((size_t)n_vocab * sizeof(float));
+    out_ids = malloc(((size_t)o.n_predict + 1) * sizeof(int32_t));
+    if (!logits || !out_ids) {
+        snprintf(err.msg, sizeof err.msg, "out of memory");
+        goto done;
+    }
+    if (n_prompt == 0) {
+        snprintf(err.msg, sizeof err.msg, "the prompt is empty and the model adds no BOS");
+        goto done;
+    }
+    if (n_prompt > (size_t)o.model.ctx.n_ctx) {
+        snprintf(err.msg, sizeof err.msg, "the prompt has %zu tokens, more than the context (-c %d)",
+                 n_prompt, o.model.ctx.n_ctx);
+        goto done;
+    }
+    write_bytes(o.prompt, strlen(o.prompt));
+    if (moeinf_decode(ctx, prompt, (int)n_prompt, logits, false, &err) != MOEINF_OK) goto done;
+    for (size_t i = 0; i < n_prompt; i++) moeinf_sampler_accept(smp, prompt[i]);
+    size_t len;
+    const char *s;
+    while (n_out < o.n_predict) {
+        int32_t id = moeinf_sampler_sample(smp, logits);
+        moeinf_sampler_accept(smp, id);
+        out_ids[n_out++] = id;
+        if (moeinf_token_is_eog(model, id)) break;
+        s = moeinf_text_stream_push(detok, id, &len);
+        write_bytes(s, len);
+        if (n_out == o.n_predict) break;
+        if (moeinf_context_n_past(ctx) >= o.model.ctx.n_ctx) {
+            s = moeinf_text_stream_flush(detok, &len);
+            write_bytes(s, len);
+            fprintf(stderr, "\nmoeinf: context full (-c %d): generation stopped\n",
+                    o.model.ctx.n_ctx);
+            break;
+        }
+        if (moeinf_decode(ctx, &id, 1, logits, false, &err) != MOEINF_OK) goto done;
+    }
+    s = moeinf_text_stream_flush(detok, &len);
+    write_bytes(s, len);
+    printf("\n");
+    if (o.print_ids) {
+        printf("ids:");
+        for (int i = 0; i < n_out; i++) printf(" %d", out_ids[i]);
+        printf("\n");
+    }
+    rc = CLI_EXIT_OK;
+done:
+    if (rc != CLI_EXIT_OK) cli_fail(&err);
+    free(logits);
+    free(out_ids);
+    free(prompt);
+    moeinf_text_stream_free(detok);
+    moeinf_sampler_free(smp);
+    moeinf_context_free(ctx);
+    moeinf_model_free(model);
+    return rc;
 }

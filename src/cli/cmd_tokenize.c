@@ -1,11 +1,54 @@
-/* cmd_tokenize.c - placeholder until this subcommand lands. */
+/* cmd_tokenize.c - moeinf tokenize -m MODEL TEXT: one line of token ids. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "cli/cli.h"
 
+static void usage(FILE *out) {
+    fprintf(out, "usage: moeinf tokenize -m MODEL TEXT\n\n"
+                 "Prints the token ids of TEXT on one line, separated by single spaces.\n"
+                 "TEXT is taken literally (text that spells a special token stays text); BOS\n"
+                 "is included iff the model's metadata asks for it.\n");
+}
+
 int cmd_tokenize(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "moeinf: 'tokenize' is not built yet\n");
-    return CLI_EXIT_FAIL;
+    const char *model_path = NULL, *text = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
+            if (!(model_path = cli_option_value("tokenize", argc, argv, &i))) return CLI_EXIT_USAGE;
+        } else if (argv[i][0] == '-' && argv[i][1] != '\0' && !text) {
+            fprintf(stderr, "moeinf tokenize: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return CLI_EXIT_USAGE;
+        } else if (!text) {
+            text = argv[i];
+        } else {
+            fprintf(stderr, "moeinf tokenize: unexpected argument '%s'\n", argv[i]);
+            usage(stderr);
+            return CLI_EXIT_USAGE;
+        }
+    }
+    if (!model_path || !text) {
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    struct moeinf_error err = {0};
+    struct moeinf_model *model = NULL;
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    if (moeinf_model_load(model_path, &mp, &model, &err) != MOEINF_OK) return cli_fail(&err);
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (moeinf_tokenize(model, text, strlen(text), true, false, &ids, &n, &err) != MOEINF_OK) {
+        moeinf_model_free(model);
+        return cli_fail(&err);
+    }
+    for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    printf("\n");
+    free(ids);
+    moeinf_model_free(model);
+    return CLI_EXIT_OK;
 }

@@ -1,0 +1,72 @@
+/* model_args.c - the -m/-c/-t/-b/--kv-type options and opening a model with them. */
+#include "cli/model_args.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+const char model_args_help[] =
+    "  -m MODEL        GGUF model file (default: the embedded default model, written to\n"
+    "                  ~/.cache/moeinf/default-moe.gguf on first use)\n"
+    "  -c N            context size in tokens (default 4096)\n"
+    "  -t N            threads (default: the CPUs this process may use)\n"
+    "  -b N            prefill micro-batch (default 512)\n"
+    "  --kv-type T     KV cache type f16|f32 (default f16)\n";
+
+int model_args_parse(const char *cmd, struct model_args *a, int argc, char **argv, int *i) {
+    const char *opt = argv[*i];
+    long v;
+    if (strcmp(opt, "-m") && strcmp(opt, "--model") && strcmp(opt, "-c") && strcmp(opt, "-t") &&
+        strcmp(opt, "-b") && strcmp(opt, "--kv-type")) {
+        return 0;
+    }
+    const char *val = cli_option_value(cmd, argc, argv, i);
+    if (!val) return -1;
+    if (!strcmp(opt, "-m") || !strcmp(opt, "--model")) {
+        a->model_path = val;
+    } else if (!strcmp(opt, "-c")) {
+        if (!cli_parse_long(cmd, opt, val, 1, 1 << 24, &v)) return -1;
+        a->ctx.n_ctx = (int)v;
+    } else if (!strcmp(opt, "-t")) {
+        if (!cli_parse_long(cmd, opt, val, 1, 1024, &v)) return -1;
+        a->ctx.n_threads = (int)v;
+    } else if (!strcmp(opt, "-b")) {
+        if (!cli_parse_long(cmd, opt, val, 1, 1 << 16, &v)) return -1;
+        a->ctx.n_batch = (int)v;
+    } else if (!strcmp(val, "f16")) {
+        a->ctx.kv_type = MOEINF_KV_F16;
+    } else if (!strcmp(val, "f32")) {
+        a->ctx.kv_type = MOEINF_KV_F32;
+    } else {
+        fprintf(stderr, "moeinf %s: --kv-type must be f16 or f32, not '%s'\n", cmd, val);
+        return -1;
+    }
+    return 1;
+}
+
+bool model_args_open(struct model_args *a, struct moeinf_model **model,
+                     struct moeinf_context **ctx) {
+    struct moeinf_error err = {0};
+    char default_path[1024];
+    const char *path = a->model_path;
+    if (!path) {
+        if (!cli_default_model(default_path, sizeof default_path, &err)) {
+            cli_fail(&err);
+            return false;
+        }
+        path = default_path;
+    }
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    if (moeinf_model_load(path, &mp, model, &err) != MOEINF_OK) {
+        cli_fail(&err);
+        return false;
+    }
+    if (moeinf_context_init(*model, &a->ctx, ctx, &err) != MOEINF_OK) {
+        moeinf_model_free(*model);
+        *model = NULL;
+        cli_fail(&err);
+        return false;
+    }
+    return true;
+}

@@ -1,0 +1,26 @@
+/* model_args.h - options shared by the subcommands that run a model (run, bench). */
+#ifndef MOEINF_CLI_MODEL_ARGS_H
+#define MOEINF_CLI_MODEL_ARGS_H
+
+#include <stdbool.h>
+
+#include "moeinf.h"
+
+struct model_args {
+    const char *model_path; /* NULL: the embedded default */
+    struct moeinf_context_params ctx;
+};
+
+/* Consumes argv[*i] if it is one of -m, -c, -t, -b, --kv-type (advancing *i past its
+ * value). Returns 1 if consumed, 0 if not one of them, -1 on a bad value (message printed). */
+int model_args_parse(const char *cmd, struct model_args *a, int argc, char **argv, int *i);
+
+/* The help lines of those options. */
+extern const char model_args_help[];
+
+/* Loads the model (generating the default on first use) and creates a context. Prints
+ * "moeinf: <msg>" and returns false on failure. */
+bool model_args_open(struct model_args *a, struct moeinf_model **model,
+                     struct moeinf_context **ctx);
+
+#endif

@@ -1,0 +1,69 @@
+/* attention.c - causal GQA over the KV cache; work split by (token, KV head). */
+#include "compute/attention.h"
+
+#include <math.h>
+#include <string.h>
+
+size_t moeinf_attn_scratch_floats(int n_ctx, int n_head, int n_head_kv, int head_dim) {
+    int group = n_head / n_head_kv;
+    /* scores for each head of the group, plus one converted K or V row */
+    return (size_t)group * (size_t)n_ctx + (size_t)head_dim;
+}
+
+static const float *cache_row(const struct moeinf_attn_args *a, const void *base, int t, int kh,
+                              float *buf) {
+    size_t row = (size_t)t * (size_t)a->n_head_kv * (size_t)a->head_dim + (size_t)kh * a->head_dim;
+    if (!a->kv_f16) return (const float *)base + row;
+    a->kern->to_float[MOEINF_TYPE_F16]((const uint16_t *)base + row, buf, a->head_dim);
+    return buf;
+}
+
+static void attend(const struct moeinf_attn_args *a, int j, int kh, float *scratch) {
+    const int group = a->n_head / a->n_head_kv, hd = a->head_dim;
+    const int n_kv = a->pos0 + j + 1; /* causal: positions 0 .. pos0 + j */
+    const int q_stride = a->n_head * hd;
+    float *row = scratch + (size_t)group * (size_t)(a->pos0 + a->m);
+    const float scale = 1.0f / sqrtf((float)hd);
+    for (int t = 0; t < n_kv; t++) {
+        const float *k = cache_row(a, a->k, t, kh, row);
+        for (int g = 0; g < group; g++) {
+            const float *q = a->q + (size_t)j * q_stride + (size_t)(kh * group + g) * hd;
+            float s = 0.0f;
+            for (int i = 0; i < hd; i++) s += q[i] * k[i];
+            scratch[(size_t)g * n_kv + t] = s * scale;
+        }
+    }
+    for (int g = 0; g < group; g++) {
+        float *s = scratch + (size_t)g * n_kv;
+        float max = -INFINITY;
+        for (int t = 0; t < n_kv; t++) max = s[t] > max ? s[t] : max;
+        double sum = 0.0;
+        for (int t = 0; t < n_kv; t++) {
+            s[t] = expf(s[t] - max);
+            sum += s[t];
+        }
+        const float inv = (float)(1.0 / sum);
+        for (int t = 0; t < n_kv; t++) s[t] *= inv;
+        memset(a->out + (size_t)j * q_stride + (size_t)(kh * group + g) * hd, 0,
+               (size_t)hd * sizeof(float));
+    }
+    for (int t = 0; t < n_kv; t++) {
+        const float *v = cache_row(a, a->v, t, kh, row);
+        for (int g = 0; g < group; g++) {
+            float *o = a->out + (size_t)j * q_stride + (size_t)(kh * group + g) * hd;
+            const float w = scratch[(size_t)g * n_kv + t];
+            for (int i = 0; i < hd; i++) o[i] += w * v[i];
+        }
+    }
+}
+
+static void attn_worker(void *arg, int ith, int nth) {
+    const struct moeinf_attn_args *a = arg;
+    float *scratch = a->scratch + (size_t)ith * a->scratch_stride;
+    const int n_items = a->m * a->n_head_kv;
+    for (int it = ith; it < n_items; it += nth) attend(a, it / a->n_head_kv, it % a->n_head_kv, scratch);
+}
+
+void moeinf_attention(struct moeinf_pool *pool, const struct moeinf_attn_args *args) {
+    moeinf_pool_run(pool, attn_worker, (void *)args);
+}

@@ -1,0 +1,37 @@
+/*
+ * attention.h - causal grouped-query attention of m new tokens against the KV cache of one
+ * layer. The cache holds n_ctx rows of n_head_kv * head_dim values (F16 or F32); the new
+ * tokens' K and V rows must already be stored at positions pos0 .. pos0 + m - 1.
+ * Query head h reads KV head h / (n_head / n_head_kv).
+ */
+#ifndef MOEINF_ATTENTION_H
+#define MOEINF_ATTENTION_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "compute/pool.h"
+#include "quant/quant.h"
+
+struct moeinf_attn_args {
+    const float *q;     /* [m][n_head * head_dim], RoPE applied */
+    const void *k;      /* cache rows [n_ctx][n_head_kv * head_dim] */
+    const void *v;
+    bool kv_f16;
+    int m;
+    int pos0;
+    int n_head;
+    int n_head_kv;
+    int head_dim;
+    float *out;         /* [m][n_head * head_dim] */
+    float *scratch;     /* per thread: moeinf_attn_scratch_floats() floats */
+    size_t scratch_stride;
+    const struct moeinf_kernels *kern;
+};
+
+/* Floats of scratch one thread needs for contexts up to n_ctx. */
+size_t moeinf_attn_scratch_floats(int n_ctx, int n_head, int n_head_kv, int head_dim);
+
+void moeinf_attention(struct moeinf_pool *pool, const struct moeinf_attn_args *args);
+
+#endif

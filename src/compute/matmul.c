@@ -1,0 +1,107 @@
+/* matmul.c - batched weight x activation products; see matmul.h. */
+#include "compute/matmul.h"
+
+#include <assert.h>
+#include <string.h>
+
+/* Activation rows per kernel call: the weight row stays in registers/L1 across them. */
+#define M_CHUNK 8
+
+struct mm_task {
+    const struct moeinf_kernels *kern;
+    const struct moeinf_mm_job *jobs;
+    int n_jobs;
+    uint64_t total_cost;
+};
+
+static uint64_t row_cost(const struct moeinf_mm_job *j) {
+    /* Streaming the row costs about as much as a few activation rows' arithmetic. */
+    return (uint64_t)j->n_in * (uint64_t)(j->m + 2);
+}
+
+static void run_rows(const struct moeinf_kernels *kern, const struct moeinf_mm_job *j, int64_t r0,
+                     int64_t r1) {
+    moeinf_vec_dot_m_fn dot_m = kern->vec_dot_m[j->type];
+    moeinf_vec_dot_fn dot = kern->vec_dot[j->type];
+    float s[M_CHUNK];
+    for (int64_t r = r0; r < r1; r++) {
+        const uint8_t *w = j->w + (size_t)r * j->w_row_bytes;
+        if (j->m == 1) {
+            dot(j->n_in, &j->y[r], w, j->x);
+            continue;
+        }
+        for (int t0 = 0; t0 < j->m; t0 += M_CHUNK) {
+            int mc = j->m - t0 < M_CHUNK ? j->m - t0 : M_CHUNK;
+            dot_m(j->n_in, mc, s, w, j->x + (size_t)t0 * j->x_stride, j->x_stride);
+            for (int t = 0; t < mc; t++) j->y[(size_t)(t0 + t) * j->y_stride + r] = s[t];
+        }
+    }
+}
+
+static void mm_worker(void *arg, int ith, int nth) {
+    const struct mm_task *task = arg;
+    uint64_t c0 = task->total_cost * (uint64_t)ith / (uint64_t)nth;
+    uint64_t c1 = task->total_cost * (uint64_t)(ith + 1) / (uint64_t)nth;
+    uint64_t base = 0;
+    for (int i = 0; i < task->n_jobs && base < c1; i++) {
+        const struct moeinf_mm_job *j = &task->jobs[i];
+        uint64_t rc = row_cost(j);
+        uint64_t end = base + rc * (uint64_t)j->n_out;
+        if (end > c0) {
+            /* Row r belongs to the thread whose range holds the row's start cost. */
+            uint64_t lo = c0 > base ? c0 - base : 0;
+            uint64_t hi = (c1 < end ? c1 : end) - base;
+            int64_t r0 = (int64_t)((lo + rc - 1) / rc);
+            int64_t r1 = (int64_t)((hi + rc - 1) / rc);
+            if (r1 > j->n_out) r1 = j->n_out;
+            if (r0 < r1) run_rows(task->kern, j, r0, r1);
+        }
+        base = end;
+    }
+}
+
+void moeinf_matmul_run(struct moeinf_pool *pool, const struct moeinf_kernels *kern,
+                       const struct moeinf_mm_job *jobs, int n_jobs) {
+    struct mm_task task = {kern, jobs, n_jobs, 0};
+    for (int i = 0; i < n_jobs; i++) {
+        assert(kern->vec_dot[jobs[i].type] && kern->vec_dot_m[jobs[i].type]);
+        task.total_cost += row_cost(&jobs[i]) * (uint64_t)jobs[i].n_out;
+    }
+    if (task.total_cost == 0) return;
+    moeinf_pool_run(pool, mm_worker, &task);
+}
+
+struct q_task {
+    moeinf_from_float_fn fn;
+    const float *x;
+    size_t x_stride;
+    int m;
+    int64_t n;
+    uint8_t *out;
+    size_t out_stride;
+};
+
+static void q_worker(void *arg, int ith, int nth) {
+    const struct q_task *t = arg;
+    for (int j = ith; j < t->m; j += nth) {
+        t->fn(t->x + (size_t)j * t->x_stride, t->out + (size_t)j * t->out_stride, t->n);
+    }
+}
+
+void moeinf_quantize_rows(struct moeinf_pool *pool, const struct moeinf_kernels *kern,
+                          enum moeinf_type type, const float *x, size_t x_stride, int m,
+                          int64_t n, uint8_t *out, size_t out_stride) {
+    if (type == MOEINF_TYPE_F32) {
+        for (int j = 0; j < m; j++) {
+            memcpy(out + (size_t)j * out_stride, x + (size_t)j * x_stride, (size_t)n * sizeof(float));
+        }
+        return;
+    }
+    struct q_task t = {kern->from_float[type], x, x_stride, m, n, out, out_stride};
+    assert(t.fn);
+    if (m == 1) {
+        t.fn(x, out, n);
+        return;
+    }
+    moeinf_pool_run(pool, q_worker, &t);
+}

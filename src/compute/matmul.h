@@ -1,0 +1,41 @@
+/*
+ * matmul.h - weight x activation products split across the pool.
+ *
+ * A job is one weight matrix (n_out rows of n_in elements of one type) times m activation
+ * rows already converted to the weight's vec_dot_type (see quant/quant.h). A batch of jobs
+ * runs in one pool dispatch (q/k/v together; every selected expert's gate and up together),
+ * with output rows divided among threads in proportion to their cost. Every output element
+ * is one kernel call made by one thread, so results do not depend on the thread count.
+ */
+#ifndef MOEINF_MATMUL_H
+#define MOEINF_MATMUL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "compute/pool.h"
+#include "quant/quant.h"
+
+struct moeinf_mm_job {
+    const uint8_t *w;     /* row 0 of the weight matrix */
+    size_t w_row_bytes;
+    enum moeinf_type type;
+    int64_t n_in;
+    int64_t n_out;
+    const uint8_t *x;     /* activation row 0, in type's vec_dot_type */
+    size_t x_stride;      /* bytes between activation rows */
+    int m;                /* activation rows */
+    float *y;             /* y[j * y_stride + r] = dot(w row r, x row j) */
+    size_t y_stride;      /* floats between output rows */
+};
+
+void moeinf_matmul_run(struct moeinf_pool *pool, const struct moeinf_kernels *kern,
+                       const struct moeinf_mm_job *jobs, int n_jobs);
+
+/* Converts m rows of n floats (x_stride floats apart) to `type` (a vec_dot_type), rows
+ * out_stride bytes apart, split across the pool. */
+void moeinf_quantize_rows(struct moeinf_pool *pool, const struct moeinf_kernels *kern,
+                          enum moeinf_type type, const float *x, size_t x_stride, int m,
+                          int64_t n, uint8_t *out, size_t out_stride);
+
+#endif

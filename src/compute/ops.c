@@ -1,0 +1,62 @@
+/* ops.c - rmsnorm, softmax, SwiGLU, RoPE and top-k; see ops.h. */
+#include "compute/ops.h"
+
+#include <math.h>
+#include <stddef.h>
+
+void moeinf_rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
+    const float mean = (float)(sum / n);
+    const float scale = 1.0f / sqrtf(mean + eps);
+    for (int i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
+}
+
+void moeinf_softmax(float *x, int n) {
+    float max = -INFINITY;
+    for (int i = 0; i < n; i++) max = x[i] > max ? x[i] : max;
+    double sum = 0.0;
+    for (int i = 0; i < n; i++) {
+        x[i] = expf(x[i] - max);
+        sum += x[i];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int i = 0; i < n; i++) x[i] *= inv;
+}
+
+void moeinf_swiglu(float *y, const float *g, const float *u, int n) {
+    for (int i = 0; i < n; i++) {
+        float v = g[i];
+        y[i] = v / (1.0f + expf(-v)) * u[i];
+    }
+}
+
+void moeinf_rope_norm(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
+                      float freq_scale) {
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        float theta = (float)pos * freq_scale;
+        for (int i = 0; i < n_rot; i += 2) {
+            const float c = cosf(theta), s = sinf(theta);
+            const float x0 = v[i], x1 = v[i + 1];
+            v[i] = x0 * c - x1 * s;
+            v[i + 1] = x0 * s + x1 * c;
+            theta *= theta_scale;
+        }
+    }
+}
+
+void moeinf_top_k(const float *x, int n, int k, int *idx) {
+    /* k is small (<= 64): insertion into a sorted prefix. */
+    int filled = 0;
+    for (int i = 0; i < n; i++) {
+        if (filled == k && !(x[i] > x[idx[k - 1]])) continue;
+        int p = filled < k ? filled++ : k - 1;
+        while (p > 0 && x[i] > x[idx[p - 1]]) {
+            idx[p] = idx[p - 1];
+            p--;
+        }
+        idx[p] = i;
+    }
+}

@@ -1,0 +1,31 @@
+/*
+ * ops.h - the small element-wise operations of a transformer layer, in the arithmetic
+ * llama.cpp uses (../shared/testdata/README.md, 1.7): sums of squares and softmax
+ * normalisers in double, everything else in float.
+ */
+#ifndef MOEINF_OPS_H
+#define MOEINF_OPS_H
+
+#include <stdint.h>
+
+/* y = x / sqrt(mean(x^2) + eps) * w  (y may alias x) */
+void moeinf_rmsnorm(float *y, const float *x, const float *w, int n, float eps);
+
+/* In-place softmax over n values. */
+void moeinf_softmax(float *x, int n);
+
+/* y[i] = silu(g[i]) * u[i]  (y may alias g) */
+void moeinf_swiglu(float *y, const float *g, const float *u, int n);
+
+/*
+ * RoPE in "NORM" mode (arch llama: adjacent pairs x[2i], x[2i+1]) on the first n_rot of
+ * each of n_heads heads of size head_dim, at position pos:
+ * theta_i = pos * freq_scale * base^(-2i/n_rot).
+ */
+void moeinf_rope_norm(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
+                      float freq_scale);
+
+/* Indices of the k largest of x[0..n) in descending order (lower index first on ties). */
+void moeinf_top_k(const float *x, int n, int k, int *idx);
+
+#endif

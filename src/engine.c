@@ -1,0 +1,177 @@
+/* engine.c - implements the model and context half of moeinf.h by composing the modules. */
+#include "engine.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "tokenizer/vocab.h"
+
+struct moeinf_model_params moeinf_model_params_default(void) {
+    struct moeinf_model_params p = {0};
+    return p;
+}
+
+struct moeinf_context_params moeinf_context_params_default(void) {
+    struct moeinf_context_params p = {
+        .n_ctx = 4096,
+        .n_batch = 512,
+        .n_threads = 0,
+        .kv_type = MOEINF_KV_F16,
+    };
+    return p;
+}
+
+enum moeinf_status moeinf_model_load(const char *path, const struct moeinf_model_params *params,
+                                     struct moeinf_model **out, struct moeinf_error *err) {
+    (void)params;
+    struct moeinf_model *m = calloc(1, sizeof *m);
+    if (!m) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    enum moeinf_status st = moeinf_gguf_open(path, &m->gguf, err);
+    if (st == MOEINF_OK) st = moeinf_llm_init(m->gguf, &m->llm, err);
+    if (st == MOEINF_OK) st = moeinf_vocab_init_from_gguf(m->gguf, &m->vocab, err);
+    if (st == MOEINF_OK && moeinf_vocab_n_tokens(m->vocab) != m->llm->hp.n_vocab) {
+        st = moeinf_fail(err, MOEINF_ERR_FORMAT,
+                         "%s: the vocabulary has %d tokens but token_embd has %d rows", path,
+                         moeinf_vocab_n_tokens(m->vocab), m->llm->hp.n_vocab);
+    }
+    if (st != MOEINF_OK) {
+        moeinf_model_free(m);
+        return st;
+    }
+    *out = m;
+    return MOEINF_OK;
+}
+
+void moeinf_model_free(struct moeinf_model *model) {
+    if (!model) return;
+    moeinf_vocab_free(model->vocab);
+    moeinf_llm_free(model->llm);
+    moeinf_gguf_free(model->gguf);
+    free(model);
+}
+
+int moeinf_model_n_vocab(const struct moeinf_model *model) {
+    return model->llm->hp.n_vocab;
+}
+
+int moeinf_model_n_ctx_train(const struct moeinf_model *model) {
+    return model->llm->hp.n_ctx_train;
+}
+
+void moeinf_model_desc(const struct moeinf_model *model, char *buf, size_t size) {
+    const struct moeinf_hparams *hp = &model->llm->hp;
+    const struct moeinf_layer *L = &model->llm->layers[0];
+    const struct moeinf_weight *ffn = hp->n_expert > 0 ? &L->gate_exps : &L->ffn_gate;
+    snprintf(buf, size,
+             "llama: %d layers, n_embd %d, %d heads (%d kv, dim %d), %d experts (top %d), "
+             "ff %d, vocab %d, ffn type %s",
+             hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_expert,
+             hp->n_expert_used, hp->n_ff, hp->n_vocab, moeinf_type_traits_get(ffn->type)->name);
+}
+
+uint64_t moeinf_model_decode_bytes(const struct moeinf_model *model) {
+    const struct moeinf_llm *llm = model->llm;
+    const struct moeinf_hparams *hp = &llm->hp;
+    uint64_t total = llm->tok_embd.row_bytes + llm->output.mat_bytes;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const struct moeinf_layer *L = &llm->layers[il];
+        total += L->wq.mat_bytes + L->wk.mat_bytes + L->wv.mat_bytes + L->wo.mat_bytes;
+        if (hp->n_expert > 0) {
+            total += L->router.mat_bytes;
+            total += (uint64_t)hp->n_expert_used *
+                     (L->gate_exps.mat_bytes + L->up_exps.mat_bytes + L->down_exps.mat_bytes);
+        } else {
+            total += L->ffn_gate.mat_bytes + L->ffn_up.mat_bytes + L->ffn_down.mat_bytes;
+        }
+    }
+    return total;
+}
+
+enum moeinf_status moeinf_context_init(struct moeinf_model *model,
+                                       const struct moeinf_context_params *params,
+                                       struct moeinf_context **out, struct moeinf_error *err) {
+    if (params->n_ctx < 1 || params->n_ctx > (1 << 24)) {
+        return moeinf_fail(err, MOEINF_ERR_ARG, "context size %d is out of range", params->n_ctx);
+    }
+    if (params->n_batch < 1 || params->n_threads < 0 ||
+        (params->kv_type != MOEINF_KV_F16 && params->kv_type != MOEINF_KV_F32)) {
+        return moeinf_fail(err, MOEINF_ERR_ARG, "invalid batch size, thread count or KV type");
+    }
+    struct moeinf_context *ctx = calloc(1, sizeof *ctx);
+    if (!ctx) return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory for the context");
+    ctx->model = model;
+    ctx->params = *params;
+    if (ctx->params.n_batch > ctx->params.n_ctx) ctx->params.n_batch = ctx->params.n_ctx;
+    ctx->kern = moeinf_kernels_best();
+    int n_threads = params->n_threads > 0 ? params->n_threads : moeinf_cpu_count();
+    enum moeinf_status st = moeinf_pool_init(n_threads, &ctx->pool, err);
+    if (st == MOEINF_OK) {
+        struct moeinf_fwd_params fp = {
+            .n_ctx = params->n_ctx,
+            .n_batch = params->n_batch,
+            .kv_f16 = params->kv_type == MOEINF_KV_F16,
+            .pool = ctx->pool,
+            .kern = ctx->kern,
+        };
+        st = moeinf_fwd_init(model->llm, &fp, &ctx->fwd, err);
+    }
+    if (st != MOEINF_OK) {
+        moeinf_context_free(ctx);
+        return st;
+    }
+    *out = ctx;
+    return MOEINF_OK;
+}
+
+void moeinf_context_free(struct moeinf_context *ctx) {
+    if (!ctx) return;
+    moeinf_fwd_free(ctx->fwd);
+    moeinf_pool_free(ctx->pool);
+    free(ctx);
+}
+
+void moeinf_context_reset(struct moeinf_context *ctx) {
+    ctx->n_past = 0;
+}
+
+int moeinf_context_n_past(const struct moeinf_context *ctx) {
+    return ctx->n_past;
+}
+
+int moeinf_context_n_threads(const struct moeinf_context *ctx) {
+    return moeinf_pool_size(ctx->pool);
+}
+
+const char *moeinf_context_kernels(const struct moeinf_context *ctx) {
+    return ctx->kern->name;
+}
+
+enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids, int n,
+                                 float *logits, bool all_logits, struct moeinf_error *err) {
+    const int n_vocab = ctx->model->llm->hp.n_vocab;
+    if (n <= 0) return moeinf_fail(err, MOEINF_ERR_ARG, "decode needs at least one token");
+    if (n > ctx->params.n_ctx - ctx->n_past) {
+        return moeinf_fail(err, MOEINF_ERR_CONTEXT,
+                           "context full: %d tokens in context + %d new exceed -c %d",
+                           ctx->n_past, n, ctx->params.n_ctx);
+    }
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= n_vocab) {
+            return moeinf_fail(err, MOEINF_ERR_ARG, "token id %d is outside the vocabulary [0, %d)",
+                               ids[i], n_vocab);
+        }
+    }
+    int n_batch = ctx->params.n_batch;
+    for (int i0 = 0; i0 < n; i0 += n_batch) {
+        int m = n - i0 < n_batch ? n - i0 : n_batch;
+        bool last = i0 + m == n;
+        float *out = NULL;
+        if (logits && all_logits) out = logits + (size_t)i0 * n_vocab;
+        if (logits && !all_logits && last) out = logits;
+        moeinf_fwd_eval(ctx->fwd, ids + i0, m, ctx->n_past, out, all_logits);
+        ctx->n_past += m;
+    }
+    return MOEINF_OK;
+}

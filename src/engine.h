@@ -1,0 +1,28 @@
+/* engine.h - the structs behind the public handles (internal; see moeinf.h). */
+#ifndef MOEINF_ENGINE_H
+#define MOEINF_ENGINE_H
+
+#include "compute/pool.h"
+#include "gguf/gguf.h"
+#include "model/forward.h"
+#include "model/model.h"
+#include "moeinf.h"
+
+struct moeinf_vocab;
+
+struct moeinf_model {
+    struct moeinf_gguf *gguf;   /* owns the mapping the weights point into */
+    struct moeinf_llm *llm;
+    struct moeinf_vocab *vocab;
+};
+
+struct moeinf_context {
+    struct moeinf_model *model; /* borrowed */
+    struct moeinf_context_params params;
+    struct moeinf_pool *pool;
+    const struct moeinf_kernels *kern;
+    struct moeinf_fwd *fwd;
+    int n_past;
+};
+
+#endif

@@ -1,0 +1,47 @@
+/*
+ * forward.h - the forward pass of arch `llama` (dense and routed-expert FFNs) over a
+ * micro-batch of tokens, with the KV cache it appends to.
+ *
+ * One micro-batch of m tokens at positions n_past .. n_past + m - 1 runs layer by layer:
+ *   x += Wo * attn(rope(Wq * norm(x)), cache)                       (K, V appended to cache)
+ *   x += sum over the token's top-k experts e, in router-rank order, of
+ *        w_e * down_e(silu(gate_e * norm(x)) * up_e * norm(x))
+ * Prefill groups the batch's tokens by expert, so each selected expert's weights are read
+ * once per micro-batch for all tokens routed to it.
+ */
+#ifndef MOEINF_FORWARD_H
+#define MOEINF_FORWARD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "compute/pool.h"
+#include "model/model.h"
+#include "moeinf.h"
+
+struct moeinf_fwd;
+
+struct moeinf_fwd_params {
+    int n_ctx;
+    int n_batch;            /* largest micro-batch */
+    bool kv_f16;
+    struct moeinf_pool *pool; /* borrowed */
+    const struct moeinf_kernels *kern;
+};
+
+enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
+                                   const struct moeinf_fwd_params *params,
+                                   struct moeinf_fwd **out, struct moeinf_error *err);
+void moeinf_fwd_free(struct moeinf_fwd *f);
+
+/* Evaluates m <= n_batch tokens at positions n_past .. (the caller checks the window).
+ * logits: NULL, or m x n_vocab rows (all) or one row (the last token). */
+void moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int m, int n_past, float *logits,
+                     bool all_logits);
+
+/* Expert routing of the last eval: for layer il and token j, the selected experts in rank
+ * order (n_expert_used of them) and their mixing weights. NULL for dense models. */
+const int32_t *moeinf_fwd_routing(const struct moeinf_fwd *f, int il, int j);
+const float *moeinf_fwd_routing_weights(const struct moeinf_fwd *f, int il, int j);
+
+#endif

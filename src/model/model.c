@@ -1,0 +1,290 @@
+/* model.c - hyper-parameters from metadata and weight views for arch `llama`. */
+#include "model/model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status.h"
+
+#define KEY_MAX 96
+
+struct loader {
+    const struct moeinf_gguf *g;
+    const char *arch;
+    struct moeinf_error *err;
+};
+
+static const char *arch_key(char *buf, const char *arch, const char *suffix) {
+    snprintf(buf, KEY_MAX, "%s.%s", arch, suffix);
+    return buf;
+}
+
+/* A required positive integer key of the architecture, at most `max`. */
+static enum moeinf_status get_int(struct loader *ld, const char *suffix, bool required, int max,
+                                  int *out) {
+    char key[KEY_MAX];
+    uint32_t v = (uint32_t)*out;
+    enum moeinf_status st =
+        required ? moeinf_gguf_get_u32(ld->g, arch_key(key, ld->arch, suffix), &v, ld->err)
+                 : moeinf_gguf_get_u32_opt(ld->g, arch_key(key, ld->arch, suffix), &v, ld->err);
+    if (st != MOEINF_OK) {
+        if (required && moeinf_gguf_find_key(ld->g, key) < 0) {
+            return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                               "%s: missing required key '%s' for arch '%s'", ld->g->path, key,
+                               ld->arch);
+        }
+        return st;
+    }
+    if ((int64_t)v > max) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: %s = %u is out of range (max %d)",
+                           ld->g->path, key, v, max);
+    }
+    *out = (int)v;
+    return MOEINF_OK;
+}
+
+static enum moeinf_status get_float(struct loader *ld, const char *suffix, bool required,
+                                    float *out) {
+    char key[KEY_MAX];
+    arch_key(key, ld->arch, suffix);
+    if (required && moeinf_gguf_find_key(ld->g, key) < 0) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                           "%s: missing required key '%s' for arch '%s'", ld->g->path, key,
+                           ld->arch);
+    }
+    return moeinf_gguf_get_f32_opt(ld->g, key, out, ld->err);
+}
+
+/*
+ * Binds tensor `name` with the expected shape (ne0, ne1, ne2; 0 = any, for the vocabulary
+ * dimension). Absent tensors are an error unless optional (then w->data stays NULL).
+ */
+static enum moeinf_status bind(struct loader *ld, const char *name, int64_t ne0, int64_t ne1,
+                               int64_t ne2, bool optional, struct moeinf_weight *w) {
+    const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(ld->g, name);
+    memset(w, 0, sizeof *w);
+    if (!t) {
+        if (optional) return MOEINF_OK;
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: missing tensor '%s'", ld->g->path,
+                           name);
+    }
+    const struct moeinf_type_traits *tr = moeinf_type_traits_get(t->type);
+    if (!tr || !tr->supported) {
+        return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
+                           "%s: tensor '%s' has type %s, which moeinf does not support yet",
+                           ld->g->path, name, tr && tr->name ? tr->name : "(unknown)");
+    }
+    int64_t want[3] = {ne0, ne1, ne2};
+    for (int d = 0; d < MOEINF_GGUF_MAX_DIMS; d++) {
+        int64_t expect = d < 3 ? want[d] : 1;
+        if (expect != 0 && t->ne[d] != expect) {
+            return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                               "%s: tensor '%s' has shape [%lld, %lld, %lld, %lld], expected "
+                               "[%lld, %lld, %lld]",
+                               ld->g->path, name, (long long)t->ne[0], (long long)t->ne[1],
+                               (long long)t->ne[2], (long long)t->ne[3], (long long)ne0,
+                               (long long)ne1, (long long)ne2);
+        }
+    }
+    w->data = t->data;
+    w->type = (enum moeinf_type)t->type;
+    w->n_in = t->ne[0];
+    w->n_out = t->ne[1];
+    w->n_mat = t->ne[2];
+    w->row_bytes = moeinf_row_bytes(w->type, w->n_in);
+    w->mat_bytes = w->row_bytes * (size_t)w->n_out;
+    return MOEINF_OK;
+}
+
+/* A 1-D F32 vector (norm weights). */
+static enum moeinf_status bind_vec(struct loader *ld, const char *name, int64_t n,
+                                   const float **out) {
+    struct moeinf_weight w;
+    enum moeinf_status st = bind(ld, name, n, 1, 1, false, &w);
+    if (st != MOEINF_OK) return st;
+    if (w.type != MOEINF_TYPE_F32) {
+        return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED, "%s: tensor '%s' must be f32",
+                           ld->g->path, name);
+    }
+    *out = (const float *)w.data;
+    return MOEINF_OK;
+}
+
+static enum moeinf_status read_rope_scaling(struct loader *ld, struct moeinf_hparams *hp) {
+    char key[KEY_MAX];
+    struct moeinf_gguf_str kind = {0};
+    enum moeinf_status st =
+        moeinf_gguf_get_str_opt(ld->g, arch_key(key, ld->arch, "rope.scaling.type"), &kind, ld->err);
+    if (st != MOEINF_OK) return st;
+    float factor = 1.0f;
+    if (kind.data && !moeinf_gguf_str_eq(kind, "none")) {
+        if (!moeinf_gguf_str_eq(kind, "linear")) {
+            return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
+                               "%s: RoPE scaling '%.*s' is not supported yet (none and linear are)",
+                               ld->g->path, (int)(kind.len > 32 ? 32 : kind.len), kind.data);
+        }
+        st = get_float(ld, "rope.scaling.factor", false, &factor);
+    } else {
+        st = get_float(ld, "rope.scale_linear", false, &factor); /* older converters */
+    }
+    if (st != MOEINF_OK) return st;
+    if (!(factor >= 1.0f && factor <= 1024.0f)) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: RoPE scaling factor %g is invalid",
+                           ld->g->path, (double)factor);
+    }
+    hp->rope_freq_scale = 1.0f / factor;
+    return MOEINF_OK;
+}
+
+static enum moeinf_status read_hparams(struct loader *ld, struct moeinf_hparams *hp) {
+    enum moeinf_status st;
+    memset(hp, 0, sizeof *hp);
+    if ((st = get_int(ld, "embedding_length", true, 1 << 20, &hp->n_embd)) ||
+        (st = get_int(ld, "block_count", true, 4096, &hp->n_layer)) ||
+        (st = get_int(ld, "attention.head_count", true, 4096, &hp->n_head)) ||
+        (st = get_int(ld, "feed_forward_length", true, 1 << 22, &hp->n_ff)) ||
+        (st = get_int(ld, "context_length", true, 1 << 30, &hp->n_ctx_train))) {
+        return st;
+    }
+    hp->n_head_kv = hp->n_head;
+    if ((st = get_int(ld, "attention.head_count_kv", false, 4096, &hp->n_head_kv))) return st;
+    if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 ||
+        hp->n_ff <= 0 || hp->n_ctx_train <= 0 || hp->n_head % hp->n_head_kv != 0) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                           "%s: invalid geometry (embd %d, layers %d, heads %d/%d kv, ff %d)",
+                           ld->g->path, hp->n_embd, hp->n_layer, hp->n_head, hp->n_head_kv,
+                           hp->n_ff);
+    }
+    hp->head_dim = hp->n_embd % hp->n_head == 0 ? hp->n_embd / hp->n_head : 0;
+    if ((st = get_int(ld, "attention.key_length", false, 1 << 16, &hp->head_dim))) return st;
+    int v_len = hp->head_dim;
+    if ((st = get_int(ld, "attention.value_length", false, 1 << 16, &v_len))) return st;
+    if (hp->head_dim <= 0 || hp->head_dim % 2 != 0 || v_len != hp->head_dim) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                           "%s: invalid head size (key %d, value %d)", ld->g->path, hp->head_dim,
+                           v_len);
+    }
+    hp->n_rot = hp->head_dim;
+    if ((st = get_int(ld, "rope.dimension_count", false, 1 << 16, &hp->n_rot))) return st;
+    if (hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2 != 0) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: invalid rope.dimension_count %d",
+                           ld->g->path, hp->n_rot);
+    }
+    hp->rope_base = 10000.0f;
+    hp->rms_eps = 1e-5f;
+    if ((st = get_float(ld, "rope.freq_base", false, &hp->rope_base)) ||
+        (st = get_float(ld, "attention.layer_norm_rms_epsilon", true, &hp->rms_eps))) {
+        return st;
+    }
+    if (!(hp->rope_base > 0.0f) || !(hp->rms_eps > 0.0f && hp->rms_eps < 1.0f)) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: invalid rope base or rms epsilon",
+                           ld->g->path);
+    }
+    if ((st = read_rope_scaling(ld, hp))) return st;
+    if ((st = get_int(ld, "expert_count", false, 1 << 16, &hp->n_expert))) return st;
+    if (hp->n_expert > 0) {
+        if ((st = get_int(ld, "expert_used_count", true, MOEINF_MAX_EXPERT_USED,
+                          &hp->n_expert_used))) {
+            return st;
+        }
+        if (hp->n_expert_used <= 0 || hp->n_expert_used > hp->n_expert) {
+            return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                               "%s: expert_used_count %d is invalid for %d experts", ld->g->path,
+                               hp->n_expert_used, hp->n_expert);
+        }
+    }
+    return MOEINF_OK;
+}
+
+static enum moeinf_status bind_layer(struct loader *ld, const struct moeinf_hparams *hp, int il,
+                                     struct moeinf_layer *L) {
+    char name[96];
+    const int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim,
+                  KV = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff, X = hp->n_expert;
+    enum moeinf_status st;
+#define NAME(s) (snprintf(name, sizeof name, "blk.%d.%s", il, s), name)
+    if ((st = bind_vec(ld, NAME("attn_norm.weight"), E, &L->attn_norm)) ||
+        (st = bind(ld, NAME("attn_q.weight"), E, Q, 1, false, &L->wq)) ||
+        (st = bind(ld, NAME("attn_k.weight"), E, KV, 1, false, &L->wk)) ||
+        (st = bind(ld, NAME("attn_v.weight"), E, KV, 1, false, &L->wv)) ||
+        (st = bind(ld, NAME("attn_output.weight"), Q, E, 1, false, &L->wo)) ||
+        (st = bind_vec(ld, NAME("ffn_norm.weight"), E, &L->ffn_norm))) {
+        return st;
+    }
+    if (X > 0) {
+        if ((st = bind(ld, NAME("ffn_gate_inp.weight"), E, X, 1, false, &L->router)) ||
+            (st = bind(ld, NAME("ffn_gate_exps.weight"), E, F, X, false, &L->gate_exps)) ||
+            (st = bind(ld, NAME("ffn_up_exps.weight"), E, F, X, false, &L->up_exps)) ||
+            (st = bind(ld, NAME("ffn_down_exps.weight"), F, E, X, false, &L->down_exps))) {
+            return st;
+        }
+        if (moeinf_type_traits_get(L->gate_exps.type)->vec_dot_type !=
+            moeinf_type_traits_get(L->up_exps.type)->vec_dot_type) {
+            return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
+                               "%s: layer %d mixes expert gate and up types %s and %s",
+                               ld->g->path, il, moeinf_type_traits_get(L->gate_exps.type)->name,
+                               moeinf_type_traits_get(L->up_exps.type)->name);
+        }
+        if (L->router.type != MOEINF_TYPE_F32) {
+            return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED, "%s: router '%s' must be f32",
+                               ld->g->path, NAME("ffn_gate_inp.weight"));
+        }
+    } else {
+        if ((st = bind(ld, NAME("ffn_gate.weight"), E, F, 1, false, &L->ffn_gate)) ||
+            (st = bind(ld, NAME("ffn_up.weight"), E, F, 1, false, &L->ffn_up)) ||
+            (st = bind(ld, NAME("ffn_down.weight"), F, E, 1, false, &L->ffn_down))) {
+            return st;
+        }
+    }
+#undef NAME
+    return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_llm_init(const struct moeinf_gguf *g, struct moeinf_llm **out,
+                                   struct moeinf_error *err) {
+    struct moeinf_gguf_str arch;
+    enum moeinf_status st = moeinf_gguf_get_str(g, "general.architecture", &arch, err);
+    if (st != MOEINF_OK) return st;
+    if (!moeinf_gguf_str_eq(arch, "llama")) {
+        return moeinf_fail(err, MOEINF_ERR_UNSUPPORTED,
+                           "%s: architecture '%.*s' is not supported yet (llama is)", g->path,
+                           (int)(arch.len > 40 ? 40 : arch.len), arch.data);
+    }
+    struct loader ld = {g, "llama", err};
+    struct moeinf_llm *llm = calloc(1, sizeof *llm);
+    if (!llm) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", g->path);
+    struct moeinf_hparams *hp = &llm->hp;
+    if ((st = read_hparams(&ld, hp))) goto fail;
+    if ((st = bind(&ld, "token_embd.weight", hp->n_embd, 0, 1, false, &llm->tok_embd))) goto fail;
+    if (llm->tok_embd.n_out <= 0 || llm->tok_embd.n_out > (1 << 24)) {
+        st = moeinf_fail(err, MOEINF_ERR_FORMAT, "%s: invalid vocabulary size %lld", g->path,
+                         (long long)llm->tok_embd.n_out);
+        goto fail;
+    }
+    hp->n_vocab = (int)llm->tok_embd.n_out;
+    if ((st = bind_vec(&ld, "output_norm.weight", hp->n_embd, &llm->output_norm))) goto fail;
+    if ((st = bind(&ld, "output.weight", hp->n_embd, hp->n_vocab, 1, true, &llm->output))) {
+        goto fail;
+    }
+    if (!llm->output.data) llm->output = llm->tok_embd; /* tied lm_head */
+    llm->layers = calloc((size_t)hp->n_layer, sizeof *llm->layers);
+    if (!llm->layers) {
+        st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", g->path);
+        goto fail;
+    }
+    for (int il = 0; il < hp->n_layer; il++) {
+        if ((st = bind_layer(&ld, hp, il, &llm->layers[il]))) goto fail;
+    }
+    *out = llm;
+    return MOEINF_OK;
+fail:
+    moeinf_llm_free(llm);
+    return st;
+}
+
+void moeinf_llm_free(struct moeinf_llm *llm) {
+    if (!llm) return;
+    free(llm->layers);
+    free(llm);
+}
