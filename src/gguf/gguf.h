@@ -61,6 +61,7 @@ struct moeinf_gguf_kv {
     uint64_t n_elem;                 /* 1 for scalars */
     const uint8_t *data;             /* first element (strings: a gguf string each) */
     uint64_t *str_off;               /* string arrays: offset of element i from data, else NULL */
+    uint64_t n_bytes;                /* bytes of the value from data on (all elements) */
 };
 
 struct moeinf_gguf_tensor {
@@ -78,11 +79,15 @@ struct moeinf_gguf {
     struct moeinf_mapping map;
     uint32_t version;
     uint64_t alignment;
-    uint64_t data_offset; /* absolute offset of the data section */
+    uint64_t data_offset; /* absolute offset of the data section (without tensors it may
+                             lie past the end: writers may omit the final padding) */
     uint64_t n_kv;
     struct moeinf_gguf_kv *kv;
     uint64_t n_tensors;
     struct moeinf_gguf_tensor *tensors;
+    bool owns_map;                                 /* false for moeinf_gguf_open_buffer */
+    const struct moeinf_gguf_kv **kv_by_key;       /* [n_kv] sorted by key, for lookups */
+    const struct moeinf_gguf_tensor **tensor_by_name; /* [n_tensors] sorted by name */
 };
 
 /* Opens, maps and validates a file. */
@@ -131,6 +136,9 @@ int32_t moeinf_gguf_arr_i32(const struct moeinf_gguf_kv *kv, uint64_t i);
 
 /* True if a gguf string equals a C string. */
 bool moeinf_gguf_str_eq(struct moeinf_gguf_str s, const char *c);
+
+/* Name of a metadata value type ("u32", "string", ...; "?" if out of range). */
+const char *moeinf_gguf_type_str(enum moeinf_gguf_type type);
 
 /* Prints the metadata and tensor table (moeinf inspect). */
 void moeinf_gguf_print(const struct moeinf_gguf *g, FILE *out);

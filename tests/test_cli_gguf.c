@@ -1,0 +1,88 @@
+/*
+ * test_cli_gguf.c - the gguf subcommands as a user runs them: `moeinf inspect` and
+ * `moeinf gen-model` through the built binary ($MOEINF_BIN), checking exit codes (0 ok,
+ * 1 bad file, 2 bad option), --help, and what reaches stdout and stderr.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "test.h"
+
+static char out_text[1 << 16];
+static char err_text[1 << 14];
+
+static void slurp(const char *path, char *buf, size_t size) {
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    size_t n = fread(buf, 1, size - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+/* Runs "$MOEINF_BIN <args>" and returns its exit code; stdout and stderr go to out_text and
+ * err_text. -1 if the binary is not known. */
+static int run(const char *args) {
+    const char *bin = getenv("MOEINF_BIN");
+    if (!bin) {
+        test_skip("MOEINF_BIN unset (run through ctest)");
+        return -1;
+    }
+    char out_path[512], err_path[512], cmd[4096];
+    test_tmp_path("cli-out.txt", out_path, sizeof out_path);
+    test_tmp_path("cli-err.txt", err_path, sizeof err_path);
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", bin, args, out_path, err_path);
+    int rc = system(cmd);
+    slurp(out_path, out_text, sizeof out_text);
+    slurp(err_path, err_text, sizeof err_text);
+    remove(out_path);
+    remove(err_path);
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+}
+
+static void test_inspect(void) {
+    if (run("inspect --help") < 0) return;
+    CHECK_EQ_INT(run("inspect --help"), 0);
+    CHECK_STR_CONTAINS(out_text, "usage: moeinf inspect");
+    CHECK_EQ_INT(run("inspect"), 2);
+    CHECK_STR_CONTAINS(err_text, "missing MODEL");
+    CHECK_EQ_INT(run("inspect --bogus x.gguf"), 2);
+    CHECK_STR_CONTAINS(err_text, "unknown option '--bogus'");
+    CHECK_EQ_INT(run("inspect a.gguf b.gguf"), 2);
+    CHECK_EQ_INT(run("inspect /nonexistent/model.gguf"), 1);
+    CHECK_STR_CONTAINS(err_text, "moeinf: /nonexistent/model.gguf:");
+    CHECK(out_text[0] == '\0');
+
+    char bad[512];
+    test_tmp_path("cli-bad.gguf", bad, sizeof bad);
+    FILE *f = fopen(bad, "wb");
+    CHECK(f != NULL);
+    if (f) {
+        fwrite("GGUF\4\0\0\0", 1, 8, f);
+        fclose(f);
+    }
+    char args[1024];
+    snprintf(args, sizeof args, "inspect '%s'", bad);
+    CHECK_EQ_INT(run(args), 1);
+    CHECK_STR_CONTAINS(err_text, "unsupported GGUF version 4");
+    remove(bad);
+
+    char model[1024];
+    if (!test_shared_path("testdata/models/tiny-mixtral-Q8_0.gguf", model, sizeof model)) return;
+    snprintf(args, sizeof args, "inspect '%s'", model);
+    CHECK_EQ_INT(run(args), 0);
+    CHECK_STR_CONTAINS(out_text, "llama.expert_count");
+    CHECK_STR_CONTAINS(out_text, "tokenizer.ggml.tokens");
+    CHECK_STR_CONTAINS(out_text, "string[32000]");
+    CHECK_STR_CONTAINS(out_text, "blk.1.ffn_down_exps.weight");
+    CHECK_STR_CONTAINS(out_text, "q8_0");
+    CHECK_STR_CONTAINS(out_text, "[64, 256, 8]");
+    CHECK(err_text[0] == '\0');
+}
+
+int main(void) {
+    RUN(test_inspect);
+    return test_report();
+}
