@@ -171,6 +171,14 @@ const char *moeinf_text_stream_flush(struct moeinf_text_stream *s, size_t *len);
 
 /* ---- sampler (sampler module) ------------------------------------------------------------ */
 
+/*
+ * The chain (llama.cpp's default order): repetition penalty over the last repeat_last_n
+ * accepted tokens (positive logits divided by repeat_penalty, negative ones multiplied; each
+ * distinct token once); then temp == 0 picks the argmax (lowest id on exact ties); otherwise
+ * top-k, top-p, min-p (top-p and min-p on the probabilities before temperature), temperature,
+ * softmax, and a draw from a PRNG (xoshiro256** seeded by splitmix64(seed)) held in the
+ * sampler. Ties in the ordering go to the lower id. NaN logits count as -inf.
+ */
 struct moeinf_sampler;
 
 struct moeinf_sampler_params {
@@ -183,13 +191,17 @@ struct moeinf_sampler_params {
     uint64_t seed;        /* same seed, same choices */
 };
 
-struct moeinf_sampler_params moeinf_sampler_params_default(void);
+struct moeinf_sampler_params moeinf_sampler_params_default(void); /* seed 0xC0FFEE */
+/* MOEINF_ERR_ARG for n_vocab <= 0, temp < 0 or not finite, top_k < 0, top_p outside (0, 1],
+ * min_p outside [0, 1], repeat_penalty <= 0 or not finite, repeat_last_n < 0. params may be
+ * NULL (defaults). */
 enum moeinf_status moeinf_sampler_init(const struct moeinf_sampler_params *params, int n_vocab,
                                        struct moeinf_sampler **out, struct moeinf_error *err);
 void moeinf_sampler_free(struct moeinf_sampler *s);
 /* Picks a token from one row of logits (not modified). */
 int32_t moeinf_sampler_sample(struct moeinf_sampler *s, const float *logits);
-/* Tells the sampler a token was emitted or fed (for the repetition penalty). */
+/* Tells the sampler a token was emitted or fed (for the repetition penalty); ids outside the
+ * vocabulary are ignored. */
 void moeinf_sampler_accept(struct moeinf_sampler *s, int32_t id);
 
 /* ---- expert cache simulator (sim module) ------------------------------------------------- */
