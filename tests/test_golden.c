@@ -12,8 +12,9 @@
  *                                                                wherever margin > 1
  *   quantized, default context: smoke test: argmax equal wherever margin > 1
  * The greedy bound: a step is compared while llama.cpp's margin between its top two logits
- * exceeds twice the logit tolerance; past the first step below it the texts may diverge for
- * good, so comparison stops there.
+ * exceeds twice the logit tolerance (0.05 for quantized weights with F32 KV, whose exact
+ * activation-quantization emulation measures ~1e-5; 1.0 for quantized default contexts);
+ * past the first step below it the texts may diverge for good, so comparison stops there.
  */
 #include <dirent.h>
 
@@ -178,7 +179,9 @@ static void check_one(const char *model_path, const char *dir, const char *json_
             g.name, max_diff, g.n_tokens);
     if (!quantized && g.kv_f32) check_routing(ctx, &g);
     /* greedy continuation */
-    double bound = quantized ? 1.0 : 2 * tol;
+    /* quantized with F32 KV emulates llama.cpp's Q8_0 activation rounding exactly (measured
+     * |diff| ~1e-5), so its greedy steps are compared down to a 0.05 margin */
+    double bound = quantized ? (g.kv_f32 ? 0.05 : 1.0) : 2 * tol;
     float *last = logits + (size_t)(g.n_tokens - 1) * n_vocab;
     int compared = 0;
     for (int s = 0; s < g.n_greedy; s++) {

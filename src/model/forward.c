@@ -380,7 +380,7 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
         f->expert_first = alloc_array((size_t)hp->n_expert + 1, sizeof(int), &failed);
         f->jobs = alloc_array(2 * (size_t)hp->n_expert, sizeof *f->jobs, &failed);
     }
-    need_act(f, &llm->output, B, &failed);
+    need_act(f, &llm->output, slots, &failed);
     for (int il = 0; il < hp->n_layer; il++) {
         const struct moeinf_layer *L = &llm->layers[il];
         const struct moeinf_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->router,
