@@ -383,6 +383,46 @@ static void test_known_q8_0(void) {
           out[31] == -1.5f);
 }
 
+/* llama.cpp scales activations by 127/amax, not by 1/d with d = amax/127: find blocks where
+ * the two differ after rounding and check that every table follows 127/amax. Also the
+ * defined results for non-finite input (inf: d = inf, the inf element -128). */
+static void test_q8_0_activation_scale_rule(void) {
+    int found = 0;
+    for (int i = 0; i < 100000 && found < 20; i++) {
+        float amax = (float)(0.5 + rng_uniform());
+        volatile float d = amax / 127.0f; /* volatile: keep both formulas as written */
+        float id1 = 127.0f / amax, id2 = 1.0f / d;
+        if (id1 == id2) continue;
+        for (int j = 0; j < 127 && found < 20; j++) {
+            float v = ((float)j + 0.5f) / id1;
+            float a = v * id1, b = v * id2;
+            if (nearbyintf(a) == nearbyintf(b)) continue;
+            found++;
+            float x[32] = {0};
+            x[0] = amax;
+            x[5] = v;
+            x[9] = -v;
+            for (int t = 0; t < n_tables; t++) {
+                struct moeinf_block_q8_0 q;
+                tables[t]->from_float[MOEINF_TYPE_Q8_0](x, &q, 32);
+                CHECK_MSG(q.qs[5] == (int)nearbyintf(a) && q.qs[9] == -(int)nearbyintf(a),
+                          "%s: amax %a x %a: q %d, want %d", tables[t]->name, (double)amax,
+                          (double)v, q.qs[5], (int)nearbyintf(a));
+                CHECK(q.qs[0] == 127);
+            }
+        }
+    }
+    CHECK(found == 20);
+    float x[32] = {0};
+    x[3] = INFINITY;
+    x[4] = 1.0f;
+    for (int t = 0; t < n_tables; t++) {
+        struct moeinf_block_q8_0 q;
+        tables[t]->from_float[MOEINF_TYPE_Q8_0](x, &q, 32);
+        CHECK(q.d == 0x7c00 && q.qs[3] == -128 && q.qs[4] == 0 && q.qs[0] == 0);
+    }
+}
+
 static void test_known_q4_0(void) {
     /* x[j] = j/2 - 8: the signed max is -8, so d = -8/-8 = 1 and q = min(15, (int)(x + 8.5))
      * = min(15, (j+1)/2). */
@@ -842,6 +882,7 @@ int main(void) {
     RUN(test_bf16);
     RUN(test_known_q8_0);
     RUN(test_known_q4_0);
+    RUN(test_q8_0_activation_scale_rule);
     RUN(test_known_dots);
     RUN(test_ref_roundtrip_bounds);
     RUN(test_dot_vs_double);

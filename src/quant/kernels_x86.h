@@ -1,0 +1,470 @@
+/*
+ * kernels_x86.h - the x86 kernel bodies, included by kernels_avx2.c and kernels_avx512.c,
+ * each compiled with its own ISA flags. Everything here is static; each including file
+ * builds its table from these functions and exports only its getter.
+ *
+ * Switches (defined by the including file before the #include):
+ *   X86_VNNI    int8 block dots with vpdpbusd (AVX512-VNNI, 256-bit form) instead of
+ *               vpmaddubsw + vpmaddwd
+ *   X86_AVX512  F32/F16/BF16 dots in 512-bit registers
+ *
+ * DESIGN: the results must equal the scalar twins (quant_ref.c) bit for bit, so every kernel
+ * follows the summation order fixed in quant.h:
+ *   - float dots keep the 32 partial sums P[k % 32] as 4 x 8 lanes (AVX2) or 2 x 16 lanes
+ *     (AVX-512) and reduce them in the one fixed tree;
+ *   - block dots work on groups of 8 blocks: the 8 exact integer block sums are gathered into
+ *     one vector (lane b = block b of the group), scaled by d_w * d_x and added with one fma
+ *     into an 8-lane accumulator, so lane l holds the blocks b with b % 8 == l.
+ * A last partial chunk is copied into a zero-padded buffer: zero elements (and zero scales)
+ * add fma(0, 0, acc) = acc, which leaves every accumulator as the scalar code leaves it.
+ *
+ * vec_dot_m (prefill) prepares each chunk of the weight row once (loads, Q4_0 nibble unpack,
+ * scales) and applies it to up to 8 activation rows; the per-row arithmetic is the same
+ * instruction sequence as vec_dot, so the results are identical.
+ *
+ * The int8 dot uses the sign trick: |w| (unsigned) times x with w's sign. It is exact for w
+ * in [-128, 127] and x in [-127, 127] (pairs reach at most 2 * 128 * 127 = 32512 < 32767),
+ * which from_float guarantees for finite activations.
+ */
+#ifndef MOEINF_QUANT_KERNELS_X86_H
+#define MOEINF_QUANT_KERNELS_X86_H
+
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "quant/kernels.h"
+
+#define INLINE static inline __attribute__((always_inline))
+
+#define Q8_BYTES 34 /* sizeof(struct moeinf_block_q8_0) */
+#define Q4_BYTES 18 /* sizeof(struct moeinf_block_q4_0) */
+
+/* ---- small helpers ---------------------------------------------------------------------- */
+
+INLINE uint16_t load_u16(const uint8_t *p) {
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+
+/* ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)), as quant_ref.c's hsum8. */
+INLINE float hsum8_ps(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+/* Eight F16 scales p, p + stride, ... as floats. */
+INLINE __m256 load_scales8(const uint8_t *p, size_t stride) {
+    __m128i h = _mm_cvtsi32_si128(load_u16(p));
+    h = _mm_insert_epi16(h, load_u16(p + stride), 1);
+    h = _mm_insert_epi16(h, load_u16(p + 2 * stride), 2);
+    h = _mm_insert_epi16(h, load_u16(p + 3 * stride), 3);
+    h = _mm_insert_epi16(h, load_u16(p + 4 * stride), 4);
+    h = _mm_insert_epi16(h, load_u16(p + 5 * stride), 5);
+    h = _mm_insert_epi16(h, load_u16(p + 6 * stride), 6);
+    h = _mm_insert_epi16(h, load_u16(p + 7 * stride), 7);
+    return _mm256_cvtph_ps(h);
+}
+
+/* ---- float dots (F32, F16, BF16) ------------------------------------------------------------ */
+
+enum fkind { FK_F32, FK_F16, FK_BF16 };
+
+INLINE size_t fk_size(enum fkind k) {
+    return k == FK_F32 ? 4 : 2;
+}
+
+INLINE __m256 fload8(enum fkind k, const uint8_t *p) {
+    if (k == FK_F32) return _mm256_loadu_ps((const float *)(const void *)p);
+    __m128i h = _mm_loadu_si128((const __m128i *)(const void *)p);
+    if (k == FK_F16) return _mm256_cvtph_ps(h);
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+}
+
+/* Maximum rows per pass of the float dots (all accumulators stay in registers). */
+#if defined(X86_AVX512)
+#    define FROWS 4
+
+INLINE __m512 fload16(enum fkind k, const uint8_t *p) {
+    if (k == FK_F32) return _mm512_loadu_ps(p);
+    __m256i h = _mm256_loadu_si256((const __m256i *)(const void *)p);
+    if (k == FK_F16) return _mm512_cvtph_ps(h);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+/* acc[r][0] holds P[0..15], acc[r][1] P[16..31] of row r. */
+INLINE void fdot_rows(enum fkind k, int R, int64_t n, float *s, const uint8_t *w,
+                      const uint8_t *x, size_t stride) {
+    const size_t es = fk_size(k);
+    __m512 acc[FROWS][2];
+#    pragma GCC unroll 4
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        const uint8_t *wp = w + (size_t)i * es;
+        __m512 w0 = fload16(k, wp), w1 = fload16(k, wp + 16 * es);
+#    pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            const uint8_t *xp = x + (size_t)r * stride + (size_t)i * es;
+            acc[r][0] = _mm512_fmadd_ps(w0, fload16(k, xp), acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(w1, fload16(k, xp + 16 * es), acc[r][1]);
+        }
+    }
+    if (i < n) {
+        uint8_t wt[128] = {0};
+        memcpy(wt, w + (size_t)i * es, (size_t)(n - i) * es);
+        __m512 w0 = fload16(k, wt), w1 = fload16(k, wt + 16 * es);
+#    pragma GCC unroll 4
+        for (int r = 0; r < R; r++) {
+            uint8_t xt[128] = {0};
+            memcpy(xt, x + (size_t)r * stride + (size_t)i * es, (size_t)(n - i) * es);
+            acc[r][0] = _mm512_fmadd_ps(w0, fload16(k, xt), acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(w1, fload16(k, xt + 16 * es), acc[r][1]);
+        }
+    }
+#    pragma GCC unroll 4
+    for (int r = 0; r < R; r++) {
+        /* (P[l] + P[l+8]) + (P[l+16] + P[l+24]) */
+        __m256 a = _mm256_add_ps(_mm512_castps512_ps256(acc[r][0]),
+                                 _mm512_extractf32x8_ps(acc[r][0], 1));
+        __m256 b = _mm256_add_ps(_mm512_castps512_ps256(acc[r][1]),
+                                 _mm512_extractf32x8_ps(acc[r][1], 1));
+        s[r] = hsum8_ps(_mm256_add_ps(a, b));
+    }
+}
+#else
+#    define FROWS 2
+
+/* acc[r][j] holds P[8j .. 8j+7] of row r. */
+INLINE void fdot_rows(enum fkind k, int R, int64_t n, float *s, const uint8_t *w,
+                      const uint8_t *x, size_t stride) {
+    const size_t es = fk_size(k);
+    __m256 acc[FROWS][4];
+#    pragma GCC unroll 2
+    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+#    pragma GCC unroll 4
+        for (int j = 0; j < 4; j++) {
+            __m256 wv = fload8(k, w + (size_t)(i + 8 * j) * es);
+#    pragma GCC unroll 2
+            for (int r = 0; r < R; r++) {
+                const uint8_t *xp = x + (size_t)r * stride + (size_t)(i + 8 * j) * es;
+                acc[r][j] = _mm256_fmadd_ps(wv, fload8(k, xp), acc[r][j]);
+            }
+        }
+    }
+    if (i < n) {
+        uint8_t wt[128] = {0};
+        memcpy(wt, w + (size_t)i * es, (size_t)(n - i) * es);
+#    pragma GCC unroll 2
+        for (int r = 0; r < R; r++) {
+            uint8_t xt[128] = {0};
+            memcpy(xt, x + (size_t)r * stride + (size_t)i * es, (size_t)(n - i) * es);
+#    pragma GCC unroll 4
+            for (int j = 0; j < 4; j++)
+                acc[r][j] = _mm256_fmadd_ps(fload8(k, wt + 8 * j * es), fload8(k, xt + 8 * j * es),
+                                            acc[r][j]);
+        }
+    }
+#    pragma GCC unroll 2
+    for (int r = 0; r < R; r++) {
+        __m256 q = _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][1]),
+                                 _mm256_add_ps(acc[r][2], acc[r][3]));
+        s[r] = hsum8_ps(q);
+    }
+}
+#endif
+
+INLINE void fdot_m(enum fkind k, int64_t n, int m, float *s, const void *w, const void *x,
+                   size_t stride) {
+    const uint8_t *xb = x;
+    int r = 0;
+    for (; r + FROWS <= m; r += FROWS) fdot_rows(k, FROWS, n, s + r, w, xb + (size_t)r * stride, stride);
+    for (; r < m; r++) fdot_rows(k, 1, n, s + r, w, xb + (size_t)r * stride, stride);
+}
+
+static void vec_dot_f32(int64_t n, float *s, const void *w, const void *x) {
+    fdot_rows(FK_F32, 1, n, s, w, x, 0);
+}
+
+static void vec_dot_f16(int64_t n, float *s, const void *w, const void *x) {
+    fdot_rows(FK_F16, 1, n, s, w, x, 0);
+}
+
+static void vec_dot_bf16(int64_t n, float *s, const void *w, const void *x) {
+    fdot_rows(FK_BF16, 1, n, s, w, x, 0);
+}
+
+static void vec_dot_m_f32(int64_t n, int m, float *s, const void *w, const void *x, size_t st) {
+    fdot_m(FK_F32, n, m, s, w, x, st);
+}
+
+static void vec_dot_m_f16(int64_t n, int m, float *s, const void *w, const void *x, size_t st) {
+    fdot_m(FK_F16, n, m, s, w, x, st);
+}
+
+static void vec_dot_m_bf16(int64_t n, int m, float *s, const void *w, const void *x, size_t st) {
+    fdot_m(FK_BF16, n, m, s, w, x, st);
+}
+
+/* ---- block dots (Q8_0, Q4_0 weights x Q8_0 activations) -------------------------------------- */
+
+enum qkind { QK_Q8_0, QK_Q4_0 };
+
+/* Eight int32 lanes whose sum is the exact dot of two 32 x int8 blocks. */
+INLINE __m256i dot_i8(__m256i w, __m256i x) {
+    __m256i aw = _mm256_sign_epi8(w, w); /* |w|, read as unsigned (-128 -> 128) */
+    __m256i sx = _mm256_sign_epi8(x, w); /* x with w's sign (0 where w = 0) */
+#if defined(X86_VNNI)
+    return _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, sx);
+#else
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1));
+#endif
+}
+
+/* Lane b = the sum of the 8 lanes of p[b]: the 8 block sums of a group, in block order. */
+INLINE __m256i sum_lanes8(const __m256i p[8]) {
+    __m256i h01 = _mm256_hadd_epi32(p[0], p[1]);
+    __m256i h23 = _mm256_hadd_epi32(p[2], p[3]);
+    __m256i h45 = _mm256_hadd_epi32(p[4], p[5]);
+    __m256i h67 = _mm256_hadd_epi32(p[6], p[7]);
+    __m256i h0123 = _mm256_hadd_epi32(h01, h23); /* [b0..b3 lanes 0-3 | b0..b3 lanes 4-7] */
+    __m256i h4567 = _mm256_hadd_epi32(h45, h67);
+    __m256i lo = _mm256_permute2x128_si256(h0123, h4567, 0x20);
+    __m256i hi = _mm256_permute2x128_si256(h0123, h4567, 0x31);
+    return _mm256_add_epi32(lo, hi);
+}
+
+/* The 32 quants of a Q4_0 block as int8 in [-8, 7], element order. */
+INLINE __m256i unpack_q4_0(const uint8_t *qs) {
+    __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)qs);
+    __m256i v = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+    v = _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
+    return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
+}
+
+/* The weight side of a group of 8 blocks at wg: quants and scales. */
+INLINE void qprep(enum qkind k, const uint8_t *wg, __m256i wq[8], __m256 *dw) {
+    const size_t bs = k == QK_Q8_0 ? Q8_BYTES : Q4_BYTES;
+    for (int b = 0; b < 8; b++) {
+        const uint8_t *qs = wg + (size_t)b * bs + 2;
+        wq[b] = k == QK_Q8_0 ? _mm256_loadu_si256((const __m256i *)(const void *)qs)
+                             : unpack_q4_0(qs);
+    }
+    *dw = load_scales8(wg, bs);
+}
+
+/* acc + (d_w * d_x) * isum for the group of 8 Q8_0 activation blocks at xg. */
+INLINE __m256 qgroup(const __m256i wq[8], __m256 dw, const uint8_t *xg, __m256 acc) {
+    __m256i p[8];
+    for (int b = 0; b < 8; b++) {
+        const uint8_t *qs = xg + (size_t)b * Q8_BYTES + 2;
+        p[b] = dot_i8(wq[b], _mm256_loadu_si256((const __m256i *)(const void *)qs));
+    }
+    __m256 d = _mm256_mul_ps(dw, load_scales8(xg, Q8_BYTES));
+    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum_lanes8(p)), acc);
+}
+
+/* s[r] for m rows (m <= 8 per pass; more in passes). */
+INLINE void qdot_rows(enum qkind k, int64_t n, int m, float *s, const uint8_t *w,
+                      const uint8_t *x, size_t stride) {
+    const size_t bs = k == QK_Q8_0 ? Q8_BYTES : Q4_BYTES;
+    const int64_t nb = n / 32, ng = nb / 8, rem = nb % 8;
+    for (int r0 = 0; r0 < m; r0 += 8) {
+        const int mm = m - r0 < 8 ? m - r0 : 8;
+        const uint8_t *xr = x + (size_t)r0 * stride;
+        __m256 acc[8];
+        for (int r = 0; r < mm; r++) acc[r] = _mm256_setzero_ps();
+        __m256i wq[8];
+        __m256 dw;
+        for (int64_t g = 0; g < ng; g++) {
+            qprep(k, w + (size_t)g * 8 * bs, wq, &dw);
+            for (int r = 0; r < mm; r++)
+                acc[r] = qgroup(wq, dw, xr + (size_t)r * stride + (size_t)g * 8 * Q8_BYTES, acc[r]);
+        }
+        if (rem) {
+            uint8_t wt[8 * Q8_BYTES] = {0}, xt[8 * Q8_BYTES];
+            memcpy(wt, w + (size_t)ng * 8 * bs, (size_t)rem * bs);
+            qprep(k, wt, wq, &dw);
+            for (int r = 0; r < mm; r++) {
+                memset(xt, 0, sizeof xt);
+                memcpy(xt, xr + (size_t)r * stride + (size_t)ng * 8 * Q8_BYTES,
+                       (size_t)rem * Q8_BYTES);
+                acc[r] = qgroup(wq, dw, xt, acc[r]);
+            }
+        }
+        for (int r = 0; r < mm; r++) s[r0 + r] = hsum8_ps(acc[r]);
+    }
+}
+
+static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *x) {
+    qdot_rows(QK_Q8_0, n, 1, s, w, x, 0);
+}
+
+static void vec_dot_q4_0(int64_t n, float *s, const void *w, const void *x) {
+    qdot_rows(QK_Q4_0, n, 1, s, w, x, 0);
+}
+
+static void vec_dot_m_q8_0(int64_t n, int m, float *s, const void *w, const void *x, size_t st) {
+    qdot_rows(QK_Q8_0, n, m, s, w, x, st);
+}
+
+static void vec_dot_m_q4_0(int64_t n, int m, float *s, const void *w, const void *x, size_t st) {
+    qdot_rows(QK_Q4_0, n, m, s, w, x, st);
+}
+
+/* ---- activation conversion (from_float) -------------------------------------------------------- */
+
+static void from_float_f32(const float *x, void *y, int64_t n) {
+    memcpy(y, x, (size_t)n * sizeof(float));
+}
+
+static void from_float_f16(const float *x, void *y, int64_t n) {
+    uint16_t *h = y;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm_storeu_si128((__m128i *)(void *)(h + i),
+                         _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
+    for (; i < n; i++) h[i] = moeinf_fp32_to_fp16(x[i]);
+}
+
+static void from_float_bf16(const float *x, void *y, int64_t n) {
+    uint16_t *h = y;
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
+    const __m256i quiet = _mm256_set1_epi32(64);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i u = _mm256_castps_si256(_mm256_loadu_ps(x + i));
+        __m256i nan = _mm256_cmpgt_epi32(_mm256_and_si256(u, abs_mask), inf);
+        __m256i hi = _mm256_srli_epi32(u, 16);
+        __m256i rnd = _mm256_add_epi32(bias, _mm256_and_si256(hi, one));
+        __m256i r = _mm256_srli_epi32(_mm256_add_epi32(u, rnd), 16);
+        r = _mm256_blendv_epi8(r, _mm256_or_si256(hi, quiet), nan);
+        __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xd8);
+        _mm_storeu_si128((__m128i *)(void *)(h + i), _mm256_castsi256_si128(p));
+    }
+    for (; i < n; i++) h[i] = moeinf_fp32_to_bf16(x[i]);
+}
+
+/* llama.cpp's x86 quantize_row_q8_0, step for step (see quant.h). */
+static void from_float_q8_0(const float *x, void *y, int64_t n) {
+    uint8_t *out = y;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        uint8_t *blk = out + (size_t)b * Q8_BYTES;
+        __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
+        __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+        __m256 m = _mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1));
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v2));
+        m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v3));
+        __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        uint16_t d = moeinf_fp32_to_fp16(amax / 127.0f);
+        memcpy(blk, &d, sizeof d);
+        const __m256 id = _mm256_set1_ps(amax != 0.0f ? 127.0f / amax : 0.0f);
+        __m256i i0 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v0, id), _MM_ROUND_NEAREST));
+        __m256i i1 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v1, id), _MM_ROUND_NEAREST));
+        __m256i i2 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v2, id), _MM_ROUND_NEAREST));
+        __m256i i3 = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v3, id), _MM_ROUND_NEAREST));
+        i0 = _mm256_packs_epi32(i0, i1); /* 0-3 8-11 | 4-7 12-15 */
+        i2 = _mm256_packs_epi32(i2, i3); /* 16-19 24-27 | 20-23 28-31 */
+        i0 = _mm256_packs_epi16(i0, i2); /* 0-3 8-11 16-19 24-27 | 4-7 12-15 20-23 28-31 */
+        i0 = _mm256_permutevar8x32_epi32(i0, perm);
+        _mm256_storeu_si256((__m256i *)(void *)(blk + 2), i0);
+    }
+}
+
+/* ---- dequantization (to_float) ------------------------------------------------------------------ */
+
+static void to_float_f32(const void *x, float *y, int64_t n) {
+    memcpy(y, x, (size_t)n * sizeof(float));
+}
+
+static void to_float_f16(const void *x, float *y, int64_t n) {
+    const uint16_t *h = x;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(h + i))));
+    for (; i < n; i++) y[i] = moeinf_fp16_to_fp32(h[i]);
+}
+
+static void to_float_bf16(const void *x, float *y, int64_t n) {
+    const uint16_t *h = x;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, fload8(FK_BF16, (const uint8_t *)(h + i)));
+    for (; i < n; i++) y[i] = moeinf_bf16_to_fp32(h[i]);
+}
+
+/* y[0..31] = q * d for a block's 32 int8 quants. */
+INLINE void store_scaled_i8(float *y, __m256i q, float d) {
+    const __m256 vd = _mm256_set1_ps(d);
+    __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    _mm256_storeu_ps(y, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), vd));
+    _mm256_storeu_ps(y + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), vd));
+    _mm256_storeu_ps(y + 16, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), vd));
+    _mm256_storeu_ps(y + 24, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), vd));
+}
+
+static void to_float_q8_0(const void *x, float *y, int64_t n) {
+    const uint8_t *in = x;
+    for (int64_t b = 0; b < n / 32; b++, y += 32) {
+        const uint8_t *blk = in + (size_t)b * Q8_BYTES;
+        store_scaled_i8(y, _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2)),
+                        moeinf_fp16_to_fp32(load_u16(blk)));
+    }
+}
+
+static void to_float_q4_0(const void *x, float *y, int64_t n) {
+    const uint8_t *in = x;
+    for (int64_t b = 0; b < n / 32; b++, y += 32) {
+        const uint8_t *blk = in + (size_t)b * Q4_BYTES;
+        store_scaled_i8(y, unpack_q4_0(blk + 2), moeinf_fp16_to_fp32(load_u16(blk)));
+    }
+}
+
+#define X86_TABLE(table_name)                                                                  \
+    {                                                                                          \
+        .name = table_name,                                                                    \
+        .from_float =                                                                          \
+            {                                                                                  \
+                [MOEINF_TYPE_F32] = from_float_f32,                                            \
+                [MOEINF_TYPE_F16] = from_float_f16,                                            \
+                [MOEINF_TYPE_BF16] = from_float_bf16,                                          \
+                [MOEINF_TYPE_Q8_0] = from_float_q8_0,                                          \
+            },                                                                                 \
+        .to_float =                                                                            \
+            {                                                                                  \
+                [MOEINF_TYPE_F32] = to_float_f32,                                              \
+                [MOEINF_TYPE_F16] = to_float_f16,                                              \
+                [MOEINF_TYPE_BF16] = to_float_bf16,                                            \
+                [MOEINF_TYPE_Q8_0] = to_float_q8_0,                                            \
+                [MOEINF_TYPE_Q4_0] = to_float_q4_0,                                            \
+            },                                                                                 \
+        .vec_dot =                                                                             \
+            {                                                                                  \
+                [MOEINF_TYPE_F32] = vec_dot_f32,                                               \
+                [MOEINF_TYPE_F16] = vec_dot_f16,                                               \
+                [MOEINF_TYPE_BF16] = vec_dot_bf16,                                             \
+                [MOEINF_TYPE_Q8_0] = vec_dot_q8_0,                                             \
+                [MOEINF_TYPE_Q4_0] = vec_dot_q4_0,                                             \
+            },                                                                                 \
+        .vec_dot_m =                                                                           \
+            {                                                                                  \
+                [MOEINF_TYPE_F32] = vec_dot_m_f32,                                             \
+                [MOEINF_TYPE_F16] = vec_dot_m_f16,                                             \
+                [MOEINF_TYPE_BF16] = vec_dot_m_bf16,                                           \
+                [MOEINF_TYPE_Q8_0] = vec_dot_m_q8_0,                                           \
+                [MOEINF_TYPE_Q4_0] = vec_dot_m_q4_0,                                           \
+            },                                                                                 \
+    }
+
+#endif
