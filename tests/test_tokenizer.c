@@ -309,6 +309,58 @@ static void test_phi3_special_tokens(void) {
     moeinf_vocab_free(v);
 }
 
+static void test_random_text_round_trip(void) {
+    /* Random strings of characters survive tokenize -> pieces (byte fallback covers what the
+     * vocabulary lacks), with the SentencePiece space in front. Not for arbitrary bytes: a
+     * lead byte swallows the next bytes as one "character" even when they are an escaped
+     * space, whose bytes then come back as U+2581 (llama.cpp does the same). A stray
+     * continuation byte is a one-byte character and is fine. */
+    struct moeinf_vocab *v = load_vocab("testdata/tokenizer/ggml-vocab-llama-spm.gguf");
+    if (!v) return;
+    static const char *const units[] = {" ",
+                                        "  ",
+                                        "\t",
+                                        "\n",
+                                        "a",
+                                        "e",
+                                        "The",
+                                        "\xc3\xa9",
+                                        "\xe6\x97\xa5",
+                                        "\xf0\x9f\x9a\x80",
+                                        "\x80",
+                                        "<s>",
+                                        "</s>",
+                                        "0",
+                                        "!",
+                                        "\xd0\xbd"};
+    const size_t n_units = sizeof units / sizeof units[0];
+    uint32_t x = 12345;
+    int n_bad = 0;
+    for (int r = 0; r < 300; r++) {
+        char text[128];
+        size_t len = 0;
+        x = x * 1664525u + 1013904223u;
+        int n_pick = (int)((x >> 16) % 24);
+        for (int i = 0; i < n_pick; i++) {
+            x = x * 1664525u + 1013904223u;
+            const char *u = units[(x >> 16) % n_units];
+            memcpy(text + len, u, strlen(u));
+            len += strlen(u);
+        }
+        size_t n;
+        size_t n_text = 0;
+        int32_t *ids = tok(v, text, len, false, false, &n);
+        char *back = ids ? concat_pieces(v, ids, n, false, &n_text) : NULL;
+        bool ok = back && ((len == 0 && n_text == 0) || (n_text == len + 1 && back[0] == ' ' &&
+                                                         memcmp(back + 1, text, len) == 0));
+        if (!ok) n_bad++;
+        free(back);
+        free(ids);
+    }
+    CHECK_EQ_INT(n_bad, 0);
+    moeinf_vocab_free(v);
+}
+
 static void test_baichuan_loads(void) {
     /* A third SentencePiece vocabulary (no test vectors): it loads and round-trips. */
     struct moeinf_vocab *v = load_vocab("testdata/tokenizer/ggml-vocab-baichuan.gguf");
@@ -321,8 +373,7 @@ static void test_baichuan_loads(void) {
     struct moeinf_error err;
     if (ids) {
         CHECK(n >= 3 && ids[0] == moeinf_vocab_bos(v));
-        CHECK_EQ_INT(moeinf_vocab_detokenize(v, ids, n, true, false, &s, &n_out, &err),
-                     MOEINF_OK);
+        CHECK_EQ_INT(moeinf_vocab_detokenize(v, ids, n, true, false, &s, &n_out, &err), MOEINF_OK);
         CHECK(s && s[0] == ' ' && strcmp(s + 1, text) == 0);
     }
     free(s);
@@ -436,6 +487,10 @@ static void test_space_prefix_and_specials(void) {
     expect_ids(v, "a", true, false, (int32_t[]){T_BOS, T_SPA}, 2);
     expect_ids(v, "", true, false, (int32_t[]){T_BOS}, 1);
     expect_ids(v, "", false, false, NULL, 0);
+    size_t n = 9;
+    int32_t *ids = tok(v, NULL, 0, true, true, &n); /* no text at all */
+    CHECK(ids && n == 1 && ids[0] == T_BOS);
+    free(ids);
     /* parse_special: </s> is split out and the text after it gets a space prefix again. */
     expect_ids(v, "a</s>b", false, true, (int32_t[]){T_SPA, T_EOS, T_SP, T_B}, 4);
     /* Literal text: "<", "/", "s", ">" are no tokens and there are no byte tokens for them. */
@@ -876,6 +931,7 @@ int main(void) {
     RUN(test_golden_prompts);
     RUN(test_phi3_special_tokens);
     RUN(test_baichuan_loads);
+    RUN(test_random_text_round_trip);
     RUN(test_merges_by_score);
     RUN(test_space_prefix_and_specials);
     RUN(test_byte_fallback_and_unknown);

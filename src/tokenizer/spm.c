@@ -92,9 +92,9 @@ static bool split_fragment(const struct moeinf_vocab *v, const char *text, struc
 
 static bool partition(const struct moeinf_vocab *v, const char *text, size_t len,
                       bool parse_special, struct frags *cur) {
+    if (len == 0) return true; /* text may then be NULL */
     struct frags next = {0};
-    bool ok = true;
-    if (len > 0) ok = frags_push(cur, (struct frag){-1, 0, len});
+    bool ok = frags_push(cur, (struct frag){-1, 0, len});
     for (int32_t s = 0; ok && s < v->n_special; s++) {
         int32_t id = v->special[s];
         const struct moeinf_vocab_token *t = &v->tokens[id];
