@@ -45,7 +45,10 @@ static void test_greedy_argmax_lowest_id_on_ties(void) {
 }
 
 static void test_top_k_1_equals_greedy(void) {
-    enum { N = 3000 };
+    enum {
+        N = 3000
+    };
+
     static float row[N];
     struct moeinf_sampler_params p = plain(0.8f);
     p.top_k = 1;
@@ -56,7 +59,8 @@ static void test_top_k_1_equals_greedy(void) {
     uint32_t x = 7;
     for (int r = 0; r < 50; r++) {
         /* Coarse values so that ties of the maximum happen. */
-        for (int i = 0; i < N; i++) row[i] = (float)(lcg(&x) % 200) * 0.1f - 10.0f;
+        for (int i = 0; i < N; i++)
+            row[i] = (float)(lcg(&x) % 200) * 0.1f - 10.0f;
         int best = 0;
         for (int i = 1; i < N; i++)
             if (row[i] > row[best]) best = i;
@@ -78,11 +82,10 @@ static void check_distribution(struct moeinf_sampler *s, const float *row, const
         double mean = n * prob[i];
         double sigma = sqrt(n * prob[i] * (1.0 - prob[i]));
         if (prob[i] == 0.0) {
-            CHECK_MSG(count[i] == 0, "token %d drawn %d times, outside the kept set", i,
-                      count[i]);
+            CHECK_MSG(count[i] == 0, "token %d drawn %d times, outside the kept set", i, count[i]);
         } else {
-            CHECK_MSG(fabs(count[i] - mean) <= 4.0 * sigma, "token %d: %d draws, expected %.1f",
-                      i, count[i], mean);
+            CHECK_MSG(fabs(count[i] - mean) <= 4.0 * sigma, "token %d: %d draws, expected %.1f", i,
+                      count[i], mean);
         }
     }
 }
@@ -90,8 +93,10 @@ static void check_distribution(struct moeinf_sampler *s, const float *row, const
 static void test_temp1_matches_softmax(void) {
     const float row[4] = {0.0f, 1.0f, 2.0f, -1.0f};
     double prob[4], z = 0.0;
-    for (int i = 0; i < 4; i++) z += exp((double)row[i]);
-    for (int i = 0; i < 4; i++) prob[i] = exp((double)row[i]) / z;
+    for (int i = 0; i < 4; i++)
+        z += exp((double)row[i]);
+    for (int i = 0; i < 4; i++)
+        prob[i] = exp((double)row[i]) / z;
     struct moeinf_sampler_params p = plain(1.0f);
     struct moeinf_sampler *s = make(&p, 4);
     if (!s) return;
@@ -103,8 +108,10 @@ static void test_temperature_scales_logits(void) {
     /* temp 0.5 is softmax of 2 * logits. */
     const float row[4] = {0.0f, 1.0f, 0.5f, -1.0f};
     double prob[4], z = 0.0;
-    for (int i = 0; i < 4; i++) z += exp(2.0 * row[i]);
-    for (int i = 0; i < 4; i++) prob[i] = exp(2.0 * row[i]) / z;
+    for (int i = 0; i < 4; i++)
+        z += exp(2.0 * row[i]);
+    for (int i = 0; i < 4; i++)
+        prob[i] = exp(2.0 * row[i]) / z;
     struct moeinf_sampler_params p = plain(0.5f);
     struct moeinf_sampler *s = make(&p, 4);
     if (!s) return;
@@ -155,10 +162,15 @@ static void test_min_p_cuts_below_fraction_of_best(void) {
 }
 
 static void test_top_k_draws_only_the_k_best(void) {
-    enum { N = 5000, K = 10 };
+    enum {
+        N = 5000,
+        K = 10
+    };
+
     static float row[N];
     uint32_t x = 99;
-    for (int i = 0; i < N; i++) row[i] = (float)(lcg(&x) % 1000) * 0.01f;
+    for (int i = 0; i < N; i++)
+        row[i] = (float)(lcg(&x) % 1000) * 0.01f;
     /* Brute force: the K best by (logit desc, id asc). */
     int chosen[K];
     static unsigned char taken[N];
@@ -183,7 +195,8 @@ static void test_top_k_draws_only_the_k_best(void) {
         if (found >= 0) hits[found]++;
     }
     /* At temp 3 all ten keep a real share (>= exp(-0.1 * 100 / 3) relative) and get drawn. */
-    for (int k = 0; k < K; k++) CHECK_MSG(hits[k] > 0, "top-%d token %d never drawn", k, chosen[k]);
+    for (int k = 0; k < K; k++)
+        CHECK_MSG(hits[k] > 0, "top-%d token %d never drawn", k, chosen[k]);
     moeinf_sampler_free(s);
 }
 
@@ -225,15 +238,20 @@ static void test_repetition_penalty_changes_greedy(void) {
 }
 
 static void draw_seq(uint64_t seed, int32_t *out, int n) {
-    enum { V = 50 };
+    enum {
+        V = 50
+    };
+
     float row[V];
-    for (int i = 0; i < V; i++) row[i] = (float)((i * 37) % 11) * 0.3f;
+    for (int i = 0; i < V; i++)
+        row[i] = (float)((i * 37) % 11) * 0.3f;
     struct moeinf_sampler_params p = moeinf_sampler_params_default();
     p.temp = 1.0f;
     p.seed = seed;
     struct moeinf_sampler *s = make(&p, V);
     if (!s) return;
-    for (int i = 0; i < n; i++) out[i] = moeinf_sampler_sample(s, row);
+    for (int i = 0; i < n; i++)
+        out[i] = moeinf_sampler_sample(s, row);
     moeinf_sampler_free(s);
 }
 

@@ -35,15 +35,15 @@ struct cand {
 struct moeinf_sampler {
     struct moeinf_sampler_params p;
     int n_vocab;
-    float *logits;       /* [n_vocab] penalized copy of the row */
-    struct cand *cands;  /* [n_vocab] candidate list, descending after selection */
-    double *probs;       /* [n_vocab] unnormalized weights of the candidates */
-    uint32_t *stamp;     /* [n_vocab] window de-duplication marks */
-    uint32_t stamp_gen;  /* current mark */
-    int32_t *history;    /* [repeat_last_n] ring of accepted tokens */
-    int n_history;       /* tokens in the ring (<= repeat_last_n) */
-    int history_pos;     /* next slot to write */
-    uint64_t rng[4];     /* xoshiro256** state */
+    float *logits;      /* [n_vocab] penalized copy of the row */
+    struct cand *cands; /* [n_vocab] candidate list, descending after selection */
+    double *probs;      /* [n_vocab] unnormalized weights of the candidates */
+    uint32_t *stamp;    /* [n_vocab] window de-duplication marks */
+    uint32_t stamp_gen; /* current mark */
+    int32_t *history;   /* [repeat_last_n] ring of accepted tokens */
+    int n_history;      /* tokens in the ring (<= repeat_last_n) */
+    int history_pos;    /* next slot to write */
+    uint64_t rng[4];    /* xoshiro256** state */
 };
 
 struct moeinf_sampler_params moeinf_sampler_params_default(void) {
@@ -111,8 +111,7 @@ static enum moeinf_status check_params(const struct moeinf_sampler_params *p, in
         return moeinf_fail(err, MOEINF_ERR_ARG, "sampler: min_p %g must be in [0, 1]",
                            (double)p->min_p);
     if (!(p->repeat_penalty > 0.0f) || isinf(p->repeat_penalty))
-        return moeinf_fail(err, MOEINF_ERR_ARG,
-                           "sampler: repeat_penalty %g must be > 0 and finite",
+        return moeinf_fail(err, MOEINF_ERR_ARG, "sampler: repeat_penalty %g must be > 0 and finite",
                            (double)p->repeat_penalty);
     if (p->repeat_last_n < 0)
         return moeinf_fail(err, MOEINF_ERR_ARG, "sampler: repeat_last_n %d must be >= 0",
@@ -137,7 +136,8 @@ enum moeinf_status moeinf_sampler_init(const struct moeinf_sampler_params *param
     s->history = malloc((size_t)(p.repeat_last_n > 0 ? p.repeat_last_n : 1) * sizeof *s->history);
     if (!s->logits || !s->cands || !s->probs || !s->stamp || !s->history) goto nomem;
     uint64_t x = p.seed;
-    for (int i = 0; i < 4; i++) s->rng[i] = splitmix64(&x);
+    for (int i = 0; i < 4; i++)
+        s->rng[i] = splitmix64(&x);
     *out = s;
     return MOEINF_OK;
 
@@ -167,7 +167,8 @@ static int better(struct cand a, struct cand b) {
 }
 
 static int cmp_cand(const void *pa, const void *pb) {
-    const struct cand *a = pa, *b = pb;
+    const struct cand *a = pa;
+    const struct cand *b = pb;
     if (better(*a, *b)) return -1;
     if (better(*b, *a)) return 1;
     return 0;
@@ -193,7 +194,9 @@ static void penalize(struct moeinf_sampler *s) {
 static void sift_down(struct cand *h, int n, int i) {
     /* Min-heap by rank: the root is the worst kept candidate. */
     for (;;) {
-        int l = 2 * i + 1, r = l + 1, w = i;
+        int l = 2 * i + 1;
+        int r = l + 1;
+        int w = i;
         if (l < n && better(h[w], h[l])) w = l;
         if (r < n && better(h[w], h[r])) w = r;
         if (w == i) return;
@@ -207,8 +210,10 @@ static void sift_down(struct cand *h, int n, int i) {
 /* The k best of the row into s->cands[0..k), descending. */
 static int select_top_k(struct moeinf_sampler *s, int k) {
     struct cand *h = s->cands;
-    for (int i = 0; i < k; i++) h[i] = (struct cand){s->logits[i], i};
-    for (int i = k / 2 - 1; i >= 0; i--) sift_down(h, k, i);
+    for (int i = 0; i < k; i++)
+        h[i] = (struct cand){s->logits[i], i};
+    for (int i = k / 2 - 1; i >= 0; i--)
+        sift_down(h, k, i);
     for (int i = k; i < s->n_vocab; i++) {
         struct cand c = {s->logits[i], i};
         if (better(c, h[0])) {
@@ -228,7 +233,8 @@ static int select_top_k(struct moeinf_sampler *s, int k) {
 
 int32_t moeinf_sampler_sample(struct moeinf_sampler *s, const float *logits) {
     const int n_vocab = s->n_vocab;
-    for (int i = 0; i < n_vocab; i++) s->logits[i] = clean(logits[i]);
+    for (int i = 0; i < n_vocab; i++)
+        s->logits[i] = clean(logits[i]);
     penalize(s);
 
     if (s->p.temp == 0.0f) {
@@ -246,7 +252,8 @@ int32_t moeinf_sampler_sample(struct moeinf_sampler *s, const float *logits) {
         n = select_top_k(s, s->p.top_k);
         max_logit = s->cands[0].logit;
         if (max_logit == -INFINITY) return s->cands[0].id;
-        for (int i = 0; i < n; i++) z_all += exp((double)s->cands[i].logit - max_logit);
+        for (int i = 0; i < n; i++)
+            z_all += exp((double)s->cands[i].logit - max_logit);
     } else {
         max_logit = -INFINITY;
         int32_t best = 0;
@@ -257,7 +264,8 @@ int32_t moeinf_sampler_sample(struct moeinf_sampler *s, const float *logits) {
             }
         }
         if (max_logit == -INFINITY) return best;
-        for (int i = 0; i < n_vocab; i++) z_all += exp((double)s->logits[i] - max_logit);
+        for (int i = 0; i < n_vocab; i++)
+            z_all += exp((double)s->logits[i] - max_logit);
         /* min-p keeps a prefix of the descending order and its threshold does not depend on
          * the normalizer, so filtering before sorting selects the same tokens. */
         float floor_logit = -INFINITY;
@@ -283,7 +291,8 @@ int32_t moeinf_sampler_sample(struct moeinf_sampler *s, const float *logits) {
     if (s->p.min_p > 0.0f) {
         float floor_logit = max_logit + logf(s->p.min_p);
         int keep = 1;
-        while (keep < n && s->cands[keep].logit >= floor_logit) keep++;
+        while (keep < n && s->cands[keep].logit >= floor_logit)
+            keep++;
         n = keep;
     }
     assert(n >= 1);

@@ -1,0 +1,335 @@
+/*
+ * spm.c - SentencePiece tokenizing as llama.cpp does it for "llama" vocabularies: split out
+ * special tokens, then per text fragment: space prefix, spaces -> U+2581, greedy merging of
+ * adjacent pieces by token score, byte fallback. The steps are listed in vocab.h.
+ *
+ * llama.cpp also keeps a "reverse merge" map to split a merged piece that is not a token
+ * back into its parts. A piece is only ever merged when its text is a token, so every
+ * multi-character piece is a token and that path never runs; it is left out here.
+ */
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "tokenizer/vocab_impl.h"
+
+/* A growing array of ids. */
+struct ids {
+    int32_t *data;
+    size_t n, cap;
+};
+
+static bool ids_push(struct ids *a, int32_t id) {
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? 2 * a->cap : 64;
+        int32_t *p = realloc(a->data, cap * sizeof *p);
+        if (!p) return false;
+        a->data = p;
+        a->cap = cap;
+    }
+    a->data[a->n++] = id;
+    return true;
+}
+
+/* ---- special-token partition ------------------------------------------------------------ */
+
+/* A piece of the input: raw text [off, off + len) when id < 0, else a special token. */
+struct frag {
+    int32_t id;
+    size_t off, len;
+};
+
+struct frags {
+    struct frag *data;
+    size_t n, cap;
+};
+
+static bool frags_push(struct frags *a, struct frag f) {
+    if (a->n == a->cap) {
+        size_t cap = a->cap ? 2 * a->cap : 16;
+        struct frag *p = realloc(a->data, cap * sizeof *p);
+        if (!p) return false;
+        a->data = p;
+        a->cap = cap;
+    }
+    a->data[a->n++] = f;
+    return true;
+}
+
+/* C-locale isspace, without depending on the process locale. */
+static bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+}
+
+/* Splits raw fragment f around every occurrence of special token id into out. */
+static bool split_fragment(const struct moeinf_vocab *v, const char *text, struct frag f,
+                           int32_t id, struct frags *out) {
+    const struct moeinf_vocab_token *t = &v->tokens[id];
+    const char *tt = v->text_arena + t->text_off;
+    size_t pos = f.off;
+    size_t end = f.off + f.len;
+    for (;;) {
+        const char *m = memmem(text + pos, end - pos, tt, t->text_len);
+        if (!m) {
+            if (end > pos && !frags_push(out, (struct frag){-1, pos, end - pos})) return false;
+            return true;
+        }
+        size_t at = (size_t)(m - text);
+        size_t left = at - pos;
+        if (t->attr & MOEINF_TOKEN_ATTR_LSTRIP)
+            while (left > 0 && is_space(text[pos + left - 1]))
+                left--;
+        if (left > 0 && !frags_push(out, (struct frag){-1, pos, left})) return false;
+        if (!frags_push(out, (struct frag){id, 0, 0})) return false;
+        pos = at + t->text_len;
+        if (pos >= end) return true;
+        if (t->attr & MOEINF_TOKEN_ATTR_RSTRIP)
+            while (pos < end && is_space(text[pos]))
+                pos++;
+    }
+}
+
+static bool partition(const struct moeinf_vocab *v, const char *text, size_t len,
+                      bool parse_special, struct frags *cur) {
+    if (len == 0) return true; /* text may then be NULL */
+    struct frags next = {0};
+    bool ok = frags_push(cur, (struct frag){-1, 0, len});
+    for (int32_t s = 0; ok && s < v->n_special; s++) {
+        int32_t id = v->special[s];
+        const struct moeinf_vocab_token *t = &v->tokens[id];
+        /* Without parse_special only user-defined tokens are split out. */
+        if (!parse_special && (t->attr & (MOEINF_TOKEN_ATTR_CONTROL | MOEINF_TOKEN_ATTR_UNKNOWN)))
+            continue;
+        /* A text absent from the whole input is absent from every fragment. */
+        if (!memmem(text, len, v->text_arena + t->text_off, t->text_len)) continue;
+        next.n = 0;
+        for (size_t i = 0; ok && i < cur->n; i++) {
+            if (cur->data[i].id >= 0)
+                ok = frags_push(&next, cur->data[i]);
+            else
+                ok = split_fragment(v, text, cur->data[i], id, &next);
+        }
+        struct frags tmp = *cur;
+        *cur = next;
+        next = tmp;
+    }
+    free(next.data);
+    return ok;
+}
+
+/* ---- SentencePiece merging -------------------------------------------------------------- */
+
+struct sym {
+    int prev, next; /* neighbours in the chain, -1 at the ends */
+    size_t off, n;  /* bytes of the piece in the escaped text; n = 0 once merged away */
+};
+
+struct bigram {
+    int left, right;
+    float score;
+    size_t size; /* bytes of the pair when it was queued: stale if the pieces changed */
+};
+
+struct queue {
+    struct bigram *data;
+    size_t n, cap;
+};
+
+/* a pops before b: higher score, then the leftmost pair. */
+static bool before(const struct bigram *a, const struct bigram *b) {
+    return a->score > b->score || (a->score == b->score && a->left < b->left);
+}
+
+static bool queue_push(struct queue *q, struct bigram b) {
+    if (q->n == q->cap) {
+        size_t cap = q->cap ? 2 * q->cap : 64;
+        struct bigram *p = realloc(q->data, cap * sizeof *p);
+        if (!p) return false;
+        q->data = p;
+        q->cap = cap;
+    }
+    size_t i = q->n++;
+    while (i > 0) {
+        size_t parent = (i - 1) / 2;
+        if (!before(&b, &q->data[parent])) break;
+        q->data[i] = q->data[parent];
+        i = parent;
+    }
+    q->data[i] = b;
+    return true;
+}
+
+static struct bigram queue_pop(struct queue *q) {
+    struct bigram top = q->data[0];
+    struct bigram last = q->data[--q->n];
+    size_t i = 0;
+    for (;;) {
+        size_t l = 2 * i + 1;
+        size_t r = l + 1;
+        size_t best = i;
+        const struct bigram *cand = &last;
+        if (l < q->n && before(&q->data[l], cand)) best = l, cand = &q->data[l];
+        if (r < q->n && before(&q->data[r], cand)) best = r;
+        if (best == i) break;
+        q->data[i] = q->data[best];
+        i = best;
+    }
+    if (q->n > 0) q->data[i] = last;
+    return top;
+}
+
+struct spm {
+    const struct moeinf_vocab *v;
+    const char *text; /* escaped fragment */
+    struct sym *syms;
+    struct queue q;
+};
+
+static bool try_add_bigram(struct spm *s, int left, int right) {
+    if (left < 0 || right < 0) return true;
+    size_t n = s->syms[left].n + s->syms[right].n;
+    int32_t id = moeinf_vocab_find(s->v, s->text + s->syms[left].off, n);
+    if (id < 0) return true;
+    return queue_push(&s->q, (struct bigram){left, right, s->v->tokens[id].score, n});
+}
+
+/* UTF-8 length from the lead byte (continuation and invalid bytes count as 1, F8..FF as 4),
+ * as llama.cpp's unicode_len_utf8. */
+static size_t utf8_len(unsigned char c) {
+    static const unsigned char len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+    return len[c >> 4];
+}
+
+/* Tokenizes one escaped fragment into out. */
+static enum moeinf_status spm_fragment(const struct moeinf_vocab *v, const char *text, size_t len,
+                                       struct ids *out, struct moeinf_error *err) {
+    enum moeinf_status st = MOEINF_OK;
+    struct spm s = {v, text, NULL, {0}};
+    if (len == 0) return MOEINF_OK;
+    s.syms = malloc(len * sizeof *s.syms);
+    if (!s.syms) goto nomem;
+    int n_syms = 0;
+    for (size_t off = 0; off < len;) {
+        size_t n = utf8_len((unsigned char)text[off]);
+        if (n > len - off) n = len - off;
+        s.syms[n_syms] = (struct sym){n_syms - 1, off + n == len ? -1 : n_syms + 1, off, n};
+        n_syms++;
+        off += n;
+    }
+    for (int i = 1; i < n_syms; i++)
+        if (!try_add_bigram(&s, i - 1, i)) goto nomem;
+
+    while (s.q.n > 0) {
+        struct bigram b = queue_pop(&s.q);
+        struct sym *l = &s.syms[b.left];
+        struct sym *r = &s.syms[b.right];
+        if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue; /* stale */
+        l->n += r->n;
+        r->n = 0;
+        l->next = r->next;
+        if (r->next >= 0) s.syms[r->next].prev = b.left;
+        if (!try_add_bigram(&s, l->prev, b.left) || !try_add_bigram(&s, b.left, l->next))
+            goto nomem;
+    }
+
+    for (int i = 0; i != -1; i = s.syms[i].next) {
+        const struct sym *y = &s.syms[i];
+        int32_t id = moeinf_vocab_find(v, text + y->off, y->n);
+        if (id >= 0) {
+            if (!ids_push(out, id)) goto nomem;
+            continue;
+        }
+        /* Byte fallback: <0xXX>, else the one-byte token, else the unknown token. */
+        for (size_t k = 0; k < y->n; k++) {
+            unsigned char c = (unsigned char)text[y->off + k];
+            id = v->byte_token[c] >= 0 ? v->byte_token[c] : v->unk;
+            if (id < 0) {
+                st = moeinf_fail(err, MOEINF_ERR_FORMAT,
+                                 "%s: no token for byte 0x%02X and no "
+                                 "unknown token to stand for it",
+                                 v->source, c);
+                goto done;
+            }
+            if (!ids_push(out, id)) goto nomem;
+        }
+    }
+    goto done;
+
+nomem:
+    st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory while tokenizing", v->source);
+done:
+    free(s.syms);
+    free(s.q.data);
+    return st;
+}
+
+/* The fragment with an optional leading space, every space as U+2581. */
+static char *escape(const char *text, size_t len, bool prefix, size_t *n_out) {
+    size_t n = prefix ? 3 : 0;
+    for (size_t i = 0; i < len; i++)
+        n += text[i] == ' ' ? 3 : 1;
+    char *buf = malloc(n ? n : 1);
+    if (!buf) return NULL;
+    size_t k = 0;
+    for (size_t i = prefix ? 0 : 1; i <= len; i++) {
+        /* i == 0 stands for the prefix space, i >= 1 for text[i - 1]. */
+        char c = ' ';
+        if (i > 0) c = text[i - 1];
+        if (c == ' ') {
+            buf[k++] = '\xe2'; /* U+2581 */
+            buf[k++] = '\x96';
+            buf[k++] = '\x81';
+        } else {
+            buf[k++] = c;
+        }
+    }
+    assert(k == n);
+    *n_out = n;
+    return buf;
+}
+
+enum moeinf_status moeinf_vocab_tokenize(const struct moeinf_vocab *v, const char *text, size_t len,
+                                         bool add_special, bool parse_special, int32_t **out,
+                                         size_t *n_out, struct moeinf_error *err) {
+    enum moeinf_status st = MOEINF_OK;
+    struct ids res = {0};
+    struct frags frags = {0};
+    /* Escaping triples spaces and symbol indices are ints. */
+    if (len > (size_t)INT32_MAX / 4)
+        return moeinf_fail(err, MOEINF_ERR_ARG, "%s: a text of %zu bytes is too long to tokenize",
+                           v->source, len);
+    if (!ids_push(&res, 0)) goto nomem; /* reserve: the result is never NULL */
+    res.n = 0;
+    if (add_special && v->add_bos && !ids_push(&res, v->bos)) goto nomem;
+    if (!partition(v, text, len, parse_special, &frags)) goto nomem;
+
+    bool prev_special = true; /* the first fragment gets the space prefix too */
+    for (size_t i = 0; i < frags.n; i++) {
+        struct frag f = frags.data[i];
+        if (f.id >= 0) {
+            if (!ids_push(&res, f.id)) goto nomem;
+            prev_special = true;
+            continue;
+        }
+        size_t n;
+        char *esc = escape(text + f.off, f.len, v->add_space_prefix && prev_special, &n);
+        if (!esc) goto nomem;
+        st = spm_fragment(v, esc, n, &res, err);
+        free(esc);
+        if (st != MOEINF_OK) goto fail;
+        prev_special = false;
+    }
+    if (add_special && v->add_eos && !ids_push(&res, v->eos)) goto nomem;
+    free(frags.data);
+    *out = res.data;
+    *n_out = res.n;
+    return MOEINF_OK;
+
+nomem:
+    st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory while tokenizing", v->source);
+fail:
+    free(frags.data);
+    free(res.data);
+    return st;
+}
