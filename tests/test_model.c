@@ -1,0 +1,185 @@
+/*
+ * test_model.c - the model loader refuses what it cannot run with a named one-line error:
+ * missing architecture keys, an unsupported architecture, a missing tensor, an unsupported
+ * tensor type, a wrong shape, impossible expert or head counts. Each case is a copy of the
+ * real tiny Mixtral file with a few bytes patched in place (same-length renames and
+ * same-size values, so the file stays a valid GGUF and only the model check can fail).
+ */
+#include "golden.h"
+#include "moeinf.h"
+#include "test.h"
+
+static char *model_bytes(size_t *size) {
+    char path[1024];
+    if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", path, sizeof path)) return NULL;
+    char *b = golden_read_file(path, size);
+    CHECK(b != NULL);
+    return b;
+}
+
+/* Offset just past the first occurrence of a GGUF string (u64 length + bytes), or 0. */
+static size_t find_gguf_str(const char *b, size_t size, const char *s) {
+    size_t n = strlen(s);
+    for (size_t i = 8; i + n <= size; i++) {
+        uint64_t len;
+        memcpy(&len, b + i - 8, 8);
+        if (len == n && memcmp(b + i, s, n) == 0) return i + n;
+    }
+    return 0;
+}
+
+static void expect_load_error(const char *b, size_t size, const char *name,
+                              enum moeinf_status want, const char *phrase) {
+    char path[512];
+    test_tmp_path(name, path, sizeof path);
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp && fwrite(b, 1, size, fp) == size);
+    if (fp) fclose(fp);
+    struct moeinf_model *model = NULL;
+    struct moeinf_error err = {0};
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    enum moeinf_status st = moeinf_model_load(path, &mp, &model, &err);
+    CHECK_MSG(st == want, "%s: status %d, want %d (%s)", name, st, want, err.msg);
+    CHECK(model == NULL);
+    CHECK_STR_CONTAINS(err.msg, phrase);
+    CHECK_STR_CONTAINS(err.msg, path);
+    CHECK(strchr(err.msg, '\n') == NULL);
+    moeinf_model_free(model);
+}
+
+/* Renames a key or tensor (same length) and expects the loader's message. */
+static void rename_case(const char *from, const char *to, const char *name, enum moeinf_status want,
+                        const char *phrase) {
+    size_t size;
+    char *b = model_bytes(&size);
+    if (!b) return;
+    size_t at = find_gguf_str(b, size, from);
+    CHECK_MSG(at != 0 && strlen(from) == strlen(to), "%s", from);
+    if (at) memcpy(b + at - strlen(from), to, strlen(to));
+    expect_load_error(b, size, name, want, phrase);
+    free(b);
+}
+
+/* Sets the u32 value of a metadata key. */
+static void u32_case(const char *key, uint32_t value, const char *name, const char *phrase) {
+    size_t size;
+    char *b = model_bytes(&size);
+    if (!b) return;
+    size_t at = find_gguf_str(b, size, key);
+    CHECK_MSG(at != 0, "%s", key);
+    uint32_t type = 0;
+    if (at) memcpy(&type, b + at, 4);
+    CHECK_EQ_INT(type, 4); /* GGUF uint32 */
+    if (at) memcpy(b + at + 4, &value, 4);
+    expect_load_error(b, size, name, MOEINF_ERR_FORMAT, phrase);
+    free(b);
+}
+
+/* Patches a tensor info: its type, or one dimension. */
+static void tensor_case(const char *tensor, int dim, int64_t ne, int type, const char *name,
+                        enum moeinf_status want, const char *phrase) {
+    size_t size;
+    char *b = model_bytes(&size);
+    if (!b) return;
+    size_t at = find_gguf_str(b, size, tensor);
+    CHECK_MSG(at != 0, "%s", tensor);
+    if (!at) {
+        free(b);
+        return;
+    }
+    uint32_t n_dims;
+    memcpy(&n_dims, b + at, 4);
+    if (dim >= 0) memcpy(b + at + 4 + 8 * (size_t)dim, &ne, 8);
+    if (type >= 0) {
+        uint32_t t = (uint32_t)type;
+        memcpy(b + at + 4 + 8 * (size_t)n_dims, &t, 4);
+    }
+    expect_load_error(b, size, name, want, phrase);
+    free(b);
+}
+
+static void test_missing_keys(void) {
+    rename_case("llama.block_count", "llama.block_cOunt", "m_block.gguf", MOEINF_ERR_FORMAT,
+                "missing required key 'llama.block_count' for arch 'llama'");
+    rename_case("llama.attention.layer_norm_rms_epsilon", "llama.attention.layer_norm_rms_epsilOn",
+                "m_eps.gguf", MOEINF_ERR_FORMAT, "llama.attention.layer_norm_rms_epsilon");
+    rename_case("llama.expert_used_count", "llama.expert_used_cOunt", "m_used.gguf",
+                MOEINF_ERR_FORMAT, "llama.expert_used_count");
+}
+
+static void test_unsupported_arch(void) {
+    size_t size;
+    char *b = model_bytes(&size);
+    if (!b) return;
+    size_t at = find_gguf_str(b, size, "general.architecture");
+    CHECK(at != 0);
+    /* the value: type u32 (8 = string), then the string "llama" -> "gemma" */
+    if (at) memcpy(b + at + 4 + 8, "gemma", 5);
+    expect_load_error(b, size, "m_arch.gguf", MOEINF_ERR_UNSUPPORTED, "'gemma' is not supported");
+    free(b);
+}
+
+static void test_bad_tensors(void) {
+    rename_case("blk.1.attn_q.weight", "blk.1.attn_X.weight", "m_tensor.gguf", MOEINF_ERR_FORMAT,
+                "missing tensor 'blk.1.attn_q.weight'");
+    /* q5_0 (id 6) is a ggml type the reader accepts but moeinf cannot compute with yet */
+    tensor_case("blk.0.attn_q.weight", -1, 0, 6, "m_type.gguf", MOEINF_ERR_UNSUPPORTED,
+                "has type q5_0, which moeinf does not support yet");
+    tensor_case("blk.0.attn_q.weight", 1, 128, -1, "m_shape.gguf", MOEINF_ERR_FORMAT,
+                "tensor 'blk.0.attn_q.weight' has shape [64, 128");
+}
+
+static void test_impossible_counts(void) {
+    u32_case("llama.expert_used_count", 9, "m_topk.gguf", "expert_used_count 9 is invalid for 8");
+    u32_case("llama.attention.head_count_kv", 3, "m_kv.gguf", "invalid geometry");
+    u32_case("llama.rope.dimension_count", 65, "m_rot.gguf", "rope.dimension_count");
+}
+
+static void test_valid_file_loads(void) {
+    size_t size;
+    char *b = model_bytes(&size);
+    if (!b) return;
+    free(b);
+    char path[1024];
+    test_shared_path("testdata/models/tiny-mixtral-F32.gguf", path, sizeof path);
+    struct moeinf_model *model = NULL;
+    struct moeinf_error err = {0};
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
+    if (!model) return;
+    CHECK_EQ_INT(moeinf_model_n_vocab(model), 32000);
+    CHECK_EQ_INT(moeinf_model_n_ctx_train(model), 2048);
+    char desc[256];
+    moeinf_model_desc(model, desc, sizeof desc);
+    CHECK_STR_CONTAINS(desc, "8 experts (top 2)");
+    /* decode bytes: hand-computed from the README's shapes (F32 weights, F16 embeddings):
+     * per layer q 64x256, k 64x128, v 64x128, o 256x64, router 64x8, 2 experts x 3 x 64x256,
+     * all F32; one F16 embedding row of 64; the tied F16 lm_head 64 x 32000 */
+    uint64_t per_layer = 4ull * (64 * 256 + 64 * 128 * 2 + 256 * 64 + 64 * 8 + 2 * 3 * 64 * 256);
+    CHECK_EQ_INT(moeinf_model_decode_bytes(model), 2 * per_layer + 2 * 64 + 2ull * 64 * 32000);
+    /* the context window: a prompt past -c is refused without touching the cache */
+    struct moeinf_context_params cp = moeinf_context_params_default();
+    cp.n_ctx = 4;
+    struct moeinf_context *ctx = NULL;
+    CHECK(moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK);
+    int32_t ids[5] = {1, 2, 3, 4, 5};
+    CHECK_EQ_INT(moeinf_decode(ctx, ids, 5, NULL, false, &err), MOEINF_ERR_CONTEXT);
+    CHECK_EQ_INT(moeinf_context_n_past(ctx), 0);
+    CHECK_EQ_INT(moeinf_decode(ctx, ids, 4, NULL, false, &err), MOEINF_OK);
+    CHECK_EQ_INT(moeinf_decode(ctx, ids, 1, NULL, false, &err), MOEINF_ERR_CONTEXT);
+    moeinf_context_reset(ctx);
+    ids[0] = 32000;
+    CHECK_EQ_INT(moeinf_decode(ctx, ids, 1, NULL, false, &err), MOEINF_ERR_ARG);
+    CHECK_STR_CONTAINS(err.msg, "32000");
+    moeinf_context_free(ctx);
+    moeinf_model_free(model);
+}
+
+int main(void) {
+    RUN(test_missing_keys);
+    RUN(test_unsupported_arch);
+    RUN(test_bad_tensors);
+    RUN(test_impossible_counts);
+    RUN(test_valid_file_loads);
+    return test_report();
+}
