@@ -7,6 +7,9 @@
 /* Activation rows per kernel call: the weight row stays in registers/L1 across them. */
 #define M_CHUNK 8
 
+/* Below this many (weight elements x activation rows) a product runs on the calling thread. */
+#define SMALL_COST 16384
+
 struct mm_task {
     const struct moeinf_kernels *kern;
     const struct moeinf_mm_job *jobs;
@@ -68,6 +71,10 @@ void moeinf_matmul_run(struct moeinf_pool *pool, const struct moeinf_kernels *ke
         task.total_cost += row_cost(&jobs[i]) * (uint64_t)jobs[i].n_out;
     }
     if (task.total_cost == 0) return;
+    if (task.total_cost < SMALL_COST) {
+        mm_worker(&task, 0, 1); /* waking the pool costs more than the work (routers) */
+        return;
+    }
     moeinf_pool_run(pool, mm_worker, &task);
 }
 
