@@ -241,8 +241,9 @@ INLINE __m256i sum_lanes8(const __m256i p[8]) {
 
 /* The 32 quants of a Q4_0 block as int8 in [-8, 7], element order. */
 INLINE __m256i unpack_q4_0(const uint8_t *qs) {
-    __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)qs);
-    __m256i v = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+    /* Both halves get the 16 bytes (a load, no shuffle); the upper half is shifted by 4. */
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)qs));
+    v = _mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4));
     v = _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
     return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
 }
