@@ -106,14 +106,18 @@ void moeinf_dequantize_row(enum moeinf_type type, const void *x, float *y, int64
 typedef void (*moeinf_from_float_fn)(const float *x, void *y, int64_t n);
 typedef void (*moeinf_to_float_fn)(const void *x, float *y, int64_t n);
 /* s[0] = dot(w row, x row), n elements; w of the table's type, x of its vec_dot_type (as
- * that table's from_float wrote it). n is a multiple of the block size (any n >= 0 for F32,
- * F16, BF16). Rows need no alignment. */
+ * a from_float wrote it). n is a multiple of the block size (any n >= 0 for F32, F16, BF16).
+ * Block rows need no alignment; F32 rows must be 4-byte and F16/BF16 rows 2-byte aligned
+ * (the scalar table reads them as arrays). */
 typedef void (*moeinf_vec_dot_fn)(int64_t n, float *s, const void *w, const void *x);
 /* s[j] = dot(w row, x row j) for j < m, x rows x_stride bytes apart: one weight row serves
  * m activation rows (prefill). Must equal m calls of vec_dot bit for bit. */
 typedef void (*moeinf_vec_dot_m_fn)(int64_t n, int m, float *s, const void *w, const void *x,
                                     size_t x_stride);
 
+/* A kernel table: static constant data, valid for the life of the process; every function
+ * is pure (no state), so any number of threads may call them at once. Unsupported types
+ * have NULL entries, and from_float is NULL for types that are never activations (Q4_0). */
 struct moeinf_kernels {
     const char *name;                                 /* "scalar", "avx2", "avx512" */
     moeinf_from_float_fn from_float[MOEINF_TYPE_COUNT]; /* activation -> this type */
@@ -126,7 +130,9 @@ const struct moeinf_kernels *moeinf_kernels_scalar(void);
 const struct moeinf_kernels *moeinf_kernels_avx2(void);   /* NULL if the CPU lacks AVX2+FMA+F16C */
 /* NULL if the CPU lacks AVX-512 F/BW/VL/DQ/VNNI (Ice Lake, Zen 4 and later have them). */
 const struct moeinf_kernels *moeinf_kernels_avx512(void);
-/* The best table this CPU runs; MOEINF_KERNELS=scalar|avx2|avx512 in the environment caps it. */
+/* The best table this CPU runs; MOEINF_KERNELS=scalar|avx2|avx512 in the environment caps it
+ * (other values cap nothing). Probes the CPU and reads the environment on every call: call
+ * it once at init and keep the pointer. */
 const struct moeinf_kernels *moeinf_kernels_best(void);
 
 #endif
