@@ -52,7 +52,8 @@ static void fill_weights(enum moeinf_type type, uint8_t *w, size_t n_rows, int64
     size_t rb = moeinf_row_bytes(type, n);
     float *tmp = malloc((size_t)n * sizeof(float));
     uint8_t *row = malloc(rb);
-    for (int64_t i = 0; i < n; i++) tmp[i] = next_float();
+    for (int64_t i = 0; i < n; i++)
+        tmp[i] = next_float();
     moeinf_quantize_row_ref(type, tmp, row, n);
     for (size_t r = 0; r < n_rows; r++) {
         memcpy(w + r * rb, row, rb);
@@ -66,10 +67,13 @@ static void fill_weights(enum moeinf_type type, uint8_t *w, size_t n_rows, int64
 #if defined(__x86_64__)
 __attribute__((target("avx2"))) static float stream_sum_avx2(const float *p, size_t n) {
     __m256 a[8];
-    for (int j = 0; j < 8; j++) a[j] = _mm256_setzero_ps();
+    for (int j = 0; j < 8; j++)
+        a[j] = _mm256_setzero_ps();
     for (size_t i = 0; i + 64 <= n; i += 64)
-        for (int j = 0; j < 8; j++) a[j] = _mm256_add_ps(a[j], _mm256_loadu_ps(p + i + 8 * j));
-    for (int j = 1; j < 8; j++) a[0] = _mm256_add_ps(a[0], a[j]);
+        for (int j = 0; j < 8; j++)
+            a[j] = _mm256_add_ps(a[j], _mm256_loadu_ps(p + i + 8 * j));
+    for (int j = 1; j < 8; j++)
+        a[0] = _mm256_add_ps(a[0], a[j]);
     float t[8];
     _mm256_storeu_ps(t, a[0]);
     return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
@@ -81,6 +85,7 @@ __attribute__((target("avx2"))) static float stream_sum_avx2(const float *p, siz
  * here from its description: per block, the product of the two F16 scales is broadcast and
  * one fma adds the 8 int32 partial sums into a single accumulator. */
 #    define LL_TARGET __attribute__((target("avx2,fma,f16c")))
+
 LL_TARGET static inline float ll_hsum(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
     s = _mm_add_ps(s, _mm_movehl_ps(s, s));
@@ -117,7 +122,8 @@ LL_TARGET static void ll_vec_dot_q4_0(int64_t n, float *s, const void *w, const 
     for (int64_t i = 0; i < n / 32; i++, a += 18, b += 34) {
         __m256 d = _mm256_set1_ps(ll_half(a) * ll_half(b));
         __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)(a + 2));
-        __m256i qa = _mm256_insertf128_si256(_mm256_castsi128_si256(raw), _mm_srli_epi16(raw, 4), 1);
+        __m256i qa =
+            _mm256_insertf128_si256(_mm256_castsi128_si256(raw), _mm_srli_epi16(raw, 4), 1);
         qa = _mm256_sub_epi8(_mm256_and_si256(qa, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));
         __m256i qb = _mm256_loadu_si256((const __m256i *)(const void *)(b + 2));
         acc = _mm256_fmadd_ps(d, ll_dot32(qa, qb), acc);
@@ -129,7 +135,8 @@ LL_TARGET static void ll_vec_dot_q4_0(int64_t n, float *s, const void *w, const 
 static float stream_sum_c(const float *p, size_t n) {
     float a[8] = {0};
     for (size_t i = 0; i + 8 <= n; i += 8)
-        for (int j = 0; j < 8; j++) a[j] += p[i + j];
+        for (int j = 0; j < 8; j++)
+            a[j] += p[i + j];
     return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
 }
 
@@ -140,7 +147,8 @@ static void bench_stream(void) {
         printf("stream: cannot allocate 1 GiB\n");
         return;
     }
-    for (size_t i = 0; i < n; i++) p[i] = (float)(i & 1023);
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)(i & 1023);
     const char *how = "C";
     float (*fn)(const float *, size_t) = stream_sum_c;
 #if defined(__x86_64__)
@@ -167,12 +175,13 @@ static void bench_stream(void) {
 int main(int argc, char **argv) {
     size_t mib = argc > 1 ? (size_t)strtoul(argv[1], NULL, 10) : 256;
     const int64_t n = 4096;
+
     const enum moeinf_type types[] = {MOEINF_TYPE_Q4_0, MOEINF_TYPE_Q8_0, MOEINF_TYPE_BF16,
                                       MOEINF_TYPE_F16, MOEINF_TYPE_F32};
     const struct moeinf_kernels *tables[3] = {moeinf_kernels_scalar(), moeinf_kernels_avx2(),
                                               moeinf_kernels_avx512()};
-    printf("rows of %lld elements, %zu MiB weight matrix, 1 thread, best of 5 (CPU time)\n", (long long)n,
-           mib);
+    printf("rows of %lld elements, %zu MiB weight matrix, 1 thread, best of 5 (CPU time)\n",
+           (long long)n, mib);
     printf("%-8s %-8s %9s %14s %14s %10s\n", "type", "table", "vec_dot", "vec_dot_m m=4",
            "vec_dot_m m=8", "ns/row");
     const char *only = argc > 2 ? argv[2] : NULL;
@@ -189,7 +198,8 @@ int main(int argc, char **argv) {
         if (!w || !x || !xf) return 1;
         fill_weights(type, w, n_rows, n);
         for (int r = 0; r < 8; r++) {
-            for (int64_t i = 0; i < n; i++) xf[i] = next_float();
+            for (int64_t i = 0; i < n; i++)
+                xf[i] = next_float();
             moeinf_kernels_scalar()->from_float[tr->vec_dot_type](xf, x + r * xb, n);
         }
         for (int k = 0; k < 3; k++) {
@@ -207,8 +217,10 @@ int main(int argc, char **argv) {
                 for (int pass = 0; pass < 5; pass++) {
                     double t0 = now_s();
                     for (size_t r = 0; r < rows; r++) {
-                        if (m == 1) kt->vec_dot[type](n, s, w + r * rb, x);
-                        else kt->vec_dot_m[type](n, m, s, w + r * rb, x, xb);
+                        if (m == 1)
+                            kt->vec_dot[type](n, s, w + r * rb, x);
+                        else
+                            kt->vec_dot_m[type](n, m, s, w + r * rb, x, xb);
                         sink += s[0];
                     }
                     double t = now_s() - t0;
