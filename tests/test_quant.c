@@ -70,6 +70,7 @@ static size_t row_bytes(enum moeinf_type t, int64_t n) {
 
 static const enum moeinf_type supported[] = {MOEINF_TYPE_F32, MOEINF_TYPE_F16, MOEINF_TYPE_BF16,
                                              MOEINF_TYPE_Q8_0, MOEINF_TYPE_Q4_0};
+
 #define N_SUPPORTED ((int)(sizeof supported / sizeof supported[0]))
 
 static bool is_block_type(enum moeinf_type t) {
@@ -92,9 +93,11 @@ static void make_weights(enum moeinf_type t, void *w, int64_t n, bool raw) {
         size_t bs = moeinf_type_traits_get((int)t)->type_size;
         uint8_t *p = w;
         for (int64_t b = 0; b < n / 32; b++) {
-            for (size_t k = 2; k < bs; k++) p[b * (int64_t)bs + (int64_t)k] = (uint8_t)rng_u64();
+            for (size_t k = 2; k < bs; k++)
+                p[b * (int64_t)bs + (int64_t)k] = (uint8_t)rng_u64();
             uint16_t h;
-            do h = (uint16_t)rng_u64();
+            do
+                h = (uint16_t)rng_u64();
             while (((h >> 10) & 0x1f) == 0x1f || ((h >> 10) & 0x1f) > 24); /* finite, < 2^10 */
             memcpy(p + b * (int64_t)bs, &h, 2);
         }
@@ -120,7 +123,8 @@ static float half_at(const uint8_t *p) {
 static float decode_block(enum moeinf_type t, const void *row, int64_t b, int q[32]) {
     if (t == MOEINF_TYPE_Q8_0) {
         const uint8_t *p = (const uint8_t *)row + b * 34;
-        for (int j = 0; j < 32; j++) q[j] = (int8_t)p[2 + j];
+        for (int j = 0; j < 32; j++)
+            q[j] = (int8_t)p[2 + j];
         return half_at(p);
     }
     const uint8_t *p = (const uint8_t *)row + b * 18;
@@ -149,7 +153,8 @@ static void test_traits(void) {
         n_supported += t->supported;
     }
     CHECK_EQ_INT(n_supported, 5);
-    for (int i = 0; i < N_SUPPORTED; i++) CHECK(moeinf_type_traits_get((int)supported[i])->supported);
+    for (int i = 0; i < N_SUPPORTED; i++)
+        CHECK(moeinf_type_traits_get((int)supported[i])->supported);
     /* Removed or never-assigned ids are unknown. */
     int unknown[] = {-1, 4, 5, 31, 32, 33, 36, 37, 38, 42, 1000};
     for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
@@ -214,22 +219,22 @@ static void test_fp16_exhaustive(void) {
 
 static void test_fp16_rounding_cases(void) {
     CHECK_EQ_INT(moeinf_fp32_to_fp16(1.0f), 0x3c00);
-    CHECK_EQ_INT(moeinf_fp32_to_fp16(1.0f + 0x1p-11f), 0x3c00);        /* tie -> even (down) */
-    CHECK_EQ_INT(moeinf_fp32_to_fp16(1.0f + 3 * 0x1p-11f), 0x3c02);    /* tie -> even (up) */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(1.0f + 0x1p-11f), 0x3c00);            /* tie -> even (down) */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(1.0f + 3 * 0x1p-11f), 0x3c02);        /* tie -> even (up) */
     CHECK_EQ_INT(moeinf_fp32_to_fp16(1.0f + 0x1p-11f + 0x1p-20f), 0x3c01); /* above the tie */
     CHECK_EQ_INT(moeinf_fp32_to_fp16(-2.0f), 0xc000);
-    CHECK_EQ_INT(moeinf_fp32_to_fp16(65504.0f), 0x7bff);               /* largest half */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(65504.0f), 0x7bff); /* largest half */
     CHECK_EQ_INT(moeinf_fp32_to_fp16(65519.99f), 0x7bff);
     CHECK_EQ_INT(moeinf_fp32_to_fp16(65520.0f), 0x7c00); /* tie with 2^16 -> even = inf */
     CHECK_EQ_INT(moeinf_fp32_to_fp16(1e10f), 0x7c00);
     CHECK_EQ_INT(moeinf_fp32_to_fp16(-INFINITY), 0xfc00);
-    CHECK_EQ_INT(moeinf_fp32_to_fp16(0x1p-14f), 0x0400);                /* smallest normal */
-    CHECK_EQ_INT(moeinf_fp32_to_fp16(0x1p-14f - 0x1p-25f), 0x0400);    /* tie, rounds up */
-    CHECK_EQ_INT(moeinf_fp32_to_fp16(0x1p-24f), 0x0001);                /* smallest subnormal */
-    CHECK_EQ_INT(moeinf_fp32_to_fp16(0x1p-25f), 0x0000);                /* tie -> even 0 */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(0x1p-14f), 0x0400);            /* smallest normal */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(0x1p-14f - 0x1p-25f), 0x0400); /* tie, rounds up */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(0x1p-24f), 0x0001);            /* smallest subnormal */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(0x1p-25f), 0x0000);            /* tie -> even 0 */
     CHECK_EQ_INT(moeinf_fp32_to_fp16(0x1p-25f + 0x1p-40f), 0x0001);
-    CHECK_EQ_INT(moeinf_fp32_to_fp16(3 * 0x1p-25f), 0x0002);            /* 1.5 units -> 2 */
-    CHECK_EQ_INT(moeinf_fp32_to_fp16(5 * 0x1p-25f), 0x0002);            /* 2.5 units -> 2 */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(3 * 0x1p-25f), 0x0002); /* 1.5 units -> 2 */
+    CHECK_EQ_INT(moeinf_fp32_to_fp16(5 * 0x1p-25f), 0x0002); /* 2.5 units -> 2 */
     CHECK_EQ_INT(moeinf_fp32_to_fp16(-0.0f), 0x8000);
     CHECK_EQ_INT(moeinf_fp32_to_fp16(1e-30f), 0x0000);
     CHECK_EQ_INT(moeinf_fp32_to_fp16(FLT_MIN / 4), 0x0000); /* float subnormal */
@@ -249,16 +254,21 @@ static uint16_t fp16_bruteforce(float f) {
     int lo = 0, hi = 0x7bff; /* half_value(lo) <= a < half_value(hi+1) */
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
-        if (half_value((uint16_t)mid) <= a) lo = mid;
-        else hi = mid - 1;
+        if (half_value((uint16_t)mid) <= a)
+            lo = mid;
+        else
+            hi = mid - 1;
     }
     double below = half_value((uint16_t)lo);
     if (below == a) return sign | (uint16_t)lo;
     double above = lo == 0x7bff ? 65536.0 : half_value((uint16_t)(lo + 1));
     uint16_t pick;
-    if (a - below < above - a) pick = (uint16_t)lo;
-    else if (a - below > above - a) pick = (uint16_t)(lo + 1);
-    else pick = (uint16_t)((lo & 1) ? lo + 1 : lo);
+    if (a - below < above - a)
+        pick = (uint16_t)lo;
+    else if (a - below > above - a)
+        pick = (uint16_t)(lo + 1);
+    else
+        pick = (uint16_t)((lo & 1) ? lo + 1 : lo);
     if (pick == 0x7c00) return sign | 0x7c00;
     return sign | pick;
 }
@@ -273,8 +283,8 @@ static void test_fp16_random_vs_bruteforce(void) {
         float f = bits_f(u);
         if (moeinf_fp32_to_fp16(f) != fp16_bruteforce(f)) {
             if (bad++ < 5)
-                fprintf(stderr, "fp16(%a): got %04x want %04x\n", (double)f,
-                        moeinf_fp32_to_fp16(f), fp16_bruteforce(f));
+                fprintf(stderr, "fp16(%a): got %04x want %04x\n", (double)f, moeinf_fp32_to_fp16(f),
+                        fp16_bruteforce(f));
         }
     }
     CHECK_EQ_INT(bad, 0);
@@ -285,15 +295,17 @@ static void test_bf16(void) {
     for (uint32_t h = 0; h < 65536; h++) {
         float f = moeinf_bf16_to_fp32((uint16_t)h);
         CHECK(f_bits(f) == h << 16 || (bad++, 0));
-        if (isnan(f)) bad += moeinf_fp32_to_bf16(f) != (h | 64);
-        else bad += moeinf_fp32_to_bf16(f) != h;
+        if (isnan(f))
+            bad += moeinf_fp32_to_bf16(f) != (h | 64);
+        else
+            bad += moeinf_fp32_to_bf16(f) != h;
     }
     CHECK_EQ_INT(bad, 0);
     CHECK_EQ_INT(moeinf_fp32_to_bf16(1.0f), 0x3f80);
     CHECK_EQ_INT(moeinf_fp32_to_bf16(1.0f + 0x1p-8f), 0x3f80);     /* tie -> even (down) */
     CHECK_EQ_INT(moeinf_fp32_to_bf16(1.0f + 3 * 0x1p-8f), 0x3f82); /* tie -> even (up) */
     CHECK_EQ_INT(moeinf_fp32_to_bf16(1.0f + 0x1p-8f + 0x1p-20f), 0x3f81);
-    CHECK_EQ_INT(moeinf_fp32_to_bf16(FLT_MAX), 0x7f80); /* rounds up to inf */
+    CHECK_EQ_INT(moeinf_fp32_to_bf16(FLT_MAX), 0x7f80);             /* rounds up to inf */
     CHECK_EQ_INT(moeinf_fp32_to_bf16(bits_f(0x7f800001u)), 0x7fc0); /* quiet NaN */
     CHECK_EQ_INT(moeinf_fp32_to_bf16(bits_f(0x00018000u)), 0x0002); /* subnormal tie -> even */
     /* Random floats against the nearest of the two truncation neighbours, in double. */
@@ -315,7 +327,8 @@ static void test_bf16(void) {
     CHECK_EQ_INT(bad_rand, 0);
 }
 
-/* ---- known answers ---------------------------------------------------------------------------- */
+/* ---- known answers ----------------------------------------------------------------------------
+ */
 
 static void test_known_q8_0(void) {
     /* amax = 127 makes d = 1 and 1/d = 127/amax = 1: the quants are the rounded inputs, so
@@ -323,7 +336,8 @@ static void test_known_q8_0(void) {
      * activation quantizer rounds half to even. */
     float x[32];
     x[0] = -127.0f;
-    for (int j = 1; j < 32; j++) x[j] = (float)j - 15.5f; /* -14.5 ... 15.5 */
+    for (int j = 1; j < 32; j++)
+        x[j] = (float)j - 15.5f; /* -14.5 ... 15.5 */
     struct moeinf_block_q8_0 w, a;
     moeinf_quantize_row_ref(MOEINF_TYPE_Q8_0, x, &w, 32);
     moeinf_kernels_scalar()->from_float[MOEINF_TYPE_Q8_0](x, &a, 32);
@@ -347,8 +361,8 @@ static void test_known_q8_0(void) {
     /* amax = 2: d = 2/127 -> F16 0x2408 (1.0078p-6), both scales give x * 63.5 exactly. */
     float y[32] = {0};
     y[3] = 2.0f;
-    y[4] = -1.0f;  /* -63.5: ref -64, activation -64 (even) */
-    y[5] = 0.25f;  /* 15.875 -> 16 */
+    y[4] = -1.0f; /* -63.5: ref -64, activation -64 (even) */
+    y[5] = 0.25f; /* 15.875 -> 16 */
     moeinf_quantize_row_ref(MOEINF_TYPE_Q8_0, y, &w, 32);
     moeinf_kernels_scalar()->from_float[MOEINF_TYPE_Q8_0](y, &a, 32);
     CHECK_EQ_INT(w.d, 0x2408);
@@ -368,7 +382,8 @@ static void test_known_q8_0(void) {
     CHECK_EQ_INT(w.d, 0);
     CHECK_EQ_INT(a.d, 0);
     int nz = 0;
-    for (int j = 0; j < 32; j++) nz += w.qs[j] != 0 || a.qs[j] != 0;
+    for (int j = 0; j < 32; j++)
+        nz += w.qs[j] != 0 || a.qs[j] != 0;
     CHECK_EQ_INT(nz, 0);
 
     /* Dequantization: d = 0.5 (0x3800). */
@@ -427,7 +442,8 @@ static void test_known_q4_0(void) {
     /* x[j] = j/2 - 8: the signed max is -8, so d = -8/-8 = 1 and q = min(15, (int)(x + 8.5))
      * = min(15, (j+1)/2). */
     float x[32];
-    for (int j = 0; j < 32; j++) x[j] = (float)j * 0.5f - 8.0f;
+    for (int j = 0; j < 32; j++)
+        x[j] = (float)j * 0.5f - 8.0f;
     struct moeinf_block_q4_0 w;
     moeinf_quantize_row_ref(MOEINF_TYPE_Q4_0, x, &w, 32);
     CHECK_EQ_INT(w.d, 0x3c00);
@@ -436,7 +452,8 @@ static void test_known_q4_0(void) {
     CHECK_EQ_INT(w.qs[2], 0x91);  /* q2 = 1, q18 = 9 */
     CHECK_EQ_INT(w.qs[15], 0xf8); /* q15 = 8, q31 = (int)16 -> 15 */
     /* Largest magnitude positive: d = -1 (0xbc00), and the quants mirror. */
-    for (int j = 0; j < 32; j++) x[j] = 8.0f - (float)j * 0.5f;
+    for (int j = 0; j < 32; j++)
+        x[j] = 8.0f - (float)j * 0.5f;
     moeinf_quantize_row_ref(MOEINF_TYPE_Q4_0, x, &w, 32);
     CHECK_EQ_INT(w.d, 0xbc00);
     CHECK_EQ_INT(w.qs[0], 0x80);
@@ -447,7 +464,8 @@ static void test_known_q4_0(void) {
     moeinf_quantize_row_ref(MOEINF_TYPE_Q4_0, z, &w, 32);
     CHECK_EQ_INT(w.d, 0x8000);
     int n88 = 0;
-    for (int j = 0; j < 16; j++) n88 += w.qs[j] == 0x88;
+    for (int j = 0; j < 16; j++)
+        n88 += w.qs[j] == 0x88;
     CHECK_EQ_INT(n88, 16);
     /* Dequantization: d = 2; byte 0x1f holds element 0 (15 - 8 = 7) and 16 (1 - 8 = -7). */
     struct moeinf_block_q4_0 b = {0x4000, {0}};
@@ -517,8 +535,9 @@ static void test_ref_roundtrip_bounds(void) {
     moeinf_dequantize_row(MOEINF_TYPE_Q8_0, q, y, n);
     for (int64_t b = 0; b < n / 32; b++) {
         double amax = 0;
-        for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(x[b * 32 + j]));
-        double d32 = amax / 127.0;      /* the scale the quants were made with */
+        for (int j = 0; j < 32; j++)
+            amax = fmax(amax, fabs(x[b * 32 + j]));
+        double d32 = amax / 127.0; /* the scale the quants were made with */
         for (int j = 0; j < 32; j++) {
             int qi = (int8_t)q[b * 34 + 2 + j];
             /* Integer part: the nearest integer to x/d32 (float rounding aside). */
@@ -532,7 +551,8 @@ static void test_ref_roundtrip_bounds(void) {
     moeinf_dequantize_row(MOEINF_TYPE_Q4_0, q, y, n);
     for (int64_t b = 0; b < n / 32; b++) {
         double amax = 0;
-        for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(x[b * 32 + j]));
+        for (int j = 0; j < 32; j++)
+            amax = fmax(amax, fabs(x[b * 32 + j]));
         double d32 = amax / 8.0; /* |d| */
         for (int j = 0; j < 32; j++) {
             /* <= |d|/2 by rounding, except the clamp at +8|d| (q = 15 means 7|d|): <= |d|. */
@@ -568,7 +588,8 @@ static void check_dot_vs_double(const struct moeinf_kernels *k, enum moeinf_type
             double dw = decode_block(t, w, b, qw);
             double dx = decode_block(MOEINF_TYPE_Q8_0, x, b, qx);
             long isum = 0;
-            for (int j = 0; j < 32; j++) isum += (long)qw[j] * qx[j];
+            for (int j = 0; j < 32; j++)
+                isum += (long)qw[j] * qx[j];
             want += dw * dx * (double)isum;
             mag += fabs(dw * dx * (double)isum);
         }
@@ -585,8 +606,7 @@ static void check_dot_vs_double(const struct moeinf_kernels *k, enum moeinf_type
     float s = NAN;
     k->vec_dot[t](n, &s, w, x);
     CHECK_MSG(fabs((double)s - want) <= bound + 1e-30, "%s %s n=%lld: %.9g vs %.9g (bound %g)",
-              k->name, moeinf_type_traits_get((int)t)->name, (long long)n, (double)s, want,
-              bound);
+              k->name, moeinf_type_traits_get((int)t)->name, (long long)n, (double)s, want, bound);
     free(w);
     free(x);
 }
@@ -610,8 +630,10 @@ static void test_dot_vs_double(void) {
 
 static void test_simd_from_float(void) {
     const struct moeinf_kernels *ref = moeinf_kernels_scalar();
+
     const enum moeinf_type acts[] = {MOEINF_TYPE_F32, MOEINF_TYPE_F16, MOEINF_TYPE_BF16,
                                      MOEINF_TYPE_Q8_0};
+
     const int64_t lens[] = {32, 64, 96, 256, 288, 4096 + 32, 32 * 13};
     const int64_t odd_lens[] = {1, 7, 9, 15, 17, 33, 100, 4097};
     for (int ti = 1; ti < n_tables; ti++) {
@@ -651,7 +673,8 @@ static void test_simd_from_float(void) {
         }
         /* Q8_0 activation rounding ties: values that are exact halves after scaling. */
         float x[64];
-        for (int j = 0; j < 64; j++) x[j] = (float)(j % 32) - 15.5f;
+        for (int j = 0; j < 64; j++)
+            x[j] = (float)(j % 32) - 15.5f;
         x[0] = -127.0f;
         x[32] = 127.0f;
         uint8_t y0[68], y1[68];
@@ -665,11 +688,14 @@ static void test_simd_to_float(void) {
     const struct moeinf_kernels *ref = moeinf_kernels_scalar();
     uint16_t *all = malloc(65536 * sizeof(uint16_t));
     float *f0 = malloc(65537 * sizeof(float)), *f1 = malloc(65537 * sizeof(float));
-    for (uint32_t h = 0; h < 65536; h++) all[h] = (uint16_t)h;
+    for (uint32_t h = 0; h < 65536; h++)
+        all[h] = (uint16_t)h;
     for (int ti = 1; ti < n_tables; ti++) {
         const struct moeinf_kernels *k = tables[ti];
+
         /* Every half and every bf16, odd counts too. */
         enum moeinf_type half_types[] = {MOEINF_TYPE_F16, MOEINF_TYPE_BF16};
+
         for (int h = 0; h < 2; h++) {
             int64_t counts[] = {65536, 65535, 13, 1};
             for (int c = 0; c < 4; c++) {
@@ -688,8 +714,8 @@ static void test_simd_to_float(void) {
             make_weights(t, w, n, true);
             ref->to_float[t](w, f0, n);
             k->to_float[t](w, f1, n);
-            CHECK_MSG(memcmp(f0, f1, (size_t)n * sizeof(float)) == 0, "%s to_float %s",
-                      k->name, moeinf_type_traits_get((int)t)->name);
+            CHECK_MSG(memcmp(f0, f1, (size_t)n * sizeof(float)) == 0, "%s to_float %s", k->name,
+                      moeinf_type_traits_get((int)t)->name);
             free(w);
         }
     }
@@ -744,7 +770,8 @@ static void test_vec_dot_m(void) {
                     size_t stride = row_bytes(MOEINF_TYPE_F32, n) + 12; /* not the row size */
                     uint8_t *w = malloc(row_bytes(t, n)), *x = malloc(stride * (size_t)m);
                     make_weights(t, w, n, mi % 2);
-                    for (int r = 0; r < m; r++) make_activation(t, x + stride * (size_t)r, n);
+                    for (int r = 0; r < m; r++)
+                        make_activation(t, x + stride * (size_t)r, n);
                     float s[17], one;
                     k->vec_dot_m[t](n, m, s, w, x, stride);
                     int bad = 0;
@@ -762,7 +789,8 @@ static void test_vec_dot_m(void) {
     }
 }
 
-/* ---- real data: llama-quantize's outputs ------------------------------------------------------ */
+/* ---- real data: llama-quantize's outputs ------------------------------------------------------
+ */
 
 /* Every Q8_0 / Q4_0 tensor of a quantized tiny-mixtral file, re-quantized here from the
  * F32 file (F16 tensors through F32), must equal llama-quantize's bytes, and dequantizes to
@@ -803,7 +831,8 @@ static void check_requantize(const char *qfile) {
             moeinf_dequantize_row((enum moeinf_type)tq->type, file_row, y, n);
             for (int64_t b = 0; b < n / 32; b++) {
                 double amax = 0;
-                for (int j = 0; j < 32; j++) amax = fmax(amax, fabs(x[b * 32 + j]));
+                for (int j = 0; j < 32; j++)
+                    amax = fmax(amax, fabs(x[b * 32 + j]));
                 double d = tq->type == MOEINF_TYPE_Q8_0 ? amax / 127 : amax / 8;
                 double tol = tq->type == MOEINF_TYPE_Q8_0 ? d * (0.5 + 127 * 0x1p-11)
                                                           : d * (1 + 8 * 0x1p-11);
@@ -841,7 +870,8 @@ static void test_traits_match_gguf(void) {
     }
 }
 
-/* ---- table selection --------------------------------------------------------------------------- */
+/* ---- table selection ---------------------------------------------------------------------------
+ */
 
 static void test_kernels_best(void) {
     const struct moeinf_kernels *best = moeinf_kernels_best();
@@ -872,7 +902,8 @@ int main(void) {
     if (moeinf_kernels_avx2()) tables[n_tables++] = moeinf_kernels_avx2();
     if (moeinf_kernels_avx512()) tables[n_tables++] = moeinf_kernels_avx512();
     fprintf(stderr, "tables:");
-    for (int i = 0; i < n_tables; i++) fprintf(stderr, " %s", tables[i]->name);
+    for (int i = 0; i < n_tables; i++)
+        fprintf(stderr, " %s", tables[i]->name);
     fprintf(stderr, "\n");
 
     RUN(test_traits);

@@ -65,8 +65,8 @@ static uint64_t read_xcr0(void) {
 }
 
 struct x86_features {
-    bool avx2_fma_f16c;  /* and the OS saves YMM state */
-    bool avx512_vnni;    /* F, BW, VL, DQ, VNNI, and the OS saves ZMM state */
+    bool avx2_fma_f16c; /* and the OS saves YMM state */
+    bool avx512_vnni;   /* F, BW, VL, DQ, VNNI, and the OS saves ZMM state */
 };
 
 static struct x86_features probe_x86(void) {
@@ -84,8 +84,8 @@ static struct x86_features probe_x86(void) {
     bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17);
     bool avx512bw = b & (1u << 30), avx512vl = b & (1u << 31);
     bool avx512vnni = c & (1u << 11);
-    f.avx512_vnni = f.avx2_fma_f16c && (xcr0 & 0xe0) == 0xe0 && avx512f && avx512dq &&
-                    avx512bw && avx512vl && avx512vnni;
+    f.avx512_vnni = f.avx2_fma_f16c && (xcr0 & 0xe0) == 0xe0 && avx512f && avx512dq && avx512bw &&
+                    avx512vl && avx512vnni;
     return f;
 }
 
@@ -110,8 +110,10 @@ const struct moeinf_kernels *moeinf_kernels_best(void) {
     /* The cap ranks the tables; an unknown value caps nothing. */
     const char *cap = getenv("MOEINF_KERNELS");
     int level = 2;
-    if (cap && strcmp(cap, "scalar") == 0) level = 0;
-    else if (cap && strcmp(cap, "avx2") == 0) level = 1;
+    if (cap && strcmp(cap, "scalar") == 0)
+        level = 0;
+    else if (cap && strcmp(cap, "avx2") == 0)
+        level = 1;
     const struct moeinf_kernels *k = NULL;
     if (level >= 2) k = moeinf_kernels_avx512();
     if (!k && level >= 1) k = moeinf_kernels_avx2();

@@ -71,7 +71,11 @@ INLINE __m256 load_scales8(const uint8_t *p, size_t stride) {
 
 /* ---- float dots (F32, F16, BF16) ------------------------------------------------------------ */
 
-enum fkind { FK_F32, FK_F16, FK_BF16 };
+enum fkind {
+    FK_F32,
+    FK_F16,
+    FK_BF16
+};
 
 INLINE size_t fk_size(enum fkind k) {
     return k == FK_F32 ? 4 : 2;
@@ -96,12 +100,13 @@ INLINE __m512 fload16(enum fkind k, const uint8_t *p) {
 }
 
 /* acc[r][0] holds P[0..15], acc[r][1] P[16..31] of row r. */
-INLINE void fdot_rows(enum fkind k, int R, int64_t n, float *s, const uint8_t *w,
-                      const uint8_t *x, size_t stride) {
+INLINE void fdot_rows(enum fkind k, int R, int64_t n, float *s, const uint8_t *w, const uint8_t *x,
+                      size_t stride) {
     const size_t es = fk_size(k);
     __m512 acc[FROWS][2];
 #    pragma GCC unroll 4
-    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+    for (int r = 0; r < R; r++)
+        acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
         const uint8_t *wp = w + (size_t)i * es;
@@ -128,10 +133,10 @@ INLINE void fdot_rows(enum fkind k, int R, int64_t n, float *s, const uint8_t *w
 #    pragma GCC unroll 4
     for (int r = 0; r < R; r++) {
         /* (P[l] + P[l+8]) + (P[l+16] + P[l+24]) */
-        __m256 a = _mm256_add_ps(_mm512_castps512_ps256(acc[r][0]),
-                                 _mm512_extractf32x8_ps(acc[r][0], 1));
-        __m256 b = _mm256_add_ps(_mm512_castps512_ps256(acc[r][1]),
-                                 _mm512_extractf32x8_ps(acc[r][1], 1));
+        __m256 a =
+            _mm256_add_ps(_mm512_castps512_ps256(acc[r][0]), _mm512_extractf32x8_ps(acc[r][0], 1));
+        __m256 b =
+            _mm256_add_ps(_mm512_castps512_ps256(acc[r][1]), _mm512_extractf32x8_ps(acc[r][1], 1));
         s[r] = hsum8_ps(_mm256_add_ps(a, b));
     }
 }
@@ -139,12 +144,13 @@ INLINE void fdot_rows(enum fkind k, int R, int64_t n, float *s, const uint8_t *w
 #    define FROWS 2
 
 /* acc[r][j] holds P[8j .. 8j+7] of row r. */
-INLINE void fdot_rows(enum fkind k, int R, int64_t n, float *s, const uint8_t *w,
-                      const uint8_t *x, size_t stride) {
+INLINE void fdot_rows(enum fkind k, int R, int64_t n, float *s, const uint8_t *w, const uint8_t *x,
+                      size_t stride) {
     const size_t es = fk_size(k);
     __m256 acc[FROWS][4];
 #    pragma GCC unroll 2
-    for (int r = 0; r < R; r++) acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm256_setzero_ps();
+    for (int r = 0; r < R; r++)
+        acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
 #    pragma GCC unroll 4
@@ -172,8 +178,8 @@ INLINE void fdot_rows(enum fkind k, int R, int64_t n, float *s, const uint8_t *w
     }
 #    pragma GCC unroll 2
     for (int r = 0; r < R; r++) {
-        __m256 q = _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][1]),
-                                 _mm256_add_ps(acc[r][2], acc[r][3]));
+        __m256 q =
+            _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][1]), _mm256_add_ps(acc[r][2], acc[r][3]));
         s[r] = hsum8_ps(q);
     }
 }
@@ -183,8 +189,10 @@ INLINE void fdot_m(enum fkind k, int64_t n, int m, float *s, const void *w, cons
                    size_t stride) {
     const uint8_t *xb = x;
     int r = 0;
-    for (; r + FROWS <= m; r += FROWS) fdot_rows(k, FROWS, n, s + r, w, xb + (size_t)r * stride, stride);
-    for (; r < m; r++) fdot_rows(k, 1, n, s + r, w, xb + (size_t)r * stride, stride);
+    for (; r + FROWS <= m; r += FROWS)
+        fdot_rows(k, FROWS, n, s + r, w, xb + (size_t)r * stride, stride);
+    for (; r < m; r++)
+        fdot_rows(k, 1, n, s + r, w, xb + (size_t)r * stride, stride);
 }
 
 static void vec_dot_f32(int64_t n, float *s, const void *w, const void *x) {
@@ -213,7 +221,10 @@ static void vec_dot_m_bf16(int64_t n, int m, float *s, const void *w, const void
 
 /* ---- block dots (Q8_0, Q4_0 weights x Q8_0 activations) -------------------------------------- */
 
-enum qkind { QK_Q8_0, QK_Q4_0 };
+enum qkind {
+    QK_Q8_0,
+    QK_Q4_0
+};
 
 /* Eight int32 lanes whose sum is the exact dot of two 32 x int8 blocks. */
 INLINE __m256i dot_i8(__m256i w, __m256i x) {
@@ -241,8 +252,9 @@ INLINE __m256i sum_lanes8(const __m256i p[8]) {
 
 /* The 32 quants of a Q4_0 block as int8 in [-8, 7], element order. */
 INLINE __m256i unpack_q4_0(const uint8_t *qs) {
-    __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)qs);
-    __m256i v = _mm256_set_m128i(_mm_srli_epi16(raw, 4), raw);
+    /* Both halves get the 16 bytes (a load, no shuffle); the upper half is shifted by 4. */
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)qs));
+    v = _mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4));
     v = _mm256_and_si256(v, _mm256_set1_epi8(0x0f));
     return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
 }
@@ -252,8 +264,8 @@ INLINE void qprep(enum qkind k, const uint8_t *wg, __m256i wq[8], __m256 *dw) {
     const size_t bs = k == QK_Q8_0 ? Q8_BYTES : Q4_BYTES;
     for (int b = 0; b < 8; b++) {
         const uint8_t *qs = wg + (size_t)b * bs + 2;
-        wq[b] = k == QK_Q8_0 ? _mm256_loadu_si256((const __m256i *)(const void *)qs)
-                             : unpack_q4_0(qs);
+        wq[b] =
+            k == QK_Q8_0 ? _mm256_loadu_si256((const __m256i *)(const void *)qs) : unpack_q4_0(qs);
     }
     *dw = load_scales8(wg, bs);
 }
@@ -270,15 +282,16 @@ INLINE __m256 qgroup(const __m256i wq[8], __m256 dw, const uint8_t *xg, __m256 a
 }
 
 /* s[r] for m rows (m <= 8 per pass; more in passes). */
-INLINE void qdot_rows(enum qkind k, int64_t n, int m, float *s, const uint8_t *w,
-                      const uint8_t *x, size_t stride) {
+INLINE void qdot_rows(enum qkind k, int64_t n, int m, float *s, const uint8_t *w, const uint8_t *x,
+                      size_t stride) {
     const size_t bs = k == QK_Q8_0 ? Q8_BYTES : Q4_BYTES;
     const int64_t nb = n / 32, ng = nb / 8, rem = nb % 8;
     for (int r0 = 0; r0 < m; r0 += 8) {
         const int mm = m - r0 < 8 ? m - r0 : 8;
         const uint8_t *xr = x + (size_t)r0 * stride;
         __m256 acc[8];
-        for (int r = 0; r < mm; r++) acc[r] = _mm256_setzero_ps();
+        for (int r = 0; r < mm; r++)
+            acc[r] = _mm256_setzero_ps();
         __m256i wq[8];
         __m256 dw;
         for (int64_t g = 0; g < ng; g++) {
@@ -297,7 +310,8 @@ INLINE void qdot_rows(enum qkind k, int64_t n, int m, float *s, const uint8_t *w
                 acc[r] = qgroup(wq, dw, xt, acc[r]);
             }
         }
-        for (int r = 0; r < mm; r++) s[r0 + r] = hsum8_ps(acc[r]);
+        for (int r = 0; r < mm; r++)
+            s[r0 + r] = hsum8_ps(acc[r]);
     }
 }
 
@@ -317,7 +331,8 @@ static void vec_dot_m_q4_0(int64_t n, int m, float *s, const void *w, const void
     qdot_rows(QK_Q4_0, n, m, s, w, x, st);
 }
 
-/* ---- activation conversion (from_float) -------------------------------------------------------- */
+/* ---- activation conversion (from_float) --------------------------------------------------------
+ */
 
 static void from_float_f32(const float *x, void *y, int64_t n) {
     memcpy(y, x, (size_t)n * sizeof(float));
@@ -329,7 +344,8 @@ static void from_float_f16(const float *x, void *y, int64_t n) {
     for (; i + 8 <= n; i += 8)
         _mm_storeu_si128((__m128i *)(void *)(h + i),
                          _mm256_cvtps_ph(_mm256_loadu_ps(x + i), _MM_FROUND_TO_NEAREST_INT));
-    for (; i < n; i++) h[i] = moeinf_fp32_to_fp16(x[i]);
+    for (; i < n; i++)
+        h[i] = moeinf_fp32_to_fp16(x[i]);
 }
 
 static void from_float_bf16(const float *x, void *y, int64_t n) {
@@ -348,7 +364,8 @@ static void from_float_bf16(const float *x, void *y, int64_t n) {
         __m256i p = _mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0xd8);
         _mm_storeu_si128((__m128i *)(void *)(h + i), _mm256_castsi256_si128(p));
     }
-    for (; i < n; i++) h[i] = moeinf_fp32_to_bf16(x[i]);
+    for (; i < n; i++)
+        h[i] = moeinf_fp32_to_bf16(x[i]);
 }
 
 /* llama.cpp's x86 quantize_row_q8_0, step for step (see quant.h). */
@@ -382,7 +399,8 @@ static void from_float_q8_0(const float *x, void *y, int64_t n) {
     }
 }
 
-/* ---- dequantization (to_float) ------------------------------------------------------------------ */
+/* ---- dequantization (to_float) ------------------------------------------------------------------
+ */
 
 static void to_float_f32(const void *x, float *y, int64_t n) {
     memcpy(y, x, (size_t)n * sizeof(float));
@@ -392,8 +410,10 @@ static void to_float_f16(const void *x, float *y, int64_t n) {
     const uint16_t *h = x;
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(h + i))));
-    for (; i < n; i++) y[i] = moeinf_fp16_to_fp32(h[i]);
+        _mm256_storeu_ps(y + i,
+                         _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(const void *)(h + i))));
+    for (; i < n; i++)
+        y[i] = moeinf_fp16_to_fp32(h[i]);
 }
 
 static void to_float_bf16(const void *x, float *y, int64_t n) {
@@ -401,7 +421,8 @@ static void to_float_bf16(const void *x, float *y, int64_t n) {
     int64_t i = 0;
     for (; i + 8 <= n; i += 8)
         _mm256_storeu_ps(y + i, fload8(FK_BF16, (const uint8_t *)(h + i)));
-    for (; i < n; i++) y[i] = moeinf_bf16_to_fp32(h[i]);
+    for (; i < n; i++)
+        y[i] = moeinf_bf16_to_fp32(h[i]);
 }
 
 /* y[0..31] = q * d for a block's 32 int8 quants. */
@@ -409,9 +430,11 @@ INLINE void store_scaled_i8(float *y, __m256i q, float d) {
     const __m256 vd = _mm256_set1_ps(d);
     __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
     _mm256_storeu_ps(y, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), vd));
-    _mm256_storeu_ps(y + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), vd));
+    _mm256_storeu_ps(
+        y + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), vd));
     _mm256_storeu_ps(y + 16, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(hi)), vd));
-    _mm256_storeu_ps(y + 24, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), vd));
+    _mm256_storeu_ps(
+        y + 24, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(hi, 8))), vd));
 }
 
 static void to_float_q8_0(const void *x, float *y, int64_t n) {
@@ -431,40 +454,33 @@ static void to_float_q4_0(const void *x, float *y, int64_t n) {
     }
 }
 
-#define X86_TABLE(table_name)                                                                  \
-    {                                                                                          \
-        .name = table_name,                                                                    \
-        .from_float =                                                                          \
-            {                                                                                  \
-                [MOEINF_TYPE_F32] = from_float_f32,                                            \
-                [MOEINF_TYPE_F16] = from_float_f16,                                            \
-                [MOEINF_TYPE_BF16] = from_float_bf16,                                          \
-                [MOEINF_TYPE_Q8_0] = from_float_q8_0,                                          \
-            },                                                                                 \
-        .to_float =                                                                            \
-            {                                                                                  \
-                [MOEINF_TYPE_F32] = to_float_f32,                                              \
-                [MOEINF_TYPE_F16] = to_float_f16,                                              \
-                [MOEINF_TYPE_BF16] = to_float_bf16,                                            \
-                [MOEINF_TYPE_Q8_0] = to_float_q8_0,                                            \
-                [MOEINF_TYPE_Q4_0] = to_float_q4_0,                                            \
-            },                                                                                 \
-        .vec_dot =                                                                             \
-            {                                                                                  \
-                [MOEINF_TYPE_F32] = vec_dot_f32,                                               \
-                [MOEINF_TYPE_F16] = vec_dot_f16,                                               \
-                [MOEINF_TYPE_BF16] = vec_dot_bf16,                                             \
-                [MOEINF_TYPE_Q8_0] = vec_dot_q8_0,                                             \
-                [MOEINF_TYPE_Q4_0] = vec_dot_q4_0,                                             \
-            },                                                                                 \
-        .vec_dot_m =                                                                           \
-            {                                                                                  \
-                [MOEINF_TYPE_F32] = vec_dot_m_f32,                                             \
-                [MOEINF_TYPE_F16] = vec_dot_m_f16,                                             \
-                [MOEINF_TYPE_BF16] = vec_dot_m_bf16,                                           \
-                [MOEINF_TYPE_Q8_0] = vec_dot_m_q8_0,                                           \
-                [MOEINF_TYPE_Q4_0] = vec_dot_m_q4_0,                                           \
-            },                                                                                 \
+#define X86_TABLE(table_name)                                                                      \
+    {                                                                                              \
+        .name = table_name,                                                                        \
+        .from_float =                                                                              \
+            {                                                                                      \
+                [MOEINF_TYPE_F32] = from_float_f32,                                                \
+                [MOEINF_TYPE_F16] = from_float_f16,                                                \
+                [MOEINF_TYPE_BF16] = from_float_bf16,                                              \
+                [MOEINF_TYPE_Q8_0] = from_float_q8_0,                                              \
+            },                                                                                     \
+        .to_float =                                                                                \
+            {                                                                                      \
+                [MOEINF_TYPE_F32] = to_float_f32,   [MOEINF_TYPE_F16] = to_float_f16,              \
+                [MOEINF_TYPE_BF16] = to_float_bf16, [MOEINF_TYPE_Q8_0] = to_float_q8_0,            \
+                [MOEINF_TYPE_Q4_0] = to_float_q4_0,                                                \
+            },                                                                                     \
+        .vec_dot =                                                                                 \
+            {                                                                                      \
+                [MOEINF_TYPE_F32] = vec_dot_f32,   [MOEINF_TYPE_F16] = vec_dot_f16,                \
+                [MOEINF_TYPE_BF16] = vec_dot_bf16, [MOEINF_TYPE_Q8_0] = vec_dot_q8_0,              \
+                [MOEINF_TYPE_Q4_0] = vec_dot_q4_0,                                                 \
+            },                                                                                     \
+        .vec_dot_m = {                                                                             \
+            [MOEINF_TYPE_F32] = vec_dot_m_f32,   [MOEINF_TYPE_F16] = vec_dot_m_f16,                \
+            [MOEINF_TYPE_BF16] = vec_dot_m_bf16, [MOEINF_TYPE_Q8_0] = vec_dot_m_q8_0,              \
+            [MOEINF_TYPE_Q4_0] = vec_dot_m_q4_0,                                                   \
+        },                                                                                         \
     }
 
 #endif

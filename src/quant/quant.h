@@ -61,23 +61,24 @@ enum moeinf_type {
 #define MOEINF_QK4_0 32
 
 struct moeinf_block_q8_0 {
-    uint16_t d;                /* scale, F16 bits */
-    int8_t qs[MOEINF_QK8_0];   /* element j = qs[j] * d */
+    uint16_t d;              /* scale, F16 bits */
+    int8_t qs[MOEINF_QK8_0]; /* element j = qs[j] * d */
 };
 
+/* Element j < 16 is (qs[j] & 15) - 8, element j >= 16 is (qs[j-16] >> 4) - 8, times d. */
 struct moeinf_block_q4_0 {
-    uint16_t d;                    /* scale, F16 bits */
-    uint8_t qs[MOEINF_QK4_0 / 2];  /* element j < 16: (qs[j] & 15) - 8; j >= 16: (qs[j-16] >> 4) - 8 */
+    uint16_t d;                   /* scale, F16 bits */
+    uint8_t qs[MOEINF_QK4_0 / 2]; /* two 4-bit quants per byte */
 };
 
 _Static_assert(sizeof(struct moeinf_block_q8_0) == 34, "block_q8_0 must be 34 bytes as in ggml");
 _Static_assert(sizeof(struct moeinf_block_q4_0) == 18, "block_q4_0 must be 18 bytes as in ggml");
 
 struct moeinf_type_traits {
-    const char *name;          /* "f32", "q4_0", ... (ggml's names); NULL = unknown id */
-    int64_t block_size;        /* elements per block */
-    size_t type_size;          /* bytes per block */
-    bool supported;            /* moeinf can compute with it */
+    const char *name;              /* "f32", "q4_0", ... (ggml's names); NULL = unknown id */
+    int64_t block_size;            /* elements per block */
+    size_t type_size;              /* bytes per block */
+    bool supported;                /* moeinf can compute with it */
     enum moeinf_type vec_dot_type; /* activation partner type (supported types only) */
 };
 
@@ -106,16 +107,20 @@ void moeinf_dequantize_row(enum moeinf_type type, const void *x, float *y, int64
 typedef void (*moeinf_from_float_fn)(const float *x, void *y, int64_t n);
 typedef void (*moeinf_to_float_fn)(const void *x, float *y, int64_t n);
 /* s[0] = dot(w row, x row), n elements; w of the table's type, x of its vec_dot_type (as
- * that table's from_float wrote it). n is a multiple of the block size (any n >= 0 for F32,
- * F16, BF16). Rows need no alignment. */
+ * a from_float wrote it). n is a multiple of the block size (any n >= 0 for F32, F16, BF16).
+ * Block rows need no alignment; F32 rows must be 4-byte and F16/BF16 rows 2-byte aligned
+ * (the scalar table reads them as arrays). */
 typedef void (*moeinf_vec_dot_fn)(int64_t n, float *s, const void *w, const void *x);
 /* s[j] = dot(w row, x row j) for j < m, x rows x_stride bytes apart: one weight row serves
  * m activation rows (prefill). Must equal m calls of vec_dot bit for bit. */
 typedef void (*moeinf_vec_dot_m_fn)(int64_t n, int m, float *s, const void *w, const void *x,
                                     size_t x_stride);
 
+/* A kernel table: static constant data, valid for the life of the process; every function
+ * is pure (no state), so any number of threads may call them at once. Unsupported types
+ * have NULL entries, and from_float is NULL for types that are never activations (Q4_0). */
 struct moeinf_kernels {
-    const char *name;                                 /* "scalar", "avx2", "avx512" */
+    const char *name;                                   /* "scalar", "avx2", "avx512" */
     moeinf_from_float_fn from_float[MOEINF_TYPE_COUNT]; /* activation -> this type */
     moeinf_to_float_fn to_float[MOEINF_TYPE_COUNT];     /* dequantize */
     moeinf_vec_dot_fn vec_dot[MOEINF_TYPE_COUNT];       /* indexed by the WEIGHT type */
@@ -123,10 +128,12 @@ struct moeinf_kernels {
 };
 
 const struct moeinf_kernels *moeinf_kernels_scalar(void);
-const struct moeinf_kernels *moeinf_kernels_avx2(void);   /* NULL if the CPU lacks AVX2+FMA+F16C */
+const struct moeinf_kernels *moeinf_kernels_avx2(void); /* NULL if the CPU lacks AVX2+FMA+F16C */
 /* NULL if the CPU lacks AVX-512 F/BW/VL/DQ/VNNI (Ice Lake, Zen 4 and later have them). */
 const struct moeinf_kernels *moeinf_kernels_avx512(void);
-/* The best table this CPU runs; MOEINF_KERNELS=scalar|avx2|avx512 in the environment caps it. */
+/* The best table this CPU runs; MOEINF_KERNELS=scalar|avx2|avx512 in the environment caps it
+ * (other values cap nothing). Probes the CPU and reads the environment on every call: call
+ * it once at init and keep the pointer. */
 const struct moeinf_kernels *moeinf_kernels_best(void);
 
 #endif

@@ -63,12 +63,14 @@ void moeinf_ref_from_float_f32(const float *x, void *y, int64_t n) {
 
 void moeinf_ref_from_float_f16(const float *x, void *y, int64_t n) {
     uint16_t *h = y;
-    for (int64_t i = 0; i < n; i++) h[i] = moeinf_fp32_to_fp16(x[i]);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = moeinf_fp32_to_fp16(x[i]);
 }
 
 void moeinf_ref_from_float_bf16(const float *x, void *y, int64_t n) {
     uint16_t *h = y;
-    for (int64_t i = 0; i < n; i++) h[i] = moeinf_fp32_to_bf16(x[i]);
+    for (int64_t i = 0; i < n; i++)
+        h[i] = moeinf_fp32_to_bf16(x[i]);
 }
 
 void moeinf_ref_from_float_q8_0(const float *x, void *y, int64_t n) {
@@ -85,7 +87,8 @@ void moeinf_ref_from_float_q8_0(const float *x, void *y, int64_t n) {
         store_half(blk, amax / 127.0f);
         float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         int8_t *qs = (int8_t *)(blk + 2);
-        for (int j = 0; j < MOEINF_QK8_0; j++) qs[j] = round_sat_i8(x[j] * id);
+        for (int j = 0; j < MOEINF_QK8_0; j++)
+            qs[j] = round_sat_i8(x[j] * id);
     }
 }
 
@@ -144,12 +147,24 @@ void moeinf_ref_quantize_q4_0(const float *x, void *y, int64_t n) {
 
 void moeinf_quantize_row_ref(enum moeinf_type type, const float *x, void *y, int64_t n) {
     switch (type) {
-    case MOEINF_TYPE_F32: moeinf_ref_from_float_f32(x, y, n); return;
-    case MOEINF_TYPE_F16: moeinf_ref_from_float_f16(x, y, n); return;
-    case MOEINF_TYPE_BF16: moeinf_ref_from_float_bf16(x, y, n); return;
-    case MOEINF_TYPE_Q8_0: moeinf_ref_quantize_q8_0(x, y, n); return;
-    case MOEINF_TYPE_Q4_0: moeinf_ref_quantize_q4_0(x, y, n); return;
-    default: assert(!"moeinf_quantize_row_ref: unsupported type"); return;
+    case MOEINF_TYPE_F32:
+        moeinf_ref_from_float_f32(x, y, n);
+        return;
+    case MOEINF_TYPE_F16:
+        moeinf_ref_from_float_f16(x, y, n);
+        return;
+    case MOEINF_TYPE_BF16:
+        moeinf_ref_from_float_bf16(x, y, n);
+        return;
+    case MOEINF_TYPE_Q8_0:
+        moeinf_ref_quantize_q8_0(x, y, n);
+        return;
+    case MOEINF_TYPE_Q4_0:
+        moeinf_ref_quantize_q4_0(x, y, n);
+        return;
+    default:
+        assert(!"moeinf_quantize_row_ref: unsupported type");
+        return;
     }
 }
 
@@ -161,12 +176,14 @@ void moeinf_ref_to_float_f32(const void *x, float *y, int64_t n) {
 
 void moeinf_ref_to_float_f16(const void *x, float *y, int64_t n) {
     const uint16_t *h = x;
-    for (int64_t i = 0; i < n; i++) y[i] = moeinf_fp16_to_fp32(h[i]);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = moeinf_fp16_to_fp32(h[i]);
 }
 
 void moeinf_ref_to_float_bf16(const void *x, float *y, int64_t n) {
     const uint16_t *h = x;
-    for (int64_t i = 0; i < n; i++) y[i] = moeinf_bf16_to_fp32(h[i]);
+    for (int64_t i = 0; i < n; i++)
+        y[i] = moeinf_bf16_to_fp32(h[i]);
 }
 
 void moeinf_ref_to_float_q8_0(const void *x, float *y, int64_t n) {
@@ -176,7 +193,8 @@ void moeinf_ref_to_float_q8_0(const void *x, float *y, int64_t n) {
         const uint8_t *blk = in + b * (int64_t)sizeof(struct moeinf_block_q8_0);
         float d = load_half(blk);
         const int8_t *qs = (const int8_t *)(blk + 2);
-        for (int j = 0; j < MOEINF_QK8_0; j++) y[j] = (float)qs[j] * d;
+        for (int j = 0; j < MOEINF_QK8_0; j++)
+            y[j] = (float)qs[j] * d;
     }
 }
 
@@ -196,12 +214,24 @@ void moeinf_ref_to_float_q4_0(const void *x, float *y, int64_t n) {
 
 void moeinf_dequantize_row(enum moeinf_type type, const void *x, float *y, int64_t n) {
     switch (type) {
-    case MOEINF_TYPE_F32: moeinf_ref_to_float_f32(x, y, n); return;
-    case MOEINF_TYPE_F16: moeinf_ref_to_float_f16(x, y, n); return;
-    case MOEINF_TYPE_BF16: moeinf_ref_to_float_bf16(x, y, n); return;
-    case MOEINF_TYPE_Q8_0: moeinf_ref_to_float_q8_0(x, y, n); return;
-    case MOEINF_TYPE_Q4_0: moeinf_ref_to_float_q4_0(x, y, n); return;
-    default: assert(!"moeinf_dequantize_row: unsupported type"); return;
+    case MOEINF_TYPE_F32:
+        moeinf_ref_to_float_f32(x, y, n);
+        return;
+    case MOEINF_TYPE_F16:
+        moeinf_ref_to_float_f16(x, y, n);
+        return;
+    case MOEINF_TYPE_BF16:
+        moeinf_ref_to_float_bf16(x, y, n);
+        return;
+    case MOEINF_TYPE_Q8_0:
+        moeinf_ref_to_float_q8_0(x, y, n);
+        return;
+    case MOEINF_TYPE_Q4_0:
+        moeinf_ref_to_float_q4_0(x, y, n);
+        return;
+    default:
+        assert(!"moeinf_dequantize_row: unsupported type");
+        return;
     }
 }
 
@@ -210,7 +240,8 @@ void moeinf_dequantize_row(enum moeinf_type type, const void *x, float *y, int64
 void moeinf_ref_vec_dot_f32(int64_t n, float *s, const void *w, const void *x) {
     const float *a = w, *b = x;
     float p[32] = {0};
-    for (int64_t k = 0; k < n; k++) p[k & 31] = fmaf(a[k], b[k], p[k & 31]);
+    for (int64_t k = 0; k < n; k++)
+        p[k & 31] = fmaf(a[k], b[k], p[k & 31]);
     *s = reduce32(p);
 }
 
@@ -239,7 +270,8 @@ void moeinf_ref_vec_dot_q8_0(int64_t n, float *s, const void *w, const void *x) 
         const uint8_t *bx = xb + b * (int64_t)sizeof(struct moeinf_block_q8_0);
         const int8_t *qw = (const int8_t *)(bw + 2), *qx = (const int8_t *)(bx + 2);
         int32_t isum = 0;
-        for (int j = 0; j < MOEINF_QK8_0; j++) isum += qw[j] * qx[j];
+        for (int j = 0; j < MOEINF_QK8_0; j++)
+            isum += qw[j] * qx[j];
         float d = load_half(bw) * load_half(bx);
         acc[b & 7] = fmaf(d, (float)isum, acc[b & 7]);
     }
@@ -266,11 +298,11 @@ void moeinf_ref_vec_dot_q4_0(int64_t n, float *s, const void *w, const void *x) 
     *s = hsum8(acc);
 }
 
-#define REF_VEC_DOT_M(type)                                                                    \
-    void moeinf_ref_vec_dot_m_##type(int64_t n, int m, float *s, const void *w, const void *x, \
-                                     size_t x_stride) {                                        \
-        for (int j = 0; j < m; j++)                                                            \
-            moeinf_ref_vec_dot_##type(n, s + j, w, (const uint8_t *)x + (size_t)j * x_stride); \
+#define REF_VEC_DOT_M(type)                                                                        \
+    void moeinf_ref_vec_dot_m_##type(int64_t n, int m, float *s, const void *w, const void *x,     \
+                                     size_t x_stride) {                                            \
+        for (int j = 0; j < m; j++)                                                                \
+            moeinf_ref_vec_dot_##type(n, s + j, w, (const uint8_t *)x + (size_t)j * x_stride);     \
     }
 
 REF_VEC_DOT_M(f32)

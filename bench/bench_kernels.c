@@ -1,0 +1,265 @@
+/*
+ * bench_kernels.c - memory bandwidth of the vec_dot kernels (decode is a matrix-vector
+ * product that streams every weight byte from RAM once per token).
+ *
+ * Build and run (after `cmake --preset release && cmake --build build/release -j2`):
+ *   cc -O2 -Iinclude -Isrc bench/bench_kernels.c build/release/libmoeinf.a -lm -lpthread
+ *   ./a.out [MiB [type]]   (weight matrix size, default 256: larger than the caches;
+ *                           type: only that one, e.g. q4_0; "stream": only the stream line)
+ *
+ * For each type and each kernel table this CPU runs, it times vec_dot over every row of a
+ * weight matrix (rows of 4096 elements, one activation row that stays in L1) and prints the
+ * weight bytes read per second; vec_dot_m with m = 4 and 8 activation rows is timed too
+ * (its GB/s counts each weight byte once). For comparison it prints a plain streaming read:
+ * a float sum over 1 GiB with AVX2 (or scalar C), 8 independent accumulators.
+ * Single thread; best of 5 passes, timed by thread CPU time.
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "quant/quant.h"
+
+#if defined(__x86_64__)
+#    include <immintrin.h>
+#endif
+
+/* Thread CPU time, not wall time: on a shared machine the wall clock also counts the time
+ * other processes hold the core. */
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint64_t next_u64(void) {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+static float next_float(void) {
+    return (float)((double)(next_u64() >> 11) * 0x1p-53 - 0.5);
+}
+
+/* A weight matrix of `type` with sane values (no NaN or denormals to slow anything down). */
+static void fill_weights(enum moeinf_type type, uint8_t *w, size_t n_rows, int64_t n) {
+    size_t rb = moeinf_row_bytes(type, n);
+    float *tmp = malloc((size_t)n * sizeof(float));
+    uint8_t *row = malloc(rb);
+    for (int64_t i = 0; i < n; i++)
+        tmp[i] = next_float();
+    moeinf_quantize_row_ref(type, tmp, row, n);
+    for (size_t r = 0; r < n_rows; r++) {
+        memcpy(w + r * rb, row, rb);
+        /* Vary the bytes a little per row so that nothing is trivially predictable. */
+        w[r * rb + rb / 2] ^= (uint8_t)(r & 1);
+    }
+    free(tmp);
+    free(row);
+}
+
+#if defined(__x86_64__)
+__attribute__((target("avx2"))) static float stream_sum_avx2(const float *p, size_t n) {
+    __m256 a[8];
+    for (int j = 0; j < 8; j++)
+        a[j] = _mm256_setzero_ps();
+    for (size_t i = 0; i + 64 <= n; i += 64)
+        for (int j = 0; j < 8; j++)
+            a[j] = _mm256_add_ps(a[j], _mm256_loadu_ps(p + i + 8 * j));
+    for (int j = 1; j < 8; j++)
+        a[0] = _mm256_add_ps(a[0], a[j]);
+    float t[8];
+    _mm256_storeu_ps(t, a[0]);
+    return t[0] + t[1] + t[2] + t[3] + t[4] + t[5] + t[6] + t[7];
+}
+#endif
+
+#if defined(__x86_64__)
+/* For comparison: the structure of llama.cpp's plain (not repacked) AVX2 block dots, written
+ * here from its description: per block, the product of the two F16 scales is broadcast and
+ * one fma adds the 8 int32 partial sums into a single accumulator. */
+#    define LL_TARGET __attribute__((target("avx2,fma,f16c")))
+
+LL_TARGET static inline float ll_hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+LL_TARGET static inline float ll_half(const uint8_t *p) {
+    uint16_t h;
+    memcpy(&h, p, 2);
+    return _cvtsh_ss(h);
+}
+
+LL_TARGET static inline __m256 ll_dot32(__m256i w, __m256i x) {
+    __m256i t = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(t, _mm256_set1_epi16(1)));
+}
+
+LL_TARGET static void ll_vec_dot_q8_0(int64_t n, float *s, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++, a += 34, b += 34) {
+        __m256 d = _mm256_set1_ps(ll_half(a) * ll_half(b));
+        __m256i qa = _mm256_loadu_si256((const __m256i *)(const void *)(a + 2));
+        __m256i qb = _mm256_loadu_si256((const __m256i *)(const void *)(b + 2));
+        acc = _mm256_fmadd_ps(d, ll_dot32(qa, qb), acc);
+    }
+    *s = ll_hsum(acc);
+}
+
+LL_TARGET static void ll_vec_dot_q4_0(int64_t n, float *s, const void *w, const void *x) {
+    const uint8_t *a = w, *b = x;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++, a += 18, b += 34) {
+        __m256 d = _mm256_set1_ps(ll_half(a) * ll_half(b));
+        __m128i raw = _mm_loadu_si128((const __m128i *)(const void *)(a + 2));
+        __m256i qa =
+            _mm256_insertf128_si256(_mm256_castsi128_si256(raw), _mm_srli_epi16(raw, 4), 1);
+        qa = _mm256_sub_epi8(_mm256_and_si256(qa, _mm256_set1_epi8(15)), _mm256_set1_epi8(8));
+        __m256i qb = _mm256_loadu_si256((const __m256i *)(const void *)(b + 2));
+        acc = _mm256_fmadd_ps(d, ll_dot32(qa, qb), acc);
+    }
+    *s = ll_hsum(acc);
+}
+#endif
+
+static float stream_sum_c(const float *p, size_t n) {
+    float a[8] = {0};
+    for (size_t i = 0; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++)
+            a[j] += p[i + j];
+    return a[0] + a[1] + a[2] + a[3] + a[4] + a[5] + a[6] + a[7];
+}
+
+static void bench_stream(void) {
+    size_t n = (size_t)1 << 28; /* 1 GiB of floats */
+    float *p = malloc(n * sizeof(float));
+    if (!p) {
+        printf("stream: cannot allocate 1 GiB\n");
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        p[i] = (float)(i & 1023);
+    const char *how = "C";
+    float (*fn)(const float *, size_t) = stream_sum_c;
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2")) {
+        fn = stream_sum_avx2;
+        how = "avx2";
+    }
+#endif
+    double best = 1e30;
+    volatile float sink = 0;
+    for (int pass = 0; pass < 5; pass++) {
+        double t0 = now_s();
+        sink += fn(p, n);
+        double t = now_s() - t0;
+        if (t < best) best = t;
+    }
+    (void)sink;
+    printf("%-8s %-8s %9.2f GB/s   (streaming float sum over 1 GiB)\n", "stream", how,
+           (double)(n * sizeof(float)) / best * 1e-9);
+    free(p);
+}
+
+int main(int argc, char **argv) {
+    size_t mib = argc > 1 ? (size_t)strtoul(argv[1], NULL, 10) : 256;
+    const int64_t n = 4096;
+
+    const enum moeinf_type types[] = {MOEINF_TYPE_Q4_0, MOEINF_TYPE_Q8_0, MOEINF_TYPE_BF16,
+                                      MOEINF_TYPE_F16, MOEINF_TYPE_F32};
+    const struct moeinf_kernels *tables[3] = {moeinf_kernels_scalar(), moeinf_kernels_avx2(),
+                                              moeinf_kernels_avx512()};
+    printf("rows of %lld elements, %zu MiB weight matrix, 1 thread, best of 5 (CPU time)\n",
+           (long long)n, mib);
+    printf("%-8s %-8s %9s %14s %14s %10s\n", "type", "table", "vec_dot", "vec_dot_m m=4",
+           "vec_dot_m m=8", "ns/row");
+    const char *only = argc > 2 ? argv[2] : NULL;
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        enum moeinf_type type = types[ti];
+        const struct moeinf_type_traits *tr = moeinf_type_traits_get((int)type);
+        if (only && strcmp(only, tr->name) != 0) continue;
+        size_t rb = moeinf_row_bytes(type, n);
+        size_t n_rows = (mib << 20) / rb;
+        uint8_t *w = malloc(n_rows * rb);
+        size_t xb = moeinf_row_bytes(tr->vec_dot_type, n);
+        uint8_t *x = malloc(8 * xb);
+        float *xf = malloc((size_t)n * sizeof(float)), s[8];
+        if (!w || !x || !xf) return 1;
+        fill_weights(type, w, n_rows, n);
+        for (int r = 0; r < 8; r++) {
+            for (int64_t i = 0; i < n; i++)
+                xf[i] = next_float();
+            moeinf_kernels_scalar()->from_float[tr->vec_dot_type](xf, x + r * xb, n);
+        }
+        for (int k = 0; k < 3; k++) {
+            const struct moeinf_kernels *kt = tables[k];
+            if (!kt) continue;
+            double gbs[3];
+            double ns_row = 0;
+            const int ms[3] = {1, 4, 8};
+            for (int mi = 0; mi < 3; mi++) {
+                int m = ms[mi];
+                /* The scalar twins are slow: time them over a part of the matrix. */
+                size_t rows = kt == tables[0] ? n_rows / 8 : n_rows;
+                double best = 1e30;
+                volatile float sink = 0;
+                for (int pass = 0; pass < 5; pass++) {
+                    double t0 = now_s();
+                    for (size_t r = 0; r < rows; r++) {
+                        if (m == 1)
+                            kt->vec_dot[type](n, s, w + r * rb, x);
+                        else
+                            kt->vec_dot_m[type](n, m, s, w + r * rb, x, xb);
+                        sink += s[0];
+                    }
+                    double t = now_s() - t0;
+                    if (t < best) best = t;
+                }
+                (void)sink;
+                gbs[mi] = (double)(rows * rb) / best * 1e-9;
+                if (m == 1) ns_row = best / (double)rows * 1e9;
+            }
+            printf("%-8s %-8s %9.2f %14.2f %14.2f %10.1f\n", tr->name, kt->name, gbs[0], gbs[1],
+                   gbs[2], ns_row);
+            fflush(stdout);
+        }
+#if defined(__x86_64__)
+        moeinf_vec_dot_fn ll = type == MOEINF_TYPE_Q8_0   ? ll_vec_dot_q8_0
+                               : type == MOEINF_TYPE_Q4_0 ? ll_vec_dot_q4_0
+                                                          : NULL;
+        if (ll && tables[1]) {
+            double best = 1e30;
+            volatile float sink = 0;
+            for (int pass = 0; pass < 5; pass++) {
+                double t0 = now_s();
+                for (size_t r = 0; r < n_rows; r++) {
+                    ll(n, s, w + r * rb, x);
+                    sink += s[0];
+                }
+                double t = now_s() - t0;
+                if (t < best) best = t;
+            }
+            (void)sink;
+            printf("%-8s %-8s %9.2f %14s %14s %10.1f   (llama.cpp-style loop, for comparison)\n",
+                   tr->name, "ll-avx2", (double)(n_rows * rb) / best * 1e-9, "-", "-",
+                   best / (double)n_rows * 1e9);
+        }
+#endif
+        free(w);
+        free(x);
+        free(xf);
+    }
+    if (!only || strcmp(only, "stream") == 0) bench_stream();
+    return 0;
+}
