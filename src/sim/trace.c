@@ -377,6 +377,11 @@ static enum moeinf_status header_done(struct moeinf_trace_reader *r, uint64_t li
     struct moeinf_trace_header *h = &r->hdr;
     r->token_limit = 256 + (size_t)h->n_layers * (size_t)h->top_k *
                                (size_t)(n_digits(h->n_experts - 1) + 1);
+    /* The first token line was read under the header's limit. */
+    if (r->pending && r->pending_len > r->token_limit) {
+        return defect(r, err, MOEINF_TRACE_OVERLONG_LINE, r->pending_line,
+                      "longer than %zu bytes, the limit for a token line", r->token_limit);
+    }
     enum moeinf_status st = reserve(r, r->token_limit, err);
     if (st != MOEINF_OK) return st;
     r->experts = malloc((size_t)h->n_layers * (size_t)h->top_k * sizeof *r->experts);

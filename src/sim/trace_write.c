@@ -25,6 +25,7 @@ struct moeinf_trace_writer {
     uint32_t *stamp;   /* (n_experts) for duplicate checks */
     uint32_t serial;
     bool in_request;
+    bool any_request;
     int64_t req_id;
     char req_tag[MOEINF_TRACE_MAX_HEADER_LINE];
     int64_t req_prefill, req_decode;
@@ -113,19 +114,23 @@ enum moeinf_status moeinf_trace_writer_header(struct moeinf_trace_writer *w, con
     return MOEINF_OK;
 }
 
+/* Writes the current request's req line; a request without tokens leaves no trace, since
+ * token lines are what a reader sees of a request. */
 static enum moeinf_status end_request(struct moeinf_trace_writer *w, struct moeinf_error *err) {
     if (!w->in_request) return MOEINF_OK;
+    w->in_request = false;
+    if (w->req_prefill + w->req_decode == 0) return MOEINF_OK;
+    w->n_requests++;
     if (fprintf(w->reqs, "# req %lld %s prefill=%lld decode=%lld\n", (long long)w->req_id,
                 w->req_tag, (long long)w->req_prefill, (long long)w->req_decode) < 0) {
         return moeinf_fail(err, MOEINF_ERR_IO, "%s: temporary file: %s", w->path, strerror(errno));
     }
-    w->in_request = false;
     return MOEINF_OK;
 }
 
 enum moeinf_status moeinf_trace_writer_request(struct moeinf_trace_writer *w, int64_t request_id,
                                                const char *tag, struct moeinf_error *err) {
-    if (request_id < 0 || (w->n_requests > 0 && request_id <= w->req_id)) {
+    if (request_id < 0 || (w->any_request && request_id <= w->req_id)) {
         return moeinf_fail(err, MOEINF_ERR_ARG,
                            "%s: request id %lld must be >= 0 and above the previous one",
                            w->path, (long long)request_id);
@@ -141,7 +146,7 @@ enum moeinf_status moeinf_trace_writer_request(struct moeinf_trace_writer *w, in
     w->req_id = request_id;
     snprintf(w->req_tag, sizeof w->req_tag, "%s", tag);
     w->req_prefill = w->req_decode = 0;
-    w->n_requests++;
+    w->any_request = true;
     return MOEINF_OK;
 }
 
