@@ -56,24 +56,26 @@ static void test_help_and_usage_errors(void) {
     CHECK_EQ_INT(sim(""), 2);
     char args[1024];
     const char *t = trace_path();
+
     static const struct {
         bool with_trace;
         const char *rest;
     } bad[] = {
-        {false, "--cache 4"},                    /* no trace */
-        {true, ""},                              /* no cache */
-        {true, "--cache 0"},                     /* zero */
-        {true, "--cache 101%"},                  /* over 100% */
-        {true, "--cache x%"},                    /* not a number */
+        {false, "--cache 4"},   /* no trace */
+        {true, ""},             /* no cache */
+        {true, "--cache 0"},    /* zero */
+        {true, "--cache 101%"}, /* over 100% */
+        {true, "--cache x%"},   /* not a number */
         {true, "--cache 4 --phase prompt"},
         {true, "--cache 4 --bogus"},
         {true, "--cache 4 --prefetch -1"},
-        {true, "--cache 4 --compute-ms 5"},      /* half a time model */
-        {true, "--cache 1"},                     /* smaller than top_k = 2 */
+        {true, "--cache 4 --compute-ms 5"}, /* half a time model */
+        {true, "--cache 1"},                /* smaller than top_k = 2 */
         {true, "--cache 4 --policy nope"},
         {true, "--cache 4 --sweep"},
         {true, "--cache 4 --plot x.svg"},
     };
+
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(args, sizeof args, "%s%s %s", bad[i].with_trace ? "--trace " : "",
                  bad[i].with_trace ? t : "", bad[i].rest);
@@ -146,7 +148,8 @@ static void test_text_sweep_and_plot(void) {
     CHECK(strncmp(body, "<svg", 4) == 0);
     CHECK_STR_CONTAINS(body, "</svg>");
     int lines = 0;
-    for (const char *p = body; (p = strstr(p, "<polyline")); p++) lines++;
+    for (const char *p = body; (p = strstr(p, "<polyline")); p++)
+        lines++;
     CHECK_EQ_INT(lines, 4);
     snprintf(args, sizeof args, "--trace %s --sweep --sizes 4 --policies lru,nope", trace_path());
     CHECK_EQ_INT(sim(args), 2);

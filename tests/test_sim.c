@@ -24,22 +24,22 @@ static uint64_t rng_next(uint64_t *s) {
 
 /* A trace in memory, flattened in replay order. */
 struct mem_trace {
-    int L, E, K;
+    int n_layers, n_experts, top_k;
     int n;                 /* accesses */
     uint32_t ids[MAX_ACC]; /* flat ids */
     bool decode[MAX_ACC];
-    int req[MAX_ACC];      /* request index of each access */
+    int req[MAX_ACC]; /* request index of each access */
 };
 
 /* Random trace with a skew (a few hot experts) so that every policy gets hits; written with
  * the trace writer to `path` and kept in *t. */
-static void make_trace(uint64_t *rng, int L, int E, int K, int n_req, int max_tokens,
-                       const char *path, struct mem_trace *t) {
-    t->L = L;
-    t->E = E;
-    t->K = K;
+static void make_trace(uint64_t *rng, int n_layers, int n_experts, int top_k, int n_req,
+                       int max_tokens, const char *path, struct mem_trace *t) {
+    t->n_layers = n_layers;
+    t->n_experts = n_experts;
+    t->top_k = top_k;
     t->n = 0;
-    struct moeinf_trace_meta meta = {L, E, K, "random"};
+    struct moeinf_trace_meta meta = {n_layers, n_experts, top_k, "random"};
     struct moeinf_trace_writer *w = NULL;
     struct moeinf_error err;
     CHECK_EQ_INT(moeinf_trace_writer_open(path, &meta, &w, &err), MOEINF_OK);
@@ -50,26 +50,27 @@ static void make_trace(uint64_t *rng, int L, int E, int K, int n_req, int max_to
         int n_prefill = (int)(rng_next(rng) % (uint64_t)(n_tok + 1));
         for (int tk = 0; tk < n_tok; tk++) {
             int32_t ex[64];
-            for (int l = 0; l < L; l++) {
-                for (int j = 0; j < K; j++) {
+            for (int l = 0; l < n_layers; l++) {
+                for (int j = 0; j < top_k; j++) {
                     int32_t e;
                     bool dup;
                     do { /* half the draws from the first third of the experts */
                         uint64_t r = rng_next(rng);
-                        e = (int32_t)((r & 1) ? (r >> 1) % (uint64_t)(E / 3 + 1)
-                                              : (r >> 1) % (uint64_t)E);
+                        e = (int32_t)((r & 1) ? (r >> 1) % (uint64_t)(n_experts / 3 + 1)
+                                              : (r >> 1) % (uint64_t)n_experts);
                         dup = false;
-                        for (int i = 0; i < j; i++) dup |= ex[l * K + i] == e;
+                        for (int i = 0; i < j; i++)
+                            dup |= ex[l * top_k + i] == e;
                     } while (dup);
-                    ex[l * K + j] = e;
+                    ex[l * top_k + j] = e;
                 }
             }
             bool dec = tk >= n_prefill;
             CHECK_EQ_INT(moeinf_trace_writer_token(
                              w, dec ? MOEINF_PHASE_DECODE : MOEINF_PHASE_PREFILL, ex, &err),
                          MOEINF_OK);
-            for (int i = 0; i < L * K && t->n < MAX_ACC; i++) {
-                t->ids[t->n] = (uint32_t)((i / K) * E + ex[i]);
+            for (int i = 0; i < n_layers * top_k && t->n < MAX_ACC; i++) {
+                t->ids[t->n] = (uint32_t)((i / top_k) * n_experts + ex[i]);
                 t->decode[t->n] = dec;
                 t->req[t->n] = q;
                 t->n++;
@@ -86,26 +87,30 @@ struct ref_counts {
     long pf_loads, pf_hits, pf_wasted;
 };
 
-enum ref_policy { REF_LRU, REF_LFU, REF_COUNT };
+enum ref_policy {
+    REF_LRU,
+    REF_LFU,
+    REF_COUNT
+};
 
 /* Is `id` needed by the step of access p? */
 static bool ref_pinned(const struct mem_trace *t, int p, uint32_t id) {
-    int s = p / t->K * t->K;
-    for (int i = s; i < s + t->K; i++) {
+    int s = p / t->top_k * t->top_k;
+    for (int i = s; i < s + t->top_k; i++) {
         if (t->ids[i] == id) return true;
     }
     return false;
 }
 
 /*
- * Replays t with capacity C. Victim: the resident, unpinned id with the smallest
+ * Replays t with capacity cap. Victim: the resident, unpinned id with the smallest
  * (count, last use) for LFU/COUNT, or smallest last use for LRU. With n_pf > 0, after each step
- * of layer l the experts pf[0..n_pf) of layer (l + 1) % L are prefetched.
+ * of layer l the experts pf[0..n_pf) of layer (l + 1) % n_layers are prefetched.
  */
-static struct ref_counts ref_replay(const struct mem_trace *t, enum ref_policy pol, int C,
+static struct ref_counts ref_replay(const struct mem_trace *t, enum ref_policy pol, int cap,
                                     int warmup, const int *pf, int n_pf) {
     struct ref_counts rc = {0, 0, 0, 0, 0, 0, 0};
-    int n_ids = t->L * t->E;
+    int n_ids = t->n_layers * t->n_experts;
     bool resident[MAX_IDS] = {false}, prefetched[MAX_IDS] = {false}, pf_counted[MAX_IDS] = {false};
     long last[MAX_IDS] = {0}, count[MAX_IDS] = {0};
     long clock = 0, n_access = 0;
@@ -118,7 +123,7 @@ static struct ref_counts ref_replay(const struct mem_trace *t, enum ref_policy p
             if (prefetched[id] && pf_counted[id]) rc.pf_hits++;
             prefetched[id] = false;
         } else {
-            if (n_res == C) {
+            if (n_res == cap) {
                 int v = -1;
                 for (int i = 0; i < n_ids; i++) {
                     if (!resident[i] || ref_pinned(t, p, (uint32_t)i)) continue;
@@ -140,7 +145,8 @@ static struct ref_counts ref_replay(const struct mem_trace *t, enum ref_policy p
         last[id] = ++clock;
         count[id]++;
         if (pol == REF_COUNT && ++n_access % n_ids == 0) {
-            for (int i = 0; i < n_ids; i++) count[i] /= 2;
+            for (int i = 0; i < n_ids; i++)
+                count[i] /= 2;
         }
         if (counted) {
             rc.accesses++;
@@ -148,13 +154,13 @@ static struct ref_counts ref_replay(const struct mem_trace *t, enum ref_policy p
             rc.decode_accesses += t->decode[p];
             rc.decode_hits += hit && t->decode[p];
         }
-        if ((p + 1) % t->K != 0 || n_pf == 0) continue;
+        if ((p + 1) % t->top_k != 0 || n_pf == 0) continue;
         /* step done: prefetch into the next layer (nothing is pinned now) */
-        int layer = (int)(id / (uint32_t)t->E);
+        int layer = (int)(id / (uint32_t)t->n_experts);
         for (int k = 0; k < n_pf; k++) {
-            int pid = ((layer + 1) % t->L) * t->E + pf[k];
+            int pid = ((layer + 1) % t->n_layers) * t->n_experts + pf[k];
             if (resident[pid]) continue;
-            if (n_res == C) {
+            if (n_res == cap) {
                 int v = -1;
                 for (int i = 0; i < n_ids; i++) {
                     if (resident[i] && (v < 0 || last[i] < last[v])) v = i;
@@ -172,12 +178,13 @@ static struct ref_counts ref_replay(const struct mem_trace *t, enum ref_policy p
             rc.pf_loads += counted;
         }
     }
-    for (int i = 0; i < n_ids; i++) rc.pf_wasted += resident[i] && prefetched[i] && pf_counted[i];
+    for (int i = 0; i < n_ids; i++)
+        rc.pf_wasted += resident[i] && prefetched[i] && pf_counted[i];
     return rc;
 }
 
 /* Exhaustive search: the most hits over every sequence of victim choices. memo[p][mask] */
-static int best_hits(const struct mem_trace *t, int C, int p, unsigned mask, short *memo) {
+static int best_hits(const struct mem_trace *t, int cap, int p, unsigned mask, short *memo) {
     if (p == t->n) return 0;
     short *m = &memo[(size_t)p * 256 + mask];
     if (*m >= 0) return *m;
@@ -185,13 +192,13 @@ static int best_hits(const struct mem_trace *t, int C, int p, unsigned mask, sho
     unsigned bit = 1u << id;
     int best = 0;
     if (mask & bit) {
-        best = 1 + best_hits(t, C, p + 1, mask, memo);
-    } else if (__builtin_popcount(mask) < C) {
-        best = best_hits(t, C, p + 1, mask | bit, memo);
+        best = 1 + best_hits(t, cap, p + 1, mask, memo);
+    } else if (__builtin_popcount(mask) < cap) {
+        best = best_hits(t, cap, p + 1, mask | bit, memo);
     } else {
         for (uint32_t v = 0; v < 8; v++) {
             if (!(mask & (1u << v)) || ref_pinned(t, p, v)) continue;
-            int h = best_hits(t, C, p + 1, (mask & ~(1u << v)) | bit, memo);
+            int h = best_hits(t, cap, p + 1, (mask & ~(1u << v)) | bit, memo);
             if (h > best) best = h;
         }
     }
@@ -199,12 +206,12 @@ static int best_hits(const struct mem_trace *t, int C, int p, unsigned mask, sho
     return best;
 }
 
-static struct moeinf_sim_result sim(const char *path, const char *policy, int C, int warmup,
+static struct moeinf_sim_result sim(const char *path, const char *policy, int cap, int warmup,
                                     enum moeinf_status *st) {
     struct moeinf_sim_params p = moeinf_sim_params_default();
     p.trace_path = path;
     p.policy = policy;
-    p.cache_experts = C;
+    p.cache_experts = cap;
     p.warmup_requests = warmup;
     struct moeinf_sim_result r;
     memset(&r, 0, sizeof r);
@@ -222,24 +229,26 @@ static void test_online_policies_match_references(void) {
     static const char *const names[] = {"lru", "lfu", "count"};
     int n_cases = 0;
     for (int round = 0; round < 40; round++) {
-        int L = 1 + (int)(rng_next(&rng) % 4);
-        int E = 2 + (int)(rng_next(&rng) % (uint64_t)(MAX_IDS / L - 1));
-        int K = 1 + (int)(rng_next(&rng) % (uint64_t)(E < 4 ? E : 4));
-        make_trace(&rng, L, E, K, 1 + (int)(rng_next(&rng) % 5), 30, path, &t);
+        int n_layers = 1 + (int)(rng_next(&rng) % 4);
+        int n_experts = 2 + (int)(rng_next(&rng) % (uint64_t)(MAX_IDS / n_layers - 1));
+        int top_k = 1 + (int)(rng_next(&rng) % (uint64_t)(n_experts < 4 ? n_experts : 4));
+        make_trace(&rng, n_layers, n_experts, top_k, 1 + (int)(rng_next(&rng) % 5), 30, path, &t);
         int warmup = round % 4 == 3 ? 1 : 0;
-        for (int C = K; C <= L * E; C += 1 + C / 3) {
+        for (int cap = top_k; cap <= n_layers * n_experts; cap += 1 + cap / 3) {
             for (int pol = 0; pol < 3; pol++) {
                 enum moeinf_status st;
-                struct moeinf_sim_result r = sim(path, names[pol], C, warmup, &st);
-                struct ref_counts rc = ref_replay(&t, (enum ref_policy)pol, C, warmup, NULL, 0);
+                struct moeinf_sim_result r = sim(path, names[pol], cap, warmup, &st);
+                struct ref_counts rc = ref_replay(&t, (enum ref_policy)pol, cap, warmup, NULL, 0);
                 CHECK_EQ_INT(st, MOEINF_OK);
                 CHECK_MSG(r.hits == (uint64_t)rc.hits,
-                          "%s L=%d E=%d K=%d C=%d warmup=%d: hits %llu, reference %ld",
-                          names[pol], L, E, K, C, warmup, (unsigned long long)r.hits, rc.hits);
+                          "%s n_layers=%d n_experts=%d top_k=%d cap=%d warmup=%d: hits %llu, "
+                          "reference %ld",
+                          names[pol], n_layers, n_experts, top_k, cap, warmup,
+                          (unsigned long long)r.hits, rc.hits);
                 CHECK_EQ_INT(r.accesses, rc.accesses);
                 CHECK_EQ_INT(r.decode_accesses, rc.decode_accesses);
                 CHECK_EQ_INT(r.decode_hits, rc.decode_hits);
-                CHECK_EQ_INT(r.cache_experts, C);
+                CHECK_EQ_INT(r.cache_experts, cap);
                 n_cases++;
             }
         }
@@ -255,18 +264,18 @@ static void test_belady_is_the_exhaustive_optimum(void) {
     test_tmp_path("sim_belady.txt", path, sizeof path);
     int n_beaten = 0;
     for (int round = 0; round < 120; round++) {
-        int K = 1 + round % 2; /* 2 layers x 4 experts, top-1 or top-2, ~12 tokens */
-        make_trace(&rng, 2, 4, K, 1 + round % 3, 6, path, &t);
-        for (int C = 2; C <= 3; C++) {
-            if (C < K) continue;
+        int top_k = 1 + round % 2; /* 2 layers x 4 experts, top-1 or top-2, ~12 tokens */
+        make_trace(&rng, 2, 4, top_k, 1 + round % 3, 6, path, &t);
+        for (int cap = 2; cap <= 3; cap++) {
+            if (cap < top_k) continue;
             memset(memo, 0xff, (size_t)(t.n + 1) * 256 * sizeof memo[0]);
-            int best = best_hits(&t, C, 0, 0, memo);
+            int best = best_hits(&t, cap, 0, 0, memo);
             enum moeinf_status st;
-            struct moeinf_sim_result r = sim(path, "belady", C, 0, &st);
+            struct moeinf_sim_result r = sim(path, "belady", cap, 0, &st);
             CHECK_EQ_INT(st, MOEINF_OK);
-            CHECK_MSG(r.hits == (uint64_t)best, "K=%d C=%d n=%d: belady %llu, optimum %d", K, C,
-                      t.n, (unsigned long long)r.hits, best);
-            struct moeinf_sim_result lru = sim(path, "lru", C, 0, &st);
+            CHECK_MSG(r.hits == (uint64_t)best, "top_k=%d cap=%d n=%d: belady %llu, optimum %d",
+                      top_k, cap, t.n, (unsigned long long)r.hits, best);
+            struct moeinf_sim_result lru = sim(path, "lru", cap, 0, &st);
             CHECK(lru.hits <= r.hits);
             n_beaten += lru.hits < r.hits;
         }
@@ -282,9 +291,9 @@ static void test_belady_larger_traces(void) {
     char path[512];
     test_tmp_path("sim_belady_big.txt", path, sizeof path);
     for (int round = 0; round < 10; round++) {
-        int L = 2 + round % 3, E = 8 + round, K = 1 + round % 4;
-        make_trace(&rng, L, E, K, 4, 40, path, &t);
-        for (int C = K; C <= L * E; C += 5) {
+        int n_layers = 2 + round % 3, n_experts = 8 + round, top_k = 1 + round % 4;
+        make_trace(&rng, n_layers, n_experts, top_k, 4, 40, path, &t);
+        for (int cap = top_k; cap <= n_layers * n_experts; cap += 5) {
             bool resident[MAX_IDS * 2] = {false};
             int n_res = 0;
             long hits = 0;
@@ -294,12 +303,13 @@ static void test_belady_larger_traces(void) {
                     hits++;
                     continue;
                 }
-                if (n_res == C) {
+                if (n_res == cap) {
                     int v = -1, v_next = -1;
-                    for (int i = 0; i < L * E; i++) {
+                    for (int i = 0; i < n_layers * n_experts; i++) {
                         if (!resident[i] || ref_pinned(&t, p, (uint32_t)i)) continue;
                         int nx = p + 1;
-                        while (nx < t.n && t.ids[nx] != (uint32_t)i) nx++;
+                        while (nx < t.n && t.ids[nx] != (uint32_t)i)
+                            nx++;
                         if (nx > v_next) {
                             v = i;
                             v_next = nx;
@@ -312,10 +322,11 @@ static void test_belady_larger_traces(void) {
                 n_res++;
             }
             enum moeinf_status st;
-            struct moeinf_sim_result r = sim(path, "belady", C, 0, &st);
+            struct moeinf_sim_result r = sim(path, "belady", cap, 0, &st);
             CHECK_EQ_INT(r.hits, hits);
             static const char *const online[] = {"lru", "lfu", "count"};
-            for (int i = 0; i < 3; i++) CHECK(sim(path, online[i], C, 0, &st).hits <= r.hits);
+            for (int i = 0; i < 3; i++)
+                CHECK(sim(path, online[i], cap, 0, &st).hits <= r.hits);
         }
     }
 }
@@ -344,17 +355,17 @@ static struct moeinf_policy_ops scripted_ops(void) {
     return ops;
 }
 
-static struct moeinf_sim_result run_scripted(const char *path, int L, int E, int C, int prefetch,
-                                             int warmup, const int *pf, int n_pf,
+static struct moeinf_sim_result run_scripted(const char *path, int n_layers, int n_experts, int cap,
+                                             int prefetch, int warmup, const int *pf, int n_pf,
                                              double compute_ms) {
-    script_n_layers = L;
-    script_n_experts = E;
+    script_n_layers = n_layers;
+    script_n_experts = n_experts;
     script = pf;
     script_len = n_pf;
     struct moeinf_policy_ops ops = scripted_ops();
     struct moeinf_sim_params p = moeinf_sim_params_default();
     p.trace_path = path;
-    p.cache_experts = C;
+    p.cache_experts = cap;
     p.prefetch = prefetch;
     p.warmup_requests = warmup;
     if (compute_ms > 0) {
@@ -429,20 +440,23 @@ static void test_prefetch_matches_reference(void) {
     test_tmp_path("sim_prefetch.txt", path, sizeof path);
     static const int pf[3] = {0, 1, 2};
     for (int round = 0; round < 30; round++) {
-        int L = 1 + round % 3, E = 4 + round % 9, K = 1 + round % 3;
-        make_trace(&rng, L, E, K, 3, 25, path, &t);
+        int n_layers = 1 + round % 3, n_experts = 4 + round % 9, top_k = 1 + round % 3;
+        make_trace(&rng, n_layers, n_experts, top_k, 3, 25, path, &t);
         int warmup = round % 3 == 2 ? 1 : 0;
         for (int n_pf = 1; n_pf <= 3; n_pf++) {
-            for (int C = K; C <= L * E; C += 2) {
-                struct moeinf_sim_result r = run_scripted(path, L, E, C, n_pf, warmup, pf, 3, 0);
-                struct ref_counts rc = ref_replay(&t, REF_LRU, C, warmup, pf, n_pf);
-                CHECK_MSG(r.hits == (uint64_t)rc.hits && r.prefetch_loads == (uint64_t)rc.pf_loads &&
+            for (int cap = top_k; cap <= n_layers * n_experts; cap += 2) {
+                struct moeinf_sim_result r =
+                    run_scripted(path, n_layers, n_experts, cap, n_pf, warmup, pf, 3, 0);
+                struct ref_counts rc = ref_replay(&t, REF_LRU, cap, warmup, pf, n_pf);
+                CHECK_MSG(r.hits == (uint64_t)rc.hits &&
+                              r.prefetch_loads == (uint64_t)rc.pf_loads &&
                               r.prefetch_hits == (uint64_t)rc.pf_hits &&
                               r.wasted_prefetches == (uint64_t)rc.pf_wasted,
-                          "L=%d E=%d K=%d C=%d pf=%d: hits %llu/%ld loads %llu/%ld pf_hits "
+                          "n_layers=%d n_experts=%d top_k=%d cap=%d pf=%d: hits %llu/%ld loads "
+                          "%llu/%ld pf_hits "
                           "%llu/%ld wasted %llu/%ld",
-                          L, E, K, C, n_pf, (unsigned long long)r.hits, rc.hits,
-                          (unsigned long long)r.prefetch_loads, rc.pf_loads,
+                          n_layers, n_experts, top_k, cap, n_pf, (unsigned long long)r.hits,
+                          rc.hits, (unsigned long long)r.prefetch_loads, rc.pf_loads,
                           (unsigned long long)r.prefetch_hits, rc.pf_hits,
                           (unsigned long long)r.wasted_prefetches, rc.pf_wasted);
                 CHECK(r.prefetch_hits <= r.hits);

@@ -13,7 +13,7 @@
 struct reference {
     const char *trace;
     double percent;
-    int cache;           /* the README's C */
+    int cache; /* the README's C */
     const char *policy;
     int overall, decode; /* thousandths as printed; decode -1 where the trace has none */
 };
@@ -68,8 +68,8 @@ static void test_reference_ratios(void) {
         } else {
             int decode = thousandths(r.decode_hits, r.decode_accesses);
             CHECK_MSG(decode == ref->decode, "%s %s C=%d: decode %.5f, README .%03d", ref->trace,
-                      ref->policy, ref->cache,
-                      (double)r.decode_hits / (double)r.decode_accesses, ref->decode);
+                      ref->policy, ref->cache, (double)r.decode_hits / (double)r.decode_accesses,
+                      ref->decode);
         }
         fprintf(stderr, "  %-36s %-6s C=%-4d overall %.5f decode %.5f\n", ref->trace, ref->policy,
                 ref->cache, (double)r.hits / (double)r.accesses,

@@ -7,33 +7,30 @@
 #include "sim/trace.h"
 #include "test.h"
 
-/* L = 2, E = 4, K = 2; token lines are lines 12..16. */
-static const char *const good_header =
-    "# moe-trace v1\n"
-    "# model: test model\n"
-    "# n_layers: 2\n"
-    "# n_experts: 4\n"
-    "# top_k: 2\n"
-    "# n_requests: 2\n"
-    "# n_tokens: 5\n"
-    "# n_prefill_tokens: 3\n"
-    "# n_decode_tokens: 2\n"
-    "# req 3 a/1 prefill=2 decode=1\n"
-    "# req 7 b/2 prefill=1 decode=1\n";
+/* n_layers = 2, n_experts = 4, top_k = 2; token lines are lines 12..16. */
+static const char *const good_header = "# moe-trace v1\n"
+                                       "# model: test model\n"
+                                       "# n_layers: 2\n"
+                                       "# n_experts: 4\n"
+                                       "# top_k: 2\n"
+                                       "# n_requests: 2\n"
+                                       "# n_tokens: 5\n"
+                                       "# n_prefill_tokens: 3\n"
+                                       "# n_decode_tokens: 2\n"
+                                       "# req 3 a/1 prefill=2 decode=1\n"
+                                       "# req 7 b/2 prefill=1 decode=1\n";
 
-static const char *const good_tokens =
-    "3 P 0 0,1|2,3\n"
-    "3 P 1 1,2|0,3\n"
-    "3 D 2 3,0|1,2\n"
-    "7 P 0 0,2|1,3\n"
-    "7 D 1 2,1|3,0\n";
+static const char *const good_tokens = "3 P 0 0,1|2,3\n"
+                                       "3 P 1 1,2|0,3\n"
+                                       "3 D 2 3,0|1,2\n"
+                                       "7 P 0 0,2|1,3\n"
+                                       "7 D 1 2,1|3,0\n";
 
 /* A header without totals or req lines, for the ordering cases (token lines from line 5). */
-static const char *const bare_header =
-    "# moe-trace v1\n"
-    "# n_layers: 2\n"
-    "# n_experts: 4\n"
-    "# top_k: 2\n";
+static const char *const bare_header = "# moe-trace v1\n"
+                                       "# n_layers: 2\n"
+                                       "# n_experts: 4\n"
+                                       "# top_k: 2\n";
 
 static const char *write_bytes(const char *name, const char *data, size_t n, char *buf,
                                size_t size) {
@@ -122,8 +119,10 @@ static char *header_with(int n, const char *repl) {
     const char *p = good_header;
     for (int i = 1; *p; i++) {
         const char *nl = strchr(p, '\n');
-        if (i == n) strcat(out, repl);
-        else strncat(out, p, (size_t)(nl - p + 1));
+        if (i == n)
+            strcat(out, repl);
+        else
+            strncat(out, p, (size_t)(nl - p + 1));
         p = nl + 1;
     }
     return out;
@@ -142,8 +141,8 @@ static void test_good_trace_reads_back(void) {
     CHECK_EQ_INT(h->top_k, 2);
     CHECK(strcmp(h->model, "test model") == 0);
     CHECK_EQ_INT(h->n_req_lines, 2);
-    static const int expect[5][4] = {{0, 1, 2, 3}, {1, 2, 0, 3}, {3, 0, 1, 2}, {0, 2, 1, 3},
-                                     {2, 1, 3, 0}};
+    static const int expect[5][4] = {
+        {0, 1, 2, 3}, {1, 2, 0, 3}, {3, 0, 1, 2}, {0, 2, 1, 3}, {2, 1, 3, 0}};
     static const int ids[5] = {3, 3, 3, 7, 7}, idx[5] = {0, 1, 2, 0, 1};
     static const char phase[5] = "PPDPD";
     for (int t = 0; t < 5; t++) {
@@ -157,7 +156,8 @@ static void test_good_trace_reads_back(void) {
         CHECK_EQ_INT(tok.request_begins, idx[t] == 0);
         CHECK_EQ_INT(tok.line, 12 + t);
         CHECK(tok.request_tag && strcmp(tok.request_tag, ids[t] == 3 ? "a/1" : "b/2") == 0);
-        for (int i = 0; i < 4; i++) CHECK_EQ_INT(tok.experts[i], expect[t][i]);
+        for (int i = 0; i < 4; i++)
+            CHECK_EQ_INT(tok.experts[i], expect[t][i]);
     }
     struct moeinf_trace_token tok;
     bool end = false;
@@ -197,10 +197,10 @@ static void test_header_defects(void) {
     expect_defect("bare #", header_with(2, "#\n"), good_tokens, MOEINF_TRACE_BAD_HEADER, 2);
     expect_defect("duplicate key", header_with(2, "# top_k: 2\n"), good_tokens,
                   MOEINF_TRACE_DUPLICATE_KEY, 5);
-    expect_defect("missing n_experts", header_with(4, ""), good_tokens,
-                  MOEINF_TRACE_MISSING_KEY, 11);
-    expect_defect("missing top_k, no tokens", header_with(5, ""), NULL,
-                  MOEINF_TRACE_MISSING_KEY, 11);
+    expect_defect("missing n_experts", header_with(4, ""), good_tokens, MOEINF_TRACE_MISSING_KEY,
+                  11);
+    expect_defect("missing top_k, no tokens", header_with(5, ""), NULL, MOEINF_TRACE_MISSING_KEY,
+                  11);
     expect_defect("top_k > n_experts", header_with(5, "# top_k: 5\n"), good_tokens,
                   MOEINF_TRACE_BAD_GEOMETRY, 5);
     expect_defect("zero layers", header_with(3, "# n_layers: 0\n"), good_tokens,
@@ -228,6 +228,7 @@ static void test_header_defects(void) {
 
 static void test_token_defects(void) {
     char buf[1024];
+
     /* Each case: the good file with token line 12..16 replaced. */
     struct {
         const char *what;
@@ -265,6 +266,7 @@ static void test_token_defects(void) {
         {"duplicate expert", "3 P 0 1,1|2,3\n", MOEINF_TRACE_DUPLICATE_EXPERT, 12},
         {"five fields", "3 P 0 0,1|2,3 9\n", MOEINF_TRACE_BAD_FIELDS, 12},
     };
+
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         snprintf(buf, sizeof buf, "%s", cases[i].tokens);
         expect_defect(cases[i].what, good_header, buf, cases[i].defect, cases[i].line);
@@ -275,17 +277,17 @@ static void test_order_and_count_defects(void) {
     /* No req lines: ordering alone. */
     expect_defect("request ids decrease", bare_header, "7 P 0 0,1|2,3\n3 P 0 0,1|2,3\n",
                   MOEINF_TRACE_REQUEST_ORDER, 6);
-    expect_defect("request split", bare_header,
-                  "3 P 0 0,1|2,3\n7 P 0 0,1|2,3\n3 P 1 0,1|2,3\n", MOEINF_TRACE_REQUEST_ORDER, 7);
+    expect_defect("request split", bare_header, "3 P 0 0,1|2,3\n7 P 0 0,1|2,3\n3 P 1 0,1|2,3\n",
+                  MOEINF_TRACE_REQUEST_ORDER, 7);
     /* req lines: counts and ids must agree; the mismatch is reported where the request ends. */
-    expect_defect("prefill count", header_with(10, "# req 3 a/1 prefill=1 decode=2\n"),
-                  good_tokens, MOEINF_TRACE_REQUEST_MISMATCH, 15);
+    expect_defect("prefill count", header_with(10, "# req 3 a/1 prefill=1 decode=2\n"), good_tokens,
+                  MOEINF_TRACE_REQUEST_MISMATCH, 15);
     expect_defect("last request's count", header_with(11, "# req 7 b/2 prefill=1 decode=2\n"),
                   good_tokens, MOEINF_TRACE_REQUEST_MISMATCH, 16);
     expect_defect("request id differs", header_with(11, "# req 8 b/2 prefill=1 decode=1\n"),
                   good_tokens, MOEINF_TRACE_REQUEST_MISMATCH, 15);
-    expect_defect("request without req line", header_with(11, ""),
-                  good_tokens, MOEINF_TRACE_REQUEST_MISMATCH, 14);
+    expect_defect("request without req line", header_with(11, ""), good_tokens,
+                  MOEINF_TRACE_REQUEST_MISMATCH, 14);
     /* totals at the end */
     expect_defect("n_tokens", header_with(7, "# n_tokens: 6\n"), good_tokens,
                   MOEINF_TRACE_COUNT_MISMATCH, 16);
@@ -295,12 +297,12 @@ static void test_order_and_count_defects(void) {
                   MOEINF_TRACE_COUNT_MISMATCH, 16);
     /* a request missing at the end: its req line is left over */
     expect_defect("fewer requests than req lines", header_with(6, "# note: 1\n"),
-                  "3 P 0 0,1|2,3\n3 P 1 1,2|0,3\n3 D 2 3,0|1,2\n",
-                  MOEINF_TRACE_REQUEST_MISMATCH, 14);
+                  "3 P 0 0,1|2,3\n3 P 1 1,2|0,3\n3 D 2 3,0|1,2\n", MOEINF_TRACE_REQUEST_MISMATCH,
+                  14);
 }
 
 static void test_overlong_and_nul(void) {
-    /* The token limit for L=2, K=2, E=4 is 256 + 2*2*2 = 264 bytes. */
+    /* The token limit for n_layers=2, top_k=2, n_experts=4 is 256 + 2*2*2 = 264 bytes. */
     char line[400];
     snprintf(line, sizeof line, "3 P 0 0,1|2,3");
     size_t n = strlen(line);
@@ -332,7 +334,8 @@ static uint64_t rng_next(uint64_t *s) {
 /* k distinct experts of n into out, in random order. */
 static void pick(uint64_t *rng, int n, int k, int32_t *out) {
     int32_t all[512];
-    for (int i = 0; i < n; i++) all[i] = i;
+    for (int i = 0; i < n; i++)
+        all[i] = i;
     for (int i = 0; i < k; i++) {
         int j = i + (int)(rng_next(rng) % (uint64_t)(n - i));
         int32_t t = all[i];
@@ -345,10 +348,10 @@ static void pick(uint64_t *rng, int n, int k, int32_t *out) {
 static void test_round_trip(void) {
     uint64_t rng = 42;
     for (int round = 0; round < 20; round++) {
-        int L = 1 + (int)(rng_next(&rng) % 5), E = 1 + (int)(rng_next(&rng) % 300);
-        int K = 1 + (int)(rng_next(&rng) % (uint64_t)(E < 8 ? E : 8));
+        int n_layers = 1 + (int)(rng_next(&rng) % 5), n_experts = 1 + (int)(rng_next(&rng) % 300);
+        int top_k = 1 + (int)(rng_next(&rng) % (uint64_t)(n_experts < 8 ? n_experts : 8));
         int n_req = (int)(rng_next(&rng) % 6);
-        struct moeinf_trace_meta meta = {L, E, K, round % 2 ? "model x" : NULL};
+        struct moeinf_trace_meta meta = {n_layers, n_experts, top_k, round % 2 ? "model x" : NULL};
         char path[512];
         test_tmp_path("round_trip.txt", path, sizeof path);
         struct moeinf_trace_writer *w = NULL;
@@ -370,7 +373,8 @@ static void test_round_trip(void) {
             CHECK_EQ_INT(moeinf_trace_writer_request(w, id, tag, &err), MOEINF_OK);
             int n_p = (int)(rng_next(&rng) % 4), n_d = (int)(rng_next(&rng) % 4);
             for (int t = 0; t < n_p + n_d && n_tok < 64; t++, n_tok++) {
-                for (int l = 0; l < L; l++) pick(&rng, E, K, &written[n_tok][l * K]);
+                for (int l = 0; l < n_layers; l++)
+                    pick(&rng, n_experts, top_k, &written[n_tok][l * top_k]);
                 req_of[n_tok] = id;
                 phase_of[n_tok] = t < n_p ? MOEINF_PHASE_PREFILL : MOEINF_PHASE_DECODE;
                 CHECK_EQ_INT(moeinf_trace_writer_token(w, (enum moeinf_phase)phase_of[n_tok],
@@ -384,9 +388,9 @@ static void test_round_trip(void) {
         CHECK_EQ_INT(moeinf_trace_open(path, &r, &err), MOEINF_OK);
         if (!r) return;
         const struct moeinf_trace_header *h = moeinf_trace_header(r);
-        CHECK_EQ_INT(h->n_layers, L);
-        CHECK_EQ_INT(h->n_experts, E);
-        CHECK_EQ_INT(h->top_k, K);
+        CHECK_EQ_INT(h->n_layers, n_layers);
+        CHECK_EQ_INT(h->n_experts, n_experts);
+        CHECK_EQ_INT(h->top_k, top_k);
         CHECK_EQ_INT(h->n_tokens, n_tok);
         CHECK_EQ_INT(h->n_req_lines, h->n_requests);
         CHECK(strcmp(h->model, round % 2 ? "model x" : "") == 0);
@@ -404,7 +408,8 @@ static void test_round_trip(void) {
             }
             CHECK_EQ_INT(tok.request_id, req_of[t]);
             CHECK_EQ_INT(tok.phase, phase_of[t]);
-            for (int i = 0; i < L * K; i++) CHECK_EQ_INT(tok.experts[i], written[t][i]);
+            for (int i = 0; i < n_layers * top_k; i++)
+                CHECK_EQ_INT(tok.experts[i], written[t][i]);
         }
         moeinf_trace_close(r);
     }

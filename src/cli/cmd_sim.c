@@ -119,13 +119,15 @@ static bool parse_double(const char *opt, const char *s, double *out) {
 static int parse_args(int argc, char **argv, struct sim_opts *o, int *code) {
     *code = CLI_EXIT_USAGE;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
+        const char *a = argv[i];
+        const char *v = NULL;
         long n = 0;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             *code = CLI_EXIT_OK;
             return -1;
-        } else if (!strcmp(a, "--json")) {
+        }
+        if (!strcmp(a, "--json")) {
             o->json = true;
         } else if (!strcmp(a, "--sweep")) {
             o->sweep = true;
@@ -141,9 +143,9 @@ static int parse_args(int argc, char **argv, struct sim_opts *o, int *code) {
             if (!parse_cache(a, v, &o->cache)) return -1;
             o->have_cache = true;
         } else if (!strcmp(a, "--phase")) {
-            if (strcmp(v, "all") && strcmp(v, "decode")) {
-                fprintf(stderr, "moeinf %s: invalid value '%s' for --phase: all or decode\n",
-                        CMD, v);
+            if (strcmp(v, "all") != 0 && strcmp(v, "decode") != 0) {
+                fprintf(stderr, "moeinf %s: invalid value '%s' for --phase: all or decode\n", CMD,
+                        v);
                 return -1;
             }
             o->decode_only = !strcmp(v, "decode");
@@ -172,13 +174,16 @@ static int parse_args(int argc, char **argv, struct sim_opts *o, int *code) {
         }
     }
     const char *why = NULL;
-    bool timed = o->params.expert_bytes > 0 || o->params.bandwidth_gbps > 0 ||
-                 o->params.compute_ms > 0;
-    bool all_timed = o->params.expert_bytes > 0 && o->params.bandwidth_gbps > 0 &&
-                     o->params.compute_ms > 0;
-    if (!o->params.trace_path) why = "--trace is required";
-    else if (!o->sweep && !o->have_cache) why = "--cache is required (or --sweep)";
-    else if (o->sweep && o->have_cache) why = "--sweep takes --sizes, not --cache";
+    bool timed =
+        o->params.expert_bytes > 0 || o->params.bandwidth_gbps > 0 || o->params.compute_ms > 0;
+    bool all_timed =
+        o->params.expert_bytes > 0 && o->params.bandwidth_gbps > 0 && o->params.compute_ms > 0;
+    if (!o->params.trace_path)
+        why = "--trace is required";
+    else if (!o->sweep && !o->have_cache)
+        why = "--cache is required (or --sweep)";
+    else if (o->sweep && o->have_cache)
+        why = "--sweep takes --sizes, not --cache";
     else if (!o->sweep && (o->sizes || o->policies || o->plot)) {
         why = "--sizes, --policies and --plot need --sweep";
     } else if (o->sweep && (o->params.policy || o->bench)) {
@@ -221,8 +226,10 @@ static double headline(const struct sim_opts *o, const struct moeinf_sim_result 
 }
 
 static void json_ratio(const char *key, uint64_t hits, uint64_t accesses) {
-    if (accesses) printf(", \"%s\": %.6f", key, (double)hits / (double)accesses);
-    else printf(", \"%s\": null", key);
+    if (accesses)
+        printf(", \"%s\": %.6f", key, (double)hits / (double)accesses);
+    else
+        printf(", \"%s\": null", key);
 }
 
 static void print_json(const struct moeinf_sim_result *r) {
@@ -237,10 +244,14 @@ static void print_json(const struct moeinf_sim_result *r) {
            (unsigned long long)r->prefetch_loads, (unsigned long long)r->prefetch_hits,
            (unsigned long long)r->wasted_prefetches);
     if (r->timed) {
-        if (r->tokens) printf(", \"ms_per_token\": %.6f", r->ms_per_token);
-        else printf(", \"ms_per_token\": null");
-        if (r->decode_tokens) printf(", \"decode_ms_per_token\": %.6f", r->decode_ms_per_token);
-        else printf(", \"decode_ms_per_token\": null");
+        if (r->tokens)
+            printf(", \"ms_per_token\": %.6f", r->ms_per_token);
+        else
+            printf(", \"ms_per_token\": null");
+        if (r->decode_tokens)
+            printf(", \"decode_ms_per_token\": %.6f", r->decode_ms_per_token);
+        else
+            printf(", \"decode_ms_per_token\": null");
     }
     printf("}\n");
 }
@@ -343,17 +354,21 @@ static void print_sweep(const struct sim_opts *o, const struct sweep *sw) {
            base_name(o->params.trace_path), r0->n_layers, r0->n_experts, r0->top_k,
            o->decode_only ? "decode" : "all");
     printf("| cache |");
-    for (int p = 0; p < sw->n_pols; p++) printf(" %s |", sw->pols[p]);
+    for (int p = 0; p < sw->n_pols; p++)
+        printf(" %s |", sw->pols[p]);
     printf("\n|---|");
-    for (int p = 0; p < sw->n_pols; p++) printf("---|");
+    for (int p = 0; p < sw->n_pols; p++)
+        printf("---|");
     printf("\n");
     for (int s = 0; s < sw->n_sizes; s++) {
         int c = sw->res[s][0].cache_experts;
         printf("| %d (%.1f%%) |", c, 100.0 * c / n_ids);
         for (int p = 0; p < sw->n_pols; p++) {
             double v = headline(o, &sw->res[s][p]);
-            if (isnan(v)) printf(" - |");
-            else printf(" %.3f |", v);
+            if (isnan(v))
+                printf(" - |");
+            else
+                printf(" %.3f |", v);
         }
         printf("\n");
     }
@@ -378,12 +393,23 @@ static void print_sweep_json(const struct sim_opts *o, const struct sweep *sw) {
 static void xml_text(FILE *f, const char *s) {
     for (; *s; s++) {
         switch (*s) {
-        case '&': fputs("&amp;", f); break;
-        case '<': fputs("&lt;", f); break;
-        case '>': fputs("&gt;", f); break;
-        case '"': fputs("&quot;", f); break;
-        case '\'': fputs("&apos;", f); break;
-        default: fputc(*s, f);
+        case '&':
+            fputs("&amp;", f);
+            break;
+        case '<':
+            fputs("&lt;", f);
+            break;
+        case '>':
+            fputs("&gt;", f);
+            break;
+        case '"':
+            fputs("&quot;", f);
+            break;
+        case '\'':
+            fputs("&apos;", f);
+            break;
+        default:
+            fputc(*s, f);
         }
     }
 }
@@ -399,8 +425,14 @@ static bool write_plot(const struct sim_opts *o, const struct sweep *sw) {
         perror(o->plot);
         return false;
     }
-    const double w = 720, h = 440, left = 70, right = 150, top = 50, bottom = 60;
-    const double pw = w - left - right, ph = h - top - bottom;
+    const double w = 720;
+    const double h = 440;
+    const double left = 70;
+    const double right = 150;
+    const double top = 50;
+    const double bottom = 60;
+    const double pw = w - left - right;
+    const double ph = h - top - bottom;
     int n_ids = sw->res[0][0].n_layers * sw->res[0][0].n_experts;
     double xmax = 0;
     for (int s = 0; s < sw->n_sizes; s++) {
@@ -409,9 +441,11 @@ static bool write_plot(const struct sim_opts *o, const struct sweep *sw) {
     }
     double step = xmax <= 10 ? 1 : xmax <= 25 ? 5 : xmax <= 60 ? 10 : 20;
     xmax = ceil(xmax / step) * step;
-    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-               "viewBox=\"0 0 %.0f %.0f\" font-family=\"Helvetica, Arial, sans-serif\" "
-               "font-size=\"13\">\n", w, h, w, h);
+    fprintf(f,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+            "viewBox=\"0 0 %.0f %.0f\" font-family=\"Helvetica, Arial, sans-serif\" "
+            "font-size=\"13\">\n",
+            w, h, w, h);
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     fprintf(f, "<text x=\"%.0f\" y=\"28\" font-size=\"16\" text-anchor=\"middle\">", left + pw / 2);
     xml_text(f, base_name(o->params.trace_path));
@@ -420,22 +454,29 @@ static bool write_plot(const struct sim_opts *o, const struct sweep *sw) {
         double y = top + ph - ph * i / 10.0;
         fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
                 left, y, left + pw, y);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.1f</text>\n", left - 8,
-                y + 4, i / 10.0);
+        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.1f</text>\n", left - 8, y + 4,
+                i / 10.0);
     }
-    for (double x = 0; x <= xmax + 1e-9; x += step) {
+    for (int i = 0; i * step <= xmax + 1e-9; i++) {
+        double x = i * step;
         double px = left + pw * x / xmax;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
-                px, top, px, top + ph);
+        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", px,
+                top, px, top + ph);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g%%</text>\n", px,
                 top + ph + 20, x);
     }
-    fprintf(f, "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-               "stroke=\"#333\"/>\n", left, top, pw, ph);
-    fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">cache size (%% of %d "
-               "experts)</text>\n", left + pw / 2, h - 15, n_ids);
-    fprintf(f, "<text transform=\"translate(20 %.1f) rotate(-90)\" text-anchor=\"middle\">hit "
-               "ratio</text>\n", top + ph / 2);
+    fprintf(f,
+            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
+            "stroke=\"#333\"/>\n",
+            left, top, pw, ph);
+    fprintf(f,
+            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">cache size (%% of %d "
+            "experts)</text>\n",
+            left + pw / 2, h - 15, n_ids);
+    fprintf(f,
+            "<text transform=\"translate(20 %.1f) rotate(-90)\" text-anchor=\"middle\">hit "
+            "ratio</text>\n",
+            top + ph / 2);
     for (int p = 0; p < sw->n_pols; p++) {
         const char *color = colors[p % (sizeof colors / sizeof colors[0])];
         fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", color);
@@ -454,10 +495,12 @@ static bool write_plot(const struct sim_opts *o, const struct sweep *sw) {
                     left + pw * x / xmax, top + ph - ph * v, color);
         }
         double ly = top + 10 + 22 * p;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                   "stroke-width=\"2\"/>\n", left + pw + 16, ly, left + pw + 40, ly, color);
-        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n", left + pw + 28,
-                ly, color);
+        fprintf(f,
+                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
+                "stroke-width=\"2\"/>\n",
+                left + pw + 16, ly, left + pw + 40, ly, color);
+        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n", left + pw + 28, ly,
+                color);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", left + pw + 48, ly + 4);
         xml_text(f, sw->pols[p]);
         fprintf(f, "</text>\n");
@@ -487,8 +530,10 @@ static int run_sweep(const struct sim_opts *o) {
             if (code >= 0) goto done;
         }
     }
-    if (o->json) print_sweep_json(o, sw);
-    else print_sweep(o, sw);
+    if (o->json)
+        print_sweep_json(o, sw);
+    else
+        print_sweep(o, sw);
     code = CLI_EXIT_OK;
     if (o->plot && !write_plot(o, sw)) code = CLI_EXIT_FAIL;
 done:
@@ -509,12 +554,16 @@ int cmd_sim(int argc, char **argv) {
     code = run_one(&o.params, &res);
     double dt = now_s() - t0;
     if (code >= 0) return code;
-    if (o.json) print_json(&res);
-    else print_text(&o, &res);
+    if (o.json)
+        print_json(&res);
+    else
+        print_text(&o, &res);
     if (o.bench) { /* stderr under --json, which owns stdout */
-        fprintf(o.json ? stderr : stdout, "bench      %s: %llu accesses in %.3f s = %.1f M accesses/s (trace parsing "
-               "included)\n", res.policy, (unsigned long long)res.accesses, dt,
-               dt > 0 ? (double)res.accesses / dt / 1e6 : 0.0);
+        fprintf(o.json ? stderr : stdout,
+                "bench      %s: %llu accesses in %.3f s = %.1f M accesses/s (trace parsing "
+                "included)\n",
+                res.policy, (unsigned long long)res.accesses, dt,
+                dt > 0 ? (double)res.accesses / dt / 1e6 : 0.0);
     }
     return CLI_EXIT_OK;
 }

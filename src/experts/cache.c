@@ -33,7 +33,8 @@ enum moeinf_status moeinf_cache_init(const struct moeinf_policy_geometry *geom,
     c->id_of = malloc((size_t)c->capacity * sizeof *c->id_of);
     c->free_slots = malloc((size_t)c->capacity * sizeof *c->free_slots);
     if (!c->slot_of || !c->pins || !c->prefetched || !c->id_of || !c->free_slots) goto fail;
-    for (uint32_t i = 0; i < c->n_ids; i++) c->slot_of[i] = -1;
+    for (uint32_t i = 0; i < c->n_ids; i++)
+        c->slot_of[i] = -1;
     for (int s = 0; s < c->capacity; s++) {
         c->id_of[s] = MOEINF_EXPERT_NONE;
         /* Lowest slot on top, so that slots fill in order 0, 1, 2, ... */
@@ -44,8 +45,7 @@ enum moeinf_status moeinf_cache_init(const struct moeinf_policy_geometry *geom,
     return MOEINF_OK;
 fail:
     moeinf_cache_free(c);
-    return moeinf_fail(err, MOEINF_ERR_NOMEM, "cache of %d experts: out of memory",
-                       geom->capacity);
+    return moeinf_fail(err, MOEINF_ERR_NOMEM, "cache of %d experts: out of memory", geom->capacity);
 }
 
 void moeinf_cache_free(struct moeinf_cache *c) {
@@ -104,13 +104,15 @@ bool moeinf_cache_is_pinned(const struct moeinf_cache *c, uint32_t id) {
 
 void moeinf_cache_step_begin(struct moeinf_cache *c, struct moeinf_policy *p, int layer,
                              const uint32_t *ids, int n) {
-    for (int i = 0; i < n; i++) moeinf_cache_pin(c, ids[i]);
+    for (int i = 0; i < n; i++)
+        moeinf_cache_pin(c, ids[i]);
     if (p->ops->on_step_begin) p->ops->on_step_begin(p->state, layer, ids, n);
 }
 
 void moeinf_cache_step_end(struct moeinf_cache *c, struct moeinf_policy *p, int layer,
                            const uint32_t *ids, int n) {
-    for (int i = 0; i < n; i++) moeinf_cache_unpin(c, ids[i]);
+    for (int i = 0; i < n; i++)
+        moeinf_cache_unpin(c, ids[i]);
     if (p->ops->on_step_end) p->ops->on_step_end(p->state, layer);
 }
 
@@ -122,9 +124,9 @@ static enum moeinf_status evict_one(struct moeinf_cache *c, struct moeinf_policy
         return moeinf_fail(err, MOEINF_ERR_ARG,
                            "policy '%s' chose expert %u as victim, which is %s", p->ops->name,
                            (unsigned)victim,
-                           victim >= c->n_ids             ? "out of range"
+                           victim >= c->n_ids       ? "out of range"
                            : c->slot_of[victim] < 0 ? "not resident"
-                                                          : "pinned");
+                                                    : "pinned");
     }
     int slot = c->slot_of[victim];
     c->slot_of[victim] = -1;
@@ -161,9 +163,8 @@ static void event_clear(struct moeinf_cache_event *ev) {
     ev->evicted_unused_prefetch = false;
 }
 
-enum moeinf_status moeinf_cache_access(struct moeinf_cache *c, struct moeinf_policy *p,
-                                       uint32_t id, struct moeinf_cache_event *ev,
-                                       struct moeinf_error *err) {
+enum moeinf_status moeinf_cache_access(struct moeinf_cache *c, struct moeinf_policy *p, uint32_t id,
+                                       struct moeinf_cache_event *ev, struct moeinf_error *err) {
     event_clear(ev);
     if (id >= c->n_ids) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "cache access: expert id %u out of range (%u)",

@@ -73,9 +73,8 @@ void moeinf_cache_step_end(struct moeinf_cache *c, struct moeinf_policy *p, int 
  * MOEINF_ERR_ARG for an id out of range, when every resident expert is pinned (the caller
  * pinned more than the capacity allows), or when the policy chose an invalid victim.
  */
-enum moeinf_status moeinf_cache_access(struct moeinf_cache *c, struct moeinf_policy *p,
-                                       uint32_t id, struct moeinf_cache_event *ev,
-                                       struct moeinf_error *err);
+enum moeinf_status moeinf_cache_access(struct moeinf_cache *c, struct moeinf_policy *p, uint32_t id,
+                                       struct moeinf_cache_event *ev, struct moeinf_error *err);
 
 /*
  * Admits `id` ahead of need, marking it prefetched. Nothing happens if it is resident

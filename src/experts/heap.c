@@ -22,7 +22,8 @@ enum moeinf_status moeinf_heap_init(struct moeinf_heap *h, uint32_t n_ids, uint3
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "heap of %u experts: out of memory",
                            (unsigned)n_ids);
     }
-    for (uint32_t i = 0; i < n_ids; i++) h->pos[i] = ABSENT;
+    for (uint32_t i = 0; i < n_ids; i++)
+        h->pos[i] = ABSENT;
     return MOEINF_OK;
 }
 
@@ -95,7 +96,8 @@ void moeinf_heap_remove(struct moeinf_heap *h, uint32_t id) {
 }
 
 void moeinf_heap_rebuild(struct moeinf_heap *h) {
-    for (uint32_t i = h->n / 2; i-- > 0;) sift_down(h, i);
+    for (uint32_t i = h->n / 2; i-- > 0;)
+        sift_down(h, i);
 }
 
 /* Every unpinned id whose ancestors are all pinned is a candidate; the minimum is among them

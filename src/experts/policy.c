@@ -65,8 +65,7 @@ enum moeinf_status moeinf_policy_create_ops(const struct moeinf_policy_ops *ops,
     return MOEINF_OK;
 }
 
-enum moeinf_status moeinf_policy_create(const char *name,
-                                        const struct moeinf_policy_geometry *geom,
+enum moeinf_status moeinf_policy_create(const char *name, const struct moeinf_policy_geometry *geom,
                                         struct moeinf_policy **out, struct moeinf_error *err) {
     const struct moeinf_policy_ops *ops = moeinf_policy_find(name);
     if (!ops) return moeinf_fail(err, MOEINF_ERR_ARG, "unknown cache policy '%s'", name);

@@ -138,8 +138,7 @@ enum moeinf_status moeinf_policy_create_ops(const struct moeinf_policy_ops *ops,
                                             const struct moeinf_policy_geometry *geom,
                                             struct moeinf_policy **out, struct moeinf_error *err);
 /* Creates the registered policy `name` (MOEINF_ERR_ARG if unknown). */
-enum moeinf_status moeinf_policy_create(const char *name,
-                                        const struct moeinf_policy_geometry *geom,
+enum moeinf_status moeinf_policy_create(const char *name, const struct moeinf_policy_geometry *geom,
                                         struct moeinf_policy **out, struct moeinf_error *err);
 void moeinf_policy_free(struct moeinf_policy *p);
 
@@ -165,8 +164,8 @@ static inline void moeinf_policy_token_end(struct moeinf_policy *p) {
 }
 
 /* Prefetch proposals after the step of `layer` (0 when the policy has none). */
-static inline int moeinf_policy_propose_prefetch(struct moeinf_policy *p, int layer,
-                                                 uint32_t *out, int max) {
+static inline int moeinf_policy_propose_prefetch(struct moeinf_policy *p, int layer, uint32_t *out,
+                                                 int max) {
     if (!p->ops->propose_prefetch || max <= 0) return 0;
     return p->ops->propose_prefetch(p->state, layer, out, max);
 }

@@ -57,7 +57,8 @@ static void count_on_access(void *state, uint32_t id, bool hit) {
     if (--s->until_decay == 0) {
         /* O(n_ids) once per n_ids accesses: O(1) per access amortised. Halving can make
          * counts equal, which hands the order to the tie key: rebuild the heap. */
-        for (uint32_t i = 0; i < s->n_ids; i++) s->heap.key[i] >>= 1;
+        for (uint32_t i = 0; i < s->n_ids; i++)
+            s->heap.key[i] >>= 1;
         moeinf_heap_rebuild(&s->heap);
         s->until_decay = s->period;
     }

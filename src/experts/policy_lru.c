@@ -44,18 +44,25 @@ fail:
 }
 
 static void unlink_id(struct lru *s, uint32_t id) {
-    uint32_t p = s->prev[id], n = s->next[id];
-    if (p != NIL) s->next[p] = n;
-    else s->head = n;
-    if (n != NIL) s->prev[n] = p;
-    else s->tail = p;
+    uint32_t p = s->prev[id];
+    uint32_t n = s->next[id];
+    if (p != NIL)
+        s->next[p] = n;
+    else
+        s->head = n;
+    if (n != NIL)
+        s->prev[n] = p;
+    else
+        s->tail = p;
 }
 
 static void push_head(struct lru *s, uint32_t id) {
     s->prev[id] = NIL;
     s->next[id] = s->head;
-    if (s->head != NIL) s->prev[s->head] = id;
-    else s->tail = id;
+    if (s->head != NIL)
+        s->prev[s->head] = id;
+    else
+        s->tail = id;
     s->head = id;
 }
 
@@ -80,7 +87,8 @@ static void lru_on_evict(void *state, uint32_t id) {
 static uint32_t lru_choose_victim(void *state, const struct moeinf_cache *cache) {
     const struct lru *s = state;
     uint32_t id = s->tail;
-    while (id != NIL && moeinf_cache_is_pinned(cache, id)) id = s->prev[id];
+    while (id != NIL && moeinf_cache_is_pinned(cache, id))
+        id = s->prev[id];
     return id == NIL ? MOEINF_EXPERT_NONE : id;
 }
 

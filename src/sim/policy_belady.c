@@ -60,10 +60,13 @@ static enum moeinf_status belady_set_future(void *state, const uint32_t *ids, si
     if (!next || !last) {
         free(next);
         free(last);
-        return moeinf_fail(err, MOEINF_ERR_NOMEM, "policy belady: out of memory for %zu "
-                           "accesses", n);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM,
+                           "policy belady: out of memory for %zu "
+                           "accesses",
+                           n);
     }
-    for (uint32_t i = 0; i < s->n_ids; i++) last[i] = NEVER;
+    for (uint32_t i = 0; i < s->n_ids; i++)
+        last[i] = NEVER;
     for (size_t i = n; i-- > 0;) {
         next[i] = last[ids[i]];
         last[ids[i]] = (uint32_t)i;

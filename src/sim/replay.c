@@ -24,7 +24,8 @@ static const struct moeinf_policy_ops *policy_at(size_t i) {
     const struct moeinf_policy_ops *ops = moeinf_policy_registry(i);
     if (ops) return ops;
     size_t n_online = 0;
-    while (moeinf_policy_registry(n_online)) n_online++;
+    while (moeinf_policy_registry(n_online))
+        n_online++;
     return i - n_online < N_OFFLINE ? offline[i - n_online] : NULL;
 }
 
@@ -76,7 +77,8 @@ static enum moeinf_status read_future(const char *path, uint32_t **out, size_t *
                                       struct moeinf_error *err) {
     struct moeinf_trace_reader *r = NULL;
     uint32_t *ids = NULL;
-    size_t n = 0, cap = 0;
+    size_t n = 0;
+    size_t cap = 0;
     enum moeinf_status st = moeinf_trace_open(path, &r, err);
     if (st != MOEINF_OK) return st;
     const struct moeinf_trace_header *h = moeinf_trace_header(r);
@@ -90,8 +92,10 @@ static enum moeinf_status read_future(const char *path, uint32_t **out, size_t *
             size_t new_cap = cap ? cap * 2 : per_token * 4096;
             uint32_t *grown = realloc(ids, new_cap * sizeof *grown);
             if (!grown) {
-                st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory for the future of "
-                                 "%zu accesses", path, n);
+                st = moeinf_fail(err, MOEINF_ERR_NOMEM,
+                                 "%s: out of memory for the future of "
+                                 "%zu accesses",
+                                 path, n);
                 goto fail;
             }
             ids = grown;
@@ -99,8 +103,8 @@ static enum moeinf_status read_future(const char *path, uint32_t **out, size_t *
         }
         for (int l = 0; l < h->n_layers; l++) {
             for (int j = 0; j < h->top_k; j++) {
-                ids[n++] = (uint32_t)l * (uint32_t)h->n_experts +
-                           (uint32_t)tok.experts[l * h->top_k + j];
+                ids[n++] =
+                    (uint32_t)l * (uint32_t)h->n_experts + (uint32_t)tok.experts[l * h->top_k + j];
             }
         }
     }
@@ -153,8 +157,7 @@ static enum moeinf_status replay_step(struct replay *rp, int layer, const int32_
         *misses += !ev.hit;
     }
     moeinf_cache_step_end(rp->cache, rp->policy, layer, rp->step, g->top_k);
-    int n = moeinf_policy_propose_prefetch(rp->policy, layer, rp->proposals,
-                                           rp->params->prefetch);
+    int n = moeinf_policy_propose_prefetch(rp->policy, layer, rp->proposals, rp->params->prefetch);
     for (int i = 0; i < n && i < rp->params->prefetch; i++) {
         struct moeinf_cache_event ev;
         enum moeinf_status st =
@@ -204,10 +207,11 @@ static enum moeinf_status replay_tokens(struct replay *rp, struct moeinf_trace_r
         }
         bool decode = tok.phase == MOEINF_PHASE_DECODE;
         moeinf_policy_token_begin(rp->policy, tok.phase);
-        uint64_t misses = 0, loads = 0;
+        uint64_t misses = 0;
+        uint64_t loads = 0;
         for (int l = 0; l < g->n_layers; l++) {
-            st = replay_step(rp, l, tok.experts + (size_t)l * (size_t)g->top_k, g, counted,
-                             decode, &misses, &loads, err);
+            st = replay_step(rp, l, tok.experts + (size_t)l * (size_t)g->top_k, g, counted, decode,
+                             &misses, &loads, err);
             if (st != MOEINF_OK) return st;
         }
         moeinf_policy_token_end(rp->policy);
@@ -269,8 +273,8 @@ enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
     rp.res = &res;
     rp.pf_counted = calloc(n_ids, 1);
     rp.step = malloc((size_t)g.top_k * sizeof *rp.step);
-    rp.proposals = malloc((size_t)(params->prefetch > 0 ? params->prefetch : 1) *
-                          sizeof *rp.proposals);
+    rp.proposals =
+        malloc((size_t)(params->prefetch > 0 ? params->prefetch : 1) * sizeof *rp.proposals);
     if (!rp.pf_counted || !rp.step || !rp.proposals) {
         st = moeinf_fail(err, MOEINF_ERR_NOMEM, "simulator: out of memory");
         goto done;
@@ -286,8 +290,8 @@ enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
     res.cache_experts = g.capacity;
     if (res.timed) {
         res.ms_per_token = res.tokens ? rp.total_ms / (double)res.tokens : 0.0;
-        res.decode_ms_per_token = res.decode_tokens ? rp.decode_ms / (double)res.decode_tokens
-                                                    : 0.0;
+        res.decode_ms_per_token =
+            res.decode_tokens ? rp.decode_ms / (double)res.decode_tokens : 0.0;
     }
     *out = res;
 done:

@@ -16,7 +16,7 @@
 
 #include "base/status.h"
 
-#define BLOCK_BYTES (64 * 1024)
+#define BLOCK_BYTES ((size_t)64 * 1024)
 
 static const char *const defect_names[] = {
     [MOEINF_TRACE_OK] = "ok",
@@ -68,21 +68,21 @@ struct moeinf_trace_reader {
     uint64_t line_offset; /* file offset of the last line taken */
     size_t token_limit;   /* longest token line allowed, from the geometry */
     struct moeinf_trace_header hdr;
-    unsigned seen_keys;   /* bit per known key, for duplicates */
+    unsigned seen_keys; /* bit per known key, for duplicates */
 
     /* the first token line, read while looking for the end of the header */
     bool pending;
     size_t pending_off, pending_len;
     uint64_t pending_line;
 
-    int32_t *experts;     /* (n_layers * top_k) the current line's experts */
-    uint32_t *stamp;      /* (n_experts) group serial that last listed each expert */
+    int32_t *experts; /* (n_layers * top_k) the current line's experts */
+    uint32_t *stamp;  /* (n_experts) group serial that last listed each expert */
     uint32_t serial;
 
     /* the current request */
     bool in_request;
     int64_t req_id;
-    int64_t req_index;    /* token index of the last line */
+    int64_t req_index; /* token index of the last line */
     enum moeinf_phase req_phase;
     int64_t req_prefill, req_decode;
     /* totals */
@@ -116,8 +116,10 @@ enum key_bit {
 static enum moeinf_status sticky(struct moeinf_trace_reader *r, struct moeinf_error *err,
                                  enum moeinf_status st) {
     if (r->failure.status == MOEINF_OK) {
-        if (err) r->failure = *err;
-        else moeinf_fail(&r->failure, st, "%s: %s", r->path, moeinf_status_str(st));
+        if (err)
+            r->failure = *err;
+        else
+            moeinf_fail(&r->failure, st, "%s: %s", r->path, moeinf_status_str(st));
     }
     return st;
 }
@@ -276,8 +278,8 @@ static enum moeinf_status geometry_key(struct moeinf_trace_reader *r, const char
                       MOEINF_MAX_EXPERT_IDS);
     }
     if (h->top_k && h->n_experts && h->top_k > h->n_experts) {
-        return defect(r, err, MOEINF_TRACE_BAD_GEOMETRY, line, "top_k %d > n_experts %d",
-                      h->top_k, h->n_experts);
+        return defect(r, err, MOEINF_TRACE_BAD_GEOMETRY, line, "top_k %d > n_experts %d", h->top_k,
+                      h->n_experts);
     }
     return MOEINF_OK;
 }
@@ -315,15 +317,21 @@ static enum moeinf_status header_line(struct moeinf_trace_reader *r, char *s, ui
     }
     key[klen] = '\0';
     const char *value = key[klen + 1] ? key + klen + 2 : "";
+
     static const struct {
         const char *name;
         unsigned bit;
     } known[] = {
-        {"n_layers", KEY_N_LAYERS},       {"n_experts", KEY_N_EXPERTS},
-        {"top_k", KEY_TOP_K},             {"n_requests", KEY_N_REQUESTS},
-        {"n_tokens", KEY_N_TOKENS},       {"n_prefill_tokens", KEY_N_PREFILL},
-        {"n_decode_tokens", KEY_N_DECODE}, {"model", KEY_MODEL},
+        {"n_layers", KEY_N_LAYERS},
+        {"n_experts", KEY_N_EXPERTS},
+        {"top_k", KEY_TOP_K},
+        {"n_requests", KEY_N_REQUESTS},
+        {"n_tokens", KEY_N_TOKENS},
+        {"n_prefill_tokens", KEY_N_PREFILL},
+        {"n_decode_tokens", KEY_N_DECODE},
+        {"model", KEY_MODEL},
     };
+
     unsigned bit = 0;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
         if (!strcmp(key, known[i].name)) bit = known[i].bit;
@@ -342,11 +350,21 @@ static enum moeinf_status header_line(struct moeinf_trace_reader *r, char *s, ui
         return geometry_key(r, key, value, &h->n_experts, MOEINF_MAX_EXPERT_IDS, line, err);
     case KEY_TOP_K:
         return geometry_key(r, key, value, &h->top_k, MOEINF_MAX_EXPERT_IDS, line, err);
-    case KEY_MODEL: snprintf(h->model, sizeof h->model, "%s", value); return MOEINF_OK;
-    case KEY_N_REQUESTS: total = &h->n_requests; break;
-    case KEY_N_TOKENS: total = &h->n_tokens; break;
-    case KEY_N_PREFILL: total = &h->n_prefill_tokens; break;
-    default: total = &h->n_decode_tokens; break;
+    case KEY_MODEL:
+        snprintf(h->model, sizeof h->model, "%s", value);
+        return MOEINF_OK;
+    case KEY_N_REQUESTS:
+        total = &h->n_requests;
+        break;
+    case KEY_N_TOKENS:
+        total = &h->n_tokens;
+        break;
+    case KEY_N_PREFILL:
+        total = &h->n_prefill_tokens;
+        break;
+    default:
+        total = &h->n_decode_tokens;
+        break;
     }
     if (!parse_count(value, strlen(value), total)) {
         return defect(r, err, MOEINF_TRACE_BAD_HEADER, line, "%s '%.40s' is not a count", key,
@@ -370,13 +388,15 @@ static enum moeinf_status header_done(struct moeinf_trace_reader *r, uint64_t li
     static const char *const names[] = {"n_layers", "n_experts", "top_k"};
     for (int i = 0; i < 3; i++) {
         if (!(r->seen_keys & (1u << i))) {
-            return defect(r, err, MOEINF_TRACE_MISSING_KEY, line, "no '# %s:' line before the "
-                          "first token line", names[i]);
+            return defect(r, err, MOEINF_TRACE_MISSING_KEY, line,
+                          "no '# %s:' line before the "
+                          "first token line",
+                          names[i]);
         }
     }
     struct moeinf_trace_header *h = &r->hdr;
-    r->token_limit = 256 + (size_t)h->n_layers * (size_t)h->top_k *
-                               (size_t)(n_digits(h->n_experts - 1) + 1);
+    r->token_limit =
+        256 + (size_t)h->n_layers * (size_t)h->top_k * (size_t)(n_digits(h->n_experts - 1) + 1);
     /* The first token line was read under the header's limit. */
     if (r->pending && r->pending_len > r->token_limit) {
         return defect(r, err, MOEINF_TRACE_OVERLONG_LINE, r->pending_line,
@@ -386,8 +406,8 @@ static enum moeinf_status header_done(struct moeinf_trace_reader *r, uint64_t li
     if (st != MOEINF_OK) return st;
     r->experts = malloc((size_t)h->n_layers * (size_t)h->top_k * sizeof *r->experts);
     r->stamp = calloc((size_t)h->n_experts, sizeof *r->stamp);
-    if (!r->experts || !r->stamp) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory",
-                                                     r->path);
+    if (!r->experts || !r->stamp)
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", r->path);
     if (h->n_req_lines > 0) {
         r->req_buf = malloc(MOEINF_TRACE_MAX_HEADER_LINE + 2);
         if (!r->req_buf) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", r->path);
@@ -429,7 +449,8 @@ enum moeinf_status moeinf_trace_open(const char *path, struct moeinf_trace_reade
     st = reserve(r, MOEINF_TRACE_MAX_HEADER_LINE, err);
     if (st != MOEINF_OK) goto fail;
 
-    size_t off = 0, len = 0;
+    size_t off = 0;
+    size_t len = 0;
     bool end = false;
     st = next_line(r, &off, &len, &end, err);
     if (st != MOEINF_OK) goto fail;
@@ -439,8 +460,8 @@ enum moeinf_status moeinf_trace_open(const char *path, struct moeinf_trace_reade
     }
     if ((st = clean_line(r, r->buf + off, &len, r->line, err)) != MOEINF_OK) goto fail;
     if (strcmp(r->buf + off, "# moe-trace v1") != 0) {
-        st = defect(r, err, MOEINF_TRACE_BAD_MAGIC, 1, "first line is '%.60s', not '# moe-trace v1'",
-                    r->buf + off);
+        st = defect(r, err, MOEINF_TRACE_BAD_MAGIC, 1,
+                    "first line is '%.60s', not '# moe-trace v1'", r->buf + off);
         goto fail;
     }
     for (;;) {
@@ -487,7 +508,7 @@ static enum moeinf_status next_req(struct moeinf_trace_reader *r, bool *found,
         r->req_cursor_line++;
         r->req_buf[strcspn(r->req_buf, "\r\n")] = '\0';
         if (strncmp(r->req_buf, "# req ", 6) != 0) continue; /* a key line among them */
-        if (!parse_req(r->req_buf, &r->req)) break; /* the file changed under us */
+        if (!parse_req(r->req_buf, &r->req)) break;          /* the file changed under us */
         r->req.line = r->req_cursor_line;
         r->req_lines_taken++;
         *found = true;
@@ -513,10 +534,10 @@ static enum moeinf_status finish_request(struct moeinf_trace_reader *r, uint64_t
 }
 
 static enum moeinf_status parse_experts(struct moeinf_trace_reader *r, const char *p,
-                                        const char *end, uint64_t line,
-                                        struct moeinf_error *err) {
+                                        const char *end, uint64_t line, struct moeinf_error *err) {
     const struct moeinf_trace_header *h = &r->hdr;
-    int layer = 0, j = 0;
+    int layer = 0;
+    int j = 0;
     if (++r->serial == 0) {
         memset(r->stamp, 0, (size_t)h->n_experts * sizeof *r->stamp);
         r->serial = 1;
@@ -591,7 +612,8 @@ static enum moeinf_status token_line(struct moeinf_trace_reader *r, char *s, siz
     /* Four fields: the experts field has no spaces, so the first three spaces split them. */
     char *f[4];
     size_t n[4];
-    char *p = s, *end = s + len;
+    char *p = s;
+    char *end = s + len;
     for (int i = 0; i < 4; i++) {
         char *sp = i < 3 ? memchr(p, ' ', (size_t)(end - p)) : NULL;
         if (i < 3 && !sp) {
@@ -610,7 +632,8 @@ static enum moeinf_status token_line(struct moeinf_trace_reader *r, char *s, siz
         return defect(r, err, MOEINF_TRACE_BAD_FIELDS, line,
                       "more than 4 fields (no spaces inside the experts field)");
     }
-    int64_t id = 0, index = 0;
+    int64_t id = 0;
+    int64_t index = 0;
     if (!parse_count(f[0], n[0], &id)) {
         return defect(r, err, MOEINF_TRACE_BAD_REQUEST_ID, line,
                       "'%.*s' is not a non-negative integer", (int)(n[0] > 30 ? 30 : n[0]), f[0]);
@@ -664,8 +687,7 @@ static enum moeinf_status token_line(struct moeinf_trace_reader *r, char *s, siz
                 return defect(r, err, MOEINF_TRACE_REQUEST_MISMATCH, line,
                               "request %lld, but the next req line (line %llu) is for request "
                               "%lld",
-                              (long long)id, (unsigned long long)r->req.line,
-                              (long long)r->req.id);
+                              (long long)id, (unsigned long long)r->req.line, (long long)r->req.id);
             }
         }
         r->in_request = true;
@@ -733,7 +755,8 @@ enum moeinf_status moeinf_trace_read(struct moeinf_trace_reader *r, struct moein
         *end = true;
         return MOEINF_OK;
     }
-    size_t off = 0, len = 0;
+    size_t off = 0;
+    size_t len = 0;
     uint64_t line = 0;
     enum moeinf_status st = MOEINF_OK;
     if (r->pending) {

@@ -48,27 +48,27 @@
 
 enum moeinf_trace_defect {
     MOEINF_TRACE_OK = 0,
-    MOEINF_TRACE_BAD_MAGIC,         /* first line is not "# moe-trace v1" */
-    MOEINF_TRACE_BAD_HEADER,        /* a '#' line that is neither "key: value" nor "req" */
-    MOEINF_TRACE_DUPLICATE_KEY,     /* a header key given twice */
-    MOEINF_TRACE_MISSING_KEY,       /* n_layers, n_experts or top_k absent */
-    MOEINF_TRACE_BAD_GEOMETRY,      /* n_layers / n_experts / top_k not a valid number */
-    MOEINF_TRACE_BAD_REQ_LINE,      /* malformed "# req" line */
-    MOEINF_TRACE_LATE_HEADER,       /* a '#' line after the first token line */
-    MOEINF_TRACE_OVERLONG_LINE,     /* longer than the limit for its kind */
-    MOEINF_TRACE_BAD_FIELDS,        /* not four fields separated by single spaces, or NUL */
-    MOEINF_TRACE_BAD_REQUEST_ID,    /* request id not a non-negative decimal */
-    MOEINF_TRACE_REQUEST_ORDER,     /* request ids decrease, or a request is split */
-    MOEINF_TRACE_BAD_PHASE,         /* phase other than P or D */
-    MOEINF_TRACE_PHASE_ORDER,       /* a P line after a D line of the same request */
-    MOEINF_TRACE_BAD_TOKEN_INDEX,   /* token index not 0, 1, 2, ... within the request */
-    MOEINF_TRACE_BAD_EXPERTS,       /* the experts field is not numbers, ',' and '|' */
-    MOEINF_TRACE_LAYER_COUNT,       /* number of '|' groups differs from n_layers */
-    MOEINF_TRACE_EXPERT_COUNT,      /* a group's size differs from top_k */
-    MOEINF_TRACE_EXPERT_RANGE,      /* expert id >= n_experts */
-    MOEINF_TRACE_DUPLICATE_EXPERT,  /* the same expert twice in one group */
-    MOEINF_TRACE_REQUEST_MISMATCH,  /* token lines disagree with the request's "# req" line */
-    MOEINF_TRACE_COUNT_MISMATCH,    /* n_requests / n_tokens / ... disagree with the file */
+    MOEINF_TRACE_BAD_MAGIC,        /* first line is not "# moe-trace v1" */
+    MOEINF_TRACE_BAD_HEADER,       /* a '#' line that is neither "key: value" nor "req" */
+    MOEINF_TRACE_DUPLICATE_KEY,    /* a header key given twice */
+    MOEINF_TRACE_MISSING_KEY,      /* n_layers, n_experts or top_k absent */
+    MOEINF_TRACE_BAD_GEOMETRY,     /* n_layers / n_experts / top_k not a valid number */
+    MOEINF_TRACE_BAD_REQ_LINE,     /* malformed "# req" line */
+    MOEINF_TRACE_LATE_HEADER,      /* a '#' line after the first token line */
+    MOEINF_TRACE_OVERLONG_LINE,    /* longer than the limit for its kind */
+    MOEINF_TRACE_BAD_FIELDS,       /* not four fields separated by single spaces, or NUL */
+    MOEINF_TRACE_BAD_REQUEST_ID,   /* request id not a non-negative decimal */
+    MOEINF_TRACE_REQUEST_ORDER,    /* request ids decrease, or a request is split */
+    MOEINF_TRACE_BAD_PHASE,        /* phase other than P or D */
+    MOEINF_TRACE_PHASE_ORDER,      /* a P line after a D line of the same request */
+    MOEINF_TRACE_BAD_TOKEN_INDEX,  /* token index not 0, 1, 2, ... within the request */
+    MOEINF_TRACE_BAD_EXPERTS,      /* the experts field is not numbers, ',' and '|' */
+    MOEINF_TRACE_LAYER_COUNT,      /* number of '|' groups differs from n_layers */
+    MOEINF_TRACE_EXPERT_COUNT,     /* a group's size differs from top_k */
+    MOEINF_TRACE_EXPERT_RANGE,     /* expert id >= n_experts */
+    MOEINF_TRACE_DUPLICATE_EXPERT, /* the same expert twice in one group */
+    MOEINF_TRACE_REQUEST_MISMATCH, /* token lines disagree with the request's "# req" line */
+    MOEINF_TRACE_COUNT_MISMATCH,   /* n_requests / n_tokens / ... disagree with the file */
 };
 
 /* Short name of a defect, as it appears in messages ("expert id out of range", ...). */
@@ -78,12 +78,12 @@ struct moeinf_trace_header {
     int n_layers;
     int n_experts;
     int top_k;
-    char model[256];         /* the "model" value, truncated; empty when absent */
-    int64_t n_requests;      /* the header's totals, -1 when absent */
+    char model[256];    /* the "model" value, truncated; empty when absent */
+    int64_t n_requests; /* the header's totals, -1 when absent */
     int64_t n_tokens;
     int64_t n_prefill_tokens;
     int64_t n_decode_tokens;
-    int64_t n_req_lines;     /* "# req" lines in the header */
+    int64_t n_req_lines; /* "# req" lines in the header */
 };
 
 /* One token line. Pointers borrow the reader's storage until the next read or close. */

@@ -12,17 +12,17 @@
 #include "base/status.h"
 #include "sim/trace.h"
 
-#define EXTRA_BYTES_MAX (64 * 1024)
+#define EXTRA_BYTES_MAX ((size_t)64 * 1024)
 
 struct moeinf_trace_writer {
     char *path;
     struct moeinf_trace_meta meta;
     char *model;
-    char *extra;       /* "# key: value\n" lines */
+    char *extra; /* "# key: value\n" lines */
     size_t extra_len;
-    FILE *body;        /* token lines */
-    FILE *reqs;        /* "# req" lines */
-    uint32_t *stamp;   /* (n_experts) for duplicate checks */
+    FILE *body;      /* token lines */
+    FILE *reqs;      /* "# req" lines */
+    uint32_t *stamp; /* (n_experts) for duplicate checks */
     uint32_t serial;
     bool in_request;
     bool any_request;
@@ -33,8 +33,8 @@ struct moeinf_trace_writer {
 };
 
 static const char *const reserved_keys[] = {
-    "n_layers", "n_experts", "top_k", "model", "n_requests", "n_tokens", "n_prefill_tokens",
-    "n_decode_tokens", "columns", "req",
+    "n_layers", "n_experts",        "top_k",           "model",   "n_requests",
+    "n_tokens", "n_prefill_tokens", "n_decode_tokens", "columns", "req",
 };
 
 void moeinf_trace_writer_abort(struct moeinf_trace_writer *w) {
@@ -55,8 +55,7 @@ static bool one_line(const char *s) {
 enum moeinf_status moeinf_trace_writer_open(const char *path, const struct moeinf_trace_meta *meta,
                                             struct moeinf_trace_writer **out,
                                             struct moeinf_error *err) {
-    struct moeinf_policy_geometry g = {meta->n_layers, meta->n_experts, meta->top_k,
-                                       meta->top_k};
+    struct moeinf_policy_geometry g = {meta->n_layers, meta->n_experts, meta->top_k, meta->top_k};
     enum moeinf_status st = moeinf_policy_geometry_check(&g, path, err);
     if (st != MOEINF_OK) return st;
     if (meta->model && !one_line(meta->model)) {
@@ -132,13 +131,13 @@ enum moeinf_status moeinf_trace_writer_request(struct moeinf_trace_writer *w, in
                                                const char *tag, struct moeinf_error *err) {
     if (request_id < 0 || (w->any_request && request_id <= w->req_id)) {
         return moeinf_fail(err, MOEINF_ERR_ARG,
-                           "%s: request id %lld must be >= 0 and above the previous one",
-                           w->path, (long long)request_id);
+                           "%s: request id %lld must be >= 0 and above the previous one", w->path,
+                           (long long)request_id);
     }
     if (!tag) tag = "-";
     if (!*tag || strpbrk(tag, " \t\r\n") || strlen(tag) >= sizeof w->req_tag - 64) {
-        return moeinf_fail(err, MOEINF_ERR_ARG, "%s: request tag '%.40s' must be one word",
-                           w->path, tag);
+        return moeinf_fail(err, MOEINF_ERR_ARG, "%s: request tag '%.40s' must be one word", w->path,
+                           tag);
     }
     enum moeinf_status st = end_request(w, err);
     if (st != MOEINF_OK) return st;
@@ -159,7 +158,8 @@ enum moeinf_status moeinf_trace_writer_token(struct moeinf_trace_writer *w, enum
         return moeinf_fail(err, MOEINF_ERR_ARG, "%s: prefill token after decode in request %lld",
                            w->path, (long long)w->req_id);
     }
-    const int n_layers = w->meta.n_layers, k = w->meta.top_k;
+    const int n_layers = w->meta.n_layers;
+    const int k = w->meta.top_k;
     for (int l = 0; l < n_layers; l++) {
         if (++w->serial == 0) {
             memset(w->stamp, 0, (size_t)w->meta.n_experts * sizeof *w->stamp);
@@ -169,8 +169,8 @@ enum moeinf_status moeinf_trace_writer_token(struct moeinf_trace_writer *w, enum
             int32_t e = experts[l * k + j];
             if (e < 0 || e >= w->meta.n_experts || w->stamp[e] == w->serial) {
                 return moeinf_fail(err, MOEINF_ERR_ARG,
-                                   "%s: expert %d of layer %d is out of range or repeated",
-                                   w->path, (int)e, l);
+                                   "%s: expert %d of layer %d is out of range or repeated", w->path,
+                                   (int)e, l);
             }
             w->stamp[e] = w->serial;
         }
@@ -222,9 +222,10 @@ enum moeinf_status moeinf_trace_writer_close(struct moeinf_trace_writer *w,
     fprintf(f, "# n_layers: %d\n# n_experts: %d\n# top_k: %d\n", w->meta.n_layers,
             w->meta.n_experts, w->meta.top_k);
     if (w->extra_len) fwrite(w->extra, 1, w->extra_len, f);
-    fprintf(f, "# n_requests: %lld\n# n_tokens: %lld\n# n_prefill_tokens: %lld\n"
-               "# n_decode_tokens: %lld\n",
-            (long long)w->n_requests, (long long)(w->n_prefill + w->n_decode),
+    fprintf(f,
+            "# n_requests: %lld\n# n_tokens: %lld\n# n_prefill_tokens: %lld\n"
+            "# n_decode_tokens: %lld\n",
+            (long long)w->n_requests, (long long)w->n_prefill + (long long)w->n_decode,
             (long long)w->n_prefill, (long long)w->n_decode);
     fprintf(f, "# columns: request_id phase(P|D) token_index layer0_experts|layer1_experts|... "
                "(experts of one layer comma-separated)\n");
