@@ -206,7 +206,72 @@ void moeinf_sampler_accept(struct moeinf_sampler *s, int32_t id);
 
 /* ---- expert cache simulator (sim module) ------------------------------------------------- */
 
-/* (filled in by the expert-cache work: trace I/O, policies, replay) */
+/*
+ * Replays a recorded expert-routing trace ("moe-trace v1", described in src/sim/trace.h)
+ * through one expert-cache policy, with the same cache and policy code the engine uses.
+ *
+ * Replay: requests in file order; inside a request tokens in order; inside a token layers
+ * 0..L-1; inside a layer the listed experts in order. One cache of C slots is shared by all
+ * layers and starts empty. An access is a hit when the expert is resident; otherwise a miss,
+ * and the expert is always admitted; when the cache is full the policy chooses the victim
+ * among resident experts not needed by the current (token, layer) step. After each step the
+ * policy may propose up to `prefetch` experts, which are admitted at once (evicting likewise).
+ *
+ * Time model (when expert_bytes, bandwidth_gbps and compute_ms are all > 0), per token:
+ *   load_ms  = expert_bytes / (bandwidth_gbps * 1e9) * 1e3
+ *   token_ms = compute_ms + misses * load_ms + max(0, prefetches * load_ms - compute_ms)
+ * where misses are the token's demand misses (they stall) and prefetches the loads proposed
+ * after the token's layer steps (they share the link but overlap compute).
+ */
+struct moeinf_sim_params {
+    const char *trace_path;
+    const char *policy;    /* a name from moeinf_sim_policy_name; NULL = the default (lru) */
+    int cache_experts;     /* slots shared by all layers; 0 = use cache_percent */
+    double cache_percent;  /* % of n_layers x n_experts, rounded to the nearest integer */
+    int prefetch;          /* most prefetches per (token, layer) step (default 0) */
+    int warmup_requests;   /* the first requests are replayed but not counted (default 0) */
+    double expert_bytes;   /* time model: bytes of one expert */
+    double bandwidth_gbps; /* time model: slow -> fast tier, in 1e9 bytes/s */
+    double compute_ms;     /* time model: compute time of one token */
+};
+
+struct moeinf_sim_result {
+    char policy[32];
+    int n_layers;
+    int n_experts;
+    int top_k;
+    int cache_experts;           /* the cache size used (after rounding a percentage) */
+    uint64_t requests;           /* counted requests, tokens and decode tokens */
+    uint64_t tokens;
+    uint64_t decode_tokens;
+    uint64_t accesses;           /* counted demand accesses, every phase */
+    uint64_t hits;               /* of them, found resident (prefetched or not) */
+    uint64_t decode_accesses;    /* the part in decode tokens */
+    uint64_t decode_hits;
+    uint64_t prefetch_loads;     /* experts a prefetch brought in */
+    uint64_t prefetch_hits;      /* demand hits on an expert a prefetch brought in (once each) */
+    uint64_t wasted_prefetches;  /* prefetched experts evicted or left at the end unused */
+    bool timed;                  /* the time model ran */
+    double ms_per_token;         /* time model: mean over counted tokens (0 if none) */
+    double decode_ms_per_token;  /* time model: mean over counted decode tokens (0 if none) */
+};
+
+/* Defaults: no trace, default policy, no cache size (one must be set), no prefetch, no
+ * warmup, time model off. */
+struct moeinf_sim_params moeinf_sim_params_default(void);
+
+/* Runs one replay. MOEINF_ERR_ARG for an unknown policy, a missing cache size or one smaller
+ * than top_k; MOEINF_ERR_FORMAT (message "<path>:<line>: <defect>: ...") for a malformed
+ * trace; MOEINF_ERR_IO when it cannot be read. */
+enum moeinf_status moeinf_sim_run(const struct moeinf_sim_params *params,
+                                  struct moeinf_sim_result *out, struct moeinf_error *err);
+
+/* The policies the simulator knows, by index (NULL past the end): name and one-line summary.
+ * The strings are static. */
+const char *moeinf_sim_policy_name(size_t i);
+const char *moeinf_sim_policy_summary(size_t i);
+/* The policy used when params.policy is NULL. */
+const char *moeinf_sim_default_policy(void);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,313 @@
+/*
+ * replay.c - the expert-cache simulator: streams a trace through the cache and a policy in
+ * the replay order of moeinf.h, counting hits, prefetches and modelled time. Everything a
+ * policy decides happens behind moeinf_cache_* and the policy table; this file only reports
+ * events and counts their outcomes.
+ */
+#include "sim/replay.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "experts/cache.h"
+#include "sim/trace.h"
+
+static const struct moeinf_policy_ops *const offline[] = {
+    &moeinf_policy_belady,
+};
+
+#define N_OFFLINE (sizeof offline / sizeof offline[0])
+
+static const struct moeinf_policy_ops *policy_at(size_t i) {
+    const struct moeinf_policy_ops *ops = moeinf_policy_registry(i);
+    if (ops) return ops;
+    size_t n_online = 0;
+    while (moeinf_policy_registry(n_online))
+        n_online++;
+    return i - n_online < N_OFFLINE ? offline[i - n_online] : NULL;
+}
+
+const char *moeinf_sim_policy_name(size_t i) {
+    const struct moeinf_policy_ops *ops = policy_at(i);
+    return ops ? ops->name : NULL;
+}
+
+const char *moeinf_sim_policy_summary(size_t i) {
+    const struct moeinf_policy_ops *ops = policy_at(i);
+    return ops ? ops->summary : NULL;
+}
+
+const char *moeinf_sim_default_policy(void) {
+    return MOEINF_POLICY_DEFAULT;
+}
+
+const struct moeinf_policy_ops *moeinf_sim_policy_find(const char *name) {
+    const struct moeinf_policy_ops *ops = moeinf_policy_find(name);
+    for (size_t i = 0; !ops && i < N_OFFLINE; i++) {
+        if (!strcmp(offline[i]->name, name)) ops = offline[i];
+    }
+    return ops;
+}
+
+struct moeinf_sim_params moeinf_sim_params_default(void) {
+    struct moeinf_sim_params p;
+    memset(&p, 0, sizeof p);
+    return p;
+}
+
+enum moeinf_status moeinf_sim_cache_size(const struct moeinf_sim_params *params, uint32_t n_ids,
+                                         int *out, struct moeinf_error *err) {
+    if (params->cache_experts > 0) {
+        *out = params->cache_experts;
+        return MOEINF_OK;
+    }
+    if (params->cache_experts < 0 || !(params->cache_percent > 0) ||
+        !(params->cache_percent <= 100)) {
+        return moeinf_fail(err, MOEINF_ERR_ARG,
+                           "cache size: give a number of experts > 0 or a percentage in (0, 100]");
+    }
+    *out = (int)floor(params->cache_percent / 100.0 * n_ids + 0.5);
+    return MOEINF_OK;
+}
+
+/* The whole demand-access sequence, for an offline policy. */
+static enum moeinf_status read_future(const char *path, uint32_t **out, size_t *n_out,
+                                      struct moeinf_error *err) {
+    struct moeinf_trace_reader *r = NULL;
+    uint32_t *ids = NULL;
+    size_t n = 0;
+    size_t cap = 0;
+    enum moeinf_status st = moeinf_trace_open(path, &r, err);
+    if (st != MOEINF_OK) return st;
+    const struct moeinf_trace_header *h = moeinf_trace_header(r);
+    const size_t per_token = (size_t)h->n_layers * (size_t)h->top_k;
+    for (;;) {
+        struct moeinf_trace_token tok;
+        bool end = false;
+        if ((st = moeinf_trace_read(r, &tok, &end, err)) != MOEINF_OK) goto fail;
+        if (end) break;
+        if (n + per_token > cap) {
+            size_t new_cap = cap ? cap * 2 : per_token * 4096;
+            uint32_t *grown = realloc(ids, new_cap * sizeof *grown);
+            if (!grown) {
+                st = moeinf_fail(err, MOEINF_ERR_NOMEM,
+                                 "%s: out of memory for the future of "
+                                 "%zu accesses",
+                                 path, n);
+                goto fail;
+            }
+            ids = grown;
+            cap = new_cap;
+        }
+        for (int l = 0; l < h->n_layers; l++) {
+            for (int j = 0; j < h->top_k; j++) {
+                ids[n++] =
+                    (uint32_t)l * (uint32_t)h->n_experts + (uint32_t)tok.experts[l * h->top_k + j];
+            }
+        }
+    }
+    moeinf_trace_close(r);
+    *out = ids;
+    *n_out = n;
+    return MOEINF_OK;
+fail:
+    moeinf_trace_close(r);
+    free(ids);
+    return st;
+}
+
+struct replay {
+    const struct moeinf_sim_params *params;
+    struct moeinf_sim_result *res;
+    struct moeinf_cache *cache;
+    struct moeinf_policy *policy;
+    uint8_t *pf_counted; /* (n_ids) the pending prefetch of this expert was issued in a
+                            counted request */
+    uint32_t *step;      /* (top_k) the current step's flat ids */
+    uint32_t *proposals; /* (prefetch) */
+    double load_ms;      /* time model: one expert over the link */
+    double total_ms, decode_ms;
+};
+
+/* One (token, layer) step: pin, access in order, unpin, prefetch. */
+static enum moeinf_status replay_step(struct replay *rp, int layer, const int32_t *experts,
+                                      const struct moeinf_policy_geometry *g, bool counted,
+                                      bool decode, uint64_t *misses, uint64_t *loads,
+                                      struct moeinf_error *err) {
+    struct moeinf_sim_result *res = rp->res;
+    for (int j = 0; j < g->top_k; j++) {
+        rp->step[j] = (uint32_t)layer * (uint32_t)g->n_experts + (uint32_t)experts[j];
+    }
+    moeinf_cache_step_begin(rp->cache, rp->policy, layer, rp->step, g->top_k);
+    for (int j = 0; j < g->top_k; j++) {
+        struct moeinf_cache_event ev;
+        enum moeinf_status st = moeinf_cache_access(rp->cache, rp->policy, rp->step[j], &ev, err);
+        if (st != MOEINF_OK) return st;
+        if (ev.evicted_unused_prefetch && rp->pf_counted[ev.evicted]) res->wasted_prefetches++;
+        if (ev.prefetch_hit && rp->pf_counted[rp->step[j]]) res->prefetch_hits++;
+        if (!counted) continue;
+        res->accesses++;
+        res->hits += ev.hit;
+        if (decode) {
+            res->decode_accesses++;
+            res->decode_hits += ev.hit;
+        }
+        *misses += !ev.hit;
+    }
+    moeinf_cache_step_end(rp->cache, rp->policy, layer, rp->step, g->top_k);
+    int n = moeinf_policy_propose_prefetch(rp->policy, layer, rp->proposals, rp->params->prefetch);
+    for (int i = 0; i < n && i < rp->params->prefetch; i++) {
+        struct moeinf_cache_event ev;
+        enum moeinf_status st =
+            moeinf_cache_prefetch(rp->cache, rp->policy, rp->proposals[i], &ev, err);
+        if (st != MOEINF_OK) return st;
+        if (ev.evicted_unused_prefetch && rp->pf_counted[ev.evicted]) res->wasted_prefetches++;
+        if (!ev.admitted) continue;
+        rp->pf_counted[rp->proposals[i]] = counted;
+        if (counted) {
+            res->prefetch_loads++;
+            (*loads)++;
+        }
+    }
+    return MOEINF_OK;
+}
+
+static void token_time(struct replay *rp, uint64_t misses, uint64_t loads, bool decode) {
+    const struct moeinf_sim_params *p = rp->params;
+    double prefetch_ms = (double)loads * rp->load_ms;
+    double ms = p->compute_ms + (double)misses * rp->load_ms +
+                (prefetch_ms > p->compute_ms ? prefetch_ms - p->compute_ms : 0.0);
+    rp->total_ms += ms;
+    if (decode) rp->decode_ms += ms;
+}
+
+static enum moeinf_status replay_tokens(struct replay *rp, struct moeinf_trace_reader *r,
+                                        struct moeinf_error *err) {
+    const struct moeinf_policy_geometry *g = &rp->policy->geom;
+    struct moeinf_sim_result *res = rp->res;
+    uint64_t request = 0;
+    bool in_request = false, counted = false;
+    for (;;) {
+        struct moeinf_trace_token tok;
+        bool end = false;
+        enum moeinf_status st = moeinf_trace_read(r, &tok, &end, err);
+        if (st != MOEINF_OK) return st;
+        if (end) break;
+        if (tok.request_begins) {
+            if (in_request) {
+                moeinf_policy_request_end(rp->policy);
+                request++;
+            }
+            in_request = true;
+            counted = request >= (uint64_t)rp->params->warmup_requests;
+            res->requests += counted;
+            moeinf_policy_request_begin(rp->policy, request);
+        }
+        bool decode = tok.phase == MOEINF_PHASE_DECODE;
+        moeinf_policy_token_begin(rp->policy, tok.phase);
+        uint64_t misses = 0;
+        uint64_t loads = 0;
+        for (int l = 0; l < g->n_layers; l++) {
+            st = replay_step(rp, l, tok.experts + (size_t)l * (size_t)g->top_k, g, counted, decode,
+                             &misses, &loads, err);
+            if (st != MOEINF_OK) return st;
+        }
+        moeinf_policy_token_end(rp->policy);
+        if (counted) {
+            res->tokens++;
+            res->decode_tokens += decode;
+            if (res->timed) token_time(rp, misses, loads, decode);
+        }
+    }
+    if (in_request) moeinf_policy_request_end(rp->policy);
+    /* Prefetched experts still waiting for their first demand were wasted too. */
+    for (int s = 0; s < moeinf_cache_capacity(rp->cache); s++) {
+        uint32_t id = moeinf_cache_slot_expert(rp->cache, s);
+        if (id != MOEINF_EXPERT_NONE && moeinf_cache_is_prefetched(rp->cache, id) &&
+            rp->pf_counted[id]) {
+            res->wasted_prefetches++;
+        }
+    }
+    return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
+                                     const struct moeinf_policy_ops *ops,
+                                     struct moeinf_sim_result *out, struct moeinf_error *err) {
+    struct moeinf_trace_reader *r = NULL;
+    struct replay rp;
+    memset(&rp, 0, sizeof rp);
+    struct moeinf_sim_result res;
+    memset(&res, 0, sizeof res);
+    uint32_t *future = NULL;
+    enum moeinf_status st = MOEINF_OK;
+    if (!params->trace_path) return moeinf_fail(err, MOEINF_ERR_ARG, "no trace file given");
+    if (params->prefetch < 0 || params->warmup_requests < 0) {
+        return moeinf_fail(err, MOEINF_ERR_ARG, "prefetch and warmup must be >= 0");
+    }
+    if ((st = moeinf_trace_open(params->trace_path, &r, err)) != MOEINF_OK) return st;
+    const struct moeinf_trace_header *h = moeinf_trace_header(r);
+    struct moeinf_policy_geometry g = {h->n_layers, h->n_experts, h->top_k, 0};
+    uint32_t n_ids = (uint32_t)g.n_layers * (uint32_t)g.n_experts;
+    if ((st = moeinf_sim_cache_size(params, n_ids, &g.capacity, err)) != MOEINF_OK) goto done;
+    if (g.capacity < g.top_k) {
+        st = moeinf_fail(err, MOEINF_ERR_ARG,
+                         "%s: a cache of %d experts is smaller than top_k %d: one layer's "
+                         "experts must fit at once",
+                         params->trace_path, g.capacity, g.top_k);
+        goto done;
+    }
+    if ((st = moeinf_policy_create_ops(ops, &g, &rp.policy, err)) != MOEINF_OK) goto done;
+    if (ops->set_future) {
+        size_t n = 0;
+        if ((st = read_future(params->trace_path, &future, &n, err)) != MOEINF_OK) goto done;
+        st = ops->set_future(rp.policy->state, future, n, err);
+        free(future);
+        future = NULL;
+        if (st != MOEINF_OK) goto done;
+    }
+    if ((st = moeinf_cache_init(&g, &rp.cache, err)) != MOEINF_OK) goto done;
+    rp.params = params;
+    rp.res = &res;
+    rp.pf_counted = calloc(n_ids, 1);
+    rp.step = malloc((size_t)g.top_k * sizeof *rp.step);
+    rp.proposals =
+        malloc((size_t)(params->prefetch > 0 ? params->prefetch : 1) * sizeof *rp.proposals);
+    if (!rp.pf_counted || !rp.step || !rp.proposals) {
+        st = moeinf_fail(err, MOEINF_ERR_NOMEM, "simulator: out of memory");
+        goto done;
+    }
+    res.timed = params->expert_bytes > 0 && params->bandwidth_gbps > 0 && params->compute_ms > 0;
+    if (res.timed) rp.load_ms = params->expert_bytes / (params->bandwidth_gbps * 1e9) * 1e3;
+    if ((st = replay_tokens(&rp, r, err)) != MOEINF_OK) goto done;
+
+    snprintf(res.policy, sizeof res.policy, "%s", ops->name);
+    res.n_layers = g.n_layers;
+    res.n_experts = g.n_experts;
+    res.top_k = g.top_k;
+    res.cache_experts = g.capacity;
+    if (res.timed) {
+        res.ms_per_token = res.tokens ? rp.total_ms / (double)res.tokens : 0.0;
+        res.decode_ms_per_token =
+            res.decode_tokens ? rp.decode_ms / (double)res.decode_tokens : 0.0;
+    }
+    *out = res;
+done:
+    free(rp.pf_counted);
+    free(rp.step);
+    free(rp.proposals);
+    moeinf_cache_free(rp.cache);
+    moeinf_policy_free(rp.policy);
+    moeinf_trace_close(r);
+    return st;
+}
+
+enum moeinf_status moeinf_sim_run(const struct moeinf_sim_params *params,
+                                  struct moeinf_sim_result *out, struct moeinf_error *err) {
+    const char *name = params->policy ? params->policy : MOEINF_POLICY_DEFAULT;
+    const struct moeinf_policy_ops *ops = moeinf_sim_policy_find(name);
+    if (!ops) return moeinf_fail(err, MOEINF_ERR_ARG, "unknown cache policy '%s'", name);
+    return moeinf_sim_replay(params, ops, out, err);
+}

@@ -1,0 +1,163 @@
+/*
+ * test_cli_sim.c - `moeinf sim` through the binary ($MOEINF_BIN): exit codes, --help, the
+ * JSON object (hand-computed values, null ratios), the sweep table and the SVG plot.
+ */
+#include <stdbool.h>
+#include <sys/wait.h>
+
+#include "test.h"
+
+static char out_buf[1 << 16], err_buf[1 << 14];
+
+static void slurp(const char *path, char *buf, size_t size) {
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    size_t n = fread(buf, 1, size - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+/* Runs `moeinf sim ARGS`; returns the exit code, stdout and stderr in out_buf / err_buf. */
+static int sim(const char *args) {
+    const char *bin = getenv("MOEINF_BIN");
+    if (!bin) return -1;
+    char out[512], err[512], cmd[4096];
+    test_tmp_path("cli_out.txt", out, sizeof out);
+    test_tmp_path("cli_err.txt", err, sizeof err);
+    snprintf(cmd, sizeof cmd, "'%s' sim %s >'%s' 2>'%s'", bin, args, out, err);
+    int status = system(cmd);
+    slurp(out, out_buf, sizeof out_buf);
+    slurp(err, err_buf, sizeof err_buf);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static const char *trace_path(void) {
+    static char path[512];
+    test_tmp_path("cli_trace.txt", path, sizeof path);
+    FILE *f = fopen(path, "w");
+    if (!f) return path;
+    /* L=2, E=4, K=2: with 4 slots the first token misses 4 times and the second hits 4 times */
+    fprintf(f, "# moe-trace v1\n# n_layers: 2\n# n_experts: 4\n# top_k: 2\n"
+               "0 P 0 0,1|2,3\n0 D 1 1,0|3,2\n");
+    fclose(f);
+    return path;
+}
+
+static void test_help_and_usage_errors(void) {
+    if (!getenv("MOEINF_BIN")) {
+        test_skip("MOEINF_BIN not set (run through ctest)");
+        return;
+    }
+    CHECK_EQ_INT(sim("--help"), 0);
+    CHECK_STR_CONTAINS(out_buf, "usage: moeinf sim");
+    CHECK_STR_CONTAINS(out_buf, "belady");
+    CHECK_STR_CONTAINS(out_buf, "max(0, prefetches * load - T)");
+    CHECK_EQ_INT(sim(""), 2);
+    char args[1024];
+    const char *t = trace_path();
+
+    static const struct {
+        bool with_trace;
+        const char *rest;
+    } bad[] = {
+        {false, "--cache 4"},   /* no trace */
+        {true, ""},             /* no cache */
+        {true, "--cache 0"},    /* zero */
+        {true, "--cache 101%"}, /* over 100% */
+        {true, "--cache x%"},   /* not a number */
+        {true, "--cache 4 --phase prompt"},
+        {true, "--cache 4 --bogus"},
+        {true, "--cache 4 --prefetch -1"},
+        {true, "--cache 4 --compute-ms 5"}, /* half a time model */
+        {true, "--cache 1"},                /* smaller than top_k = 2 */
+        {true, "--cache 4 --policy nope"},
+        {true, "--cache 4 --sweep"},
+        {true, "--cache 4 --plot x.svg"},
+    };
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "%s%s %s", bad[i].with_trace ? "--trace " : "",
+                 bad[i].with_trace ? t : "", bad[i].rest);
+        int code = sim(args);
+        CHECK_MSG(code == 2, "'%s' exited %d", args, code);
+        CHECK_MSG(err_buf[0] != '\0', "'%s' printed nothing on stderr", args);
+    }
+    CHECK_EQ_INT(sim("--trace /nonexistent/trace.txt --cache 4"), 1);
+    CHECK_STR_CONTAINS(err_buf, "moeinf: /nonexistent/trace.txt: cannot open");
+}
+
+static void test_json(void) {
+    if (!getenv("MOEINF_BIN")) {
+        test_skip("MOEINF_BIN not set (run through ctest)");
+        return;
+    }
+    char args[1024];
+    snprintf(args, sizeof args, "--trace %s --cache 4 --json", trace_path());
+    CHECK_EQ_INT(sim(args), 0);
+    /* the first token's 4 accesses miss, the second token's 4 hit */
+    CHECK_STR_CONTAINS(out_buf, "{\"policy\": \"lru\", \"cache_experts\": 4, \"accesses\": 8, "
+                                "\"hits\": 4, \"hit_ratio\": 0.500000");
+    snprintf(args, sizeof args, "--trace %s --cache 100%% --json --policy lfu", trace_path());
+    CHECK_EQ_INT(sim(args), 0);
+    CHECK_STR_CONTAINS(out_buf, "\"policy\": \"lfu\", \"cache_experts\": 8");
+    CHECK_STR_CONTAINS(out_buf, "\"accesses\": 8, \"hits\": 4, \"hit_ratio\": 0.500000");
+    CHECK_STR_CONTAINS(out_buf, "\"decode_accesses\": 4, \"decode_hits\": 4, "
+                                "\"decode_hit_ratio\": 1.000000");
+    CHECK_STR_CONTAINS(out_buf, "\"prefetch_loads\": 0, \"prefetch_hits\": 0, "
+                                "\"wasted_prefetches\": 0}");
+    /* exactly one line, one object */
+    CHECK(strchr(out_buf, '\n') == out_buf + strlen(out_buf) - 1);
+    /* warmup of the only request: nothing counted, ratios null; time model fields */
+    snprintf(args, sizeof args,
+             "--trace %s --cache 4 --json --warmup 1 --expert-bytes 1e6 --bandwidth 1 "
+             "--compute-ms 2",
+             trace_path());
+    CHECK_EQ_INT(sim(args), 0);
+    CHECK_STR_CONTAINS(out_buf, "\"accesses\": 0, \"hits\": 0, \"hit_ratio\": null");
+    CHECK_STR_CONTAINS(out_buf, "\"decode_hit_ratio\": null");
+    CHECK_STR_CONTAINS(out_buf, "\"ms_per_token\": null, \"decode_ms_per_token\": null}");
+    /* time model: token 1 = 2 + 4 misses x 1 ms = 6, token 2 = 2 (all hits) */
+    snprintf(args, sizeof args,
+             "--trace %s --cache 4 --json --expert-bytes 1e6 --bandwidth 1 --compute-ms 2",
+             trace_path());
+    CHECK_EQ_INT(sim(args), 0);
+    CHECK_STR_CONTAINS(out_buf, "\"ms_per_token\": 4.000000, \"decode_ms_per_token\": 2.000000}");
+}
+
+static void test_text_sweep_and_plot(void) {
+    if (!getenv("MOEINF_BIN")) {
+        test_skip("MOEINF_BIN not set (run through ctest)");
+        return;
+    }
+    char args[1024], svg[512];
+    snprintf(args, sizeof args, "--trace %s --cache 50%% --phase decode", trace_path());
+    CHECK_EQ_INT(sim(args), 0);
+    CHECK_STR_CONTAINS(out_buf, "policy     lru, cache 4 experts (50.0% of 8)");
+    CHECK_STR_CONTAINS(out_buf, "decode     hit ratio 1.0000 (4 of 4 accesses)");
+    test_tmp_path("cli_plot.svg", svg, sizeof svg);
+    remove(svg);
+    snprintf(args, sizeof args, "--trace %s --sweep --sizes 2,4,100%% --plot %s", trace_path(),
+             svg);
+    CHECK_EQ_INT(sim(args), 0);
+    CHECK_STR_CONTAINS(out_buf, "| cache | lru | lfu | count | belady |");
+    CHECK_STR_CONTAINS(out_buf, "| 4 (50.0%) | 0.500 | 0.500 | 0.500 | 0.500 |");
+    CHECK_STR_CONTAINS(out_buf, "| 8 (100.0%) |");
+    char body[1 << 15];
+    slurp(svg, body, sizeof body);
+    CHECK(strncmp(body, "<svg", 4) == 0);
+    CHECK_STR_CONTAINS(body, "</svg>");
+    int lines = 0;
+    for (const char *p = body; (p = strstr(p, "<polyline")); p++)
+        lines++;
+    CHECK_EQ_INT(lines, 4);
+    snprintf(args, sizeof args, "--trace %s --sweep --sizes 4 --policies lru,nope", trace_path());
+    CHECK_EQ_INT(sim(args), 2);
+}
+
+int main(void) {
+    RUN(test_help_and_usage_errors);
+    RUN(test_json);
+    RUN(test_text_sweep_and_plot);
+    return test_report();
+}
