@@ -50,7 +50,7 @@ static void check_pool(int n_threads, int n_runs, int sleep_every) {
 
 static void test_pool_sizes(void) {
     int sizes[] = {1, 2, 3, 7};
-    for (int i = 0; i < 4; i++) check_pool(sizes[i], 2000, 0);
+    for (int i = 0; i < 4; i++) check_pool(sizes[i], 500, 0);
 }
 
 static void test_pool_sleep_wake(void) {

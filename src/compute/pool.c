@@ -37,7 +37,13 @@ struct moeinf_pool {
     void *arg;
 };
 
-static inline void cpu_relax(void) {
+/* One step of a spin-wait. Every 256th step yields the CPU, so that with more threads than
+ * cores (-t 7 on a 2-core machine) the thread being waited for gets to run. */
+static inline void cpu_relax(int i) {
+    if ((i & 255) == 255) {
+        sched_yield();
+        return;
+    }
 #if defined(__x86_64__) || defined(__i386__)
     _mm_pause();
 #elif defined(__aarch64__)
@@ -52,7 +58,7 @@ static void *worker_main(void *p) {
     for (;;) {
         unsigned gen = atomic_load_explicit(&pool->generation, memory_order_acquire);
         for (int i = 0; gen == seen && i < SPIN_ITERS; i++) {
-            cpu_relax();
+            cpu_relax(i);
             gen = atomic_load_explicit(&pool->generation, memory_order_acquire);
         }
         if (gen == seen) {
@@ -151,7 +157,7 @@ void moeinf_pool_run(struct moeinf_pool *pool, moeinf_pool_fn fn, void *arg) {
 
     for (int i = 0; i < SPIN_ITERS; i++) {
         if (atomic_load_explicit(&pool->n_done, memory_order_acquire) == n_workers) return;
-        cpu_relax();
+        cpu_relax(i);
     }
     pthread_mutex_lock(&pool->mutex);
     pool->caller_sleeping = true;
