@@ -65,12 +65,27 @@ struct moeinf_gen_params {
     int type;               /* GGML tensor type of the big matrices (0 F32, 1 F16, 2 Q4_0, 8 Q8_0) */
     uint64_t seed;
     const char *vocab_from; /* GGUF whose tokenizer is copied, or NULL for a byte vocabulary */
+    int n_embd_head;        /* head dim (key/value length); 0 = n_embd / n_head */
+    bool tied_output;       /* no output.weight: the lm_head is token_embd */
+    float rope_freq_base;   /* RoPE base theta (default 1e6, as Mixtral) */
+    float rms_eps;          /* RMSNorm epsilon (default 1e-5) */
+    int n_threads;          /* generator threads; 0 = the online CPUs (bytes do not depend on it) */
 };
 
-/* The defaults: the small MoE used as the embedded default model. */
+/* The defaults: the small MoE used as the embedded default model (4 layers, 8 experts,
+ * top-2, n_embd 256, n_ff 512, 8 heads, 4 KV heads, Q8_0, its own 1010-token vocabulary;
+ * about 15 MB). */
 struct moeinf_gen_params moeinf_gen_params_default(void);
 
-/* Writes a GGUF with random weights, streaming to `path` (via a temp file and rename). */
+/* Checks a geometry without writing anything: MOEINF_ERR_ARG naming the first problem
+ * (heads not dividing n_embd, KV heads not dividing heads, top-k > experts, rows not a
+ * multiple of 32 for quantized types, an arch other than "llama", ...). */
+enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *params,
+                                           struct moeinf_error *err);
+
+/* Writes a GGUF with random weights, streaming to `path` (via a temp file and rename), one
+ * row chunk at a time: memory stays a few MB whatever the model size. Deterministic: the
+ * same params (seed included) give the same bytes. On failure no file is left at `path`. */
 enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *params, const char *path,
                                     struct moeinf_error *err);
 

@@ -82,7 +82,76 @@ static void test_inspect(void) {
     CHECK(err_text[0] == '\0');
 }
 
+static void test_gen_model(void) {
+    if (run("gen-model --help") < 0) return;
+    CHECK_EQ_INT(run("gen-model --help"), 0);
+    CHECK_STR_CONTAINS(out_text, "usage: moeinf gen-model");
+    CHECK_STR_CONTAINS(out_text, "--preset");
+    CHECK_EQ_INT(run("gen-model"), 2);
+    CHECK_STR_CONTAINS(err_text, "missing -o FILE");
+
+    char path[512], args[1024];
+    test_tmp_path("cli-gen.gguf", path, sizeof path);
+    remove(path);
+
+    struct {
+        const char *opts, *phrase;
+    } bad[] = {
+        {"--heads 7", "7 heads do not divide n_embd 256"},
+        {"--kv-heads 3", "3 kv heads do not divide 8 heads"},
+        {"--top-k 9", "top-k 9"},
+        {"--embd 208 --heads 8", "n_embd = 208 is not a multiple of 32"},
+        {"--type q5_1", "unknown type 'q5_1'"},
+        {"--preset llama-70b", "unknown preset 'llama-70b'"},
+        {"--layers 0", "invalid value '0' for --layers"},
+        {"--layers x", "invalid value 'x' for --layers"},
+        {"--seed -1", "invalid value '-1' for --seed"},
+        {"--arch qwen2moe", "arch 'qwen2moe' is not supported"},
+        {"--shared-experts 1", "no shared experts"},
+        {"--frobnicate", "unknown option '--frobnicate'"},
+        {"--layers", "needs a value"},
+    };
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(args, sizeof args, "gen-model -o '%s' %s", path, bad[i].opts);
+        CHECK_MSG(run(args) == 2, "%s", bad[i].opts);
+        CHECK_STR_CONTAINS(err_text, bad[i].phrase);
+    }
+    FILE *f = fopen(path, "rb");
+    CHECK(f == NULL); /* no option error wrote anything */
+    if (f) fclose(f);
+
+    CHECK_EQ_INT(run("gen-model -o /nonexistent-dir/m.gguf --layers 1"), 1);
+    CHECK_STR_CONTAINS(err_text, "moeinf: /nonexistent-dir/m.gguf");
+
+    /* A preset with later overrides, then inspect reads it back. */
+    snprintf(args, sizeof args,
+             "gen-model --layers 1 -o '%s' --preset mixtral-8x7b --embd 64 --ff 64 --heads 4 "
+             "--kv-heads 2 --type f16 --seed 9",
+             path);
+    CHECK_EQ_INT(run(args), 0);
+    CHECK_STR_CONTAINS(out_text, "wrote");
+    snprintf(args, sizeof args, "inspect '%s'", path);
+    CHECK_EQ_INT(run(args), 0);
+    CHECK_STR_CONTAINS(out_text, "llama.block_count                        u32            = 1");
+    CHECK_STR_CONTAINS(out_text, "llama.expert_count                       u32            = 8");
+    CHECK_STR_CONTAINS(out_text, "llama.context_length                     u32            = 32768");
+    CHECK_STR_CONTAINS(out_text, "blk.0.ffn_up_exps.weight");
+    CHECK_STR_CONTAINS(out_text, "[64, 64, 8]");
+    CHECK_STR_CONTAINS(out_text, "f16");
+
+    /* --experts 0 alone gives a dense model (top-k follows). */
+    snprintf(args, sizeof args, "gen-model -o '%s' --experts 0 --layers 1 --type q4_0", path);
+    CHECK_EQ_INT(run(args), 0);
+    snprintf(args, sizeof args, "inspect '%s'", path);
+    CHECK_EQ_INT(run(args), 0);
+    CHECK_STR_CONTAINS(out_text, "blk.0.ffn_down.weight");
+    CHECK(strstr(out_text, "expert_count") == NULL);
+    remove(path);
+}
+
 int main(void) {
     RUN(test_inspect);
+    RUN(test_gen_model);
     return test_report();
 }

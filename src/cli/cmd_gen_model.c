@@ -1,11 +1,218 @@
-/* cmd_gen_model.c - placeholder until this subcommand lands. */
+/* cmd_gen_model.c - moeinf gen-model: write a GGUF MoE model with random weights. */
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 
+#define CMD "gen-model"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: moeinf gen-model -o FILE [--preset NAME] [options]\n"
+            "\n"
+            "Writes a GGUF model with random weights (arch 'llama': Mixtral-style routed experts,\n"
+            "or a dense Llama with --experts 0) that llama.cpp and moeinf load. The file is\n"
+            "generated tensor by tensor, so memory stays small whatever its size; the same\n"
+            "options and seed give the same bytes.\n"
+            "\n"
+            "  -o, --output FILE     where to write (required)\n"
+            "  --preset NAME         start from a geometry: default, mixtral-8x7b, olmoe-1b-7b,\n"
+            "                        qwen3-30b-a3b (later options override it)\n"
+            "  --arch NAME           llama (the only one)\n"
+            "  --layers N            transformer blocks\n"
+            "  --experts N           routed experts per layer (0 = dense)\n"
+            "  --top-k N             experts used per token\n"
+            "  --shared-experts N    shared experts (must be 0 for llama)\n"
+            "  --embd N              model width\n"
+            "  --ff N                FFN width of one expert\n"
+            "  --heads N             query heads\n"
+            "  --kv-heads N          key/value heads\n"
+            "  --head-dim N          head dimension (default embd / heads)\n"
+            "  --ctx N               training context length written to the metadata\n"
+            "  --type T              f32, f16, q8_0 or q4_0 for the big matrices (norms and\n"
+            "                        router stay f32)\n"
+            "  --tied                no output.weight: the lm_head is token_embd\n"
+            "  --seed S              random seed (default 42)\n"
+            "  --threads N           generator threads (default: all CPUs; same bytes)\n"
+            "  --vocab-from GGUF     copy the tokenizer of another GGUF (default: a small\n"
+            "                        SentencePiece-style vocabulary of its own)\n"
+            "  -h, --help            this help\n");
+}
+
+/* Prints "moeinf gen-model: <what> '<arg>'<tail>" and the usage; returns the usage exit code. */
+static int bad_usage(const char *what, const char *arg, const char *tail) {
+    if (arg) {
+        fprintf(stderr, "moeinf " CMD ": %s '%s'%s\n", what, arg, tail);
+    } else {
+        fprintf(stderr, "moeinf " CMD ": %s%s\n", what, tail);
+    }
+    usage(stderr);
+    return CLI_EXIT_USAGE;
+}
+
+static bool apply_preset(const char *name, struct moeinf_gen_params *p) {
+    *p = moeinf_gen_params_default();
+    if (!strcmp(name, "default")) return true;
+    if (!strcmp(name, "mixtral-8x7b")) {
+        p->n_layer = 32;
+        p->n_expert = 8;
+        p->n_expert_used = 2;
+        p->n_embd = 4096;
+        p->n_ff = 14336;
+        p->n_head = 32;
+        p->n_head_kv = 8;
+        p->n_ctx_train = 32768;
+        p->rope_freq_base = 1e6f;
+        return true;
+    }
+    if (!strcmp(name, "olmoe-1b-7b")) {
+        p->n_layer = 16;
+        p->n_expert = 64;
+        p->n_expert_used = 8;
+        p->n_embd = 2048;
+        p->n_ff = 1024;
+        p->n_head = 16;
+        p->n_head_kv = 16;
+        p->n_ctx_train = 4096;
+        p->rope_freq_base = 10000.0f;
+        return true;
+    }
+    if (!strcmp(name, "qwen3-30b-a3b")) {
+        p->n_layer = 48;
+        p->n_expert = 128;
+        p->n_expert_used = 8;
+        p->n_embd = 2048;
+        p->n_ff = 768;
+        p->n_head = 32;
+        p->n_head_kv = 4;
+        p->n_embd_head = 128;
+        p->n_ctx_train = 40960;
+        p->rope_freq_base = 1e6f;
+        p->rms_eps = 1e-6f;
+        return true;
+    }
+    return false;
+}
+
+static bool parse_type(const char *s, int *type) {
+    static const struct {
+        const char *name;
+        int id;
+    } types[] = {{"f32", 0}, {"f16", 1}, {"q4_0", 2}, {"q8_0", 8}};
+
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        if (!strcmp(s, types[i].name)) {
+            *type = types[i].id;
+            return true;
+        }
+    }
+    return false;
+}
+
+struct int_opt {
+    const char *name;
+    long lo, hi;
+    size_t offset; /* of the int field in struct moeinf_gen_params */
+};
+
+static const struct int_opt int_opts[] = {
+    {"--layers", 1, 4096, offsetof(struct moeinf_gen_params, n_layer)},
+    {"--experts", 0, 4096, offsetof(struct moeinf_gen_params, n_expert)},
+    {"--top-k", 0, 4096, offsetof(struct moeinf_gen_params, n_expert_used)},
+    {"--shared-experts", 0, 4096, offsetof(struct moeinf_gen_params, n_expert_shared)},
+    {"--embd", 1, 1 << 20, offsetof(struct moeinf_gen_params, n_embd)},
+    {"--ff", 1, 1 << 20, offsetof(struct moeinf_gen_params, n_ff)},
+    {"--heads", 1, 4096, offsetof(struct moeinf_gen_params, n_head)},
+    {"--kv-heads", 1, 4096, offsetof(struct moeinf_gen_params, n_head_kv)},
+    {"--head-dim", 1, 65536, offsetof(struct moeinf_gen_params, n_embd_head)},
+    {"--ctx", 1, 1 << 24, offsetof(struct moeinf_gen_params, n_ctx_train)},
+    {"--threads", 0, 64, offsetof(struct moeinf_gen_params, n_threads)},
+};
+
 int cmd_gen_model(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "moeinf: 'gen_model' is not built yet\n");
-    return CLI_EXIT_FAIL;
+    struct moeinf_gen_params p = moeinf_gen_params_default();
+    const char *out = NULL;
+
+    /* Pass 1: --help and the preset, which later options override wherever they appear. */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        }
+        if (!strcmp(argv[i], "--preset")) {
+            const char *v = cli_option_value(CMD, argc, argv, &i);
+            if (!v) return CLI_EXIT_USAGE;
+            if (!apply_preset(v, &p)) return bad_usage("unknown preset", v, "");
+        }
+    }
+    bool top_k_given = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--preset")) {
+            i++;
+            continue;
+        }
+        if (!strcmp(a, "--tied")) {
+            p.tied_output = true;
+            continue;
+        }
+        bool matched = false;
+        for (size_t k = 0; k < sizeof int_opts / sizeof int_opts[0]; k++) {
+            if (strcmp(a, int_opts[k].name) != 0) continue;
+            const char *v = cli_option_value(CMD, argc, argv, &i);
+            long n;
+            if (!v || !cli_parse_long(CMD, a, v, int_opts[k].lo, int_opts[k].hi, &n)) {
+                return CLI_EXIT_USAGE;
+            }
+            *(int *)((char *)&p + int_opts[k].offset) = (int)n;
+            if (!strcmp(a, "--top-k")) top_k_given = true;
+            matched = true;
+            break;
+        }
+        if (matched) continue;
+        if (!strcmp(a, "-o") || !strcmp(a, "--output") || !strcmp(a, "--arch") ||
+            !strcmp(a, "--type") || !strcmp(a, "--seed") || !strcmp(a, "--vocab-from")) {
+            const char *v = cli_option_value(CMD, argc, argv, &i);
+            if (!v) return CLI_EXIT_USAGE;
+            if (a[1] == 'o' || !strcmp(a, "--output")) {
+                out = v;
+            } else if (!strcmp(a, "--arch")) {
+                p.arch = v;
+            } else if (!strcmp(a, "--type")) {
+                if (!parse_type(v, &p.type)) {
+                    return bad_usage("unknown type", v, " (f32, f16, q8_0, q4_0)");
+                }
+            } else if (!strcmp(a, "--seed")) {
+                if (!cli_parse_u64(CMD, a, v, &p.seed)) return CLI_EXIT_USAGE;
+            } else {
+                p.vocab_from = v;
+            }
+            continue;
+        }
+        if (a[0] == '-') return bad_usage("unknown option", a, "");
+        return bad_usage("unexpected argument", a, "");
+    }
+    if (!out) return bad_usage("missing -o FILE", NULL, "");
+    if (p.n_expert == 0 && !top_k_given) p.n_expert_used = 0; /* a dense model */
+
+    struct moeinf_error err = {0};
+    if (moeinf_gen_params_check(&p, &err) != MOEINF_OK) {
+        fprintf(stderr, "moeinf: %s\n", err.msg);
+        return CLI_EXIT_USAGE;
+    }
+    if (moeinf_gen_model(&p, out, &err) != MOEINF_OK) return cli_fail(&err);
+    struct stat st;
+    long long size = stat(out, &st) == 0 ? (long long)st.st_size : -1;
+    printf("wrote %s (%lld bytes): %d layers, %d experts (top-%d), n_embd %d, n_ff %d, "
+           "%d/%d heads, type %s, seed %llu\n",
+           out, size, p.n_layer, p.n_expert, p.n_expert_used, p.n_embd, p.n_ff, p.n_head,
+           p.n_head_kv,
+           p.type == 0   ? "f32"
+           : p.type == 1 ? "f16"
+           : p.type == 2 ? "q4_0"
+                         : "q8_0",
+           (unsigned long long)p.seed);
+    return CLI_EXIT_OK;
 }

@@ -1,0 +1,639 @@
+// ctest-labels: threads
+/*
+ * test_gen_model.c - moeinf_gen_model: tiny models written to scratch files and read back
+ * with the GGUF reader. Checks the metadata and tensor layout llama.cpp expects for arch
+ * "llama", the weight statistics of README 1.6 (moments and normal tail masses computed
+ * here in float64, weights decoded from F32/F16/Q8_0/Q4_0 by this file's own decoders),
+ * determinism (seed, thread count), the vocabulary, and that failures leave no file.
+ */
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include "gguf/gguf.h"
+#include "moeinf.h"
+#include "test.h"
+
+static bool exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+static int temp_leftovers(const char *base) {
+    char dir[512];
+    test_tmp_path("", dir, sizeof dir);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    char prefix[256];
+    snprintf(prefix, sizeof prefix, "%s.tmp.", base);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
+}
+
+/* A small MoE: 2 layers, 8 experts top-2, n_embd 64, n_ff 256, 4 heads, 2 KV heads. */
+static struct moeinf_gen_params tiny(int type) {
+    struct moeinf_gen_params p = moeinf_gen_params_default();
+    p.n_layer = 2;
+    p.n_expert = 8;
+    p.n_expert_used = 2;
+    p.n_embd = 64;
+    p.n_ff = 256;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.n_ctx_train = 512;
+    p.type = type;
+    p.seed = 1234;
+    p.n_threads = 2;
+    return p;
+}
+
+static struct moeinf_gguf *gen_open(const struct moeinf_gen_params *p, const char *name, char *path,
+                                    size_t size) {
+    test_tmp_path(name, path, size);
+    struct moeinf_error err = {0};
+    enum moeinf_status st = moeinf_gen_model(p, path, &err);
+    CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
+    if (st) return NULL;
+    struct moeinf_gguf *g = NULL;
+    st = moeinf_gguf_open(path, &g, &err);
+    CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
+    return g;
+}
+
+static uint32_t u32_of(const struct moeinf_gguf *g, const char *key) {
+    uint32_t v = 0xffffffffu;
+    struct moeinf_error err;
+    CHECK_MSG(moeinf_gguf_get_u32(g, key, &v, &err) == MOEINF_OK, "%s", err.msg);
+    return v;
+}
+
+static void check_tensor(const struct moeinf_gguf *g, const char *name, int type, int n_dims,
+                         int64_t ne0, int64_t ne1, int64_t ne2) {
+    const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(g, name);
+    CHECK_MSG(t != NULL, "missing tensor %s", name);
+    if (!t) return;
+    CHECK_MSG(t->type == type && t->n_dims == n_dims && t->ne[0] == ne0 && t->ne[1] == ne1 &&
+                  t->ne[2] == ne2,
+              "%s: type %d dims %d [%lld, %lld, %lld]", name, t->type, t->n_dims,
+              (long long)t->ne[0], (long long)t->ne[1], (long long)t->ne[2]);
+}
+
+/* ---- this test's own decoders --------------------------------------------------------- */
+
+static double half_to_double(uint16_t h) {
+    int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    double v = exp == 0 ? ldexp(mant, -24) : ldexp(mant + 1024, exp - 25);
+    if (exp == 31) v = mant ? NAN : INFINITY;
+    return (h & 0x8000) ? -v : v;
+}
+
+static uint16_t ld16(const uint8_t *p) {
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+/* Element i of a tensor as a double (F32, F16, Q8_0, Q4_0). */
+static double weight(const struct moeinf_gguf_tensor *t, int64_t i) {
+    const uint8_t *d = t->data;
+    switch (t->type) {
+    case 0: {
+        float f;
+        memcpy(&f, d + 4 * i, 4);
+        return f;
+    }
+    case 1:
+        return half_to_double(ld16(d + 2 * i));
+    case 8: {
+        const uint8_t *b = d + (i / 32) * 34;
+        return half_to_double(ld16(b)) * (int8_t)b[2 + i % 32];
+    }
+    case 2: {
+        const uint8_t *b = d + (i / 32) * 18;
+        int j = (int)(i % 32);
+        int q = j < 16 ? (b[2 + j] & 15) : (b[2 + j - 16] >> 4);
+        return half_to_double(ld16(b)) * (q - 8);
+    }
+    default:
+        return NAN;
+    }
+}
+
+struct stats {
+    int64_t n;
+    double mean, std, within1, beyond2, beyond3, kurt;
+};
+
+static struct stats stats_of(const struct moeinf_gguf_tensor *t, double center) {
+    struct stats s = {0};
+    s.n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
+    double sum = 0, sum2 = 0;
+    for (int64_t i = 0; i < s.n; i++) {
+        double v = weight(t, i);
+        sum += v;
+        sum2 += (v - center) * (v - center);
+    }
+    s.mean = sum / (double)s.n;
+    s.std = sqrt(sum2 / (double)s.n);
+    double m4 = 0;
+    for (int64_t i = 0; i < s.n; i++) {
+        double z = (weight(t, i) - center) / s.std;
+        s.within1 += fabs(z) < 1;
+        s.beyond2 += fabs(z) > 2;
+        s.beyond3 += fabs(z) > 3;
+        m4 += z * z * z * z;
+    }
+    s.within1 /= (double)s.n;
+    s.beyond2 /= (double)s.n;
+    s.beyond3 /= (double)s.n;
+    s.kurt = m4 / (double)s.n;
+    return s;
+}
+
+/* ---- tests ---------------------------------------------------------------------------- */
+
+static void test_layout(void) {
+    char path[512];
+    struct moeinf_gen_params p = tiny(0);
+    struct moeinf_gguf *g = gen_open(&p, "gen-layout.gguf", path, sizeof path);
+    if (!g) return;
+    struct moeinf_error err;
+    struct moeinf_gguf_str s;
+    CHECK_EQ_INT(moeinf_gguf_get_str(g, "general.architecture", &s, &err), MOEINF_OK);
+    CHECK(moeinf_gguf_str_eq(s, "llama"));
+    CHECK_EQ_INT(g->version, 3);
+    CHECK_EQ_INT(g->alignment, 32);
+    CHECK_EQ_INT(u32_of(g, "general.alignment"), 32);
+    CHECK_EQ_INT(u32_of(g, "general.file_type"), 0);
+    CHECK_EQ_INT(u32_of(g, "llama.block_count"), 2);
+    CHECK_EQ_INT(u32_of(g, "llama.embedding_length"), 64);
+    CHECK_EQ_INT(u32_of(g, "llama.feed_forward_length"), 256);
+    CHECK_EQ_INT(u32_of(g, "llama.attention.head_count"), 4);
+    CHECK_EQ_INT(u32_of(g, "llama.attention.head_count_kv"), 2);
+    CHECK_EQ_INT(u32_of(g, "llama.attention.key_length"), 16);
+    CHECK_EQ_INT(u32_of(g, "llama.attention.value_length"), 16);
+    CHECK_EQ_INT(u32_of(g, "llama.rope.dimension_count"), 16);
+    CHECK_EQ_INT(u32_of(g, "llama.expert_count"), 8);
+    CHECK_EQ_INT(u32_of(g, "llama.expert_used_count"), 2);
+    CHECK_EQ_INT(u32_of(g, "llama.context_length"), 512);
+    float f = 0;
+    CHECK_EQ_INT(moeinf_gguf_get_f32(g, "llama.rope.freq_base", &f, &err), MOEINF_OK);
+    CHECK(f == 1e6f);
+    CHECK_EQ_INT(moeinf_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &f, &err),
+                 MOEINF_OK);
+    CHECK(f == 1e-5f);
+
+    /* The vocabulary: specials, bytes, pieces, consistent counts. */
+    CHECK_EQ_INT(moeinf_gguf_get_str(g, "tokenizer.ggml.model", &s, &err), MOEINF_OK);
+    CHECK(moeinf_gguf_str_eq(s, "llama"));
+    const struct moeinf_gguf_kv *tok = NULL, *sc = NULL, *ty = NULL;
+    CHECK_EQ_INT(
+        moeinf_gguf_get_arr(g, "tokenizer.ggml.tokens", MOEINF_GGUF_TYPE_STRING, &tok, &err), 0);
+    CHECK_EQ_INT(
+        moeinf_gguf_get_arr(g, "tokenizer.ggml.scores", MOEINF_GGUF_TYPE_FLOAT32, &sc, &err), 0);
+    CHECK_EQ_INT(
+        moeinf_gguf_get_arr(g, "tokenizer.ggml.token_type", MOEINF_GGUF_TYPE_INT32, &ty, &err), 0);
+    uint32_t n_vocab = u32_of(g, "llama.vocab_size");
+    if (tok && sc && ty) {
+        CHECK_EQ_INT(tok->n_elem, n_vocab);
+        CHECK_EQ_INT(sc->n_elem, n_vocab);
+        CHECK_EQ_INT(ty->n_elem, n_vocab);
+        CHECK(n_vocab > 259 + 300 && n_vocab < 4000);
+        CHECK(moeinf_gguf_str_eq(moeinf_gguf_arr_str(tok, 0), "<unk>"));
+        CHECK(moeinf_gguf_str_eq(moeinf_gguf_arr_str(tok, 1), "<s>"));
+        CHECK(moeinf_gguf_str_eq(moeinf_gguf_arr_str(tok, 2), "</s>"));
+        CHECK_EQ_INT(moeinf_gguf_arr_i32(ty, 0), 2);
+        CHECK_EQ_INT(moeinf_gguf_arr_i32(ty, 1), 3);
+        CHECK_EQ_INT(moeinf_gguf_arr_i32(ty, 2), 3);
+        for (int b = 0; b < 256; b++) {
+            char want[8];
+            snprintf(want, sizeof want, "<0x%02X>", b);
+            CHECK(moeinf_gguf_str_eq(moeinf_gguf_arr_str(tok, 3 + (uint64_t)b), want));
+            CHECK_EQ_INT(moeinf_gguf_arr_i32(ty, 3 + (uint64_t)b), 6);
+        }
+        int n_space = 0, n_dup = 0;
+        for (uint64_t i = 259; i < tok->n_elem; i++) {
+            struct moeinf_gguf_str t = moeinf_gguf_arr_str(tok, i);
+            CHECK(t.len > 0);
+            CHECK_EQ_INT(moeinf_gguf_arr_i32(ty, i), 1);
+            n_space += t.len >= 3 && !memcmp(t.data, "\xe2\x96\x81", 3);
+            if (i > 259) CHECK(moeinf_gguf_arr_f32(sc, i) < moeinf_gguf_arr_f32(sc, i - 1));
+            if (i % 7 == 0) { /* spot check: no piece appears twice */
+                for (uint64_t k = 0; k < i; k++) {
+                    struct moeinf_gguf_str o = moeinf_gguf_arr_str(tok, k);
+                    n_dup += o.len == t.len && !memcmp(o.data, t.data, t.len);
+                }
+            }
+        }
+        CHECK(n_space > 100);
+        CHECK_EQ_INT(n_dup, 0);
+    }
+    CHECK_EQ_INT(u32_of(g, "tokenizer.ggml.bos_token_id"), 1);
+    CHECK_EQ_INT(u32_of(g, "tokenizer.ggml.eos_token_id"), 2);
+    bool add_bos = false;
+    CHECK_EQ_INT(moeinf_gguf_get_bool_opt(g, "tokenizer.ggml.add_bos_token", &add_bos, &err), 0);
+    CHECK(add_bos);
+
+    /* Tensors as llama.cpp names and shapes them. */
+    CHECK_EQ_INT(g->n_tensors, 3 + 2 * 10);
+    check_tensor(g, "token_embd.weight", 0, 2, 64, n_vocab, 1);
+    check_tensor(g, "output_norm.weight", 0, 1, 64, 1, 1);
+    check_tensor(g, "output.weight", 0, 2, 64, n_vocab, 1);
+    for (int l = 0; l < 2; l++) {
+        char n[64];
+#define T(suffix, type, nd, a, b, c)                                                               \
+    snprintf(n, sizeof n, "blk.%d." suffix ".weight", l);                                          \
+    check_tensor(g, n, type, nd, a, b, c)
+        T("attn_norm", 0, 1, 64, 1, 1);
+        T("attn_q", 0, 2, 64, 64, 1);
+        T("attn_k", 0, 2, 64, 32, 1);
+        T("attn_v", 0, 2, 64, 32, 1);
+        T("attn_output", 0, 2, 64, 64, 1);
+        T("ffn_norm", 0, 1, 64, 1, 1);
+        T("ffn_gate_inp", 0, 2, 64, 8, 1);
+        T("ffn_gate_exps", 0, 3, 64, 256, 8);
+        T("ffn_up_exps", 0, 3, 64, 256, 8);
+        T("ffn_down_exps", 0, 3, 256, 64, 8);
+#undef T
+    }
+    moeinf_gguf_free(g);
+    remove(path);
+}
+
+static void test_weight_statistics(void) {
+    char path[512];
+    struct moeinf_gen_params p = tiny(0);
+    struct moeinf_gguf *g = gen_open(&p, "gen-stats.gguf", path, sizeof path);
+    if (!g) return;
+    /* [64, 256, 8]: 131072 draws of N(0, 1/8). Tolerances are ~4 standard errors. */
+    const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(g, "blk.0.ffn_gate_exps.weight");
+    if (t) {
+        struct stats s = stats_of(t, 0.0);
+        double n = (double)s.n, sigma = 1.0 / 8.0;
+        CHECK_NEAR(s.mean, 0.0, 4 * sigma / sqrt(n));
+        CHECK_NEAR(s.std, sigma, 4 * sigma / sqrt(2 * n));
+        CHECK_NEAR(s.within1, 0.682689, 4 * sqrt(0.683 * 0.317 / n));
+        CHECK_NEAR(s.beyond2, 0.045500, 4 * sqrt(0.0455 * 0.9545 / n));
+        CHECK_NEAR(s.beyond3, 0.002700, 4 * sqrt(0.0027 / n));
+        CHECK_NEAR(s.kurt, 3.0, 4 * sqrt(96.0 / n));
+    }
+    /* down: fan_in 256. */
+    t = moeinf_gguf_find_tensor(g, "blk.1.ffn_down_exps.weight");
+    if (t) {
+        struct stats s = stats_of(t, 0.0);
+        CHECK_NEAR(s.std, 1.0 / 16.0, 4 * (1.0 / 16.0) / sqrt(2.0 * (double)s.n));
+    }
+    /* Router x2: [64, 8] = 512 draws of N(0, 2/8). */
+    t = moeinf_gguf_find_tensor(g, "blk.0.ffn_gate_inp.weight");
+    if (t) {
+        struct stats s = stats_of(t, 0.0);
+        CHECK_NEAR(s.std, 0.25, 4 * 0.25 / sqrt(2.0 * 512));
+    }
+    /* Norms: 1 + 0.1 N over 64 values. */
+    t = moeinf_gguf_find_tensor(g, "blk.1.ffn_norm.weight");
+    if (t) {
+        struct stats s = stats_of(t, 1.0);
+        CHECK_NEAR(s.mean, 1.0, 4 * 0.1 / 8);
+        CHECK_NEAR(s.std, 0.1, 4 * 0.1 / sqrt(128.0));
+    }
+    t = moeinf_gguf_find_tensor(g, "token_embd.weight");
+    if (t) {
+        struct stats s = stats_of(t, 0.0);
+        CHECK_NEAR(s.std, 0.1, 4 * 0.1 / sqrt(2.0 * (double)s.n));
+    }
+    t = moeinf_gguf_find_tensor(g, "output.weight");
+    if (t) {
+        struct stats s = stats_of(t, 0.0);
+        CHECK_NEAR(s.std, 1.0, 4 / sqrt(2.0 * (double)s.n)); /* 8 / sqrt(64) */
+    }
+    /* Tensors are independent draws: gate and up of the same layer are uncorrelated. */
+    const struct moeinf_gguf_tensor *a = moeinf_gguf_find_tensor(g, "blk.0.ffn_gate_exps.weight");
+    const struct moeinf_gguf_tensor *b = moeinf_gguf_find_tensor(g, "blk.0.ffn_up_exps.weight");
+    if (a && b) {
+        int64_t n = a->ne[0] * a->ne[1] * a->ne[2];
+        double sab = 0, saa = 0, sbb = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double x = weight(a, i), y = weight(b, i);
+            sab += x * y;
+            saa += x * x;
+            sbb += y * y;
+        }
+        CHECK_NEAR(sab / sqrt(saa * sbb), 0.0, 4 / sqrt((double)n));
+    }
+    moeinf_gguf_free(g);
+    remove(path);
+}
+
+static void test_types(void) {
+    static const int types[3] = {1, 8, 2};
+    static const double tol[3] = {0.01, 0.02, 0.04}; /* relative, rounding noise included */
+    for (int k = 0; k < 3; k++) {
+        char path[512], name[64];
+        snprintf(name, sizeof name, "gen-type%d.gguf", types[k]);
+        struct moeinf_gen_params p = tiny(types[k]);
+        struct moeinf_gguf *g = gen_open(&p, name, path, sizeof path);
+        if (!g) continue;
+        uint32_t ftype = types[k] == 1 ? 1 : types[k] == 8 ? 7 : 2;
+        CHECK_EQ_INT(u32_of(g, "general.file_type"), ftype);
+        for (uint64_t i = 0; i < g->n_tensors; i++) {
+            const struct moeinf_gguf_tensor *t = &g->tensors[i];
+            bool small = t->n_dims == 1 || strstr(t->name, "ffn_gate_inp");
+            CHECK_MSG(t->type == (small ? 0 : types[k]), "%s has type %d", t->name, t->type);
+        }
+        const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(g, "blk.1.ffn_up_exps.weight");
+        if (t) {
+            struct stats s = stats_of(t, 0.0);
+            CHECK_NEAR(s.mean, 0.0, 0.005);
+            CHECK_NEAR(s.std, 1.0 / 8.0, tol[k] / 8.0);
+        }
+        /* Q8_0 scales come from the block maximum: some |q| reaches 127 in every block. */
+        if (types[k] == 8 && t) {
+            int64_t n_blocks = t->n_bytes / 34, n_full = 0;
+            for (int64_t bi = 0; bi < n_blocks; bi++) {
+                int m = 0;
+                for (int j = 0; j < 32; j++) {
+                    int q = abs((int8_t)t->data[bi * 34 + 2 + j]);
+                    if (q > m) m = q;
+                }
+                n_full += m == 127;
+            }
+            CHECK_EQ_INT(n_full, n_blocks);
+        }
+        moeinf_gguf_free(g);
+        remove(path);
+    }
+}
+
+static void test_variants(void) {
+    char path[512];
+    /* Tied lm_head: no output.weight, output_norm scaled by 80 / sqrt(n_embd) = 10. */
+    struct moeinf_gen_params p = tiny(0);
+    p.tied_output = true;
+    struct moeinf_gguf *g = gen_open(&p, "gen-tied.gguf", path, sizeof path);
+    if (g) {
+        CHECK(moeinf_gguf_find_tensor(g, "output.weight") == NULL);
+        CHECK_EQ_INT(g->n_tensors, 2 + 2 * 10);
+        const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(g, "output_norm.weight");
+        if (t) {
+            struct stats s = stats_of(t, 10.0);
+            CHECK_NEAR(s.mean, 10.0, 4 * 1.0 / 8);
+        }
+        moeinf_gguf_free(g);
+        remove(path);
+    }
+    /* Dense Llama. */
+    p = tiny(0);
+    p.n_expert = 0;
+    p.n_expert_used = 0;
+    g = gen_open(&p, "gen-dense.gguf", path, sizeof path);
+    if (g) {
+        CHECK_EQ_INT(moeinf_gguf_find_key(g, "llama.expert_count"), -1);
+        CHECK_EQ_INT(g->n_tensors, 3 + 2 * 9);
+        check_tensor(g, "blk.1.ffn_gate.weight", 0, 2, 64, 256, 1);
+        check_tensor(g, "blk.1.ffn_up.weight", 0, 2, 64, 256, 1);
+        check_tensor(g, "blk.1.ffn_down.weight", 0, 2, 256, 64, 1);
+        CHECK(moeinf_gguf_find_tensor(g, "blk.0.ffn_gate_inp.weight") == NULL);
+        moeinf_gguf_free(g);
+        remove(path);
+    }
+    /* An explicit head dim (as Qwen3: heads x head_dim != n_embd). */
+    p = tiny(8);
+    p.n_embd_head = 32;
+    g = gen_open(&p, "gen-hd.gguf", path, sizeof path);
+    if (g) {
+        CHECK_EQ_INT(u32_of(g, "llama.attention.key_length"), 32);
+        CHECK_EQ_INT(u32_of(g, "llama.rope.dimension_count"), 32);
+        check_tensor(g, "blk.0.attn_q.weight", 8, 2, 64, 128, 1);
+        check_tensor(g, "blk.0.attn_k.weight", 8, 2, 64, 64, 1);
+        check_tensor(g, "blk.0.attn_output.weight", 8, 2, 128, 64, 1);
+        moeinf_gguf_free(g);
+        remove(path);
+    }
+}
+
+static void test_vocab_from(void) {
+    char src_path[1024], path[512];
+    if (!test_shared_path("testdata/tokenizer/ggml-vocab-llama-spm.gguf", src_path,
+                          sizeof src_path)) {
+        return;
+    }
+    struct moeinf_gen_params p = tiny(8);
+    p.vocab_from = src_path;
+    struct moeinf_gguf *g = gen_open(&p, "gen-spm.gguf", path, sizeof path);
+    struct moeinf_gguf *src = NULL;
+    struct moeinf_error err;
+    CHECK_EQ_INT(moeinf_gguf_open(src_path, &src, &err), MOEINF_OK);
+    if (g && src) {
+        CHECK_EQ_INT(u32_of(g, "llama.vocab_size"), 32000);
+        check_tensor(g, "token_embd.weight", 8, 2, 64, 32000, 1);
+        int n_copied = 0;
+        for (uint64_t i = 0; i < src->n_kv; i++) {
+            const struct moeinf_gguf_kv *a = &src->kv[i];
+            char key[256];
+            snprintf(key, sizeof key, "%.*s", (int)a->key.len, a->key.data);
+            int64_t k = moeinf_gguf_find_key(g, key);
+            if (strncmp(key, "tokenizer.", 10) != 0) continue;
+            n_copied++;
+            CHECK_MSG(k >= 0, "%s not copied", key);
+            if (k < 0) continue;
+            const struct moeinf_gguf_kv *b = &g->kv[k];
+            CHECK(a->type == b->type && a->n_elem == b->n_elem && a->n_bytes == b->n_bytes &&
+                  !memcmp(a->data, b->data, (size_t)a->n_bytes));
+        }
+        CHECK(n_copied >= 8);
+    }
+    moeinf_gguf_free(src);
+    moeinf_gguf_free(g);
+    remove(path);
+}
+
+static bool same_file(const char *a, const char *b) {
+    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    bool same = fa && fb;
+    while (same) {
+        int ca = fgetc(fa), cb = fgetc(fb);
+        if (ca != cb) same = false;
+        if (ca == EOF) break;
+    }
+    if (fa) fclose(fa);
+    if (fb) fclose(fb);
+    return same;
+}
+
+static void test_determinism(void) {
+    char a[512], b[512], c[512], d[512];
+    struct moeinf_error err;
+    struct moeinf_gen_params p = tiny(2);
+    test_tmp_path("gen-det-a.gguf", a, sizeof a);
+    test_tmp_path("gen-det-b.gguf", b, sizeof b);
+    test_tmp_path("gen-det-c.gguf", c, sizeof c);
+    test_tmp_path("gen-det-d.gguf", d, sizeof d);
+    CHECK_EQ_INT(moeinf_gen_model(&p, a, &err), MOEINF_OK);
+    p.n_threads = 3; /* chunks are keyed by position, not by thread */
+    CHECK_EQ_INT(moeinf_gen_model(&p, b, &err), MOEINF_OK);
+    p.n_threads = 1;
+    p.seed = 1235;
+    CHECK_EQ_INT(moeinf_gen_model(&p, c, &err), MOEINF_OK);
+    CHECK(same_file(a, b));
+    CHECK(!same_file(a, c));
+    struct stat sa, sc;
+    CHECK(stat(a, &sa) == 0 && stat(c, &sc) == 0 && sa.st_size == sc.st_size);
+    /* Rows longer than half a chunk (ffn_down: n_ff = 2^17 + 32) go one row per chunk; that
+     * too is thread-count independent. */
+    p = tiny(2);
+    p.n_embd = 32;
+    p.n_ff = (1 << 17) + 32;
+    p.n_head = 2;
+    p.n_head_kv = 1;
+    p.n_layer = 1;
+    p.n_expert = 1;
+    p.n_expert_used = 1;
+    p.n_threads = 1;
+    CHECK_EQ_INT(moeinf_gen_model(&p, a, &err), MOEINF_OK);
+    p.n_threads = 4;
+    CHECK_EQ_INT(moeinf_gen_model(&p, d, &err), MOEINF_OK);
+    CHECK(same_file(a, d));
+    remove(a);
+    remove(b);
+    remove(c);
+    remove(d);
+}
+
+static void test_bad_params(void) {
+    char path[512];
+    test_tmp_path("gen-bad.gguf", path, sizeof path);
+    remove(path);
+    struct moeinf_error err;
+    struct moeinf_gen_params p;
+#define BAD(stmt, phrase)                                                                          \
+    do {                                                                                           \
+        p = tiny(8);                                                                               \
+        stmt;                                                                                      \
+        CHECK_EQ_INT(moeinf_gen_params_check(&p, &err), MOEINF_ERR_ARG);                           \
+        CHECK_STR_CONTAINS(err.msg, phrase);                                                       \
+        CHECK_EQ_INT(moeinf_gen_model(&p, path, &err), MOEINF_ERR_ARG);                            \
+        CHECK(!exists(path));                                                                      \
+    } while (0)
+    BAD(p.n_head = 3, "3 heads do not divide n_embd 64");
+    BAD(p.n_head_kv = 3, "3 kv heads do not divide 4 heads");
+    BAD(p.n_expert_used = 9, "top-k 9 not in [1, experts = 8]");
+    BAD(p.n_expert_used = 0, "top-k 0");
+    BAD((p.n_expert = 0, p.n_expert_used = 2), "dense model");
+    BAD(p.n_embd = 48, "n_embd = 48 is not a multiple of 32");
+    BAD(p.n_ff = 100, "n_ff = 100 is not a multiple of 32");
+    BAD(p.n_expert_shared = 1, "no shared experts");
+    BAD(p.arch = "qwen2moe", "arch 'qwen2moe' is not supported");
+    BAD(p.type = 12, "type 12");
+    BAD(p.n_layer = 0, "layers 0");
+    BAD(p.n_embd_head = 7, "odd");
+    BAD(p.n_ctx_train = 0, "context length");
+    BAD(p.rms_eps = 0, "rms epsilon");
+#undef BAD
+    /* Any width works for F32/F16. */
+    p = tiny(0);
+    p.n_embd = 48;
+    p.n_ff = 100;
+    p.n_head = 3;
+    p.n_head_kv = 1;
+    CHECK_EQ_INT(moeinf_gen_params_check(&p, &err), MOEINF_OK);
+    p = moeinf_gen_params_default();
+    CHECK_EQ_INT(moeinf_gen_params_check(&p, &err), MOEINF_OK);
+}
+
+static void test_failures_leave_nothing(void) {
+    struct moeinf_error err;
+    struct moeinf_gen_params p = tiny(8);
+    CHECK_EQ_INT(moeinf_gen_model(&p, "/nonexistent-dir/m.gguf", &err), MOEINF_ERR_IO);
+    CHECK_STR_CONTAINS(err.msg, "/nonexistent-dir/m.gguf");
+    CHECK(!exists("/nonexistent-dir/m.gguf"));
+
+    char path[512], notdir[512];
+    test_tmp_path("gen-notdir", notdir, sizeof notdir);
+    FILE *f = fopen(notdir, "w");
+    if (f) fclose(f);
+    snprintf(path, sizeof path, "%s/m.gguf", notdir);
+    CHECK_EQ_INT(moeinf_gen_model(&p, path, &err), MOEINF_ERR_IO);
+    remove(notdir);
+
+    /* The vocabulary source fails after the temp file was created. */
+    test_tmp_path("gen-fail.gguf", path, sizeof path);
+    remove(path);
+    p.vocab_from = "/nonexistent-dir/vocab.gguf";
+    CHECK_EQ_INT(moeinf_gen_model(&p, path, &err), MOEINF_ERR_IO);
+    CHECK_STR_CONTAINS(err.msg, "vocab.gguf");
+    CHECK(!exists(path));
+    CHECK_EQ_INT(temp_leftovers("gen-fail.gguf"), 0);
+
+    /* The disk fills up mid-stream: a file size limit makes write() fail with EFBIG. */
+    p = tiny(0);
+    struct rlimit old;
+    CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
+    void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = {256 * 1024, old.rlim_max};
+    CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    enum moeinf_status st = moeinf_gen_model(&p, path, &err);
+    CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    signal(SIGXFSZ, old_handler);
+    CHECK_EQ_INT(st, MOEINF_ERR_IO);
+    CHECK_STR_CONTAINS(err.msg, "gen-fail.gguf");
+    CHECK(!exists(path));
+    CHECK_EQ_INT(temp_leftovers("gen-fail.gguf"), 0);
+
+    /* An existing file is replaced only by a complete new one. */
+    f = fopen(path, "w");
+    if (f) {
+        fputs("old", f);
+        fclose(f);
+    }
+    CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    signal(SIGXFSZ, SIG_IGN);
+    st = moeinf_gen_model(&p, path, &err);
+    CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);
+    signal(SIGXFSZ, old_handler);
+    CHECK_EQ_INT(st, MOEINF_ERR_IO);
+    struct stat sb;
+    CHECK(stat(path, &sb) == 0 && sb.st_size == 3);
+    remove(path);
+}
+
+static void test_default_model(void) {
+    struct moeinf_gen_params p = moeinf_gen_params_default();
+    CHECK(p.arch && !strcmp(p.arch, "llama"));
+    CHECK_EQ_INT(p.n_layer, 4);
+    CHECK_EQ_INT(p.n_expert, 8);
+    CHECK_EQ_INT(p.n_expert_used, 2);
+    CHECK_EQ_INT(p.n_embd, 256);
+    CHECK_EQ_INT(p.n_ff, 512);
+    CHECK_EQ_INT(p.n_head, 8);
+    CHECK_EQ_INT(p.n_head_kv, 4);
+    CHECK_EQ_INT(p.type, 8);
+    CHECK(p.vocab_from == NULL);
+    char path[512];
+    struct moeinf_gguf *g = gen_open(&p, "gen-default.gguf", path, sizeof path);
+    if (!g) return;
+    CHECK(g->map.size > 5u << 20 && g->map.size < 20u << 20);
+    check_tensor(g, "blk.3.ffn_down_exps.weight", 8, 3, 512, 256, 8);
+    check_tensor(g, "blk.3.ffn_gate_inp.weight", 0, 2, 256, 8, 1);
+    moeinf_gguf_free(g);
+    remove(path);
+}
+
+int main(void) {
+    RUN(test_layout);
+    RUN(test_weight_statistics);
+    RUN(test_types);
+    RUN(test_variants);
+    RUN(test_vocab_from);
+    RUN(test_determinism);
+    RUN(test_bad_params);
+    RUN(test_failures_leave_nothing);
+    RUN(test_default_model);
+    return test_report();
+}
