@@ -413,8 +413,8 @@ static const char *const hand_texts[N_HAND] = {"<unk>",
                                                "ab",
                                                "bc",
                                                "abc",
-                                               "\xe2\x96\x81"
-                                               "a",
+                                               ("\xe2\x96\x81"
+                                                "a"), /* U+2581 a */
                                                "<x>",
                                                "<|im_end|>",
                                                "<0xC3>",
