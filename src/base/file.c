@@ -3,7 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <libgen.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,13 +15,16 @@
 
 enum moeinf_status moeinf_file_map(const char *path, struct moeinf_mapping *out,
                                    struct moeinf_error *err) {
+    char eb[64];
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path, strerror(errno));
+    if (fd < 0)
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path,
+                           moeinf_strerror(errno, eb, sizeof eb));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path, strerror(e));
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path, moeinf_strerror(e, eb, sizeof eb));
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
@@ -33,7 +36,8 @@ enum moeinf_status moeinf_file_map(const char *path, struct moeinf_mapping *out,
         if (p == MAP_FAILED) {
             int e = errno;
             close(fd);
-            return moeinf_fail(err, MOEINF_ERR_IO, "%s: mmap: %s", path, strerror(e));
+            return moeinf_fail(err, MOEINF_ERR_IO, "%s: mmap: %s", path,
+                               moeinf_strerror(e, eb, sizeof eb));
         }
         data = p;
     }
@@ -54,12 +58,14 @@ void moeinf_file_unmap(struct moeinf_mapping *m) {
 
 enum moeinf_status moeinf_file_pread(int fd, void *buf, size_t n, uint64_t offset,
                                      const char *what, struct moeinf_error *err) {
+    char eb[64];
     uint8_t *p = buf;
     while (n > 0) {
         ssize_t r = pread(fd, p, n, (off_t)offset);
         if (r < 0) {
             if (errno == EINTR) continue;
-            return moeinf_fail(err, MOEINF_ERR_IO, "%s: read: %s", what, strerror(errno));
+            return moeinf_fail(err, MOEINF_ERR_IO, "%s: read: %s", what,
+                               moeinf_strerror(errno, eb, sizeof eb));
         }
         if (r == 0) return moeinf_fail(err, MOEINF_ERR_IO, "%s: unexpected end of file", what);
         p += r;
@@ -79,6 +85,7 @@ static void atomic_release(struct moeinf_atomic_file *f) {
 
 enum moeinf_status moeinf_atomic_open(const char *path, struct moeinf_atomic_file *out,
                                       struct moeinf_error *err) {
+    char eb[64];
     size_t n = strlen(path) + 32;
     char *tmp = malloc(n);
     char *dup = strdup(path);
@@ -95,7 +102,8 @@ enum moeinf_status moeinf_atomic_open(const char *path, struct moeinf_atomic_fil
         if (fd >= 0) close(fd);
         free(tmp);
         free(dup);
-        return moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot create: %s", path, strerror(e));
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot create: %s", path,
+                           moeinf_strerror(e, eb, sizeof eb));
     }
     out->fp = fp;
     out->path = dup;
@@ -106,7 +114,17 @@ enum moeinf_status moeinf_atomic_open(const char *path, struct moeinf_atomic_fil
 static void fsync_parent_dir(const char *path) {
     char *copy = strdup(path);
     if (!copy) return;
-    int dfd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    /* The folder part by hand: dirname() may return static storage (not thread-safe). */
+    char *slash = strrchr(copy, '/');
+    const char *dir = copy;
+    if (!slash) {
+        dir = ".";
+    } else if (slash == copy) {
+        slash[1] = '\0'; /* "/name" -> "/" */
+    } else {
+        *slash = '\0';
+    }
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (dfd >= 0) {
         (void)fsync(dfd); /* best effort: some filesystems refuse fsync on directories */
         close(dfd);
@@ -115,25 +133,33 @@ static void fsync_parent_dir(const char *path) {
 }
 
 enum moeinf_status moeinf_atomic_commit(struct moeinf_atomic_file *f, struct moeinf_error *err) {
-    int failed = ferror(f->fp) != 0;
-    failed |= fflush(f->fp) != 0;
-    int e = errno;
-    failed |= fsync(fileno(f->fp)) != 0;
-    if (failed && !e) e = errno;
-    failed |= fclose(f->fp) != 0;
+    char eb[64];
+    /* The first failing call's errno names the problem; errno is read only after a failure
+     * (a successful call may leave a stale value there). */
+    int e = 0;
+    bool failed = ferror(f->fp) != 0;
+    if (fflush(f->fp) != 0) failed = true, e = errno;
+    if (fsync(fileno(f->fp)) != 0) {
+        failed = true;
+        if (!e) e = errno;
+    }
+    if (fclose(f->fp) != 0) {
+        failed = true;
+        if (!e) e = errno;
+    }
     f->fp = NULL;
     if (failed) {
         unlink(f->tmp_path);
         enum moeinf_status st = moeinf_fail(err, MOEINF_ERR_IO, "%s: write failed: %s", f->path,
-                                            strerror(e ? e : EIO));
+                                            moeinf_strerror(e ? e : EIO, eb, sizeof eb));
         atomic_release(f);
         return st;
     }
     if (rename(f->tmp_path, f->path) != 0) {
         e = errno;
         unlink(f->tmp_path);
-        enum moeinf_status st =
-            moeinf_fail(err, MOEINF_ERR_IO, "%s: rename failed: %s", f->path, strerror(e));
+        enum moeinf_status st = moeinf_fail(err, MOEINF_ERR_IO, "%s: rename failed: %s", f->path,
+                                            moeinf_strerror(e, eb, sizeof eb));
         atomic_release(f);
         return st;
     }

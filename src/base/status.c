@@ -36,6 +36,15 @@ enum moeinf_status moeinf_fail(struct moeinf_error *err, enum moeinf_status stat
     return status;
 }
 
+const char *moeinf_strerror(int errnum, char *buf, size_t size) {
+#if defined(__GLIBC__) && defined(_GNU_SOURCE)
+    return strerror_r(errnum, buf, size); /* GNU variant: returns the text */
+#else
+    if (strerror_r(errnum, buf, size) != 0) snprintf(buf, size, "error %d", errnum);
+    return buf;
+#endif
+}
+
 void moeinf_error_clear(struct moeinf_error *err) {
     if (err) {
         err->status = MOEINF_OK;

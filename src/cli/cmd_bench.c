@@ -27,13 +27,16 @@ static double now_s(void) {
 }
 
 static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
+    double x = *(const double *)a;
+    double y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
 int cmd_bench(int argc, char **argv) {
     struct model_args ma = {.ctx = moeinf_context_params_default()};
-    long n_prompt = 64, n_gen = 32, reps = 3;
+    long n_prompt = 64;
+    long n_gen = 32;
+    long reps = 3;
     bool ctx_set = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -68,7 +71,8 @@ int cmd_bench(int argc, char **argv) {
     if (!model_args_open(&ma, &model, &ctx)) return CLI_EXIT_FAIL;
     const int n_vocab = moeinf_model_n_vocab(model);
     int32_t *ids = malloc((size_t)(n_prompt + n_gen + 1) * sizeof *ids);
-    double *t_pp = calloc((size_t)reps, sizeof(double)), *t_tg = calloc((size_t)reps, sizeof(double));
+    double *t_pp = calloc((size_t)reps, sizeof(double));
+    double *t_tg = calloc((size_t)reps, sizeof(double));
     struct moeinf_error err = {0};
     int rc = CLI_EXIT_FAIL;
     if (!ids || !t_pp || !t_tg) {
@@ -103,11 +107,13 @@ int cmd_bench(int argc, char **argv) {
     printf("threads:  %d, kernels %s, decode reads %.3f GB of weights per token\n",
            moeinf_context_n_threads(ctx), moeinf_context_kernels(ctx), gb);
     printf("%-8s %8s %10s %12s\n", "test", "tokens", "seconds", "tokens/s");
-    double pp = t_pp[reps / 2], tg = t_tg[reps / 2];
-    if (n_prompt > 0) printf("%-8s %8ld %10.4f %12.2f\n", "prefill", n_prompt, pp, n_prompt / pp);
+    double pp = t_pp[reps / 2];
+    double tg = t_tg[reps / 2];
+    if (n_prompt > 0)
+        printf("%-8s %8ld %10.4f %12.2f\n", "prefill", n_prompt, pp, (double)n_prompt / pp);
     if (n_gen > 0) {
-        printf("%-8s %8ld %10.4f %12.2f\n", "decode", n_gen, tg, n_gen / tg);
-        printf("decode weight traffic: %.2f GB/s\n", gb * n_gen / tg);
+        printf("%-8s %8ld %10.4f %12.2f\n", "decode", n_gen, tg, (double)n_gen / tg);
+        printf("decode weight traffic: %.2f GB/s\n", gb * (double)n_gen / tg);
     }
     rc = CLI_EXIT_OK;
 done:

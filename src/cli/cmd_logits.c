@@ -21,7 +21,8 @@ static void usage(FILE *out) {
 
 /* Parses "1 2 3" into a malloc'ed array. */
 static bool parse_ids(const char *s, int32_t **out, int *n_out) {
-    size_t cap = 16, n = 0;
+    size_t cap = 16;
+    size_t n = 0;
     int32_t *ids = malloc(cap * sizeof *ids);
     if (!ids) return false;
     const char *p = s;
@@ -54,12 +55,15 @@ static bool parse_ids(const char *s, int32_t **out, int *n_out) {
 }
 
 int cmd_logits(int argc, char **argv) {
-    const char *model_path = NULL, *ids_arg = NULL, *out_path = NULL;
+    const char *model_path = NULL;
+    const char *ids_arg = NULL;
+    const char *out_path = NULL;
     struct moeinf_context_params cp = moeinf_context_params_default();
     cp.n_ctx = 0;
     long v;
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = NULL;
+        const char *a = argv[i];
+        const char *val = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return CLI_EXIT_OK;
@@ -127,6 +131,7 @@ int cmd_logits(int argc, char **argv) {
     if (moeinf_decode(ctx, ids, n, logits, true, &err) != MOEINF_OK) goto done;
     FILE *fp = fopen(out_path, "wb");
     if (!fp) {
+        /* NOLINTNEXTLINE(concurrency-mt-unsafe): only the main thread reports errors */
         snprintf(err.msg, sizeof err.msg, "%s: %s", out_path, strerror(errno));
         goto done;
     }

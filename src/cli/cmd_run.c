@@ -111,10 +111,12 @@ int cmd_run(int argc, char **argv) {
     struct moeinf_error err = {0};
     struct moeinf_sampler *smp = NULL;
     struct moeinf_text_stream *detok = NULL;
-    int32_t *prompt = NULL, *out_ids = NULL;
+    int32_t *prompt = NULL;
+    int32_t *out_ids = NULL;
     float *logits = NULL;
     size_t n_prompt = 0;
-    int n_out = 0, rc = CLI_EXIT_FAIL;
+    int n_out = 0;
+    int rc = CLI_EXIT_FAIL;
     const int n_vocab = moeinf_model_n_vocab(model);
     if (moeinf_sampler_init(&o.sp, n_vocab, &smp, &err) != MOEINF_OK ||
         moeinf_text_stream_init(model, &detok, &err) != MOEINF_OK ||

@@ -13,24 +13,25 @@ static void usage(FILE *out) {
 }
 
 int cmd_tokenize(int argc, char **argv) {
-    const char *model_path = NULL, *text = NULL;
+    const char *model_path = NULL;
+    const char *text = NULL;
     for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return CLI_EXIT_OK;
-        } else if (!strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
+        }
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             if (!(model_path = cli_option_value("tokenize", argc, argv, &i))) return CLI_EXIT_USAGE;
-        } else if (argv[i][0] == '-' && argv[i][1] != '\0' && !text) {
-            fprintf(stderr, "moeinf tokenize: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return CLI_EXIT_USAGE;
-        } else if (!text) {
-            text = argv[i];
-        } else {
-            fprintf(stderr, "moeinf tokenize: unexpected argument '%s'\n", argv[i]);
+            continue;
+        }
+        if (text || (a[0] == '-' && a[1] != '\0')) {
+            fprintf(stderr, "moeinf tokenize: %s '%s'\n",
+                    text ? "unexpected argument" : "unknown option", a);
             usage(stderr);
             return CLI_EXIT_USAGE;
         }
+        text = a;
     }
     if (!model_path || !text) {
         usage(stderr);

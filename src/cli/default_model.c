@@ -19,14 +19,16 @@ static bool make_dirs(char *path) {
 }
 
 bool cli_default_model(char *buf, size_t size, struct moeinf_error *err) {
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): moeinf never calls setenv */
     const char *env = getenv("MOEINF_DEFAULT_MODEL");
     if (env && *env) {
         snprintf(buf, size, "%s", env);
     } else {
-        const char *home = getenv("HOME");
+        const char *home = getenv("HOME"); // NOLINT(concurrency-mt-unsafe): as above
         char dir[1024];
         snprintf(dir, sizeof dir, "%s/.cache/moeinf", home && *home ? home : "/tmp");
         if (!make_dirs(dir)) {
+            /* NOLINTNEXTLINE(concurrency-mt-unsafe): only the main thread reports errors */
             snprintf(err->msg, sizeof err->msg, "%s: cannot create: %s", dir, strerror(errno));
             err->status = MOEINF_ERR_IO;
             return false;

@@ -17,8 +17,8 @@ const char model_args_help[] =
 int model_args_parse(const char *cmd, struct model_args *a, int argc, char **argv, int *i) {
     const char *opt = argv[*i];
     long v;
-    if (strcmp(opt, "-m") && strcmp(opt, "--model") && strcmp(opt, "-c") && strcmp(opt, "-t") &&
-        strcmp(opt, "-b") && strcmp(opt, "--kv-type")) {
+    if (strcmp(opt, "-m") != 0 && strcmp(opt, "--model") != 0 && strcmp(opt, "-c") != 0 &&
+        strcmp(opt, "-t") != 0 && strcmp(opt, "-b") != 0 && strcmp(opt, "--kv-type") != 0) {
         return 0;
     }
     const char *val = cli_option_value(cmd, argc, argv, i);

@@ -136,10 +136,11 @@ static int64_t load_int(enum moeinf_gguf_type t, const uint8_t *p, bool *big) {
 /* A bounded, printable copy of file bytes for a one-line message (keys and names in a hostile
  * file may hold newlines or anything else). */
 static const char *shown(const char *s, uint64_t len, char *buf, size_t size) {
-    size_t max = size - 4, j = 0;
+    size_t max = size - 4;
+    size_t j = 0;
     for (uint64_t i = 0; i < len && j < max; i++) {
         unsigned char ch = (unsigned char)s[i];
-        buf[j++] = (ch >= 0x20 && ch < 0x7f) ? (char)ch : '?';
+        buf[j++] = (char)((ch >= 0x20 && ch < 0x7f) ? ch : '?');
     }
     if (len > max) {
         memcpy(buf + j, "...", 3);
@@ -307,7 +308,7 @@ static enum moeinf_status read_metadata(struct cursor *c, struct moeinf_gguf *g)
                    g->n_kv, left(c));
     }
     g->kv = calloc((size_t)(g->n_kv ? g->n_kv : 1), sizeof *g->kv);
-    g->kv_by_key = malloc((size_t)(g->n_kv ? g->n_kv : 1) * sizeof *g->kv_by_key);
+    g->kv_by_key = malloc((size_t)(g->n_kv ? g->n_kv : 1) * sizeof(const struct moeinf_gguf_kv *));
     if (!g->kv || !g->kv_by_key) {
         return moeinf_fail(c->err, MOEINF_ERR_NOMEM, "%s: out of memory", c->path);
     }
@@ -316,13 +317,15 @@ static enum moeinf_status read_metadata(struct cursor *c, struct moeinf_gguf *g)
         char who[40];
         snprintf(who, sizeof who, "metadata entry %" PRIu64, i);
         if ((st = rdstr(c, &kv->key, "key", who))) return st;
-        char key[72], qkey[76];
+        char key[72];
+        char qkey[76];
         shown(kv->key.data, kv->key.len, key, sizeof key);
         snprintf(qkey, sizeof qkey, "'%s'", key);
         if ((st = read_value(c, kv, key, qkey))) return st;
         g->kv_by_key[i] = kv;
     }
-    if (g->n_kv > 1) qsort(g->kv_by_key, (size_t)g->n_kv, sizeof *g->kv_by_key, kv_ptr_cmp);
+    if (g->n_kv > 1)
+        qsort(g->kv_by_key, (size_t)g->n_kv, sizeof(const struct moeinf_gguf_kv *), kv_ptr_cmp);
     for (uint64_t i = 1; i < g->n_kv; i++) {
         if (str_cmp(g->kv_by_key[i - 1]->key, g->kv_by_key[i]->key) == 0) {
             char key[72];
@@ -375,7 +378,8 @@ static enum moeinf_status read_tensor_info(struct cursor *c, struct moeinf_gguf_
     }
     memcpy(t->name, name.data, (size_t)name.len);
     t->name[name.len] = '\0';
-    char nm[72], qnm[76];
+    char nm[72];
+    char qnm[76];
     shown(name.data, name.len, nm, sizeof nm);
     snprintf(qnm, sizeof qnm, "'%s'", nm);
 
@@ -432,7 +436,7 @@ static enum moeinf_status read_tensors(struct cursor *c, struct moeinf_gguf *g) 
     }
     size_t n = (size_t)(g->n_tensors ? g->n_tensors : 1);
     g->tensors = calloc(n, sizeof *g->tensors);
-    g->tensor_by_name = malloc(n * sizeof *g->tensor_by_name);
+    g->tensor_by_name = malloc(n * sizeof(const struct moeinf_gguf_tensor *));
     if (!g->tensors || !g->tensor_by_name) {
         return moeinf_fail(c->err, MOEINF_ERR_NOMEM, "%s: out of memory", c->path);
     }
@@ -472,7 +476,8 @@ static enum moeinf_status read_tensors(struct cursor *c, struct moeinf_gguf *g) 
         t->data = c->base + t->offset;
     }
     if (g->n_tensors > 1) {
-        qsort(g->tensor_by_name, (size_t)g->n_tensors, sizeof *g->tensor_by_name, tensor_ptr_cmp);
+        qsort(g->tensor_by_name, (size_t)g->n_tensors, sizeof(const struct moeinf_gguf_tensor *),
+              tensor_ptr_cmp);
     }
     for (uint64_t i = 1; i < g->n_tensors; i++) {
         if (strcmp(g->tensor_by_name[i - 1]->name, g->tensor_by_name[i]->name) == 0) {
@@ -578,10 +583,10 @@ static int key_search_cmp(const void *key, const void *elem) {
 }
 
 int64_t moeinf_gguf_find_key(const struct moeinf_gguf *g, const char *key) {
-    if (!g->n_kv) return -1;
+    if (!g->n_kv || !g->kv_by_key) return -1; /* none, or called while parsing failed */
     struct moeinf_gguf_str k = {key, strlen(key)};
-    const struct moeinf_gguf_kv *const *p =
-        bsearch(&k, g->kv_by_key, (size_t)g->n_kv, sizeof *g->kv_by_key, key_search_cmp);
+    const struct moeinf_gguf_kv *const *p = bsearch(
+        &k, g->kv_by_key, (size_t)g->n_kv, sizeof(const struct moeinf_gguf_kv *), key_search_cmp);
     return p ? (int64_t)(*p - g->kv) : -1;
 }
 
@@ -593,8 +598,9 @@ static int name_search_cmp(const void *key, const void *elem) {
 const struct moeinf_gguf_tensor *moeinf_gguf_find_tensor(const struct moeinf_gguf *g,
                                                          const char *name) {
     if (!g->n_tensors) return NULL;
-    const struct moeinf_gguf_tensor *const *p = bsearch(
-        name, g->tensor_by_name, (size_t)g->n_tensors, sizeof *g->tensor_by_name, name_search_cmp);
+    const struct moeinf_gguf_tensor *const *p =
+        bsearch(name, g->tensor_by_name, (size_t)g->n_tensors,
+                sizeof(const struct moeinf_gguf_tensor *), name_search_cmp);
     return p ? *p : NULL;
 }
 

@@ -59,7 +59,8 @@ const struct moeinf_kernels *moeinf_kernels_scalar(void) {
 
 /* XCR0: which register states the OS saves (bit 1 SSE, 2 AVX, 5-7 AVX-512). */
 static uint64_t read_xcr0(void) {
-    uint32_t lo, hi;
+    uint32_t lo;
+    uint32_t hi;
     __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
     return ((uint64_t)hi << 32) | lo;
 }
@@ -71,7 +72,10 @@ struct x86_features {
 
 static struct x86_features probe_x86(void) {
     struct x86_features f = {false, false};
-    unsigned a, b, c, d;
+    unsigned a;
+    unsigned b;
+    unsigned c;
+    unsigned d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
     bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28);
     bool f16c = c & (1u << 29);
@@ -108,6 +112,7 @@ const struct moeinf_kernels *moeinf_kernels_avx512(void) {
 
 const struct moeinf_kernels *moeinf_kernels_best(void) {
     /* The cap ranks the tables; an unknown value caps nothing. */
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): moeinf never calls setenv */
     const char *cap = getenv("MOEINF_KERNELS");
     int level = 2;
     if (cap && strcmp(cap, "scalar") == 0)

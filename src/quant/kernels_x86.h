@@ -100,19 +100,20 @@ INLINE __m512 fload16(enum fkind k, const uint8_t *p) {
 }
 
 /* acc[r][0] holds P[0..15], acc[r][1] P[16..31] of row r. */
-INLINE void fdot_rows(enum fkind k, int R, int64_t n, float *s, const uint8_t *w, const uint8_t *x,
-                      size_t stride) {
+INLINE void fdot_rows(enum fkind k, int n_rows, int64_t n, float *s, const uint8_t *w,
+                      const uint8_t *x, size_t stride) {
     const size_t es = fk_size(k);
     __m512 acc[FROWS][2];
 #    pragma GCC unroll 4
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < n_rows; r++)
         acc[r][0] = acc[r][1] = _mm512_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
         const uint8_t *wp = w + (size_t)i * es;
-        __m512 w0 = fload16(k, wp), w1 = fload16(k, wp + 16 * es);
+        __m512 w0 = fload16(k, wp);
+        __m512 w1 = fload16(k, wp + 16 * es);
 #    pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < n_rows; r++) {
             const uint8_t *xp = x + (size_t)r * stride + (size_t)i * es;
             acc[r][0] = _mm512_fmadd_ps(w0, fload16(k, xp), acc[r][0]);
             acc[r][1] = _mm512_fmadd_ps(w1, fload16(k, xp + 16 * es), acc[r][1]);
@@ -121,9 +122,10 @@ INLINE void fdot_rows(enum fkind k, int R, int64_t n, float *s, const uint8_t *w
     if (i < n) {
         uint8_t wt[128] = {0};
         memcpy(wt, w + (size_t)i * es, (size_t)(n - i) * es);
-        __m512 w0 = fload16(k, wt), w1 = fload16(k, wt + 16 * es);
+        __m512 w0 = fload16(k, wt);
+        __m512 w1 = fload16(k, wt + 16 * es);
 #    pragma GCC unroll 4
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < n_rows; r++) {
             uint8_t xt[128] = {0};
             memcpy(xt, x + (size_t)r * stride + (size_t)i * es, (size_t)(n - i) * es);
             acc[r][0] = _mm512_fmadd_ps(w0, fload16(k, xt), acc[r][0]);
@@ -131,7 +133,7 @@ INLINE void fdot_rows(enum fkind k, int R, int64_t n, float *s, const uint8_t *w
         }
     }
 #    pragma GCC unroll 4
-    for (int r = 0; r < R; r++) {
+    for (int r = 0; r < n_rows; r++) {
         /* (P[l] + P[l+8]) + (P[l+16] + P[l+24]) */
         __m256 a =
             _mm256_add_ps(_mm512_castps512_ps256(acc[r][0]), _mm512_extractf32x8_ps(acc[r][0], 1));
@@ -144,21 +146,21 @@ INLINE void fdot_rows(enum fkind k, int R, int64_t n, float *s, const uint8_t *w
 #    define FROWS 2
 
 /* acc[r][j] holds P[8j .. 8j+7] of row r. */
-INLINE void fdot_rows(enum fkind k, int R, int64_t n, float *s, const uint8_t *w, const uint8_t *x,
-                      size_t stride) {
+INLINE void fdot_rows(enum fkind k, int n_rows, int64_t n, float *s, const uint8_t *w,
+                      const uint8_t *x, size_t stride) {
     const size_t es = fk_size(k);
     __m256 acc[FROWS][4];
 #    pragma GCC unroll 2
-    for (int r = 0; r < R; r++)
+    for (int r = 0; r < n_rows; r++)
         acc[r][0] = acc[r][1] = acc[r][2] = acc[r][3] = _mm256_setzero_ps();
     int64_t i = 0;
     for (; i + 32 <= n; i += 32) {
 #    pragma GCC unroll 4
         for (int j = 0; j < 4; j++) {
-            __m256 wv = fload8(k, w + (size_t)(i + 8 * j) * es);
+            __m256 wv = fload8(k, w + (size_t)(i + 8 * (int64_t)j) * es);
 #    pragma GCC unroll 2
-            for (int r = 0; r < R; r++) {
-                const uint8_t *xp = x + (size_t)r * stride + (size_t)(i + 8 * j) * es;
+            for (int r = 0; r < n_rows; r++) {
+                const uint8_t *xp = x + (size_t)r * stride + (size_t)(i + 8 * (int64_t)j) * es;
                 acc[r][j] = _mm256_fmadd_ps(wv, fload8(k, xp), acc[r][j]);
             }
         }
@@ -167,17 +169,17 @@ INLINE void fdot_rows(enum fkind k, int R, int64_t n, float *s, const uint8_t *w
         uint8_t wt[128] = {0};
         memcpy(wt, w + (size_t)i * es, (size_t)(n - i) * es);
 #    pragma GCC unroll 2
-        for (int r = 0; r < R; r++) {
+        for (int r = 0; r < n_rows; r++) {
             uint8_t xt[128] = {0};
             memcpy(xt, x + (size_t)r * stride + (size_t)i * es, (size_t)(n - i) * es);
 #    pragma GCC unroll 4
             for (int j = 0; j < 4; j++)
-                acc[r][j] = _mm256_fmadd_ps(fload8(k, wt + 8 * j * es), fload8(k, xt + 8 * j * es),
-                                            acc[r][j]);
+                acc[r][j] = _mm256_fmadd_ps(fload8(k, wt + 8 * (size_t)j * es),
+                                            fload8(k, xt + 8 * (size_t)j * es), acc[r][j]);
         }
     }
 #    pragma GCC unroll 2
-    for (int r = 0; r < R; r++) {
+    for (int r = 0; r < n_rows; r++) {
         __m256 q =
             _mm256_add_ps(_mm256_add_ps(acc[r][0], acc[r][1]), _mm256_add_ps(acc[r][2], acc[r][3]));
         s[r] = hsum8_ps(q);
@@ -285,7 +287,9 @@ INLINE __m256 qgroup(const __m256i wq[8], __m256 dw, const uint8_t *xg, __m256 a
 INLINE void qdot_rows(enum qkind k, int64_t n, int m, float *s, const uint8_t *w, const uint8_t *x,
                       size_t stride) {
     const size_t bs = k == QK_Q8_0 ? Q8_BYTES : Q4_BYTES;
-    const int64_t nb = n / 32, ng = nb / 8, rem = nb % 8;
+    const int64_t nb = n / 32;
+    const int64_t ng = nb / 8;
+    const int64_t rem = nb % 8;
     for (int r0 = 0; r0 < m; r0 += 8) {
         const int mm = m - r0 < 8 ? m - r0 : 8;
         const uint8_t *xr = x + (size_t)r0 * stride;
@@ -300,7 +304,8 @@ INLINE void qdot_rows(enum qkind k, int64_t n, int m, float *s, const uint8_t *w
                 acc[r] = qgroup(wq, dw, xr + (size_t)r * stride + (size_t)g * 8 * Q8_BYTES, acc[r]);
         }
         if (rem) {
-            uint8_t wt[8 * Q8_BYTES] = {0}, xt[8 * Q8_BYTES];
+            uint8_t wt[8 * Q8_BYTES] = {0};
+            uint8_t xt[8 * Q8_BYTES];
             memcpy(wt, w + (size_t)ng * 8 * bs, (size_t)rem * bs);
             qprep(k, wt, wq, &dw);
             for (int r = 0; r < mm; r++) {
@@ -350,8 +355,10 @@ static void from_float_f16(const float *x, void *y, int64_t n) {
 
 static void from_float_bf16(const float *x, void *y, int64_t n) {
     uint16_t *h = y;
-    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf = _mm256_set1_epi32(0x7f800000);
-    const __m256i one = _mm256_set1_epi32(1), bias = _mm256_set1_epi32(0x7fff);
+    const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff);
+    const __m256i inf = _mm256_set1_epi32(0x7f800000);
+    const __m256i one = _mm256_set1_epi32(1);
+    const __m256i bias = _mm256_set1_epi32(0x7fff);
     const __m256i quiet = _mm256_set1_epi32(64);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
@@ -375,8 +382,10 @@ static void from_float_q8_0(const float *x, void *y, int64_t n) {
     const __m256i perm = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     for (int64_t b = 0; b < n / 32; b++, x += 32) {
         uint8_t *blk = out + (size_t)b * Q8_BYTES;
-        __m256 v0 = _mm256_loadu_ps(x), v1 = _mm256_loadu_ps(x + 8);
-        __m256 v2 = _mm256_loadu_ps(x + 16), v3 = _mm256_loadu_ps(x + 24);
+        __m256 v0 = _mm256_loadu_ps(x);
+        __m256 v1 = _mm256_loadu_ps(x + 8);
+        __m256 v2 = _mm256_loadu_ps(x + 16);
+        __m256 v3 = _mm256_loadu_ps(x + 24);
         __m256 m = _mm256_max_ps(_mm256_andnot_ps(sign, v0), _mm256_andnot_ps(sign, v1));
         m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v2));
         m = _mm256_max_ps(m, _mm256_andnot_ps(sign, v3));
@@ -428,7 +437,8 @@ static void to_float_bf16(const void *x, float *y, int64_t n) {
 /* y[0..31] = q * d for a block's 32 int8 quants. */
 INLINE void store_scaled_i8(float *y, __m256i q, float d) {
     const __m256 vd = _mm256_set1_ps(d);
-    __m128i lo = _mm256_castsi256_si128(q), hi = _mm256_extracti128_si256(q, 1);
+    __m128i lo = _mm256_castsi256_si128(q);
+    __m128i hi = _mm256_extracti128_si256(q, 1);
     _mm256_storeu_ps(y, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(lo)), vd));
     _mm256_storeu_ps(
         y + 8, _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(lo, 8))), vd));
@@ -456,7 +466,7 @@ static void to_float_q4_0(const void *x, float *y, int64_t n) {
 
 #define X86_TABLE(table_name)                                                                      \
     {                                                                                              \
-        .name = table_name,                                                                        \
+        .name = (table_name),                                                                      \
         .from_float =                                                                              \
             {                                                                                      \
                 [MOEINF_TYPE_F32] = from_float_f32,                                                \

@@ -121,7 +121,8 @@ void moeinf_ref_quantize_q4_0(const float *x, void *y, int64_t n) {
     uint8_t *out = y;
     for (int64_t b = 0; b < n / MOEINF_QK4_0; b++, x += MOEINF_QK4_0) {
         uint8_t *blk = out + b * (int64_t)sizeof(struct moeinf_block_q4_0);
-        float amax = 0.0f, max = 0.0f; /* max: the signed element of largest magnitude */
+        float amax = 0.0f;
+        float max = 0.0f; /* max: the signed element of largest magnitude */
         for (int j = 0; j < MOEINF_QK4_0; j++) {
             if (amax < fabsf(x[j])) {
                 amax = fabsf(x[j]);
@@ -238,7 +239,8 @@ void moeinf_dequantize_row(enum moeinf_type type, const void *x, float *y, int64
 /* ---- dot products ---------------------------------------------------------------------------- */
 
 void moeinf_ref_vec_dot_f32(int64_t n, float *s, const void *w, const void *x) {
-    const float *a = w, *b = x;
+    const float *a = w;
+    const float *b = x;
     float p[32] = {0};
     for (int64_t k = 0; k < n; k++)
         p[k & 31] = fmaf(a[k], b[k], p[k & 31]);
@@ -246,7 +248,8 @@ void moeinf_ref_vec_dot_f32(int64_t n, float *s, const void *w, const void *x) {
 }
 
 void moeinf_ref_vec_dot_f16(int64_t n, float *s, const void *w, const void *x) {
-    const uint16_t *a = w, *b = x;
+    const uint16_t *a = w;
+    const uint16_t *b = x;
     float p[32] = {0};
     for (int64_t k = 0; k < n; k++)
         p[k & 31] = fmaf(moeinf_fp16_to_fp32(a[k]), moeinf_fp16_to_fp32(b[k]), p[k & 31]);
@@ -254,7 +257,8 @@ void moeinf_ref_vec_dot_f16(int64_t n, float *s, const void *w, const void *x) {
 }
 
 void moeinf_ref_vec_dot_bf16(int64_t n, float *s, const void *w, const void *x) {
-    const uint16_t *a = w, *b = x;
+    const uint16_t *a = w;
+    const uint16_t *b = x;
     float p[32] = {0};
     for (int64_t k = 0; k < n; k++)
         p[k & 31] = fmaf(moeinf_bf16_to_fp32(a[k]), moeinf_bf16_to_fp32(b[k]), p[k & 31]);
@@ -263,12 +267,14 @@ void moeinf_ref_vec_dot_bf16(int64_t n, float *s, const void *w, const void *x) 
 
 void moeinf_ref_vec_dot_q8_0(int64_t n, float *s, const void *w, const void *x) {
     assert(n % MOEINF_QK8_0 == 0);
-    const uint8_t *wb = w, *xb = x;
+    const uint8_t *wb = w;
+    const uint8_t *xb = x;
     float acc[8] = {0};
     for (int64_t b = 0; b < n / MOEINF_QK8_0; b++) {
         const uint8_t *bw = wb + b * (int64_t)sizeof(struct moeinf_block_q8_0);
         const uint8_t *bx = xb + b * (int64_t)sizeof(struct moeinf_block_q8_0);
-        const int8_t *qw = (const int8_t *)(bw + 2), *qx = (const int8_t *)(bx + 2);
+        const int8_t *qw = (const int8_t *)(bw + 2);
+        const int8_t *qx = (const int8_t *)(bx + 2);
         int32_t isum = 0;
         for (int j = 0; j < MOEINF_QK8_0; j++)
             isum += qw[j] * qx[j];
@@ -280,7 +286,8 @@ void moeinf_ref_vec_dot_q8_0(int64_t n, float *s, const void *w, const void *x) 
 
 void moeinf_ref_vec_dot_q4_0(int64_t n, float *s, const void *w, const void *x) {
     assert(n % MOEINF_QK4_0 == 0);
-    const uint8_t *wb = w, *xb = x;
+    const uint8_t *wb = w;
+    const uint8_t *xb = x;
     float acc[8] = {0};
     for (int64_t b = 0; b < n / MOEINF_QK4_0; b++) {
         const uint8_t *bw = wb + b * (int64_t)sizeof(struct moeinf_block_q4_0);
