@@ -24,6 +24,7 @@ int cmd_logits(int argc, char **argv);
 int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
+int cmd_trace(int argc, char **argv);
 
 /* Prints "moeinf: <msg>" for a failed call; returns CLI_EXIT_FAIL. */
 int cli_fail(const struct moeinf_error *err);

@@ -18,6 +18,7 @@ static const struct command commands[] = {
     {"inspect", cmd_inspect, "print a GGUF file's metadata and tensor table"},
     {"gen-model", cmd_gen_model, "write a GGUF MoE model with random weights"},
     {"sim", cmd_sim, "replay an expert-routing trace through a cache policy"},
+    {"trace", cmd_trace, "trace tools: heatmap, filter, concat, stats"},
 };
 
 static void usage(FILE *out) {
