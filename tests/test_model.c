@@ -6,6 +6,8 @@
  * same-size values, so the file stays a valid GGUF and only the model check can fail).
  */
 #include "golden.h"
+#include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
 #include "moeinf.h"
 #include "test.h"
 
@@ -135,6 +137,47 @@ static void test_impossible_counts(void) {
     u32_case("llama.rope.dimension_count", 65, "m_rot.gguf", "rope.dimension_count");
 }
 
+/* A copy of the tiny Mixtral with RoPE scaling metadata added (through the GGUF writer). */
+static bool write_with_rope_scaling(const char *src, const char *dst, const char *kind,
+                                    float factor) {
+    struct moeinf_error err = {0};
+    struct moeinf_gguf *g = NULL;
+    struct moeinf_gguf_writer *w = NULL;
+    bool ok = moeinf_gguf_open(src, &g, &err) == MOEINF_OK &&
+              moeinf_gguf_writer_open(dst, (uint32_t)g->alignment, &w, &err) == MOEINF_OK;
+    for (uint64_t i = 0; ok && i < g->n_kv; i++) ok = !moeinf_gguf_writer_add_kv(w, &g->kv[i], &err);
+    ok = ok && !moeinf_gguf_writer_add_str(w, "llama.rope.scaling.type", kind, &err) &&
+         !moeinf_gguf_writer_add_f32(w, "llama.rope.scaling.factor", factor, &err);
+    for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
+        const struct moeinf_gguf_tensor *t = &g->tensors[i];
+        ok = !moeinf_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
+    }
+    for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
+        ok = !moeinf_gguf_writer_write(w, g->tensors[i].data, (size_t)g->tensors[i].n_bytes, &err);
+    }
+    ok = ok && !moeinf_gguf_writer_finish(w, &err);
+    CHECK_MSG(ok, "%s", err.msg);
+    moeinf_gguf_writer_free(w);
+    moeinf_gguf_free(g);
+    return ok;
+}
+
+static void test_rope_scaling(void) {
+    char src[1024], dst[512];
+    if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", src, sizeof src)) return;
+    test_tmp_path("m_yarn.gguf", dst, sizeof dst);
+    if (!write_with_rope_scaling(src, dst, "yarn", 4.0f)) return;
+    struct moeinf_model *model = NULL;
+    struct moeinf_error err = {0};
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    CHECK_EQ_INT(moeinf_model_load(dst, &mp, &model, &err), MOEINF_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(err.msg, "RoPE scaling 'yarn' is not supported yet");
+    /* linear scaling is supported (freq_scale = 1 / factor in model/model.c) */
+    if (!write_with_rope_scaling(src, dst, "linear", 2.0f)) return;
+    CHECK_MSG(moeinf_model_load(dst, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
+    moeinf_model_free(model);
+}
+
 static void test_valid_file_loads(void) {
     size_t size;
     char *b = model_bytes(&size);
@@ -180,6 +223,7 @@ int main(void) {
     RUN(test_unsupported_arch);
     RUN(test_bad_tensors);
     RUN(test_impossible_counts);
+    RUN(test_rope_scaling);
     RUN(test_valid_file_loads);
     return test_report();
 }
