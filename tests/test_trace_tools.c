@@ -590,6 +590,16 @@ static void test_concat(void) {
     CHECK_STR_CONTAINS(err.msg, other);
     CHECK(access(none, F_OK) != 0);
     CHECK_EQ_INT(moeinf_trace_concat(mix, 0, none, NULL, &res, &err), MOEINF_ERR_ARG);
+    /* shifting past the format's 18-digit ids is refused */
+    const char *big = write_file("tt_big.txt", "# moe-trace v1\n# n_layers: 2\n# n_experts: 6\n"
+                                               "# top_k: 2\n999999999999999998 P 0 0,1|2,3\n"
+                                               "999999999999999999 P 0 0,1|2,3\n");
+    const char *bb[] = {big, big};
+    CHECK_EQ_INT(moeinf_trace_concat(bb, 2, none, NULL, &res, &err), MOEINF_ERR_ARG);
+    CHECK_STR_CONTAINS(err.msg, "18 digits");
+    CHECK(access(none, F_OK) != 0);
+    CHECK_EQ_INT(moeinf_trace_concat(bb, 1, none, NULL, &res, &err), MOEINF_OK);
+    remove(none);
 }
 
 /* ---- statistics --------------------------------------------------------------------------- */

@@ -106,7 +106,9 @@ static void heatmap_usage(FILE *out) {
             "                   draws a prefill and a decode panel side by side)\n"
             "  -o OUT.svg       write the heatmap: rows = layers, columns = experts, colour =\n"
             "                   count (log scale, white = 0); one scale for both panels\n"
-            "  --layers         also print the figures of every layer\n");
+            "  --layers         also print the figures of every layer\n"
+            "\n"
+            "A request the trace does not have is a usage error (exit 2).\n");
 }
 
 static void print_skew_row(const char *name, const struct moeinf_trace_skew *s, bool uniform) {

@@ -20,8 +20,9 @@
 #include "base/status.h"
 #include "sim/trace.h"
 
-#define UNIFORM_DRAWS 1024
-#define DERIVED_MAX   1000 /* the "derived" provenance value is cut to this many bytes */
+#define UNIFORM_DRAWS  1024
+#define DERIVED_MAX    1000 /* the "derived" provenance value is cut to this many bytes */
+#define MAX_REQUEST_ID 999999999999999999LL /* request ids have at most 18 digits (trace.h) */
 
 /* ---- measures ----------------------------------------------------------------------------- */
 
@@ -810,6 +811,13 @@ enum moeinf_status moeinf_trace_concat(const char *const *in_paths, int n_in, co
                     res.n_shifted++;
                 }
                 first_request = false;
+                if (tok.request_id > MAX_REQUEST_ID - shift) {
+                    st = moeinf_fail(err, MOEINF_ERR_ARG,
+                                     "%s: request id %lld shifted by %lld exceeds the format's "
+                                     "18 digits",
+                                     in_paths[i], (long long)tok.request_id, (long long)shift);
+                    goto fail;
+                }
                 last_id = tok.request_id + shift;
                 st = moeinf_trace_writer_request(w, last_id, tok.request_tag, err);
                 if (st != MOEINF_OK) goto fail;
