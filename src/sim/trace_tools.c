@@ -24,6 +24,11 @@
 #define DERIVED_MAX    1000 /* the "derived" provenance value is cut to this many bytes */
 #define MAX_REQUEST_ID 999999999999999999LL /* request ids have at most 18 digits (trace.h) */
 
+/* The text of errno, thread-safe (GNU strerror_r: _GNU_SOURCE is set for every file). */
+static const char *errno_text(char *buf, size_t size) {
+    return strerror_r(errno, buf, size);
+}
+
 /* ---- measures ----------------------------------------------------------------------------- */
 
 static int cmp_u64(const void *a, const void *b) {
@@ -229,7 +234,7 @@ enum moeinf_status moeinf_trace_eam_load(const char *path, int64_t request_id, i
         } else {
             st = moeinf_fail(err, MOEINF_ERR_ARG,
                              "%s: no request at index %lld: the trace has %lld requests", path,
-                             (long long)index, (long long)(pos + 1));
+                             (long long)index, (long long)pos + 1);
         }
         goto fail;
     }
@@ -391,7 +396,7 @@ static void panel(FILE *f, const struct moeinf_trace_eam *m, const struct layout
             "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" fill=\"#555\">%lld token%s, "
             "%lld routings per layer</text>\n",
             px, y0 - 10, name, px + g->panel_w, y0 - 10, (long long)tokens, tokens == 1 ? "" : "s",
-            (long long)(tokens * m->top_k));
+            (long long)tokens * m->top_k);
     fprintf(f, "<g class=\"cells\" shape-rendering=\"crispEdges\">\n");
     for (int l = 0; l < m->n_layers; l++) {
         for (int e = 0; e < m->n_experts; e++) {
@@ -568,8 +573,11 @@ enum moeinf_status moeinf_trace_eam_svg(const struct moeinf_trace_eam *m,
     colour_bar(f, &g, max);
     fprintf(f, "</svg>\n");
     if (ferror(f)) {
+        char ebuf[128];
+        st = moeinf_fail(err, MOEINF_ERR_IO, "%s: write failed: %s", path,
+                         errno_text(ebuf, sizeof ebuf)); /* before abort can change errno */
         moeinf_atomic_abort(&af);
-        return moeinf_fail(err, MOEINF_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        return st;
     }
     return moeinf_atomic_commit(&af, err);
 }
@@ -606,11 +614,13 @@ static enum moeinf_status read_header_copy(const char *path, struct header_copy 
                                            struct moeinf_error *err) {
     memset(c, 0, sizeof *c);
     enum moeinf_status st = MOEINF_OK;
+    char ebuf[128];
     char *line = malloc(MOEINF_TRACE_MAX_HEADER_LINE + 3);
     FILE *f = fopen(path, "rb");
     if (!line || !f) {
         st = !line ? moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path)
-                   : moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+                   : moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot open: %s", path,
+                                 errno_text(ebuf, sizeof ebuf));
         goto done;
     }
     while (fgets(line, MOEINF_TRACE_MAX_HEADER_LINE + 3, f) && line[0] == '#') {
@@ -637,7 +647,8 @@ static enum moeinf_status read_header_copy(const char *path, struct header_copy 
         c->lines = grown;
         c->len += (size_t)snprintf(c->lines + c->len, add + 1, "%s\t%s\n", key, value);
     }
-    if (ferror(f)) st = moeinf_fail(err, MOEINF_ERR_IO, "%s: read: %s", path, strerror(errno));
+    if (ferror(f))
+        st = moeinf_fail(err, MOEINF_ERR_IO, "%s: read: %s", path, errno_text(ebuf, sizeof ebuf));
     goto done;
 nomem:
     st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
@@ -750,7 +761,7 @@ enum moeinf_status moeinf_trace_filter(const char *in_path, const char *out_path
         st = moeinf_fail(err, MOEINF_ERR_ARG,
                          "%s: no request passes the filter (%lld requests "
                          "read); nothing written",
-                         in_path, (long long)(pos + 1));
+                         in_path, (long long)pos + 1);
         goto fail;
     }
     moeinf_trace_close(r);
