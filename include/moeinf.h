@@ -337,9 +337,9 @@ uint32_t moeinf_trace_eam_count(const struct moeinf_trace_eam *m, enum moeinf_tr
  * seeded (so repeatable) Monte Carlo of 1024 draws.
  */
 struct moeinf_trace_skew {
-    int64_t tokens;   /* tokens of the phase; 0 leaves every other field 0 */
-    int64_t accesses; /* per layer: tokens x top_k */
-    double top1_share, top4_share, distinct;            /* the layer, or the mean over layers */
+    int64_t tokens;                          /* tokens of the phase; 0 leaves every other field 0 */
+    int64_t accesses;                        /* per layer: tokens x top_k */
+    double top1_share, top4_share, distinct; /* the layer, or the mean over layers */
     double top1_min, top1_max, distinct_min, distinct_max; /* over layers (layer -1 only) */
     double uniform_top1_share, uniform_top4_share, uniform_distinct;
 };
@@ -402,9 +402,8 @@ enum moeinf_status moeinf_trace_filter(const char *in_path, const char *out_path
  * first id is above the last id written keeps its ids; otherwise all its ids are shifted up
  * by the same amount, so that its first id is the last written + 1 (gaps kept).
  */
-enum moeinf_status moeinf_trace_concat(const char *const *in_paths, int n_in,
-                                       const char *out_path, const char *note,
-                                       struct moeinf_trace_copy_result *out,
+enum moeinf_status moeinf_trace_concat(const char *const *in_paths, int n_in, const char *out_path,
+                                       const char *note, struct moeinf_trace_copy_result *out,
                                        struct moeinf_error *err);
 
 /* mean, min and max over layers; NaN where there is nothing to measure */

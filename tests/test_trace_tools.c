@@ -350,9 +350,9 @@ static void test_eam_svg(void) {
         CHECK(strstr(svg, ">prefill</text>") == NULL);
         free(svg);
     }
-    CHECK_EQ_INT(moeinf_trace_eam_svg(m, MOEINF_TRACE_PHASE_ALL, NULL, "/nonexistent/dir/x.svg",
-                                      &err),
-                 MOEINF_ERR_IO);
+    CHECK_EQ_INT(
+        moeinf_trace_eam_svg(m, MOEINF_TRACE_PHASE_ALL, NULL, "/nonexistent/dir/x.svg", &err),
+        MOEINF_ERR_IO);
     moeinf_trace_eam_free(m);
 }
 
@@ -478,6 +478,7 @@ static void test_filter(void) {
         {0, INT64_MAX, 1, INT64_MAX, 2, 0, 0, {NULL, NULL}, 1, {5}},
         {5, INT64_MAX, 0, INT64_MAX, 1, 1, 1, {"puffin/", NULL}, 1, {9}},
     };
+
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         struct moeinf_trace_filter_params q = moeinf_trace_filter_params_default();
         q.id_min = cases[c].id_min;
@@ -589,6 +590,16 @@ static void test_concat(void) {
     CHECK_STR_CONTAINS(err.msg, other);
     CHECK(access(none, F_OK) != 0);
     CHECK_EQ_INT(moeinf_trace_concat(mix, 0, none, NULL, &res, &err), MOEINF_ERR_ARG);
+    /* shifting past the format's 18-digit ids is refused */
+    const char *big = write_file("tt_big.txt", "# moe-trace v1\n# n_layers: 2\n# n_experts: 6\n"
+                                               "# top_k: 2\n999999999999999998 P 0 0,1|2,3\n"
+                                               "999999999999999999 P 0 0,1|2,3\n");
+    const char *bb[] = {big, big};
+    CHECK_EQ_INT(moeinf_trace_concat(bb, 2, none, NULL, &res, &err), MOEINF_ERR_ARG);
+    CHECK_STR_CONTAINS(err.msg, "18 digits");
+    CHECK(access(none, F_OK) != 0);
+    CHECK_EQ_INT(moeinf_trace_concat(bb, 1, none, NULL, &res, &err), MOEINF_OK);
+    remove(none);
 }
 
 /* ---- statistics --------------------------------------------------------------------------- */
@@ -769,6 +780,7 @@ static void test_cli_exit_codes(void) {
                                                    "# n_experts: 6\n# top_k: 2\n0 P 0 0,1|2\n");
     char o[512];
     test_tmp_path("tt_cli_o.txt", o, sizeof o);
+
     static const struct {
         const char *fmt; /* {T} small trace, {G} other geometry, {B} malformed, {O} output */
         int code;
@@ -804,6 +816,7 @@ static void test_cli_exit_codes(void) {
         {"stats --trace /nonexistent/t.txt", 1},
         {"stats --trace {B}", 1},
     };
+
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[2048];
         expand(cases[i].fmt, t, other, bad, o, args, sizeof args);
@@ -812,8 +825,8 @@ static void test_cli_exit_codes(void) {
                   cases[i].code, err_buf);
         CHECK_MSG(err_buf[0] != '\0', "'%s' printed nothing on stderr", args);
         if (cases[i].code == 1) {
-            CHECK_MSG(!strncmp(err_buf, "moeinf: ", 8) && strchr(err_buf, '\n') ==
-                                                              err_buf + strlen(err_buf) - 1,
+            CHECK_MSG(!strncmp(err_buf, "moeinf: ", 8) &&
+                          strchr(err_buf, '\n') == err_buf + strlen(err_buf) - 1,
                       "'%s': not one line 'moeinf: ...': %s", args, err_buf);
         }
     }

@@ -106,7 +106,9 @@ static void heatmap_usage(FILE *out) {
             "                   draws a prefill and a decode panel side by side)\n"
             "  -o OUT.svg       write the heatmap: rows = layers, columns = experts, colour =\n"
             "                   count (log scale, white = 0); one scale for both panels\n"
-            "  --layers         also print the figures of every layer\n");
+            "  --layers         also print the figures of every layer\n"
+            "\n"
+            "A request the trace does not have is a usage error (exit 2).\n");
 }
 
 static void print_skew_row(const char *name, const struct moeinf_trace_skew *s, bool uniform) {
@@ -278,8 +280,8 @@ static bool parse_range(const char *opt, const char *s, int64_t *lo, int64_t *hi
     *hi = vb;
     return true;
 bad:
-    fprintf(stderr, "moeinf trace filter: invalid value '%s' for %s: expected A-B with A <= B\n",
-            s, opt);
+    fprintf(stderr, "moeinf trace filter: invalid value '%s' for %s: expected A-B with A <= B\n", s,
+            opt);
     return false;
 }
 
@@ -404,8 +406,8 @@ static int cmd_concat(int argc, char **argv) {
     char note[NOTE_BYTES];
     size_t len = (size_t)snprintf(note, sizeof note, "moeinf trace concat of");
     for (int i = 0; i < n_in && len < sizeof note; i++) {
-        int w = snprintf(note + len, sizeof note - len, "%s%s", i ? " + " : " ",
-                         base_name(inputs[i]));
+        int w =
+            snprintf(note + len, sizeof note - len, "%s%s", i ? " + " : " ", base_name(inputs[i]));
         if (w > 0) len += (size_t)w;
     }
     struct moeinf_trace_copy_result res;
@@ -497,8 +499,7 @@ static void stats_text(const char *trace, const struct moeinf_trace_stats *s) {
     printf("expert frequency over the whole trace, per layer (mean over layers)\n");
     print_spread3("Gini coefficient of the experts' counts", s->gini);
     char label[96];
-    snprintf(label, sizeof label, "share of the %d most used experts (10%%)",
-             s->top_share_experts);
+    snprintf(label, sizeof label, "share of the %d most used experts (10%%)", s->top_share_experts);
     print_spread3(label, s->top_share);
     printf("within a request\n");
     double reuse[3];

@@ -20,8 +20,14 @@
 #include "base/status.h"
 #include "sim/trace.h"
 
-#define UNIFORM_DRAWS 1024
-#define DERIVED_MAX   1000 /* the "derived" provenance value is cut to this many bytes */
+#define UNIFORM_DRAWS  1024
+#define DERIVED_MAX    1000 /* the "derived" provenance value is cut to this many bytes */
+#define MAX_REQUEST_ID 999999999999999999LL /* request ids have at most 18 digits (trace.h) */
+
+/* The text of errno, thread-safe (GNU strerror_r: _GNU_SOURCE is set for every file). */
+static const char *errno_text(char *buf, size_t size) {
+    return strerror_r(errno, buf, size);
+}
 
 /* ---- measures ----------------------------------------------------------------------------- */
 
@@ -228,7 +234,7 @@ enum moeinf_status moeinf_trace_eam_load(const char *path, int64_t request_id, i
         } else {
             st = moeinf_fail(err, MOEINF_ERR_ARG,
                              "%s: no request at index %lld: the trace has %lld requests", path,
-                             (long long)index, (long long)(pos + 1));
+                             (long long)index, (long long)pos + 1);
         }
         goto fail;
     }
@@ -389,16 +395,16 @@ static void panel(FILE *f, const struct moeinf_trace_eam *m, const struct layout
             "<text x=\"%d\" y=\"%d\" font-size=\"14\" font-weight=\"bold\">%s</text>"
             "<text x=\"%d\" y=\"%d\" text-anchor=\"end\" fill=\"#555\">%lld token%s, "
             "%lld routings per layer</text>\n",
-            px, y0 - 10, name, px + g->panel_w, y0 - 10, (long long)tokens,
-            tokens == 1 ? "" : "s", (long long)(tokens * m->top_k));
+            px, y0 - 10, name, px + g->panel_w, y0 - 10, (long long)tokens, tokens == 1 ? "" : "s",
+            (long long)tokens * m->top_k);
     fprintf(f, "<g class=\"cells\" shape-rendering=\"crispEdges\">\n");
     for (int l = 0; l < m->n_layers; l++) {
         for (int e = 0; e < m->n_experts; e++) {
             uint32_t c = moeinf_trace_eam_count(m, phase, l, e);
             char color[8];
             moeinf_trace_color(c, max, color);
-            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"", px +
-                    e * g->cell_w, y0 + l * g->cell_h, g->cell_w, g->cell_h, color);
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"",
+                    px + e * g->cell_w, y0 + l * g->cell_h, g->cell_w, g->cell_h, color);
             if (c)
                 fprintf(f, "><title>layer %d, expert %d: %u</title></rect>\n", l, e, c);
             else
@@ -458,11 +464,12 @@ static void colour_bar(FILE *f, const struct layout *g, uint32_t max) {
             color_at((i + 0.5) / steps, color);
             int y1 = top + h - (i + 1) * h / steps;
             int y2 = top + h - i * h / steps;
-            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>", x, y1,
-                    w, y2 - y1, color);
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\"/>", x, y1, w,
+                    y2 - y1, color);
         }
-        fprintf(f, "</g>\n<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
-                   "stroke=\"#666\" shape-rendering=\"crispEdges\"/>\n",
+        fprintf(f,
+                "</g>\n<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
+                "stroke=\"#666\" shape-rendering=\"crispEdges\"/>\n",
                 x, top, w, h);
         /* ticks at 1, 2, 5, 10, 20, 50, ... and at max, skipping ones too close to max */
         fprintf(f, "<g font-size=\"11\">");
@@ -512,8 +519,10 @@ enum moeinf_status moeinf_trace_eam_svg(const struct moeinf_trace_eam *m,
                                         enum moeinf_trace_phase phase, const char *label,
                                         const char *path, struct moeinf_error *err) {
     const int panels = phase == MOEINF_TRACE_PHASE_ALL ? 2 : 1;
-    enum moeinf_trace_phase shown[2] = {phase, MOEINF_TRACE_PHASE_DECODE};
-    if (panels == 2) shown[0] = MOEINF_TRACE_PHASE_PREFILL;
+
+    const enum moeinf_trace_phase shown[2] = {panels == 2 ? MOEINF_TRACE_PHASE_PREFILL : phase,
+                                              MOEINF_TRACE_PHASE_DECODE};
+
     uint32_t max = 0; /* one scale for both panels, so colours compare across them */
     for (int p = 0; p < panels; p++) {
         for (int l = 0; l < m->n_layers; l++) {
@@ -564,8 +573,11 @@ enum moeinf_status moeinf_trace_eam_svg(const struct moeinf_trace_eam *m,
     colour_bar(f, &g, max);
     fprintf(f, "</svg>\n");
     if (ferror(f)) {
+        char ebuf[128];
+        st = moeinf_fail(err, MOEINF_ERR_IO, "%s: write failed: %s", path,
+                         errno_text(ebuf, sizeof ebuf)); /* before abort can change errno */
         moeinf_atomic_abort(&af);
-        return moeinf_fail(err, MOEINF_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+        return st;
     }
     return moeinf_atomic_commit(&af, err);
 }
@@ -574,8 +586,8 @@ enum moeinf_status moeinf_trace_eam_svg(const struct moeinf_trace_eam *m,
 
 /* The header lines a new trace takes from its first input: model and provenance. */
 struct header_copy {
-    char *model;   /* NULL when absent */
-    char *lines;   /* "key\tvalue\n" for each provenance line, in order */
+    char *model; /* NULL when absent */
+    char *lines; /* "key\tvalue\n" for each provenance line, in order */
     size_t len;
     char *derived; /* the input's own "derived" value, NULL when absent */
 };
@@ -588,10 +600,9 @@ static void header_copy_free(struct header_copy *c) {
 
 /* Keys the writer writes itself (or derives): not copied. */
 static bool written_by_writer(const char *key) {
-    static const char *const keys[] = {"n_layers",        "n_experts",   "top_k",
-                                       "model",           "n_requests",  "n_tokens",
-                                       "n_prefill_tokens", "n_decode_tokens", "columns",
-                                       "req",             "derived"};
+    static const char *const keys[] = {
+        "n_layers",         "n_experts",       "top_k",   "model", "n_requests", "n_tokens",
+        "n_prefill_tokens", "n_decode_tokens", "columns", "req",   "derived"};
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         if (!strcmp(key, keys[i])) return true;
     }
@@ -603,11 +614,13 @@ static enum moeinf_status read_header_copy(const char *path, struct header_copy 
                                            struct moeinf_error *err) {
     memset(c, 0, sizeof *c);
     enum moeinf_status st = MOEINF_OK;
+    char ebuf[128];
     char *line = malloc(MOEINF_TRACE_MAX_HEADER_LINE + 3);
     FILE *f = fopen(path, "rb");
     if (!line || !f) {
         st = !line ? moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path)
-                   : moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+                   : moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot open: %s", path,
+                                 errno_text(ebuf, sizeof ebuf));
         goto done;
     }
     while (fgets(line, MOEINF_TRACE_MAX_HEADER_LINE + 3, f) && line[0] == '#') {
@@ -619,8 +632,9 @@ static enum moeinf_status read_header_copy(const char *path, struct header_copy 
             continue; /* the magic line and "# req" lines */
         *colon = '\0';
         const char *value = colon[1] == ' ' ? colon + 2 : colon + 1;
-        char **slot = !strcmp(key, "model") ? &c->model : !strcmp(key, "derived") ? &c->derived
-                                                                                   : NULL;
+        char **slot = !strcmp(key, "model")     ? &c->model
+                      : !strcmp(key, "derived") ? &c->derived
+                                                : NULL;
         if (slot) {
             free(*slot);
             if (!(*slot = strdup(value))) goto nomem;
@@ -633,7 +647,8 @@ static enum moeinf_status read_header_copy(const char *path, struct header_copy 
         c->lines = grown;
         c->len += (size_t)snprintf(c->lines + c->len, add + 1, "%s\t%s\n", key, value);
     }
-    if (ferror(f)) st = moeinf_fail(err, MOEINF_ERR_IO, "%s: read: %s", path, strerror(errno));
+    if (ferror(f))
+        st = moeinf_fail(err, MOEINF_ERR_IO, "%s: read: %s", path, errno_text(ebuf, sizeof ebuf));
     goto done;
 nomem:
     st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
@@ -648,8 +663,7 @@ done:
  * "derived" = the input's own derivation followed by `note`. */
 static enum moeinf_status open_derived(const char *out_path, const char *in_path,
                                        const struct moeinf_trace_header *h, const char *note,
-                                       struct moeinf_trace_writer **out,
-                                       struct moeinf_error *err) {
+                                       struct moeinf_trace_writer **out, struct moeinf_error *err) {
     struct header_copy c;
     enum moeinf_status st = read_header_copy(in_path, &c, err);
     if (st != MOEINF_OK) return st;
@@ -744,8 +758,10 @@ enum moeinf_status moeinf_trace_filter(const char *in_path, const char *out_path
         res.n_tokens[phase_index(tok.phase)]++;
     }
     if (res.n_requests == 0) {
-        st = moeinf_fail(err, MOEINF_ERR_ARG, "%s: no request passes the filter (%lld requests "
-                         "read); nothing written", in_path, (long long)(pos + 1));
+        st = moeinf_fail(err, MOEINF_ERR_ARG,
+                         "%s: no request passes the filter (%lld requests "
+                         "read); nothing written",
+                         in_path, (long long)pos + 1);
         goto fail;
     }
     moeinf_trace_close(r);
@@ -758,9 +774,8 @@ fail:
     return st;
 }
 
-enum moeinf_status moeinf_trace_concat(const char *const *in_paths, int n_in,
-                                       const char *out_path, const char *note,
-                                       struct moeinf_trace_copy_result *out,
+enum moeinf_status moeinf_trace_concat(const char *const *in_paths, int n_in, const char *out_path,
+                                       const char *note, struct moeinf_trace_copy_result *out,
                                        struct moeinf_error *err) {
     if (n_in < 1) return moeinf_fail(err, MOEINF_ERR_ARG, "concat: no input traces");
     struct moeinf_trace_reader *r = NULL;
@@ -807,6 +822,13 @@ enum moeinf_status moeinf_trace_concat(const char *const *in_paths, int n_in,
                     res.n_shifted++;
                 }
                 first_request = false;
+                if (tok.request_id > MAX_REQUEST_ID - shift) {
+                    st = moeinf_fail(err, MOEINF_ERR_ARG,
+                                     "%s: request id %lld shifted by %lld exceeds the format's "
+                                     "18 digits",
+                                     in_paths[i], (long long)tok.request_id, (long long)shift);
+                    goto fail;
+                }
                 last_id = tok.request_id + shift;
                 st = moeinf_trace_writer_request(w, last_id, tok.request_tag, err);
                 if (st != MOEINF_OK) goto fail;
@@ -840,13 +862,13 @@ struct eam_list {
 struct stats_state {
     const struct moeinf_trace_header *h;
     size_t cells;
-    uint64_t *freq[3];  /* (cells) accesses over the whole trace */
-    uint32_t *cur[2];   /* (cells) the current request's counts */
-    uint32_t *seen[3];  /* (cells) serial of the last request that used the expert (by phase) */
-    uint32_t serial;    /* the current request's, from 1 */
+    uint64_t *freq[3]; /* (cells) accesses over the whole trace */
+    uint32_t *cur[2];  /* (cells) the current request's counts */
+    uint32_t *seen[3]; /* (cells) serial of the last request that used the expert (by phase) */
+    uint32_t serial;   /* the current request's, from 1 */
     int64_t req_tokens[2];
     int64_t req_distinct[3];
-    double *vec;        /* (cells) scratch */
+    double *vec; /* (cells) scratch */
     struct eam_list past[3];
     double distinct_sum[3];
     double sim_prev_sum[3], sim_random_sum[3], sim_best_sum[3];
@@ -870,7 +892,7 @@ static enum moeinf_status similarity(struct stats_state *s, int p, struct moeinf
     double norm = 0;
     for (size_t i = 0; i < cells; i++) {
         double c = p == MOEINF_TRACE_PHASE_ALL ? (double)s->cur[0][i] + (double)s->cur[1][i]
-                                                : (double)s->cur[p][i];
+                                               : (double)s->cur[p][i];
         s->vec[i] = c;
         norm += c * c;
     }
@@ -910,8 +932,7 @@ static enum moeinf_status similarity(struct stats_state *s, int p, struct moeinf
 }
 
 static enum moeinf_status end_request(struct stats_state *s, struct moeinf_error *err) {
-    int64_t tokens[3] = {s->req_tokens[0], s->req_tokens[1],
-                         s->req_tokens[0] + s->req_tokens[1]};
+    int64_t tokens[3] = {s->req_tokens[0], s->req_tokens[1], s->req_tokens[0] + s->req_tokens[1]};
     for (int p = 0; p < 3; p++) {
         if (tokens[p] == 0) continue;
         s->distinct_sum[p] += (double)s->req_distinct[p] / (double)s->cells;
@@ -942,8 +963,7 @@ static struct moeinf_trace_spread spread(const double *v, int n) {
 
 /* Gini and top share of each layer's expert frequencies, phase p. */
 static enum moeinf_status frequency_skew(const struct stats_state *s, int p,
-                                         struct moeinf_trace_stats *out,
-                                         struct moeinf_error *err) {
+                                         struct moeinf_trace_stats *out, struct moeinf_error *err) {
     const int n_layers = s->h->n_layers;
     const int n_experts = s->h->n_experts;
     uint64_t *row = malloc((size_t)n_experts * sizeof *row);
