@@ -44,7 +44,8 @@ static int test_current_skipped;
 
 #define CHECK_EQ_INT(a, b)                                                                     \
     do {                                                                                       \
-        long long va_ = (long long)(a), vb_ = (long long)(b);                                  \
+        long long va_ = (long long)(a);                                                        \
+        long long vb_ = (long long)(b);                                                        \
         if (va_ != vb_) {                                                                      \
             fprintf(stderr, "%s:%d: CHECK_EQ_INT failed: %s = %lld, %s = %lld\n", __FILE__,   \
                     __LINE__, #a, va_, #b, vb_);                                               \
@@ -54,7 +55,8 @@ static int test_current_skipped;
 
 #define CHECK_NEAR(a, b, tol)                                                                  \
     do {                                                                                       \
-        double va_ = (double)(a), vb_ = (double)(b);                                           \
+        double va_ = (double)(a);                                                              \
+        double vb_ = (double)(b);                                                              \
         if (!(fabs(va_ - vb_) <= (tol))) {                                                     \
             fprintf(stderr, "%s:%d: CHECK_NEAR failed: %s = %.9g, %s = %.9g, tol %g\n",        \
                     __FILE__, __LINE__, #a, va_, #b, vb_, (double)(tol));                      \
@@ -64,7 +66,8 @@ static int test_current_skipped;
 
 #define CHECK_STR_CONTAINS(hay, needle)                                                        \
     do {                                                                                       \
-        const char *h_ = (hay), *n_ = (needle);                                                \
+        const char *h_ = (hay);                                                                \
+        const char *n_ = (needle);                                                             \
         if (!h_ || !strstr(h_, n_)) {                                                          \
             fprintf(stderr, "%s:%d: expected \"%s\" to contain \"%s\"\n", __FILE__, __LINE__, \
                     h_ ? h_ : "(null)", n_);                                                   \

@@ -79,6 +79,8 @@ static void check_routing(struct moeinf_context *ctx, const struct golden *g) {
     const char *routing = golden_find(g->json, "routing");
     const char *prompt = golden_find(routing, "prompt");
     int checked = 0;
+    CHECK(X <= 16 && K <= 8); /* the buffers below */
+    if (X > 16 || K > 8) return;
     for (int il = 0; il < hp->n_layer; il++) {
         char key[8];
         snprintf(key, sizeof key, "%d", il);
@@ -100,7 +102,7 @@ static void check_routing(struct moeinf_context *ctx, const struct golden *g) {
                     }
                 }
             }
-            if (sorted[K - 1] - sorted[K] < 1e-3) continue;
+            if (K < X && sorted[K - 1] - sorted[K] < 1e-3) continue; /* near tie */
             const int32_t *sel = moeinf_fwd_routing(ctx->fwd, il, j);
             for (int r = 0; r < K; r++) {
                 CHECK_MSG(sel[r] == (int32_t)topk[j * K + r], "%s layer %d pos %d rank %d: %d vs %d",

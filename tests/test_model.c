@@ -5,6 +5,9 @@
  * real tiny Mixtral file with a few bytes patched in place (same-length renames and
  * same-size values, so the file stays a valid GGUF and only the model check can fail).
  */
+#include <stdint.h>
+#include <unistd.h>
+
 #include "golden.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
@@ -218,6 +221,133 @@ static void test_valid_file_loads(void) {
     moeinf_model_free(model);
 }
 
+/* ---- a hostile geometry, written by hand ------------------------------------------------ */
+
+static void put_bytes(FILE *fp, const void *p, size_t n) {
+    CHECK(fwrite(p, 1, n, fp) == n);
+}
+
+static void put_u32(FILE *fp, uint32_t v) {
+    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
+    put_bytes(fp, b, 4);
+}
+
+static void put_u64(FILE *fp, uint64_t v) {
+    put_u32(fp, (uint32_t)v);
+    put_u32(fp, (uint32_t)(v >> 32));
+}
+
+static void put_str(FILE *fp, const char *s) {
+    put_u64(fp, strlen(s));
+    put_bytes(fp, s, strlen(s));
+}
+
+static void kv_u32(FILE *fp, const char *key, uint32_t v) {
+    put_str(fp, key);
+    put_u32(fp, 4); /* GGUF uint32 */
+    put_u32(fp, v);
+}
+
+/* An F32 tensor at data offset 0: every tensor of the file shares the same bytes. */
+static void tensor_f32(FILE *fp, const char *name, uint64_t ne0, uint64_t ne1) {
+    put_str(fp, name);
+    put_u32(fp, ne1 > 1 ? 2 : 1);
+    put_u64(fp, ne0);
+    if (ne1 > 1) put_u64(fp, ne1);
+    put_u32(fp, 0); /* f32 */
+    put_u64(fp, 0);
+}
+
+/*
+ * 1024 layers whose K/V rows are 2^28 values (4096 KV heads of dimension 65536; the weights
+ * are one sparse GiB that every tensor shares): with -c 2^24 and an F32 cache, the KV cache
+ * would be 1024 * 2^24 * 2^28 * 4 = 2^64 bytes, which wrapped to an allocation of 1 byte that
+ * the first decode wrote past. The context must be refused instead.
+ */
+static void test_kv_cache_size_overflow(void) {
+    const int n_layer = 1024;
+    const uint64_t n_kv = 1ull << 28;
+    char path[512];
+    test_tmp_path("m_kv_overflow.gguf", path, sizeof path);
+    FILE *fp = fopen(path, "wb");
+    CHECK(fp != NULL);
+    if (!fp) return;
+    put_bytes(fp, "GGUF", 4);
+    put_u32(fp, 3);
+    put_u64(fp, 2 + 9 * (uint64_t)n_layer); /* tensors */
+    put_u64(fp, 14);                        /* metadata entries */
+    put_str(fp, "general.architecture");
+    put_u32(fp, 8); /* string */
+    put_str(fp, "llama");
+    kv_u32(fp, "llama.embedding_length", 1);
+    kv_u32(fp, "llama.block_count", n_layer);
+    kv_u32(fp, "llama.attention.head_count", 4096);
+    kv_u32(fp, "llama.attention.head_count_kv", 4096);
+    kv_u32(fp, "llama.attention.key_length", 65536);
+    kv_u32(fp, "llama.feed_forward_length", 1);
+    kv_u32(fp, "llama.context_length", 1 << 24);
+    put_str(fp, "llama.attention.layer_norm_rms_epsilon");
+    put_u32(fp, 6); /* f32 */
+    float eps = 1e-5f;
+    put_bytes(fp, &eps, 4);
+    put_str(fp, "tokenizer.ggml.model");
+    put_u32(fp, 8);
+    put_str(fp, "llama");
+    put_str(fp, "tokenizer.ggml.tokens");
+    put_u32(fp, 9); /* array */
+    put_u32(fp, 8); /* of strings */
+    put_u64(fp, 1);
+    put_str(fp, "a");
+    put_str(fp, "tokenizer.ggml.add_bos_token");
+    put_u32(fp, 7); /* bool */
+    put_bytes(fp, "", 1);
+    kv_u32(fp, "general.alignment", 32);
+    kv_u32(fp, "general.file_type", 0);
+    tensor_f32(fp, "token_embd.weight", 1, 1);
+    tensor_f32(fp, "output_norm.weight", 1, 1);
+    for (int il = 0; il < n_layer; il++) {
+        static const char *const names[9] = {"attn_norm", "attn_q",      "attn_k",
+                                             "attn_v",    "attn_output", "ffn_norm",
+                                             "ffn_gate",  "ffn_up",      "ffn_down"};
+        for (int t = 0; t < 9; t++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%d.%s.weight", il, names[t]);
+            uint64_t ne0 = t == 4 ? n_kv : 1;
+            uint64_t ne1 = (t >= 1 && t <= 3) ? n_kv : 1;
+            tensor_f32(fp, name, ne0, ne1);
+        }
+    }
+    long pos = ftell(fp);
+    long data = (pos + 31) / 32 * 32;
+    /* The data section: one GiB of zeros, sparse (nothing is written or read). */
+    CHECK(pos > 0 && ftruncate(fileno(fp), data + (long)(n_kv * 4)) == 0);
+    CHECK(fclose(fp) == 0);
+
+    struct moeinf_model *model = NULL;
+    struct moeinf_error err = {0};
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
+    if (model) {
+        struct moeinf_context_params cp = moeinf_context_params_default();
+        cp.n_ctx = 1 << 24;
+        cp.n_batch = 1;
+        cp.n_threads = 1;
+        cp.kv_type = MOEINF_KV_F32;
+        struct moeinf_context *ctx = NULL;
+        enum moeinf_status st = moeinf_context_init(model, &cp, &ctx, &err);
+        CHECK_EQ_INT(st, MOEINF_ERR_NOMEM);
+        CHECK(ctx == NULL);
+        CHECK_STR_CONTAINS(err.msg, "KV cache");
+        if (ctx) {
+            int32_t id = 0;
+            moeinf_decode(ctx, &id, 1, NULL, false, &err);
+        }
+        moeinf_context_free(ctx);
+    }
+    moeinf_model_free(model);
+    remove(path);
+}
+
 int main(void) {
     RUN(test_missing_keys);
     RUN(test_unsupported_arch);
@@ -225,5 +355,6 @@ int main(void) {
     RUN(test_impossible_counts);
     RUN(test_rope_scaling);
     RUN(test_valid_file_loads);
+    RUN(test_kv_cache_size_overflow);
     return test_report();
 }

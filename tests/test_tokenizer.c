@@ -569,15 +569,15 @@ static void test_pieces_and_eog(void) {
     p = moeinf_vocab_piece(v, T_C3, false, &n);
     CHECK(n == 1 && (unsigned char)p[0] == 0xC3);
     p = moeinf_vocab_piece(v, T_EOS, false, &n);
-    CHECK(n == 0);
+    CHECK(n == 0 && p != NULL);
     p = moeinf_vocab_piece(v, T_EOS, true, &n);
     CHECK(n == 4 && memcmp(p, "</s>", 4) == 0);
     p = moeinf_vocab_piece(v, T_UNK, false, &n);
-    CHECK(n == 0);
+    CHECK(n == 0 && p != NULL);
     p = moeinf_vocab_piece(v, T_X, false, &n); /* user-defined: always its text */
     CHECK(n == 3 && memcmp(p, "<x>", 3) == 0);
     p = moeinf_vocab_piece(v, T_UNUSED, true, &n);
-    CHECK(n == 0);
+    CHECK(n == 0 && p != NULL);
     p = moeinf_vocab_piece(v, -1, true, &n);
     CHECK(n == 0 && p != NULL);
     p = moeinf_vocab_piece(v, N_HAND, true, &n);
@@ -591,7 +591,7 @@ static void test_pieces_and_eog(void) {
     CHECK(!moeinf_vocab_is_eog(v, T_BOS) && !moeinf_vocab_is_eog(v, T_A));
     CHECK(!moeinf_vocab_is_eog(v, -5) && !moeinf_vocab_is_eog(v, 1000));
     p = moeinf_vocab_piece(v, T_IM_END, false, &n);
-    CHECK(n == 0);
+    CHECK(n == 0 && p != NULL);
     CHECK_EQ_INT(moeinf_vocab_find(v, "ab", 2), T_AB);
     CHECK_EQ_INT(moeinf_vocab_find(v, "zz", 2), -1);
 

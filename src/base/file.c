@@ -85,7 +85,6 @@ static void atomic_release(struct moeinf_atomic_file *f) {
 
 enum moeinf_status moeinf_atomic_open(const char *path, struct moeinf_atomic_file *out,
                                       struct moeinf_error *err) {
-    char eb[64];
     size_t n = strlen(path) + 32;
     char *tmp = malloc(n);
     char *dup = strdup(path);
@@ -99,6 +98,7 @@ enum moeinf_status moeinf_atomic_open(const char *path, struct moeinf_atomic_fil
     FILE *fp = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!fp) {
         int e = errno;
+        char eb[64];
         if (fd >= 0) close(fd);
         free(tmp);
         free(dup);

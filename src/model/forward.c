@@ -2,6 +2,7 @@
 #include "model/forward.h"
 
 #include <assert.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -354,7 +355,17 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     const int K = hp->n_expert > 0 ? hp->n_expert_used : 1;
     const size_t slots = B * (size_t)K;
     bool failed = false;
-    size_t kv_bytes = (size_t)hp->n_layer * C * (size_t)f->n_kv * f->kv_elem;
+    /* A file may ask for 4096 layers of 2^28 KV values each, so the cache size can pass
+     * SIZE_MAX for a long context (it wrapped to a tiny allocation that decoding overran). */
+    const size_t kv_row_bytes = (size_t)f->n_kv * f->kv_elem; /* <= 2^30 */
+    if (kv_row_bytes > SIZE_MAX / 2 / C / (size_t)hp->n_layer) {
+        moeinf_fwd_free(f);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM,
+                           "a context of %d tokens needs a KV cache larger than memory (%d "
+                           "layers of %d values per token)",
+                           params->n_ctx, hp->n_layer, f->n_kv);
+    }
+    size_t kv_bytes = (size_t)hp->n_layer * C * kv_row_bytes;
     f->k_cache = alloc_array(kv_bytes, 1, &failed);
     f->v_cache = alloc_array(kv_bytes, 1, &failed);
     f->x = alloc_array(B * hp->n_embd, sizeof(float), &failed);

@@ -17,20 +17,21 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-/* libFuzzer's entry point; its name is fixed by libFuzzer. */
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size); // NOLINT(readability-identifier-naming)
+/* libFuzzer's entry point. */
+// NOLINTNEXTLINE(readability-identifier-naming): the name is fixed by libFuzzer
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define FUZZ_REQUIRE(cond)                                                                     \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond);       \
-            abort();                                                                           \
-        }                                                                                      \
+#define FUZZ_REQUIRE(cond)                                                                         \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: invariant failed: %s\n", __FILE__, __LINE__, #cond);           \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
 /* The folder of the shared test data: $MOEINF_SHARED, else the build's default. */
 static inline const char *fuzz_shared_dir(void) {
-    const char *dir = getenv("MOEINF_SHARED");
+    const char *dir = getenv("MOEINF_SHARED"); // NOLINT(concurrency-mt-unsafe): no setenv
     return dir && dir[0] ? dir : MOEINF_SHARED_DEFAULT;
 }
 

@@ -45,8 +45,7 @@ static void check_kv(const struct moeinf_gguf *g, uint64_t i, const uint8_t *dat
     FUZZ_REQUIRE(kv->key.len <= size);
     FUZZ_REQUIRE((const uint8_t *)kv->key.data >= data &&
                  (const uint8_t *)kv->key.data + kv->key.len <= data + size);
-    FUZZ_REQUIRE(kv->data >= data && kv->n_bytes <= size &&
-                 kv->data + kv->n_bytes <= data + size);
+    FUZZ_REQUIRE(kv->data >= data && kv->n_bytes <= size && kv->data + kv->n_bytes <= data + size);
     /* A key without NUL bytes is found again, at its own index (duplicates are refused). */
     char key[512];
     if (kv->key.len < sizeof key && !memchr(kv->key.data, '\0', (size_t)kv->key.len)) {
@@ -99,9 +98,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         FUZZ_REQUIRE(t->data == data + t->offset);
         /* Touch the first and last byte: ASan checks they are inside the input. */
         if (t->n_bytes) {
-            volatile uint8_t x = t->data[0];
-            x = t->data[t->n_bytes - 1];
-            (void)x;
+            volatile uint8_t first = t->data[0];
+            volatile uint8_t last = t->data[t->n_bytes - 1];
+            (void)first;
+            (void)last;
         }
     }
     (void)moeinf_gguf_find_key(g, "general.architecture");

@@ -37,21 +37,21 @@ static void check_llm(const struct moeinf_llm *llm, const uint8_t *data, size_t 
     FUZZ_REQUIRE(hp->n_embd > 0 && hp->n_layer > 0 && hp->n_head > 0 && hp->n_head_kv > 0);
     FUZZ_REQUIRE(hp->n_head % hp->n_head_kv == 0 && hp->head_dim > 0 && hp->n_rot > 0);
     FUZZ_REQUIRE(hp->n_rot <= hp->head_dim && hp->n_vocab > 0 && hp->n_ff > 0);
-    FUZZ_REQUIRE(hp->n_expert == 0 ||
-                 (hp->n_expert_used > 0 && hp->n_expert_used <= hp->n_expert &&
-                  hp->n_expert_used <= MOEINF_MAX_EXPERT_USED));
+    FUZZ_REQUIRE(hp->n_expert == 0 || (hp->n_expert_used > 0 && hp->n_expert_used <= hp->n_expert &&
+                                       hp->n_expert_used <= MOEINF_MAX_EXPERT_USED));
     check_weight(&llm->tok_embd, data, size);
     check_weight(&llm->output, data, size);
     check_vec(llm->output_norm, hp->n_embd, data, size);
     for (int il = 0; il < hp->n_layer; il++) {
-        const struct moeinf_layer *L = &llm->layers[il];
-        const struct moeinf_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->router,
-                                            &L->gate_exps, &L->up_exps, &L->down_exps,
-                                            &L->ffn_gate, &L->ffn_up, &L->ffn_down};
+        const struct moeinf_layer *lay = &llm->layers[il];
+        const struct moeinf_weight *ws[] = {&lay->wq,      &lay->wk,        &lay->wv,
+                                            &lay->wo,      &lay->router,    &lay->gate_exps,
+                                            &lay->up_exps, &lay->down_exps, &lay->ffn_gate,
+                                            &lay->ffn_up,  &lay->ffn_down};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             check_weight(ws[i], data, size);
-        check_vec(L->attn_norm, hp->n_embd, data, size);
-        check_vec(L->ffn_norm, hp->n_embd, data, size);
+        check_vec(lay->attn_norm, hp->n_embd, data, size);
+        check_vec(lay->ffn_norm, hp->n_embd, data, size);
     }
 }
 

@@ -40,7 +40,8 @@ static bool valid_utf8(const uint8_t *s, size_t n) {
         if (c < 0x80) {
             i++;
             continue;
-        } else if (c >= 0xC2 && c <= 0xDF) {
+        }
+        if (c >= 0xC2 && c <= 0xDF) {
             len = 2, cp = c & 0x1F;
         } else if (c >= 0xE0 && c <= 0xEF) {
             len = 3, cp = c & 0x0F;
@@ -73,7 +74,8 @@ static int32_t *tokenize(const struct moeinf_vocab *v, const uint8_t *data, size
     int32_t n_vocab = moeinf_vocab_n_tokens(v);
     for (size_t i = 0; i < *n; i++)
         FUZZ_REQUIRE(ids[i] >= 0 && ids[i] < n_vocab);
-    if (add_special && moeinf_vocab_add_bos(v)) FUZZ_REQUIRE(*n >= 1 && ids[0] == moeinf_vocab_bos(v));
+    if (add_special && moeinf_vocab_add_bos(v))
+        FUZZ_REQUIRE(*n >= 1 && ids[0] == moeinf_vocab_bos(v));
     return ids;
 }
 
@@ -90,7 +92,8 @@ static void check_stream(const struct moeinf_vocab *v, const int32_t *ids, size_
     FUZZ_REQUIRE(want && got);
     struct moeinf_detok d;
     moeinf_detok_init(&d);
-    size_t w = 0, g = 0;
+    size_t w = 0;
+    size_t g = 0;
     for (size_t i = 0; i < n; i++) {
         size_t len;
         const char *p = moeinf_vocab_piece(v, ids[i], false, &len);

@@ -19,7 +19,8 @@ static int run_file(const char *path) {
         fprintf(stderr, "replay: cannot open %s\n", path);
         return -1;
     }
-    size_t cap = 4096, n = 0;
+    size_t cap = 4096;
+    size_t n = 0;
     uint8_t *buf = malloc(cap);
     while (buf) {
         n += fread(buf + n, 1, cap - n, f);
@@ -62,10 +63,11 @@ static long run_dir(const char *dir) {
     DIR *d = opendir(dir);
     if (!d) return -1;
     char **names = NULL;
-    size_t n = 0, cap = 0;
+    size_t n = 0;
+    size_t cap = 0;
     long count = 0;
     struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
+    while ((e = readdir(d)) != NULL) { // NOLINT(concurrency-mt-unsafe): one thread, one DIR
         if (e->d_name[0] == '.') continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 64;
