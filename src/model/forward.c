@@ -50,17 +50,13 @@ struct moeinf_fwd {
     struct moeinf_mm_job *jobs; /* [2 * n_expert + 3] */
 };
 
-static size_t act_row_bytes(enum moeinf_type t, int64_t n) {
-    return moeinf_row_bytes(t, n);
-}
-
 /* Rows of `src` (m rows of n floats, n floats apart) converted for weight type wt. */
 static const uint8_t *act_get(struct moeinf_fwd *f, enum moeinf_type wt, const float *src, int m,
                               int64_t n, size_t *row_bytes) {
     enum moeinf_type vt = moeinf_type_traits_get(wt)->vec_dot_type;
     struct act *a = &f->acts[vt];
     assert(a->buf); /* allocated at init for every weight type of the model */
-    *row_bytes = act_row_bytes(vt, n);
+    *row_bytes = moeinf_row_bytes(vt, n);
     if (a->src != src || a->row_bytes != *row_bytes) {
         moeinf_quantize_rows(f->p.pool, f->p.kern, vt, src, (size_t)n, m, n, a->buf, *row_bytes);
         a->src = src;
@@ -100,7 +96,6 @@ static void matmul1(struct moeinf_fwd *f, const struct moeinf_weight *w, const f
 }
 
 static void store_kv(struct moeinf_fwd *f, int il, int m, int n_past) {
-    const struct moeinf_hparams *hp = &f->llm->hp;
     size_t layer_off = (size_t)il * (size_t)f->p.n_ctx * (size_t)f->n_kv;
     for (int j = 0; j < m; j++) {
         size_t off = layer_off + (size_t)(n_past + j) * (size_t)f->n_kv;
@@ -114,7 +109,6 @@ static void store_kv(struct moeinf_fwd *f, int il, int m, int n_past) {
             memcpy((float *)f->v_cache + off, v, (size_t)f->n_kv * sizeof(float));
         }
     }
-    (void)hp;
 }
 
 static void attention_block(struct moeinf_fwd *f, int il, int m, int n_past) {
@@ -322,7 +316,7 @@ static void need_act(struct moeinf_fwd *f, const struct moeinf_weight *w, size_t
     if (!w->data) return;
     enum moeinf_type vt = moeinf_type_traits_get(w->type)->vec_dot_type;
     if (f->acts[vt].buf) return;
-    f->acts[vt].buf = malloc(act_row_bytes(vt, f->max_width) * rows);
+    f->acts[vt].buf = malloc(moeinf_row_bytes(vt, f->max_width) * rows);
     if (!f->acts[vt].buf) *failed = true;
 }
 
@@ -383,7 +377,7 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     if (hp->n_expert > 0) {
         f->eo = alloc_array(slots * hp->n_embd, sizeof(float), &failed);
         f->router = alloc_array(B * hp->n_expert, sizeof(float), &failed);
-        f->ex_in = alloc_array(slots, act_row_bytes(MOEINF_TYPE_F32, hp->n_embd), &failed);
+        f->ex_in = alloc_array(slots, moeinf_row_bytes(MOEINF_TYPE_F32, hp->n_embd), &failed);
         f->sel = alloc_array((size_t)hp->n_layer * slots, sizeof(int32_t), &failed);
         f->sel_w = alloc_array((size_t)hp->n_layer * slots, sizeof(float), &failed);
         f->slot = alloc_array(slots, sizeof(int), &failed);
