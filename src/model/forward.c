@@ -357,7 +357,7 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
         return moeinf_fail(err, MOEINF_ERR_NOMEM,
                            "a context of %d tokens needs a KV cache larger than memory (%d "
                            "layers of %d values per token)",
-                           params->n_ctx, hp->n_layer, f->n_kv);
+                           params->n_ctx, hp->n_layer, hp->n_head_kv * hp->head_dim);
     }
     size_t kv_bytes = (size_t)hp->n_layer * C * kv_row_bytes;
     f->k_cache = alloc_array(kv_bytes, 1, &failed);
