@@ -147,6 +147,19 @@ const char *moeinf_context_kernels(const struct moeinf_context *ctx);
 enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids, int n,
                                  float *logits, bool all_logits, struct moeinf_error *err);
 
+/*
+ * Routing record: from now on every token this context evaluates appends its expert choices
+ * (per MoE layer, the top-k in router-rank order) to a moe-trace v1 file (the format of
+ * `moeinf sim`), written atomically when the record is closed (or the context freed). A
+ * request starts whenever a decode begins at position 0; tokens of a multi-token decode are
+ * prefill (P), single tokens decode (D). `tag` names the requests (no whitespace; NULL: "-").
+ * MOEINF_ERR_ARG for a dense model or a record already open.
+ */
+enum moeinf_status moeinf_context_record_open(struct moeinf_context *ctx, const char *path,
+                                              const char *tag, struct moeinf_error *err);
+enum moeinf_status moeinf_context_record_close(struct moeinf_context *ctx,
+                                               struct moeinf_error *err);
+
 /* ---- tokenizer (tokenizer module) -------------------------------------------------------- */
 
 /*

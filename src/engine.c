@@ -127,6 +127,7 @@ enum moeinf_status moeinf_context_init(struct moeinf_model *model,
 
 void moeinf_context_free(struct moeinf_context *ctx) {
     if (!ctx) return;
+    moeinf_context_record_close(ctx, NULL);
     moeinf_fwd_free(ctx->fwd);
     moeinf_pool_free(ctx->pool);
     free(ctx);
@@ -171,7 +172,12 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
         if (logits && all_logits) out = logits + (size_t)i0 * n_vocab;
         if (logits && !all_logits && last) out = logits;
         moeinf_fwd_eval(ctx->fwd, ids + i0, m, ctx->n_past, out, all_logits);
-        ctx->n_past += m;
+        int pos0 = ctx->n_past;
+        ctx->n_past += m; /* the tokens are in the context even if recording them fails */
+        if (ctx->record) {
+            enum moeinf_status st = moeinf_record_eval(ctx, m, pos0, n > 1, err);
+            if (st != MOEINF_OK) return st;
+        }
     }
     return MOEINF_OK;
 }

@@ -9,6 +9,7 @@
 #include "moeinf.h"
 
 struct moeinf_vocab;
+struct moeinf_trace_writer;
 
 struct moeinf_model {
     struct moeinf_gguf *gguf;   /* owns the mapping the weights point into */
@@ -23,6 +24,14 @@ struct moeinf_context {
     const struct moeinf_kernels *kern;
     struct moeinf_fwd *fwd;
     int n_past;
+    struct moeinf_trace_writer *record; /* routing record, or NULL */
+    char *record_tag;
+    int64_t record_requests;            /* requests written so far */
+    int32_t *record_row;                /* [n_layer][n_expert_used] one token's routing */
 };
+
+/* engine_record.c: appends the last eval's routing to the open record. */
+enum moeinf_status moeinf_record_eval(struct moeinf_context *ctx, int m, int n_past, bool prefill,
+                                      struct moeinf_error *err);
 
 #endif

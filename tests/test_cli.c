@@ -80,6 +80,17 @@ static void test_run_greedy_ids(void) {
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
     CHECK_STR_CONTAINS(out, "\nids: 15635 8887 2807\n");
     CHECK(strncmp(out, "Hello world", 11) == 0);
+    /* the recorded routing replays in the simulator: 3 prompt + 2 decoded tokens (the last
+     * generated token is never evaluated) x 2 layers x top-2 = 20 accesses, 8 of them decode */
+    char trace[512];
+    test_tmp_path("cli_run.trace", trace, sizeof trace);
+    snprintf(cmd, sizeof cmd,
+             "%s run -m %s -p 'Hello world' -n 3 --temp 0 -c 64 --record-routing %s && "
+             "%s sim --trace %s --cache 4 --json",
+             bin(), model, trace, bin(), trace);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    CHECK_STR_CONTAINS(out, "\"accesses\": 20,");
+    CHECK_STR_CONTAINS(out, "\"decode_accesses\": 8,");
 }
 
 static void test_context_limits(void) {

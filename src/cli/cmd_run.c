@@ -23,6 +23,8 @@ static void usage(FILE *out) {
             "  --min-p P          drop tokens below P x the top probability; 0 = off (default %.2f)\n"
             "  --seed S           random seed: same seed, same text (default %llu)\n"
             "  --print-ids        end with a line 'ids: ID ID ...' of the generated ids\n"
+            "  --record-routing F write the expert routing of every token (prompt and\n"
+            "                     generated) to F as a moe-trace v1 file for `moeinf sim`\n"
             "Generation stops at any end-of-generation token, after N tokens, or when the\n"
             "context (-c) is full (a note on stderr says so).\n",
             model_args_help, d.repeat_last_n, (double)d.repeat_penalty, (double)d.temp, d.top_k,
@@ -33,6 +35,7 @@ struct run_opts {
     struct model_args model;
     struct moeinf_sampler_params sp;
     const char *prompt;
+    const char *record_path;
     long n_predict;
     bool print_ids;
 };
@@ -54,7 +57,7 @@ static int parse(int argc, char **argv, struct run_opts *o) {
         const char *val = NULL;
         if (!strcmp(a, "-p") || !strcmp(a, "-n") || !strcmp(a, "--temp") || !strcmp(a, "--top-k") ||
             !strcmp(a, "--top-p") || !strcmp(a, "--min-p") || !strcmp(a, "--repeat-penalty") ||
-            !strcmp(a, "--seed")) {
+            !strcmp(a, "--seed") || !strcmp(a, "--record-routing")) {
             if (!(val = cli_option_value("run", argc, argv, &i))) return CLI_EXIT_USAGE;
         } else {
             fprintf(stderr, "moeinf run: unknown argument '%s'\n", a);
@@ -65,6 +68,8 @@ static int parse(int argc, char **argv, struct run_opts *o) {
         bool ok = true;
         if (!strcmp(a, "-p")) {
             o->prompt = val;
+        } else if (!strcmp(a, "--record-routing")) {
+            o->record_path = val;
         } else if (!strcmp(a, "-n")) {
             ok = cli_parse_long("run", a, val, 0, 1 << 24, &o->n_predict);
         } else if (!strcmp(a, "--temp")) {
@@ -121,7 +126,9 @@ int cmd_run(int argc, char **argv) {
     if (moeinf_sampler_init(&o.sp, n_vocab, &smp, &err) != MOEINF_OK ||
         moeinf_text_stream_init(model, &detok, &err) != MOEINF_OK ||
         moeinf_tokenize(model, o.prompt, strlen(o.prompt), true, false, &prompt, &n_prompt,
-                        &err) != MOEINF_OK) {
+                        &err) != MOEINF_OK ||
+        (o.record_path &&
+         moeinf_context_record_open(ctx, o.record_path, "moeinf/run", &err) != MOEINF_OK)) {
         goto done;
     }
     logits = malloc((size_t)n_vocab * sizeof(float));
@@ -169,6 +176,7 @@ int cmd_run(int argc, char **argv) {
         for (int i = 0; i < n_out; i++) printf(" %d", out_ids[i]);
         printf("\n");
     }
+    if (moeinf_context_record_close(ctx, &err) != MOEINF_OK) goto done;
     rc = CLI_EXIT_OK;
 done:
     if (rc != CLI_EXIT_OK) cli_fail(&err);
