@@ -100,7 +100,7 @@ enum moeinf_kv_type {
 };
 
 struct moeinf_model_params {
-    int reserved; /* no options yet */
+    bool no_mmap; /* read the file once into memory instead of mapping it (default false) */
 };
 
 struct moeinf_context_params {

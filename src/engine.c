@@ -25,10 +25,10 @@ struct moeinf_context_params moeinf_context_params_default(void) {
 
 enum moeinf_status moeinf_model_load(const char *path, const struct moeinf_model_params *params,
                                      struct moeinf_model **out, struct moeinf_error *err) {
-    (void)params;
     struct moeinf_model *m = calloc(1, sizeof *m);
     if (!m) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
-    enum moeinf_status st = moeinf_gguf_open(path, &m->gguf, err);
+    enum moeinf_status st = moeinf_gguf_open_mode(
+        path, params && params->no_mmap ? MOEINF_MAP_READ : MOEINF_MAP_FILE, &m->gguf, err);
     if (st == MOEINF_OK) st = moeinf_llm_init(m->gguf, &m->llm, err);
     if (st == MOEINF_OK) st = moeinf_vocab_init_from_gguf(m->gguf, &m->vocab, err);
     if (st == MOEINF_OK && moeinf_vocab_n_tokens(m->vocab) != m->llm->hp.n_vocab) {

@@ -348,6 +348,34 @@ static void test_kv_cache_size_overflow(void) {
     remove(path);
 }
 
+/* Reading the file into memory (--no-mmap) gives the same logits, bit for bit, as mapping it. */
+static void test_no_mmap_same_logits(void) {
+    char path[1024];
+    if (!test_shared_path("testdata/models/tiny-mixtral-Q4_0.gguf", path, sizeof path)) return;
+    const int32_t ids[4] = {1, 15043, 3186, 29991};
+    float *logits[2] = {NULL, NULL};
+    for (int mode = 0; mode < 2; mode++) {
+        struct moeinf_model_params mp = moeinf_model_params_default();
+        mp.no_mmap = mode == 1;
+        struct moeinf_model *model = NULL;
+        struct moeinf_context *ctx = NULL;
+        struct moeinf_error err = {0};
+        struct moeinf_context_params cp = moeinf_context_params_default();
+        cp.n_ctx = 8;
+        CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
+        CHECK(model && moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK);
+        logits[mode] = malloc(4 * 32000 * sizeof(float));
+        if (ctx && logits[mode]) {
+            CHECK(moeinf_decode(ctx, ids, 4, logits[mode], true, &err) == MOEINF_OK);
+        }
+        moeinf_context_free(ctx);
+        moeinf_model_free(model);
+    }
+    CHECK(logits[0] && logits[1] && !memcmp(logits[0], logits[1], 4 * 32000 * sizeof(float)));
+    free(logits[0]);
+    free(logits[1]);
+}
+
 int main(void) {
     RUN(test_missing_keys);
     RUN(test_unsupported_arch);
@@ -355,6 +383,7 @@ int main(void) {
     RUN(test_impossible_counts);
     RUN(test_rope_scaling);
     RUN(test_valid_file_loads);
+    RUN(test_no_mmap_same_logits);
     RUN(test_kv_cache_size_overflow);
     return test_report();
 }

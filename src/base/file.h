@@ -17,8 +17,15 @@ struct moeinf_mapping {
     int fd; /* kept open for pread of the slow tier; -1 when closed */
 };
 
+enum moeinf_map_mode {
+    MOEINF_MAP_FILE = 0, /* mmap of the file: pages come from the page cache on first touch */
+    MOEINF_MAP_READ = 1, /* read once into anonymous memory (huge pages where the kernel can) */
+};
+
 enum moeinf_status moeinf_file_map(const char *path, struct moeinf_mapping *out,
                                    struct moeinf_error *err);
+enum moeinf_status moeinf_file_map_mode(const char *path, enum moeinf_map_mode mode,
+                                        struct moeinf_mapping *out, struct moeinf_error *err);
 void moeinf_file_unmap(struct moeinf_mapping *m);
 
 /* Reads exactly n bytes at offset (retrying short reads). */

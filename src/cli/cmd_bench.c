@@ -33,7 +33,8 @@ static int cmp_double(const void *a, const void *b) {
 }
 
 int cmd_bench(int argc, char **argv) {
-    struct model_args ma = {.ctx = moeinf_context_params_default()};
+    struct model_args ma = {.ctx = moeinf_context_params_default(),
+                            .model = moeinf_model_params_default()};
     long n_prompt = 64;
     long n_gen = 32;
     long reps = 3;

@@ -106,6 +106,7 @@ static void write_bytes(const char *s, size_t n) {
 int cmd_run(int argc, char **argv) {
     struct run_opts o = {.sp = moeinf_sampler_params_default(), .n_predict = 128};
     o.model.ctx = moeinf_context_params_default();
+    o.model.model = moeinf_model_params_default();
     int prc = parse(argc, argv, &o);
     if (prc < 0) return CLI_EXIT_OK;
     if (prc > 0) return prc;

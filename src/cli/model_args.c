@@ -12,11 +12,16 @@ const char model_args_help[] =
     "  -c N            context size in tokens (default 4096)\n"
     "  -t N            threads (default: the CPUs this process may use)\n"
     "  -b N            prefill micro-batch (default 512)\n"
-    "  --kv-type T     KV cache type f16|f32 (default f16)\n";
+    "  --kv-type T     KV cache type f16|f32 (default f16)\n"
+    "  --no-mmap       read the model into memory once instead of mapping the file\n";
 
 int model_args_parse(const char *cmd, struct model_args *a, int argc, char **argv, int *i) {
     const char *opt = argv[*i];
     long v;
+    if (!strcmp(opt, "--no-mmap")) {
+        a->model.no_mmap = true;
+        return 1;
+    }
     if (strcmp(opt, "-m") != 0 && strcmp(opt, "--model") != 0 && strcmp(opt, "-c") != 0 &&
         strcmp(opt, "-t") != 0 && strcmp(opt, "-b") != 0 && strcmp(opt, "--kv-type") != 0) {
         return 0;
@@ -57,8 +62,7 @@ bool model_args_open(struct model_args *a, struct moeinf_model **model,
         }
         path = default_path;
     }
-    struct moeinf_model_params mp = moeinf_model_params_default();
-    if (moeinf_model_load(path, &mp, model, &err) != MOEINF_OK) {
+    if (moeinf_model_load(path, &a->model, model, &err) != MOEINF_OK) {
         cli_fail(&err);
         return false;
     }

@@ -9,9 +9,10 @@
 struct model_args {
     const char *model_path; /* NULL: the embedded default */
     struct moeinf_context_params ctx;
+    struct moeinf_model_params model;
 };
 
-/* Consumes argv[*i] if it is one of -m, -c, -t, -b, --kv-type (advancing *i past its
+/* Consumes argv[*i] if it is one of -m, -c, -t, -b, --kv-type, --no-mmap (advancing *i past its
  * value). Returns 1 if consumed, 0 if not one of them, -1 on a bad value (message printed). */
 int model_args_parse(const char *cmd, struct model_args *a, int argc, char **argv, int *i);
 
