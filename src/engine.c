@@ -62,8 +62,8 @@ int moeinf_model_n_ctx_train(const struct moeinf_model *model) {
 
 void moeinf_model_desc(const struct moeinf_model *model, char *buf, size_t size) {
     const struct moeinf_hparams *hp = &model->llm->hp;
-    const struct moeinf_layer *L = &model->llm->layers[0];
-    const struct moeinf_weight *ffn = hp->n_expert > 0 ? &L->gate_exps : &L->ffn_gate;
+    const struct moeinf_layer *lw = &model->llm->layers[0];
+    const struct moeinf_weight *ffn = hp->n_expert > 0 ? &lw->gate_exps : &lw->ffn_gate;
     snprintf(buf, size,
              "llama: %d layers, n_embd %d, %d heads (%d kv, dim %d), %d experts (top %d), "
              "ff %d, vocab %d, ffn type %s",
@@ -76,14 +76,14 @@ uint64_t moeinf_model_decode_bytes(const struct moeinf_model *model) {
     const struct moeinf_hparams *hp = &llm->hp;
     uint64_t total = llm->tok_embd.row_bytes + llm->output.mat_bytes;
     for (int il = 0; il < hp->n_layer; il++) {
-        const struct moeinf_layer *L = &llm->layers[il];
-        total += L->wq.mat_bytes + L->wk.mat_bytes + L->wv.mat_bytes + L->wo.mat_bytes;
+        const struct moeinf_layer *lw = &llm->layers[il];
+        total += lw->wq.mat_bytes + lw->wk.mat_bytes + lw->wv.mat_bytes + lw->wo.mat_bytes;
         if (hp->n_expert > 0) {
-            total += L->router.mat_bytes;
+            total += lw->router.mat_bytes;
             total += (uint64_t)hp->n_expert_used *
-                     (L->gate_exps.mat_bytes + L->up_exps.mat_bytes + L->down_exps.mat_bytes);
+                     (lw->gate_exps.mat_bytes + lw->up_exps.mat_bytes + lw->down_exps.mat_bytes);
         } else {
-            total += L->ffn_gate.mat_bytes + L->ffn_up.mat_bytes + L->ffn_down.mat_bytes;
+            total += lw->ffn_gate.mat_bytes + lw->ffn_up.mat_bytes + lw->ffn_down.mat_bytes;
         }
     }
     return total;
@@ -155,8 +155,8 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
     if (n <= 0) return moeinf_fail(err, MOEINF_ERR_ARG, "decode needs at least one token");
     if (n > ctx->params.n_ctx - ctx->n_past) {
         return moeinf_fail(err, MOEINF_ERR_CONTEXT,
-                           "context full: %d tokens in context + %d new exceed -c %d",
-                           ctx->n_past, n, ctx->params.n_ctx);
+                           "context full: %d tokens in context + %d new exceed -c %d", ctx->n_past,
+                           n, ctx->params.n_ctx);
     }
     for (int i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= n_vocab) {

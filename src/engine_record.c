@@ -13,7 +13,8 @@ enum moeinf_status moeinf_context_record_open(struct moeinf_context *ctx, const 
     if (hp->n_expert == 0) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "%s: a dense model has no routing to record", path);
     }
-    if (ctx->record) return moeinf_fail(err, MOEINF_ERR_ARG, "%s: a routing record is already open", path);
+    if (ctx->record)
+        return moeinf_fail(err, MOEINF_ERR_ARG, "%s: a routing record is already open", path);
     if (tag && (!*tag || strpbrk(tag, " \t\r\n"))) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "record tag '%s' must be one word", tag);
     }
@@ -63,17 +64,18 @@ enum moeinf_status moeinf_context_record_close(struct moeinf_context *ctx,
 enum moeinf_status moeinf_record_eval(struct moeinf_context *ctx, int m, int n_past, bool prefill,
                                       struct moeinf_error *err) {
     const struct moeinf_hparams *hp = &ctx->model->llm->hp;
-    const int K = hp->n_expert_used;
+    const int n_used = hp->n_expert_used;
     enum moeinf_status st = MOEINF_OK;
     if (n_past == 0) {
         st = moeinf_trace_writer_request(ctx->record, ctx->record_requests++, ctx->record_tag, err);
     }
     for (int j = 0; j < m && st == MOEINF_OK; j++) {
         for (int il = 0; il < hp->n_layer; il++) {
-            memcpy(ctx->record_row + (size_t)il * K, moeinf_fwd_routing(ctx->fwd, il, j),
-                   (size_t)K * sizeof(int32_t));
+            memcpy(ctx->record_row + (size_t)il * n_used, moeinf_fwd_routing(ctx->fwd, il, j),
+                   (size_t)n_used * sizeof(int32_t));
         }
-        st = moeinf_trace_writer_token(ctx->record, prefill ? MOEINF_PHASE_PREFILL : MOEINF_PHASE_DECODE,
+        st = moeinf_trace_writer_token(ctx->record,
+                                       prefill ? MOEINF_PHASE_PREFILL : MOEINF_PHASE_DECODE,
                                        ctx->record_row, err);
     }
     return st;

@@ -21,33 +21,33 @@ struct act {
 struct moeinf_fwd {
     const struct moeinf_llm *llm;
     struct moeinf_fwd_params p;
-    int n_kv;             /* n_head_kv * head_dim */
-    int n_q;              /* n_head * head_dim */
-    int max_width;        /* widest activation row */
-    size_t kv_elem;       /* bytes per cached value */
-    uint8_t *k_cache;     /* [n_layer][n_ctx][n_kv] */
+    int n_kv;         /* n_head_kv * head_dim */
+    int n_q;          /* n_head * head_dim */
+    int max_width;    /* widest activation row */
+    size_t kv_elem;   /* bytes per cached value */
+    uint8_t *k_cache; /* [n_layer][n_ctx][n_kv] */
     uint8_t *v_cache;
-    float *x;             /* [n_batch][n_embd] residual stream */
-    float *xb;            /* [n_batch][n_embd] normed input */
-    float *q;             /* [n_batch][n_q] */
-    float *k;             /* [n_batch][n_kv] */
-    float *v;             /* [n_batch][n_kv] */
-    float *att;           /* [n_batch][n_q] */
-    float *tmp;           /* [n_batch][n_embd] sub-layer output */
-    float *hg;            /* [n_batch * n_used][n_ff] gate, then swiglu */
-    float *hu;            /* [n_batch * n_used][n_ff] up */
-    float *eo;            /* [n_batch * n_used][n_embd] expert outputs */
-    float *router;        /* [n_batch][n_expert] */
-    uint8_t *ex_in;       /* [n_batch * n_used] gathered quantized rows */
-    float *attn_scratch;  /* per thread */
+    float *x;            /* [n_batch][n_embd] residual stream */
+    float *xb;           /* [n_batch][n_embd] normed input */
+    float *q;            /* [n_batch][n_q] */
+    float *k;            /* [n_batch][n_kv] */
+    float *v;            /* [n_batch][n_kv] */
+    float *att;          /* [n_batch][n_q] */
+    float *tmp;          /* [n_batch][n_embd] sub-layer output */
+    float *hg;           /* [n_batch * n_used][n_ff] gate, then swiglu */
+    float *hu;           /* [n_batch * n_used][n_ff] up */
+    float *eo;           /* [n_batch * n_used][n_embd] expert outputs */
+    float *router;       /* [n_batch][n_expert] */
+    uint8_t *ex_in;      /* [n_batch * n_used] gathered quantized rows */
+    float *attn_scratch; /* per thread */
     size_t attn_scratch_stride;
     struct act acts[MOEINF_TYPE_COUNT]; /* lazily allocated per vec_dot_type */
-    int32_t *sel;         /* [n_layer][n_batch][n_used] selected experts */
-    float *sel_w;         /* [n_layer][n_batch][n_used] their weights */
-    int *slot;            /* [n_batch][n_used] slot of (token, rank) */
-    int *expert_count;    /* [n_expert] */
-    int *expert_first;    /* [n_expert + 1] */
-    struct moeinf_mm_job *jobs; /* [2 * n_expert + 3] */
+    int32_t *sel;                       /* [n_layer][n_batch][n_used] selected experts */
+    float *sel_w;                       /* [n_layer][n_batch][n_used] their weights */
+    int *slot;                          /* [n_batch][n_used] slot of (token, rank) */
+    int *expert_count;                  /* [n_expert] */
+    int *expert_first;                  /* [n_expert + 1] */
+    struct moeinf_mm_job *jobs;         /* [2 * n_expert + 3] */
 };
 
 /* Rows of `src` (m rows of n floats, n floats apart) converted for weight type wt. */
@@ -66,11 +66,15 @@ static const uint8_t *act_get(struct moeinf_fwd *f, enum moeinf_type wt, const f
 }
 
 static void acts_invalidate(struct moeinf_fwd *f) {
-    for (int t = 0; t < MOEINF_TYPE_COUNT; t++) f->acts[t].src = NULL;
+    for (int t = 0; t < MOEINF_TYPE_COUNT; t++)
+        f->acts[t].src = NULL;
 }
 
+/* y is written later, by the matmul the job is given to. */
 static struct moeinf_mm_job job_for(const struct moeinf_weight *w, int64_t e, const uint8_t *x,
-                                    size_t x_stride, int m, float *y, size_t y_stride) {
+                                    size_t x_stride, int m,
+                                    float *y, // NOLINT(readability-non-const-parameter)
+                                    size_t y_stride) {
     struct moeinf_mm_job j = {
         .w = moeinf_weight_row(w, e, 0),
         .w_row_bytes = w->row_bytes,
@@ -99,9 +103,11 @@ static void store_kv(struct moeinf_fwd *f, int il, int m, int n_past) {
     size_t layer_off = (size_t)il * (size_t)f->p.n_ctx * (size_t)f->n_kv;
     for (int j = 0; j < m; j++) {
         size_t off = layer_off + (size_t)(n_past + j) * (size_t)f->n_kv;
-        const float *k = f->k + (size_t)j * f->n_kv, *v = f->v + (size_t)j * f->n_kv;
+        const float *k = f->k + (size_t)j * f->n_kv;
+        const float *v = f->v + (size_t)j * f->n_kv;
         if (f->p.kv_f16) {
-            uint16_t *kc = (uint16_t *)f->k_cache + off, *vc = (uint16_t *)f->v_cache + off;
+            uint16_t *kc = (uint16_t *)f->k_cache + off;
+            uint16_t *vc = (uint16_t *)f->v_cache + off;
             f->p.kern->from_float[MOEINF_TYPE_F16](k, kc, f->n_kv);
             f->p.kern->from_float[MOEINF_TYPE_F16](v, vc, f->n_kv);
         } else {
@@ -113,26 +119,28 @@ static void store_kv(struct moeinf_fwd *f, int il, int m, int n_past) {
 
 static void attention_block(struct moeinf_fwd *f, int il, int m, int n_past) {
     const struct moeinf_hparams *hp = &f->llm->hp;
-    const struct moeinf_layer *L = &f->llm->layers[il];
+    const struct moeinf_layer *lw = &f->llm->layers[il];
     for (int j = 0; j < m; j++) {
-        moeinf_rmsnorm(f->xb + (size_t)j * hp->n_embd, f->x + (size_t)j * hp->n_embd, L->attn_norm,
+        moeinf_rmsnorm(f->xb + (size_t)j * hp->n_embd, f->x + (size_t)j * hp->n_embd, lw->attn_norm,
                        hp->n_embd, hp->rms_eps);
     }
     acts_invalidate(f);
     /* q, k and v in one dispatch when their weights share an activation type */
-    size_t rq, rk, rv;
-    const uint8_t *xq = act_get(f, L->wq.type, f->xb, m, hp->n_embd, &rq);
-    const uint8_t *xk = act_get(f, L->wk.type, f->xb, m, hp->n_embd, &rk);
-    const uint8_t *xv = act_get(f, L->wv.type, f->xb, m, hp->n_embd, &rv);
+    size_t rq;
+    size_t rk;
+    size_t rv;
+    const uint8_t *xq = act_get(f, lw->wq.type, f->xb, m, hp->n_embd, &rq);
+    const uint8_t *xk = act_get(f, lw->wk.type, f->xb, m, hp->n_embd, &rk);
+    const uint8_t *xv = act_get(f, lw->wv.type, f->xb, m, hp->n_embd, &rv);
     struct moeinf_mm_job jobs[3] = {
-        job_for(&L->wq, 0, xq, rq, m, f->q, (size_t)f->n_q),
-        job_for(&L->wk, 0, xk, rk, m, f->k, (size_t)f->n_kv),
-        job_for(&L->wv, 0, xv, rv, m, f->v, (size_t)f->n_kv),
+        job_for(&lw->wq, 0, xq, rq, m, f->q, (size_t)f->n_q),
+        job_for(&lw->wk, 0, xk, rk, m, f->k, (size_t)f->n_kv),
+        job_for(&lw->wv, 0, xv, rv, m, f->v, (size_t)f->n_kv),
     };
     moeinf_matmul_run(f->p.pool, f->p.kern, jobs, 3);
     for (int j = 0; j < m; j++) {
-        moeinf_rope_norm(f->q + (size_t)j * f->n_q, hp->n_head, hp->head_dim, hp->n_rot,
-                         n_past + j, hp->rope_base, hp->rope_freq_scale);
+        moeinf_rope_norm(f->q + (size_t)j * f->n_q, hp->n_head, hp->head_dim, hp->n_rot, n_past + j,
+                         hp->rope_base, hp->rope_freq_scale);
         moeinf_rope_norm(f->k + (size_t)j * f->n_kv, hp->n_head_kv, hp->head_dim, hp->n_rot,
                          n_past + j, hp->rope_base, hp->rope_freq_scale);
     }
@@ -154,24 +162,27 @@ static void attention_block(struct moeinf_fwd *f, int il, int m, int n_past) {
         .kern = f->p.kern,
     };
     moeinf_attention(f->p.pool, &a);
-    matmul1(f, &L->wo, f->att, m, f->tmp, (size_t)hp->n_embd);
-    for (size_t i = 0; i < (size_t)m * hp->n_embd; i++) f->x[i] += f->tmp[i];
+    matmul1(f, &lw->wo, f->att, m, f->tmp, (size_t)hp->n_embd);
+    for (size_t i = 0; i < (size_t)m * hp->n_embd; i++)
+        f->x[i] += f->tmp[i];
 }
 
 static void route(struct moeinf_fwd *f, int il, int m) {
     const struct moeinf_hparams *hp = &f->llm->hp;
-    const int X = hp->n_expert, K = hp->n_expert_used;
-    matmul1(f, &f->llm->layers[il].router, f->xb, m, f->router, (size_t)X);
+    const int n_expert = hp->n_expert;
+    const int n_used = hp->n_expert_used;
+    matmul1(f, &f->llm->layers[il].router, f->xb, m, f->router, (size_t)n_expert);
     for (int j = 0; j < m; j++) {
-        float *p = f->router + (size_t)j * X;
-        moeinf_softmax(p, X);
+        float *p = f->router + (size_t)j * n_expert;
+        moeinf_softmax(p, n_expert);
         int idx[MOEINF_MAX_EXPERT_USED];
-        moeinf_top_k(p, X, K, idx);
-        int32_t *sel = f->sel + ((size_t)il * f->p.n_batch + j) * K;
-        float *w = f->sel_w + ((size_t)il * f->p.n_batch + j) * K;
+        moeinf_top_k(p, n_expert, n_used, idx);
+        int32_t *sel = f->sel + ((size_t)il * f->p.n_batch + j) * n_used;
+        float *w = f->sel_w + ((size_t)il * f->p.n_batch + j) * n_used;
         float sum = 0.0f;
-        for (int r = 0; r < K; r++) sum += p[idx[r]];
-        for (int r = 0; r < K; r++) {
+        for (int r = 0; r < n_used; r++)
+            sum += p[idx[r]];
+        for (int r = 0; r < n_used; r++) {
             sel[r] = idx[r];
             w[r] = p[idx[r]] / sum; /* the Mixtral family renormalises the chosen weights */
         }
@@ -180,107 +191,123 @@ static void route(struct moeinf_fwd *f, int il, int m) {
 
 static void moe_block(struct moeinf_fwd *f, int il, int m) {
     const struct moeinf_hparams *hp = &f->llm->hp;
-    const struct moeinf_layer *L = &f->llm->layers[il];
-    const int X = hp->n_expert, K = hp->n_expert_used, E = hp->n_embd, F = hp->n_ff;
+    const struct moeinf_layer *lw = &f->llm->layers[il];
+    const int n_expert = hp->n_expert;
+    const int n_used = hp->n_expert_used;
+    const int n_embd = hp->n_embd;
+    const int n_ff = hp->n_ff;
     route(f, il, m);
-    const int32_t *sel = f->sel + (size_t)il * f->p.n_batch * K;
+    const int32_t *sel = f->sel + (size_t)il * f->p.n_batch * n_used;
     /* group (token, rank) pairs by expert: slots [expert_first[e], expert_first[e+1]) */
-    memset(f->expert_count, 0, (size_t)X * sizeof(int));
-    for (int i = 0; i < m * K; i++) f->expert_count[sel[i]]++;
+    memset(f->expert_count, 0, (size_t)n_expert * sizeof(int));
+    for (int i = 0; i < m * n_used; i++)
+        f->expert_count[sel[i]]++;
     f->expert_first[0] = 0;
-    for (int e = 0; e < X; e++) f->expert_first[e + 1] = f->expert_first[e] + f->expert_count[e];
-    memset(f->expert_count, 0, (size_t)X * sizeof(int));
+    for (int e = 0; e < n_expert; e++)
+        f->expert_first[e + 1] = f->expert_first[e] + f->expert_count[e];
+    memset(f->expert_count, 0, (size_t)n_expert * sizeof(int));
     for (int j = 0; j < m; j++) {
-        for (int r = 0; r < K; r++) {
-            int e = sel[(size_t)j * K + r];
-            f->slot[(size_t)j * K + r] = f->expert_first[e] + f->expert_count[e]++;
+        for (int r = 0; r < n_used; r++) {
+            int e = sel[(size_t)j * n_used + r];
+            f->slot[(size_t)j * n_used + r] = f->expert_first[e] + f->expert_count[e]++;
         }
     }
     /* gate and up of every selected expert in one dispatch */
     size_t rb;
     /* gate and up share one activation type (checked at load) */
-    const uint8_t *xq = act_get(f, L->gate_exps.type, f->xb, m, E, &rb);
+    const uint8_t *xq = act_get(f, lw->gate_exps.type, f->xb, m, n_embd, &rb);
     for (int j = 0; j < m; j++) {
-        for (int r = 0; r < K; r++) {
-            memcpy(f->ex_in + (size_t)f->slot[(size_t)j * K + r] * rb, xq + (size_t)j * rb, rb);
+        for (int r = 0; r < n_used; r++) {
+            memcpy(f->ex_in + (size_t)f->slot[(size_t)j * n_used + r] * rb, xq + (size_t)j * rb,
+                   rb);
         }
     }
     int nj = 0;
-    for (int e = 0; e < X; e++) {
+    for (int e = 0; e < n_expert; e++) {
         int n = f->expert_first[e + 1] - f->expert_first[e];
         if (n == 0) continue;
         const uint8_t *x = f->ex_in + (size_t)f->expert_first[e] * rb;
-        f->jobs[nj++] = job_for(&L->gate_exps, e, x, rb, n, f->hg + (size_t)f->expert_first[e] * F, (size_t)F);
-        f->jobs[nj++] = job_for(&L->up_exps, e, x, rb, n, f->hu + (size_t)f->expert_first[e] * F, (size_t)F);
+        f->jobs[nj++] = job_for(&lw->gate_exps, e, x, rb, n,
+                                f->hg + (size_t)f->expert_first[e] * n_ff, (size_t)n_ff);
+        f->jobs[nj++] = job_for(&lw->up_exps, e, x, rb, n,
+                                f->hu + (size_t)f->expert_first[e] * n_ff, (size_t)n_ff);
     }
     moeinf_matmul_run(f->p.pool, f->p.kern, f->jobs, nj);
-    const int n_slots = m * K;
+    const int n_slots = m * n_used;
     for (int s = 0; s < n_slots; s++) {
-        moeinf_swiglu(f->hg + (size_t)s * F, f->hg + (size_t)s * F, f->hu + (size_t)s * F, F);
+        moeinf_swiglu(f->hg + (size_t)s * n_ff, f->hg + (size_t)s * n_ff, f->hu + (size_t)s * n_ff,
+                      n_ff);
     }
     size_t rd;
-    const uint8_t *hq = act_get(f, L->down_exps.type, f->hg, n_slots, F, &rd);
+    const uint8_t *hq = act_get(f, lw->down_exps.type, f->hg, n_slots, n_ff, &rd);
     nj = 0;
-    for (int e = 0; e < X; e++) {
+    for (int e = 0; e < n_expert; e++) {
         int n = f->expert_first[e + 1] - f->expert_first[e];
         if (n == 0) continue;
-        f->jobs[nj++] = job_for(&L->down_exps, e, hq + (size_t)f->expert_first[e] * rd, rd, n,
-                                f->eo + (size_t)f->expert_first[e] * E, (size_t)E);
+        f->jobs[nj++] = job_for(&lw->down_exps, e, hq + (size_t)f->expert_first[e] * rd, rd, n,
+                                f->eo + (size_t)f->expert_first[e] * n_embd, (size_t)n_embd);
     }
     moeinf_matmul_run(f->p.pool, f->p.kern, f->jobs, nj);
     /* weighted sum in router-rank order, then the residual add */
-    const float *w = f->sel_w + (size_t)il * f->p.n_batch * K;
+    const float *w = f->sel_w + (size_t)il * f->p.n_batch * n_used;
     for (int j = 0; j < m; j++) {
-        float *out = f->tmp + (size_t)j * E;
-        for (int r = 0; r < K; r++) {
-            const float *o = f->eo + (size_t)f->slot[(size_t)j * K + r] * E;
-            const float wr = w[(size_t)j * K + r];
+        float *out = f->tmp + (size_t)j * n_embd;
+        for (int r = 0; r < n_used; r++) {
+            const float *o = f->eo + (size_t)f->slot[(size_t)j * n_used + r] * n_embd;
+            const float wr = w[(size_t)j * n_used + r];
             if (r == 0) {
-                for (int i = 0; i < E; i++) out[i] = o[i] * wr;
+                for (int i = 0; i < n_embd; i++)
+                    out[i] = o[i] * wr;
             } else {
-                for (int i = 0; i < E; i++) out[i] += o[i] * wr;
+                for (int i = 0; i < n_embd; i++)
+                    out[i] += o[i] * wr;
             }
         }
-        float *x = f->x + (size_t)j * E;
-        for (int i = 0; i < E; i++) x[i] += out[i];
+        float *x = f->x + (size_t)j * n_embd;
+        for (int i = 0; i < n_embd; i++)
+            x[i] += out[i];
     }
 }
 
 static void dense_ffn_block(struct moeinf_fwd *f, int il, int m) {
     const struct moeinf_hparams *hp = &f->llm->hp;
-    const struct moeinf_layer *L = &f->llm->layers[il];
-    const int E = hp->n_embd, F = hp->n_ff;
-    size_t rg, ru;
-    const uint8_t *xg = act_get(f, L->ffn_gate.type, f->xb, m, E, &rg);
-    const uint8_t *xu = act_get(f, L->ffn_up.type, f->xb, m, E, &ru);
+    const struct moeinf_layer *lw = &f->llm->layers[il];
+    const int n_embd = hp->n_embd;
+    const int n_ff = hp->n_ff;
+    size_t rg;
+    size_t ru;
+    const uint8_t *xg = act_get(f, lw->ffn_gate.type, f->xb, m, n_embd, &rg);
+    const uint8_t *xu = act_get(f, lw->ffn_up.type, f->xb, m, n_embd, &ru);
     struct moeinf_mm_job jobs[2] = {
-        job_for(&L->ffn_gate, 0, xg, rg, m, f->hg, (size_t)F),
-        job_for(&L->ffn_up, 0, xu, ru, m, f->hu, (size_t)F),
+        job_for(&lw->ffn_gate, 0, xg, rg, m, f->hg, (size_t)n_ff),
+        job_for(&lw->ffn_up, 0, xu, ru, m, f->hu, (size_t)n_ff),
     };
     moeinf_matmul_run(f->p.pool, f->p.kern, jobs, 2);
     for (int j = 0; j < m; j++) {
-        moeinf_swiglu(f->hg + (size_t)j * F, f->hg + (size_t)j * F, f->hu + (size_t)j * F, F);
+        moeinf_swiglu(f->hg + (size_t)j * n_ff, f->hg + (size_t)j * n_ff, f->hu + (size_t)j * n_ff,
+                      n_ff);
     }
-    matmul1(f, &L->ffn_down, f->hg, m, f->tmp, (size_t)E);
-    for (size_t i = 0; i < (size_t)m * E; i++) f->x[i] += f->tmp[i];
+    matmul1(f, &lw->ffn_down, f->hg, m, f->tmp, (size_t)n_embd);
+    for (size_t i = 0; i < (size_t)m * n_embd; i++)
+        f->x[i] += f->tmp[i];
 }
 
 void moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int m, int n_past, float *logits,
                      bool all_logits) {
     const struct moeinf_llm *llm = f->llm;
     const struct moeinf_hparams *hp = &llm->hp;
-    const int E = hp->n_embd;
+    const int n_embd = hp->n_embd;
     assert(m > 0 && m <= f->p.n_batch && n_past + m <= f->p.n_ctx);
     moeinf_to_float_fn embed = f->p.kern->to_float[llm->tok_embd.type];
     for (int j = 0; j < m; j++) {
-        embed(moeinf_weight_row(&llm->tok_embd, 0, ids[j]), f->x + (size_t)j * E, E);
+        embed(moeinf_weight_row(&llm->tok_embd, 0, ids[j]), f->x + (size_t)j * n_embd, n_embd);
     }
     for (int il = 0; il < hp->n_layer; il++) {
         attention_block(f, il, m, n_past);
-        const struct moeinf_layer *L = &llm->layers[il];
+        const struct moeinf_layer *lw = &llm->layers[il];
         for (int j = 0; j < m; j++) {
-            moeinf_rmsnorm(f->xb + (size_t)j * E, f->x + (size_t)j * E, L->ffn_norm, E,
-                           hp->rms_eps);
+            moeinf_rmsnorm(f->xb + (size_t)j * n_embd, f->x + (size_t)j * n_embd, lw->ffn_norm,
+                           n_embd, hp->rms_eps);
         }
         acts_invalidate(f);
         if (hp->n_expert > 0) {
@@ -293,11 +320,11 @@ void moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int m, int n_past
     int first = all_logits ? 0 : m - 1;
     int n_rows = m - first;
     for (int j = first; j < m; j++) {
-        moeinf_rmsnorm(f->xb + (size_t)j * E, f->x + (size_t)j * E, llm->output_norm, E,
-                       hp->rms_eps);
+        moeinf_rmsnorm(f->xb + (size_t)j * n_embd, f->x + (size_t)j * n_embd, llm->output_norm,
+                       n_embd, hp->rms_eps);
     }
     acts_invalidate(f);
-    matmul1(f, &llm->output, f->xb + (size_t)first * E, n_rows, logits, (size_t)hp->n_vocab);
+    matmul1(f, &llm->output, f->xb + (size_t)first * n_embd, n_rows, logits, (size_t)hp->n_vocab);
 }
 
 const int32_t *moeinf_fwd_routing(const struct moeinf_fwd *f, int il, int j) {
@@ -328,8 +355,8 @@ static void *alloc_array(size_t n, size_t size, bool *failed) {
 }
 
 enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
-                                   const struct moeinf_fwd_params *params,
-                                   struct moeinf_fwd **out, struct moeinf_error *err) {
+                                   const struct moeinf_fwd_params *params, struct moeinf_fwd **out,
+                                   struct moeinf_error *err) {
     const struct moeinf_hparams *hp = &llm->hp;
     if (params->n_ctx < 1 || params->n_batch < 1) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "context size and batch must be positive");
@@ -339,44 +366,47 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     f->llm = llm;
     f->p = *params;
     if (f->p.n_batch > f->p.n_ctx) f->p.n_batch = f->p.n_ctx;
-    const size_t B = (size_t)f->p.n_batch, C = (size_t)f->p.n_ctx;
+    const size_t n_b = (size_t)f->p.n_batch;
+    const size_t n_c = (size_t)f->p.n_ctx;
     f->n_kv = hp->n_head_kv * hp->head_dim;
     f->n_q = hp->n_head * hp->head_dim;
     f->max_width = hp->n_embd;
     if (f->n_q > f->max_width) f->max_width = f->n_q;
     if (hp->n_ff > f->max_width) f->max_width = hp->n_ff;
     f->kv_elem = params->kv_f16 ? 2 : 4;
-    const int K = hp->n_expert > 0 ? hp->n_expert_used : 1;
-    const size_t slots = B * (size_t)K;
+    const int n_used = hp->n_expert > 0 ? hp->n_expert_used : 1;
+    const size_t slots = n_b * (size_t)n_used;
     bool failed = false;
-    /* A file may ask for 4096 layers of 2^28 KV values each, so the cache size can pass
+    /* A file may ask for 4096 layers of 2^28 n_kv_dim values each, so the cache size can pass
      * SIZE_MAX for a long context (it wrapped to a tiny allocation that decoding overran). */
     const size_t kv_row_bytes = (size_t)f->n_kv * f->kv_elem; /* <= 2^30 */
-    if (kv_row_bytes > SIZE_MAX / 2 / C / (size_t)hp->n_layer) {
+    if (kv_row_bytes > SIZE_MAX / 2 / n_c / (size_t)hp->n_layer) {
         moeinf_fwd_free(f);
         return moeinf_fail(err, MOEINF_ERR_NOMEM,
                            "a context of %d tokens needs a KV cache larger than memory (%d "
                            "layers of %d values per token)",
                            params->n_ctx, hp->n_layer, hp->n_head_kv * hp->head_dim);
     }
-    size_t kv_bytes = (size_t)hp->n_layer * C * kv_row_bytes;
+    size_t kv_bytes = (size_t)hp->n_layer * n_c * kv_row_bytes;
     f->k_cache = alloc_array(kv_bytes, 1, &failed);
     f->v_cache = alloc_array(kv_bytes, 1, &failed);
-    f->x = alloc_array(B * hp->n_embd, sizeof(float), &failed);
-    f->xb = alloc_array(B * hp->n_embd, sizeof(float), &failed);
-    f->q = alloc_array(B * f->n_q, sizeof(float), &failed);
-    f->k = alloc_array(B * f->n_kv, sizeof(float), &failed);
-    f->v = alloc_array(B * f->n_kv, sizeof(float), &failed);
-    f->att = alloc_array(B * f->n_q, sizeof(float), &failed);
-    f->tmp = alloc_array(B * hp->n_embd, sizeof(float), &failed);
+    f->x = alloc_array(n_b * hp->n_embd, sizeof(float), &failed);
+    f->xb = alloc_array(n_b * hp->n_embd, sizeof(float), &failed);
+    f->q = alloc_array(n_b * f->n_q, sizeof(float), &failed);
+    f->k = alloc_array(n_b * f->n_kv, sizeof(float), &failed);
+    f->v = alloc_array(n_b * f->n_kv, sizeof(float), &failed);
+    f->att = alloc_array(n_b * f->n_q, sizeof(float), &failed);
+    f->tmp = alloc_array(n_b * hp->n_embd, sizeof(float), &failed);
     f->hg = alloc_array(slots * hp->n_ff, sizeof(float), &failed);
     f->hu = alloc_array(slots * hp->n_ff, sizeof(float), &failed);
     int n_threads = moeinf_pool_size(params->pool);
-    f->attn_scratch_stride = moeinf_attn_scratch_floats((int)C, hp->n_head, hp->n_head_kv, hp->head_dim);
-    f->attn_scratch = alloc_array(f->attn_scratch_stride * (size_t)n_threads, sizeof(float), &failed);
+    f->attn_scratch_stride =
+        moeinf_attn_scratch_floats((int)n_c, hp->n_head, hp->n_head_kv, hp->head_dim);
+    f->attn_scratch =
+        alloc_array(f->attn_scratch_stride * (size_t)n_threads, sizeof(float), &failed);
     if (hp->n_expert > 0) {
         f->eo = alloc_array(slots * hp->n_embd, sizeof(float), &failed);
-        f->router = alloc_array(B * hp->n_expert, sizeof(float), &failed);
+        f->router = alloc_array(n_b * hp->n_expert, sizeof(float), &failed);
         f->ex_in = alloc_array(slots, moeinf_row_bytes(MOEINF_TYPE_F32, hp->n_embd), &failed);
         f->sel = alloc_array((size_t)hp->n_layer * slots, sizeof(int32_t), &failed);
         f->sel_w = alloc_array((size_t)hp->n_layer * slots, sizeof(float), &failed);
@@ -387,11 +417,12 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     }
     need_act(f, &llm->output, slots, &failed);
     for (int il = 0; il < hp->n_layer; il++) {
-        const struct moeinf_layer *L = &llm->layers[il];
-        const struct moeinf_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->router,
-                                            &L->gate_exps, &L->up_exps, &L->down_exps,
-                                            &L->ffn_gate, &L->ffn_up, &L->ffn_down};
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) need_act(f, ws[i], slots, &failed);
+        const struct moeinf_layer *lw = &llm->layers[il];
+        const struct moeinf_weight *ws[] = {
+            &lw->wq,      &lw->wk,        &lw->wv,       &lw->wo,     &lw->router,  &lw->gate_exps,
+            &lw->up_exps, &lw->down_exps, &lw->ffn_gate, &lw->ffn_up, &lw->ffn_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
+            need_act(f, ws[i], slots, &failed);
     }
     if (failed) {
         moeinf_fwd_free(f);
@@ -426,6 +457,7 @@ void moeinf_fwd_free(struct moeinf_fwd *f) {
     free(f->expert_count);
     free(f->expert_first);
     free(f->jobs);
-    for (int t = 0; t < MOEINF_TYPE_COUNT; t++) free(f->acts[t].buf);
+    for (int t = 0; t < MOEINF_TYPE_COUNT; t++)
+        free(f->acts[t].buf);
     free(f);
 }

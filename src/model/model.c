@@ -114,8 +114,8 @@ static enum moeinf_status bind_vec(struct loader *ld, const char *name, int64_t 
 static enum moeinf_status read_rope_scaling(struct loader *ld, struct moeinf_hparams *hp) {
     char key[KEY_MAX];
     struct moeinf_gguf_str kind = {0};
-    enum moeinf_status st =
-        moeinf_gguf_get_str_opt(ld->g, arch_key(key, ld->arch, "rope.scaling.type"), &kind, ld->err);
+    enum moeinf_status st = moeinf_gguf_get_str_opt(
+        ld->g, arch_key(key, ld->arch, "rope.scaling.type"), &kind, ld->err);
     if (st != MOEINF_OK) return st;
     float factor = 1.0f;
     if (kind.data && !moeinf_gguf_str_eq(kind, "none")) {
@@ -161,9 +161,8 @@ static enum moeinf_status read_hparams(struct loader *ld, struct moeinf_hparams 
     int v_len = hp->head_dim;
     if ((st = get_int(ld, "attention.value_length", false, 1 << 16, &v_len))) return st;
     if (hp->head_dim <= 0 || hp->head_dim % 2 != 0 || v_len != hp->head_dim) {
-        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
-                           "%s: invalid head size (key %d, value %d)", ld->g->path, hp->head_dim,
-                           v_len);
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: invalid head size (key %d, value %d)",
+                           ld->g->path, hp->head_dim, v_len);
     }
     hp->n_rot = hp->head_dim;
     if ((st = get_int(ld, "rope.dimension_count", false, 1 << 16, &hp->n_rot))) return st;
@@ -198,42 +197,48 @@ static enum moeinf_status read_hparams(struct loader *ld, struct moeinf_hparams 
 }
 
 static enum moeinf_status bind_layer(struct loader *ld, const struct moeinf_hparams *hp, int il,
-                                     struct moeinf_layer *L) {
+                                     struct moeinf_layer *lw) {
     char name[96];
-    const int64_t E = hp->n_embd, Q = (int64_t)hp->n_head * hp->head_dim,
-                  KV = (int64_t)hp->n_head_kv * hp->head_dim, F = hp->n_ff, X = hp->n_expert;
+    const int64_t n_embd = hp->n_embd;
+    const int64_t n_q_dim = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t n_kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+    const int64_t n_ff = hp->n_ff;
+    const int64_t n_expert = hp->n_expert;
     enum moeinf_status st;
 #define NAME(s) (snprintf(name, sizeof name, "blk.%d.%s", il, s), name)
-    if ((st = bind_vec(ld, NAME("attn_norm.weight"), E, &L->attn_norm)) ||
-        (st = bind(ld, NAME("attn_q.weight"), E, Q, 1, false, &L->wq)) ||
-        (st = bind(ld, NAME("attn_k.weight"), E, KV, 1, false, &L->wk)) ||
-        (st = bind(ld, NAME("attn_v.weight"), E, KV, 1, false, &L->wv)) ||
-        (st = bind(ld, NAME("attn_output.weight"), Q, E, 1, false, &L->wo)) ||
-        (st = bind_vec(ld, NAME("ffn_norm.weight"), E, &L->ffn_norm))) {
+    if ((st = bind_vec(ld, NAME("attn_norm.weight"), n_embd, &lw->attn_norm)) ||
+        (st = bind(ld, NAME("attn_q.weight"), n_embd, n_q_dim, 1, false, &lw->wq)) ||
+        (st = bind(ld, NAME("attn_k.weight"), n_embd, n_kv_dim, 1, false, &lw->wk)) ||
+        (st = bind(ld, NAME("attn_v.weight"), n_embd, n_kv_dim, 1, false, &lw->wv)) ||
+        (st = bind(ld, NAME("attn_output.weight"), n_q_dim, n_embd, 1, false, &lw->wo)) ||
+        (st = bind_vec(ld, NAME("ffn_norm.weight"), n_embd, &lw->ffn_norm))) {
         return st;
     }
-    if (X > 0) {
-        if ((st = bind(ld, NAME("ffn_gate_inp.weight"), E, X, 1, false, &L->router)) ||
-            (st = bind(ld, NAME("ffn_gate_exps.weight"), E, F, X, false, &L->gate_exps)) ||
-            (st = bind(ld, NAME("ffn_up_exps.weight"), E, F, X, false, &L->up_exps)) ||
-            (st = bind(ld, NAME("ffn_down_exps.weight"), F, E, X, false, &L->down_exps))) {
+    if (n_expert > 0) {
+        if ((st = bind(ld, NAME("ffn_gate_inp.weight"), n_embd, n_expert, 1, false, &lw->router)) ||
+            (st = bind(ld, NAME("ffn_gate_exps.weight"), n_embd, n_ff, n_expert, false,
+                       &lw->gate_exps)) ||
+            (st = bind(ld, NAME("ffn_up_exps.weight"), n_embd, n_ff, n_expert, false,
+                       &lw->up_exps)) ||
+            (st = bind(ld, NAME("ffn_down_exps.weight"), n_ff, n_embd, n_expert, false,
+                       &lw->down_exps))) {
             return st;
         }
-        if (moeinf_type_traits_get(L->gate_exps.type)->vec_dot_type !=
-            moeinf_type_traits_get(L->up_exps.type)->vec_dot_type) {
+        if (moeinf_type_traits_get(lw->gate_exps.type)->vec_dot_type !=
+            moeinf_type_traits_get(lw->up_exps.type)->vec_dot_type) {
             return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
-                               "%s: layer %d mixes expert gate and up types %s and %s",
-                               ld->g->path, il, moeinf_type_traits_get(L->gate_exps.type)->name,
-                               moeinf_type_traits_get(L->up_exps.type)->name);
+                               "%s: layer %d mixes expert gate and up types %s and %s", ld->g->path,
+                               il, moeinf_type_traits_get(lw->gate_exps.type)->name,
+                               moeinf_type_traits_get(lw->up_exps.type)->name);
         }
-        if (L->router.type != MOEINF_TYPE_F32) {
+        if (lw->router.type != MOEINF_TYPE_F32) {
             return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED, "%s: router '%s' must be f32",
                                ld->g->path, NAME("ffn_gate_inp.weight"));
         }
     } else {
-        if ((st = bind(ld, NAME("ffn_gate.weight"), E, F, 1, false, &L->ffn_gate)) ||
-            (st = bind(ld, NAME("ffn_up.weight"), E, F, 1, false, &L->ffn_up)) ||
-            (st = bind(ld, NAME("ffn_down.weight"), F, E, 1, false, &L->ffn_down))) {
+        if ((st = bind(ld, NAME("ffn_gate.weight"), n_embd, n_ff, 1, false, &lw->ffn_gate)) ||
+            (st = bind(ld, NAME("ffn_up.weight"), n_embd, n_ff, 1, false, &lw->ffn_up)) ||
+            (st = bind(ld, NAME("ffn_down.weight"), n_ff, n_embd, 1, false, &lw->ffn_down))) {
             return st;
         }
     }
