@@ -876,6 +876,42 @@ static void test_vec_dot_rows_extremes(void) {
     }
 }
 
+/* axpy_f32: the product rounded, then the sum, on every table (odd lengths for the tails);
+ * values where a fused multiply-add would round differently show that none is used. */
+static void test_axpy(void) {
+    const int64_t n = 67;
+    float x[67], y0[67], want[67], y[67];
+    int n_fma_differs = 0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = 1.0f + (float)i * 0x1p-12f + 0x1p-23f;
+        y0[i] = -1.0f - (float)i * 0x1p-12f;
+    }
+    x[5] = INFINITY;
+    x[6] = NAN;
+    x[7] = -0.0f;
+    y0[7] = 0.0f;
+    const float a = 1.0f + 0x1p-22f;
+    for (int64_t i = 0; i < n; i++) {
+        volatile float p = a * x[i]; /* volatile: rounded to float before the add */
+        want[i] = y0[i] + p;
+        if (i > 7) n_fma_differs += fmaf(a, x[i], y0[i]) != want[i];
+    }
+    CHECK(n_fma_differs > 20);
+    for (int ti = 0; ti < n_tables; ti++) {
+        for (int64_t len = 0; len <= n; len += 1 + len / 4) {
+            memcpy(y, y0, sizeof y);
+            tables[ti]->axpy_f32(len, a, x, y);
+            int bad = 0;
+            for (int64_t i = 0; i < n; i++) {
+                float w = i < len ? want[i] : y0[i];
+                bad += f_bits(y[i]) != f_bits(w) && !(isnan(y[i]) && isnan(w));
+            }
+            CHECK_MSG(bad == 0, "%s axpy_f32 n=%lld: %d differ", tables[ti]->name, (long long)len,
+                      bad);
+        }
+    }
+}
+
 /* ---- real data: llama-quantize's outputs ------------------------------------------------------
  */
 
@@ -979,7 +1015,7 @@ static void test_kernels_best(void) {
         for (int i = 0; i < N_SUPPORTED; i++) {
             enum moeinf_type t = supported[i];
             CHECK(tables[ti]->to_float[t] && tables[ti]->vec_dot[t] && tables[ti]->vec_dot_m[t] &&
-                  tables[ti]->vec_dot_rows[t]);
+                  tables[ti]->vec_dot_rows[t] && tables[ti]->axpy_f32);
             CHECK(tables[ti]->from_float[moeinf_type_traits_get((int)t)->vec_dot_type]);
         }
     }
@@ -1011,6 +1047,7 @@ int main(void) {
     RUN(test_vec_dot_m);
     RUN(test_vec_dot_rows);
     RUN(test_vec_dot_rows_extremes);
+    RUN(test_axpy);
     RUN(test_kernels_best);
     RUN(test_traits_match_gguf);
     RUN(test_real_data);

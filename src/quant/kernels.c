@@ -56,6 +56,7 @@ static const struct moeinf_kernels scalar_table = {
             [MOEINF_TYPE_Q8_0] = moeinf_ref_vec_dot_rows_q8_0,
             [MOEINF_TYPE_Q4_0] = moeinf_ref_vec_dot_rows_q4_0,
         },
+    .axpy_f32 = moeinf_ref_axpy_f32,
 };
 
 const struct moeinf_kernels *moeinf_kernels_scalar(void) {

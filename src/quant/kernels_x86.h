@@ -561,6 +561,21 @@ FLOAT_ROWS_KERNEL(vec_dot_rows_f32, FK_F32)
 FLOAT_ROWS_KERNEL(vec_dot_rows_f16, FK_F16)
 FLOAT_ROWS_KERNEL(vec_dot_rows_bf16, FK_BF16)
 
+/* ---- float helpers ------------------------------------------------------------------------- */
+
+/* Multiply, then add, in separate instructions: the bits of moeinf_ref_axpy_f32. */
+static void axpy_f32(int64_t n, float a, const float *x, float *y) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i),
+                                              _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
+    for (; i < n; i++) {
+        float p = a * x[i]; /* separate statements: never contracted to an fma */
+        y[i] = y[i] + p;
+    }
+}
+
 /* ---- activation conversion (from_float) --------------------------------------------------------
  */
 
@@ -717,11 +732,13 @@ static void to_float_q4_0(const void *x, float *y, int64_t n) {
                 [MOEINF_TYPE_BF16] = vec_dot_m_bf16, [MOEINF_TYPE_Q8_0] = vec_dot_m_q8_0,          \
                 [MOEINF_TYPE_Q4_0] = vec_dot_m_q4_0,                                               \
             },                                                                                     \
-        .vec_dot_rows = {                                                                          \
-            [MOEINF_TYPE_F32] = vec_dot_rows_f32,   [MOEINF_TYPE_F16] = vec_dot_rows_f16,          \
-            [MOEINF_TYPE_BF16] = vec_dot_rows_bf16, [MOEINF_TYPE_Q8_0] = vec_dot_rows_q8_0,        \
-            [MOEINF_TYPE_Q4_0] = vec_dot_rows_q4_0,                                                \
-        },                                                                                         \
+        .vec_dot_rows =                                                                            \
+            {                                                                                      \
+                [MOEINF_TYPE_F32] = vec_dot_rows_f32,   [MOEINF_TYPE_F16] = vec_dot_rows_f16,      \
+                [MOEINF_TYPE_BF16] = vec_dot_rows_bf16, [MOEINF_TYPE_Q8_0] = vec_dot_rows_q8_0,    \
+                [MOEINF_TYPE_Q4_0] = vec_dot_rows_q4_0,                                            \
+            },                                                                                     \
+        .axpy_f32 = axpy_f32,                                                                      \
     }
 
 #endif

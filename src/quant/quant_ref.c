@@ -330,3 +330,10 @@ REF_VEC_DOT_ROWS(f16)
 REF_VEC_DOT_ROWS(bf16)
 REF_VEC_DOT_ROWS(q8_0)
 REF_VEC_DOT_ROWS(q4_0)
+
+void moeinf_ref_axpy_f32(int64_t n, float a, const float *x, float *y) {
+    for (int64_t i = 0; i < n; i++) {
+        float p = a * x[i]; /* separate statements: never contracted to an fma */
+        y[i] = y[i] + p;
+    }
+}

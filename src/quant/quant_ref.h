@@ -53,4 +53,7 @@ void moeinf_ref_vec_dot_rows_q8_0(int64_t n, int64_t nr, float *s, const void *w
 void moeinf_ref_vec_dot_rows_q4_0(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,
                                   const void *x);
 
+/* The plain C loop of moeinf_axpy_fn. */
+void moeinf_ref_axpy_f32(int64_t n, float a, const float *x, float *y);
+
 #endif
