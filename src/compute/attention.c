@@ -24,12 +24,15 @@ static void attend(const struct moeinf_attn_args *a, int j, int kh, float *scrat
     const int q_stride = a->n_head * hd;
     float *row = scratch + (size_t)group * (size_t)(a->pos0 + a->m);
     const float scale = 1.0f / sqrtf((float)hd);
+    /* q.k with the table's F32 dot: its summation order is fixed (quant.h), so every table
+     * gives the same scores, and SIMD tables run it 32 lanes wide. */
+    const moeinf_vec_dot_fn dot = a->kern->vec_dot[MOEINF_TYPE_F32];
     for (int t = 0; t < n_kv; t++) {
         const float *k = cache_row(a, a->k, t, kh, row);
         for (int g = 0; g < group; g++) {
             const float *q = a->q + (size_t)j * q_stride + (size_t)(kh * group + g) * hd;
-            float s = 0.0f;
-            for (int i = 0; i < hd; i++) s += q[i] * k[i];
+            float s;
+            dot(hd, &s, q, k);
             scratch[(size_t)g * n_kv + t] = s * scale;
         }
     }
@@ -47,12 +50,12 @@ static void attend(const struct moeinf_attn_args *a, int j, int kh, float *scrat
         memset(a->out + (size_t)j * q_stride + (size_t)(kh * group + g) * hd, 0,
                (size_t)hd * sizeof(float));
     }
+    const moeinf_axpy_fn axpy = a->kern->axpy_f32; /* the same bits on every table */
     for (int t = 0; t < n_kv; t++) {
         const float *v = cache_row(a, a->v, t, kh, row);
         for (int g = 0; g < group; g++) {
             float *o = a->out + (size_t)j * q_stride + (size_t)(kh * group + g) * hd;
-            const float w = scratch[(size_t)g * n_kv + t];
-            for (int i = 0; i < hd; i++) o[i] += w * v[i];
+            axpy(hd, scratch[(size_t)g * n_kv + t], v, o);
         }
     }
 }
