@@ -4,8 +4,8 @@
  *
  * Build and run (after `cmake --preset release && cmake --build build/release -j2`):
  *   cc -O2 -Iinclude -Isrc bench/bench_kernels.c build/release/libmoeinf.a -lm -lpthread
- *   ./a.out [MiB [type [n]]]   (weight matrix size, default 256: larger than the caches,
- *                               1 fits in L2 and shows the compute cost; type: only that
+ *   ./a.out [MiB [type [n]]]   (weight matrix size, default 256: larger than the caches;
+ *                               0.5 fits in L2 and shows the compute cost; type: only that
  *                               one, e.g. q4_0; "stream": only the stream line; n: row
  *                               length, default 4096)
  *
@@ -14,7 +14,7 @@
  * (decode), and prints the weight bytes read per second; vec_dot_m with m = 4 and 8
  * activation rows is timed too (its GB/s counts each weight byte once). For comparison it
  * prints a plain streaming read: a float sum over 1 GiB with AVX2 (or scalar C), 8
- * independent accumulators. Single thread; best of 5 passes (15 for matrices under 16 MiB),
+ * independent accumulators. Single thread; best of 5 passes (25 for matrices under 16 MiB),
  * timed by thread CPU time.
  */
 #include <stdint.h>
@@ -176,19 +176,19 @@ static void bench_stream(void) {
 }
 
 int main(int argc, char **argv) {
-    size_t mib = argc > 1 ? (size_t)strtoul(argv[1], NULL, 10) : 256;
+    double mib = argc > 1 ? strtod(argv[1], NULL) : 256;
     const int64_t n = argc > 3 ? (int64_t)strtoll(argv[3], NULL, 10) : 4096;
-    if (mib < 1 || n < 256 || n % 256 != 0) {
-        fprintf(stderr, "usage: bench_kernels [MiB >= 1 [type [n: a multiple of 256]]]\n");
+    if (!(mib >= 0.25 && mib <= 65536) || n < 256 || n % 256 != 0) {
+        fprintf(stderr, "usage: bench_kernels [MiB >= 0.25 [type [n: a multiple of 256]]]\n");
         return 2;
     }
-    const int n_passes = mib < 16 ? 15 : 5;
+    const int n_passes = mib < 16 ? 25 : 5;
 
     const enum moeinf_type types[] = {MOEINF_TYPE_Q4_0, MOEINF_TYPE_Q8_0, MOEINF_TYPE_BF16,
                                       MOEINF_TYPE_F16, MOEINF_TYPE_F32};
     const struct moeinf_kernels *tables[3] = {moeinf_kernels_scalar(), moeinf_kernels_avx2(),
                                               moeinf_kernels_avx512()};
-    printf("rows of %lld elements, %zu MiB weight matrix, 1 thread, best of %d (CPU time)\n",
+    printf("rows of %lld elements, %g MiB weight matrix, 1 thread, best of %d (CPU time)\n",
            (long long)n, mib, n_passes);
     printf("%-8s %-8s %9s %13s %14s %14s %10s\n", "type", "table", "vec_dot", "vec_dot_rows",
            "vec_dot_m m=4", "vec_dot_m m=8", "ns/row");
@@ -198,7 +198,7 @@ int main(int argc, char **argv) {
         const struct moeinf_type_traits *tr = moeinf_type_traits_get((int)type);
         if (only && strcmp(only, tr->name) != 0) continue;
         size_t rb = moeinf_row_bytes(type, n);
-        size_t n_rows = (mib << 20) / rb;
+        size_t n_rows = (size_t)(mib * 1048576.0) / rb;
         uint8_t *w = malloc(n_rows * rb);
         size_t xb = moeinf_row_bytes(tr->vec_dot_type, n);
         uint8_t *x = malloc(8 * xb);
