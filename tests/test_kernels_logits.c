@@ -21,11 +21,12 @@ static float *run_logits(const char *path, bool scalar, enum moeinf_kv_type kv, 
     struct moeinf_context *ctx = NULL;
     struct moeinf_model_params mp = moeinf_model_params_default();
     float *logits = NULL;
-    /* The context picks its kernel table from MOEINF_KERNELS at init. */
+    /* The context picks its kernel table from MOEINF_KERNELS at init (no other thread runs
+     * while the environment changes). */
     if (scalar)
-        setenv("MOEINF_KERNELS", "scalar", 1);
+        setenv("MOEINF_KERNELS", "scalar", 1); /* NOLINT(concurrency-mt-unsafe) */
     else
-        unsetenv("MOEINF_KERNELS");
+        unsetenv("MOEINF_KERNELS"); /* NOLINT(concurrency-mt-unsafe) */
     CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
     if (!model) goto done;
     struct moeinf_context_params cp = moeinf_context_params_default();
@@ -48,7 +49,7 @@ static float *run_logits(const char *path, bool scalar, enum moeinf_kv_type kv, 
 done:
     moeinf_context_free(ctx);
     moeinf_model_free(model);
-    unsetenv("MOEINF_KERNELS");
+    unsetenv("MOEINF_KERNELS"); /* NOLINT(concurrency-mt-unsafe) */
     return logits;
 }
 
@@ -56,14 +57,17 @@ static void check_model(const char *path) {
     const enum moeinf_kv_type kvs[] = {MOEINF_KV_F16, MOEINF_KV_F32};
 
     for (int k = 0; k < 2; k++) {
-        int nv_ref = 0, nv = 0;
+        int nv_ref = 0;
+        int nv = 0;
         float *ref = run_logits(path, true, kvs[k], &nv_ref);
         float *got = run_logits(path, false, kvs[k], &nv);
         if (ref && got && nv == nv_ref) {
             size_t count = (size_t)(N_PROMPT + N_STEPS) * (size_t)nv;
-            size_t n_diff = 0, first = count;
+            size_t n_diff = 0;
+            size_t first = count;
             for (size_t i = 0; i < count; i++) {
-                uint32_t a, b;
+                uint32_t a;
+                uint32_t b;
                 memcpy(&a, &ref[i], 4);
                 memcpy(&b, &got[i], 4);
                 if (a != b && n_diff++ == 0) first = i;

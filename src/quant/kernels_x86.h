@@ -406,7 +406,7 @@ INLINE float hsum8_perm4(__m256 v) {
  * and scales, which leave the accumulators as they are). */
 INLINE const uint8_t *group_src(const uint8_t *x, int nbk, uint8_t tmp[8 * Q8_BYTES]) {
     if (nbk == 8) return x;
-    memset(tmp, 0, 8 * Q8_BYTES);
+    memset(tmp, 0, (size_t)8 * Q8_BYTES);
     memcpy(tmp, x, (size_t)nbk * Q8_BYTES);
     return tmp;
 }
@@ -421,10 +421,11 @@ static void prep_q4(struct xq4_group *xg, const uint8_t *x, int64_t nb) {
         __m256i v[8];
         __m256i sums[8];
         for (int b = 0; b < 8; b++) {
-            v[b] = _mm256_loadu_si256((const __m256i *)(const void *)(xb + b * Q8_BYTES + 2));
+            v[b] =
+                _mm256_loadu_si256((const __m256i *)(const void *)(xb + (size_t)b * Q8_BYTES + 2));
             sums[b] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v[b]), ones16);
         }
-        for (int k = 0; k < 4; k++) {
+        for (size_t k = 0; k < 4; k++) {
             _mm256_store_si256((__m256i *)(void *)xg[g].q[k][0],
                                _mm256_permute2x128_si256(v[2 * k], v[2 * k + 1], 0x20));
             _mm256_store_si256((__m256i *)(void *)xg[g].q[k][1],
@@ -454,9 +455,9 @@ INLINE __m256i q4_pair(const uint8_t *wa, const uint8_t xq[2][32]) {
 
 INLINE __m256 q4_group(const uint8_t *wg, const struct xq4_group *xg, __m256 acc) {
     __m256i p01 = q4_pair(wg, xg->q[0]);
-    __m256i p23 = q4_pair(wg + 2 * Q4_BYTES, xg->q[1]);
-    __m256i p45 = q4_pair(wg + 4 * Q4_BYTES, xg->q[2]);
-    __m256i p67 = q4_pair(wg + 6 * Q4_BYTES, xg->q[3]);
+    __m256i p23 = q4_pair(wg + (size_t)2 * Q4_BYTES, xg->q[1]);
+    __m256i p45 = q4_pair(wg + (size_t)4 * Q4_BYTES, xg->q[2]);
+    __m256i p67 = q4_pair(wg + (size_t)6 * Q4_BYTES, xg->q[3]);
     /* [b0 b0 b2 b2 b4 b4 b6 b6 | b1 b1 b3 b3 b5 b5 b7 b7], then one int32 per block */
     __m256i h = _mm256_hadd_epi16(_mm256_hadd_epi16(p01, p23), _mm256_hadd_epi16(p45, p67));
     __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(h, _mm256_set1_epi16(1)),
@@ -487,7 +488,7 @@ static void prep_q8(struct xq8_group *xg, const uint8_t *x, int64_t nb) {
         for (int b = 0; b < 8; b++)
             _mm256_store_si256(
                 (__m256i *)(void *)xg[g].q[b],
-                _mm256_loadu_si256((const __m256i *)(const void *)(xb + b * Q8_BYTES + 2)));
+                _mm256_loadu_si256((const __m256i *)(const void *)(xb + (size_t)b * Q8_BYTES + 2)));
         _mm256_storeu_ps(xg[g].d, load_scales8(xb, Q8_BYTES));
     }
 }
@@ -495,8 +496,9 @@ static void prep_q8(struct xq8_group *xg, const uint8_t *x, int64_t nb) {
 INLINE __m256 q8_group(const uint8_t *wg, const struct xq8_group *xg, __m256 acc) {
     __m256i p[8];
     for (int b = 0; b < 8; b++)
-        p[b] = dot_i8(_mm256_loadu_si256((const __m256i *)(const void *)(wg + b * Q8_BYTES + 2)),
-                      _mm256_load_si256((const __m256i *)(const void *)xg->q[b]));
+        p[b] = dot_i8(
+            _mm256_loadu_si256((const __m256i *)(const void *)(wg + (size_t)b * Q8_BYTES + 2)),
+            _mm256_load_si256((const __m256i *)(const void *)xg->q[b]));
     __m256 d = _mm256_mul_ps(load_scales8(wg, Q8_BYTES), _mm256_loadu_ps(xg->d));
     return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum_lanes8(p)), acc);
 }
