@@ -4,15 +4,18 @@
  *
  * Build and run (after `cmake --preset release && cmake --build build/release -j2`):
  *   cc -O2 -Iinclude -Isrc bench/bench_kernels.c build/release/libmoeinf.a -lm -lpthread
- *   ./a.out [MiB [type]]   (weight matrix size, default 256: larger than the caches;
- *                           type: only that one, e.g. q4_0; "stream": only the stream line)
+ *   ./a.out [MiB [type [n]]]   (weight matrix size, default 256: larger than the caches;
+ *                               0.5 fits in L2 and shows the compute cost; type: only that
+ *                               one, e.g. q4_0; "stream": only the stream line; n: row
+ *                               length, default 4096)
  *
  * For each type and each kernel table this CPU runs, it times vec_dot over every row of a
- * weight matrix (rows of 4096 elements, one activation row that stays in L1) and prints the
- * weight bytes read per second; vec_dot_m with m = 4 and 8 activation rows is timed too
- * (its GB/s counts each weight byte once). For comparison it prints a plain streaming read:
- * a float sum over 1 GiB with AVX2 (or scalar C), 8 independent accumulators.
- * Single thread; best of 5 passes, timed by thread CPU time.
+ * weight matrix (one activation row that stays in L1) and vec_dot_rows over all rows at once
+ * (decode), and prints the weight bytes read per second; vec_dot_m with m = 4 and 8
+ * activation rows is timed too (its GB/s counts each weight byte once). For comparison it
+ * prints a plain streaming read: a float sum over 1 GiB with AVX2 (or scalar C), 8
+ * independent accumulators. Single thread; best of 5 passes (25 for matrices under 16 MiB),
+ * timed by thread CPU time.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -173,29 +176,35 @@ static void bench_stream(void) {
 }
 
 int main(int argc, char **argv) {
-    size_t mib = argc > 1 ? (size_t)strtoul(argv[1], NULL, 10) : 256;
-    const int64_t n = 4096;
+    double mib = argc > 1 ? strtod(argv[1], NULL) : 256;
+    const int64_t n = argc > 3 ? (int64_t)strtoll(argv[3], NULL, 10) : 4096;
+    if (!(mib >= 0.25 && mib <= 65536) || n < 256 || n % 256 != 0) {
+        fprintf(stderr, "usage: bench_kernels [MiB >= 0.25 [type [n: a multiple of 256]]]\n");
+        return 2;
+    }
+    const int n_passes = mib < 16 ? 25 : 5;
 
     const enum moeinf_type types[] = {MOEINF_TYPE_Q4_0, MOEINF_TYPE_Q8_0, MOEINF_TYPE_BF16,
                                       MOEINF_TYPE_F16, MOEINF_TYPE_F32};
     const struct moeinf_kernels *tables[3] = {moeinf_kernels_scalar(), moeinf_kernels_avx2(),
                                               moeinf_kernels_avx512()};
-    printf("rows of %lld elements, %zu MiB weight matrix, 1 thread, best of 5 (CPU time)\n",
-           (long long)n, mib);
-    printf("%-8s %-8s %9s %14s %14s %10s\n", "type", "table", "vec_dot", "vec_dot_m m=4",
-           "vec_dot_m m=8", "ns/row");
+    printf("rows of %lld elements, %g MiB weight matrix, 1 thread, best of %d (CPU time)\n",
+           (long long)n, mib, n_passes);
+    printf("%-8s %-8s %9s %13s %14s %14s %10s\n", "type", "table", "vec_dot", "vec_dot_rows",
+           "vec_dot_m m=4", "vec_dot_m m=8", "ns/row");
     const char *only = argc > 2 ? argv[2] : NULL;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         enum moeinf_type type = types[ti];
         const struct moeinf_type_traits *tr = moeinf_type_traits_get((int)type);
         if (only && strcmp(only, tr->name) != 0) continue;
         size_t rb = moeinf_row_bytes(type, n);
-        size_t n_rows = (mib << 20) / rb;
+        size_t n_rows = (size_t)(mib * 1048576.0) / rb;
         uint8_t *w = malloc(n_rows * rb);
         size_t xb = moeinf_row_bytes(tr->vec_dot_type, n);
         uint8_t *x = malloc(8 * xb);
         float *xf = malloc((size_t)n * sizeof(float)), s[8];
-        if (!w || !x || !xf) return 1;
+        float *s_all = malloc(n_rows * sizeof(float));
+        if (!w || !x || !xf || !s_all) return 1;
         fill_weights(type, w, n_rows, n);
         for (int r = 0; r < 8; r++) {
             for (int64_t i = 0; i < n; i++)
@@ -205,18 +214,22 @@ int main(int argc, char **argv) {
         for (int k = 0; k < 3; k++) {
             const struct moeinf_kernels *kt = tables[k];
             if (!kt) continue;
-            double gbs[3];
+            double gbs[4];
             double ns_row = 0;
-            const int ms[3] = {1, 4, 8};
-            for (int mi = 0; mi < 3; mi++) {
+            const int ms[4] = {1, 0, 4, 8}; /* 0: vec_dot_rows */
+            for (int mi = 0; mi < 4; mi++) {
                 int m = ms[mi];
                 /* The scalar twins are slow: time them over a part of the matrix. */
-                size_t rows = kt == tables[0] ? n_rows / 8 : n_rows;
+                size_t rows = kt == tables[0] ? (n_rows + 7) / 8 : n_rows;
                 double best = 1e30;
                 volatile float sink = 0;
-                for (int pass = 0; pass < 5; pass++) {
+                for (int pass = 0; pass < n_passes; pass++) {
                     double t0 = now_s();
-                    for (size_t r = 0; r < rows; r++) {
+                    if (m == 0) {
+                        kt->vec_dot_rows[type](n, (int64_t)rows, s_all, w, rb, x);
+                        sink += s_all[0];
+                    }
+                    for (size_t r = 0; m != 0 && r < rows; r++) {
                         if (m == 1)
                             kt->vec_dot[type](n, s, w + r * rb, x);
                         else
@@ -230,8 +243,8 @@ int main(int argc, char **argv) {
                 gbs[mi] = (double)(rows * rb) / best * 1e-9;
                 if (m == 1) ns_row = best / (double)rows * 1e9;
             }
-            printf("%-8s %-8s %9.2f %14.2f %14.2f %10.1f\n", tr->name, kt->name, gbs[0], gbs[1],
-                   gbs[2], ns_row);
+            printf("%-8s %-8s %9.2f %13.2f %14.2f %14.2f %10.1f\n", tr->name, kt->name, gbs[0],
+                   gbs[1], gbs[2], gbs[3], ns_row);
             fflush(stdout);
         }
 #if defined(__x86_64__)
@@ -241,7 +254,7 @@ int main(int argc, char **argv) {
         if (ll && tables[1]) {
             double best = 1e30;
             volatile float sink = 0;
-            for (int pass = 0; pass < 5; pass++) {
+            for (int pass = 0; pass < n_passes; pass++) {
                 double t0 = now_s();
                 for (size_t r = 0; r < n_rows; r++) {
                     ll(n, s, w + r * rb, x);
@@ -251,14 +264,16 @@ int main(int argc, char **argv) {
                 if (t < best) best = t;
             }
             (void)sink;
-            printf("%-8s %-8s %9.2f %14s %14s %10.1f   (llama.cpp-style loop, for comparison)\n",
-                   tr->name, "ll-avx2", (double)(n_rows * rb) / best * 1e-9, "-", "-",
+            printf("%-8s %-8s %9.2f %13s %14s %14s %10.1f   (llama.cpp-style loop, for "
+                   "comparison)\n",
+                   tr->name, "ll-avx2", (double)(n_rows * rb) / best * 1e-9, "-", "-", "-",
                    best / (double)n_rows * 1e9);
         }
 #endif
         free(w);
         free(x);
         free(xf);
+        free(s_all);
     }
     if (!only || strcmp(only, "stream") == 0) bench_stream();
     return 0;

@@ -789,6 +789,129 @@ static void test_vec_dot_m(void) {
     }
 }
 
+/* vec_dot_rows against the scalar table's vec_dot, bit for bit: every table, every type, rows
+ * at odd addresses with a stride that is not the row size, lengths that end in a partial
+ * group of 8 blocks, and lengths past one prepared chunk (16384 elements) for the chunked
+ * path. Buffers are sized exactly, so ASan sees any read past the last row or the activation;
+ * a canary checks that nothing is written past s[nr - 1]. */
+static void test_vec_dot_rows(void) {
+    const struct moeinf_kernels *ref = moeinf_kernels_scalar();
+    const int64_t nrs[] = {1, 2, 3, 5, 8, 13};
+    for (int ti = 0; ti < n_tables; ti++) {
+        const struct moeinf_kernels *k = tables[ti];
+        for (int i = 0; i < N_SUPPORTED; i++) {
+            enum moeinf_type t = supported[i];
+            bool blk = is_block_type(t);
+            const int64_t ns[] = {blk ? 32 : 33,    blk ? 96 : 7,       256,
+                                  blk ? 288 : 1000, 2048 + 32 * 3,      16384,
+                                  16384 + 32 * 9,   32768 + 32 * 8 + 64};
+            for (int a = 0; a < 8; a++) {
+                int64_t n = ns[a];
+                int64_t nr = nrs[(a + ti) % 6];
+                if (n > 16384 && t != MOEINF_TYPE_Q8_0 && t != MOEINF_TYPE_Q4_0) nr = 2;
+                size_t rb = row_bytes(t, n);
+                /* F32/F16/BF16 rows must stay aligned to their element. */
+                size_t stride = rb + (blk ? 5 : 12);
+                size_t off = blk ? 1 : 0;
+                size_t wsize = off + (size_t)(nr - 1) * stride + rb;
+                uint8_t *w = malloc(wsize);
+                uint8_t *row = malloc(rb);
+                memset(w, 0x5a, wsize);
+                for (int64_t r = 0; r < nr; r++) {
+                    make_weights(t, row, n, r % 2);
+                    memcpy(w + off + (size_t)r * stride, row, rb);
+                }
+                size_t xb = row_bytes(moeinf_type_traits_get((int)t)->vec_dot_type, n);
+                uint8_t *xbuf = malloc(xb + off);
+                make_activation(t, xbuf + off, n);
+                float s[14];
+                for (int r = 0; r < 14; r++)
+                    s[r] = -7.0f;
+                k->vec_dot_rows[t](n, nr, s, w + off, stride, xbuf + off);
+                int bad = 0;
+                for (int64_t r = 0; r < nr; r++) {
+                    float one = NAN;
+                    ref->vec_dot[t](n, &one, w + off + (size_t)r * stride, xbuf + off);
+                    bad += f_bits(one) != f_bits(s[r]);
+                }
+                CHECK_MSG(bad == 0, "%s vec_dot_rows %s n=%lld nr=%lld: %d rows differ", k->name,
+                          moeinf_type_traits_get((int)t)->name, (long long)n, (long long)nr, bad);
+                CHECK(s[nr] == -7.0f);
+                free(w);
+                free(row);
+                free(xbuf);
+            }
+        }
+    }
+}
+
+/* Rows with quants at the extremes of the int16 range of the Q4_0 rows kernel: all nibbles 15
+ * against activations of one sign with |q| = 127 (the largest finite activations), in every
+ * block and position, with exact expected values (all scales 1). */
+static void test_vec_dot_rows_extremes(void) {
+    const int64_t n = 32 * 24;
+    uint8_t w4[24 * 18], w8[24 * 34], x[24 * 34];
+    for (int64_t b = 0; b < 24; b++) {
+        uint16_t one = 0x3c00;
+        memcpy(w4 + b * 18, &one, 2);
+        memset(w4 + b * 18 + 2, 0xff, 16); /* nibbles 15: w - 8 = 7 */
+        memcpy(w8 + b * 34, &one, 2);
+        memset(w8 + b * 34 + 2, 0x80, 32); /* -128 */
+        memcpy(x + b * 34, &one, 2);
+        memset(x + b * 34 + 2, b % 2 ? 0x81 : 0x7f, 32); /* -127 or 127 */
+    }
+    /* 24 blocks: 12 of +127 and 12 of -127, so the totals cancel; per block 7 * 127 * 32. */
+    for (int ti = 0; ti < n_tables; ti++) {
+        const struct moeinf_kernels *k = tables[ti];
+        float s = NAN, one = NAN;
+        k->vec_dot_rows[MOEINF_TYPE_Q4_0](n, 1, &s, w4, sizeof w4, x);
+        CHECK_MSG(s == 0.0f, "%s q4_0 extremes: %g", k->name, (double)s);
+        k->vec_dot_rows[MOEINF_TYPE_Q4_0](32 * 3, 1, &s, w4, sizeof w4, x);
+        CHECK_MSG(s == 7.0f * 127 * 32, "%s q4_0 extremes: %g", k->name, (double)s);
+        k->vec_dot_rows[MOEINF_TYPE_Q8_0](32 * 3, 1, &s, w8, sizeof w8, x);
+        CHECK_MSG(s == -128.0f * 127 * 32, "%s q8_0 extremes: %g", k->name, (double)s);
+        moeinf_kernels_scalar()->vec_dot[MOEINF_TYPE_Q8_0](n, &one, w8, x);
+        k->vec_dot_rows[MOEINF_TYPE_Q8_0](n, 1, &s, w8, sizeof w8, x);
+        CHECK(f_bits(s) == f_bits(one));
+    }
+}
+
+/* axpy_f32: the product rounded, then the sum, on every table (odd lengths for the tails);
+ * values where a fused multiply-add would round differently show that none is used. */
+static void test_axpy(void) {
+    const int64_t n = 67;
+    float x[67], y0[67], want[67], y[67];
+    int n_fma_differs = 0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = 1.0f + (float)i * 0x1p-12f + 0x1p-23f;
+        y0[i] = -1.0f - (float)i * 0x1p-12f;
+    }
+    x[5] = INFINITY;
+    x[6] = NAN;
+    x[7] = -0.0f;
+    y0[7] = 0.0f;
+    const float a = 1.0f + 0x1p-22f;
+    for (int64_t i = 0; i < n; i++) {
+        volatile float p = a * x[i]; /* volatile: rounded to float before the add */
+        want[i] = y0[i] + p;
+        if (i > 7) n_fma_differs += fmaf(a, x[i], y0[i]) != want[i];
+    }
+    CHECK(n_fma_differs > 20);
+    for (int ti = 0; ti < n_tables; ti++) {
+        for (int64_t len = 0; len <= n; len += 1 + len / 4) {
+            memcpy(y, y0, sizeof y);
+            tables[ti]->axpy_f32(len, a, x, y);
+            int bad = 0;
+            for (int64_t i = 0; i < n; i++) {
+                float w = i < len ? want[i] : y0[i];
+                bad += f_bits(y[i]) != f_bits(w) && !(isnan(y[i]) && isnan(w));
+            }
+            CHECK_MSG(bad == 0, "%s axpy_f32 n=%lld: %d differ", tables[ti]->name, (long long)len,
+                      bad);
+        }
+    }
+}
+
 /* ---- real data: llama-quantize's outputs ------------------------------------------------------
  */
 
@@ -891,7 +1014,8 @@ static void test_kernels_best(void) {
     for (int ti = 0; ti < n_tables; ti++) {
         for (int i = 0; i < N_SUPPORTED; i++) {
             enum moeinf_type t = supported[i];
-            CHECK(tables[ti]->to_float[t] && tables[ti]->vec_dot[t] && tables[ti]->vec_dot_m[t]);
+            CHECK(tables[ti]->to_float[t] && tables[ti]->vec_dot[t] && tables[ti]->vec_dot_m[t] &&
+                  tables[ti]->vec_dot_rows[t] && tables[ti]->axpy_f32);
             CHECK(tables[ti]->from_float[moeinf_type_traits_get((int)t)->vec_dot_type]);
         }
     }
@@ -921,6 +1045,9 @@ int main(void) {
     RUN(test_simd_to_float);
     RUN(test_simd_vec_dot);
     RUN(test_vec_dot_m);
+    RUN(test_vec_dot_rows);
+    RUN(test_vec_dot_rows_extremes);
+    RUN(test_axpy);
     RUN(test_kernels_best);
     RUN(test_traits_match_gguf);
     RUN(test_real_data);

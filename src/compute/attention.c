@@ -18,19 +18,28 @@ static const float *cache_row(const struct moeinf_attn_args *a, const void *base
     return buf;
 }
 
+/* Query heads of a group scored against one K row per kernel call. */
+#define ATTN_GROUP_CHUNK 16
+
 static void attend(const struct moeinf_attn_args *a, int j, int kh, float *scratch) {
     const int group = a->n_head / a->n_head_kv, hd = a->head_dim;
     const int n_kv = a->pos0 + j + 1; /* causal: positions 0 .. pos0 + j */
     const int q_stride = a->n_head * hd;
     float *row = scratch + (size_t)group * (size_t)(a->pos0 + a->m);
     const float scale = 1.0f / sqrtf((float)hd);
+    /* q.k with the table's F32 dot (as vec_dot_m: one K row against the group's q rows, which
+     * are hd floats apart): its summation order is fixed (quant.h), so every table gives the
+     * same scores, and SIMD tables run it 32 lanes wide. */
+    const moeinf_vec_dot_m_fn dot_m = a->kern->vec_dot_m[MOEINF_TYPE_F32];
+    const float *q0 = a->q + (size_t)j * q_stride + (size_t)kh * group * hd;
     for (int t = 0; t < n_kv; t++) {
         const float *k = cache_row(a, a->k, t, kh, row);
-        for (int g = 0; g < group; g++) {
-            const float *q = a->q + (size_t)j * q_stride + (size_t)(kh * group + g) * hd;
-            float s = 0.0f;
-            for (int i = 0; i < hd; i++) s += q[i] * k[i];
-            scratch[(size_t)g * n_kv + t] = s * scale;
+        for (int g0 = 0; g0 < group; g0 += ATTN_GROUP_CHUNK) {
+            const int gn = group - g0 < ATTN_GROUP_CHUNK ? group - g0 : ATTN_GROUP_CHUNK;
+            float s[ATTN_GROUP_CHUNK];
+            dot_m(hd, gn, s, k, q0 + (size_t)g0 * hd, (size_t)hd * sizeof(float));
+            for (int g = 0; g < gn; g++)
+                scratch[(size_t)(g0 + g) * n_kv + t] = s[g] * scale;
         }
     }
     for (int g = 0; g < group; g++) {
@@ -47,12 +56,12 @@ static void attend(const struct moeinf_attn_args *a, int j, int kh, float *scrat
         memset(a->out + (size_t)j * q_stride + (size_t)(kh * group + g) * hd, 0,
                (size_t)hd * sizeof(float));
     }
+    const moeinf_axpy_fn axpy = a->kern->axpy_f32; /* the same bits on every table */
     for (int t = 0; t < n_kv; t++) {
         const float *v = cache_row(a, a->v, t, kh, row);
         for (int g = 0; g < group; g++) {
             float *o = a->out + (size_t)j * q_stride + (size_t)(kh * group + g) * hd;
-            const float w = scratch[(size_t)g * n_kv + t];
-            for (int i = 0; i < hd; i++) o[i] += w * v[i];
+            axpy(hd, scratch[(size_t)g * n_kv + t], v, o);
         }
     }
 }

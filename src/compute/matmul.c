@@ -25,14 +25,15 @@ static uint64_t row_cost(const struct moeinf_mm_job *j) {
 static void run_rows(const struct moeinf_kernels *kern, const struct moeinf_mm_job *j, int64_t r0,
                      int64_t r1) {
     moeinf_vec_dot_m_fn dot_m = kern->vec_dot_m[j->type];
-    moeinf_vec_dot_fn dot = kern->vec_dot[j->type];
     float s[M_CHUNK];
+    if (j->m == 1) {
+        /* All rows in one call: the kernel prepares the activation row once for them. */
+        kern->vec_dot_rows[j->type](j->n_in, r1 - r0, &j->y[r0], j->w + (size_t)r0 * j->w_row_bytes,
+                                    j->w_row_bytes, j->x);
+        return;
+    }
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *w = j->w + (size_t)r * j->w_row_bytes;
-        if (j->m == 1) {
-            dot(j->n_in, &j->y[r], w, j->x);
-            continue;
-        }
         for (int t0 = 0; t0 < j->m; t0 += M_CHUNK) {
             int mc = j->m - t0 < M_CHUNK ? j->m - t0 : M_CHUNK;
             dot_m(j->n_in, mc, s, w, j->x + (size_t)t0 * j->x_stride, j->x_stride);
@@ -67,7 +68,7 @@ void moeinf_matmul_run(struct moeinf_pool *pool, const struct moeinf_kernels *ke
                        const struct moeinf_mm_job *jobs, int n_jobs) {
     struct mm_task task = {kern, jobs, n_jobs, 0};
     for (int i = 0; i < n_jobs; i++) {
-        assert(kern->vec_dot[jobs[i].type] && kern->vec_dot_m[jobs[i].type]);
+        assert(kern->vec_dot_rows[jobs[i].type] && kern->vec_dot_m[jobs[i].type]);
         task.total_cost += row_cost(&jobs[i]) * (uint64_t)jobs[i].n_out;
     }
     if (task.total_cost == 0) return;

@@ -48,6 +48,15 @@ static const struct moeinf_kernels scalar_table = {
             [MOEINF_TYPE_Q8_0] = moeinf_ref_vec_dot_m_q8_0,
             [MOEINF_TYPE_Q4_0] = moeinf_ref_vec_dot_m_q4_0,
         },
+    .vec_dot_rows =
+        {
+            [MOEINF_TYPE_F32] = moeinf_ref_vec_dot_rows_f32,
+            [MOEINF_TYPE_F16] = moeinf_ref_vec_dot_rows_f16,
+            [MOEINF_TYPE_BF16] = moeinf_ref_vec_dot_rows_bf16,
+            [MOEINF_TYPE_Q8_0] = moeinf_ref_vec_dot_rows_q8_0,
+            [MOEINF_TYPE_Q4_0] = moeinf_ref_vec_dot_rows_q4_0,
+        },
+    .axpy_f32 = moeinf_ref_axpy_f32,
 };
 
 const struct moeinf_kernels *moeinf_kernels_scalar(void) {

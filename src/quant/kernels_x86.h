@@ -336,6 +336,248 @@ static void vec_dot_m_q4_0(int64_t n, int m, float *s, const void *w, const void
     qdot_rows(QK_Q4_0, n, m, s, w, x, st);
 }
 
+/* ---- decode: many weight rows x one activation row (vec_dot_rows) ---------------------------
+ *
+ * DESIGN: vec_dot_rows prepares the activation row once per call ("x side", in a stack buffer)
+ * and then streams the weight rows through it, so per weight row only the weight side costs:
+ *   - Q4_0: dot(w - 8, x) = dot(w, x) - 8 * sum(x) with w the unsigned nibbles 0..15, so
+ *     vpmaddubsw takes the nibbles as they are (no sign tricks) and 8 * sum(x) per block is
+ *     computed once. The x side holds, per group of 8 blocks, the quants of block pairs
+ *     rearranged to match a pair of weight blocks loaded side by side ([low halves of blocks
+ *     2k, 2k+1][high halves]), the scales as floats and 8 * sum(x). Each pair gives 16 int16
+ *     lanes (8 per block, 4 products each, |lane| <= 4 * 15 * 128); two vphaddw levels and one
+ *     vpmaddwd finish the 8 block sums exactly (|lane| <= 30720 before the vpmaddwd). They come
+ *     out in lane order PERM4 = blocks 0 2 4 6 1 3 5 7, so the x scales and sums are stored in
+ *     that order, the weight scales are gathered in it, and the 8 accumulators A[b % 8] sit in
+ *     permuted lanes; hsum8_perm adds them in quant.h's order.
+ *   - Q8_0: the same block dot as vec_dot; the x side is the quants copied to aligned rows
+ *     and the scales as floats.
+ * The x side of a group is one contiguous struct, so the prepared row is one stream for the
+ * hardware prefetcher (separate arrays for quants, scales and sums measured slower when the
+ * weights stream from DRAM). Rows longer than XCHUNK groups are done in chunks of columns for
+ * a few rows at a time, each row's accumulator carried across chunks; the arithmetic per lane
+ * is the same, so the result is too. The instruction sequence is the same in the AVX2 and the
+ * AVX-512 table (no VNNI path here: AVX2 is the table tested on real hardware so far).
+ */
+
+#define XCHUNK      64 /* groups of 8 blocks prepared at once: 16384 elements, about 20 KiB */
+#define XCHUNK_ROWS 4  /* rows per pass when a row needs more than one chunk */
+
+struct xq4_group {
+    _Alignas(32) uint8_t q[4][2][32]; /* pair k: [0] x[0..15] of blocks 2k, 2k+1; [1] x[16..31] */
+    float d[8];                       /* scales, lanes in PERM4 order */
+    int32_t s8[8];                    /* 8 * sum of the quants, PERM4 order */
+};
+
+struct xq8_group {
+    _Alignas(32) int8_t q[8][32]; /* the quants of the 8 blocks */
+    float d[8];                   /* scales, block order */
+};
+
+/* Lane j of a PERM4-ordered vector holds block PERM4[j] of the group. */
+#define PERM4_EPI32() _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7)
+
+/* Eight F16 scales at p, p + stride, ... in PERM4 order. */
+INLINE __m256 load_scales8_perm4(const uint8_t *p, size_t stride) {
+    __m128i h = _mm_cvtsi32_si128(load_u16(p));
+    h = _mm_insert_epi16(h, load_u16(p + 2 * stride), 1);
+    h = _mm_insert_epi16(h, load_u16(p + 4 * stride), 2);
+    h = _mm_insert_epi16(h, load_u16(p + 6 * stride), 3);
+    h = _mm_insert_epi16(h, load_u16(p + 1 * stride), 4);
+    h = _mm_insert_epi16(h, load_u16(p + 3 * stride), 5);
+    h = _mm_insert_epi16(h, load_u16(p + 5 * stride), 6);
+    h = _mm_insert_epi16(h, load_u16(p + 7 * stride), 7);
+    return _mm256_cvtph_ps(h);
+}
+
+/* hsum8 of A where lane j of v holds A[PERM4[j]]: ((A0 + A4) + (A2 + A6)) + ((A1 + A5) + (A3 +
+ * A7)) is ((v0 + v2) + (v1 + v3)) + ((v4 + v6) + (v5 + v7)). */
+INLINE float hsum8_perm4(__m256 v) {
+    __m128 lo = _mm256_castps256_ps128(v);
+    __m128 hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo)); /* v0 + v2, v1 + v3 */
+    hi = _mm_add_ps(hi, _mm_movehl_ps(hi, hi));
+    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+    hi = _mm_add_ss(hi, _mm_movehdup_ps(hi));
+    return _mm_cvtss_f32(_mm_add_ss(lo, hi));
+}
+
+/* A group of 8 activation blocks at x (nbk <= 8 of them; the rest is zero: zero quants, sums
+ * and scales, which leave the accumulators as they are). */
+INLINE const uint8_t *group_src(const uint8_t *x, int nbk, uint8_t tmp[8 * Q8_BYTES]) {
+    if (nbk == 8) return x;
+    memset(tmp, 0, (size_t)8 * Q8_BYTES);
+    memcpy(tmp, x, (size_t)nbk * Q8_BYTES);
+    return tmp;
+}
+
+static void prep_q4(struct xq4_group *xg, const uint8_t *x, int64_t nb) {
+    const __m256i ones8 = _mm256_set1_epi8(1);
+    const __m256i ones16 = _mm256_set1_epi16(1);
+    for (int64_t g = 0; g * 8 < nb; g++) {
+        uint8_t tmp[8 * Q8_BYTES];
+        const uint8_t *xb =
+            group_src(x + (size_t)g * 8 * Q8_BYTES, nb - g * 8 < 8 ? (int)(nb - g * 8) : 8, tmp);
+        __m256i v[8];
+        __m256i sums[8];
+        for (int b = 0; b < 8; b++) {
+            v[b] =
+                _mm256_loadu_si256((const __m256i *)(const void *)(xb + (size_t)b * Q8_BYTES + 2));
+            sums[b] = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, v[b]), ones16);
+        }
+        for (size_t k = 0; k < 4; k++) {
+            _mm256_store_si256((__m256i *)(void *)xg[g].q[k][0],
+                               _mm256_permute2x128_si256(v[2 * k], v[2 * k + 1], 0x20));
+            _mm256_store_si256((__m256i *)(void *)xg[g].q[k][1],
+                               _mm256_permute2x128_si256(v[2 * k], v[2 * k + 1], 0x31));
+        }
+        __m256i s8 = _mm256_slli_epi32(sum_lanes8(sums), 3);
+        _mm256_storeu_si256((__m256i *)(void *)xg[g].s8,
+                            _mm256_permutevar8x32_epi32(s8, PERM4_EPI32()));
+        _mm256_storeu_ps(xg[g].d,
+                         _mm256_permutevar8x32_ps(load_scales8(xb, Q8_BYTES), PERM4_EPI32()));
+    }
+}
+
+/* 16 int16 lanes: [8 lanes of block A | 8 lanes of block B], the unsigned nibbles of the two
+ * Q4_0 blocks at wa times the prepared quants of the pair. */
+INLINE __m256i q4_pair(const uint8_t *wa, const uint8_t xq[2][32]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256i v = _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)(wa + 2))),
+        _mm_loadu_si128((const __m128i *)(const void *)(wa + Q4_BYTES + 2)), 1);
+    __m256i lo = _mm256_and_si256(v, m4);
+    __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
+    return _mm256_add_epi16(
+        _mm256_maddubs_epi16(lo, _mm256_load_si256((const __m256i *)(const void *)xq[0])),
+        _mm256_maddubs_epi16(hi, _mm256_load_si256((const __m256i *)(const void *)xq[1])));
+}
+
+INLINE __m256 q4_group(const uint8_t *wg, const struct xq4_group *xg, __m256 acc) {
+    __m256i p01 = q4_pair(wg, xg->q[0]);
+    __m256i p23 = q4_pair(wg + (size_t)2 * Q4_BYTES, xg->q[1]);
+    __m256i p45 = q4_pair(wg + (size_t)4 * Q4_BYTES, xg->q[2]);
+    __m256i p67 = q4_pair(wg + (size_t)6 * Q4_BYTES, xg->q[3]);
+    /* [b0 b0 b2 b2 b4 b4 b6 b6 | b1 b1 b3 b3 b5 b5 b7 b7], then one int32 per block */
+    __m256i h = _mm256_hadd_epi16(_mm256_hadd_epi16(p01, p23), _mm256_hadd_epi16(p45, p67));
+    __m256i isum = _mm256_sub_epi32(_mm256_madd_epi16(h, _mm256_set1_epi16(1)),
+                                    _mm256_loadu_si256((const __m256i *)(const void *)xg->s8));
+    __m256 d = _mm256_mul_ps(load_scales8_perm4(wg, Q4_BYTES), _mm256_loadu_ps(xg->d));
+    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc);
+}
+
+/* acc + the nbk blocks of the Q4_0 row w against the prepared groups (a last partial group
+ * reads a zero-padded copy of the weights: nothing past the row is touched). */
+INLINE __m256 q4_row(const uint8_t *w, const struct xq4_group *xg, int64_t nbk, __m256 acc) {
+    const int64_t ng = nbk / 8;
+    for (int64_t g = 0; g < ng; g++)
+        acc = q4_group(w + (size_t)g * 8 * Q4_BYTES, &xg[g], acc);
+    if (nbk % 8) {
+        uint8_t wt[8 * Q4_BYTES] = {0};
+        memcpy(wt, w + (size_t)ng * 8 * Q4_BYTES, (size_t)(nbk % 8) * Q4_BYTES);
+        acc = q4_group(wt, &xg[ng], acc);
+    }
+    return acc;
+}
+
+static void prep_q8(struct xq8_group *xg, const uint8_t *x, int64_t nb) {
+    for (int64_t g = 0; g * 8 < nb; g++) {
+        uint8_t tmp[8 * Q8_BYTES];
+        const uint8_t *xb =
+            group_src(x + (size_t)g * 8 * Q8_BYTES, nb - g * 8 < 8 ? (int)(nb - g * 8) : 8, tmp);
+        for (int b = 0; b < 8; b++)
+            _mm256_store_si256(
+                (__m256i *)(void *)xg[g].q[b],
+                _mm256_loadu_si256((const __m256i *)(const void *)(xb + (size_t)b * Q8_BYTES + 2)));
+        _mm256_storeu_ps(xg[g].d, load_scales8(xb, Q8_BYTES));
+    }
+}
+
+INLINE __m256 q8_group(const uint8_t *wg, const struct xq8_group *xg, __m256 acc) {
+    __m256i p[8];
+    for (int b = 0; b < 8; b++)
+        p[b] = dot_i8(
+            _mm256_loadu_si256((const __m256i *)(const void *)(wg + (size_t)b * Q8_BYTES + 2)),
+            _mm256_load_si256((const __m256i *)(const void *)xg->q[b]));
+    __m256 d = _mm256_mul_ps(load_scales8(wg, Q8_BYTES), _mm256_loadu_ps(xg->d));
+    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum_lanes8(p)), acc);
+}
+
+INLINE __m256 q8_row(const uint8_t *w, const struct xq8_group *xg, int64_t nbk, __m256 acc) {
+    const int64_t ng = nbk / 8;
+    for (int64_t g = 0; g < ng; g++)
+        acc = q8_group(w + (size_t)g * 8 * Q8_BYTES, &xg[g], acc);
+    if (nbk % 8) {
+        uint8_t wt[8 * Q8_BYTES] = {0};
+        memcpy(wt, w + (size_t)ng * 8 * Q8_BYTES, (size_t)(nbk % 8) * Q8_BYTES);
+        acc = q8_group(wt, &xg[ng], acc);
+    }
+    return acc;
+}
+
+/* The driver, one copy per block type: prepare, stream the rows (in chunks of columns when a
+ * row is longer than XCHUNK groups), reduce. */
+#define ROWS_KERNEL(fn, group_t, prep, row, wbytes, hsum)                                          \
+    static void fn(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,                \
+                   const void *x) {                                                                \
+        const uint8_t *wb = w;                                                                     \
+        const uint8_t *xb = x;                                                                     \
+        const int64_t nb = n / 32;                                                                 \
+        const int64_t chunk = (int64_t)XCHUNK * 8; /* blocks */                                    \
+        group_t xg[XCHUNK];                                                                        \
+        if (nb <= chunk) {                                                                         \
+            prep(xg, xb, nb);                                                                      \
+            for (int64_t r = 0; r < nr; r++)                                                       \
+                s[r] = hsum(row(wb + (size_t)r * w_stride, xg, nb, _mm256_setzero_ps()));          \
+            return;                                                                                \
+        }                                                                                          \
+        for (int64_t r0 = 0; r0 < nr; r0 += XCHUNK_ROWS) {                                         \
+            const int64_t rn = nr - r0 < XCHUNK_ROWS ? nr - r0 : XCHUNK_ROWS;                      \
+            __m256 acc[XCHUNK_ROWS];                                                               \
+            for (int64_t r = 0; r < rn; r++)                                                       \
+                acc[r] = _mm256_setzero_ps();                                                      \
+            for (int64_t c0 = 0; c0 < nb; c0 += chunk) {                                           \
+                const int64_t cb = nb - c0 < chunk ? nb - c0 : chunk;                              \
+                prep(xg, xb + (size_t)c0 * Q8_BYTES, cb);                                          \
+                for (int64_t r = 0; r < rn; r++)                                                   \
+                    acc[r] = row(wb + (size_t)(r0 + r) * w_stride + (size_t)c0 * (wbytes), xg, cb, \
+                                 acc[r]);                                                          \
+            }                                                                                      \
+            for (int64_t r = 0; r < rn; r++)                                                       \
+                s[r0 + r] = hsum(acc[r]);                                                          \
+        }                                                                                          \
+    }
+
+ROWS_KERNEL(vec_dot_rows_q4_0, struct xq4_group, prep_q4, q4_row, Q4_BYTES, hsum8_perm4)
+ROWS_KERNEL(vec_dot_rows_q8_0, struct xq8_group, prep_q8, q8_row, Q8_BYTES, hsum8_ps)
+
+/* Float types: memory-bound at one activation row, so simply vec_dot per row. */
+#define FLOAT_ROWS_KERNEL(fn, kind)                                                                \
+    static void fn(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,                \
+                   const void *x) {                                                                \
+        for (int64_t r = 0; r < nr; r++)                                                           \
+            fdot_rows(kind, 1, n, s + r, (const uint8_t *)w + (size_t)r * w_stride, x, 0);         \
+    }
+
+FLOAT_ROWS_KERNEL(vec_dot_rows_f32, FK_F32)
+FLOAT_ROWS_KERNEL(vec_dot_rows_f16, FK_F16)
+FLOAT_ROWS_KERNEL(vec_dot_rows_bf16, FK_BF16)
+
+/* ---- float helpers ------------------------------------------------------------------------- */
+
+/* Multiply, then add, in separate instructions: the bits of moeinf_ref_axpy_f32. */
+static void axpy_f32(int64_t n, float a, const float *x, float *y) {
+    const __m256 va = _mm256_set1_ps(a);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_add_ps(_mm256_loadu_ps(y + i),
+                                              _mm256_mul_ps(va, _mm256_loadu_ps(x + i))));
+    for (; i < n; i++) {
+        float p = a * x[i]; /* separate statements: never contracted to an fma */
+        y[i] = y[i] + p;
+    }
+}
+
 /* ---- activation conversion (from_float) --------------------------------------------------------
  */
 
@@ -486,11 +728,19 @@ static void to_float_q4_0(const void *x, float *y, int64_t n) {
                 [MOEINF_TYPE_BF16] = vec_dot_bf16, [MOEINF_TYPE_Q8_0] = vec_dot_q8_0,              \
                 [MOEINF_TYPE_Q4_0] = vec_dot_q4_0,                                                 \
             },                                                                                     \
-        .vec_dot_m = {                                                                             \
-            [MOEINF_TYPE_F32] = vec_dot_m_f32,   [MOEINF_TYPE_F16] = vec_dot_m_f16,                \
-            [MOEINF_TYPE_BF16] = vec_dot_m_bf16, [MOEINF_TYPE_Q8_0] = vec_dot_m_q8_0,              \
-            [MOEINF_TYPE_Q4_0] = vec_dot_m_q4_0,                                                   \
-        },                                                                                         \
+        .vec_dot_m =                                                                               \
+            {                                                                                      \
+                [MOEINF_TYPE_F32] = vec_dot_m_f32,   [MOEINF_TYPE_F16] = vec_dot_m_f16,            \
+                [MOEINF_TYPE_BF16] = vec_dot_m_bf16, [MOEINF_TYPE_Q8_0] = vec_dot_m_q8_0,          \
+                [MOEINF_TYPE_Q4_0] = vec_dot_m_q4_0,                                               \
+            },                                                                                     \
+        .vec_dot_rows =                                                                            \
+            {                                                                                      \
+                [MOEINF_TYPE_F32] = vec_dot_rows_f32,   [MOEINF_TYPE_F16] = vec_dot_rows_f16,      \
+                [MOEINF_TYPE_BF16] = vec_dot_rows_bf16, [MOEINF_TYPE_Q8_0] = vec_dot_rows_q8_0,    \
+                [MOEINF_TYPE_Q4_0] = vec_dot_rows_q4_0,                                            \
+            },                                                                                     \
+        .axpy_f32 = axpy_f32,                                                                      \
     }
 
 #endif

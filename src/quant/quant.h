@@ -116,15 +116,29 @@ typedef void (*moeinf_vec_dot_fn)(int64_t n, float *s, const void *w, const void
 typedef void (*moeinf_vec_dot_m_fn)(int64_t n, int m, float *s, const void *w, const void *x,
                                     size_t x_stride);
 
+/* s[r] = dot(w row r, x row) for r < nr, weight rows w_stride bytes apart (any stride; block
+ * rows need no alignment): many weight rows against one activation row (decode). The
+ * activation side is prepared once per call and shared by all nr rows, so callers should pass
+ * as many rows as they have. Must equal nr calls of vec_dot bit for bit. */
+typedef void (*moeinf_vec_dot_rows_fn)(int64_t n, int64_t nr, float *s, const void *w,
+                                       size_t w_stride, const void *x);
+
+/* y[i] = y[i] + a * x[i] for i < n: the product rounded, then the sum (never a fused
+ * multiply-add), so every table gives the bits of the plain C loop. Float helper of attention
+ * (the weighted sum of V rows); x and y must not overlap. */
+typedef void (*moeinf_axpy_fn)(int64_t n, float a, const float *x, float *y);
+
 /* A kernel table: static constant data, valid for the life of the process; every function
  * is pure (no state), so any number of threads may call them at once. Unsupported types
  * have NULL entries, and from_float is NULL for types that are never activations (Q4_0). */
 struct moeinf_kernels {
-    const char *name;                                   /* "scalar", "avx2", "avx512" */
-    moeinf_from_float_fn from_float[MOEINF_TYPE_COUNT]; /* activation -> this type */
-    moeinf_to_float_fn to_float[MOEINF_TYPE_COUNT];     /* dequantize */
-    moeinf_vec_dot_fn vec_dot[MOEINF_TYPE_COUNT];       /* indexed by the WEIGHT type */
-    moeinf_vec_dot_m_fn vec_dot_m[MOEINF_TYPE_COUNT];   /* indexed by the WEIGHT type */
+    const char *name;                                       /* "scalar", "avx2", "avx512" */
+    moeinf_from_float_fn from_float[MOEINF_TYPE_COUNT];     /* activation -> this type */
+    moeinf_to_float_fn to_float[MOEINF_TYPE_COUNT];         /* dequantize */
+    moeinf_vec_dot_fn vec_dot[MOEINF_TYPE_COUNT];           /* indexed by the WEIGHT type */
+    moeinf_vec_dot_m_fn vec_dot_m[MOEINF_TYPE_COUNT];       /* indexed by the WEIGHT type */
+    moeinf_vec_dot_rows_fn vec_dot_rows[MOEINF_TYPE_COUNT]; /* indexed by the WEIGHT type */
+    moeinf_axpy_fn axpy_f32;                                /* float helper, all tables */
 };
 
 const struct moeinf_kernels *moeinf_kernels_scalar(void);

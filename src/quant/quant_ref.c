@@ -317,3 +317,23 @@ REF_VEC_DOT_M(f16)
 REF_VEC_DOT_M(bf16)
 REF_VEC_DOT_M(q8_0)
 REF_VEC_DOT_M(q4_0)
+
+#define REF_VEC_DOT_ROWS(type)                                                                     \
+    void moeinf_ref_vec_dot_rows_##type(int64_t n, int64_t nr, float *s, const void *w,            \
+                                        size_t w_stride, const void *x) {                          \
+        for (int64_t r = 0; r < nr; r++)                                                           \
+            moeinf_ref_vec_dot_##type(n, s + r, (const uint8_t *)w + (size_t)r * w_stride, x);     \
+    }
+
+REF_VEC_DOT_ROWS(f32)
+REF_VEC_DOT_ROWS(f16)
+REF_VEC_DOT_ROWS(bf16)
+REF_VEC_DOT_ROWS(q8_0)
+REF_VEC_DOT_ROWS(q4_0)
+
+void moeinf_ref_axpy_f32(int64_t n, float a, const float *x, float *y) {
+    for (int64_t i = 0; i < n; i++) {
+        float p = a * x[i]; /* separate statements: never contracted to an fma */
+        y[i] = y[i] + p;
+    }
+}

@@ -41,4 +41,19 @@ void moeinf_ref_vec_dot_m_q8_0(int64_t n, int m, float *s, const void *w, const 
 void moeinf_ref_vec_dot_m_q4_0(int64_t n, int m, float *s, const void *w, const void *x,
                                size_t x_stride);
 
+/* nr calls of vec_dot (quant.h, moeinf_vec_dot_rows_fn). */
+void moeinf_ref_vec_dot_rows_f32(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,
+                                 const void *x);
+void moeinf_ref_vec_dot_rows_f16(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,
+                                 const void *x);
+void moeinf_ref_vec_dot_rows_bf16(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,
+                                  const void *x);
+void moeinf_ref_vec_dot_rows_q8_0(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,
+                                  const void *x);
+void moeinf_ref_vec_dot_rows_q4_0(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,
+                                  const void *x);
+
+/* The plain C loop of moeinf_axpy_fn. */
+void moeinf_ref_axpy_f32(int64_t n, float a, const float *x, float *y);
+
 #endif
