@@ -555,7 +555,7 @@ static void test_registry_and_parameters(void) {
         /* the engine's registry has exactly the online ones */
         CHECK_EQ_INT(moeinf_policy_find(name) != NULL, ops->set_future == NULL);
     }
-    CHECK_EQ_INT(n, 4);
+    CHECK_EQ_INT(n, 6); /* lru, lfu, count, reuse, moe-infinity, belady */
     CHECK(!strcmp(moeinf_sim_default_policy(), "lru"));
     struct moeinf_policy *p = NULL;
     CHECK_EQ_INT(moeinf_policy_create("belady", &g, &p, &err), MOEINF_ERR_ARG);

@@ -123,6 +123,8 @@ struct moeinf_policy {
 extern const struct moeinf_policy_ops moeinf_policy_lru;
 extern const struct moeinf_policy_ops moeinf_policy_lfu;
 extern const struct moeinf_policy_ops moeinf_policy_count;
+extern const struct moeinf_policy_ops moeinf_policy_reuse;        /* policy_reuse.c */
+extern const struct moeinf_policy_ops moeinf_policy_moe_infinity; /* policy_eam.c */
 
 /* The name of the policy used when none is given. */
 #define MOEINF_POLICY_DEFAULT "lru"
