@@ -199,6 +199,8 @@ struct moeinf_sim_params {
     double expert_bytes;   /* time model: bytes of one expert */
     double bandwidth_gbps; /* time model: slow -> fast tier, in 1e9 bytes/s */
     double compute_ms;     /* time model: compute time of one token */
+    const char *eamc_path; /* policy state (EAMC) file: loaded before the replay when it
+                              exists, saved after it; NULL = start empty, save nothing */
 };
 
 struct moeinf_sim_result {

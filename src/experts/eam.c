@@ -521,3 +521,54 @@ enum moeinf_status moeinf_eamc_load(const struct moeinf_policy_geometry *geom, c
     fclose(f);
     return st;
 }
+
+/* ---- policy state files ---------------------------------------------------------------- */
+
+static enum moeinf_status no_state(const struct moeinf_policy *p, const char *path,
+                                   struct moeinf_error *err) {
+    return moeinf_fail(err, MOEINF_ERR_ARG, "%s: policy '%s' keeps no EAMC to load or save", path,
+                       p->ops->name);
+}
+
+/* Prefixes err's message with the path (the policy's loader does not know it). */
+static enum moeinf_status with_path(enum moeinf_status st, const char *path,
+                                    struct moeinf_error *err) {
+    if (err) {
+        char msg[sizeof err->msg];
+        snprintf(msg, sizeof msg, "%s", err->msg);
+        moeinf_fail(err, st, "%s: %s", path, msg);
+    }
+    return st;
+}
+
+enum moeinf_status moeinf_policy_state_load(struct moeinf_policy *p, const char *path,
+                                            bool *loaded, struct moeinf_error *err) {
+    if (!p->ops->load) return no_state(p, path, err);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        if (errno == ENOENT) {
+            *loaded = false;
+            return MOEINF_OK;
+        }
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path, strerror(errno));
+    }
+    enum moeinf_status st = p->ops->load(p->state, f, err);
+    fclose(f);
+    if (st != MOEINF_OK) return with_path(st, path, err);
+    *loaded = true;
+    return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_policy_state_save(const struct moeinf_policy *p, const char *path,
+                                            struct moeinf_error *err) {
+    if (!p->ops->save) return no_state(p, path, err);
+    struct moeinf_atomic_file af;
+    enum moeinf_status st = moeinf_atomic_open(path, &af, err);
+    if (st != MOEINF_OK) return st;
+    st = p->ops->save(p->state, af.fp, err);
+    if (st != MOEINF_OK) {
+        moeinf_atomic_abort(&af);
+        return with_path(st, path, err);
+    }
+    return moeinf_atomic_commit(&af, err);
+}

@@ -199,14 +199,14 @@ static int eam_propose_prefetch(void *state, int layer, uint32_t *out, int max) 
 
 static enum moeinf_status eam_save(const void *state, FILE *f, struct moeinf_error *err) {
     const struct eam_policy *s = state;
-    return moeinf_eamc_write(s->eamc, f, "eamc", err);
+    return moeinf_eamc_write(s->eamc, f, "EAMC", err);
 }
 
 /* All or nothing: the current collection is replaced only by a fully checked one. */
 static enum moeinf_status eam_load(void *state, FILE *f, struct moeinf_error *err) {
     struct eam_policy *s = state;
     struct moeinf_eamc *fresh = NULL;
-    enum moeinf_status st = moeinf_eamc_read(&s->geom, f, "eamc", &fresh, NULL, err);
+    enum moeinf_status st = moeinf_eamc_read(&s->geom, f, "EAMC", &fresh, NULL, err);
     if (st != MOEINF_OK) return st;
     moeinf_eamc_free(s->eamc);
     s->eamc = fresh;

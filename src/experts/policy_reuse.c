@@ -350,14 +350,14 @@ static uint32_t reuse_choose_victim(void *state, const struct moeinf_cache *cach
 
 static enum moeinf_status reuse_save(const void *state, FILE *f, struct moeinf_error *err) {
     const struct reuse *s = state;
-    return moeinf_eamc_write(s->eamc, f, "eamc", err);
+    return moeinf_eamc_write(s->eamc, f, "EAMC", err);
 }
 
 /* All or nothing: the current collection is replaced only by a fully checked one. */
 static enum moeinf_status reuse_load(void *state, FILE *f, struct moeinf_error *err) {
     struct reuse *s = state;
     struct moeinf_eamc *fresh = NULL;
-    enum moeinf_status st = moeinf_eamc_read(&s->geom, f, "eamc", &fresh, NULL, err);
+    enum moeinf_status st = moeinf_eamc_read(&s->geom, f, "EAMC", &fresh, NULL, err);
     if (st != MOEINF_OK) return st;
     moeinf_eamc_free(s->eamc);
     s->eamc = fresh;
