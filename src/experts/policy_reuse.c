@@ -45,6 +45,9 @@
 #define SMOOTH  0.5    /* pseudo-observations at the base rate top_k / n_experts per cell */
 #define G_MIX   0.5    /* weight of the EAMC prediction against the global frequency in G */
 #define CO_PSEUDO 1.0  /* pseudo-observations of the prior in the co-occurrence estimate */
+/* A proposal's least likelihood of use: wasted prefetches cost bandwidth (chosen on the first
+ * half of both traces under the time model, docs/CACHE_POLICY.md). */
+#define PREFETCH_MIN 0.3
 
 #define NA 14
 #define NF 14
@@ -70,6 +73,9 @@ struct reuse {
     double used[N_CELLS]; /* observations per cell that were used at the visit */
     double seen[N_CELLS];
     uint8_t *resident;    /* (n_ids) */
+    uint32_t *res_list;   /* (capacity) resident ids, any order, for prefetch decisions */
+    int32_t *res_pos;     /* (n_ids) index in res_list, -1 when absent */
+    int n_res;
     /* prefetch: co-occurrence of consecutive layers within a token */
     float *co;            /* ((n_layers - 1) x E x E) uses of b at l+1 after a at l */
     float *co_src;        /* ((n_layers - 1) x E) uses of a at l followed by a layer l+1 */
@@ -150,6 +156,8 @@ static void reuse_free(void *state) {
     free(s->cell);
     free(s->cell_next);
     free(s->resident);
+    free(s->res_list);
+    free(s->res_pos);
     free(s->co);
     free(s->co_src);
     free(s->step_ids);
@@ -182,18 +190,21 @@ static enum moeinf_status reuse_init(const struct moeinf_policy_geometry *geom, 
     s->cell = calloc(n, sizeof *s->cell);
     s->cell_next = calloc(n, sizeof *s->cell_next);
     s->resident = calloc(n, sizeof *s->resident);
+    s->res_list = malloc((size_t)geom->capacity * sizeof *s->res_list);
+    s->res_pos = malloc(n * sizeof *s->res_pos);
     s->co = calloc(pairs * (size_t)geom->n_experts + 1, sizeof *s->co);
     s->co_src = calloc(pairs + 1, sizeof *s->co_src);
     s->step_ids = malloc((size_t)geom->top_k * sizeof *s->step_ids);
     s->prev_ids = malloc((size_t)geom->top_k * sizeof *s->prev_ids);
     s->score = malloc((size_t)geom->n_experts * sizeof *s->score);
     if (!s->last_use || !s->last_stamp || !s->global || !s->pe || !s->prior || !s->cell || !s->cell_next ||
-        !s->resident || !s->co || !s->co_src || !s->step_ids || !s->prev_ids || !s->score) {
+        !s->resident || !s->res_list || !s->res_pos || !s->co || !s->co_src || !s->step_ids || !s->prev_ids || !s->score) {
         reuse_free(s);
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "policy reuse: out of memory");
     }
     for (size_t i = 0; i < n; i++) {
         s->last_use[i] = INT64_MIN / 2;
+        s->res_pos[i] = -1;
         s->pe[i] = s->prior[i] = 1.0f / (float)geom->n_experts;
     }
     *state = s;
@@ -292,13 +303,22 @@ static void reuse_on_access(void *state, uint32_t id, bool hit) {
 
 static void reuse_on_admit(void *state, uint32_t id, bool prefetch) {
     struct reuse *s = state;
+    assert(!s->resident[id] && s->n_res < s->geom.capacity);
     s->resident[id] = 1;
+    s->res_pos[id] = s->n_res;
+    s->res_list[s->n_res++] = id;
     if (!prefetch) s->last_stamp[id] = ++s->clock;
 }
 
 static void reuse_on_evict(void *state, uint32_t id) {
     struct reuse *s = state;
+    assert(s->resident[id]);
     s->resident[id] = 0;
+    int pos = s->res_pos[id];
+    uint32_t last = s->res_list[--s->n_res];
+    s->res_list[pos] = last;
+    s->res_pos[last] = pos;
+    s->res_pos[id] = -1;
 }
 
 /* The estimate of id at its layer's next visit, and how many steps away that visit is. */
@@ -364,6 +384,81 @@ static enum moeinf_status reuse_load(void *state, FILE *f, struct moeinf_error *
     return MOEINF_OK;
 }
 
+/* Keeps the k largest (value, id) pairs of a stream in vals/ids, descending (or, with
+ * `lowest`, the k smallest, ascending). Ties keep the earlier pair first. */
+static void keep_top(double *vals, uint32_t *ids, int *n, int k, double v, uint32_t id,
+                     bool lowest) {
+    int i = *n;
+    if (i == k) {
+        if (lowest ? !(v < vals[k - 1]) : !(v > vals[k - 1])) return;
+        i = k - 1;
+    } else {
+        (*n)++;
+    }
+    while (i > 0 && (lowest ? vals[i - 1] > v : vals[i - 1] < v)) {
+        vals[i] = vals[i - 1];
+        ids[i] = ids[i - 1];
+        i--;
+    }
+    vals[i] = v;
+    ids[i] = id;
+}
+
+#define MAX_PREFETCH 64
+
+/*
+ * After layer `layer`: the experts of the next layer this token (or layer 0 of the next token)
+ * most likely to be used, best first. Within a token the estimate conditions on the experts
+ * the router just chose, P(b | a) averaged over the chosen a, each shrunk towards the table's
+ * estimate for b by CO_PSEUDO observations. A candidate is proposed only when it beats the
+ * resident expert it would displace (the i-th proposal against the i-th lowest resident), so a
+ * prefetch never trades a likelier expert for a less likely one.
+ */
+static int reuse_propose_prefetch(void *state, int layer, uint32_t *out, int max) {
+    struct reuse *s = state;
+    const int E = s->n_experts;
+    if (max > MAX_PREFETCH) max = MAX_PREFETCH;
+    const int next = layer + 1 < s->n_layers ? layer + 1 : 0;
+    const uint32_t base = (uint32_t)next * (uint32_t)E;
+    double cand_v[MAX_PREFETCH], low_v[MAX_PREFETCH];
+    uint32_t cand_id[MAX_PREFETCH], low_id[MAX_PREFETCH];
+    int n_cand = 0, n_low = 0;
+    for (int b = 0; b < E; b++) {
+        uint32_t id = base + (uint32_t)b;
+        if (s->resident[id]) continue;
+        double q;
+        if (next > layer) {
+            double prior = cell_rate(s, s->cell[id]);
+            q = 0;
+            for (int i = 0; i < s->n_step; i++) {
+                size_t row = (size_t)layer * E + (s->step_ids[i] - (uint32_t)layer * (uint32_t)E);
+                q += ((double)s->co[row * (size_t)E + (size_t)b] + CO_PSEUDO * prior) /
+                     ((double)s->co_src[row] + CO_PSEUDO);
+            }
+            q = s->n_step > 0 ? q / s->n_step : prior;
+        } else {
+            q = cell_rate(s, s->cell_next[id]);
+        }
+        keep_top(cand_v, cand_id, &n_cand, max, q, id, false);
+    }
+    if (n_cand == 0) return 0;
+    /* Room that is free costs nothing; beyond it each proposal displaces a resident. */
+    int free_slots = s->geom.capacity - s->n_res;
+    for (int i = 0; i < s->n_res; i++) {
+        uint32_t id = s->res_list[i];
+        int steps;
+        keep_top(low_v, low_id, &n_low, max, next_visit(s, id, &steps), id, true);
+    }
+    int n = 0;
+    for (int i = 0; i < n_cand; i++) {
+        int displaced = i - free_slots;
+        if (!(cand_v[i] >= PREFETCH_MIN)) break;
+        if (displaced >= 0 && (displaced >= n_low || !(cand_v[i] > low_v[displaced]))) break;
+        out[n++] = cand_id[i];
+    }
+    return n;
+}
+
 const struct moeinf_policy_ops moeinf_policy_reuse = {
     .name = "reuse",
     .summary = "learned reuse likelihood from recency, request EAM and EAMC (moeinf default)",
@@ -378,6 +473,7 @@ const struct moeinf_policy_ops moeinf_policy_reuse = {
     .on_admit = reuse_on_admit,
     .on_evict = reuse_on_evict,
     .choose_victim = reuse_choose_victim,
+    .propose_prefetch = reuse_propose_prefetch,
     .save = reuse_save,
     .load = reuse_load,
 };
