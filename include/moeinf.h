@@ -191,7 +191,7 @@ void moeinf_sampler_accept(struct moeinf_sampler *s, int32_t id);
  */
 struct moeinf_sim_params {
     const char *trace_path;
-    const char *policy;    /* a name from moeinf_sim_policy_name; NULL = the default (lru) */
+    const char *policy;    /* a name from moeinf_sim_policy_name; NULL = the default (reuse) */
     int cache_experts;     /* slots shared by all layers; 0 = use cache_percent */
     double cache_percent;  /* % of n_layers x n_experts, rounded to the nearest integer */
     int prefetch;          /* most prefetches per (token, layer) step (default 0) */

@@ -96,7 +96,7 @@ static void test_json(void) {
     snprintf(args, sizeof args, "--trace %s --cache 4 --json", trace_path());
     CHECK_EQ_INT(sim(args), 0);
     /* the first token's 4 accesses miss, the second token's 4 hit */
-    CHECK_STR_CONTAINS(out_buf, "{\"policy\": \"lru\", \"cache_experts\": 4, \"accesses\": 8, "
+    CHECK_STR_CONTAINS(out_buf, "{\"policy\": \"reuse\", \"cache_experts\": 4, \"accesses\": 8, "
                                 "\"hits\": 4, \"hit_ratio\": 0.500000");
     snprintf(args, sizeof args, "--trace %s --cache 100%% --json --policy lfu", trace_path());
     CHECK_EQ_INT(sim(args), 0);
@@ -133,7 +133,7 @@ static void test_text_sweep_and_plot(void) {
     char args[1024], svg[512];
     snprintf(args, sizeof args, "--trace %s --cache 50%% --phase decode", trace_path());
     CHECK_EQ_INT(sim(args), 0);
-    CHECK_STR_CONTAINS(out_buf, "policy     lru, cache 4 experts (50.0% of 8)");
+    CHECK_STR_CONTAINS(out_buf, "policy     reuse, cache 4 experts (50.0% of 8)");
     CHECK_STR_CONTAINS(out_buf, "decode     hit ratio 1.0000 (4 of 4 accesses)");
     test_tmp_path("cli_plot.svg", svg, sizeof svg);
     remove(svg);
