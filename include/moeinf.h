@@ -201,6 +201,7 @@ struct moeinf_sim_params {
     double compute_ms;     /* time model: compute time of one token */
     const char *eamc_path; /* policy state (EAMC) file: loaded before the replay when it
                               exists, saved after it; NULL = start empty, save nothing */
+    int eamc_capacity;     /* entries of a new EAMC (no file yet); 0 = the policy's default */
 };
 
 struct moeinf_sim_result {

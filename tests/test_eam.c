@@ -492,7 +492,7 @@ static void test_policy_state_all_or_nothing(void) {
         }
         bool loaded = true;
         remove(a);
-        CHECK_EQ_INT(moeinf_policy_state_load(p, a, &loaded, &err), MOEINF_OK);
+        CHECK_EQ_INT(moeinf_policy_state_load(p, a, 0, &loaded, &err), MOEINF_OK);
         CHECK(!loaded); /* missing file: keeps its collection */
         CHECK_EQ_INT(moeinf_policy_state_save(p, a, &err), MOEINF_OK);
         static uint8_t buf[1 << 15];
@@ -500,7 +500,7 @@ static void test_policy_state_all_or_nothing(void) {
         CHECK(n > 40);
         buf[n / 2] ^= 0xff;
         spit(b, buf, n);
-        CHECK_EQ_INT(moeinf_policy_state_load(p, b, &loaded, &err), MOEINF_ERR_FORMAT);
+        CHECK_EQ_INT(moeinf_policy_state_load(p, b, 0, &loaded, &err), MOEINF_ERR_FORMAT);
         CHECK_STR_CONTAINS(err.msg, b);
         CHECK_STR_CONTAINS(err.msg, "checksum mismatch");
         /* unchanged: saving again gives the same bytes as before */
@@ -509,14 +509,14 @@ static void test_policy_state_all_or_nothing(void) {
         buf[n / 2] ^= 0xff;
         CHECK_EQ_INT(slurp(c2, again, sizeof again), n);
         CHECK(!memcmp(again, buf, n));
-        CHECK_EQ_INT(moeinf_policy_state_load(p, a, &loaded, &err), MOEINF_OK);
+        CHECK_EQ_INT(moeinf_policy_state_load(p, a, 0, &loaded, &err), MOEINF_OK);
         CHECK(loaded);
         moeinf_policy_free(p);
     }
     struct moeinf_policy *lru = NULL;
     CHECK_EQ_INT(moeinf_policy_create("lru", &g, &lru, &err), MOEINF_OK);
     bool loaded;
-    if (lru) CHECK_EQ_INT(moeinf_policy_state_load(lru, a, &loaded, &err), MOEINF_ERR_ARG);
+    if (lru) CHECK_EQ_INT(moeinf_policy_state_load(lru, a, 0, &loaded, &err), MOEINF_ERR_ARG);
     moeinf_policy_free(lru);
     remove(a);
     remove(b);
@@ -600,6 +600,29 @@ static void test_sim_eamc_option(void) {
         sp.trace_path = trace;
         remove(other);
     }
+    /* a new collection of 4 entries: the file keeps 4 of the 30 requests */
+    remove(state);
+    sp.policy = "reuse";
+    sp.eamc_capacity = 4;
+    CHECK_EQ_INT(moeinf_sim_run(&sp, &warm, &err), MOEINF_OK);
+    struct moeinf_policy_geometry g = {4, 12, 2, 0};
+    struct moeinf_eamc *small = NULL;
+    CHECK_EQ_INT(moeinf_eamc_load(&g, state, &small, NULL, &err), MOEINF_OK);
+    if (small) {
+        CHECK_EQ_INT(moeinf_eamc_capacity(small), 4);
+        CHECK_EQ_INT(moeinf_eamc_size(small), 4);
+    }
+    moeinf_eamc_free(small);
+    /* an existing file keeps its own capacity */
+    sp.eamc_capacity = 9;
+    CHECK_EQ_INT(moeinf_sim_run(&sp, &warm, &err), MOEINF_OK);
+    CHECK_EQ_INT(moeinf_eamc_load(&g, state, &small, NULL, &err), MOEINF_OK);
+    if (small) CHECK_EQ_INT(moeinf_eamc_capacity(small), 4);
+    moeinf_eamc_free(small);
+    sp.eamc_capacity = 5000;
+    remove(state);
+    CHECK_EQ_INT(moeinf_sim_run(&sp, &warm, &err), MOEINF_ERR_ARG);
+    sp.eamc_capacity = 0;
     sp.policy = "lru";
     CHECK_EQ_INT(moeinf_sim_run(&sp, &warm, &err), MOEINF_ERR_ARG);
     remove(trace);

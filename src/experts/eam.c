@@ -541,14 +541,51 @@ static enum moeinf_status with_path(enum moeinf_status st, const char *path,
     return st;
 }
 
+/* Gives the policy an empty collection of `capacity` entries, through its own loader. */
+static enum moeinf_status load_empty(struct moeinf_policy *p, const char *path, int capacity,
+                                     struct moeinf_error *err) {
+    struct moeinf_eamc *c = NULL;
+    enum moeinf_status st = moeinf_eamc_init(&p->geom, capacity, &c, err);
+    if (st != MOEINF_OK) return with_path(st, path, err);
+    char *buf = NULL;
+    size_t size = 0;
+    FILE *mem = open_memstream(&buf, &size);
+    if (!mem) {
+        moeinf_eamc_free(c);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    }
+    st = moeinf_eamc_write(c, mem, path, err);
+    moeinf_eamc_free(c);
+    if (fclose(mem) != 0 && st == MOEINF_OK) {
+        st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    }
+    if (st == MOEINF_OK) {
+        FILE *in = fmemopen(buf, size, "rb");
+        if (!in) {
+            st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+        } else {
+            st = p->ops->load(p->state, in, err);
+            fclose(in);
+            if (st != MOEINF_OK) st = with_path(st, path, err);
+        }
+    }
+    free(buf);
+    return st;
+}
+
 enum moeinf_status moeinf_policy_state_load(struct moeinf_policy *p, const char *path,
-                                            bool *loaded, struct moeinf_error *err) {
+                                            int capacity, bool *loaded,
+                                            struct moeinf_error *err) {
     if (!p->ops->load) return no_state(p, path, err);
+    if (capacity < 0 || capacity > MOEINF_EAMC_MAX_CAPACITY) {
+        return moeinf_fail(err, MOEINF_ERR_ARG, "%s: EAMC capacity %d is not in [1, %d]", path,
+                           capacity, MOEINF_EAMC_MAX_CAPACITY);
+    }
     FILE *f = fopen(path, "rb");
     if (!f) {
         if (errno == ENOENT) {
             *loaded = false;
-            return MOEINF_OK;
+            return capacity > 0 ? load_empty(p, path, capacity, err) : MOEINF_OK;
         }
         return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path, strerror(errno));
     }

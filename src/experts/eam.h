@@ -155,13 +155,15 @@ enum moeinf_status moeinf_eamc_load(const struct moeinf_policy_geometry *geom, c
 
 /*
  * A policy's saved state (its EAMC) at `path`, for `moeinf sim --eamc FILE` and the engine.
- * state_load: a missing file is no error (*loaded = false, the policy keeps its empty
- * collection); a file the policy rejects leaves the policy as it was. state_save writes
- * atomically. Both: MOEINF_ERR_ARG when the policy keeps no state (no save/load slots).
- * Messages start with the path.
+ * state_load: a missing file is no error (*loaded = false): the policy starts from an empty
+ * collection, of `capacity` entries when capacity > 0 (else the policy's default); a file the
+ * policy rejects leaves the policy as it was, and an existing file keeps its own capacity.
+ * state_save writes atomically. Both: MOEINF_ERR_ARG when the policy keeps no state (no
+ * save/load slots) or for a capacity out of range. Messages start with the path.
  */
 enum moeinf_status moeinf_policy_state_load(struct moeinf_policy *p, const char *path,
-                                            bool *loaded, struct moeinf_error *err);
+                                            int capacity, bool *loaded,
+                                            struct moeinf_error *err);
 enum moeinf_status moeinf_policy_state_save(const struct moeinf_policy *p, const char *path,
                                             struct moeinf_error *err);
 

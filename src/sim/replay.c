@@ -271,7 +271,8 @@ enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
     }
     if (params->eamc_path) {
         bool loaded = false;
-        st = moeinf_policy_state_load(rp.policy, params->eamc_path, &loaded, err);
+        st = moeinf_policy_state_load(rp.policy, params->eamc_path, params->eamc_capacity,
+                                      &loaded, err);
         if (st != MOEINF_OK) goto done;
     }
     if ((st = moeinf_cache_init(&g, &rp.cache, err)) != MOEINF_OK) goto done;
