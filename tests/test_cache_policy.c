@@ -16,10 +16,10 @@
 #include "sim/trace.h"
 #include "test.h"
 
-#define ML 4   /* layers */
-#define ME 8   /* experts per layer */
-#define MK 2   /* top_k */
-#define MN (ML * ME)
+#define ML      4 /* layers */
+#define ME      8 /* experts per layer */
+#define MK      2 /* top_k */
+#define MN      (ML * ME)
 #define MAX_TOK 400
 #define MAX_ENT 256
 
@@ -79,9 +79,8 @@ static void write_mtrace(const struct mtrace *t, const char *path) {
         for (int l = 0; l < ML; l++)
             for (int j = 0; j < MK; j++)
                 ex[l * MK + j] = t->ex[i][l][j];
-        CHECK_EQ_INT(moeinf_trace_writer_token(w, t->decode[i] ? MOEINF_PHASE_DECODE
-                                                               : MOEINF_PHASE_PREFILL,
-                                               ex, &err),
+        CHECK_EQ_INT(moeinf_trace_writer_token(
+                         w, t->decode[i] ? MOEINF_PHASE_DECODE : MOEINF_PHASE_PREFILL, ex, &err),
                      MOEINF_OK);
     }
     CHECK_EQ_INT(moeinf_trace_writer_close(w, &err), MOEINF_OK);
@@ -187,7 +186,8 @@ static int ref_predict(const struct ref_eamc *r, int n_match, float *out) {
     int mph = r->phase;
     if (dot(r->cur[mph], r->cur[mph]) == 0) mph = 0;
     double cn = dot(r->cur[mph], r->cur[mph]);
-    int pick[MAX_ENT], n = 0;
+    int pick[MAX_ENT];
+    int n = 0;
     bool taken[MAX_ENT] = {false};
     while (cn > 0 && n < n_match) {
         int best = -1;
@@ -313,9 +313,9 @@ static int ref_victim(const struct ref *r, const bool *res, const bool *pin, int
             steps = l - layer + ML;
             p = ref_rate(r, ref_cell(r, id, r->tok + 1));
         }
-        bool worse = best < 0 || p < bp ||
-                     (p == bp && (steps > bsteps ||
-                                  (steps == bsteps && r->stamp[id] < r->stamp[best])));
+        bool worse =
+            best < 0 || p < bp ||
+            (p == bp && (steps > bsteps || (steps == bsteps && r->stamp[id] < r->stamp[best])));
         if (worse) {
             best = id;
             bp = p;
@@ -388,7 +388,8 @@ static void ref_drive(enum ref_kind kind, const struct mtrace *t, int cap, struc
 
 static void compare(const char *name, enum ref_kind kind, uint64_t seed, int cap) {
     static struct mtrace t;
-    static struct decisions got, want;
+    static struct decisions got;
+    static struct decisions want;
     make(&t, seed, 40);
     drive(name, &t, cap, 0, &got);
     ref_drive(kind, &t, cap, &want);
@@ -442,7 +443,8 @@ static void test_moe_infinity_by_hand(void) {
             moeinf_cache_step_begin(c, p, l, &tokens[i][l], 1);
             struct moeinf_cache_event ev;
             CHECK_EQ_INT(moeinf_cache_access(c, p, tokens[i][l], &ev, &err), MOEINF_OK);
-            if (ev.evicted != MOEINF_EXPERT_NONE && n_victims < 4) victims[n_victims++] = ev.evicted;
+            if (ev.evicted != MOEINF_EXPERT_NONE && n_victims < 4)
+                victims[n_victims++] = ev.evicted;
             moeinf_cache_step_end(c, p, l, &tokens[i][l], 1);
         }
         moeinf_policy_token_end(p);
@@ -473,7 +475,8 @@ static uint32_t rec_choose(void *state, const struct moeinf_cache *cache) {
 
 static void test_same_decisions_in_simulator_and_direct(void) {
     static struct mtrace t;
-    static struct decisions direct, via_sim;
+    static struct decisions direct;
+    static struct decisions via_sim;
     char path[512];
     test_tmp_path("cache_policy_same.trace", path, sizeof path);
     static const char *const names[] = {"moe-infinity", "reuse"};

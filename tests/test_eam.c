@@ -111,7 +111,9 @@ static void test_predict_hand_computed(void) {
 
 /* float64 cosine, written here (not the library's). */
 static double cos64(const float *a, const float *b, size_t n) {
-    double ab = 0, aa = 0, bb = 0;
+    double ab = 0;
+    double aa = 0;
+    double bb = 0;
     for (size_t i = 0; i < n; i++) {
         ab += (double)a[i] * b[i];
         aa += (double)a[i] * a[i];
@@ -143,17 +145,26 @@ static void random_request(struct moeinf_eamc *c, uint64_t *rng, int L, int E, i
     }
 }
 
-enum { L3 = 3, E9 = 9, CAP = 5 };
+enum {
+    L3 = 3,
+    E9 = 9,
+    CAP = 5
+};
 
 static void test_match_and_replacement_brute_force(void) {
-    const int L = L3, E = E9, K = 2;
+    const int L = L3;
+    const int E = E9;
+    const int K = 2;
     struct moeinf_policy_geometry g = {L, E, K, 0};
     struct moeinf_eamc *c = NULL;
     struct moeinf_error err;
     CHECK_EQ_INT(moeinf_eamc_init(&g, CAP, &c, &err), MOEINF_OK);
     if (!c) return;
     uint64_t rng = 7;
-    float ent[CAP][2][27], cur[2][27], both_cur[54], both_ent[54];
+    float ent[CAP][2][27];
+    float cur[2][27];
+    float both_cur[54];
+    float both_ent[54];
     for (int r = 0; r < 40; r++) {
         random_request(c, &rng, L, E, K);
         int size = moeinf_eamc_size(c);
@@ -242,7 +253,8 @@ static bool same_collection(const struct moeinf_eamc *a, const struct moeinf_eam
     if (moeinf_eamc_size(a) != moeinf_eamc_size(b)) return false;
     if (moeinf_eamc_capacity(a) != moeinf_eamc_capacity(b)) return false;
     uint32_t n = moeinf_eamc_n_ids(a);
-    float *x = malloc(n * sizeof *x), *y = malloc(n * sizeof *y);
+    float *x = malloc(n * sizeof *x);
+    float *y = malloc(n * sizeof *y);
     bool same = x && y;
     for (int m = 0; same && m < moeinf_eamc_size(a); m++) {
         for (int ph = 0; ph < 2 && same; ph++) {
@@ -264,7 +276,8 @@ static void test_file_round_trip(void) {
     test_tmp_path("eam_round_trip.eamc", path, sizeof path);
     struct moeinf_error err;
     for (int n_req = 0; n_req <= 9; n_req += 3) {
-        struct moeinf_eamc *a = sample(&g, 6, n_req, 11 + (uint64_t)n_req), *b = NULL;
+        struct moeinf_eamc *a = sample(&g, 6, n_req, 11 + (uint64_t)n_req);
+        struct moeinf_eamc *b = NULL;
         if (!a) continue;
         CHECK_EQ_INT(moeinf_eamc_save(a, path, &err), MOEINF_OK);
         enum moeinf_eamc_defect d = MOEINF_EAMC_BAD_MAGIC;
@@ -273,8 +286,10 @@ static void test_file_round_trip(void) {
         if (b) {
             CHECK(same_collection(a, b));
             /* the same request predicts the same after the reload */
-            float pa[27], pb[27];
-            uint64_t r1 = 99, r2 = 99;
+            float pa[27];
+            float pb[27];
+            uint64_t r1 = 99;
+            uint64_t r2 = 99;
             random_request(a, &r1, 3, 9, 2);
             random_request(b, &r2, 3, 9, 2);
             CHECK_EQ_INT(moeinf_eamc_predict(a, 2, pa), moeinf_eamc_predict(b, 2, pb));
@@ -295,7 +310,9 @@ static void test_crash_before_rename_keeps_old_file(void) {
     char path[512];
     test_tmp_path("eam_atomic.eamc", path, sizeof path);
     struct moeinf_error err;
-    struct moeinf_eamc *old = sample(&g, 6, 4, 1), *fresh = sample(&g, 6, 6, 2), *back = NULL;
+    struct moeinf_eamc *old = sample(&g, 6, 4, 1);
+    struct moeinf_eamc *fresh = sample(&g, 6, 6, 2);
+    struct moeinf_eamc *back = NULL;
     if (!old || !fresh) goto done;
     CHECK_EQ_INT(moeinf_eamc_save(old, path, &err), MOEINF_OK);
     fflush(NULL);
@@ -374,8 +391,8 @@ static void put32(uint8_t *p, uint32_t v) {
         p[i] = (uint8_t)(v >> (8 * i));
 }
 
-static enum moeinf_eamc_defect load_defect(const struct moeinf_policy_geometry *g,
-                                           const char *path, struct moeinf_error *err) {
+static enum moeinf_eamc_defect load_defect(const struct moeinf_policy_geometry *g, const char *path,
+                                           struct moeinf_error *err) {
     struct moeinf_eamc *c = NULL;
     enum moeinf_eamc_defect d = MOEINF_EAMC_OK;
     enum moeinf_status st = moeinf_eamc_load(g, path, &c, &d, err);
@@ -387,7 +404,8 @@ static enum moeinf_eamc_defect load_defect(const struct moeinf_policy_geometry *
 
 static void test_defects_are_named(void) {
     struct moeinf_policy_geometry g = {3, 9, 2, 0};
-    char good[512], bad[512];
+    char good[512];
+    char bad[512];
     test_tmp_path("eam_good.eamc", good, sizeof good);
     test_tmp_path("eam_bad.eamc", bad, sizeof bad);
     struct moeinf_error err;
@@ -395,7 +413,8 @@ static void test_defects_are_named(void) {
     if (!c) return;
     CHECK_EQ_INT(moeinf_eamc_save(c, good, &err), MOEINF_OK);
     moeinf_eamc_free(c);
-    static uint8_t buf[1 << 14], mod[1 << 14];
+    static uint8_t buf[1 << 14];
+    static uint8_t mod[1 << 14];
     size_t n = slurp(good, buf, sizeof buf);
     CHECK_EQ_INT(n, 32 + 4 * (8 + 2 * 27 * 4) + 8);
     CHECK_EQ_INT(load_defect(&g, good, &err), MOEINF_EAMC_OK);
@@ -426,13 +445,20 @@ static void test_defects_are_named(void) {
         {"negative count, resealed", 32 + 8 + 8, 3, 0xbf800000u, MOEINF_EAMC_BAD_VALUE},
         {"infinite count, resealed", 32 + 8 + 12, 3, 0x7f800000u, MOEINF_EAMC_BAD_VALUE},
     };
+
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         memcpy(mod, buf, n);
         size_t len = n;
         switch (cases[i].kind) {
-        case 0: mod[cases[i].offset] ^= 0x5a; break;
-        case 1: len = cases[i].offset; break;
-        case 2: mod[len++] = 0; break;
+        case 0:
+            mod[cases[i].offset] ^= 0x5a;
+            break;
+        case 1:
+            len = cases[i].offset;
+            break;
+        case 2:
+            mod[len++] = 0;
+            break;
         default:
             put32(mod + cases[i].offset, cases[i].value);
             reseal(mod, len);
@@ -463,7 +489,9 @@ static void test_defects_are_named(void) {
 /* A policy's EAMC is replaced only by a good file; a bad one leaves it as it was. */
 static void test_policy_state_all_or_nothing(void) {
     struct moeinf_policy_geometry g = {3, 9, 2, 12};
-    char a[512], b[512], c2[512];
+    char a[512];
+    char b[512];
+    char c2[512];
     test_tmp_path("eam_state_a.eamc", a, sizeof a);
     test_tmp_path("eam_state_b.eamc", b, sizeof b);
     test_tmp_path("eam_state_c.eamc", c2, sizeof c2);
@@ -552,9 +580,8 @@ static void write_trace(const char *path, int L, int E, int K, int n_req, uint64
                     ex[l * K + j] = e;
                 }
             }
-            CHECK_EQ_INT(moeinf_trace_writer_token(w, t < 2 ? MOEINF_PHASE_PREFILL
-                                                            : MOEINF_PHASE_DECODE,
-                                                   ex, &err),
+            CHECK_EQ_INT(moeinf_trace_writer_token(
+                             w, t < 2 ? MOEINF_PHASE_PREFILL : MOEINF_PHASE_DECODE, ex, &err),
                          MOEINF_OK);
         }
     }
@@ -562,7 +589,8 @@ static void write_trace(const char *path, int L, int E, int K, int n_req, uint64
 }
 
 static void test_sim_eamc_option(void) {
-    char trace[512], state[512];
+    char trace[512];
+    char state[512];
     test_tmp_path("eam_sim.trace", trace, sizeof trace);
     test_tmp_path("eam_sim.eamc", state, sizeof state);
     write_trace(trace, 4, 12, 2, 30, 17);
@@ -570,7 +598,9 @@ static void test_sim_eamc_option(void) {
     struct moeinf_sim_params sp = moeinf_sim_params_default();
     sp.trace_path = trace;
     sp.cache_experts = 10;
-    struct moeinf_sim_result cold, saved, warm;
+    struct moeinf_sim_result cold;
+    struct moeinf_sim_result saved;
+    struct moeinf_sim_result warm;
     struct moeinf_error err;
     static const char *const names[] = {"moe-infinity", "reuse"};
     for (int k = 0; k < 2; k++) {

@@ -10,6 +10,11 @@
 #include "base/file.h"
 #include "base/status.h"
 
+/* The text of errno, thread-safe (GNU strerror_r: _GNU_SOURCE is set for every file). */
+static const char *errno_text(int errnum, char *buf, size_t size) {
+    return strerror_r(errnum, buf, size);
+}
+
 #define N_PHASES 2
 
 static const char magic[8] = {'M', 'O', 'E', 'I', 'E', 'A', 'M', 'C'};
@@ -31,24 +36,33 @@ struct moeinf_eamc {
     double *norm2[N_PHASES];    /* (capacity) squared norm of entry m in phase ph */
     uint32_t *tokens[N_PHASES]; /* (capacity) tokens of entry m in phase ph */
     /* The current request. */
-    float *cur[N_PHASES];      /* (n_ids) */
+    float *cur[N_PHASES]; /* (n_ids) */
     double cur_norm2[N_PHASES];
     uint32_t cur_tokens[N_PHASES];
-    double *dot[N_PHASES];     /* (capacity) dot(cur[ph], entry m in ph) */
+    double *dot[N_PHASES]; /* (capacity) dot(cur[ph], entry m in ph) */
     enum moeinf_phase phase;
 };
 
 const char *moeinf_eamc_defect_name(enum moeinf_eamc_defect d) {
     switch (d) {
-    case MOEINF_EAMC_OK: return "ok";
-    case MOEINF_EAMC_BAD_MAGIC: return "not an EAMC file";
-    case MOEINF_EAMC_BAD_VERSION: return "unsupported EAMC version";
-    case MOEINF_EAMC_TRUNCATED: return "truncated";
-    case MOEINF_EAMC_TRAILING: return "trailing bytes";
-    case MOEINF_EAMC_BAD_HEADER: return "bad header";
-    case MOEINF_EAMC_CHECKSUM: return "checksum mismatch";
-    case MOEINF_EAMC_BAD_VALUE: return "bad count";
-    case MOEINF_EAMC_GEOMETRY: return "geometry mismatch";
+    case MOEINF_EAMC_OK:
+        return "ok";
+    case MOEINF_EAMC_BAD_MAGIC:
+        return "not an EAMC file";
+    case MOEINF_EAMC_BAD_VERSION:
+        return "unsupported EAMC version";
+    case MOEINF_EAMC_TRUNCATED:
+        return "truncated";
+    case MOEINF_EAMC_TRAILING:
+        return "trailing bytes";
+    case MOEINF_EAMC_BAD_HEADER:
+        return "bad header";
+    case MOEINF_EAMC_CHECKSUM:
+        return "checksum mismatch";
+    case MOEINF_EAMC_BAD_VALUE:
+        return "bad count";
+    case MOEINF_EAMC_GEOMETRY:
+        return "geometry mismatch";
     }
     return "unknown defect";
 }
@@ -70,8 +84,8 @@ enum moeinf_status moeinf_eamc_init(const struct moeinf_policy_geometry *geom, i
                                     struct moeinf_eamc **out, struct moeinf_error *err) {
     if (geom->n_layers < 1 || geom->n_experts < 1 ||
         (uint64_t)geom->n_layers * (uint64_t)geom->n_experts > MOEINF_MAX_EXPERT_IDS) {
-        return moeinf_fail(err, MOEINF_ERR_ARG, "eamc: impossible geometry %d x %d",
-                           geom->n_layers, geom->n_experts);
+        return moeinf_fail(err, MOEINF_ERR_ARG, "eamc: impossible geometry %d x %d", geom->n_layers,
+                           geom->n_experts);
     }
     if (capacity < 1 || capacity > MOEINF_EAMC_MAX_CAPACITY) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "eamc: capacity %d is not in [1, %d]", capacity,
@@ -93,7 +107,8 @@ enum moeinf_status moeinf_eamc_init(const struct moeinf_policy_geometry *geom, i
         c->tokens[ph] = calloc((size_t)capacity, sizeof *c->tokens[ph]);
         c->cur[ph] = calloc(c->n_ids, sizeof *c->cur[ph]);
         c->dot[ph] = calloc((size_t)capacity, sizeof *c->dot[ph]);
-        if (!c->col[ph] || !c->row[ph] || !c->norm2[ph] || !c->tokens[ph] || !c->cur[ph] || !c->dot[ph]) {
+        if (!c->col[ph] || !c->row[ph] || !c->norm2[ph] || !c->tokens[ph] || !c->cur[ph] ||
+            !c->dot[ph]) {
             goto nomem;
         }
     }
@@ -205,7 +220,9 @@ double moeinf_eam_proximity(int layer, int current, int n_layers) {
 }
 
 double moeinf_eam_cosine(const float *a, const float *b, size_t n) {
-    double ab = 0, aa = 0, bb = 0;
+    double ab = 0;
+    double aa = 0;
+    double bb = 0;
     for (size_t i = 0; i < n; i++) {
         ab += (double)a[i] * (double)b[i];
         aa += (double)a[i] * (double)a[i];
@@ -253,7 +270,7 @@ int moeinf_eamc_match(const struct moeinf_eamc *c, int n_match, int *ids) {
 }
 
 void moeinf_eamc_predict_matched(const struct moeinf_eamc *c, const int *ids, int n, float *out) {
-    const int E = c->n_experts;
+    const int n_exp = c->n_experts;
     const float *rows = c->row[c->phase];
     /* Sum the matched entries, or the whole collection when nothing could be matched. */
     const int n_sum = n > 0 ? n : c->size;
@@ -265,13 +282,13 @@ void moeinf_eamc_predict_matched(const struct moeinf_eamc *c, const int *ids, in
             out[id] += r[id];
     }
     for (int l = 0; l < c->n_layers; l++) {
-        float *o = out + (size_t)l * E;
+        float *o = out + (size_t)l * n_exp;
         double sum = 0;
-        for (int e = 0; e < E; e++)
+        for (int e = 0; e < n_exp; e++)
             sum += (double)o[e];
         const float scale = sum > 0 ? (float)(1.0 / sum) : 0.0f;
-        for (int e = 0; e < E; e++)
-            o[e] = sum > 0 ? o[e] * scale : 1.0f / (float)E;
+        for (int e = 0; e < n_exp; e++)
+            o[e] = sum > 0 ? o[e] * scale : 1.0f / (float)n_exp;
     }
 }
 
@@ -369,8 +386,9 @@ enum moeinf_status moeinf_eamc_write(const struct moeinf_eamc *c, FILE *f, const
         sum[i] = (uint8_t)(h >> (8 * i));
     if (!w.failed && fwrite(sum, 1, sizeof sum, f) != sizeof sum) w.failed = true;
     if (w.failed || ferror(f)) {
+        char ebuf[128];
         return moeinf_fail(err, MOEINF_ERR_IO, "%s: write failed: %s", what,
-                           strerror(errno ? errno : EIO));
+                           errno_text(errno ? errno : EIO, ebuf, sizeof ebuf));
     }
     return MOEINF_OK;
 }
@@ -416,8 +434,10 @@ enum moeinf_status moeinf_eamc_read(const struct moeinf_policy_geometry *geom, F
         snprintf(detail, sizeof detail, "version %u, this build reads %u", version, VERSION);
         return defect_fail(err, defect, MOEINF_EAMC_BAD_VERSION, what, detail);
     }
-    uint32_t n_layers = get_u32(head + 12), n_experts = get_u32(head + 16);
-    uint32_t top_k = get_u32(head + 20), capacity = get_u32(head + 24);
+    uint32_t n_layers = get_u32(head + 12);
+    uint32_t n_experts = get_u32(head + 16);
+    uint32_t top_k = get_u32(head + 20);
+    uint32_t capacity = get_u32(head + 24);
     uint32_t size = get_u32(head + 28);
     if (n_layers < 1 || n_experts < 1 || top_k < 1 || top_k > n_experts ||
         (uint64_t)n_layers * n_experts > MOEINF_MAX_EXPERT_IDS || capacity < 1 ||
@@ -447,11 +467,12 @@ enum moeinf_status moeinf_eamc_read(const struct moeinf_policy_geometry *geom, F
         for (int ph = 0; ph < N_PHASES; ph++) {
             double norm2 = 0;
             for (uint32_t id0 = 0; id0 < n_ids; id0 += (uint32_t)(sizeof buf / 4)) {
-                uint32_t n = n_ids - id0 < sizeof buf / 4 ? n_ids - id0 : (uint32_t)(sizeof buf / 4);
+                uint32_t n =
+                    n_ids - id0 < sizeof buf / 4 ? n_ids - id0 : (uint32_t)(sizeof buf / 4);
                 if (!take(&r, buf, (size_t)n * 4)) goto truncated;
                 if (!c) continue;
                 for (uint32_t i = 0; i < n; i++) {
-                    float v = get_f32(buf + 4 * i);
+                    float v = get_f32(buf + (size_t)4 * i);
                     if (!isfinite(v) || v < 0) {
                         late = MOEINF_EAMC_BAD_VALUE;
                         v = 0;
@@ -468,8 +489,7 @@ enum moeinf_status moeinf_eamc_read(const struct moeinf_policy_geometry *geom, F
     if (fread(sum, 1, sizeof sum, f) != sizeof sum) goto truncated;
     if (fgetc(f) != EOF) {
         moeinf_eamc_free(c);
-        return defect_fail(err, defect, MOEINF_EAMC_TRAILING, what,
-                           "bytes after the checksum");
+        return defect_fail(err, defect, MOEINF_EAMC_TRAILING, what, "bytes after the checksum");
     }
     uint64_t stored = 0;
     for (int i = 0; i < 8; i++)
@@ -495,8 +515,7 @@ enum moeinf_status moeinf_eamc_read(const struct moeinf_policy_geometry *geom, F
 truncated:
     moeinf_eamc_free(c);
     if (ferror(f)) return moeinf_fail(err, MOEINF_ERR_IO, "%s: read failed", what);
-    return defect_fail(err, defect, MOEINF_EAMC_TRUNCATED, what,
-                       "shorter than its header says");
+    return defect_fail(err, defect, MOEINF_EAMC_TRUNCATED, what, "shorter than its header says");
 }
 
 enum moeinf_status moeinf_eamc_save(const struct moeinf_eamc *c, const char *path,
@@ -516,7 +535,10 @@ enum moeinf_status moeinf_eamc_load(const struct moeinf_policy_geometry *geom, c
                                     struct moeinf_eamc **out, enum moeinf_eamc_defect *defect,
                                     struct moeinf_error *err) {
     FILE *f = fopen(path, "rb");
-    if (!f) return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path, strerror(errno));
+    char ebuf[128];
+    if (!f)
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path,
+                           errno_text(errno, ebuf, sizeof ebuf));
     enum moeinf_status st = moeinf_eamc_read(geom, f, path, out, defect, err);
     fclose(f);
     return st;
@@ -546,7 +568,7 @@ static enum moeinf_status load_empty(struct moeinf_policy *p, const char *path, 
                                      struct moeinf_error *err) {
     struct moeinf_eamc *c = NULL;
     enum moeinf_status st = moeinf_eamc_init(&p->geom, capacity, &c, err);
-    if (st != MOEINF_OK) return with_path(st, path, err);
+    if (st != MOEINF_OK || !c) return with_path(st, path, err);
     char *buf = NULL;
     size_t size = 0;
     FILE *mem = open_memstream(&buf, &size);
@@ -573,9 +595,8 @@ static enum moeinf_status load_empty(struct moeinf_policy *p, const char *path, 
     return st;
 }
 
-enum moeinf_status moeinf_policy_state_load(struct moeinf_policy *p, const char *path,
-                                            int capacity, bool *loaded,
-                                            struct moeinf_error *err) {
+enum moeinf_status moeinf_policy_state_load(struct moeinf_policy *p, const char *path, int capacity,
+                                            bool *loaded, struct moeinf_error *err) {
     if (!p->ops->load) return no_state(p, path, err);
     if (capacity < 0 || capacity > MOEINF_EAMC_MAX_CAPACITY) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "%s: EAMC capacity %d is not in [1, %d]", path,
@@ -587,7 +608,9 @@ enum moeinf_status moeinf_policy_state_load(struct moeinf_policy *p, const char 
             *loaded = false;
             return capacity > 0 ? load_empty(p, path, capacity, err) : MOEINF_OK;
         }
-        return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path, strerror(errno));
+        char ebuf[128];
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path,
+                           errno_text(errno, ebuf, sizeof ebuf));
     }
     enum moeinf_status st = p->ops->load(p->state, f, err);
     fclose(f);

@@ -62,14 +62,14 @@ struct moeinf_eamc;
 /* What is wrong with an EAMC file; the message of a failed load starts with the name. */
 enum moeinf_eamc_defect {
     MOEINF_EAMC_OK = 0,
-    MOEINF_EAMC_BAD_MAGIC,    /* not an EAMC file */
-    MOEINF_EAMC_BAD_VERSION,  /* a version this build does not read */
-    MOEINF_EAMC_TRUNCATED,    /* shorter than its header says */
-    MOEINF_EAMC_TRAILING,     /* longer than its header says */
-    MOEINF_EAMC_BAD_HEADER,   /* capacity or entry count out of range */
-    MOEINF_EAMC_CHECKSUM,     /* the bytes do not match the stored checksum */
-    MOEINF_EAMC_BAD_VALUE,    /* a count that is negative, NaN or infinite */
-    MOEINF_EAMC_GEOMETRY,     /* written for another model (layers, experts or top_k) */
+    MOEINF_EAMC_BAD_MAGIC,   /* not an EAMC file */
+    MOEINF_EAMC_BAD_VERSION, /* a version this build does not read */
+    MOEINF_EAMC_TRUNCATED,   /* shorter than its header says */
+    MOEINF_EAMC_TRAILING,    /* longer than its header says */
+    MOEINF_EAMC_BAD_HEADER,  /* capacity or entry count out of range */
+    MOEINF_EAMC_CHECKSUM,    /* the bytes do not match the stored checksum */
+    MOEINF_EAMC_BAD_VALUE,   /* a count that is negative, NaN or infinite */
+    MOEINF_EAMC_GEOMETRY,    /* written for another model (layers, experts or top_k) */
 };
 
 const char *moeinf_eamc_defect_name(enum moeinf_eamc_defect d);
@@ -161,9 +161,8 @@ enum moeinf_status moeinf_eamc_load(const struct moeinf_policy_geometry *geom, c
  * state_save writes atomically. Both: MOEINF_ERR_ARG when the policy keeps no state (no
  * save/load slots) or for a capacity out of range. Messages start with the path.
  */
-enum moeinf_status moeinf_policy_state_load(struct moeinf_policy *p, const char *path,
-                                            int capacity, bool *loaded,
-                                            struct moeinf_error *err);
+enum moeinf_status moeinf_policy_state_load(struct moeinf_policy *p, const char *path, int capacity,
+                                            bool *loaded, struct moeinf_error *err);
 enum moeinf_status moeinf_policy_state_save(const struct moeinf_policy *p, const char *path,
                                             struct moeinf_error *err);
 

@@ -33,15 +33,15 @@ struct eam_policy {
     int n_layers, n_experts;
     uint32_t n_ids;
     struct moeinf_eamc *eamc;
-    float *peam;         /* (n_ids) PredictEAM, rows sum to 1 */
-    bool stale;          /* the request's EAM changed since peam was computed */
-    bool changed;        /* the collection or the phase changed: peam must be rebuilt */
-    int match[N_MATCH];  /* the entries peam was built from */
+    float *peam;        /* (n_ids) PredictEAM, rows sum to 1 */
+    bool stale;         /* the request's EAM changed since peam was computed */
+    bool changed;       /* the collection or the phase changed: peam must be rebuilt */
+    int match[N_MATCH]; /* the entries peam was built from */
     int n_match;
     uint64_t clock;
-    uint64_t *stamp;     /* (n_ids) last use or admission, for ties */
-    uint8_t *resident;   /* (n_ids) */
-    int layer;           /* layer of the current step */
+    uint64_t *stamp;   /* (n_ids) last use or admission, for ties */
+    uint8_t *resident; /* (n_ids) */
+    int layer;         /* layer of the current step */
 };
 
 static void eam_free(void *state) {
@@ -166,7 +166,7 @@ static uint32_t eam_choose_victim(void *state, const struct moeinf_cache *cache)
 static int eam_propose_prefetch(void *state, int layer, uint32_t *out, int max) {
     struct eam_policy *s = state;
     refresh(s);
-    const int E = s->n_experts;
+    const int n_exp = s->n_experts;
     int n = 0;
     /* Layer by layer in the order they run next; within a layer the most likely first. A
      * simple selection: max is small (a few experts per step). */
@@ -176,8 +176,8 @@ static int eam_propose_prefetch(void *state, int layer, uint32_t *out, int max) 
         for (int pick = 0; pick < max && n < max; pick++) {
             uint32_t best = MOEINF_EXPERT_NONE;
             double bv = 0;
-            for (int e = 0; e < E; e++) {
-                uint32_t id = (uint32_t)(l * E + e);
+            for (int e = 0; e < n_exp; e++) {
+                uint32_t id = (uint32_t)(l * n_exp + e);
                 if (s->resident[id]) continue;
                 bool taken = false;
                 for (int i = 0; i < n; i++)
@@ -190,7 +190,7 @@ static int eam_propose_prefetch(void *state, int layer, uint32_t *out, int max) 
                 }
             }
             /* Below uniform the prediction says nothing: stop with this layer. */
-            if (best == MOEINF_EXPERT_NONE || bv <= w / E) break;
+            if (best == MOEINF_EXPERT_NONE || bv <= w / n_exp) break;
             out[n++] = best;
         }
     }
@@ -231,4 +231,3 @@ const struct moeinf_policy_ops moeinf_policy_moe_infinity = {
     .save = eam_save,
     .load = eam_load,
 };
-

@@ -39,19 +39,19 @@
 #include "experts/eam.h"
 #include "experts/policy.h"
 
-#define N_MATCH 16     /* EAMC entries summed by PredictEAM */
-#define BETA    8.0    /* tokens of pseudo-evidence the EAMC prediction is worth in F */
-#define F_SCALE 4.0    /* F's buckets are for F_SCALE x uses per token */
-#define SMOOTH  0.5    /* pseudo-observations at the base rate top_k / n_experts per cell */
-#define G_MIX   0.5    /* weight of the EAMC prediction against the global frequency in G */
-#define CO_PSEUDO 1.0  /* pseudo-observations of the prior in the co-occurrence estimate */
+#define N_MATCH   16  /* EAMC entries summed by PredictEAM */
+#define BETA      8.0 /* tokens of pseudo-evidence the EAMC prediction is worth in F */
+#define F_SCALE   4.0 /* F's buckets are for F_SCALE x uses per token */
+#define SMOOTH    0.5 /* pseudo-observations at the base rate top_k / n_experts per cell */
+#define G_MIX     0.5 /* weight of the EAMC prediction against the global frequency in G */
+#define CO_PSEUDO 1.0 /* pseudo-observations of the prior in the co-occurrence estimate */
 /* A proposal's least likelihood of use: wasted prefetches cost bandwidth (chosen on the first
  * half of both traces under the time model, docs/CACHE_POLICY.md). */
 #define PREFETCH_MIN 0.3
 
-#define NA 14
-#define NF 14
-#define NG 9
+#define NA      14
+#define NF      14
+#define NG      9
 #define N_CELLS (NA * NF * NG)
 
 struct reuse {
@@ -72,17 +72,16 @@ struct reuse {
     uint16_t *cell_next;  /* (n_ids) cell at the next token's visit (updated on use) */
     double used[N_CELLS]; /* observations per cell that were used at the visit */
     double seen[N_CELLS];
-    uint8_t *resident;    /* (n_ids) */
-    uint32_t *res_list;   /* (capacity) resident ids, any order, for prefetch decisions */
-    int32_t *res_pos;     /* (n_ids) index in res_list, -1 when absent */
+    uint8_t *resident;  /* (n_ids) */
+    uint32_t *res_list; /* (capacity) resident ids, any order, for prefetch decisions */
+    int32_t *res_pos;   /* (n_ids) index in res_list, -1 when absent */
     int n_res;
     /* prefetch: co-occurrence of consecutive layers within a token */
-    float *co;            /* ((n_layers - 1) x E x E) uses of b at l+1 after a at l */
-    float *co_src;        /* ((n_layers - 1) x E) uses of a at l followed by a layer l+1 */
-    uint32_t *step_ids;   /* (top_k) ids of the current step */
-    uint32_t *prev_ids;   /* (top_k) ids of the previous step of this token */
+    float *co;          /* ((n_layers - 1) x E x E) uses of b at l+1 after a at l */
+    float *co_src;      /* ((n_layers - 1) x E) uses of a at l followed by a layer l+1 */
+    uint32_t *step_ids; /* (top_k) ids of the current step */
+    uint32_t *prev_ids; /* (top_k) ids of the previous step of this token */
     int n_step, n_prev;
-    float *score;         /* (E) prefetch scratch */
 };
 
 /* ---- features ------------------------------------------------------------------------ */
@@ -90,15 +89,12 @@ struct reuse {
 /* Bucket of "tokens since the last use": 1, 2, 3, 4, 5-6, 7-8, 9-12, 13-16, 17-24, 25-32,
  * 33-48, 49-64, 65-128, more (or never). */
 static const uint8_t age_table[129] = {
-    0, 0, 1, 2, 3, 4, 4, 5, 5, 6, 6, 6, 6, 7, 7, 7,
-    7, 8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9,
-    9, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
-    10, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11,
-    11, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12,
-    12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12,
-    12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12,
-    12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12,
-    12,
+    0,  0,  1,  2,  3,  4,  4,  5,  5,  6,  6,  6,  6,  7,  7,  7,  7,  8,  8,  8,  8,  8,
+    8,  8,  8,  9,  9,  9,  9,  9,  9,  9,  9,  10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
+    10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 12,
+    12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12,
+    12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12,
+    12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12,
 };
 
 static int age_bucket(int64_t age) {
@@ -114,8 +110,7 @@ static int count_below(const double *lim, int n, double v) {
 }
 
 static int f_bucket(double f) {
-    static const double lim[NF - 1] = {0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75,
-                                       1,    1.5,  2,   3,   4.5, 7};
+    static const double lim[NF - 1] = {0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 4.5, 7};
     return count_below(lim, NF - 1, f);
 }
 
@@ -162,7 +157,6 @@ static void reuse_free(void *state) {
     free(s->co_src);
     free(s->step_ids);
     free(s->prev_ids);
-    free(s->score);
     free(s);
 }
 
@@ -196,9 +190,9 @@ static enum moeinf_status reuse_init(const struct moeinf_policy_geometry *geom, 
     s->co_src = calloc(pairs + 1, sizeof *s->co_src);
     s->step_ids = malloc((size_t)geom->top_k * sizeof *s->step_ids);
     s->prev_ids = malloc((size_t)geom->top_k * sizeof *s->prev_ids);
-    s->score = malloc((size_t)geom->n_experts * sizeof *s->score);
-    if (!s->last_use || !s->last_stamp || !s->global || !s->pe || !s->prior || !s->cell || !s->cell_next ||
-        !s->resident || !s->res_list || !s->res_pos || !s->co || !s->co_src || !s->step_ids || !s->prev_ids || !s->score) {
+    if (!s->last_use || !s->last_stamp || !s->global || !s->pe || !s->prior || !s->cell ||
+        !s->cell_next || !s->resident || !s->res_list || !s->res_pos || !s->co || !s->co_src ||
+        !s->step_ids || !s->prev_ids) {
         reuse_free(s);
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "policy reuse: out of memory");
     }
@@ -229,16 +223,16 @@ static void reuse_token_begin(void *state, enum moeinf_phase phase) {
     struct reuse *s = state;
     moeinf_eamc_token_begin(s->eamc, phase);
     int used = moeinf_eamc_predict(s->eamc, N_MATCH, s->pe);
-    const int E = s->n_experts;
+    const int n_exp = s->n_experts;
     const double mix = used > 0 ? G_MIX : 0.0;
     for (int l = 0; l < s->n_layers; l++) {
-        const double *g = s->global + (size_t)l * E;
+        const double *g = s->global + (size_t)l * n_exp;
         double row = 0;
-        for (int e = 0; e < E; e++)
+        for (int e = 0; e < n_exp; e++)
             row += g[e];
-        for (int e = 0; e < E; e++) {
-            size_t id = (size_t)l * E + e;
-            double pg = (g[e] + 1e-3) / (row + 1e-3 * E);
+        for (int e = 0; e < n_exp; e++) {
+            size_t id = (size_t)l * n_exp + e;
+            double pg = (g[e] + 1e-3) / (row + 1e-3 * n_exp);
             s->prior[id] = (float)((1.0 - mix) * pg + mix * (double)s->pe[id]);
         }
     }
@@ -262,12 +256,12 @@ static void reuse_token_end(void *state) {
 
 static void reuse_step_begin(void *state, int layer, const uint32_t *ids, int n) {
     struct reuse *s = state;
-    const int E = s->n_experts;
+    const int n_exp = s->n_experts;
     assert(n <= s->top_k);
     s->layer = layer;
     /* Learn: every expert of this layer was visited; the router's choice says which won. */
-    const uint32_t base = (uint32_t)layer * (uint32_t)E;
-    for (int e = 0; e < E; e++)
+    const uint32_t base = (uint32_t)layer * (uint32_t)n_exp;
+    for (int e = 0; e < n_exp; e++)
         s->seen[s->cell[base + (uint32_t)e]] += 1.0;
     for (int i = 0; i < n; i++)
         s->used[s->cell[ids[i]]] += 1.0;
@@ -279,10 +273,10 @@ static void reuse_step_begin(void *state, int layer, const uint32_t *ids, int n)
     if (layer > 0 && s->n_prev > 0) {
         size_t src_layer = (size_t)(layer - 1);
         for (int i = 0; i < s->n_prev; i++) {
-            size_t a = s->prev_ids[i] - (uint32_t)(layer - 1) * (uint32_t)E;
-            size_t row = src_layer * (size_t)E + a;
+            size_t a = s->prev_ids[i] - (uint32_t)(layer - 1) * (uint32_t)n_exp;
+            size_t row = src_layer * (size_t)n_exp + a;
             s->co_src[row] += 1.0f;
-            float *co = s->co + row * (size_t)E;
+            float *co = s->co + row * (size_t)n_exp;
             for (int j = 0; j < n; j++)
                 co[ids[j] - base] += 1.0f;
         }
@@ -351,8 +345,7 @@ static uint32_t lowest(const struct reuse *s, const struct moeinf_cache *cache, 
         if (id == MOEINF_EXPERT_NONE || moeinf_cache_is_pinned(cache, id)) continue;
         int steps;
         double p = next_visit(s, id, &steps);
-        if (best == MOEINF_EXPERT_NONE ||
-            worse(p, steps, s->last_stamp[id], bp, bsteps, bstamp)) {
+        if (best == MOEINF_EXPERT_NONE || worse(p, steps, s->last_stamp[id], bp, bsteps, bstamp)) {
             best = id;
             bp = p;
             bsteps = steps;
@@ -416,14 +409,18 @@ static void keep_top(double *vals, uint32_t *ids, int *n, int k, double v, uint3
  */
 static int reuse_propose_prefetch(void *state, int layer, uint32_t *out, int max) {
     struct reuse *s = state;
-    const int E = s->n_experts;
+    const int n_exp = s->n_experts;
+    if (max <= 0) return 0;
     if (max > MAX_PREFETCH) max = MAX_PREFETCH;
     const int next = layer + 1 < s->n_layers ? layer + 1 : 0;
-    const uint32_t base = (uint32_t)next * (uint32_t)E;
-    double cand_v[MAX_PREFETCH], low_v[MAX_PREFETCH];
-    uint32_t cand_id[MAX_PREFETCH], low_id[MAX_PREFETCH];
-    int n_cand = 0, n_low = 0;
-    for (int b = 0; b < E; b++) {
+    const uint32_t base = (uint32_t)next * (uint32_t)n_exp;
+    double cand_v[MAX_PREFETCH];
+    double low_v[MAX_PREFETCH];
+    uint32_t cand_id[MAX_PREFETCH];
+    uint32_t low_id[MAX_PREFETCH];
+    int n_cand = 0;
+    int n_low = 0;
+    for (int b = 0; b < n_exp; b++) {
         uint32_t id = base + (uint32_t)b;
         if (s->resident[id]) continue;
         double q;
@@ -431,8 +428,9 @@ static int reuse_propose_prefetch(void *state, int layer, uint32_t *out, int max
             double prior = cell_rate(s, s->cell[id]);
             q = 0;
             for (int i = 0; i < s->n_step; i++) {
-                size_t row = (size_t)layer * E + (s->step_ids[i] - (uint32_t)layer * (uint32_t)E);
-                q += ((double)s->co[row * (size_t)E + (size_t)b] + CO_PSEUDO * prior) /
+                size_t row =
+                    (size_t)layer * n_exp + (s->step_ids[i] - (uint32_t)layer * (uint32_t)n_exp);
+                q += ((double)s->co[row * (size_t)n_exp + (size_t)b] + CO_PSEUDO * prior) /
                      ((double)s->co_src[row] + CO_PSEUDO);
             }
             q = s->n_step > 0 ? q / s->n_step : prior;
