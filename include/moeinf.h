@@ -253,7 +253,7 @@ void moeinf_sampler_accept(struct moeinf_sampler *s, int32_t id);
  */
 struct moeinf_sim_params {
     const char *trace_path;
-    const char *policy;    /* a name from moeinf_sim_policy_name; NULL = the default (lru) */
+    const char *policy;    /* a name from moeinf_sim_policy_name; NULL = the default (reuse) */
     int cache_experts;     /* slots shared by all layers; 0 = use cache_percent */
     double cache_percent;  /* % of n_layers x n_experts, rounded to the nearest integer */
     int prefetch;          /* most prefetches per (token, layer) step (default 0) */
@@ -261,6 +261,9 @@ struct moeinf_sim_params {
     double expert_bytes;   /* time model: bytes of one expert */
     double bandwidth_gbps; /* time model: slow -> fast tier, in 1e9 bytes/s */
     double compute_ms;     /* time model: compute time of one token */
+    const char *eamc_path; /* policy state (EAMC) file: loaded before the replay when it
+                              exists, saved after it; NULL = start empty, save nothing */
+    int eamc_capacity;     /* entries of a new EAMC (no file yet); 0 = the policy's default */
 };
 
 struct moeinf_sim_result {

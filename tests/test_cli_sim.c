@@ -96,7 +96,7 @@ static void test_json(void) {
     snprintf(args, sizeof args, "--trace %s --cache 4 --json", trace_path());
     CHECK_EQ_INT(sim(args), 0);
     /* the first token's 4 accesses miss, the second token's 4 hit */
-    CHECK_STR_CONTAINS(out_buf, "{\"policy\": \"lru\", \"cache_experts\": 4, \"accesses\": 8, "
+    CHECK_STR_CONTAINS(out_buf, "{\"policy\": \"reuse\", \"cache_experts\": 4, \"accesses\": 8, "
                                 "\"hits\": 4, \"hit_ratio\": 0.500000");
     snprintf(args, sizeof args, "--trace %s --cache 100%% --json --policy lfu", trace_path());
     CHECK_EQ_INT(sim(args), 0);
@@ -133,15 +133,15 @@ static void test_text_sweep_and_plot(void) {
     char args[1024], svg[512];
     snprintf(args, sizeof args, "--trace %s --cache 50%% --phase decode", trace_path());
     CHECK_EQ_INT(sim(args), 0);
-    CHECK_STR_CONTAINS(out_buf, "policy     lru, cache 4 experts (50.0% of 8)");
+    CHECK_STR_CONTAINS(out_buf, "policy     reuse, cache 4 experts (50.0% of 8)");
     CHECK_STR_CONTAINS(out_buf, "decode     hit ratio 1.0000 (4 of 4 accesses)");
     test_tmp_path("cli_plot.svg", svg, sizeof svg);
     remove(svg);
     snprintf(args, sizeof args, "--trace %s --sweep --sizes 2,4,100%% --plot %s", trace_path(),
              svg);
     CHECK_EQ_INT(sim(args), 0);
-    CHECK_STR_CONTAINS(out_buf, "| cache | lru | lfu | count | belady |");
-    CHECK_STR_CONTAINS(out_buf, "| 4 (50.0%) | 0.500 | 0.500 | 0.500 | 0.500 |");
+    CHECK_STR_CONTAINS(out_buf, "| cache | lru | lfu | count | reuse | moe-infinity | belady |");
+    CHECK_STR_CONTAINS(out_buf, "| 4 (50.0%) | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 |");
     CHECK_STR_CONTAINS(out_buf, "| 8 (100.0%) |");
     char body[1 << 15];
     slurp(svg, body, sizeof body);
@@ -150,7 +150,7 @@ static void test_text_sweep_and_plot(void) {
     int lines = 0;
     for (const char *p = body; (p = strstr(p, "<polyline")); p++)
         lines++;
-    CHECK_EQ_INT(lines, 4);
+    CHECK_EQ_INT(lines, 6); /* one per policy */
     snprintf(args, sizeof args, "--trace %s --sweep --sizes 4 --policies lru,nope", trace_path());
     CHECK_EQ_INT(sim(args), 2);
 }

@@ -555,8 +555,8 @@ static void test_registry_and_parameters(void) {
         /* the engine's registry has exactly the online ones */
         CHECK_EQ_INT(moeinf_policy_find(name) != NULL, ops->set_future == NULL);
     }
-    CHECK_EQ_INT(n, 4);
-    CHECK(!strcmp(moeinf_sim_default_policy(), "lru"));
+    CHECK_EQ_INT(n, 6); /* lru, lfu, count, reuse, moe-infinity, belady */
+    CHECK(!strcmp(moeinf_sim_default_policy(), MOEINF_POLICY_DEFAULT));
     struct moeinf_policy *p = NULL;
     CHECK_EQ_INT(moeinf_policy_create("belady", &g, &p, &err), MOEINF_ERR_ARG);
     CHECK_EQ_INT(moeinf_policy_create("nope", &g, &p, &err), MOEINF_ERR_ARG);
@@ -595,7 +595,7 @@ static void test_registry_and_parameters(void) {
     CHECK_EQ_INT(st, MOEINF_ERR_ARG);
     struct moeinf_sim_result r = sim(path, NULL, 2, 0, &st);
     CHECK_EQ_INT(st, MOEINF_OK);
-    CHECK(!strcmp(r.policy, "lru"));
+    CHECK(!strcmp(r.policy, MOEINF_POLICY_DEFAULT));
     CHECK_EQ_INT(r.accesses, 4);
     CHECK_EQ_INT(r.hits, 0);
     CHECK_EQ_INT(r.decode_accesses, 0);

@@ -54,6 +54,10 @@ static void usage(FILE *out) {
             "(default 0)\n"
             "  --warmup R          replay the first R requests without counting them "
             "(default 0)\n"
+            "  --eamc FILE         load the policy's EAMC from FILE before the replay (when it\n"
+            "                      exists) and save it there after (policies with an EAMC)\n"
+            "  --eamc-capacity N   entries of a new EAMC, when FILE does not exist yet\n"
+            "                      (default: the policy's, 256)\n"
             "  --json              print one JSON object: policy, cache_experts, accesses, "
             "hits,\n"
             "                      hit_ratio, decode_accesses, decode_hits, decode_hit_ratio,\n"
@@ -152,6 +156,11 @@ static int parse_args(int argc, char **argv, struct sim_opts *o, int *code) {
         } else if (!strcmp(a, "--prefetch")) {
             if (!cli_parse_long(CMD, a, v, 0, 1 << 20, &n)) return -1;
             o->params.prefetch = (int)n;
+        } else if (!strcmp(a, "--eamc")) {
+            o->params.eamc_path = v;
+        } else if (!strcmp(a, "--eamc-capacity")) {
+            if (!cli_parse_long(CMD, a, v, 1, 4096, &n)) return -1;
+            o->params.eamc_capacity = (int)n;
         } else if (!strcmp(a, "--warmup")) {
             if (!cli_parse_long(CMD, a, v, 0, 1L << 30, &n)) return -1;
             o->params.warmup_requests = (int)n;

@@ -8,9 +8,8 @@
 
 /* Every online policy; a new one is added here (see policy.h). */
 static const struct moeinf_policy_ops *const registry[] = {
-    &moeinf_policy_lru,
-    &moeinf_policy_lfu,
-    &moeinf_policy_count,
+    &moeinf_policy_lru,   &moeinf_policy_lfu,          &moeinf_policy_count,
+    &moeinf_policy_reuse, &moeinf_policy_moe_infinity,
 };
 
 const struct moeinf_policy_ops *moeinf_policy_registry(size_t i) {

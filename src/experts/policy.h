@@ -123,9 +123,11 @@ struct moeinf_policy {
 extern const struct moeinf_policy_ops moeinf_policy_lru;
 extern const struct moeinf_policy_ops moeinf_policy_lfu;
 extern const struct moeinf_policy_ops moeinf_policy_count;
+extern const struct moeinf_policy_ops moeinf_policy_reuse;        /* policy_reuse.c */
+extern const struct moeinf_policy_ops moeinf_policy_moe_infinity; /* policy_eam.c */
 
 /* The name of the policy used when none is given. */
-#define MOEINF_POLICY_DEFAULT "lru"
+#define MOEINF_POLICY_DEFAULT "reuse"
 
 /* Registered (online) policies by index; NULL past the end. */
 const struct moeinf_policy_ops *moeinf_policy_registry(size_t i);

@@ -12,6 +12,7 @@
 
 #include "base/status.h"
 #include "experts/cache.h"
+#include "experts/eam.h"
 #include "sim/trace.h"
 
 static const struct moeinf_policy_ops *const offline[] = {
@@ -268,6 +269,12 @@ enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
         future = NULL;
         if (st != MOEINF_OK) goto done;
     }
+    if (params->eamc_path) {
+        bool loaded = false;
+        st = moeinf_policy_state_load(rp.policy, params->eamc_path, params->eamc_capacity,
+                                      &loaded, err);
+        if (st != MOEINF_OK) goto done;
+    }
     if ((st = moeinf_cache_init(&g, &rp.cache, err)) != MOEINF_OK) goto done;
     rp.params = params;
     rp.res = &res;
@@ -282,6 +289,10 @@ enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
     res.timed = params->expert_bytes > 0 && params->bandwidth_gbps > 0 && params->compute_ms > 0;
     if (res.timed) rp.load_ms = params->expert_bytes / (params->bandwidth_gbps * 1e9) * 1e3;
     if ((st = replay_tokens(&rp, r, err)) != MOEINF_OK) goto done;
+    if (params->eamc_path &&
+        (st = moeinf_policy_state_save(rp.policy, params->eamc_path, err)) != MOEINF_OK) {
+        goto done;
+    }
 
     snprintf(res.policy, sizeof res.policy, "%s", ops->name);
     res.n_layers = g.n_layers;

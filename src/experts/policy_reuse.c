@@ -1,0 +1,477 @@
+/*
+ * policy_reuse.c - moeinf's default expert-cache policy: evict the resident expert least
+ * likely to be used at its layer's next visit, with that likelihood learned online from the
+ * replay itself. docs/CACHE_POLICY.md gives the measurements behind every choice here.
+ *
+ * DESIGN. Every expert, at every visit of its layer (one per token), is described by a cell
+ * of three features, fixed when the token starts:
+ *   A  tokens since its last use (recency; 14 log-spaced buckets, "never" last),
+ *   F  its expected uses per token in the current request: the request's own counts (rEAM)
+ *      shrunk towards the EAMC prediction, (count + BETA * top_k * pEAM) / (tokens + BETA),
+ *   G  its prior likelihood relative to uniform: half the EAMC prediction (PredictEAM over the
+ *      N_MATCH closest past requests), half the global frequency of the expert in its layer.
+ * When the router of a layer has chosen, each of that layer's E experts adds one observation
+ * to its cell: used or not. A cell's estimate is (used + S * K/E) / (seen + S): the observed
+ * rate of use at the next visit, smoothed towards the router's base rate. The victim is the
+ * resident, unpinned expert whose cell has the lowest estimate at its next visit (the current
+ * token's visit for layers still ahead, the next token's otherwise); ties go to the expert
+ * whose layer comes back last, then to the least recently used.
+ *
+ * Why a learned table rather than a formula: the paper's likelihood (EAMC only) ranks worse
+ * than recency on real traces, recency alone ignores the request's skew, and the right mix
+ * differs between models (top-1 with long decode vs top-6 prefill). The table finds the mix
+ * per model from the model's own routing, with no parameter tuned per trace: its only inputs
+ * are the geometry (n_layers, n_experts, top_k) and the events. Cost: O(n_ids) per token to
+ * refresh cells (plus PredictEAM), O(E) per layer step to learn, O(capacity) per eviction.
+ *
+ * Prefetch (propose_prefetch): after layer l, the experts of layer l + 1 most likely to be
+ * used by this token, from a layer-to-layer co-occurrence table (P(b at l+1 | the experts
+ * chosen at l), learned online), each only when it beats the estimate of the resident expert
+ * that would make room for it.
+ */
+#include <assert.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "experts/cache.h"
+#include "experts/eam.h"
+#include "experts/policy.h"
+
+#define N_MATCH   16  /* EAMC entries summed by PredictEAM */
+#define BETA      8.0 /* tokens of pseudo-evidence the EAMC prediction is worth in F */
+#define F_SCALE   4.0 /* F's buckets are for F_SCALE x uses per token */
+#define SMOOTH    0.5 /* pseudo-observations at the base rate top_k / n_experts per cell */
+#define G_MIX     0.5 /* weight of the EAMC prediction against the global frequency in G */
+#define CO_PSEUDO 1.0 /* pseudo-observations of the prior in the co-occurrence estimate */
+/* A proposal's least likelihood of use: wasted prefetches cost bandwidth (chosen on the first
+ * half of both traces under the time model, docs/CACHE_POLICY.md). */
+#define PREFETCH_MIN 0.3
+
+#define NA      14
+#define NF      14
+#define NG      9
+#define N_CELLS (NA * NF * NG)
+
+struct reuse {
+    struct moeinf_policy_geometry geom;
+    int n_layers, n_experts, top_k;
+    uint32_t n_ids;
+    struct moeinf_eamc *eamc;
+    int64_t tok;          /* tokens seen since the policy was made */
+    uint32_t req_tokens;  /* completed tokens of the current request */
+    int layer;            /* layer of the current (or last) step */
+    int64_t *last_use;    /* (n_ids) token of the last demand use, INT64_MIN / 2 if never */
+    uint64_t *last_stamp; /* (n_ids) event counter at the last use or admission: LRU ties */
+    uint64_t clock;
+    double *global;       /* (n_ids) demand uses since the start */
+    float *pe;            /* (n_ids) PredictEAM for the current token, rows sum to 1 */
+    float *prior;         /* (n_ids) G's likelihood, rows sum to 1 */
+    uint16_t *cell;       /* (n_ids) feature cell at this token's visit */
+    uint16_t *cell_next;  /* (n_ids) cell at the next token's visit (updated on use) */
+    double used[N_CELLS]; /* observations per cell that were used at the visit */
+    double seen[N_CELLS];
+    uint8_t *resident;  /* (n_ids) */
+    uint32_t *res_list; /* (capacity) resident ids, any order, for prefetch decisions */
+    int32_t *res_pos;   /* (n_ids) index in res_list, -1 when absent */
+    int n_res;
+    /* prefetch: co-occurrence of consecutive layers within a token */
+    float *co;          /* ((n_layers - 1) x E x E) uses of b at l+1 after a at l */
+    float *co_src;      /* ((n_layers - 1) x E) uses of a at l followed by a layer l+1 */
+    uint32_t *step_ids; /* (top_k) ids of the current step */
+    uint32_t *prev_ids; /* (top_k) ids of the previous step of this token */
+    int n_step, n_prev;
+};
+
+/* ---- features ------------------------------------------------------------------------ */
+
+/* Bucket of "tokens since the last use": 1, 2, 3, 4, 5-6, 7-8, 9-12, 13-16, 17-24, 25-32,
+ * 33-48, 49-64, 65-128, more (or never). */
+static const uint8_t age_table[129] = {
+    0,  0,  1,  2,  3,  4,  4,  5,  5,  6,  6,  6,  6,  7,  7,  7,  7,  8,  8,  8,  8,  8,
+    8,  8,  8,  9,  9,  9,  9,  9,  9,  9,  9,  10, 10, 10, 10, 10, 10, 10, 10, 10, 10, 10,
+    10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 11, 12,
+    12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12,
+    12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12,
+    12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12, 12,
+};
+
+static int age_bucket(int64_t age) {
+    return age >= 0 && age <= 128 ? age_table[age] : NA - 1;
+}
+
+/* Number of thresholds at or below v: the bucket, without branches. */
+static int count_below(const double *lim, int n, double v) {
+    int b = 0;
+    for (int i = 0; i < n; i++)
+        b += v >= lim[i];
+    return b;
+}
+
+static int f_bucket(double f) {
+    static const double lim[NF - 1] = {0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1, 1.5, 2, 3, 4.5, 7};
+    return count_below(lim, NF - 1, f);
+}
+
+static int g_bucket(double ratio) {
+    static const double lim[NG - 1] = {0.125, 0.25, 0.5, 0.8, 1.25, 2, 4, 8};
+    return count_below(lim, NG - 1, ratio);
+}
+
+/* The request-and-prior part of an expert's cell ((G * NF + F) * NA), given its count in the
+ * current request and `tokens` completed tokens of the request. */
+static int cell_base(const struct reuse *s, uint32_t id, double count, uint32_t tokens) {
+    double f = (count + BETA * s->top_k * (double)s->pe[id]) / ((double)tokens + BETA) * F_SCALE;
+    int g = g_bucket((double)s->prior[id] * s->n_experts);
+    return (g * NF + f_bucket(f)) * NA;
+}
+
+static double request_count(const struct reuse *s, uint32_t id) {
+    return (double)moeinf_eamc_current(s->eamc, MOEINF_PHASE_PREFILL)[id] +
+           (double)moeinf_eamc_current(s->eamc, MOEINF_PHASE_DECODE)[id];
+}
+
+static double cell_rate(const struct reuse *s, uint16_t cell) {
+    double base = (double)s->top_k / s->n_experts;
+    return (s->used[cell] + SMOOTH * base) / (s->seen[cell] + SMOOTH);
+}
+
+/* ---- life cycle ---------------------------------------------------------------------- */
+
+static void reuse_free(void *state) {
+    struct reuse *s = state;
+    if (!s) return;
+    moeinf_eamc_free(s->eamc);
+    free(s->last_use);
+    free(s->last_stamp);
+    free(s->global);
+    free(s->pe);
+    free(s->prior);
+    free(s->cell);
+    free(s->cell_next);
+    free(s->resident);
+    free(s->res_list);
+    free(s->res_pos);
+    free(s->co);
+    free(s->co_src);
+    free(s->step_ids);
+    free(s->prev_ids);
+    free(s);
+}
+
+static enum moeinf_status reuse_init(const struct moeinf_policy_geometry *geom, void **state,
+                                     struct moeinf_error *err) {
+    struct reuse *s = calloc(1, sizeof *s);
+    if (!s) return moeinf_fail(err, MOEINF_ERR_NOMEM, "policy reuse: out of memory");
+    s->geom = *geom;
+    s->n_layers = geom->n_layers;
+    s->n_experts = geom->n_experts;
+    s->top_k = geom->top_k;
+    s->n_ids = (uint32_t)geom->n_layers * (uint32_t)geom->n_experts;
+    enum moeinf_status st = moeinf_eamc_init(geom, MOEINF_EAMC_DEFAULT_CAPACITY, &s->eamc, err);
+    if (st != MOEINF_OK) {
+        free(s);
+        return st;
+    }
+    size_t n = s->n_ids;
+    size_t pairs = (size_t)(geom->n_layers - 1) * (size_t)geom->n_experts;
+    s->last_use = malloc(n * sizeof *s->last_use);
+    s->last_stamp = calloc(n, sizeof *s->last_stamp);
+    s->global = calloc(n, sizeof *s->global);
+    s->pe = malloc(n * sizeof *s->pe);
+    s->prior = malloc(n * sizeof *s->prior);
+    s->cell = calloc(n, sizeof *s->cell);
+    s->cell_next = calloc(n, sizeof *s->cell_next);
+    s->resident = calloc(n, sizeof *s->resident);
+    s->res_list = malloc((size_t)geom->capacity * sizeof *s->res_list);
+    s->res_pos = malloc(n * sizeof *s->res_pos);
+    s->co = calloc(pairs * (size_t)geom->n_experts + 1, sizeof *s->co);
+    s->co_src = calloc(pairs + 1, sizeof *s->co_src);
+    s->step_ids = malloc((size_t)geom->top_k * sizeof *s->step_ids);
+    s->prev_ids = malloc((size_t)geom->top_k * sizeof *s->prev_ids);
+    if (!s->last_use || !s->last_stamp || !s->global || !s->pe || !s->prior || !s->cell ||
+        !s->cell_next || !s->resident || !s->res_list || !s->res_pos || !s->co || !s->co_src ||
+        !s->step_ids || !s->prev_ids) {
+        reuse_free(s);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "policy reuse: out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
+        s->last_use[i] = INT64_MIN / 2;
+        s->res_pos[i] = -1;
+        s->pe[i] = s->prior[i] = 1.0f / (float)geom->n_experts;
+    }
+    *state = s;
+    return MOEINF_OK;
+}
+
+/* ---- events -------------------------------------------------------------------------- */
+
+static void reuse_request_begin(void *state, uint64_t index) {
+    (void)index;
+    struct reuse *s = state;
+    moeinf_eamc_request_begin(s->eamc);
+    s->req_tokens = 0;
+}
+
+static void reuse_request_end(void *state) {
+    struct reuse *s = state;
+    moeinf_eamc_request_end(s->eamc);
+}
+
+static void reuse_token_begin(void *state, enum moeinf_phase phase) {
+    struct reuse *s = state;
+    moeinf_eamc_token_begin(s->eamc, phase);
+    int used = moeinf_eamc_predict(s->eamc, N_MATCH, s->pe);
+    const int n_exp = s->n_experts;
+    const double mix = used > 0 ? G_MIX : 0.0;
+    for (int l = 0; l < s->n_layers; l++) {
+        const double *g = s->global + (size_t)l * n_exp;
+        double row = 0;
+        for (int e = 0; e < n_exp; e++)
+            row += g[e];
+        for (int e = 0; e < n_exp; e++) {
+            size_t id = (size_t)l * n_exp + e;
+            double pg = (g[e] + 1e-3) / (row + 1e-3 * n_exp);
+            s->prior[id] = (float)((1.0 - mix) * pg + mix * (double)s->pe[id]);
+        }
+    }
+    const float *pre = moeinf_eamc_current(s->eamc, MOEINF_PHASE_PREFILL);
+    const float *dec = moeinf_eamc_current(s->eamc, MOEINF_PHASE_DECODE);
+    for (uint32_t id = 0; id < s->n_ids; id++) {
+        int base = cell_base(s, id, (double)pre[id] + (double)dec[id], s->req_tokens);
+        int64_t age = s->tok - s->last_use[id];
+        s->cell[id] = (uint16_t)(base + age_bucket(age));
+        s->cell_next[id] = (uint16_t)(base + age_bucket(age + 1));
+    }
+    s->n_prev = 0;
+    s->n_step = 0;
+}
+
+static void reuse_token_end(void *state) {
+    struct reuse *s = state;
+    s->tok++;
+    s->req_tokens++;
+}
+
+static void reuse_step_begin(void *state, int layer, const uint32_t *ids, int n) {
+    struct reuse *s = state;
+    const int n_exp = s->n_experts;
+    assert(n <= s->top_k);
+    s->layer = layer;
+    /* Learn: every expert of this layer was visited; the router's choice says which won. */
+    const uint32_t base = (uint32_t)layer * (uint32_t)n_exp;
+    for (int e = 0; e < n_exp; e++)
+        s->seen[s->cell[base + (uint32_t)e]] += 1.0;
+    for (int i = 0; i < n; i++)
+        s->used[s->cell[ids[i]]] += 1.0;
+    /* Co-occurrence of the previous layer's choice with this one. */
+    memcpy(s->prev_ids, s->step_ids, (size_t)s->n_step * sizeof *s->prev_ids);
+    s->n_prev = s->n_step;
+    memcpy(s->step_ids, ids, (size_t)n * sizeof *ids);
+    s->n_step = n;
+    if (layer > 0 && s->n_prev > 0) {
+        size_t src_layer = (size_t)(layer - 1);
+        for (int i = 0; i < s->n_prev; i++) {
+            size_t a = s->prev_ids[i] - (uint32_t)(layer - 1) * (uint32_t)n_exp;
+            size_t row = src_layer * (size_t)n_exp + a;
+            s->co_src[row] += 1.0f;
+            float *co = s->co + row * (size_t)n_exp;
+            for (int j = 0; j < n; j++)
+                co[ids[j] - base] += 1.0f;
+        }
+    }
+}
+
+static void reuse_on_access(void *state, uint32_t id, bool hit) {
+    (void)hit;
+    struct reuse *s = state;
+    s->last_use[id] = s->tok;
+    s->last_stamp[id] = ++s->clock;
+    s->global[id] += 1.0;
+    moeinf_eamc_record(s->eamc, id);
+    /* Used now: its next visit is the next token's, with the count that includes this use. */
+    s->cell_next[id] =
+        (uint16_t)(cell_base(s, id, request_count(s, id), s->req_tokens) + age_bucket(1));
+}
+
+static void reuse_on_admit(void *state, uint32_t id, bool prefetch) {
+    struct reuse *s = state;
+    assert(!s->resident[id] && s->n_res < s->geom.capacity);
+    s->resident[id] = 1;
+    s->res_pos[id] = s->n_res;
+    s->res_list[s->n_res++] = id;
+    if (!prefetch) s->last_stamp[id] = ++s->clock;
+}
+
+static void reuse_on_evict(void *state, uint32_t id) {
+    struct reuse *s = state;
+    assert(s->resident[id]);
+    s->resident[id] = 0;
+    int pos = s->res_pos[id];
+    uint32_t last = s->res_list[--s->n_res];
+    s->res_list[pos] = last;
+    s->res_pos[last] = pos;
+    s->res_pos[id] = -1;
+}
+
+/* The estimate of id at its layer's next visit, and how many steps away that visit is. */
+static double next_visit(const struct reuse *s, uint32_t id, int *steps) {
+    int l = (int)(id / (uint32_t)s->n_experts);
+    if (l > s->layer) {
+        *steps = l - s->layer;
+        return cell_rate(s, s->cell[id]);
+    }
+    *steps = l - s->layer + s->n_layers;
+    return cell_rate(s, s->cell_next[id]);
+}
+
+/* True when (p, steps, stamp) should be evicted before the current best. */
+static bool worse(double p, int steps, uint64_t stamp, double bp, int bsteps, uint64_t bstamp) {
+    if (p != bp) return p < bp;
+    if (steps != bsteps) return steps > bsteps;
+    return stamp < bstamp;
+}
+
+/* The lowest-ranked resident unpinned expert and its estimate. */
+static uint32_t lowest(const struct reuse *s, const struct moeinf_cache *cache, double *rate) {
+    uint32_t best = MOEINF_EXPERT_NONE;
+    double bp = 0;
+    int bsteps = 0;
+    uint64_t bstamp = 0;
+    const int cap = moeinf_cache_capacity(cache);
+    for (int slot = 0; slot < cap; slot++) {
+        uint32_t id = moeinf_cache_slot_expert(cache, slot);
+        if (id == MOEINF_EXPERT_NONE || moeinf_cache_is_pinned(cache, id)) continue;
+        int steps;
+        double p = next_visit(s, id, &steps);
+        if (best == MOEINF_EXPERT_NONE || worse(p, steps, s->last_stamp[id], bp, bsteps, bstamp)) {
+            best = id;
+            bp = p;
+            bsteps = steps;
+            bstamp = s->last_stamp[id];
+        }
+    }
+    *rate = bp;
+    return best;
+}
+
+static uint32_t reuse_choose_victim(void *state, const struct moeinf_cache *cache) {
+    double rate;
+    return lowest(state, cache, &rate);
+}
+
+static enum moeinf_status reuse_save(const void *state, FILE *f, struct moeinf_error *err) {
+    const struct reuse *s = state;
+    return moeinf_eamc_write(s->eamc, f, "EAMC", err);
+}
+
+/* All or nothing: the current collection is replaced only by a fully checked one. */
+static enum moeinf_status reuse_load(void *state, FILE *f, struct moeinf_error *err) {
+    struct reuse *s = state;
+    struct moeinf_eamc *fresh = NULL;
+    enum moeinf_status st = moeinf_eamc_read(&s->geom, f, "EAMC", &fresh, NULL, err);
+    if (st != MOEINF_OK) return st;
+    moeinf_eamc_free(s->eamc);
+    s->eamc = fresh;
+    return MOEINF_OK;
+}
+
+/* Keeps the k largest (value, id) pairs of a stream in vals/ids, descending (or, with
+ * `lowest`, the k smallest, ascending). Ties keep the earlier pair first. */
+static void keep_top(double *vals, uint32_t *ids, int *n, int k, double v, uint32_t id,
+                     bool lowest) {
+    int i = *n;
+    if (i == k) {
+        if (lowest ? !(v < vals[k - 1]) : !(v > vals[k - 1])) return;
+        i = k - 1;
+    } else {
+        (*n)++;
+    }
+    while (i > 0 && (lowest ? vals[i - 1] > v : vals[i - 1] < v)) {
+        vals[i] = vals[i - 1];
+        ids[i] = ids[i - 1];
+        i--;
+    }
+    vals[i] = v;
+    ids[i] = id;
+}
+
+#define MAX_PREFETCH 64
+
+/*
+ * After layer `layer`: the experts of the next layer this token (or layer 0 of the next token)
+ * most likely to be used, best first. Within a token the estimate conditions on the experts
+ * the router just chose, P(b | a) averaged over the chosen a, each shrunk towards the table's
+ * estimate for b by CO_PSEUDO observations. A candidate is proposed only when it beats the
+ * resident expert it would displace (the i-th proposal against the i-th lowest resident), so a
+ * prefetch never trades a likelier expert for a less likely one.
+ */
+static int reuse_propose_prefetch(void *state, int layer, uint32_t *out, int max) {
+    struct reuse *s = state;
+    const int n_exp = s->n_experts;
+    if (max <= 0) return 0;
+    if (max > MAX_PREFETCH) max = MAX_PREFETCH;
+    const int next = layer + 1 < s->n_layers ? layer + 1 : 0;
+    const uint32_t base = (uint32_t)next * (uint32_t)n_exp;
+    double cand_v[MAX_PREFETCH];
+    double low_v[MAX_PREFETCH];
+    uint32_t cand_id[MAX_PREFETCH];
+    uint32_t low_id[MAX_PREFETCH];
+    int n_cand = 0;
+    int n_low = 0;
+    for (int b = 0; b < n_exp; b++) {
+        uint32_t id = base + (uint32_t)b;
+        if (s->resident[id]) continue;
+        double q;
+        if (next > layer) {
+            double prior = cell_rate(s, s->cell[id]);
+            q = 0;
+            for (int i = 0; i < s->n_step; i++) {
+                size_t row =
+                    (size_t)layer * n_exp + (s->step_ids[i] - (uint32_t)layer * (uint32_t)n_exp);
+                q += ((double)s->co[row * (size_t)n_exp + (size_t)b] + CO_PSEUDO * prior) /
+                     ((double)s->co_src[row] + CO_PSEUDO);
+            }
+            q = s->n_step > 0 ? q / s->n_step : prior;
+        } else {
+            q = cell_rate(s, s->cell_next[id]);
+        }
+        keep_top(cand_v, cand_id, &n_cand, max, q, id, false);
+    }
+    if (n_cand == 0) return 0;
+    /* Room that is free costs nothing; beyond it each proposal displaces a resident. */
+    int free_slots = s->geom.capacity - s->n_res;
+    for (int i = 0; i < s->n_res; i++) {
+        uint32_t id = s->res_list[i];
+        int steps;
+        keep_top(low_v, low_id, &n_low, max, next_visit(s, id, &steps), id, true);
+    }
+    int n = 0;
+    for (int i = 0; i < n_cand; i++) {
+        int displaced = i - free_slots;
+        if (!(cand_v[i] >= PREFETCH_MIN)) break;
+        if (displaced >= 0 && (displaced >= n_low || !(cand_v[i] > low_v[displaced]))) break;
+        out[n++] = cand_id[i];
+    }
+    return n;
+}
+
+const struct moeinf_policy_ops moeinf_policy_reuse = {
+    .name = "reuse",
+    .summary = "learned reuse likelihood from recency, request EAM and EAMC (moeinf default)",
+    .init = reuse_init,
+    .free = reuse_free,
+    .on_request_begin = reuse_request_begin,
+    .on_request_end = reuse_request_end,
+    .on_token_begin = reuse_token_begin,
+    .on_token_end = reuse_token_end,
+    .on_step_begin = reuse_step_begin,
+    .on_access = reuse_on_access,
+    .on_admit = reuse_on_admit,
+    .on_evict = reuse_on_evict,
+    .choose_victim = reuse_choose_victim,
+    .propose_prefetch = reuse_propose_prefetch,
+    .save = reuse_save,
+    .load = reuse_load,
+};

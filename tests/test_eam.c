@@ -1,0 +1,671 @@
+/*
+ * test_eam.c - EAM, EAMC and PredictEAM against hand-computed cases and brute-force
+ * recomputation (cosines from the stored entries, in float64); the EAMC file: round trip,
+ * atomic replacement under a crash before the rename, every defect named, and a rejected file
+ * leaving the policy as it was; `sim --eamc` saving and reloading.
+ */
+#include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "base/file.h"
+#include "experts/eam.h"
+#include "experts/policy.h"
+#include "moeinf.h"
+#include "sim/trace.h"
+#include "test.h"
+
+static uint64_t rng_next(uint64_t *s) {
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* Feeds one token (phase, one expert per layer given as `experts[l]`, top_k 1). */
+static void token1(struct moeinf_eamc *c, enum moeinf_phase ph, int n_experts, const int *experts,
+                   int n_layers) {
+    moeinf_eamc_token_begin(c, ph);
+    for (int l = 0; l < n_layers; l++)
+        moeinf_eamc_record(c, (uint32_t)(l * n_experts + experts[l]));
+}
+
+static void test_predict_hand_computed(void) {
+    struct moeinf_policy_geometry g = {2, 4, 1, 0};
+    struct moeinf_eamc *c = NULL;
+    struct moeinf_error err;
+    CHECK_EQ_INT(moeinf_eamc_init(&g, 4, &c, &err), MOEINF_OK);
+    if (!c) return;
+    float p[8];
+    /* empty collection: uniform */
+    CHECK_EQ_INT(moeinf_eamc_predict(c, 1, p), 0);
+    CHECK_NEAR(p[0], 0.25, 1e-7);
+    CHECK_NEAR(p[7], 0.25, 1e-7);
+
+    /* request A: prefill [0|1] [0|1] [2|3]; decode [3|3] */
+    moeinf_eamc_request_begin(c);
+    token1(c, MOEINF_PHASE_PREFILL, 4, (const int[]){0, 1}, 2);
+    token1(c, MOEINF_PHASE_PREFILL, 4, (const int[]){0, 1}, 2);
+    token1(c, MOEINF_PHASE_PREFILL, 4, (const int[]){2, 3}, 2);
+    token1(c, MOEINF_PHASE_DECODE, 4, (const int[]){3, 3}, 2);
+    CHECK_EQ_INT(moeinf_eamc_current_tokens(c, MOEINF_PHASE_PREFILL), 3);
+    CHECK_EQ_INT(moeinf_eamc_current_tokens(c, MOEINF_PHASE_DECODE), 1);
+    CHECK_NEAR(moeinf_eamc_current(c, MOEINF_PHASE_PREFILL)[0], 2, 0);
+    CHECK_NEAR(moeinf_eamc_current(c, MOEINF_PHASE_PREFILL)[4 + 1], 2, 0);
+    moeinf_eamc_request_end(c);
+    /* request B: prefill [1|2] [1|2]; decode [0|0] */
+    moeinf_eamc_request_begin(c);
+    token1(c, MOEINF_PHASE_PREFILL, 4, (const int[]){1, 2}, 2);
+    token1(c, MOEINF_PHASE_PREFILL, 4, (const int[]){1, 2}, 2);
+    token1(c, MOEINF_PHASE_DECODE, 4, (const int[]){0, 0}, 2);
+    moeinf_eamc_request_end(c);
+    CHECK_EQ_INT(moeinf_eamc_size(c), 2);
+
+    /* request C, first prefill token [0|1]: closest is A (cos 4/sqrt(10*2)), B is orthogonal */
+    moeinf_eamc_request_begin(c);
+    moeinf_eamc_token_begin(c, MOEINF_PHASE_PREFILL);
+    /* nothing recorded yet: every entry is the prediction, A + B prefill:
+     * layer 0: e0 2, e1 2, e2 1 -> /5; layer 1: e1 2, e2 2, e3 1 -> /5 */
+    CHECK_EQ_INT(moeinf_eamc_predict(c, 1, p), 2);
+    CHECK_NEAR(p[0], 0.4, 1e-6);
+    CHECK_NEAR(p[1], 0.4, 1e-6);
+    CHECK_NEAR(p[2], 0.2, 1e-6);
+    CHECK_NEAR(p[3], 0.0, 1e-6);
+    CHECK_NEAR(p[4 + 3], 0.2, 1e-6);
+    moeinf_eamc_record(c, 0);
+    moeinf_eamc_record(c, 4 + 1);
+    int ids[4];
+    CHECK_EQ_INT(moeinf_eamc_match(c, 2, ids), 2);
+    CHECK_EQ_INT(ids[0], 0); /* A */
+    CHECK_EQ_INT(ids[1], 1); /* B: cosine 0, still a candidate */
+    CHECK_EQ_INT(moeinf_eamc_predict(c, 1, p), 1);
+    /* A's prefill: layer 0 [2, 0, 1, 0] / 3, layer 1 [0, 2, 0, 1] / 3 */
+    CHECK_NEAR(p[0], 2.0 / 3, 1e-6);
+    CHECK_NEAR(p[2], 1.0 / 3, 1e-6);
+    CHECK_NEAR(p[1], 0.0, 1e-6);
+    CHECK_NEAR(p[4 + 1], 2.0 / 3, 1e-6);
+    CHECK_NEAR(p[4 + 3], 1.0 / 3, 1e-6);
+    /* first decode token, nothing decoded yet: matched on the prompt (A), predicts A's decode
+     * EAM: layer 0 e3, layer 1 e3 */
+    moeinf_eamc_token_begin(c, MOEINF_PHASE_DECODE);
+    CHECK_EQ_INT(moeinf_eamc_predict(c, 1, p), 1);
+    CHECK_NEAR(p[3], 1.0, 1e-6);
+    CHECK_NEAR(p[4 + 3], 1.0, 1e-6);
+    /* after a decode token [0|0], the decode EAMs match: B's decode is [0|0] */
+    moeinf_eamc_record(c, 0);
+    moeinf_eamc_record(c, 4 + 0);
+    CHECK_EQ_INT(moeinf_eamc_predict(c, 1, p), 1);
+    CHECK_NEAR(p[0], 1.0, 1e-6);
+    CHECK_NEAR(p[4], 1.0, 1e-6);
+    /* two matches: A + B decode rows, each layer [1, 0, 0, 1] / 2 */
+    CHECK_EQ_INT(moeinf_eamc_predict(c, 2, p), 2);
+    CHECK_NEAR(p[0], 0.5, 1e-6);
+    CHECK_NEAR(p[3], 0.5, 1e-6);
+    moeinf_eamc_free(c);
+
+    CHECK_NEAR(moeinf_eam_proximity(3, 3, 4), 1.0, 0);
+    CHECK_NEAR(moeinf_eam_proximity(0, 3, 4), 0.75, 0); /* next token's layer 0: one step */
+    CHECK_NEAR(moeinf_eam_proximity(2, 3, 4), 0.25, 0);
+    CHECK_EQ_INT(moeinf_eamc_init(&g, 0, &c, &err), MOEINF_ERR_ARG);
+}
+
+/* float64 cosine, written here (not the library's). */
+static double cos64(const float *a, const float *b, size_t n) {
+    double ab = 0;
+    double aa = 0;
+    double bb = 0;
+    for (size_t i = 0; i < n; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
+    return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0;
+}
+
+/* Random requests drawn from a few "topics" so that matches mean something. */
+static void random_request(struct moeinf_eamc *c, uint64_t *rng, int L, int E, int K) {
+    int topic = (int)(rng_next(rng) % 3);
+    int n_tok = 1 + (int)(rng_next(rng) % 6);
+    int n_pre = (int)(rng_next(rng) % (uint64_t)(n_tok + 1));
+    moeinf_eamc_request_begin(c);
+    for (int t = 0; t < n_tok; t++) {
+        moeinf_eamc_token_begin(c, t < n_pre ? MOEINF_PHASE_PREFILL : MOEINF_PHASE_DECODE);
+        for (int l = 0; l < L; l++) {
+            int used[16] = {0};
+            for (int j = 0; j < K; j++) {
+                int e;
+                do {
+                    uint64_t r = rng_next(rng);
+                    e = (r & 1) ? (topic * 3 + (int)((r >> 1) % 3)) % E : (int)((r >> 1) % E);
+                } while (used[e]);
+                used[e] = 1;
+                moeinf_eamc_record(c, (uint32_t)(l * E + e));
+            }
+        }
+    }
+}
+
+enum {
+    L3 = 3,
+    E9 = 9,
+    CAP = 5
+};
+
+static void test_match_and_replacement_brute_force(void) {
+    const int L = L3;
+    const int E = E9;
+    const int K = 2;
+    struct moeinf_policy_geometry g = {L, E, K, 0};
+    struct moeinf_eamc *c = NULL;
+    struct moeinf_error err;
+    CHECK_EQ_INT(moeinf_eamc_init(&g, CAP, &c, &err), MOEINF_OK);
+    if (!c) return;
+    uint64_t rng = 7;
+    float ent[CAP][2][27];
+    float cur[2][27];
+    float both_cur[54];
+    float both_ent[54];
+    for (int r = 0; r < 40; r++) {
+        random_request(c, &rng, L, E, K);
+        int size = moeinf_eamc_size(c);
+        for (int m = 0; m < size; m++) {
+            moeinf_eamc_entry(c, m, MOEINF_PHASE_PREFILL, ent[m][0]);
+            moeinf_eamc_entry(c, m, MOEINF_PHASE_DECODE, ent[m][1]);
+        }
+        for (int ph = 0; ph < 2; ph++)
+            memcpy(cur[ph], moeinf_eamc_current(c, (enum moeinf_phase)ph), sizeof cur[ph]);
+        /* matching: the library's top 3 against a float64 ranking of the same phase */
+        int mph = moeinf_eamc_phase(c);
+        float zero[27] = {0};
+        if (!memcmp(cur[mph], zero, sizeof zero)) mph = 0;
+        int ids[3];
+        int n = moeinf_eamc_match(c, 3, ids);
+        double prev = 2;
+        for (int i = 0; i < n; i++) {
+            double sim = cos64(cur[mph], ent[ids[i]][mph], 27);
+            CHECK(sim <= prev + 1e-12);
+            prev = sim;
+            /* no unpicked entry is strictly closer than the last pick */
+            for (int m = 0; m < size && i == n - 1; m++) {
+                bool picked = false;
+                for (int j = 0; j < n; j++)
+                    picked |= ids[j] == m;
+                float z[27] = {0};
+                if (!picked && memcmp(ent[m][mph], z, sizeof z)) {
+                    CHECK(cos64(cur[mph], ent[m][mph], 27) <= sim + 1e-12);
+                }
+            }
+        }
+        /* replacement: when full, the entry most similar over both phases is overwritten */
+        memcpy(both_cur, cur[0], sizeof cur[0]);
+        memcpy(both_cur + 27, cur[1], sizeof cur[1]);
+        int expect = size < CAP ? size : -1;
+        if (expect < 0) {
+            double best = -2;
+            for (int m = 0; m < size; m++) {
+                memcpy(both_ent, ent[m][0], sizeof ent[m][0]);
+                memcpy(both_ent + 27, ent[m][1], sizeof ent[m][1]);
+                double sim = cos64(both_cur, both_ent, 54);
+                if (sim > best + 1e-12) {
+                    best = sim;
+                    expect = m;
+                }
+            }
+        }
+        moeinf_eamc_request_end(c);
+        float after[27];
+        moeinf_eamc_entry(c, expect, MOEINF_PHASE_PREFILL, after);
+        CHECK(!memcmp(after, cur[0], sizeof after));
+        moeinf_eamc_entry(c, expect, MOEINF_PHASE_DECODE, after);
+        CHECK(!memcmp(after, cur[1], sizeof after));
+        /* every other entry unchanged */
+        for (int m = 0; m < size; m++) {
+            if (m == expect) continue;
+            moeinf_eamc_entry(c, m, MOEINF_PHASE_PREFILL, after);
+            CHECK(!memcmp(after, ent[m][0], sizeof after));
+        }
+    }
+    CHECK_EQ_INT(moeinf_eamc_size(c), CAP);
+    /* an empty request is not stored */
+    moeinf_eamc_entry(c, 0, MOEINF_PHASE_PREFILL, ent[0][0]);
+    moeinf_eamc_request_begin(c);
+    moeinf_eamc_request_end(c);
+    moeinf_eamc_entry(c, 0, MOEINF_PHASE_PREFILL, cur[0]);
+    CHECK(!memcmp(cur[0], ent[0][0], sizeof cur[0]));
+    moeinf_eamc_free(c);
+}
+
+/* A collection with some history and a current request, for file tests. */
+static struct moeinf_eamc *sample(const struct moeinf_policy_geometry *g, int cap, int n_req,
+                                  uint64_t seed) {
+    struct moeinf_eamc *c = NULL;
+    struct moeinf_error err;
+    if (moeinf_eamc_init(g, cap, &c, &err) != MOEINF_OK) return NULL;
+    uint64_t rng = seed;
+    for (int r = 0; r < n_req; r++) {
+        random_request(c, &rng, g->n_layers, g->n_experts, g->top_k);
+        moeinf_eamc_request_end(c);
+    }
+    return c;
+}
+
+static bool same_collection(const struct moeinf_eamc *a, const struct moeinf_eamc *b) {
+    if (moeinf_eamc_size(a) != moeinf_eamc_size(b)) return false;
+    if (moeinf_eamc_capacity(a) != moeinf_eamc_capacity(b)) return false;
+    uint32_t n = moeinf_eamc_n_ids(a);
+    float *x = malloc(n * sizeof *x);
+    float *y = malloc(n * sizeof *y);
+    bool same = x && y;
+    for (int m = 0; same && m < moeinf_eamc_size(a); m++) {
+        for (int ph = 0; ph < 2 && same; ph++) {
+            moeinf_eamc_entry(a, m, (enum moeinf_phase)ph, x);
+            moeinf_eamc_entry(b, m, (enum moeinf_phase)ph, y);
+            same = !memcmp(x, y, n * sizeof *x) &&
+                   moeinf_eamc_entry_tokens(a, m, (enum moeinf_phase)ph) ==
+                       moeinf_eamc_entry_tokens(b, m, (enum moeinf_phase)ph);
+        }
+    }
+    free(x);
+    free(y);
+    return same;
+}
+
+static void test_file_round_trip(void) {
+    struct moeinf_policy_geometry g = {3, 9, 2, 0};
+    char path[512];
+    test_tmp_path("eam_round_trip.eamc", path, sizeof path);
+    struct moeinf_error err;
+    for (int n_req = 0; n_req <= 9; n_req += 3) {
+        struct moeinf_eamc *a = sample(&g, 6, n_req, 11 + (uint64_t)n_req);
+        struct moeinf_eamc *b = NULL;
+        if (!a) continue;
+        CHECK_EQ_INT(moeinf_eamc_save(a, path, &err), MOEINF_OK);
+        enum moeinf_eamc_defect d = MOEINF_EAMC_BAD_MAGIC;
+        CHECK_EQ_INT(moeinf_eamc_load(&g, path, &b, &d, &err), MOEINF_OK);
+        CHECK_EQ_INT(d, MOEINF_EAMC_OK);
+        if (b) {
+            CHECK(same_collection(a, b));
+            /* the same request predicts the same after the reload */
+            float pa[27];
+            float pb[27];
+            uint64_t r1 = 99;
+            uint64_t r2 = 99;
+            random_request(a, &r1, 3, 9, 2);
+            random_request(b, &r2, 3, 9, 2);
+            CHECK_EQ_INT(moeinf_eamc_predict(a, 2, pa), moeinf_eamc_predict(b, 2, pb));
+            CHECK(!memcmp(pa, pb, sizeof pa));
+        }
+        /* the file's size is what the format says */
+        struct stat st;
+        CHECK_EQ_INT(stat(path, &st), 0);
+        CHECK_EQ_INT(st.st_size, 32 + moeinf_eamc_size(a) * (8 + 2 * 27 * 4) + 8);
+        moeinf_eamc_free(a);
+        moeinf_eamc_free(b);
+    }
+    remove(path);
+}
+
+static void test_crash_before_rename_keeps_old_file(void) {
+    struct moeinf_policy_geometry g = {3, 9, 2, 0};
+    char path[512];
+    test_tmp_path("eam_atomic.eamc", path, sizeof path);
+    struct moeinf_error err;
+    struct moeinf_eamc *old = sample(&g, 6, 4, 1);
+    struct moeinf_eamc *fresh = sample(&g, 6, 6, 2);
+    struct moeinf_eamc *back = NULL;
+    if (!old || !fresh) goto done;
+    CHECK_EQ_INT(moeinf_eamc_save(old, path, &err), MOEINF_OK);
+    fflush(NULL);
+    /* A child writes the new collection through the atomic writer and dies before the
+     * commit (no rename). */
+    pid_t pid = fork();
+    if (pid == 0) {
+        struct moeinf_atomic_file af;
+        if (moeinf_atomic_open(path, &af, NULL) != MOEINF_OK) _exit(3);
+        if (moeinf_eamc_write(fresh, af.fp, path, NULL) != MOEINF_OK) _exit(4);
+        fflush(af.fp);
+        _exit(0); /* crash: neither commit nor abort */
+    }
+    int status = 0;
+    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    char tmp[600];
+    snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)pid);
+    struct stat st;
+    CHECK_EQ_INT(stat(tmp, &st), 0); /* the half-done temp file is there... */
+    CHECK_EQ_INT(moeinf_eamc_load(&g, path, &back, NULL, &err), MOEINF_OK);
+    if (back) CHECK(same_collection(back, old)); /* ...and the file is the old one */
+    moeinf_eamc_free(back);
+    back = NULL;
+    remove(tmp);
+    /* a completed save replaces it */
+    CHECK_EQ_INT(moeinf_eamc_save(fresh, path, &err), MOEINF_OK);
+    CHECK_EQ_INT(moeinf_eamc_load(&g, path, &back, NULL, &err), MOEINF_OK);
+    if (back) CHECK(same_collection(back, fresh));
+    /* saving into a missing directory fails and writes nothing */
+    char bad[600];
+    snprintf(bad, sizeof bad, "%s.missing-dir/x.eamc", path);
+    CHECK_EQ_INT(moeinf_eamc_save(fresh, bad, &err), MOEINF_ERR_IO);
+done:
+    moeinf_eamc_free(old);
+    moeinf_eamc_free(fresh);
+    moeinf_eamc_free(back);
+    remove(path);
+}
+
+/* ---- defects ------------------------------------------------------------------------- */
+
+static size_t slurp(const char *path, uint8_t *buf, size_t cap) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, cap, f);
+    fclose(f);
+    return n;
+}
+
+static void spit(const char *path, const uint8_t *buf, size_t n) {
+    FILE *f = fopen(path, "wb");
+    if (!f) return;
+    CHECK_EQ_INT(fwrite(buf, 1, n, f), n);
+    fclose(f);
+}
+
+/* FNV-1a 64, written here from the format's definition. */
+static uint64_t fnv(const uint8_t *p, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= p[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+static void reseal(uint8_t *buf, size_t n) {
+    uint64_t h = fnv(buf, n - 8);
+    for (int i = 0; i < 8; i++)
+        buf[n - 8 + i] = (uint8_t)(h >> (8 * i));
+}
+
+static void put32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static enum moeinf_eamc_defect load_defect(const struct moeinf_policy_geometry *g, const char *path,
+                                           struct moeinf_error *err) {
+    struct moeinf_eamc *c = NULL;
+    enum moeinf_eamc_defect d = MOEINF_EAMC_OK;
+    enum moeinf_status st = moeinf_eamc_load(g, path, &c, &d, err);
+    CHECK(c == NULL || st == MOEINF_OK);
+    CHECK(st == MOEINF_OK || st == MOEINF_ERR_FORMAT);
+    moeinf_eamc_free(c);
+    return d;
+}
+
+static void test_defects_are_named(void) {
+    struct moeinf_policy_geometry g = {3, 9, 2, 0};
+    char good[512];
+    char bad[512];
+    test_tmp_path("eam_good.eamc", good, sizeof good);
+    test_tmp_path("eam_bad.eamc", bad, sizeof bad);
+    struct moeinf_error err;
+    struct moeinf_eamc *c = sample(&g, 6, 4, 5);
+    if (!c) return;
+    CHECK_EQ_INT(moeinf_eamc_save(c, good, &err), MOEINF_OK);
+    moeinf_eamc_free(c);
+    static uint8_t buf[1 << 14];
+    static uint8_t mod[1 << 14];
+    size_t n = slurp(good, buf, sizeof buf);
+    CHECK_EQ_INT(n, 32 + 4 * (8 + 2 * 27 * 4) + 8);
+    CHECK_EQ_INT(load_defect(&g, good, &err), MOEINF_EAMC_OK);
+
+    struct {
+        const char *what;
+        size_t offset; /* byte to change (or the new length for truncation) */
+        int kind;      /* 0 flip a byte, 1 truncate, 2 append, 3 set u32 and reseal */
+        uint32_t value;
+        enum moeinf_eamc_defect expect;
+    } cases[] = {
+        {"magic", 0, 0, 0, MOEINF_EAMC_BAD_MAGIC},
+        {"empty", 0, 1, 0, MOEINF_EAMC_BAD_MAGIC},
+        {"half header", 20, 1, 0, MOEINF_EAMC_TRUNCATED},
+        {"version", 8, 3, 2, MOEINF_EAMC_BAD_VERSION},
+        {"capacity 0", 24, 3, 0, MOEINF_EAMC_BAD_HEADER},
+        {"capacity huge", 24, 3, 1u << 30, MOEINF_EAMC_BAD_HEADER},
+        {"entries > capacity", 28, 3, 7, MOEINF_EAMC_BAD_HEADER},
+        {"top_k > experts", 20, 3, 10, MOEINF_EAMC_BAD_HEADER},
+        {"entries cut", 32 + 100, 1, 0, MOEINF_EAMC_TRUNCATED},
+        {"checksum cut", n - 3, 1, 0, MOEINF_EAMC_TRUNCATED},
+        {"one more byte", n, 2, 0, MOEINF_EAMC_TRAILING},
+        {"body byte", 32 + 8 + 13, 0, 0, MOEINF_EAMC_CHECKSUM},
+        {"token count", 32, 0, 0, MOEINF_EAMC_CHECKSUM},
+        {"checksum byte", n - 1, 0, 0, MOEINF_EAMC_CHECKSUM},
+        {"n_layers, resealed", 12, 3, 4, MOEINF_EAMC_TRUNCATED}, /* size now differs */
+        {"NaN count, resealed", 32 + 8 + 4, 3, 0x7fc00000u, MOEINF_EAMC_BAD_VALUE},
+        {"negative count, resealed", 32 + 8 + 8, 3, 0xbf800000u, MOEINF_EAMC_BAD_VALUE},
+        {"infinite count, resealed", 32 + 8 + 12, 3, 0x7f800000u, MOEINF_EAMC_BAD_VALUE},
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        memcpy(mod, buf, n);
+        size_t len = n;
+        switch (cases[i].kind) {
+        case 0:
+            mod[cases[i].offset] ^= 0x5a;
+            break;
+        case 1:
+            len = cases[i].offset;
+            break;
+        case 2:
+            mod[len++] = 0;
+            break;
+        default:
+            put32(mod + cases[i].offset, cases[i].value);
+            reseal(mod, len);
+        }
+        spit(bad, mod, len);
+        enum moeinf_eamc_defect d = load_defect(&g, bad, &err);
+        CHECK_MSG(d == cases[i].expect, "%s: got %s", cases[i].what, moeinf_eamc_defect_name(d));
+        CHECK_STR_CONTAINS(err.msg, bad);
+        CHECK_STR_CONTAINS(err.msg, moeinf_eamc_defect_name(cases[i].expect));
+    }
+    /* a clean file for another model */
+    struct moeinf_policy_geometry other = {3, 9, 3, 0};
+    CHECK_EQ_INT(load_defect(&other, good, &err), MOEINF_EAMC_GEOMETRY);
+    CHECK_STR_CONTAINS(err.msg, "geometry mismatch");
+    other = (struct moeinf_policy_geometry){2, 9, 2, 0};
+    CHECK_EQ_INT(load_defect(&other, good, &err), MOEINF_EAMC_GEOMETRY);
+    /* a damaged file for another model reports the damage */
+    memcpy(mod, buf, n);
+    mod[40] ^= 1;
+    spit(bad, mod, n);
+    CHECK_EQ_INT(load_defect(&other, bad, &err), MOEINF_EAMC_CHECKSUM);
+    struct moeinf_eamc *none = NULL;
+    CHECK_EQ_INT(moeinf_eamc_load(&g, "/nonexistent/x.eamc", &none, NULL, &err), MOEINF_ERR_IO);
+    remove(good);
+    remove(bad);
+}
+
+/* A policy's EAMC is replaced only by a good file; a bad one leaves it as it was. */
+static void test_policy_state_all_or_nothing(void) {
+    struct moeinf_policy_geometry g = {3, 9, 2, 12};
+    char a[512];
+    char b[512];
+    char c2[512];
+    test_tmp_path("eam_state_a.eamc", a, sizeof a);
+    test_tmp_path("eam_state_b.eamc", b, sizeof b);
+    test_tmp_path("eam_state_c.eamc", c2, sizeof c2);
+    struct moeinf_error err;
+    static const char *const names[] = {"moe-infinity", "reuse"};
+    for (int k = 0; k < 2; k++) {
+        struct moeinf_policy *p = NULL;
+        CHECK_EQ_INT(moeinf_policy_create(names[k], &g, &p, &err), MOEINF_OK);
+        if (!p) continue;
+        /* give it a history through its events */
+        uint64_t rng = 3;
+        for (int r = 0; r < 5; r++) {
+            moeinf_policy_request_begin(p, (uint64_t)r);
+            for (int t = 0; t < 3; t++) {
+                moeinf_policy_token_begin(p, MOEINF_PHASE_PREFILL);
+                for (int l = 0; l < 3; l++) {
+                    uint32_t ids[2] = {(uint32_t)(l * 9 + (int)(rng_next(&rng) % 4)), 0};
+                    ids[1] = (uint32_t)(l * 9 + 4 + (int)(rng_next(&rng) % 5));
+                    if (p->ops->on_step_begin) p->ops->on_step_begin(p->state, l, ids, 2);
+                    for (int j = 0; j < 2; j++)
+                        p->ops->on_access(p->state, ids[j], true);
+                }
+                moeinf_policy_token_end(p);
+            }
+            moeinf_policy_request_end(p);
+        }
+        bool loaded = true;
+        remove(a);
+        CHECK_EQ_INT(moeinf_policy_state_load(p, a, 0, &loaded, &err), MOEINF_OK);
+        CHECK(!loaded); /* missing file: keeps its collection */
+        CHECK_EQ_INT(moeinf_policy_state_save(p, a, &err), MOEINF_OK);
+        static uint8_t buf[1 << 15];
+        size_t n = slurp(a, buf, sizeof buf);
+        CHECK(n > 40);
+        buf[n / 2] ^= 0xff;
+        spit(b, buf, n);
+        CHECK_EQ_INT(moeinf_policy_state_load(p, b, 0, &loaded, &err), MOEINF_ERR_FORMAT);
+        CHECK_STR_CONTAINS(err.msg, b);
+        CHECK_STR_CONTAINS(err.msg, "checksum mismatch");
+        /* unchanged: saving again gives the same bytes as before */
+        CHECK_EQ_INT(moeinf_policy_state_save(p, c2, &err), MOEINF_OK);
+        static uint8_t again[1 << 15];
+        buf[n / 2] ^= 0xff;
+        CHECK_EQ_INT(slurp(c2, again, sizeof again), n);
+        CHECK(!memcmp(again, buf, n));
+        CHECK_EQ_INT(moeinf_policy_state_load(p, a, 0, &loaded, &err), MOEINF_OK);
+        CHECK(loaded);
+        moeinf_policy_free(p);
+    }
+    struct moeinf_policy *lru = NULL;
+    CHECK_EQ_INT(moeinf_policy_create("lru", &g, &lru, &err), MOEINF_OK);
+    bool loaded;
+    if (lru) CHECK_EQ_INT(moeinf_policy_state_load(lru, a, 0, &loaded, &err), MOEINF_ERR_ARG);
+    moeinf_policy_free(lru);
+    remove(a);
+    remove(b);
+    remove(c2);
+}
+
+/* Writes a small random trace with topic-skewed requests. */
+static void write_trace(const char *path, int L, int E, int K, int n_req, uint64_t seed) {
+    struct moeinf_trace_meta meta = {L, E, K, "test"};
+    struct moeinf_trace_writer *w = NULL;
+    struct moeinf_error err;
+    CHECK_EQ_INT(moeinf_trace_writer_open(path, &meta, &w, &err), MOEINF_OK);
+    if (!w) return;
+    uint64_t rng = seed;
+    for (int q = 0; q < n_req; q++) {
+        CHECK_EQ_INT(moeinf_trace_writer_request(w, q, "r", &err), MOEINF_OK);
+        int topic = (int)(rng_next(&rng) % 3);
+        int n_tok = 2 + (int)(rng_next(&rng) % 10);
+        for (int t = 0; t < n_tok; t++) {
+            int32_t ex[64];
+            for (int l = 0; l < L; l++) {
+                for (int j = 0; j < K; j++) {
+                    int32_t e;
+                    bool dup;
+                    do {
+                        uint64_t r = rng_next(&rng);
+                        e = (r % 4) ? (int32_t)((topic * 4 + (int)((r >> 2) % 4)) % E)
+                                    : (int32_t)((r >> 2) % (uint64_t)E);
+                        dup = false;
+                        for (int i = 0; i < j; i++)
+                            dup |= ex[l * K + i] == e;
+                    } while (dup);
+                    ex[l * K + j] = e;
+                }
+            }
+            CHECK_EQ_INT(moeinf_trace_writer_token(
+                             w, t < 2 ? MOEINF_PHASE_PREFILL : MOEINF_PHASE_DECODE, ex, &err),
+                         MOEINF_OK);
+        }
+    }
+    CHECK_EQ_INT(moeinf_trace_writer_close(w, &err), MOEINF_OK);
+}
+
+static void test_sim_eamc_option(void) {
+    char trace[512];
+    char state[512];
+    test_tmp_path("eam_sim.trace", trace, sizeof trace);
+    test_tmp_path("eam_sim.eamc", state, sizeof state);
+    write_trace(trace, 4, 12, 2, 30, 17);
+    remove(state);
+    struct moeinf_sim_params sp = moeinf_sim_params_default();
+    sp.trace_path = trace;
+    sp.cache_experts = 10;
+    struct moeinf_sim_result cold;
+    struct moeinf_sim_result saved;
+    struct moeinf_sim_result warm;
+    struct moeinf_error err;
+    static const char *const names[] = {"moe-infinity", "reuse"};
+    for (int k = 0; k < 2; k++) {
+        sp.policy = names[k];
+        sp.eamc_path = NULL;
+        CHECK_EQ_INT(moeinf_sim_run(&sp, &cold, &err), MOEINF_OK);
+        sp.eamc_path = state;
+        remove(state);
+        /* missing file: same as no file, and the file appears */
+        CHECK_EQ_INT(moeinf_sim_run(&sp, &saved, &err), MOEINF_OK);
+        CHECK_EQ_INT(saved.hits, cold.hits);
+        struct moeinf_policy_geometry g = {4, 12, 2, 0};
+        struct moeinf_eamc *c = NULL;
+        CHECK_EQ_INT(moeinf_eamc_load(&g, state, &c, NULL, &err), MOEINF_OK);
+        if (c) CHECK_EQ_INT(moeinf_eamc_size(c), 30); /* 30 requests, capacity 256 */
+        moeinf_eamc_free(c);
+        /* the second replay starts from the saved collection and decides differently */
+        CHECK_EQ_INT(moeinf_sim_run(&sp, &warm, &err), MOEINF_OK);
+        CHECK(warm.hits != cold.hits);
+        /* a file of another geometry is refused before anything runs */
+        char other[512];
+        test_tmp_path("eam_sim_other.trace", other, sizeof other);
+        write_trace(other, 3, 12, 2, 3, 5);
+        sp.trace_path = other;
+        CHECK_EQ_INT(moeinf_sim_run(&sp, &warm, &err), MOEINF_ERR_FORMAT);
+        CHECK_STR_CONTAINS(err.msg, "geometry mismatch");
+        sp.trace_path = trace;
+        remove(other);
+    }
+    /* a new collection of 4 entries: the file keeps 4 of the 30 requests */
+    remove(state);
+    sp.policy = "reuse";
+    sp.eamc_capacity = 4;
+    CHECK_EQ_INT(moeinf_sim_run(&sp, &warm, &err), MOEINF_OK);
+    struct moeinf_policy_geometry g = {4, 12, 2, 0};
+    struct moeinf_eamc *small = NULL;
+    CHECK_EQ_INT(moeinf_eamc_load(&g, state, &small, NULL, &err), MOEINF_OK);
+    if (small) {
+        CHECK_EQ_INT(moeinf_eamc_capacity(small), 4);
+        CHECK_EQ_INT(moeinf_eamc_size(small), 4);
+    }
+    moeinf_eamc_free(small);
+    /* an existing file keeps its own capacity */
+    sp.eamc_capacity = 9;
+    CHECK_EQ_INT(moeinf_sim_run(&sp, &warm, &err), MOEINF_OK);
+    CHECK_EQ_INT(moeinf_eamc_load(&g, state, &small, NULL, &err), MOEINF_OK);
+    if (small) CHECK_EQ_INT(moeinf_eamc_capacity(small), 4);
+    moeinf_eamc_free(small);
+    sp.eamc_capacity = 5000;
+    remove(state);
+    CHECK_EQ_INT(moeinf_sim_run(&sp, &warm, &err), MOEINF_ERR_ARG);
+    sp.eamc_capacity = 0;
+    sp.policy = "lru";
+    CHECK_EQ_INT(moeinf_sim_run(&sp, &warm, &err), MOEINF_ERR_ARG);
+    remove(trace);
+    remove(state);
+}
+
+int main(void) {
+    RUN(test_predict_hand_computed);
+    RUN(test_match_and_replacement_brute_force);
+    RUN(test_file_round_trip);
+    RUN(test_crash_before_rename_keeps_old_file);
+    RUN(test_defects_are_named);
+    RUN(test_policy_state_all_or_nothing);
+    RUN(test_sim_eamc_option);
+    return test_report();
+}
