@@ -308,10 +308,10 @@ static int ref_victim(const struct ref *r, const bool *res, const bool *pin, int
             p = ((double)peam[id] + 1e-4) * (1.0 - (double)l / ML);
         } else if (l > layer) {
             steps = l - layer;
-            p = ref_rate(r, r->cell[id]);
+            p = ref_rate(r, r->cell[id]) * pow((double)ML / steps, 0.3);
         } else {
             steps = l - layer + ML;
-            p = ref_rate(r, ref_cell(r, id, r->tok + 1));
+            p = ref_rate(r, ref_cell(r, id, r->tok + 1)) * pow((double)ML / steps, 0.3);
         }
         bool worse =
             best < 0 || p < bp ||

@@ -13,9 +13,10 @@
  * When the router of a layer has chosen, each of that layer's E experts adds one observation
  * to its cell: used or not. A cell's estimate is (used + S * K/E) / (seen + S): the observed
  * rate of use at the next visit, smoothed towards the router's base rate. The victim is the
- * resident, unpinned expert whose cell has the lowest estimate at its next visit (the current
- * token's visit for layers still ahead, the next token's otherwise); ties go to the expert
- * whose layer comes back last, then to the least recently used.
+ * resident, unpinned expert with the lowest estimate p at its next visit (the current token's
+ * visit for layers still ahead, the next token's otherwise), ranked as p x (L / steps)^SOON
+ * where steps is how many layer steps away that visit is; ties go to the expert whose layer
+ * comes back last, then to the least recently used.
  *
  * Why a learned table rather than a formula: the paper's likelihood (EAMC only) ranks worse
  * than recency on real traces, recency alone ignores the request's skew, and the right mix
@@ -26,8 +27,8 @@
  *
  * Prefetch (propose_prefetch): after layer l, the experts of layer l + 1 most likely to be
  * used by this token, from a layer-to-layer co-occurrence table (P(b at l+1 | the experts
- * chosen at l), learned online), each only when it beats the estimate of the resident expert
- * that would make room for it.
+ * chosen at l), learned online), each only when it is at least PREFETCH_MIN likely and beats
+ * the (unweighted) estimate of the resident expert that would make room for it.
  */
 #include <assert.h>
 #include <math.h>
@@ -45,6 +46,10 @@
 #define SMOOTH    0.5 /* pseudo-observations at the base rate top_k / n_experts per cell */
 #define G_MIX     0.5 /* weight of the EAMC prediction against the global frequency in G */
 #define CO_PSEUDO 1.0 /* pseudo-observations of the prior in the co-occurrence estimate */
+/* Eviction ranks p x (L / steps)^SOON: of two experts equally likely to be used at their next
+ * visit, the one whose layer runs sooner holds its slot for less time before paying off
+ * (0 = ignore the distance; 1 = likelihood per step held; chosen on the first halves). */
+#define SOON 0.3
 /* A proposal's least likelihood of use: wasted prefetches cost bandwidth (chosen on the first
  * half of both traces under the time model, docs/CACHE_POLICY.md). */
 #define PREFETCH_MIN 0.3
@@ -59,6 +64,7 @@ struct reuse {
     int n_layers, n_experts, top_k;
     uint32_t n_ids;
     struct moeinf_eamc *eamc;
+    double *soon;         /* (n_layers + 1) (L / steps)^SOON */
     int64_t tok;          /* tokens seen since the policy was made */
     uint32_t req_tokens;  /* completed tokens of the current request */
     int layer;            /* layer of the current (or last) step */
@@ -151,6 +157,7 @@ static void reuse_free(void *state) {
     free(s->cell);
     free(s->cell_next);
     free(s->resident);
+    free(s->soon);
     free(s->res_list);
     free(s->res_pos);
     free(s->co);
@@ -184,6 +191,7 @@ static enum moeinf_status reuse_init(const struct moeinf_policy_geometry *geom, 
     s->cell = calloc(n, sizeof *s->cell);
     s->cell_next = calloc(n, sizeof *s->cell_next);
     s->resident = calloc(n, sizeof *s->resident);
+    s->soon = malloc(((size_t)geom->n_layers + 1) * sizeof *s->soon);
     s->res_list = malloc((size_t)geom->capacity * sizeof *s->res_list);
     s->res_pos = malloc(n * sizeof *s->res_pos);
     s->co = calloc(pairs * (size_t)geom->n_experts + 1, sizeof *s->co);
@@ -191,11 +199,14 @@ static enum moeinf_status reuse_init(const struct moeinf_policy_geometry *geom, 
     s->step_ids = malloc((size_t)geom->top_k * sizeof *s->step_ids);
     s->prev_ids = malloc((size_t)geom->top_k * sizeof *s->prev_ids);
     if (!s->last_use || !s->last_stamp || !s->global || !s->pe || !s->prior || !s->cell ||
-        !s->cell_next || !s->resident || !s->res_list || !s->res_pos || !s->co || !s->co_src ||
-        !s->step_ids || !s->prev_ids) {
+        !s->cell_next || !s->resident || !s->soon || !s->res_list || !s->res_pos || !s->co ||
+        !s->co_src || !s->step_ids || !s->prev_ids) {
         reuse_free(s);
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "policy reuse: out of memory");
     }
+    s->soon[0] = 1.0;
+    for (int d = 1; d <= geom->n_layers; d++)
+        s->soon[d] = pow((double)geom->n_layers / d, SOON);
     for (size_t i = 0; i < n; i++) {
         s->last_use[i] = INT64_MIN / 2;
         s->res_pos[i] = -1;
@@ -344,7 +355,7 @@ static uint32_t lowest(const struct reuse *s, const struct moeinf_cache *cache, 
         uint32_t id = moeinf_cache_slot_expert(cache, slot);
         if (id == MOEINF_EXPERT_NONE || moeinf_cache_is_pinned(cache, id)) continue;
         int steps;
-        double p = next_visit(s, id, &steps);
+        double p = next_visit(s, id, &steps) * s->soon[steps];
         if (best == MOEINF_EXPERT_NONE || worse(p, steps, s->last_stamp[id], bp, bsteps, bstamp)) {
             best = id;
             bp = p;
