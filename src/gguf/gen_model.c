@@ -24,6 +24,7 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "base/rng.h"
 #include "base/status.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_types.h"
@@ -167,36 +168,16 @@ struct rng {
     uint64_t s[4];
 };
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 static void rng_seed(struct rng *r, uint64_t seed, uint64_t tensor, uint64_t chunk) {
     uint64_t x = seed;
-    uint64_t mix = splitmix64(&x) ^ (tensor * 0xd1342543de82ef95ull) ^
+    uint64_t mix = moeinf_splitmix64(&x) ^ (tensor * 0xd1342543de82ef95ull) ^
                    (chunk * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull);
     for (int i = 0; i < 4; i++)
-        r->s[i] = splitmix64(&mix);
-}
-
-static uint64_t rotl(uint64_t x, int k) {
-    return (x << k) | (x >> (64 - k));
+        r->s[i] = moeinf_splitmix64(&mix);
 }
 
 static uint64_t rng_next(struct rng *r) {
-    uint64_t *s = r->s;
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
+    return moeinf_xoshiro256ss(r->s);
 }
 
 /* Uniform in (0, 1), never 0 (it goes into log). */

@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/rng.h"
 #include "base/status.h"
 #include "moeinf.h"
 
@@ -58,32 +59,10 @@ struct moeinf_sampler_params moeinf_sampler_params_default(void) {
     return p;
 }
 
-static uint64_t splitmix64(uint64_t *x) {
-    uint64_t z = (*x += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
-}
-
-static uint64_t rotl(uint64_t x, int k) {
-    return (x << k) | (x >> (64 - k));
-}
-
-static uint64_t xoshiro_next(uint64_t s[4]) {
-    uint64_t result = rotl(s[1] * 5, 7) * 9;
-    uint64_t t = s[1] << 17;
-    s[2] ^= s[0];
-    s[3] ^= s[1];
-    s[1] ^= s[2];
-    s[0] ^= s[3];
-    s[2] ^= t;
-    s[3] = rotl(s[3], 45);
-    return result;
-}
 
 /* Uniform in [0, 1) with 53 random bits. */
 static double rng_uniform(uint64_t s[4]) {
-    return (double)(xoshiro_next(s) >> 11) * (1.0 / 9007199254740992.0);
+    return (double)(moeinf_xoshiro256ss(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
 void moeinf_sampler_free(struct moeinf_sampler *s) {
@@ -137,7 +116,7 @@ enum moeinf_status moeinf_sampler_init(const struct moeinf_sampler_params *param
     if (!s->logits || !s->cands || !s->probs || !s->stamp || !s->history) goto nomem;
     uint64_t x = p.seed;
     for (int i = 0; i < 4; i++)
-        s->rng[i] = splitmix64(&x);
+        s->rng[i] = moeinf_splitmix64(&x);
     *out = s;
     return MOEINF_OK;
 

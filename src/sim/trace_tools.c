@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "base/file.h"
+#include "base/rng.h"
 #include "base/status.h"
 #include "sim/trace.h"
 
@@ -67,17 +68,9 @@ uint64_t moeinf_trace_top_sum(uint64_t *x, int n, int k) {
     return total;
 }
 
-/* splitmix64: a small seeded generator whose state lives with the caller */
-static uint64_t next_random(uint64_t *state) {
-    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* Uniform in [0, n) (multiply-shift; the bias is below n / 2^32, far under Monte Carlo noise) */
 static uint32_t below(uint64_t *state, uint32_t n) {
-    return (uint32_t)(((next_random(state) >> 32) * (uint64_t)n) >> 32);
+    return (uint32_t)(((moeinf_splitmix64(state) >> 32) * (uint64_t)n) >> 32);
 }
 
 enum moeinf_status moeinf_trace_uniform_skew(int n_experts, int top_k, int64_t tokens, int draws,
