@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 static int test_n_checks_failed;
 static int test_n_passed;
@@ -127,6 +128,40 @@ static inline const char *test_tmp_path(const char *name, char *buf, size_t size
     const char *dir = getenv("MOEINF_TMP");
     snprintf(buf, size, "%s/%s", dir ? dir : "/tmp", name);
     return buf;
+}
+
+/* Reads a text file into buf (truncated to size - 1 bytes, NUL-terminated; "" if absent). */
+static inline void test_read_text(const char *path, char *buf, size_t size) {
+    buf[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (!f) return;
+    size_t n = fread(buf, 1, size - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+}
+
+/*
+ * Runs "$MOEINF_BIN ARGS" through the shell, stdout into out and stderr into err (as
+ * test_read_text). `tag` names the scratch files of this caller. Returns the exit code, or -1
+ * when MOEINF_BIN is unset (outside ctest) or the command did not exit normally.
+ */
+static inline int test_run_moeinf(const char *tag, const char *args, char *out, size_t out_size,
+                                  char *err, size_t err_size) {
+    const char *bin = getenv("MOEINF_BIN");
+    out[0] = err[0] = '\0';
+    if (!bin) return -1;
+    char out_path[512], err_path[512], name[128], cmd[8192];
+    snprintf(name, sizeof name, "%s-stdout.txt", tag);
+    test_tmp_path(name, out_path, sizeof out_path);
+    snprintf(name, sizeof name, "%s-stderr.txt", tag);
+    test_tmp_path(name, err_path, sizeof err_path);
+    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", bin, args, out_path, err_path);
+    int status = system(cmd);
+    test_read_text(out_path, out, out_size);
+    test_read_text(err_path, err, err_size);
+    remove(out_path);
+    remove(err_path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 #endif

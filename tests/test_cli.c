@@ -8,18 +8,16 @@
 #include "golden.h"
 #include "test.h"
 
-/* Runs a shell command; captures stdout and stderr (separately) and the exit code. */
+/* Runs a whole shell command line (several commands may be chained; the output of the
+ * last is captured); stdout and stderr separately, and the exit code. */
 static int run_cmd(const char *cmd, char *out, size_t out_size, char *errbuf, size_t err_size) {
     char tmp_out[512], tmp_err[512], full[4096];
     test_tmp_path("cli_stdout.txt", tmp_out, sizeof tmp_out);
     test_tmp_path("cli_stderr.txt", tmp_err, sizeof tmp_err);
     snprintf(full, sizeof full, "%s >%s 2>%s", cmd, tmp_out, tmp_err);
     int status = system(full);
-    char *o = golden_read_file(tmp_out, NULL), *e = golden_read_file(tmp_err, NULL);
-    snprintf(out, out_size, "%s", o ? o : "");
-    snprintf(errbuf, err_size, "%s", e ? e : "");
-    free(o);
-    free(e);
+    test_read_text(tmp_out, out, out_size);
+    test_read_text(tmp_err, errbuf, err_size);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 

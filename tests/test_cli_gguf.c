@@ -13,15 +13,6 @@
 static char out_text[1 << 16];
 static char err_text[1 << 14];
 
-static void slurp(const char *path, char *buf, size_t size) {
-    buf[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    size_t n = fread(buf, 1, size - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-}
-
 /* Runs "$MOEINF_BIN <args>" and returns its exit code; stdout and stderr go to out_text and
  * err_text. -1 if the binary is not known. */
 static int run(const char *args) {
@@ -30,16 +21,8 @@ static int run(const char *args) {
         test_skip("MOEINF_BIN unset (run through ctest)");
         return -1;
     }
-    char out_path[512], err_path[512], cmd[4096];
-    test_tmp_path("cli-out.txt", out_path, sizeof out_path);
-    test_tmp_path("cli-err.txt", err_path, sizeof err_path);
-    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", bin, args, out_path, err_path);
-    int rc = system(cmd);
-    slurp(out_path, out_text, sizeof out_text);
-    slurp(err_path, err_text, sizeof err_text);
-    remove(out_path);
-    remove(err_path);
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : 128;
+    return test_run_moeinf("cli-gguf", args, out_text, sizeof out_text, err_text,
+                           sizeof err_text);
 }
 
 static void test_inspect(void) {

@@ -9,27 +9,11 @@
 
 static char out_buf[1 << 16], err_buf[1 << 14];
 
-static void slurp(const char *path, char *buf, size_t size) {
-    buf[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    size_t n = fread(buf, 1, size - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-}
-
 /* Runs `moeinf sim ARGS`; returns the exit code, stdout and stderr in out_buf / err_buf. */
 static int sim(const char *args) {
-    const char *bin = getenv("MOEINF_BIN");
-    if (!bin) return -1;
-    char out[512], err[512], cmd[4096];
-    test_tmp_path("cli_out.txt", out, sizeof out);
-    test_tmp_path("cli_err.txt", err, sizeof err);
-    snprintf(cmd, sizeof cmd, "'%s' sim %s >'%s' 2>'%s'", bin, args, out, err);
-    int status = system(cmd);
-    slurp(out, out_buf, sizeof out_buf);
-    slurp(err, err_buf, sizeof err_buf);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    char full[4096];
+    snprintf(full, sizeof full, "sim %s", args);
+    return test_run_moeinf("cli-sim", full, out_buf, sizeof out_buf, err_buf, sizeof err_buf);
 }
 
 static const char *trace_path(void) {
@@ -144,7 +128,7 @@ static void test_text_sweep_and_plot(void) {
     CHECK_STR_CONTAINS(out_buf, "| 4 (50.0%) | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 |");
     CHECK_STR_CONTAINS(out_buf, "| 8 (100.0%) |");
     char body[1 << 15];
-    slurp(svg, body, sizeof body);
+    test_read_text(svg, body, sizeof body);
     CHECK(strncmp(body, "<svg", 4) == 0);
     CHECK_STR_CONTAINS(body, "</svg>");
     int lines = 0;

@@ -704,27 +704,11 @@ static void test_stats(void) {
 
 static char out_buf[1 << 16], err_buf[1 << 14];
 
-static void read_into(const char *path, char *buf, size_t size) {
-    buf[0] = '\0';
-    FILE *f = fopen(path, "r");
-    if (!f) return;
-    size_t n = fread(buf, 1, size - 1, f);
-    buf[n] = '\0';
-    fclose(f);
-}
-
 /* Runs `moeinf trace ARGS`: exit code, stdout and stderr in out_buf / err_buf. */
 static int trace_cli(const char *args) {
-    const char *bin = getenv("MOEINF_BIN");
-    if (!bin) return -1;
-    char out[512], err[512], cmd[4096];
-    test_tmp_path("tt_cli_out.txt", out, sizeof out);
-    test_tmp_path("tt_cli_err.txt", err, sizeof err);
-    snprintf(cmd, sizeof cmd, "'%s' trace %s >'%s' 2>'%s'", bin, args, out, err);
-    int status = system(cmd);
-    read_into(out, out_buf, sizeof out_buf);
-    read_into(err, err_buf, sizeof err_buf);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    char full[4096];
+    snprintf(full, sizeof full, "trace %s", args);
+    return test_run_moeinf("cli-trace", full, out_buf, sizeof out_buf, err_buf, sizeof err_buf);
 }
 
 /* Copies fmt to out, replacing {T}, {G}, {B} and {O} by the given paths. */
