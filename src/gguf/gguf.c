@@ -56,8 +56,7 @@ static double ldf64(const uint8_t *p) {
     return d;
 }
 
-/* Bytes of one scalar of a value type; 0 for STRING and ARRAY (variable) and unknown. */
-static uint64_t scalar_size(enum moeinf_gguf_type t) {
+uint64_t moeinf_gguf_scalar_size(enum moeinf_gguf_type t) {
     switch (t) {
     case MOEINF_GGUF_TYPE_UINT8:
     case MOEINF_GGUF_TYPE_INT8:
@@ -232,7 +231,7 @@ static enum moeinf_status read_value(struct cursor *c, struct moeinf_gguf_kv *kv
         struct moeinf_gguf_str s;
         if ((st = rdstr(c, &s, "value", qkey))) return st;
     } else if (kv->type != MOEINF_GGUF_TYPE_ARRAY) {
-        uint64_t n = scalar_size(kv->type);
+        uint64_t n = moeinf_gguf_scalar_size(kv->type);
         if ((st = need(c, n, "value", qkey))) return st;
         c->pos += n;
     } else {
@@ -251,7 +250,8 @@ static enum moeinf_status read_value(struct cursor *c, struct moeinf_gguf_kv *kv
         kv->data = c->base + c->pos;
         start = c->pos;
         /* A string element takes at least its 8-byte length. */
-        uint64_t min_elem = et == MOEINF_GGUF_TYPE_STRING ? 8 : scalar_size(kv->elem_type);
+        uint64_t min_elem =
+            et == MOEINF_GGUF_TYPE_STRING ? 8 : moeinf_gguf_scalar_size(kv->elem_type);
         if (count > left(c) / min_elem) {
             return bad(
                 c, "array '%s' of %" PRIu64 " %s elements exceeds the remaining %" PRIu64 " bytes",
@@ -740,7 +740,7 @@ struct moeinf_gguf_str moeinf_gguf_arr_str(const struct moeinf_gguf_kv *kv, uint
 
 float moeinf_gguf_arr_f32(const struct moeinf_gguf_kv *kv, uint64_t i) {
     assert(i < kv->n_elem && kv->elem_type != MOEINF_GGUF_TYPE_STRING);
-    const uint8_t *p = kv->data + i * scalar_size(kv->elem_type);
+    const uint8_t *p = kv->data + i * moeinf_gguf_scalar_size(kv->elem_type);
     if (kv->elem_type == MOEINF_GGUF_TYPE_FLOAT32) return ldf32(p);
     if (kv->elem_type == MOEINF_GGUF_TYPE_FLOAT64) return (float)ldf64(p);
     bool big;
@@ -749,7 +749,7 @@ float moeinf_gguf_arr_f32(const struct moeinf_gguf_kv *kv, uint64_t i) {
 
 int32_t moeinf_gguf_arr_i32(const struct moeinf_gguf_kv *kv, uint64_t i) {
     assert(i < kv->n_elem && kv->elem_type != MOEINF_GGUF_TYPE_STRING);
-    const uint8_t *p = kv->data + i * scalar_size(kv->elem_type);
+    const uint8_t *p = kv->data + i * moeinf_gguf_scalar_size(kv->elem_type);
     if (kv->elem_type == MOEINF_GGUF_TYPE_INT32) return (int32_t)ld32(p);
     if (kv->elem_type == MOEINF_GGUF_TYPE_FLOAT32 || kv->elem_type == MOEINF_GGUF_TYPE_FLOAT64) {
         double d = kv->elem_type == MOEINF_GGUF_TYPE_FLOAT32 ? ldf32(p) : ldf64(p);
@@ -844,7 +844,7 @@ static void print_kv(FILE *out, const struct moeinf_gguf_kv *kv) {
             if (i) fputs(", ", out);
             const uint8_t *p = kv->elem_type == MOEINF_GGUF_TYPE_STRING
                                    ? kv->data + kv->str_off[i]
-                                   : kv->data + i * scalar_size(kv->elem_type);
+                                   : kv->data + i * moeinf_gguf_scalar_size(kv->elem_type);
             print_scalar(out, kv->elem_type, p);
         }
         if (n < kv->n_elem) fputs(", ...", out);

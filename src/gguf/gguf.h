@@ -142,6 +142,8 @@ bool moeinf_gguf_str_eq(struct moeinf_gguf_str s, const char *c);
 
 /* Name of a metadata value type ("u32", "string", ...; "?" if out of range). */
 const char *moeinf_gguf_type_str(enum moeinf_gguf_type type);
+/* Bytes of one scalar of a value type; 0 for STRING and ARRAY (variable) and unknown types. */
+uint64_t moeinf_gguf_scalar_size(enum moeinf_gguf_type type);
 
 /* Prints the metadata and tensor table (moeinf inspect). */
 void moeinf_gguf_print(const struct moeinf_gguf *g, FILE *out);

@@ -111,31 +111,9 @@ static bool meta_str(struct moeinf_gguf_writer *w, const char *s, size_t len) {
     return meta_le(w, len, 8) && meta_put(w, s, len);
 }
 
-static size_t scalar_size(enum moeinf_gguf_type t) {
-    switch (t) {
-    case MOEINF_GGUF_TYPE_UINT8:
-    case MOEINF_GGUF_TYPE_INT8:
-    case MOEINF_GGUF_TYPE_BOOL:
-        return 1;
-    case MOEINF_GGUF_TYPE_UINT16:
-    case MOEINF_GGUF_TYPE_INT16:
-        return 2;
-    case MOEINF_GGUF_TYPE_UINT32:
-    case MOEINF_GGUF_TYPE_INT32:
-    case MOEINF_GGUF_TYPE_FLOAT32:
-        return 4;
-    case MOEINF_GGUF_TYPE_UINT64:
-    case MOEINF_GGUF_TYPE_INT64:
-    case MOEINF_GGUF_TYPE_FLOAT64:
-        return 8;
-    default:
-        return 0;
-    }
-}
-
 /* One host value of a scalar type, little-endian (its bit pattern, floats included). */
 static bool meta_scalar(struct moeinf_gguf_writer *w, enum moeinf_gguf_type t, const void *v) {
-    size_t n = scalar_size(t);
+    size_t n = (size_t)moeinf_gguf_scalar_size(t);
     uint64_t u = 0;
     if (n == 1) {
         uint8_t x;
@@ -197,7 +175,7 @@ static enum moeinf_status nomem_unless(struct moeinf_gguf_writer *w, bool ok,
 enum moeinf_status moeinf_gguf_writer_add_scalar(struct moeinf_gguf_writer *w, const char *key,
                                                  enum moeinf_gguf_type type, const void *v,
                                                  struct moeinf_error *err) {
-    if (!sticky(w, err) && scalar_size(type) == 0) {
+    if (!sticky(w, err) && moeinf_gguf_scalar_size(type) == 0) {
         return wfail(w, err, MOEINF_ERR_ARG, "key '%s': %s is not a scalar type", key,
                      moeinf_gguf_type_str(type));
     }
@@ -242,7 +220,7 @@ enum moeinf_status moeinf_gguf_writer_add_str(struct moeinf_gguf_writer *w, cons
 enum moeinf_status moeinf_gguf_writer_add_arr(struct moeinf_gguf_writer *w, const char *key,
                                               enum moeinf_gguf_type elem_type, const void *data,
                                               uint64_t n, struct moeinf_error *err) {
-    size_t es = scalar_size(elem_type);
+    size_t es = (size_t)moeinf_gguf_scalar_size(elem_type);
     if (!sticky(w, err) && es == 0) {
         return wfail(w, err, MOEINF_ERR_ARG, "key '%s': arrays of %s go through add_arr_str", key,
                      moeinf_gguf_type_str(elem_type));
