@@ -56,28 +56,6 @@ static double ldf64(const uint8_t *p) {
     return d;
 }
 
-uint64_t moeinf_gguf_scalar_size(enum moeinf_gguf_type t) {
-    switch (t) {
-    case MOEINF_GGUF_TYPE_UINT8:
-    case MOEINF_GGUF_TYPE_INT8:
-    case MOEINF_GGUF_TYPE_BOOL:
-        return 1;
-    case MOEINF_GGUF_TYPE_UINT16:
-    case MOEINF_GGUF_TYPE_INT16:
-        return 2;
-    case MOEINF_GGUF_TYPE_UINT32:
-    case MOEINF_GGUF_TYPE_INT32:
-    case MOEINF_GGUF_TYPE_FLOAT32:
-        return 4;
-    case MOEINF_GGUF_TYPE_UINT64:
-    case MOEINF_GGUF_TYPE_INT64:
-    case MOEINF_GGUF_TYPE_FLOAT64:
-        return 8;
-    default:
-        return 0;
-    }
-}
-
 const char *moeinf_gguf_type_str(enum moeinf_gguf_type type) {
     static const char *const names[MOEINF_GGUF_TYPE_COUNT] = {
         "u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",

@@ -142,8 +142,29 @@ bool moeinf_gguf_str_eq(struct moeinf_gguf_str s, const char *c);
 
 /* Name of a metadata value type ("u32", "string", ...; "?" if out of range). */
 const char *moeinf_gguf_type_str(enum moeinf_gguf_type type);
-/* Bytes of one scalar of a value type; 0 for STRING and ARRAY (variable) and unknown types. */
-uint64_t moeinf_gguf_scalar_size(enum moeinf_gguf_type type);
+/* Bytes of one scalar of a value type; 0 for STRING and ARRAY (variable) and unknown types.
+ * Inline, so that callers' compilers see the size of each type they write. */
+static inline uint64_t moeinf_gguf_scalar_size(enum moeinf_gguf_type t) {
+    switch (t) {
+    case MOEINF_GGUF_TYPE_UINT8:
+    case MOEINF_GGUF_TYPE_INT8:
+    case MOEINF_GGUF_TYPE_BOOL:
+        return 1;
+    case MOEINF_GGUF_TYPE_UINT16:
+    case MOEINF_GGUF_TYPE_INT16:
+        return 2;
+    case MOEINF_GGUF_TYPE_UINT32:
+    case MOEINF_GGUF_TYPE_INT32:
+    case MOEINF_GGUF_TYPE_FLOAT32:
+        return 4;
+    case MOEINF_GGUF_TYPE_UINT64:
+    case MOEINF_GGUF_TYPE_INT64:
+    case MOEINF_GGUF_TYPE_FLOAT64:
+        return 8;
+    default:
+        return 0;
+    }
+}
 
 /* Prints the metadata and tensor table (moeinf inspect). */
 void moeinf_gguf_print(const struct moeinf_gguf *g, FILE *out);
