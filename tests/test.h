@@ -16,6 +16,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <stdbool.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -128,6 +130,26 @@ static inline const char *test_tmp_path(const char *name, char *buf, size_t size
     const char *dir = getenv("MOEINF_TMP");
     snprintf(buf, size, "%s/%s", dir ? dir : "/tmp", name);
     return buf;
+}
+
+static inline bool test_file_exists(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
+/* Number of "<base>.tmp.*" files (atomic writes not committed) left in the scratch folder. */
+static inline int test_temp_leftovers(const char *base) {
+    char dir[512];
+    test_tmp_path("", dir, sizeof dir);
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    char prefix[256];
+    snprintf(prefix, sizeof prefix, "%s.tmp.", base);
+    int n = 0;
+    for (struct dirent *e; (e = readdir(d));)
+        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
+    closedir(d);
+    return n;
 }
 
 /* Reads a text file into buf (truncated to size - 1 bytes, NUL-terminated; "" if absent). */

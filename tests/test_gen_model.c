@@ -20,25 +20,6 @@
 #include "moeinf.h"
 #include "test.h"
 
-static bool exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
-static int temp_leftovers(const char *base) {
-    char dir[512];
-    test_tmp_path("", dir, sizeof dir);
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    char prefix[256];
-    snprintf(prefix, sizeof prefix, "%s.tmp.", base);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
-    closedir(d);
-    return n;
-}
-
 /* A small MoE: 2 layers, 8 experts top-2, n_embd 64, n_ff 256, 4 heads, 2 KV heads. */
 static struct moeinf_gen_params tiny(int type) {
     struct moeinf_gen_params p = moeinf_gen_params_default();
@@ -519,7 +500,7 @@ static void test_bad_params(void) {
         CHECK_EQ_INT(moeinf_gen_params_check(&p, &err), MOEINF_ERR_ARG);                           \
         CHECK_STR_CONTAINS(err.msg, phrase);                                                       \
         CHECK_EQ_INT(moeinf_gen_model(&p, path, &err), MOEINF_ERR_ARG);                            \
-        CHECK(!exists(path));                                                                      \
+        CHECK(!test_file_exists(path));                                                                      \
     } while (0)
     BAD(p.n_head = 3, "3 heads do not divide n_embd 64");
     BAD(p.n_head_kv = 3, "3 kv heads do not divide 4 heads");
@@ -552,7 +533,7 @@ static void test_failures_leave_nothing(void) {
     struct moeinf_gen_params p = tiny(8);
     CHECK_EQ_INT(moeinf_gen_model(&p, "/nonexistent-dir/m.gguf", &err), MOEINF_ERR_IO);
     CHECK_STR_CONTAINS(err.msg, "/nonexistent-dir/m.gguf");
-    CHECK(!exists("/nonexistent-dir/m.gguf"));
+    CHECK(!test_file_exists("/nonexistent-dir/m.gguf"));
 
     char path[512], notdir[512];
     test_tmp_path("gen-notdir", notdir, sizeof notdir);
@@ -568,8 +549,8 @@ static void test_failures_leave_nothing(void) {
     p.vocab_from = "/nonexistent-dir/vocab.gguf";
     CHECK_EQ_INT(moeinf_gen_model(&p, path, &err), MOEINF_ERR_IO);
     CHECK_STR_CONTAINS(err.msg, "vocab.gguf");
-    CHECK(!exists(path));
-    CHECK_EQ_INT(temp_leftovers("gen-fail.gguf"), 0);
+    CHECK(!test_file_exists(path));
+    CHECK_EQ_INT(test_temp_leftovers("gen-fail.gguf"), 0);
 
     /* The disk fills up mid-stream: a file size limit makes write() fail with EFBIG. */
     p = tiny(0);
@@ -583,8 +564,8 @@ static void test_failures_leave_nothing(void) {
     signal(SIGXFSZ, old_handler);
     CHECK_EQ_INT(st, MOEINF_ERR_IO);
     CHECK_STR_CONTAINS(err.msg, "gen-fail.gguf");
-    CHECK(!exists(path));
-    CHECK_EQ_INT(temp_leftovers("gen-fail.gguf"), 0);
+    CHECK(!test_file_exists(path));
+    CHECK_EQ_INT(test_temp_leftovers("gen-fail.gguf"), 0);
 
     /* An existing file is replaced only by a complete new one. */
     f = fopen(path, "w");

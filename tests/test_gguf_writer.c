@@ -14,26 +14,6 @@
 #include "gguf/gguf_writer.h"
 #include "test.h"
 
-static bool exists(const char *path) {
-    struct stat st;
-    return stat(path, &st) == 0;
-}
-
-/* Number of "<base>.tmp.*" files left in the scratch directory. */
-static int temp_leftovers(const char *base) {
-    char dir[512];
-    test_tmp_path("", dir, sizeof dir);
-    DIR *d = opendir(dir);
-    if (!d) return 0;
-    char prefix[256];
-    snprintf(prefix, sizeof prefix, "%s.tmp.", base);
-    int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
-        n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
-    closedir(d);
-    return n;
-}
-
 static void test_round_trip(void) {
     char path[512];
     test_tmp_path("writer-rt.gguf", path, sizeof path);
@@ -100,11 +80,11 @@ static void test_round_trip(void) {
         done += n;
         step = step * 3 + 1;
     }
-    CHECK(!exists(path)); /* nothing at the path before finish */
+    CHECK(!test_file_exists(path)); /* nothing at the path before finish */
     CHECK_EQ_INT(moeinf_gguf_writer_finish(w, &err), MOEINF_OK);
     moeinf_gguf_writer_free(w);
-    CHECK(exists(path));
-    CHECK_EQ_INT(temp_leftovers("writer-rt.gguf"), 0);
+    CHECK(test_file_exists(path));
+    CHECK_EQ_INT(test_temp_leftovers("writer-rt.gguf"), 0);
 
     struct moeinf_gguf *g = NULL;
     CHECK_EQ_INT(moeinf_gguf_open(path, &g, &err), MOEINF_OK);
@@ -225,7 +205,7 @@ static void test_copy_kv(void) {
     }
     CHECK_EQ_INT(moeinf_gguf_writer_add_kv(w, &src->kv[0], &err), MOEINF_ERR_ARG); /* again */
     moeinf_gguf_writer_free(w);
-    CHECK(!exists(path)); /* the failed writer left nothing */
+    CHECK(!test_file_exists(path)); /* the failed writer left nothing */
 
     CHECK_EQ_INT(moeinf_gguf_writer_open(path, 0, &w, &err), MOEINF_OK);
     for (uint64_t i = 0; w && i < src->n_kv; i++) {
@@ -273,7 +253,7 @@ static void test_misuse(void) {
     CHECK_STR_CONTAINS(err.msg, "duplicate key 'k'");
     CHECK_EQ_INT(moeinf_gguf_writer_finish(w, &err), MOEINF_ERR_ARG);
     moeinf_gguf_writer_free(w);
-    CHECK(!exists(path));
+    CHECK(!test_file_exists(path));
 
     struct {
         const char *name;
@@ -319,7 +299,7 @@ static void test_misuse(void) {
     CHECK_EQ_INT(moeinf_gguf_writer_write(w, buf, 257, &err), MOEINF_ERR_ARG);
     CHECK_STR_CONTAINS(err.msg, "past the last tensor");
     moeinf_gguf_writer_free(w);
-    CHECK(!exists(path));
+    CHECK(!test_file_exists(path));
 
     CHECK_EQ_INT(moeinf_gguf_writer_open(path, 0, &w, &err), MOEINF_OK);
     CHECK_EQ_INT(moeinf_gguf_writer_add_tensor(w, "t", 0, 2, ne, &err), MOEINF_OK);
@@ -334,15 +314,15 @@ static void test_misuse(void) {
     CHECK_EQ_INT(moeinf_gguf_writer_finish(w, &err), MOEINF_ERR_ARG);
     CHECK_STR_CONTAINS(err.msg, "tensor 't' incomplete (100 of 256 bytes)");
     moeinf_gguf_writer_free(w);
-    CHECK(!exists(path));
+    CHECK(!test_file_exists(path));
 
     /* Abandoned after writing data: the temp file goes too. */
     CHECK_EQ_INT(moeinf_gguf_writer_open(path, 0, &w, &err), MOEINF_OK);
     CHECK_EQ_INT(moeinf_gguf_writer_add_tensor(w, "t", 0, 2, ne, &err), MOEINF_OK);
     CHECK_EQ_INT(moeinf_gguf_writer_write(w, buf, 256, &err), MOEINF_OK);
     moeinf_gguf_writer_free(w);
-    CHECK(!exists(path));
-    CHECK_EQ_INT(temp_leftovers("writer-bad.gguf"), 0);
+    CHECK(!test_file_exists(path));
+    CHECK_EQ_INT(test_temp_leftovers("writer-bad.gguf"), 0);
     moeinf_gguf_writer_free(NULL);
 }
 
