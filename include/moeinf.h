@@ -101,13 +101,50 @@ enum moeinf_kv_type {
 
 struct moeinf_model_params {
     bool no_mmap; /* read the file once into memory instead of mapping it (default false) */
+    bool offload_experts; /* routed experts stay in the file and are read through each
+                             context's expert cache (moeinf_context_params.expert_cache, which
+                             is then required); every other weight is read once into memory,
+                             so the page cache does not hold the file (no_mmap is ignored).
+                             MOEINF_ERR_ARG for a dense model. Default false. */
 };
+
+/* How big a context's expert cache is (moeinf_expert_cache_parse reads the CLI's forms). */
+enum moeinf_expert_cache_kind {
+    MOEINF_EXPERT_CACHE_NONE = 0, /* no cache: every expert is resident (mapped) */
+    MOEINF_EXPERT_CACHE_BYTES,    /* at most `bytes` of expert slots */
+    MOEINF_EXPERT_CACHE_PERCENT,  /* `percent` % of all routed experts (layers x experts),
+                                     rounded to the nearest */
+    MOEINF_EXPERT_CACHE_AUTO,     /* what this process may use (cgroup limit, else
+                                     MemAvailable) minus resident weights, KV cache, scratch
+                                     and MOEINF_EXPERT_CACHE_MARGIN */
+};
+
+/* Memory `auto` leaves for what it does not count: code, stacks, allocator slack. */
+#define MOEINF_EXPERT_CACHE_MARGIN (64ull << 20)
+
+struct moeinf_expert_cache_size {
+    enum moeinf_expert_cache_kind kind;
+    uint64_t bytes;
+    double percent;
+};
+
+/* Parses SIZE (bytes, with an optional K, M, G or T suffix meaning powers of 1024), P% (0 <
+ * P <= 100) or "auto". MOEINF_ERR_ARG naming the text otherwise. */
+enum moeinf_status moeinf_expert_cache_parse(const char *text,
+                                             struct moeinf_expert_cache_size *out,
+                                             struct moeinf_error *err);
 
 struct moeinf_context_params {
     int n_ctx;                   /* context window in tokens (default 4096) */
     int n_batch;                 /* prefill micro-batch (default 512) */
     int n_threads;               /* 0 = the CPUs this process may use */
     enum moeinf_kv_type kv_type; /* default F16 */
+    /* Routed experts through an expert cache of this size (the model must be loaded with
+     * offload_experts); kind NONE (default): resident. Fewer slots than the model's top_k is
+     * MOEINF_ERR_ARG naming the minimum; more than every expert is clamped to every expert. */
+    struct moeinf_expert_cache_size expert_cache;
+    const char *expert_policy; /* cache policy name (moeinf sim --help lists them; NULL: the
+                                  default, "reuse"); offline policies are refused */
 };
 
 struct moeinf_model_params moeinf_model_params_default(void);
@@ -130,7 +167,44 @@ enum moeinf_status moeinf_context_init(struct moeinf_model *model,
                                        struct moeinf_context **out, struct moeinf_error *err);
 void moeinf_context_free(struct moeinf_context *ctx);
 
-/* Forgets the KV cache: the next decode starts at position 0. */
+/* What a context's expert cache is. */
+struct moeinf_expert_cache_info {
+    int slots;               /* experts the cache holds */
+    int n_experts_total;     /* layers x experts */
+    uint64_t slot_bytes;     /* one slot: an expert's three matrices and alignment room */
+    uint64_t resident_bytes; /* the model's weights kept in memory (not experts) */
+    uint64_t context_bytes;  /* KV cache and scratch */
+    const char *policy;
+    bool direct_io;          /* reads bypass the page cache (O_DIRECT) */
+    const char *io_note;     /* one line on how experts are read */
+};
+
+/* Counters since the context was made (or since moeinf_context_expert_stats_reset). */
+struct moeinf_expert_stats {
+    uint64_t accesses;     /* one per distinct expert per layer and forward iteration */
+    uint64_t hits;
+    uint64_t misses;       /* = experts read */
+    uint64_t bytes_read;   /* from the file, alignment windows included */
+    uint64_t expert_bytes; /* of them, the experts' own bytes */
+    double read_seconds;   /* time spent reading */
+    uint64_t tokens;       /* tokens evaluated, every phase */
+    uint64_t decode_tokens;
+};
+
+/* MOEINF_ERR_ARG when the context has no expert cache. */
+enum moeinf_status moeinf_context_expert_cache(const struct moeinf_context *ctx,
+                                               struct moeinf_expert_cache_info *out,
+                                               struct moeinf_error *err);
+/* Counters of MoE layer `layer` (0-based), or of all layers for -1 (tokens are counted in
+ * both). MOEINF_ERR_ARG without an expert cache or for a layer out of range. */
+enum moeinf_status moeinf_context_expert_stats(const struct moeinf_context *ctx, int layer,
+                                               struct moeinf_expert_stats *out,
+                                               struct moeinf_error *err);
+/* Zeroes the counters (the cache keeps its contents). */
+void moeinf_context_expert_stats_reset(struct moeinf_context *ctx);
+
+/* Forgets the KV cache: the next decode starts at position 0 and a new request. The expert
+ * cache keeps its contents and what its policy learned. */
 void moeinf_context_reset(struct moeinf_context *ctx);
 int moeinf_context_n_past(const struct moeinf_context *ctx);
 int moeinf_context_n_threads(const struct moeinf_context *ctx);
@@ -264,6 +338,9 @@ struct moeinf_sim_params {
     const char *eamc_path; /* policy state (EAMC) file: loaded before the replay when it
                               exists, saved after it; NULL = start empty, save nothing */
     int eamc_capacity;     /* entries of a new EAMC (no file yet); 0 = the policy's default */
+    int batch;             /* prefill tokens per iteration, as the engine's micro-batch (-b):
+                              a request's prefill runs in steps over the distinct experts of
+                              up to `batch` tokens; 0 or 1 = per token (default) */
 };
 
 struct moeinf_sim_result {
@@ -275,6 +352,8 @@ struct moeinf_sim_result {
     uint64_t requests;           /* counted requests, tokens and decode tokens */
     uint64_t tokens;
     uint64_t decode_tokens;
+    uint64_t iterations;         /* counted forward iterations (decode tokens + prefill
+                                    micro-batches; = tokens when batch <= 1) */
     uint64_t accesses;           /* counted demand accesses, every phase */
     uint64_t hits;               /* of them, found resident (prefetched or not) */
     uint64_t decode_accesses;    /* the part in decode tokens */

@@ -27,9 +27,12 @@ enum moeinf_status moeinf_model_load(const char *path, const struct moeinf_model
                                      struct moeinf_model **out, struct moeinf_error *err) {
     struct moeinf_model *m = calloc(1, sizeof *m);
     if (!m) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    bool offload = params && params->offload_experts;
     enum moeinf_status st = moeinf_gguf_open_mode(
-        path, params && params->no_mmap ? MOEINF_MAP_READ : MOEINF_MAP_FILE, &m->gguf, err);
+        path, params && params->no_mmap && !offload ? MOEINF_MAP_READ : MOEINF_MAP_FILE, &m->gguf,
+        err);
     if (st == MOEINF_OK) st = moeinf_llm_init(m->gguf, &m->llm, err);
+    if (st == MOEINF_OK && offload) st = moeinf_resident_load(m->llm, m->gguf, &m->resident, err);
     if (st == MOEINF_OK) st = moeinf_vocab_init_from_gguf(m->gguf, &m->vocab, err);
     if (st == MOEINF_OK && moeinf_vocab_n_tokens(m->vocab) != m->llm->hp.n_vocab) {
         st = moeinf_fail(err, MOEINF_ERR_FORMAT,
@@ -47,6 +50,7 @@ enum moeinf_status moeinf_model_load(const char *path, const struct moeinf_model
 void moeinf_model_free(struct moeinf_model *model) {
     if (!model) return;
     moeinf_vocab_free(model->vocab);
+    moeinf_resident_free(model->resident);
     moeinf_llm_free(model->llm);
     moeinf_gguf_free(model->gguf);
     free(model);
@@ -117,6 +121,7 @@ enum moeinf_status moeinf_context_init(struct moeinf_model *model,
         };
         st = moeinf_fwd_init(model->llm, &fp, &ctx->fwd, err);
     }
+    if (st == MOEINF_OK) st = moeinf_engine_expert_cache_init(ctx, err);
     if (st != MOEINF_OK) {
         moeinf_context_free(ctx);
         return st;
@@ -128,6 +133,8 @@ enum moeinf_status moeinf_context_init(struct moeinf_model *model,
 void moeinf_context_free(struct moeinf_context *ctx) {
     if (!ctx) return;
     moeinf_context_record_close(ctx, NULL);
+    if (ctx->tier) moeinf_tier_request_end(ctx->tier);
+    moeinf_tier_free(ctx->tier);
     moeinf_fwd_free(ctx->fwd);
     moeinf_pool_free(ctx->pool);
     free(ctx);
@@ -165,13 +172,22 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
         }
     }
     int n_batch = ctx->params.n_batch;
+    /* A decode that starts at position 0 starts a request (as the routing record counts). */
+    if (ctx->tier && ctx->n_past == 0) moeinf_tier_request_begin(ctx->tier);
     for (int i0 = 0; i0 < n; i0 += n_batch) {
         int m = n - i0 < n_batch ? n - i0 : n_batch;
         bool last = i0 + m == n;
         float *out = NULL;
         if (logits && all_logits) out = logits + (size_t)i0 * n_vocab;
         if (logits && !all_logits && last) out = logits;
-        moeinf_fwd_eval(ctx->fwd, ids + i0, m, ctx->n_past, out, all_logits);
+        if (ctx->tier) {
+            moeinf_tier_iteration_begin(ctx->tier, n > 1 ? MOEINF_PHASE_PREFILL : MOEINF_PHASE_DECODE,
+                                        m);
+        }
+        enum moeinf_status est =
+            moeinf_fwd_eval(ctx->fwd, ids + i0, m, ctx->n_past, out, all_logits, err);
+        if (ctx->tier) moeinf_tier_iteration_end(ctx->tier);
+        if (est != MOEINF_OK) return est;
         int pos0 = ctx->n_past;
         ctx->n_past += m; /* the tokens are in the context even if recording them fails */
         if (ctx->record) {

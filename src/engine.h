@@ -6,6 +6,8 @@
 #include "gguf/gguf.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "model/resident.h"
+#include "experts/tier.h"
 #include "moeinf.h"
 
 struct moeinf_vocab;
@@ -15,6 +17,8 @@ struct moeinf_model {
     struct moeinf_gguf *gguf;   /* owns the mapping the weights point into */
     struct moeinf_llm *llm;
     struct moeinf_vocab *vocab;
+    struct moeinf_resident *resident; /* offload_experts: the weights read into memory and
+                                         where the experts lie; NULL otherwise */
 };
 
 struct moeinf_context {
@@ -23,12 +27,18 @@ struct moeinf_context {
     struct moeinf_pool *pool;
     const struct moeinf_kernels *kern;
     struct moeinf_fwd *fwd;
+    struct moeinf_tier *tier;   /* the expert cache, or NULL (experts resident) */
     int n_past;
     struct moeinf_trace_writer *record; /* routing record, or NULL */
     char *record_tag;
     int64_t record_requests;            /* requests written so far */
     int32_t *record_row;                /* [n_layer][n_expert_used] one token's routing */
 };
+
+/* engine_experts.c: the context's expert cache, when its params ask for one (or the model's
+ * experts are offloaded, which needs one). */
+enum moeinf_status moeinf_engine_expert_cache_init(struct moeinf_context *ctx,
+                                                   struct moeinf_error *err);
 
 /* engine_record.c: appends the last eval's routing to the open record. */
 enum moeinf_status moeinf_record_eval(struct moeinf_context *ctx, int m, int n_past, bool prefill,

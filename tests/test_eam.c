@@ -510,7 +510,7 @@ static void test_policy_state_all_or_nothing(void) {
                 for (int l = 0; l < 3; l++) {
                     uint32_t ids[2] = {(uint32_t)(l * 9 + (int)(rng_next(&rng) % 4)), 0};
                     ids[1] = (uint32_t)(l * 9 + 4 + (int)(rng_next(&rng) % 5));
-                    if (p->ops->on_step_begin) p->ops->on_step_begin(p->state, l, ids, 2);
+                    if (p->ops->on_step_begin) p->ops->on_step_begin(p->state, l, ids, NULL, 2);
                     for (int j = 0; j < 2; j++)
                         p->ops->on_access(p->state, ids[j], true);
                 }

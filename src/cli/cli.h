@@ -26,6 +26,9 @@ int cmd_bench(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
 
+/* Monotonic seconds, for timing what a command did. */
+double cli_now(void);
+
 /* Prints "moeinf: <msg>" for a failed call; returns CLI_EXIT_FAIL. */
 int cli_fail(const struct moeinf_error *err);
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/expert_args.h"
 
 static void usage(FILE *out) {
     fprintf(out,
@@ -16,7 +17,9 @@ static void usage(FILE *out) {
             "  --kv-type T  KV cache type (default f16)\n"
             "  -t N         threads (default: the CPUs this process may use)\n"
             "  -c N         context size (default: the number of ids)\n"
-            "  -b N         prefill micro-batch (default 512)\n");
+            "  -b N         prefill micro-batch (default 512)\n"
+            "%s",
+            expert_args_help);
 }
 
 /* Parses "1 2 3" into a malloc'ed array. */
@@ -59,6 +62,8 @@ int cmd_logits(int argc, char **argv) {
     const char *ids_arg = NULL;
     const char *out_path = NULL;
     struct moeinf_context_params cp = moeinf_context_params_default();
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    struct expert_args ea = {0};
     cp.n_ctx = 0;
     long v;
     for (int i = 1; i < argc; i++) {
@@ -68,6 +73,9 @@ int cmd_logits(int argc, char **argv) {
             usage(stdout);
             return CLI_EXIT_OK;
         }
+        int er = expert_args_parse("logits", &ea, argc, argv, &i);
+        if (er < 0) return CLI_EXIT_USAGE;
+        if (er > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--ids") || !strcmp(a, "-o") ||
             !strcmp(a, "--kv-type") || !strcmp(a, "-t") || !strcmp(a, "-c") || !strcmp(a, "-b")) {
             if (!(val = cli_option_value("logits", argc, argv, &i))) return CLI_EXIT_USAGE;
@@ -114,14 +122,19 @@ int cmd_logits(int argc, char **argv) {
         return CLI_EXIT_USAGE;
     }
     if (cp.n_ctx == 0) cp.n_ctx = n;
+    if (!expert_args_apply("logits", &ea, &mp, &cp)) {
+        free(ids);
+        return CLI_EXIT_USAGE;
+    }
     struct moeinf_error err = {0};
     struct moeinf_model *model = NULL;
     struct moeinf_context *ctx = NULL;
     float *logits = NULL;
     int rc = CLI_EXIT_FAIL;
-    struct moeinf_model_params mp = moeinf_model_params_default();
     if (moeinf_model_load(model_path, &mp, &model, &err) != MOEINF_OK) goto done;
     if (moeinf_context_init(model, &cp, &ctx, &err) != MOEINF_OK) goto done;
+    if (ea.cache) expert_args_announce(ctx);
+    double t0 = cli_now();
     size_t n_vocab = (size_t)moeinf_model_n_vocab(model);
     logits = malloc((size_t)n * n_vocab * sizeof(float));
     if (!logits) {
@@ -129,6 +142,7 @@ int cmd_logits(int argc, char **argv) {
         goto done;
     }
     if (moeinf_decode(ctx, ids, n, logits, true, &err) != MOEINF_OK) goto done;
+    double seconds = cli_now() - t0;
     FILE *fp = fopen(out_path, "wb");
     if (!fp) {
         /* NOLINTNEXTLINE(concurrency-mt-unsafe): only the main thread reports errors */
@@ -143,8 +157,10 @@ int cmd_logits(int argc, char **argv) {
         goto done;
     }
     rc = CLI_EXIT_OK;
+    if (!expert_args_report(&ea, ctx, seconds)) rc = CLI_EXIT_FAIL; /* message out */
 done:
-    if (rc != CLI_EXIT_OK) cli_fail(&err);
+    if (rc != CLI_EXIT_OK && err.msg[0]) cli_fail(&err);
+    expert_args_close(&ea);
     free(logits);
     free(ids);
     moeinf_context_free(ctx);

@@ -54,6 +54,10 @@ static void usage(FILE *out) {
             "(default 0)\n"
             "  --warmup R          replay the first R requests without counting them "
             "(default 0)\n"
+            "  --batch N           replay each request's prefill as the engine runs it: in\n"
+            "                      micro-batches of N tokens, one step per layer over the\n"
+            "                      distinct experts they chose, in waves of at most the cache\n"
+            "                      size (default 1: per token; the engine's -b is 512)\n"
             "  --eamc FILE         load the policy's EAMC from FILE before the replay (when it\n"
             "                      exists) and save it there after (policies with an EAMC)\n"
             "  --eamc-capacity N   entries of a new EAMC, when FILE does not exist yet\n"
@@ -161,6 +165,9 @@ static int parse_args(int argc, char **argv, struct sim_opts *o, int *code) {
         } else if (!strcmp(a, "--eamc-capacity")) {
             if (!cli_parse_long(CMD, a, v, 1, 4096, &n)) return -1;
             o->params.eamc_capacity = (int)n;
+        } else if (!strcmp(a, "--batch")) {
+            if (!cli_parse_long(CMD, a, v, 1, 1 << 20, &n)) return -1;
+            o->params.batch = (int)n;
         } else if (!strcmp(a, "--warmup")) {
             if (!cli_parse_long(CMD, a, v, 0, 1L << 30, &n)) return -1;
             o->params.warmup_requests = (int)n;

@@ -13,11 +13,15 @@ const char model_args_help[] =
     "  -t N            threads (default: the CPUs this process may use)\n"
     "  -b N            prefill micro-batch (default 512)\n"
     "  --kv-type T     KV cache type f16|f32 (default f16)\n"
-    "  --no-mmap       read the model into memory once instead of mapping the file\n";
+    "  --no-mmap       read the model into memory once instead of mapping the file\n"
+    EXPERT_ARGS_HELP;
 
 int model_args_parse(const char *cmd, struct model_args *a, int argc, char **argv, int *i) {
     const char *opt = argv[*i];
     long v;
+    a->cmd = cmd;
+    int er = expert_args_parse(cmd, &a->experts, argc, argv, i);
+    if (er != 0) return er;
     if (!strcmp(opt, "--no-mmap")) {
         a->model.no_mmap = true;
         return 1;
@@ -62,6 +66,7 @@ bool model_args_open(struct model_args *a, struct moeinf_model **model,
         }
         path = default_path;
     }
+    if (!expert_args_apply(a->cmd ? a->cmd : "run", &a->experts, &a->model, &a->ctx)) return false;
     if (moeinf_model_load(path, &a->model, model, &err) != MOEINF_OK) {
         cli_fail(&err);
         return false;
@@ -72,5 +77,6 @@ bool model_args_open(struct model_args *a, struct moeinf_model **model,
         cli_fail(&err);
         return false;
     }
+    if (a->experts.cache) expert_args_announce(*ctx);
     return true;
 }

@@ -4,23 +4,27 @@
 
 #include <stdbool.h>
 
+#include "cli/expert_args.h"
 #include "moeinf.h"
 
 struct model_args {
     const char *model_path; /* NULL: the embedded default */
     struct moeinf_context_params ctx;
     struct moeinf_model_params model;
+    struct expert_args experts;
+    const char *cmd; /* the subcommand, for messages */
 };
 
-/* Consumes argv[*i] if it is one of -m, -c, -t, -b, --kv-type, --no-mmap (advancing *i past its
- * value). Returns 1 if consumed, 0 if not one of them, -1 on a bad value (message printed). */
+/* Consumes argv[*i] if it is one of -m, -c, -t, -b, --kv-type, --no-mmap or an expert-cache
+ * option (expert_args.h) (advancing *i past its value). Returns 1 if consumed, 0 if not one of them, -1 on a bad value (message printed). */
 int model_args_parse(const char *cmd, struct model_args *a, int argc, char **argv, int *i);
 
 /* The help lines of those options. */
 extern const char model_args_help[];
 
-/* Loads the model (generating the default on first use) and creates a context. Prints
- * "moeinf: <msg>" and returns false on failure. */
+/* Applies the expert options (expert_args_apply), loads the model (generating the default on
+ * first use) and creates a context, announcing its expert cache. Prints "moeinf: <msg>" and
+ * returns false on failure. */
 bool model_args_open(struct model_args *a, struct moeinf_model **model,
                      struct moeinf_context **ctx);
 

@@ -106,14 +106,14 @@ void moeinf_cache_step_begin(struct moeinf_cache *c, struct moeinf_policy *p, in
                              const uint32_t *ids, int n) {
     for (int i = 0; i < n; i++)
         moeinf_cache_pin(c, ids[i]);
-    if (p->ops->on_step_begin) p->ops->on_step_begin(p->state, layer, ids, n);
+    moeinf_policy_step_begin(p, layer, ids, NULL, n);
 }
 
 void moeinf_cache_step_end(struct moeinf_cache *c, struct moeinf_policy *p, int layer,
                            const uint32_t *ids, int n) {
     for (int i = 0; i < n; i++)
         moeinf_cache_unpin(c, ids[i]);
-    if (p->ops->on_step_end) p->ops->on_step_end(p->state, layer);
+    moeinf_policy_step_end(p, layer);
 }
 
 /* Frees one slot through the policy's victim; the caller checked that one can be evicted. */
@@ -211,4 +211,16 @@ enum moeinf_status moeinf_cache_prefetch(struct moeinf_cache *c, struct moeinf_p
     }
     admit(c, p, id, true, ev);
     return MOEINF_OK;
+}
+
+void moeinf_cache_drop(struct moeinf_cache *c, struct moeinf_policy *p, uint32_t id) {
+    if (id >= c->n_ids || c->slot_of[id] < 0) return;
+    int slot = c->slot_of[id];
+    if (c->pins[id] > 0) c->n_pinned_resident--;
+    c->slot_of[id] = -1;
+    c->id_of[slot] = MOEINF_EXPERT_NONE;
+    c->free_slots[c->n_free++] = slot;
+    c->n_resident--;
+    c->prefetched[id] = 0;
+    p->ops->on_evict(p->state, id);
 }

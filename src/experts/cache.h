@@ -3,8 +3,10 @@
  * pinned (needed by the current step, or in use), and the access protocol that drives a policy.
  *
  * The cache holds `capacity` slots over flat expert ids (layer * n_experts + expert). It owns
- * residency and pins; the policy (policy.h) owns the order of eviction. Engine and simulator
- * drive the same two objects through the same calls:
+ * residency and pins; the policy (policy.h) owns the order of eviction. The engine
+ * (model/forward.c through experts/tier.c) and the simulator (sim/replay.c) drive the same
+ * two objects through experts/step.h, which runs one layer's step in waves; for a step that
+ * fits in one wave it amounts to:
  *
  *   moeinf_cache_step_begin(c, p, layer, ids, n);      pin the router's choice, tell the policy
  *   for each id: moeinf_cache_access(c, p, id, &ev, err);   hit, or admit (evicting ev.evicted)
@@ -13,7 +15,8 @@
  *   for each: moeinf_cache_prefetch(c, p, buf[i], &ev, err);
  *
  * The cache moves no bytes: ev.slot says where the expert must be (or is), and ev.evicted
- * which expert's bytes that slot held before.
+ * which expert's bytes that slot held before; in the engine, experts/store.c reads the
+ * expert's bytes into that slot.
  */
 #ifndef MOEINF_EXPERTS_CACHE_H
 #define MOEINF_EXPERTS_CACHE_H
@@ -60,8 +63,8 @@ void moeinf_cache_pin(struct moeinf_cache *c, uint32_t id);
 void moeinf_cache_unpin(struct moeinf_cache *c, uint32_t id);
 bool moeinf_cache_is_pinned(const struct moeinf_cache *c, uint32_t id);
 
-/* A step: pins the `n` ids the router of `layer` chose and calls the policy's on_step_begin;
- * step_end unpins them and calls on_step_end. */
+/* A one-token step: pins the `n` ids the router of `layer` chose and calls the policy's
+ * on_step_begin (counts of one); step_end unpins them and calls on_step_end. */
 void moeinf_cache_step_begin(struct moeinf_cache *c, struct moeinf_policy *p, int layer,
                              const uint32_t *ids, int n);
 void moeinf_cache_step_end(struct moeinf_cache *c, struct moeinf_policy *p, int layer,
@@ -84,5 +87,9 @@ enum moeinf_status moeinf_cache_access(struct moeinf_cache *c, struct moeinf_pol
 enum moeinf_status moeinf_cache_prefetch(struct moeinf_cache *c, struct moeinf_policy *p,
                                          uint32_t id, struct moeinf_cache_event *ev,
                                          struct moeinf_error *err);
+
+/* Forgets `id` (its slot's bytes are not valid: a failed read), telling the policy as for an
+ * eviction. Nothing happens if it is not resident. */
+void moeinf_cache_drop(struct moeinf_cache *c, struct moeinf_policy *p, uint32_t id);
 
 #endif

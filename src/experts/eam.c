@@ -141,23 +141,33 @@ void moeinf_eamc_request_begin(struct moeinf_eamc *c) {
     c->phase = MOEINF_PHASE_PREFILL;
 }
 
-void moeinf_eamc_token_begin(struct moeinf_eamc *c, enum moeinf_phase phase) {
+void moeinf_eamc_tokens_begin(struct moeinf_eamc *c, enum moeinf_phase phase, int n_tokens) {
     assert(phase == MOEINF_PHASE_PREFILL || phase == MOEINF_PHASE_DECODE);
+    assert(n_tokens >= 1);
     c->phase = phase;
-    c->cur_tokens[phase]++;
+    c->cur_tokens[phase] += (uint32_t)n_tokens;
 }
 
-void moeinf_eamc_record(struct moeinf_eamc *c, uint32_t id) {
+void moeinf_eamc_token_begin(struct moeinf_eamc *c, enum moeinf_phase phase) {
+    moeinf_eamc_tokens_begin(c, phase, 1);
+}
+
+void moeinf_eamc_record_n(struct moeinf_eamc *c, uint32_t id, uint32_t count) {
     assert(id < c->n_ids);
     int ph = (int)c->phase;
     float old = c->cur[ph][id];
-    c->cur[ph][id] = old + 1.0f;
-    /* |v + e_id|^2 = |v|^2 + 2 v_id + 1 */
-    c->cur_norm2[ph] += 2.0 * (double)old + 1.0;
+    float k = (float)count;
+    c->cur[ph][id] = old + k;
+    /* |v + k e_id|^2 = |v|^2 + 2 k v_id + k^2 */
+    c->cur_norm2[ph] += 2.0 * (double)k * (double)old + (double)k * (double)k;
     const float *row = c->col[ph] + (size_t)id * (size_t)c->capacity;
     double *dot = c->dot[ph];
     for (int m = 0; m < c->size; m++)
-        dot[m] += (double)row[m];
+        dot[m] += (double)k * (double)row[m];
+}
+
+void moeinf_eamc_record(struct moeinf_eamc *c, uint32_t id) {
+    moeinf_eamc_record_n(c, id, 1);
 }
 
 const float *moeinf_eamc_current(const struct moeinf_eamc *c, enum moeinf_phase phase) {

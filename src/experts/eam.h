@@ -89,8 +89,12 @@ uint32_t moeinf_eamc_n_ids(const struct moeinf_eamc *c);
 void moeinf_eamc_request_begin(struct moeinf_eamc *c);
 /* Starts a token of the current request in `phase`. */
 void moeinf_eamc_token_begin(struct moeinf_eamc *c, enum moeinf_phase phase);
+/* Starts a micro-batch of n_tokens (>= 1) tokens of the current request in `phase`. */
+void moeinf_eamc_tokens_begin(struct moeinf_eamc *c, enum moeinf_phase phase, int n_tokens);
 /* The current token used expert `id` (< n_ids). */
 void moeinf_eamc_record(struct moeinf_eamc *c, uint32_t id);
+/* `count` tokens of the current micro-batch used expert `id`. */
+void moeinf_eamc_record_n(struct moeinf_eamc *c, uint32_t id, uint32_t count);
 /* Ends the request: a request with at least one token joins the collection, appended while
  * there is room, otherwise replacing the entry most similar to it (cosine over both phases;
  * the lowest slot on ties). */

@@ -8,16 +8,23 @@
  * Event order. The driver (the engine, or the simulator's replay) reports, for each request:
  *
  *   on_request_begin(index)
- *     for each forward iteration (one token in a trace):
- *       on_token_begin(phase)
- *         for each MoE layer l = 0..L-1, one "step":
- *           on_step_begin(l, ids, n)          the router's choice; the cache pins these ids
- *             per id, in order: [choose_victim + on_evict] [on_admit] on_access(id, hit)
- *           on_step_end(l)                    the cache unpins them
+ *     for each forward iteration: one decode token, or a prefill micro-batch of n_tokens
+ *       on_token_begin(phase, n_tokens)
+ *         for each MoE layer l = 0..L-1, one "step" (experts/step.h runs it):
+ *           on_step_begin(l, ids, counts, n)  the distinct experts the iteration's tokens chose
+ *                                             (first-appearance order over token, then router
+ *                                             rank) and how many tokens chose each
+ *             in waves of at most `capacity` ids (one wave unless n > capacity): the cache
+ *             pins the wave, then per id: [choose_victim + on_evict] [on_admit]
+ *             on_access(id, hit); the wave is unpinned after its compute
+ *           on_step_end(l)
  *           propose_prefetch(l, out, max)     the driver may admit the proposals: each one
  *                                             goes through [choose_victim + on_evict] on_admit
  *       on_token_end()
  *   on_request_end()
+ *
+ * A decode token (and a trace replayed per token) is an iteration of one token: its step is
+ * the token's top_k ids in router-rank order with counts of 1, in one wave.
  *
  * A demand miss always admits the expert (there is no bypass). When the cache is full the
  * policy chooses the victim among resident experts that are not pinned; the cache (not the
@@ -77,13 +84,16 @@ struct moeinf_policy_ops {
     void (*on_request_begin)(void *state, uint64_t index);
     /* (optional) the current request finished */
     void (*on_request_end)(void *state);
-    /* (optional) a forward iteration starts (in a trace: one token) in the given phase */
-    void (*on_token_begin)(void *state, enum moeinf_phase phase);
+    /* (optional) a forward iteration of n_tokens tokens (1 for decode; a prefill micro-batch
+     * may hold more) starts in the given phase */
+    void (*on_token_begin)(void *state, enum moeinf_phase phase, int n_tokens);
     /* (optional) the forward iteration finished */
     void (*on_token_end)(void *state);
-    /* (optional) the router of `layer` chose `ids` (flat ids, n of them, all distinct);
-     * called before their accesses, after the cache pinned them */
-    void (*on_step_begin)(void *state, int layer, const uint32_t *ids, int n);
+    /* (optional) the routers of `layer` chose `ids` (flat ids, n of them, all distinct; up to
+     * n_experts in a prefill micro-batch), `counts[i]` tokens of the iteration chose ids[i]
+     * (counts NULL: one each); called before their accesses */
+    void (*on_step_begin)(void *state, int layer, const uint32_t *ids, const uint32_t *counts,
+                          int n);
     /* (optional) the accesses of the step are done; pins are released */
     void (*on_step_end)(void *state, int layer);
 
@@ -157,8 +167,23 @@ static inline void moeinf_policy_request_end(struct moeinf_policy *p) {
     if (p->ops->on_request_end) p->ops->on_request_end(p->state);
 }
 
+/* An iteration of n_tokens tokens (moeinf_policy_token_begin: one). */
+static inline void moeinf_policy_tokens_begin(struct moeinf_policy *p, enum moeinf_phase phase,
+                                              int n_tokens) {
+    if (p->ops->on_token_begin) p->ops->on_token_begin(p->state, phase, n_tokens);
+}
+
 static inline void moeinf_policy_token_begin(struct moeinf_policy *p, enum moeinf_phase phase) {
-    if (p->ops->on_token_begin) p->ops->on_token_begin(p->state, phase);
+    moeinf_policy_tokens_begin(p, phase, 1);
+}
+
+static inline void moeinf_policy_step_begin(struct moeinf_policy *p, int layer,
+                                            const uint32_t *ids, const uint32_t *counts, int n) {
+    if (p->ops->on_step_begin) p->ops->on_step_begin(p->state, layer, ids, counts, n);
+}
+
+static inline void moeinf_policy_step_end(struct moeinf_policy *p, int layer) {
+    if (p->ops->on_step_end) p->ops->on_step_end(p->state, layer);
 }
 
 static inline void moeinf_policy_token_end(struct moeinf_policy *p) {

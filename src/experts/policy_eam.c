@@ -92,20 +92,21 @@ static void eam_request_end(void *state) {
     s->stale = s->changed = true;
 }
 
-static void eam_token_begin(void *state, enum moeinf_phase phase) {
+static void eam_token_begin(void *state, enum moeinf_phase phase, int n_tokens) {
     struct eam_policy *s = state;
     if (phase != moeinf_eamc_phase(s->eamc)) s->changed = true;
-    moeinf_eamc_token_begin(s->eamc, phase);
+    moeinf_eamc_tokens_begin(s->eamc, phase, n_tokens);
     s->stale = true;
 }
 
 /* The router's choice enters the request's EAM at once: PredictEAM runs "after each MoE
  * layer's router has chosen its experts", so one prediction serves the whole step. */
-static void eam_step_begin(void *state, int layer, const uint32_t *ids, int n) {
+static void eam_step_begin(void *state, int layer, const uint32_t *ids, const uint32_t *counts,
+                           int n) {
     struct eam_policy *s = state;
     s->layer = layer;
     for (int i = 0; i < n; i++)
-        moeinf_eamc_record(s->eamc, ids[i]);
+        moeinf_eamc_record_n(s->eamc, ids[i], counts ? counts[i] : 1);
     s->stale = true;
 }
 

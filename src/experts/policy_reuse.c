@@ -85,9 +85,11 @@ struct reuse {
     /* prefetch: co-occurrence of consecutive layers within a token */
     float *co;          /* ((n_layers - 1) x E x E) uses of b at l+1 after a at l */
     float *co_src;      /* ((n_layers - 1) x E) uses of a at l followed by a layer l+1 */
-    uint32_t *step_ids; /* (top_k) ids of the current step */
-    uint32_t *prev_ids; /* (top_k) ids of the previous step of this token */
+    uint32_t *step_ids; /* (n_experts) ids of the current step */
+    uint32_t *prev_ids; /* (n_experts) ids of the previous step of this iteration */
     int n_step, n_prev;
+    uint32_t *step_count; /* (n_ids) tokens of the current iteration that chose the id */
+    int batch;            /* tokens in the current iteration (1, or a prefill micro-batch) */
 };
 
 /* ---- features ------------------------------------------------------------------------ */
@@ -164,6 +166,7 @@ static void reuse_free(void *state) {
     free(s->co_src);
     free(s->step_ids);
     free(s->prev_ids);
+    free(s->step_count);
     free(s);
 }
 
@@ -196,11 +199,13 @@ static enum moeinf_status reuse_init(const struct moeinf_policy_geometry *geom, 
     s->res_pos = malloc(n * sizeof *s->res_pos);
     s->co = calloc(pairs * (size_t)geom->n_experts + 1, sizeof *s->co);
     s->co_src = calloc(pairs + 1, sizeof *s->co_src);
-    s->step_ids = malloc((size_t)geom->top_k * sizeof *s->step_ids);
-    s->prev_ids = malloc((size_t)geom->top_k * sizeof *s->prev_ids);
+    s->step_ids = malloc((size_t)geom->n_experts * sizeof *s->step_ids);
+    s->prev_ids = malloc((size_t)geom->n_experts * sizeof *s->prev_ids);
+    s->step_count = malloc(n * sizeof *s->step_count);
+    s->batch = 1;
     if (!s->last_use || !s->last_stamp || !s->global || !s->pe || !s->prior || !s->cell ||
         !s->cell_next || !s->resident || !s->soon || !s->res_list || !s->res_pos || !s->co ||
-        !s->co_src || !s->step_ids || !s->prev_ids) {
+        !s->co_src || !s->step_ids || !s->prev_ids || !s->step_count) {
         reuse_free(s);
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "policy reuse: out of memory");
     }
@@ -210,6 +215,7 @@ static enum moeinf_status reuse_init(const struct moeinf_policy_geometry *geom, 
     for (size_t i = 0; i < n; i++) {
         s->last_use[i] = INT64_MIN / 2;
         s->res_pos[i] = -1;
+        s->step_count[i] = 1;
         s->pe[i] = s->prior[i] = 1.0f / (float)geom->n_experts;
     }
     *state = s;
@@ -230,9 +236,10 @@ static void reuse_request_end(void *state) {
     moeinf_eamc_request_end(s->eamc);
 }
 
-static void reuse_token_begin(void *state, enum moeinf_phase phase) {
+static void reuse_token_begin(void *state, enum moeinf_phase phase, int n_tokens) {
     struct reuse *s = state;
-    moeinf_eamc_token_begin(s->eamc, phase);
+    moeinf_eamc_tokens_begin(s->eamc, phase, n_tokens);
+    s->batch = n_tokens;
     int used = moeinf_eamc_predict(s->eamc, N_MATCH, s->pe);
     const int n_exp = s->n_experts;
     const double mix = used > 0 ? G_MIX : 0.0;
@@ -261,21 +268,25 @@ static void reuse_token_begin(void *state, enum moeinf_phase phase) {
 
 static void reuse_token_end(void *state) {
     struct reuse *s = state;
-    s->tok++;
-    s->req_tokens++;
+    s->tok += s->batch;
+    s->req_tokens += (uint32_t)s->batch;
 }
 
-static void reuse_step_begin(void *state, int layer, const uint32_t *ids, int n) {
+static void reuse_step_begin(void *state, int layer, const uint32_t *ids, const uint32_t *counts,
+                             int n) {
     struct reuse *s = state;
     const int n_exp = s->n_experts;
-    assert(n <= s->top_k);
+    assert(n <= n_exp);
     s->layer = layer;
-    /* Learn: every expert of this layer was visited; the router's choice says which won. */
+    /* Learn: every expert of this layer was visited by each token of the iteration; the
+     * routers' choices say which won, how often. */
     const uint32_t base = (uint32_t)layer * (uint32_t)n_exp;
     for (int e = 0; e < n_exp; e++)
-        s->seen[s->cell[base + (uint32_t)e]] += 1.0;
-    for (int i = 0; i < n; i++)
-        s->used[s->cell[ids[i]]] += 1.0;
+        s->seen[s->cell[base + (uint32_t)e]] += (double)s->batch;
+    for (int i = 0; i < n; i++) {
+        s->step_count[ids[i]] = counts ? counts[i] : 1;
+        s->used[s->cell[ids[i]]] += (double)s->step_count[ids[i]];
+    }
     /* Co-occurrence of the previous layer's choice with this one. */
     memcpy(s->prev_ids, s->step_ids, (size_t)s->n_step * sizeof *s->prev_ids);
     s->n_prev = s->n_step;
@@ -299,8 +310,8 @@ static void reuse_on_access(void *state, uint32_t id, bool hit) {
     struct reuse *s = state;
     s->last_use[id] = s->tok;
     s->last_stamp[id] = ++s->clock;
-    s->global[id] += 1.0;
-    moeinf_eamc_record(s->eamc, id);
+    s->global[id] += (double)s->step_count[id];
+    moeinf_eamc_record_n(s->eamc, id, s->step_count[id]);
     /* Used now: its next visit is the next token's, with the count that includes this use. */
     s->cell_next[id] =
         (uint16_t)(cell_base(s, id, request_count(s, id), s->req_tokens) + age_bucket(1));

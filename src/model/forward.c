@@ -10,6 +10,7 @@
 #include "compute/attention.h"
 #include "compute/matmul.h"
 #include "compute/ops.h"
+#include "experts/tier.h"
 
 /* Activation rows converted to one vec_dot_type, valid for one source buffer at a time. */
 struct act {
@@ -48,6 +49,10 @@ struct moeinf_fwd {
     int *expert_count;                  /* [n_expert] */
     int *expert_first;                  /* [n_expert + 1] */
     struct moeinf_mm_job *jobs;         /* [2 * n_expert + 3] */
+    int *wave;                          /* [n_expert] experts of the current wave, ascending */
+    int *wave_index;                    /* [n_expert] position of an expert in the tier's wave */
+    const uint8_t *(*wave_parts)[3];    /* [n_expert] their gate, up, down matrices */
+    uint64_t bytes;                     /* allocated: KV cache and scratch */
 };
 
 /* Rows of `src` (m rows of n floats, n floats apart) converted for weight type wt. */
@@ -70,13 +75,14 @@ static void acts_invalidate(struct moeinf_fwd *f) {
         f->acts[t].src = NULL;
 }
 
-/* y is written later, by the matmul the job is given to. */
-static struct moeinf_mm_job job_for(const struct moeinf_weight *w, int64_t e, const uint8_t *x,
-                                    size_t x_stride, int m,
-                                    float *y, // NOLINT(readability-non-const-parameter)
-                                    size_t y_stride) {
+/* Matrix `data` (laid out as w's matrices); y is written later, by the matmul the job is
+ * given to. */
+static struct moeinf_mm_job job_at(const uint8_t *data, const struct moeinf_weight *w,
+                                   const uint8_t *x, size_t x_stride, int m,
+                                   float *y, // NOLINT(readability-non-const-parameter)
+                                   size_t y_stride) {
     struct moeinf_mm_job j = {
-        .w = moeinf_weight_row(w, e, 0),
+        .w = data,
         .w_row_bytes = w->row_bytes,
         .type = w->type,
         .n_in = w->n_in,
@@ -88,6 +94,14 @@ static struct moeinf_mm_job job_for(const struct moeinf_weight *w, int64_t e, co
         .y_stride = y_stride,
     };
     return j;
+}
+
+/* Matrix e of w. */
+static struct moeinf_mm_job job_for(const struct moeinf_weight *w, int64_t e, const uint8_t *x,
+                                    size_t x_stride, int m,
+                                    float *y, // NOLINT(readability-non-const-parameter)
+                                    size_t y_stride) {
+    return job_at(moeinf_weight_row(w, e, 0), w, x, x_stride, m, y, y_stride);
 }
 
 /* y = W x for m rows of src (n_in wide) into y (y_stride floats apart). */
@@ -189,13 +203,117 @@ static void route(struct moeinf_fwd *f, int il, int m) {
     }
 }
 
-static void moe_block(struct moeinf_fwd *f, int il, int m) {
+/*
+ * The experts of one wave: n experts of the layer (ascending), with parts[i] their gate, up
+ * and down matrices, for the token rows grouped by expert (expert_first). gate and up in one
+ * dispatch, SwiGLU, the down input quantized, down in a second dispatch; each expert's
+ * outputs land in eo at its rows, so the result does not depend on how experts are split
+ * into waves.
+ */
+static void experts_compute(struct moeinf_fwd *f, const struct moeinf_layer *lw,
+                            const int *experts, const uint8_t *const (*parts)[3], int n,
+                            size_t rb) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    const int n_embd = hp->n_embd;
+    const int n_ff = hp->n_ff;
+    const int *first = f->expert_first;
+    int nj = 0;
+    for (int i = 0; i < n; i++) {
+        int e = experts[i];
+        int rows = first[e + 1] - first[e];
+        const uint8_t *x = f->ex_in + (size_t)first[e] * rb;
+        f->jobs[nj++] = job_at(parts[i][0], &lw->gate_exps, x, rb, rows,
+                               f->hg + (size_t)first[e] * n_ff, (size_t)n_ff);
+        f->jobs[nj++] = job_at(parts[i][1], &lw->up_exps, x, rb, rows,
+                               f->hu + (size_t)first[e] * n_ff, (size_t)n_ff);
+    }
+    moeinf_matmul_run(f->p.pool, f->p.kern, f->jobs, nj);
+    for (int i = 0; i < n; i++) {
+        for (int s = first[experts[i]]; s < first[experts[i] + 1]; s++) {
+            moeinf_swiglu(f->hg + (size_t)s * n_ff, f->hg + (size_t)s * n_ff,
+                          f->hu + (size_t)s * n_ff, n_ff);
+        }
+    }
+    /* The down input, quantized per run of consecutive rows (one run when the wave holds
+     * every selected expert); rows are quantized independently, so runs give the same bytes. */
+    enum moeinf_type vt = moeinf_type_traits_get(lw->down_exps.type)->vec_dot_type;
+    struct act *a = &f->acts[vt];
+    const size_t rd = moeinf_row_bytes(vt, n_ff);
+    for (int i = 0; i < n;) {
+        int j = i + 1;
+        while (j < n && first[experts[j]] == first[experts[j - 1] + 1])
+            j++;
+        int r0 = first[experts[i]];
+        int r1 = first[experts[j - 1] + 1];
+        moeinf_quantize_rows(f->p.pool, f->p.kern, vt, f->hg + (size_t)r0 * n_ff, (size_t)n_ff,
+                             r1 - r0, n_ff, a->buf + (size_t)r0 * rd, rd);
+        i = j;
+    }
+    a->src = NULL; /* holds parts of hg only */
+    nj = 0;
+    for (int i = 0; i < n; i++) {
+        int e = experts[i];
+        f->jobs[nj++] = job_at(parts[i][2], &lw->down_exps, a->buf + (size_t)first[e] * rd, rd,
+                               first[e + 1] - first[e], f->eo + (size_t)first[e] * n_embd,
+                               (size_t)n_embd);
+    }
+    moeinf_matmul_run(f->p.pool, f->p.kern, f->jobs, nj);
+}
+
+/* Every selected expert in one wave, straight from the weights (resident experts). */
+static void experts_resident(struct moeinf_fwd *f, const struct moeinf_layer *lw, size_t rb) {
+    int n = 0;
+    for (int e = 0; e < f->llm->hp.n_expert; e++) {
+        if (f->expert_first[e + 1] == f->expert_first[e]) continue;
+        f->wave[n] = e;
+        f->wave_parts[n][0] = moeinf_weight_row(&lw->gate_exps, e, 0);
+        f->wave_parts[n][1] = moeinf_weight_row(&lw->up_exps, e, 0);
+        f->wave_parts[n][2] = moeinf_weight_row(&lw->down_exps, e, 0);
+        n++;
+    }
+    experts_compute(f, lw, f->wave, (const uint8_t *const(*)[3])f->wave_parts, n, rb);
+}
+
+/* The selected experts through the expert cache, in the waves it allows; each wave's experts
+ * are computed from their slots (ascending, as experts_resident does). */
+static enum moeinf_status experts_offloaded(struct moeinf_fwd *f, const struct moeinf_layer *lw,
+                                            int il, int m, size_t rb, struct moeinf_error *err) {
+    const int n_expert = f->llm->hp.n_expert;
+    struct moeinf_tier *t = f->p.tier;
+    moeinf_tier_layer_begin(t, il, f->sel + (size_t)il * f->p.n_batch * f->llm->hp.n_expert_used,
+                            m, f->llm->hp.n_expert_used);
+    for (;;) {
+        const uint32_t *ids;
+        int n = 0;
+        enum moeinf_status st = moeinf_tier_wave(t, &ids, &n, err);
+        if (st != MOEINF_OK) return st;
+        if (n == 0) break;
+        for (int i = 0; i < n_expert; i++)
+            f->wave_index[i] = -1;
+        for (int i = 0; i < n; i++)
+            f->wave_index[ids[i] - (uint32_t)il * (uint32_t)n_expert] = i;
+        int k = 0;
+        for (int e = 0; e < n_expert; e++) {
+            int i = f->wave_index[e];
+            if (i < 0) continue;
+            f->wave[k] = e;
+            for (int part = 0; part < 3; part++)
+                f->wave_parts[k][part] = moeinf_tier_part(t, i, part);
+            k++;
+        }
+        experts_compute(f, lw, f->wave, (const uint8_t *const(*)[3])f->wave_parts, k, rb);
+        moeinf_tier_wave_end(t);
+    }
+    moeinf_tier_layer_end(t);
+    return MOEINF_OK;
+}
+
+static enum moeinf_status moe_block(struct moeinf_fwd *f, int il, int m, struct moeinf_error *err) {
     const struct moeinf_hparams *hp = &f->llm->hp;
     const struct moeinf_layer *lw = &f->llm->layers[il];
     const int n_expert = hp->n_expert;
     const int n_used = hp->n_expert_used;
     const int n_embd = hp->n_embd;
-    const int n_ff = hp->n_ff;
     route(f, il, m);
     const int32_t *sel = f->sel + (size_t)il * f->p.n_batch * n_used;
     /* group (token, rank) pairs by expert: slots [expert_first[e], expert_first[e+1]) */
@@ -212,7 +330,6 @@ static void moe_block(struct moeinf_fwd *f, int il, int m) {
             f->slot[(size_t)j * n_used + r] = f->expert_first[e] + f->expert_count[e]++;
         }
     }
-    /* gate and up of every selected expert in one dispatch */
     size_t rb;
     /* gate and up share one activation type (checked at load) */
     const uint8_t *xq = act_get(f, lw->gate_exps.type, f->xb, m, n_embd, &rb);
@@ -222,32 +339,12 @@ static void moe_block(struct moeinf_fwd *f, int il, int m) {
                    rb);
         }
     }
-    int nj = 0;
-    for (int e = 0; e < n_expert; e++) {
-        int n = f->expert_first[e + 1] - f->expert_first[e];
-        if (n == 0) continue;
-        const uint8_t *x = f->ex_in + (size_t)f->expert_first[e] * rb;
-        f->jobs[nj++] = job_for(&lw->gate_exps, e, x, rb, n,
-                                f->hg + (size_t)f->expert_first[e] * n_ff, (size_t)n_ff);
-        f->jobs[nj++] = job_for(&lw->up_exps, e, x, rb, n,
-                                f->hu + (size_t)f->expert_first[e] * n_ff, (size_t)n_ff);
+    if (f->p.tier) {
+        enum moeinf_status st = experts_offloaded(f, lw, il, m, rb, err);
+        if (st != MOEINF_OK) return st;
+    } else {
+        experts_resident(f, lw, rb);
     }
-    moeinf_matmul_run(f->p.pool, f->p.kern, f->jobs, nj);
-    const int n_slots = m * n_used;
-    for (int s = 0; s < n_slots; s++) {
-        moeinf_swiglu(f->hg + (size_t)s * n_ff, f->hg + (size_t)s * n_ff, f->hu + (size_t)s * n_ff,
-                      n_ff);
-    }
-    size_t rd;
-    const uint8_t *hq = act_get(f, lw->down_exps.type, f->hg, n_slots, n_ff, &rd);
-    nj = 0;
-    for (int e = 0; e < n_expert; e++) {
-        int n = f->expert_first[e + 1] - f->expert_first[e];
-        if (n == 0) continue;
-        f->jobs[nj++] = job_for(&lw->down_exps, e, hq + (size_t)f->expert_first[e] * rd, rd, n,
-                                f->eo + (size_t)f->expert_first[e] * n_embd, (size_t)n_embd);
-    }
-    moeinf_matmul_run(f->p.pool, f->p.kern, f->jobs, nj);
     /* weighted sum in router-rank order, then the residual add */
     const float *w = f->sel_w + (size_t)il * f->p.n_batch * n_used;
     for (int j = 0; j < m; j++) {
@@ -267,6 +364,7 @@ static void moe_block(struct moeinf_fwd *f, int il, int m) {
         for (int i = 0; i < n_embd; i++)
             x[i] += out[i];
     }
+    return MOEINF_OK;
 }
 
 static void dense_ffn_block(struct moeinf_fwd *f, int il, int m) {
@@ -292,8 +390,8 @@ static void dense_ffn_block(struct moeinf_fwd *f, int il, int m) {
         f->x[i] += f->tmp[i];
 }
 
-void moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int m, int n_past, float *logits,
-                     bool all_logits) {
+enum moeinf_status moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int m, int n_past,
+                                   float *logits, bool all_logits, struct moeinf_error *err) {
     const struct moeinf_llm *llm = f->llm;
     const struct moeinf_hparams *hp = &llm->hp;
     const int n_embd = hp->n_embd;
@@ -311,12 +409,13 @@ void moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int m, int n_past
         }
         acts_invalidate(f);
         if (hp->n_expert > 0) {
-            moe_block(f, il, m);
+            enum moeinf_status st = moe_block(f, il, m, err);
+            if (st != MOEINF_OK) return st;
         } else {
             dense_ffn_block(f, il, m);
         }
     }
-    if (!logits) return;
+    if (!logits) return MOEINF_OK;
     int first = all_logits ? 0 : m - 1;
     int n_rows = m - first;
     for (int j = first; j < m; j++) {
@@ -325,6 +424,15 @@ void moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int m, int n_past
     }
     acts_invalidate(f);
     matmul1(f, &llm->output, f->xb + (size_t)first * n_embd, n_rows, logits, (size_t)hp->n_vocab);
+    return MOEINF_OK;
+}
+
+uint64_t moeinf_fwd_bytes(const struct moeinf_fwd *f) {
+    return f->bytes;
+}
+
+void moeinf_fwd_set_tier(struct moeinf_fwd *f, struct moeinf_tier *tier) {
+    f->p.tier = tier;
 }
 
 const int32_t *moeinf_fwd_routing(const struct moeinf_fwd *f, int il, int j) {
@@ -340,17 +448,19 @@ const float *moeinf_fwd_routing_weights(const struct moeinf_fwd *f, int il, int 
 /* Allocates the activation buffer of w's vec_dot_type (once per type). */
 static void need_act(struct moeinf_fwd *f, const struct moeinf_weight *w, size_t rows,
                      bool *failed) {
-    if (!w->data) return;
+    if (w->row_bytes == 0) return; /* absent (offloaded experts have no data but a shape) */
     enum moeinf_type vt = moeinf_type_traits_get(w->type)->vec_dot_type;
     if (f->acts[vt].buf) return;
     f->acts[vt].buf = malloc(moeinf_row_bytes(vt, f->max_width) * rows);
+    f->bytes += moeinf_row_bytes(vt, f->max_width) * rows;
     if (!f->acts[vt].buf) *failed = true;
 }
 
-static void *alloc_array(size_t n, size_t size, bool *failed) {
+static void *alloc_array(struct moeinf_fwd *f, size_t n, size_t size, bool *failed) {
     if (n == 0) n = 1;
     void *p = calloc(n, size);
     if (!p) *failed = true;
+    f->bytes += n * size;
     return p;
 }
 
@@ -388,32 +498,35 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
                            params->n_ctx, hp->n_layer, hp->n_head_kv * hp->head_dim);
     }
     size_t kv_bytes = (size_t)hp->n_layer * n_c * kv_row_bytes;
-    f->k_cache = alloc_array(kv_bytes, 1, &failed);
-    f->v_cache = alloc_array(kv_bytes, 1, &failed);
-    f->x = alloc_array(n_b * hp->n_embd, sizeof(float), &failed);
-    f->xb = alloc_array(n_b * hp->n_embd, sizeof(float), &failed);
-    f->q = alloc_array(n_b * f->n_q, sizeof(float), &failed);
-    f->k = alloc_array(n_b * f->n_kv, sizeof(float), &failed);
-    f->v = alloc_array(n_b * f->n_kv, sizeof(float), &failed);
-    f->att = alloc_array(n_b * f->n_q, sizeof(float), &failed);
-    f->tmp = alloc_array(n_b * hp->n_embd, sizeof(float), &failed);
-    f->hg = alloc_array(slots * hp->n_ff, sizeof(float), &failed);
-    f->hu = alloc_array(slots * hp->n_ff, sizeof(float), &failed);
+    f->k_cache = alloc_array(f, kv_bytes, 1, &failed);
+    f->v_cache = alloc_array(f, kv_bytes, 1, &failed);
+    f->x = alloc_array(f, n_b * hp->n_embd, sizeof(float), &failed);
+    f->xb = alloc_array(f, n_b * hp->n_embd, sizeof(float), &failed);
+    f->q = alloc_array(f, n_b * f->n_q, sizeof(float), &failed);
+    f->k = alloc_array(f, n_b * f->n_kv, sizeof(float), &failed);
+    f->v = alloc_array(f, n_b * f->n_kv, sizeof(float), &failed);
+    f->att = alloc_array(f, n_b * f->n_q, sizeof(float), &failed);
+    f->tmp = alloc_array(f, n_b * hp->n_embd, sizeof(float), &failed);
+    f->hg = alloc_array(f, slots * hp->n_ff, sizeof(float), &failed);
+    f->hu = alloc_array(f, slots * hp->n_ff, sizeof(float), &failed);
     int n_threads = moeinf_pool_size(params->pool);
     f->attn_scratch_stride =
         moeinf_attn_scratch_floats((int)n_c, hp->n_head, hp->n_head_kv, hp->head_dim);
     f->attn_scratch =
-        alloc_array(f->attn_scratch_stride * (size_t)n_threads, sizeof(float), &failed);
+        alloc_array(f, f->attn_scratch_stride * (size_t)n_threads, sizeof(float), &failed);
     if (hp->n_expert > 0) {
-        f->eo = alloc_array(slots * hp->n_embd, sizeof(float), &failed);
-        f->router = alloc_array(n_b * hp->n_expert, sizeof(float), &failed);
-        f->ex_in = alloc_array(slots, moeinf_row_bytes(MOEINF_TYPE_F32, hp->n_embd), &failed);
-        f->sel = alloc_array((size_t)hp->n_layer * slots, sizeof(int32_t), &failed);
-        f->sel_w = alloc_array((size_t)hp->n_layer * slots, sizeof(float), &failed);
-        f->slot = alloc_array(slots, sizeof(int), &failed);
-        f->expert_count = alloc_array((size_t)hp->n_expert, sizeof(int), &failed);
-        f->expert_first = alloc_array((size_t)hp->n_expert + 1, sizeof(int), &failed);
-        f->jobs = alloc_array(2 * (size_t)hp->n_expert, sizeof *f->jobs, &failed);
+        f->eo = alloc_array(f, slots * hp->n_embd, sizeof(float), &failed);
+        f->router = alloc_array(f, n_b * hp->n_expert, sizeof(float), &failed);
+        f->ex_in = alloc_array(f, slots, moeinf_row_bytes(MOEINF_TYPE_F32, hp->n_embd), &failed);
+        f->sel = alloc_array(f, (size_t)hp->n_layer * slots, sizeof(int32_t), &failed);
+        f->sel_w = alloc_array(f, (size_t)hp->n_layer * slots, sizeof(float), &failed);
+        f->slot = alloc_array(f, slots, sizeof(int), &failed);
+        f->expert_count = alloc_array(f, (size_t)hp->n_expert, sizeof(int), &failed);
+        f->expert_first = alloc_array(f, (size_t)hp->n_expert + 1, sizeof(int), &failed);
+        f->jobs = alloc_array(f, 2 * (size_t)hp->n_expert, sizeof *f->jobs, &failed);
+        f->wave = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave, &failed);
+        f->wave_index = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_index, &failed);
+        f->wave_parts = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_parts, &failed);
     }
     need_act(f, &llm->output, slots, &failed);
     for (int il = 0; il < hp->n_layer; il++) {
@@ -457,6 +570,9 @@ void moeinf_fwd_free(struct moeinf_fwd *f) {
     free(f->expert_count);
     free(f->expert_first);
     free(f->jobs);
+    free(f->wave);
+    free(f->wave_index);
+    free(f->wave_parts);
     for (int t = 0; t < MOEINF_TYPE_COUNT; t++)
         free(f->acts[t].buf);
     free(f);

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "compute/pool.h"
+#include "experts/tier.h"
 #include "model/model.h"
 #include "moeinf.h"
 
@@ -27,6 +28,8 @@ struct moeinf_fwd_params {
     bool kv_f16;
     struct moeinf_pool *pool; /* borrowed */
     const struct moeinf_kernels *kern;
+    struct moeinf_tier *tier; /* borrowed; routed experts come through this expert cache
+                                 instead of the weights when not NULL (experts/tier.h) */
 };
 
 enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
@@ -35,9 +38,15 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
 void moeinf_fwd_free(struct moeinf_fwd *f);
 
 /* Evaluates m <= n_batch tokens at positions n_past .. (the caller checks the window).
- * logits: NULL, or m x n_vocab rows (all) or one row (the last token). */
-void moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int m, int n_past, float *logits,
-                     bool all_logits);
+ * logits: NULL, or m x n_vocab rows (all) or one row (the last token). Fails only with the
+ * expert cache's read errors (the tier's iteration is the caller's to begin and end). */
+enum moeinf_status moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int m, int n_past,
+                                   float *logits, bool all_logits, struct moeinf_error *err);
+
+/* Bytes the pass allocated (KV cache and scratch). */
+uint64_t moeinf_fwd_bytes(const struct moeinf_fwd *f);
+/* Routes experts through `tier` from now on (NULL: the weights themselves). */
+void moeinf_fwd_set_tier(struct moeinf_fwd *f, struct moeinf_tier *tier);
 
 /* Expert routing of the last eval: for layer il and token j, the selected experts in rank
  * order (n_expert_used of them) and their mixing weights. NULL for dense models. */

@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "experts/cache.h"
 #include "experts/eam.h"
+#include "experts/step.h"
 #include "sim/trace.h"
 
 static const struct moeinf_policy_ops *const offline[] = {
@@ -124,40 +125,53 @@ struct replay {
     struct moeinf_sim_result *res;
     struct moeinf_cache *cache;
     struct moeinf_policy *policy;
+    struct moeinf_step step;
     uint8_t *pf_counted; /* (n_ids) the pending prefetch of this expert was issued in a
                             counted request */
-    uint32_t *step;      /* (top_k) the current step's flat ids */
+    struct moeinf_cache_event *events; /* (capacity) one wave's accesses */
     uint32_t *proposals; /* (prefetch) */
+    int batch;           /* prefill tokens per iteration (params->batch, at least 1) */
+    int32_t *pending;    /* (batch x n_layers x top_k) buffered prefill tokens' choices */
+    int n_pending;
+    int32_t *sel;        /* (batch x top_k) one layer's choices of the buffered tokens */
     double load_ms;      /* time model: one expert over the link */
     double total_ms, decode_ms;
 };
 
-/* One (token, layer) step: pin, access in order, unpin, prefetch. */
-static enum moeinf_status replay_step(struct replay *rp, int layer, const int32_t *experts,
-                                      const struct moeinf_policy_geometry *g, bool counted,
+/* One layer's step of an iteration of m tokens (choices in rp->sel): its waves of accesses,
+ * then the prefetch proposals. */
+static enum moeinf_status replay_step(struct replay *rp, int layer, int m, bool counted,
                                       bool decode, uint64_t *misses, uint64_t *loads,
                                       struct moeinf_error *err) {
     struct moeinf_sim_result *res = rp->res;
-    for (int j = 0; j < g->top_k; j++) {
-        rp->step[j] = (uint32_t)layer * (uint32_t)g->n_experts + (uint32_t)experts[j];
-    }
-    moeinf_cache_step_begin(rp->cache, rp->policy, layer, rp->step, g->top_k);
-    for (int j = 0; j < g->top_k; j++) {
-        struct moeinf_cache_event ev;
-        enum moeinf_status st = moeinf_cache_access(rp->cache, rp->policy, rp->step[j], &ev, err);
+    const struct moeinf_policy_geometry *g = &rp->policy->geom;
+    moeinf_step_collect(&rp->step, layer, rp->sel, m, g->top_k);
+    moeinf_step_begin(&rp->step, rp->cache, rp->policy);
+    for (;;) {
+        const uint32_t *ids;
+        int n = 0;
+        enum moeinf_status st =
+            moeinf_step_wave(&rp->step, rp->cache, rp->policy, &ids, rp->events, &n, err);
         if (st != MOEINF_OK) return st;
-        if (ev.evicted_unused_prefetch && rp->pf_counted[ev.evicted]) res->wasted_prefetches++;
-        if (ev.prefetch_hit && rp->pf_counted[rp->step[j]]) res->prefetch_hits++;
-        if (!counted) continue;
-        res->accesses++;
-        res->hits += ev.hit;
-        if (decode) {
-            res->decode_accesses++;
-            res->decode_hits += ev.hit;
+        if (n == 0) break;
+        for (int j = 0; j < n; j++) {
+            const struct moeinf_cache_event *ev = &rp->events[j];
+            if (ev->evicted_unused_prefetch && rp->pf_counted[ev->evicted]) {
+                res->wasted_prefetches++;
+            }
+            if (ev->prefetch_hit && rp->pf_counted[ids[j]]) res->prefetch_hits++;
+            if (!counted) continue;
+            res->accesses++;
+            res->hits += ev->hit;
+            if (decode) {
+                res->decode_accesses++;
+                res->decode_hits += ev->hit;
+            }
+            *misses += !ev->hit;
         }
-        *misses += !ev.hit;
+        moeinf_step_wave_end(&rp->step, rp->cache);
     }
-    moeinf_cache_step_end(rp->cache, rp->policy, layer, rp->step, g->top_k);
+    moeinf_step_end(&rp->step, rp->policy);
     int n = moeinf_policy_propose_prefetch(rp->policy, layer, rp->proposals, rp->params->prefetch);
     for (int i = 0; i < n && i < rp->params->prefetch; i++) {
         struct moeinf_cache_event ev;
@@ -175,26 +189,73 @@ static enum moeinf_status replay_step(struct replay *rp, int layer, const int32_
     return MOEINF_OK;
 }
 
-static void token_time(struct replay *rp, uint64_t misses, uint64_t loads, bool decode) {
+/* Time model of one iteration of m tokens: m tokens' compute, the demand loads, and the
+ * prefetch loads that compute did not hide. */
+static void iteration_time(struct replay *rp, int m, uint64_t misses, uint64_t loads,
+                           bool decode) {
     const struct moeinf_sim_params *p = rp->params;
+    double compute_ms = p->compute_ms * (double)m;
     double prefetch_ms = (double)loads * rp->load_ms;
-    double ms = p->compute_ms + (double)misses * rp->load_ms +
-                (prefetch_ms > p->compute_ms ? prefetch_ms - p->compute_ms : 0.0);
+    double ms = compute_ms + (double)misses * rp->load_ms +
+                (prefetch_ms > compute_ms ? prefetch_ms - compute_ms : 0.0);
     rp->total_ms += ms;
     if (decode) rp->decode_ms += ms;
+}
+
+/* One forward iteration over the m tokens whose choices are tokens[j * L * top_k ...]. */
+static enum moeinf_status replay_iteration(struct replay *rp, const int32_t *tokens, int m,
+                                           enum moeinf_phase phase, bool counted,
+                                           struct moeinf_error *err) {
+    const struct moeinf_policy_geometry *g = &rp->policy->geom;
+    struct moeinf_sim_result *res = rp->res;
+    const size_t row = (size_t)g->n_layers * (size_t)g->top_k;
+    bool decode = phase == MOEINF_PHASE_DECODE;
+    moeinf_policy_tokens_begin(rp->policy, phase, m);
+    uint64_t misses = 0;
+    uint64_t loads = 0;
+    for (int l = 0; l < g->n_layers; l++) {
+        for (int j = 0; j < m; j++) {
+            memcpy(rp->sel + (size_t)j * g->top_k, tokens + (size_t)j * row + (size_t)l * g->top_k,
+                   (size_t)g->top_k * sizeof *rp->sel);
+        }
+        enum moeinf_status st = replay_step(rp, l, m, counted, decode, &misses, &loads, err);
+        if (st != MOEINF_OK) return st;
+    }
+    moeinf_policy_token_end(rp->policy);
+    if (counted) {
+        res->tokens += (uint64_t)m;
+        res->decode_tokens += decode ? (uint64_t)m : 0;
+        res->iterations++;
+        if (res->timed) iteration_time(rp, m, misses, loads, decode);
+    }
+    return MOEINF_OK;
+}
+
+/* Runs the buffered prefill tokens as one micro-batch. */
+static enum moeinf_status flush_prefill(struct replay *rp, bool counted, struct moeinf_error *err) {
+    if (rp->n_pending == 0) return MOEINF_OK;
+    int m = rp->n_pending;
+    rp->n_pending = 0;
+    return replay_iteration(rp, rp->pending, m, MOEINF_PHASE_PREFILL, counted, err);
 }
 
 static enum moeinf_status replay_tokens(struct replay *rp, struct moeinf_trace_reader *r,
                                         struct moeinf_error *err) {
     const struct moeinf_policy_geometry *g = &rp->policy->geom;
+    const size_t row = (size_t)g->n_layers * (size_t)g->top_k;
     struct moeinf_sim_result *res = rp->res;
     uint64_t request = 0;
     bool in_request = false, counted = false;
+    enum moeinf_status st;
     for (;;) {
         struct moeinf_trace_token tok;
         bool end = false;
-        enum moeinf_status st = moeinf_trace_read(r, &tok, &end, err);
+        st = moeinf_trace_read(r, &tok, &end, err);
         if (st != MOEINF_OK) return st;
+        /* A prefill micro-batch ends where the engine's would: when it is full, at a decode
+         * token, and at the end of the request. */
+        bool flush = end || tok.request_begins || tok.phase == MOEINF_PHASE_DECODE;
+        if (flush && (st = flush_prefill(rp, counted, err)) != MOEINF_OK) return st;
         if (end) break;
         if (tok.request_begins) {
             if (in_request) {
@@ -206,20 +267,14 @@ static enum moeinf_status replay_tokens(struct replay *rp, struct moeinf_trace_r
             res->requests += counted;
             moeinf_policy_request_begin(rp->policy, request);
         }
-        bool decode = tok.phase == MOEINF_PHASE_DECODE;
-        moeinf_policy_token_begin(rp->policy, tok.phase);
-        uint64_t misses = 0;
-        uint64_t loads = 0;
-        for (int l = 0; l < g->n_layers; l++) {
-            st = replay_step(rp, l, tok.experts + (size_t)l * (size_t)g->top_k, g, counted, decode,
-                             &misses, &loads, err);
+        if (tok.phase == MOEINF_PHASE_DECODE) {
+            st = replay_iteration(rp, tok.experts, 1, MOEINF_PHASE_DECODE, counted, err);
             if (st != MOEINF_OK) return st;
+            continue;
         }
-        moeinf_policy_token_end(rp->policy);
-        if (counted) {
-            res->tokens++;
-            res->decode_tokens += decode;
-            if (res->timed) token_time(rp, misses, loads, decode);
+        memcpy(rp->pending + (size_t)rp->n_pending * row, tok.experts, row * sizeof *rp->pending);
+        if (++rp->n_pending == rp->batch && (st = flush_prefill(rp, counted, err)) != MOEINF_OK) {
+            return st;
         }
     }
     if (in_request) moeinf_policy_request_end(rp->policy);
@@ -245,8 +300,14 @@ enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
     uint32_t *future = NULL;
     enum moeinf_status st = MOEINF_OK;
     if (!params->trace_path) return moeinf_fail(err, MOEINF_ERR_ARG, "no trace file given");
-    if (params->prefetch < 0 || params->warmup_requests < 0) {
-        return moeinf_fail(err, MOEINF_ERR_ARG, "prefetch and warmup must be >= 0");
+    if (params->prefetch < 0 || params->warmup_requests < 0 || params->batch < 0) {
+        return moeinf_fail(err, MOEINF_ERR_ARG, "prefetch, warmup and batch must be >= 0");
+    }
+    if (params->batch > 1 && ops->set_future) {
+        return moeinf_fail(err, MOEINF_ERR_ARG,
+                           "policy '%s' is offline and replays per token: --batch needs an "
+                           "online policy",
+                           ops->name);
     }
     if ((st = moeinf_trace_open(params->trace_path, &r, err)) != MOEINF_OK) return st;
     const struct moeinf_trace_header *h = moeinf_trace_header(r);
@@ -278,11 +339,16 @@ enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
     if ((st = moeinf_cache_init(&g, &rp.cache, err)) != MOEINF_OK) goto done;
     rp.params = params;
     rp.res = &res;
+    if ((st = moeinf_step_init(&rp.step, g.n_experts, err)) != MOEINF_OK) goto done;
+    rp.batch = params->batch > 1 ? params->batch : 1;
     rp.pf_counted = calloc(n_ids, 1);
-    rp.step = malloc((size_t)g.top_k * sizeof *rp.step);
+    rp.events = malloc((size_t)g.capacity * sizeof *rp.events);
+    rp.pending = malloc((size_t)rp.batch * (size_t)g.n_layers * (size_t)g.top_k *
+                        sizeof *rp.pending);
+    rp.sel = malloc((size_t)rp.batch * (size_t)g.top_k * sizeof *rp.sel);
     rp.proposals =
         malloc((size_t)(params->prefetch > 0 ? params->prefetch : 1) * sizeof *rp.proposals);
-    if (!rp.pf_counted || !rp.step || !rp.proposals) {
+    if (!rp.pf_counted || !rp.events || !rp.pending || !rp.sel || !rp.proposals) {
         st = moeinf_fail(err, MOEINF_ERR_NOMEM, "simulator: out of memory");
         goto done;
     }
@@ -307,8 +373,11 @@ enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
     *out = res;
 done:
     free(rp.pf_counted);
-    free(rp.step);
+    free(rp.events);
+    free(rp.pending);
+    free(rp.sel);
     free(rp.proposals);
+    moeinf_step_free(&rp.step);
     moeinf_cache_free(rp.cache);
     moeinf_policy_free(rp.policy);
     moeinf_trace_close(r);

@@ -72,8 +72,8 @@ static void run_forward(const struct moeinf_llm *llm) {
     float *logits = malloc(2 * (size_t)hp->n_vocab * sizeof *logits);
     FUZZ_REQUIRE(logits);
     const int32_t ids[3] = {0, hp->n_vocab - 1, hp->n_vocab / 2};
-    moeinf_fwd_eval(fwd, ids, 2, 0, logits, true);
-    moeinf_fwd_eval(fwd, ids + 2, 1, 2, logits, false);
+    (void)moeinf_fwd_eval(fwd, ids, 2, 0, logits, true, NULL);
+    (void)moeinf_fwd_eval(fwd, ids + 2, 1, 2, logits, false, NULL);
     free(logits);
     moeinf_fwd_free(fwd);
     moeinf_pool_free(pool);

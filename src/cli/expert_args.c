@@ -1,0 +1,161 @@
+/* expert_args.c - --expert-cache, --policy, --stats, --stats-json (see expert_args.h). */
+#include "cli/expert_args.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+const char expert_args_help[] = EXPERT_ARGS_HELP;
+
+int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **argv, int *i) {
+    const char *opt = argv[*i];
+    if (!strcmp(opt, "--stats")) {
+        a->stats = true;
+        return 1;
+    }
+    if (strcmp(opt, "--expert-cache") != 0 && strcmp(opt, "--policy") != 0 &&
+        strcmp(opt, "--stats-json") != 0) {
+        return 0;
+    }
+    const char *val = cli_option_value(cmd, argc, argv, i);
+    if (!val) return -1;
+    if (!strcmp(opt, "--expert-cache")) {
+        a->cache = val;
+    } else if (!strcmp(opt, "--policy")) {
+        a->policy = val;
+    } else {
+        a->stats_json = val;
+    }
+    return 1;
+}
+
+bool expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_model_params *mp,
+                       struct moeinf_context_params *cp) {
+    struct moeinf_error err = {0};
+    if (!a->cache) {
+        if (a->policy || a->stats || a->stats_json) {
+            fprintf(stderr, "moeinf %s: --policy, --stats and --stats-json need --expert-cache\n",
+                    cmd);
+            return false;
+        }
+        return true;
+    }
+    if (moeinf_expert_cache_parse(a->cache, &cp->expert_cache, &err) != MOEINF_OK) {
+        fprintf(stderr, "moeinf %s: %s\n", cmd, err.msg);
+        return false;
+    }
+    cp->expert_policy = a->policy;
+    mp->offload_experts = true;
+    if (a->stats_json) {
+        a->json = fopen(a->stats_json, "w");
+        if (!a->json) {
+            fprintf(stderr, "moeinf: %s: %s\n", a->stats_json, strerror(errno));
+            return false;
+        }
+    }
+    return true;
+}
+
+void expert_args_announce(const struct moeinf_context *ctx) {
+    struct moeinf_expert_cache_info info;
+    struct moeinf_error err = {0};
+    if (moeinf_context_expert_cache(ctx, &info, &err) != MOEINF_OK) return;
+    double mib = 1024.0 * 1024.0;
+    fprintf(stderr,
+            "moeinf: expert cache: %d of %d experts (%.1f%%), %d slots x %.2f MiB = %.1f MiB; "
+            "resident weights %.1f MiB, KV cache and scratch %.1f MiB; policy %s; %s\n",
+            info.slots, info.n_experts_total, 100.0 * info.slots / info.n_experts_total, info.slots,
+            (double)info.slot_bytes / mib, (double)info.slot_bytes * info.slots / mib,
+            (double)info.resident_bytes / mib, (double)info.context_bytes / mib, info.policy,
+            info.io_note ? info.io_note : "");
+}
+
+static double ratio(uint64_t a, uint64_t b) {
+    return b ? (double)a / (double)b : 0.0;
+}
+
+static void json_counters(FILE *f, const struct moeinf_expert_stats *s) {
+    fprintf(f,
+            "\"accesses\": %llu, \"hits\": %llu, \"hit_ratio\": ", (unsigned long long)s->accesses,
+            (unsigned long long)s->hits);
+    if (s->accesses) {
+        fprintf(f, "%.6f", ratio(s->hits, s->accesses));
+    } else {
+        fprintf(f, "null");
+    }
+    fprintf(f,
+            ", \"misses\": %llu, \"bytes_read\": %llu, \"expert_bytes\": %llu, "
+            "\"read_seconds\": %.6f",
+            (unsigned long long)s->misses, (unsigned long long)s->bytes_read,
+            (unsigned long long)s->expert_bytes, s->read_seconds);
+}
+
+bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx, double seconds) {
+    struct moeinf_expert_cache_info info;
+    struct moeinf_expert_stats total;
+    struct moeinf_error err = {0};
+    if (!a->cache) return true;
+    if (moeinf_context_expert_cache(ctx, &info, &err) != MOEINF_OK ||
+        moeinf_context_expert_stats(ctx, -1, &total, &err) != MOEINF_OK) {
+        expert_args_close(a);
+        cli_fail(&err);
+        return false;
+    }
+    int n_layers = 0;
+    struct moeinf_expert_stats ls;
+    while (moeinf_context_expert_stats(ctx, n_layers, &ls, &err) == MOEINF_OK)
+        n_layers++;
+    double tps = seconds > 0 ? (double)total.tokens / seconds : 0.0;
+    if (a->stats) {
+        fprintf(stderr, "\nexpert cache (%s, %d slots):\n", info.policy, info.slots);
+        fprintf(stderr, "%-6s %10s %10s %10s %8s %12s %10s\n", "layer", "accesses", "hits",
+                "misses", "hit", "MiB read", "read s");
+        for (int il = 0; il <= n_layers; il++) {
+            if (il < n_layers) {
+                moeinf_context_expert_stats(ctx, il, &ls, &err);
+            } else {
+                ls = total;
+            }
+            char name[16];
+            snprintf(name, sizeof name, il < n_layers ? "%d" : "total", il);
+            fprintf(stderr, "%-6s %10llu %10llu %10llu %8.3f %12.1f %10.3f\n", name,
+                    (unsigned long long)ls.accesses, (unsigned long long)ls.hits,
+                    (unsigned long long)ls.misses, ratio(ls.hits, ls.accesses),
+                    (double)ls.bytes_read / (1024.0 * 1024.0), ls.read_seconds);
+        }
+        fprintf(stderr, "%llu tokens (%llu decode) in %.3f s: %.2f tokens/s\n",
+                (unsigned long long)total.tokens, (unsigned long long)total.decode_tokens, seconds,
+                tps);
+    }
+    if (!a->json) return true;
+    FILE *f = a->json;
+    a->json = NULL;
+    fprintf(f,
+            "{\"policy\": \"%s\", \"cache_experts\": %d, \"experts_total\": %d, "
+            "\"slot_bytes\": %llu, \"direct_io\": %s, ",
+            info.policy, info.slots, info.n_experts_total, (unsigned long long)info.slot_bytes,
+            info.direct_io ? "true" : "false");
+    json_counters(f, &total);
+    fprintf(f,
+            ", \"tokens\": %llu, \"decode_tokens\": %llu, \"seconds\": %.6f, "
+            "\"tokens_per_second\": %.4f, \"layers\": [",
+            (unsigned long long)total.tokens, (unsigned long long)total.decode_tokens, seconds,
+            tps);
+    for (int il = 0; il < n_layers; il++) {
+        moeinf_context_expert_stats(ctx, il, &ls, &err);
+        fprintf(f, "%s{\"layer\": %d, ", il ? ", " : "", il);
+        json_counters(f, &ls);
+        fprintf(f, "}");
+    }
+    fprintf(f, "]}\n");
+    bool ok = !ferror(f);
+    if (fclose(f) != 0) ok = false;
+    if (!ok) fprintf(stderr, "moeinf: %s: write failed\n", a->stats_json);
+    return ok;
+}
+
+void expert_args_close(struct expert_args *a) {
+    if (a->json) fclose(a->json);
+    a->json = NULL;
+}

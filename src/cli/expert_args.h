@@ -1,0 +1,50 @@
+/* expert_args.h - the expert-cache options of run, logits and bench, and the --stats report. */
+#ifndef MOEINF_CLI_EXPERT_ARGS_H
+#define MOEINF_CLI_EXPERT_ARGS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "moeinf.h"
+
+struct expert_args {
+    const char *cache;      /* --expert-cache SIZE|P%|auto, NULL: experts resident */
+    const char *policy;     /* --policy NAME */
+    bool stats;             /* --stats */
+    const char *stats_json; /* --stats-json FILE */
+    FILE *json;             /* opened before the work, so that a bad path fails first */
+};
+
+/* Consumes argv[*i] if it is one of the options above. Returns 1 if consumed, 0 if not one of
+ * them, -1 on a bad value (message printed). */
+int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **argv, int *i);
+
+/* Checks the options and sets the model and context params they imply. Prints the error and
+ * returns false on a bad value or an unwritable --stats-json path. */
+bool expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_model_params *mp,
+                       struct moeinf_context_params *cp);
+
+/* Once the context exists: the cache's size and how it reads, one line on stderr. */
+void expert_args_announce(const struct moeinf_context *ctx);
+
+/* The report of --stats (stderr) and --stats-json (the file), for `seconds` of work. Returns
+ * false (message printed) if the JSON file cannot be written. Closes the JSON file. */
+bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx, double seconds);
+
+/* Closes the JSON file without writing (a failed run). */
+void expert_args_close(struct expert_args *a);
+
+/* The help lines of those options. */
+#define EXPERT_ARGS_HELP                                                                           \
+    "  --expert-cache SIZE  run routed experts from the file through a cache of SIZE:\n"           \
+    "                       bytes with K/M/G/T (powers of 1024), P% of all experts\n"              \
+    "                       (layers x experts), or auto (the cgroup limit or MemAvailable,\n"      \
+    "                       less resident weights, KV cache, scratch and 64 MiB); other\n"         \
+    "                       weights are read into memory once. Default: all resident\n"            \
+    "  --policy NAME        expert cache policy (default reuse; `moeinf sim --help` lists "        \
+    "them)\n"                                                                                      \
+    "  --stats              the expert cache's counters per layer, on stderr at the end\n"         \
+    "  --stats-json FILE    the same as one JSON object in FILE\n"
+extern const char expert_args_help[];
+
+#endif

@@ -1,0 +1,275 @@
+/* store.c - expert extents in the model file and reads into slots (see store.h). */
+#include "experts/store.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "base/status.h"
+
+struct moeinf_store {
+    char *path;
+    int fd; /* O_DIRECT when direct, else buffered */
+    bool direct;
+    char note[160];
+    uint64_t file_size;
+    int n_layers, n_experts, n_slots;
+    struct moeinf_store_layer *layers;    /* (n_layers) */
+    uint64_t region[MOEINF_EXPERT_PARTS]; /* bytes of each part's region in a slot */
+    uint64_t region_off[MOEINF_EXPERT_PARTS];
+    uint64_t slot_bytes;
+    uint8_t *slots; /* n_slots * slot_bytes, 4 KiB aligned */
+    uint8_t *state; /* (n_slots) enum moeinf_slot_state */
+    uint32_t *skew; /* (n_slots x parts) the part's offset inside its window */
+};
+
+static uint64_t align_down(uint64_t x) {
+    return x & ~(uint64_t)(MOEINF_STORE_ALIGN - 1);
+}
+
+static uint64_t align_up(uint64_t x) {
+    return align_down(x + MOEINF_STORE_ALIGN - 1);
+}
+
+static uint64_t part_off(const struct moeinf_store_layer *l, int p, int e) {
+    return l->off[p] + (uint64_t)e * l->stride[p];
+}
+
+/* The largest 4 KiB window of part p over every expert of every layer. */
+static uint64_t region_bytes(const struct moeinf_store_layer *layers, int n_layers, int n_experts,
+                             int p) {
+    uint64_t most = 0;
+    for (int il = 0; il < n_layers; il++) {
+        for (int e = 0; e < n_experts; e++) {
+            uint64_t o = part_off(&layers[il], p, e);
+            uint64_t w = align_up(o + layers[il].bytes[p]) - align_down(o);
+            if (w > most) most = w;
+        }
+    }
+    return most;
+}
+
+uint64_t moeinf_store_slot_bytes_for(const struct moeinf_store_layer *layers, int n_layers,
+                                     int n_experts) {
+    uint64_t total = 0;
+    for (int p = 0; p < MOEINF_EXPERT_PARTS; p++)
+        total += region_bytes(layers, n_layers, n_experts, p);
+    return total;
+}
+
+/* O_DIRECT needs an aligned buffer, offset and length; a file system that refuses it fails
+ * the open (tmpfs) or the first read (some FUSE and network file systems): try both. */
+static bool try_direct(struct moeinf_store *s) {
+    int fd = open(s->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (fd < 0) {
+        snprintf(s->note, sizeof s->note,
+                 "O_DIRECT refused by the file system (%s): buffered reads + "
+                 "posix_fadvise(DONTNEED)",
+                 strerror(errno));
+        return false;
+    }
+    void *buf = aligned_alloc(MOEINF_STORE_ALIGN, MOEINF_STORE_ALIGN);
+    ssize_t r = buf ? pread(fd, buf, MOEINF_STORE_ALIGN, 0) : -1;
+    int e = errno;
+    free(buf);
+    if (r < 0) {
+        close(fd);
+        snprintf(s->note, sizeof s->note,
+                 "O_DIRECT reads fail here (%s): buffered reads + posix_fadvise(DONTNEED)",
+                 strerror(e));
+        return false;
+    }
+    s->fd = fd;
+    snprintf(s->note, sizeof s->note, "O_DIRECT reads (the page cache does not hold experts)");
+    return true;
+}
+
+enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store_layer *layers,
+                                     int n_layers, int n_experts, int n_slots,
+                                     struct moeinf_store **out, struct moeinf_error *err) {
+    char eb[64];
+    if (n_layers < 1 || n_experts < 1 || n_slots < 1) {
+        return moeinf_fail(err, MOEINF_ERR_ARG, "%s: expert store needs layers, experts, slots",
+                           path);
+    }
+    struct moeinf_store *s = calloc(1, sizeof *s);
+    if (!s) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    s->fd = -1;
+    s->n_layers = n_layers;
+    s->n_experts = n_experts;
+    s->n_slots = n_slots;
+    s->path = strdup(path);
+    s->layers = malloc((size_t)n_layers * sizeof *s->layers);
+    if (!s->path || !s->layers) {
+        moeinf_store_free(s);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    }
+    memcpy(s->layers, layers, (size_t)n_layers * sizeof *layers);
+    if (!try_direct(s)) {
+        s->fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (s->fd < 0) {
+            int e = errno;
+            moeinf_store_free(s);
+            return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path,
+                               moeinf_strerror(e, eb, sizeof eb));
+        }
+    } else {
+        s->direct = true;
+    }
+    struct stat st;
+    if (fstat(s->fd, &st) != 0) {
+        int e = errno;
+        moeinf_store_free(s);
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path, moeinf_strerror(e, eb, sizeof eb));
+    }
+    s->file_size = (uint64_t)st.st_size;
+    for (int il = 0; il < n_layers; il++) {
+        for (int p = 0; p < MOEINF_EXPERT_PARTS; p++) {
+            uint64_t end = part_off(&layers[il], p, n_experts - 1) + layers[il].bytes[p];
+            if (end > s->file_size) {
+                moeinf_store_free(s);
+                return moeinf_fail(err, MOEINF_ERR_FORMAT,
+                                   "%s: experts of layer %d end at byte %llu, past the end of "
+                                   "the file (%llu bytes)",
+                                   path, il, (unsigned long long)end,
+                                   (unsigned long long)s->file_size);
+            }
+        }
+    }
+    uint64_t off = 0;
+    for (int p = 0; p < MOEINF_EXPERT_PARTS; p++) {
+        s->region[p] = region_bytes(layers, n_layers, n_experts, p);
+        s->region_off[p] = off;
+        off += s->region[p];
+    }
+    s->slot_bytes = off;
+    if (s->slot_bytes > SIZE_MAX / (size_t)n_slots) {
+        moeinf_store_free(s);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: %d expert slots do not fit in memory", path,
+                           n_slots);
+    }
+    s->slots = aligned_alloc(MOEINF_STORE_ALIGN, (size_t)s->slot_bytes * (size_t)n_slots);
+    s->state = calloc((size_t)n_slots, 1);
+    s->skew = calloc((size_t)n_slots * MOEINF_EXPERT_PARTS, sizeof *s->skew);
+    if (!s->slots || !s->state || !s->skew) {
+        uint64_t mib = (s->slot_bytes * (uint64_t)n_slots) >> 20;
+        moeinf_store_free(s);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM,
+                           "%s: out of memory for %d expert slots (%llu MiB)", path, n_slots,
+                           (unsigned long long)mib);
+    }
+    *out = s;
+    return MOEINF_OK;
+}
+
+void moeinf_store_free(struct moeinf_store *s) {
+    if (!s) return;
+    if (s->fd >= 0) close(s->fd);
+    free(s->path);
+    free(s->layers);
+    free(s->slots);
+    free(s->state);
+    free(s->skew);
+    free(s);
+}
+
+uint64_t moeinf_store_slot_bytes(const struct moeinf_store *s) {
+    return s->slot_bytes;
+}
+
+int moeinf_store_n_slots(const struct moeinf_store *s) {
+    return s->n_slots;
+}
+
+bool moeinf_store_direct(const struct moeinf_store *s) {
+    return s->direct;
+}
+
+const char *moeinf_store_note(const struct moeinf_store *s) {
+    return s->note[0] ? s->note : NULL;
+}
+
+/* Reads [off, off + n) into buf, accepting a short read only past `need` bytes (the end of
+ * the file inside an O_DIRECT window). Returns the bytes read, or -1 with errno set; errno 0
+ * means the file ended before `need`. */
+static int64_t read_window(int fd, uint8_t *buf, uint64_t n, uint64_t off, uint64_t need) {
+    uint64_t got = 0;
+    while (got < n) {
+        ssize_t r = pread(fd, buf + got, (size_t)(n - got), (off_t)(off + got));
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            return -1;
+        }
+        if (r == 0) break;
+        got += (uint64_t)r;
+    }
+    if (got < need) {
+        errno = 0;
+        return -1;
+    }
+    return (int64_t)got;
+}
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+enum moeinf_status moeinf_store_load(struct moeinf_store *s, int slot, int layer, int expert,
+                                     struct moeinf_store_counters *counters,
+                                     struct moeinf_error *err) {
+    char eb[64];
+    const struct moeinf_store_layer *l = &s->layers[layer];
+    uint8_t *base = s->slots + (size_t)slot * s->slot_bytes;
+    s->state[slot] = MOEINF_SLOT_LOADING;
+    uint64_t t0 = now_ns();
+    for (int p = 0; p < MOEINF_EXPERT_PARTS; p++) {
+        uint64_t off = part_off(l, p, expert);
+        uint64_t start = s->direct ? align_down(off) : off;
+        uint64_t skew = off - start;
+        uint64_t n = s->direct ? align_up(off + l->bytes[p]) - start : l->bytes[p];
+        uint8_t *dst = base + s->region_off[p] + (s->direct ? 0 : (off - align_down(off)));
+        int64_t got = read_window(s->fd, dst, n, start, skew + l->bytes[p]);
+        if (got < 0) {
+            int e = errno;
+            s->state[slot] = MOEINF_SLOT_FREE;
+            if (e == 0) {
+                return moeinf_fail(err, MOEINF_ERR_IO,
+                                   "%s: short read of expert %d of layer %d at byte %llu: the "
+                                   "file is shorter than when it was opened",
+                                   s->path, expert, layer, (unsigned long long)off);
+            }
+            return moeinf_fail(err, MOEINF_ERR_IO, "%s: reading expert %d of layer %d: %s", s->path,
+                               expert, layer, moeinf_strerror(e, eb, sizeof eb));
+        }
+        if (!s->direct) {
+            (void)posix_fadvise(s->fd, (off_t)off, (off_t)l->bytes[p], POSIX_FADV_DONTNEED);
+        }
+        s->skew[(size_t)slot * MOEINF_EXPERT_PARTS + (size_t)p] = (uint32_t)(off - align_down(off));
+        counters->bytes += (uint64_t)got;
+        counters->part_bytes += l->bytes[p];
+    }
+    counters->read_ns += now_ns() - t0;
+    counters->loads++;
+    s->state[slot] = MOEINF_SLOT_READY;
+    return MOEINF_OK;
+}
+
+void moeinf_store_release(struct moeinf_store *s, int slot) {
+    s->state[slot] = MOEINF_SLOT_FREE;
+}
+
+enum moeinf_slot_state moeinf_store_slot_state(const struct moeinf_store *s, int slot) {
+    return (enum moeinf_slot_state)s->state[slot];
+}
+
+const uint8_t *moeinf_store_part(const struct moeinf_store *s, int slot, int part) {
+    return s->slots + (size_t)slot * s->slot_bytes + s->region_off[part] +
+           s->skew[(size_t)slot * MOEINF_EXPERT_PARTS + (size_t)part];
+}

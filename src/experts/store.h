@@ -1,0 +1,87 @@
+/*
+ * store.h - the slow tier of routed experts: where each expert's bytes lie in the model file,
+ * and synchronous reads of them into the fast tier's slots.
+ *
+ * An expert of a MoE layer is three matrices (gate, up, down). In GGUF each is expert e's
+ * slice of a 3-D tensor [n_in, n_out, n_expert]: contiguous, at tensor offset + e * stride,
+ * but tensors are only 32-byte aligned. Slots are allocated once (nothing per token), each
+ * holding one region per part sized for the largest window of that part in any layer (types
+ * and so sizes may differ per layer).
+ *
+ * Reads use O_DIRECT where the file system allows it: each part is read as the 4 KiB-aligned
+ * window around it, into a 4 KiB-aligned region, and the kernels are pointed at the part's
+ * offset inside the window; a window that runs past the end of the file reads short, which is
+ * fine as long as the part itself was read. Where O_DIRECT is refused, the store falls back to
+ * buffered reads of exactly the part, followed by posix_fadvise(DONTNEED) so that the page
+ * cache does not keep the file (store->note says which happened).
+ */
+#ifndef MOEINF_EXPERTS_STORE_H
+#define MOEINF_EXPERTS_STORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "moeinf.h"
+
+#define MOEINF_EXPERT_PARTS 3 /* gate, up, down */
+#define MOEINF_STORE_ALIGN  4096
+
+/* Where a layer's experts lie: part p of expert e starts at off[p] + e * stride[p] and is
+ * bytes[p] long. */
+struct moeinf_store_layer {
+    uint64_t off[MOEINF_EXPERT_PARTS];
+    uint64_t stride[MOEINF_EXPERT_PARTS];
+    uint64_t bytes[MOEINF_EXPERT_PARTS];
+};
+
+/* A slot's life: free -> loading -> ready -> (evicted) free. Part 1 of the offload work reads
+ * synchronously, so loading is only seen inside moeinf_store_load; asynchronous loads
+ * (planned) keep a slot in loading while its read is in flight. */
+enum moeinf_slot_state {
+    MOEINF_SLOT_FREE = 0,
+    MOEINF_SLOT_LOADING = 1,
+    MOEINF_SLOT_READY = 2,
+};
+
+struct moeinf_store_counters {
+    uint64_t loads;      /* experts read */
+    uint64_t bytes;      /* bytes read from the file (whole windows under O_DIRECT) */
+    uint64_t part_bytes; /* of them, the experts' own bytes */
+    uint64_t read_ns;    /* time spent in reads */
+};
+
+struct moeinf_store;
+
+/*
+ * Opens `path` for the experts of n_layers layers of n_experts each (layers[] copied) and
+ * allocates n_slots slots. MOEINF_ERR_IO if the file cannot be opened; MOEINF_ERR_FORMAT if
+ * an expert lies past the end of the file; MOEINF_ERR_NOMEM.
+ */
+enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store_layer *layers,
+                                     int n_layers, int n_experts, int n_slots,
+                                     struct moeinf_store **out, struct moeinf_error *err);
+void moeinf_store_free(struct moeinf_store *s);
+
+/* Bytes of one slot (all parts with their alignment room): what --expert-cache divides by. */
+uint64_t moeinf_store_slot_bytes_for(const struct moeinf_store_layer *layers, int n_layers,
+                                     int n_experts);
+uint64_t moeinf_store_slot_bytes(const struct moeinf_store *s);
+int moeinf_store_n_slots(const struct moeinf_store *s);
+/* True when reads bypass the page cache (O_DIRECT). */
+bool moeinf_store_direct(const struct moeinf_store *s);
+/* A one-line note on how the store reads (O_DIRECT or why not), or NULL. */
+const char *moeinf_store_note(const struct moeinf_store *s);
+
+/* Reads expert `expert` of `layer` into `slot` (synchronously), counting into *counters.
+ * MOEINF_ERR_IO on a read error or a short read (the file changed under the process). */
+enum moeinf_status moeinf_store_load(struct moeinf_store *s, int slot, int layer, int expert,
+                                     struct moeinf_store_counters *counters,
+                                     struct moeinf_error *err);
+/* Marks a slot free (its expert was evicted). */
+void moeinf_store_release(struct moeinf_store *s, int slot);
+enum moeinf_slot_state moeinf_store_slot_state(const struct moeinf_store *s, int slot);
+
+/* Part p of the expert now in `slot` (ready): the bytes the kernels read. */
+const uint8_t *moeinf_store_part(const struct moeinf_store *s, int slot, int part);
+
+#endif

@@ -1,0 +1,129 @@
+/* resident.c - non-expert weights copied into anonymous memory (see resident.h). */
+#include "model/resident.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/file.h"
+#include "base/status.h"
+
+struct loader {
+    struct moeinf_resident *r;
+    const struct moeinf_gguf *g;
+    struct moeinf_error *err;
+};
+
+static uint64_t file_offset(const struct moeinf_gguf *g, const void *p) {
+    return (uint64_t)((const uint8_t *)p - g->map.data);
+}
+
+/* A copy of n bytes at `src` (a pointer into g's mapping), read with pread: the mapping's
+ * pages are never touched. */
+static enum moeinf_status copy_out(struct loader *ld, const void *src, size_t n, void **out) {
+    size_t padded = (n + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, padded ? padded : 64);
+    if (!p) {
+        return moeinf_fail(ld->err, MOEINF_ERR_NOMEM, "%s: out of memory for resident weights",
+                           ld->g->path);
+    }
+    struct moeinf_resident *r = ld->r;
+    void **grown = realloc(r->blocks, (size_t)(r->n_blocks + 1) * sizeof *grown);
+    if (!grown) {
+        free(p);
+        return moeinf_fail(ld->err, MOEINF_ERR_NOMEM, "%s: out of memory", ld->g->path);
+    }
+    r->blocks = grown;
+    r->blocks[r->n_blocks++] = p;
+    r->bytes += padded;
+    enum moeinf_status st =
+        moeinf_file_pread(ld->g->map.fd, p, n, file_offset(ld->g, src), ld->g->path, ld->err);
+    if (st != MOEINF_OK) return st;
+    *out = p;
+    return MOEINF_OK;
+}
+
+static enum moeinf_status copy_weight(struct loader *ld, struct moeinf_weight *w) {
+    if (!w->data) return MOEINF_OK;
+    void *p;
+    enum moeinf_status st = copy_out(ld, w->data, w->mat_bytes * (size_t)w->n_mat, &p);
+    if (st == MOEINF_OK) w->data = p;
+    return st;
+}
+
+static enum moeinf_status copy_vec(struct loader *ld, const float **v, int n) {
+    void *p;
+    enum moeinf_status st = copy_out(ld, *v, (size_t)n * sizeof(float), &p);
+    if (st == MOEINF_OK) *v = p;
+    return st;
+}
+
+static void take_experts(const struct moeinf_gguf *g, struct moeinf_layer *lw,
+                         struct moeinf_store_layer *out) {
+    struct moeinf_weight *parts[MOEINF_EXPERT_PARTS] = {&lw->gate_exps, &lw->up_exps,
+                                                        &lw->down_exps};
+    for (int p = 0; p < MOEINF_EXPERT_PARTS; p++) {
+        out->off[p] = file_offset(g, parts[p]->data);
+        out->stride[p] = parts[p]->mat_bytes;
+        out->bytes[p] = parts[p]->mat_bytes;
+        parts[p]->data = NULL; /* from now on only through the expert cache */
+    }
+}
+
+enum moeinf_status moeinf_resident_load(struct moeinf_llm *llm, const struct moeinf_gguf *g,
+                                        struct moeinf_resident **out, struct moeinf_error *err) {
+    const struct moeinf_hparams *hp = &llm->hp;
+    if (hp->n_expert == 0) {
+        return moeinf_fail(err, MOEINF_ERR_ARG,
+                           "%s: a dense model has no routed experts to offload (drop "
+                           "--expert-cache)",
+                           g->path);
+    }
+    if (!g->map.data || g->map.fd < 0) {
+        return moeinf_fail(err, MOEINF_ERR_ARG, "%s: offloading experts needs the file itself",
+                           g->path);
+    }
+    struct moeinf_resident *r = calloc(1, sizeof *r);
+    if (r) r->experts = calloc((size_t)hp->n_layer, sizeof *r->experts);
+    if (!r || !r->experts) {
+        moeinf_resident_free(r);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", g->path);
+    }
+    struct loader ld = {r, g, err};
+    bool tied = llm->output.data == llm->tok_embd.data;
+    enum moeinf_status st = copy_weight(&ld, &llm->tok_embd);
+    if (st == MOEINF_OK) st = copy_vec(&ld, &llm->output_norm, hp->n_embd);
+    if (st == MOEINF_OK) {
+        if (tied) {
+            llm->output.data = llm->tok_embd.data;
+        } else {
+            st = copy_weight(&ld, &llm->output);
+        }
+    }
+    for (int il = 0; st == MOEINF_OK && il < hp->n_layer; il++) {
+        struct moeinf_layer *lw = &llm->layers[il];
+        struct moeinf_weight *ws[] = {&lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->router};
+        if ((st = copy_vec(&ld, &lw->attn_norm, hp->n_embd)) != MOEINF_OK) break;
+        if ((st = copy_vec(&ld, &lw->ffn_norm, hp->n_embd)) != MOEINF_OK) break;
+        for (size_t i = 0; st == MOEINF_OK && i < sizeof ws / sizeof ws[0]; i++)
+            st = copy_weight(&ld, ws[i]);
+        if (st == MOEINF_OK) take_experts(g, lw, &r->experts[il]);
+    }
+    if (st != MOEINF_OK) {
+        moeinf_resident_free(r);
+        return st;
+    }
+    /* The copies were read through the page cache: let it go. */
+    (void)posix_fadvise(g->map.fd, 0, 0, POSIX_FADV_DONTNEED);
+    *out = r;
+    return MOEINF_OK;
+}
+
+void moeinf_resident_free(struct moeinf_resident *r) {
+    if (!r) return;
+    for (int i = 0; i < r->n_blocks; i++)
+        free(r->blocks[i]);
+    free(r->blocks);
+    free(r->experts);
+    free(r);
+}

@@ -1,0 +1,482 @@
+// ctest-labels: threads
+/*
+ * test_offload.c - routed experts read from the file through the expert cache give the same
+ * logits, to the bit, as the fully resident run: for every online policy, cache sizes from
+ * the minimum (top_k slots, which forces a prefill micro-batch into many waves) up to every
+ * expert, micro-batches of 512 and 3 tokens, 1 to 3 threads, two requests in one context
+ * (the cache outlives moeinf_context_reset). Also: the bytes read are exactly the misses'
+ * experts (plus their 4 KiB windows under O_DIRECT), computed here from the GGUF tensor
+ * table; the simulator replaying the engine's recorded routing with --batch at the same
+ * capacity and policy counts exactly the engine's hits and misses; bad sizes and a file
+ * truncated under a running context are clear errors.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "gguf/gguf.h"
+#include "moeinf.h"
+#include "quant/quant.h"
+#include "test.h"
+
+#define N_GEN_A 6
+#define N_GEN_B 4
+
+static const int32_t prompt_a[20] = {1,   822, 788, 29898, 29874, 29892, 289,  1125,  13,   1678,
+                                     736, 263, 718, 289,   13,    450,   4996, 17354, 1701, 29916};
+static const int32_t prompt_b[12] = {1,   450,   4996, 17354, 1701,  29916,
+                                     432, 17204, 975,  278,   17366, 11203};
+
+struct cfg {
+    const char *path;
+    int threads;
+    int n_batch;
+    struct moeinf_expert_cache_size cache;
+    const char *policy;
+    const char *record; /* routing record path, or NULL */
+};
+
+struct out {
+    float *logits; /* every logit the run produced, in order */
+    size_t n_logits;
+    int32_t tokens[N_GEN_A + N_GEN_B];
+    struct moeinf_expert_stats stats;
+    int slots;
+    bool direct;
+    bool ok;
+    /* distinct (layer, expert) used, from the routing (resident runs) */
+    uint8_t used[64][64];
+};
+
+static int argmax(const float *v, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] > v[best]) best = i;
+    return best;
+}
+
+static void note_routing(struct moeinf_context *ctx, int m, struct out *o) {
+    const struct moeinf_hparams *hp = &ctx->model->llm->hp;
+    for (int il = 0; il < hp->n_layer && il < 64; il++) {
+        for (int j = 0; j < m; j++) {
+            const int32_t *sel = moeinf_fwd_routing(ctx->fwd, il, j);
+            for (int r = 0; r < hp->n_expert_used; r++)
+                o->used[il][sel[r]] = 1;
+        }
+    }
+}
+
+/* One request: the prompt (all logits), then n_gen greedy steps (their logits). */
+static bool request(struct moeinf_context *ctx, const int32_t *ids, int n, int n_gen, int n_vocab,
+                    struct out *o, int32_t *tokens, bool note) {
+    struct moeinf_error err = {0};
+    float *dst = o->logits + o->n_logits;
+    int32_t in[32];
+    for (int i = 0; i < n; i++)
+        in[i] = ids[i] % n_vocab;
+    enum moeinf_status st = moeinf_decode(ctx, in, n, dst, true, &err);
+    CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
+    if (st != MOEINF_OK) return false;
+    if (note && ctx->params.n_batch >= n) note_routing(ctx, n, o);
+    o->n_logits += (size_t)n * n_vocab;
+    for (int g = 0; g < n_gen; g++) {
+        int32_t id = argmax(o->logits + o->n_logits - n_vocab, n_vocab);
+        tokens[g] = id;
+        st = moeinf_decode(ctx, &id, 1, o->logits + o->n_logits, false, &err);
+        CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
+        if (st != MOEINF_OK) return false;
+        if (note) note_routing(ctx, 1, o);
+        o->n_logits += (size_t)n_vocab;
+    }
+    return true;
+}
+
+static bool run(const struct cfg *c, struct out *o) {
+    memset(o, 0, sizeof *o);
+    struct moeinf_error err = {0};
+    struct moeinf_model *model = NULL;
+    struct moeinf_context *ctx = NULL;
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    mp.offload_experts = c->cache.kind != MOEINF_EXPERT_CACHE_NONE;
+    enum moeinf_status st = moeinf_model_load(c->path, &mp, &model, &err);
+    CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
+    if (st != MOEINF_OK) return false;
+    struct moeinf_context_params cp = moeinf_context_params_default();
+    cp.n_ctx = 64;
+    cp.n_threads = c->threads;
+    cp.n_batch = c->n_batch;
+    cp.expert_cache = c->cache;
+    cp.expert_policy = c->policy;
+    st = moeinf_context_init(model, &cp, &ctx, &err);
+    CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
+    int n_vocab = moeinf_model_n_vocab(model);
+    o->logits = malloc((size_t)(20 + N_GEN_A + 12 + N_GEN_B) * n_vocab * sizeof(float));
+    bool note = c->cache.kind == MOEINF_EXPERT_CACHE_NONE;
+    if (st == MOEINF_OK && o->logits &&
+        (!c->record || moeinf_context_record_open(ctx, c->record, "t", &err) == MOEINF_OK) &&
+        request(ctx, prompt_a, 20, N_GEN_A, n_vocab, o, o->tokens, note)) {
+        moeinf_context_reset(ctx);
+        o->ok = request(ctx, prompt_b, 12, N_GEN_B, n_vocab, o, o->tokens + N_GEN_A, note);
+    }
+    if (c->record) CHECK(moeinf_context_record_close(ctx, &err) == MOEINF_OK);
+    struct moeinf_expert_cache_info info;
+    if (ctx && !note && moeinf_context_expert_cache(ctx, &info, &err) == MOEINF_OK) {
+        o->slots = info.slots;
+        o->direct = info.direct_io;
+        CHECK(moeinf_context_expert_stats(ctx, -1, &o->stats, &err) == MOEINF_OK);
+    }
+    moeinf_context_free(ctx);
+    moeinf_model_free(model);
+    return o->ok;
+}
+
+struct geometry {
+    int n_layer, n_expert, top_k;
+};
+
+static struct geometry geometry_of(const char *path) {
+    struct geometry g = {0, 0, 0};
+    struct moeinf_error err = {0};
+    struct moeinf_model *model = NULL;
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    if (moeinf_model_load(path, &mp, &model, &err) != MOEINF_OK) return g;
+    g.n_layer = model->llm->hp.n_layer;
+    g.n_expert = model->llm->hp.n_expert;
+    g.top_k = model->llm->hp.n_expert_used;
+    moeinf_model_free(model);
+    return g;
+}
+
+static struct moeinf_expert_cache_size slots(int n, const struct geometry *g) {
+    struct moeinf_expert_cache_size s = {MOEINF_EXPERT_CACHE_PERCENT, 0, 0.0};
+    s.percent = 100.0 * n / (g->n_layer * g->n_expert);
+    return s;
+}
+
+static void compare(const char *what, const struct out *ref, const struct out *got) {
+    CHECK_MSG(got->ok, "%s: run failed", what);
+    if (!got->ok) return;
+    CHECK_MSG(got->n_logits == ref->n_logits &&
+                  memcmp(got->logits, ref->logits, ref->n_logits * sizeof(float)) == 0,
+              "%s: logits differ from the resident run", what);
+    CHECK_MSG(memcmp(got->tokens, ref->tokens, sizeof ref->tokens) == 0, "%s: greedy tokens differ",
+              what);
+}
+
+/* Every online policy x sizes x micro-batches at 1 thread; 2 and 3 threads for two policies. */
+static void check_model(const char *path) {
+    struct geometry g = geometry_of(path);
+    CHECK(g.n_expert > 0);
+    if (g.n_expert == 0) return;
+    struct out ref;
+    struct cfg rc = {path, 1, 512, {MOEINF_EXPERT_CACHE_NONE, 0, 0}, NULL, NULL};
+    if (!run(&rc, &ref)) return;
+    const int total = g.n_layer * g.n_expert;
+    const int sizes[] = {g.top_k, g.top_k + 1, total / 4, total / 2, total};
+    const int batches[] = {512, 3};
+    for (size_t pi = 0;; pi++) {
+        const char *policy = moeinf_sim_policy_name(pi);
+        if (!policy) break;
+        if (!strcmp(policy, "belady")) continue; /* offline: the engine refuses it */
+        for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+            for (size_t bi = 0; bi < 2; bi++) {
+                int max_threads = !strcmp(policy, "reuse") ? 3 : 1;
+                for (int t = 1; t <= max_threads; t++) {
+                    struct cfg c = {path, t, batches[bi], slots(sizes[si], &g), policy, NULL};
+                    struct out got;
+                    run(&c, &got);
+                    char what[512];
+                    snprintf(what, sizeof what, "%s: %s, %d slots, -b %d, -t %d", path, policy,
+                             sizes[si], batches[bi], t);
+                    CHECK_MSG(got.slots == sizes[si], "%s: %d slots", what, got.slots);
+                    compare(what, &ref, &got);
+                    /* hits + misses = accesses; a full cache misses each used expert once */
+                    CHECK_EQ_INT((long long)(got.stats.hits + got.stats.misses),
+                                 (long long)got.stats.accesses);
+                    if (sizes[si] == total) {
+                        int distinct = 0;
+                        for (int il = 0; il < g.n_layer; il++)
+                            for (int e = 0; e < g.n_expert; e++)
+                                distinct += ref.used[il][e];
+                        if (batches[bi] == 512) {
+                            CHECK_EQ_INT((long long)got.stats.misses, distinct);
+                        }
+                    }
+                    free(got.logits);
+                }
+            }
+        }
+    }
+    free(ref.logits);
+}
+
+static char gen_path[512];
+
+/* A generated model with more experts than the tiny one: 3 layers x 16 experts, top-4, Q8_0,
+ * widths that leave expert slices misaligned to 4 KiB. */
+static const char *generated_model(void) {
+    if (gen_path[0]) return gen_path;
+    char name[64];
+    snprintf(name, sizeof name, "offload-gen-%d.gguf", (int)getpid());
+    test_tmp_path(name, gen_path, sizeof gen_path);
+    struct moeinf_gen_params gp = moeinf_gen_params_default();
+    gp.n_layer = 3;
+    gp.n_expert = 16;
+    gp.n_expert_used = 4;
+    gp.n_embd = 96;
+    gp.n_ff = 160;
+    gp.n_head = 4;
+    gp.n_head_kv = 2;
+    gp.type = 8; /* Q8_0 */
+    gp.seed = 11;
+    gp.n_threads = 1;
+    struct moeinf_error err = {0};
+    enum moeinf_status st = moeinf_gen_model(&gp, gen_path, &err);
+    CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
+    return gen_path;
+}
+
+static void shared_model(const char *rel) {
+    char path[1024];
+    if (!test_shared_path(rel, path, sizeof path)) return;
+    check_model(path);
+}
+
+static void test_identical_tiny_f32(void) {
+    shared_model("testdata/models/tiny-mixtral-F32.gguf");
+}
+
+static void test_identical_tiny_q8_0(void) {
+    shared_model("testdata/models/tiny-mixtral-Q8_0.gguf");
+}
+
+static void test_identical_tiny_q4_0(void) {
+    shared_model("testdata/models/tiny-mixtral-Q4_0.gguf");
+}
+
+static void test_identical_generated(void) {
+    check_model(generated_model());
+}
+
+/* The 4 KiB window around [off, off + n), as O_DIRECT reads it (short at the end of a file
+ * of `size` bytes). */
+static uint64_t window(uint64_t off, uint64_t n, uint64_t size) {
+    uint64_t lo = off & ~(uint64_t)4095;
+    uint64_t hi = (off + n + 4095) & ~(uint64_t)4095;
+    return (hi < size ? hi : size) - lo;
+}
+
+/* Bytes read = the used experts' bytes (and windows), from the tensor table; no other path
+ * reads experts (their views have no data when offloaded: a bypass would crash). */
+static void test_bytes_read_are_the_misses(void) {
+    const char *path = generated_model();
+    struct geometry g = geometry_of(path);
+    struct out ref;
+    struct cfg rc = {path, 1, 512, {MOEINF_EXPERT_CACHE_NONE, 0, 0}, NULL, NULL};
+    if (!run(&rc, &ref)) return;
+    struct moeinf_gguf *gg = NULL;
+    struct moeinf_error err = {0};
+    CHECK(moeinf_gguf_open(path, &gg, &err) == MOEINF_OK);
+    if (!gg) return;
+    uint64_t exact = 0, windows = 0, per_expert[8] = {0};
+    int distinct = 0;
+    const char *parts[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
+    for (int il = 0; il < g.n_layer; il++) {
+        for (int p = 0; p < 3; p++) {
+            char name[64];
+            snprintf(name, sizeof name, "blk.%d.%s.weight", il, parts[p]);
+            const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(gg, name);
+            CHECK(t != NULL);
+            if (!t) continue;
+            uint64_t mat = t->n_bytes / (uint64_t)t->ne[2];
+            per_expert[il] += mat;
+            for (int e = 0; e < g.n_expert; e++) {
+                if (!ref.used[il][e]) continue;
+                exact += mat;
+                windows += window(t->offset + (uint64_t)e * mat, mat, gg->map.size);
+            }
+        }
+        for (int e = 0; e < g.n_expert; e++)
+            distinct += ref.used[il][e];
+    }
+    moeinf_gguf_free(gg);
+    struct cfg c = {path, 2, 512, slots(g.n_layer * g.n_expert, &g), "lru", NULL};
+    struct out got;
+    run(&c, &got);
+    compare("bytes test", &ref, &got);
+    CHECK_EQ_INT((long long)got.stats.misses, distinct);
+    CHECK_EQ_INT((long long)got.stats.expert_bytes, (long long)exact);
+    CHECK_EQ_INT((long long)got.stats.bytes_read, (long long)(got.direct ? windows : exact));
+    free(got.logits);
+    /* A small cache: every miss reads one whole expert of its layer (all are equal here). */
+    c.cache = slots(g.top_k, &g);
+    run(&c, &got);
+    compare("bytes test, minimum cache", &ref, &got);
+    CHECK_EQ_INT((long long)got.stats.expert_bytes, (long long)(got.stats.misses * per_expert[0]));
+    CHECK(got.stats.misses > (uint64_t)distinct);
+    free(got.logits);
+    free(ref.logits);
+}
+
+/* The simulator, replaying the engine's recorded routing with --batch = -b at the same
+ * capacity and policy, counts the same accesses and hits. */
+static void test_sim_replays_engine_counts(void) {
+    const char *path = generated_model();
+    struct geometry g = geometry_of(path);
+    char rec[512], name[64];
+    snprintf(name, sizeof name, "offload-rec-%d.txt", (int)getpid());
+    test_tmp_path(name, rec, sizeof rec);
+    const char *policies[] = {"lru", "reuse", "moe-infinity", "lfu"};
+    const int sizes[] = {g.top_k, 10, 24};
+    const int batches[] = {512, 3, 8};
+    for (size_t pi = 0; pi < 4; pi++) {
+        for (size_t si = 0; si < 3; si++) {
+            for (size_t bi = 0; bi < 3; bi++) {
+                struct cfg c = {path, 1, batches[bi], slots(sizes[si], &g), policies[pi], rec};
+                struct out got;
+                run(&c, &got);
+                free(got.logits);
+                struct moeinf_sim_params sp = moeinf_sim_params_default();
+                sp.trace_path = rec;
+                sp.policy = policies[pi];
+                sp.cache_experts = sizes[si];
+                sp.batch = batches[bi];
+                struct moeinf_sim_result res;
+                struct moeinf_error err = {0};
+                enum moeinf_status st = moeinf_sim_run(&sp, &res, &err);
+                CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
+                if (st != MOEINF_OK) continue;
+                CHECK_MSG(res.accesses == got.stats.accesses && res.hits == got.stats.hits,
+                          "%s, %d slots, -b %d: sim %llu/%llu, engine %llu/%llu hits/accesses",
+                          policies[pi], sizes[si], batches[bi], (unsigned long long)res.hits,
+                          (unsigned long long)res.accesses, (unsigned long long)got.stats.hits,
+                          (unsigned long long)got.stats.accesses);
+                CHECK_EQ_INT((long long)res.tokens, (long long)got.stats.tokens);
+            }
+        }
+    }
+    remove(rec);
+}
+
+static void test_sizes_and_errors(void) {
+    struct moeinf_expert_cache_size s;
+    struct moeinf_error err = {0};
+    CHECK(moeinf_expert_cache_parse("4G", &s, &err) == MOEINF_OK);
+    CHECK(s.kind == MOEINF_EXPERT_CACHE_BYTES && s.bytes == 4ull << 30);
+    CHECK(moeinf_expert_cache_parse("1536k", &s, &err) == MOEINF_OK && s.bytes == 1536ull << 10);
+    CHECK(moeinf_expert_cache_parse("123", &s, &err) == MOEINF_OK && s.bytes == 123);
+    CHECK(moeinf_expert_cache_parse("12.5%", &s, &err) == MOEINF_OK);
+    CHECK(s.kind == MOEINF_EXPERT_CACHE_PERCENT && s.percent == 12.5);
+    CHECK(moeinf_expert_cache_parse("auto", &s, &err) == MOEINF_OK);
+    CHECK(s.kind == MOEINF_EXPERT_CACHE_AUTO);
+    const char *bad[] = {"",   "0",    "-1", "1X",    "1GB",
+                         "0%", "101%", "x%", "auto2", "99999999999999999999T"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_MSG(moeinf_expert_cache_parse(bad[i], &s, &err) == MOEINF_ERR_ARG, "'%s'", bad[i]);
+    }
+    CHECK_STR_CONTAINS(err.msg, "invalid expert cache size");
+
+    const char *path = generated_model();
+    struct moeinf_model *model = NULL;
+    struct moeinf_context *ctx = NULL;
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    mp.offload_experts = true;
+    CHECK(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK);
+    if (!model) return;
+    struct moeinf_context_params cp = moeinf_context_params_default();
+    cp.n_ctx = 32;
+    /* one slot short of top_k (4) */
+    cp.expert_cache.kind = MOEINF_EXPERT_CACHE_PERCENT;
+    cp.expert_cache.percent = 100.0 * 3 / 48;
+    CHECK(moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_ERR_ARG);
+    CHECK_STR_CONTAINS(err.msg, "at least 4 slots");
+    cp.expert_cache.kind = MOEINF_EXPERT_CACHE_NONE;
+    CHECK(moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_ERR_ARG);
+    CHECK_STR_CONTAINS(err.msg, "needs an expert cache");
+    cp.expert_cache.kind = MOEINF_EXPERT_CACHE_PERCENT;
+    cp.expert_cache.percent = 50;
+    cp.expert_policy = "belady";
+    CHECK(moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_ERR_ARG);
+    CHECK_STR_CONTAINS(err.msg, "belady");
+    cp.expert_policy = NULL;
+    cp.expert_cache.kind = MOEINF_EXPERT_CACHE_AUTO;
+    CHECK_MSG(moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK, "%s", err.msg);
+    moeinf_context_free(ctx);
+    ctx = NULL;
+    moeinf_model_free(model);
+    model = NULL;
+    /* a cache asked of a model loaded resident */
+    mp.offload_experts = false;
+    CHECK(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK);
+    cp.expert_cache.kind = MOEINF_EXPERT_CACHE_PERCENT;
+    CHECK(moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_ERR_ARG);
+    CHECK_STR_CONTAINS(err.msg, "offload_experts");
+    moeinf_model_free(model);
+}
+
+/* A file truncated under a running context: the next expert read is a named error, not a
+ * SIGBUS (experts are read with pread, not through the mapping). */
+static void test_truncated_file_is_an_error(void) {
+    const char *src = generated_model();
+    char path[512], name[64];
+    snprintf(name, sizeof name, "offload-trunc-%d.gguf", (int)getpid());
+    test_tmp_path(name, path, sizeof path);
+    FILE *in = fopen(src, "rb");
+    FILE *out = fopen(path, "wb");
+    CHECK(in && out);
+    if (!in || !out) return;
+    char buf[65536];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        fwrite(buf, 1, n, out);
+    fclose(in);
+    fclose(out);
+    struct moeinf_error err = {0};
+    struct moeinf_model *model = NULL;
+    struct moeinf_context *ctx = NULL;
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    mp.offload_experts = true;
+    CHECK(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK);
+    struct moeinf_context_params cp = moeinf_context_params_default();
+    cp.n_ctx = 32;
+    cp.expert_cache.kind = MOEINF_EXPERT_CACHE_PERCENT;
+    cp.expert_cache.percent = 100;
+    CHECK(model && moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK);
+    if (ctx) {
+        /* cut the file in the first layer's experts */
+        struct moeinf_gguf *gg = NULL;
+        CHECK(moeinf_gguf_open(src, &gg, &err) == MOEINF_OK);
+        const struct moeinf_gguf_tensor *t =
+            gg ? moeinf_gguf_find_tensor(gg, "blk.0.ffn_gate_exps.weight") : NULL;
+        CHECK(t != NULL);
+        if (t) CHECK(truncate(path, (off_t)t->offset) == 0);
+        moeinf_gguf_free(gg);
+        float *logits = malloc((size_t)moeinf_model_n_vocab(model) * sizeof(float));
+        int32_t ids[5] = {1, 2, 3, 4, 5};
+        enum moeinf_status st = moeinf_decode(ctx, ids, 5, logits, false, &err);
+        CHECK(st == MOEINF_ERR_IO);
+        CHECK_STR_CONTAINS(err.msg, "short read");
+        /* the cache kept nothing half-read: the same call fails the same way */
+        st = moeinf_decode(ctx, ids, 5, logits, false, &err);
+        CHECK(st == MOEINF_ERR_IO);
+        free(logits);
+    }
+    moeinf_context_free(ctx);
+    moeinf_model_free(model);
+    remove(path);
+}
+
+int main(void) {
+    RUN(test_sizes_and_errors);
+    RUN(test_identical_tiny_f32);
+    RUN(test_identical_tiny_q8_0);
+    RUN(test_identical_tiny_q4_0);
+    RUN(test_identical_generated);
+    RUN(test_bytes_read_are_the_misses);
+    RUN(test_sim_replays_engine_counts);
+    RUN(test_truncated_file_is_an_error);
+    if (gen_path[0]) remove(gen_path);
+    return test_report();
+}
