@@ -106,6 +106,23 @@ static void test_context_limits(void) {
     CHECK_STR_CONTAINS(err, "context");
 }
 
+/* bench: the test lines and what each token computes (logits unless --no-logits). */
+static void test_bench_output(void) {
+    char model[1024], cmd[2048], out[4096], err[4096];
+    if (!test_shared_path("testdata/models/tiny-mixtral-Q8_0.gguf", model, sizeof model)) return;
+    snprintf(cmd, sizeof cmd, "%s bench -m %s -p 5 -n 3 -r 1 -b 2 -t 2", bin(), model);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    CHECK_STR_CONTAINS(out, "logits:   last position of every prefill micro-batch (-b 2)");
+    CHECK_STR_CONTAINS(out, "\nprefill         5 ");
+    CHECK_STR_CONTAINS(out, "\ndecode          3 ");
+    CHECK_STR_CONTAINS(out, "decode weight traffic: ");
+    snprintf(cmd, sizeof cmd, "%s bench -m %s -p 0 -n 2 -r 1 --no-logits", bin(), model);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    CHECK_STR_CONTAINS(out, "logits:   none (--no-logits");
+    CHECK(strstr(out, "prefill ") == NULL);
+    CHECK_STR_CONTAINS(out, "not given with --no-logits");
+}
+
 static void test_bad_input(void) {
     char model[1024], cmd[2048], out[4096], err[4096];
     snprintf(cmd, sizeof cmd, "%s run -m /nonexistent/model.gguf -p hi", bin());
@@ -137,6 +154,7 @@ int main(void) {
     RUN(test_logits_file);
     RUN(test_run_greedy_ids);
     RUN(test_context_limits);
+    RUN(test_bench_output);
     RUN(test_bad_input);
     return test_report();
 }

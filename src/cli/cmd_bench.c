@@ -1,4 +1,8 @@
-/* cmd_bench.c - moeinf bench: prefill and decode tokens/s (llama-bench's pp/tg tests). */
+/* cmd_bench.c - moeinf bench: prefill and decode tokens/s (llama-bench's pp/tg tests).
+ *
+ * The work per call matches llama.cpp's eval without logits_all (what bench/llamacpp_bench.py
+ * times): every prefill micro-batch and every decoded token ends with the final norm and the
+ * lm_head for its last position, unless --no-logits. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,9 +17,13 @@ static void usage(FILE *out) {
             "Prefill: a prompt of P tokens in a fresh context. Decode: N tokens one at a time\n"
             "after it. Each test runs once as a warm-up (discarded), then R times; the median\n"
             "is printed, with the decode rate against the weight bytes each token reads.\n"
-            "  -p P   prompt tokens (default 64; 0 skips prefill)\n"
-            "  -n N   decoded tokens (default 32; 0 skips decode)\n"
-            "  -r R   repetitions (default 3)\n"
+            "Every prefill micro-batch (-b) and every decoded token computes the logits of its\n"
+            "last position, as llama.cpp's eval does.\n"
+            "  -p P          prompt tokens (default 64; 0 skips prefill)\n"
+            "  -n N          decoded tokens (default 32; 0 skips decode)\n"
+            "  -r R          repetitions (default 3)\n"
+            "  --no-logits   stop before the final norm and the lm_head (less work than\n"
+            "                llama.cpp does; the output says so)\n"
             "%s",
             model_args_help);
 }
@@ -39,11 +47,16 @@ int cmd_bench(int argc, char **argv) {
     long n_gen = 32;
     long reps = 3;
     bool ctx_set = false;
+    bool no_logits = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
             return CLI_EXIT_OK;
+        }
+        if (!strcmp(a, "--no-logits")) {
+            no_logits = true;
+            continue;
         }
         if (!strcmp(a, "-c")) ctx_set = true;
         int r = model_args_parse("bench", &ma, argc, argv, &i);
@@ -74,9 +87,12 @@ int cmd_bench(int argc, char **argv) {
     int32_t *ids = malloc((size_t)(n_prompt + n_gen + 1) * sizeof *ids);
     double *t_pp = calloc((size_t)reps, sizeof(double));
     double *t_tg = calloc((size_t)reps, sizeof(double));
+    float *logits = no_logits ? NULL : malloc((size_t)n_vocab * sizeof *logits);
+    /* the context clamps its micro-batch to n_ctx, as this does */
+    const long chunk = ma.ctx.n_batch < ma.ctx.n_ctx ? ma.ctx.n_batch : ma.ctx.n_ctx;
     struct moeinf_error err = {0};
     int rc = CLI_EXIT_FAIL;
-    if (!ids || !t_pp || !t_tg) {
+    if (!ids || !t_pp || !t_tg || (!no_logits && !logits)) {
         snprintf(err.msg, sizeof err.msg, "out of memory");
         goto done;
     }
@@ -88,10 +104,14 @@ int cmd_bench(int argc, char **argv) {
     for (long r = -1; r < reps; r++) {
         moeinf_context_reset(ctx);
         double t0 = now_s();
-        if (n_prompt > 0 && moeinf_decode(ctx, ids, (int)n_prompt, NULL, false, &err)) goto done;
+        /* one call per micro-batch: moeinf_decode computes logits for its last one only */
+        for (long i0 = 0; i0 < n_prompt; i0 += chunk) {
+            int m = (int)(n_prompt - i0 < chunk ? n_prompt - i0 : chunk);
+            if (moeinf_decode(ctx, &ids[i0], m, logits, false, &err)) goto done;
+        }
         double t1 = now_s();
         for (long i = 0; i < n_gen; i++) {
-            if (moeinf_decode(ctx, &ids[n_prompt + i], 1, NULL, false, &err)) goto done;
+            if (moeinf_decode(ctx, &ids[n_prompt + i], 1, logits, false, &err)) goto done;
         }
         double t2 = now_s();
         if (r >= 0) {
@@ -107,6 +127,14 @@ int cmd_bench(int argc, char **argv) {
     printf("model:    %s\n", desc);
     printf("threads:  %d, kernels %s, decode reads %.3f GB of weights per token\n",
            moeinf_context_n_threads(ctx), moeinf_context_kernels(ctx), gb);
+    if (no_logits) {
+        printf("logits:   none (--no-logits: no final norm and lm_head, less work than "
+               "llama.cpp's eval)\n");
+    } else {
+        printf("logits:   last position of every prefill micro-batch (-b %ld) and every decoded "
+               "token\n",
+               chunk);
+    }
     printf("%-8s %8s %10s %12s\n", "test", "tokens", "seconds", "tokens/s");
     double pp = t_pp[reps / 2];
     double tg = t_tg[reps / 2];
@@ -114,7 +142,12 @@ int cmd_bench(int argc, char **argv) {
         printf("%-8s %8ld %10.4f %12.2f\n", "prefill", n_prompt, pp, (double)n_prompt / pp);
     if (n_gen > 0) {
         printf("%-8s %8ld %10.4f %12.2f\n", "decode", n_gen, tg, (double)n_gen / tg);
-        printf("decode weight traffic: %.2f GB/s\n", gb * (double)n_gen / tg);
+        if (no_logits) {
+            printf("decode weight traffic: not given with --no-logits (the byte count includes "
+                   "the lm_head)\n");
+        } else {
+            printf("decode weight traffic: %.2f GB/s\n", gb * (double)n_gen / tg);
+        }
     }
     rc = CLI_EXIT_OK;
 done:
@@ -122,6 +155,7 @@ done:
     free(ids);
     free(t_pp);
     free(t_tg);
+    free(logits);
     moeinf_context_free(ctx);
     moeinf_model_free(model);
     return rc;
