@@ -24,6 +24,10 @@ static void usage(FILE *out) {
             "  -r R          repetitions (default 3)\n"
             "  --no-logits   stop before the final norm and the lm_head (less work than\n"
             "                llama.cpp does; the output says so)\n"
+            "With --expert-cache, every run (the first included) feeds different token ids,\n"
+            "so that repeated identical prompts do not flatter the cache; the first run is\n"
+            "reported as cold and the median of the other R as warm, with the cache's hit\n"
+            "ratio, misses, MiB read and read seconds per token of each.\n"
             "%s",
             model_args_help);
 }
@@ -32,6 +36,33 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* What one phase of one run did through the expert cache. */
+struct phase_stats {
+    double seconds;
+    struct moeinf_expert_stats d; /* counters of the phase alone */
+};
+
+static void phase_stats_set(struct phase_stats *ps, const struct moeinf_expert_stats *a,
+                            const struct moeinf_expert_stats *b, double seconds) {
+    ps->seconds = seconds;
+    ps->d.accesses = b->accesses - a->accesses;
+    ps->d.hits = b->hits - a->hits;
+    ps->d.misses = b->misses - a->misses;
+    ps->d.bytes_read = b->bytes_read - a->bytes_read;
+    ps->d.read_seconds = b->read_seconds - a->read_seconds;
+}
+
+static void phase_stats_print(const char *phase, const char *run, const struct phase_stats *ps,
+                              long n_tok) {
+    char name[32];
+    snprintf(name, sizeof name, "%s-%s", phase, run);
+    double n = (double)n_tok;
+    printf("%-13s %8ld %10.4f %10.2f %8.3f %10.2f %9.2f %11.5f\n", name, n_tok, ps->seconds,
+           n / ps->seconds, ps->d.accesses ? (double)ps->d.hits / (double)ps->d.accesses : 0.0,
+           (double)ps->d.misses / n, (double)ps->d.bytes_read / (1024.0 * 1024.0) / n,
+           ps->d.read_seconds / n);
 }
 
 static int cmp_double(const void *a, const void *b) {
@@ -87,22 +118,30 @@ int cmd_bench(int argc, char **argv) {
     int32_t *ids = malloc((size_t)(n_prompt + n_gen + 1) * sizeof *ids);
     double *t_pp = calloc((size_t)reps, sizeof(double));
     double *t_tg = calloc((size_t)reps, sizeof(double));
+    const bool cached = ma.experts.cache != NULL;
+    struct phase_stats cold[2];
+    memset(cold, 0, sizeof cold);
+    struct phase_stats *warm = calloc(2 * (size_t)reps, sizeof *warm);
     float *logits = no_logits ? NULL : malloc((size_t)n_vocab * sizeof *logits);
     /* the context clamps its micro-batch to n_ctx, as this does */
     const long chunk = ma.ctx.n_batch < ma.ctx.n_ctx ? ma.ctx.n_batch : ma.ctx.n_ctx;
     struct moeinf_error err = {0};
     int rc = CLI_EXIT_FAIL;
-    if (!ids || !t_pp || !t_tg || (!no_logits && !logits)) {
+    if (!ids || !t_pp || !t_tg || !warm || (!no_logits && !logits)) {
         snprintf(err.msg, sizeof err.msg, "out of memory");
         goto done;
     }
-    uint64_t state = 0x9E3779B97F4A7C15ull; /* fixed token ids: every run reads the same */
-    for (long i = 0; i < n_prompt + n_gen + 1; i++) {
-        state = state * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = (int32_t)((state >> 33) % (uint64_t)n_vocab);
-    }
+    double t_start = now_s();
     for (long r = -1; r < reps; r++) {
+        /* fixed token ids: every run reads the same, except through a cache (see usage) */
+        uint64_t state = 0x9E3779B97F4A7C15ull + (cached ? (uint64_t)(r + 1) : 0);
+        for (long i = 0; i < n_prompt + n_gen + 1; i++) {
+            state = state * 6364136223846793005ull + 1442695040888963407ull;
+            ids[i] = (int32_t)((state >> 33) % (uint64_t)n_vocab);
+        }
         moeinf_context_reset(ctx);
+        struct moeinf_expert_stats s0, s1, s2;
+        if (cached) moeinf_context_expert_stats(ctx, -1, &s0, &err);
         double t0 = now_s();
         /* one call per micro-batch: moeinf_decode computes logits for its last one only */
         for (long i0 = 0; i0 < n_prompt; i0 += chunk) {
@@ -110,15 +149,23 @@ int cmd_bench(int argc, char **argv) {
             if (moeinf_decode(ctx, &ids[i0], m, logits, false, &err)) goto done;
         }
         double t1 = now_s();
+        if (cached) moeinf_context_expert_stats(ctx, -1, &s1, &err);
         for (long i = 0; i < n_gen; i++) {
             if (moeinf_decode(ctx, &ids[n_prompt + i], 1, logits, false, &err)) goto done;
         }
         double t2 = now_s();
+        if (cached) {
+            moeinf_context_expert_stats(ctx, -1, &s2, &err);
+            struct phase_stats *ps = r < 0 ? cold : &warm[2 * r];
+            phase_stats_set(&ps[0], &s0, &s1, t1 - t0);
+            phase_stats_set(&ps[1], &s1, &s2, t2 - t1);
+        }
         if (r >= 0) {
             t_pp[r] = t1 - t0;
             t_tg[r] = t2 - t1;
         }
     }
+    double t_total = now_s() - t_start;
     qsort(t_pp, (size_t)reps, sizeof(double), cmp_double);
     qsort(t_tg, (size_t)reps, sizeof(double), cmp_double);
     char desc[256];
@@ -142,6 +189,28 @@ int cmd_bench(int argc, char **argv) {
         printf("%-8s %8ld %10.4f %12.2f\n", "prefill", n_prompt, pp, (double)n_prompt / pp);
     if (n_gen > 0) {
         printf("%-8s %8ld %10.4f %12.2f\n", "decode", n_gen, tg, (double)n_gen / tg);
+    }
+    if (cached) {
+        printf("expert cache, per token: cold = the first run, warm = the median run of %ld\n",
+               reps);
+        printf("%-13s %8s %10s %10s %8s %10s %9s %11s\n", "test", "tokens", "seconds",
+               "tokens/s", "hit", "misses", "MiB read", "read s");
+        for (int ph = 0; ph < 2; ph++) {
+            long n_tok = ph == 0 ? n_prompt : n_gen;
+            if (n_tok == 0) continue;
+            const char *name = ph == 0 ? "prefill" : "decode";
+            phase_stats_print(name, "cold", &cold[ph], n_tok);
+            /* the warm run whose time is the median */
+            double med = ph == 0 ? pp : tg;
+            for (long r = 0; r < reps; r++) {
+                if (warm[2 * r + ph].seconds == med) {
+                    phase_stats_print(name, "warm", &warm[2 * r + ph], n_tok);
+                    break;
+                }
+            }
+        }
+    }
+    if (n_gen > 0) {
         if (no_logits) {
             printf("decode weight traffic: not given with --no-logits (the byte count includes "
                    "the lm_head)\n");
@@ -150,8 +219,14 @@ int cmd_bench(int argc, char **argv) {
         }
     }
     rc = CLI_EXIT_OK;
+    if (!expert_args_report(&ma.experts, ctx, t_total)) {
+        rc = CLI_EXIT_FAIL; /* the message is out */
+        err.msg[0] = '\0';
+    }
 done:
-    if (rc != CLI_EXIT_OK) cli_fail(&err);
+    if (rc != CLI_EXIT_OK && err.msg[0]) cli_fail(&err);
+    expert_args_close(&ma.experts);
+    free(warm);
     free(ids);
     free(t_pp);
     free(t_tg);

@@ -137,7 +137,7 @@ enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store
                                    "%s: experts of layer %d end at byte %llu, past the end of "
                                    "the file (%llu bytes)",
                                    path, il, (unsigned long long)end,
-                                   (unsigned long long)s->file_size);
+                                   (unsigned long long)st.st_size);
             }
         }
     }

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Decode speed of a model larger than the memory budget: moeinf's expert cache next to
+# moeinf's own mmap path and llama.cpp (llama-cpp-python, default mmap), all three inside the
+# same memory cgroup on the same file, evicted from the page cache before each run; and the
+# I/O limit of the synchronous expert cache (compute time per token, from a resident run
+# outside the cgroup, plus the bytes it read per token over the disk bandwidth measured here).
+#
+#   bench/offload.sh [-m MODEL] [-t THREADS] [--budgets "50 25"] [-p 64] [-n 32] [--slow-n 8]
+#
+# MODEL defaults to bench/models/olmoe-shape-16-q8_0.gguf (OLMoE-1B-7B geometry, Q8_0, 7.3 GB;
+# written by `moeinf gen-model --preset olmoe-1b-7b --type q8_0` when missing, which takes a
+# few minutes). Each budget is a percentage of the file size and becomes the cgroup's limit
+# (a child of this shell's own memory cgroup, v1 or v2, removed at exit); moeinf runs with
+# `--expert-cache auto`, which sizes its cache from that limit. For each run the table gives
+# decode tokens/s and the cgroup's peak memory (page cache included). moeinf's cache runs
+# report their cold first run and warm runs apart (`moeinf bench --expert-cache`); the mmap
+# paths decode only --slow-n tokens (at a fraction of a token per second). Needs root.
+#
+# gen-model's random weights route very unevenly (a few experts take most tokens), so these
+# cache figures are a best case; real routing is replayed in the offloaded-experts part 2.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+model=bench/models/olmoe-shape-16-q8_0.gguf threads=$(nproc) budgets="50 25"
+prompt=64 gen=32 slow_gen=8
+while [ $# -gt 0 ]; do
+  case "$1" in
+    -m) model=$2; shift 2 ;;
+    -t) threads=$2; shift 2 ;;
+    --budgets) budgets=$2; shift 2 ;;
+    -p) prompt=$2; shift 2 ;;
+    -n) gen=$2; shift 2 ;;
+    --slow-n) slow_gen=$2; shift 2 ;;
+    *) echo "usage: $0 [-m MODEL] [-t N] [--budgets \"50 25\"] [-p N] [-n N] [--slow-n N]" >&2
+       exit 2 ;;
+  esac
+done
+
+cmake --preset release >/dev/null && cmake --build build/release -j"$(nproc)" >/dev/null
+bin=build/release/moeinf
+python3 -c "import llama_cpp" 2>/dev/null || pip install --quiet llama-cpp-python==0.3.16
+mkdir -p bench/models
+if [ ! -f "$model" ]; then
+  echo "writing $model ..." >&2
+  "$bin" gen-model -o "$model" --preset olmoe-1b-7b --type q8_0 --seed 7 >/dev/null
+fi
+size=$(stat -c %s "$model")
+out=$(mktemp -d)
+
+# ---- the memory cgroup -----------------------------------------------------------------------
+if own=$(awk -F: '$2=="memory"{print $3}' /proc/self/cgroup) && [ -n "$own" ] &&
+   [ -d /sys/fs/cgroup/memory ]; then
+  cgv=1 parent=/sys/fs/cgroup/memory${own%/}
+else
+  cgv=2 parent=/sys/fs/cgroup$(awk -F: '$1=="0"{print $3}' /proc/self/cgroup)
+  parent=${parent%/}
+fi
+cg=""
+cleanup() {
+  [ -n "$cg" ] && [ -d "$cg" ] && rmdir "$cg" 2>/dev/null || true
+  rm -rf "$out"
+}
+trap cleanup EXIT
+
+# run_in_cgroup LIMIT_BYTES LOG CMD...: a fresh child cgroup with that limit, the file
+# evicted from the page cache, CMD inside it; prints the peak memory in bytes.
+run_in_cgroup() {
+  local limit=$1 log=$2
+  shift 2
+  cg=$parent/moeinf-offload-$$
+  [ -d "$cg" ] && rmdir "$cg"
+  mkdir "$cg"
+  if [ $cgv = 1 ]; then
+    echo "$limit" >"$cg/memory.limit_in_bytes"
+  else
+    echo "$limit" >"$cg/memory.max"
+    echo 0 >"$cg/memory.swap.max" 2>/dev/null || true
+  fi
+  dd if="$model" iflag=nocache count=0 status=none
+  sync
+  bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@" >"$log" 2>&1 || {
+    echo "failed: $* (see below)" >&2
+    tail -5 "$log" >&2
+  }
+  if [ $cgv = 1 ]; then cat "$cg/memory.max_usage_in_bytes"; else cat "$cg/memory.peak"; fi
+  rmdir "$cg"
+  cg=""
+}
+
+field() { awk -v k="$1" '$1==k{print $'"$2"'}' "$3"; }
+
+# ---- the limits of this machine, measured in this run --------------------------------------
+dd if="$model" iflag=nocache count=0 status=none
+expert_bytes=$("$bin" bench -m "$model" -t "$threads" -p 1 -n 1 -r 1 --expert-cache 1% 2>&1 |
+               sed -n 's/.* slots x \([0-9.]*\) MiB.*/\1/p')
+disk=$(build/release/bench_disk_read "$model" "$(awk -v m="$expert_bytes" 'BEGIN{printf "%d", m*1048576}')" 4)
+echo "model: $model ($(awk -v s="$size" 'BEGIN{printf "%.2f GB", s/1e9}')), threads $threads"
+echo "disk: O_DIRECT reads of one expert slot (${expert_bytes} MiB) at random offsets: $disk GB/s"
+
+# resident: the whole file in the page cache, no limit (compute time per token)
+cat "$model" >/dev/null
+"$bin" bench -m "$model" -t "$threads" -p "$prompt" -n "$gen" -r 2 >"$out/resident.txt"
+res_tg=$(field decode 4 "$out/resident.txt")
+echo "resident (no limit, file in the page cache): decode $res_tg tok/s"
+echo
+
+printf "%-7s %-26s %10s %10s %9s %10s %10s\n" budget run "decode t/s" "vs mmap" "hit" \
+  "MiB/token" "peak MiB"
+for b in $budgets; do
+  limit=$((size * b / 100))
+  lim_mib=$((limit >> 20))
+  # moeinf, expert cache sized by auto from the cgroup limit
+  peak=$(run_in_cgroup "$limit" "$out/cache-$b.txt" "$bin" bench -m "$model" -t "$threads" \
+         -p "$prompt" -n "$gen" -r 2 --expert-cache auto)
+  peak_cache=$((peak >> 20))
+  # moeinf's mmap path and llama.cpp's, same cgroup and file
+  peak=$(run_in_cgroup "$limit" "$out/mmap-$b.txt" "$bin" bench -m "$model" -t "$threads" \
+         -p "$prompt" -n "$slow_gen" -r 1)
+  peak_mmap=$((peak >> 20))
+  peak=$(run_in_cgroup "$limit" "$out/llama-$b.txt" python3 bench/llamacpp_bench.py -m "$model" \
+         -t "$threads" -p "$prompt" -n "$slow_gen" -r 1 --mmap)
+  peak_llama=$((peak >> 20))
+  mmap_tg=$(field decode 4 "$out/mmap-$b.txt")
+  llama_tg=$(field decode 2 "$out/llama-$b.txt")
+  accounted=$(sed -n 's/.* = \([0-9.]*\) MiB; resident weights \([0-9.]*\) MiB, KV cache and scratch \([0-9.]*\) MiB.*/\1 \2 \3/p' "$out/cache-$b.txt")
+  for run in cold warm; do
+    line=$(awk -v k="decode-$run" '$1==k' "$out/cache-$b.txt")
+    tg=$(awk '{print $4}' <<<"$line")
+    hit=$(awk '{print $5}' <<<"$line")
+    mib=$(awk '{print $7}' <<<"$line")
+    printf "%-7s %-26s %10s %9.1fx %9s %10s %10s\n" "$b%" "moeinf expert cache, $run" "$tg" \
+      "$(awk -v a="$tg" -v m="$mmap_tg" 'BEGIN{print (m > 0 ? a / m : 0)}')" "$hit" "$mib" \
+      "$peak_cache"
+    if [ $run = warm ]; then
+      # the synchronous design's limit: compute + bytes read / disk bandwidth, per token
+      lim=$(awk -v r="$res_tg" -v m="$mib" -v d="$disk" 'BEGIN{printf "%.2f", 1 / (1 / r + m * 1048576 / (d * 1e9))}')
+      printf "%-7s %-26s %10s %10s %9s %10s %10s\n" "$b%" "I/O limit (sync, warm)" "$lim" "" "" "" ""
+    fi
+  done
+  printf "%-7s %-26s %10s %10s %9s %10s %10s\n" "$b%" "moeinf mmap" "$mmap_tg" "1.0x" "" "" \
+    "$peak_mmap"
+  printf "%-7s %-26s %10s %9.1fx %9s %10s %10s\n" "$b%" "llama.cpp mmap" "$llama_tg" \
+    "$(awk -v a="$llama_tg" -v m="$mmap_tg" 'BEGIN{print (m > 0 ? a / m : 0)}')" "" "" "$peak_llama"
+  read -r slots_mib res_mib ctx_mib <<<"$accounted"
+  echo "        limit $lim_mib MiB; expert cache $slots_mib + resident $res_mib + KV/scratch" \
+    "$ctx_mib + 64 margin = $(awk -v a="$slots_mib" -v b="$res_mib" -v c="$ctx_mib" 'BEGIN{printf "%.0f", a+b+c+64}') MiB; peak $peak_cache MiB"
+done
