@@ -10,8 +10,8 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "base/tensor_type.h"
 #include "gguf/gguf.h"
-#include "gguf/gguf_types.h"
 #include "test.h"
 
 /* ---- a little GGUF byte builder -------------------------------------------------------- */
@@ -823,21 +823,33 @@ static void test_open_errors(void) {
 }
 
 static void test_type_table(void) {
-    /* Spot facts from ggml's type_traits, and the removed ids. */
-    const struct moeinf_gguf_type_info *t = moeinf_gguf_type_info_get(12);
+    /* Spot facts from ggml's type_traits and ggml-common.h's block structs. */
+    const struct moeinf_type_traits *t = moeinf_type_traits_get(MOEINF_TYPE_Q4_K);
     CHECK(t && !strcmp(t->name, "q4_K") && t->block_size == 256 && t->type_size == 144);
-    t = moeinf_gguf_type_info_get(9);
+    t = moeinf_type_traits_get(MOEINF_TYPE_Q6_K); /* d, ql[128], qh[64], scales[16] */
+    CHECK(t && !strcmp(t->name, "q6_K") && t->type_size == 2 + 128 + 64 + 16);
+    t = moeinf_type_traits_get(MOEINF_TYPE_Q5_0); /* d, qh[4], qs[16] */
+    CHECK(t && !strcmp(t->name, "q5_0") && t->type_size == 2 + 4 + 16);
+    t = moeinf_type_traits_get(MOEINF_TYPE_Q8_1); /* d, s, qs[32] */
     CHECK(t && t->block_size == 32 && t->type_size == 36);
-    t = moeinf_gguf_type_info_get(30);
+    t = moeinf_type_traits_get(30);
     CHECK(t && !strcmp(t->name, "bf16") && t->type_size == 2);
-    t = moeinf_gguf_type_info_get(39);
+    t = moeinf_type_traits_get(39);
     CHECK(t && !strcmp(t->name, "mxfp4") && t->block_size == 32 && t->type_size == 17);
+    for (int id = 0; id < MOEINF_TYPE_COUNT; id++) {
+        t = moeinf_type_traits_get(id);
+        if (t) CHECK_MSG(t->name && t->block_size > 0 && t->type_size > 0, "type %d", id);
+    }
+    /* Removed or never-assigned ids are unknown. */
     int n_known = 0;
-    for (int i = -1; i < 50; i++)
-        n_known += moeinf_gguf_type_info_get(i) != NULL;
+    for (int i = -3; i < 50; i++)
+        n_known += moeinf_type_traits_get(i) != NULL;
     CHECK_EQ_INT(n_known, 42 - 2 - 3 - 3);
-    CHECK(!strcmp(moeinf_gguf_type_name(4), "unknown"));
-    CHECK(!strcmp(moeinf_gguf_type_name(8), "q8_0"));
+    const int unknown[] = {-1, 4, 5, 31, 32, 33, 36, 37, 38, 42, 1000};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
+        CHECK_MSG(moeinf_type_traits_get(unknown[i]) == NULL, "type %d", unknown[i]);
+    CHECK(!strcmp(moeinf_type_name(4), "unknown"));
+    CHECK(!strcmp(moeinf_type_name(8), "q8_0"));
 }
 
 /* ---- the shared tiny models ---------------------------------------------------------- */
