@@ -11,7 +11,7 @@
 #include "base/file.h"
 #include "experts/eam.h"
 #include "experts/policy.h"
-#include "moeinf.h"
+#include "moeinf_sim.h"
 #include "sim/trace.h"
 #include "test.h"
 
