@@ -11,6 +11,7 @@
 #include <float.h>
 #include <stdint.h>
 
+#include "base/rng.h"
 #include "gguf/gguf.h"
 #include "quant/kernels.h"
 #include "quant/quant.h"
@@ -21,11 +22,8 @@
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
-static uint64_t rng_u64(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+static uint64_t rng_u64(void) {
+    return moeinf_splitmix64(&rng_state);
 }
 
 static double rng_uniform(void) { /* [0, 1) */
