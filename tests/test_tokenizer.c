@@ -11,6 +11,7 @@
 
 #include "base/status.h"
 #include "gguf/gguf.h"
+#include "gguf_bytes.h"
 #include "test.h"
 #include "tokenizer/vocab.h"
 
@@ -773,43 +774,6 @@ static void test_hostile_desc(void) {
     moeinf_vocab_free(NULL);
 }
 
-/* A little GGUF builder for the reader path. */
-struct buf {
-    uint8_t *p;
-    size_t n, cap;
-};
-
-static void put(struct buf *b, const void *d, size_t n) {
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n)
-            cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) abort(); /* test harness: out of memory is not a test outcome */
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-
-static void put_le(struct buf *b, uint64_t v, int n) {
-    for (int i = 0; i < n; i++) {
-        uint8_t c = (uint8_t)(v >> (8 * i));
-        put(b, &c, 1);
-    }
-}
-
-static void put_str(struct buf *b, const char *s) {
-    put_le(b, strlen(s), 8);
-    put(b, s, strlen(s));
-}
-
-static void kv_head(struct buf *b, const char *key, uint32_t type) {
-    put_str(b, key);
-    put_le(b, type, 4);
-}
-
 /* Options for one generated vocabulary file. */
 struct gen {
     const char *model;
@@ -820,41 +784,38 @@ struct gen {
 
 static enum moeinf_status open_generated(const struct gen *o, struct moeinf_error *err) {
     static const char *const texts[] = {"<unk>", "<s>", "</s>", "a", "b", "ab"};
-    struct buf b = {0};
+    struct gguf_bytes b = {0};
     uint64_t n_kv = 4 + (o->bos_id >= 0);
-    put(&b, "GGUF", 4);
-    put_le(&b, 3, 4);
-    put_le(&b, 0, 8);
-    put_le(&b, n_kv, 8);
-    kv_head(&b, "tokenizer.ggml.model", MOEINF_GGUF_TYPE_STRING);
-    put_str(&b, o->model);
-    kv_head(&b, "tokenizer.ggml.tokens", MOEINF_GGUF_TYPE_ARRAY);
-    put_le(&b, o->tokens_elem, 4);
-    put_le(&b, o->n_tokens, 8);
+    gguf_bytes_header(&b, 3, 0, n_kv);
+    gguf_bytes_kv_head(&b, "tokenizer.ggml.model", MOEINF_GGUF_TYPE_STRING);
+    gguf_bytes_str(&b, o->model);
+    gguf_bytes_kv_head(&b, "tokenizer.ggml.tokens", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_le(&b, o->tokens_elem, 4);
+    gguf_bytes_le(&b, o->n_tokens, 8);
     for (uint32_t i = 0; i < o->n_tokens; i++) {
         if (o->tokens_elem == MOEINF_GGUF_TYPE_STRING)
-            put_str(&b, texts[i % 6]);
+            gguf_bytes_str(&b, texts[i % 6]);
         else
-            put_le(&b, i, 4);
+            gguf_bytes_le(&b, i, 4);
     }
-    kv_head(&b, "tokenizer.ggml.scores", MOEINF_GGUF_TYPE_ARRAY);
-    put_le(&b, o->scores_type, 4);
-    put_le(&b, o->n_scores, 8);
+    gguf_bytes_kv_head(&b, "tokenizer.ggml.scores", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_le(&b, o->scores_type, 4);
+    gguf_bytes_le(&b, o->n_scores, 8);
     for (uint32_t i = 0; i < o->n_scores; i++) {
         float f = -(float)i;
         uint32_t u;
         memcpy(&u, &f, 4);
-        put_le(&b, o->scores_type == MOEINF_GGUF_TYPE_FLOAT32 ? u : i,
-               o->scores_type == MOEINF_GGUF_TYPE_UINT8 ? 1 : 4);
+        gguf_bytes_le(&b, o->scores_type == MOEINF_GGUF_TYPE_FLOAT32 ? u : i,
+                      o->scores_type == MOEINF_GGUF_TYPE_UINT8 ? 1 : 4);
     }
-    kv_head(&b, "tokenizer.ggml.token_type", MOEINF_GGUF_TYPE_ARRAY);
-    put_le(&b, o->types_type, 4);
-    put_le(&b, o->n_types, 8);
+    gguf_bytes_kv_head(&b, "tokenizer.ggml.token_type", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_le(&b, o->types_type, 4);
+    gguf_bytes_le(&b, o->n_types, 8);
     for (uint32_t i = 0; i < o->n_types; i++)
-        put_le(&b, i < 3 ? 3 : 1, 4);
+        gguf_bytes_le(&b, i < 3 ? 3 : 1, 4);
     if (o->bos_id >= 0) {
-        kv_head(&b, "tokenizer.ggml.bos_token_id", MOEINF_GGUF_TYPE_UINT32);
-        put_le(&b, (uint64_t)o->bos_id, 4);
+        gguf_bytes_kv_head(&b, "tokenizer.ggml.bos_token_id", MOEINF_GGUF_TYPE_UINT32);
+        gguf_bytes_le(&b, (uint64_t)o->bos_id, 4);
     }
     struct moeinf_gguf *g = NULL;
     struct moeinf_vocab *v = NULL;
@@ -873,7 +834,7 @@ static enum moeinf_status open_generated(const struct gen *o, struct moeinf_erro
     }
     moeinf_vocab_free(v);
     moeinf_gguf_free(g);
-    free(b.p);
+    gguf_bytes_reset(&b);
     return st;
 }
 
