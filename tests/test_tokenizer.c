@@ -12,35 +12,11 @@
 #include "base/status.h"
 #include "gguf/gguf.h"
 #include "gguf_bytes.h"
+#include "golden.h"
 #include "test.h"
 #include "tokenizer/vocab.h"
 
 /* ---- helpers ----------------------------------------------------------------------------- */
-
-static char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap + 1);
-    size_t got;
-    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += got;
-        if (len == cap) {
-            char *p = realloc(buf, 2 * cap + 1);
-            if (!p) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = p;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (buf) buf[len] = '\0';
-    *n = len;
-    return buf;
-}
 
 static struct moeinf_vocab *load_vocab(const char *rel) {
     char path[1024];
@@ -121,9 +97,9 @@ static void run_vectors(const char *vocab_rel) {
     if (!v) return;
     snprintf(rel, sizeof rel, "%s.inp", vocab_rel);
     size_t n_inp = 0, n_out = 0;
-    char *inp = test_shared_path(rel, path, sizeof path) ? read_file(path, &n_inp) : NULL;
+    char *inp = test_shared_path(rel, path, sizeof path) ? golden_read_file(path, &n_inp) : NULL;
     snprintf(rel, sizeof rel, "%s.out", vocab_rel);
-    char *outp = test_shared_path(rel, path, sizeof path) ? read_file(path, &n_out) : NULL;
+    char *outp = test_shared_path(rel, path, sizeof path) ? golden_read_file(path, &n_out) : NULL;
     CHECK(inp && outp);
     int n_strings = 0, n_ok = 0, n_round = 0;
     const char *line = outp;
@@ -220,7 +196,7 @@ static void check_golden(const struct moeinf_vocab *v, const char *id) {
     snprintf(rel, sizeof rel, "testdata/golden/tiny-mixtral-F32/%s.json", id);
     if (!test_shared_path(rel, path, sizeof path)) return;
     size_t n_json;
-    char *json = read_file(path, &n_json);
+    char *json = golden_read_file(path, &n_json);
     CHECK(json != NULL);
     if (!json) return;
     const char *ph = strstr(json, "\"prompt_utf8_hex\": \"");
