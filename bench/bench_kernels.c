@@ -197,10 +197,11 @@ int main(int argc, char **argv) {
         enum moeinf_type type = types[ti];
         const struct moeinf_type_traits *tr = moeinf_type_traits_get((int)type);
         if (only && strcmp(only, tr->name) != 0) continue;
+        enum moeinf_type vt = moeinf_type_cpu_get((int)type)->vec_dot_type;
         size_t rb = moeinf_row_bytes(type, n);
         size_t n_rows = (size_t)(mib * 1048576.0) / rb;
         uint8_t *w = malloc(n_rows * rb);
-        size_t xb = moeinf_row_bytes(tr->vec_dot_type, n);
+        size_t xb = moeinf_row_bytes(vt, n);
         uint8_t *x = malloc(8 * xb);
         float *xf = malloc((size_t)n * sizeof(float)), s[8];
         float *s_all = malloc(n_rows * sizeof(float));
@@ -209,7 +210,7 @@ int main(int argc, char **argv) {
         for (int r = 0; r < 8; r++) {
             for (int64_t i = 0; i < n; i++)
                 xf[i] = next_float();
-            moeinf_kernels_scalar()->from_float[tr->vec_dot_type](xf, x + r * xb, n);
+            moeinf_kernels_scalar()->from_float[vt](xf, x + r * xb, n);
         }
         for (int k = 0; k < 3; k++) {
             const struct moeinf_kernels *kt = tables[k];

@@ -1,6 +1,8 @@
 /*
- * moeinf.h - the one public header of moeinf, a C engine for Mixture-of-Experts language
- * models that are larger than the machine's fast memory.
+ * moeinf.h - the public engine header of moeinf, a C engine for Mixture-of-Experts language
+ * models that are larger than the machine's fast memory: status, files, model, context,
+ * decode, tokenizer, sampler. The expert-cache simulator and the trace tools are the second
+ * public header, moeinf_sim.h (which includes this one).
  *
  * Conventions (see docs/ARCHITECTURE.md):
  *   - Every fallible function returns enum moeinf_status and takes `struct moeinf_error *err`
@@ -44,6 +46,16 @@ struct moeinf_error {
 
 /* Short constant name of a status ("ok", "format error", ...). */
 const char *moeinf_status_str(enum moeinf_status status);
+
+/* ---- token phase --------------------------------------------------------------------------- */
+
+/* Which kind of forward pass a token belongs to: the engine's routing record, the expert-cache
+ * policies and the trace format (P / D) all tell the two apart. */
+enum moeinf_phase {
+    MOEINF_PHASE_PREFILL = 0, /* the token is part of a prompt forward pass */
+    MOEINF_PHASE_DECODE = 1,  /* one generated token per forward pass */
+    MOEINF_PHASE_ALL = 2,     /* both together, where a function says it takes it (trace tools) */
+};
 
 /* ---- files: inspect and generate (gguf module) ------------------------------------------- */
 
@@ -305,244 +317,6 @@ int32_t moeinf_sampler_sample(struct moeinf_sampler *s, const float *logits);
 /* Tells the sampler a token was emitted or fed (for the repetition penalty); ids outside the
  * vocabulary are ignored. */
 void moeinf_sampler_accept(struct moeinf_sampler *s, int32_t id);
-
-/* ---- expert cache simulator (sim module) ------------------------------------------------- */
-
-/*
- * Replays a recorded expert-routing trace ("moe-trace v1", described in src/sim/trace.h)
- * through one expert-cache policy, with the same cache and policy code the engine uses.
- *
- * Replay: requests in file order; inside a request tokens in order; inside a token layers
- * 0..L-1; inside a layer the listed experts in order. One cache of C slots is shared by all
- * layers and starts empty. An access is a hit when the expert is resident; otherwise a miss,
- * and the expert is always admitted; when the cache is full the policy chooses the victim
- * among resident experts not needed by the current (token, layer) step. After each step the
- * policy may propose up to `prefetch` experts, which are admitted at once (evicting likewise).
- *
- * Time model (when expert_bytes, bandwidth_gbps and compute_ms are all > 0), per token:
- *   load_ms  = expert_bytes / (bandwidth_gbps * 1e9) * 1e3
- *   token_ms = compute_ms + misses * load_ms + max(0, prefetches * load_ms - compute_ms)
- * where misses are the token's demand misses (they stall) and prefetches the loads proposed
- * after the token's layer steps (they share the link but overlap compute).
- */
-struct moeinf_sim_params {
-    const char *trace_path;
-    const char *policy;    /* a name from moeinf_sim_policy_name; NULL = the default (reuse) */
-    int cache_experts;     /* slots shared by all layers; 0 = use cache_percent */
-    double cache_percent;  /* % of n_layers x n_experts, rounded to the nearest integer */
-    int prefetch;          /* most prefetches per (token, layer) step (default 0) */
-    int warmup_requests;   /* the first requests are replayed but not counted (default 0) */
-    double expert_bytes;   /* time model: bytes of one expert */
-    double bandwidth_gbps; /* time model: slow -> fast tier, in 1e9 bytes/s */
-    double compute_ms;     /* time model: compute time of one token */
-    const char *eamc_path; /* policy state (EAMC) file: loaded before the replay when it
-                              exists, saved after it; NULL = start empty, save nothing */
-    int eamc_capacity;     /* entries of a new EAMC (no file yet); 0 = the policy's default */
-    int batch;             /* prefill tokens per iteration, as the engine's micro-batch (-b):
-                              a request's prefill runs in steps over the distinct experts of
-                              up to `batch` tokens; 0 or 1 = per token (default) */
-};
-
-struct moeinf_sim_result {
-    char policy[32];
-    int n_layers;
-    int n_experts;
-    int top_k;
-    int cache_experts;           /* the cache size used (after rounding a percentage) */
-    uint64_t requests;           /* counted requests, tokens and decode tokens */
-    uint64_t tokens;
-    uint64_t decode_tokens;
-    uint64_t iterations;         /* counted forward iterations (decode tokens + prefill
-                                    micro-batches; = tokens when batch <= 1) */
-    uint64_t accesses;           /* counted demand accesses, every phase */
-    uint64_t hits;               /* of them, found resident (prefetched or not) */
-    uint64_t decode_accesses;    /* the part in decode tokens */
-    uint64_t decode_hits;
-    uint64_t prefetch_loads;     /* experts a prefetch brought in */
-    uint64_t prefetch_hits;      /* demand hits on an expert a prefetch brought in (once each) */
-    uint64_t wasted_prefetches;  /* prefetched experts evicted or left at the end unused */
-    bool timed;                  /* the time model ran */
-    double ms_per_token;         /* time model: mean over counted tokens (0 if none) */
-    double decode_ms_per_token;  /* time model: mean over counted decode tokens (0 if none) */
-};
-
-/* Defaults: no trace, default policy, no cache size (one must be set), no prefetch, no
- * warmup, time model off. */
-struct moeinf_sim_params moeinf_sim_params_default(void);
-
-/* Runs one replay. MOEINF_ERR_ARG for an unknown policy, a missing cache size or one smaller
- * than top_k; MOEINF_ERR_FORMAT (message "<path>:<line>: <defect>: ...") for a malformed
- * trace; MOEINF_ERR_IO when it cannot be read. */
-enum moeinf_status moeinf_sim_run(const struct moeinf_sim_params *params,
-                                  struct moeinf_sim_result *out, struct moeinf_error *err);
-
-/* The policies the simulator knows, by index (NULL past the end): name and one-line summary.
- * The strings are static. */
-const char *moeinf_sim_policy_name(size_t i);
-const char *moeinf_sim_policy_summary(size_t i);
-/* The policy used when params.policy is NULL. */
-const char *moeinf_sim_default_policy(void);
-
-/* ---- trace tools (sim module) ------------------------------------------------------------ */
-
-/*
- * Tools over moe-trace v1 files (src/sim/trace.h) for experiments and for looking at routing:
- * one request's expert activation matrices (EAM: the L x E matrix of counts M[l][e] = tokens
- * routed to expert e of layer l), how skewed they are, a heatmap of them; subsets and
- * concatenations of traces; and trace-wide statistics that explain what cache policies see.
- * Everything streams the trace: memory is O(L x E) per kept EAM, never O(tokens).
- */
-
-enum moeinf_trace_phase {
-    MOEINF_TRACE_PHASE_PREFILL = 0,
-    MOEINF_TRACE_PHASE_DECODE = 1,
-    MOEINF_TRACE_PHASE_ALL = 2, /* both: counts summed; heatmap panels side by side */
-};
-
-/* One request's EAMs, prefill and decode kept apart (as the paper keeps them). */
-struct moeinf_trace_eam {
-    int n_layers;
-    int n_experts;
-    int top_k;
-    int64_t request_id;
-    int64_t index;       /* 0-based position among the trace's requests */
-    char tag[256];       /* its "# req" tag (truncated); "-" when the trace has no req lines */
-    char model[256];     /* the trace's "model" header; empty when absent */
-    int64_t n_tokens[2]; /* tokens by phase: [MOEINF_TRACE_PHASE_PREFILL], [..._DECODE] */
-    uint32_t *counts[2]; /* per phase (n_layers, n_experts): counts[p][l * n_experts + e] */
-};
-
-/* Reads one request of a trace: the one with id `request_id` when it is >= 0, else the one at
- * position `index` (0-based). Reads up to the end of that request only. MOEINF_ERR_ARG when
- * the trace has no such request (the message says what it has). */
-enum moeinf_status moeinf_trace_eam_load(const char *path, int64_t request_id, int64_t index,
-                                         struct moeinf_trace_eam **out, struct moeinf_error *err);
-void moeinf_trace_eam_free(struct moeinf_trace_eam *m);
-
-/* M[l][e] of one phase (ALL: prefill + decode). */
-uint32_t moeinf_trace_eam_count(const struct moeinf_trace_eam *m, enum moeinf_trace_phase phase,
-                                int layer, int expert);
-
-/*
- * How concentrated a request's routing is, per layer: the share of the layer's accesses
- * (tokens x top_k) that go to its most used expert (top1) and to its 4 most used (top4; at
- * most 4 / top_k when top_k > 4), and the number of distinct experts used. The uniform_*
- * fields are the same quantities expected if every token chose top_k distinct experts
- * uniformly at random: uniform_distinct exactly, E (1 - (1 - K/E)^T); the shares by a
- * seeded (so repeatable) Monte Carlo of 1024 draws.
- */
-struct moeinf_trace_skew {
-    int64_t tokens;                          /* tokens of the phase; 0 leaves every other field 0 */
-    int64_t accesses;                        /* per layer: tokens x top_k */
-    double top1_share, top4_share, distinct; /* the layer, or the mean over layers */
-    double top1_min, top1_max, distinct_min, distinct_max; /* over layers (layer -1 only) */
-    double uniform_top1_share, uniform_top4_share, uniform_distinct;
-};
-
-/* Skew of one phase of a request, for one layer or (layer -1) averaged over the layers. */
-enum moeinf_status moeinf_trace_eam_skew(const struct moeinf_trace_eam *m,
-                                         enum moeinf_trace_phase phase, int layer,
-                                         struct moeinf_trace_skew *out, struct moeinf_error *err);
-
-/*
- * Writes an SVG heatmap of the request's EAM: rows = layers (0 at the top), columns = experts,
- * one <rect> per cell in <g class="cells">, coloured by count on one log scale shared by the
- * panels: 0 white, 1 = #c6dbef ... max = #08306b (ColorBrewer "Blues"), with a colour bar.
- * Phase ALL draws a prefill and a decode panel side by side. `label` (e.g. the trace's file
- * name, or NULL) starts the title. Written atomically.
- */
-enum moeinf_status moeinf_trace_eam_svg(const struct moeinf_trace_eam *m,
-                                        enum moeinf_trace_phase phase, const char *label,
-                                        const char *path, struct moeinf_error *err);
-
-/* The colour of `count` on the heatmap scale whose darkest value is `max`: "#rrggbb\0". */
-void moeinf_trace_color(uint32_t count, uint32_t max, char out[8]);
-
-/*
- * Filter: copies the requests that pass every given test, in file order, to a new trace (the
- * header's model and provenance lines are copied, totals recomputed, and a "derived" line
- * records `note`). Tests, in order: tag starts with one of tag_prefixes; id in
- * [id_min, id_max]; position in [index_min, index_max]; then of the requests passing these,
- * the 1st, (every+1)-th, (2 every+1)-th, ... are kept; copying stops after `first` kept
- * requests. MOEINF_ERR_ARG when no request is kept (nothing is written then).
- */
-struct moeinf_trace_filter_params {
-    const char *const *tag_prefixes; /* n_tag_prefixes strings; none = every tag */
-    int n_tag_prefixes;
-    int64_t id_min, id_max;       /* default 0, INT64_MAX */
-    int64_t index_min, index_max; /* default 0, INT64_MAX */
-    int64_t every;                /* default 1 */
-    int64_t first;                /* default 0 = no limit */
-    const char *note;             /* for the "derived" header line; NULL = none */
-};
-
-struct moeinf_trace_filter_params moeinf_trace_filter_params_default(void);
-
-/* What a filter or concat wrote. */
-struct moeinf_trace_copy_result {
-    int64_t n_requests;
-    int64_t n_tokens[2]; /* prefill, decode */
-    int64_t n_shifted;   /* concat: inputs whose request ids were shifted */
-};
-
-enum moeinf_status moeinf_trace_filter(const char *in_path, const char *out_path,
-                                       const struct moeinf_trace_filter_params *params,
-                                       struct moeinf_trace_copy_result *out,
-                                       struct moeinf_error *err);
-
-/*
- * Concat: writes the requests of n_in traces one after another (header lines of the first;
- * "derived" records `note`). All must have the same n_layers, n_experts and top_k
- * (MOEINF_ERR_FORMAT "<path>: geometry mismatch: ..." otherwise). Request ids: an input whose
- * first id is above the last id written keeps its ids; otherwise all its ids are shifted up
- * by the same amount, so that its first id is the last written + 1 (gaps kept).
- */
-enum moeinf_status moeinf_trace_concat(const char *const *in_paths, int n_in, const char *out_path,
-                                       const char *note, struct moeinf_trace_copy_result *out,
-                                       struct moeinf_error *err);
-
-/* mean, min and max over layers; NaN where there is nothing to measure */
-struct moeinf_trace_spread {
-    double mean, min, max;
-};
-
-/*
- * Trace-wide statistics, each by phase ([MOEINF_TRACE_PHASE_PREFILL], [..._DECODE],
- * [..._ALL]):
- * - expert frequency: per layer, the counts of every expert over the whole trace; their Gini
- *   coefficient (0 = even, (E-1)/E = one expert takes all) and the share of the top_share_experts
- *   (ceil(E / 10)) most used; spread over layers. Low values mean a global counter (LFU) has
- *   little to go on.
- * - reuse: accesses to an expert (layer, id) that an earlier token of the same request (any
- *   phase) already used: what recency and per-request EAMs can exploit.
- * - distinct: mean over requests of the experts a request uses, as a share of L x E.
- * - similarity: cosine similarity of a request's EAM (counts of that phase) to the previous
- *   request's, to an earlier request picked uniformly at random (the mean over all earlier
- *   requests), and to the most similar earlier request (what an EAMC of every past request
- *   would match); means over requests after the first. Requests without tokens of the
- *   phase are left out.
- */
-struct moeinf_trace_stats {
-    int n_layers;
-    int n_experts;
-    int top_k;
-    char model[256];
-    int64_t n_requests;
-    int64_t n_tokens[3];
-    uint64_t accesses[3];
-    int top_share_experts;
-    struct moeinf_trace_spread gini[3];
-    struct moeinf_trace_spread top_share[3];
-    uint64_t reused[3];
-    double distinct_share[3];
-    int64_t similarity_requests[3]; /* requests with tokens of the phase */
-    double similarity_prev[3];
-    double similarity_random[3];
-    double similarity_best[3];
-};
-
-enum moeinf_status moeinf_trace_stats(const char *path, struct moeinf_trace_stats *out,
-                                      struct moeinf_error *err);
 
 #ifdef __cplusplus
 }

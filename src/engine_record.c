@@ -7,6 +7,14 @@
 #include "engine.h"
 #include "sim/trace.h"
 
+/* Frees the row and tag buffers of an open (or half-opened) record. */
+static void record_buffers_free(struct moeinf_context *ctx) {
+    free(ctx->record_row);
+    free(ctx->record_tag);
+    ctx->record_row = NULL;
+    ctx->record_tag = NULL;
+}
+
 enum moeinf_status moeinf_context_record_open(struct moeinf_context *ctx, const char *path,
                                               const char *tag, struct moeinf_error *err) {
     const struct moeinf_hparams *hp = &ctx->model->llm->hp;
@@ -29,19 +37,13 @@ enum moeinf_status moeinf_context_record_open(struct moeinf_context *ctx, const 
     ctx->record_row = malloc((size_t)hp->n_layer * (size_t)hp->n_expert_used * sizeof(int32_t));
     ctx->record_tag = tag ? strdup(tag) : NULL;
     if (!ctx->record_row || (tag && !ctx->record_tag)) {
-        free(ctx->record_row);
-        free(ctx->record_tag);
-        ctx->record_row = NULL;
-        ctx->record_tag = NULL;
+        record_buffers_free(ctx);
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
     }
     enum moeinf_status st = moeinf_trace_writer_open(path, &meta, &ctx->record, err);
     if (st != MOEINF_OK) {
         ctx->record = NULL;
-        free(ctx->record_row);
-        free(ctx->record_tag);
-        ctx->record_row = NULL;
-        ctx->record_tag = NULL;
+        record_buffers_free(ctx);
         return st;
     }
     ctx->record_requests = 0;
@@ -53,10 +55,7 @@ enum moeinf_status moeinf_context_record_close(struct moeinf_context *ctx,
     if (!ctx->record) return MOEINF_OK;
     enum moeinf_status st = moeinf_trace_writer_close(ctx->record, err);
     ctx->record = NULL;
-    free(ctx->record_row);
-    free(ctx->record_tag);
-    ctx->record_row = NULL;
-    ctx->record_tag = NULL;
+    record_buffers_free(ctx);
     return st;
 }
 

@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "base/rng.h"
 #include "experts/cache.h"
 #include "experts/eam.h"
 #include "experts/policy.h"
@@ -23,13 +24,6 @@
 #define MAX_TOK 400
 #define MAX_ENT 256
 
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* A trace in memory: tokens with their request, phase and experts. */
 struct mtrace {
     int n;
@@ -42,9 +36,9 @@ static void make(struct mtrace *t, uint64_t seed, int n_req) {
     uint64_t rng = seed;
     t->n = 0;
     for (int q = 0; q < n_req; q++) {
-        int topic = (int)(rng_next(&rng) % 3);
-        int n_tok = 1 + (int)(rng_next(&rng) % 12);
-        int n_pre = (int)(rng_next(&rng) % (uint64_t)(n_tok + 1));
+        int topic = (int)(moeinf_splitmix64(&rng) % 3);
+        int n_tok = 1 + (int)(moeinf_splitmix64(&rng) % 12);
+        int n_pre = (int)(moeinf_splitmix64(&rng) % (uint64_t)(n_tok + 1));
         for (int k = 0; k < n_tok && t->n < MAX_TOK; k++, t->n++) {
             t->req[t->n] = q;
             t->decode[t->n] = k >= n_pre;
@@ -53,7 +47,7 @@ static void make(struct mtrace *t, uint64_t seed, int n_req) {
                     int e;
                     bool dup;
                     do {
-                        uint64_t r = rng_next(&rng);
+                        uint64_t r = moeinf_splitmix64(&rng);
                         e = (r % 3) ? (topic * 2 + l + (int)((r >> 2) % 3)) % ME
                                     : (int)((r >> 2) % ME);
                         dup = j == 1 && t->ex[t->n][l][0] == e;

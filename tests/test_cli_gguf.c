@@ -8,6 +8,7 @@
 #include <string.h>
 #include <sys/wait.h>
 
+#include "gguf_bytes.h"
 #include "test.h"
 
 static char out_text[1 << 16];
@@ -21,8 +22,7 @@ static int run(const char *args) {
         test_skip("MOEINF_BIN unset (run through ctest)");
         return -1;
     }
-    return test_run_moeinf("cli-gguf", args, out_text, sizeof out_text, err_text,
-                           sizeof err_text);
+    return test_run_moeinf("cli-gguf", args, out_text, sizeof out_text, err_text, sizeof err_text);
 }
 
 static void test_inspect(void) {
@@ -40,12 +40,10 @@ static void test_inspect(void) {
 
     char bad[512];
     test_tmp_path("cli-bad.gguf", bad, sizeof bad);
-    FILE *f = fopen(bad, "wb");
-    CHECK(f != NULL);
-    if (f) {
-        fwrite("GGUF\4\0\0\0", 1, 8, f);
-        fclose(f);
-    }
+    struct gguf_bytes b = {0};
+    gguf_bytes_header(&b, 4, 0, 0);
+    CHECK(gguf_bytes_write(&b, bad));
+    gguf_bytes_reset(&b);
     char args[1024];
     snprintf(args, sizeof args, "inspect '%s'", bad);
     CHECK_EQ_INT(run(args), 1);

@@ -9,18 +9,12 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "base/rng.h"
 #include "experts/eam.h"
 #include "experts/policy.h"
-#include "moeinf.h"
+#include "moeinf_sim.h"
 #include "sim/trace.h"
 #include "test.h"
-
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* Feeds one token (phase, one expert per layer given as `experts[l]`, top_k 1). */
 static void token1(struct moeinf_eamc *c, enum moeinf_phase ph, int n_experts, const int *experts,
@@ -124,9 +118,9 @@ static double cos64(const float *a, const float *b, size_t n) {
 
 /* Random requests drawn from a few "topics" so that matches mean something. */
 static void random_request(struct moeinf_eamc *c, uint64_t *rng, int L, int E, int K) {
-    int topic = (int)(rng_next(rng) % 3);
-    int n_tok = 1 + (int)(rng_next(rng) % 6);
-    int n_pre = (int)(rng_next(rng) % (uint64_t)(n_tok + 1));
+    int topic = (int)(moeinf_splitmix64(rng) % 3);
+    int n_tok = 1 + (int)(moeinf_splitmix64(rng) % 6);
+    int n_pre = (int)(moeinf_splitmix64(rng) % (uint64_t)(n_tok + 1));
     moeinf_eamc_request_begin(c);
     for (int t = 0; t < n_tok; t++) {
         moeinf_eamc_token_begin(c, t < n_pre ? MOEINF_PHASE_PREFILL : MOEINF_PHASE_DECODE);
@@ -135,7 +129,7 @@ static void random_request(struct moeinf_eamc *c, uint64_t *rng, int L, int E, i
             for (int j = 0; j < K; j++) {
                 int e;
                 do {
-                    uint64_t r = rng_next(rng);
+                    uint64_t r = moeinf_splitmix64(rng);
                     e = (r & 1) ? (topic * 3 + (int)((r >> 1) % 3)) % E : (int)((r >> 1) % E);
                 } while (used[e]);
                 used[e] = 1;
@@ -508,8 +502,8 @@ static void test_policy_state_all_or_nothing(void) {
             for (int t = 0; t < 3; t++) {
                 moeinf_policy_token_begin(p, MOEINF_PHASE_PREFILL);
                 for (int l = 0; l < 3; l++) {
-                    uint32_t ids[2] = {(uint32_t)(l * 9 + (int)(rng_next(&rng) % 4)), 0};
-                    ids[1] = (uint32_t)(l * 9 + 4 + (int)(rng_next(&rng) % 5));
+                    uint32_t ids[2] = {(uint32_t)(l * 9 + (int)(moeinf_splitmix64(&rng) % 4)), 0};
+                    ids[1] = (uint32_t)(l * 9 + 4 + (int)(moeinf_splitmix64(&rng) % 5));
                     if (p->ops->on_step_begin) p->ops->on_step_begin(p->state, l, ids, NULL, 2);
                     for (int j = 0; j < 2; j++)
                         p->ops->on_access(p->state, ids[j], true);
@@ -561,8 +555,8 @@ static void write_trace(const char *path, int L, int E, int K, int n_req, uint64
     uint64_t rng = seed;
     for (int q = 0; q < n_req; q++) {
         CHECK_EQ_INT(moeinf_trace_writer_request(w, q, "r", &err), MOEINF_OK);
-        int topic = (int)(rng_next(&rng) % 3);
-        int n_tok = 2 + (int)(rng_next(&rng) % 10);
+        int topic = (int)(moeinf_splitmix64(&rng) % 3);
+        int n_tok = 2 + (int)(moeinf_splitmix64(&rng) % 10);
         for (int t = 0; t < n_tok; t++) {
             int32_t ex[64];
             for (int l = 0; l < L; l++) {
@@ -570,7 +564,7 @@ static void write_trace(const char *path, int L, int E, int K, int n_req, uint64
                     int32_t e;
                     bool dup;
                     do {
-                        uint64_t r = rng_next(&rng);
+                        uint64_t r = moeinf_splitmix64(&rng);
                         e = (r % 4) ? (int32_t)((topic * 4 + (int)((r >> 2) % 4)) % E)
                                     : (int32_t)((r >> 2) % (uint64_t)E);
                         dup = false;

@@ -1,6 +1,6 @@
 /*
- * test_gguf.c - the GGUF reader: hostile files (each defect written to a small file by an
- * in-test byte builder) must give a named format error; a handcrafted file with every
+ * test_gguf.c - the GGUF reader: hostile files (each defect written to a small file by the
+ * byte builder of gguf_bytes.h) must give a named format error; a handcrafted file with every
  * metadata type must read back through the getters; every prefix of a valid file must fail
  * cleanly; the shared tiny models must show the facts of ../shared/testdata/README.md.
  */
@@ -10,113 +10,19 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "base/tensor_type.h"
 #include "gguf/gguf.h"
-#include "gguf/gguf_types.h"
+#include "gguf_bytes.h"
 #include "test.h"
 
-/* ---- a little GGUF byte builder -------------------------------------------------------- */
-
-struct buf {
-    uint8_t *p;
-    size_t n, cap;
-};
-
-static void put(struct buf *b, const void *d, size_t n) {
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n)
-            cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) abort(); /* test harness: out of memory is not a test outcome */
-        b->p = p;
-        b->cap = cap;
-    }
-    if (n) memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-
-static void put_u8(struct buf *b, uint8_t v) {
-    put(b, &v, 1);
-}
-
-/* Multi-byte values are written byte by byte, little-endian, whatever the host. */
-static void put_le(struct buf *b, uint64_t v, int n) {
-    for (int i = 0; i < n; i++)
-        put_u8(b, (uint8_t)(v >> (8 * i)));
-}
-
-static void put_u32(struct buf *b, uint32_t v) {
-    put_le(b, v, 4);
-}
-
-static void put_u64(struct buf *b, uint64_t v) {
-    put_le(b, v, 8);
-}
-
-static void put_f32(struct buf *b, float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    put_u32(b, u);
-}
-
-static void put_f64(struct buf *b, double d) {
-    uint64_t u;
-    memcpy(&u, &d, 8);
-    put_u64(b, u);
-}
-
-static void put_str(struct buf *b, const char *s) {
-    put_u64(b, strlen(s));
-    put(b, s, strlen(s));
-}
-
-static void header(struct buf *b, uint32_t version, uint64_t n_tensors, uint64_t n_kv) {
-    put(b, "GGUF", 4);
-    put_u32(b, version);
-    put_u64(b, n_tensors);
-    put_u64(b, n_kv);
-}
-
-static void kv_head(struct buf *b, const char *key, enum moeinf_gguf_type type) {
-    put_str(b, key);
-    put_u32(b, type);
-}
-
-static void kv_u32(struct buf *b, const char *key, uint32_t v) {
-    kv_head(b, key, MOEINF_GGUF_TYPE_UINT32);
-    put_u32(b, v);
-}
-
-static void tinfo(struct buf *b, const char *name, uint32_t n_dims, const int64_t *ne,
-                  uint32_t type, uint64_t offset) {
-    put_str(b, name);
-    put_u32(b, n_dims);
-    for (uint32_t i = 0; i < n_dims; i++)
-        put_u64(b, (uint64_t)ne[i]);
-    put_u32(b, type);
-    put_u64(b, offset);
-}
-
-static void pad(struct buf *b, size_t align) {
-    while (b->n % align)
-        put_u8(b, 0);
-}
-
-static void zeros(struct buf *b, size_t n) {
-    for (size_t i = 0; i < n; i++)
-        put_u8(b, 0);
-}
-
 /* Writes the bytes to a scratch file and opens it; returns the status, err filled. */
-static enum moeinf_status open_bytes(const struct buf *b, const char *name,
+static enum moeinf_status open_bytes(const struct gguf_bytes *b, const char *name,
                                      struct moeinf_error *err) {
     char path[512];
     test_tmp_path(name, path, sizeof path);
-    FILE *f = fopen(path, "wb");
-    CHECK(f != NULL);
-    if (!f) return MOEINF_ERR_IO;
-    if (b->n) CHECK(fwrite(b->p, 1, b->n, f) == b->n);
-    fclose(f);
+    bool written = gguf_bytes_write(b, path);
+    CHECK(written);
+    if (!written) return MOEINF_ERR_IO;
     struct moeinf_gguf *g = NULL;
     moeinf_error_clear(err);
     enum moeinf_status st = moeinf_gguf_open(path, &g, err);
@@ -132,211 +38,209 @@ static enum moeinf_status open_bytes(const struct buf *b, const char *name,
 
 /* Expects the file to fail as a format error whose message names the file and contains the
  * phrase. */
-static void expect_bad(struct buf *b, const char *name, const char *phrase) {
+static void expect_bad(struct gguf_bytes *b, const char *name, const char *phrase) {
     struct moeinf_error err;
     enum moeinf_status st = open_bytes(b, name, &err);
     CHECK_MSG(st == MOEINF_ERR_FORMAT, "%s: status %d (%s)", name, (int)st, err.msg);
     CHECK_STR_CONTAINS(err.msg, phrase);
     CHECK_STR_CONTAINS(err.msg, name); /* "<path>: <problem>" */
     CHECK(strchr(err.msg, '\n') == NULL);
-    free(b->p);
-    memset(b, 0, sizeof *b);
+    gguf_bytes_reset(b);
 }
 
-static void expect_ok(struct buf *b, const char *name) {
+static void expect_ok(struct gguf_bytes *b, const char *name) {
     struct moeinf_error err;
     enum moeinf_status st = open_bytes(b, name, &err);
     CHECK_MSG(st == MOEINF_OK, "%s: %s", name, err.msg);
-    free(b->p);
-    memset(b, 0, sizeof *b);
+    gguf_bytes_reset(b);
 }
 
 /* A file with one key and one tensor of the given shape/type/offset, data as large as the
  * tensor claims (data_bytes) so that only the named defect is present. */
-static void one_tensor(struct buf *b, const char *name, uint32_t n_dims, const int64_t *ne,
+static void one_tensor(struct gguf_bytes *b, const char *name, uint32_t n_dims, const int64_t *ne,
                        uint32_t type, uint64_t offset, size_t data_bytes) {
-    header(b, 3, 1, 1);
-    kv_u32(b, "general.alignment", 32);
-    tinfo(b, name, n_dims, ne, type, offset);
-    pad(b, 32);
-    zeros(b, data_bytes);
+    gguf_bytes_header(b, 3, 1, 1);
+    gguf_bytes_kv_u32(b, "general.alignment", 32);
+    gguf_bytes_tensor(b, name, n_dims, ne, type, offset);
+    gguf_bytes_pad(b, 32);
+    gguf_bytes_zeros(b, data_bytes);
 }
 
 /* ---- hostile files ------------------------------------------------------------------- */
 
 static void test_bad_header(void) {
-    struct buf b = {0};
+    struct gguf_bytes b = {0};
     expect_bad(&b, "empty.gguf", "truncated header");
 
-    put(&b, "GGUF", 4);
-    put_u32(&b, 3);
-    put_u32(&b, 0); /* half of the tensor count */
+    gguf_bytes_put(&b, "GGUF", 4);
+    gguf_bytes_u32(&b, 3);
+    gguf_bytes_u32(&b, 0); /* half of the tensor count */
     expect_bad(&b, "short-header.gguf", "truncated header");
 
-    put(&b, "GGML", 4);
-    put_u32(&b, 3);
-    put_u64(&b, 0);
-    put_u64(&b, 0);
+    gguf_bytes_put(&b, "GGML", 4);
+    gguf_bytes_u32(&b, 3);
+    gguf_bytes_u64(&b, 0);
+    gguf_bytes_u64(&b, 0);
     expect_bad(&b, "magic.gguf", "bad magic");
 
-    header(&b, 1, 0, 0);
+    gguf_bytes_header(&b, 1, 0, 0);
     expect_bad(&b, "v1.gguf", "unsupported GGUF version 1");
-    header(&b, 4, 0, 0);
+    gguf_bytes_header(&b, 4, 0, 0);
     expect_bad(&b, "v4.gguf", "unsupported GGUF version 4");
 
     /* A big-endian writer: the version and the counts byte-swapped. */
-    put(&b, "GGUF", 4);
-    put_u32(&b, 0x03000000u);
-    put_u64(&b, 0);
-    put_u64(&b, 0);
+    gguf_bytes_put(&b, "GGUF", 4);
+    gguf_bytes_u32(&b, 0x03000000u);
+    gguf_bytes_u64(&b, 0);
+    gguf_bytes_u64(&b, 0);
     expect_bad(&b, "big-endian.gguf", "big-endian GGUF files are not supported");
 
-    header(&b, 3, 0, UINT64_MAX / 2);
+    gguf_bytes_header(&b, 3, 0, UINT64_MAX / 2);
     expect_bad(&b, "kv-count.gguf", "truncated metadata");
 
-    header(&b, 3, UINT64_MAX, 0);
+    gguf_bytes_header(&b, 3, UINT64_MAX, 0);
     expect_bad(&b, "tensor-count.gguf", "truncated tensor infos");
 
     /* Versions 2 and 3 with nothing in them are fine. */
-    header(&b, 2, 0, 0);
+    gguf_bytes_header(&b, 2, 0, 0);
     expect_ok(&b, "v2-empty.gguf");
-    header(&b, 3, 0, 0);
+    gguf_bytes_header(&b, 3, 0, 0);
     expect_ok(&b, "v3-empty.gguf");
 }
 
 static void test_bad_metadata(void) {
-    struct buf b = {0};
+    struct gguf_bytes b = {0};
 
-    header(&b, 3, 0, 2);
-    kv_u32(&b, "abcdefgh", 1);
-    put_u32(&b, 5); /* half of the next key's length */
-    put_u8(&b, 0);
+    gguf_bytes_header(&b, 3, 0, 2);
+    gguf_bytes_kv_u32(&b, "abcdefgh", 1);
+    gguf_bytes_u32(&b, 5); /* half of the next key's length */
+    gguf_bytes_u8(&b, 0);
     expect_bad(&b, "trunc-key.gguf", "truncated key of metadata entry 1");
 
-    header(&b, 3, 0, 2);
-    kv_u32(&b, "a", 1);
-    put_u64(&b, 10); /* key length 10, 3 bytes follow */
-    put(&b, "abc", 3);
+    gguf_bytes_header(&b, 3, 0, 2);
+    gguf_bytes_kv_u32(&b, "a", 1);
+    gguf_bytes_u64(&b, 10); /* key length 10, 3 bytes follow */
+    gguf_bytes_put(&b, "abc", 3);
     expect_bad(&b, "long-key.gguf", "string length 10 exceeds the remaining 3 bytes");
 
-    header(&b, 3, 0, 1);
-    put_str(&b, "k");
-    put_u32(&b, MOEINF_GGUF_TYPE_UINT32);
-    put_le(&b, 7, 2); /* 2 of 4 bytes */
+    gguf_bytes_header(&b, 3, 0, 1);
+    gguf_bytes_str(&b, "k");
+    gguf_bytes_u32(&b, MOEINF_GGUF_TYPE_UINT32);
+    gguf_bytes_le(&b, 7, 2); /* 2 of 4 bytes */
     expect_bad(&b, "trunc-value.gguf", "truncated value of 'k'");
 
-    header(&b, 3, 0, 1);
-    put_str(&b, "k");
-    put_u32(&b, MOEINF_GGUF_TYPE_UINT64);
+    gguf_bytes_header(&b, 3, 0, 1);
+    gguf_bytes_str(&b, "k");
+    gguf_bytes_u32(&b, MOEINF_GGUF_TYPE_UINT64);
     expect_bad(&b, "trunc-value2.gguf", "truncated value of 'k'");
 
-    header(&b, 3, 0, 1);
-    put_str(&b, "kkkk");
-    put_le(&b, MOEINF_GGUF_TYPE_UINT32, 2); /* the value type itself is cut */
+    gguf_bytes_header(&b, 3, 0, 1);
+    gguf_bytes_str(&b, "kkkk");
+    gguf_bytes_le(&b, MOEINF_GGUF_TYPE_UINT32, 2); /* the value type itself is cut */
     expect_bad(&b, "trunc-type.gguf", "truncated value type of 'kkkk'");
 
-    header(&b, 3, 0, 1);
-    kv_head(&b, "s", MOEINF_GGUF_TYPE_STRING);
-    put_u64(&b, 1000);
-    put(&b, "short", 5);
+    gguf_bytes_header(&b, 3, 0, 1);
+    gguf_bytes_kv_head(&b, "s", MOEINF_GGUF_TYPE_STRING);
+    gguf_bytes_u64(&b, 1000);
+    gguf_bytes_put(&b, "short", 5);
     expect_bad(&b, "long-string.gguf", "string length 1000 exceeds the remaining 5 bytes");
 
-    header(&b, 3, 0, 1);
-    kv_head(&b, "s", MOEINF_GGUF_TYPE_STRING);
-    put_u64(&b, UINT64_MAX);
+    gguf_bytes_header(&b, 3, 0, 1);
+    gguf_bytes_kv_head(&b, "s", MOEINF_GGUF_TYPE_STRING);
+    gguf_bytes_u64(&b, UINT64_MAX);
     expect_bad(&b, "huge-string.gguf", "exceeds the remaining");
 
-    header(&b, 3, 0, 1);
-    kv_head(&b, "arr", MOEINF_GGUF_TYPE_ARRAY);
-    put_u32(&b, MOEINF_GGUF_TYPE_UINT32);
-    put_u64(&b, 10);
-    put_u32(&b, 1);
-    put_u32(&b, 2);
+    gguf_bytes_header(&b, 3, 0, 1);
+    gguf_bytes_kv_head(&b, "arr", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_u32(&b, MOEINF_GGUF_TYPE_UINT32);
+    gguf_bytes_u64(&b, 10);
+    gguf_bytes_u32(&b, 1);
+    gguf_bytes_u32(&b, 2);
     expect_bad(&b, "long-array.gguf", "array 'arr' of 10 u32 elements exceeds the remaining 8");
 
     /* 2^61 u64 elements: count * 8 wraps to 0 in 64 bits; must still be caught. */
-    header(&b, 3, 0, 1);
-    kv_head(&b, "arr", MOEINF_GGUF_TYPE_ARRAY);
-    put_u32(&b, MOEINF_GGUF_TYPE_UINT64);
-    put_u64(&b, (uint64_t)1 << 61);
+    gguf_bytes_header(&b, 3, 0, 1);
+    gguf_bytes_kv_head(&b, "arr", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_u32(&b, MOEINF_GGUF_TYPE_UINT64);
+    gguf_bytes_u64(&b, (uint64_t)1 << 61);
     expect_bad(&b, "wrap-array.gguf", "exceeds the remaining");
 
-    header(&b, 3, 0, 1);
-    kv_head(&b, "arr", MOEINF_GGUF_TYPE_ARRAY);
-    put_u32(&b, MOEINF_GGUF_TYPE_STRING);
-    put_u64(&b, UINT64_MAX / 8);
-    put_str(&b, "x");
+    gguf_bytes_header(&b, 3, 0, 1);
+    gguf_bytes_kv_head(&b, "arr", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_u32(&b, MOEINF_GGUF_TYPE_STRING);
+    gguf_bytes_u64(&b, UINT64_MAX / 8);
+    gguf_bytes_str(&b, "x");
     expect_bad(&b, "huge-str-array.gguf", "array 'arr' of");
 
-    header(&b, 3, 0, 1);
-    kv_head(&b, "arr", MOEINF_GGUF_TYPE_ARRAY);
-    put_u32(&b, MOEINF_GGUF_TYPE_STRING);
-    put_u64(&b, 3);
-    put_str(&b, "one");
-    put_u64(&b, 50); /* element 2 claims 50 bytes */
-    put(&b, "two", 3);
-    put_str(&b, "three");
+    gguf_bytes_header(&b, 3, 0, 1);
+    gguf_bytes_kv_head(&b, "arr", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_u32(&b, MOEINF_GGUF_TYPE_STRING);
+    gguf_bytes_u64(&b, 3);
+    gguf_bytes_str(&b, "one");
+    gguf_bytes_u64(&b, 50); /* element 2 claims 50 bytes */
+    gguf_bytes_put(&b, "two", 3);
+    gguf_bytes_str(&b, "three");
     expect_bad(&b, "str-array-elem.gguf", "array element of 'arr': string length 50");
 
-    header(&b, 3, 0, 1);
-    kv_head(&b, "arr", MOEINF_GGUF_TYPE_ARRAY);
-    put_u32(&b, MOEINF_GGUF_TYPE_STRING);
-    put_u64(&b, 2);
-    put_str(&b, "one");
-    put_le(&b, 3, 6); /* 6 of the 8 bytes of the next length */
+    gguf_bytes_header(&b, 3, 0, 1);
+    gguf_bytes_kv_head(&b, "arr", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_u32(&b, MOEINF_GGUF_TYPE_STRING);
+    gguf_bytes_u64(&b, 2);
+    gguf_bytes_str(&b, "one");
+    gguf_bytes_le(&b, 3, 6); /* 6 of the 8 bytes of the next length */
     expect_bad(&b, "str-array-trunc.gguf", "truncated array element of 'arr'");
 
-    header(&b, 3, 0, 1);
-    kv_head(&b, "arr", MOEINF_GGUF_TYPE_ARRAY);
-    put_u32(&b, MOEINF_GGUF_TYPE_UINT8);
+    gguf_bytes_header(&b, 3, 0, 1);
+    gguf_bytes_kv_head(&b, "arr", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_u32(&b, MOEINF_GGUF_TYPE_UINT8);
     expect_bad(&b, "array-header.gguf", "truncated array length of 'arr'");
 
-    header(&b, 3, 0, 1);
-    kv_head(&b, "nest", MOEINF_GGUF_TYPE_ARRAY);
-    put_u32(&b, MOEINF_GGUF_TYPE_ARRAY);
-    put_u64(&b, 1);
-    put_u32(&b, MOEINF_GGUF_TYPE_UINT8);
-    put_u64(&b, 1);
-    put_u8(&b, 1);
+    gguf_bytes_header(&b, 3, 0, 1);
+    gguf_bytes_kv_head(&b, "nest", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_u32(&b, MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_u64(&b, 1);
+    gguf_bytes_u32(&b, MOEINF_GGUF_TYPE_UINT8);
+    gguf_bytes_u64(&b, 1);
+    gguf_bytes_u8(&b, 1);
     expect_bad(&b, "nested.gguf", "arrays of arrays are not supported");
 
-    header(&b, 3, 0, 1);
-    kv_head(&b, "odd", (enum moeinf_gguf_type)13);
-    put_u32(&b, 0);
+    gguf_bytes_header(&b, 3, 0, 1);
+    gguf_bytes_kv_head(&b, "odd", (enum moeinf_gguf_type)13);
+    gguf_bytes_u32(&b, 0);
     expect_bad(&b, "value-type.gguf", "key 'odd' has unknown value type 13");
 
-    header(&b, 3, 0, 1);
-    kv_head(&b, "odd", MOEINF_GGUF_TYPE_ARRAY);
-    put_u32(&b, 77);
-    put_u64(&b, 0);
+    gguf_bytes_header(&b, 3, 0, 1);
+    gguf_bytes_kv_head(&b, "odd", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_u32(&b, 77);
+    gguf_bytes_u64(&b, 0);
     expect_bad(&b, "elem-type.gguf", "unknown value type 77");
 
-    header(&b, 3, 0, 3);
-    kv_u32(&b, "a", 1);
-    kv_u32(&b, "b", 2);
-    kv_u32(&b, "a", 3);
+    gguf_bytes_header(&b, 3, 0, 3);
+    gguf_bytes_kv_u32(&b, "a", 1);
+    gguf_bytes_kv_u32(&b, "b", 2);
+    gguf_bytes_kv_u32(&b, "a", 3);
     expect_bad(&b, "dup-key.gguf", "duplicate key 'a'");
 
     /* A key holding a newline is shown without breaking the one-line message. */
-    header(&b, 3, 0, 2);
-    kv_u32(&b, "x\ny", 1);
-    kv_u32(&b, "x\ny", 2);
+    gguf_bytes_header(&b, 3, 0, 2);
+    gguf_bytes_kv_u32(&b, "x\ny", 1);
+    gguf_bytes_kv_u32(&b, "x\ny", 2);
     expect_bad(&b, "dup-key-nl.gguf", "duplicate key 'x?y'");
 
     uint32_t aligns[] = {0, 3, 48};
     for (int i = 0; i < 3; i++) {
-        header(&b, 3, 0, 1);
-        kv_u32(&b, "general.alignment", aligns[i]);
+        gguf_bytes_header(&b, 3, 0, 1);
+        gguf_bytes_kv_u32(&b, "general.alignment", aligns[i]);
         expect_bad(&b, "align.gguf", "not a nonzero power of two");
     }
-    header(&b, 3, 0, 1);
-    kv_head(&b, "general.alignment", MOEINF_GGUF_TYPE_STRING);
-    put_str(&b, "32");
+    gguf_bytes_header(&b, 3, 0, 1);
+    gguf_bytes_kv_head(&b, "general.alignment", MOEINF_GGUF_TYPE_STRING);
+    gguf_bytes_str(&b, "32");
     expect_bad(&b, "align-type.gguf", "general.alignment has type string");
 }
 
 static void test_bad_tensors(void) {
-    struct buf b = {0};
+    struct gguf_bytes b = {0};
     int64_t ne2[2] = {32, 4};
 
     one_tensor(&b, "w", 2, ne2, 0, 0, 32 * 4 * 4);
@@ -411,29 +315,29 @@ static void test_bad_tensors(void) {
     one_tensor(&b, name, 2, ne2, 0, 0, 512);
     expect_ok(&b, "name-127.gguf");
 
-    header(&b, 3, 1, 0);
-    put_u64(&b, UINT64_MAX); /* name length */
-    put_u64(&b, 0);
-    put_u64(&b, 0);
-    put_u64(&b, 0);
+    gguf_bytes_header(&b, 3, 1, 0);
+    gguf_bytes_u64(&b, UINT64_MAX); /* name length */
+    gguf_bytes_u64(&b, 0);
+    gguf_bytes_u64(&b, 0);
+    gguf_bytes_u64(&b, 0);
     expect_bad(&b, "huge-name.gguf", "is too long");
 
-    header(&b, 3, 1, 0);
-    put_u64(&b, 3);
-    put(&b, "a\0b", 3);
-    put_u32(&b, 1);
-    put_u64(&b, 32);
-    put_u32(&b, 0);
-    put_u64(&b, 0);
-    pad(&b, 32);
-    zeros(&b, 128);
+    gguf_bytes_header(&b, 3, 1, 0);
+    gguf_bytes_u64(&b, 3);
+    gguf_bytes_put(&b, "a\0b", 3);
+    gguf_bytes_u32(&b, 1);
+    gguf_bytes_u64(&b, 32);
+    gguf_bytes_u32(&b, 0);
+    gguf_bytes_u64(&b, 0);
+    gguf_bytes_pad(&b, 32);
+    gguf_bytes_zeros(&b, 128);
     expect_bad(&b, "nul-name.gguf", "NUL byte");
 
-    header(&b, 3, 2, 0);
-    tinfo(&b, "w", 2, ne2, 0, 0);
-    tinfo(&b, "w", 2, ne2, 0, 512);
-    pad(&b, 32);
-    zeros(&b, 1024);
+    gguf_bytes_header(&b, 3, 2, 0);
+    gguf_bytes_tensor(&b, "w", 2, ne2, 0, 0);
+    gguf_bytes_tensor(&b, "w", 2, ne2, 0, 512);
+    gguf_bytes_pad(&b, 32);
+    gguf_bytes_zeros(&b, 1024);
     expect_bad(&b, "dup-tensor.gguf", "duplicate tensor name 'w'");
 
     /* Truncated inside a tensor info: after the name, in the shape, in the type, in the
@@ -443,111 +347,109 @@ static void test_bad_tensors(void) {
                              "truncated type of 'layer.0.some.weight'",
                              "truncated data offset of 'layer.0.some.weight'"};
     for (int cut = 0; cut < 4; cut++) {
-        header(&b, 3, 1, 0);
-        put_str(&b, "layer.0.some.weight");
-        if (cut >= 1) put_u32(&b, 2);
+        gguf_bytes_header(&b, 3, 1, 0);
+        gguf_bytes_str(&b, "layer.0.some.weight");
+        if (cut >= 1) gguf_bytes_u32(&b, 2);
         if (cut >= 2) {
-            put_u64(&b, 32);
-            put_u64(&b, 4);
+            gguf_bytes_u64(&b, 32);
+            gguf_bytes_u64(&b, 4);
         }
-        if (cut >= 3) put_u32(&b, 0);
-        put_le(&b, 0, cut % 2 == 0 ? 2 : 4); /* part of the next field */
+        if (cut >= 3) gguf_bytes_u32(&b, 0);
+        gguf_bytes_le(&b, 0, cut % 2 == 0 ? 2 : 4); /* part of the next field */
         expect_bad(&b, "trunc-tinfo.gguf", phrases[cut]);
     }
 
-    header(&b, 3, 1, 0);
-    tinfo(&b, "w", 1, ne2, 0, 0); /* ends before the data section */
+    gguf_bytes_header(&b, 3, 1, 0);
+    gguf_bytes_tensor(&b, "w", 1, ne2, 0, 0); /* ends before the data section */
     expect_bad(&b, "no-data.gguf", "truncated before the data section");
 
     /* Custom alignment: data starts at a multiple of 64, offsets must be multiples of 64. */
-    header(&b, 3, 1, 1);
-    kv_u32(&b, "general.alignment", 64);
-    tinfo(&b, "w", 2, ne2, 0, 32);
-    pad(&b, 64);
-    zeros(&b, 32 + 512);
+    gguf_bytes_header(&b, 3, 1, 1);
+    gguf_bytes_kv_u32(&b, "general.alignment", 64);
+    gguf_bytes_tensor(&b, "w", 2, ne2, 0, 32);
+    gguf_bytes_pad(&b, 64);
+    gguf_bytes_zeros(&b, 32 + 512);
     expect_bad(&b, "align64.gguf", "not a multiple of the alignment 64");
 }
 
 /* ---- a valid file with every metadata type ------------------------------------------- */
 
-static void build_valid(struct buf *b) {
-    header(b, 3, 2, 18);
-    kv_head(b, "t.u8", MOEINF_GGUF_TYPE_UINT8);
-    put_u8(b, 200);
-    kv_head(b, "t.i8", MOEINF_GGUF_TYPE_INT8);
-    put_u8(b, (uint8_t)-100);
-    kv_head(b, "t.u16", MOEINF_GGUF_TYPE_UINT16);
-    put_le(b, 60000, 2);
-    kv_head(b, "t.i16", MOEINF_GGUF_TYPE_INT16);
-    put_le(b, (uint16_t)-30000, 2);
-    kv_head(b, "t.u32", MOEINF_GGUF_TYPE_UINT32);
-    put_u32(b, 4000000000u);
-    kv_head(b, "t.i32", MOEINF_GGUF_TYPE_INT32);
-    put_u32(b, (uint32_t)-2000000000);
-    kv_head(b, "t.f32", MOEINF_GGUF_TYPE_FLOAT32);
-    put_f32(b, 1.5f);
-    kv_head(b, "t.bool", MOEINF_GGUF_TYPE_BOOL);
-    put_u8(b, 1);
-    kv_head(b, "t.str", MOEINF_GGUF_TYPE_STRING);
-    put_str(b, "h\xc3\xa9llo");
-    kv_head(b, "t.u64", MOEINF_GGUF_TYPE_UINT64);
-    put_u64(b, 5000000000ull);
-    kv_head(b, "t.i64", MOEINF_GGUF_TYPE_INT64);
-    put_u64(b, (uint64_t)-7);
-    kv_head(b, "t.f64", MOEINF_GGUF_TYPE_FLOAT64);
-    put_f64(b, 3.14159265358979);
-    kv_head(b, "t.small64", MOEINF_GGUF_TYPE_UINT64);
-    put_u64(b, 42);
-    kv_head(b, "t.astr", MOEINF_GGUF_TYPE_ARRAY);
-    put_u32(b, MOEINF_GGUF_TYPE_STRING);
-    put_u64(b, 3);
-    put_str(b, "a");
-    put_str(b, "");
-    put_str(b, "\xe2\x96\x81the");
-    kv_head(b, "t.af32", MOEINF_GGUF_TYPE_ARRAY);
-    put_u32(b, MOEINF_GGUF_TYPE_FLOAT32);
-    put_u64(b, 3);
-    put_f32(b, -1.0f);
-    put_f32(b, 0.25f);
-    put_f32(b, 1e30f);
-    kv_head(b, "t.ai32", MOEINF_GGUF_TYPE_ARRAY);
-    put_u32(b, MOEINF_GGUF_TYPE_INT32);
-    put_u64(b, 2);
-    put_u32(b, (uint32_t)-5);
-    put_u32(b, 6);
-    kv_head(b, "t.aempty", MOEINF_GGUF_TYPE_ARRAY);
-    put_u32(b, MOEINF_GGUF_TYPE_UINT16);
-    put_u64(b, 0);
-    kv_u32(b, "general.alignment", 32);
+static void build_valid(struct gguf_bytes *b) {
+    gguf_bytes_header(b, 3, 2, 18);
+    gguf_bytes_kv_head(b, "t.u8", MOEINF_GGUF_TYPE_UINT8);
+    gguf_bytes_u8(b, 200);
+    gguf_bytes_kv_head(b, "t.i8", MOEINF_GGUF_TYPE_INT8);
+    gguf_bytes_u8(b, (uint8_t)-100);
+    gguf_bytes_kv_head(b, "t.u16", MOEINF_GGUF_TYPE_UINT16);
+    gguf_bytes_le(b, 60000, 2);
+    gguf_bytes_kv_head(b, "t.i16", MOEINF_GGUF_TYPE_INT16);
+    gguf_bytes_le(b, (uint16_t)-30000, 2);
+    gguf_bytes_kv_head(b, "t.u32", MOEINF_GGUF_TYPE_UINT32);
+    gguf_bytes_u32(b, 4000000000u);
+    gguf_bytes_kv_head(b, "t.i32", MOEINF_GGUF_TYPE_INT32);
+    gguf_bytes_u32(b, (uint32_t)-2000000000);
+    gguf_bytes_kv_head(b, "t.f32", MOEINF_GGUF_TYPE_FLOAT32);
+    gguf_bytes_f32(b, 1.5f);
+    gguf_bytes_kv_head(b, "t.bool", MOEINF_GGUF_TYPE_BOOL);
+    gguf_bytes_u8(b, 1);
+    gguf_bytes_kv_head(b, "t.str", MOEINF_GGUF_TYPE_STRING);
+    gguf_bytes_str(b, "h\xc3\xa9llo");
+    gguf_bytes_kv_head(b, "t.u64", MOEINF_GGUF_TYPE_UINT64);
+    gguf_bytes_u64(b, 5000000000ull);
+    gguf_bytes_kv_head(b, "t.i64", MOEINF_GGUF_TYPE_INT64);
+    gguf_bytes_u64(b, (uint64_t)-7);
+    gguf_bytes_kv_head(b, "t.f64", MOEINF_GGUF_TYPE_FLOAT64);
+    gguf_bytes_f64(b, 3.14159265358979);
+    gguf_bytes_kv_head(b, "t.small64", MOEINF_GGUF_TYPE_UINT64);
+    gguf_bytes_u64(b, 42);
+    gguf_bytes_kv_head(b, "t.astr", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_u32(b, MOEINF_GGUF_TYPE_STRING);
+    gguf_bytes_u64(b, 3);
+    gguf_bytes_str(b, "a");
+    gguf_bytes_str(b, "");
+    gguf_bytes_str(b, "\xe2\x96\x81the");
+    gguf_bytes_kv_head(b, "t.af32", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_u32(b, MOEINF_GGUF_TYPE_FLOAT32);
+    gguf_bytes_u64(b, 3);
+    gguf_bytes_f32(b, -1.0f);
+    gguf_bytes_f32(b, 0.25f);
+    gguf_bytes_f32(b, 1e30f);
+    gguf_bytes_kv_head(b, "t.ai32", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_u32(b, MOEINF_GGUF_TYPE_INT32);
+    gguf_bytes_u64(b, 2);
+    gguf_bytes_u32(b, (uint32_t)-5);
+    gguf_bytes_u32(b, 6);
+    gguf_bytes_kv_head(b, "t.aempty", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_u32(b, MOEINF_GGUF_TYPE_UINT16);
+    gguf_bytes_u64(b, 0);
+    gguf_bytes_kv_u32(b, "general.alignment", 32);
 
     int64_t ne_a[2] = {3, 2};
     int64_t ne_b[1] = {32};
-    tinfo(b, "a.weight", 2, ne_a, 0, 0);
-    tinfo(b, "b.weight", 1, ne_b, 8, 32); /* q8_0: one block of 34 bytes */
-    pad(b, 32);
+    gguf_bytes_tensor(b, "a.weight", 2, ne_a, 0, 0);
+    gguf_bytes_tensor(b, "b.weight", 1, ne_b, 8, 32); /* q8_0: one block of 34 bytes */
+    gguf_bytes_pad(b, 32);
     for (int i = 0; i < 6; i++)
-        put_f32(b, (float)i + 0.5f);
-    zeros(b, 32 - 24);
-    put_le(b, 0x3c00, 2); /* d = 1.0 in F16 */
+        gguf_bytes_f32(b, (float)i + 0.5f);
+    gguf_bytes_zeros(b, 32 - 24);
+    gguf_bytes_le(b, 0x3c00, 2); /* d = 1.0 in F16 */
     for (int i = 0; i < 32; i++)
-        put_u8(b, (uint8_t)(i - 16));
+        gguf_bytes_u8(b, (uint8_t)(i - 16));
 }
 
 static void test_valid_file(void) {
-    struct buf b = {0};
+    struct gguf_bytes b = {0};
     build_valid(&b);
     char path[512];
     test_tmp_path("valid.gguf", path, sizeof path);
-    FILE *fp = fopen(path, "wb");
-    CHECK(fp && fwrite(b.p, 1, b.n, fp) == b.n);
-    if (fp) fclose(fp);
+    CHECK(gguf_bytes_write(&b, path));
 
     struct moeinf_error err = {0};
     struct moeinf_gguf *g = NULL;
     CHECK_EQ_INT(moeinf_gguf_open(path, &g, &err), MOEINF_OK);
     if (!g) {
         fprintf(stderr, "%s\n", err.msg);
-        free(b.p);
+        gguf_bytes_reset(&b);
         return;
     }
     CHECK_EQ_INT(g->version, 3);
@@ -744,13 +646,13 @@ static void test_valid_file(void) {
     CHECK_EQ_INT(moeinf_gguf_open_buffer(b.p, b.n, "buf", &g, &err), MOEINF_OK);
     CHECK(g && g->n_tensors == 2 && !g->owns_map);
     moeinf_gguf_free(g);
-    free(b.p);
+    gguf_bytes_reset(&b);
 }
 
 /* Every prefix of a valid file must fail cleanly (the last tensor ends the file), each
  * through an exact-size heap copy so that ASan sees any overread. */
 static void test_truncation_loop(void) {
-    struct buf b = {0};
+    struct gguf_bytes b = {0};
     build_valid(&b);
     int n_fail = 0;
     for (size_t len = 0; len < b.n; len++) {
@@ -767,13 +669,13 @@ static void test_truncation_loop(void) {
         free(copy);
     }
     CHECK_EQ_INT(n_fail, 0);
-    free(b.p);
+    gguf_bytes_reset(&b);
 }
 
 /* Every single-byte corruption of the valid file either opens or fails as a format error;
  * none may crash or leak (run under ASan). */
 static void test_corruption_loop(void) {
-    struct buf b = {0};
+    struct gguf_bytes b = {0};
     build_valid(&b);
     static const uint8_t values[] = {0x00, 0x01, 0x7f, 0x80, 0xff};
     int n_bad = 0, n_ok = 0, n_fmt = 0;
@@ -809,7 +711,7 @@ static void test_corruption_loop(void) {
     free(copy);
     CHECK_EQ_INT(n_bad, 0);
     CHECK(n_ok > 0 && n_fmt > 0);
-    free(b.p);
+    gguf_bytes_reset(&b);
 }
 
 static void test_open_errors(void) {
@@ -823,21 +725,33 @@ static void test_open_errors(void) {
 }
 
 static void test_type_table(void) {
-    /* Spot facts from ggml's type_traits, and the removed ids. */
-    const struct moeinf_gguf_type_info *t = moeinf_gguf_type_info_get(12);
+    /* Spot facts from ggml's type_traits and ggml-common.h's block structs. */
+    const struct moeinf_type_traits *t = moeinf_type_traits_get(MOEINF_TYPE_Q4_K);
     CHECK(t && !strcmp(t->name, "q4_K") && t->block_size == 256 && t->type_size == 144);
-    t = moeinf_gguf_type_info_get(9);
+    t = moeinf_type_traits_get(MOEINF_TYPE_Q6_K); /* d, ql[128], qh[64], scales[16] */
+    CHECK(t && !strcmp(t->name, "q6_K") && t->type_size == 2 + 128 + 64 + 16);
+    t = moeinf_type_traits_get(MOEINF_TYPE_Q5_0); /* d, qh[4], qs[16] */
+    CHECK(t && !strcmp(t->name, "q5_0") && t->type_size == 2 + 4 + 16);
+    t = moeinf_type_traits_get(MOEINF_TYPE_Q8_1); /* d, s, qs[32] */
     CHECK(t && t->block_size == 32 && t->type_size == 36);
-    t = moeinf_gguf_type_info_get(30);
+    t = moeinf_type_traits_get(30);
     CHECK(t && !strcmp(t->name, "bf16") && t->type_size == 2);
-    t = moeinf_gguf_type_info_get(39);
+    t = moeinf_type_traits_get(39);
     CHECK(t && !strcmp(t->name, "mxfp4") && t->block_size == 32 && t->type_size == 17);
+    for (int id = 0; id < MOEINF_TYPE_COUNT; id++) {
+        t = moeinf_type_traits_get(id);
+        if (t) CHECK_MSG(t->name && t->block_size > 0 && t->type_size > 0, "type %d", id);
+    }
+    /* Removed or never-assigned ids are unknown. */
     int n_known = 0;
-    for (int i = -1; i < 50; i++)
-        n_known += moeinf_gguf_type_info_get(i) != NULL;
+    for (int i = -3; i < 50; i++)
+        n_known += moeinf_type_traits_get(i) != NULL;
     CHECK_EQ_INT(n_known, 42 - 2 - 3 - 3);
-    CHECK(!strcmp(moeinf_gguf_type_name(4), "unknown"));
-    CHECK(!strcmp(moeinf_gguf_type_name(8), "q8_0"));
+    const int unknown[] = {-1, 4, 5, 31, 32, 33, 36, 37, 38, 42, 1000};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
+        CHECK_MSG(moeinf_type_traits_get(unknown[i]) == NULL, "type %d", unknown[i]);
+    CHECK(!strcmp(moeinf_type_name(4), "unknown"));
+    CHECK(!strcmp(moeinf_type_name(8), "q8_0"));
 }
 
 /* ---- the shared tiny models ---------------------------------------------------------- */

@@ -8,9 +8,11 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include "golden.h"
+#include "base/tensor_type.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
+#include "gguf_bytes.h"
+#include "golden.h"
 #include "moeinf.h"
 #include "test.h"
 
@@ -33,8 +35,8 @@ static size_t find_gguf_str(const char *b, size_t size, const char *s) {
     return 0;
 }
 
-static void expect_load_error(const char *b, size_t size, const char *name,
-                              enum moeinf_status want, const char *phrase) {
+static void expect_load_error(const char *b, size_t size, const char *name, enum moeinf_status want,
+                              const char *phrase) {
     char path[512];
     test_tmp_path(name, path, sizeof path);
     FILE *fp = fopen(path, "wb");
@@ -148,7 +150,8 @@ static bool write_with_rope_scaling(const char *src, const char *dst, const char
     struct moeinf_gguf_writer *w = NULL;
     bool ok = moeinf_gguf_open(src, &g, &err) == MOEINF_OK &&
               moeinf_gguf_writer_open(dst, (uint32_t)g->alignment, &w, &err) == MOEINF_OK;
-    for (uint64_t i = 0; ok && i < g->n_kv; i++) ok = !moeinf_gguf_writer_add_kv(w, &g->kv[i], &err);
+    for (uint64_t i = 0; ok && i < g->n_kv; i++)
+        ok = !moeinf_gguf_writer_add_kv(w, &g->kv[i], &err);
     ok = ok && !moeinf_gguf_writer_add_str(w, "llama.rope.scaling.type", kind, &err) &&
          !moeinf_gguf_writer_add_f32(w, "llama.rope.scaling.factor", factor, &err);
     for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
@@ -223,39 +226,10 @@ static void test_valid_file_loads(void) {
 
 /* ---- a hostile geometry, written by hand ------------------------------------------------ */
 
-static void put_bytes(FILE *fp, const void *p, size_t n) {
-    CHECK(fwrite(p, 1, n, fp) == n);
-}
-
-static void put_u32(FILE *fp, uint32_t v) {
-    uint8_t b[4] = {(uint8_t)v, (uint8_t)(v >> 8), (uint8_t)(v >> 16), (uint8_t)(v >> 24)};
-    put_bytes(fp, b, 4);
-}
-
-static void put_u64(FILE *fp, uint64_t v) {
-    put_u32(fp, (uint32_t)v);
-    put_u32(fp, (uint32_t)(v >> 32));
-}
-
-static void put_str(FILE *fp, const char *s) {
-    put_u64(fp, strlen(s));
-    put_bytes(fp, s, strlen(s));
-}
-
-static void kv_u32(FILE *fp, const char *key, uint32_t v) {
-    put_str(fp, key);
-    put_u32(fp, 4); /* GGUF uint32 */
-    put_u32(fp, v);
-}
-
 /* An F32 tensor at data offset 0: every tensor of the file shares the same bytes. */
-static void tensor_f32(FILE *fp, const char *name, uint64_t ne0, uint64_t ne1) {
-    put_str(fp, name);
-    put_u32(fp, ne1 > 1 ? 2 : 1);
-    put_u64(fp, ne0);
-    if (ne1 > 1) put_u64(fp, ne1);
-    put_u32(fp, 0); /* f32 */
-    put_u64(fp, 0);
+static void tensor_f32(struct gguf_bytes *b, const char *name, int64_t ne0, int64_t ne1) {
+    const int64_t ne[2] = {ne0, ne1};
+    gguf_bytes_tensor(b, name, ne1 > 1 ? 2 : 1, ne, MOEINF_TYPE_F32, 0);
 }
 
 /*
@@ -269,42 +243,31 @@ static void test_kv_cache_size_overflow(void) {
     const uint64_t n_kv = 1ull << 28;
     char path[512];
     test_tmp_path("m_kv_overflow.gguf", path, sizeof path);
-    FILE *fp = fopen(path, "wb");
-    CHECK(fp != NULL);
-    if (!fp) return;
-    put_bytes(fp, "GGUF", 4);
-    put_u32(fp, 3);
-    put_u64(fp, 2 + 9 * (uint64_t)n_layer); /* tensors */
-    put_u64(fp, 14);                        /* metadata entries */
-    put_str(fp, "general.architecture");
-    put_u32(fp, 8); /* string */
-    put_str(fp, "llama");
-    kv_u32(fp, "llama.embedding_length", 1);
-    kv_u32(fp, "llama.block_count", n_layer);
-    kv_u32(fp, "llama.attention.head_count", 4096);
-    kv_u32(fp, "llama.attention.head_count_kv", 4096);
-    kv_u32(fp, "llama.attention.key_length", 65536);
-    kv_u32(fp, "llama.feed_forward_length", 1);
-    kv_u32(fp, "llama.context_length", 1 << 24);
-    put_str(fp, "llama.attention.layer_norm_rms_epsilon");
-    put_u32(fp, 6); /* f32 */
-    float eps = 1e-5f;
-    put_bytes(fp, &eps, 4);
-    put_str(fp, "tokenizer.ggml.model");
-    put_u32(fp, 8);
-    put_str(fp, "llama");
-    put_str(fp, "tokenizer.ggml.tokens");
-    put_u32(fp, 9); /* array */
-    put_u32(fp, 8); /* of strings */
-    put_u64(fp, 1);
-    put_str(fp, "a");
-    put_str(fp, "tokenizer.ggml.add_bos_token");
-    put_u32(fp, 7); /* bool */
-    put_bytes(fp, "", 1);
-    kv_u32(fp, "general.alignment", 32);
-    kv_u32(fp, "general.file_type", 0);
-    tensor_f32(fp, "token_embd.weight", 1, 1);
-    tensor_f32(fp, "output_norm.weight", 1, 1);
+    struct gguf_bytes b = {0};
+    gguf_bytes_header(&b, 3, 2 + 9 * (uint64_t)n_layer, 14); /* tensors, metadata entries */
+    gguf_bytes_kv_head(&b, "general.architecture", MOEINF_GGUF_TYPE_STRING);
+    gguf_bytes_str(&b, "llama");
+    gguf_bytes_kv_u32(&b, "llama.embedding_length", 1);
+    gguf_bytes_kv_u32(&b, "llama.block_count", n_layer);
+    gguf_bytes_kv_u32(&b, "llama.attention.head_count", 4096);
+    gguf_bytes_kv_u32(&b, "llama.attention.head_count_kv", 4096);
+    gguf_bytes_kv_u32(&b, "llama.attention.key_length", 65536);
+    gguf_bytes_kv_u32(&b, "llama.feed_forward_length", 1);
+    gguf_bytes_kv_u32(&b, "llama.context_length", 1 << 24);
+    gguf_bytes_kv_head(&b, "llama.attention.layer_norm_rms_epsilon", MOEINF_GGUF_TYPE_FLOAT32);
+    gguf_bytes_f32(&b, 1e-5f);
+    gguf_bytes_kv_head(&b, "tokenizer.ggml.model", MOEINF_GGUF_TYPE_STRING);
+    gguf_bytes_str(&b, "llama");
+    gguf_bytes_kv_head(&b, "tokenizer.ggml.tokens", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_u32(&b, MOEINF_GGUF_TYPE_STRING);
+    gguf_bytes_u64(&b, 1);
+    gguf_bytes_str(&b, "a");
+    gguf_bytes_kv_head(&b, "tokenizer.ggml.add_bos_token", MOEINF_GGUF_TYPE_BOOL);
+    gguf_bytes_u8(&b, 0);
+    gguf_bytes_kv_u32(&b, "general.alignment", 32);
+    gguf_bytes_kv_u32(&b, "general.file_type", 0);
+    tensor_f32(&b, "token_embd.weight", 1, 1);
+    tensor_f32(&b, "output_norm.weight", 1, 1);
     for (int il = 0; il < n_layer; il++) {
         static const char *const names[9] = {"attn_norm", "attn_q",      "attn_k",
                                              "attn_v",    "attn_output", "ffn_norm",
@@ -312,16 +275,19 @@ static void test_kv_cache_size_overflow(void) {
         for (int t = 0; t < 9; t++) {
             char name[64];
             snprintf(name, sizeof name, "blk.%d.%s.weight", il, names[t]);
-            uint64_t ne0 = t == 4 ? n_kv : 1;
-            uint64_t ne1 = (t >= 1 && t <= 3) ? n_kv : 1;
-            tensor_f32(fp, name, ne0, ne1);
+            int64_t ne0 = t == 4 ? (int64_t)n_kv : 1;
+            int64_t ne1 = (t >= 1 && t <= 3) ? (int64_t)n_kv : 1;
+            tensor_f32(&b, name, ne0, ne1);
         }
     }
-    long pos = ftell(fp);
-    long data = (pos + 31) / 32 * 32;
+    gguf_bytes_pad(&b, 32);
+    const long data = (long)b.n;
+    bool written = gguf_bytes_write(&b, path);
+    gguf_bytes_reset(&b);
+    CHECK(written);
+    if (!written) return;
     /* The data section: one GiB of zeros, sparse (nothing is written or read). */
-    CHECK(pos > 0 && ftruncate(fileno(fp), data + (long)(n_kv * 4)) == 0);
-    CHECK(fclose(fp) == 0);
+    CHECK(truncate(path, data + (long)(n_kv * 4)) == 0);
 
     struct moeinf_model *model = NULL;
     struct moeinf_error err = {0};

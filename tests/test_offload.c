@@ -18,6 +18,7 @@
 #include "engine.h"
 #include "gguf/gguf.h"
 #include "moeinf.h"
+#include "moeinf_sim.h"
 #include "quant/quant.h"
 #include "test.h"
 

@@ -11,8 +11,8 @@
 #include <float.h>
 #include <stdint.h>
 
+#include "base/rng.h"
 #include "gguf/gguf.h"
-#include "gguf/gguf_types.h"
 #include "quant/kernels.h"
 #include "quant/quant.h"
 #include "quant/quant_ref.h"
@@ -22,11 +22,8 @@
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 
-static uint64_t rng_u64(void) { /* splitmix64 */
-    uint64_t z = (rng_state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
+static uint64_t rng_u64(void) {
+    return moeinf_splitmix64(&rng_state);
 }
 
 static double rng_uniform(void) { /* [0, 1) */
@@ -106,7 +103,7 @@ static void make_weights(enum moeinf_type t, void *w, int64_t n, bool raw) {
 
 /* The activation row for weight type t, made by the scalar from_float. */
 static void make_activation(enum moeinf_type t, void *x, int64_t n) {
-    enum moeinf_type vt = moeinf_type_traits_get((int)t)->vec_dot_type;
+    enum moeinf_type vt = moeinf_type_cpu_get((int)t)->vec_dot_type;
     float *tmp = malloc((size_t)n * sizeof(float));
     fill_activations(tmp, n);
     moeinf_kernels_scalar()->from_float[vt](tmp, x, n);
@@ -145,37 +142,33 @@ static double elem(enum moeinf_type t, const void *row, int64_t i) {
 /* ---- traits ------------------------------------------------------------------------------ */
 
 static void test_traits(void) {
+    /* The CPU side: exactly the five types with kernels, with llama.cpp's partner types. */
     int n_supported = 0;
     for (int id = -3; id < MOEINF_TYPE_COUNT + 3; id++) {
-        const struct moeinf_type_traits *t = moeinf_type_traits_get(id);
-        if (!t) continue;
-        CHECK(t->name != NULL && t->block_size > 0 && t->type_size > 0);
-        n_supported += t->supported;
+        const struct moeinf_type_cpu *c = moeinf_type_cpu_get(id);
+        if (!c) continue;
+        n_supported++;
+        CHECK_MSG(moeinf_type_traits_get(id) != NULL, "type %d has kernels but no facts", id);
+        CHECK_MSG(moeinf_type_cpu_get((int)c->vec_dot_type) != NULL, "partner of type %d", id);
     }
-    CHECK_EQ_INT(n_supported, 5);
+    CHECK_EQ_INT(n_supported, N_SUPPORTED);
     for (int i = 0; i < N_SUPPORTED; i++)
-        CHECK(moeinf_type_traits_get((int)supported[i])->supported);
-    /* Removed or never-assigned ids are unknown. */
-    int unknown[] = {-1, 4, 5, 31, 32, 33, 36, 37, 38, 42, 1000};
-    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
-        CHECK(moeinf_type_traits_get(unknown[i]) == NULL);
-    /* Names (for error messages) and layouts of a few known types, from ggml-common.h. */
-    const struct moeinf_type_traits *k = moeinf_type_traits_get(MOEINF_TYPE_Q4_K);
-    CHECK(k && strcmp(k->name, "q4_K") == 0 && k->block_size == 256 && k->type_size == 144 &&
-          !k->supported);
-    k = moeinf_type_traits_get(MOEINF_TYPE_Q6_K);
-    CHECK(k && strcmp(k->name, "q6_K") == 0 && k->type_size == 2 + 128 + 64 + 16);
-    k = moeinf_type_traits_get(MOEINF_TYPE_Q5_0);
-    CHECK(k && strcmp(k->name, "q5_0") == 0 && k->type_size == 2 + 4 + 16);
-    k = moeinf_type_traits_get(MOEINF_TYPE_Q8_0);
-    CHECK(k && strcmp(k->name, "q8_0") == 0 && k->block_size == 32 && k->type_size == 34 &&
-          k->vec_dot_type == MOEINF_TYPE_Q8_0);
-    k = moeinf_type_traits_get(MOEINF_TYPE_Q4_0);
-    CHECK(k && strcmp(k->name, "q4_0") == 0 && k->type_size == 18 &&
-          k->vec_dot_type == MOEINF_TYPE_Q8_0);
-    CHECK(strcmp(moeinf_type_traits_get(MOEINF_TYPE_BF16)->name, "bf16") == 0);
-    CHECK(moeinf_type_traits_get(MOEINF_TYPE_F16)->vec_dot_type == MOEINF_TYPE_F16);
-    CHECK(moeinf_type_traits_get(MOEINF_TYPE_BF16)->vec_dot_type == MOEINF_TYPE_BF16);
+        CHECK(moeinf_type_cpu_get((int)supported[i]) != NULL);
+    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q4_K) == NULL); /* known, no kernels yet */
+    CHECK(moeinf_type_cpu_get(4) == NULL);                /* removed id */
+    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_F32)->vec_dot_type == MOEINF_TYPE_F32);
+    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_F16)->vec_dot_type == MOEINF_TYPE_F16);
+    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_BF16)->vec_dot_type == MOEINF_TYPE_BF16);
+    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q8_0)->vec_dot_type == MOEINF_TYPE_Q8_0);
+    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q4_0)->vec_dot_type == MOEINF_TYPE_Q8_0);
+    /* The block structs the kernels use match the shared table's layouts. */
+    CHECK_EQ_INT(moeinf_type_traits_get(MOEINF_TYPE_Q8_0)->type_size,
+                 sizeof(struct moeinf_block_q8_0));
+    CHECK_EQ_INT(moeinf_type_traits_get(MOEINF_TYPE_Q8_0)->block_size, MOEINF_QK8_0);
+    CHECK_EQ_INT(moeinf_type_traits_get(MOEINF_TYPE_Q4_0)->type_size,
+                 sizeof(struct moeinf_block_q4_0));
+    CHECK_EQ_INT(moeinf_type_traits_get(MOEINF_TYPE_Q4_0)->block_size, MOEINF_QK4_0);
+    /* Row sizes: whole blocks times bytes per block; unknown types have none. */
     CHECK_EQ_INT(moeinf_row_bytes(MOEINF_TYPE_Q8_0, 4096), 4096 / 32 * 34);
     CHECK_EQ_INT(moeinf_row_bytes(MOEINF_TYPE_Q4_0, 4096), 4096 / 32 * 18);
     CHECK_EQ_INT(moeinf_row_bytes(MOEINF_TYPE_F16, 7), 14);
@@ -606,7 +599,7 @@ static void check_dot_vs_double(const struct moeinf_kernels *k, enum moeinf_type
     float s = NAN;
     k->vec_dot[t](n, &s, w, x);
     CHECK_MSG(fabs((double)s - want) <= bound + 1e-30, "%s %s n=%lld: %.9g vs %.9g (bound %g)",
-              k->name, moeinf_type_traits_get((int)t)->name, (long long)n, (double)s, want, bound);
+              k->name, moeinf_type_name((int)t), (long long)n, (double)s, want, bound);
     free(w);
     free(x);
 }
@@ -664,7 +657,7 @@ static void test_simd_from_float(void) {
                     ref->from_float[t](x, y0, n);
                     k->from_float[t](x, y1, n);
                     CHECK_MSG(memcmp(y0, y1, nb + 16) == 0, "%s from_float %s n=%lld", k->name,
-                              moeinf_type_traits_get((int)t)->name, (long long)n);
+                              moeinf_type_name((int)t), (long long)n);
                     free(x);
                     free(y0);
                     free(y1);
@@ -715,7 +708,7 @@ static void test_simd_to_float(void) {
             ref->to_float[t](w, f0, n);
             k->to_float[t](w, f1, n);
             CHECK_MSG(memcmp(f0, f1, (size_t)n * sizeof(float)) == 0, "%s to_float %s", k->name,
-                      moeinf_type_traits_get((int)t)->name);
+                      moeinf_type_name((int)t));
             free(w);
         }
     }
@@ -746,8 +739,8 @@ static void test_simd_vec_dot(void) {
                     ref->vec_dot[t](n, &s0, wbuf + off, xbuf + off);
                     k->vec_dot[t](n, &s1, wbuf + off, xbuf + off);
                     CHECK_MSG(f_bits(s0) == f_bits(s1), "%s vec_dot %s n=%lld raw=%d: %a vs %a",
-                              k->name, moeinf_type_traits_get((int)t)->name, (long long)n, raw,
-                              (double)s1, (double)s0);
+                              k->name, moeinf_type_name((int)t), (long long)n, raw, (double)s1,
+                              (double)s0);
                     free(wbuf);
                     free(xbuf);
                 }
@@ -780,7 +773,7 @@ static void test_vec_dot_m(void) {
                         bad += f_bits(one) != f_bits(s[r]);
                     }
                     CHECK_MSG(bad == 0, "%s vec_dot_m %s n=%lld m=%d: %d rows differ", k->name,
-                              moeinf_type_traits_get((int)t)->name, (long long)n, m, bad);
+                              moeinf_type_name((int)t), (long long)n, m, bad);
                     free(w);
                     free(x);
                 }
@@ -821,7 +814,7 @@ static void test_vec_dot_rows(void) {
                     make_weights(t, row, n, r % 2);
                     memcpy(w + off + (size_t)r * stride, row, rb);
                 }
-                size_t xb = row_bytes(moeinf_type_traits_get((int)t)->vec_dot_type, n);
+                size_t xb = row_bytes(moeinf_type_cpu_get((int)t)->vec_dot_type, n);
                 uint8_t *xbuf = malloc(xb + off);
                 make_activation(t, xbuf + off, n);
                 float s[14];
@@ -835,7 +828,7 @@ static void test_vec_dot_rows(void) {
                     bad += f_bits(one) != f_bits(s[r]);
                 }
                 CHECK_MSG(bad == 0, "%s vec_dot_rows %s n=%lld nr=%lld: %d rows differ", k->name,
-                          moeinf_type_traits_get((int)t)->name, (long long)n, (long long)nr, bad);
+                          moeinf_type_name((int)t), (long long)n, (long long)nr, bad);
                 CHECK(s[nr] == -7.0f);
                 free(w);
                 free(row);
@@ -980,19 +973,6 @@ static void test_real_data(void) {
     check_requantize("testdata/models/tiny-mixtral-Q4_0.gguf");
 }
 
-/* The type table of the GGUF reader (written separately) agrees with ours. */
-static void test_traits_match_gguf(void) {
-    for (int id = 0; id < MOEINF_TYPE_COUNT; id++) {
-        const struct moeinf_type_traits *t = moeinf_type_traits_get(id);
-        const struct moeinf_gguf_type_info *g = moeinf_gguf_type_info_get(id);
-        CHECK_MSG((t == NULL) == (g == NULL), "type %d", id);
-        if (t && g)
-            CHECK_MSG(strcmp(t->name, g->name) == 0 && t->block_size == (int64_t)g->block_size &&
-                          t->type_size == (size_t)g->type_size,
-                      "type %d", id);
-    }
-}
-
 /* ---- table selection ---------------------------------------------------------------------------
  */
 
@@ -1016,7 +996,7 @@ static void test_kernels_best(void) {
             enum moeinf_type t = supported[i];
             CHECK(tables[ti]->to_float[t] && tables[ti]->vec_dot[t] && tables[ti]->vec_dot_m[t] &&
                   tables[ti]->vec_dot_rows[t] && tables[ti]->axpy_f32);
-            CHECK(tables[ti]->from_float[moeinf_type_traits_get((int)t)->vec_dot_type]);
+            CHECK(tables[ti]->from_float[moeinf_type_cpu_get((int)t)->vec_dot_type]);
         }
     }
 }
@@ -1049,7 +1029,6 @@ int main(void) {
     RUN(test_vec_dot_rows_extremes);
     RUN(test_axpy);
     RUN(test_kernels_best);
-    RUN(test_traits_match_gguf);
     RUN(test_real_data);
     return test_report();
 }

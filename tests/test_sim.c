@@ -6,6 +6,7 @@
  */
 #include <stdint.h>
 
+#include "base/rng.h"
 #include "experts/cache.h"
 #include "experts/policy.h"
 #include "sim/replay.h"
@@ -14,13 +15,6 @@
 
 #define MAX_ACC 4096
 #define MAX_IDS 64
-
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
 
 /* A trace in memory, flattened in replay order. */
 struct mem_trace {
@@ -46,8 +40,8 @@ static void make_trace(uint64_t *rng, int n_layers, int n_experts, int top_k, in
     if (!w) return;
     for (int q = 0; q < n_req; q++) {
         CHECK_EQ_INT(moeinf_trace_writer_request(w, q, "r", &err), MOEINF_OK);
-        int n_tok = 1 + (int)(rng_next(rng) % (uint64_t)max_tokens);
-        int n_prefill = (int)(rng_next(rng) % (uint64_t)(n_tok + 1));
+        int n_tok = 1 + (int)(moeinf_splitmix64(rng) % (uint64_t)max_tokens);
+        int n_prefill = (int)(moeinf_splitmix64(rng) % (uint64_t)(n_tok + 1));
         for (int tk = 0; tk < n_tok; tk++) {
             int32_t ex[64];
             for (int l = 0; l < n_layers; l++) {
@@ -55,7 +49,7 @@ static void make_trace(uint64_t *rng, int n_layers, int n_experts, int top_k, in
                     int32_t e;
                     bool dup;
                     do { /* half the draws from the first third of the experts */
-                        uint64_t r = rng_next(rng);
+                        uint64_t r = moeinf_splitmix64(rng);
                         e = (int32_t)((r & 1) ? (r >> 1) % (uint64_t)(n_experts / 3 + 1)
                                               : (r >> 1) % (uint64_t)n_experts);
                         dup = false;
@@ -229,10 +223,11 @@ static void test_online_policies_match_references(void) {
     static const char *const names[] = {"lru", "lfu", "count"};
     int n_cases = 0;
     for (int round = 0; round < 40; round++) {
-        int n_layers = 1 + (int)(rng_next(&rng) % 4);
-        int n_experts = 2 + (int)(rng_next(&rng) % (uint64_t)(MAX_IDS / n_layers - 1));
-        int top_k = 1 + (int)(rng_next(&rng) % (uint64_t)(n_experts < 4 ? n_experts : 4));
-        make_trace(&rng, n_layers, n_experts, top_k, 1 + (int)(rng_next(&rng) % 5), 30, path, &t);
+        int n_layers = 1 + (int)(moeinf_splitmix64(&rng) % 4);
+        int n_experts = 2 + (int)(moeinf_splitmix64(&rng) % (uint64_t)(MAX_IDS / n_layers - 1));
+        int top_k = 1 + (int)(moeinf_splitmix64(&rng) % (uint64_t)(n_experts < 4 ? n_experts : 4));
+        make_trace(&rng, n_layers, n_experts, top_k, 1 + (int)(moeinf_splitmix64(&rng) % 5), 30,
+                   path, &t);
         int warmup = round % 4 == 3 ? 1 : 0;
         for (int cap = top_k; cap <= n_layers * n_experts; cap += 1 + cap / 3) {
             for (int pol = 0; pol < 3; pol++) {

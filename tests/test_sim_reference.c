@@ -7,7 +7,7 @@
  */
 #include <math.h>
 
-#include "moeinf.h"
+#include "moeinf_sim.h"
 #include "test.h"
 
 struct reference {

@@ -11,35 +11,12 @@
 
 #include "base/status.h"
 #include "gguf/gguf.h"
+#include "gguf_bytes.h"
+#include "golden.h"
 #include "test.h"
 #include "tokenizer/vocab.h"
 
 /* ---- helpers ----------------------------------------------------------------------------- */
-
-static char *read_file(const char *path, size_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap + 1);
-    size_t got;
-    while (buf && (got = fread(buf + len, 1, cap - len, f)) > 0) {
-        len += got;
-        if (len == cap) {
-            char *p = realloc(buf, 2 * cap + 1);
-            if (!p) {
-                free(buf);
-                buf = NULL;
-                break;
-            }
-            buf = p;
-            cap *= 2;
-        }
-    }
-    fclose(f);
-    if (buf) buf[len] = '\0';
-    *n = len;
-    return buf;
-}
 
 static struct moeinf_vocab *load_vocab(const char *rel) {
     char path[1024];
@@ -120,9 +97,9 @@ static void run_vectors(const char *vocab_rel) {
     if (!v) return;
     snprintf(rel, sizeof rel, "%s.inp", vocab_rel);
     size_t n_inp = 0, n_out = 0;
-    char *inp = test_shared_path(rel, path, sizeof path) ? read_file(path, &n_inp) : NULL;
+    char *inp = test_shared_path(rel, path, sizeof path) ? golden_read_file(path, &n_inp) : NULL;
     snprintf(rel, sizeof rel, "%s.out", vocab_rel);
-    char *outp = test_shared_path(rel, path, sizeof path) ? read_file(path, &n_out) : NULL;
+    char *outp = test_shared_path(rel, path, sizeof path) ? golden_read_file(path, &n_out) : NULL;
     CHECK(inp && outp);
     int n_strings = 0, n_ok = 0, n_round = 0;
     const char *line = outp;
@@ -219,7 +196,7 @@ static void check_golden(const struct moeinf_vocab *v, const char *id) {
     snprintf(rel, sizeof rel, "testdata/golden/tiny-mixtral-F32/%s.json", id);
     if (!test_shared_path(rel, path, sizeof path)) return;
     size_t n_json;
-    char *json = read_file(path, &n_json);
+    char *json = golden_read_file(path, &n_json);
     CHECK(json != NULL);
     if (!json) return;
     const char *ph = strstr(json, "\"prompt_utf8_hex\": \"");
@@ -773,43 +750,6 @@ static void test_hostile_desc(void) {
     moeinf_vocab_free(NULL);
 }
 
-/* A little GGUF builder for the reader path. */
-struct buf {
-    uint8_t *p;
-    size_t n, cap;
-};
-
-static void put(struct buf *b, const void *d, size_t n) {
-    if (b->n + n > b->cap) {
-        size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n)
-            cap *= 2;
-        uint8_t *p = realloc(b->p, cap);
-        if (!p) abort(); /* test harness: out of memory is not a test outcome */
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, d, n);
-    b->n += n;
-}
-
-static void put_le(struct buf *b, uint64_t v, int n) {
-    for (int i = 0; i < n; i++) {
-        uint8_t c = (uint8_t)(v >> (8 * i));
-        put(b, &c, 1);
-    }
-}
-
-static void put_str(struct buf *b, const char *s) {
-    put_le(b, strlen(s), 8);
-    put(b, s, strlen(s));
-}
-
-static void kv_head(struct buf *b, const char *key, uint32_t type) {
-    put_str(b, key);
-    put_le(b, type, 4);
-}
-
 /* Options for one generated vocabulary file. */
 struct gen {
     const char *model;
@@ -820,41 +760,38 @@ struct gen {
 
 static enum moeinf_status open_generated(const struct gen *o, struct moeinf_error *err) {
     static const char *const texts[] = {"<unk>", "<s>", "</s>", "a", "b", "ab"};
-    struct buf b = {0};
+    struct gguf_bytes b = {0};
     uint64_t n_kv = 4 + (o->bos_id >= 0);
-    put(&b, "GGUF", 4);
-    put_le(&b, 3, 4);
-    put_le(&b, 0, 8);
-    put_le(&b, n_kv, 8);
-    kv_head(&b, "tokenizer.ggml.model", MOEINF_GGUF_TYPE_STRING);
-    put_str(&b, o->model);
-    kv_head(&b, "tokenizer.ggml.tokens", MOEINF_GGUF_TYPE_ARRAY);
-    put_le(&b, o->tokens_elem, 4);
-    put_le(&b, o->n_tokens, 8);
+    gguf_bytes_header(&b, 3, 0, n_kv);
+    gguf_bytes_kv_head(&b, "tokenizer.ggml.model", MOEINF_GGUF_TYPE_STRING);
+    gguf_bytes_str(&b, o->model);
+    gguf_bytes_kv_head(&b, "tokenizer.ggml.tokens", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_le(&b, o->tokens_elem, 4);
+    gguf_bytes_le(&b, o->n_tokens, 8);
     for (uint32_t i = 0; i < o->n_tokens; i++) {
         if (o->tokens_elem == MOEINF_GGUF_TYPE_STRING)
-            put_str(&b, texts[i % 6]);
+            gguf_bytes_str(&b, texts[i % 6]);
         else
-            put_le(&b, i, 4);
+            gguf_bytes_le(&b, i, 4);
     }
-    kv_head(&b, "tokenizer.ggml.scores", MOEINF_GGUF_TYPE_ARRAY);
-    put_le(&b, o->scores_type, 4);
-    put_le(&b, o->n_scores, 8);
+    gguf_bytes_kv_head(&b, "tokenizer.ggml.scores", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_le(&b, o->scores_type, 4);
+    gguf_bytes_le(&b, o->n_scores, 8);
     for (uint32_t i = 0; i < o->n_scores; i++) {
         float f = -(float)i;
         uint32_t u;
         memcpy(&u, &f, 4);
-        put_le(&b, o->scores_type == MOEINF_GGUF_TYPE_FLOAT32 ? u : i,
-               o->scores_type == MOEINF_GGUF_TYPE_UINT8 ? 1 : 4);
+        gguf_bytes_le(&b, o->scores_type == MOEINF_GGUF_TYPE_FLOAT32 ? u : i,
+                      o->scores_type == MOEINF_GGUF_TYPE_UINT8 ? 1 : 4);
     }
-    kv_head(&b, "tokenizer.ggml.token_type", MOEINF_GGUF_TYPE_ARRAY);
-    put_le(&b, o->types_type, 4);
-    put_le(&b, o->n_types, 8);
+    gguf_bytes_kv_head(&b, "tokenizer.ggml.token_type", MOEINF_GGUF_TYPE_ARRAY);
+    gguf_bytes_le(&b, o->types_type, 4);
+    gguf_bytes_le(&b, o->n_types, 8);
     for (uint32_t i = 0; i < o->n_types; i++)
-        put_le(&b, i < 3 ? 3 : 1, 4);
+        gguf_bytes_le(&b, i < 3 ? 3 : 1, 4);
     if (o->bos_id >= 0) {
-        kv_head(&b, "tokenizer.ggml.bos_token_id", MOEINF_GGUF_TYPE_UINT32);
-        put_le(&b, (uint64_t)o->bos_id, 4);
+        gguf_bytes_kv_head(&b, "tokenizer.ggml.bos_token_id", MOEINF_GGUF_TYPE_UINT32);
+        gguf_bytes_le(&b, (uint64_t)o->bos_id, 4);
     }
     struct moeinf_gguf *g = NULL;
     struct moeinf_vocab *v = NULL;
@@ -873,7 +810,7 @@ static enum moeinf_status open_generated(const struct gen *o, struct moeinf_erro
     }
     moeinf_vocab_free(v);
     moeinf_gguf_free(g);
-    free(b.p);
+    gguf_bytes_reset(&b);
     return st;
 }
 

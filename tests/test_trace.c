@@ -4,6 +4,7 @@
  */
 #include <stdint.h>
 
+#include "base/rng.h"
 #include "sim/trace.h"
 #include "test.h"
 
@@ -324,20 +325,13 @@ static void test_overlong_and_nul(void) {
 
 /* ---- writer ------------------------------------------------------------------------------- */
 
-static uint64_t rng_next(uint64_t *s) {
-    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* k distinct experts of n into out, in random order. */
 static void pick(uint64_t *rng, int n, int k, int32_t *out) {
     int32_t all[512];
     for (int i = 0; i < n; i++)
         all[i] = i;
     for (int i = 0; i < k; i++) {
-        int j = i + (int)(rng_next(rng) % (uint64_t)(n - i));
+        int j = i + (int)(moeinf_splitmix64(rng) % (uint64_t)(n - i));
         int32_t t = all[i];
         all[i] = all[j];
         all[j] = t;
@@ -348,9 +342,10 @@ static void pick(uint64_t *rng, int n, int k, int32_t *out) {
 static void test_round_trip(void) {
     uint64_t rng = 42;
     for (int round = 0; round < 20; round++) {
-        int n_layers = 1 + (int)(rng_next(&rng) % 5), n_experts = 1 + (int)(rng_next(&rng) % 300);
-        int top_k = 1 + (int)(rng_next(&rng) % (uint64_t)(n_experts < 8 ? n_experts : 8));
-        int n_req = (int)(rng_next(&rng) % 6);
+        int n_layers = 1 + (int)(moeinf_splitmix64(&rng) % 5),
+            n_experts = 1 + (int)(moeinf_splitmix64(&rng) % 300);
+        int top_k = 1 + (int)(moeinf_splitmix64(&rng) % (uint64_t)(n_experts < 8 ? n_experts : 8));
+        int n_req = (int)(moeinf_splitmix64(&rng) % 6);
         struct moeinf_trace_meta meta = {n_layers, n_experts, top_k, round % 2 ? "model x" : NULL};
         char path[512];
         test_tmp_path("round_trip.txt", path, sizeof path);
@@ -365,13 +360,13 @@ static void test_round_trip(void) {
         int64_t req_of[64];
         int phase_of[64];
         int n_tok = 0;
-        int64_t id = (int64_t)(rng_next(&rng) % 3);
+        int64_t id = (int64_t)(moeinf_splitmix64(&rng) % 3);
         for (int q = 0; q < n_req; q++) {
-            id += 1 + (int64_t)(rng_next(&rng) % 4);
+            id += 1 + (int64_t)(moeinf_splitmix64(&rng) % 4);
             char tag[32];
             snprintf(tag, sizeof tag, "t/%d", q);
             CHECK_EQ_INT(moeinf_trace_writer_request(w, id, tag, &err), MOEINF_OK);
-            int n_p = (int)(rng_next(&rng) % 4), n_d = (int)(rng_next(&rng) % 4);
+            int n_p = (int)(moeinf_splitmix64(&rng) % 4), n_d = (int)(moeinf_splitmix64(&rng) % 4);
             for (int t = 0; t < n_p + n_d && n_tok < 64; t++, n_tok++) {
                 for (int l = 0; l < n_layers; l++)
                     pick(&rng, n_experts, top_k, &written[n_tok][l * top_k]);

@@ -1,5 +1,5 @@
 /*
- * test_trace_tools.c - the trace tools (moeinf.h "trace tools", `moeinf trace`) on a small
+ * test_trace_tools.c - the trace tools (moeinf_sim.h "trace tools", `moeinf trace`) on a small
  * hand-made trace whose EAMs, skew, reuse and similarity are worked out by hand below;
  * filter/concat round trips re-read with the trace reader; the CLI's exit codes and output;
  * a smoke run on the shared real traces.
@@ -192,6 +192,20 @@ static void test_colors(void) {
     }
 }
 
+/* XML's five reserved characters become entities; other bytes (UTF-8 included) pass. */
+static void test_xml_text(void) {
+    char *text = NULL;
+    size_t size = 0;
+    FILE *f = open_memstream(&text, &size);
+    CHECK(f != NULL);
+    if (!f) return;
+    moeinf_xml_text(f, "a&b<c>d\"e'f \xc3\xa9 &amp;");
+    moeinf_xml_text(f, "");
+    CHECK(fclose(f) == 0);
+    CHECK(text && !strcmp(text, "a&amp;b&lt;c&gt;d&quot;e&apos;f \xc3\xa9 &amp;amp;"));
+    free(text);
+}
+
 /* ---- one request's EAM -------------------------------------------------------------------- */
 
 static void test_eam_load(void) {
@@ -208,11 +222,9 @@ static void test_eam_load(void) {
     CHECK_EQ_INT(m->n_tokens[1], 2);
     for (int l = 0; l < L; l++) {
         for (int e = 0; e < E; e++) {
-            CHECK_EQ_INT(moeinf_trace_eam_count(m, MOEINF_TRACE_PHASE_PREFILL, l, e),
-                         r3_prefill[l][e]);
-            CHECK_EQ_INT(moeinf_trace_eam_count(m, MOEINF_TRACE_PHASE_DECODE, l, e),
-                         r3_decode[l][e]);
-            CHECK_EQ_INT(moeinf_trace_eam_count(m, MOEINF_TRACE_PHASE_ALL, l, e),
+            CHECK_EQ_INT(moeinf_trace_eam_count(m, MOEINF_PHASE_PREFILL, l, e), r3_prefill[l][e]);
+            CHECK_EQ_INT(moeinf_trace_eam_count(m, MOEINF_PHASE_DECODE, l, e), r3_decode[l][e]);
+            CHECK_EQ_INT(moeinf_trace_eam_count(m, MOEINF_PHASE_ALL, l, e),
                          r3_prefill[l][e] + r3_decode[l][e]);
         }
     }
@@ -223,8 +235,8 @@ static void test_eam_load(void) {
     if (m) {
         CHECK_EQ_INT(m->request_id, 9);
         CHECK(!strcmp(m->tag, "puffin/2"));
-        CHECK_EQ_INT(moeinf_trace_eam_count(m, MOEINF_TRACE_PHASE_ALL, 0, 0), 2);
-        CHECK_EQ_INT(moeinf_trace_eam_count(m, MOEINF_TRACE_PHASE_DECODE, 1, 3), 1);
+        CHECK_EQ_INT(moeinf_trace_eam_count(m, MOEINF_PHASE_ALL, 0, 0), 2);
+        CHECK_EQ_INT(moeinf_trace_eam_count(m, MOEINF_PHASE_DECODE, 1, 3), 1);
     }
     moeinf_trace_eam_free(m);
     m = NULL;
@@ -249,7 +261,7 @@ static void test_eam_skew(void) {
     if (!m) return;
     struct moeinf_trace_skew s;
     /* prefill: L0 {2,1,1}, L1 {2,1,1} of 4 routings each */
-    CHECK_EQ_INT(moeinf_trace_eam_skew(m, MOEINF_TRACE_PHASE_PREFILL, -1, &s, &err), MOEINF_OK);
+    CHECK_EQ_INT(moeinf_trace_eam_skew(m, MOEINF_PHASE_PREFILL, -1, &s, &err), MOEINF_OK);
     CHECK_EQ_INT(s.tokens, 2);
     CHECK_EQ_INT(s.accesses, 4);
     CHECK_NEAR(s.top1_share, 0.5, 1e-12);
@@ -257,7 +269,7 @@ static void test_eam_skew(void) {
     CHECK_NEAR(s.distinct, 3.0, 1e-12);
     CHECK_NEAR(s.uniform_distinct, 6 * (1 - pow(4.0 / 6, 2)), 1e-9);
     /* all: L0 {4,1,1,1,1} -> top-1 4/8, top-4 7/8, 5 distinct; L1 {1,0,4,2,1} -> 4/8, 8/8, 4 */
-    CHECK_EQ_INT(moeinf_trace_eam_skew(m, MOEINF_TRACE_PHASE_ALL, -1, &s, &err), MOEINF_OK);
+    CHECK_EQ_INT(moeinf_trace_eam_skew(m, MOEINF_PHASE_ALL, -1, &s, &err), MOEINF_OK);
     CHECK_EQ_INT(s.tokens, 4);
     CHECK_EQ_INT(s.accesses, 8);
     CHECK_NEAR(s.top1_share, 0.5, 1e-12);
@@ -266,16 +278,16 @@ static void test_eam_skew(void) {
     CHECK_NEAR(s.distinct_min, 4, 1e-12);
     CHECK_NEAR(s.distinct_max, 5, 1e-12);
     CHECK_NEAR(s.uniform_distinct, 6 * (1 - pow(4.0 / 6, 4)), 1e-9);
-    CHECK_EQ_INT(moeinf_trace_eam_skew(m, MOEINF_TRACE_PHASE_ALL, 0, &s, &err), MOEINF_OK);
+    CHECK_EQ_INT(moeinf_trace_eam_skew(m, MOEINF_PHASE_ALL, 0, &s, &err), MOEINF_OK);
     CHECK_NEAR(s.top4_share, 7.0 / 8, 1e-12);
     CHECK_NEAR(s.distinct, 5, 1e-12);
-    CHECK_EQ_INT(moeinf_trace_eam_skew(m, MOEINF_TRACE_PHASE_ALL, 2, &s, &err), MOEINF_ERR_ARG);
+    CHECK_EQ_INT(moeinf_trace_eam_skew(m, MOEINF_PHASE_ALL, 2, &s, &err), MOEINF_ERR_ARG);
     moeinf_trace_eam_free(m);
     /* request 5 has no decode token: everything 0 */
     m = NULL;
     CHECK_EQ_INT(moeinf_trace_eam_load(small_path(), 5, -1, &m, &err), MOEINF_OK);
     if (!m) return;
-    CHECK_EQ_INT(moeinf_trace_eam_skew(m, MOEINF_TRACE_PHASE_DECODE, -1, &s, &err), MOEINF_OK);
+    CHECK_EQ_INT(moeinf_trace_eam_skew(m, MOEINF_PHASE_DECODE, -1, &s, &err), MOEINF_OK);
     CHECK_EQ_INT(s.tokens, 0);
     CHECK_NEAR(s.top1_share, 0, 0);
     moeinf_trace_eam_free(m);
@@ -306,8 +318,7 @@ static void test_eam_svg(void) {
     if (!m) return;
     char path[512];
     test_tmp_path("tt_heatmap.svg", path, sizeof path);
-    CHECK_EQ_INT(moeinf_trace_eam_svg(m, MOEINF_TRACE_PHASE_ALL, "small<&>", path, &err),
-                 MOEINF_OK);
+    CHECK_EQ_INT(moeinf_trace_eam_svg(m, MOEINF_PHASE_ALL, "small<&>'\"", path, &err), MOEINF_OK);
     char *svg = slurp(path);
     CHECK(svg != NULL);
     if (svg) {
@@ -334,14 +345,14 @@ static void test_eam_svg(void) {
                 }
             }
         }
-        CHECK_STR_CONTAINS(svg, "small&lt;&amp;&gt;: request 3 (mmlu/a/0)");
+        CHECK_STR_CONTAINS(svg, "small&lt;&amp;&gt;&apos;&quot;: request 3 (mmlu/a/0)");
         CHECK_STR_CONTAINS(svg, ">prefill</text>");
         CHECK_STR_CONTAINS(svg, ">decode</text>");
         CHECK(strstr(svg, "</svg>\n") != NULL);
         free(svg);
     }
     /* one phase: one panel of L x E cells */
-    CHECK_EQ_INT(moeinf_trace_eam_svg(m, MOEINF_TRACE_PHASE_DECODE, NULL, path, &err), MOEINF_OK);
+    CHECK_EQ_INT(moeinf_trace_eam_svg(m, MOEINF_PHASE_DECODE, NULL, path, &err), MOEINF_OK);
     svg = slurp(path);
     if (svg) {
         int white = 0;
@@ -350,9 +361,8 @@ static void test_eam_svg(void) {
         CHECK(strstr(svg, ">prefill</text>") == NULL);
         free(svg);
     }
-    CHECK_EQ_INT(
-        moeinf_trace_eam_svg(m, MOEINF_TRACE_PHASE_ALL, NULL, "/nonexistent/dir/x.svg", &err),
-        MOEINF_ERR_IO);
+    CHECK_EQ_INT(moeinf_trace_eam_svg(m, MOEINF_PHASE_ALL, NULL, "/nonexistent/dir/x.svg", &err),
+                 MOEINF_ERR_IO);
     moeinf_trace_eam_free(m);
 }
 
@@ -917,11 +927,11 @@ static void test_real_traces(void) {
     uint64_t sum = 0;
     for (int l = 0; l < m->n_layers; l++)
         for (int e = 0; e < m->n_experts; e++)
-            sum += moeinf_trace_eam_count(m, MOEINF_TRACE_PHASE_ALL, l, e);
+            sum += moeinf_trace_eam_count(m, MOEINF_PHASE_ALL, l, e);
     CHECK_EQ_INT(sum, 33 * 26 * 6);
     char svg_path[512];
     test_tmp_path("tt_deepseek.svg", svg_path, sizeof svg_path);
-    CHECK_EQ_INT(moeinf_trace_eam_svg(m, MOEINF_TRACE_PHASE_PREFILL, "deepseek", svg_path, &err),
+    CHECK_EQ_INT(moeinf_trace_eam_svg(m, MOEINF_PHASE_PREFILL, "deepseek", svg_path, &err),
                  MOEINF_OK);
     char *svg = slurp(svg_path);
     int white = 0;
@@ -934,6 +944,7 @@ int main(void) {
     RUN(test_gini_and_top_sum);
     RUN(test_uniform_skew);
     RUN(test_colors);
+    RUN(test_xml_text);
     RUN(test_eam_load);
     RUN(test_eam_skew);
     RUN(test_eam_svg);

@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "cli/cli.h"
+#include "moeinf_sim.h"
 
 #define CMD          "sim"
 #define MAX_SIZES    32
@@ -405,31 +406,6 @@ static void print_sweep_json(const struct sim_opts *o, const struct sweep *sw) {
     printf("]}\n");
 }
 
-/* Writes s with XML's five special characters escaped. */
-static void xml_text(FILE *f, const char *s) {
-    for (; *s; s++) {
-        switch (*s) {
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        case '\'':
-            fputs("&apos;", f);
-            break;
-        default:
-            fputc(*s, f);
-        }
-    }
-}
-
 static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#7f7f7f",
                                      "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"};
 
@@ -464,7 +440,7 @@ static bool write_plot(const struct sim_opts *o, const struct sweep *sw) {
             w, h, w, h);
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     fprintf(f, "<text x=\"%.0f\" y=\"28\" font-size=\"16\" text-anchor=\"middle\">", left + pw / 2);
-    xml_text(f, base_name(o->params.trace_path));
+    moeinf_xml_text(f, base_name(o->params.trace_path));
     fprintf(f, ": hit ratio (%s accesses)</text>\n", o->decode_only ? "decode" : "all");
     for (int i = 0; i <= 10; i += 2) { /* y grid every 0.2 */
         double y = top + ph - ph * i / 10.0;
@@ -518,7 +494,7 @@ static bool write_plot(const struct sim_opts *o, const struct sweep *sw) {
         fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n", left + pw + 28, ly,
                 color);
         fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", left + pw + 48, ly + 4);
-        xml_text(f, sw->pols[p]);
+        moeinf_xml_text(f, sw->pols[p]);
         fprintf(f, "</text>\n");
     }
     fprintf(f, "</svg>\n");

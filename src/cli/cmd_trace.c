@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "moeinf_sim.h"
 
 #define MAX_PREFIXES 64
 #define NOTE_BYTES   900
@@ -72,10 +73,10 @@ static void json_string(const char *s) {
 
 static const char *const phase_names[3] = {"prefill", "decode", "all"};
 
-static bool parse_phase(const char *sub, const char *v, enum moeinf_trace_phase *out) {
+static bool parse_phase(const char *sub, const char *v, enum moeinf_phase *out) {
     for (int p = 0; p < 3; p++) {
         if (!strcmp(v, phase_names[p])) {
-            *out = (enum moeinf_trace_phase)p;
+            *out = (enum moeinf_phase)p;
             return true;
         }
     }
@@ -132,8 +133,8 @@ static void print_skew_row(const char *name, const struct moeinf_trace_skew *s, 
            ratio_str(s->top4_share, a), distinct);
 }
 
-static int heatmap_summary(const struct moeinf_trace_eam *m, enum moeinf_trace_phase phase,
-                           bool layers, const char *trace) {
+static int heatmap_summary(const struct moeinf_trace_eam *m, enum moeinf_phase phase, bool layers,
+                           const char *trace) {
     printf("request  %lld '%s' (index %lld of %s): %lld prefill + %lld decode tokens\n",
            (long long)m->request_id, m->tag, (long long)m->index, base_name(trace),
            (long long)m->n_tokens[0], (long long)m->n_tokens[1]);
@@ -144,13 +145,13 @@ static int heatmap_summary(const struct moeinf_trace_eam *m, enum moeinf_trace_p
            m->n_layers);
     printf("%-9s %7s  %-20s %6s  %s\n", "phase", "tokens", "top-1 share", "top-4",
            "distinct experts");
-    int lo = phase == MOEINF_TRACE_PHASE_ALL ? 0 : (int)phase;
-    int hi = phase == MOEINF_TRACE_PHASE_ALL ? 3 : (int)phase + 1;
+    int lo = phase == MOEINF_PHASE_ALL ? 0 : (int)phase;
+    int hi = phase == MOEINF_PHASE_ALL ? 3 : (int)phase + 1;
     for (int p = lo; p < hi; p++) {
         struct moeinf_trace_skew s;
         struct moeinf_error err;
         memset(&err, 0, sizeof err);
-        if (moeinf_trace_eam_skew(m, (enum moeinf_trace_phase)p, -1, &s, &err) != MOEINF_OK) {
+        if (moeinf_trace_eam_skew(m, (enum moeinf_phase)p, -1, &s, &err) != MOEINF_OK) {
             return fail("heatmap", &err);
         }
         if (s.tokens == 0) {
@@ -168,7 +169,7 @@ static int heatmap_summary(const struct moeinf_trace_eam *m, enum moeinf_trace_p
             struct moeinf_trace_skew s;
             struct moeinf_error err;
             memset(&err, 0, sizeof err);
-            if (moeinf_trace_eam_skew(m, (enum moeinf_trace_phase)p, l, &s, &err) != MOEINF_OK) {
+            if (moeinf_trace_eam_skew(m, (enum moeinf_phase)p, l, &s, &err) != MOEINF_OK) {
                 return fail("heatmap", &err);
             }
             if (s.tokens == 0) break;
@@ -188,7 +189,7 @@ static int cmd_heatmap(int argc, char **argv) {
     long request = -1;
     long index = -1;
     bool layers = false;
-    enum moeinf_trace_phase phase = MOEINF_TRACE_PHASE_ALL;
+    enum moeinf_phase phase = MOEINF_PHASE_ALL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = NULL;

@@ -57,11 +57,6 @@
 
 struct moeinf_cache;
 
-enum moeinf_phase {
-    MOEINF_PHASE_PREFILL = 0, /* the token is part of a prompt forward pass */
-    MOEINF_PHASE_DECODE = 1,  /* one generated token per forward pass */
-};
-
 /* Everything a policy may be parameterised by. */
 struct moeinf_policy_geometry {
     int n_layers;  /* MoE layers L */

@@ -26,8 +26,8 @@
 
 #include "base/rng.h"
 #include "base/status.h"
+#include "base/tensor_type.h"
 #include "gguf/gguf.h"
-#include "gguf/gguf_types.h"
 #include "gguf/gguf_writer.h"
 #include "moeinf.h"
 #include "quant/quant.h"
@@ -36,11 +36,7 @@
 #define MAX_THREADS 64
 #define MAX_DIM     (1 << 20) /* bound on every width, to keep all products far from overflow */
 
-/* ggml type ids and llama.cpp's general.file_type values (enum llama_ftype). */
-#define TYPE_F32      0
-#define TYPE_F16      1
-#define TYPE_Q4_0     2
-#define TYPE_Q8_0     8
+/* llama.cpp's general.file_type values (enum llama_ftype). */
 #define FTYPE_ALL_F32 0
 #define FTYPE_F16     1
 #define FTYPE_Q4_0    2
@@ -58,7 +54,7 @@ struct moeinf_gen_params moeinf_gen_params_default(void) {
     p.n_head = 8;
     p.n_head_kv = 4;
     p.n_ctx_train = 4096;
-    p.type = TYPE_Q8_0;
+    p.type = MOEINF_TYPE_Q8_0;
     p.seed = 42;
     p.vocab_from = NULL;
     p.n_embd_head = 0;
@@ -133,12 +129,12 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
     if (p->n_ctx_train < 1) {
         return moeinf_fail(err, A, "gen-model: context length %d < 1", p->n_ctx_train);
     }
-    if (p->type != TYPE_F32 && p->type != TYPE_F16 && p->type != TYPE_Q4_0 &&
-        p->type != TYPE_Q8_0) {
+    if (p->type != MOEINF_TYPE_F32 && p->type != MOEINF_TYPE_F16 && p->type != MOEINF_TYPE_Q4_0 &&
+        p->type != MOEINF_TYPE_Q8_0) {
         return moeinf_fail(err, A, "gen-model: type %d is not one of f32, f16, q4_0, q8_0",
                            p->type);
     }
-    if (p->type == TYPE_Q4_0 || p->type == TYPE_Q8_0) {
+    if (p->type == MOEINF_TYPE_Q4_0 || p->type == MOEINF_TYPE_Q8_0) {
         /* Every quantized row (ne[0]) must be whole 32-element blocks. */
         int rows[3] = {p->n_embd, p->n_ff, p->n_head * head_dim(p)};
         const char *what[3] = {"n_embd", "n_ff", "heads x head dim"};
@@ -146,7 +142,7 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
             if (rows[i] % 32 != 0) {
                 return moeinf_fail(err, A,
                                    "gen-model: %s = %d is not a multiple of 32 (needed by %s)",
-                                   what[i], rows[i], moeinf_gguf_type_name(p->type));
+                                   what[i], rows[i], moeinf_type_name(p->type));
             }
         }
     }
@@ -403,18 +399,18 @@ static bool plan_build(struct plan *pl, const struct moeinf_gen_params *p, int64
     const int64_t dq = (int64_t)p->n_head * head_dim(p), dkv = (int64_t)p->n_head_kv * head_dim(p);
     bool ok = plan_add(pl, "token_embd", -1, q, 2, e, n_vocab, 1, INIT_EMBED, 0.1);
     double out_norm = p->tied_output ? 80.0 / sqrt((double)e) : 1.0;
-    ok = ok && plan_add(pl, "output_norm", -1, TYPE_F32, 1, e, 1, 1, INIT_NORM, out_norm);
+    ok = ok && plan_add(pl, "output_norm", -1, MOEINF_TYPE_F32, 1, e, 1, 1, INIT_NORM, out_norm);
     if (!p->tied_output) ok = ok && plan_add(pl, "output", -1, q, 2, e, n_vocab, 1, INIT_NORMAL, 8);
     for (int l = 0; ok && l < p->n_layer; l++) {
-        ok = plan_add(pl, "attn_norm", l, TYPE_F32, 1, e, 1, 1, INIT_NORM, 1) &&
+        ok = plan_add(pl, "attn_norm", l, MOEINF_TYPE_F32, 1, e, 1, 1, INIT_NORM, 1) &&
              plan_add(pl, "attn_q", l, q, 2, e, dq, 1, INIT_NORMAL, 1) &&
              plan_add(pl, "attn_k", l, q, 2, e, dkv, 1, INIT_NORMAL, 1) &&
              plan_add(pl, "attn_v", l, q, 2, e, dkv, 1, INIT_NORMAL, 1) &&
              plan_add(pl, "attn_output", l, q, 2, dq, e, 1, INIT_NORMAL, 1) &&
-             plan_add(pl, "ffn_norm", l, TYPE_F32, 1, e, 1, 1, INIT_NORM, 1);
+             plan_add(pl, "ffn_norm", l, MOEINF_TYPE_F32, 1, e, 1, 1, INIT_NORM, 1);
         if (!ok) break;
         if (x > 0) {
-            ok = plan_add(pl, "ffn_gate_inp", l, TYPE_F32, 2, e, x, 1, INIT_NORMAL, 2) &&
+            ok = plan_add(pl, "ffn_gate_inp", l, MOEINF_TYPE_F32, 2, e, x, 1, INIT_NORMAL, 2) &&
                  plan_add(pl, "ffn_gate_exps", l, q, 3, e, f, x, INIT_NORMAL, 1) &&
                  plan_add(pl, "ffn_up_exps", l, q, 3, e, f, x, INIT_NORMAL, 1) &&
                  plan_add(pl, "ffn_down_exps", l, q, 3, f, e, x, INIT_NORMAL, 1);
@@ -431,11 +427,11 @@ static bool plan_build(struct plan *pl, const struct moeinf_gen_params *p, int64
 
 static int file_type(int type) {
     switch (type) {
-    case TYPE_F16:
+    case MOEINF_TYPE_F16:
         return FTYPE_F16;
-    case TYPE_Q4_0:
+    case MOEINF_TYPE_Q4_0:
         return FTYPE_Q4_0;
-    case TYPE_Q8_0:
+    case MOEINF_TYPE_Q8_0:
         return FTYPE_Q8_0;
     default:
         return FTYPE_ALL_F32;
@@ -527,7 +523,6 @@ static void gen_chunk(struct job *j) {
     const struct tplan *t = j->t;
     struct rng r;
     rng_seed(&r, j->seed, j->tensor, (uint64_t)j->chunk);
-    const struct moeinf_gguf_type_info *ti = moeinf_gguf_type_info_get(t->type);
     int64_t ne0 = t->ne[0], n = j->n_rows * ne0;
     double sigma = t->kind == INIT_NORMAL ? t->scale / sqrt((double)ne0) : t->scale;
     for (int64_t i = 0; i < n; i++) {
@@ -536,7 +531,7 @@ static void gen_chunk(struct job *j) {
     }
     /* F32 copies, F16 rounds to nearest even, Q8_0/Q4_0 as llama-quantize does. */
     moeinf_quantize_row_ref((enum moeinf_type)t->type, j->x, j->y, n);
-    j->n_bytes = (size_t)(n / ti->block_size) * ti->type_size;
+    j->n_bytes = moeinf_row_bytes((enum moeinf_type)t->type, n);
 }
 
 static void *gen_thread(void *arg) {

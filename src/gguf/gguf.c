@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "base/status.h"
-#include "gguf/gguf_types.h"
+#include "base/tensor_type.h"
 
 #define DEFAULT_ALIGNMENT 32
 #define MAX_TENSOR_NAME   127 /* bytes, so that the name fits in tensor.name[128] */
@@ -386,7 +386,7 @@ static enum moeinf_status read_tensor_info(struct cursor *c, struct moeinf_gguf_
     }
     uint32_t type;
     if ((st = rd32(c, &type, "type", qnm))) return st;
-    const struct moeinf_gguf_type_info *ti = moeinf_gguf_type_info_get((int)type);
+    const struct moeinf_type_traits *ti = moeinf_type_traits_get((int)type);
     if (type > INT32_MAX || !ti) return bad(c, "tensor '%s' has unknown type %u", nm, type);
     t->type = (int)type;
     if (t->ne[0] % ti->block_size != 0) {
@@ -857,7 +857,7 @@ void moeinf_gguf_print(const struct moeinf_gguf *g, FILE *out) {
         snprintf(shape + n, sizeof shape - (size_t)n, "]");
         char name[MAX_TENSOR_NAME + 5];
         fprintf(out, "  %-5" PRIu64 " %-32s %-8s %-24s %14" PRIu64 " %14" PRIu64 "\n", i,
-                shown(t->name, strlen(t->name), name, sizeof name), moeinf_gguf_type_name(t->type),
+                shown(t->name, strlen(t->name), name, sizeof name), moeinf_type_name(t->type),
                 shape, t->offset, t->n_bytes);
     }
 }

@@ -16,7 +16,7 @@
 
 #include "base/file.h"
 #include "base/status.h"
-#include "gguf/gguf_types.h"
+#include "base/tensor_type.h"
 
 #define DEFAULT_ALIGNMENT 32
 #define MAX_TENSOR_NAME   127
@@ -275,7 +275,7 @@ enum moeinf_status moeinf_gguf_writer_add_tensor(struct moeinf_gguf_writer *w, c
         return wfail(w, err, MOEINF_ERR_ARG, "tensor name of %zu bytes is too long (max %d)", len,
                      MAX_TENSOR_NAME);
     }
-    const struct moeinf_gguf_type_info *ti = moeinf_gguf_type_info_get(type);
+    const struct moeinf_type_traits *ti = moeinf_type_traits_get(type);
     if (!ti) return wfail(w, err, MOEINF_ERR_ARG, "tensor '%s': unknown type %d", name, type);
     if (n_dims < 1 || n_dims > MOEINF_GGUF_MAX_DIMS) {
         return wfail(w, err, MOEINF_ERR_ARG, "tensor '%s': %d dimensions", name, n_dims);

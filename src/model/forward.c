@@ -58,7 +58,7 @@ struct moeinf_fwd {
 /* Rows of `src` (m rows of n floats, n floats apart) converted for weight type wt. */
 static const uint8_t *act_get(struct moeinf_fwd *f, enum moeinf_type wt, const float *src, int m,
                               int64_t n, size_t *row_bytes) {
-    enum moeinf_type vt = moeinf_type_traits_get(wt)->vec_dot_type;
+    enum moeinf_type vt = moeinf_type_cpu_get(wt)->vec_dot_type;
     struct act *a = &f->acts[vt];
     assert(a->buf); /* allocated at init for every weight type of the model */
     *row_bytes = moeinf_row_bytes(vt, n);
@@ -236,7 +236,7 @@ static void experts_compute(struct moeinf_fwd *f, const struct moeinf_layer *lw,
     }
     /* The down input, quantized per run of consecutive rows (one run when the wave holds
      * every selected expert); rows are quantized independently, so runs give the same bytes. */
-    enum moeinf_type vt = moeinf_type_traits_get(lw->down_exps.type)->vec_dot_type;
+    enum moeinf_type vt = moeinf_type_cpu_get(lw->down_exps.type)->vec_dot_type;
     struct act *a = &f->acts[vt];
     const size_t rd = moeinf_row_bytes(vt, n_ff);
     for (int i = 0; i < n;) {
@@ -449,7 +449,7 @@ const float *moeinf_fwd_routing_weights(const struct moeinf_fwd *f, int il, int 
 static void need_act(struct moeinf_fwd *f, const struct moeinf_weight *w, size_t rows,
                      bool *failed) {
     if (w->row_bytes == 0) return; /* absent (offloaded experts have no data but a shape) */
-    enum moeinf_type vt = moeinf_type_traits_get(w->type)->vec_dot_type;
+    enum moeinf_type vt = moeinf_type_cpu_get(w->type)->vec_dot_type;
     if (f->acts[vt].buf) return;
     f->acts[vt].buf = malloc(moeinf_row_bytes(vt, f->max_width) * rows);
     f->bytes += moeinf_row_bytes(vt, f->max_width) * rows;

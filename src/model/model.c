@@ -69,11 +69,10 @@ static enum moeinf_status bind(struct loader *ld, const char *name, int64_t ne0,
         return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: missing tensor '%s'", ld->g->path,
                            name);
     }
-    const struct moeinf_type_traits *tr = moeinf_type_traits_get(t->type);
-    if (!tr || !tr->supported) {
+    if (!moeinf_type_cpu_get(t->type)) {
         return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
                            "%s: tensor '%s' has type %s, which moeinf does not support yet",
-                           ld->g->path, name, tr && tr->name ? tr->name : "(unknown)");
+                           ld->g->path, name, moeinf_type_name(t->type));
     }
     int64_t want[3] = {ne0, ne1, ne2};
     for (int d = 0; d < MOEINF_GGUF_MAX_DIMS; d++) {
@@ -224,12 +223,12 @@ static enum moeinf_status bind_layer(struct loader *ld, const struct moeinf_hpar
                        &lw->down_exps))) {
             return st;
         }
-        if (moeinf_type_traits_get(lw->gate_exps.type)->vec_dot_type !=
-            moeinf_type_traits_get(lw->up_exps.type)->vec_dot_type) {
+        if (moeinf_type_cpu_get(lw->gate_exps.type)->vec_dot_type !=
+            moeinf_type_cpu_get(lw->up_exps.type)->vec_dot_type) {
             return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
                                "%s: layer %d mixes expert gate and up types %s and %s", ld->g->path,
-                               il, moeinf_type_traits_get(lw->gate_exps.type)->name,
-                               moeinf_type_traits_get(lw->up_exps.type)->name);
+                               il, moeinf_type_name(lw->gate_exps.type),
+                               moeinf_type_name(lw->up_exps.type));
         }
         if (lw->router.type != MOEINF_TYPE_F32) {
             return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED, "%s: router '%s' must be f32",

@@ -10,6 +10,7 @@
  */
 #include "quant/kernels.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -61,6 +62,13 @@ static const struct moeinf_kernels scalar_table = {
 
 const struct moeinf_kernels *moeinf_kernels_scalar(void) {
     return &scalar_table;
+}
+
+void moeinf_dequantize_row(enum moeinf_type type, const void *x, float *y, int64_t n) {
+    moeinf_to_float_fn to_float =
+        (unsigned)type < MOEINF_TYPE_COUNT ? scalar_table.to_float[type] : NULL;
+    assert(to_float && "moeinf_dequantize_row: unsupported type");
+    if (to_float) to_float(x, y, n);
 }
 
 #if defined(__x86_64__)

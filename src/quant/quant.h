@@ -1,8 +1,10 @@
 /*
- * quant.h - tensor types (ggml ids and block layouts) and the CPU kernel table.
+ * quant.h - the CPU side of the tensor types (block layouts, activation partners) and the
+ * kernel tables. The ids and block sizes of all ggml types are base/tensor_type.h.
  *
  * A weight row of type T is multiplied by an activation row converted to T's partner type
- * traits->vec_dot_type, exactly as llama.cpp does (../shared/testdata/README.md, 2.4):
+ * moeinf_type_cpu_get(T)->vec_dot_type, exactly as llama.cpp does
+ * (../shared/testdata/README.md, 2.4):
  *   F32  x F32       F16 x F16 (activation rounded to F16)    BF16 x BF16
  *   Q8_0 x Q8_0      Q4_0 x Q8_0   (activation: d = max|x|/127 as F16, q = round-half-even)
  * Block dot products are exact integer sums scaled by d_w * d_x.
@@ -36,25 +38,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ggml type ids, as stored in GGUF tensor infos. */
-enum moeinf_type {
-    MOEINF_TYPE_F32 = 0,
-    MOEINF_TYPE_F16 = 1,
-    MOEINF_TYPE_Q4_0 = 2,
-    MOEINF_TYPE_Q4_1 = 3,
-    MOEINF_TYPE_Q5_0 = 6,
-    MOEINF_TYPE_Q5_1 = 7,
-    MOEINF_TYPE_Q8_0 = 8,
-    MOEINF_TYPE_Q8_1 = 9,
-    MOEINF_TYPE_Q2_K = 10,
-    MOEINF_TYPE_Q3_K = 11,
-    MOEINF_TYPE_Q4_K = 12,
-    MOEINF_TYPE_Q5_K = 13,
-    MOEINF_TYPE_Q6_K = 14,
-    MOEINF_TYPE_Q8_K = 15,
-    MOEINF_TYPE_BF16 = 30,
-    MOEINF_TYPE_COUNT = 42 /* table size; ids >= this are unknown */
-};
+#include "base/tensor_type.h"
 
 /* Block layouts, as ggml's block_q8_0 and block_q4_0 (d is an IEEE half, little-endian). */
 #define MOEINF_QK8_0 32
@@ -74,19 +58,16 @@ struct moeinf_block_q4_0 {
 _Static_assert(sizeof(struct moeinf_block_q8_0) == 34, "block_q8_0 must be 34 bytes as in ggml");
 _Static_assert(sizeof(struct moeinf_block_q4_0) == 18, "block_q4_0 must be 18 bytes as in ggml");
 
-struct moeinf_type_traits {
-    const char *name;              /* "f32", "q4_0", ... (ggml's names); NULL = unknown id */
-    int64_t block_size;            /* elements per block */
-    size_t type_size;              /* bytes per block */
-    bool supported;                /* moeinf can compute with it */
-    enum moeinf_type vec_dot_type; /* activation partner type (supported types only) */
+/* What the CPU kernels add to a type's facts (base/tensor_type.h), as ggml-cpu's
+ * type_traits_cpu extends ggml's type_traits. Only types moeinf computes with have an entry;
+ * the kernel tables below are indexed by the same ids. */
+struct moeinf_type_cpu {
+    enum moeinf_type vec_dot_type; /* activation partner type */
 };
 
-/* Traits of a ggml type id, or NULL if the id is not a known ggml type. */
-const struct moeinf_type_traits *moeinf_type_traits_get(int type);
-
-/* Bytes of a row of n elements (n must be a multiple of the block size). */
-size_t moeinf_row_bytes(enum moeinf_type type, int64_t n);
+/* The CPU traits of a type id, or NULL if moeinf cannot compute with it (unknown ids, and
+ * known types without kernels yet). */
+const struct moeinf_type_cpu *moeinf_type_cpu_get(int type);
 
 /* F16 / BF16 scalar conversions (round to nearest even). */
 uint16_t moeinf_fp32_to_fp16(float f);

@@ -146,27 +146,17 @@ void moeinf_ref_quantize_q4_0(const float *x, void *y, int64_t n) {
     }
 }
 
+/* Weight quantizers by type; the float types round as their activation conversions do. */
+static const moeinf_from_float_fn quantize_ref[MOEINF_TYPE_COUNT] = {
+    [MOEINF_TYPE_F32] = moeinf_ref_from_float_f32,   [MOEINF_TYPE_F16] = moeinf_ref_from_float_f16,
+    [MOEINF_TYPE_BF16] = moeinf_ref_from_float_bf16, [MOEINF_TYPE_Q8_0] = moeinf_ref_quantize_q8_0,
+    [MOEINF_TYPE_Q4_0] = moeinf_ref_quantize_q4_0,
+};
+
 void moeinf_quantize_row_ref(enum moeinf_type type, const float *x, void *y, int64_t n) {
-    switch (type) {
-    case MOEINF_TYPE_F32:
-        moeinf_ref_from_float_f32(x, y, n);
-        return;
-    case MOEINF_TYPE_F16:
-        moeinf_ref_from_float_f16(x, y, n);
-        return;
-    case MOEINF_TYPE_BF16:
-        moeinf_ref_from_float_bf16(x, y, n);
-        return;
-    case MOEINF_TYPE_Q8_0:
-        moeinf_ref_quantize_q8_0(x, y, n);
-        return;
-    case MOEINF_TYPE_Q4_0:
-        moeinf_ref_quantize_q4_0(x, y, n);
-        return;
-    default:
-        assert(!"moeinf_quantize_row_ref: unsupported type");
-        return;
-    }
+    moeinf_from_float_fn quantize = (unsigned)type < MOEINF_TYPE_COUNT ? quantize_ref[type] : NULL;
+    assert(quantize && "moeinf_quantize_row_ref: unsupported type");
+    if (quantize) quantize(x, y, n);
 }
 
 /* ---- dequantization ------------------------------------------------------------------------ */
@@ -210,29 +200,6 @@ void moeinf_ref_to_float_q4_0(const void *x, float *y, int64_t n) {
             y[j] = (float)((qs[j] & 15) - 8) * d;
             y[j + MOEINF_QK4_0 / 2] = (float)((qs[j] >> 4) - 8) * d;
         }
-    }
-}
-
-void moeinf_dequantize_row(enum moeinf_type type, const void *x, float *y, int64_t n) {
-    switch (type) {
-    case MOEINF_TYPE_F32:
-        moeinf_ref_to_float_f32(x, y, n);
-        return;
-    case MOEINF_TYPE_F16:
-        moeinf_ref_to_float_f16(x, y, n);
-        return;
-    case MOEINF_TYPE_BF16:
-        moeinf_ref_to_float_bf16(x, y, n);
-        return;
-    case MOEINF_TYPE_Q8_0:
-        moeinf_ref_to_float_q8_0(x, y, n);
-        return;
-    case MOEINF_TYPE_Q4_0:
-        moeinf_ref_to_float_q4_0(x, y, n);
-        return;
-    default:
-        assert(!"moeinf_dequantize_row: unsupported type");
-        return;
     }
 }
 

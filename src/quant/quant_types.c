@@ -1,5 +1,6 @@
 /*
- * quant_types.c - per-type traits of every ggml type id, row sizes, and the scalar F16 / BF16
+ * quant_types.c - the CPU traits of the types moeinf computes with (their activation partner
+ * types; the block sizes of every type are base/tensor_type.c), and the scalar F16 / BF16
  * conversions.
  *
  * The F16 conversions are bit-exact twins of the x86 F16C instructions (vcvtps2ph with
@@ -9,60 +10,23 @@
  */
 #include "quant/quant.h"
 
-#include <assert.h>
 #include <string.h>
 
-/* Block sizes and bytes per block as in ggml's type_traits (ggml.c). Q8_1 is ggml's
- * 36-byte block_q8_1 {half d, half s, int8 qs[32]} (gguf-py still lists an older 40). */
-static const struct moeinf_type_traits traits[MOEINF_TYPE_COUNT] = {
-    [MOEINF_TYPE_F32] = {"f32", 1, 4, true, MOEINF_TYPE_F32},
-    [MOEINF_TYPE_F16] = {"f16", 1, 2, true, MOEINF_TYPE_F16},
-    [MOEINF_TYPE_Q4_0] = {"q4_0", 32, 18, true, MOEINF_TYPE_Q8_0},
-    [MOEINF_TYPE_Q4_1] = {"q4_1", 32, 20, false, MOEINF_TYPE_F32},
-    [MOEINF_TYPE_Q5_0] = {"q5_0", 32, 22, false, MOEINF_TYPE_F32},
-    [MOEINF_TYPE_Q5_1] = {"q5_1", 32, 24, false, MOEINF_TYPE_F32},
-    [MOEINF_TYPE_Q8_0] = {"q8_0", 32, 34, true, MOEINF_TYPE_Q8_0},
-    [MOEINF_TYPE_Q8_1] = {"q8_1", 32, 36, false, MOEINF_TYPE_F32},
-    [MOEINF_TYPE_Q2_K] = {"q2_K", 256, 84, false, MOEINF_TYPE_F32},
-    [MOEINF_TYPE_Q3_K] = {"q3_K", 256, 110, false, MOEINF_TYPE_F32},
-    [MOEINF_TYPE_Q4_K] = {"q4_K", 256, 144, false, MOEINF_TYPE_F32},
-    [MOEINF_TYPE_Q5_K] = {"q5_K", 256, 176, false, MOEINF_TYPE_F32},
-    [MOEINF_TYPE_Q6_K] = {"q6_K", 256, 210, false, MOEINF_TYPE_F32},
-    [MOEINF_TYPE_Q8_K] = {"q8_K", 256, 292, false, MOEINF_TYPE_F32},
-    [16] = {"iq2_xxs", 256, 66, false, MOEINF_TYPE_F32},
-    [17] = {"iq2_xs", 256, 74, false, MOEINF_TYPE_F32},
-    [18] = {"iq3_xxs", 256, 98, false, MOEINF_TYPE_F32},
-    [19] = {"iq1_s", 256, 50, false, MOEINF_TYPE_F32},
-    [20] = {"iq4_nl", 32, 18, false, MOEINF_TYPE_F32},
-    [21] = {"iq3_s", 256, 110, false, MOEINF_TYPE_F32},
-    [22] = {"iq2_s", 256, 82, false, MOEINF_TYPE_F32},
-    [23] = {"iq4_xs", 256, 136, false, MOEINF_TYPE_F32},
-    [24] = {"i8", 1, 1, false, MOEINF_TYPE_F32},
-    [25] = {"i16", 1, 2, false, MOEINF_TYPE_F32},
-    [26] = {"i32", 1, 4, false, MOEINF_TYPE_F32},
-    [27] = {"i64", 1, 8, false, MOEINF_TYPE_F32},
-    [28] = {"f64", 1, 8, false, MOEINF_TYPE_F32},
-    [29] = {"iq1_m", 256, 56, false, MOEINF_TYPE_F32},
-    [MOEINF_TYPE_BF16] = {"bf16", 1, 2, true, MOEINF_TYPE_BF16},
-    /* 31-33 (q4_0_4_4, q4_0_4_8, q4_0_8_8) were removed from ggml and from GGUF files. */
-    [34] = {"tq1_0", 256, 54, false, MOEINF_TYPE_F32},
-    [35] = {"tq2_0", 256, 66, false, MOEINF_TYPE_F32},
-    /* 36-38 (iq4_nl_4_4, iq4_nl_4_8, iq4_nl_8_8) were removed likewise. */
-    [39] = {"mxfp4", 32, 17, false, MOEINF_TYPE_F32},
-    [40] = {"nvfp4", 64, 36, false, MOEINF_TYPE_F32},
-    [41] = {"q1_0", 128, 18, false, MOEINF_TYPE_F32},
+/* The types moeinf computes with; every other slot is empty (not supported). */
+static const struct {
+    bool supported;
+    struct moeinf_type_cpu cpu;
+} cpu_table[MOEINF_TYPE_COUNT] = {
+    [MOEINF_TYPE_F32] = {true, {MOEINF_TYPE_F32}},
+    [MOEINF_TYPE_F16] = {true, {MOEINF_TYPE_F16}},
+    [MOEINF_TYPE_BF16] = {true, {MOEINF_TYPE_BF16}},
+    [MOEINF_TYPE_Q8_0] = {true, {MOEINF_TYPE_Q8_0}},
+    [MOEINF_TYPE_Q4_0] = {true, {MOEINF_TYPE_Q8_0}},
 };
 
-const struct moeinf_type_traits *moeinf_type_traits_get(int type) {
-    if (type < 0 || type >= MOEINF_TYPE_COUNT || !traits[type].name) return NULL;
-    return &traits[type];
-}
-
-size_t moeinf_row_bytes(enum moeinf_type type, int64_t n) {
-    const struct moeinf_type_traits *t = moeinf_type_traits_get((int)type);
-    if (!t || n < 0) return 0;
-    assert(n % t->block_size == 0);
-    return (size_t)(n / t->block_size) * t->type_size;
+const struct moeinf_type_cpu *moeinf_type_cpu_get(int type) {
+    if (type < 0 || type >= MOEINF_TYPE_COUNT || !cpu_table[type].supported) return NULL;
+    return &cpu_table[type].cpu;
 }
 
 static uint32_t float_bits(float f) {

@@ -1,6 +1,6 @@
 /*
  * replay.c - the expert-cache simulator: streams a trace through the cache and a policy in
- * the replay order of moeinf.h, counting hits, prefetches and modelled time. Everything a
+ * the replay order of moeinf_sim.h, counting hits, prefetches and modelled time. Everything a
  * policy decides happens behind moeinf_cache_* and the policy table; this file only reports
  * events and counts their outcomes.
  */

@@ -1,12 +1,12 @@
 /*
  * replay.h - the simulator: drives the expert cache and a policy (src/experts) over a trace.
- * It holds no policy logic; moeinf_sim_run (moeinf.h) is the public entry.
+ * It holds no policy logic; moeinf_sim_run (moeinf_sim.h) is the public entry.
  */
 #ifndef MOEINF_SIM_REPLAY_H
 #define MOEINF_SIM_REPLAY_H
 
 #include "experts/policy.h"
-#include "moeinf.h"
+#include "moeinf_sim.h"
 
 /* Offline policies, known to the simulator only. */
 extern const struct moeinf_policy_ops moeinf_policy_belady;

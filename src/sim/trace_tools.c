@@ -311,27 +311,6 @@ enum moeinf_status moeinf_trace_eam_skew(const struct moeinf_trace_eam *m,
 
 /* ---- heatmap ------------------------------------------------------------------------------ */
 
-static void xml_text(FILE *f, const char *s) {
-    for (; *s; s++) {
-        switch (*s) {
-        case '&':
-            fputs("&amp;", f);
-            break;
-        case '<':
-            fputs("&lt;", f);
-            break;
-        case '>':
-            fputs("&gt;", f);
-            break;
-        case '"':
-            fputs("&quot;", f);
-            break;
-        default:
-            fputc(*s, f);
-        }
-    }
-}
-
 static int clampi(int v, int lo, int hi) {
     return v < lo ? lo : v > hi ? hi : v;
 }
@@ -538,17 +517,17 @@ enum moeinf_status moeinf_trace_eam_svg(const struct moeinf_trace_eam *m,
     fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
     fprintf(f, "<text x=\"%d\" y=\"28\" font-size=\"17\" font-weight=\"bold\">", g.left);
     if (label && *label) {
-        xml_text(f, label);
+        moeinf_xml_text(f, label);
         fputs(": ", f);
     }
     fprintf(f, "request %lld (", (long long)m->request_id);
-    xml_text(f, m->tag);
+    moeinf_xml_text(f, m->tag);
     fprintf(f, "), expert activation matrix</text>\n");
     char model[256];
     short_model(m->model, model, sizeof model);
     fprintf(f, "<text x=\"%d\" y=\"50\" fill=\"#444\">", g.left);
     if (model[0]) {
-        xml_text(f, model);
+        moeinf_xml_text(f, model);
         fputs(": ", f);
     }
     fprintf(f,
