@@ -134,6 +134,16 @@ enum moeinf_expert_cache_kind {
 /* Memory `auto` leaves for what it does not count: code, stacks, allocator slack. */
 #define MOEINF_EXPERT_CACHE_MARGIN (64ull << 20)
 
+/* How the expert cache reads experts from the file. */
+enum moeinf_expert_io {
+    MOEINF_EXPERT_IO_DIRECT = 0, /* O_DIRECT, bypassing the page cache (where the file system
+                                    refuses it: buffered reads, then dropped from the page
+                                    cache); the default */
+    MOEINF_EXPERT_IO_CACHED = 1, /* buffered reads left in the page cache: fast when the file
+                                    fits in memory (tests, repeated runs), but the page cache is
+                                    then outside the budget */
+};
+
 struct moeinf_expert_cache_size {
     enum moeinf_expert_cache_kind kind;
     uint64_t bytes;
@@ -155,6 +165,7 @@ struct moeinf_context_params {
      * offload_experts); kind NONE (default): resident. Fewer slots than the model's top_k is
      * MOEINF_ERR_ARG naming the minimum; more than every expert is clamped to every expert. */
     struct moeinf_expert_cache_size expert_cache;
+    enum moeinf_expert_io expert_io;
     const char *expert_policy; /* cache policy name (moeinf sim --help lists them; NULL: the
                                   default, "reuse"); offline policies are refused */
 };

@@ -130,7 +130,8 @@ enum moeinf_status moeinf_engine_expert_cache_init(struct moeinf_context *ctx,
     }
     if (slots > total) slots = total;
     st = moeinf_tier_init(model->gguf->path, layers, hp->n_layer, hp->n_expert, hp->n_expert_used,
-                          (int)slots, ctx->params.expert_policy, &ctx->tier, err);
+                          (int)slots, ctx->params.expert_policy,
+                          ctx->params.expert_io == MOEINF_EXPERT_IO_CACHED, &ctx->tier, err);
     if (st != MOEINF_OK) return st;
     moeinf_fwd_set_tier(ctx->fwd, ctx->tier);
     return MOEINF_OK;

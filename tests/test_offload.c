@@ -37,6 +37,7 @@ struct cfg {
     struct moeinf_expert_cache_size cache;
     const char *policy;
     const char *record; /* routing record path, or NULL */
+    enum moeinf_expert_io io;
 };
 
 struct out {
@@ -94,23 +95,47 @@ static bool request(struct moeinf_context *ctx, const int32_t *ids, int n, int n
     return true;
 }
 
+/* The model of a config: loaded once per file and mode (offloaded or resident), shared by
+ * the contexts of every config (a context owns its expert cache, the model only the
+ * resident copies). */
+static struct moeinf_model *loaded[2];
+static char loaded_path[2][512];
+
+static struct moeinf_model *model_for(const char *path, bool offload) {
+    int k = offload;
+    if (loaded[k] && !strcmp(loaded_path[k], path)) return loaded[k];
+    moeinf_model_free(loaded[k]);
+    loaded[k] = NULL;
+    struct moeinf_error err = {0};
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    mp.offload_experts = offload;
+    enum moeinf_status st = moeinf_model_load(path, &mp, &loaded[k], &err);
+    CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
+    snprintf(loaded_path[k], sizeof loaded_path[k], "%s", path);
+    return loaded[k];
+}
+
+static void models_free(void) {
+    for (int k = 0; k < 2; k++) {
+        moeinf_model_free(loaded[k]);
+        loaded[k] = NULL;
+    }
+}
+
 static bool run(const struct cfg *c, struct out *o) {
     memset(o, 0, sizeof *o);
     struct moeinf_error err = {0};
-    struct moeinf_model *model = NULL;
     struct moeinf_context *ctx = NULL;
-    struct moeinf_model_params mp = moeinf_model_params_default();
-    mp.offload_experts = c->cache.kind != MOEINF_EXPERT_CACHE_NONE;
-    enum moeinf_status st = moeinf_model_load(c->path, &mp, &model, &err);
-    CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
-    if (st != MOEINF_OK) return false;
+    struct moeinf_model *model = model_for(c->path, c->cache.kind != MOEINF_EXPERT_CACHE_NONE);
+    if (!model) return false;
     struct moeinf_context_params cp = moeinf_context_params_default();
     cp.n_ctx = 64;
     cp.n_threads = c->threads;
     cp.n_batch = c->n_batch;
     cp.expert_cache = c->cache;
     cp.expert_policy = c->policy;
-    st = moeinf_context_init(model, &cp, &ctx, &err);
+    cp.expert_io = c->io;
+    enum moeinf_status st = moeinf_context_init(model, &cp, &ctx, &err);
     CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
     int n_vocab = moeinf_model_n_vocab(model);
     o->logits = malloc((size_t)(20 + N_GEN_A + 12 + N_GEN_B) * n_vocab * sizeof(float));
@@ -129,7 +154,6 @@ static bool run(const struct cfg *c, struct out *o) {
         CHECK(moeinf_context_expert_stats(ctx, -1, &o->stats, &err) == MOEINF_OK);
     }
     moeinf_context_free(ctx);
-    moeinf_model_free(model);
     return o->ok;
 }
 
@@ -139,14 +163,11 @@ struct geometry {
 
 static struct geometry geometry_of(const char *path) {
     struct geometry g = {0, 0, 0};
-    struct moeinf_error err = {0};
-    struct moeinf_model *model = NULL;
-    struct moeinf_model_params mp = moeinf_model_params_default();
-    if (moeinf_model_load(path, &mp, &model, &err) != MOEINF_OK) return g;
+    struct moeinf_model *model = model_for(path, false);
+    if (!model) return g;
     g.n_layer = model->llm->hp.n_layer;
     g.n_expert = model->llm->hp.n_expert;
     g.top_k = model->llm->hp.n_expert_used;
-    moeinf_model_free(model);
     return g;
 }
 
@@ -172,7 +193,8 @@ static void check_model(const char *path) {
     CHECK(g.n_expert > 0);
     if (g.n_expert == 0) return;
     struct out ref;
-    struct cfg rc = {path, 1, 512, {MOEINF_EXPERT_CACHE_NONE, 0, 0}, NULL, NULL};
+    struct cfg rc = {
+        path, 1, 512, {MOEINF_EXPERT_CACHE_NONE, 0, 0}, NULL, NULL, MOEINF_EXPERT_IO_DIRECT};
     if (!run(&rc, &ref)) return;
     const int total = g.n_layer * g.n_expert;
     const int sizes[] = {g.top_k, g.top_k + 1, total / 4, total / 2, total};
@@ -185,7 +207,15 @@ static void check_model(const char *path) {
             for (size_t bi = 0; bi < 2; bi++) {
                 int max_threads = !strcmp(policy, "reuse") ? 3 : 1;
                 for (int t = 1; t <= max_threads; t++) {
-                    struct cfg c = {path, t, batches[bi], slots(sizes[si], &g), policy, NULL};
+                    /* reads through the page cache keep this grid fast; the O_DIRECT path
+                     * runs below and in the byte-count test */
+                    struct cfg c = {path,
+                                    t,
+                                    batches[bi],
+                                    slots(sizes[si], &g),
+                                    policy,
+                                    NULL,
+                                    MOEINF_EXPERT_IO_CACHED};
                     struct out got;
                     run(&c, &got);
                     char what[512];
@@ -210,6 +240,11 @@ static void check_model(const char *path) {
             }
         }
     }
+    struct cfg d = {path, 2, 3, slots(g.top_k + 1, &g), NULL, NULL, MOEINF_EXPERT_IO_DIRECT};
+    struct out got;
+    run(&d, &got);
+    compare("O_DIRECT reads", &ref, &got);
+    free(got.logits);
     free(ref.logits);
 }
 
@@ -275,7 +310,8 @@ static void test_bytes_read_are_the_misses(void) {
     const char *path = generated_model();
     struct geometry g = geometry_of(path);
     struct out ref;
-    struct cfg rc = {path, 1, 512, {MOEINF_EXPERT_CACHE_NONE, 0, 0}, NULL, NULL};
+    struct cfg rc = {
+        path, 1, 512, {MOEINF_EXPERT_CACHE_NONE, 0, 0}, NULL, NULL, MOEINF_EXPERT_IO_DIRECT};
     if (!run(&rc, &ref)) return;
     struct moeinf_gguf *gg = NULL;
     struct moeinf_error err = {0};
@@ -303,7 +339,8 @@ static void test_bytes_read_are_the_misses(void) {
             distinct += ref.used[il][e];
     }
     moeinf_gguf_free(gg);
-    struct cfg c = {path, 2, 512, slots(g.n_layer * g.n_expert, &g), "lru", NULL};
+    struct cfg c = {
+        path, 2, 512, slots(g.n_layer * g.n_expert, &g), "lru", NULL, MOEINF_EXPERT_IO_DIRECT};
     struct out got;
     run(&c, &got);
     compare("bytes test", &ref, &got);
@@ -335,7 +372,13 @@ static void test_sim_replays_engine_counts(void) {
     for (size_t pi = 0; pi < 4; pi++) {
         for (size_t si = 0; si < 3; si++) {
             for (size_t bi = 0; bi < 3; bi++) {
-                struct cfg c = {path, 1, batches[bi], slots(sizes[si], &g), policies[pi], rec};
+                struct cfg c = {path,
+                                1,
+                                batches[bi],
+                                slots(sizes[si], &g),
+                                policies[pi],
+                                rec,
+                                MOEINF_EXPERT_IO_CACHED};
                 struct out got;
                 run(&c, &got);
                 free(got.logits);
@@ -478,6 +521,7 @@ int main(void) {
     RUN(test_bytes_read_are_the_misses);
     RUN(test_sim_replays_engine_counts);
     RUN(test_truncated_file_is_an_error);
+    models_free();
     if (gen_path[0]) remove(gen_path);
     return test_report();
 }

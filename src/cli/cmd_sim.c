@@ -66,6 +66,8 @@ static void usage(FILE *out) {
             "  --json              print one JSON object: policy, cache_experts, accesses, "
             "hits,\n"
             "                      hit_ratio, decode_accesses, decode_hits, decode_hit_ratio,\n"
+            "                      misses, tokens, decode_tokens, iterations (prefill\n"
+            "                      micro-batches count once: --batch),\n"
             "                      prefetch_loads, prefetch_hits, wasted_prefetches (ratios "
             "null\n"
             "                      without accesses; ms_per_token, decode_ms_per_token with "
@@ -257,6 +259,9 @@ static void print_json(const struct moeinf_sim_result *r) {
     printf(", \"decode_accesses\": %llu, \"decode_hits\": %llu",
            (unsigned long long)r->decode_accesses, (unsigned long long)r->decode_hits);
     json_ratio("decode_hit_ratio", r->decode_hits, r->decode_accesses);
+    printf(", \"misses\": %llu, \"tokens\": %llu, \"decode_tokens\": %llu, \"iterations\": %llu",
+           (unsigned long long)(r->accesses - r->hits), (unsigned long long)r->tokens,
+           (unsigned long long)r->decode_tokens, (unsigned long long)r->iterations);
     printf(", \"prefetch_loads\": %llu, \"prefetch_hits\": %llu, \"wasted_prefetches\": %llu",
            (unsigned long long)r->prefetch_loads, (unsigned long long)r->prefetch_hits,
            (unsigned long long)r->wasted_prefetches);

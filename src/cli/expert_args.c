@@ -15,7 +15,7 @@ int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **a
         return 1;
     }
     if (strcmp(opt, "--expert-cache") != 0 && strcmp(opt, "--policy") != 0 &&
-        strcmp(opt, "--stats-json") != 0) {
+        strcmp(opt, "--stats-json") != 0 && strcmp(opt, "--expert-io") != 0) {
         return 0;
     }
     const char *val = cli_option_value(cmd, argc, argv, i);
@@ -24,6 +24,13 @@ int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **a
         a->cache = val;
     } else if (!strcmp(opt, "--policy")) {
         a->policy = val;
+    } else if (!strcmp(opt, "--expert-io")) {
+        if (strcmp(val, "direct") != 0 && strcmp(val, "cached") != 0) {
+            fprintf(stderr, "moeinf %s: --expert-io must be direct or cached, not '%s'\n", cmd,
+                    val);
+            return -1;
+        }
+        a->io = val;
     } else {
         a->stats_json = val;
     }
@@ -34,8 +41,10 @@ bool expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_mod
                        struct moeinf_context_params *cp) {
     struct moeinf_error err = {0};
     if (!a->cache) {
-        if (a->policy || a->stats || a->stats_json) {
-            fprintf(stderr, "moeinf %s: --policy, --stats and --stats-json need --expert-cache\n",
+        if (a->policy || a->io || a->stats || a->stats_json) {
+            fprintf(stderr,
+                    "moeinf %s: --policy, --expert-io, --stats and --stats-json need "
+                    "--expert-cache\n",
                     cmd);
             return false;
         }
@@ -46,6 +55,8 @@ bool expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_mod
         return false;
     }
     cp->expert_policy = a->policy;
+    cp->expert_io =
+        a->io && !strcmp(a->io, "cached") ? MOEINF_EXPERT_IO_CACHED : MOEINF_EXPERT_IO_DIRECT;
     mp->offload_experts = true;
     if (a->stats_json) {
         a->json = fopen(a->stats_json, "w");

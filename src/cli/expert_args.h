@@ -10,6 +10,7 @@
 struct expert_args {
     const char *cache;      /* --expert-cache SIZE|P%|auto, NULL: experts resident */
     const char *policy;     /* --policy NAME */
+    const char *io;         /* --expert-io direct|cached */
     bool stats;             /* --stats */
     const char *stats_json; /* --stats-json FILE */
     FILE *json;             /* opened before the work, so that a bad path fails first */

@@ -16,6 +16,7 @@ struct moeinf_store {
     char *path;
     int fd; /* O_DIRECT when direct, else buffered */
     bool direct;
+    bool page_cache; /* buffered reads left in the page cache */
     char note[160];
     uint64_t file_size;
     int n_layers, n_experts, n_slots;
@@ -90,7 +91,7 @@ static bool try_direct(struct moeinf_store *s) {
 }
 
 enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store_layer *layers,
-                                     int n_layers, int n_experts, int n_slots,
+                                     int n_layers, int n_experts, int n_slots, bool page_cache,
                                      struct moeinf_store **out, struct moeinf_error *err) {
     char eb[64];
     if (n_layers < 1 || n_experts < 1 || n_slots < 1) {
@@ -110,7 +111,12 @@ enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
     }
     memcpy(s->layers, layers, (size_t)n_layers * sizeof *layers);
-    if (!try_direct(s)) {
+    s->page_cache = page_cache;
+    if (page_cache) {
+        snprintf(s->note, sizeof s->note,
+                 "buffered reads kept in the page cache (not counted by the budget)");
+    }
+    if (page_cache || !try_direct(s)) {
         s->fd = open(path, O_RDONLY | O_CLOEXEC);
         if (s->fd < 0) {
             int e = errno;
@@ -248,7 +254,7 @@ enum moeinf_status moeinf_store_load(struct moeinf_store *s, int slot, int layer
             return moeinf_fail(err, MOEINF_ERR_IO, "%s: reading expert %d of layer %d: %s", s->path,
                                expert, layer, moeinf_strerror(e, eb, sizeof eb));
         }
-        if (!s->direct) {
+        if (!s->direct && !s->page_cache) {
             (void)posix_fadvise(s->fd, (off_t)off, (off_t)l->bytes[p], POSIX_FADV_DONTNEED);
         }
         s->skew[(size_t)slot * MOEINF_EXPERT_PARTS + (size_t)p] = (uint32_t)(off - align_down(off));

@@ -13,7 +13,9 @@
  * offset inside the window; a window that runs past the end of the file reads short, which is
  * fine as long as the part itself was read. Where O_DIRECT is refused, the store falls back to
  * buffered reads of exactly the part, followed by posix_fadvise(DONTNEED) so that the page
- * cache does not keep the file (store->note says which happened).
+ * cache does not keep the file (store->note says which happened). On request (page_cache) the
+ * store reads through the page cache and leaves the pages there: repeated runs then hit
+ * memory, which the memory budget does not count.
  */
 #ifndef MOEINF_EXPERTS_STORE_H
 #define MOEINF_EXPERTS_STORE_H
@@ -58,7 +60,7 @@ struct moeinf_store;
  * an expert lies past the end of the file; MOEINF_ERR_NOMEM.
  */
 enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store_layer *layers,
-                                     int n_layers, int n_experts, int n_slots,
+                                     int n_layers, int n_experts, int n_slots, bool page_cache,
                                      struct moeinf_store **out, struct moeinf_error *err);
 void moeinf_store_free(struct moeinf_store *s);
 

@@ -7,7 +7,7 @@
 
 enum moeinf_status moeinf_tier_init(const char *path, const struct moeinf_store_layer *layers,
                                     int n_layers, int n_experts, int top_k, int n_slots,
-                                    const char *policy, struct moeinf_tier **out,
+                                    const char *policy, bool page_cache, struct moeinf_tier **out,
                                     struct moeinf_error *err) {
     const char *name = policy ? policy : MOEINF_POLICY_DEFAULT;
     const struct moeinf_policy_ops *ops = moeinf_policy_find(name);
@@ -26,7 +26,8 @@ enum moeinf_status moeinf_tier_init(const char *path, const struct moeinf_store_
     if (st == MOEINF_OK) st = moeinf_cache_init(&g, &t->cache, err);
     if (st == MOEINF_OK) st = moeinf_step_init(&t->step, n_experts, err);
     if (st == MOEINF_OK) {
-        st = moeinf_store_open(path, layers, n_layers, n_experts, n_slots, &t->store, err);
+        st = moeinf_store_open(path, layers, n_layers, n_experts, n_slots, page_cache, &t->store,
+                               err);
     }
     if (st == MOEINF_OK) {
         t->events = malloc((size_t)n_slots * sizeof *t->events);

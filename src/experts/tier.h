@@ -52,12 +52,12 @@ struct moeinf_tier {
 
 /*
  * Opens the store over `path` with n_slots slots (the cache capacity, >= top_k) and the
- * policy `policy` (a registered online policy; NULL: the default). MOEINF_ERR_ARG for an
- * unknown or offline policy, the store's errors otherwise.
+ * policy `policy` (a registered online policy; NULL: the default); page_cache: see store.h.
+ * MOEINF_ERR_ARG for an unknown or offline policy, the store's errors otherwise.
  */
 enum moeinf_status moeinf_tier_init(const char *path, const struct moeinf_store_layer *layers,
                                     int n_layers, int n_experts, int top_k, int n_slots,
-                                    const char *policy, struct moeinf_tier **out,
+                                    const char *policy, bool page_cache, struct moeinf_tier **out,
                                     struct moeinf_error *err);
 void moeinf_tier_free(struct moeinf_tier *t);
 
