@@ -113,7 +113,8 @@ int cmd_bench(int argc, char **argv) {
     }
     struct moeinf_model *model = NULL;
     struct moeinf_context *ctx = NULL;
-    if (!model_args_open(&ma, &model, &ctx)) return CLI_EXIT_FAIL;
+    int orc = model_args_open(&ma, &model, &ctx);
+    if (orc != CLI_EXIT_OK) return orc;
     const int n_vocab = moeinf_model_n_vocab(model);
     int32_t *ids = malloc((size_t)(n_prompt + n_gen + 1) * sizeof *ids);
     double *t_pp = calloc((size_t)reps, sizeof(double));

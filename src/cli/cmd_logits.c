@@ -122,9 +122,10 @@ int cmd_logits(int argc, char **argv) {
         return CLI_EXIT_USAGE;
     }
     if (cp.n_ctx == 0) cp.n_ctx = n;
-    if (!expert_args_apply("logits", &ea, &mp, &cp)) {
+    int arc = expert_args_apply("logits", &ea, &mp, &cp);
+    if (arc != CLI_EXIT_OK) {
         free(ids);
-        return CLI_EXIT_USAGE;
+        return arc;
     }
     struct moeinf_error err = {0};
     struct moeinf_model *model = NULL;

@@ -113,7 +113,8 @@ int cmd_run(int argc, char **argv) {
 
     struct moeinf_model *model = NULL;
     struct moeinf_context *ctx = NULL;
-    if (!model_args_open(&o.model, &model, &ctx)) return CLI_EXIT_FAIL;
+    int orc = model_args_open(&o.model, &model, &ctx);
+    if (orc != CLI_EXIT_OK) return orc;
     struct moeinf_error err = {0};
     struct moeinf_sampler *smp = NULL;
     struct moeinf_text_stream *detok = NULL;

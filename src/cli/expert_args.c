@@ -37,8 +37,8 @@ int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **a
     return 1;
 }
 
-bool expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_model_params *mp,
-                       struct moeinf_context_params *cp) {
+int expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_model_params *mp,
+                      struct moeinf_context_params *cp) {
     struct moeinf_error err = {0};
     if (!a->cache) {
         if (a->policy || a->io || a->stats || a->stats_json) {
@@ -46,13 +46,13 @@ bool expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_mod
                     "moeinf %s: --policy, --expert-io, --stats and --stats-json need "
                     "--expert-cache\n",
                     cmd);
-            return false;
+            return CLI_EXIT_USAGE;
         }
-        return true;
+        return CLI_EXIT_OK;
     }
     if (moeinf_expert_cache_parse(a->cache, &cp->expert_cache, &err) != MOEINF_OK) {
         fprintf(stderr, "moeinf %s: %s\n", cmd, err.msg);
-        return false;
+        return CLI_EXIT_USAGE;
     }
     cp->expert_policy = a->policy;
     cp->expert_io =
@@ -62,10 +62,10 @@ bool expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_mod
         a->json = fopen(a->stats_json, "w");
         if (!a->json) {
             fprintf(stderr, "moeinf: %s: %s\n", a->stats_json, strerror(errno));
-            return false;
+            return CLI_EXIT_FAIL;
         }
     }
-    return true;
+    return CLI_EXIT_OK;
 }
 
 void expert_args_announce(const struct moeinf_context *ctx) {

@@ -20,10 +20,11 @@ struct expert_args {
  * them, -1 on a bad value (message printed). */
 int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **argv, int *i);
 
-/* Checks the options and sets the model and context params they imply. Prints the error and
- * returns false on a bad value or an unwritable --stats-json path. */
-bool expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_model_params *mp,
-                       struct moeinf_context_params *cp);
+/* Checks the options and sets the model and context params they imply. Returns CLI_EXIT_OK,
+ * or prints the error and returns CLI_EXIT_USAGE (a bad value) or CLI_EXIT_FAIL (a
+ * --stats-json path that cannot be written). */
+int expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_model_params *mp,
+                      struct moeinf_context_params *cp);
 
 /* Once the context exists: the cache's size and how it reads, one line on stderr. */
 void expert_args_announce(const struct moeinf_context *ctx);

@@ -13,8 +13,8 @@ const char model_args_help[] =
     "  -t N            threads (default: the CPUs this process may use)\n"
     "  -b N            prefill micro-batch (default 512)\n"
     "  --kv-type T     KV cache type f16|f32 (default f16)\n"
-    "  --no-mmap       read the model into memory once instead of mapping the file\n"
-    EXPERT_ARGS_HELP;
+    "  --no-mmap       read the model into memory once instead of mapping the "
+    "file\n" EXPERT_ARGS_HELP;
 
 int model_args_parse(const char *cmd, struct model_args *a, int argc, char **argv, int *i) {
     const char *opt = argv[*i];
@@ -54,29 +54,30 @@ int model_args_parse(const char *cmd, struct model_args *a, int argc, char **arg
     return 1;
 }
 
-bool model_args_open(struct model_args *a, struct moeinf_model **model,
-                     struct moeinf_context **ctx) {
+int model_args_open(struct model_args *a, struct moeinf_model **model,
+                    struct moeinf_context **ctx) {
     struct moeinf_error err = {0};
     char default_path[1024];
     const char *path = a->model_path;
     if (!path) {
         if (!cli_default_model(default_path, sizeof default_path, &err)) {
             cli_fail(&err);
-            return false;
+            return CLI_EXIT_FAIL;
         }
         path = default_path;
     }
-    if (!expert_args_apply(a->cmd ? a->cmd : "run", &a->experts, &a->model, &a->ctx)) return false;
+    int rc = expert_args_apply(a->cmd ? a->cmd : "run", &a->experts, &a->model, &a->ctx);
+    if (rc != CLI_EXIT_OK) return rc;
     if (moeinf_model_load(path, &a->model, model, &err) != MOEINF_OK) {
         cli_fail(&err);
-        return false;
+        return CLI_EXIT_FAIL;
     }
     if (moeinf_context_init(*model, &a->ctx, ctx, &err) != MOEINF_OK) {
         moeinf_model_free(*model);
         *model = NULL;
         cli_fail(&err);
-        return false;
+        return CLI_EXIT_FAIL;
     }
     if (a->experts.cache) expert_args_announce(*ctx);
-    return true;
+    return CLI_EXIT_OK;
 }

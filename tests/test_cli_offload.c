@@ -1,0 +1,164 @@
+/*
+ * test_cli_offload.c - the expert options of run, logits and bench as a user types them:
+ * the same text and logits as without the cache, --stats and --stats-json reporting what
+ * happened (counts checked against each other and against the run), and every bad value a
+ * one-line error with the documented exit code (2 bad option, 1 bad file or runtime).
+ */
+#include <sys/wait.h>
+
+#include "golden.h"
+#include "test.h"
+
+static int run_cmd(const char *cmd, char *out, size_t out_size, char *errbuf, size_t err_size) {
+    char tmp_out[512], tmp_err[512], full[4096];
+    test_tmp_path("cli_offload_stdout.txt", tmp_out, sizeof tmp_out);
+    test_tmp_path("cli_offload_stderr.txt", tmp_err, sizeof tmp_err);
+    snprintf(full, sizeof full, "%s >%s 2>%s", cmd, tmp_out, tmp_err);
+    int status = system(full);
+    test_read_text(tmp_out, out, out_size);
+    test_read_text(tmp_err, errbuf, err_size);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static const char *bin(void) {
+    const char *b = getenv("MOEINF_BIN");
+    return b ? b : "./moeinf";
+}
+
+/* The unsigned integer after "key": in a JSON text, or -1. */
+static long long json_int(const char *json, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\": ", key);
+    const char *p = strstr(json, pat);
+    return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
+}
+
+static void test_run_same_text_and_stats(void) {
+    char model[1024], cmd[4096], out_ref[8192], out[8192], err[8192], json_path[512];
+    char json[16384];
+    if (!test_shared_path("testdata/models/tiny-mixtral-Q8_0.gguf", model, sizeof model)) return;
+    test_tmp_path("cli_offload_stats.json", json_path, sizeof json_path);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'The quick brown fox' -n 12 --temp 0 --print-ids",
+             bin(), model);
+    CHECK_EQ_INT(run_cmd(cmd, out_ref, sizeof out_ref, err, sizeof err), 0);
+    snprintf(cmd, sizeof cmd,
+             "%s run -m %s -p 'The quick brown fox' -n 12 --temp 0 --print-ids "
+             "--expert-cache 25%% --policy lru --stats --stats-json %s",
+             bin(), model, json_path);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    CHECK_MSG(strcmp(out, out_ref) == 0, "text differs:\n%s\nvs\n%s", out, out_ref);
+    /* the announcement and the per-layer table */
+    CHECK_STR_CONTAINS(err, "expert cache: 4 of 16 experts (25.0%)");
+    CHECK_STR_CONTAINS(err, "policy lru");
+    CHECK_STR_CONTAINS(err, "total");
+    test_read_text(json_path, json, sizeof json);
+    long long acc = json_int(json, "accesses"), hits = json_int(json, "hits");
+    long long misses = json_int(json, "misses"), tokens = json_int(json, "tokens");
+    CHECK(acc > 0 && hits >= 0 && misses > 0);
+    CHECK_EQ_INT(hits + misses, acc);
+    CHECK_EQ_INT(json_int(json, "cache_experts"), 4);
+    /* the prompt in one micro-batch, then 11 decode steps (the 12th token is sampled from the
+     * last logits without a decode) */
+    char ids[256];
+    snprintf(cmd, sizeof cmd, "%s tokenize -m %s 'The quick brown fox'", bin(), model);
+    CHECK_EQ_INT(run_cmd(cmd, ids, sizeof ids, err, sizeof err), 0);
+    long long n_prompt = 0;
+    for (const char *p = ids; *p; p++)
+        n_prompt += (*p == ' ' || *p == '\n');
+    CHECK_EQ_INT(json_int(json, "decode_tokens"), 11);
+    CHECK_EQ_INT(tokens, n_prompt + 11);
+    /* a decode step accesses top_k = 2 experts per layer (2 layers): 4 each */
+    CHECK(acc >= 11 * 4);
+    CHECK_STR_CONTAINS(json, "\"layers\": [{\"layer\": 0, ");
+    CHECK_STR_CONTAINS(json, "\"policy\": \"lru\"");
+    remove(json_path);
+}
+
+static void test_logits_identical(void) {
+    char model[1024], cmd[4096], out[4096], err[4096], a[512], b[512];
+    if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model, sizeof model)) return;
+    test_tmp_path("cli_offload_a.f32", a, sizeof a);
+    test_tmp_path("cli_offload_b.f32", b, sizeof b);
+    const char *ids = "1 15043 3186 29892 920 526 366 29973";
+    snprintf(cmd, sizeof cmd, "%s logits -m %s --ids '%s' -o %s -b 3", bin(), model, ids, a);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    snprintf(cmd, sizeof cmd, "%s logits -m %s --ids '%s' -o %s -b 3 --expert-cache 12.5%%", bin(),
+             model, ids, b);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    size_t na = 0, nb = 0;
+    char *x = golden_read_file(a, &na);
+    char *y = golden_read_file(b, &nb);
+    CHECK(x && y && na == 8 * 32000 * sizeof(float) && na == nb && memcmp(x, y, na) == 0);
+    free(x);
+    free(y);
+    remove(a);
+    remove(b);
+}
+
+static void test_bench_cold_warm(void) {
+    char model[1024], cmd[4096], out[8192], err[8192];
+    if (!test_shared_path("testdata/models/tiny-mixtral-Q4_0.gguf", model, sizeof model)) return;
+    snprintf(cmd, sizeof cmd, "%s bench -m %s -p 8 -n 8 -r 2 --expert-cache 50%%", bin(), model);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    CHECK_STR_CONTAINS(out, "prefill-cold");
+    CHECK_STR_CONTAINS(out, "prefill-warm");
+    CHECK_STR_CONTAINS(out, "decode-cold");
+    CHECK_STR_CONTAINS(out, "decode-warm");
+    /* the cold prefill starts from an empty cache: every access misses, hit ratio 0 */
+    const char *p = strstr(out, "prefill-cold");
+    double hit = -1;
+    if (p) sscanf(p, "prefill-cold %*d %*f %*f %lf", &hit);
+    CHECK_NEAR(hit, 0.0, 1e-9);
+}
+
+static void test_bad_values(void) {
+    char model[1024], cmd[4096], out[4096], err[4096], dense[512];
+    if (!test_shared_path("testdata/models/tiny-mixtral-Q8_0.gguf", model, sizeof model)) return;
+
+    struct {
+        const char *args;
+        int code;
+        const char *msg;
+    } cases[] = {
+        {"--expert-cache 0", 2, "invalid expert cache size '0'"},
+        {"--expert-cache 10GB", 2, "invalid expert cache size '10GB'"},
+        {"--expert-cache 150%", 2, "a percentage must be in (0, 100]"},
+        {"--expert-cache", 2, "--expert-cache"},
+        {"--policy lru", 2, "need --expert-cache"},
+        {"--stats", 2, "need --expert-cache"},
+        {"--expert-cache 25% --expert-io sideways", 2, "--expert-io must be direct or cached"},
+        {"--expert-cache 25% --policy nosuch", 1, "unknown cache policy 'nosuch'"},
+        {"--expert-cache 25% --policy belady", 1, "belady is offline"},
+        {"--expert-cache 1K", 1, "at least 2 slots"},
+        {"--expert-cache 25% --stats-json /no/such/dir/s.json", 1, "/no/such/dir/s.json"},
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(cmd, sizeof cmd, "%s run -m %s -p hi -n 2 %s", bin(), model, cases[i].args);
+        int code = run_cmd(cmd, out, sizeof out, err, sizeof err);
+        CHECK_MSG(code == cases[i].code, "'%s': exit %d, expected %d", cases[i].args, code,
+                  cases[i].code);
+        CHECK_STR_CONTAINS(err, cases[i].msg);
+        CHECK_MSG(strchr(err, '\n') == strrchr(err, '\n'), "'%s': more than one line: %s",
+                  cases[i].args, err);
+        /* nothing was generated before the error */
+        CHECK_MSG(out[0] == '\0', "'%s': output before the error: %s", cases[i].args, out);
+    }
+    /* a dense model has no experts to cache */
+    test_tmp_path("cli_offload_dense.gguf", dense, sizeof dense);
+    snprintf(cmd, sizeof cmd,
+             "%s gen-model -o %s --experts 0 --layers 1 --embd 64 --ff 64 --heads 2 "
+             "--kv-heads 1 --type f32 >/dev/null && %s run -m %s -p hi -n 2 --expert-cache 50%%",
+             bin(), dense, bin(), dense);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
+    CHECK_STR_CONTAINS(err, "dense model");
+    remove(dense);
+}
+
+int main(void) {
+    RUN(test_run_same_text_and_stats);
+    RUN(test_logits_identical);
+    RUN(test_bench_cold_warm);
+    RUN(test_bad_values);
+    return test_report();
+}
