@@ -184,8 +184,9 @@ bool moeinf_token_is_eog(const struct moeinf_model *model, int32_t id);
 /*
  * Streaming text of generated ids: feed ids one at a time and print what comes back; bytes
  * of a UTF-8 character split across tokens are held until the character is complete, so
- * streamed output never splits a character. The returned bytes are borrowed until the next
- * call. Control tokens print nothing.
+ * streamed output never splits a character, and it is always valid UTF-8: bytes that cannot
+ * form a character (byte tokens in a bad order) come out as U+FFFD, one per maximal invalid
+ * subpart. The returned bytes are borrowed until the next call. Control tokens print nothing.
  */
 struct moeinf_text_stream;
 
@@ -194,7 +195,8 @@ enum moeinf_status moeinf_text_stream_init(const struct moeinf_model *model,
                                            struct moeinf_error *err);
 void moeinf_text_stream_free(struct moeinf_text_stream *s);
 const char *moeinf_text_stream_push(struct moeinf_text_stream *s, int32_t id, size_t *len);
-/* Whatever is still held (an incomplete sequence at the end of generation), as raw bytes. */
+/* Ends the text: a character still incomplete at the end of generation comes out as one
+ * U+FFFD (nothing when none is held). */
 const char *moeinf_text_stream_flush(struct moeinf_text_stream *s, size_t *len);
 
 /* ---- sampler (sampler module) ------------------------------------------------------------ */
