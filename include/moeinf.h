@@ -142,7 +142,9 @@ const char *moeinf_context_kernels(const struct moeinf_context *ctx);
  * micro-batches of n_batch). If `logits` is not NULL it receives either every position's
  * logits (all_logits: n x n_vocab floats) or the last position's (n_vocab floats).
  * MOEINF_ERR_CONTEXT if n_past + n would exceed n_ctx (nothing is appended then);
- * MOEINF_ERR_ARG for a token id outside the vocabulary.
+ * MOEINF_ERR_ARG for a token id outside the vocabulary; MOEINF_ERR_FORMAT when the model
+ * computes NaN or infinity (weights that hold them, or activations that overflow), naming
+ * the first layer whose output is not finite (the micro-batch is not appended).
  */
 enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids, int n,
                                  float *logits, bool all_logits, struct moeinf_error *err);

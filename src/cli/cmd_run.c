@@ -123,6 +123,7 @@ int cmd_run(int argc, char **argv) {
     size_t n_prompt = 0;
     int n_out = 0;
     int rc = CLI_EXIT_FAIL;
+    bool wrote = false; /* text on stdout: an error ends its line first */
     const int n_vocab = moeinf_model_n_vocab(model);
     if (moeinf_sampler_init(&o.sp, n_vocab, &smp, &err) != MOEINF_OK ||
         moeinf_text_stream_init(model, &detok, &err) != MOEINF_OK ||
@@ -148,6 +149,7 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     write_bytes(o.prompt, strlen(o.prompt));
+    wrote = true;
     if (moeinf_decode(ctx, prompt, (int)n_prompt, logits, false, &err) != MOEINF_OK) goto done;
     for (size_t i = 0; i < n_prompt; i++) moeinf_sampler_accept(smp, prompt[i]);
     size_t len;
@@ -180,7 +182,11 @@ int cmd_run(int argc, char **argv) {
     if (moeinf_context_record_close(ctx, &err) != MOEINF_OK) goto done;
     rc = CLI_EXIT_OK;
 done:
-    if (rc != CLI_EXIT_OK) cli_fail(&err);
+    if (rc != CLI_EXIT_OK) {
+        if (wrote) printf("\n");
+        fflush(stdout);
+        cli_fail(&err);
+    }
     free(logits);
     free(out_ids);
     free(prompt);
