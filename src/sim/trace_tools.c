@@ -609,13 +609,12 @@ static enum moeinf_status read_header_copy(const char *path, struct header_copy 
     enum moeinf_status st = MOEINF_OK;
     char ebuf[128];
     char *line = malloc(MOEINF_TRACE_MAX_HEADER_LINE + 3);
-    FILE *f = fopen(path, "rb");
-    if (!line || !f) {
-        st = !line ? moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path)
-                   : moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot open: %s", path,
-                                 errno_text(ebuf, sizeof ebuf));
+    FILE *f = NULL;
+    if (!line) {
+        st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
         goto done;
     }
+    if ((st = moeinf_file_fopen_regular(path, &f, err)) != MOEINF_OK) goto done;
     while (fgets(line, MOEINF_TRACE_MAX_HEADER_LINE + 3, f) && line[0] == '#') {
         line[strcspn(line, "\r\n")] = '\0';
         if (strncmp(line, "# ", 2) != 0) continue;
