@@ -19,7 +19,7 @@ static void usage(FILE *out) {
             "  -b N         prefill micro-batch (default 512)\n");
 }
 
-/* Parses "1 2 3" into a malloc'ed array. */
+/* Parses "1 2 3" into a malloc'ed array; on a bad id prints which and returns false. */
 static bool parse_ids(const char *s, int32_t **out, int *n_out) {
     size_t cap = 16;
     size_t n = 0;
@@ -34,6 +34,9 @@ static bool parse_ids(const char *s, int32_t **out, int *n_out) {
         long v = strtol(p, &end, 10);
         if (end == p || errno == ERANGE || v < 0 || v > INT32_MAX ||
             (*end && *end != ' ' && *end != '\t' && *end != ',')) {
+            int len = (int)strcspn(p, " \t,");
+            fprintf(stderr, "moeinf logits: --ids: '%.*s' is not a token id\n", len > 40 ? 40 : len,
+                    p);
             free(ids);
             return false;
         }
@@ -108,7 +111,8 @@ int cmd_logits(int argc, char **argv) {
     }
     int32_t *ids = NULL;
     int n = 0;
-    if (!parse_ids(ids_arg, &ids, &n) || n == 0) {
+    if (!parse_ids(ids_arg, &ids, &n)) return CLI_EXIT_USAGE;
+    if (n == 0) {
         free(ids);
         fprintf(stderr, "moeinf logits: --ids must be a non-empty list of token ids\n");
         return CLI_EXIT_USAGE;
@@ -120,9 +124,18 @@ int cmd_logits(int argc, char **argv) {
     float *logits = NULL;
     int rc = CLI_EXIT_FAIL;
     struct moeinf_model_params mp = moeinf_model_params_default();
+    if (moeinf_file_check_output(out_path, &err) != MOEINF_OK) goto done;
     if (moeinf_model_load(model_path, &mp, &model, &err) != MOEINF_OK) goto done;
-    if (moeinf_context_init(model, &cp, &ctx, &err) != MOEINF_OK) goto done;
     size_t n_vocab = (size_t)moeinf_model_n_vocab(model);
+    for (int i = 0; i < n; i++) { /* a bad id is a bad option value, whatever its size */
+        if ((size_t)ids[i] >= n_vocab) {
+            fprintf(stderr, "moeinf logits: --ids: token id %d is outside the vocabulary [0, %zu)\n",
+                    ids[i], n_vocab);
+            rc = CLI_EXIT_USAGE;
+            goto done;
+        }
+    }
+    if (moeinf_context_init(model, &cp, &ctx, &err) != MOEINF_OK) goto done;
     logits = malloc((size_t)n * n_vocab * sizeof(float));
     if (!logits) {
         snprintf(err.msg, sizeof err.msg, "out of memory for %d x %zu logits", n, n_vocab);
@@ -144,7 +157,7 @@ int cmd_logits(int argc, char **argv) {
     }
     rc = CLI_EXIT_OK;
 done:
-    if (rc != CLI_EXIT_OK) cli_fail(&err);
+    if (rc == CLI_EXIT_FAIL) cli_fail(&err);
     free(logits);
     free(ids);
     moeinf_context_free(ctx);

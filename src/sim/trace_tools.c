@@ -221,7 +221,9 @@ enum moeinf_status moeinf_trace_eam_load(const char *path, int64_t request_id, i
         }
     }
     if (!found) {
-        if (request_id >= 0) {
+        if (pos < 0) {
+            st = moeinf_fail(err, MOEINF_ERR_FORMAT, "%s: the trace has no requests", path);
+        } else if (request_id >= 0) {
             st = moeinf_fail(err, MOEINF_ERR_ARG, "%s: no request with id %lld", path,
                              (long long)request_id);
         } else {
@@ -749,7 +751,9 @@ enum moeinf_status moeinf_trace_filter(const char *in_path, const char *out_path
         }
         res.n_tokens[phase_index(tok.phase)]++;
     }
-    if (res.n_requests == 0) {
+    /* A trace without requests gives one without requests; a filter that keeps none of
+     * the requests there are is refused as a mistake. */
+    if (res.n_requests == 0 && pos >= 0) {
         st = moeinf_fail(err, MOEINF_ERR_ARG,
                          "%s: no request passes the filter (%lld requests "
                          "read); nothing written",
