@@ -3,11 +3,11 @@
  * `moeinf gen-model` through the built binary ($MOEINF_BIN), checking exit codes (0 ok,
  * 1 bad file, 2 bad option), --help, and what reaches stdout and stderr.
  */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <signal.h>
 #include <unistd.h>
 
 #include "test.h"
@@ -158,8 +158,8 @@ static void test_interrupt_removes_temp(void) {
     pid_t pid = fork();
     if (pid == 0) {
         signal(SIGINT, SIG_DFL); /* whatever the test runner's disposition */
-        execl(bin, bin, "gen-model", "-o", out, "--layers", "8", "--embd", "1024", "--ff",
-              "4096", "--type", "f32", "--threads", "1", (char *)NULL);
+        execl(bin, bin, "gen-model", "-o", out, "--layers", "8", "--embd", "1024", "--ff", "4096",
+              "--type", "f32", "--threads", "1", (char *)NULL);
         _exit(127);
     }
     CHECK(pid > 0);

@@ -133,7 +133,7 @@ static void test_check_output(void) {
     test_tmp_path("file_new.txt", path, sizeof path);
     remove(path);
     CHECK_EQ_INT(moeinf_file_check_output(path, &err), MOEINF_OK); /* new, folder exists */
-    CHECK(!test_file_exists(path));                                   /* nothing created */
+    CHECK(!test_file_exists(path));                                /* nothing created */
     CHECK_EQ_INT(moeinf_file_check_output("/nonexistent-dir/sub/out.txt", &err), MOEINF_ERR_IO);
     CHECK_STR_CONTAINS(err.msg, "/nonexistent-dir/sub/out.txt: folder /nonexistent-dir/sub:");
     CHECK(!test_file_exists("/nonexistent-dir"));

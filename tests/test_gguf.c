@@ -352,8 +352,8 @@ static void test_small_alignment(void) {
         pad(&b, small[i]);
         zeros(&b, 4 * 2 * 4);
         char want[96];
-        snprintf(want, sizeof want, "general.alignment %u is not a power of two and a multiple of 8",
-                 small[i]);
+        snprintf(want, sizeof want,
+                 "general.alignment %u is not a power of two and a multiple of 8", small[i]);
         expect_bad(&b, "align-small.gguf", want);
     }
     header(&b, 3, 1, 1);

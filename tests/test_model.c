@@ -420,7 +420,8 @@ static void expect_nonfinite(const char *name, float v, bool want_logits, const 
     float *logits = malloc(3 * 32000 * sizeof(float));
     if (ctx && logits) {
         const int32_t ids[3] = {1, 15043, 3186};
-        enum moeinf_status st = moeinf_decode(ctx, ids, 3, want_logits ? logits : NULL, false, &err);
+        enum moeinf_status st =
+            moeinf_decode(ctx, ids, 3, want_logits ? logits : NULL, false, &err);
         CHECK_MSG(st == MOEINF_ERR_FORMAT, "%s = %g: status %d", name, (double)v, st);
         CHECK_STR_CONTAINS(err.msg, phrase);
         CHECK_EQ_INT(moeinf_context_n_past(ctx), 0);

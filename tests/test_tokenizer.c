@@ -687,8 +687,8 @@ static void detok_expect(const char *in, size_t n_in, size_t step, const char *w
         n += moeinf_detok_push(&d, in + i, len, out + n);
     }
     n += moeinf_detok_flush(&d, out + n);
-    CHECK_MSG(n == strlen(want) && memcmp(out, want, n) == 0, "input of %zu bytes, step %zu",
-              n_in, step);
+    CHECK_MSG(n == strlen(want) && memcmp(out, want, n) == 0, "input of %zu bytes, step %zu", n_in,
+              step);
     CHECK(utf8_complete(out, n));
 }
 
@@ -721,17 +721,18 @@ static void test_detok_edge_cases(void) {
     static const struct {
         const char *in, *want;
     } cases[] = {
-        {"\xc0\xaf", FFFD FFFD},                 /* overlong '/': C0 never starts one */
-        {"\xe0\x80\xaf", FFFD FFFD FFFD},         /* overlong: E0 needs A0..BF next */
-        {"\xed\xa0\x80", FFFD FFFD FFFD},         /* a surrogate: ED needs 80..9F next */
+        {"\xc0\xaf", FFFD FFFD},                   /* overlong '/': C0 never starts one */
+        {"\xe0\x80\xaf", FFFD FFFD FFFD},          /* overlong: E0 needs A0..BF next */
+        {"\xed\xa0\x80", FFFD FFFD FFFD},          /* a surrogate: ED needs 80..9F next */
         {"\xf4\x90\x80\x80", FFFD FFFD FFFD FFFD}, /* past U+10FFFF */
-        {"\xf0\x9f\x9a", FFFD},                  /* cut short at the end: one subpart */
-        {"\xf0\x9f\x9ax", FFFD "x"},             /* cut short by ASCII */
+        {"\xf0\x9f\x9a", FFFD},                    /* cut short at the end: one subpart */
+        {"\xf0\x9f\x9ax", FFFD "x"},               /* cut short by ASCII */
         {"\xe6\x97\xf0\x9f\x9a\x80", FFFD "\xf0\x9f\x9a\x80"}, /* by another character */
-        {"a\xc3\xa9\xe6\x97\xa5", "a\xc3\xa9\xe6\x97\xa5"},     /* valid text unchanged */
+        {"a\xc3\xa9\xe6\x97\xa5", "a\xc3\xa9\xe6\x97\xa5"},    /* valid text unchanged */
         {"\x61\xf1\x80\x80\xe1\x80\xc2\x62\x80\x63\x80\xbf\x64",
          "a" FFFD FFFD FFFD "b" FFFD "c" FFFD FFFD "d"}, /* Unicode's table 3-8 example */
     };
+
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         detok_expect(cases[c].in, strlen(cases[c].in), 1, cases[c].want);
         detok_expect(cases[c].in, strlen(cases[c].in), 64, cases[c].want);

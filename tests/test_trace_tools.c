@@ -798,7 +798,7 @@ static void test_cli_exit_codes(void) {
         {"concat -o {O} {T} /nonexistent/t.txt", 1},
         {"stats", 2},
         {"stats --trace {T} --bogus", 2},
-        {"stats {T} {T}", 2},              /* one trace: positional or --trace, not two */
+        {"stats {T} {T}", 2}, /* one trace: positional or --trace, not two */
         {"stats {T} --trace {G}", 2},
         {"heatmap {T} {T} --index 0", 2},
         {"filter {T} -o {O} {G}", 2},

@@ -179,7 +179,8 @@ static enum moeinf_status open_in_place(const char *path, struct moeinf_atomic_f
     /* O_NONBLOCK: a FIFO without a reader fails at once (ENXIO) instead of hanging. */
     int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) {
-        if (errno == ENXIO) return moeinf_fail(err, MOEINF_ERR_IO, "%s: a FIFO with no reader", path);
+        if (errno == ENXIO)
+            return moeinf_fail(err, MOEINF_ERR_IO, "%s: a FIFO with no reader", path);
         return moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot write: %s", path,
                            moeinf_strerror(errno, eb, sizeof eb));
     }

@@ -129,7 +129,8 @@ int cmd_logits(int argc, char **argv) {
     size_t n_vocab = (size_t)moeinf_model_n_vocab(model);
     for (int i = 0; i < n; i++) { /* a bad id is a bad option value, whatever its size */
         if ((size_t)ids[i] >= n_vocab) {
-            fprintf(stderr, "moeinf logits: --ids: token id %d is outside the vocabulary [0, %zu)\n",
+            fprintf(stderr,
+                    "moeinf logits: --ids: token id %d is outside the vocabulary [0, %zu)\n",
                     ids[i], n_vocab);
             rc = CLI_EXIT_USAGE;
             goto done;

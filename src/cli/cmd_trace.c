@@ -43,8 +43,7 @@ static bool is_option(const char *a) {
 
 /* Takes the trace (a positional argument or --trace's value); a second trace is an error.
  * Returns false (after printing the usage) on that error. */
-static bool take_trace(const char *sub, void (*usage)(FILE *), const char *a,
-                             const char **trace) {
+static bool take_trace(const char *sub, void (*usage)(FILE *), const char *a, const char **trace) {
     if (*trace) {
         fprintf(stderr, "moeinf trace %s: one trace only ('%s' and '%s')\n", sub, *trace, a);
         usage(stderr);
@@ -308,7 +307,7 @@ bad:
     return false;
 }
 
-static const char *const filter_values[] = {"--trace", "-o",      "--tag-prefix", "--requests",
+static const char *const filter_values[] = {"--trace",   "-o",      "--tag-prefix", "--requests",
                                             "--indices", "--every", "--first",      NULL};
 
 static int cmd_filter(int argc, char **argv) {

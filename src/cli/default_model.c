@@ -37,8 +37,8 @@ static bool cache_dir(char *dir, size_t size, struct moeinf_error *err) {
     const char *hint = "give -m MODEL, or set MOEINF_DEFAULT_MODEL or XDG_CACHE_HOME";
     struct stat st;
     if (!home || !*home) {
-        snprintf(err->msg, sizeof err->msg, "HOME is not set, so the default model has no folder: %s",
-                 hint);
+        snprintf(err->msg, sizeof err->msg,
+                 "HOME is not set, so the default model has no folder: %s", hint);
         err->status = MOEINF_ERR_IO;
         return false;
     }

@@ -30,7 +30,8 @@ static void on_signal(int sig) {
 
 void cli_remove_on_signal(const char *path) {
     if (installed) {
-        for (size_t i = 0; i < N_SIGNALS; i++) sigaction(signals[i], &previous[i], NULL);
+        for (size_t i = 0; i < N_SIGNALS; i++)
+            sigaction(signals[i], &previous[i], NULL);
         installed = false;
     }
     if (!path) return;
@@ -39,7 +40,8 @@ void cli_remove_on_signal(const char *path) {
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < N_SIGNALS; i++) sigaddset(&sa.sa_mask, signals[i]);
+    for (size_t i = 0; i < N_SIGNALS; i++)
+        sigaddset(&sa.sa_mask, signals[i]);
     for (size_t i = 0; i < N_SIGNALS; i++) {
         sigaction(signals[i], NULL, &previous[i]);
         /* a signal the caller ignores (nohup, a background job's SIGINT) stays ignored */

@@ -328,8 +328,7 @@ static enum moeinf_status read_alignment(struct cursor *c, struct moeinf_gguf *g
     /* The GGUF specification asks for a multiple of 8: smaller ones would put tensor data
      * (floats, halves, quant blocks) at addresses the kernels cannot load from. */
     if (big || a < 8 || (a & (a - 1)) != 0) {
-        return bad(c, "general.alignment %" PRId64 " is not a power of two and a multiple of 8",
-                   a);
+        return bad(c, "general.alignment %" PRId64 " is not a power of two and a multiple of 8", a);
     }
     g->alignment = (uint64_t)a;
     return MOEINF_OK;
