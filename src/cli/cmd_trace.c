@@ -232,8 +232,8 @@ static int cmd_heatmap(int argc, char **argv) {
             if (!cli_parse_long(sub, a, v, 0, INT64_MAX, &request)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "--index")) {
             if (!cli_parse_long(sub, a, v, 0, INT64_MAX, &index)) return CLI_EXIT_USAGE;
-        } else if (!parse_phase("heatmap", v, &phase)) {
-            return CLI_EXIT_USAGE;
+        } else if (!strcmp(a, "--phase")) {
+            if (!parse_phase("heatmap", v, &phase)) return CLI_EXIT_USAGE;
         }
     }
     if (!trace) return usage_error("heatmap", heatmap_usage, "--trace is required");
@@ -589,10 +589,9 @@ static int cmd_stats(int argc, char **argv) {
             if (!take_trace("stats", stats_usage, a, &trace)) return CLI_EXIT_USAGE;
         } else if (strcmp(a, "--trace") != 0) {
             return cli_bad_argument(sub, a, stats_usage);
-        } else if (!(v = cli_option_value(sub, argc, argv, &i))) {
-            return CLI_EXIT_USAGE;
-        } else if (!take_trace("stats", stats_usage, v, &trace)) {
-            return CLI_EXIT_USAGE;
+        } else {
+            v = cli_option_value(sub, argc, argv, &i);
+            if (!v || !take_trace("stats", stats_usage, v, &trace)) return CLI_EXIT_USAGE;
         }
     }
     if (!trace) return usage_error("stats", stats_usage, "--trace is required");

@@ -13,9 +13,10 @@ static bool make_dir(const char *dir, mode_t mode, struct moeinf_error *err) {
     if (mkdir(dir, mode) == 0 || (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))) {
         return true;
     }
+    const char *why = "a file of that name exists";
     /* NOLINTNEXTLINE(concurrency-mt-unsafe): only the main thread reports errors */
-    snprintf(err->msg, sizeof err->msg, "%s: cannot create the folder: %s", dir,
-             errno == EEXIST ? "a file of that name exists" : strerror(errno));
+    if (errno != EEXIST) why = strerror(errno);
+    snprintf(err->msg, sizeof err->msg, "%s: cannot create the folder: %s", dir, why);
     err->status = MOEINF_ERR_IO;
     return false;
 }

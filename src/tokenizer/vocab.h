@@ -179,7 +179,7 @@ enum moeinf_status moeinf_vocab_detokenize(const struct moeinf_vocab *v, const i
  */
 #define MOEINF_DETOK_HOLD 4
 /* Output bound of one push: every byte, held ones included, may become a 3-byte U+FFFD. */
-#define MOEINF_DETOK_OUT_MAX(len) (3 * ((len) + MOEINF_DETOK_HOLD))
+#define MOEINF_DETOK_OUT_MAX(len) (3 * ((size_t)(len) + MOEINF_DETOK_HOLD))
 
 struct moeinf_detok {
     unsigned char held[MOEINF_DETOK_HOLD];
