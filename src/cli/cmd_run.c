@@ -113,8 +113,11 @@ int cmd_run(int argc, char **argv) {
 
     struct moeinf_model *model = NULL;
     struct moeinf_context *ctx = NULL;
-    if (!model_args_open(&o.model, &model, &ctx)) return CLI_EXIT_FAIL;
     struct moeinf_error err = {0};
+    if (o.record_path && moeinf_file_check_output(o.record_path, &err) != MOEINF_OK) {
+        return cli_fail(&err); /* before loading the model, not after generating */
+    }
+    if (!model_args_open(&o.model, &model, &ctx)) return CLI_EXIT_FAIL;
     struct moeinf_sampler *smp = NULL;
     struct moeinf_text_stream *detok = NULL;
     int32_t *prompt = NULL;
