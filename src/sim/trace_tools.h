@@ -1,6 +1,8 @@
 /*
  * trace_tools.h - internals of the trace tools (public API in moeinf.h, "trace tools"):
- * the measures they are built from, exposed so tests can check them on hand-made numbers.
+ * the measures they are built from, exposed so tests can check them on hand-made numbers,
+ * and what the files of the tools share (trace_measures.c, trace_eam.c, trace_copy.c,
+ * trace_stats.c, trace_tools.c).
  */
 #ifndef MOEINF_SIM_TRACE_TOOLS_H
 #define MOEINF_SIM_TRACE_TOOLS_H
@@ -8,6 +10,7 @@
 #include <stdint.h>
 
 #include "moeinf.h"
+#include "sim/trace.h"
 
 /* Gini coefficient of n non-negative counts, sorting them in place (ascending):
  * sum_i sum_j |x_i - x_j| / (2 n sum x); 0 when all are equal; NaN when they sum to 0. */
@@ -22,5 +25,13 @@ uint64_t moeinf_trace_top_sum(uint64_t *x, int n, int k);
 enum moeinf_status moeinf_trace_uniform_skew(int n_experts, int top_k, int64_t tokens, int draws,
                                              struct moeinf_trace_skew *out,
                                              struct moeinf_error *err);
+
+/* The trace tools' index (MOEINF_TRACE_PHASE_PREFILL or _DECODE) of a token's phase. */
+static inline int moeinf_trace_phase_index(enum moeinf_phase p) {
+    return p == MOEINF_PHASE_PREFILL ? MOEINF_TRACE_PHASE_PREFILL : MOEINF_TRACE_PHASE_DECODE;
+}
+
+/* Tokens of one request's EAM in a phase (MOEINF_TRACE_PHASE_ALL: both). */
+int64_t moeinf_trace_eam_tokens(const struct moeinf_trace_eam *m, enum moeinf_trace_phase phase);
 
 #endif
