@@ -101,6 +101,25 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *param
 enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *params, const char *path,
                                     struct moeinf_error *err);
 
+/* ---- outputs (base module) ---------------------------------------------------------------- */
+
+/*
+ * Files moeinf writes (gen-model, traces, heatmaps, EAMC files) replace a regular file (or
+ * create a new one) atomically: they are written to "<path>.tmp.<pid>" and renamed over path
+ * only when complete. A character device or FIFO (/dev/null, a named pipe) is written in
+ * place instead; a directory, block device or socket is refused.
+ */
+
+/* Checks, before any work, that an output can be written at path: a new or regular file needs
+ * an existing folder it may write in; a device or FIFO must be writable. MOEINF_ERR_IO with a
+ * line naming the path and the problem. */
+enum moeinf_status moeinf_file_check_output(const char *path, struct moeinf_error *err);
+
+/* The temp file an atomic write of path by this process uses, into buf (truncated to size);
+ * returns its full length. A front end that may be killed mid-write removes it in its signal
+ * handler (unlink is async-signal-safe). */
+size_t moeinf_file_temp_path(const char *path, char *buf, size_t size);
+
 /* ---- engine: model, context, decode (engine.c) ------------------------------------------- */
 
 struct moeinf_model;   /* weights + vocabulary; read-only after load, shareable */
@@ -239,7 +258,9 @@ const char *moeinf_context_kernels(const struct moeinf_context *ctx);
  * micro-batches of n_batch). If `logits` is not NULL it receives either every position's
  * logits (all_logits: n x n_vocab floats) or the last position's (n_vocab floats).
  * MOEINF_ERR_CONTEXT if n_past + n would exceed n_ctx (nothing is appended then);
- * MOEINF_ERR_ARG for a token id outside the vocabulary.
+ * MOEINF_ERR_ARG for a token id outside the vocabulary; MOEINF_ERR_FORMAT when the model
+ * computes NaN or infinity (weights that hold them, or activations that overflow), naming
+ * the first layer whose output is not finite (the micro-batch is not appended).
  */
 enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids, int n,
                                  float *logits, bool all_logits, struct moeinf_error *err);
@@ -281,8 +302,9 @@ bool moeinf_token_is_eog(const struct moeinf_model *model, int32_t id);
 /*
  * Streaming text of generated ids: feed ids one at a time and print what comes back; bytes
  * of a UTF-8 character split across tokens are held until the character is complete, so
- * streamed output never splits a character. The returned bytes are borrowed until the next
- * call. Control tokens print nothing.
+ * streamed output never splits a character, and it is always valid UTF-8: bytes that cannot
+ * form a character (byte tokens in a bad order) come out as U+FFFD, one per maximal invalid
+ * subpart. The returned bytes are borrowed until the next call. Control tokens print nothing.
  */
 struct moeinf_text_stream;
 
@@ -291,7 +313,8 @@ enum moeinf_status moeinf_text_stream_init(const struct moeinf_model *model,
                                            struct moeinf_error *err);
 void moeinf_text_stream_free(struct moeinf_text_stream *s);
 const char *moeinf_text_stream_push(struct moeinf_text_stream *s, int32_t id, size_t *len);
-/* Whatever is still held (an incomplete sequence at the end of generation), as raw bytes. */
+/* Ends the text: a character still incomplete at the end of generation comes out as one
+ * U+FFFD (nothing when none is held). */
 const char *moeinf_text_stream_flush(struct moeinf_text_stream *s, size_t *len);
 
 /* ---- sampler (sampler module) ------------------------------------------------------------ */

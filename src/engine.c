@@ -188,6 +188,8 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
             moeinf_fwd_eval(ctx->fwd, ids + i0, m, ctx->n_past, out, all_logits, err);
         if (ctx->tier) moeinf_tier_iteration_end(ctx->tier);
         if (est != MOEINF_OK) return est;
+        enum moeinf_status fst = moeinf_fwd_check_finite(ctx->fwd, out, all_logits ? m : 1, err);
+        if (fst != MOEINF_OK) return fst; /* rather than sample from NaN: nothing appended */
         int pos0 = ctx->n_past;
         ctx->n_past += m; /* the tokens are in the context even if recording them fails */
         if (ctx->record) {

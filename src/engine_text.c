@@ -44,7 +44,7 @@ enum moeinf_status moeinf_text_stream_init(const struct moeinf_model *model,
     if (!s) return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory");
     s->vocab = model->vocab;
     moeinf_detok_init(&s->detok);
-    s->cap = 256 + MOEINF_DETOK_HOLD;
+    s->cap = MOEINF_DETOK_OUT_MAX(256);
     s->buf = malloc(s->cap);
     if (!s->buf) {
         free(s);
@@ -63,13 +63,13 @@ void moeinf_text_stream_free(struct moeinf_text_stream *s) {
 const char *moeinf_text_stream_push(struct moeinf_text_stream *s, int32_t id, size_t *len) {
     size_t n = 0;
     const char *piece = moeinf_vocab_piece(s->vocab, id, false, &n);
-    if (n + MOEINF_DETOK_HOLD > s->cap) {
-        char *grown = realloc(s->buf, n + MOEINF_DETOK_HOLD);
+    if (MOEINF_DETOK_OUT_MAX(n) > s->cap) {
+        char *grown = realloc(s->buf, MOEINF_DETOK_OUT_MAX(n));
         if (!grown) { /* keep streaming what fits rather than fail mid-generation */
-            n = s->cap - MOEINF_DETOK_HOLD;
+            n = s->cap / 3 - MOEINF_DETOK_HOLD;
         } else {
             s->buf = grown;
-            s->cap = n + MOEINF_DETOK_HOLD;
+            s->cap = MOEINF_DETOK_OUT_MAX(n);
         }
     }
     *len = moeinf_detok_push(&s->detok, piece, n, s->buf);

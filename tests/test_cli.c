@@ -3,7 +3,9 @@
  * (tokenize, logits, run --print-ids), exit codes (0 ok, 1 bad file, 2 bad option) and
  * one-line error messages. Expectations come from llama.cpp's goldens.
  */
+#include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "golden.h"
 #include "test.h"
@@ -144,9 +146,139 @@ static void test_bad_input(void) {
         CHECK_STR_CONTAINS(out, "usage: moeinf");
     }
     if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model, sizeof model)) return;
-    snprintf(cmd, sizeof cmd, "%s logits -m %s --ids '1 99999' -o /dev/null", bin(), model);
+    /* an id past the vocabulary and one past int32 are both bad values of --ids: exit 2 */
+    const char *bad_ids[] = {"1 99999", "1 2147483647", "1 2147483648", "1 -1"};
+    for (int i = 0; i < 4; i++) {
+        snprintf(cmd, sizeof cmd, "%s logits -m %s --ids '%s' -o /dev/null", bin(), model,
+                 bad_ids[i]);
+        CHECK_MSG(run_cmd(cmd, out, sizeof out, err, sizeof err) == 2, "--ids '%s'", bad_ids[i]);
+        CHECK_STR_CONTAINS(err, "moeinf logits: --ids: ");
+        CHECK_STR_CONTAINS(err, bad_ids[i] + 2);
+        CHECK(strchr(err, '\n') == err + strlen(err) - 1); /* one line */
+    }
+}
+
+/* Output paths are checked before the work: a missing folder fails at once, nothing is
+ * generated (stdout stays empty) and nothing is left behind. */
+static void test_output_checked_first(void) {
+    char model[1024], cmd[2048], out[4096], err[4096];
+    if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model, sizeof model)) return;
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p hi -n 4 --record-routing /nonexistent-dir/r.txt",
+             bin(), model);
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
-    CHECK_STR_CONTAINS(err, "99999");
+    CHECK(strcmp(err, "moeinf: /nonexistent-dir/r.txt: folder /nonexistent-dir: No such file or "
+                      "directory\n") == 0);
+    CHECK(out[0] == '\0');
+    snprintf(cmd, sizeof cmd, "%s logits -m %s --ids '1 2' -o /nonexistent-dir/l.f32", bin(),
+             model);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
+    CHECK_STR_CONTAINS(err, "moeinf: /nonexistent-dir/l.f32: folder /nonexistent-dir");
+    CHECK(!test_file_exists("/nonexistent-dir"));
+}
+
+/* A FIFO (or a pipe) as the model is refused at once; a blocking open would hang waiting for
+ * a writer before any check (`timeout` turns a hang into exit 124). */
+static void test_fifo_model(void) {
+    char fifo[512], cmd[2048], out[4096], err[4096];
+    test_tmp_path("cli_model.fifo", fifo, sizeof fifo);
+    remove(fifo);
+    CHECK(mkfifo(fifo, 0644) == 0);
+    snprintf(cmd, sizeof cmd, "timeout 20 %s run -m %s -p hi -n 1", bin(), fifo);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
+    CHECK_STR_CONTAINS(err, "a pipe or FIFO, not a regular file");
+    snprintf(cmd, sizeof cmd, "timeout 20 %s inspect %s", bin(), fifo);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
+    CHECK_STR_CONTAINS(err, "a pipe or FIFO");
+    remove(fifo);
+}
+
+/* Where the default model lives: $XDG_CACHE_HOME/moeinf, else $HOME/.cache/moeinf; a HOME that
+ * is unset or missing is refused (it used to fall back to a shared /tmp/.cache, or to create
+ * the whole missing path). Each folder is given a link to the tiny model as its default. */
+static void test_default_model_location(void) {
+    char model[1024], cmd[4096], out[4096], err[4096], root[512], path[1024];
+    if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model, sizeof model)) return;
+    const char *env = "env -u MOEINF_DEFAULT_MODEL -u XDG_CACHE_HOME";
+    snprintf(cmd, sizeof cmd, "%s HOME=/nonexistent-home %s run -p hi -n 1", env, bin());
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
+    CHECK_STR_CONTAINS(err, "moeinf: HOME=/nonexistent-home is not an existing folder");
+    CHECK(!test_file_exists("/nonexistent-home"));
+    snprintf(cmd, sizeof cmd, "%s -u HOME %s run -p hi -n 1", env, bin());
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
+    CHECK_STR_CONTAINS(err, "moeinf: HOME is not set");
+
+    test_tmp_path("cli_home", root, sizeof root);
+    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/home/.cache/moeinf %s/xdg/moeinf", root,
+             root, root);
+    CHECK_EQ_INT(system(cmd), 0);
+    snprintf(path, sizeof path, "%s/home/.cache/moeinf/default-moe.gguf", root);
+    CHECK(symlink(model, path) == 0);
+    snprintf(path, sizeof path, "%s/xdg/moeinf/default-moe.gguf", root);
+    CHECK(symlink(model, path) == 0);
+    /* the tiny model's greedy continuation of "Hello world" begins with id 15635 */
+    snprintf(cmd, sizeof cmd, "%s HOME=%s/home %s run -p 'Hello world' -n 1 --temp 0 --print-ids",
+             env, root, bin());
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    CHECK_STR_CONTAINS(out, "ids: 15635\n");
+    snprintf(cmd, sizeof cmd,
+             "%s HOME=/nonexistent-home XDG_CACHE_HOME=%s/xdg %s run -p 'Hello world' -n 1 "
+             "--temp 0 --print-ids",
+             env, root, bin());
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    CHECK_STR_CONTAINS(out, "ids: 15635\n");
+    /* an XDG_CACHE_HOME whose parent is missing is not created either */
+    snprintf(cmd, sizeof cmd, "%s XDG_CACHE_HOME=/nonexistent-dir/cache %s run -p hi -n 1", env,
+             bin());
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
+    CHECK_STR_CONTAINS(err, "moeinf: /nonexistent-dir/cache: cannot create the folder");
+    CHECK(!test_file_exists("/nonexistent-dir"));
+    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
+    CHECK_EQ_INT(system(cmd), 0);
+}
+
+/* Weights holding NaN: generation stops with an error naming the first layer whose output is
+ * not finite, instead of sampling token 0 forever. */
+static void test_nan_weights(void) {
+    char model[1024], bad[512], cmd[2048], out[8192], err[4096];
+    if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model, sizeof model)) return;
+    size_t size = 0;
+    char *bytes = golden_read_file(model, &size);
+    CHECK(bytes != NULL);
+    if (!bytes) return;
+    /* the first float of blk.1.attn_norm.weight: offset from `moeinf inspect` of this file */
+    const size_t at = 6593728;
+    CHECK(size > at + 4);
+    const float nan = NAN;
+    memcpy(bytes + at, &nan, sizeof nan);
+    test_tmp_path("cli_nan.gguf", bad, sizeof bad);
+    FILE *f = fopen(bad, "wb");
+    CHECK(f && fwrite(bytes, 1, size, f) == size);
+    if (f) fclose(f);
+    free(bytes);
+    snprintf(cmd, sizeof cmd, "%s inspect %s", bin(), bad);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    CHECK_STR_CONTAINS(out, "blk.1.attn_norm.weight           f32      [64]                       "
+                            "     6593728");
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'Hello world' -n 8 --temp 0 --print-ids", bin(),
+             bad);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
+    CHECK_STR_CONTAINS(err, "moeinf: NaN or infinity in the hidden state from layer 1 on");
+    CHECK(strstr(out, "ids:") == NULL); /* nothing was sampled */
+    remove(bad);
+}
+
+static void test_help(void) {
+    char cmd[2048], out[8192], err[4096];
+    snprintf(cmd, sizeof cmd, "%s help run", bin());
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    CHECK(strncmp(out, "usage: moeinf run ", 18) == 0);
+    snprintf(cmd, sizeof cmd, "%s help nope", bin());
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 2);
+    CHECK_STR_CONTAINS(err, "unknown command 'nope'");
+    /* bench sizes its context to the test unless -c is given */
+    snprintf(cmd, sizeof cmd, "%s bench --help", bin());
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    CHECK_STR_CONTAINS(out, "bench P + N + 1");
 }
 
 int main(void) {
@@ -156,5 +288,10 @@ int main(void) {
     RUN(test_context_limits);
     RUN(test_bench_output);
     RUN(test_bad_input);
+    RUN(test_output_checked_first);
+    RUN(test_fifo_model);
+    RUN(test_default_model_location);
+    RUN(test_nan_weights);
+    RUN(test_help);
     return test_report();
 }

@@ -231,12 +231,41 @@ static void test_bad_metadata(void) {
     for (int i = 0; i < 3; i++) {
         gguf_bytes_header(&b, 3, 0, 1);
         gguf_bytes_kv_u32(&b, "general.alignment", aligns[i]);
-        expect_bad(&b, "align.gguf", "not a nonzero power of two");
+        expect_bad(&b, "align.gguf", "is not a power of two and a multiple of 8");
     }
     gguf_bytes_header(&b, 3, 0, 1);
     gguf_bytes_kv_head(&b, "general.alignment", MOEINF_GGUF_TYPE_STRING);
     gguf_bytes_str(&b, "32");
     expect_bad(&b, "align-type.gguf", "general.alignment has type string");
+}
+
+/* Powers of two below 8 are legal for ggml's reader but not for the specification: with
+ * alignment 1 a tensor's data may start at an odd offset, where an F32 row would be loaded
+ * misaligned (UBSan caught it in the kernels). Refused by name; 8 is the smallest accepted. */
+static void test_small_alignment(void) {
+    struct gguf_bytes b = {0};
+    int64_t ne[2] = {4, 2};
+    uint32_t small[] = {1, 2, 4};
+    for (int i = 0; i < 3; i++) {
+        gguf_bytes_header(&b, 3, 1, 1);
+        gguf_bytes_kv_u32(&b, "general.alignment", small[i]);
+        /* a tensor info is 40 bytes + the name: pick the name length that makes the data
+         * offset odd, legal with alignment 1 */
+        gguf_bytes_tensor(&b, (b.n + 41) % 2 ? "w" : "ww", 2, ne, 0, 0);
+        CHECK(small[i] > 1 || b.n % 2 == 1);
+        gguf_bytes_pad(&b, small[i]);
+        gguf_bytes_zeros(&b, 4 * 2 * 4);
+        char want[96];
+        snprintf(want, sizeof want,
+                 "general.alignment %u is not a power of two and a multiple of 8", small[i]);
+        expect_bad(&b, "align-small.gguf", want);
+    }
+    gguf_bytes_header(&b, 3, 1, 1);
+    gguf_bytes_kv_u32(&b, "general.alignment", 8);
+    gguf_bytes_tensor(&b, "w", 2, ne, 0, 0);
+    gguf_bytes_pad(&b, 8);
+    gguf_bytes_zeros(&b, 4 * 2 * 4);
+    expect_ok(&b, "align-8.gguf");
 }
 
 static void test_bad_tensors(void) {
@@ -900,6 +929,7 @@ int main(void) {
     RUN(test_type_table);
     RUN(test_bad_header);
     RUN(test_bad_metadata);
+    RUN(test_small_alignment);
     RUN(test_bad_tensors);
     RUN(test_valid_file);
     RUN(test_truncation_loop);

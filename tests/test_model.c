@@ -342,6 +342,72 @@ static void test_no_mmap_same_logits(void) {
     free(logits[1]);
 }
 
+/* The tiny F32 model with the first float of tensor `name` set to v, written to a scratch
+ * file; returns the path or NULL. */
+static const char *with_weight(const char *name, float v, char *path, size_t size) {
+    char src[1024];
+    if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", src, sizeof src)) return NULL;
+    struct moeinf_gguf *g = NULL;
+    struct moeinf_error err = {0};
+    CHECK_MSG(moeinf_gguf_open(src, &g, &err) == MOEINF_OK, "%s", err.msg);
+    if (!g) return NULL;
+    const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(g, name);
+    CHECK_MSG(t && t->type == 0, "%s", name); /* F32 */
+    uint64_t at = t ? t->offset : 0;
+    moeinf_gguf_free(g);
+    size_t n = 0;
+    char *b = golden_read_file(src, &n);
+    if (!b || !at) {
+        free(b);
+        return NULL;
+    }
+    memcpy(b + at, &v, sizeof v);
+    test_tmp_path("nonfinite.gguf", path, size);
+    FILE *f = fopen(path, "wb");
+    CHECK(f && fwrite(b, 1, n, f) == n);
+    if (f) fclose(f);
+    free(b);
+    return path;
+}
+
+/* Decodes "Hello world" on the patched model: expects MOEINF_ERR_FORMAT with `phrase`, and
+ * nothing appended to the context. */
+static void expect_nonfinite(const char *name, float v, bool want_logits, const char *phrase) {
+    char path[512];
+    if (!with_weight(name, v, path, sizeof path)) return;
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    struct moeinf_context_params cp = moeinf_context_params_default();
+    cp.n_ctx = 16;
+    struct moeinf_model *model = NULL;
+    struct moeinf_context *ctx = NULL;
+    struct moeinf_error err = {0};
+    CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
+    CHECK(model && moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK);
+    float *logits = malloc(3 * 32000 * sizeof(float));
+    if (ctx && logits) {
+        const int32_t ids[3] = {1, 15043, 3186};
+        enum moeinf_status st =
+            moeinf_decode(ctx, ids, 3, want_logits ? logits : NULL, false, &err);
+        CHECK_MSG(st == MOEINF_ERR_FORMAT, "%s = %g: status %d", name, (double)v, st);
+        CHECK_STR_CONTAINS(err.msg, phrase);
+        CHECK_EQ_INT(moeinf_context_n_past(ctx), 0);
+    }
+    free(logits);
+    moeinf_context_free(ctx);
+    moeinf_model_free(model);
+    remove(path);
+}
+
+/* Weights that hold NaN or infinity: decode fails naming the first layer whose output is not
+ * finite (or the lm_head), where it used to hand NaN logits to the sampler. */
+static void test_nonfinite_weights(void) {
+    expect_nonfinite("blk.1.attn_norm.weight", NAN, true, "from layer 1 on (layers 0-1)");
+    expect_nonfinite("blk.0.ffn_norm.weight", INFINITY, true, "from layer 0 on");
+    expect_nonfinite("blk.1.attn_v.weight", NAN, false, "from layer 1 on"); /* no logits */
+    expect_nonfinite("output_norm.weight", -INFINITY, true,
+                     "NaN or infinity in the logits, though every layer's output is finite");
+}
+
 int main(void) {
     RUN(test_missing_keys);
     RUN(test_unsupported_arch);
@@ -351,5 +417,6 @@ int main(void) {
     RUN(test_valid_file_loads);
     RUN(test_no_mmap_same_logits);
     RUN(test_kv_cache_size_overflow);
+    RUN(test_nonfinite_weights);
     return test_report();
 }

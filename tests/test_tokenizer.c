@@ -622,7 +622,7 @@ static void stream_check(const struct moeinf_vocab *v, const char *text) {
     for (size_t i = 0; i < n; i++) {
         size_t len;
         const char *p = moeinf_vocab_piece(v, ids[i], false, &len);
-        char out[64 + MOEINF_DETOK_HOLD];
+        char out[MOEINF_DETOK_OUT_MAX(64)];
         CHECK(len <= 64);
         size_t k = moeinf_detok_push(&d, p, len, out);
         CHECK_MSG(utf8_complete(out, k), "token %zu emitted a partial character", i);
@@ -649,9 +649,29 @@ static void test_streaming_detok(void) {
     moeinf_vocab_free(v);
 }
 
+#define FFFD "\xef\xbf\xbd" /* U+FFFD REPLACEMENT CHARACTER */
+
+/* Feeds the bytes of `in` one push at a time (each a piece of `step` bytes), then flushes;
+ * compares the whole output with `want`. */
+static void detok_expect(const char *in, size_t n_in, size_t step, const char *want) {
+    struct moeinf_detok d;
+    moeinf_detok_init(&d);
+    char out[256];
+    size_t n = 0;
+    for (size_t i = 0; i < n_in; i += step) {
+        size_t len = n_in - i < step ? n_in - i : step;
+        CHECK(n + MOEINF_DETOK_OUT_MAX(len) <= sizeof out);
+        n += moeinf_detok_push(&d, in + i, len, out + n);
+    }
+    n += moeinf_detok_flush(&d, out + n);
+    CHECK_MSG(n == strlen(want) && memcmp(out, want, n) == 0, "input of %zu bytes, step %zu", n_in,
+              step);
+    CHECK(utf8_complete(out, n));
+}
+
 static void test_detok_edge_cases(void) {
     struct moeinf_detok d;
-    char out[16];
+    char out[MOEINF_DETOK_OUT_MAX(4)];
     moeinf_detok_init(&d);
     /* A 4-byte character fed one byte at a time comes out whole at the last byte. */
     const char rocket[4] = {'\xf0', '\x9f', '\x9a', '\x80'};
@@ -659,18 +679,93 @@ static void test_detok_edge_cases(void) {
         CHECK_EQ_INT(moeinf_detok_push(&d, rocket + i, 1, out), 0);
     CHECK_EQ_INT(moeinf_detok_push(&d, rocket + 3, 1, out), 4);
     CHECK(memcmp(out, rocket, 4) == 0);
-    /* A lead byte followed by ASCII is invalid: passed on as is, not held. */
+    /* A lead byte followed by ASCII: the lead alone is one U+FFFD, the ASCII follows. */
     CHECK_EQ_INT(moeinf_detok_push(&d, "\xe6", 1, out), 0);
-    CHECK_EQ_INT(moeinf_detok_push(&d, "a", 1, out), 2);
-    CHECK(out[0] == '\xe6' && out[1] == 'a');
-    /* Stray continuation bytes and bytes that start nothing are not held. */
-    CHECK_EQ_INT(moeinf_detok_push(&d, "\x80", 1, out), 1);
-    CHECK_EQ_INT(moeinf_detok_push(&d, "\xff", 1, out), 1);
-    /* Leftovers come out raw at the flush. */
+    CHECK_EQ_INT(moeinf_detok_push(&d, "a", 1, out), 4);
+    CHECK(memcmp(out, FFFD "a", 4) == 0);
+    /* Stray continuation bytes and bytes that start nothing: one U+FFFD each, at once. */
+    CHECK_EQ_INT(moeinf_detok_push(&d, "\x80", 1, out), 3);
+    CHECK_EQ_INT(moeinf_detok_push(&d, "\xff", 1, out), 3);
+    CHECK(memcmp(out, FFFD, 3) == 0);
+    /* A character cut short by the end of the text: one U+FFFD at the flush. */
     CHECK_EQ_INT(moeinf_detok_push(&d, "ok\xe6\x97", 4, out), 2);
-    CHECK_EQ_INT(moeinf_detok_flush(&d, out), 2);
-    CHECK(out[0] == '\xe6' && out[1] == '\x97');
+    CHECK_EQ_INT(moeinf_detok_flush(&d, out), 3);
+    CHECK(memcmp(out, FFFD, 3) == 0);
     CHECK_EQ_INT(moeinf_detok_flush(&d, out), 0);
+
+    /* Unicode's table of well-formed sequences, one U+FFFD per maximal invalid subpart
+     * (its examples, section 3.9), fed whole and a byte at a time. */
+    static const struct {
+        const char *in, *want;
+    } cases[] = {
+        {"\xc0\xaf", FFFD FFFD},                   /* overlong '/': C0 never starts one */
+        {"\xe0\x80\xaf", FFFD FFFD FFFD},          /* overlong: E0 needs A0..BF next */
+        {"\xed\xa0\x80", FFFD FFFD FFFD},          /* a surrogate: ED needs 80..9F next */
+        {"\xf4\x90\x80\x80", FFFD FFFD FFFD FFFD}, /* past U+10FFFF */
+        {"\xf0\x9f\x9a", FFFD},                    /* cut short at the end: one subpart */
+        {"\xf0\x9f\x9ax", FFFD "x"},               /* cut short by ASCII */
+        {"\xe6\x97\xf0\x9f\x9a\x80", FFFD "\xf0\x9f\x9a\x80"}, /* by another character */
+        {"a\xc3\xa9\xe6\x97\xa5", "a\xc3\xa9\xe6\x97\xa5"},    /* valid text unchanged */
+        {"\x61\xf1\x80\x80\xe1\x80\xc2\x62\x80\x63\x80\xbf\x64",
+         "a" FFFD FFFD FFFD "b" FFFD "c" FFFD FFFD "d"}, /* Unicode's table 3-8 example */
+    };
+
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        detok_expect(cases[c].in, strlen(cases[c].in), 1, cases[c].want);
+        detok_expect(cases[c].in, strlen(cases[c].in), 64, cases[c].want);
+    }
+}
+
+/* The id of the byte-fallback token <0xXX> of byte b: the one token whose piece is that
+ * single byte (for b >= 0x80 no other piece can be). */
+static int32_t byte_token(const struct moeinf_vocab *v, unsigned char b) {
+    for (int32_t id = 0; id < moeinf_vocab_n_tokens(v); id++) {
+        size_t len = 0;
+        const char *p = moeinf_vocab_piece(v, id, false, &len);
+        if (len == 1 && (unsigned char)p[0] == b) return id;
+    }
+    return -1;
+}
+
+/* Byte-fallback tokens in an order that forms no character, as a model with random or broken
+ * weights generates them, stream as U+FFFD through the public text stream. */
+static void test_stream_invalid_bytes(void) {
+    char path[1024];
+    if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", path, sizeof path)) return;
+    struct moeinf_error err = {0};
+    struct moeinf_model *model = NULL;
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
+    if (!model) return;
+    struct moeinf_vocab *v = load_vocab("testdata/models/tiny-mixtral-F32.gguf");
+    struct moeinf_text_stream *s = NULL;
+    CHECK(moeinf_text_stream_init(model, &s, &err) == MOEINF_OK);
+    if (v && s) {
+        /* E6 97 | ED A0 80 | 80 | F0 9F 9A then the end */
+        const unsigned char bytes[] = {0xe6, 0x97, 0xed, 0xa0, 0x80, 0x80, 0xf0, 0x9f, 0x9a};
+        char got[256];
+        size_t n = 0;
+        for (size_t i = 0; i < sizeof bytes; i++) {
+            int32_t id = byte_token(v, bytes[i]);
+            CHECK_MSG(id >= 0, "no byte token for 0x%02x", bytes[i]);
+            if (id < 0) break;
+            size_t len = 0;
+            const char *p = moeinf_text_stream_push(s, id, &len);
+            CHECK(utf8_complete(p, len)); /* every push is valid UTF-8 on its own */
+            CHECK(n + len <= sizeof got);
+            memcpy(got + n, p, len);
+            n += len;
+        }
+        size_t len = 0;
+        const char *p = moeinf_text_stream_flush(s, &len);
+        memcpy(got + n, p, len);
+        n += len;
+        const char *want = FFFD FFFD FFFD FFFD FFFD FFFD;
+        CHECK_MSG(n == strlen(want) && memcmp(got, want, n) == 0, "%zu bytes", n);
+    }
+    moeinf_text_stream_free(s);
+    moeinf_vocab_free(v);
+    moeinf_model_free(model);
 }
 
 /* ---- hostile metadata -------------------------------------------------------------------- */
@@ -876,6 +971,7 @@ int main(void) {
     RUN(test_pieces_and_eog);
     RUN(test_streaming_detok);
     RUN(test_detok_edge_cases);
+    RUN(test_stream_invalid_bytes);
     RUN(test_hostile_desc);
     RUN(test_hostile_gguf);
     RUN(test_shared_bpe_vocab_unsupported);

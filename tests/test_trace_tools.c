@@ -6,6 +6,7 @@
  */
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -807,6 +808,12 @@ static void test_cli_exit_codes(void) {
         {"concat -o {O} {T} /nonexistent/t.txt", 1},
         {"stats", 2},
         {"stats --trace {T} --bogus", 2},
+        {"stats {T} {T}", 2}, /* one trace: positional or --trace, not two */
+        {"stats {T} --trace {G}", 2},
+        {"heatmap {T} {T} --index 0", 2},
+        {"filter {T} -o {O} {G}", 2},
+        {"stats --trace", 2},
+        {"filter --trace {T} -o /nonexistent/dir/f.txt", 1},
         {"stats --trace /nonexistent/t.txt", 1},
         {"stats --trace {B}", 1},
     };
@@ -886,6 +893,68 @@ static void test_cli_output(void) {
     CHECK_STR_CONTAINS(out_buf, "75.0%"); /* decode reuse 9 / 12 */
 }
 
+/* A trace named without --trace; a trace with a header and no requests (legal: filter and
+ * stats accept it, heatmap has nothing to show: a bad file for it, exit 1); a FIFO as the
+ * trace, refused at once instead of hanging in open. */
+static void test_cli_positional_empty_fifo(void) {
+    if (!getenv("MOEINF_BIN")) {
+        test_skip("MOEINF_BIN not set (run through ctest)");
+        return;
+    }
+    const char *t = small_path();
+    char args[2048], o[512];
+    test_tmp_path("tt_cli_e.txt", o, sizeof o);
+    snprintf(args, sizeof args, "stats %s --json", t);
+    CHECK_EQ_INT(trace_cli(args), 0);
+    CHECK_STR_CONTAINS(out_buf, "\"requests\": 3,");
+    snprintf(args, sizeof args, "heatmap %s --request 3", t);
+    CHECK_EQ_INT(trace_cli(args), 0);
+    CHECK_STR_CONTAINS(out_buf, "request  3 'mmlu/a/0'");
+    snprintf(args, sizeof args, "filter %s -o %s --requests 3", t, o);
+    CHECK_EQ_INT(trace_cli(args), 0);
+    CHECK_STR_CONTAINS(out_buf, "1 requests");
+    CHECK_EQ_INT(trace_cli("stats /nonexistent/t.txt --bogus"), 2);
+    CHECK_STR_CONTAINS(err_buf, "unknown option '--bogus'");
+
+    const char *empty = write_file("tt_empty.txt", "# moe-trace v1\n# n_layers: 2\n"
+                                                   "# n_experts: 4\n# top_k: 2\n");
+    snprintf(args, sizeof args, "heatmap --trace %s --index 0", empty);
+    CHECK_EQ_INT(trace_cli(args), 1);
+    CHECK_STR_CONTAINS(err_buf, "tt_empty.txt: the trace has no requests\n");
+    snprintf(args, sizeof args, "filter --trace %s -o %s --tag-prefix mmlu/", empty, o);
+    CHECK_EQ_INT(trace_cli(args), 0);
+    CHECK_STR_CONTAINS(out_buf, "wrote");
+    CHECK_STR_CONTAINS(out_buf, ": 0 requests, 0 prefill + 0 decode tokens");
+    struct moeinf_trace_reader *r = NULL;
+    struct moeinf_error err = {0};
+    CHECK_EQ_INT(moeinf_trace_open(o, &r, &err), MOEINF_OK);
+    if (r) {
+        CHECK_EQ_INT(moeinf_trace_header(r)->n_requests, 0);
+        CHECK_EQ_INT(moeinf_trace_header(r)->n_layers, 2);
+    }
+    moeinf_trace_close(r);
+    snprintf(args, sizeof args, "stats %s --json", empty);
+    CHECK_EQ_INT(trace_cli(args), 0);
+    CHECK_STR_CONTAINS(out_buf, "\"requests\": 0,");
+
+    char fifo[512];
+    test_tmp_path("tt_trace.fifo", fifo, sizeof fifo);
+    remove(fifo);
+    CHECK(mkfifo(fifo, 0644) == 0);
+    /* `timeout` turns a hang (a blocking open waits for a writer) into exit 124 */
+    snprintf(args, sizeof args, "stats %s", fifo);
+    char full[2100];
+    snprintf(full, sizeof full, "timeout 20 '%s' trace %s", getenv("MOEINF_BIN"), args);
+    CHECK_EQ_INT(WEXITSTATUS(system(full)), 1);
+    snprintf(full, sizeof full, "stats %s", fifo);
+    alarm(30);
+    CHECK_EQ_INT(trace_cli(full), 1);
+    alarm(0);
+    CHECK_STR_CONTAINS(err_buf, "a pipe or FIFO, not a regular file");
+    remove(fifo);
+    remove(o);
+}
+
 /* ---- the shared real traces --------------------------------------------------------------- */
 
 static void test_real_traces(void) {
@@ -953,6 +1022,7 @@ int main(void) {
     RUN(test_stats);
     RUN(test_cli_exit_codes);
     RUN(test_cli_output);
+    RUN(test_cli_positional_empty_fifo);
     RUN(test_real_traces);
     return test_report();
 }

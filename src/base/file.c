@@ -13,17 +13,24 @@
 
 #include "base/status.h"
 
-/*
- * Maps a whole file: read-only over the page cache (MOEINF_MAP_FILE), or copied once into
- * private anonymous memory (MOEINF_MAP_READ), which the kernel may back with huge pages:
- * fewer TLB misses when decode streams the weights, and no page faults after the load.
- */
-enum moeinf_status moeinf_file_map_mode(const char *path, enum moeinf_map_mode mode,
-                                        struct moeinf_mapping *out, struct moeinf_error *err) {
+/* What a file that is not a regular file is, for messages. */
+static const char *file_kind(mode_t mode) {
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a pipe or FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+enum moeinf_status moeinf_file_open_regular(const char *path, int *fd_out, uint64_t *size_out,
+                                            struct moeinf_error *err) {
     char eb[64];
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer, before the
+     * check below could refuse it. It changes nothing for regular files, but is cleared. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
-        return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path,
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot open: %s", path,
                            moeinf_strerror(errno, eb, sizeof eb));
     struct stat st;
     if (fstat(fd, &st) != 0) {
@@ -33,10 +40,49 @@ enum moeinf_status moeinf_file_map_mode(const char *path, enum moeinf_map_mode m
     }
     if (!S_ISREG(st.st_mode)) {
         close(fd);
-        return moeinf_fail(err, MOEINF_ERR_IO, "%s: not a regular file", path);
+        return moeinf_fail(err, MOEINF_ERR_IO,
+                           "%s: %s, not a regular file (inputs are mapped or read more than "
+                           "once: save a stream to a file first)",
+                           path, file_kind(st.st_mode));
     }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0) (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    *fd_out = fd;
+    if (size_out) *size_out = (uint64_t)st.st_size;
+    return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_file_fopen_regular(const char *path, FILE **out,
+                                             struct moeinf_error *err) {
+    int fd = -1;
+    enum moeinf_status st = moeinf_file_open_regular(path, &fd, NULL, err);
+    if (st != MOEINF_OK) return st;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        char eb[64];
+        int e = errno;
+        close(fd);
+        return moeinf_fail(err, e == ENOMEM ? MOEINF_ERR_NOMEM : MOEINF_ERR_IO, "%s: %s", path,
+                           moeinf_strerror(e, eb, sizeof eb));
+    }
+    *out = f;
+    return MOEINF_OK;
+}
+
+/*
+ * Maps a whole file: read-only over the page cache (MOEINF_MAP_FILE), or copied once into
+ * private anonymous memory (MOEINF_MAP_READ), which the kernel may back with huge pages:
+ * fewer TLB misses when decode streams the weights, and no page faults after the load.
+ */
+enum moeinf_status moeinf_file_map_mode(const char *path, enum moeinf_map_mode mode,
+                                        struct moeinf_mapping *out, struct moeinf_error *err) {
+    char eb[64];
+    int fd = -1;
+    uint64_t file_size = 0;
+    enum moeinf_status ost = moeinf_file_open_regular(path, &fd, &file_size, err);
+    if (ost != MOEINF_OK) return ost;
     const uint8_t *data = NULL;
-    const size_t size = (size_t)st.st_size;
+    const size_t size = (size_t)file_size;
     if (size > 0) {
         void *p = mode == MOEINF_MAP_FILE
                       ? mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0)
@@ -62,7 +108,7 @@ enum moeinf_status moeinf_file_map_mode(const char *path, enum moeinf_map_mode m
         data = p;
     }
     out->data = data;
-    out->size = (uint64_t)st.st_size;
+    out->size = file_size;
     out->fd = fd;
     return MOEINF_OK;
 }
@@ -108,32 +154,132 @@ static void atomic_release(struct moeinf_atomic_file *f) {
     f->fp = NULL;
 }
 
-enum moeinf_status moeinf_atomic_open(const char *path, struct moeinf_atomic_file *out,
-                                      struct moeinf_error *err) {
-    size_t n = strlen(path) + 32;
-    char *tmp = malloc(n);
-    char *dup = strdup(path);
-    if (!tmp || !dup) {
-        free(tmp);
-        free(dup);
+/* The regular file an atomic write replaces: path itself, or the file a symbolic link names
+ * (so that the link stays a link). malloc'ed; NULL when out of memory. */
+static char *replace_target(const char *path) {
+    struct stat lst;
+    if (lstat(path, &lst) == 0 && S_ISLNK(lst.st_mode)) {
+        char *real = realpath(path, NULL);
+        if (real) return real;
+    }
+    return strdup(path);
+}
+
+size_t moeinf_file_temp_path(const char *path, char *buf, size_t size) {
+    char *target = replace_target(path);
+    int n = snprintf(buf, size, "%s.tmp.%ld", target ? target : path, (long)getpid());
+    free(target);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+/* Opens an existing character device or FIFO for writing in place. */
+static enum moeinf_status open_in_place(const char *path, struct moeinf_atomic_file *out,
+                                        struct moeinf_error *err) {
+    char eb[64];
+    /* O_NONBLOCK: a FIFO without a reader fails at once (ENXIO) instead of hanging. */
+    int fd = open(path, O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+        if (errno == ENXIO)
+            return moeinf_fail(err, MOEINF_ERR_IO, "%s: a FIFO with no reader", path);
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot write: %s", path,
+                           moeinf_strerror(errno, eb, sizeof eb));
+    }
+    int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0) (void)fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    FILE *fp = fdopen(fd, "wb");
+    char *dup = fp ? strdup(path) : NULL;
+    if (!fp || !dup) {
+        if (fp) {
+            fclose(fp);
+        } else {
+            close(fd);
+        }
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
     }
-    snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+    out->fp = fp;
+    out->path = dup;
+    out->tmp_path = NULL;
+    return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_atomic_open(const char *path, struct moeinf_atomic_file *out,
+                                      struct moeinf_error *err) {
+    struct stat st;
+    if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+        if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) return open_in_place(path, out, err);
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s, not a regular file: cannot write there",
+                           path, file_kind(st.st_mode));
+    }
+    char *target = replace_target(path);
+    size_t n = (target ? strlen(target) : 0) + 32;
+    char *tmp = target ? malloc(n) : NULL;
+    if (!tmp) {
+        free(target);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    }
+    snprintf(tmp, n, "%s.tmp.%ld", target, (long)getpid());
     int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     FILE *fp = fd >= 0 ? fdopen(fd, "wb") : NULL;
     if (!fp) {
         int e = errno;
         char eb[64];
-        if (fd >= 0) close(fd);
+        if (fd >= 0) {
+            close(fd);
+            unlink(tmp);
+        }
         free(tmp);
-        free(dup);
+        free(target);
         return moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot create: %s", path,
                            moeinf_strerror(e, eb, sizeof eb));
     }
     out->fp = fp;
-    out->path = dup;
+    out->path = target;
     out->tmp_path = tmp;
     return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_file_check_output(const char *path, struct moeinf_error *err) {
+    char eb[64];
+    struct stat st;
+    if (!*path) return moeinf_fail(err, MOEINF_ERR_IO, "an empty output path");
+    if (stat(path, &st) == 0) {
+        if (S_ISCHR(st.st_mode) || S_ISFIFO(st.st_mode)) { /* written in place */
+            if (access(path, W_OK) != 0)
+                return moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot write: %s", path,
+                                   moeinf_strerror(errno, eb, sizeof eb));
+            return MOEINF_OK;
+        }
+        if (!S_ISREG(st.st_mode))
+            return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s, not a regular file: cannot write there",
+                               path, file_kind(st.st_mode));
+    } else if (errno != ENOENT) {
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path,
+                           moeinf_strerror(errno, eb, sizeof eb));
+    }
+    /* A new or replaced regular file is created in its folder, then renamed there. */
+    char *dir = replace_target(path);
+    if (!dir) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    char *slash = strrchr(dir, '/');
+    const char *d = dir;
+    if (!slash) {
+        d = ".";
+    } else if (slash == dir) {
+        slash[1] = '\0';
+    } else {
+        *slash = '\0';
+    }
+    enum moeinf_status rc = MOEINF_OK;
+    if (stat(d, &st) != 0) {
+        rc = moeinf_fail(err, MOEINF_ERR_IO, "%s: folder %s: %s", path, d,
+                         moeinf_strerror(errno, eb, sizeof eb));
+    } else if (!S_ISDIR(st.st_mode)) {
+        rc = moeinf_fail(err, MOEINF_ERR_IO, "%s: %s is not a folder", path, d);
+    } else if (access(d, W_OK | X_OK) != 0) {
+        rc = moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot write in folder %s: %s", path, d,
+                         moeinf_strerror(errno, eb, sizeof eb));
+    }
+    free(dir);
+    return rc;
 }
 
 static void fsync_parent_dir(const char *path) {
@@ -164,7 +310,8 @@ enum moeinf_status moeinf_atomic_commit(struct moeinf_atomic_file *f, struct moe
     int e = 0;
     bool failed = ferror(f->fp) != 0;
     if (fflush(f->fp) != 0) failed = true, e = errno;
-    if (fsync(fileno(f->fp)) != 0) {
+    /* A device or FIFO written in place has nothing to sync or rename. */
+    if (f->tmp_path && fsync(fileno(f->fp)) != 0) {
         failed = true;
         if (!e) e = errno;
     }
@@ -174,11 +321,15 @@ enum moeinf_status moeinf_atomic_commit(struct moeinf_atomic_file *f, struct moe
     }
     f->fp = NULL;
     if (failed) {
-        unlink(f->tmp_path);
+        if (f->tmp_path) unlink(f->tmp_path);
         enum moeinf_status st = moeinf_fail(err, MOEINF_ERR_IO, "%s: write failed: %s", f->path,
                                             moeinf_strerror(e ? e : EIO, eb, sizeof eb));
         atomic_release(f);
         return st;
+    }
+    if (!f->tmp_path) {
+        atomic_release(f);
+        return MOEINF_OK;
     }
     if (rename(f->tmp_path, f->path) != 0) {
         e = errno;
@@ -194,8 +345,8 @@ enum moeinf_status moeinf_atomic_commit(struct moeinf_atomic_file *f, struct moe
 }
 
 void moeinf_atomic_abort(struct moeinf_atomic_file *f) {
-    if (!f || !f->tmp_path) return;
+    if (!f || !f->path) return;
     if (f->fp) fclose(f->fp);
-    unlink(f->tmp_path);
+    if (f->tmp_path) unlink(f->tmp_path);
     atomic_release(f);
 }

@@ -1,6 +1,7 @@
 /*
  * file.h - the slow tier's primitives: read-only mappings, positioned reads, and atomic
- * replacement of state files (temp file + fsync + rename + fsync of the directory).
+ * replacement of state files and outputs (temp file + fsync + rename + fsync of the
+ * directory).
  */
 #ifndef MOEINF_BASE_FILE_H
 #define MOEINF_BASE_FILE_H
@@ -22,6 +23,17 @@ enum moeinf_map_mode {
     MOEINF_MAP_READ = 1, /* read once into anonymous memory (huge pages where the kernel can) */
 };
 
+/*
+ * Opens an input file for reading and checks that it is a regular file: a directory, pipe,
+ * FIFO or device is refused with a message naming what it is. The open does not block, so a
+ * FIFO without a writer is refused instead of hanging. *size_out (may be NULL) gets the size.
+ */
+enum moeinf_status moeinf_file_open_regular(const char *path, int *fd_out, uint64_t *size_out,
+                                            struct moeinf_error *err);
+/* The same, as a stdio stream ("rb"). */
+enum moeinf_status moeinf_file_fopen_regular(const char *path, FILE **out,
+                                             struct moeinf_error *err);
+
 enum moeinf_status moeinf_file_map(const char *path, struct moeinf_mapping *out,
                                    struct moeinf_error *err);
 enum moeinf_status moeinf_file_map_mode(const char *path, enum moeinf_map_mode mode,
@@ -36,16 +48,23 @@ enum moeinf_status moeinf_file_pread(int fd, void *buf, size_t n, uint64_t offse
  * Atomic writer: moeinf_atomic_open creates "<path>.tmp.<pid>"; write through the FILE*;
  * moeinf_atomic_commit flushes, fsyncs, renames over path and fsyncs the directory;
  * moeinf_atomic_abort removes the temp file. Either commit or abort must be called.
+ * Only a regular file (or a new path) is replaced this way; a symbolic link to a regular file
+ * keeps its link (the file it names is replaced). An existing character device or FIFO
+ * (/dev/null, a named pipe with a reader) is written in place, with nothing to rename; a
+ * directory, block device or socket is refused.
  */
 struct moeinf_atomic_file {
     FILE *fp;
-    char *path;
-    char *tmp_path;
+    char *path;     /* the file replaced (or written in place) */
+    char *tmp_path; /* NULL when writing in place */
 };
 
 enum moeinf_status moeinf_atomic_open(const char *path, struct moeinf_atomic_file *out,
                                       struct moeinf_error *err);
 enum moeinf_status moeinf_atomic_commit(struct moeinf_atomic_file *f, struct moeinf_error *err);
 void moeinf_atomic_abort(struct moeinf_atomic_file *f);
+
+/* moeinf_file_temp_path and moeinf_file_check_output, the parts a front end needs, are
+ * declared in moeinf.h. */
 
 #endif

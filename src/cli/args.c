@@ -70,6 +70,23 @@ bool cli_parse_float(const char *cmd, const char *opt, const char *s, double lo,
     return true;
 }
 
+bool cli_is_one_of(const char *a, const char *const *names) {
+    for (; *names; names++) {
+        if (!strcmp(a, *names)) return true;
+    }
+    return false;
+}
+
+int cli_bad_argument(const char *cmd, const char *a, void (*usage)(FILE *out)) {
+    if (a[0] == '-' && a[1] != '\0') {
+        fprintf(stderr, "moeinf %s: unknown option '%s'\n", cmd, a);
+    } else {
+        fprintf(stderr, "moeinf %s: unexpected argument '%s'\n", cmd, a);
+    }
+    if (usage) usage(stderr);
+    return CLI_EXIT_USAGE;
+}
+
 const char *cli_option_value(const char *cmd, int argc, char **argv, int *i) {
     if (*i + 1 >= argc) {
         fprintf(stderr, "moeinf %s: option %s needs a value\n", cmd, argv[*i]);

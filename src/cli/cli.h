@@ -10,6 +10,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "moeinf.h"
 
@@ -42,11 +43,24 @@ bool cli_parse_u64(const char *cmd, const char *opt, const char *s, uint64_t *ou
 bool cli_parse_float(const char *cmd, const char *opt, const char *s, double lo, double hi,
                      float *out);
 
+/* True if a is one of the NULL-terminated names. */
+bool cli_is_one_of(const char *a, const char *const *names);
+
+/* Prints "moeinf CMD: unknown option 'a'" (or "unexpected argument 'a'" when a is not an
+ * option) and the usage (when not NULL) on stderr; returns CLI_EXIT_USAGE. */
+int cli_bad_argument(const char *cmd, const char *a, void (*usage)(FILE *out));
+
 /* Value of option argv[*i] (advances *i); prints an error and returns NULL if missing. */
 const char *cli_option_value(const char *cmd, int argc, char **argv, int *i);
 
-/* The default model path (~/.cache/moeinf/default-moe.gguf, or $MOEINF_DEFAULT_MODEL),
- * generated with moeinf_gen_model on first use. Writes the path into buf. */
+/* While a long output is written to `path`, a SIGINT, SIGTERM or SIGHUP removes its temp
+ * file (moeinf_file_temp_path) before the process dies of the signal. NULL restores the
+ * previous handlers. */
+void cli_remove_on_signal(const char *path);
+
+/* The default model path ($MOEINF_DEFAULT_MODEL, else $XDG_CACHE_HOME/moeinf/default-moe.gguf,
+ * else $HOME/.cache/moeinf/default-moe.gguf; an unset or missing HOME is an error), generated
+ * with moeinf_gen_model on first use. Writes the path into buf. */
 bool cli_default_model(char *buf, size_t size, struct moeinf_error *err);
 
 #endif

@@ -198,11 +198,14 @@ int cmd_gen_model(int argc, char **argv) {
     if (p.n_expert == 0 && !top_k_given) p.n_expert_used = 0; /* a dense model */
 
     struct moeinf_error err = {0};
-    if (moeinf_gen_params_check(&p, &err) != MOEINF_OK) {
-        fprintf(stderr, "moeinf: %s\n", err.msg);
+    if (moeinf_gen_params_check(&p, &err) != MOEINF_OK) { /* an impossible geometry: exit 2 */
+        fprintf(stderr, "moeinf " CMD ": %s\n", err.msg);
         return CLI_EXIT_USAGE;
     }
-    if (moeinf_gen_model(&p, out, &err) != MOEINF_OK) return cli_fail(&err);
+    cli_remove_on_signal(out);
+    enum moeinf_status gst = moeinf_gen_model(&p, out, &err);
+    cli_remove_on_signal(NULL);
+    if (gst != MOEINF_OK) return cli_fail(&err);
     struct stat st;
     long long size = stat(out, &st) == 0 ? (long long)st.st_size : -1;
     printf("wrote %s (%lld bytes): %d layers, %d experts (top-%d), n_embd %d, n_ff %d, "

@@ -22,7 +22,7 @@ static void usage(FILE *out) {
             expert_args_help);
 }
 
-/* Parses "1 2 3" into a malloc'ed array. */
+/* Parses "1 2 3" into a malloc'ed array; on a bad id prints which and returns false. */
 static bool parse_ids(const char *s, int32_t **out, int *n_out) {
     size_t cap = 16;
     size_t n = 0;
@@ -37,6 +37,9 @@ static bool parse_ids(const char *s, int32_t **out, int *n_out) {
         long v = strtol(p, &end, 10);
         if (end == p || errno == ERANGE || v < 0 || v > INT32_MAX ||
             (*end && *end != ' ' && *end != '\t' && *end != ',')) {
+            int len = (int)strcspn(p, " \t,");
+            fprintf(stderr, "moeinf logits: --ids: '%.*s' is not a token id\n", len > 40 ? 40 : len,
+                    p);
             free(ids);
             return false;
         }
@@ -116,7 +119,8 @@ int cmd_logits(int argc, char **argv) {
     }
     int32_t *ids = NULL;
     int n = 0;
-    if (!parse_ids(ids_arg, &ids, &n) || n == 0) {
+    if (!parse_ids(ids_arg, &ids, &n)) return CLI_EXIT_USAGE;
+    if (n == 0) {
         free(ids);
         fprintf(stderr, "moeinf logits: --ids must be a non-empty list of token ids\n");
         return CLI_EXIT_USAGE;
@@ -132,11 +136,22 @@ int cmd_logits(int argc, char **argv) {
     struct moeinf_context *ctx = NULL;
     float *logits = NULL;
     int rc = CLI_EXIT_FAIL;
+    double t0 = 0.0;
+    if (moeinf_file_check_output(out_path, &err) != MOEINF_OK) goto done;
     if (moeinf_model_load(model_path, &mp, &model, &err) != MOEINF_OK) goto done;
+    size_t n_vocab = (size_t)moeinf_model_n_vocab(model);
+    for (int i = 0; i < n; i++) { /* a bad id is a bad option value, whatever its size */
+        if ((size_t)ids[i] >= n_vocab) {
+            fprintf(stderr,
+                    "moeinf logits: --ids: token id %d is outside the vocabulary [0, %zu)\n",
+                    ids[i], n_vocab);
+            rc = CLI_EXIT_USAGE;
+            goto done;
+        }
+    }
     if (moeinf_context_init(model, &cp, &ctx, &err) != MOEINF_OK) goto done;
     if (ea.cache) expert_args_announce(ctx);
-    double t0 = cli_now();
-    size_t n_vocab = (size_t)moeinf_model_n_vocab(model);
+    t0 = cli_now();
     logits = malloc((size_t)n * n_vocab * sizeof(float));
     if (!logits) {
         snprintf(err.msg, sizeof err.msg, "out of memory for %d x %zu logits", n, n_vocab);
@@ -160,7 +175,7 @@ int cmd_logits(int argc, char **argv) {
     rc = CLI_EXIT_OK;
     if (!expert_args_report(&ea, ctx, seconds)) rc = CLI_EXIT_FAIL; /* message out */
 done:
-    if (rc != CLI_EXIT_OK && err.msg[0]) cli_fail(&err);
+    if (rc == CLI_EXIT_FAIL && err.msg[0]) cli_fail(&err);
     expert_args_close(&ea);
     free(logits);
     free(ids);

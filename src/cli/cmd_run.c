@@ -113,9 +113,12 @@ int cmd_run(int argc, char **argv) {
 
     struct moeinf_model *model = NULL;
     struct moeinf_context *ctx = NULL;
+    struct moeinf_error err = {0};
+    if (o.record_path && moeinf_file_check_output(o.record_path, &err) != MOEINF_OK) {
+        return cli_fail(&err); /* before loading the model, not after generating */
+    }
     int orc = model_args_open(&o.model, &model, &ctx);
     if (orc != CLI_EXIT_OK) return orc;
-    struct moeinf_error err = {0};
     struct moeinf_sampler *smp = NULL;
     struct moeinf_text_stream *detok = NULL;
     int32_t *prompt = NULL;
@@ -125,6 +128,7 @@ int cmd_run(int argc, char **argv) {
     int n_out = 0;
     int rc = CLI_EXIT_FAIL;
     double t0 = 0.0;
+    bool wrote = false; /* text on stdout: an error ends its line first */
     const int n_vocab = moeinf_model_n_vocab(model);
     if (moeinf_sampler_init(&o.sp, n_vocab, &smp, &err) != MOEINF_OK ||
         moeinf_text_stream_init(model, &detok, &err) != MOEINF_OK ||
@@ -150,6 +154,7 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     write_bytes(o.prompt, strlen(o.prompt));
+    wrote = true;
     t0 = cli_now();
     if (moeinf_decode(ctx, prompt, (int)n_prompt, logits, false, &err) != MOEINF_OK) goto done;
     for (size_t i = 0; i < n_prompt; i++) moeinf_sampler_accept(smp, prompt[i]);
@@ -187,7 +192,11 @@ int cmd_run(int argc, char **argv) {
         err.msg[0] = '\0';
     }
 done:
-    if (rc != CLI_EXIT_OK && err.msg[0]) cli_fail(&err);
+    if (rc != CLI_EXIT_OK) {
+        if (wrote) printf("\n");
+        fflush(stdout);
+        if (err.msg[0]) cli_fail(&err);
+    }
     expert_args_close(&o.model.experts);
     free(logits);
     free(out_ids);

@@ -2,6 +2,8 @@
  * cmd_sim.c - `moeinf sim`: replay an expert-routing trace through cache policies (one run,
  * a sweep of policies x cache sizes as a table, an SVG plot of the sweep, or a speed check).
  */
+#include <assert.h>
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -44,7 +46,8 @@ static void usage(FILE *out) {
             "tokens, layers 0..L-1, then the listed experts; every miss is admitted; the\n"
             "victim is never an expert the current (token, layer) step needs.\n"
             "\n"
-            "  --trace FILE        the trace (required)\n"
+            "  --trace FILE        the trace (required; a regular file, not a pipe: it is\n"
+            "                      read more than once)\n"
             "  --policy NAME       cache policy (default %s); see below\n"
             "  --cache N|P%%        N experts, or P%% of all experts (L x E) rounded to the\n"
             "                      nearest integer; must be >= top_k\n"
@@ -126,6 +129,11 @@ static bool parse_double(const char *opt, const char *s, double *out) {
     return true;
 }
 
+static const char *const value_options[] = {
+    "--trace",      "--policy",        "--cache",    "--phase",        "--prefetch",
+    "--eamc",       "--eamc-capacity", "--warmup",   "--expert-bytes", "--bandwidth",
+    "--compute-ms", "--sizes",         "--policies", "--plot",         NULL};
+
 /* Returns -1 when parsing should stop with exit code *code. */
 static int parse_args(int argc, char **argv, struct sim_opts *o, int *code) {
     *code = CLI_EXIT_USAGE;
@@ -144,6 +152,9 @@ static int parse_args(int argc, char **argv, struct sim_opts *o, int *code) {
             o->sweep = true;
         } else if (!strcmp(a, "--bench")) {
             o->bench = true;
+        } else if (!cli_is_one_of(a, value_options)) {
+            cli_bad_argument(CMD, a, usage);
+            return -1;
         } else if (!(v = cli_option_value(CMD, argc, argv, &i))) {
             return -1;
         } else if (!strcmp(a, "--trace")) {
@@ -184,12 +195,9 @@ static int parse_args(int argc, char **argv, struct sim_opts *o, int *code) {
             o->sizes = v;
         } else if (!strcmp(a, "--policies")) {
             o->policies = v;
-        } else if (!strcmp(a, "--plot")) {
-            o->plot = v;
         } else {
-            fprintf(stderr, "moeinf %s: unknown option '%s'\n", CMD, a);
-            usage(stderr);
-            return -1;
+            assert(!strcmp(a, "--plot"));
+            o->plot = v;
         }
     }
     const char *why = NULL;
@@ -419,7 +427,8 @@ static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#7f7f7f",
 static bool write_plot(const struct sim_opts *o, const struct sweep *sw) {
     FILE *f = fopen(o->plot, "w");
     if (!f) {
-        perror(o->plot);
+        /* NOLINTNEXTLINE(concurrency-mt-unsafe): only the main thread reports errors */
+        fprintf(stderr, "moeinf: %s: %s\n", o->plot, strerror(errno));
         return false;
     }
     const double w = 720;
@@ -544,6 +553,14 @@ int cmd_sim(int argc, char **argv) {
     o.params = moeinf_sim_params_default();
     int code = CLI_EXIT_USAGE;
     if (parse_args(argc, argv, &o, &code) < 0) return code;
+    /* outputs are written after the replay: a path that cannot be written fails now */
+    const char *outputs[2] = {o.plot, o.params.eamc_path};
+    for (int i = 0; i < 2; i++) {
+        struct moeinf_error err = {0};
+        if (outputs[i] && moeinf_file_check_output(outputs[i], &err) != MOEINF_OK) {
+            return cli_fail(&err);
+        }
+    }
     if (o.sweep) return run_sweep(&o);
     set_cache(&o.params, &o.cache);
     struct moeinf_sim_result res;

@@ -38,6 +38,22 @@ static bool is_help(const char *a) {
     return !strcmp(a, "--help") || !strcmp(a, "-h");
 }
 
+static bool is_option(const char *a) {
+    return a[0] == '-' && a[1] != '\0';
+}
+
+/* Takes the trace (a positional argument or --trace's value); a second trace is an error.
+ * Returns false (after printing the usage) on that error. */
+static bool take_trace(const char *sub, void (*usage)(FILE *), const char *a, const char **trace) {
+    if (*trace) {
+        fprintf(stderr, "moeinf trace %s: one trace only ('%s' and '%s')\n", sub, *trace, a);
+        usage(stderr);
+        return false;
+    }
+    *trace = a;
+    return true;
+}
+
 /* A ratio in [0, 1] as "0.123", or "-" for NaN. */
 static const char *ratio_str(double v, char buf[16]) {
     if (isnan(v)) return "-";
@@ -89,7 +105,7 @@ static bool parse_phase(const char *sub, const char *v, enum moeinf_phase *out) 
 
 static void heatmap_usage(FILE *out) {
     fprintf(out,
-            "usage: moeinf trace heatmap --trace FILE (--request ID | --index N) "
+            "usage: moeinf trace heatmap [--trace] FILE (--request ID | --index N) "
             "[--phase prefill|decode|all]\n"
             "                            [-o OUT.svg] [--layers]\n"
             "\n"
@@ -100,7 +116,7 @@ static void heatmap_usage(FILE *out) {
             "its 4 most used (top-4), and the distinct experts used; means over layers, next\n"
             "to what uniformly random routing of the same tokens would give.\n"
             "\n"
-            "  --trace FILE     the trace (required)\n"
+            "  [--trace] FILE   the trace (required)\n"
             "  --request ID     the request with this id\n"
             "  --index N        or the N-th request of the file (0-based)\n"
             "  --phase P        prefill, decode or all (default all: both, and the heatmap\n"
@@ -109,7 +125,8 @@ static void heatmap_usage(FILE *out) {
             "                   count (log scale, white = 0); one scale for both panels\n"
             "  --layers         also print the figures of every layer\n"
             "\n"
-            "A request the trace does not have is a usage error (exit 2).\n");
+            "A request the trace does not have is a usage error (exit 2); a trace without\n"
+            "requests is a bad file here (exit 1).\n");
 }
 
 static void print_skew_row(const char *name, const struct moeinf_trace_skew *s, bool uniform) {
@@ -182,6 +199,9 @@ static int heatmap_summary(const struct moeinf_trace_eam *m, enum moeinf_phase p
     return CLI_EXIT_OK;
 }
 
+static const char *const heatmap_values[] = {"--trace", "-o",      "--request",
+                                             "--index", "--phase", NULL};
+
 static int cmd_heatmap(int argc, char **argv) {
     const char *sub = "trace heatmap";
     const char *trace = NULL;
@@ -199,10 +219,14 @@ static int cmd_heatmap(int argc, char **argv) {
         }
         if (!strcmp(a, "--layers")) {
             layers = true;
+        } else if (!is_option(a)) {
+            if (!take_trace("heatmap", heatmap_usage, a, &trace)) return CLI_EXIT_USAGE;
+        } else if (!cli_is_one_of(a, heatmap_values)) {
+            return cli_bad_argument(sub, a, heatmap_usage);
         } else if (!(v = cli_option_value(sub, argc, argv, &i))) {
             return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "--trace")) {
-            trace = v;
+            if (!take_trace("heatmap", heatmap_usage, v, &trace)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "-o")) {
             out = v;
         } else if (!strcmp(a, "--request")) {
@@ -211,10 +235,6 @@ static int cmd_heatmap(int argc, char **argv) {
             if (!cli_parse_long(sub, a, v, 0, INT64_MAX, &index)) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "--phase")) {
             if (!parse_phase("heatmap", v, &phase)) return CLI_EXIT_USAGE;
-        } else {
-            fprintf(stderr, "moeinf %s: unknown option '%s'\n", sub, a);
-            heatmap_usage(stderr);
-            return CLI_EXIT_USAGE;
         }
     }
     if (!trace) return usage_error("heatmap", heatmap_usage, "--trace is required");
@@ -224,6 +244,7 @@ static int cmd_heatmap(int argc, char **argv) {
     struct moeinf_error err;
     memset(&err, 0, sizeof err);
     struct moeinf_trace_eam *m = NULL;
+    if (out && moeinf_file_check_output(out, &err) != MOEINF_OK) return cli_fail(&err);
     if (moeinf_trace_eam_load(trace, request, index, &m, &err) != MOEINF_OK) {
         return fail("heatmap", &err);
     }
@@ -243,7 +264,7 @@ static int cmd_heatmap(int argc, char **argv) {
 
 static void filter_usage(FILE *out) {
     fprintf(out,
-            "usage: moeinf trace filter --trace FILE -o OUT [--tag-prefix P ...] "
+            "usage: moeinf trace filter [--trace] FILE -o OUT [--tag-prefix P ...] "
             "[--requests A-B]\n"
             "                           [--indices A-B] [--every K] [--first N]\n"
             "\n"
@@ -260,7 +281,8 @@ static void filter_usage(FILE *out) {
             "                   (K+1)-th, (2K+1)-th, ...\n"
             "  --first N        stop after N kept requests\n"
             "\n"
-            "No request kept is an error (exit 2) and writes nothing.\n");
+            "No request kept is an error (exit 2) and writes nothing, unless FILE has no\n"
+            "requests at all: then OUT is a trace without requests too.\n");
 }
 
 /* "A-B" or "A" into [lo, hi]. */
@@ -286,6 +308,9 @@ bad:
     return false;
 }
 
+static const char *const filter_values[] = {"--trace",   "-o",      "--tag-prefix", "--requests",
+                                            "--indices", "--every", "--first",      NULL};
+
 static int cmd_filter(int argc, char **argv) {
     const char *sub = "trace filter";
     const char *trace = NULL;
@@ -303,9 +328,14 @@ static int cmd_filter(int argc, char **argv) {
             filter_usage(stdout);
             return CLI_EXIT_OK;
         }
+        if (!is_option(a)) {
+            if (!take_trace("filter", filter_usage, a, &trace)) return CLI_EXIT_USAGE;
+            continue;
+        }
+        if (!cli_is_one_of(a, filter_values)) return cli_bad_argument(sub, a, filter_usage);
         if (!(v = cli_option_value(sub, argc, argv, &i))) return CLI_EXIT_USAGE;
         if (!strcmp(a, "--trace")) {
-            trace = v;
+            if (!take_trace("filter", filter_usage, v, &trace)) return CLI_EXIT_USAGE;
             continue;
         }
         if (!strcmp(a, "-o")) {
@@ -325,13 +355,9 @@ static int cmd_filter(int argc, char **argv) {
         } else if (!strcmp(a, "--every")) {
             if (!cli_parse_long(sub, a, v, 1, INT64_MAX, &n)) return CLI_EXIT_USAGE;
             prm.every = n;
-        } else if (!strcmp(a, "--first")) {
-            if (!cli_parse_long(sub, a, v, 1, INT64_MAX, &n)) return CLI_EXIT_USAGE;
-            prm.first = n;
         } else {
-            fprintf(stderr, "moeinf %s: unknown option '%s'\n", sub, a);
-            filter_usage(stderr);
-            return CLI_EXIT_USAGE;
+            if (!cli_parse_long(sub, a, v, 1, INT64_MAX, &n)) return CLI_EXIT_USAGE;
+            prm.first = n; /* --first */
         }
         /* the options as given, for the trace's "derived" line */
         int w = snprintf(note + note_len, sizeof note - note_len, " %s %s", a, v);
@@ -435,7 +461,7 @@ done:
 
 static void stats_usage(FILE *out) {
     fprintf(out,
-            "usage: moeinf trace stats --trace FILE [--json]\n"
+            "usage: moeinf trace stats [--trace] FILE [--json]\n"
             "\n"
             "Figures of a whole trace that explain what cache policies see, by phase\n"
             "(prefill, decode, all):\n"
@@ -452,7 +478,7 @@ static void stats_usage(FILE *out) {
             "                    an EAM collection of all past requests finds); means over\n"
             "                    requests after the first\n"
             "\n"
-            "  --trace FILE   the trace (required)\n"
+            "  [--trace] FILE the trace (required)\n"
             "  --json         one JSON object instead of the table (null where a figure is\n"
             "                 undefined, e.g. decode figures of a prefill-only trace)\n");
 }
@@ -560,14 +586,13 @@ static int cmd_stats(int argc, char **argv) {
         }
         if (!strcmp(a, "--json")) {
             json = true;
-        } else if (!(v = cli_option_value(sub, argc, argv, &i))) {
-            return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--trace")) {
-            trace = v;
+        } else if (!is_option(a)) {
+            if (!take_trace("stats", stats_usage, a, &trace)) return CLI_EXIT_USAGE;
+        } else if (strcmp(a, "--trace") != 0) {
+            return cli_bad_argument(sub, a, stats_usage);
         } else {
-            fprintf(stderr, "moeinf %s: unknown option '%s'\n", sub, a);
-            stats_usage(stderr);
-            return CLI_EXIT_USAGE;
+            v = cli_option_value(sub, argc, argv, &i);
+            if (!v || !take_trace("stats", stats_usage, v, &trace)) return CLI_EXIT_USAGE;
         }
     }
     if (!trace) return usage_error("stats", stats_usage, "--trace is required");

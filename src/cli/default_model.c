@@ -7,15 +7,52 @@
 
 #include "cli/cli.h"
 
-static bool make_dirs(char *path) {
-    for (char *p = path + 1; *p; p++) {
-        if (*p != '/') continue;
-        *p = '\0';
-        int rc = mkdir(path, 0755);
-        *p = '/';
-        if (rc != 0 && errno != EEXIST) return false;
+/* Creates dir (one level: its parent must exist) with `mode` unless it is already a folder. */
+static bool make_dir(const char *dir, mode_t mode, struct moeinf_error *err) {
+    struct stat st;
+    if (mkdir(dir, mode) == 0 || (errno == EEXIST && stat(dir, &st) == 0 && S_ISDIR(st.st_mode))) {
+        return true;
     }
-    return mkdir(path, 0755) == 0 || errno == EEXIST;
+    const char *why = "a file of that name exists";
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): only the main thread reports errors */
+    if (errno != EEXIST) why = strerror(errno);
+    snprintf(err->msg, sizeof err->msg, "%s: cannot create the folder: %s", dir, why);
+    err->status = MOEINF_ERR_IO;
+    return false;
+}
+
+/*
+ * The cache folder, as the XDG base directory rules say: $XDG_CACHE_HOME when it is an
+ * absolute path, else $HOME/.cache. HOME must be an existing folder: a missing or unset
+ * HOME is refused rather than replaced by a shared folder such as /tmp, or created.
+ */
+static bool cache_dir(char *dir, size_t size, struct moeinf_error *err) {
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): moeinf never calls setenv */
+    const char *xdg = getenv("XDG_CACHE_HOME");
+    if (xdg && xdg[0] == '/') {
+        if (!make_dir(xdg, 0700, err)) return false;
+        snprintf(dir, size, "%s/moeinf", xdg);
+        return make_dir(dir, 0755, err);
+    }
+    const char *home = getenv("HOME"); // NOLINT(concurrency-mt-unsafe): as above
+    const char *hint = "give -m MODEL, or set MOEINF_DEFAULT_MODEL or XDG_CACHE_HOME";
+    struct stat st;
+    if (!home || !*home) {
+        snprintf(err->msg, sizeof err->msg,
+                 "HOME is not set, so the default model has no folder: %s", hint);
+        err->status = MOEINF_ERR_IO;
+        return false;
+    }
+    if (stat(home, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        snprintf(err->msg, sizeof err->msg, "HOME=%s is not an existing folder: %s", home, hint);
+        err->status = MOEINF_ERR_IO;
+        return false;
+    }
+    char base[1024];
+    snprintf(base, sizeof base, "%s/.cache", home);
+    if (!make_dir(base, 0700, err)) return false;
+    snprintf(dir, size, "%s/moeinf", base);
+    return make_dir(dir, 0755, err);
 }
 
 bool cli_default_model(char *buf, size_t size, struct moeinf_error *err) {
@@ -24,20 +61,16 @@ bool cli_default_model(char *buf, size_t size, struct moeinf_error *err) {
     if (env && *env) {
         snprintf(buf, size, "%s", env);
     } else {
-        const char *home = getenv("HOME"); // NOLINT(concurrency-mt-unsafe): as above
         char dir[1024];
-        snprintf(dir, sizeof dir, "%s/.cache/moeinf", home && *home ? home : "/tmp");
-        if (!make_dirs(dir)) {
-            /* NOLINTNEXTLINE(concurrency-mt-unsafe): only the main thread reports errors */
-            snprintf(err->msg, sizeof err->msg, "%s: cannot create: %s", dir, strerror(errno));
-            err->status = MOEINF_ERR_IO;
-            return false;
-        }
+        if (!cache_dir(dir, sizeof dir, err)) return false;
         snprintf(buf, size, "%s/default-moe.gguf", dir);
     }
     struct stat st;
     if (stat(buf, &st) == 0) return true;
     fprintf(stderr, "moeinf: writing the default model to %s (first use)\n", buf);
     struct moeinf_gen_params params = moeinf_gen_params_default();
-    return moeinf_gen_model(&params, buf, err) == MOEINF_OK;
+    cli_remove_on_signal(buf);
+    bool ok = moeinf_gen_model(&params, buf, err) == MOEINF_OK;
+    cli_remove_on_signal(NULL);
+    return ok;
 }

@@ -26,12 +26,26 @@ static void usage(FILE *out) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     }
-    fprintf(out, "\nWith no -m, run/bench use a small generated MoE model "
-                 "(written on first use to ~/.cache/moeinf).\n");
+    fprintf(out, "\nWith no -m, run/bench use a small generated MoE model (written on first "
+                 "use to\n$XDG_CACHE_HOME/moeinf, else ~/.cache/moeinf).\n"
+                 "Exit codes: 0 success, 1 a bad file or a runtime failure, 2 a bad option or "
+                 "value.\n");
 }
 
 int main(int argc, char **argv) {
     if (argc < 2) {
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "help") && argc > 2) { /* moeinf help COMMAND = COMMAND --help */
+        for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+            if (!strcmp(argv[2], commands[i].name)) {
+                char help[] = "--help";
+                char *help_argv[] = {argv[2], help, NULL};
+                return commands[i].fn(2, help_argv);
+            }
+        }
+        fprintf(stderr, "moeinf: unknown command '%s'\n", argv[2]);
         usage(stderr);
         return CLI_EXIT_USAGE;
     }

@@ -7,9 +7,9 @@
 #include "cli/cli.h"
 
 const char model_args_help[] =
-    "  -m MODEL        GGUF model file (default: the embedded default model, written to\n"
-    "                  ~/.cache/moeinf/default-moe.gguf on first use)\n"
-    "  -c N            context size in tokens (default 4096)\n"
+    "  -m MODEL        GGUF model file (default: the embedded default model, written on\n"
+    "                  first use to $XDG_CACHE_HOME/moeinf or ~/.cache/moeinf)\n"
+    "  -c N            context size in tokens (default: run 4096, bench P + N + 1)\n"
     "  -t N            threads (default: the CPUs this process may use)\n"
     "  -b N            prefill micro-batch (default 512)\n"
     "  --kv-type T     KV cache type f16|f32 (default f16)\n"

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stddef.h>
+#include <string.h>
 
 void moeinf_rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
     double sum = 0.0;
@@ -59,4 +60,26 @@ void moeinf_top_k(const float *x, int n, int k, int *idx) {
         }
         idx[p] = i;
     }
+}
+
+/* An exponent of all ones is NaN or infinity. A block's tests are ORed without a branch per
+ * element, so the loop runs at memory speed. */
+bool moeinf_all_finite(const float *x, size_t n) {
+    const uint32_t exp = 0x7f800000u;
+    size_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        uint32_t bad = 0;
+        for (size_t j = 0; j < 16; j++) {
+            uint32_t bits;
+            memcpy(&bits, x + i + j, sizeof bits);
+            bad |= (uint32_t)((bits & exp) == exp);
+        }
+        if (bad) return false;
+    }
+    for (; i < n; i++) {
+        uint32_t bits;
+        memcpy(&bits, x + i, sizeof bits);
+        if ((bits & exp) == exp) return false;
+    }
+    return true;
 }

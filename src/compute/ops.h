@@ -6,6 +6,8 @@
 #ifndef MOEINF_OPS_H
 #define MOEINF_OPS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* y = x / sqrt(mean(x^2) + eps) * w  (y may alias x) */
@@ -24,6 +26,10 @@ void moeinf_swiglu(float *y, const float *g, const float *u, int n);
  */
 void moeinf_rope_norm(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
                       float freq_scale);
+
+/* True when none of x[0..n) is NaN or infinity. Tests the exponent bits as integers, so the
+ * answer does not depend on floating-point flags, at about the cost of one read of x. */
+bool moeinf_all_finite(const float *x, size_t n);
 
 /* Indices of the k largest of x[0..n) in descending order (lower index first on ties). */
 void moeinf_top_k(const float *x, int n, int k, int *idx);

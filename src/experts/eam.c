@@ -6,6 +6,7 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "base/file.h"
 #include "base/status.h"
@@ -544,12 +545,10 @@ enum moeinf_status moeinf_eamc_save(const struct moeinf_eamc *c, const char *pat
 enum moeinf_status moeinf_eamc_load(const struct moeinf_policy_geometry *geom, const char *path,
                                     struct moeinf_eamc **out, enum moeinf_eamc_defect *defect,
                                     struct moeinf_error *err) {
-    FILE *f = fopen(path, "rb");
-    char ebuf[128];
-    if (!f)
-        return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path,
-                           errno_text(errno, ebuf, sizeof ebuf));
-    enum moeinf_status st = moeinf_eamc_read(geom, f, path, out, defect, err);
+    FILE *f = NULL;
+    enum moeinf_status st = moeinf_file_fopen_regular(path, &f, err); /* a FIFO would hang */
+    if (st != MOEINF_OK) return st;
+    st = moeinf_eamc_read(geom, f, path, out, defect, err);
     fclose(f);
     return st;
 }
@@ -612,17 +611,15 @@ enum moeinf_status moeinf_policy_state_load(struct moeinf_policy *p, const char 
         return moeinf_fail(err, MOEINF_ERR_ARG, "%s: EAMC capacity %d is not in [1, %d]", path,
                            capacity, MOEINF_EAMC_MAX_CAPACITY);
     }
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (errno == ENOENT) {
-            *loaded = false;
-            return capacity > 0 ? load_empty(p, path, capacity, err) : MOEINF_OK;
-        }
-        char ebuf[128];
-        return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path,
-                           errno_text(errno, ebuf, sizeof ebuf));
+    struct stat sb;
+    if (stat(path, &sb) != 0 && errno == ENOENT) {
+        *loaded = false;
+        return capacity > 0 ? load_empty(p, path, capacity, err) : MOEINF_OK;
     }
-    enum moeinf_status st = p->ops->load(p->state, f, err);
+    FILE *f = NULL;
+    enum moeinf_status st = moeinf_file_fopen_regular(path, &f, err); /* a FIFO would hang */
+    if (st != MOEINF_OK) return st;
+    st = p->ops->load(p->state, f, err);
     fclose(f);
     if (st != MOEINF_OK) return with_path(st, path, err);
     *loaded = true;

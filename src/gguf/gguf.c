@@ -325,8 +325,10 @@ static enum moeinf_status read_alignment(struct cursor *c, struct moeinf_gguf *g
     }
     bool big;
     int64_t a = load_int(kv->type, kv->data, &big);
-    if (big || a <= 0 || (a & (a - 1)) != 0) {
-        return bad(c, "general.alignment %" PRId64 " is not a nonzero power of two", a);
+    /* The GGUF specification asks for a multiple of 8: smaller ones would put tensor data
+     * (floats, halves, quant blocks) at addresses the kernels cannot load from. */
+    if (big || a < 8 || (a & (a - 1)) != 0) {
+        return bad(c, "general.alignment %" PRId64 " is not a power of two and a multiple of 8", a);
     }
     g->alignment = (uint64_t)a;
     return MOEINF_OK;

@@ -10,7 +10,9 @@
  *        array       = element type (uint32) + count (uint64) + elements
  *   6. tensor infos: name (gguf string), n_dims (uint32), ne[n_dims] (uint64 each),
  *      type (uint32, ggml type id), offset (uint64, relative to the data section)
- *   7. padding to general.alignment (default 32), then the data section
+ *   7. padding to general.alignment (default 32; a power of two and, as the specification
+ *      asks, a multiple of 8, so that tensor data is aligned for the kernels), then the
+ *      data section
  *
  * The whole file is mapped read-only (see docs/ARCHITECTURE.md); every count, length,
  * offset and shape is checked against the file size and for overflow before use, and any

@@ -53,6 +53,7 @@ struct moeinf_fwd {
     int *wave_index;                    /* [n_expert] position of an expert in the tier's wave */
     const uint8_t *(*wave_parts)[3];    /* [n_expert] their gate, up, down matrices */
     uint64_t bytes;                     /* allocated: KV cache and scratch */
+    int nonfinite_layer; /* first layer of the last eval whose output was not finite; -1 */
 };
 
 /* Rows of `src` (m rows of n floats, n floats apart) converted for weight type wt. */
@@ -414,6 +415,7 @@ enum moeinf_status moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int
         } else {
             dense_ffn_block(f, il, m);
         }
+        moeinf_fwd_note_finite(f, il, m);
     }
     if (!logits) return MOEINF_OK;
     int first = all_logits ? 0 : m - 1;
@@ -576,4 +578,30 @@ void moeinf_fwd_free(struct moeinf_fwd *f) {
     for (int t = 0; t < MOEINF_TYPE_COUNT; t++)
         free(f->acts[t].buf);
     free(f);
+}
+
+/* ---- non-finite values ---------------------------------------------------------------- */
+
+void moeinf_fwd_note_finite(struct moeinf_fwd *f, int il, int m) {
+    if (il == 0) f->nonfinite_layer = -1;
+    if (f->nonfinite_layer >= 0) return;
+    if (!moeinf_all_finite(f->x, (size_t)m * (size_t)f->llm->hp.n_embd)) f->nonfinite_layer = il;
+}
+
+enum moeinf_status moeinf_fwd_check_finite(const struct moeinf_fwd *f, const float *logits,
+                                           int n_rows, struct moeinf_error *err) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    if (f->nonfinite_layer >= 0) {
+        return moeinf_fail(err, MOEINF_ERR_FORMAT,
+                           "NaN or infinity in the hidden state from layer %d on (layers 0-%d): "
+                           "the model's weights hold non-finite values or its activations "
+                           "overflow",
+                           f->nonfinite_layer, hp->n_layer - 1);
+    }
+    if (logits && !moeinf_all_finite(logits, (size_t)n_rows * (size_t)hp->n_vocab)) {
+        return moeinf_fail(err, MOEINF_ERR_FORMAT,
+                           "NaN or infinity in the logits, though every layer's output is "
+                           "finite: output_norm or the lm_head hold non-finite values");
+    }
+    return MOEINF_OK;
 }

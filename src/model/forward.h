@@ -53,4 +53,16 @@ void moeinf_fwd_set_tier(struct moeinf_fwd *f, struct moeinf_tier *tier);
 const int32_t *moeinf_fwd_routing(const struct moeinf_fwd *f, int il, int j);
 const float *moeinf_fwd_routing_weights(const struct moeinf_fwd *f, int il, int j);
 
+/*
+ * Non-finite values (weights holding NaN or infinity, or activations that overflow): the
+ * layer loop calls moeinf_fwd_note_finite after each layer, one pass over the residual
+ * stream (small next to the layer's matrix products) that remembers the first layer whose
+ * output is not finite. moeinf_fwd_check_finite, after an eval, fails with MOEINF_ERR_FORMAT
+ * naming that layer, or the output norm and lm_head when only the logits rows (n_rows rows
+ * at logits, which may be NULL) hold NaN or infinity.
+ */
+void moeinf_fwd_note_finite(struct moeinf_fwd *f, int il, int m);
+enum moeinf_status moeinf_fwd_check_finite(const struct moeinf_fwd *f, const float *logits,
+                                           int n_rows, struct moeinf_error *err);
+
 #endif

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/file.h"
 #include "base/status.h"
 
 #define BLOCK_BYTES ((size_t)64 * 1024)
@@ -411,8 +412,9 @@ static enum moeinf_status header_done(struct moeinf_trace_reader *r, uint64_t li
     if (h->n_req_lines > 0) {
         r->req_buf = malloc(MOEINF_TRACE_MAX_HEADER_LINE + 2);
         if (!r->req_buf) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", r->path);
-        r->req_fp = fopen(r->path, "rb");
-        if (!r->req_fp || fseeko(r->req_fp, (off_t)r->req_first_offset, SEEK_SET) != 0) {
+        enum moeinf_status ost = moeinf_file_fopen_regular(r->path, &r->req_fp, err);
+        if (ost != MOEINF_OK) return ost;
+        if (fseeko(r->req_fp, (off_t)r->req_first_offset, SEEK_SET) != 0) {
             return io_error(r, err, "cannot reopen for its req lines");
         }
         r->req_cursor_line = r->req_first_line - 1;
@@ -441,11 +443,10 @@ enum moeinf_status moeinf_trace_open(const char *path, struct moeinf_trace_reade
     }
     enum moeinf_status st = MOEINF_OK;
     r->hdr.n_requests = r->hdr.n_tokens = r->hdr.n_prefill_tokens = r->hdr.n_decode_tokens = -1;
-    r->fp = fopen(path, "rb");
-    if (!r->fp) {
-        st = moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-        goto fail;
-    }
+    /* A regular file only: the "# req" lines are read through a second handle, and offline
+     * policies replay the trace twice; a pipe can be read once (and a FIFO would hang). */
+    st = moeinf_file_fopen_regular(path, &r->fp, err);
+    if (st != MOEINF_OK) goto fail;
     st = reserve(r, MOEINF_TRACE_MAX_HEADER_LINE, err);
     if (st != MOEINF_OK) goto fail;
 

@@ -117,7 +117,9 @@ enum moeinf_trace_defect moeinf_trace_defect(const struct moeinf_trace_reader *r
 
 /*
  * Writer: what the engine uses to record its own routing. The token lines are streamed to a
- * temporary file; close writes header, "# req" lines and tokens to `path` atomically.
+ * temporary file; close writes header, "# req" lines and tokens to `path` atomically. Open
+ * already refuses a path that cannot be written (moeinf_file_check_output), so the work
+ * before close is not wasted.
  *
  *   moeinf_trace_writer_open(path, &meta, &w, err);
  *   moeinf_trace_writer_request(w, id, "tag", err);        once per request, ids increasing

@@ -1,6 +1,8 @@
 /*
  * trace_tools.h - internals of the trace tools (public API in moeinf_sim.h, "trace tools"):
- * the measures they are built from, exposed so tests can check them on hand-made numbers.
+ * the measures they are built from, exposed so tests can check them on hand-made numbers,
+ * and what the files of the tools share (trace_measures.c, trace_eam.c, trace_copy.c,
+ * trace_stats.c, trace_tools.c).
  */
 #ifndef MOEINF_SIM_TRACE_TOOLS_H
 #define MOEINF_SIM_TRACE_TOOLS_H
@@ -8,14 +10,7 @@
 #include <stdint.h>
 
 #include "moeinf_sim.h"
-
-/* Transitional: the old public spellings of the phase enum, now moeinf.h's enum moeinf_phase.
- * trace_tools.c still uses them because it is being split into several files on another
- * branch; once that split is merged, its files take the moeinf_phase names and these go. */
-#define moeinf_trace_phase         moeinf_phase
-#define MOEINF_TRACE_PHASE_PREFILL MOEINF_PHASE_PREFILL
-#define MOEINF_TRACE_PHASE_DECODE  MOEINF_PHASE_DECODE
-#define MOEINF_TRACE_PHASE_ALL     MOEINF_PHASE_ALL
+#include "sim/trace.h"
 
 /* Gini coefficient of n non-negative counts, sorting them in place (ascending):
  * sum_i sum_j |x_i - x_j| / (2 n sum x); 0 when all are equal; NaN when they sum to 0. */
@@ -30,5 +25,13 @@ uint64_t moeinf_trace_top_sum(uint64_t *x, int n, int k);
 enum moeinf_status moeinf_trace_uniform_skew(int n_experts, int top_k, int64_t tokens, int draws,
                                              struct moeinf_trace_skew *out,
                                              struct moeinf_error *err);
+
+/* The trace tools' index (MOEINF_PHASE_PREFILL or _DECODE) of a token's phase. */
+static inline int moeinf_trace_phase_index(enum moeinf_phase p) {
+    return p == MOEINF_PHASE_PREFILL ? MOEINF_PHASE_PREFILL : MOEINF_PHASE_DECODE;
+}
+
+/* Tokens of one request's EAM in a phase (MOEINF_PHASE_ALL: both). */
+int64_t moeinf_trace_eam_tokens(const struct moeinf_trace_eam *m, enum moeinf_phase phase);
 
 #endif

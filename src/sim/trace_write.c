@@ -61,6 +61,9 @@ enum moeinf_status moeinf_trace_writer_open(const char *path, const struct moein
     if (meta->model && !one_line(meta->model)) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "%s: the model name must be one line", path);
     }
+    /* The file itself is written at close, after all the work: a path that cannot be
+     * written is refused now. */
+    if ((st = moeinf_file_check_output(path, err)) != MOEINF_OK) return st;
     struct moeinf_trace_writer *w = calloc(1, sizeof *w);
     if (!w) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
     w->meta = *meta;

@@ -657,44 +657,75 @@ void moeinf_detok_init(struct moeinf_detok *d) {
     d->n_held = 0;
 }
 
-/* Length of the UTF-8 sequence a lead byte starts; 0 for bytes that cannot start one
- * (continuations, C0/C1, F5..FF) and 1 for ASCII. */
-static size_t utf8_seq_len(unsigned char c) {
+/* Length of the UTF-8 sequence a lead byte starts (1 for ASCII), and the range its second
+ * byte must fall in (Unicode's table of well-formed sequences: this excludes overlong forms,
+ * surrogates and code points past U+10FFFF); 0 for bytes that cannot start one. */
+static size_t utf8_lead(unsigned char c, unsigned char *lo, unsigned char *hi) {
+    *lo = 0x80;
+    *hi = 0xBF;
     if (c < 0x80) return 1;
     if (c >= 0xC2 && c <= 0xDF) return 2;
+    if (c == 0xE0) *lo = 0xA0;
+    if (c == 0xED) *hi = 0x9F;
     if (c >= 0xE0 && c <= 0xEF) return 3;
+    if (c == 0xF0) *lo = 0x90;
+    if (c == 0xF4) *hi = 0x8F;
     if (c >= 0xF0 && c <= 0xF4) return 4;
     return 0;
 }
 
+static size_t put_replacement(char *out) {
+    out[0] = (char)0xEF; /* U+FFFD REPLACEMENT CHARACTER */
+    out[1] = (char)0xBF;
+    out[2] = (char)0xBD;
+    return 3;
+}
+
+/*
+ * A byte at a time: a complete well-formed sequence is copied out; a lead byte and the
+ * continuations that fit it are held until the sequence is complete; where a byte cannot
+ * continue the held prefix, the prefix becomes one U+FFFD and the byte starts afresh; a
+ * byte that cannot start a sequence is one U+FFFD. (Unicode's "maximal subpart" practice,
+ * which browsers and terminals follow.)
+ */
 size_t moeinf_detok_push(struct moeinf_detok *d, const char *piece, size_t len, char *out) {
-    size_t n = d->n_held + len;
-#define AT(k) ((k) < d->n_held ? d->held[(k)] : (unsigned char)piece[(k)-d->n_held])
-    /* The last byte that is not a continuation, among the last three: if it starts a
-     * sequence longer than what follows it, that tail is held back. */
-    size_t keep = n;
-    for (size_t back = 1; back <= 3 && back <= n; back++) {
-        unsigned char c = AT(n - back);
-        if ((c & 0xC0) == 0x80) continue;
-        size_t need = utf8_seq_len(c);
-        if (need > back) keep = n - back;
-        break;
+    size_t o = 0;
+    for (size_t i = 0; i < len;) {
+        const unsigned char c = (unsigned char)piece[i];
+        unsigned char lo;
+        unsigned char hi;
+        if (d->n_held == 0) {
+            size_t need = utf8_lead(c, &lo, &hi);
+            if (need == 1) {
+                out[o++] = (char)c;
+            } else if (need == 0) {
+                o += put_replacement(out + o);
+            } else {
+                d->held[d->n_held++] = c;
+            }
+            i++;
+            continue;
+        }
+        size_t need = utf8_lead(d->held[0], &lo, &hi);
+        if (d->n_held > 1) lo = 0x80, hi = 0xBF;
+        if (c < lo || c > hi) { /* the held prefix ends here; c is looked at again */
+            o += put_replacement(out + o);
+            d->n_held = 0;
+            continue;
+        }
+        d->held[d->n_held++] = c;
+        i++;
+        if (d->n_held == need) {
+            memcpy(out + o, d->held, need);
+            o += need;
+            d->n_held = 0;
+        }
     }
-    for (size_t k = 0; k < keep; k++)
-        out[k] = (char)AT(k);
-    unsigned char tail[MOEINF_DETOK_HOLD];
-    size_t n_tail = n - keep;
-    for (size_t k = 0; k < n_tail; k++)
-        tail[k] = AT(keep + k);
-#undef AT
-    memcpy(d->held, tail, n_tail);
-    d->n_held = n_tail;
-    return keep;
+    return o;
 }
 
 size_t moeinf_detok_flush(struct moeinf_detok *d, char *out) {
-    size_t n = d->n_held;
-    memcpy(out, d->held, n);
-    d->n_held = 0;
-    return n;
+    if (d->n_held == 0) return 0;
+    d->n_held = 0; /* a sequence cut short by the end of the text */
+    return put_replacement(out);
 }

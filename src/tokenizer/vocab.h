@@ -165,16 +165,21 @@ enum moeinf_status moeinf_vocab_detokenize(const struct moeinf_vocab *v, const i
                                            char **out, size_t *n_out, struct moeinf_error *err);
 
 /*
- * Streaming detokenizer: feed pieces as they are generated; it passes on only complete UTF-8
- * sequences, holding back (at most 3) bytes of a character split across tokens. Bytes that
- * cannot start or continue a valid sequence are passed on as they are, at once. At the end,
- * moeinf_detok_flush passes on whatever is held, as is (raw bytes, no U+FFFD).
+ * Streaming detokenizer: feed pieces as they are generated; what comes out is always valid
+ * UTF-8. Complete characters pass at once; the bytes of a character split across tokens are
+ * held back (at most 3) until it is complete. Bytes that cannot form a character (a stray
+ * continuation, an overlong form, a surrogate, a lead byte whose sequence is cut short by
+ * another character) come out as U+FFFD, one per maximal invalid subpart, as Unicode
+ * recommends and chat front ends do. moeinf_detok_flush ends the text: a held incomplete
+ * character becomes one U+FFFD.
  *
  *   struct moeinf_detok d; moeinf_detok_init(&d);
- *   n = moeinf_detok_push(&d, piece, len, buf);   buf holds >= len + MOEINF_DETOK_HOLD bytes
+ *   n = moeinf_detok_push(&d, piece, len, buf);   buf holds >= MOEINF_DETOK_OUT_MAX(len) bytes
  *   n = moeinf_detok_flush(&d, buf);              buf holds >= MOEINF_DETOK_HOLD bytes
  */
 #define MOEINF_DETOK_HOLD 4
+/* Output bound of one push: every byte, held ones included, may become a 3-byte U+FFFD. */
+#define MOEINF_DETOK_OUT_MAX(len) (3 * ((size_t)(len) + MOEINF_DETOK_HOLD))
 
 struct moeinf_detok {
     unsigned char held[MOEINF_DETOK_HOLD];

@@ -6,8 +6,10 @@
  *   - for valid UTF-8 without U+2581 (which the tokenizer cannot tell from an escaped space)
  *     and parse_special off, detokenizing gives the input back (every byte has a <0xXX>
  *     token in this vocabulary, so nothing is lost);
- *   - the streaming detokenizer passes on exactly the concatenated pieces, holding back at
- *     most MOEINF_DETOK_HOLD - 1 bytes at a time.
+ *   - the streaming detokenizer gives valid UTF-8: exactly the concatenated pieces where
+ *     they are valid UTF-8, and otherwise what a whole-text decoder that replaces each
+ *     maximal invalid subpart by U+FFFD gives (written here from the definition, and
+ *     independent of the streaming code); it holds back at most MOEINF_DETOK_HOLD - 1 bytes.
  */
 #include <string.h>
 
@@ -79,7 +81,51 @@ static int32_t *tokenize(const struct moeinf_vocab *v, const uint8_t *data, size
     return ids;
 }
 
-/* The streaming detokenizer gives the concatenated pieces, nothing more or less. */
+/* Length of the longest prefix of s[0..n) that begins a well-formed UTF-8 sequence (Unicode
+ * table 3-7), and in *complete whether it is the whole sequence. 0 if s[0] starts none. */
+static size_t wellformed_prefix(const uint8_t *s, size_t n, bool *complete) {
+    static const struct {
+        uint8_t lead_lo, lead_hi, lo, hi;
+        size_t len;
+    } rows[] = {
+        {0x00, 0x7F, 0, 0, 1},       {0xC2, 0xDF, 0x80, 0xBF, 2}, {0xE0, 0xE0, 0xA0, 0xBF, 3},
+        {0xE1, 0xEC, 0x80, 0xBF, 3}, {0xED, 0xED, 0x80, 0x9F, 3}, {0xEE, 0xEF, 0x80, 0xBF, 3},
+        {0xF0, 0xF0, 0x90, 0xBF, 4}, {0xF1, 0xF3, 0x80, 0xBF, 4}, {0xF4, 0xF4, 0x80, 0x8F, 4}};
+    *complete = false;
+    for (size_t r = 0; r < sizeof rows / sizeof rows[0]; r++) {
+        if (s[0] < rows[r].lead_lo || s[0] > rows[r].lead_hi) continue;
+        size_t k = 1;
+        while (k < rows[r].len && k < n) {
+            uint8_t lo = k == 1 ? rows[r].lo : 0x80;
+            uint8_t hi = k == 1 ? rows[r].hi : 0xBF;
+            if (s[k] < lo || s[k] > hi) break;
+            k++;
+        }
+        *complete = k == rows[r].len;
+        return k;
+    }
+    return 0;
+}
+
+/* The whole text with every maximal invalid subpart replaced by U+FFFD; out holds 3n. */
+static size_t replace_invalid(const uint8_t *s, size_t n, char *out) {
+    size_t o = 0;
+    for (size_t i = 0; i < n;) {
+        bool complete;
+        size_t k = wellformed_prefix(s + i, n - i, &complete);
+        if (complete) {
+            memcpy(out + o, s + i, k);
+            o += k;
+        } else {
+            memcpy(out + o, "\xef\xbf\xbd", 3);
+            o += 3;
+        }
+        i += k ? k : 1;
+    }
+    return o;
+}
+
+/* The streaming detokenizer gives the concatenated pieces with invalid UTF-8 replaced. */
 static void check_stream(const struct moeinf_vocab *v, const int32_t *ids, size_t n) {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
@@ -87,9 +133,10 @@ static void check_stream(const struct moeinf_vocab *v, const int32_t *ids, size_
         moeinf_vocab_piece(v, ids[i], false, &len);
         total += len;
     }
-    char *want = malloc(total + 1);
-    char *got = malloc(total + MOEINF_DETOK_HOLD + 1);
-    FUZZ_REQUIRE(want && got);
+    char *pieces = malloc(total + 1);
+    char *want = malloc(3 * total + 1);
+    char *got = malloc(3 * total + MOEINF_DETOK_OUT_MAX(0) + 1);
+    FUZZ_REQUIRE(pieces && want && got);
     struct moeinf_detok d;
     moeinf_detok_init(&d);
     size_t w = 0;
@@ -97,13 +144,19 @@ static void check_stream(const struct moeinf_vocab *v, const int32_t *ids, size_
     for (size_t i = 0; i < n; i++) {
         size_t len;
         const char *p = moeinf_vocab_piece(v, ids[i], false, &len);
-        memcpy(want + w, p, len);
+        memcpy(pieces + w, p, len);
         w += len;
+        size_t before = g;
         g += moeinf_detok_push(&d, p, len, got + g);
-        FUZZ_REQUIRE(g <= w && w - g < MOEINF_DETOK_HOLD);
+        FUZZ_REQUIRE(g - before <= MOEINF_DETOK_OUT_MAX(len));
+        FUZZ_REQUIRE(d.n_held < MOEINF_DETOK_HOLD);
     }
     g += moeinf_detok_flush(&d, got + g);
-    FUZZ_REQUIRE(g == w && memcmp(got, want, w) == 0);
+    size_t n_want = replace_invalid((const uint8_t *)pieces, w, want);
+    FUZZ_REQUIRE(g == n_want && memcmp(got, want, g) == 0);
+    FUZZ_REQUIRE(valid_utf8((const uint8_t *)got, g));
+    if (valid_utf8((const uint8_t *)pieces, w)) FUZZ_REQUIRE(g == w && memcmp(got, pieces, w) == 0);
+    free(pieces);
     free(want);
     free(got);
 }
