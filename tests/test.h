@@ -162,6 +162,32 @@ static inline void test_read_text(const char *path, char *buf, size_t size) {
     fclose(f);
 }
 
+/* Runs a whole shell command line (several commands may be chained; the output of the last is
+ * captured): stdout into out and stderr into err (as test_read_text); `tag` names the scratch
+ * files of this caller, so that tests running at once do not share them. Returns the exit
+ * code, or -1 when the command did not exit normally. */
+static inline int test_run_shell(const char *tag, const char *cmd, char *out, size_t out_size,
+                                 char *err, size_t err_size) {
+    char out_path[512], err_path[512], name[128], full[8192];
+    snprintf(name, sizeof name, "%s-stdout.txt", tag);
+    test_tmp_path(name, out_path, sizeof out_path);
+    snprintf(name, sizeof name, "%s-stderr.txt", tag);
+    test_tmp_path(name, err_path, sizeof err_path);
+    snprintf(full, sizeof full, "%s >'%s' 2>'%s'", cmd, out_path, err_path);
+    int status = system(full);
+    test_read_text(out_path, out, out_size);
+    test_read_text(err_path, err, err_size);
+    remove(out_path);
+    remove(err_path);
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+/* The moeinf binary under test ($MOEINF_BIN, set by ctest). */
+static inline const char *test_moeinf_bin(void) {
+    const char *b = getenv("MOEINF_BIN");
+    return b ? b : "./moeinf";
+}
+
 /*
  * Runs "$MOEINF_BIN ARGS" through the shell, stdout into out and stderr into err (as
  * test_read_text). `tag` names the scratch files of this caller. Returns the exit code, or -1

@@ -10,22 +10,12 @@
 #include "golden.h"
 #include "test.h"
 
-/* Runs a whole shell command line (several commands may be chained; the output of the
- * last is captured); stdout and stderr separately, and the exit code. */
 static int run_cmd(const char *cmd, char *out, size_t out_size, char *errbuf, size_t err_size) {
-    char tmp_out[512], tmp_err[512], full[4096];
-    test_tmp_path("cli_stdout.txt", tmp_out, sizeof tmp_out);
-    test_tmp_path("cli_stderr.txt", tmp_err, sizeof tmp_err);
-    snprintf(full, sizeof full, "%s >%s 2>%s", cmd, tmp_out, tmp_err);
-    int status = system(full);
-    test_read_text(tmp_out, out, out_size);
-    test_read_text(tmp_err, errbuf, err_size);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return test_run_shell("cli", cmd, out, out_size, errbuf, err_size);
 }
 
 static const char *bin(void) {
-    const char *b = getenv("MOEINF_BIN");
-    return b ? b : "./moeinf";
+    return test_moeinf_bin();
 }
 
 static void test_tokenize_output(void) {

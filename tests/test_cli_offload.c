@@ -10,19 +10,11 @@
 #include "test.h"
 
 static int run_cmd(const char *cmd, char *out, size_t out_size, char *errbuf, size_t err_size) {
-    char tmp_out[512], tmp_err[512], full[4096];
-    test_tmp_path("cli_offload_stdout.txt", tmp_out, sizeof tmp_out);
-    test_tmp_path("cli_offload_stderr.txt", tmp_err, sizeof tmp_err);
-    snprintf(full, sizeof full, "%s >%s 2>%s", cmd, tmp_out, tmp_err);
-    int status = system(full);
-    test_read_text(tmp_out, out, out_size);
-    test_read_text(tmp_err, errbuf, err_size);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    return test_run_shell("cli-offload", cmd, out, out_size, errbuf, err_size);
 }
 
 static const char *bin(void) {
-    const char *b = getenv("MOEINF_BIN");
-    return b ? b : "./moeinf";
+    return test_moeinf_bin();
 }
 
 /* The unsigned integer after "key": in a JSON text, or -1. */
