@@ -37,7 +37,7 @@ done
 
 cmake --preset release >/dev/null && cmake --build build/release -j"$(nproc)" >/dev/null
 bin=build/release/moeinf
-python3 -c "import llama_cpp" 2>/dev/null || pip install --quiet llama-cpp-python==0.3.16
+python3 -c "import llama_cpp" 2>/dev/null || pip install --quiet llama-cpp-python==0.3.36
 mkdir -p bench/models
 if [ ! -f "$model" ]; then
   echo "writing $model ..." >&2

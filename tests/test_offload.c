@@ -190,14 +190,14 @@ static void compare(const char *what, const struct out *ref, const struct out *g
 /* Under ThreadSanitizer (ten times slower, and only the threaded parts need it) the grid is
  * the threaded part: one policy, two sizes, the small micro-batch, 2 and 3 threads. */
 #if defined(__SANITIZE_THREAD__)
-#define TSAN_GRID 1
+#    define TSAN_GRID 1
 #elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define TSAN_GRID 1
-#endif
+#    if __has_feature(thread_sanitizer)
+#        define TSAN_GRID 1
+#    endif
 #endif
 #ifndef TSAN_GRID
-#define TSAN_GRID 0
+#    define TSAN_GRID 0
 #endif
 
 /* Every online policy x sizes x micro-batches at 1 thread; 2 and 3 threads for reuse. */
@@ -331,7 +331,9 @@ static void test_bytes_read_are_the_misses(void) {
     struct moeinf_error err = {0};
     CHECK(moeinf_gguf_open(path, &gg, &err) == MOEINF_OK);
     if (!gg) return;
-    uint64_t exact = 0, windows = 0, per_expert[8] = {0};
+    uint64_t exact = 0;
+    uint64_t windows = 0;
+    uint64_t per_expert[8] = {0};
     int distinct = 0;
     const char *parts[3] = {"ffn_gate_exps", "ffn_up_exps", "ffn_down_exps"};
     for (int il = 0; il < g.n_layer; il++) {
@@ -377,7 +379,8 @@ static void test_bytes_read_are_the_misses(void) {
 static void test_sim_replays_engine_counts(void) {
     const char *path = generated_model();
     struct geometry g = geometry_of(path);
-    char rec[512], name[64];
+    char rec[512];
+    char name[64];
     snprintf(name, sizeof name, "offload-rec-%d.txt", (int)getpid());
     test_tmp_path(name, rec, sizeof rec);
     const char *policies[] = {"lru", "reuse", "moe-infinity", "lfu"};
@@ -478,7 +481,8 @@ static void test_sizes_and_errors(void) {
  * SIGBUS (experts are read with pread, not through the mapping). */
 static void test_truncated_file_is_an_error(void) {
     const char *src = generated_model();
-    char path[512], name[64];
+    char path[512];
+    char name[64];
     snprintf(name, sizeof name, "offload-trunc-%d.gguf", (int)getpid());
     test_tmp_path(name, path, sizeof path);
     FILE *in = fopen(src, "rb");

@@ -88,13 +88,16 @@ static bool mem_available(uint64_t *out) {
     if (!f) return false;
     char line[256];
     bool found = false;
+    static const char key[] = "MemAvailable:";
     while (fgets(line, sizeof line, f)) {
-        unsigned long long kb;
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) {
+        if (strncmp(line, key, sizeof key - 1) != 0) continue;
+        char *end;
+        unsigned long long kb = strtoull(line + sizeof key - 1, &end, 10);
+        if (end != line + sizeof key - 1) {
             *out = (uint64_t)kb * 1024u;
             found = true;
-            break;
         }
+        break;
     }
     fclose(f);
     return found;

@@ -61,6 +61,7 @@ int expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_mode
     if (a->stats_json) {
         a->json = fopen(a->stats_json, "w");
         if (!a->json) {
+            /* NOLINTNEXTLINE(concurrency-mt-unsafe): only the main thread reports errors */
             fprintf(stderr, "moeinf: %s: %s\n", a->stats_json, strerror(errno));
             return CLI_EXIT_FAIL;
         }

@@ -66,12 +66,13 @@ uint64_t moeinf_store_slot_bytes_for(const struct moeinf_store_layer *layers, in
 /* O_DIRECT needs an aligned buffer, offset and length; a file system that refuses it fails
  * the open (tmpfs) or the first read (some FUSE and network file systems): try both. */
 static bool try_direct(struct moeinf_store *s) {
+    char eb[64];
     int fd = open(s->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
     if (fd < 0) {
         snprintf(s->note, sizeof s->note,
                  "O_DIRECT refused by the file system (%s): buffered reads + "
                  "posix_fadvise(DONTNEED)",
-                 strerror(errno));
+                 moeinf_strerror(errno, eb, sizeof eb));
         return false;
     }
     void *buf = aligned_alloc(MOEINF_STORE_ALIGN, MOEINF_STORE_ALIGN);
@@ -82,7 +83,7 @@ static bool try_direct(struct moeinf_store *s) {
         close(fd);
         snprintf(s->note, sizeof s->note,
                  "O_DIRECT reads fail here (%s): buffered reads + posix_fadvise(DONTNEED)",
-                 strerror(e));
+                 moeinf_strerror(e, eb, sizeof eb));
         return false;
     }
     s->fd = fd;
