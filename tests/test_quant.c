@@ -1,4 +1,4 @@
-// ctest-labels: golden
+// ctest-labels: golden;kernels
 /*
  * test_quant.c - tensor types and CPU kernels (src/quant).
  *
@@ -16,6 +16,7 @@
 #include "quant/kernels.h"
 #include "quant/quant.h"
 #include "quant/quant_ref.h"
+#include "kernels_wanted.h"
 #include "test.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -996,35 +997,121 @@ static void test_traits_match_gguf(void) {
 /* ---- table selection ---------------------------------------------------------------------------
  */
 
+/* Every table this CPU runs, scalar first (independent of MOEINF_KERNELS). */
+static int cpu_tables(const struct moeinf_kernels **all) {
+    int n = 0;
+    all[n++] = moeinf_kernels_scalar();
+    if (moeinf_kernels_avx2()) all[n++] = moeinf_kernels_avx2();
+    if (moeinf_kernels_avx512()) all[n++] = moeinf_kernels_avx512();
+    return n;
+}
+
 static void test_kernels_best(void) {
+    const struct moeinf_kernels *all[3];
+    int n_all = cpu_tables(all);
     const struct moeinf_kernels *best = moeinf_kernels_best();
-    CHECK(best == tables[n_tables - 1]);
-    setenv("MOEINF_KERNELS", "scalar", 1);
-    CHECK(moeinf_kernels_best() == moeinf_kernels_scalar());
-    setenv("MOEINF_KERNELS", "avx2", 1);
     const struct moeinf_kernels *avx2 = moeinf_kernels_avx2();
-    CHECK(moeinf_kernels_best() == (avx2 ? avx2 : moeinf_kernels_scalar()));
-    setenv("MOEINF_KERNELS", "no-such-table", 1);
-    CHECK(moeinf_kernels_best() == best);
-    unsetenv("MOEINF_KERNELS");
+    CHECK(best == all[n_all - 1]);
+    CHECK(!moeinf_kernels_avx512() || avx2); /* the AVX-512 probe implies the AVX2 one */
+    /* Names cap the choice; unset or empty is the best table. */
+    const char *caps[] = {NULL, "", "scalar", "avx2", "avx512"};
+    const struct moeinf_kernels *want[] = {best, best, moeinf_kernels_scalar(),
+                                           avx2 ? avx2 : moeinf_kernels_scalar(), best};
+    for (int i = 0; i < 5; i++) {
+        const struct moeinf_kernels *k = NULL;
+        struct moeinf_error err = {0};
+        CHECK(moeinf_kernels_choose(caps[i], &k, &err) == MOEINF_OK);
+        CHECK_MSG(k == want[i], "MOEINF_KERNELS=%s", caps[i] ? caps[i] : "(unset)");
+    }
+    /* Anything else is an error naming the value and the choices; *out stays untouched. */
+    const char *bad[] = {"no-such-table", "AVX2", "avx2 ", "avx512f", "sse"};
+    for (int i = 0; i < 5; i++) {
+        const struct moeinf_kernels *k = NULL;
+        struct moeinf_error err = {0};
+        CHECK(moeinf_kernels_choose(bad[i], &k, &err) == MOEINF_ERR_ARG);
+        CHECK(k == NULL);
+        char want_msg[64];
+        snprintf(want_msg, sizeof want_msg, "MOEINF_KERNELS=%s ", bad[i]);
+        CHECK_STR_CONTAINS(err.msg, want_msg);
+        CHECK_STR_CONTAINS(err.msg, "scalar, avx2 or avx512");
+    }
+    /* The environment path reads the variable this test runs under (ctest sets it). */
+    const struct moeinf_kernels *from_env = NULL;
+    const struct moeinf_kernels *chosen = NULL;
+    CHECK(moeinf_kernels_from_env(&from_env, NULL) == MOEINF_OK);
+    CHECK(moeinf_kernels_choose(getenv("MOEINF_KERNELS"), &chosen, NULL) == MOEINF_OK);
+    CHECK(from_env && from_env == chosen);
     CHECK(strcmp(moeinf_kernels_scalar()->name, "scalar") == 0);
     if (avx2) CHECK(strcmp(avx2->name, "avx2") == 0);
     if (moeinf_kernels_avx512()) CHECK(strcmp(moeinf_kernels_avx512()->name, "avx512") == 0);
     /* Every table fills every supported slot (from_float where the type is an activation). */
-    for (int ti = 0; ti < n_tables; ti++) {
+    for (int ti = 0; ti < n_all; ti++) {
         for (int i = 0; i < N_SUPPORTED; i++) {
             enum moeinf_type t = supported[i];
-            CHECK(tables[ti]->to_float[t] && tables[ti]->vec_dot[t] && tables[ti]->vec_dot_m[t] &&
-                  tables[ti]->vec_dot_rows[t] && tables[ti]->axpy_f32);
-            CHECK(tables[ti]->from_float[moeinf_type_traits_get((int)t)->vec_dot_type]);
+            CHECK(all[ti]->to_float[t] && all[ti]->vec_dot[t] && all[ti]->vec_dot_m[t] &&
+                  all[ti]->vec_dot_rows[t] && all[ti]->axpy_f32);
+            CHECK(all[ti]->from_float[moeinf_type_traits_get((int)t)->vec_dot_type]);
         }
     }
 }
 
+/* The probe against Linux's own: /proc/cpuinfo lists an ISA extension only when the CPU has
+ * it and the kernel saves its registers. A table is offered exactly when every extension
+ * its file is compiled with is listed. */
+static bool cpuinfo_has(const char *flags, const char *name) {
+    size_t len = strlen(name);
+    for (const char *p = flags; (p = strstr(p, name)) != NULL; p += len) {
+        bool starts = p == flags || p[-1] == ' ' || p[-1] == '\t' || p[-1] == ':';
+        bool ends = p[len] == ' ' || p[len] == '\n' || p[len] == '\0';
+        if (starts && ends) return true;
+    }
+    return false;
+}
+
+static void test_probe_matches_cpuinfo(void) {
+#if defined(__x86_64__) && defined(__linux__)
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) {
+        test_skip("/proc/cpuinfo is not readable");
+        return;
+    }
+    char line[8192];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = strncmp(line, "flags", 5) == 0;
+    fclose(f);
+    if (!found) {
+        test_skip("/proc/cpuinfo has no flags line");
+        return;
+    }
+    const char *avx2_needs[] = {"avx", "avx2", "fma", "f16c"};
+    const char *avx512_needs[] = {"avx512f",  "avx512bw",    "avx512vl",
+                                  "avx512dq", "avx512_vnni", "avx512_bf16"};
+    bool avx2 = true;
+    bool avx512 = true;
+    for (int i = 0; i < 4; i++)
+        avx2 = avx2 && cpuinfo_has(line, avx2_needs[i]);
+    for (int i = 0; i < 6; i++)
+        avx512 = avx512 && cpuinfo_has(line, avx512_needs[i]);
+    CHECK_EQ_INT(moeinf_kernels_avx2() != NULL, avx2);
+    CHECK_EQ_INT(moeinf_kernels_avx512() != NULL, avx2 && avx512);
+#else
+    test_skip("the probe is checked against /proc/cpuinfo on x86-64 Linux only");
+#endif
+}
+
 int main(void) {
-    tables[n_tables++] = moeinf_kernels_scalar();
-    if (moeinf_kernels_avx2()) tables[n_tables++] = moeinf_kernels_avx2();
-    if (moeinf_kernels_avx512()) tables[n_tables++] = moeinf_kernels_avx512();
+    /* Unset, MOEINF_KERNELS checks every table this CPU runs; set, the scalar table and
+     * the one it names. */
+    const struct moeinf_kernels *wanted = NULL;
+    int rc = test_kernels_wanted(&wanted);
+    if (!wanted) return rc;
+    if (getenv("MOEINF_KERNELS")) {
+        tables[n_tables++] = moeinf_kernels_scalar();
+        if (wanted != tables[0]) tables[n_tables++] = wanted;
+    } else {
+        n_tables = cpu_tables(tables);
+    }
     fprintf(stderr, "tables:");
     for (int i = 0; i < n_tables; i++)
         fprintf(stderr, " %s", tables[i]->name);
@@ -1049,6 +1136,7 @@ int main(void) {
     RUN(test_vec_dot_rows_extremes);
     RUN(test_axpy);
     RUN(test_kernels_best);
+    RUN(test_probe_matches_cpuinfo);
     RUN(test_traits_match_gguf);
     RUN(test_real_data);
     return test_report();
