@@ -17,7 +17,7 @@
  * leaves *out NULL and returns the exit status for main: TEST_EXIT_SKIP when this CPU does
  * not run that table, 1 when the value names no table. */
 static inline int test_kernels_wanted(const struct moeinf_kernels **out) {
-    const char *name = getenv("MOEINF_KERNELS");
+    const char *name = getenv("MOEINF_KERNELS"); /* NOLINT(concurrency-mt-unsafe): main thread */
     const struct moeinf_kernels *k = NULL;
     struct moeinf_error err = {0};
     *out = NULL;

@@ -11,23 +11,28 @@
 /* Runs a whole shell command line (several commands may be chained; the output of the
  * last is captured); stdout and stderr separately, and the exit code. */
 static int run_cmd(const char *cmd, char *out, size_t out_size, char *errbuf, size_t err_size) {
-    char tmp_out[512], tmp_err[512], full[4096];
+    char tmp_out[512];
+    char tmp_err[512];
+    char full[4096];
     test_tmp_path("cli_stdout.txt", tmp_out, sizeof tmp_out);
     test_tmp_path("cli_stderr.txt", tmp_err, sizeof tmp_err);
     snprintf(full, sizeof full, "%s >%s 2>%s", cmd, tmp_out, tmp_err);
-    int status = system(full);
+    int status = system(full); /* NOLINT(concurrency-mt-unsafe): main thread */
     test_read_text(tmp_out, out, out_size);
     test_read_text(tmp_err, errbuf, err_size);
     return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 static const char *bin(void) {
-    const char *b = getenv("MOEINF_BIN");
+    const char *b = getenv("MOEINF_BIN"); /* NOLINT(concurrency-mt-unsafe): main thread */
     return b ? b : "./moeinf";
 }
 
 static void test_tokenize_output(void) {
-    char model[1024], cmd[2048], out[4096], err[4096];
+    char model[1024];
+    char cmd[2048];
+    char out[4096];
+    char err[4096];
     if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model, sizeof model)) return;
     snprintf(cmd, sizeof cmd, "%s tokenize -m %s 'Hello world'", bin(), model);
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
@@ -42,7 +47,12 @@ static void test_tokenize_output(void) {
 }
 
 static void test_logits_file(void) {
-    char model[1024], golden[1024], cmd[2048], out[4096], err[4096], file[512];
+    char model[1024];
+    char golden[1024];
+    char cmd[2048];
+    char out[4096];
+    char err[4096];
+    char file[512];
     if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model, sizeof model)) return;
     test_shared_path("testdata/golden/tiny-mixtral-F32/hello-kvf32-nofa.logits.f32", golden,
                      sizeof golden);
@@ -50,10 +60,11 @@ static void test_logits_file(void) {
     snprintf(cmd, sizeof cmd, "%s logits -m %s --ids '1 15043 3186' -o %s --kv-type f32", bin(),
              model, file);
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
-    size_t n_ours = 0, n_ref = 0;
+    size_t n_ours = 0;
+    size_t n_ref = 0;
     float *ours = (float *)golden_read_file(file, &n_ours);
     float *ref = (float *)golden_read_file(golden, &n_ref);
-    CHECK_EQ_INT(n_ours, 3 * 32000 * sizeof(float));
+    CHECK_EQ_INT(n_ours, sizeof(float) * 3 * 32000);
     CHECK_EQ_INT(n_ours, n_ref);
     if (ours && ref && n_ours == n_ref) {
         double max = 0;
@@ -68,7 +79,10 @@ static void test_logits_file(void) {
 }
 
 static void test_run_greedy_ids(void) {
-    char model[1024], cmd[2048], out[8192], err[4096];
+    char model[1024];
+    char cmd[2048];
+    char out[8192];
+    char err[4096];
     if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model, sizeof model)) return;
     /* golden greedy of "Hello world" (hello-kvf32-nofa): margins of the first three steps
      * are 0.50, 3.05, 4.40, far above the F32 error bound of 2e-2 */
@@ -92,7 +106,10 @@ static void test_run_greedy_ids(void) {
 }
 
 static void test_context_limits(void) {
-    char model[1024], cmd[2048], out[8192], err[4096];
+    char model[1024];
+    char cmd[2048];
+    char out[8192];
+    char err[4096];
     if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model, sizeof model)) return;
     /* generation that reaches the context end stops with a note, not a crash */
     snprintf(cmd, sizeof cmd, "%s run -m %s -p 'Hello world' -n 20 --temp 0 --print-ids -c 6",
@@ -107,7 +124,10 @@ static void test_context_limits(void) {
 }
 
 static void test_bad_input(void) {
-    char model[1024], cmd[2048], out[4096], err[4096];
+    char model[1024];
+    char cmd[2048];
+    char out[4096];
+    char err[4096];
     snprintf(cmd, sizeof cmd, "%s run -m /nonexistent/model.gguf -p hi", bin());
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
     CHECK_STR_CONTAINS(err, "/nonexistent/model.gguf");

@@ -75,26 +75,29 @@ static int argmax(const float *x, int n) {
  * between the k-th and (k+1)-th router probability exceeds 1e-3. */
 static void check_routing(struct moeinf_context *ctx, const struct golden *g) {
     const struct moeinf_hparams *hp = &ctx->model->llm->hp;
-    const int X = hp->n_expert, K = hp->n_expert_used;
+    const int n_expert = hp->n_expert;
+    const int top_k = hp->n_expert_used;
     const char *routing = golden_find(g->json, "routing");
     const char *prompt = golden_find(routing, "prompt");
     int checked = 0;
-    CHECK(X <= 16 && K <= 8); /* the buffers below */
-    if (X > 16 || K > 8) return;
+    CHECK(n_expert <= 16 && top_k <= 8); /* the buffers below */
+    if (n_expert > 16 || top_k > 8) return;
     for (int il = 0; il < hp->n_layer; il++) {
         char key[8];
         snprintf(key, sizeof key, "%d", il);
         const char *layer = golden_find(prompt, key);
-        double topk[MAX_TOK * 8], probs[MAX_TOK * 16];
+        double topk[MAX_TOK * 8];
+        double probs[MAX_TOK * 16];
         int nt = golden_numbers(golden_find(layer, "topk"), topk, MAX_TOK * 8);
         int np = golden_numbers(golden_find(layer, "probs"), probs, MAX_TOK * 16);
-        CHECK(nt == g->n_tokens * K && np == g->n_tokens * X);
-        if (nt != g->n_tokens * K || np != g->n_tokens * X) return;
+        CHECK(nt == g->n_tokens * top_k && np == g->n_tokens * n_expert);
+        if (nt != g->n_tokens * top_k || np != g->n_tokens * n_expert) return;
         for (int j = 0; j < g->n_tokens; j++) {
             double sorted[64];
-            for (int e = 0; e < X; e++) sorted[e] = probs[j * X + e];
-            for (int a = 0; a < X; a++) {
-                for (int b = a + 1; b < X; b++) {
+            for (int e = 0; e < n_expert; e++)
+                sorted[e] = probs[j * n_expert + e];
+            for (int a = 0; a < n_expert; a++) {
+                for (int b = a + 1; b < n_expert; b++) {
                     if (sorted[b] > sorted[a]) {
                         double t = sorted[a];
                         sorted[a] = sorted[b];
@@ -102,11 +105,13 @@ static void check_routing(struct moeinf_context *ctx, const struct golden *g) {
                     }
                 }
             }
-            if (K < X && sorted[K - 1] - sorted[K] < 1e-3) continue; /* near tie */
+            if (top_k < n_expert && sorted[top_k - 1] - sorted[top_k] < 1e-3)
+                continue; /* near tie */
             const int32_t *sel = moeinf_fwd_routing(ctx->fwd, il, j);
-            for (int r = 0; r < K; r++) {
-                CHECK_MSG(sel[r] == (int32_t)topk[j * K + r], "%s layer %d pos %d rank %d: %d vs %d",
-                          g->name, il, j, r, sel[r], (int)topk[j * K + r]);
+            for (int r = 0; r < top_k; r++) {
+                CHECK_MSG(sel[r] == (int32_t)topk[j * top_k + r],
+                          "%s layer %d pos %d rank %d: %d vs %d", g->name, il, j, r, sel[r],
+                          (int)topk[j * top_k + r]);
             }
             checked++;
         }
@@ -158,7 +163,8 @@ static void check_one(const char *model_path, const char *dir, const char *json_
     double tol = quantized ? (g.kv_f32 ? 0.5 : 1e30) : (g.kv_f32 ? 1e-2 : 0.25);
     double max_diff = 0.0;
     for (int j = 0; j < g.n_tokens; j++) {
-        const float *ours = logits + (size_t)j * n_vocab, *ref = g.logits + (size_t)j * n_vocab;
+        const float *ours = logits + (size_t)j * n_vocab;
+        const float *ref = g.logits + (size_t)j * n_vocab;
         double d = 0.0;
         for (int v = 0; v < n_vocab; v++) {
             double e = fabs((double)ours[v] - (double)ref[v]);
@@ -206,7 +212,10 @@ done:
 }
 
 static void check_model(const char *stem, bool quantized) {
-    char model_rel[256], dir_rel[256], model_path[1024], dir[1024];
+    char model_rel[256];
+    char dir_rel[256];
+    char model_path[1024];
+    char dir[1024];
     snprintf(model_rel, sizeof model_rel, "testdata/models/%s.gguf", stem);
     snprintf(dir_rel, sizeof dir_rel, "testdata/golden/%s", stem);
     if (!test_shared_path(model_rel, model_path, sizeof model_path)) return;
@@ -216,7 +225,7 @@ static void check_model(const char *stem, bool quantized) {
     if (!d) return;
     int n = 0;
     struct dirent *e;
-    while ((e = readdir(d))) {
+    while ((e = readdir(d))) { /* NOLINT(concurrency-mt-unsafe): main thread */
         size_t len = strlen(e->d_name);
         if (len > 5 && !strcmp(e->d_name + len - 5, ".json")) {
             check_one(model_path, dir, e->d_name, quantized);

@@ -175,7 +175,7 @@ static void test_unknown_table_name(void) {
     snprintf(want_line, sizeof want_line, "moeinf: %s\n", want_msg);
     int rc = test_run_moeinf(name, args, out, sizeof out, errs, sizeof errs);
     set_kernels_env(env_at_start);
-    if (rc == -1 && !getenv("MOEINF_BIN")) {
+    if (rc == -1 && !getenv("MOEINF_BIN")) { /* NOLINT(concurrency-mt-unsafe): main thread */
         test_skip("MOEINF_BIN is unset (run under ctest for the CLI half)");
     } else {
         CHECK_EQ_INT(rc, 1);
@@ -190,7 +190,7 @@ int main(void) {
     int rc = test_kernels_wanted(&wanted);
     if (!wanted) return rc;
     wanted_name = wanted->name;
-    const char *env = getenv("MOEINF_KERNELS");
+    const char *env = getenv("MOEINF_KERNELS"); /* NOLINT(concurrency-mt-unsafe): main thread */
     env_at_start = env ? strdup(env) : NULL;
     RUN(test_shared_models);
     RUN(test_generated_models);

@@ -6,6 +6,7 @@
  */
 #include "sim/replay.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,6 +85,7 @@ static enum moeinf_status read_future(const char *path, uint32_t **out, size_t *
     if (st != MOEINF_OK) return st;
     const struct moeinf_trace_header *h = moeinf_trace_header(r);
     const size_t per_token = (size_t)h->n_layers * (size_t)h->top_k;
+    assert(per_token > 0); /* the reader checks the geometry (each count >= 1) */
     for (;;) {
         struct moeinf_trace_token tok;
         bool end = false;
@@ -138,11 +140,12 @@ static enum moeinf_status replay_step(struct replay *rp, int layer, const int32_
                                       bool decode, uint64_t *misses, uint64_t *loads,
                                       struct moeinf_error *err) {
     struct moeinf_sim_result *res = rp->res;
-    for (int j = 0; j < g->top_k; j++) {
+    const int top_k = g->top_k; /* one count for both loops (the calls between could alias g) */
+    for (int j = 0; j < top_k; j++) {
         rp->step[j] = (uint32_t)layer * (uint32_t)g->n_experts + (uint32_t)experts[j];
     }
-    moeinf_cache_step_begin(rp->cache, rp->policy, layer, rp->step, g->top_k);
-    for (int j = 0; j < g->top_k; j++) {
+    moeinf_cache_step_begin(rp->cache, rp->policy, layer, rp->step, top_k);
+    for (int j = 0; j < top_k; j++) {
         struct moeinf_cache_event ev;
         enum moeinf_status st = moeinf_cache_access(rp->cache, rp->policy, rp->step[j], &ev, err);
         if (st != MOEINF_OK) return st;

@@ -148,7 +148,9 @@ static enum moeinf_status io_error(struct moeinf_trace_reader *r, struct moeinf_
                                    const char *what) {
     struct moeinf_error local;
     struct moeinf_error *e = err ? err : &local;
-    moeinf_fail(e, MOEINF_ERR_IO, "%s: %s: %s", r->path, what, strerror(errno));
+    char eb[64];
+    moeinf_fail(e, MOEINF_ERR_IO, "%s: %s: %s", r->path, what,
+                moeinf_strerror(errno, eb, sizeof eb));
     r->failure = *e;
     return MOEINF_ERR_IO;
 }
@@ -443,7 +445,9 @@ enum moeinf_status moeinf_trace_open(const char *path, struct moeinf_trace_reade
     r->hdr.n_requests = r->hdr.n_tokens = r->hdr.n_prefill_tokens = r->hdr.n_decode_tokens = -1;
     r->fp = fopen(path, "rb");
     if (!r->fp) {
-        st = moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+        char eb[64];
+        st = moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot open: %s", path,
+                         moeinf_strerror(errno, eb, sizeof eb));
         goto fail;
     }
     st = reserve(r, MOEINF_TRACE_MAX_HEADER_LINE, err);

@@ -275,6 +275,7 @@ enum moeinf_status moeinf_trace_eam_skew(const struct moeinf_trace_eam *m,
     }
     s.accesses = s.tokens * m->top_k;
     const int n_experts = m->n_experts;
+    assert(n_experts > 0); /* a trace with tokens has experts (trace.c checks the header) */
     uint64_t *row = malloc((size_t)n_experts * sizeof *row);
     if (!row) return moeinf_fail(err, MOEINF_ERR_NOMEM, "skew: out of memory");
     int lo = layer < 0 ? 0 : layer;
@@ -959,6 +960,7 @@ static enum moeinf_status frequency_skew(const struct stats_state *s, int p,
                                          struct moeinf_trace_stats *out, struct moeinf_error *err) {
     const int n_layers = s->h->n_layers;
     const int n_experts = s->h->n_experts;
+    assert(n_experts > 0); /* trace.c checks the header */
     uint64_t *row = malloc((size_t)n_experts * sizeof *row);
     double *gini = malloc((size_t)n_layers * sizeof *gini);
     double *share = malloc((size_t)n_layers * sizeof *share);
