@@ -21,7 +21,10 @@ struct part {
 static void *reader(void *arg) {
     struct part *pt = arg;
     /* four independent accumulators so the loop is bound by loads, not by the adds */
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    uint64_t s0 = 0;
+    uint64_t s1 = 0;
+    uint64_t s2 = 0;
+    uint64_t s3 = 0;
     for (size_t i = 0; i + 4 <= pt->n; i += 4) {
         s0 += pt->p[i];
         s1 += pt->p[i + 1];
@@ -42,8 +45,11 @@ int main(int argc, char **argv) {
     int n_threads = 1;
     size_t mib = 1024;
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "-t")) n_threads = atoi(argv[i + 1]);
-        if (!strcmp(argv[i], "-s")) mib = (size_t)atol(argv[i + 1]);
+        char *end = NULL;
+        long v = strtol(argv[i + 1], &end, 10);
+        if (*end) v = -1; /* not a number: rejected below */
+        if (!strcmp(argv[i], "-t")) n_threads = v < 1 || v > 256 ? 0 : (int)v;
+        if (!strcmp(argv[i], "-s")) mib = v < 16 ? 0 : (size_t)v;
     }
     if (n_threads < 1 || n_threads > 256 || mib < 16) {
         fprintf(stderr, "usage: bench_bandwidth [-t THREADS] [-s MIB>=16]\n");

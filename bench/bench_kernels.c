@@ -74,7 +74,7 @@ __attribute__((target("avx2"))) static float stream_sum_avx2(const float *p, siz
         a[j] = _mm256_setzero_ps();
     for (size_t i = 0; i + 64 <= n; i += 64)
         for (int j = 0; j < 8; j++)
-            a[j] = _mm256_add_ps(a[j], _mm256_loadu_ps(p + i + 8 * j));
+            a[j] = _mm256_add_ps(a[j], _mm256_loadu_ps(p + i + (size_t)(8 * j)));
     for (int j = 1; j < 8; j++)
         a[0] = _mm256_add_ps(a[0], a[j]);
     float t[8];
@@ -108,7 +108,8 @@ LL_TARGET static inline __m256 ll_dot32(__m256i w, __m256i x) {
 }
 
 LL_TARGET static void ll_vec_dot_q8_0(int64_t n, float *s, const void *w, const void *x) {
-    const uint8_t *a = w, *b = x;
+    const uint8_t *a = w;
+    const uint8_t *b = x;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / 32; i++, a += 34, b += 34) {
         __m256 d = _mm256_set1_ps(ll_half(a) * ll_half(b));
@@ -120,7 +121,8 @@ LL_TARGET static void ll_vec_dot_q8_0(int64_t n, float *s, const void *w, const 
 }
 
 LL_TARGET static void ll_vec_dot_q4_0(int64_t n, float *s, const void *w, const void *x) {
-    const uint8_t *a = w, *b = x;
+    const uint8_t *a = w;
+    const uint8_t *b = x;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / 32; i++, a += 18, b += 34) {
         __m256 d = _mm256_set1_ps(ll_half(a) * ll_half(b));
@@ -203,7 +205,8 @@ int main(int argc, char **argv) {
         uint8_t *w = malloc(n_rows * rb);
         size_t xb = moeinf_row_bytes(vt, n);
         uint8_t *x = malloc(8 * xb);
-        float *xf = malloc((size_t)n * sizeof(float)), s[8];
+        float *xf = malloc((size_t)n * sizeof(float));
+        float s[8];
         float *s_all = malloc(n_rows * sizeof(float));
         if (!w || !x || !xf || !s_all) return 1;
         fill_weights(type, w, n_rows, n);

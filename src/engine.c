@@ -103,14 +103,17 @@ enum moeinf_status moeinf_context_init(struct moeinf_model *model,
         (params->kv_type != MOEINF_KV_F16 && params->kv_type != MOEINF_KV_F32)) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "invalid batch size, thread count or KV type");
     }
+    const struct moeinf_kernels *kern = NULL;
+    enum moeinf_status st = moeinf_kernels_from_env(&kern, err);
+    if (st != MOEINF_OK) return st;
     struct moeinf_context *ctx = calloc(1, sizeof *ctx);
     if (!ctx) return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory for the context");
     ctx->model = model;
     ctx->params = *params;
     if (ctx->params.n_batch > ctx->params.n_ctx) ctx->params.n_batch = ctx->params.n_ctx;
-    ctx->kern = moeinf_kernels_best();
+    ctx->kern = kern;
     int n_threads = params->n_threads > 0 ? params->n_threads : moeinf_cpu_count();
-    enum moeinf_status st = moeinf_pool_init(n_threads, &ctx->pool, err);
+    st = moeinf_pool_init(n_threads, &ctx->pool, err);
     if (st == MOEINF_OK) {
         struct moeinf_fwd_params fp = {
             .n_ctx = params->n_ctx,

@@ -46,7 +46,8 @@ static inline const char *golden_find(const char *from, const char *key) {
  * max); returns how many, or -1 if p is not an array. */
 static inline int golden_numbers(const char *p, double *out, int max) {
     if (!p || *p != '[') return -1;
-    int depth = 0, n = 0;
+    int depth = 0;
+    int n = 0;
     while (*p) {
         if (*p == '[') {
             depth++;
@@ -76,8 +77,10 @@ static inline int golden_prompt(const char *json, char *buf, int size) {
     p++;
     int n = 0;
     while (p[0] && p[1] && p[0] != '"' && n + 1 < size) {
-        unsigned v;
-        if (sscanf(p, "%2x", &v) != 1) return -1;
+        const char hex[3] = {p[0], p[1], '\0'};
+        char *end = NULL;
+        unsigned long v = strtoul(hex, &end, 16);
+        if (*end) return -1;
         buf[n++] = (char)v;
         p += 2;
     }

@@ -94,6 +94,12 @@ static int test_current_skipped;
         }                                                                                      \
     } while (0)
 
+/* Whether two buffers hold the same bytes. For float arrays that is bit identity, the promise
+ * of the tests that use it: stricter than ==, which equates +0 and -0 and fails on NaN. */
+static inline bool test_same_bytes(const void *a, const void *b, size_t n) {
+    return memcmp(a, b, n) == 0;
+}
+
 /* Marks the running test as skipped (call, then return). */
 static inline void test_skip(const char *why) {
     fprintf(stderr, "SKIP: %s\n", why);
@@ -108,13 +114,13 @@ static inline int test_report(void) {
 /* Full path of a file under ../shared into buf, or NULL when the shared folder is absent
  * (a skip outside CI, a failure under CI=true). */
 static inline const char *test_shared_path(const char *rel, char *buf, size_t size) {
-    const char *dir = getenv("MOEINF_SHARED");
+    const char *dir = getenv("MOEINF_SHARED"); /* NOLINT(concurrency-mt-unsafe): main thread */
     struct stat st;
     if (dir && stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
         snprintf(buf, size, "%s/%s", dir, rel);
         return buf;
     }
-    const char *ci = getenv("CI");
+    const char *ci = getenv("CI"); /* NOLINT(concurrency-mt-unsafe): main thread */
     if (ci && strcmp(ci, "true") == 0) {
         fprintf(stderr, "shared test data missing (MOEINF_SHARED=%s) under CI=true\n",
                 dir ? dir : "(unset)");
@@ -127,7 +133,7 @@ static inline const char *test_shared_path(const char *rel, char *buf, size_t si
 
 /* A scratch path under the build tree: $MOEINF_TMP/<name>. */
 static inline const char *test_tmp_path(const char *name, char *buf, size_t size) {
-    const char *dir = getenv("MOEINF_TMP");
+    const char *dir = getenv("MOEINF_TMP"); /* NOLINT(concurrency-mt-unsafe): main thread */
     snprintf(buf, size, "%s/%s", dir ? dir : "/tmp", name);
     return buf;
 }
@@ -146,7 +152,7 @@ static inline int test_temp_leftovers(const char *base) {
     char prefix[256];
     snprintf(prefix, sizeof prefix, "%s.tmp.", base);
     int n = 0;
-    for (struct dirent *e; (e = readdir(d));)
+    for (struct dirent *e; (e = readdir(d));) /* NOLINT(concurrency-mt-unsafe): main thread */
         n += strncmp(e->d_name, prefix, strlen(prefix)) == 0;
     closedir(d);
     return n;
@@ -195,16 +201,19 @@ static inline const char *test_moeinf_bin(void) {
  */
 static inline int test_run_moeinf(const char *tag, const char *args, char *out, size_t out_size,
                                   char *err, size_t err_size) {
-    const char *bin = getenv("MOEINF_BIN");
+    const char *bin = getenv("MOEINF_BIN"); /* NOLINT(concurrency-mt-unsafe): main thread */
     out[0] = err[0] = '\0';
     if (!bin) return -1;
-    char out_path[512], err_path[512], name[128], cmd[8192];
+    char out_path[512];
+    char err_path[512];
+    char name[128];
+    char cmd[8192];
     snprintf(name, sizeof name, "%s-stdout.txt", tag);
     test_tmp_path(name, out_path, sizeof out_path);
     snprintf(name, sizeof name, "%s-stderr.txt", tag);
     test_tmp_path(name, err_path, sizeof err_path);
     snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", bin, args, out_path, err_path);
-    int status = system(cmd);
+    int status = system(cmd); /* NOLINT(concurrency-mt-unsafe): main thread */
     test_read_text(out_path, out, out_size);
     test_read_text(err_path, err, err_size);
     remove(out_path);

@@ -19,7 +19,10 @@ static const char *bin(void) {
 }
 
 static void test_tokenize_output(void) {
-    char model[1024], cmd[2048], out[4096], err[4096];
+    char model[1024];
+    char cmd[2048];
+    char out[4096];
+    char err[4096];
     if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model, sizeof model)) return;
     snprintf(cmd, sizeof cmd, "%s tokenize -m %s 'Hello world'", bin(), model);
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
@@ -34,7 +37,12 @@ static void test_tokenize_output(void) {
 }
 
 static void test_logits_file(void) {
-    char model[1024], golden[1024], cmd[2048], out[4096], err[4096], file[512];
+    char model[1024];
+    char golden[1024];
+    char cmd[2048];
+    char out[4096];
+    char err[4096];
+    char file[512];
     if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model, sizeof model)) return;
     test_shared_path("testdata/golden/tiny-mixtral-F32/hello-kvf32-nofa.logits.f32", golden,
                      sizeof golden);
@@ -42,10 +50,11 @@ static void test_logits_file(void) {
     snprintf(cmd, sizeof cmd, "%s logits -m %s --ids '1 15043 3186' -o %s --kv-type f32", bin(),
              model, file);
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
-    size_t n_ours = 0, n_ref = 0;
+    size_t n_ours = 0;
+    size_t n_ref = 0;
     float *ours = (float *)golden_read_file(file, &n_ours);
     float *ref = (float *)golden_read_file(golden, &n_ref);
-    CHECK_EQ_INT(n_ours, 3 * 32000 * sizeof(float));
+    CHECK_EQ_INT(n_ours, sizeof(float) * 3 * 32000);
     CHECK_EQ_INT(n_ours, n_ref);
     if (ours && ref && n_ours == n_ref) {
         double max = 0;
@@ -60,7 +69,10 @@ static void test_logits_file(void) {
 }
 
 static void test_run_greedy_ids(void) {
-    char model[1024], cmd[2048], out[8192], err[4096];
+    char model[1024];
+    char cmd[2048];
+    char out[8192];
+    char err[4096];
     if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model, sizeof model)) return;
     /* golden greedy of "Hello world" (hello-kvf32-nofa): margins of the first three steps
      * are 0.50, 3.05, 4.40, far above the F32 error bound of 2e-2 */
@@ -84,7 +96,10 @@ static void test_run_greedy_ids(void) {
 }
 
 static void test_context_limits(void) {
-    char model[1024], cmd[2048], out[8192], err[4096];
+    char model[1024];
+    char cmd[2048];
+    char out[8192];
+    char err[4096];
     if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model, sizeof model)) return;
     /* generation that reaches the context end stops with a note, not a crash */
     snprintf(cmd, sizeof cmd, "%s run -m %s -p 'Hello world' -n 20 --temp 0 --print-ids -c 6",
@@ -116,7 +131,10 @@ static void test_bench_output(void) {
 }
 
 static void test_bad_input(void) {
-    char model[1024], cmd[2048], out[4096], err[4096];
+    char model[1024];
+    char cmd[2048];
+    char out[4096];
+    char err[4096];
     snprintf(cmd, sizeof cmd, "%s run -m /nonexistent/model.gguf -p hi", bin());
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
     CHECK_STR_CONTAINS(err, "/nonexistent/model.gguf");

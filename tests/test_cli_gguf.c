@@ -19,7 +19,7 @@ static char err_text[1 << 14];
 /* Runs "$MOEINF_BIN <args>" and returns its exit code; stdout and stderr go to out_text and
  * err_text. -1 if the binary is not known. */
 static int run(const char *args) {
-    const char *bin = getenv("MOEINF_BIN");
+    const char *bin = getenv("MOEINF_BIN"); /* NOLINT(concurrency-mt-unsafe): main thread */
     if (!bin) {
         test_skip("MOEINF_BIN unset (run through ctest)");
         return -1;
@@ -73,7 +73,8 @@ static void test_gen_model(void) {
     CHECK_EQ_INT(run("gen-model"), 2);
     CHECK_STR_CONTAINS(err_text, "missing -o FILE");
 
-    char path[512], args[1024];
+    char path[512];
+    char args[1024];
     test_tmp_path("cli-gen.gguf", path, sizeof path);
     remove(path);
 

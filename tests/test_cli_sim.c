@@ -29,7 +29,7 @@ static const char *trace_path(void) {
 }
 
 static void test_help_and_usage_errors(void) {
-    if (!getenv("MOEINF_BIN")) {
+    if (!getenv("MOEINF_BIN")) { /* NOLINT(concurrency-mt-unsafe): main thread */
         test_skip("MOEINF_BIN not set (run through ctest)");
         return;
     }
@@ -122,7 +122,7 @@ static void test_outputs_checked_first(void) {
 }
 
 static void test_json(void) {
-    if (!getenv("MOEINF_BIN")) {
+    if (!getenv("MOEINF_BIN")) { /* NOLINT(concurrency-mt-unsafe): main thread */
         test_skip("MOEINF_BIN not set (run through ctest)");
         return;
     }
@@ -160,11 +160,12 @@ static void test_json(void) {
 }
 
 static void test_text_sweep_and_plot(void) {
-    if (!getenv("MOEINF_BIN")) {
+    if (!getenv("MOEINF_BIN")) { /* NOLINT(concurrency-mt-unsafe): main thread */
         test_skip("MOEINF_BIN not set (run through ctest)");
         return;
     }
-    char args[1024], svg[512];
+    char args[1024];
+    char svg[512];
     snprintf(args, sizeof args, "--trace %s --cache 50%% --phase decode", trace_path());
     CHECK_EQ_INT(sim(args), 0);
     CHECK_STR_CONTAINS(out_buf, "policy     reuse, cache 4 experts (50.0% of 8)");

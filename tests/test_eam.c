@@ -117,23 +117,25 @@ static double cos64(const float *a, const float *b, size_t n) {
 }
 
 /* Random requests drawn from a few "topics" so that matches mean something. */
-static void random_request(struct moeinf_eamc *c, uint64_t *rng, int L, int E, int K) {
+static void random_request(struct moeinf_eamc *c, uint64_t *rng, int n_layers, int n_experts,
+                           int top_k) {
     int topic = (int)(moeinf_splitmix64(rng) % 3);
     int n_tok = 1 + (int)(moeinf_splitmix64(rng) % 6);
     int n_pre = (int)(moeinf_splitmix64(rng) % (uint64_t)(n_tok + 1));
     moeinf_eamc_request_begin(c);
     for (int t = 0; t < n_tok; t++) {
         moeinf_eamc_token_begin(c, t < n_pre ? MOEINF_PHASE_PREFILL : MOEINF_PHASE_DECODE);
-        for (int l = 0; l < L; l++) {
+        for (int l = 0; l < n_layers; l++) {
             int used[16] = {0};
-            for (int j = 0; j < K; j++) {
+            for (int j = 0; j < top_k; j++) {
                 int e;
                 do {
                     uint64_t r = moeinf_splitmix64(rng);
-                    e = (r & 1) ? (topic * 3 + (int)((r >> 1) % 3)) % E : (int)((r >> 1) % E);
+                    e = (r & 1) ? (topic * 3 + (int)((r >> 1) % 3)) % n_experts
+                                : (int)((r >> 1) % n_experts);
                 } while (used[e]);
                 used[e] = 1;
-                moeinf_eamc_record(c, (uint32_t)(l * E + e));
+                moeinf_eamc_record(c, (uint32_t)(l * n_experts + e));
             }
         }
     }
@@ -146,10 +148,10 @@ enum {
 };
 
 static void test_match_and_replacement_brute_force(void) {
-    const int L = L3;
-    const int E = E9;
-    const int K = 2;
-    struct moeinf_policy_geometry g = {L, E, K, 0};
+    const int n_layers = L3;
+    const int n_experts = E9;
+    const int top_k = 2;
+    struct moeinf_policy_geometry g = {n_layers, n_experts, top_k, 0};
     struct moeinf_eamc *c = NULL;
     struct moeinf_error err;
     CHECK_EQ_INT(moeinf_eamc_init(&g, CAP, &c, &err), MOEINF_OK);
@@ -160,7 +162,7 @@ static void test_match_and_replacement_brute_force(void) {
     float both_cur[54];
     float both_ent[54];
     for (int r = 0; r < 40; r++) {
-        random_request(c, &rng, L, E, K);
+        random_request(c, &rng, n_layers, n_experts, top_k);
         int size = moeinf_eamc_size(c);
         for (int m = 0; m < size; m++) {
             moeinf_eamc_entry(c, m, MOEINF_PHASE_PREFILL, ent[m][0]);
@@ -171,7 +173,7 @@ static void test_match_and_replacement_brute_force(void) {
         /* matching: the library's top 3 against a float64 ranking of the same phase */
         int mph = moeinf_eamc_phase(c);
         float zero[27] = {0};
-        if (!memcmp(cur[mph], zero, sizeof zero)) mph = 0;
+        if (test_same_bytes(cur[mph], zero, sizeof zero)) mph = 0;
         int ids[3];
         int n = moeinf_eamc_match(c, 3, ids);
         double prev = 2;
@@ -185,7 +187,7 @@ static void test_match_and_replacement_brute_force(void) {
                 for (int j = 0; j < n; j++)
                     picked |= ids[j] == m;
                 float z[27] = {0};
-                if (!picked && memcmp(ent[m][mph], z, sizeof z)) {
+                if (!picked && !test_same_bytes(ent[m][mph], z, sizeof z)) {
                     CHECK(cos64(cur[mph], ent[m][mph], 27) <= sim + 1e-12);
                 }
             }
@@ -209,14 +211,14 @@ static void test_match_and_replacement_brute_force(void) {
         moeinf_eamc_request_end(c);
         float after[27];
         moeinf_eamc_entry(c, expect, MOEINF_PHASE_PREFILL, after);
-        CHECK(!memcmp(after, cur[0], sizeof after));
+        CHECK(test_same_bytes(after, cur[0], sizeof after));
         moeinf_eamc_entry(c, expect, MOEINF_PHASE_DECODE, after);
-        CHECK(!memcmp(after, cur[1], sizeof after));
+        CHECK(test_same_bytes(after, cur[1], sizeof after));
         /* every other entry unchanged */
         for (int m = 0; m < size; m++) {
             if (m == expect) continue;
             moeinf_eamc_entry(c, m, MOEINF_PHASE_PREFILL, after);
-            CHECK(!memcmp(after, ent[m][0], sizeof after));
+            CHECK(test_same_bytes(after, ent[m][0], sizeof after));
         }
     }
     CHECK_EQ_INT(moeinf_eamc_size(c), CAP);
@@ -225,7 +227,7 @@ static void test_match_and_replacement_brute_force(void) {
     moeinf_eamc_request_begin(c);
     moeinf_eamc_request_end(c);
     moeinf_eamc_entry(c, 0, MOEINF_PHASE_PREFILL, cur[0]);
-    CHECK(!memcmp(cur[0], ent[0][0], sizeof cur[0]));
+    CHECK(test_same_bytes(cur[0], ent[0][0], sizeof cur[0]));
     moeinf_eamc_free(c);
 }
 
@@ -287,7 +289,7 @@ static void test_file_round_trip(void) {
             random_request(a, &r1, 3, 9, 2);
             random_request(b, &r2, 3, 9, 2);
             CHECK_EQ_INT(moeinf_eamc_predict(a, 2, pa), moeinf_eamc_predict(b, 2, pb));
-            CHECK(!memcmp(pa, pb, sizeof pa));
+            CHECK(test_same_bytes(pa, pb, sizeof pa));
         }
         /* the file's size is what the format says */
         struct stat st;
@@ -546,8 +548,9 @@ static void test_policy_state_all_or_nothing(void) {
 }
 
 /* Writes a small random trace with topic-skewed requests. */
-static void write_trace(const char *path, int L, int E, int K, int n_req, uint64_t seed) {
-    struct moeinf_trace_meta meta = {L, E, K, "test"};
+static void write_trace(const char *path, int n_layers, int n_experts, int top_k, int n_req,
+                        uint64_t seed) {
+    struct moeinf_trace_meta meta = {n_layers, n_experts, top_k, "test"};
     struct moeinf_trace_writer *w = NULL;
     struct moeinf_error err;
     CHECK_EQ_INT(moeinf_trace_writer_open(path, &meta, &w, &err), MOEINF_OK);
@@ -559,19 +562,19 @@ static void write_trace(const char *path, int L, int E, int K, int n_req, uint64
         int n_tok = 2 + (int)(moeinf_splitmix64(&rng) % 10);
         for (int t = 0; t < n_tok; t++) {
             int32_t ex[64];
-            for (int l = 0; l < L; l++) {
-                for (int j = 0; j < K; j++) {
+            for (int l = 0; l < n_layers; l++) {
+                for (int j = 0; j < top_k; j++) {
                     int32_t e;
                     bool dup;
                     do {
                         uint64_t r = moeinf_splitmix64(&rng);
-                        e = (r % 4) ? (int32_t)((topic * 4 + (int)((r >> 2) % 4)) % E)
-                                    : (int32_t)((r >> 2) % (uint64_t)E);
+                        e = (r % 4) ? (int32_t)((topic * 4 + (int)((r >> 2) % 4)) % n_experts)
+                                    : (int32_t)((r >> 2) % (uint64_t)n_experts);
                         dup = false;
                         for (int i = 0; i < j; i++)
-                            dup |= ex[l * K + i] == e;
+                            dup |= ex[l * top_k + i] == e;
                     } while (dup);
-                    ex[l * K + j] = e;
+                    ex[l * top_k + j] = e;
                 }
             }
             CHECK_EQ_INT(moeinf_trace_writer_token(

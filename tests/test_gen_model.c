@@ -71,7 +71,8 @@ static void check_tensor(const struct moeinf_gguf *g, const char *name, int type
 /* ---- this test's own decoders --------------------------------------------------------- */
 
 static double half_to_double(uint16_t h) {
-    int exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+    int exp = (h >> 10) & 0x1f;
+    int mant = h & 0x3ff;
     double v = exp == 0 ? ldexp(mant, -24) : ldexp(mant + 1024, exp - 25);
     if (exp == 31) v = mant ? NAN : INFINITY;
     return (h & 0x8000) ? -v : v;
@@ -115,7 +116,8 @@ struct stats {
 static struct stats stats_of(const struct moeinf_gguf_tensor *t, double center) {
     struct stats s = {0};
     s.n = t->ne[0] * t->ne[1] * t->ne[2] * t->ne[3];
-    double sum = 0, sum2 = 0;
+    double sum = 0;
+    double sum2 = 0;
     for (int64_t i = 0; i < s.n; i++) {
         double v = weight(t, i);
         sum += v;
@@ -174,7 +176,9 @@ static void test_layout(void) {
     /* The vocabulary: specials, bytes, pieces, consistent counts. */
     CHECK_EQ_INT(moeinf_gguf_get_str(g, "tokenizer.ggml.model", &s, &err), MOEINF_OK);
     CHECK(moeinf_gguf_str_eq(s, "llama"));
-    const struct moeinf_gguf_kv *tok = NULL, *sc = NULL, *ty = NULL;
+    const struct moeinf_gguf_kv *tok = NULL;
+    const struct moeinf_gguf_kv *sc = NULL;
+    const struct moeinf_gguf_kv *ty = NULL;
     CHECK_EQ_INT(
         moeinf_gguf_get_arr(g, "tokenizer.ggml.tokens", MOEINF_GGUF_TYPE_STRING, &tok, &err), 0);
     CHECK_EQ_INT(
@@ -199,7 +203,8 @@ static void test_layout(void) {
             CHECK(moeinf_gguf_str_eq(moeinf_gguf_arr_str(tok, 3 + (uint64_t)b), want));
             CHECK_EQ_INT(moeinf_gguf_arr_i32(ty, 3 + (uint64_t)b), 6);
         }
-        int n_space = 0, n_dup = 0;
+        int n_space = 0;
+        int n_dup = 0;
         for (uint64_t i = 259; i < tok->n_elem; i++) {
             struct moeinf_gguf_str t = moeinf_gguf_arr_str(tok, i);
             CHECK(t.len > 0);
@@ -257,7 +262,8 @@ static void test_weight_statistics(void) {
     const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(g, "blk.0.ffn_gate_exps.weight");
     if (t) {
         struct stats s = stats_of(t, 0.0);
-        double n = (double)s.n, sigma = 1.0 / 8.0;
+        double n = (double)s.n;
+        double sigma = 1.0 / 8.0;
         CHECK_NEAR(s.mean, 0.0, 4 * sigma / sqrt(n));
         CHECK_NEAR(s.std, sigma, 4 * sigma / sqrt(2 * n));
         CHECK_NEAR(s.within1, 0.682689, 4 * sqrt(0.683 * 0.317 / n));
@@ -299,9 +305,12 @@ static void test_weight_statistics(void) {
     const struct moeinf_gguf_tensor *b = moeinf_gguf_find_tensor(g, "blk.0.ffn_up_exps.weight");
     if (a && b) {
         int64_t n = a->ne[0] * a->ne[1] * a->ne[2];
-        double sab = 0, saa = 0, sbb = 0;
+        double sab = 0;
+        double saa = 0;
+        double sbb = 0;
         for (int64_t i = 0; i < n; i++) {
-            double x = weight(a, i), y = weight(b, i);
+            double x = weight(a, i);
+            double y = weight(b, i);
             sab += x * y;
             saa += x * x;
             sbb += y * y;
@@ -316,7 +325,8 @@ static void test_types(void) {
     static const int types[3] = {1, 8, 2};
     static const double tol[3] = {0.01, 0.02, 0.04}; /* relative, rounding noise included */
     for (int k = 0; k < 3; k++) {
-        char path[512], name[64];
+        char path[512];
+        char name[64];
         snprintf(name, sizeof name, "gen-type%d.gguf", types[k]);
         struct moeinf_gen_params p = tiny(types[k]);
         struct moeinf_gguf *g = gen_open(&p, name, path, sizeof path);
@@ -336,7 +346,8 @@ static void test_types(void) {
         }
         /* Q8_0 scales come from the block maximum: some |q| reaches 127 in every block. */
         if (types[k] == 8 && t) {
-            int64_t n_blocks = t->n_bytes / 34, n_full = 0;
+            int64_t n_blocks = (int64_t)(t->n_bytes / 34);
+            int64_t n_full = 0;
             for (int64_t bi = 0; bi < n_blocks; bi++) {
                 int m = 0;
                 for (int j = 0; j < 32; j++) {
@@ -400,7 +411,8 @@ static void test_variants(void) {
 }
 
 static void test_vocab_from(void) {
-    char src_path[1024], path[512];
+    char src_path[1024];
+    char path[512];
     if (!test_shared_path("testdata/tokenizer/ggml-vocab-llama-spm.gguf", src_path,
                           sizeof src_path)) {
         return;
@@ -436,10 +448,12 @@ static void test_vocab_from(void) {
 }
 
 static bool same_file(const char *a, const char *b) {
-    FILE *fa = fopen(a, "rb"), *fb = fopen(b, "rb");
+    FILE *fa = fopen(a, "rb");
+    FILE *fb = fopen(b, "rb");
     bool same = fa && fb;
     while (same) {
-        int ca = fgetc(fa), cb = fgetc(fb);
+        int ca = fgetc(fa);
+        int cb = fgetc(fb);
         if (ca != cb) same = false;
         if (ca == EOF) break;
     }
@@ -449,7 +463,10 @@ static bool same_file(const char *a, const char *b) {
 }
 
 static void test_determinism(void) {
-    char a[512], b[512], c[512], d[512];
+    char a[512];
+    char b[512];
+    char c[512];
+    char d[512];
     struct moeinf_error err;
     struct moeinf_gen_params p = tiny(2);
     test_tmp_path("gen-det-a.gguf", a, sizeof a);
@@ -464,7 +481,8 @@ static void test_determinism(void) {
     CHECK_EQ_INT(moeinf_gen_model(&p, c, &err), MOEINF_OK);
     CHECK(same_file(a, b));
     CHECK(!same_file(a, c));
-    struct stat sa, sc;
+    struct stat sa;
+    struct stat sc;
     CHECK(stat(a, &sa) == 0 && stat(c, &sc) == 0 && sa.st_size == sc.st_size);
     /* Rows longer than half a chunk (ffn_down: n_ff = 2^17 + 32) go one row per chunk; that
      * too is thread-count independent. */
@@ -535,7 +553,8 @@ static void test_failures_leave_nothing(void) {
     CHECK_STR_CONTAINS(err.msg, "/nonexistent-dir/m.gguf");
     CHECK(!test_file_exists("/nonexistent-dir/m.gguf"));
 
-    char path[512], notdir[512];
+    char path[512];
+    char notdir[512];
     test_tmp_path("gen-notdir", notdir, sizeof notdir);
     FILE *f = fopen(notdir, "w");
     if (f) fclose(f);
@@ -557,7 +576,7 @@ static void test_failures_leave_nothing(void) {
     struct rlimit old;
     CHECK(getrlimit(RLIMIT_FSIZE, &old) == 0);
     void (*old_handler)(int) = signal(SIGXFSZ, SIG_IGN);
-    struct rlimit small = {256 * 1024, old.rlim_max};
+    struct rlimit small = {(rlim_t)256 * 1024, old.rlim_max};
     CHECK(setrlimit(RLIMIT_FSIZE, &small) == 0);
     enum moeinf_status st = moeinf_gen_model(&p, path, &err);
     CHECK(setrlimit(RLIMIT_FSIZE, &old) == 0);

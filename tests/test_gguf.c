@@ -214,6 +214,11 @@ static void test_bad_metadata(void) {
     gguf_bytes_u32(&b, 77);
     gguf_bytes_u64(&b, 0);
     expect_bad(&b, "elem-type.gguf", "unknown value type 77");
+}
+
+/* Well-formed entries that break a rule: duplicate keys, general.alignment. */
+static void test_bad_key_rules(void) {
+    struct gguf_bytes b = {0};
 
     gguf_bytes_header(&b, 3, 0, 3);
     gguf_bytes_kv_u32(&b, "a", 1);
@@ -272,13 +277,13 @@ static void test_bad_tensors(void) {
     struct gguf_bytes b = {0};
     int64_t ne2[2] = {32, 4};
 
-    one_tensor(&b, "w", 2, ne2, 0, 0, 32 * 4 * 4);
+    one_tensor(&b, "w", 2, ne2, 0, 0, (size_t)32 * 4 * 4);
     expect_ok(&b, "good-tensor.gguf");
 
     one_tensor(&b, "w", 2, ne2, 0, 0, 32 * 4 * 4 - 1);
     expect_bad(&b, "data-past-end.gguf", "tensor 'w' data (offset 0, 512 bytes) ends past the end");
 
-    one_tensor(&b, "w", 2, ne2, 0, 64, 32 * 4 * 4);
+    one_tensor(&b, "w", 2, ne2, 0, 64, (size_t)32 * 4 * 4);
     expect_bad(&b, "offset-past-end.gguf", "ends past the end of the file");
 
     one_tensor(&b, "w", 2, ne2, 0, 16, 32 * 4 * 4 + 16);
@@ -324,11 +329,11 @@ static void test_bad_tensors(void) {
 
     /* Known to ggml but not computed by moeinf (iq2_xxs, tq1_0, nvfp4): opens fine. */
     int64_t ne256[2] = {256, 2};
-    one_tensor(&b, "w", 2, ne256, 16, 0, 2 * 66);
+    one_tensor(&b, "w", 2, ne256, 16, 0, (size_t)2 * 66);
     expect_ok(&b, "iq2_xxs.gguf");
-    one_tensor(&b, "w", 2, ne256, 34, 0, 2 * 54);
+    one_tensor(&b, "w", 2, ne256, 34, 0, (size_t)2 * 54);
     expect_ok(&b, "tq1_0.gguf");
-    one_tensor(&b, "w", 2, ne256, 40, 0, 4 * 2 * 36);
+    one_tensor(&b, "w", 2, ne256, 40, 0, (size_t)4 * 2 * 36);
     expect_ok(&b, "nvfp4.gguf");
 
     int64_t ne33[2] = {33, 2};
@@ -368,6 +373,11 @@ static void test_bad_tensors(void) {
     gguf_bytes_pad(&b, 32);
     gguf_bytes_zeros(&b, 1024);
     expect_bad(&b, "dup-tensor.gguf", "duplicate tensor name 'w'");
+}
+
+static void test_tensor_info_truncation_and_alignment(void) {
+    struct gguf_bytes b = {0};
+    int64_t ne2[2] = {32, 4};
 
     /* Truncated inside a tensor info: after the name, in the shape, in the type, in the
      * offset. The name is long enough for the tensor-count bound (24 bytes) to pass. */
@@ -466,6 +476,8 @@ static void build_valid(struct gguf_bytes *b) {
         gguf_bytes_u8(b, (uint8_t)(i - 16));
 }
 
+/* One file, checked field by field against what build_valid wrote. */
+/* NOLINTNEXTLINE(readability-function-size): a flat list of checks on one file */
 static void test_valid_file(void) {
     struct gguf_bytes b = {0};
     build_valid(&b);
@@ -634,7 +646,7 @@ static void test_valid_file(void) {
         CHECK_EQ_INT(tb->n_bytes, 34);
         CHECK_EQ_INT(g->data_offset + 32 + 34, b.n); /* the last tensor ends the file */
         float v;
-        memcpy(&v, ta->data + 5 * 4, 4);
+        memcpy(&v, ta->data + (size_t)5 * 4, 4);
         CHECK(v == 5.5f);
         CHECK_EQ_INT((int8_t)tb->data[2 + 31], 15);
         CHECK(ta->data == g->map.data + ta->offset);
@@ -707,7 +719,9 @@ static void test_corruption_loop(void) {
     struct gguf_bytes b = {0};
     build_valid(&b);
     static const uint8_t values[] = {0x00, 0x01, 0x7f, 0x80, 0xff};
-    int n_bad = 0, n_ok = 0, n_fmt = 0;
+    int n_bad = 0;
+    int n_ok = 0;
+    int n_fmt = 0;
     uint8_t *copy = malloc(b.n);
     if (!copy) abort();
     for (size_t pos = 0; pos < b.n; pos++) {
@@ -812,7 +826,8 @@ static void test_tiny_mixtral(void) {
     CHECK_EQ_INT(v, 64);
     CHECK_EQ_INT(moeinf_gguf_get_u32(g, "llama.attention.key_length", &v, &err), MOEINF_OK);
     CHECK_EQ_INT(v, 64);
-    float eps = 0, base = 0;
+    float eps = 0;
+    float base = 0;
     CHECK_EQ_INT(moeinf_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &eps, &err),
                  MOEINF_OK);
     CHECK_NEAR(eps, 1e-5, 1e-9);
@@ -881,13 +896,13 @@ static void test_tiny_quantized(void) {
     if (!g) return;
     /* README 1.5: ffn_down_exps Q4_K in layer 0, Q6_K in layer 1; attn_output Q5_K. */
     const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(g, "blk.0.ffn_down_exps.weight");
-    CHECK(t && t->type == 12 && t->n_bytes == 64 * 8 * 144);
+    CHECK(t && t->type == 12 && t->n_bytes == (uint64_t)64 * 8 * 144);
     t = moeinf_gguf_find_tensor(g, "blk.1.ffn_down_exps.weight");
-    CHECK(t && t->type == 14 && t->n_bytes == 64 * 8 * 210);
+    CHECK(t && t->type == 14 && t->n_bytes == (uint64_t)64 * 8 * 210);
     t = moeinf_gguf_find_tensor(g, "blk.0.attn_output.weight");
     CHECK(t && t->type == 13);
     t = moeinf_gguf_find_tensor(g, "token_embd.weight");
-    CHECK(t && t->type == 8 && t->n_bytes == 32000 * 2 * 34);
+    CHECK(t && t->type == 8 && t->n_bytes == (uint64_t)32000 * 2 * 34);
     moeinf_gguf_free(g);
 }
 
@@ -901,7 +916,8 @@ static void test_all_shared_files_open(void) {
         "tokenizer/ggml-vocab-bert-bge.gguf",  "tokenizer/ggml-vocab-gpt-2.gguf",
     };
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
-        char rel[256], path[1024];
+        char rel[256];
+        char path[1024];
         snprintf(rel, sizeof rel, "testdata/%s", files[i]);
         if (!test_shared_path(rel, path, sizeof path)) return;
         struct moeinf_error err = {0};
@@ -930,7 +946,9 @@ int main(void) {
     RUN(test_bad_header);
     RUN(test_bad_metadata);
     RUN(test_small_alignment);
+    RUN(test_bad_key_rules);
     RUN(test_bad_tensors);
+    RUN(test_tensor_info_truncation_and_alignment);
     RUN(test_valid_file);
     RUN(test_truncation_loop);
     RUN(test_corruption_loop);

@@ -14,6 +14,7 @@
 #include "gguf/gguf_writer.h"
 #include "test.h"
 
+/* NOLINTNEXTLINE(readability-function-size): a flat list of checks on one written file */
 static void test_round_trip(void) {
     char path[512];
     test_tmp_path("writer-rt.gguf", path, sizeof path);
@@ -73,7 +74,8 @@ static void test_round_trip(void) {
     uint8_t data[210];
     for (int i = 0; i < 210; i++)
         data[i] = (uint8_t)(i * 7 + 3);
-    size_t done = 0, step = 1;
+    size_t done = 0;
+    size_t step = 1;
     while (done < sizeof data) {
         size_t n = sizeof data - done < step ? sizeof data - done : step;
         CHECK_EQ_INT(moeinf_gguf_writer_write(w, data + done, n, &err), 0);
@@ -188,14 +190,16 @@ static void test_round_trip(void) {
 
 /* add_kv copies every entry of a real file byte for byte. */
 static void test_copy_kv(void) {
-    char src_path[1024], path[512];
+    char src_path[1024];
+    char path[512];
     if (!test_shared_path("testdata/tokenizer/ggml-vocab-llama-spm.gguf", src_path,
                           sizeof src_path)) {
         return;
     }
     test_tmp_path("writer-copy.gguf", path, sizeof path);
     struct moeinf_error err = {0};
-    struct moeinf_gguf *src = NULL, *g = NULL;
+    struct moeinf_gguf *src = NULL;
+    struct moeinf_gguf *g = NULL;
     CHECK_EQ_INT(moeinf_gguf_open(src_path, &src, &err), MOEINF_OK);
     if (!src) return;
     struct moeinf_gguf_writer *w = NULL;
@@ -218,7 +222,8 @@ static void test_copy_kv(void) {
         CHECK_EQ_INT(g->n_kv, src->n_kv);
         CHECK_EQ_INT(g->n_tensors, 0);
         for (uint64_t i = 0; i < src->n_kv && i < g->n_kv; i++) {
-            const struct moeinf_gguf_kv *a = &src->kv[i], *b = &g->kv[i];
+            const struct moeinf_gguf_kv *a = &src->kv[i];
+            const struct moeinf_gguf_kv *b = &g->kv[i];
             CHECK(a->key.len == b->key.len && !memcmp(a->key.data, b->key.data, a->key.len));
             CHECK(a->type == b->type && a->elem_type == b->elem_type && a->n_elem == b->n_elem);
             CHECK(a->n_bytes == b->n_bytes && !memcmp(a->data, b->data, (size_t)a->n_bytes));

@@ -1,4 +1,4 @@
-// ctest-labels: golden
+// ctest-labels: golden;kernels
 /*
  * test_quant.c - tensor types and CPU kernels (src/quant).
  *
@@ -16,6 +16,7 @@
 #include "quant/kernels.h"
 #include "quant/quant.h"
 #include "quant/quant_ref.h"
+#include "kernels_wanted.h"
 #include "test.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -31,7 +32,8 @@ static double rng_uniform(void) { /* [0, 1) */
 }
 
 static float rng_normal(void) {
-    double u1 = rng_uniform() + 0x1p-60, u2 = rng_uniform();
+    double u1 = rng_uniform() + 0x1p-60;
+    double u2 = rng_uniform();
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
@@ -82,7 +84,7 @@ static int n_tables;
  * block types with `raw`) random bytes with random finite F16 scales, which reaches quants
  * the quantizer never writes (q8_0 -128, every q4_0 nibble). */
 static void make_weights(enum moeinf_type t, void *w, int64_t n, bool raw) {
-    float *tmp = malloc((size_t)n * sizeof(float));
+    float *tmp = malloc((size_t)(n > 0 ? n : 1) * sizeof(float)); /* n = 0: no malloc(0) */
     fill_activations(tmp, n);
     moeinf_quantize_row_ref(t, tmp, w, n);
     free(tmp);
@@ -95,7 +97,7 @@ static void make_weights(enum moeinf_type t, void *w, int64_t n, bool raw) {
             uint16_t h;
             do
                 h = (uint16_t)rng_u64();
-            while (((h >> 10) & 0x1f) == 0x1f || ((h >> 10) & 0x1f) > 24); /* finite, < 2^10 */
+            while (((h >> 10) & 0x1f) > 24); /* finite, < 2^10 */
             memcpy(p + b * (int64_t)bs, &h, 2);
         }
     }
@@ -104,10 +106,15 @@ static void make_weights(enum moeinf_type t, void *w, int64_t n, bool raw) {
 /* The activation row for weight type t, made by the scalar from_float. */
 static void make_activation(enum moeinf_type t, void *x, int64_t n) {
     enum moeinf_type vt = moeinf_type_cpu_get((int)t)->vec_dot_type;
-    float *tmp = malloc((size_t)n * sizeof(float));
+    float *tmp = malloc((size_t)(n > 0 ? n : 1) * sizeof(float)); /* n = 0: no malloc(0) */
     fill_activations(tmp, n);
     moeinf_kernels_scalar()->from_float[vt](tmp, x, n);
     free(tmp);
+}
+
+/* A byte read as a two's complement int8 quant. */
+static int quant_s8(uint8_t b) {
+    return b < 128 ? b : b - 256;
 }
 
 static float half_at(const uint8_t *p) {
@@ -121,7 +128,7 @@ static float decode_block(enum moeinf_type t, const void *row, int64_t b, int q[
     if (t == MOEINF_TYPE_Q8_0) {
         const uint8_t *p = (const uint8_t *)row + b * 34;
         for (int j = 0; j < 32; j++)
-            q[j] = (int8_t)p[2 + j];
+            q[j] = quant_s8(p[2 + j]);
         return half_at(p);
     }
     const uint8_t *p = (const uint8_t *)row + b * 18;
@@ -181,13 +188,16 @@ static void test_traits(void) {
 
 /* Value of a half from its fields, computed in double without the library. */
 static double half_value(uint16_t h) {
-    int e = (h >> 10) & 31, m = h & 1023;
+    int e = (h >> 10) & 31;
+    int m = h & 1023;
     double v = e == 0 ? ldexp(m, -24) : ldexp(1024 + m, e - 25);
     return (h & 0x8000) ? -v : v;
 }
 
 static void test_fp16_exhaustive(void) {
-    int bad_value = 0, bad_trip = 0, bad_nan = 0;
+    int bad_value = 0;
+    int bad_trip = 0;
+    int bad_nan = 0;
     for (uint32_t h = 0; h < 65536; h++) {
         float f = moeinf_fp16_to_fp32((uint16_t)h);
         bool is_nan = ((h >> 10) & 31) == 31 && (h & 1023);
@@ -244,7 +254,8 @@ static uint16_t fp16_bruteforce(float f) {
     double a = fabs((double)f);
     uint16_t sign = signbit(f) ? 0x8000 : 0;
     if (a >= 65520.0) return sign | 0x7c00;
-    int lo = 0, hi = 0x7bff; /* half_value(lo) <= a < half_value(hi+1) */
+    int lo = 0;
+    int hi = 0x7bff; /* half_value(lo) <= a < half_value(hi+1) */
     while (lo < hi) {
         int mid = (lo + hi + 1) / 2;
         if (half_value((uint16_t)mid) <= a)
@@ -309,10 +320,11 @@ static void test_bf16(void) {
         if (i % 4 == 0) u = (u & 0xffff0000u) | 0x8000u;
         float f = bits_f(u);
         uint32_t lo = u & 0xffff0000u;
-        double dlo = bits_f(lo), dhi = (lo & 0x7fffffffu) == 0x7f7f0000u
-                                           ? ((u >> 31) ? -0x1p128 : 0x1p128)
-                                           : (double)bits_f(lo + 0x10000u);
-        double dlo_err = fabs((double)f - dlo), dhi_err = fabs(dhi - (double)f);
+        double dlo = bits_f(lo);
+        double dhi = (lo & 0x7fffffffu) == 0x7f7f0000u ? ((u >> 31) ? -0x1p128 : 0x1p128)
+                                                       : (double)bits_f(lo + 0x10000u);
+        double dlo_err = fabs((double)f - dlo);
+        double dhi_err = fabs(dhi - (double)f);
         uint16_t want = (uint16_t)(lo >> 16);
         if (dhi_err < dlo_err || (dhi_err == dlo_err && (want & 1))) want++;
         bad_rand += moeinf_fp32_to_bf16(f) != want;
@@ -331,7 +343,8 @@ static void test_known_q8_0(void) {
     x[0] = -127.0f;
     for (int j = 1; j < 32; j++)
         x[j] = (float)j - 15.5f; /* -14.5 ... 15.5 */
-    struct moeinf_block_q8_0 w, a;
+    struct moeinf_block_q8_0 w;
+    struct moeinf_block_q8_0 a;
     moeinf_quantize_row_ref(MOEINF_TYPE_Q8_0, x, &w, 32);
     moeinf_kernels_scalar()->from_float[MOEINF_TYPE_Q8_0](x, &a, 32);
     CHECK_EQ_INT(w.d, 0x3c00);
@@ -399,11 +412,13 @@ static void test_q8_0_activation_scale_rule(void) {
     for (int i = 0; i < 100000 && found < 20; i++) {
         float amax = (float)(0.5 + rng_uniform());
         volatile float d = amax / 127.0f; /* volatile: keep both formulas as written */
-        float id1 = 127.0f / amax, id2 = 1.0f / d;
+        float id1 = 127.0f / amax;
+        float id2 = 1.0f / d;
         if (id1 == id2) continue;
         for (int j = 0; j < 127 && found < 20; j++) {
             float v = ((float)j + 0.5f) / id1;
-            float a = v * id1, b = v * id2;
+            float a = v * id1;
+            float b = v * id2;
             if (nearbyintf(a) == nearbyintf(b)) continue;
             found++;
             float x[32] = {0};
@@ -475,7 +490,8 @@ static void test_known_dots(void) {
         const struct moeinf_kernels *k = tables[t];
         /* Q8_0: block 0: (0.5 * 2) . (0.25 * j) = 0.25 * 496 = 124; block 1: (1 * -1) . (2 * 1)
          * summed over 32 = -64. Total 60. */
-        struct moeinf_block_q8_0 w[2], x[2];
+        struct moeinf_block_q8_0 w[2];
+        struct moeinf_block_q8_0 x[2];
         w[0].d = 0x3800;
         x[0].d = 0x3400;
         w[1].d = 0x3c00;
@@ -495,8 +511,10 @@ static void test_known_dots(void) {
         k->vec_dot[MOEINF_TYPE_Q4_0](32, &s, &q, x);
         CHECK_MSG(s == 124.0f, "%s: q4_0 dot %g", k->name, (double)s);
         /* F32, F16, BF16: [1, 2, 3] . [0.5, 0.25, -1] = -2. */
-        float a[3] = {1, 2, 3}, b[3] = {0.5f, 0.25f, -1};
-        uint16_t ah[3], bh[3];
+        float a[3] = {1, 2, 3};
+        float b[3] = {0.5f, 0.25f, -1};
+        uint16_t ah[3];
+        uint16_t bh[3];
         k->vec_dot[MOEINF_TYPE_F32](3, &s, a, b);
         CHECK(s == -2.0f);
         for (int i = 0; i < 3; i++) {
@@ -519,20 +537,23 @@ static void test_known_dots(void) {
 /* ---- reference quantizer error bounds ----------------------------------------------------- */
 
 static void test_ref_roundtrip_bounds(void) {
-    const int64_t n = 32 * 257;
-    float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
+    const int64_t n = (int64_t)32 * 257;
+    float *x = malloc((size_t)n * sizeof(float));
+    float *y = malloc((size_t)n * sizeof(float));
     uint8_t *q = malloc(row_bytes(MOEINF_TYPE_Q8_0, n));
     fill_activations(x, n);
-    int bad8 = 0, bad4 = 0, bad_int = 0;
+    int bad8 = 0;
+    int bad4 = 0;
+    int bad_int = 0;
     moeinf_quantize_row_ref(MOEINF_TYPE_Q8_0, x, q, n);
     moeinf_dequantize_row(MOEINF_TYPE_Q8_0, q, y, n);
     for (int64_t b = 0; b < n / 32; b++) {
         double amax = 0;
         for (int j = 0; j < 32; j++)
-            amax = fmax(amax, fabs(x[b * 32 + j]));
+            amax = fmax(amax, fabs((double)x[b * 32 + j]));
         double d32 = amax / 127.0; /* the scale the quants were made with */
         for (int j = 0; j < 32; j++) {
-            int qi = (int8_t)q[b * 34 + 2 + j];
+            int qi = quant_s8(q[b * 34 + 2 + j]);
             /* Integer part: the nearest integer to x/d32 (float rounding aside). */
             bad_int += d32 > 0 && fabs(x[b * 32 + j] / d32 - qi) > 0.5 + 1e-5;
             /* Dequantized: d/2 plus the F16 rounding of d (relative 2^-11) times |q| <= 127. */
@@ -545,7 +566,7 @@ static void test_ref_roundtrip_bounds(void) {
     for (int64_t b = 0; b < n / 32; b++) {
         double amax = 0;
         for (int j = 0; j < 32; j++)
-            amax = fmax(amax, fabs(x[b * 32 + j]));
+            amax = fmax(amax, fabs((double)x[b * 32 + j]));
         double d32 = amax / 8.0; /* |d| */
         for (int j = 0; j < 32; j++) {
             /* <= |d|/2 by rounding, except the clamp at +8|d| (q = 15 means 7|d|): <= |d|. */
@@ -571,13 +592,17 @@ static const int64_t float_lengths[] = {0, 1, 7, 8, 31, 32, 33, 64, 100, 255, 25
 
 static void check_dot_vs_double(const struct moeinf_kernels *k, enum moeinf_type t, int64_t n,
                                 bool raw) {
-    void *w = malloc(row_bytes(t, n) + 1), *x = malloc(row_bytes(MOEINF_TYPE_F32, n) + 64);
+    void *w = malloc(row_bytes(t, n) + 1);
+    void *x = malloc(row_bytes(MOEINF_TYPE_F32, n) + 64);
     make_weights(t, w, n, raw);
     make_activation(t, x, n);
-    double want = 0, mag = 0, bound;
+    double want = 0;
+    double mag = 0;
+    double bound;
     if (is_block_type(t)) {
         for (int64_t b = 0; b < n / 32; b++) {
-            int qw[32], qx[32];
+            int qw[32];
+            int qx[32];
             double dw = decode_block(t, w, b, qw);
             double dx = decode_block(MOEINF_TYPE_Q8_0, x, b, qx);
             long isum = 0;
@@ -587,7 +612,7 @@ static void check_dot_vs_double(const struct moeinf_kernels *k, enum moeinf_type
             mag += fabs(dw * dx * (double)isum);
         }
         /* d_w*d_x rounded once, one fma per block into 8 lanes, 3 reduction levels. */
-        bound = ((double)(n / 32) / 8 + 6) * 0x1p-24 * mag;
+        bound = ((double)n / 256 + 6) * 0x1p-24 * mag; /* n / 32 blocks, 8 lanes */
     } else {
         for (int64_t i = 0; i < n; i++) {
             want += elem(t, w, i) * elem(t, x, i);
@@ -627,7 +652,7 @@ static void test_simd_from_float(void) {
     const enum moeinf_type acts[] = {MOEINF_TYPE_F32, MOEINF_TYPE_F16, MOEINF_TYPE_BF16,
                                      MOEINF_TYPE_Q8_0};
 
-    const int64_t lens[] = {32, 64, 96, 256, 288, 4096 + 32, 32 * 13};
+    const int64_t lens[] = {32, 64, 96, 256, 288, 4096 + 32, (int64_t)32 * 13};
     const int64_t odd_lens[] = {1, 7, 9, 15, 17, 33, 100, 4097};
     for (int ti = 1; ti < n_tables; ti++) {
         const struct moeinf_kernels *k = tables[ti];
@@ -642,7 +667,8 @@ static void test_simd_from_float(void) {
                     int64_t n = ls[l];
                     float *x = malloc((size_t)n * sizeof(float));
                     size_t nb = row_bytes(t, n);
-                    uint8_t *y0 = malloc(nb + 16), *y1 = malloc(nb + 16);
+                    uint8_t *y0 = malloc(nb + 16);
+                    uint8_t *y1 = malloc(nb + 16);
                     fill_activations(x, n);
                     /* F16/BF16 see every float class: random bit patterns (NaN, inf,
                      * subnormals, overflow, ties). */
@@ -670,7 +696,8 @@ static void test_simd_from_float(void) {
             x[j] = (float)(j % 32) - 15.5f;
         x[0] = -127.0f;
         x[32] = 127.0f;
-        uint8_t y0[68], y1[68];
+        uint8_t y0[68];
+        uint8_t y1[68];
         ref->from_float[MOEINF_TYPE_Q8_0](x, y0, 64);
         k->from_float[MOEINF_TYPE_Q8_0](x, y1, 64);
         CHECK(memcmp(y0, y1, 68) == 0);
@@ -680,7 +707,8 @@ static void test_simd_from_float(void) {
 static void test_simd_to_float(void) {
     const struct moeinf_kernels *ref = moeinf_kernels_scalar();
     uint16_t *all = malloc(65536 * sizeof(uint16_t));
-    float *f0 = malloc(65537 * sizeof(float)), *f1 = malloc(65537 * sizeof(float));
+    float *f0 = malloc(65537 * sizeof(float));
+    float *f1 = malloc(65537 * sizeof(float));
     for (uint32_t h = 0; h < 65536; h++)
         all[h] = (uint16_t)h;
     for (int ti = 1; ti < n_tables; ti++) {
@@ -696,7 +724,7 @@ static void test_simd_to_float(void) {
                 memset(f1, 0, 65537 * sizeof(float));
                 ref->to_float[half_types[h]](all + (65536 - counts[c]), f0, counts[c]);
                 k->to_float[half_types[h]](all + (65536 - counts[c]), f1, counts[c]);
-                CHECK_MSG(memcmp(f0, f1, 65537 * sizeof(float)) == 0, "%s to_float %s n=%lld",
+                CHECK_MSG(test_same_bytes(f0, f1, 65537 * sizeof(float)), "%s to_float %s n=%lld",
                           k->name, h ? "bf16" : "f16", (long long)counts[c]);
             }
         }
@@ -732,10 +760,12 @@ static void test_simd_vec_dot(void) {
                     int64_t n = lens[l];
                     /* Block rows at an odd address: no alignment is assumed. */
                     size_t off = blk ? 1 : 0;
-                    uint8_t *wbuf = malloc(row_bytes(t, n) + 8), *xbuf = malloc(4 * n + 72);
+                    uint8_t *wbuf = malloc(row_bytes(t, n) + 8);
+                    uint8_t *xbuf = malloc(4 * n + 72);
                     make_weights(t, wbuf + off, n, raw);
                     make_activation(t, xbuf + off, n);
-                    float s0 = NAN, s1 = NAN;
+                    float s0 = NAN;
+                    float s1 = NAN;
                     ref->vec_dot[t](n, &s0, wbuf + off, xbuf + off);
                     k->vec_dot[t](n, &s1, wbuf + off, xbuf + off);
                     CHECK_MSG(f_bits(s0) == f_bits(s1), "%s vec_dot %s n=%lld raw=%d: %a vs %a",
@@ -755,17 +785,19 @@ static void test_vec_dot_m(void) {
         const struct moeinf_kernels *k = tables[ti];
         for (int i = 0; i < N_SUPPORTED; i++) {
             enum moeinf_type t = supported[i];
-            const int64_t ns[] = {is_block_type(t) ? 32 : 33, 256, 4096 + 32, 32 * 9};
+            const int64_t ns[] = {is_block_type(t) ? 32 : 33, 256, 4096 + 32, (int64_t)32 * 9};
             for (int a = 0; a < 4; a++) {
                 int64_t n = ns[a];
                 for (int mi = 0; mi < 10; mi++) {
                     int m = ms[mi];
                     size_t stride = row_bytes(MOEINF_TYPE_F32, n) + 12; /* not the row size */
-                    uint8_t *w = malloc(row_bytes(t, n)), *x = malloc(stride * (size_t)m);
+                    uint8_t *w = malloc(row_bytes(t, n));
+                    uint8_t *x = malloc(stride * (size_t)m);
                     make_weights(t, w, n, mi % 2);
                     for (int r = 0; r < m; r++)
                         make_activation(t, x + stride * (size_t)r, n);
-                    float s[17], one;
+                    float s[17];
+                    float one;
                     k->vec_dot_m[t](n, m, s, w, x, stride);
                     int bad = 0;
                     for (int r = 0; r < m; r++) {
@@ -842,8 +874,10 @@ static void test_vec_dot_rows(void) {
  * against activations of one sign with |q| = 127 (the largest finite activations), in every
  * block and position, with exact expected values (all scales 1). */
 static void test_vec_dot_rows_extremes(void) {
-    const int64_t n = 32 * 24;
-    uint8_t w4[24 * 18], w8[24 * 34], x[24 * 34];
+    const int64_t n = (int64_t)32 * 24;
+    uint8_t w4[24 * 18];
+    uint8_t w8[24 * 34];
+    uint8_t x[24 * 34];
     for (int64_t b = 0; b < 24; b++) {
         uint16_t one = 0x3c00;
         memcpy(w4 + b * 18, &one, 2);
@@ -856,12 +890,13 @@ static void test_vec_dot_rows_extremes(void) {
     /* 24 blocks: 12 of +127 and 12 of -127, so the totals cancel; per block 7 * 127 * 32. */
     for (int ti = 0; ti < n_tables; ti++) {
         const struct moeinf_kernels *k = tables[ti];
-        float s = NAN, one = NAN;
+        float s = NAN;
+        float one = NAN;
         k->vec_dot_rows[MOEINF_TYPE_Q4_0](n, 1, &s, w4, sizeof w4, x);
         CHECK_MSG(s == 0.0f, "%s q4_0 extremes: %g", k->name, (double)s);
-        k->vec_dot_rows[MOEINF_TYPE_Q4_0](32 * 3, 1, &s, w4, sizeof w4, x);
+        k->vec_dot_rows[MOEINF_TYPE_Q4_0]((int64_t)32 * 3, 1, &s, w4, sizeof w4, x);
         CHECK_MSG(s == 7.0f * 127 * 32, "%s q4_0 extremes: %g", k->name, (double)s);
-        k->vec_dot_rows[MOEINF_TYPE_Q8_0](32 * 3, 1, &s, w8, sizeof w8, x);
+        k->vec_dot_rows[MOEINF_TYPE_Q8_0]((int64_t)32 * 3, 1, &s, w8, sizeof w8, x);
         CHECK_MSG(s == -128.0f * 127 * 32, "%s q8_0 extremes: %g", k->name, (double)s);
         moeinf_kernels_scalar()->vec_dot[MOEINF_TYPE_Q8_0](n, &one, w8, x);
         k->vec_dot_rows[MOEINF_TYPE_Q8_0](n, 1, &s, w8, sizeof w8, x);
@@ -873,7 +908,10 @@ static void test_vec_dot_rows_extremes(void) {
  * values where a fused multiply-add would round differently show that none is used. */
 static void test_axpy(void) {
     const int64_t n = 67;
-    float x[67], y0[67], want[67], y[67];
+    float x[67];
+    float y0[67];
+    float want[67];
+    float y[67];
     int n_fma_differs = 0;
     for (int64_t i = 0; i < n; i++) {
         x[i] = 1.0f + (float)i * 0x1p-12f + 0x1p-23f;
@@ -912,10 +950,12 @@ static void test_axpy(void) {
  * F32 file (F16 tensors through F32), must equal llama-quantize's bytes, and dequantizes to
  * within the bound of test_ref_roundtrip_bounds. */
 static void check_requantize(const char *qfile) {
-    char p32[512], pq[512];
+    char p32[512];
+    char pq[512];
     if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", p32, sizeof p32)) return;
     test_shared_path(qfile, pq, sizeof pq);
-    struct moeinf_gguf *g32 = NULL, *gq = NULL;
+    struct moeinf_gguf *g32 = NULL;
+    struct moeinf_gguf *gq = NULL;
     struct moeinf_error err;
     if (moeinf_gguf_open(p32, &g32, &err) != MOEINF_OK ||
         moeinf_gguf_open(pq, &gq, &err) != MOEINF_OK) {
@@ -923,7 +963,9 @@ static void check_requantize(const char *qfile) {
         moeinf_gguf_free(g32);
         return;
     }
-    int n_checked = 0, n_rows_bad = 0, n_elem_bad = 0;
+    int n_checked = 0;
+    int n_rows_bad = 0;
+    int n_elem_bad = 0;
     for (uint64_t i = 0; i < gq->n_tensors; i++) {
         const struct moeinf_gguf_tensor *tq = &gq->tensors[i];
         if (tq->type != MOEINF_TYPE_Q8_0 && tq->type != MOEINF_TYPE_Q4_0) continue;
@@ -937,7 +979,8 @@ static void check_requantize(const char *qfile) {
         size_t qb = moeinf_row_bytes((enum moeinf_type)tq->type, n);
         size_t fb = moeinf_row_bytes((enum moeinf_type)t32->type, n);
         CHECK_EQ_INT(tq->n_bytes, qb * (size_t)rows);
-        float *x = malloc((size_t)n * sizeof(float)), *y = malloc((size_t)n * sizeof(float));
+        float *x = malloc((size_t)n * sizeof(float));
+        float *y = malloc((size_t)n * sizeof(float));
         uint8_t *q = malloc(qb);
         for (int64_t r = 0; r < rows; r++) {
             moeinf_dequantize_row((enum moeinf_type)t32->type, t32->data + (size_t)r * fb, x, n);
@@ -948,7 +991,7 @@ static void check_requantize(const char *qfile) {
             for (int64_t b = 0; b < n / 32; b++) {
                 double amax = 0;
                 for (int j = 0; j < 32; j++)
-                    amax = fmax(amax, fabs(x[b * 32 + j]));
+                    amax = fmax(amax, fabs((double)x[b * 32 + j]));
                 double d = tq->type == MOEINF_TYPE_Q8_0 ? amax / 127 : amax / 8;
                 double tol = tq->type == MOEINF_TYPE_Q8_0 ? d * (0.5 + 127 * 0x1p-11)
                                                           : d * (1 + 8 * 0x1p-11);
@@ -976,35 +1019,122 @@ static void test_real_data(void) {
 /* ---- table selection ---------------------------------------------------------------------------
  */
 
+/* Every table this CPU runs, scalar first (independent of MOEINF_KERNELS). */
+static int cpu_tables(const struct moeinf_kernels **all) {
+    int n = 0;
+    all[n++] = moeinf_kernels_scalar();
+    if (moeinf_kernels_avx2()) all[n++] = moeinf_kernels_avx2();
+    if (moeinf_kernels_avx512()) all[n++] = moeinf_kernels_avx512();
+    return n;
+}
+
 static void test_kernels_best(void) {
+    const struct moeinf_kernels *all[3];
+    int n_all = cpu_tables(all);
     const struct moeinf_kernels *best = moeinf_kernels_best();
-    CHECK(best == tables[n_tables - 1]);
-    setenv("MOEINF_KERNELS", "scalar", 1);
-    CHECK(moeinf_kernels_best() == moeinf_kernels_scalar());
-    setenv("MOEINF_KERNELS", "avx2", 1);
     const struct moeinf_kernels *avx2 = moeinf_kernels_avx2();
-    CHECK(moeinf_kernels_best() == (avx2 ? avx2 : moeinf_kernels_scalar()));
-    setenv("MOEINF_KERNELS", "no-such-table", 1);
-    CHECK(moeinf_kernels_best() == best);
-    unsetenv("MOEINF_KERNELS");
+    CHECK(best == all[n_all - 1]);
+    CHECK(!moeinf_kernels_avx512() || avx2); /* the AVX-512 probe implies the AVX2 one */
+    /* Names cap the choice; unset or empty is the best table. */
+    const char *caps[] = {NULL, "", "scalar", "avx2", "avx512"};
+    const struct moeinf_kernels *want[] = {best, best, moeinf_kernels_scalar(),
+                                           avx2 ? avx2 : moeinf_kernels_scalar(), best};
+    for (int i = 0; i < 5; i++) {
+        const struct moeinf_kernels *k = NULL;
+        struct moeinf_error err = {0};
+        CHECK(moeinf_kernels_choose(caps[i], &k, &err) == MOEINF_OK);
+        CHECK_MSG(k == want[i], "MOEINF_KERNELS=%s", caps[i] ? caps[i] : "(unset)");
+    }
+    /* Anything else is an error naming the value and the choices; *out stays untouched. */
+    const char *bad[] = {"no-such-table", "AVX2", "avx2 ", "avx512f", "sse"};
+    for (int i = 0; i < 5; i++) {
+        const struct moeinf_kernels *k = NULL;
+        struct moeinf_error err = {0};
+        CHECK(moeinf_kernels_choose(bad[i], &k, &err) == MOEINF_ERR_ARG);
+        CHECK(k == NULL);
+        char want_msg[64];
+        snprintf(want_msg, sizeof want_msg, "MOEINF_KERNELS=%s ", bad[i]);
+        CHECK_STR_CONTAINS(err.msg, want_msg);
+        CHECK_STR_CONTAINS(err.msg, "scalar, avx2 or avx512");
+    }
+    /* The environment path reads the variable this test runs under (ctest sets it). */
+    const struct moeinf_kernels *from_env = NULL;
+    const struct moeinf_kernels *chosen = NULL;
+    CHECK(moeinf_kernels_from_env(&from_env, NULL) == MOEINF_OK);
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): main thread */
+    CHECK(moeinf_kernels_choose(getenv("MOEINF_KERNELS"), &chosen, NULL) == MOEINF_OK);
+    CHECK(from_env && from_env == chosen);
     CHECK(strcmp(moeinf_kernels_scalar()->name, "scalar") == 0);
     if (avx2) CHECK(strcmp(avx2->name, "avx2") == 0);
     if (moeinf_kernels_avx512()) CHECK(strcmp(moeinf_kernels_avx512()->name, "avx512") == 0);
     /* Every table fills every supported slot (from_float where the type is an activation). */
-    for (int ti = 0; ti < n_tables; ti++) {
+    for (int ti = 0; ti < n_all; ti++) {
         for (int i = 0; i < N_SUPPORTED; i++) {
             enum moeinf_type t = supported[i];
-            CHECK(tables[ti]->to_float[t] && tables[ti]->vec_dot[t] && tables[ti]->vec_dot_m[t] &&
-                  tables[ti]->vec_dot_rows[t] && tables[ti]->axpy_f32);
-            CHECK(tables[ti]->from_float[moeinf_type_cpu_get((int)t)->vec_dot_type]);
+            CHECK(all[ti]->to_float[t] && all[ti]->vec_dot[t] && all[ti]->vec_dot_m[t] &&
+                  all[ti]->vec_dot_rows[t] && all[ti]->axpy_f32);
+            CHECK(all[ti]->from_float[moeinf_type_cpu_get((int)t)->vec_dot_type]);
         }
     }
 }
 
+/* The probe against Linux's own: /proc/cpuinfo lists an ISA extension only when the CPU has
+ * it and the kernel saves its registers. A table is offered exactly when every extension
+ * its file is compiled with is listed. */
+static bool cpuinfo_has(const char *flags, const char *name) {
+    size_t len = strlen(name);
+    for (const char *p = flags; (p = strstr(p, name)) != NULL; p += len) {
+        bool starts = p == flags || p[-1] == ' ' || p[-1] == '\t' || p[-1] == ':';
+        bool ends = p[len] == ' ' || p[len] == '\n' || p[len] == '\0';
+        if (starts && ends) return true;
+    }
+    return false;
+}
+
+static void test_probe_matches_cpuinfo(void) {
+#if defined(__x86_64__) && defined(__linux__)
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) {
+        test_skip("/proc/cpuinfo is not readable");
+        return;
+    }
+    char line[8192];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f))
+        found = strncmp(line, "flags", 5) == 0;
+    fclose(f);
+    if (!found) {
+        test_skip("/proc/cpuinfo has no flags line");
+        return;
+    }
+    const char *avx2_needs[] = {"avx", "avx2", "fma", "f16c"};
+    const char *avx512_needs[] = {"avx512f",  "avx512bw",    "avx512vl",
+                                  "avx512dq", "avx512_vnni", "avx512_bf16"};
+    bool avx2 = true;
+    bool avx512 = true;
+    for (int i = 0; i < 4; i++)
+        avx2 = avx2 && cpuinfo_has(line, avx2_needs[i]);
+    for (int i = 0; i < 6; i++)
+        avx512 = avx512 && cpuinfo_has(line, avx512_needs[i]);
+    CHECK_EQ_INT(moeinf_kernels_avx2() != NULL, avx2);
+    CHECK_EQ_INT(moeinf_kernels_avx512() != NULL, avx2 && avx512);
+#else
+    test_skip("the probe is checked against /proc/cpuinfo on x86-64 Linux only");
+#endif
+}
+
 int main(void) {
-    tables[n_tables++] = moeinf_kernels_scalar();
-    if (moeinf_kernels_avx2()) tables[n_tables++] = moeinf_kernels_avx2();
-    if (moeinf_kernels_avx512()) tables[n_tables++] = moeinf_kernels_avx512();
+    /* Unset, MOEINF_KERNELS checks every table this CPU runs; set, the scalar table and
+     * the one it names. */
+    const struct moeinf_kernels *wanted = NULL;
+    int rc = test_kernels_wanted(&wanted);
+    if (!wanted) return rc;
+    if (getenv("MOEINF_KERNELS")) { /* NOLINT(concurrency-mt-unsafe): main thread */
+        tables[n_tables++] = moeinf_kernels_scalar();
+        if (wanted != tables[0]) tables[n_tables++] = wanted;
+    } else {
+        n_tables = cpu_tables(tables);
+    }
     fprintf(stderr, "tables:");
     for (int i = 0; i < n_tables; i++)
         fprintf(stderr, " %s", tables[i]->name);
@@ -1029,6 +1159,7 @@ int main(void) {
     RUN(test_vec_dot_rows_extremes);
     RUN(test_axpy);
     RUN(test_kernels_best);
+    RUN(test_probe_matches_cpuinfo);
     RUN(test_real_data);
     return test_report();
 }

@@ -29,7 +29,9 @@ static int golden_rows(const char *json, const char *section, int layer, double 
 }
 
 static bool clear_decision(const double *p) {
-    double first = -1, second = -1, third = -1; /* the K-th and (K+1)-th largest, K = 2 */
+    double first = -1;
+    double second = -1;
+    double third = -1; /* the K-th and (K+1)-th largest, K = 2 */
     for (int e = 0; e < X; e++) {
         if (p[e] > first) {
             third = second;
@@ -46,7 +48,9 @@ static bool clear_decision(const double *p) {
 }
 
 static void test_record_matches_llamacpp(void) {
-    char model_path[1024], json_path[1024], trace_path[512];
+    char model_path[1024];
+    char json_path[1024];
+    char trace_path[512];
     if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model_path, sizeof model_path)) {
         return;
     }
@@ -56,7 +60,8 @@ static void test_record_matches_llamacpp(void) {
     char *json = golden_read_file(json_path, NULL);
     CHECK(json != NULL);
     if (!json) return;
-    double tokens[64], greedy[64];
+    double tokens[64];
+    double greedy[64];
     int n_prompt = golden_numbers(golden_find(json, "tokens"), tokens, 64);
     int n_greedy = golden_numbers(golden_find(golden_find(json, "greedy"), "tokens"), greedy, 64);
     struct moeinf_error err = {0};
@@ -87,7 +92,8 @@ static void test_record_matches_llamacpp(void) {
     if (!r) goto done;
     const struct moeinf_trace_header *h = moeinf_trace_header(r);
     CHECK(h->n_layers == LAYERS && h->n_experts == X && h->top_k == K);
-    double topk[LAYERS][2][MAX_ROWS * K], probs[LAYERS][2][MAX_ROWS * X];
+    double topk[LAYERS][2][MAX_ROWS * K];
+    double probs[LAYERS][2][MAX_ROWS * X];
     int rows[2] = {0, 0};
     for (int il = 0; il < LAYERS; il++) {
         rows[0] = golden_rows(json, "prompt", il, topk[il][0], probs[il][0]);
@@ -95,18 +101,20 @@ static void test_record_matches_llamacpp(void) {
     }
     CHECK_EQ_INT(rows[0], n_prompt);
     CHECK_EQ_INT(rows[1], n_greedy - 1);
-    int n_tok = 0, compared = 0;
+    int n_tok = 0;
+    int compared = 0;
     for (;;) {
         struct moeinf_trace_token tok;
         bool end = false;
         CHECK(moeinf_trace_read(r, &tok, &end, &err) == MOEINF_OK);
         if (end) break;
-        int sec = n_tok < n_prompt ? 0 : 1, row = sec ? n_tok - n_prompt : n_tok;
+        int sec = n_tok < n_prompt ? 0 : 1;
+        int row = sec ? n_tok - n_prompt : n_tok;
         CHECK_EQ_INT(tok.phase, sec ? MOEINF_PHASE_DECODE : MOEINF_PHASE_PREFILL);
         CHECK_EQ_INT(tok.request_id, 0);
         if (tok.request_begins) CHECK(tok.request_tag && !strcmp(tok.request_tag, "golden/code"));
         for (int il = 0; il < LAYERS && row < rows[sec]; il++) {
-            if (!clear_decision(&probs[il][sec][row * X])) continue;
+            if (!clear_decision(&probs[il][sec][(size_t)row * X])) continue;
             for (int j = 0; j < K; j++) {
                 CHECK_MSG(tok.experts[il * K + j] == (int32_t)topk[il][sec][row * K + j],
                           "token %d layer %d rank %d", n_tok, il, j);

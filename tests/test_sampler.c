@@ -92,7 +92,8 @@ static void check_distribution(struct moeinf_sampler *s, const float *row, const
 
 static void test_temp1_matches_softmax(void) {
     const float row[4] = {0.0f, 1.0f, 2.0f, -1.0f};
-    double prob[4], z = 0.0;
+    double prob[4];
+    double z = 0.0;
     for (int i = 0; i < 4; i++)
         z += exp((double)row[i]);
     for (int i = 0; i < 4; i++)
@@ -107,7 +108,8 @@ static void test_temp1_matches_softmax(void) {
 static void test_temperature_scales_logits(void) {
     /* temp 0.5 is softmax of 2 * logits. */
     const float row[4] = {0.0f, 1.0f, 0.5f, -1.0f};
-    double prob[4], z = 0.0;
+    double prob[4];
+    double z = 0.0;
     for (int i = 0; i < 4; i++)
         z += exp(2.0 * row[i]);
     for (int i = 0; i < 4; i++)
@@ -256,7 +258,9 @@ static void draw_seq(uint64_t seed, int32_t *out, int n) {
 }
 
 static void test_seed_determinism(void) {
-    int32_t a[200], b[200], c[200];
+    int32_t a[200];
+    int32_t b[200];
+    int32_t c[200];
     draw_seq(42, a, 200);
     draw_seq(42, b, 200);
     draw_seq(43, c, 200);

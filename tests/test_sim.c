@@ -106,8 +106,10 @@ static struct ref_counts ref_replay(const struct mem_trace *t, enum ref_policy p
     struct ref_counts rc = {0, 0, 0, 0, 0, 0, 0};
     int n_ids = t->n_layers * t->n_experts;
     bool resident[MAX_IDS] = {false}, prefetched[MAX_IDS] = {false}, pf_counted[MAX_IDS] = {false};
-    long last[MAX_IDS] = {0}, count[MAX_IDS] = {0};
-    long clock = 0, n_access = 0;
+    long last[MAX_IDS] = {0};
+    long count[MAX_IDS] = {0};
+    long clock = 0;
+    long n_access = 0;
     int n_res = 0;
     for (int p = 0; p < t->n; p++) {
         uint32_t id = t->ids[p];
@@ -286,7 +288,9 @@ static void test_belady_larger_traces(void) {
     char path[512];
     test_tmp_path("sim_belady_big.txt", path, sizeof path);
     for (int round = 0; round < 10; round++) {
-        int n_layers = 2 + round % 3, n_experts = 8 + round, top_k = 1 + round % 4;
+        int n_layers = 2 + round % 3;
+        int n_experts = 8 + round;
+        int top_k = 1 + round % 4;
         make_trace(&rng, n_layers, n_experts, top_k, 4, 40, path, &t);
         for (int cap = top_k; cap <= n_layers * n_experts; cap += 5) {
             bool resident[MAX_IDS * 2] = {false};
@@ -299,7 +303,8 @@ static void test_belady_larger_traces(void) {
                     continue;
                 }
                 if (n_res == cap) {
-                    int v = -1, v_next = -1;
+                    int v = -1;
+                    int v_next = -1;
                     for (int i = 0; i < n_layers * n_experts; i++) {
                         if (!resident[i] || ref_pinned(&t, p, (uint32_t)i)) continue;
                         int nx = p + 1;
@@ -435,7 +440,9 @@ static void test_prefetch_matches_reference(void) {
     test_tmp_path("sim_prefetch.txt", path, sizeof path);
     static const int pf[3] = {0, 1, 2};
     for (int round = 0; round < 30; round++) {
-        int n_layers = 1 + round % 3, n_experts = 4 + round % 9, top_k = 1 + round % 3;
+        int n_layers = 1 + round % 3;
+        int n_experts = 4 + round % 9;
+        int top_k = 1 + round % 3;
         make_trace(&rng, n_layers, n_experts, top_k, 3, 25, path, &t);
         int warmup = round % 3 == 2 ? 1 : 0;
         for (int n_pf = 1; n_pf <= 3; n_pf++) {

@@ -47,7 +47,8 @@ static int thousandths(uint64_t hits, uint64_t accesses) {
 static void test_reference_ratios(void) {
     for (size_t i = 0; i < sizeof refs / sizeof refs[0]; i++) {
         const struct reference *ref = &refs[i];
-        char rel[256], path[1024];
+        char rel[256];
+        char path[1024];
         snprintf(rel, sizeof rel, "traces/%s", ref->trace);
         if (!test_shared_path(rel, path, sizeof path)) return;
         struct moeinf_sim_params p = moeinf_sim_params_default();

@@ -92,7 +92,8 @@ static char *concat_pieces(const struct moeinf_vocab *v, const int32_t *ids, siz
 #define SEP "\n__ggml_vocab_test__\n"
 
 static void run_vectors(const char *vocab_rel) {
-    char rel[256], path[1024];
+    char rel[256];
+    char path[1024];
     struct moeinf_vocab *v = load_vocab(vocab_rel);
     if (!v) return;
     snprintf(rel, sizeof rel, "%s.inp", vocab_rel);
@@ -101,7 +102,9 @@ static void run_vectors(const char *vocab_rel) {
     snprintf(rel, sizeof rel, "%s.out", vocab_rel);
     char *outp = test_shared_path(rel, path, sizeof path) ? golden_read_file(path, &n_out) : NULL;
     CHECK(inp && outp);
-    int n_strings = 0, n_ok = 0, n_round = 0;
+    int n_strings = 0;
+    int n_ok = 0;
+    int n_round = 0;
     const char *line = outp;
     size_t pos = 0;
     while (inp && outp && pos < n_inp) {
@@ -139,7 +142,8 @@ static void run_vectors(const char *vocab_rel) {
         }
         /* Round trip: the pieces give back the text with the SentencePiece space in front;
          * detokenize (llama.cpp's rules) removes it again. */
-        size_t n_text = 0, n_detok = 0;
+        size_t n_text = 0;
+        size_t n_detok = 0;
         char *text = concat_pieces(v, ids, n, false, &n_text);
         char *detok = NULL;
         struct moeinf_error err;
@@ -192,7 +196,8 @@ static size_t unhex(const char *p, char *out, size_t cap) {
 }
 
 static void check_golden(const struct moeinf_vocab *v, const char *id) {
-    char rel[256], path[1024];
+    char rel[256];
+    char path[1024];
     snprintf(rel, sizeof rel, "testdata/golden/tiny-mixtral-F32/%s.json", id);
     if (!test_shared_path(rel, path, sizeof path)) return;
     size_t n_json;
@@ -229,7 +234,8 @@ static void check_golden(const struct moeinf_vocab *v, const char *id) {
             p = strchr(p, '"');
             if (!p) break;
             char piece[64];
-            size_t k = unhex(p + 1, piece, sizeof piece), got_len;
+            size_t k = unhex(p + 1, piece, sizeof piece);
+            size_t got_len;
             const char *got = moeinf_vocab_piece(v, want[i], true, &got_len);
             CHECK_MSG(got_len == k && memcmp(got, piece, k) == 0, "golden %s piece %zu", id, i);
             p = strchr(p + 1, '"') + 1;
@@ -263,7 +269,8 @@ static void test_phi3_special_tokens(void) {
     CHECK_EQ_INT(moeinf_vocab_eot(v), 32000); /* lowest id among EOT texts */
     /* parse_special: control tokens are recognized; rstrip (Phi-3) eats the newline after
      * <|user|> but not around <s>. */
-    size_t n, n_hi;
+    size_t n;
+    size_t n_hi;
     const char *chat = "<|user|>\nHi<|end|>";
     int32_t *a = tok(v, chat, strlen(chat), false, true, &n);
     int32_t *b = tok(v, "Hi", 2, false, false, &n_hi); /* "\xe2\x96\x81Hi" */
@@ -344,7 +351,8 @@ static void test_baichuan_loads(void) {
     if (!v) return;
     CHECK_EQ_INT(moeinf_vocab_n_tokens(v), 64000);
     const char *text = "Hello world, \xe4\xbd\xa0\xe5\xa5\xbd \xf0\x9f\xa6\x99!";
-    size_t n, n_out;
+    size_t n;
+    size_t n_out;
     int32_t *ids = tok(v, text, strlen(text), true, false, &n);
     char *s = NULL;
     struct moeinf_error err;

@@ -45,10 +45,11 @@ static const char *write_bytes(const char *name, const char *data, size_t n, cha
 
 static const char *write_text(const char *name, const char *a, const char *b, char *buf,
                               size_t size) {
-    size_t na = strlen(a), nb = b ? strlen(b) : 0;
+    size_t na = strlen(a);
+    size_t nb = b ? strlen(b) : 0;
     char *all = malloc(na + nb + 1);
-    memcpy(all, a, na);
-    if (nb) memcpy(all + na, b, nb);
+    memcpy(all, a, na + 1);
+    if (nb) memcpy(all + na, b, nb + 1);
     const char *p = write_bytes(name, all, na + nb, buf, size);
     free(all);
     return p;
@@ -105,10 +106,11 @@ static void expect_defect_n(const char *what, const char *data, size_t n,
 
 static void expect_defect(const char *what, const char *a, const char *b,
                           enum moeinf_trace_defect defect, int line) {
-    size_t na = strlen(a), nb = b ? strlen(b) : 0;
+    size_t na = strlen(a);
+    size_t nb = b ? strlen(b) : 0;
     char *all = malloc(na + nb + 1);
-    memcpy(all, a, na);
-    if (nb) memcpy(all + na, b, nb);
+    memcpy(all, a, na + 1);
+    if (nb) memcpy(all + na, b, nb + 1);
     expect_defect_n(what, all, na + nb, defect, line);
     free(all);
 }
@@ -121,7 +123,7 @@ static char *header_with(int n, const char *repl) {
     for (int i = 1; *p; i++) {
         const char *nl = strchr(p, '\n');
         if (i == n)
-            strcat(out, repl);
+            strncat(out, repl, sizeof out - strlen(out) - 1);
         else
             strncat(out, p, (size_t)(nl - p + 1));
         p = nl + 1;
@@ -144,7 +146,8 @@ static void test_good_trace_reads_back(void) {
     CHECK_EQ_INT(h->n_req_lines, 2);
     static const int expect[5][4] = {
         {0, 1, 2, 3}, {1, 2, 0, 3}, {3, 0, 1, 2}, {0, 2, 1, 3}, {2, 1, 3, 0}};
-    static const int ids[5] = {3, 3, 3, 7, 7}, idx[5] = {0, 1, 2, 0, 1};
+    static const int ids[5] = {3, 3, 3, 7, 7};
+    static const int idx[5] = {0, 1, 2, 0, 1};
     static const char phase[5] = "PPDPD";
     for (int t = 0; t < 5; t++) {
         struct moeinf_trace_token tok;
@@ -313,8 +316,8 @@ static void test_overlong_and_nul(void) {
     expect_defect("overlong token line", bare_header, line, MOEINF_TRACE_OVERLONG_LINE, 5);
     /* A 3 MB line without newline: rejected without reading it whole. */
     size_t big = 3u << 20;
-    char *huge = malloc(strlen(bare_header) + big);
-    memcpy(huge, bare_header, strlen(bare_header));
+    char *huge = malloc(strlen(bare_header) + big + 1);
+    memcpy(huge, bare_header, strlen(bare_header) + 1);
     memset(huge + strlen(bare_header), '1', big);
     expect_defect_n("3 MB line", huge, strlen(bare_header) + big, MOEINF_TRACE_OVERLONG_LINE, 5);
     free(huge);
@@ -342,8 +345,8 @@ static void pick(uint64_t *rng, int n, int k, int32_t *out) {
 static void test_round_trip(void) {
     uint64_t rng = 42;
     for (int round = 0; round < 20; round++) {
-        int n_layers = 1 + (int)(moeinf_splitmix64(&rng) % 5),
-            n_experts = 1 + (int)(moeinf_splitmix64(&rng) % 300);
+        int n_layers = 1 + (int)(moeinf_splitmix64(&rng) % 5);
+        int n_experts = 1 + (int)(moeinf_splitmix64(&rng) % 300);
         int top_k = 1 + (int)(moeinf_splitmix64(&rng) % (uint64_t)(n_experts < 8 ? n_experts : 8));
         int n_req = (int)(moeinf_splitmix64(&rng) % 6);
         struct moeinf_trace_meta meta = {n_layers, n_experts, top_k, round % 2 ? "model x" : NULL};
@@ -366,10 +369,11 @@ static void test_round_trip(void) {
             char tag[32];
             snprintf(tag, sizeof tag, "t/%d", q);
             CHECK_EQ_INT(moeinf_trace_writer_request(w, id, tag, &err), MOEINF_OK);
-            int n_p = (int)(moeinf_splitmix64(&rng) % 4), n_d = (int)(moeinf_splitmix64(&rng) % 4);
+            int n_p = (int)(moeinf_splitmix64(&rng) % 4);
+            int n_d = (int)(moeinf_splitmix64(&rng) % 4);
             for (int t = 0; t < n_p + n_d && n_tok < 64; t++, n_tok++) {
                 for (int l = 0; l < n_layers; l++)
-                    pick(&rng, n_experts, top_k, &written[n_tok][l * top_k]);
+                    pick(&rng, n_experts, top_k, &written[n_tok][(size_t)l * (size_t)top_k]);
                 req_of[n_tok] = id;
                 phase_of[n_tok] = t < n_p ? MOEINF_PHASE_PREFILL : MOEINF_PHASE_DECODE;
                 CHECK_EQ_INT(moeinf_trace_writer_token(w, (enum moeinf_phase)phase_of[n_tok],
@@ -418,7 +422,9 @@ static void test_writer_rejects_bad_input(void) {
     struct moeinf_error err;
     CHECK_EQ_INT(moeinf_trace_writer_open(path, &meta, &w, &err), MOEINF_OK);
     if (!w) return;
-    int32_t ok[4] = {0, 1, 2, 3}, dup[4] = {1, 1, 2, 3}, range[4] = {0, 4, 2, 3};
+    int32_t ok[4] = {0, 1, 2, 3};
+    int32_t dup[4] = {1, 1, 2, 3};
+    int32_t range[4] = {0, 4, 2, 3};
     CHECK_EQ_INT(moeinf_trace_writer_token(w, MOEINF_PHASE_PREFILL, ok, &err), MOEINF_ERR_ARG);
     CHECK_EQ_INT(moeinf_trace_writer_header(w, "n_layers", "3", &err), MOEINF_ERR_ARG);
     CHECK_EQ_INT(moeinf_trace_writer_header(w, "Bad Key", "3", &err), MOEINF_ERR_ARG);

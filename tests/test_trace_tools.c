@@ -183,10 +183,12 @@ static void test_colors(void) {
     double prev = 1e9;
     for (uint32_t v = 1; v <= 100; v++) {
         moeinf_trace_color(v, 100, c);
-        unsigned r = 0;
-        unsigned g = 0;
-        unsigned b = 0;
-        CHECK(sscanf(c, "#%2x%2x%2x", &r, &g, &b) == 3);
+        char *end = NULL;
+        unsigned long rgb = strtoul(c + 1, &end, 16);
+        CHECK(c[0] == '#' && end == c + 7 && *end == '\0');
+        double r = (double)(rgb >> 16);
+        double g = (double)((rgb >> 8) & 0xff);
+        double b = (double)(rgb & 0xff);
         double luma = 0.2126 * r + 0.7152 * g + 0.0722 * b;
         CHECK_MSG(luma <= prev, "count %u: %s", v, c);
         prev = luma;
@@ -471,6 +473,7 @@ static void test_filter(void) {
     CHECK_EQ_INT(rb.ids[0], 3);
     CHECK_EQ_INT(rb.n_tokens, 4);
 
+    /* NOLINTNEXTLINE(clang-analyzer-optin.performance.Padding): a small table, read as written */
     static const struct {
         int64_t id_min, id_max, index_min, index_max, every, first;
         int n_prefixes;
@@ -531,7 +534,9 @@ static void test_filter(void) {
 
 static void test_concat(void) {
     const char *in = small_path();
-    char mmlu[512], puffin[512], out[512];
+    char mmlu[512];
+    char puffin[512];
+    char out[512];
     test_tmp_path("tt_mmlu.txt", mmlu, sizeof mmlu);
     test_tmp_path("tt_puffin.txt", puffin, sizeof puffin);
     test_tmp_path("tt_concat.txt", out, sizeof out);
@@ -743,7 +748,7 @@ static void expand(const char *fmt, const char *t, const char *g, const char *b,
 }
 
 static void test_cli_exit_codes(void) {
-    if (!getenv("MOEINF_BIN")) {
+    if (!getenv("MOEINF_BIN")) { /* NOLINT(concurrency-mt-unsafe): main thread */
         test_skip("MOEINF_BIN not set (run through ctest)");
         return;
     }
@@ -838,12 +843,14 @@ static void test_cli_exit_codes(void) {
 }
 
 static void test_cli_output(void) {
-    if (!getenv("MOEINF_BIN")) {
+    if (!getenv("MOEINF_BIN")) { /* NOLINT(concurrency-mt-unsafe): main thread */
         test_skip("MOEINF_BIN not set (run through ctest)");
         return;
     }
     const char *t = small_path();
-    char svg[512], o[512], args[2048];
+    char svg[512];
+    char o[512];
+    char args[2048];
     test_tmp_path("tt_cli.svg", svg, sizeof svg);
     test_tmp_path("tt_cli_f.txt", o, sizeof o);
     remove(svg);
@@ -958,10 +965,13 @@ static void test_cli_positional_empty_fifo(void) {
 /* ---- the shared real traces --------------------------------------------------------------- */
 
 static void test_real_traces(void) {
-    char llama[512], deepseek[512];
+    char llama[512];
+    char deepseek[512];
     if (!test_shared_path("traces/llama4_maverick_mmlu.txt", llama, sizeof llama)) return;
     test_shared_path("traces/deepseek_v2_lite_puffin_prefill.txt", deepseek, sizeof deepseek);
-    char astro[512], algebra[512], out[512];
+    char astro[512];
+    char algebra[512];
+    char out[512];
     test_tmp_path("tt_astronomy.txt", astro, sizeof astro);
     test_tmp_path("tt_algebra.txt", algebra, sizeof algebra);
     test_tmp_path("tt_shift.txt", out, sizeof out);

@@ -22,7 +22,8 @@ static const float *cache_row(const struct moeinf_attn_args *a, const void *base
 #define ATTN_GROUP_CHUNK 16
 
 static void attend(const struct moeinf_attn_args *a, int j, int kh, float *scratch) {
-    const int group = a->n_head / a->n_head_kv, hd = a->head_dim;
+    const int group = a->n_head / a->n_head_kv;
+    const int hd = a->head_dim;
     const int n_kv = a->pos0 + j + 1; /* causal: positions 0 .. pos0 + j */
     const int q_stride = a->n_head * hd;
     float *row = scratch + (size_t)group * (size_t)(a->pos0 + a->m);

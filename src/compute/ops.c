@@ -39,8 +39,10 @@ void moeinf_rope_norm(float *x, int n_heads, int head_dim, int n_rot, int pos, f
         float *v = x + (size_t)h * head_dim;
         float theta = (float)pos * freq_scale;
         for (int i = 0; i < n_rot; i += 2) {
-            const float c = cosf(theta), s = sinf(theta);
-            const float x0 = v[i], x1 = v[i + 1];
+            const float c = cosf(theta);
+            const float s = sinf(theta);
+            const float x0 = v[i];
+            const float x1 = v[i + 1];
             v[i] = x0 * c - x1 * s;
             v[i + 1] = x0 * s + x1 * c;
             theta *= theta_scale;

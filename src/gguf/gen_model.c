@@ -15,7 +15,6 @@
  */
 #include <assert.h>
 #include <inttypes.h>
-#include <libgen.h>
 #include <math.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -75,63 +74,64 @@ static bool in_range(int v, int lo, int hi) {
 
 enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
                                            struct moeinf_error *err) {
-    const enum moeinf_status A = MOEINF_ERR_ARG;
+    const enum moeinf_status arg = MOEINF_ERR_ARG;
     if (p->arch && strcmp(p->arch, "llama") != 0) {
-        return moeinf_fail(err, A, "gen-model: arch '%s' is not supported (only 'llama')", p->arch);
+        return moeinf_fail(err, arg, "gen-model: arch '%s' is not supported (only 'llama')",
+                           p->arch);
     }
     if (!in_range(p->n_layer, 1, 4096)) {
-        return moeinf_fail(err, A, "gen-model: layers %d not in [1, 4096]", p->n_layer);
+        return moeinf_fail(err, arg, "gen-model: layers %d not in [1, 4096]", p->n_layer);
     }
     if (!in_range(p->n_embd, 1, MAX_DIM) || !in_range(p->n_ff, 1, MAX_DIM)) {
-        return moeinf_fail(err, A, "gen-model: n_embd %d / n_ff %d not in [1, %d]", p->n_embd,
+        return moeinf_fail(err, arg, "gen-model: n_embd %d / n_ff %d not in [1, %d]", p->n_embd,
                            p->n_ff, MAX_DIM);
     }
     if (!in_range(p->n_head, 1, 4096) || !in_range(p->n_head_kv, 1, 4096)) {
-        return moeinf_fail(err, A, "gen-model: heads %d / kv heads %d not in [1, 4096]", p->n_head,
-                           p->n_head_kv);
+        return moeinf_fail(err, arg, "gen-model: heads %d / kv heads %d not in [1, 4096]",
+                           p->n_head, p->n_head_kv);
     }
     if (p->n_embd_head < 0 || p->n_embd_head > 65536) {
-        return moeinf_fail(err, A, "gen-model: head dim %d not in [0, 65536]", p->n_embd_head);
+        return moeinf_fail(err, arg, "gen-model: head dim %d not in [0, 65536]", p->n_embd_head);
     }
     if (p->n_embd_head == 0 && p->n_embd % p->n_head != 0) {
-        return moeinf_fail(err, A, "gen-model: %d heads do not divide n_embd %d", p->n_head,
+        return moeinf_fail(err, arg, "gen-model: %d heads do not divide n_embd %d", p->n_head,
                            p->n_embd);
     }
     if (head_dim(p) % 2 != 0) {
-        return moeinf_fail(err, A, "gen-model: head dim %d is odd (RoPE rotates pairs)",
+        return moeinf_fail(err, arg, "gen-model: head dim %d is odd (RoPE rotates pairs)",
                            head_dim(p));
     }
     if ((int64_t)p->n_head * head_dim(p) > MAX_DIM) {
-        return moeinf_fail(err, A, "gen-model: heads x head dim is too large");
+        return moeinf_fail(err, arg, "gen-model: heads x head dim is too large");
     }
     if (p->n_head % p->n_head_kv != 0) {
-        return moeinf_fail(err, A, "gen-model: %d kv heads do not divide %d heads", p->n_head_kv,
+        return moeinf_fail(err, arg, "gen-model: %d kv heads do not divide %d heads", p->n_head_kv,
                            p->n_head);
     }
     if (!in_range(p->n_expert, 0, 4096)) {
-        return moeinf_fail(err, A, "gen-model: experts %d not in [0, 4096]", p->n_expert);
+        return moeinf_fail(err, arg, "gen-model: experts %d not in [0, 4096]", p->n_expert);
     }
     if (p->n_expert > 0 && !in_range(p->n_expert_used, 1, p->n_expert)) {
-        return moeinf_fail(err, A, "gen-model: top-k %d not in [1, experts = %d]", p->n_expert_used,
-                           p->n_expert);
+        return moeinf_fail(err, arg, "gen-model: top-k %d not in [1, experts = %d]",
+                           p->n_expert_used, p->n_expert);
     }
     if (p->n_expert == 0 && p->n_expert_used != 0) {
-        return moeinf_fail(err, A, "gen-model: top-k %d given for a dense model (0 experts)",
+        return moeinf_fail(err, arg, "gen-model: top-k %d given for a dense model (0 experts)",
                            p->n_expert_used);
     }
     if (p->n_expert_shared != 0) {
-        return moeinf_fail(err, A, "gen-model: arch 'llama' has no shared experts (got %d)",
+        return moeinf_fail(err, arg, "gen-model: arch 'llama' has no shared experts (got %d)",
                            p->n_expert_shared);
     }
     if (p->n_threads < 0) {
-        return moeinf_fail(err, A, "gen-model: threads %d < 0", p->n_threads);
+        return moeinf_fail(err, arg, "gen-model: threads %d < 0", p->n_threads);
     }
     if (p->n_ctx_train < 1) {
-        return moeinf_fail(err, A, "gen-model: context length %d < 1", p->n_ctx_train);
+        return moeinf_fail(err, arg, "gen-model: context length %d < 1", p->n_ctx_train);
     }
     if (p->type != MOEINF_TYPE_F32 && p->type != MOEINF_TYPE_F16 && p->type != MOEINF_TYPE_Q4_0 &&
         p->type != MOEINF_TYPE_Q8_0) {
-        return moeinf_fail(err, A, "gen-model: type %d is not one of f32, f16, q4_0, q8_0",
+        return moeinf_fail(err, arg, "gen-model: type %d is not one of f32, f16, q4_0, q8_0",
                            p->type);
     }
     if (p->type == MOEINF_TYPE_Q4_0 || p->type == MOEINF_TYPE_Q8_0) {
@@ -140,7 +140,7 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
         const char *what[3] = {"n_embd", "n_ff", "heads x head dim"};
         for (int i = 0; i < 3; i++) {
             if (rows[i] % 32 != 0) {
-                return moeinf_fail(err, A,
+                return moeinf_fail(err, arg,
                                    "gen-model: %s = %d is not a multiple of 32 (needed by %s)",
                                    what[i], rows[i], moeinf_type_name(p->type));
             }
@@ -148,7 +148,7 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
     }
     if (!(p->rope_freq_base > 0) || !(p->rms_eps > 0) || !isfinite(p->rope_freq_base) ||
         !isfinite(p->rms_eps)) {
-        return moeinf_fail(err, A, "gen-model: rope base and rms epsilon must be positive");
+        return moeinf_fail(err, arg, "gen-model: rope base and rms epsilon must be positive");
     }
     return MOEINF_OK;
 }
@@ -199,7 +199,8 @@ struct zig {
 
 static void zig_init(struct zig *z) {
     const double m1 = 2147483648.0; /* 2^31 */
-    double dn = ZIG_R, tn = dn;
+    double dn = ZIG_R;
+    double tn = dn;
     double q = ZIG_V / exp(-0.5 * dn * dn);
     z->k[0] = (uint32_t)((dn / q) * m1);
     z->k[1] = 0;
@@ -225,7 +226,8 @@ static double rng_normal(struct rng *r, const struct zig *z) {
         double x = hz * z->w[i];
         if (ahz < z->k[i]) return x;
         if (i == 0) { /* the tail beyond ZIG_R, by Marsaglia's exponential method */
-            double xt, y;
+            double xt;
+            double y;
             do {
                 xt = -log(rng_uniform(r)) / ZIG_R;
                 y = -log(rng_uniform(r));
@@ -395,8 +397,11 @@ static bool plan_add(struct plan *pl, const char *name, int layer, int type, int
 /* Tensor names and shapes as llama.cpp's LLM_ARCH_LLAMA loader expects them (ne order). */
 static bool plan_build(struct plan *pl, const struct moeinf_gen_params *p, int64_t n_vocab) {
     const int q = p->type; /* big matrices */
-    const int64_t e = p->n_embd, f = p->n_ff, x = p->n_expert;
-    const int64_t dq = (int64_t)p->n_head * head_dim(p), dkv = (int64_t)p->n_head_kv * head_dim(p);
+    const int64_t e = p->n_embd;
+    const int64_t f = p->n_ff;
+    const int64_t x = p->n_expert;
+    const int64_t dq = (int64_t)p->n_head * head_dim(p);
+    const int64_t dkv = (int64_t)p->n_head_kv * head_dim(p);
     bool ok = plan_add(pl, "token_embd", -1, q, 2, e, n_vocab, 1, INIT_EMBED, 0.1);
     double out_norm = p->tied_output ? 80.0 / sqrt((double)e) : 1.0;
     ok = ok && plan_add(pl, "output_norm", -1, MOEINF_TYPE_F32, 1, e, 1, 1, INIT_NORM, out_norm);
@@ -523,7 +528,8 @@ static void gen_chunk(struct job *j) {
     const struct tplan *t = j->t;
     struct rng r;
     rng_seed(&r, j->seed, j->tensor, (uint64_t)j->chunk);
-    int64_t ne0 = t->ne[0], n = j->n_rows * ne0;
+    int64_t ne0 = t->ne[0];
+    int64_t n = j->n_rows * ne0;
     double sigma = t->kind == INIT_NORMAL ? t->scale / sqrt((double)ne0) : t->scale;
     for (int64_t i = 0; i < n; i++) {
         double z = rng_normal(&r, j->zig);
@@ -549,7 +555,8 @@ static void *gen_thread(void *arg) {
 static enum moeinf_status write_tensor(struct moeinf_gguf_writer *w, struct job *jobs, int n_jobs,
                                        const struct tplan *t, uint64_t tensor, int64_t cap_elems,
                                        struct moeinf_error *err) {
-    int64_t ne0 = t->ne[0], rows = t->ne[1] * t->ne[2];
+    int64_t ne0 = t->ne[0];
+    int64_t rows = t->ne[1] * t->ne[2];
     int64_t chunk_rows = CHUNK_ELEMS / ne0 > 0 ? CHUNK_ELEMS / ne0 : 1;
     (void)cap_elems;
     assert(chunk_rows * ne0 <= cap_elems);
@@ -591,8 +598,17 @@ static enum moeinf_status check_space(const char *path, const struct moeinf_gguf
         need += moeinf_gguf_writer_tensor_bytes(w, i);
     char *copy = strdup(path);
     if (!copy) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    /* The folder part, cut in place (dirname() may use static storage). */
+    char *slash = strrchr(copy, '/');
+    const char *dir = ".";
+    if (slash == copy) {
+        dir = "/";
+    } else if (slash) {
+        *slash = '\0';
+        dir = copy;
+    }
     struct statvfs vfs;
-    int rc = statvfs(dirname(copy), &vfs);
+    int rc = statvfs(dir, &vfs);
     free(copy);
     if (rc != 0) return MOEINF_OK; /* unknown: let the writes tell */
     uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
@@ -619,8 +635,9 @@ enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *p, const cha
     struct vocab vocab = {0};
     struct plan plan = {0};
     struct zig *zig = NULL;
-    struct job jobs[MAX_THREADS];
-    int n_jobs = thread_count(p->n_threads), n_alloc = 0;
+    struct job jobs[MAX_THREADS] = {0};
+    int n_jobs = thread_count(p->n_threads);
+    int n_alloc = 0;
     uint32_t n_vocab = 0;
 
     st = moeinf_gguf_writer_open(path, 32, &w, err);
@@ -654,12 +671,11 @@ enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *p, const cha
     }
     zig_init(zig);
     for (; n_alloc < n_jobs; n_alloc++) {
-        struct job *j = &jobs[n_alloc];
-        memset(j, 0, sizeof *j);
+        struct job *j = &jobs[n_alloc]; /* zeroed at its declaration */
         j->zig = zig;
         j->seed = p->seed;
         j->x = malloc((size_t)cap * sizeof *j->x);
-        j->y = malloc((size_t)cap * sizeof *j->x); /* no type takes over 4 bytes per weight */
+        j->y = malloc((size_t)cap * 4); /* no type takes over 4 bytes per weight */
         if (!j->x || !j->y) {
             free(j->x);
             free(j->y);

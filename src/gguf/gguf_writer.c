@@ -337,7 +337,9 @@ static enum moeinf_status out(struct moeinf_gguf_writer *w, const void *p, size_
                               struct moeinf_error *err) {
     if (n && fwrite(p, 1, n, w->file.fp) != n) {
         int e = errno;
-        return wfail(w, err, MOEINF_ERR_IO, "write failed: %s", strerror(e ? e : EIO));
+        char eb[64];
+        return wfail(w, err, MOEINF_ERR_IO, "write failed: %s",
+                     moeinf_strerror(e ? e : EIO, eb, sizeof eb));
     }
     return MOEINF_OK;
 }

@@ -6,7 +6,9 @@
  * has confirmed that the CPU and the OS support the instructions (the probe itself is
  * compiled without ISA flags). The probe reads CPUID and XCR0 directly rather than
  * __builtin_cpu_supports, whose feature names differ between gcc and clang (clang 14 knows
- * no "f16c"). Nothing is cached: callers keep the pointer they get (no hidden globals).
+ * no "f16c"); it checks every -m flag the ISA file is compiled with, because the compiler may
+ * use any of them anywhere in that file. Nothing is cached: callers keep the pointer they get
+ * (no hidden globals).
  */
 #include "quant/kernels.h"
 
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/status.h"
 #include "quant/quant_ref.h"
 
 static const struct moeinf_kernels scalar_table = {
@@ -74,7 +77,7 @@ void moeinf_dequantize_row(enum moeinf_type type, const void *x, float *y, int64
 #if defined(__x86_64__)
 #    include <cpuid.h>
 
-/* XCR0: which register states the OS saves (bit 1 SSE, 2 AVX, 5-7 AVX-512). */
+/* XCR0: which register states the OS saves (bit 1 SSE, 2 AVX, 5-7 AVX-512 opmask and ZMM). */
 static uint64_t read_xcr0(void) {
     uint32_t lo;
     uint32_t hi;
@@ -82,10 +85,20 @@ static uint64_t read_xcr0(void) {
     return ((uint64_t)hi << 32) | lo;
 }
 
+#    define XCR0_YMM 0x06u /* SSE + AVX state */
+#    define XCR0_ZMM 0xe0u /* opmask, ZMM0-15 upper halves, ZMM16-31 */
+
+/* One flag per table: the CPU has every instruction set its file is compiled with
+ * (CMakeLists.txt: -mavx2 -mfma -mf16c; AVX-512 adds -mavx512f/bw/vl/dq/vnni/bf16) and the OS
+ * saves the registers those use. */
 struct x86_features {
-    bool avx2_fma_f16c; /* and the OS saves YMM state */
-    bool avx512_vnni;   /* F, BW, VL, DQ, VNNI, and the OS saves ZMM state */
+    bool avx2;   /* AVX, AVX2, FMA, F16C; YMM state saved */
+    bool avx512; /* all of avx2, AVX-512 F, BW, VL, DQ, VNNI, BF16; opmask and ZMM state saved */
 };
+
+static bool bit(unsigned reg, unsigned n) {
+    return (reg >> n) & 1u;
+}
 
 static struct x86_features probe_x86(void) {
     struct x86_features f = {false, false};
@@ -94,28 +107,30 @@ static struct x86_features probe_x86(void) {
     unsigned c;
     unsigned d;
     if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
-    bool fma = c & (1u << 12), osxsave = c & (1u << 27), avx = c & (1u << 28);
-    bool f16c = c & (1u << 29);
-    if (!osxsave || !avx) return f;
+    bool fma = bit(c, 12);
+    bool osxsave = bit(c, 27);
+    bool avx = bit(c, 28);
+    bool f16c = bit(c, 29);
+    if (!osxsave || !avx) return f; /* without OSXSAVE, xgetbv itself is undefined */
     uint64_t xcr0 = read_xcr0();
-    if ((xcr0 & 0x6) != 0x6) return f;
+    if ((xcr0 & XCR0_YMM) != XCR0_YMM) return f;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
-    bool avx2 = b & (1u << 5);
-    f.avx2_fma_f16c = avx2 && fma && f16c;
-    bool avx512f = b & (1u << 16), avx512dq = b & (1u << 17);
-    bool avx512bw = b & (1u << 30), avx512vl = b & (1u << 31);
-    bool avx512vnni = c & (1u << 11);
-    f.avx512_vnni = f.avx2_fma_f16c && (xcr0 & 0xe0) == 0xe0 && avx512f && avx512dq && avx512bw &&
-                    avx512vl && avx512vnni;
+    unsigned max_subleaf = a;
+    f.avx2 = bit(b, 5) && fma && f16c;
+    bool avx512 = bit(b, 16) /* F */ && bit(b, 17) /* DQ */ && bit(b, 30) /* BW */ &&
+                  bit(b, 31) /* VL */ && bit(c, 11) /* VNNI */;
+    bool bf16 = false;
+    if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) bf16 = bit(a, 5);
+    f.avx512 = f.avx2 && avx512 && bf16 && (xcr0 & XCR0_ZMM) == XCR0_ZMM;
     return f;
 }
 
 const struct moeinf_kernels *moeinf_kernels_avx2(void) {
-    return probe_x86().avx2_fma_f16c ? moeinf_kernels_avx2_table() : NULL;
+    return probe_x86().avx2 ? moeinf_kernels_avx2_table() : NULL;
 }
 
 const struct moeinf_kernels *moeinf_kernels_avx512(void) {
-    return probe_x86().avx512_vnni ? moeinf_kernels_avx512_table() : NULL;
+    return probe_x86().avx512 ? moeinf_kernels_avx512_table() : NULL;
 }
 #else
 const struct moeinf_kernels *moeinf_kernels_avx2(void) {
@@ -127,17 +142,37 @@ const struct moeinf_kernels *moeinf_kernels_avx512(void) {
 }
 #endif
 
-const struct moeinf_kernels *moeinf_kernels_best(void) {
-    /* The cap ranks the tables; an unknown value caps nothing. */
-    /* NOLINTNEXTLINE(concurrency-mt-unsafe): moeinf never calls setenv */
-    const char *cap = getenv("MOEINF_KERNELS");
-    int level = 2;
-    if (cap && strcmp(cap, "scalar") == 0)
-        level = 0;
-    else if (cap && strcmp(cap, "avx2") == 0)
-        level = 1;
+/* The best table at or below a level (0 scalar, 1 avx2, 2 avx512) that this CPU runs. */
+static const struct moeinf_kernels *best_up_to(int level) {
     const struct moeinf_kernels *k = NULL;
     if (level >= 2) k = moeinf_kernels_avx512();
     if (!k && level >= 1) k = moeinf_kernels_avx2();
     return k ? k : moeinf_kernels_scalar();
+}
+
+const struct moeinf_kernels *moeinf_kernels_best(void) {
+    return best_up_to(2);
+}
+
+enum moeinf_status moeinf_kernels_choose(const char *cap, const struct moeinf_kernels **out,
+                                         struct moeinf_error *err) {
+    static const char *const levels[] = {"scalar", "avx2", "avx512"};
+    if (!cap || !*cap) {
+        *out = moeinf_kernels_best();
+        return MOEINF_OK;
+    }
+    for (int level = 0; level < 3; level++) {
+        if (strcmp(cap, levels[level]) == 0) {
+            *out = best_up_to(level);
+            return MOEINF_OK;
+        }
+    }
+    return moeinf_fail(err, MOEINF_ERR_ARG,
+                       "MOEINF_KERNELS=%s names no kernel table (scalar, avx2 or avx512)", cap);
+}
+
+enum moeinf_status moeinf_kernels_from_env(const struct moeinf_kernels **out,
+                                           struct moeinf_error *err) {
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): moeinf never calls setenv */
+    return moeinf_kernels_choose(getenv("MOEINF_KERNELS"), out, err);
 }

@@ -13,7 +13,8 @@
  * tables give bit-identical results: from_float and to_float are bit-exact with the scalar
  * twin, and every vec_dot follows the one summation order below, which the SIMD kernels
  * reproduce lane for lane (so a model computes the same logits on every x86 CPU and the
- * scalar fallback). moeinf_kernels_best() picks at run time.
+ * scalar fallback). moeinf_kernels_best() picks at run time; the engine takes
+ * moeinf_kernels_from_env(), which MOEINF_KERNELS can cap.
  *
  * Summation order of vec_dot (all tables; fma = fused multiply-add, rounded once):
  *   F32, F16, BF16 (products of two F16/BF16 values are exact in float):
@@ -39,6 +40,7 @@
 #include <stdint.h>
 
 #include "base/tensor_type.h"
+#include "moeinf.h"
 
 /* Block layouts, as ggml's block_q8_0 and block_q4_0 (d is an IEEE half, little-endian). */
 #define MOEINF_QK8_0 32
@@ -123,12 +125,21 @@ struct moeinf_kernels {
 };
 
 const struct moeinf_kernels *moeinf_kernels_scalar(void);
-const struct moeinf_kernels *moeinf_kernels_avx2(void); /* NULL if the CPU lacks AVX2+FMA+F16C */
-/* NULL if the CPU lacks AVX-512 F/BW/VL/DQ/VNNI (Ice Lake, Zen 4 and later have them). */
+/* NULL unless the CPU has AVX2+FMA+F16C and the OS saves the YMM registers. */
+const struct moeinf_kernels *moeinf_kernels_avx2(void);
+/* NULL unless the CPU also has AVX-512 F/BW/VL/DQ/VNNI/BF16 (the file's -m flags; Cooper
+ * Lake, Sapphire Rapids, Zen 4 and later) and the OS saves the opmask and ZMM registers. */
 const struct moeinf_kernels *moeinf_kernels_avx512(void);
-/* The best table this CPU runs; MOEINF_KERNELS=scalar|avx2|avx512 in the environment caps it
- * (other values cap nothing). Probes the CPU and reads the environment on every call: call
- * it once at init and keep the pointer. */
+/* The best table this CPU runs. Probes the CPU on every call: call it once and keep the
+ * pointer. */
 const struct moeinf_kernels *moeinf_kernels_best(void);
+/* The best table this CPU runs at or below `cap`: "scalar", "avx2" or "avx512" (so "avx512"
+ * on an AVX2-only CPU gives the AVX2 table); NULL or "" gives the best. Any other name is
+ * MOEINF_ERR_ARG with a message naming the choices. */
+enum moeinf_status moeinf_kernels_choose(const char *cap, const struct moeinf_kernels **out,
+                                         struct moeinf_error *err);
+/* moeinf_kernels_choose with the environment variable MOEINF_KERNELS (read on every call). */
+enum moeinf_status moeinf_kernels_from_env(const struct moeinf_kernels **out,
+                                           struct moeinf_error *err);
 
 #endif

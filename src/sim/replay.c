@@ -6,6 +6,7 @@
  */
 #include "sim/replay.h"
 
+#include <assert.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,7 @@ static enum moeinf_status read_future(const char *path, uint32_t **out, size_t *
     if (st != MOEINF_OK) return st;
     const struct moeinf_trace_header *h = moeinf_trace_header(r);
     const size_t per_token = (size_t)h->n_layers * (size_t)h->top_k;
+    assert(per_token > 0); /* the reader checks the geometry (each count >= 1) */
     for (;;) {
         struct moeinf_trace_token tok;
         bool end = false;

@@ -149,7 +149,9 @@ static enum moeinf_status io_error(struct moeinf_trace_reader *r, struct moeinf_
                                    const char *what) {
     struct moeinf_error local;
     struct moeinf_error *e = err ? err : &local;
-    moeinf_fail(e, MOEINF_ERR_IO, "%s: %s: %s", r->path, what, strerror(errno));
+    char eb[64];
+    moeinf_fail(e, MOEINF_ERR_IO, "%s: %s: %s", r->path, what,
+                moeinf_strerror(errno, eb, sizeof eb));
     r->failure = *e;
     return MOEINF_ERR_IO;
 }

@@ -78,8 +78,9 @@ enum moeinf_status moeinf_trace_writer_open(const char *path, const struct moein
     w->body = tmpfile();
     w->reqs = w->body ? tmpfile() : NULL;
     if (!w->reqs) {
+        char eb[64];
         st = moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot create a temporary file: %s", path,
-                         strerror(errno));
+                         moeinf_strerror(errno, eb, sizeof eb));
         goto fail;
     }
     *out = w;
@@ -125,7 +126,9 @@ static enum moeinf_status end_request(struct moeinf_trace_writer *w, struct moei
     w->n_requests++;
     if (fprintf(w->reqs, "# req %lld %s prefill=%lld decode=%lld\n", (long long)w->req_id,
                 w->req_tag, (long long)w->req_prefill, (long long)w->req_decode) < 0) {
-        return moeinf_fail(err, MOEINF_ERR_IO, "%s: temporary file: %s", w->path, strerror(errno));
+        char eb[64];
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: temporary file: %s", w->path,
+                           moeinf_strerror(errno, eb, sizeof eb));
     }
     return MOEINF_OK;
 }
@@ -189,7 +192,9 @@ enum moeinf_status moeinf_trace_writer_token(struct moeinf_trace_writer *w, enum
         fputc(l + 1 < n_layers ? '|' : '\n', f);
     }
     if (ferror(f)) {
-        return moeinf_fail(err, MOEINF_ERR_IO, "%s: temporary file: %s", w->path, strerror(errno));
+        char eb[64];
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: temporary file: %s", w->path,
+                           moeinf_strerror(errno, eb, sizeof eb));
     }
     if (phase == MOEINF_PHASE_PREFILL) {
         w->req_prefill++;
@@ -234,7 +239,9 @@ enum moeinf_status moeinf_trace_writer_close(struct moeinf_trace_writer *w,
                "(experts of one layer comma-separated)\n");
     if (!copy_all(w->reqs, f) || !copy_all(w->body, f)) {
         moeinf_atomic_abort(&out);
-        st = moeinf_fail(err, MOEINF_ERR_IO, "%s: write failed: %s", w->path, strerror(errno));
+        char eb[64];
+        st = moeinf_fail(err, MOEINF_ERR_IO, "%s: write failed: %s", w->path,
+                         moeinf_strerror(errno, eb, sizeof eb));
         goto done;
     }
     st = moeinf_atomic_commit(&out, err);
