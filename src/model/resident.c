@@ -45,14 +45,14 @@ static enum moeinf_status copy_out(struct loader *ld, const void *src, size_t n,
 
 static enum moeinf_status copy_weight(struct loader *ld, struct moeinf_weight *w) {
     if (!w->data) return MOEINF_OK;
-    void *p;
+    void *p = NULL;
     enum moeinf_status st = copy_out(ld, w->data, w->mat_bytes * (size_t)w->n_mat, &p);
     if (st == MOEINF_OK) w->data = p;
     return st;
 }
 
 static enum moeinf_status copy_vec(struct loader *ld, const float **v, int n) {
-    void *p;
+    void *p = NULL;
     enum moeinf_status st = copy_out(ld, *v, (size_t)n * sizeof(float), &p);
     if (st == MOEINF_OK) *v = p;
     return st;
