@@ -65,47 +65,108 @@ static void phase_stats_print(const char *phase, const char *run, const struct p
            ps->d.read_seconds / n);
 }
 
+/* What ran: the model, threads, kernels, bytes per token, and which logits were computed. */
+static void print_header(const struct moeinf_model *model, const struct moeinf_context *ctx,
+                         bool no_logits, long chunk) {
+    char desc[256];
+    moeinf_model_desc(model, desc, sizeof desc);
+    printf("model:    %s\n", desc);
+    printf("threads:  %d, kernels %s, decode reads %.3f GB of weights per token\n",
+           moeinf_context_n_threads(ctx), moeinf_context_kernels(ctx),
+           (double)moeinf_model_decode_bytes(model) / 1e9);
+    if (no_logits) {
+        printf("logits:   none (--no-logits: no final norm and lm_head, less work than "
+               "llama.cpp's eval)\n");
+    } else {
+        printf("logits:   last position of every prefill micro-batch (-b %ld) and every decoded "
+               "token\n",
+               chunk);
+    }
+}
+
+/* The expert cache's figures of the cold run and of the warm run whose time is the median
+ * (pp, tg: the median prefill and decode times). */
+static void print_cache_table(const struct phase_stats cold[2], const struct phase_stats *warm,
+                              long reps, long n_prompt, long n_gen, double pp, double tg) {
+    printf("expert cache, per token: cold = the first run, warm = the median run of %ld\n", reps);
+    printf("%-13s %8s %10s %10s %8s %10s %9s %11s\n", "test", "tokens", "seconds", "tokens/s",
+           "hit", "misses", "MiB read", "read s");
+    for (int ph = 0; ph < 2; ph++) {
+        long n_tok = ph == 0 ? n_prompt : n_gen;
+        if (n_tok == 0) continue;
+        const char *name = ph == 0 ? "prefill" : "decode";
+        phase_stats_print(name, "cold", &cold[ph], n_tok);
+        double med = ph == 0 ? pp : tg;
+        for (long r = 0; r < reps; r++) {
+            if (warm[2 * r + ph].seconds == med) {
+                phase_stats_print(name, "warm", &warm[2 * r + ph], n_tok);
+                break;
+            }
+        }
+    }
+}
+
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a;
     double y = *(const double *)b;
     return (x > y) - (x < y);
 }
 
-int cmd_bench(int argc, char **argv) {
-    struct model_args ma = {.ctx = moeinf_context_params_default(),
-                            .model = moeinf_model_params_default()};
-    long n_prompt = 64;
-    long n_gen = 32;
-    long reps = 3;
-    bool ctx_set = false;
-    bool no_logits = false;
+struct bench_opts {
+    struct model_args ma;
+    long n_prompt, n_gen, reps;
+    bool ctx_set, no_logits;
+};
+
+/* Returns -1 after --help, CLI_EXIT_USAGE on a bad argument (message printed), else 0. */
+static int parse(int argc, char **argv, struct bench_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
-            return CLI_EXIT_OK;
+            return -1;
         }
         if (!strcmp(a, "--no-logits")) {
-            no_logits = true;
+            o->no_logits = true;
             continue;
         }
-        if (!strcmp(a, "-c")) ctx_set = true;
-        int r = model_args_parse("bench", &ma, argc, argv, &i);
+        if (!strcmp(a, "-c")) o->ctx_set = true;
+        int r = model_args_parse("bench", &o->ma, argc, argv, &i);
         if (r < 0) return CLI_EXIT_USAGE;
         if (r > 0) continue;
         const char *val = NULL;
-        long *dst = !strcmp(a, "-p") ? &n_prompt : !strcmp(a, "-n") ? &n_gen
-                                                 : !strcmp(a, "-r") ? &reps : NULL;
+        long *dst = !strcmp(a, "-p")   ? &o->n_prompt
+                    : !strcmp(a, "-n") ? &o->n_gen
+                    : !strcmp(a, "-r") ? &o->reps
+                                       : NULL;
         if (!dst) {
             fprintf(stderr, "moeinf bench: unknown argument '%s'\n", a);
             usage(stderr);
             return CLI_EXIT_USAGE;
         }
         if (!(val = cli_option_value("bench", argc, argv, &i))) return CLI_EXIT_USAGE;
-        if (!cli_parse_long("bench", a, val, dst == &reps ? 1 : 0, 1 << 20, dst)) {
+        if (!cli_parse_long("bench", a, val, dst == &o->reps ? 1 : 0, 1 << 20, dst)) {
             return CLI_EXIT_USAGE;
         }
     }
+    return 0;
+}
+
+int cmd_bench(int argc, char **argv) {
+    struct bench_opts o = {
+        .ma = {.ctx = moeinf_context_params_default(), .model = moeinf_model_params_default()},
+        .n_prompt = 64,
+        .n_gen = 32,
+        .reps = 3};
+    int prc = parse(argc, argv, &o);
+    if (prc < 0) return CLI_EXIT_OK;
+    if (prc > 0) return prc;
+    struct model_args ma = o.ma;
+    const long n_prompt = o.n_prompt;
+    const long n_gen = o.n_gen;
+    const long reps = o.reps;
+    const bool ctx_set = o.ctx_set;
+    const bool no_logits = o.no_logits;
     if (!ctx_set) ma.ctx.n_ctx = (int)(n_prompt + n_gen + 1);
     if (n_prompt + n_gen + 1 > ma.ctx.n_ctx) {
         fprintf(stderr, "moeinf bench: -p + -n must fit in the context (-c %d)\n", ma.ctx.n_ctx);
@@ -141,7 +202,9 @@ int cmd_bench(int argc, char **argv) {
             ids[i] = (int32_t)((state >> 33) % (uint64_t)n_vocab);
         }
         moeinf_context_reset(ctx);
-        struct moeinf_expert_stats s0, s1, s2;
+        struct moeinf_expert_stats s0;
+        struct moeinf_expert_stats s1;
+        struct moeinf_expert_stats s2;
         if (cached) moeinf_context_expert_stats(ctx, -1, &s0, &err);
         double t0 = now_s();
         /* one call per micro-batch: moeinf_decode computes logits for its last one only */
@@ -169,20 +232,8 @@ int cmd_bench(int argc, char **argv) {
     double t_total = now_s() - t_start;
     qsort(t_pp, (size_t)reps, sizeof(double), cmp_double);
     qsort(t_tg, (size_t)reps, sizeof(double), cmp_double);
-    char desc[256];
-    moeinf_model_desc(model, desc, sizeof desc);
     double gb = (double)moeinf_model_decode_bytes(model) / 1e9;
-    printf("model:    %s\n", desc);
-    printf("threads:  %d, kernels %s, decode reads %.3f GB of weights per token\n",
-           moeinf_context_n_threads(ctx), moeinf_context_kernels(ctx), gb);
-    if (no_logits) {
-        printf("logits:   none (--no-logits: no final norm and lm_head, less work than "
-               "llama.cpp's eval)\n");
-    } else {
-        printf("logits:   last position of every prefill micro-batch (-b %ld) and every decoded "
-               "token\n",
-               chunk);
-    }
+    print_header(model, ctx, no_logits, chunk);
     printf("%-8s %8s %10s %12s\n", "test", "tokens", "seconds", "tokens/s");
     double pp = t_pp[reps / 2];
     double tg = t_tg[reps / 2];
@@ -191,26 +242,7 @@ int cmd_bench(int argc, char **argv) {
     if (n_gen > 0) {
         printf("%-8s %8ld %10.4f %12.2f\n", "decode", n_gen, tg, (double)n_gen / tg);
     }
-    if (cached) {
-        printf("expert cache, per token: cold = the first run, warm = the median run of %ld\n",
-               reps);
-        printf("%-13s %8s %10s %10s %8s %10s %9s %11s\n", "test", "tokens", "seconds",
-               "tokens/s", "hit", "misses", "MiB read", "read s");
-        for (int ph = 0; ph < 2; ph++) {
-            long n_tok = ph == 0 ? n_prompt : n_gen;
-            if (n_tok == 0) continue;
-            const char *name = ph == 0 ? "prefill" : "decode";
-            phase_stats_print(name, "cold", &cold[ph], n_tok);
-            /* the warm run whose time is the median */
-            double med = ph == 0 ? pp : tg;
-            for (long r = 0; r < reps; r++) {
-                if (warm[2 * r + ph].seconds == med) {
-                    phase_stats_print(name, "warm", &warm[2 * r + ph], n_tok);
-                    break;
-                }
-            }
-        }
-    }
+    if (cached) print_cache_table(cold, warm, reps, n_prompt, n_gen, pp, tg);
     if (n_gen > 0) {
         if (no_logits) {
             printf("decode weight traffic: not given with --no-logits (the byte count includes "

@@ -30,7 +30,8 @@ static bool parse_ids(const char *s, int32_t **out, int *n_out) {
     if (!ids) return false;
     const char *p = s;
     for (;;) {
-        while (*p == ' ' || *p == '\t' || *p == ',') p++;
+        while (*p == ' ' || *p == '\t' || *p == ',')
+            p++;
         if (!*p) break;
         char *end = NULL;
         errno = 0;
@@ -60,23 +61,26 @@ static bool parse_ids(const char *s, int32_t **out, int *n_out) {
     return true;
 }
 
-int cmd_logits(int argc, char **argv) {
-    const char *model_path = NULL;
-    const char *ids_arg = NULL;
-    const char *out_path = NULL;
-    struct moeinf_context_params cp = moeinf_context_params_default();
-    struct moeinf_model_params mp = moeinf_model_params_default();
-    struct expert_args ea = {0};
-    cp.n_ctx = 0;
+struct logits_opts {
+    const char *model_path;
+    const char *ids_arg;
+    const char *out_path;
+    struct moeinf_context_params cp;
+    struct moeinf_model_params mp;
+    struct expert_args ea;
+};
+
+/* Returns -1 after --help, CLI_EXIT_USAGE on a bad argument (message printed), else 0. */
+static int parse(int argc, char **argv, struct logits_opts *o) {
     long v;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             usage(stdout);
-            return CLI_EXIT_OK;
+            return -1;
         }
-        int er = expert_args_parse("logits", &ea, argc, argv, &i);
+        int er = expert_args_parse("logits", &o->ea, argc, argv, &i);
         if (er < 0) return CLI_EXIT_USAGE;
         if (er > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--ids") || !strcmp(a, "-o") ||
@@ -88,31 +92,47 @@ int cmd_logits(int argc, char **argv) {
             return CLI_EXIT_USAGE;
         }
         if (!strcmp(a, "-m")) {
-            model_path = val;
+            o->model_path = val;
         } else if (!strcmp(a, "--ids")) {
-            ids_arg = val;
+            o->ids_arg = val;
         } else if (!strcmp(a, "-o")) {
-            out_path = val;
+            o->out_path = val;
         } else if (!strcmp(a, "--kv-type")) {
             if (!strcmp(val, "f16")) {
-                cp.kv_type = MOEINF_KV_F16;
+                o->cp.kv_type = MOEINF_KV_F16;
             } else if (!strcmp(val, "f32")) {
-                cp.kv_type = MOEINF_KV_F32;
+                o->cp.kv_type = MOEINF_KV_F32;
             } else {
                 fprintf(stderr, "moeinf logits: --kv-type must be f16 or f32, not '%s'\n", val);
                 return CLI_EXIT_USAGE;
             }
         } else if (!strcmp(a, "-t")) {
             if (!cli_parse_long("logits", a, val, 1, 1024, &v)) return CLI_EXIT_USAGE;
-            cp.n_threads = (int)v;
+            o->cp.n_threads = (int)v;
         } else if (!strcmp(a, "-c")) {
             if (!cli_parse_long("logits", a, val, 1, 1 << 24, &v)) return CLI_EXIT_USAGE;
-            cp.n_ctx = (int)v;
+            o->cp.n_ctx = (int)v;
         } else if (!strcmp(a, "-b")) {
             if (!cli_parse_long("logits", a, val, 1, 1 << 16, &v)) return CLI_EXIT_USAGE;
-            cp.n_batch = (int)v;
+            o->cp.n_batch = (int)v;
         }
     }
+    return 0;
+}
+
+int cmd_logits(int argc, char **argv) {
+    struct logits_opts o = {.cp = moeinf_context_params_default(),
+                            .mp = moeinf_model_params_default()};
+    o.cp.n_ctx = 0;
+    int prc = parse(argc, argv, &o);
+    if (prc < 0) return CLI_EXIT_OK;
+    if (prc > 0) return prc;
+    const char *model_path = o.model_path;
+    const char *ids_arg = o.ids_arg;
+    const char *out_path = o.out_path;
+    struct moeinf_context_params cp = o.cp;
+    struct moeinf_model_params mp = o.mp;
+    struct expert_args ea = o.ea;
     if (!model_path || !ids_arg || !out_path) {
         usage(stderr);
         return CLI_EXIT_USAGE;
