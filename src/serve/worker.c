@@ -358,7 +358,8 @@ struct serve_job *serve_worker_submit(struct serve_worker *w, struct serve_reque
     struct serve_job *job = calloc(1, sizeof *job);
     if (!job) return NULL;
     pthread_mutex_lock(&w->mu);
-    if (w->stopping || w->queued >= w->queue_max) {
+    /* queue_max counts waiting jobs: an idle worker takes one at once, whatever the limit */
+    if (w->stopping || (w->queued >= w->queue_max && (w->busy || w->queued > 0))) {
         w->m.rejected++;
         pthread_mutex_unlock(&w->mu);
         free(job);
