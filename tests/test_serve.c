@@ -91,8 +91,10 @@ static int http(const struct server *s, const char *method, const char *path, co
     snprintf(cmd, sizeof cmd,
              "curl -s -N --max-time 120 -X %s %s %s%s%s -o '%s' -w '%%{http_code}' "
              "http://127.0.0.1:%d%s",
-             method, extra ? extra : "", body ? "-H 'Content-Type: application/json' "
-                                              "--data-binary @'" : "",
+             method, extra ? extra : "",
+             body ? "-H 'Content-Type: application/json' "
+                    "--data-binary @'"
+                  : "",
              body ? body_path : "", body ? "'" : "", resp_path, s->port, path);
     test_run_shell("serve-curl", cmd, status, sizeof status, err, sizeof err);
     test_read_text(resp_path, out, out_size);
@@ -141,10 +143,10 @@ static bool response_text(const char *body, bool chat, char *text, size_t size, 
         cJSON *usage = cJSON_GetObjectItem(root, "usage");
         if (usage && usage_out && !*usage_out) *usage_out = cJSON_Duplicate(usage, true);
         if (choice) {
-            cJSON *t = chat ? cJSON_GetObjectItem(
-                                  cJSON_GetObjectItem(choice, stream ? "delta" : "message"),
-                                  "content")
-                            : cJSON_GetObjectItem(choice, "text");
+            cJSON *t =
+                chat ? cJSON_GetObjectItem(
+                           cJSON_GetObjectItem(choice, stream ? "delta" : "message"), "content")
+                     : cJSON_GetObjectItem(choice, "text");
             if (cJSON_IsString(t)) {
                 len += (size_t)snprintf(text + len, size - len, "%s", t->valuestring);
                 if (len >= size) len = size - 1;
@@ -186,8 +188,8 @@ static void check_generation(bool chat, const char *prompt_json, const char *sam
         CHECK_EQ_INT(st, 200);
         cJSON *usage = NULL;
         CHECK_MSG(response_text(resp, chat, text, sizeof text, finish, &usage), "body: %s", resp);
-        CHECK_MSG(!strcmp(text, expected), "stream %d: server [%s] != expected [%s]", stream,
-                  text, expected);
+        CHECK_MSG(!strcmp(text, expected), "stream %d: server [%s] != expected [%s]", stream, text,
+                  expected);
         CHECK_MSG(!strcmp(finish, finish_expected), "finish %s", finish);
         if (!stream) CHECK(usage_field(usage, "prompt_tokens") > 0);
         cJSON_Delete(usage);
@@ -237,9 +239,11 @@ static void test_generation_matches_run(void) {
     cJSON *usage = NULL;
     CHECK(response_text(resp, false, text, sizeof text, finish, &usage));
     CHECK_MSG(!strcmp(text, expected), "with reuse [%s] != run [%s]", text, expected);
-    CHECK_MSG(usage_field(cJSON_GetObjectItem(usage, "prompt_tokens_details") ? 
-                          cJSON_GetObjectItem(usage, "prompt_tokens_details") : NULL,
-                          "cached_tokens") >= 5, "usage: %s", resp);
+    CHECK_MSG(usage_field(cJSON_GetObjectItem(usage, "prompt_tokens_details")
+                              ? cJSON_GetObjectItem(usage, "prompt_tokens_details")
+                              : NULL,
+                          "cached_tokens") >= 5,
+              "usage: %s", resp);
     cJSON_Delete(usage);
 }
 
@@ -254,6 +258,7 @@ static void test_bad_input(void) {
     for (int i = 0; i < 300; i++)
         n += snprintf(long_prompt + n, sizeof long_prompt - (size_t)n, "w%d ", i);
     snprintf(long_prompt + n, sizeof long_prompt - (size_t)n, "\", \"max_tokens\": 2}");
+
     const struct {
         const char *method, *path, *body, *extra;
         int status;
@@ -284,14 +289,15 @@ static void test_bad_input(void) {
          "{\"messages\": [{\"role\": \"tool\", \"content\": \"x\"}]}", AUTH, 400, "role 'tool'"},
         {"POST", "/v1/completions", NULL, AUTH, 400, "not valid JSON"}, /* no body */
         {"POST", "/v1/completions", "{\"prompt\": \"x\"}", NULL, 401, "API key"},
-        {"POST", "/v1/completions", "{\"prompt\": \"x\"}", "-H 'Authorization: Bearer nope'",
-         401, "API key"},
+        {"POST", "/v1/completions", "{\"prompt\": \"x\"}", "-H 'Authorization: Bearer nope'", 401,
+         "API key"},
         {"GET", "/v1/nothing", NULL, AUTH, 404, "no route"},
         {"GET", "/v1/completions", NULL, AUTH, 405, "takes POST"},
         {"DELETE", "/health", NULL, AUTH, 405, "takes GET"},
         {"POST", "/v1/completions", big, AUTH, 413, "larger than"},
         {"POST", "/v1/completions", long_prompt, AUTH, 400, "more than the context"},
     };
+
     char resp[65536];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         int st = http(&A, cases[i].method, cases[i].path, cases[i].body, cases[i].extra, resp,
@@ -343,8 +349,9 @@ static void test_openai_client(void) {
     const char *src = getenv("MOEINF_SRC");
     test_tmp_path("pyopenai", target, sizeof target);
     snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", A.port);
-    snprintf(cmd, sizeof cmd, "python3 '%s/tests/scripts/openai_client.py' '%s' sekrit "
-                              "tiny-mixtral-Q8_0 '%s' '%s'",
+    snprintf(cmd, sizeof cmd,
+             "python3 '%s/tests/scripts/openai_client.py' '%s' sekrit "
+             "tiny-mixtral-Q8_0 '%s' '%s'",
              src ? src : ".", url, greedy_chat, target);
     if (strchr(greedy_chat, '\'')) {
         test_skip("the expected text holds a quote; not passed through the shell");
@@ -443,8 +450,8 @@ static void test_load(void) {
 /* A second server: no queue, an expert cache, and a long generation that its client leaves. */
 static void test_queue_cancel_expert_cache(void) {
     struct server b;
-    bool up = server_start(&b, "serve-b",
-                           "--queue 0 --expert-cache 50% --expert-io cached -c 4096 -t 1");
+    bool up =
+        server_start(&b, "serve-b", "--queue 0 --expert-cache 50% --expert-io cached -c 4096 -t 1");
     CHECK(up);
     if (!up) return;
     char resp[65536], text[4096], finish[32], expected[4096], cmd[1024], out[256], err[256];
@@ -479,8 +486,8 @@ static void test_queue_cancel_expert_cache(void) {
     CHECK_MSG(cancelled == 1, "cancelled %g", cancelled);
     CHECK_EQ_INT(metric(resp, "moeinf_requests_rejected_total"), 1);
     CHECK(metric(resp, "moeinf_completion_tokens_total") < 4000 + 12);
-    CHECK_EQ_INT(http(&b, "POST", "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 2}",
-                      NULL, resp, sizeof resp),
+    CHECK_EQ_INT(http(&b, "POST", "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 2}", NULL,
+                      resp, sizeof resp),
                  200);
     CHECK_EQ_INT(server_stop(&b), 0);
 }

@@ -11,9 +11,15 @@
 #include "moeinf.h"
 #include "test.h"
 
-#define DS_USER "<\xef\xbd\x9c" "User\xef\xbd\x9c>"
-#define DS_ASSISTANT "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>"
-#define DS_EOS "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
+#define DS_USER                                                                                    \
+    "<\xef\xbd\x9c"                                                                                \
+    "User\xef\xbd\x9c>"
+#define DS_ASSISTANT                                                                               \
+    "<\xef\xbd\x9c"                                                                                \
+    "Assistant\xef\xbd\x9c>"
+#define DS_EOS                                                                                     \
+    "<\xef\xbd\x9c"                                                                                \
+    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
 
 /* Jinja texts written for this test with each family's markers (llama.cpp detects them). */
 static const struct family {
@@ -49,6 +55,7 @@ static const struct family {
      "{% if loop.last and add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}"
      "{% endfor %}"},
 };
+
 #define N_FAMILIES (sizeof families / sizeof families[0])
 
 /* Conversations: roles and contents, "" ends one. Edge cases: no system, answers in a row,
@@ -108,8 +115,8 @@ static void check_against(const char *name, size_t c, bool add, const char *line
     struct moeinf_error err = {0};
     CHECK_EQ_INT(moeinf_chat_apply(name, m, n, add, &out, NULL, &err), MOEINF_OK);
     CHECK_MSG(out && !strcmp(out, ref->valuestring),
-              "%s %s conversation %zu add %d:\n  moeinf:    [%s]\n  reference: [%s]", what, name,
-              c, add, out ? out : "(null)", ref->valuestring);
+              "%s %s conversation %zu add %d:\n  moeinf:    [%s]\n  reference: [%s]", what, name, c,
+              add, out ? out : "(null)", ref->valuestring);
     free(out);
     cJSON_Delete(ref);
 }
@@ -129,8 +136,7 @@ static void test_against_references(void) {
         for (size_t c = 0; c < N_CONV; c++) {
             for (int add = 0; add < 2; add++) {
                 bool jinja = !strcmp(families[fam].reference, "jinja");
-                write_query(f, families[fam].reference, jinja ? families[fam].jinja : NULL, c,
-                            add);
+                write_query(f, families[fam].reference, jinja ? families[fam].jinja : NULL, c, add);
                 write_query(f, jinja ? "jinja" : "detect", families[fam].jinja, c, add);
             }
         }
@@ -157,8 +163,7 @@ static void test_against_references(void) {
                     if (via_jinja) {
                         /* moeinf detects the same family from the Jinja text */
                         const char *d = moeinf_chat_template_detect(families[fam].jinja);
-                        CHECK_MSG(d && !strcmp(d, name), "detect %s gave %s", name,
-                                  d ? d : "NULL");
+                        CHECK_MSG(d && !strcmp(d, name), "detect %s gave %s", name, d ? d : "NULL");
                     }
                     check_against(name, c, add, line, via_jinja ? "jinja" : "built-in");
                 }

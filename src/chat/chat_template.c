@@ -10,9 +10,8 @@
 #include "base/status.h"
 #include "engine.h"
 
-static const char *const template_names[] = {"mistral",   "chatml",    "llama3",
-                                             "deepseek2", "deepseek3", "olmoe",
-                                             NULL};
+static const char *const template_names[] = {"mistral",   "chatml", "llama3", "deepseek2",
+                                             "deepseek3", "olmoe",  NULL};
 
 const char *const *moeinf_chat_template_names(void) {
     return template_names;
@@ -29,8 +28,10 @@ const char *moeinf_chat_template_detect(const char *jinja) {
     if (contains(jinja, "<|start_header_id|>") && contains(jinja, "<|end_header_id|>")) {
         return "llama3";
     }
-    if (contains(jinja, "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>") &&
-        contains(jinja, "<\xef\xbd\x9c" "User\xef\xbd\x9c>")) {
+    if (contains(jinja, "<\xef\xbd\x9c"
+                        "Assistant\xef\xbd\x9c>") &&
+        contains(jinja, "<\xef\xbd\x9c"
+                        "User\xef\xbd\x9c>")) {
         return "deepseek3"; /* <｜Assistant｜>, <｜User｜> with full-width bars */
     }
     if (contains(jinja, "'Assistant: '") && contains(jinja, "'User: '")) return "deepseek2";
@@ -67,9 +68,8 @@ static const char *known_name(const char *name) {
     return NULL;
 }
 
-enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_model *model,
-                                                const char *name, const char **out,
-                                                struct moeinf_error *err) {
+enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_model *model, const char *name,
+                                                const char **out, struct moeinf_error *err) {
     if (name) {
         const char *k = known_name(name);
         if (!k) {
@@ -146,9 +146,15 @@ static void put_trimmed(struct text *t, const char *s) {
     put_n(t, s, n);
 }
 
-enum role { ROLE_SYSTEM, ROLE_USER, ROLE_ASSISTANT };
+enum role {
+    ROLE_SYSTEM,
+    ROLE_USER,
+    ROLE_ASSISTANT
+};
 
-#define DS_EOS "<\xef\xbd\x9c" "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
+#define DS_EOS                                                                                     \
+    "<\xef\xbd\x9c"                                                                                \
+    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
 
 static void write_mistral(struct text *t, const enum role *roles,
                           const struct moeinf_chat_message *m, size_t n) {
@@ -197,8 +203,12 @@ static void write_llama3(struct text *t, const struct moeinf_chat_message *m, si
 
 static void write_deepseek(struct text *t, bool v3, const enum role *roles,
                            const struct moeinf_chat_message *m, size_t n, bool add_assistant) {
-    const char *user = v3 ? "<\xef\xbd\x9c" "User\xef\xbd\x9c>" : "User: ";
-    const char *assistant = v3 ? "<\xef\xbd\x9c" "Assistant\xef\xbd\x9c>" : "Assistant: ";
+    const char *user = v3 ? "<\xef\xbd\x9c"
+                            "User\xef\xbd\x9c>"
+                          : "User: ";
+    const char *assistant = v3 ? "<\xef\xbd\x9c"
+                                 "Assistant\xef\xbd\x9c>"
+                               : "Assistant: ";
     for (size_t i = 0; i < n; i++) {
         const char *c = m[i].content ? m[i].content : "";
         if (roles[i] == ROLE_SYSTEM) {
@@ -217,8 +227,8 @@ static void write_deepseek(struct text *t, bool v3, const enum role *roles,
     if (add_assistant) put(t, v3 ? assistant : "Assistant:");
 }
 
-static void write_olmoe(struct text *t, const enum role *roles,
-                        const struct moeinf_chat_message *m, size_t n, bool add_assistant) {
+static void write_olmoe(struct text *t, const enum role *roles, const struct moeinf_chat_message *m,
+                        size_t n, bool add_assistant) {
     static const char *const heads[] = {"<|system|>\n", "<|user|>\n", "<|assistant|>\n"};
     for (size_t i = 0; i < n; i++) {
         put(t, heads[roles[i]]);
@@ -231,8 +241,8 @@ static void write_olmoe(struct text *t, const enum role *roles,
 }
 
 enum moeinf_status moeinf_chat_apply(const char *name, const struct moeinf_chat_message *msgs,
-                                     size_t n_msgs, bool add_assistant, char **out,
-                                     size_t *out_len, struct moeinf_error *err) {
+                                     size_t n_msgs, bool add_assistant, char **out, size_t *out_len,
+                                     struct moeinf_error *err) {
     const char *k = name ? known_name(name) : NULL;
     if (!k) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "unknown chat template '%s'",

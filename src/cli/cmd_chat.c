@@ -53,7 +53,7 @@ static int parse(int argc, char **argv, struct chat_opts *o) {
         if (r < 0) return CLI_EXIT_USAGE;
         if (r > 0) continue;
         static const char *const with_value[] = {
-            "--chat-template", "--system", "-n",      "--temp", "--top-k",
+            "--chat-template", "--system", "-n",     "--temp",           "--top-k",
             "--top-p",         "--min-p",  "--seed", "--repeat-penalty", NULL};
         if (!cli_is_one_of(a, with_value)) return cli_bad_argument("chat", a, usage);
         const char *val = cli_option_value("chat", argc, argv, &i);
@@ -151,8 +151,7 @@ static bool answer(struct session *s, const struct history *h, char **answer, si
     }
     if (n_ids == 0 || n_ids > (size_t)s->n_ctx) {
         snprintf(err->msg, sizeof err->msg,
-                 "the conversation has %zu tokens, more than the context (-c %d)", n_ids,
-                 s->n_ctx);
+                 "the conversation has %zu tokens, more than the context (-c %d)", n_ids, s->n_ctx);
         goto done;
     }
     int keep = 0;
@@ -160,8 +159,7 @@ static bool answer(struct session *s, const struct history *h, char **answer, si
         keep++;
     moeinf_context_truncate(s->ctx, keep, NULL);
     s->kv_n = keep;
-    if (moeinf_decode(s->ctx, ids + keep, (int)n_ids - keep, s->logits, false, err) !=
-        MOEINF_OK) {
+    if (moeinf_decode(s->ctx, ids + keep, (int)n_ids - keep, s->logits, false, err) != MOEINF_OK) {
         moeinf_context_reset(s->ctx);
         s->kv_n = 0;
         goto done;
@@ -266,8 +264,10 @@ int cmd_chat(int argc, char **argv) {
     char *line = NULL;
     size_t line_cap = 0;
     if (!s.tmpl && moeinf_chat_template_resolve(s.model, NULL, &s.tmpl, &err) != MOEINF_OK) {
-        fprintf(stderr, "moeinf: %s: give --chat-template NAME (mistral, chatml, llama3, "
-                        "deepseek2, deepseek3, olmoe)\n", err.msg);
+        fprintf(stderr,
+                "moeinf: %s: give --chat-template NAME (mistral, chatml, llama3, "
+                "deepseek2, deepseek3, olmoe)\n",
+                err.msg);
         goto done;
     }
     s.kv = malloc((size_t)s.n_ctx * sizeof *s.kv);

@@ -133,8 +133,10 @@ int cmd_serve(int argc, char **argv) {
             o.so.chat_template = name;
         } else {
             /* completions still work; chat requests get a 400 saying this */
-            fprintf(stderr, "moeinf: %s: /v1/chat/completions needs --chat-template NAME "
-                            "(mistral, chatml, llama3, deepseek2, deepseek3, olmoe)\n", err.msg);
+            fprintf(stderr,
+                    "moeinf: %s: /v1/chat/completions needs --chat-template NAME "
+                    "(mistral, chatml, llama3, deepseek2, deepseek3, olmoe)\n",
+                    err.msg);
         }
     }
     char name[256];

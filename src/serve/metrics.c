@@ -44,13 +44,12 @@ char *serve_metrics_text(struct serve_worker *w) {
     pthread_mutex_unlock(&w->mu);
     struct out o = {0};
     add(&o, "%s", "");
-    metric(&o, "moeinf_http_requests_total", "counter", "HTTP requests received", 
+    metric(&o, "moeinf_http_requests_total", "counter", "HTTP requests received",
            (double)m.http_requests);
     metric(&o, "moeinf_http_errors_total", "counter", "HTTP requests answered with 4xx or 5xx",
            (double)m.http_errors);
     metric(&o, "moeinf_requests_rejected_total", "counter",
-           "generation requests refused with 503 because the queue was full",
-           (double)m.rejected);
+           "generation requests refused with 503 because the queue was full", (double)m.rejected);
     metric(&o, "moeinf_requests_cancelled_total", "counter",
            "generations stopped because the client went away", (double)m.cancelled);
     metric(&o, "moeinf_completions_total", "counter", "generations finished",
@@ -70,14 +69,11 @@ char *serve_metrics_text(struct serve_worker *w) {
            m.last_prompt_tps);
     metric(&o, "moeinf_generation_tokens_per_second", "gauge",
            "generated tokens per second of the last generation", m.last_generation_tps);
-    metric(&o, "moeinf_queue_depth", "gauge", "requests waiting for the generation thread",
-           queued);
-    metric(&o, "moeinf_queue_capacity", "gauge", "requests the queue holds (--queue)",
-           queue_max);
+    metric(&o, "moeinf_queue_depth", "gauge", "requests waiting for the generation thread", queued);
+    metric(&o, "moeinf_queue_capacity", "gauge", "requests the queue holds (--queue)", queue_max);
     metric(&o, "moeinf_busy", "gauge", "1 while a generation runs", busy);
     if (m.has_expert_cache) {
-        metric(&o, "moeinf_expert_cache_slots", "gauge", "experts the cache holds",
-               m.expert_slots);
+        metric(&o, "moeinf_expert_cache_slots", "gauge", "experts the cache holds", m.expert_slots);
         metric(&o, "moeinf_expert_cache_accesses_total", "counter",
                "expert uses (one per distinct expert per layer and forward pass)",
                (double)m.experts.accesses);

@@ -106,10 +106,8 @@ static bool parse_sampling(const cJSON *root, struct serve_request *r, uint64_t 
     bool ok = get_number(root, "temperature", 0.0, 2.0, &r->sp.temp, msg, size) &&
               get_number(root, "top_p", 1e-6, 1.0, &r->sp.top_p, msg, size) &&
               get_number(root, "min_p", 0.0, 1.0, &r->sp.min_p, msg, size) &&
-              get_number(root, "repeat_penalty", 1e-3, 100.0, &r->sp.repeat_penalty, msg,
-                         size) &&
-              get_number(root, "frequency_penalty", -2.0, 2.0, &r->frequency_penalty, msg,
-                         size) &&
+              get_number(root, "repeat_penalty", 1e-3, 100.0, &r->sp.repeat_penalty, msg, size) &&
+              get_number(root, "frequency_penalty", -2.0, 2.0, &r->frequency_penalty, msg, size) &&
               get_number(root, "presence_penalty", -2.0, 2.0, &r->presence_penalty, msg, size) &&
               get_bool(root, "stream", &r->stream, msg, size);
     if (!ok) return false;
@@ -155,8 +153,10 @@ static char *message_content(const cJSON *m, size_t i, char *msg, size_t size) {
         const cJSON *text = cJSON_GetObjectItemCaseSensitive(p, "text");
         if (!cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0 ||
             !cJSON_IsString(text)) {
-            fail(msg, size, "messages[%zu].content: only parts {\"type\": \"text\", \"text\": "
-                            "...} are supported", i);
+            fail(msg, size,
+                 "messages[%zu].content: only parts {\"type\": \"text\", \"text\": "
+                 "...} are supported",
+                 i);
             return NULL;
         }
         total += strlen(text->valuestring);
@@ -174,8 +174,8 @@ static char *message_content(const cJSON *m, size_t i, char *msg, size_t size) {
     return s;
 }
 
-static bool parse_messages(const cJSON *root, const char *tmpl, struct serve_request *r,
-                           char *msg, size_t size) {
+static bool parse_messages(const cJSON *root, const char *tmpl, struct serve_request *r, char *msg,
+                           size_t size) {
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!ms) return fail(msg, size, "'messages' is required");
     if (!cJSON_IsArray(ms)) return fail(msg, size, "'messages' must be an array");
@@ -202,8 +202,7 @@ static bool parse_messages(const cJSON *root, const char *tmpl, struct serve_req
     }
     if (ok) {
         struct moeinf_error err = {0};
-        if (moeinf_chat_apply(tmpl, chat, (size_t)n, true, &r->prompt, NULL, &err) !=
-            MOEINF_OK) {
+        if (moeinf_chat_apply(tmpl, chat, (size_t)n, true, &r->prompt, NULL, &err) != MOEINF_OK) {
             ok = fail(msg, size, "%s", err.msg);
         }
     }
@@ -224,8 +223,8 @@ static bool parse_prompt(const cJSON *root, struct serve_request *r, char *msg, 
     return r->prompt ? true : fail(msg, size, "out of memory");
 }
 
-bool serve_request_parse(const char *body, size_t len, bool chat, const char *tmpl,
-                         uint64_t seed, struct serve_request *out, char *msg, size_t size) {
+bool serve_request_parse(const char *body, size_t len, bool chat, const char *tmpl, uint64_t seed,
+                         struct serve_request *out, char *msg, size_t size) {
     memset(out, 0, sizeof *out);
     out->chat = chat;
     const char *end = NULL;
@@ -245,8 +244,9 @@ bool serve_request_parse(const char *body, size_t len, bool chat, const char *tm
         }
         ok = ok && parse_sampling(root, out, seed, msg, size);
         if (ok && chat && !tmpl) {
-            ok = fail(msg, size, "the server has no chat template: start it with "
-                                 "--chat-template NAME");
+            ok = fail(msg, size,
+                      "the server has no chat template: start it with "
+                      "--chat-template NAME");
         }
         ok = ok && (chat ? parse_messages(root, tmpl, out, msg, size)
                          : parse_prompt(root, out, msg, size));

@@ -24,11 +24,11 @@
 /* ---- requests (request.c) ---------------------------------------------------------------- */
 
 struct serve_request {
-    bool chat;                 /* /v1/chat/completions (else /v1/completions) */
-    char *prompt;              /* the prompt text (chat: through the template) */
+    bool chat;    /* /v1/chat/completions (else /v1/completions) */
+    char *prompt; /* the prompt text (chat: through the template) */
     bool stream;
-    bool include_usage;        /* stream_options.include_usage */
-    long max_tokens;           /* -1: until an end token or the context's end */
+    bool include_usage; /* stream_options.include_usage */
+    long max_tokens;    /* -1: until an end token or the context's end */
     struct moeinf_sampler_params sp;
     float frequency_penalty;
     float presence_penalty;
@@ -36,11 +36,11 @@ struct serve_request {
     int n_stop;
 };
 
-/* Parses a body (body[len] must be NUL); on failure returns false with a one-line message in msg (a 400). The chat
- * template `tmpl` (a moeinf_chat_apply name) turns messages into the prompt. `seed` is used
- * when the request gives none. */
-bool serve_request_parse(const char *body, size_t len, bool chat, const char *tmpl,
-                         uint64_t seed, struct serve_request *out, char *msg, size_t msg_size);
+/* Parses a body (body[len] must be NUL); on failure returns false with a one-line message in msg (a
+ * 400). The chat template `tmpl` (a moeinf_chat_apply name) turns messages into the prompt. `seed`
+ * is used when the request gives none. */
+bool serve_request_parse(const char *body, size_t len, bool chat, const char *tmpl, uint64_t seed,
+                         struct serve_request *out, char *msg, size_t msg_size);
 void serve_request_free(struct serve_request *r);
 
 /* ---- stop strings and penalties (text.c) ------------------------------------------------- */
@@ -51,8 +51,8 @@ void serve_request_free(struct serve_request *r);
  * found at or after `shown` (*stopped = true), else len less the longest tail that could still
  * grow into a stop string.
  */
-size_t serve_stop_scan(const char *text, size_t len, size_t shown, char *const *stops,
-                       int n_stops, bool *stopped);
+size_t serve_stop_scan(const char *text, size_t len, size_t shown, char *const *stops, int n_stops,
+                       bool *stopped);
 
 /* OpenAI's penalties on a row of logits: each token t generated c_t > 0 times loses
  * c_t * frequency + presence. counts holds n_vocab counters. */
@@ -61,19 +61,23 @@ void serve_apply_penalties(float *logits, const int32_t *counts, int n_vocab, fl
 
 /* ---- the generation worker (worker.c) --------------------------------------------------- */
 
-enum job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE };
+enum job_state {
+    JOB_QUEUED,
+    JOB_RUNNING,
+    JOB_DONE
+};
 
 struct serve_job {
     struct serve_request req;
     /* under serve_worker.mu from here */
     enum job_state state;
-    bool started;          /* the prompt was accepted: a stream may begin */
-    bool cancelled;        /* the client went away (or the server stops) */
-    int refs;              /* the HTTP handler and the worker */
-    char *text;            /* the text the client may be shown so far */
+    bool started;   /* the prompt was accepted: a stream may begin */
+    bool cancelled; /* the client went away (or the server stops) */
+    int refs;       /* the HTTP handler and the worker */
+    char *text;     /* the text the client may be shown so far */
     size_t len, cap;
     const char *finish_reason; /* "stop" or "length" once done */
-    int http_status;       /* non-zero: the request failed with this status */
+    int http_status;           /* non-zero: the request failed with this status */
     char error[256];
     int prompt_tokens, cached_tokens, completion_tokens;
     struct serve_job *next;
@@ -98,7 +102,7 @@ struct serve_worker {
     pthread_cond_t wake;    /* the worker: a job or stop */
     pthread_cond_t changed; /* the handlers: text, state */
     struct serve_job *head, *tail;
-    int queued;             /* jobs waiting (not the running one) */
+    int queued; /* jobs waiting (not the running one) */
     bool busy, stopping;
     struct serve_metrics m;
     /* worker thread only: the tokens now in the context */
@@ -116,7 +120,8 @@ void serve_worker_stop(struct serve_worker *w);
 void serve_worker_destroy(struct serve_worker *w);
 
 /* Queues a job (taking ownership of req); NULL when the queue is full (the caller answers
- * 503, and still owns req) or the server stops. The handler holds one reference, released with _release. */
+ * 503, and still owns req) or the server stops. The handler holds one reference, released with
+ * _release. */
 struct serve_job *serve_worker_submit(struct serve_worker *w, struct serve_request *req);
 void serve_job_release(struct serve_worker *w, struct serve_job *job);
 
@@ -129,8 +134,8 @@ char *serve_metrics_text(struct serve_worker *w);
 
 struct serve_options {
     const char *host;
-    int port;            /* 0: any free port */
-    const char *api_key; /* NULL: no key */
+    int port;             /* 0: any free port */
+    const char *api_key;  /* NULL: no key */
     const char *model_id; /* the name /v1/models gives */
     const char *chat_template;
     int queue_max;

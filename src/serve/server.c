@@ -19,7 +19,14 @@
 
 #include "serve/serve.h"
 
-enum route { ROUTE_NONE, ROUTE_HEALTH, ROUTE_MODELS, ROUTE_COMPLETIONS, ROUTE_CHAT, ROUTE_METRICS };
+enum route {
+    ROUTE_NONE,
+    ROUTE_HEALTH,
+    ROUTE_MODELS,
+    ROUTE_COMPLETIONS,
+    ROUTE_CHAT,
+    ROUTE_METRICS
+};
 
 static const struct {
     const char *path;
@@ -72,10 +79,14 @@ static enum MHD_Result send_buffer(struct server *s, struct MHD_Connection *c, u
 
 static const char *error_type(unsigned status) {
     switch (status) {
-    case 401: return "authentication_error";
-    case 404: return "not_found_error";
-    case 503: return "server_overloaded";
-    default: return status >= 500 ? "server_error" : "invalid_request_error";
+    case 401:
+        return "authentication_error";
+    case 404:
+        return "not_found_error";
+    case 503:
+        return "server_overloaded";
+    default:
+        return status >= 500 ? "server_error" : "invalid_request_error";
     }
 }
 
@@ -228,7 +239,13 @@ static int connection_fd(struct MHD_Connection *c) {
 
 /* ---- streaming --------------------------------------------------------------------------- */
 
-enum stream_phase { SP_ROLE, SP_TEXT, SP_USAGE, SP_DONE_LINE, SP_END };
+enum stream_phase {
+    SP_ROLE,
+    SP_TEXT,
+    SP_USAGE,
+    SP_DONE_LINE,
+    SP_END
+};
 
 struct stream {
     struct server *s;
@@ -493,20 +510,24 @@ static enum MHD_Result dispatch(struct server *s, struct MHD_Connection *c, cons
         return send_error(s, c, 413, msg);
     }
     switch (routes[i].route) {
-    case ROUTE_HEALTH: return health(s, c);
-    case ROUTE_MODELS: return models(s, c);
-    case ROUTE_METRICS: return send_buffer(s, c, 200, serve_metrics_text(&s->w),
-                                           "text/plain; version=0.0.4");
-    case ROUTE_COMPLETIONS: return generate(s, c, cn, false);
-    case ROUTE_CHAT: return generate(s, c, cn, true);
-    default: return send_error(s, c, 404, "no such route");
+    case ROUTE_HEALTH:
+        return health(s, c);
+    case ROUTE_MODELS:
+        return models(s, c);
+    case ROUTE_METRICS:
+        return send_buffer(s, c, 200, serve_metrics_text(&s->w), "text/plain; version=0.0.4");
+    case ROUTE_COMPLETIONS:
+        return generate(s, c, cn, false);
+    case ROUTE_CHAT:
+        return generate(s, c, cn, true);
+    default:
+        return send_error(s, c, 404, "no such route");
     }
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls) {
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls) {
     (void)version;
     struct server *s = cls;
     struct conn *cn = *con_cls;
@@ -560,8 +581,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 int serve_run(const struct serve_options *o, struct moeinf_model *model,
               struct moeinf_context *ctx) {
     struct server s = {.o = o, .started = (long)time(NULL)};
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_NUMERICSERV};
+    struct addrinfo hints = {
+        .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
     char port[16];
     snprintf(port, sizeof port, "%d", o->port);
@@ -582,12 +603,13 @@ int serve_run(const struct serve_options *o, struct moeinf_model *model,
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, &s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)(o->queue_max + 16), MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60,
-        MHD_OPTION_END);
+        (unsigned)(o->queue_max + 16), MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!d) {
-        fprintf(stderr, "moeinf: cannot listen on %s port %d (in use, or not an address of "
-                        "this machine)\n", o->host, o->port);
+        fprintf(stderr,
+                "moeinf: cannot listen on %s port %d (in use, or not an address of "
+                "this machine)\n",
+                o->host, o->port);
         serve_worker_stop(&s.w);
         serve_worker_destroy(&s.w);
         return 1;

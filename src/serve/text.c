@@ -3,8 +3,8 @@
 
 #include "serve/serve.h"
 
-size_t serve_stop_scan(const char *text, size_t len, size_t shown, char *const *stops,
-                       int n_stops, bool *stopped) {
+size_t serve_stop_scan(const char *text, size_t len, size_t shown, char *const *stops, int n_stops,
+                       bool *stopped) {
     *stopped = false;
     size_t first = len;
     for (int s = 0; s < n_stops; s++) {

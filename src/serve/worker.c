@@ -115,9 +115,8 @@ static bool publish(struct serve_worker *w, struct serve_job *job, struct gen *g
 }
 
 /* Decodes prompt[from..n) in micro-batches (checking for cancellation between them). */
-static enum moeinf_status prefill(struct serve_worker *w, struct serve_job *job,
-                                  const int32_t *ids, int n, float *logits,
-                                  struct moeinf_error *err) {
+static enum moeinf_status prefill(struct serve_worker *w, struct serve_job *job, const int32_t *ids,
+                                  int n, float *logits, struct moeinf_error *err) {
     for (int i = w->kv_n; i < n; i += w->n_batch) {
         if (cancelled(w, job)) return MOEINF_ERR_ABORTED;
         int m = n - i < w->n_batch ? n - i : w->n_batch;
