@@ -374,7 +374,9 @@ static void test_chat_cli(void) {
              test_moeinf_bin(), model_path);
     CHECK_EQ_INT(test_run_shell("serve-chat", args, out, sizeof out, err, sizeof err), 0);
     /* the second answer: the server given the same history */
-    char *h1 = cJSON_PrintUnformatted(cJSON_CreateString(greedy_chat)); /* escaped */
+    cJSON *answer1 = cJSON_CreateString(greedy_chat);
+    char *h1 = cJSON_PrintUnformatted(answer1); /* escaped */
+    cJSON_Delete(answer1);
     char body[8192];
     snprintf(body, sizeof body,
              "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi there\"}, {\"role\": "

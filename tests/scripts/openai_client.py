@@ -5,6 +5,7 @@ usage: openai_client.py BASE_URL API_KEY MODEL EXPECTED_TEXT PIP_TARGET
 Completes one chat greedily, not streamed and streamed, and checks both give EXPECTED_TEXT.
 Installs openai from PyPI into PIP_TARGET when it is not importable; exit code 77 (a skip)
 when it cannot be installed."""
+import importlib
 import subprocess
 import sys
 
@@ -18,6 +19,7 @@ except ImportError:
     except ImportError:
         r = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--target",
                             target, "openai"], capture_output=True, timeout=180)
+        importlib.invalidate_caches()  # the target folder was empty when first searched
         try:
             import openai
         except ImportError:
