@@ -86,7 +86,7 @@ run_in_cgroup() {
   cg=""
 }
 
-field() { awk -v k="$1" '$1==k{print $'"$2"'}' "$3"; }
+field() { awk -v k="$1" -v c="$2" '$1 == k && $2 ~ /^[0-9.]+$/ { print $c }' "$3"; }
 
 # ---- the limits of this machine, measured in this run --------------------------------------
 dd if="$model" iflag=nocache count=0 status=none

@@ -352,6 +352,66 @@ int32_t moeinf_sampler_sample(struct moeinf_sampler *s, const float *logits);
  * vocabulary are ignored. */
 void moeinf_sampler_accept(struct moeinf_sampler *s, int32_t id);
 
+/* ---- chat templates (chat module) -------------------------------------------------------- */
+
+/*
+ * A conversation becomes one prompt text through a chat template. moeinf writes the templates
+ * of the families it runs itself (no Jinja interpreter); each writes the text llama.cpp's
+ * template code writes for it (olmoe: the text the model's own Jinja template renders, which
+ * llama.cpp has no template for). The text holds control tokens such as <|im_start|>, so it
+ * is tokenized with parse_special (and add_special for the BOS the model asks for).
+ *
+ *   mistral    [INST] user [/INST]answer</s>   (Mistral, Mixtral; llama.cpp's "llama2"; a
+ *              system message is put before the first user message, then a newline)
+ *   chatml     <|im_start|>role\ntext<|im_end|>\n   (Qwen, Qwen-MoE)
+ *   llama3     <|start_header_id|>role<|end_header_id|>\n\ntext<|eot_id|>   (text trimmed)
+ *   deepseek2  User: text\n\nAssistant: answer<｜end▁of▁sentence｜>   (DeepSeek-V2)
+ *   deepseek3  <｜User｜>text<｜Assistant｜>answer<｜end▁of▁sentence｜>   (DeepSeek-V3)
+ *   olmoe      <|user|>\ntext\n<|assistant|>\nanswer<|endoftext|>\n   (OLMoE, Tulu)
+ */
+struct moeinf_chat_message {
+    const char *role;    /* "system", "user" or "assistant" */
+    const char *content; /* UTF-8 text; NULL counts as empty */
+};
+
+/* The template names above, NULL-terminated. */
+const char *const *moeinf_chat_template_names(void);
+
+/* The built-in template a Jinja chat template is written for, by the markers it holds, or
+ * NULL when it is none of them. */
+const char *moeinf_chat_template_detect(const char *jinja);
+
+/* The model's own template (tokenizer.chat_template) as a malloc'ed copy (caller frees with
+ * free()) in *out, or *out = NULL when the model has none. */
+enum moeinf_status moeinf_model_chat_template(const struct moeinf_model *model, char **out,
+                                              struct moeinf_error *err);
+
+/* Which template to use: `name` when not NULL (MOEINF_ERR_ARG naming it and the known names
+ * when it is not one of them), else the model's own (MOEINF_ERR_UNSUPPORTED when the model
+ * has none, or one that is none of the built-in ones). *out is one of the static names. */
+enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_model *model,
+                                                const char *name, const char **out,
+                                                struct moeinf_error *err);
+
+/* Writes the conversation through template `name`; add_assistant ends it with the opening of
+ * the assistant's turn (the prompt of a generation). *out is malloc'ed and NUL-terminated
+ * (caller frees), *out_len its length (may be NULL). MOEINF_ERR_ARG for an unknown template
+ * name or a role other than system, user and assistant (naming the message). */
+enum moeinf_status moeinf_chat_apply(const char *name, const struct moeinf_chat_message *msgs,
+                                     size_t n_msgs, bool add_assistant, char **out,
+                                     size_t *out_len, struct moeinf_error *err);
+
+/* ---- KV cache reuse and version (engine_kv.c) -------------------------------------------- */
+
+/* Keeps the first n_keep tokens of the context and forgets the rest, so that a prompt that
+ * shares them (a chat that resends its history) decodes only what follows. MOEINF_ERR_ARG
+ * unless 0 <= n_keep <= moeinf_context_n_past. */
+enum moeinf_status moeinf_context_truncate(struct moeinf_context *ctx, int n_keep,
+                                           struct moeinf_error *err);
+
+/* The library's version, "MAJOR.MINOR.PATCH". */
+const char *moeinf_version(void);
+
 #ifdef __cplusplus
 }
 #endif

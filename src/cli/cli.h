@@ -26,6 +26,8 @@ int cmd_run(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_sim(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
+int cmd_chat(int argc, char **argv);
 
 /* Monotonic seconds, for timing what a command did. */
 double cli_now(void);

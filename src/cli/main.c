@@ -19,10 +19,13 @@ static const struct command commands[] = {
     {"gen-model", cmd_gen_model, "write a GGUF MoE model with random weights"},
     {"sim", cmd_sim, "replay an expert-routing trace through a cache policy"},
     {"trace", cmd_trace, "trace tools: heatmap, filter, concat, stats"},
+    {"serve", cmd_serve, "OpenAI-compatible HTTP server (completions, chat, metrics)"},
+    {"chat", cmd_chat, "interactive chat in the terminal"},
 };
 
 static void usage(FILE *out) {
-    fprintf(out, "usage: moeinf COMMAND [OPTIONS]   (moeinf COMMAND --help for its options)\n\n");
+    fprintf(out, "usage: moeinf COMMAND [OPTIONS]   (moeinf COMMAND --help for its options)\n"
+                 "       moeinf --version\n\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     }
@@ -48,6 +51,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "moeinf: unknown command '%s'\n", argv[2]);
         usage(stderr);
         return CLI_EXIT_USAGE;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "-V")) {
+        printf("moeinf %s\n", moeinf_version());
+        return CLI_EXIT_OK;
     }
     if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
         usage(stdout);

@@ -1,0 +1,290 @@
+/*
+ * chat_template.c - the chat templates of moeinf.h: detecting which family a model's Jinja
+ * template is written for, and writing a conversation in that family's format. Each writer
+ * produces what llama.cpp's template code produces for the family (olmoe: what the model's
+ * Jinja template renders); tests/test_chat_template.c checks both against those references.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "engine.h"
+
+static const char *const template_names[] = {"mistral",   "chatml", "llama3", "deepseek2",
+                                             "deepseek3", "olmoe",  NULL};
+
+const char *const *moeinf_chat_template_names(void) {
+    return template_names;
+}
+
+static bool contains(const char *hay, const char *needle) {
+    return strstr(hay, needle) != NULL;
+}
+
+const char *moeinf_chat_template_detect(const char *jinja) {
+    if (!jinja) return NULL;
+    /* Most specific markers first: several families share words such as "Assistant". */
+    if (contains(jinja, "<|im_start|>")) return "chatml";
+    if (contains(jinja, "<|start_header_id|>") && contains(jinja, "<|end_header_id|>")) {
+        return "llama3";
+    }
+    if (contains(jinja, "<\xef\xbd\x9c"
+                        "Assistant\xef\xbd\x9c>") &&
+        contains(jinja, "<\xef\xbd\x9c"
+                        "User\xef\xbd\x9c>")) {
+        return "deepseek3"; /* <｜Assistant｜>, <｜User｜> with full-width bars */
+    }
+    if (contains(jinja, "'Assistant: '") && contains(jinja, "'User: '")) return "deepseek2";
+    if (contains(jinja, "<|user|>") && contains(jinja, "<|assistant|>") &&
+        !contains(jinja, "<|end|>")) {
+        return "olmoe"; /* Tulu style; <|end|> would be Phi-3 */
+    }
+    if (contains(jinja, "[INST]")) return "mistral";
+    return NULL;
+}
+
+enum moeinf_status moeinf_model_chat_template(const struct moeinf_model *model, char **out,
+                                              struct moeinf_error *err) {
+    struct moeinf_gguf_str s = {0};
+    enum moeinf_status st =
+        moeinf_gguf_get_str_opt(model->gguf, "tokenizer.chat_template", &s, err);
+    if (st != MOEINF_OK) return st;
+    if (!s.data) {
+        *out = NULL;
+        return MOEINF_OK;
+    }
+    char *copy = malloc(s.len + 1);
+    if (!copy) return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory (chat template)");
+    memcpy(copy, s.data, s.len);
+    copy[s.len] = '\0';
+    *out = copy;
+    return MOEINF_OK;
+}
+
+static const char *known_name(const char *name) {
+    for (size_t i = 0; template_names[i]; i++) {
+        if (!strcmp(name, template_names[i])) return template_names[i];
+    }
+    return NULL;
+}
+
+enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_model *model, const char *name,
+                                                const char **out, struct moeinf_error *err) {
+    if (name) {
+        const char *k = known_name(name);
+        if (!k) {
+            return moeinf_fail(err, MOEINF_ERR_ARG,
+                               "unknown chat template '%s' (known: mistral, chatml, llama3, "
+                               "deepseek2, deepseek3, olmoe)",
+                               name);
+        }
+        *out = k;
+        return MOEINF_OK;
+    }
+    char *jinja = NULL;
+    enum moeinf_status st = moeinf_model_chat_template(model, &jinja, err);
+    if (st != MOEINF_OK) return st;
+    if (!jinja) {
+        return moeinf_fail(err, MOEINF_ERR_UNSUPPORTED,
+                           "the model has no chat template (tokenizer.chat_template)");
+    }
+    const char *k = moeinf_chat_template_detect(jinja);
+    free(jinja);
+    if (!k) {
+        return moeinf_fail(err, MOEINF_ERR_UNSUPPORTED,
+                           "the model's chat template (tokenizer.chat_template) is none of "
+                           "mistral, chatml, llama3, deepseek2, deepseek3, olmoe");
+    }
+    *out = k;
+    return MOEINF_OK;
+}
+
+/* ---- writing ------------------------------------------------------------------------------ */
+
+struct text {
+    char *buf;
+    size_t len, cap;
+    bool failed; /* out of memory */
+};
+
+static void put_n(struct text *t, const char *s, size_t n) {
+    if (t->failed) return;
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 256;
+        while (cap < t->len + n + 1)
+            cap *= 2;
+        char *b = realloc(t->buf, cap);
+        if (!b) {
+            t->failed = true;
+            return;
+        }
+        t->buf = b;
+        t->cap = cap;
+    }
+    memcpy(t->buf + t->len, s, n);
+    t->len += n;
+    t->buf[t->len] = '\0';
+}
+
+static void put(struct text *t, const char *s) {
+    put_n(t, s, strlen(s));
+}
+
+static bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
+}
+
+/* The content without leading and trailing whitespace (llama3 trims every message). */
+static void put_trimmed(struct text *t, const char *s) {
+    size_t n = strlen(s);
+    while (n && is_space(*s)) {
+        s++;
+        n--;
+    }
+    while (n && is_space(s[n - 1]))
+        n--;
+    put_n(t, s, n);
+}
+
+enum role {
+    ROLE_SYSTEM,
+    ROLE_USER,
+    ROLE_ASSISTANT
+};
+
+#define DS_EOS                                                                                     \
+    "<\xef\xbd\x9c"                                                                                \
+    "end\xe2\x96\x81of\xe2\x96\x81sentence\xef\xbd\x9c>"
+
+static void write_mistral(struct text *t, const enum role *roles,
+                          const struct moeinf_chat_message *m, size_t n) {
+    /* One [INST] turn holds any system text and the user's message; an answer closes it. */
+    bool in_turn = true;
+    put(t, "[INST] ");
+    for (size_t i = 0; i < n; i++) {
+        const char *c = m[i].content ? m[i].content : "";
+        if (!in_turn) {
+            put(t, "[INST] ");
+            in_turn = true;
+        }
+        put(t, c);
+        if (roles[i] == ROLE_ASSISTANT) {
+            put(t, "</s>");
+            in_turn = false;
+        } else {
+            put(t, roles[i] == ROLE_SYSTEM ? "\n" : " [/INST]");
+        }
+    }
+}
+
+static void write_chatml(struct text *t, const struct moeinf_chat_message *m, size_t n,
+                         bool add_assistant) {
+    for (size_t i = 0; i < n; i++) {
+        put(t, "<|im_start|>");
+        put(t, m[i].role);
+        put(t, "\n");
+        put(t, m[i].content ? m[i].content : "");
+        put(t, "<|im_end|>\n");
+    }
+    if (add_assistant) put(t, "<|im_start|>assistant\n");
+}
+
+static void write_llama3(struct text *t, const struct moeinf_chat_message *m, size_t n,
+                         bool add_assistant) {
+    for (size_t i = 0; i < n; i++) {
+        put(t, "<|start_header_id|>");
+        put(t, m[i].role);
+        put(t, "<|end_header_id|>\n\n");
+        put_trimmed(t, m[i].content ? m[i].content : "");
+        put(t, "<|eot_id|>");
+    }
+    if (add_assistant) put(t, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+}
+
+static void write_deepseek(struct text *t, bool v3, const enum role *roles,
+                           const struct moeinf_chat_message *m, size_t n, bool add_assistant) {
+    const char *user = v3 ? "<\xef\xbd\x9c"
+                            "User\xef\xbd\x9c>"
+                          : "User: ";
+    const char *assistant = v3 ? "<\xef\xbd\x9c"
+                                 "Assistant\xef\xbd\x9c>"
+                               : "Assistant: ";
+    for (size_t i = 0; i < n; i++) {
+        const char *c = m[i].content ? m[i].content : "";
+        if (roles[i] == ROLE_SYSTEM) {
+            put(t, c);
+            put(t, "\n\n");
+        } else if (roles[i] == ROLE_USER) {
+            put(t, user);
+            put(t, c);
+            if (!v3) put(t, "\n\n");
+        } else {
+            put(t, assistant);
+            put(t, c);
+            put(t, DS_EOS);
+        }
+    }
+    if (add_assistant) put(t, v3 ? assistant : "Assistant:");
+}
+
+static void write_olmoe(struct text *t, const enum role *roles, const struct moeinf_chat_message *m,
+                        size_t n, bool add_assistant) {
+    static const char *const heads[] = {"<|system|>\n", "<|user|>\n", "<|assistant|>\n"};
+    for (size_t i = 0; i < n; i++) {
+        put(t, heads[roles[i]]);
+        put(t, m[i].content ? m[i].content : "");
+        if (roles[i] == ROLE_ASSISTANT) put(t, "<|endoftext|>");
+        if (roles[i] != ROLE_ASSISTANT || i + 1 < n) put(t, "\n");
+    }
+    /* The Jinja template opens the answer inside its loop: never for an empty conversation. */
+    if (add_assistant && n > 0) put(t, "<|assistant|>\n");
+}
+
+enum moeinf_status moeinf_chat_apply(const char *name, const struct moeinf_chat_message *msgs,
+                                     size_t n_msgs, bool add_assistant, char **out, size_t *out_len,
+                                     struct moeinf_error *err) {
+    const char *k = name ? known_name(name) : NULL;
+    if (!k) {
+        return moeinf_fail(err, MOEINF_ERR_ARG, "unknown chat template '%s'",
+                           name ? name : "(none)");
+    }
+    enum role *roles = malloc((n_msgs ? n_msgs : 1) * sizeof *roles);
+    if (!roles) return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory (chat)");
+    for (size_t i = 0; i < n_msgs; i++) {
+        const char *r = msgs[i].role ? msgs[i].role : "";
+        if (!strcmp(r, "system")) {
+            roles[i] = ROLE_SYSTEM;
+        } else if (!strcmp(r, "user")) {
+            roles[i] = ROLE_USER;
+        } else if (!strcmp(r, "assistant")) {
+            roles[i] = ROLE_ASSISTANT;
+        } else {
+            free(roles);
+            return moeinf_fail(err, MOEINF_ERR_ARG,
+                               "message %zu has role '%.64s'; the roles are system, user and "
+                               "assistant",
+                               i, r);
+        }
+    }
+    struct text t = {0};
+    put(&t, ""); /* an empty conversation is an empty string, not NULL */
+    if (!strcmp(k, "mistral")) {
+        write_mistral(&t, roles, msgs, n_msgs);
+    } else if (!strcmp(k, "chatml")) {
+        write_chatml(&t, msgs, n_msgs, add_assistant);
+    } else if (!strcmp(k, "llama3")) {
+        write_llama3(&t, msgs, n_msgs, add_assistant);
+    } else if (!strcmp(k, "deepseek2") || !strcmp(k, "deepseek3")) {
+        write_deepseek(&t, !strcmp(k, "deepseek3"), roles, msgs, n_msgs, add_assistant);
+    } else {
+        write_olmoe(&t, roles, msgs, n_msgs, add_assistant);
+    }
+    free(roles);
+    if (t.failed) {
+        free(t.buf);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory (chat)");
+    }
+    *out = t.buf;
+    if (out_len) *out_len = t.len;
+    return MOEINF_OK;
+}

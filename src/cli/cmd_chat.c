@@ -1,0 +1,317 @@
+/*
+ * cmd_chat.c - moeinf chat: an interactive chat in the terminal. Each line is a user message;
+ * the whole history goes through the chat template (as `moeinf serve` does) and the context
+ * keeps the tokens the history shares with the last turn, so each turn decodes only what is
+ * new. Ctrl-C stops the answer being written (the part written stays in the history); /exit
+ * or end of input quits.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/cli.h"
+#include "cli/model_args.h"
+
+static void usage(FILE *out) {
+    struct moeinf_sampler_params d = moeinf_sampler_params_default();
+    fprintf(out,
+            "usage: moeinf chat [-m MODEL] [--chat-template T] [options]\n\n"
+            "An interactive chat: type a message and Enter; the answer streams. Ctrl-C stops an\n"
+            "answer; /exit or end of input (Ctrl-D) quits.\n"
+            "  --chat-template T  mistral|chatml|llama3|deepseek2|deepseek3|olmoe; default: the\n"
+            "                     model's own (tokenizer.chat_template)\n"
+            "  --system TEXT      a system message first\n"
+            "  -n N               at most N tokens per answer (default: until an end token or\n"
+            "                     the context's end)\n"
+            "  --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S\n"
+            "                     sampling as in `moeinf run` (defaults %.2f, %d, %.2f, %.2f,\n"
+            "                     %.2f, %llu)\n"
+            "%s",
+            (double)d.temp, d.top_k, (double)d.top_p, (double)d.min_p, (double)d.repeat_penalty,
+            (unsigned long long)d.seed, model_args_help);
+}
+
+struct chat_opts {
+    struct model_args model;
+    struct moeinf_sampler_params sp;
+    const char *template_name;
+    const char *system;
+    long n_predict; /* 0: no limit */
+};
+
+static int parse(int argc, char **argv, struct chat_opts *o) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return -1;
+        }
+        int r = model_args_parse("chat", &o->model, argc, argv, &i);
+        if (r < 0) return CLI_EXIT_USAGE;
+        if (r > 0) continue;
+        static const char *const with_value[] = {
+            "--chat-template", "--system", "-n",     "--temp",           "--top-k",
+            "--top-p",         "--min-p",  "--seed", "--repeat-penalty", NULL};
+        if (!cli_is_one_of(a, with_value)) return cli_bad_argument("chat", a, usage);
+        const char *val = cli_option_value("chat", argc, argv, &i);
+        if (!val) return CLI_EXIT_USAGE;
+        long v;
+        bool ok = true;
+        if (!strcmp(a, "--chat-template")) {
+            o->template_name = val;
+        } else if (!strcmp(a, "--system")) {
+            o->system = val;
+        } else if (!strcmp(a, "-n")) {
+            ok = cli_parse_long("chat", a, val, 1, 1 << 24, &o->n_predict);
+        } else if (!strcmp(a, "--temp")) {
+            ok = cli_parse_float("chat", a, val, 0.0, 100.0, &o->sp.temp);
+        } else if (!strcmp(a, "--top-k")) {
+            ok = cli_parse_long("chat", a, val, 0, 1 << 24, &v);
+            o->sp.top_k = (int)v;
+        } else if (!strcmp(a, "--top-p")) {
+            ok = cli_parse_float("chat", a, val, 1e-6, 1.0, &o->sp.top_p);
+        } else if (!strcmp(a, "--min-p")) {
+            ok = cli_parse_float("chat", a, val, 0.0, 1.0, &o->sp.min_p);
+        } else if (!strcmp(a, "--repeat-penalty")) {
+            ok = cli_parse_float("chat", a, val, 1e-3, 100.0, &o->sp.repeat_penalty);
+        } else {
+            ok = cli_parse_u64("chat", a, val, &o->sp.seed);
+        }
+        if (!ok) return CLI_EXIT_USAGE;
+    }
+    return 0;
+}
+
+static volatile sig_atomic_t interrupted;
+
+static void on_sigint(int sig) {
+    (void)sig;
+    interrupted = 1;
+}
+
+struct history {
+    struct moeinf_chat_message *msgs;
+    size_t n, cap;
+};
+
+static bool history_add(struct history *h, const char *role, const char *text, size_t len) {
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? h->cap * 2 : 16;
+        struct moeinf_chat_message *m = realloc(h->msgs, cap * sizeof *m);
+        if (!m) return false;
+        h->msgs = m;
+        h->cap = cap;
+    }
+    char *c = malloc(len + 1);
+    if (!c) return false;
+    memcpy(c, text, len);
+    c[len] = '\0';
+    h->msgs[h->n].role = role;
+    h->msgs[h->n].content = c;
+    h->n++;
+    return true;
+}
+
+static void history_free(struct history *h) {
+    for (size_t i = 0; i < h->n; i++)
+        free((char *)h->msgs[i].content);
+    free(h->msgs);
+}
+
+/* The session: the model, its context, and the tokens the context holds. */
+struct session {
+    struct moeinf_model *model;
+    struct moeinf_context *ctx;
+    const struct chat_opts *o;
+    const char *tmpl;
+    int32_t *kv;
+    int kv_n, n_ctx;
+    float *logits;
+    struct moeinf_sampler *smp;
+};
+
+/* One answer to the history, streamed to stdout and returned in *answer (malloc'ed). */
+static bool answer(struct session *s, const struct history *h, char **answer, size_t *answer_len,
+                   struct moeinf_error *err) {
+    char *prompt = NULL;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    struct moeinf_text_stream *detok = NULL;
+    bool ok = false;
+    char *text = NULL;
+    size_t len = 0, cap = 0;
+    if (moeinf_chat_apply(s->tmpl, h->msgs, h->n, true, &prompt, NULL, err) != MOEINF_OK ||
+        moeinf_tokenize(s->model, prompt, strlen(prompt), true, true, &ids, &n_ids, err) !=
+            MOEINF_OK ||
+        moeinf_text_stream_init(s->model, &detok, err) != MOEINF_OK) {
+        goto done;
+    }
+    if (n_ids == 0 || n_ids > (size_t)s->n_ctx) {
+        snprintf(err->msg, sizeof err->msg,
+                 "the conversation has %zu tokens, more than the context (-c %d)", n_ids, s->n_ctx);
+        goto done;
+    }
+    int keep = 0;
+    while (keep < s->kv_n && keep < (int)n_ids - 1 && s->kv[keep] == ids[keep])
+        keep++;
+    moeinf_context_truncate(s->ctx, keep, NULL);
+    s->kv_n = keep;
+    if (moeinf_decode(s->ctx, ids + keep, (int)n_ids - keep, s->logits, false, err) != MOEINF_OK) {
+        moeinf_context_reset(s->ctx);
+        s->kv_n = 0;
+        goto done;
+    }
+    memcpy(s->kv + keep, ids + keep, (n_ids - (size_t)keep) * sizeof *ids);
+    s->kv_n = (int)n_ids;
+    for (size_t i = 0; i < n_ids; i++)
+        moeinf_sampler_accept(s->smp, ids[i]);
+    long n_out = 0;
+    for (;;) {
+        if (interrupted) break;
+        int32_t id = moeinf_sampler_sample(s->smp, s->logits);
+        moeinf_sampler_accept(s->smp, id);
+        n_out++;
+        if (moeinf_token_is_eog(s->model, id)) break;
+        size_t n;
+        const char *piece = moeinf_text_stream_push(detok, id, &n);
+        if (len + n + 1 > cap) {
+            cap = (len + n + 1) * 2;
+            char *t = realloc(text, cap);
+            if (!t) goto done;
+            text = t;
+        }
+        memcpy(text + len, piece, n);
+        len += n;
+        fwrite(piece, 1, n, stdout);
+        fflush(stdout);
+        if (s->o->n_predict && n_out >= s->o->n_predict) break;
+        if (moeinf_context_n_past(s->ctx) >= s->n_ctx) {
+            fprintf(stderr, "\nmoeinf: context full (-c %d): the answer stops here\n", s->n_ctx);
+            break;
+        }
+        if (moeinf_decode(s->ctx, &id, 1, s->logits, false, err) != MOEINF_OK) goto done;
+        s->kv[s->kv_n++] = id;
+    }
+    size_t n;
+    const char *tail = moeinf_text_stream_flush(detok, &n);
+    fwrite(tail, 1, n, stdout);
+    char *t = realloc(text, len + n + 1);
+    if (!t) goto done;
+    text = t;
+    memcpy(text + len, tail, n);
+    len += n;
+    text[len] = '\0';
+    printf("\n");
+    fflush(stdout);
+    *answer = text;
+    *answer_len = len;
+    text = NULL;
+    ok = true;
+done:
+    free(text);
+    moeinf_text_stream_free(detok);
+    free(ids);
+    free(prompt);
+    return ok;
+}
+
+/* Reads one line (without its newline) into *line; false at end of input. A Ctrl-C while
+ * reading discards the line and asks again. */
+static bool read_line(char **line, size_t *cap, bool tty) {
+    for (;;) {
+        if (tty) {
+            printf("> ");
+            fflush(stdout);
+        }
+        interrupted = 0;
+        errno = 0;
+        ssize_t n = getline(line, cap, stdin);
+        if (n >= 0) {
+            while (n > 0 && ((*line)[n - 1] == '\n' || (*line)[n - 1] == '\r'))
+                (*line)[--n] = '\0';
+            return true;
+        }
+        if (errno == EINTR || interrupted) {
+            clearerr(stdin);
+            printf("\n");
+            continue;
+        }
+        return false;
+    }
+}
+
+int cmd_chat(int argc, char **argv) {
+    struct chat_opts o = {.sp = moeinf_sampler_params_default()};
+    o.model.ctx = moeinf_context_params_default();
+    o.model.model = moeinf_model_params_default();
+    int prc = parse(argc, argv, &o);
+    if (prc < 0) return CLI_EXIT_OK;
+    if (prc > 0) return prc;
+    struct moeinf_error err = {0};
+    struct session s = {.o = &o, .n_ctx = o.model.ctx.n_ctx};
+    if (o.template_name &&
+        moeinf_chat_template_resolve(NULL, o.template_name, &s.tmpl, &err) != MOEINF_OK) {
+        fprintf(stderr, "moeinf chat: --chat-template: %s\n", err.msg);
+        return CLI_EXIT_USAGE;
+    }
+    int rc = model_args_open(&o.model, &s.model, &s.ctx);
+    if (rc != CLI_EXIT_OK) return rc;
+    rc = CLI_EXIT_FAIL;
+    struct history h = {0};
+    char *line = NULL;
+    size_t line_cap = 0;
+    if (!s.tmpl && moeinf_chat_template_resolve(s.model, NULL, &s.tmpl, &err) != MOEINF_OK) {
+        fprintf(stderr,
+                "moeinf: %s: give --chat-template NAME (mistral, chatml, llama3, "
+                "deepseek2, deepseek3, olmoe)\n",
+                err.msg);
+        goto done;
+    }
+    s.kv = malloc((size_t)s.n_ctx * sizeof *s.kv);
+    s.logits = malloc((size_t)moeinf_model_n_vocab(s.model) * sizeof(float));
+    if (!s.kv || !s.logits) {
+        snprintf(err.msg, sizeof err.msg, "out of memory");
+        cli_fail(&err);
+        goto done;
+    }
+    if (moeinf_sampler_init(&o.sp, moeinf_model_n_vocab(s.model), &s.smp, &err) != MOEINF_OK) {
+        cli_fail(&err);
+        goto done;
+    }
+    if (o.system && !history_add(&h, "system", o.system, strlen(o.system))) goto done;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint; /* no SA_RESTART: a Ctrl-C interrupts the read */
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, NULL);
+    bool tty = isatty(STDIN_FILENO);
+    while (read_line(&line, &line_cap, tty)) {
+        if (!strcmp(line, "/exit")) break;
+        if (!line[0]) continue;
+        if (!history_add(&h, "user", line, strlen(line))) goto done;
+        char *text = NULL;
+        size_t len = 0;
+        interrupted = 0;
+        if (!answer(&s, &h, &text, &len, &err)) {
+            cli_fail(&err);
+            goto done;
+        }
+        bool added = history_add(&h, "assistant", text, len);
+        free(text);
+        if (!added) goto done;
+    }
+    rc = CLI_EXIT_OK;
+done:
+    signal(SIGINT, SIG_DFL);
+    free(line);
+    history_free(&h);
+    moeinf_sampler_free(s.smp);
+    free(s.kv);
+    free(s.logits);
+    moeinf_context_free(s.ctx);
+    moeinf_model_free(s.model);
+    return rc;
+}

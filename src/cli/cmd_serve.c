@@ -1,0 +1,151 @@
+/* cmd_serve.c - moeinf serve: options, the model, then the HTTP server (src/serve). */
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/model_args.h"
+#include "serve/serve.h"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: moeinf serve [-m MODEL] [--host H] [--port P] [options]\n\n"
+            "An OpenAI-compatible HTTP server: GET /health, GET /v1/models, POST\n"
+            "/v1/completions, POST /v1/chat/completions (stream: true for server-sent events),\n"
+            "GET /metrics (Prometheus). One generation runs at a time; others wait in a queue.\n"
+            "Stops on SIGINT or SIGTERM.\n"
+            "  --host H           address to listen on (default 127.0.0.1)\n"
+            "  --port P           TCP port; 0 = any free port (default 8080). The address is\n"
+            "                     printed as 'moeinf: listening on http://H:P'\n"
+            "  --api-key KEY      require 'Authorization: Bearer KEY' (not for /health)\n"
+            "  --chat-template T  %s; default: the model's own\n"
+            "  --queue N          requests that may wait while one runs (default %d); more get\n"
+            "                     503\n"
+            "  --max-body BYTES   largest request body (default %u); larger get 413\n"
+            "  --alias NAME       the model name /v1/models gives (default: the file name)\n"
+            "%s",
+            "mistral|chatml|llama3|deepseek2|deepseek3|olmoe", SERVE_QUEUE_DEFAULT,
+            SERVE_BODY_MAX_DEFAULT, model_args_help);
+}
+
+struct serve_cli {
+    struct model_args model;
+    struct serve_options so;
+    const char *template_name;
+};
+
+static int parse(int argc, char **argv, struct serve_cli *o) {
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return -1;
+        }
+        int r = model_args_parse("serve", &o->model, argc, argv, &i);
+        if (r < 0) return CLI_EXIT_USAGE;
+        if (r > 0) continue;
+        static const char *const with_value[] = {"--host",  "--port",     "--api-key",
+                                                 "--queue", "--max-body", "--chat-template",
+                                                 "--alias", NULL};
+        if (!cli_is_one_of(a, with_value)) return cli_bad_argument("serve", a, usage);
+        const char *val = cli_option_value("serve", argc, argv, &i);
+        if (!val) return CLI_EXIT_USAGE;
+        long v = 0;
+        if (!strcmp(a, "--host")) {
+            o->so.host = val;
+        } else if (!strcmp(a, "--port")) {
+            if (!cli_parse_long("serve", a, val, 0, 65535, &v)) return CLI_EXIT_USAGE;
+            o->so.port = (int)v;
+        } else if (!strcmp(a, "--api-key")) {
+            if (!*val) {
+                fprintf(stderr, "moeinf serve: --api-key must not be empty\n");
+                return CLI_EXIT_USAGE;
+            }
+            o->so.api_key = val;
+        } else if (!strcmp(a, "--queue")) {
+            if (!cli_parse_long("serve", a, val, 0, 1024, &v)) return CLI_EXIT_USAGE;
+            o->so.queue_max = (int)v;
+        } else if (!strcmp(a, "--max-body")) {
+            if (!cli_parse_long("serve", a, val, 1024, 1L << 30, &v)) return CLI_EXIT_USAGE;
+            o->so.body_max = (size_t)v;
+        } else if (!strcmp(a, "--chat-template")) {
+            o->template_name = val;
+        } else {
+            o->so.model_id = val;
+        }
+    }
+    return 0;
+}
+
+/* The file name without folders and .gguf: the model's name for /v1/models. */
+static void model_name(const char *path, char *buf, size_t size) {
+    const char *base = path ? strrchr(path, '/') : NULL;
+    base = base ? base + 1 : (path ? path : "default-moe.gguf");
+    snprintf(buf, size, "%s", base);
+    size_t n = strlen(buf);
+    if (n > 5 && !strcmp(buf + n - 5, ".gguf")) buf[n - 5] = '\0';
+}
+
+int cmd_serve(int argc, char **argv) {
+    struct serve_cli o = {0};
+    o.model.ctx = moeinf_context_params_default();
+    o.model.model = moeinf_model_params_default();
+    o.so.host = "127.0.0.1";
+    o.so.port = 8080;
+    o.so.queue_max = SERVE_QUEUE_DEFAULT;
+    o.so.body_max = SERVE_BODY_MAX_DEFAULT;
+    int prc = parse(argc, argv, &o);
+    if (prc < 0) return CLI_EXIT_OK;
+    if (prc > 0) return prc;
+    if (o.model.experts.stats || o.model.experts.stats_json) {
+        fprintf(stderr, "moeinf serve: --stats and --stats-json are for run and bench; GET "
+                        "/metrics gives the expert cache's counters\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (o.template_name) {
+        struct moeinf_error err = {0};
+        const char *name;
+        if (moeinf_chat_template_resolve(NULL, o.template_name, &name, &err) != MOEINF_OK) {
+            fprintf(stderr, "moeinf serve: --chat-template: %s\n", err.msg);
+            return CLI_EXIT_USAGE;
+        }
+        o.so.chat_template = name;
+    }
+    /* Every thread (the engine's pool, libmicrohttpd's, the worker) inherits this mask, so
+     * SIGINT and SIGTERM reach only serve_run's sigwait and it can stop in order. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGINT);
+    sigaddset(&set, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+    signal(SIGPIPE, SIG_IGN); /* a client that leaves mid-answer is an error value, not death */
+
+    struct moeinf_model *model = NULL;
+    struct moeinf_context *ctx = NULL;
+    int rc = model_args_open(&o.model, &model, &ctx);
+    if (rc != CLI_EXIT_OK) return rc;
+    if (!o.so.chat_template) {
+        struct moeinf_error err = {0};
+        const char *name;
+        if (moeinf_chat_template_resolve(model, NULL, &name, &err) == MOEINF_OK) {
+            o.so.chat_template = name;
+        } else {
+            /* completions still work; chat requests get a 400 saying this */
+            fprintf(stderr,
+                    "moeinf: %s: /v1/chat/completions needs --chat-template NAME "
+                    "(mistral, chatml, llama3, deepseek2, deepseek3, olmoe)\n",
+                    err.msg);
+        }
+    }
+    char name[256];
+    model_name(o.model.model_path, name, sizeof name);
+    if (!o.so.model_id) o.so.model_id = name;
+    o.so.n_ctx = o.model.ctx.n_ctx;
+    o.so.n_batch = o.model.ctx.n_batch;
+    rc = serve_run(&o.so, model, ctx) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    moeinf_context_free(ctx);
+    moeinf_model_free(model);
+    return rc;
+}

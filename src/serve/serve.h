@@ -1,0 +1,154 @@
+/*
+ * serve.h - `moeinf serve`: an OpenAI-compatible HTTP server over the public API (moeinf.h).
+ *
+ *   server.c    libmicrohttpd: routes, methods, body limit, API key, CORS, errors, SSE
+ *   request.c   a request body (cJSON) into struct serve_request, with OpenAI's defaults
+ *   worker.c    the one generation thread, its bounded queue and the KV prefix it keeps
+ *   text.c      stop strings and OpenAI's frequency/presence penalties (pure, unit-tested)
+ *   metrics.c   GET /metrics in Prometheus text format
+ *
+ * One generation runs at a time (one context); other requests wait in a bounded queue.
+ */
+#ifndef MOEINF_SERVE_H
+#define MOEINF_SERVE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "moeinf.h"
+
+#define SERVE_MAX_STOP 4 /* OpenAI's limit on stop strings */
+
+/* ---- requests (request.c) ---------------------------------------------------------------- */
+
+struct serve_request {
+    bool chat;    /* /v1/chat/completions (else /v1/completions) */
+    char *prompt; /* the prompt text (chat: through the template) */
+    bool stream;
+    bool include_usage; /* stream_options.include_usage */
+    long max_tokens;    /* -1: until an end token or the context's end */
+    struct moeinf_sampler_params sp;
+    float frequency_penalty;
+    float presence_penalty;
+    char *stop[SERVE_MAX_STOP];
+    int n_stop;
+};
+
+/* Parses a body (body[len] must be NUL); on failure returns false with a one-line message in msg (a
+ * 400). The chat template `tmpl` (a moeinf_chat_apply name) turns messages into the prompt. `seed`
+ * is used when the request gives none. */
+bool serve_request_parse(const char *body, size_t len, bool chat, const char *tmpl, uint64_t seed,
+                         struct serve_request *out, char *msg, size_t msg_size);
+void serve_request_free(struct serve_request *r);
+
+/* ---- stop strings and penalties (text.c) ------------------------------------------------- */
+
+/*
+ * Given the generated text so far (len bytes) of which the first `shown` were already given to
+ * the client, returns how many bytes may be shown now: the position of the first stop string
+ * found at or after `shown` (*stopped = true), else len less the longest tail that could still
+ * grow into a stop string.
+ */
+size_t serve_stop_scan(const char *text, size_t len, size_t shown, char *const *stops, int n_stops,
+                       bool *stopped);
+
+/* OpenAI's penalties on a row of logits: each token t generated c_t > 0 times loses
+ * c_t * frequency + presence. counts holds n_vocab counters. */
+void serve_apply_penalties(float *logits, const int32_t *counts, int n_vocab, float frequency,
+                           float presence);
+
+/* ---- the generation worker (worker.c) --------------------------------------------------- */
+
+enum job_state {
+    JOB_QUEUED,
+    JOB_RUNNING,
+    JOB_DONE
+};
+
+struct serve_job {
+    struct serve_request req;
+    /* under serve_worker.mu from here */
+    enum job_state state;
+    bool started;   /* the prompt was accepted: a stream may begin */
+    bool cancelled; /* the client went away (or the server stops) */
+    int refs;       /* the HTTP handler and the worker */
+    char *text;     /* the text the client may be shown so far */
+    size_t len, cap;
+    const char *finish_reason; /* "stop" or "length" once done */
+    int http_status;           /* non-zero: the request failed with this status */
+    char error[256];
+    int prompt_tokens, cached_tokens, completion_tokens;
+    struct serve_job *next;
+};
+
+struct serve_metrics {
+    uint64_t http_requests, http_errors, rejected, cancelled;
+    uint64_t completions, prompt_tokens, cached_tokens, completion_tokens;
+    double prompt_seconds, generation_seconds;
+    double last_prompt_tps, last_generation_tps;
+    bool has_expert_cache;
+    struct moeinf_expert_stats experts;
+    int expert_slots;
+};
+
+struct serve_worker {
+    struct moeinf_model *model;
+    struct moeinf_context *ctx;
+    int n_ctx, n_batch, queue_max;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t wake;    /* the worker: a job or stop */
+    pthread_cond_t changed; /* the handlers: text, state */
+    struct serve_job *head, *tail;
+    int queued; /* jobs waiting (not the running one) */
+    bool busy, stopping;
+    struct serve_metrics m;
+    /* worker thread only: the tokens now in the context */
+    int32_t *kv_tokens;
+    int kv_n;
+};
+
+/* Starts the worker thread on a loaded model and context (borrowed). */
+bool serve_worker_start(struct serve_worker *w, struct moeinf_model *model,
+                        struct moeinf_context *ctx, int n_ctx, int n_batch, int queue_max,
+                        struct moeinf_error *err);
+/* Cancels what runs, fails the jobs still queued (503) and joins the thread. */
+void serve_worker_stop(struct serve_worker *w);
+/* Frees what the worker holds, once no handler uses it. */
+void serve_worker_destroy(struct serve_worker *w);
+
+/* Queues a job (taking ownership of req); NULL when the queue is full (the caller answers
+ * 503, and still owns req) or the server stops. The handler holds one reference, released with
+ * _release. */
+struct serve_job *serve_worker_submit(struct serve_worker *w, struct serve_request *req);
+void serve_job_release(struct serve_worker *w, struct serve_job *job);
+
+/* ---- metrics (metrics.c) ----------------------------------------------------------------- */
+
+/* The Prometheus text of the counters (a snapshot taken under w->mu); malloc'ed. */
+char *serve_metrics_text(struct serve_worker *w);
+
+/* ---- the server (server.c) --------------------------------------------------------------- */
+
+struct serve_options {
+    const char *host;
+    int port;             /* 0: any free port */
+    const char *api_key;  /* NULL: no key */
+    const char *model_id; /* the name /v1/models gives */
+    const char *chat_template;
+    int queue_max;
+    size_t body_max;
+    int n_ctx, n_batch;
+};
+
+#define SERVE_QUEUE_DEFAULT    8
+#define SERVE_BODY_MAX_DEFAULT (1u << 20)
+
+/* Serves until SIGINT or SIGTERM; prints "moeinf: listening on http://HOST:PORT" on stdout
+ * once ready. Returns 0, or 1 after printing why it could not start. */
+int serve_run(const struct serve_options *o, struct moeinf_model *model,
+              struct moeinf_context *ctx);
+
+#endif
