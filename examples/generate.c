@@ -15,7 +15,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s MODEL PROMPT [N]\n", argv[0]);
         return 2;
     }
-    int n_predict = argc > 3 ? atoi(argv[3]) : 16;
+    int n_predict = argc > 3 ? (int)strtol(argv[3], NULL, 10) : 16;
     struct moeinf_error err = {0};
     struct moeinf_model *model = NULL;
     struct moeinf_context *ctx = NULL;

@@ -142,7 +142,8 @@ static bool answer(struct session *s, const struct history *h, char **answer, si
     struct moeinf_text_stream *detok = NULL;
     bool ok = false;
     char *text = NULL;
-    size_t len = 0, cap = 0;
+    size_t len = 0;
+    size_t cap = 0;
     if (moeinf_chat_apply(s->tmpl, h->msgs, h->n, true, &prompt, NULL, err) != MOEINF_OK ||
         moeinf_tokenize(s->model, prompt, strlen(prompt), true, true, &ids, &n_ids, err) !=
             MOEINF_OK ||

@@ -40,7 +40,9 @@ static void metric(struct out *o, const char *name, const char *type, const char
 char *serve_metrics_text(struct serve_worker *w) {
     pthread_mutex_lock(&w->mu);
     struct serve_metrics m = w->m;
-    int queued = w->queued, busy = w->busy, queue_max = w->queue_max;
+    int queued = w->queued;
+    int busy = w->busy;
+    int queue_max = w->queue_max;
     pthread_mutex_unlock(&w->mu);
     struct out o = {0};
     add(&o, "%s", "");

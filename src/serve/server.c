@@ -210,7 +210,7 @@ static bool peer_closed(int fd) {
 static void wait_tick(struct serve_worker *w) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 50 * 1000 * 1000;
+    ts.tv_nsec += 50L * 1000 * 1000;
     if (ts.tv_nsec >= 1000000000L) {
         ts.tv_sec++;
         ts.tv_nsec -= 1000000000L;
@@ -479,7 +479,8 @@ static bool authorized(const struct server *s, struct MHD_Connection *c) {
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
     if (!h || strncmp(h, "Bearer ", 7) != 0) return false;
     const char *key = s->o->api_key;
-    size_t a = strlen(h + 7), b = strlen(key);
+    size_t a = strlen(h + 7);
+    size_t b = strlen(key);
     unsigned diff = a != b;
     for (size_t i = 0; i < a && i < b; i++) /* no early exit: the time does not tell the key */
         diff |= (unsigned)(h[7 + i] ^ key[i]);

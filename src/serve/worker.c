@@ -128,6 +128,55 @@ static enum moeinf_status prefill(struct serve_worker *w, struct serve_job *job,
     return MOEINF_OK;
 }
 
+/* Samples and decodes until an end token, a stop string, max_tokens, the context's end, a
+ * cancel or an error; returns the finish reason ("stop" or "length"). */
+static const char *generate(struct serve_worker *w, struct serve_job *job, struct gen *g,
+                            struct moeinf_sampler *smp, struct moeinf_text_stream *detok,
+                            bool penalties, int *n_out) {
+    struct serve_request *r = &job->req;
+    const int n_vocab = moeinf_model_n_vocab(w->model);
+    struct moeinf_error err = {0};
+    const char *finish = "length";
+    for (;;) {
+        if (cancelled(w, job)) break;
+        const float *row = g->logits;
+        if (penalties) {
+            memcpy(g->row, g->logits, (size_t)n_vocab * sizeof(float));
+            serve_apply_penalties(g->row, g->counts, n_vocab, r->frequency_penalty,
+                                  r->presence_penalty);
+            row = g->row;
+        }
+        int32_t id = moeinf_sampler_sample(smp, row);
+        moeinf_sampler_accept(smp, id);
+        (*n_out)++;
+        if (penalties) g->counts[id]++;
+        if (moeinf_token_is_eog(w->model, id)) {
+            finish = "stop";
+            break;
+        }
+        size_t n;
+        const char *piece = moeinf_text_stream_push(detok, id, &n);
+        if (!raw_append(g, piece, n)) {
+            job_fail(w, job, 500, "out of memory");
+            break;
+        }
+        if (publish(w, job, g, false)) {
+            finish = "stop";
+            break;
+        }
+        if (r->max_tokens > 0 && *n_out >= r->max_tokens) break;
+        if (moeinf_context_n_past(w->ctx) >= w->n_ctx) break; /* the context's end */
+        if (moeinf_decode(w->ctx, &id, 1, g->logits, false, &err) != MOEINF_OK) {
+            moeinf_context_reset(w->ctx);
+            w->kv_n = 0;
+            job_fail(w, job, 500, err.msg);
+            break;
+        }
+        w->kv_tokens[w->kv_n++] = id;
+    }
+    return finish;
+}
+
 /* Runs one job to its end; the caller marks it done. */
 static void run_job(struct serve_worker *w, struct serve_job *job) {
     struct serve_request *r = &job->req;
@@ -197,45 +246,8 @@ static void run_job(struct serve_worker *w, struct serve_job *job) {
     }
     for (int i = 0; i < n_prompt; i++)
         moeinf_sampler_accept(smp, ids[i]);
-    const char *finish = "length";
     int n_out = 0;
-    for (;;) {
-        if (cancelled(w, job)) break;
-        const float *row = g.logits;
-        if (penalties) {
-            memcpy(g.row, g.logits, (size_t)n_vocab * sizeof(float));
-            serve_apply_penalties(g.row, g.counts, n_vocab, r->frequency_penalty,
-                                  r->presence_penalty);
-            row = g.row;
-        }
-        int32_t id = moeinf_sampler_sample(smp, row);
-        moeinf_sampler_accept(smp, id);
-        n_out++;
-        if (penalties) g.counts[id]++;
-        if (moeinf_token_is_eog(w->model, id)) {
-            finish = "stop";
-            break;
-        }
-        size_t n;
-        const char *piece = moeinf_text_stream_push(detok, id, &n);
-        if (!raw_append(&g, piece, n)) {
-            job_fail(w, job, 500, "out of memory");
-            break;
-        }
-        if (publish(w, job, &g, false)) {
-            finish = "stop";
-            break;
-        }
-        if (r->max_tokens > 0 && n_out >= r->max_tokens) break;
-        if (moeinf_context_n_past(w->ctx) >= w->n_ctx) break; /* the context's end */
-        if (moeinf_decode(w->ctx, &id, 1, g.logits, false, &err) != MOEINF_OK) {
-            moeinf_context_reset(w->ctx);
-            w->kv_n = 0;
-            job_fail(w, job, 500, err.msg);
-            break;
-        }
-        w->kv_tokens[w->kv_n++] = id;
-    }
+    const char *finish = generate(w, job, &g, smp, detok, penalties, &n_out);
     if (!strcmp(finish, "length")) {
         size_t n;
         const char *tail = moeinf_text_stream_flush(detok, &n);
