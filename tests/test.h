@@ -174,13 +174,16 @@ static inline void test_read_text(const char *path, char *buf, size_t size) {
  * code, or -1 when the command did not exit normally. */
 static inline int test_run_shell(const char *tag, const char *cmd, char *out, size_t out_size,
                                  char *err, size_t err_size) {
-    char out_path[512], err_path[512], name[128], full[8192];
+    char out_path[512];
+    char err_path[512];
+    char name[128];
+    char full[8192];
     snprintf(name, sizeof name, "%s-stdout.txt", tag);
     test_tmp_path(name, out_path, sizeof out_path);
     snprintf(name, sizeof name, "%s-stderr.txt", tag);
     test_tmp_path(name, err_path, sizeof err_path);
     snprintf(full, sizeof full, "%s >'%s' 2>'%s'", cmd, out_path, err_path);
-    int status = system(full);
+    int status = system(full); // NOLINT(concurrency-mt-unsafe): main thread
     test_read_text(out_path, out, out_size);
     test_read_text(err_path, err, err_size);
     remove(out_path);
@@ -190,7 +193,7 @@ static inline int test_run_shell(const char *tag, const char *cmd, char *out, si
 
 /* The moeinf binary under test ($MOEINF_BIN, set by ctest). */
 static inline const char *test_moeinf_bin(void) {
-    const char *b = getenv("MOEINF_BIN");
+    const char *b = getenv("MOEINF_BIN"); // NOLINT(concurrency-mt-unsafe): main thread
     return b ? b : "./moeinf";
 }
 

@@ -115,7 +115,10 @@ static void test_context_limits(void) {
 
 /* bench: the test lines and what each token computes (logits unless --no-logits). */
 static void test_bench_output(void) {
-    char model[1024], cmd[2048], out[4096], err[4096];
+    char model[1024];
+    char cmd[2048];
+    char out[4096];
+    char err[4096];
     if (!test_shared_path("testdata/models/tiny-mixtral-Q8_0.gguf", model, sizeof model)) return;
     snprintf(cmd, sizeof cmd, "%s bench -m %s -p 5 -n 3 -r 1 -b 2 -t 2", bin(), model);
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
@@ -169,7 +172,10 @@ static void test_bad_input(void) {
 /* Output paths are checked before the work: a missing folder fails at once, nothing is
  * generated (stdout stays empty) and nothing is left behind. */
 static void test_output_checked_first(void) {
-    char model[1024], cmd[2048], out[4096], err[4096];
+    char model[1024];
+    char cmd[2048];
+    char out[4096];
+    char err[4096];
     if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model, sizeof model)) return;
     snprintf(cmd, sizeof cmd, "%s run -m %s -p hi -n 4 --record-routing /nonexistent-dir/r.txt",
              bin(), model);
@@ -187,7 +193,10 @@ static void test_output_checked_first(void) {
 /* A FIFO (or a pipe) as the model is refused at once; a blocking open would hang waiting for
  * a writer before any check (`timeout` turns a hang into exit 124). */
 static void test_fifo_model(void) {
-    char fifo[512], cmd[2048], out[4096], err[4096];
+    char fifo[512];
+    char cmd[2048];
+    char out[4096];
+    char err[4096];
     test_tmp_path("cli_model.fifo", fifo, sizeof fifo);
     remove(fifo);
     CHECK(mkfifo(fifo, 0644) == 0);
@@ -204,7 +213,12 @@ static void test_fifo_model(void) {
  * is unset or missing is refused (it used to fall back to a shared /tmp/.cache, or to create
  * the whole missing path). Each folder is given a link to the tiny model as its default. */
 static void test_default_model_location(void) {
-    char model[1024], cmd[4096], out[4096], err[4096], root[512], path[1024];
+    char model[1024];
+    char cmd[4096];
+    char out[4096];
+    char err[4096];
+    char root[512];
+    char path[1024];
     if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model, sizeof model)) return;
     const char *env = "env -u MOEINF_DEFAULT_MODEL -u XDG_CACHE_HOME";
     snprintf(cmd, sizeof cmd, "%s HOME=/nonexistent-home %s run -p hi -n 1", env, bin());
@@ -218,7 +232,7 @@ static void test_default_model_location(void) {
     test_tmp_path("cli_home", root, sizeof root);
     snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/home/.cache/moeinf %s/xdg/moeinf", root,
              root, root);
-    CHECK_EQ_INT(system(cmd), 0);
+    CHECK_EQ_INT(system(cmd), 0); // NOLINT(concurrency-mt-unsafe): main thread
     snprintf(path, sizeof path, "%s/home/.cache/moeinf/default-moe.gguf", root);
     CHECK(symlink(model, path) == 0);
     snprintf(path, sizeof path, "%s/xdg/moeinf/default-moe.gguf", root);
@@ -241,13 +255,17 @@ static void test_default_model_location(void) {
     CHECK_STR_CONTAINS(err, "moeinf: /nonexistent-dir/cache: cannot create the folder");
     CHECK(!test_file_exists("/nonexistent-dir"));
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-    CHECK_EQ_INT(system(cmd), 0);
+    CHECK_EQ_INT(system(cmd), 0); // NOLINT(concurrency-mt-unsafe): main thread
 }
 
 /* Weights holding NaN: generation stops with an error naming the first layer whose output is
  * not finite, instead of sampling token 0 forever. */
 static void test_nan_weights(void) {
-    char model[1024], bad[512], cmd[2048], out[8192], err[4096];
+    char model[1024];
+    char bad[512];
+    char cmd[2048];
+    char out[8192];
+    char err[4096];
     if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model, sizeof model)) return;
     size_t size = 0;
     char *bytes = golden_read_file(model, &size);
@@ -276,7 +294,9 @@ static void test_nan_weights(void) {
 }
 
 static void test_help(void) {
-    char cmd[2048], out[8192], err[4096];
+    char cmd[2048];
+    char out[8192];
+    char err[4096];
     snprintf(cmd, sizeof cmd, "%s help run", bin());
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
     CHECK(strncmp(out, "usage: moeinf run ", 18) == 0);

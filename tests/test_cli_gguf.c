@@ -145,7 +145,7 @@ static void test_gen_model(void) {
  * the process still dies of SIGINT (as a shell expects). The model is 2 GB, so generating
  * takes seconds; the signal comes as soon as the temp file appears. */
 static void test_interrupt_removes_temp(void) {
-    const char *bin = getenv("MOEINF_BIN");
+    const char *bin = getenv("MOEINF_BIN"); // NOLINT(concurrency-mt-unsafe): main thread
     if (!bin) {
         test_skip("MOEINF_BIN unset (run through ctest)");
         return;

@@ -82,16 +82,18 @@ static void test_help_and_usage_errors(void) {
  * lines are read through a second handle and offline policies replay it twice), not an
  * "Illegal seek" from deep inside. */
 static void test_pipe_trace(void) {
-    if (!getenv("MOEINF_BIN")) {
+    if (!getenv("MOEINF_BIN")) { /* NOLINT(concurrency-mt-unsafe): main thread */
         test_skip("MOEINF_BIN not set (run through ctest)");
         return;
     }
-    char cmd[2048], out[512], err[512];
+    char cmd[2048];
+    char out[512];
+    char err[512];
     test_tmp_path("cli_pipe_out.txt", out, sizeof out);
     test_tmp_path("cli_pipe_err.txt", err, sizeof err);
     snprintf(cmd, sizeof cmd, "cat %s | timeout 20 '%s' sim --trace /dev/stdin --cache 4 >%s 2>%s",
-             trace_path(), getenv("MOEINF_BIN"), out, err);
-    int status = system(cmd);
+             trace_path(), getenv("MOEINF_BIN"), out, err); // NOLINT(concurrency-mt-unsafe)
+    int status = system(cmd); // NOLINT(concurrency-mt-unsafe): main thread
     CHECK_EQ_INT(WIFEXITED(status) ? WEXITSTATUS(status) : -1, 1);
     test_read_text(err, err_buf, sizeof err_buf);
     CHECK_STR_CONTAINS(err_buf, "moeinf: /dev/stdin: a pipe or FIFO, not a regular file");
@@ -103,7 +105,7 @@ static void test_pipe_trace(void) {
 /* Outputs written after the replay (--plot, --eamc) are checked before it: a missing folder
  * fails at once with a "moeinf: " line, and no table is printed. */
 static void test_outputs_checked_first(void) {
-    if (!getenv("MOEINF_BIN")) {
+    if (!getenv("MOEINF_BIN")) { /* NOLINT(concurrency-mt-unsafe): main thread */
         test_skip("MOEINF_BIN not set (run through ctest)");
         return;
     }

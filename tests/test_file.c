@@ -17,6 +17,7 @@
 static const char *make_fifo(const char *name, char *buf, size_t size) {
     test_tmp_path(name, buf, size);
     remove(buf);
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): main thread */
     CHECK_MSG(mkfifo(buf, 0644) == 0, "mkfifo %s: %s", buf, strerror(errno));
     return buf;
 }
@@ -56,7 +57,8 @@ static enum moeinf_status write_text(const char *path, const char *text, struct 
 }
 
 static void test_fifo_output_in_place(void) {
-    char fifo[512], got[512];
+    char fifo[512];
+    char got[512];
     make_fifo("file_out.fifo", fifo, sizeof fifo);
     test_tmp_path("file_out.got", got, sizeof got);
     struct moeinf_error err;
@@ -99,7 +101,9 @@ static void test_fifo_output_in_place(void) {
 }
 
 static void test_symlink_and_directory(void) {
-    char target[512], link[512], dir[512];
+    char target[512];
+    char link[512];
+    char dir[512];
     test_tmp_path("file_target.txt", target, sizeof target);
     test_tmp_path("file_link.txt", link, sizeof link);
     test_tmp_path("file_dir", dir, sizeof dir);
@@ -129,7 +133,8 @@ static void test_symlink_and_directory(void) {
 static void test_check_output(void) {
     struct moeinf_error err;
     moeinf_error_clear(&err);
-    char path[512], dir[512];
+    char path[512];
+    char dir[512];
     test_tmp_path("file_new.txt", path, sizeof path);
     remove(path);
     CHECK_EQ_INT(moeinf_file_check_output(path, &err), MOEINF_OK); /* new, folder exists */
@@ -148,7 +153,8 @@ static void test_check_output(void) {
     remove(path);
     CHECK_EQ_INT(moeinf_file_check_output("", &err), MOEINF_ERR_IO);
     /* the temp name of an atomic write, for a front end's signal handler */
-    char tmp[600], want[600];
+    char tmp[600];
+    char want[600];
     moeinf_file_temp_path(path, tmp, sizeof tmp);
     snprintf(want, sizeof want, "%s.tmp.%ld", path, (long)getpid());
     CHECK(strcmp(tmp, want) == 0);

@@ -259,7 +259,7 @@ static void test_small_alignment(void) {
         gguf_bytes_tensor(&b, (b.n + 41) % 2 ? "w" : "ww", 2, ne, 0, 0);
         CHECK(small[i] > 1 || b.n % 2 == 1);
         gguf_bytes_pad(&b, small[i]);
-        gguf_bytes_zeros(&b, 4 * 2 * 4);
+        gguf_bytes_zeros(&b, (size_t)4 * 2 * 4);
         char want[96];
         snprintf(want, sizeof want,
                  "general.alignment %u is not a power of two and a multiple of 8", small[i]);
@@ -269,7 +269,7 @@ static void test_small_alignment(void) {
     gguf_bytes_kv_u32(&b, "general.alignment", 8);
     gguf_bytes_tensor(&b, "w", 2, ne, 0, 0);
     gguf_bytes_pad(&b, 8);
-    gguf_bytes_zeros(&b, 4 * 2 * 4);
+    gguf_bytes_zeros(&b, (size_t)4 * 2 * 4);
     expect_ok(&b, "align-8.gguf");
 }
 

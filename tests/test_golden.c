@@ -11,7 +11,7 @@
  * near-tie at one step does not end the comparison of the steps after it.
  *
  * The injection test edits one weight of a loaded model slightly and shows that the same
- * comparison fails (see BOUNDS).
+ * comparison fails (see golden_bounds).
  */
 #include <dirent.h>
 #include <stdarg.h>
@@ -66,7 +66,7 @@ struct golden_bound {
 };
 
 /* clang-format off */
-static const struct golden_bound BOUNDS[] = {
+static const struct golden_bound golden_bounds[] = {
     /* model              kv_f32 measured tol     injection      at    scale  max     gives */
     {"tiny-mixtral-F32",  true,  3.32e-3, 8.3e-3, ROUTER_ROW,    1,    3e-3,  0.05}, /* 0.031 */
     {"tiny-mixtral-F32",  false, 4.51e-2, 0.113,  ROUTER_ROW,    1,    0.07,  0.68}, /* 0.42 */
@@ -152,31 +152,34 @@ static void outcome_fail(struct golden_outcome *o, const char *fmt, ...) {
 static void compare_routing(struct moeinf_context *ctx, const struct golden *g,
                             struct golden_outcome *o) {
     const struct moeinf_hparams *hp = &ctx->model->llm->hp;
-    const int X = hp->n_expert, K = hp->n_expert_used;
+    const int n_expert = hp->n_expert;
+    const int n_used = hp->n_expert_used;
     const char *routing = golden_find(g->json, "routing");
     const char *prompt = golden_find(routing, "prompt");
-    if (X > 16 || K > 8) { /* the buffers below */
-        outcome_fail(o, "%s: %d experts, top-%d: beyond the test's buffers", g->name, X, K);
+    if (n_expert > 16 || n_used > 8) { /* the buffers below */
+        outcome_fail(o, "%s: %d experts, top-%d: beyond the test's buffers", g->name, n_expert,
+                     n_used);
         return;
     }
     for (int il = 0; il < hp->n_layer; il++) {
         char key[8];
         snprintf(key, sizeof key, "%d", il);
         const char *layer = golden_find(prompt, key);
-        double topk[MAX_TOK * 8], probs[MAX_TOK * 16];
+        double topk[MAX_TOK * 8];
+        double probs[MAX_TOK * 16];
         int nt = golden_numbers(golden_find(layer, "topk"), topk, MAX_TOK * 8);
         int np = golden_numbers(golden_find(layer, "probs"), probs, MAX_TOK * 16);
-        if (nt != g->n_tokens * K || np != g->n_tokens * X) {
+        if (nt != g->n_tokens * n_used || np != g->n_tokens * n_expert) {
             outcome_fail(o, "%s layer %d: routing arrays of %d and %d numbers", g->name, il, nt,
                          np);
             return;
         }
         for (int j = 0; j < g->n_tokens; j++) {
             double sorted[16];
-            for (int e = 0; e < X; e++)
-                sorted[e] = probs[j * X + e];
-            for (int a = 0; a < X; a++) {
-                for (int b = a + 1; b < X; b++) {
+            for (int e = 0; e < n_expert; e++)
+                sorted[e] = probs[j * n_expert + e];
+            for (int a = 0; a < n_expert; a++) {
+                for (int b = a + 1; b < n_expert; b++) {
                     if (sorted[b] > sorted[a]) {
                         double t = sorted[a];
                         sorted[a] = sorted[b];
@@ -184,12 +187,13 @@ static void compare_routing(struct moeinf_context *ctx, const struct golden *g,
                     }
                 }
             }
-            if (K < X && sorted[K - 1] - sorted[K] < 1e-3) continue; /* near tie */
+            if (n_used < n_expert && sorted[n_used - 1] - sorted[n_used] < 1e-3)
+                continue; /* near tie */
             const int32_t *sel = moeinf_fwd_routing(ctx->fwd, il, j);
-            for (int r = 0; r < K; r++) {
-                if (sel[r] != (int32_t)topk[j * K + r]) {
+            for (int r = 0; r < n_used; r++) {
+                if (sel[r] != (int32_t)topk[j * n_used + r]) {
                     outcome_fail(o, "%s layer %d pos %d rank %d: expert %d vs %d", g->name, il, j,
-                                 r, sel[r], (int)topk[j * K + r]);
+                                 r, sel[r], (int)topk[j * n_used + r]);
                 }
             }
             o->routing_rows++;
@@ -221,7 +225,7 @@ static void compare_row(const float *ours, const float *ref, int n_vocab, double
 static void compare_step(const float *ours, int n_vocab, const struct golden *g, int s, double tol,
                          struct golden_outcome *o) {
     for (int k = 0; k < TOP; k++) {
-        const double *entry = &g->top5[(s * TOP + k) * 2];
+        const double *entry = &g->top5[(size_t)(s * TOP + k) * 2];
         int id = (int)entry[0];
         if (id < 0 || id >= n_vocab) {
             outcome_fail(o, "%s greedy step %d: top-5 id %d out of range", g->name, s, id);
@@ -254,6 +258,10 @@ static bool compare_golden(struct moeinf_model *model, const struct golden *g, d
     memset(o, 0, sizeof *o);
     struct moeinf_error err = {0};
     const int n_vocab = moeinf_model_n_vocab(model);
+    if (g->n_tokens < 1 || n_vocab < 1) { /* the loader refuses such goldens; no empty buffers */
+        outcome_fail(o, "%s: %d tokens, %d vocabulary entries", g->name, g->n_tokens, n_vocab);
+        return false;
+    }
     char prompt[512];
     int plen = golden_prompt(g->json, prompt, sizeof prompt);
     int32_t *ids = NULL;
@@ -305,7 +313,9 @@ static bool compare_golden(struct moeinf_model *model, const struct golden *g, d
 }
 
 static struct moeinf_model *load_model(const char *stem, char *dir, size_t dir_size) {
-    char model_rel[256], dir_rel[256], model_path[1024];
+    char model_rel[256];
+    char dir_rel[256];
+    char model_path[1024];
     snprintf(model_rel, sizeof model_rel, "testdata/models/%s.gguf", stem);
     snprintf(dir_rel, sizeof dir_rel, "testdata/golden/%s", stem);
     if (!test_shared_path(model_rel, model_path, sizeof model_path)) return NULL;
@@ -334,9 +344,9 @@ static void compare_mode(struct moeinf_model *model, const char *dir, const stru
     DIR *d = opendir(dir);
     CHECK_MSG(d != NULL, "%s", dir);
     struct dirent *e;
-    while (d && (e = readdir(d))) {
+    while (d && (e = readdir(d))) { // NOLINT(concurrency-mt-unsafe): main thread
         size_t len = strlen(e->d_name);
-        if (len <= 5 || strcmp(e->d_name + len - 5, ".json")) continue;
+        if (len <= 5 || strcmp(e->d_name + len - 5, ".json") != 0) continue;
         m->n_json++;
         struct golden g;
         if (load_golden(dir, e->d_name, moeinf_model_n_vocab(model), &g) && g.kv_f32 == b->kv_f32) {
@@ -368,14 +378,15 @@ static void check_model(const char *stem) {
     char dir[1024];
     struct moeinf_model *model = load_model(stem, dir, sizeof dir);
     if (!model) return;
-    int n_compared = 0, n_json = 0;
-    for (size_t i = 0; i < sizeof BOUNDS / sizeof BOUNDS[0]; i++) {
-        if (strcmp(BOUNDS[i].model, stem)) continue;
+    int n_compared = 0;
+    int n_json = 0;
+    for (size_t i = 0; i < sizeof golden_bounds / sizeof golden_bounds[0]; i++) {
+        if (strcmp(golden_bounds[i].model, stem) != 0) continue;
         struct mode_outcome m;
-        compare_mode(model, dir, &BOUNDS[i], true, &m);
+        compare_mode(model, dir, &golden_bounds[i], true, &m);
         CHECK_MSG(m.n_failed == 0, "%d comparisons outside %.3g, first: %s", m.n_failed,
-                  BOUNDS[i].tol, m.first_failure);
-        CHECK_MSG(m.n_goldens >= 1, "%s: no golden with kv_f32=%d", stem, BOUNDS[i].kv_f32);
+                  golden_bounds[i].tol, m.first_failure);
+        CHECK_MSG(m.n_goldens >= 1, "%s: no golden with kv_f32=%d", stem, golden_bounds[i].kv_f32);
         n_compared += m.n_goldens;
         n_json = m.n_json;
     }
@@ -420,7 +431,7 @@ static void unpatch_weight(struct weight_patch *p) {
     free(p->copy);
 }
 
-/* Applies b's injection to model (see BOUNDS); false when its weight does not allow it. */
+/* Applies b's injection to model (see golden_bounds); false when its weight does not allow it. */
 static bool inject_error(struct moeinf_model *model, const struct golden_bound *b,
                          struct weight_patch *p) {
     struct moeinf_weight *w =
@@ -447,14 +458,15 @@ static bool inject_error(struct moeinf_model *model, const struct golden_bound *
 }
 
 /* For each model and mode: the comparison passes as loaded, and fails once an error of about
- * ten times the measured figure is injected (see BOUNDS). */
+ * ten times the measured figure is injected (see golden_bounds). */
 static void test_injected_error(void) {
-    for (size_t i = 0; i < sizeof BOUNDS / sizeof BOUNDS[0]; i++) {
-        const struct golden_bound *b = &BOUNDS[i];
+    for (size_t i = 0; i < sizeof golden_bounds / sizeof golden_bounds[0]; i++) {
+        const struct golden_bound *b = &golden_bounds[i];
         char dir[1024];
         struct moeinf_model *model = load_model(b->model, dir, sizeof dir);
         if (!model) return;
-        struct mode_outcome clean, injected;
+        struct mode_outcome clean;
+        struct mode_outcome injected;
         compare_mode(model, dir, b, false, &clean);
         CHECK_MSG(clean.n_failed == 0 && clean.n_goldens >= 1, "%s kv_f32=%d: %s", b->model,
                   b->kv_f32, clean.first_failure);

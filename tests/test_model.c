@@ -387,7 +387,7 @@ static void expect_nonfinite(const char *name, float v, bool want_logits, const 
     struct moeinf_error err = {0};
     CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
     CHECK(model && moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK);
-    float *logits = malloc(3 * 32000 * sizeof(float));
+    float *logits = malloc((size_t)3 * 32000 * sizeof(float));
     if (ctx && logits) {
         const int32_t ids[3] = {1, 15043, 3186};
         enum moeinf_status st =

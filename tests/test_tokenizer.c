@@ -97,7 +97,8 @@ static void run_vectors(const char *vocab_rel) {
     struct moeinf_vocab *v = load_vocab(vocab_rel);
     if (!v) return;
     snprintf(rel, sizeof rel, "%s.inp", vocab_rel);
-    size_t n_inp = 0, n_out = 0;
+    size_t n_inp = 0;
+    size_t n_out = 0;
     char *inp = test_shared_path(rel, path, sizeof path) ? golden_read_file(path, &n_inp) : NULL;
     snprintf(rel, sizeof rel, "%s.out", vocab_rel);
     char *outp = test_shared_path(rel, path, sizeof path) ? golden_read_file(path, &n_out) : NULL;

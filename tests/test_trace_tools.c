@@ -904,12 +904,13 @@ static void test_cli_output(void) {
  * stats accept it, heatmap has nothing to show: a bad file for it, exit 1); a FIFO as the
  * trace, refused at once instead of hanging in open. */
 static void test_cli_positional_empty_fifo(void) {
-    if (!getenv("MOEINF_BIN")) {
+    if (!getenv("MOEINF_BIN")) { /* NOLINT(concurrency-mt-unsafe): main thread */
         test_skip("MOEINF_BIN not set (run through ctest)");
         return;
     }
     const char *t = small_path();
-    char args[2048], o[512];
+    char args[2048];
+    char o[512];
     test_tmp_path("tt_cli_e.txt", o, sizeof o);
     snprintf(args, sizeof args, "stats %s --json", t);
     CHECK_EQ_INT(trace_cli(args), 0);
@@ -951,8 +952,9 @@ static void test_cli_positional_empty_fifo(void) {
     /* `timeout` turns a hang (a blocking open waits for a writer) into exit 124 */
     snprintf(args, sizeof args, "stats %s", fifo);
     char full[2100];
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): main thread */
     snprintf(full, sizeof full, "timeout 20 '%s' trace %s", getenv("MOEINF_BIN"), args);
-    CHECK_EQ_INT(WEXITSTATUS(system(full)), 1);
+    CHECK_EQ_INT(WEXITSTATUS(system(full)), 1); // NOLINT(concurrency-mt-unsafe): main thread
     snprintf(full, sizeof full, "stats %s", fifo);
     alarm(30);
     CHECK_EQ_INT(trace_cli(full), 1);

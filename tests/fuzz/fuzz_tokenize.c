@@ -109,6 +109,7 @@ static size_t wellformed_prefix(const uint8_t *s, size_t n, bool *complete) {
 
 /* The whole text with every maximal invalid subpart replaced by U+FFFD; out holds 3n. */
 static size_t replace_invalid(const uint8_t *s, size_t n, char *out) {
+    static const char fffd[3] = {(char)0xEF, (char)0xBF, (char)0xBD}; /* U+FFFD in UTF-8 */
     size_t o = 0;
     for (size_t i = 0; i < n;) {
         bool complete;
@@ -117,8 +118,8 @@ static size_t replace_invalid(const uint8_t *s, size_t n, char *out) {
             memcpy(out + o, s + i, k);
             o += k;
         } else {
-            memcpy(out + o, "\xef\xbf\xbd", 3);
-            o += 3;
+            memcpy(out + o, fffd, sizeof fffd);
+            o += sizeof fffd;
         }
         i += k ? k : 1;
     }
