@@ -77,10 +77,12 @@ run_in_cgroup() {
   fi
   dd if="$model" iflag=nocache count=0 status=none
   sync
-  bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@" >"$log" 2>&1 || {
-    echo "failed: $* (see below)" >&2
+  local rc=0
+  bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@" >"$log" 2>&1 || rc=$?
+  if [ $rc != 0 ]; then
+    echo "failed (exit $rc$([ $rc = 137 ] && echo ', killed: out of memory in the cgroup')): $*" >&2
     tail -5 "$log" >&2
-  }
+  fi
   if [ $cgv = 1 ]; then cat "$cg/memory.max_usage_in_bytes"; else cat "$cg/memory.peak"; fi
   rmdir "$cg"
   cg=""
@@ -89,58 +91,78 @@ run_in_cgroup() {
 field() { awk -v k="$1" -v c="$2" '$1 == k && $2 ~ /^[0-9.]+$/ { print $c }' "$3"; }
 
 # ---- the limits of this machine, measured in this run --------------------------------------
+# The disk (O_DIRECT reads of one expert slot at random offsets) and the compute time of a
+# token (a resident run, the whole file in the page cache, no limit) are measured before and
+# after the cgroup runs; the best of each makes the limit, so that it is an upper bound.
 dd if="$model" iflag=nocache count=0 status=none
-expert_bytes=$("$bin" bench -m "$model" -t "$threads" -p 1 -n 1 -r 1 --expert-cache 1% 2>&1 |
+expert_bytes=$("$bin" bench -m "$model" -t "$threads" -p 1 -n 1 -r 1 --expert-cache 50% 2>&1 |
                sed -n 's/.* slots x \([0-9.]*\) MiB.*/\1/p')
-disk=$(build/release/bench_disk_read "$model" "$(awk -v m="$expert_bytes" 'BEGIN{printf "%d", m*1048576}')" 4)
-echo "model: $model ($(awk -v s="$size" 'BEGIN{printf "%.2f GB", s/1e9}')), threads $threads"
-echo "disk: O_DIRECT reads of one expert slot (${expert_bytes} MiB) at random offsets: $disk GB/s"
+slot=$(awk -v m="$expert_bytes" 'BEGIN{printf "%d", m*1048576}')
+measure_limits() { # appends "disk GB/s" and "resident decode tok/s" to $out/limits.txt
+  dd if="$model" iflag=nocache count=0 status=none
+  echo "disk $(build/release/bench_disk_read "$model" "$slot" 4 2>/dev/null)" >>"$out/limits.txt"
+  cat "$model" >/dev/null
+  "$bin" bench -m "$model" -t "$threads" -p "$prompt" -n "$gen" -r 2 >"$out/resident.txt"
+  echo "resident $(field decode 4 "$out/resident.txt")" >>"$out/limits.txt"
+}
+best() { awk -v k="$1" '$1 == k && $2 > b { b = $2 } END { print b }' "$out/limits.txt"; }
+measure_limits
 
-# resident: the whole file in the page cache, no limit (compute time per token)
-cat "$model" >/dev/null
-"$bin" bench -m "$model" -t "$threads" -p "$prompt" -n "$gen" -r 2 >"$out/resident.txt"
-res_tg=$(field decode 4 "$out/resident.txt")
-echo "resident (no limit, file in the page cache): decode $res_tg tok/s"
-echo
-
-printf "%-7s %-26s %10s %10s %9s %10s %10s\n" budget run "decode t/s" "vs mmap" "hit" \
-  "MiB/token" "peak MiB"
+declare -A tg hit mib peak acct
 for b in $budgets; do
   limit=$((size * b / 100))
-  lim_mib=$((limit >> 20))
   # moeinf, expert cache sized by auto from the cgroup limit
-  peak=$(run_in_cgroup "$limit" "$out/cache-$b.txt" "$bin" bench -m "$model" -t "$threads" \
-         -p "$prompt" -n "$gen" -r 2 --expert-cache auto)
-  peak_cache=$((peak >> 20))
-  # moeinf's mmap path and llama.cpp's, same cgroup and file
-  peak=$(run_in_cgroup "$limit" "$out/mmap-$b.txt" "$bin" bench -m "$model" -t "$threads" \
-         -p "$prompt" -n "$slow_gen" -r 1)
-  peak_mmap=$((peak >> 20))
-  peak=$(run_in_cgroup "$limit" "$out/llama-$b.txt" python3 bench/llamacpp_bench.py -m "$model" \
-         -t "$threads" -p "$prompt" -n "$slow_gen" -r 1 --mmap)
-  peak_llama=$((peak >> 20))
-  mmap_tg=$(field decode 4 "$out/mmap-$b.txt")
-  llama_tg=$(field decode 2 "$out/llama-$b.txt")
-  accounted=$(sed -n 's/.* = \([0-9.]*\) MiB; resident weights \([0-9.]*\) MiB, KV cache and scratch \([0-9.]*\) MiB.*/\1 \2 \3/p' "$out/cache-$b.txt")
+  p=$(run_in_cgroup "$limit" "$out/cache-$b.txt" "$bin" bench -m "$model" -t "$threads" \
+      -p "$prompt" -n "$gen" -r 2 --expert-cache auto)
+  peak[cache-$b]=$((p >> 20))
   for run in cold warm; do
-    line=$(awk -v k="decode-$run" '$1==k' "$out/cache-$b.txt")
-    tg=$(awk '{print $4}' <<<"$line")
-    hit=$(awk '{print $5}' <<<"$line")
-    mib=$(awk '{print $7}' <<<"$line")
-    printf "%-7s %-26s %10s %9.1fx %9s %10s %10s\n" "$b%" "moeinf expert cache, $run" "$tg" \
-      "$(awk -v a="$tg" -v m="$mmap_tg" 'BEGIN{print (m > 0 ? a / m : 0)}')" "$hit" "$mib" \
-      "$peak_cache"
-    if [ $run = warm ]; then
-      # the synchronous design's limit: compute + bytes read / disk bandwidth, per token
-      lim=$(awk -v r="$res_tg" -v m="$mib" -v d="$disk" 'BEGIN{printf "%.2f", 1 / (1 / r + m * 1048576 / (d * 1e9))}')
-      printf "%-7s %-26s %10s %10s %9s %10s %10s\n" "$b%" "I/O limit (sync, warm)" "$lim" "" "" "" ""
-    fi
+    read -r tg[$run-$b] hit[$run-$b] mib[$run-$b] < <(awk -v k="decode-$run" \
+      '$1 == k { print $4, $5, $7 }' "$out/cache-$b.txt")
   done
-  printf "%-7s %-26s %10s %10s %9s %10s %10s\n" "$b%" "moeinf mmap" "$mmap_tg" "1.0x" "" "" \
-    "$peak_mmap"
-  printf "%-7s %-26s %10s %9.1fx %9s %10s %10s\n" "$b%" "llama.cpp mmap" "$llama_tg" \
-    "$(awk -v a="$llama_tg" -v m="$mmap_tg" 'BEGIN{print (m > 0 ? a / m : 0)}')" "" "" "$peak_llama"
-  read -r slots_mib res_mib ctx_mib <<<"$accounted"
-  echo "        limit $lim_mib MiB; expert cache $slots_mib + resident $res_mib + KV/scratch" \
-    "$ctx_mib + 64 margin = $(awk -v a="$slots_mib" -v b="$res_mib" -v c="$ctx_mib" 'BEGIN{printf "%.0f", a+b+c+64}') MiB; peak $peak_cache MiB"
+  acct[$b]=$(sed -n 's/.* = \([0-9.]*\) MiB; resident weights \([0-9.]*\) MiB, KV cache and scratch \([0-9.]*\) MiB.*/\1 \2 \3/p' "$out/cache-$b.txt")
+  # moeinf's mmap path and llama.cpp's, same cgroup and file
+  p=$(run_in_cgroup "$limit" "$out/mmap-$b.txt" "$bin" bench -m "$model" -t "$threads" \
+      -p "$prompt" -n "$slow_gen" -r 1)
+  peak[mmap-$b]=$((p >> 20))
+  tg[mmap-$b]=$(field decode 4 "$out/mmap-$b.txt")
+  p=$(run_in_cgroup "$limit" "$out/llama-$b.txt" python3 bench/llamacpp_bench.py -m "$model" \
+      -t "$threads" -p "$prompt" -n "$slow_gen" -r 1 --mmap)
+  peak[llama-$b]=$((p >> 20))
+  tg[llama-$b]=$(field decode 2 "$out/llama-$b.txt")
+done
+measure_limits
+disk=$(best disk)
+res=$(best resident)
+
+echo "model: $model ($(awk -v s="$size" 'BEGIN{printf "%.2f GB", s/1e9}')), threads $threads"
+echo "disk: O_DIRECT reads of one expert slot (${expert_bytes} MiB) at random offsets," \
+  "best of 2: $disk GB/s"
+echo "resident decode (no limit, file in the page cache), best of 2: $res tok/s"
+echo "llama.cpp: llama-cpp-python $(python3 -c 'import llama_cpp; print(llama_cpp.__version__)')"
+echo
+printf "%-7s %-28s %10s %10s %10s %8s %10s %9s\n" budget run "decode t/s" "vs mmap" \
+  "vs llama" "hit" "MiB/token" "peak MiB"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1fx", a / b; else print "-" }'; }
+for b in $budgets; do
+  limit_mib=$(((size * b / 100) >> 20))
+  for run in cold warm; do
+    printf "%-7s %-28s %10s %10s %10s %8s %10s %9s\n" "$b%" "moeinf expert cache, $run" \
+      "${tg[$run-$b]}" "$(ratio "${tg[$run-$b]}" "${tg[mmap-$b]}")" \
+      "$(ratio "${tg[$run-$b]}" "${tg[llama-$b]}")" "${hit[$run-$b]}" "${mib[$run-$b]}" \
+      "${peak[cache-$b]}"
+  done
+  # the synchronous design's limit: compute + the warm run's bytes read / disk, per token
+  lim=$(awk -v r="$res" -v m="${mib[warm-$b]}" -v d="$disk" \
+        'BEGIN { printf "%.2f", 1 / (1 / r + m * 1048576 / (d * 1e9)) }')
+  printf "%-7s %-28s %10s %10s %10s\n" "$b%" "I/O limit (sync, warm)" "$lim" \
+    "$(ratio "$lim" "${tg[mmap-$b]}")" "$(ratio "$lim" "${tg[llama-$b]}")"
+  printf "%-7s %-28s %10s %10s %10s %8s %10s %9s\n" "$b%" "moeinf mmap" "${tg[mmap-$b]}" \
+    "1.0x" "" "" "" "${peak[mmap-$b]}"
+  printf "%-7s %-28s %10s %10s %10s %8s %10s %9s\n" "$b%" "llama.cpp mmap" "${tg[llama-$b]}" \
+    "$(ratio "${tg[llama-$b]}" "${tg[mmap-$b]}")" "1.0x" "" "" "${peak[llama-$b]}"
+  read -r slots_mib res_mib ctx_mib <<<"${acct[$b]}"
+  echo "        warm run at $(ratio "${tg[warm-$b]}" "$lim") of the limit; cgroup limit" \
+    "$limit_mib MiB; expert cache $slots_mib + resident $res_mib + KV/scratch $ctx_mib + 64" \
+    "= $(awk -v a="$slots_mib" -v b="$res_mib" -v c="$ctx_mib" 'BEGIN{printf "%.0f", a+b+c+64}')" \
+    "MiB; peak ${peak[cache-$b]} MiB"
 done
