@@ -6,6 +6,7 @@
 # outside the cgroup, plus the bytes it read per token over the disk bandwidth measured here).
 #
 #   bench/offload.sh [-m MODEL] [-t THREADS] [--budgets "50 25"] [-p 64] [-n 32] [--slow-n 8]
+#                    [--rounds 2]
 #
 # MODEL defaults to bench/models/olmoe-shape-16-q8_0.gguf (OLMoE-1B-7B geometry, Q8_0, 7.3 GB;
 # written by `moeinf gen-model --preset olmoe-1b-7b --type q8_0` when missing, which takes a
@@ -21,7 +22,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=bench/models/olmoe-shape-16-q8_0.gguf threads=$(nproc) budgets="50 25"
-prompt=64 gen=32 slow_gen=8
+prompt=64 gen=32 slow_gen=8 rounds=2
 while [ $# -gt 0 ]; do
   case "$1" in
     -m) model=$2; shift 2 ;;
@@ -30,7 +31,9 @@ while [ $# -gt 0 ]; do
     -p) prompt=$2; shift 2 ;;
     -n) gen=$2; shift 2 ;;
     --slow-n) slow_gen=$2; shift 2 ;;
-    *) echo "usage: $0 [-m MODEL] [-t N] [--budgets \"50 25\"] [-p N] [-n N] [--slow-n N]" >&2
+    --rounds) rounds=$2; shift 2 ;;
+    *) echo "usage: $0 [-m MODEL] [-t N] [--budgets \"50 25\"] [-p N] [-n N] [--slow-n N]" \
+         "[--rounds N]" >&2
        exit 2 ;;
   esac
 done
@@ -111,13 +114,20 @@ measure_limits
 declare -A tg hit mib peak acct
 for b in $budgets; do
   limit=$((size * b / 100))
-  # moeinf, expert cache sized by auto from the cgroup limit
-  p=$(run_in_cgroup "$limit" "$out/cache-$b.txt" "$bin" bench -m "$model" -t "$threads" \
-      -p "$prompt" -n "$gen" -r 2 --expert-cache auto)
-  peak[cache-$b]=$((p >> 20))
-  for run in cold warm; do
-    read -r tg[$run-$b] hit[$run-$b] mib[$run-$b] < <(awk -v k="decode-$run" \
-      '$1 == k { print $4, $5, $7 }' "$out/cache-$b.txt")
+  # moeinf, expert cache sized by auto from the cgroup limit; $rounds rounds (each a fresh
+  # process, so each has its own cold run), each run's best kept: a noisy spell on this
+  # shared machine then hits one round, not the figure
+  peak[cache-$b]=0
+  for ((round = 0; round < rounds; round++)); do
+    p=$(run_in_cgroup "$limit" "$out/cache-$b.txt" "$bin" bench -m "$model" -t "$threads" \
+        -p "$prompt" -n "$gen" -r 2 --expert-cache auto)
+    [ $((p >> 20)) -gt "${peak[cache-$b]}" ] && peak[cache-$b]=$((p >> 20))
+    for run in cold warm; do
+      read -r t h m < <(awk -v k="decode-$run" '$1 == k { print $4, $5, $7 }' "$out/cache-$b.txt")
+      if awk -v a="$t" -v b="${tg[$run-$b]:-0}" 'BEGIN { exit !(a > b) }'; then
+        tg[$run-$b]=$t hit[$run-$b]=$h mib[$run-$b]=$m
+      fi
+    done
   done
   acct[$b]=$(sed -n 's/.* = \([0-9.]*\) MiB; resident weights \([0-9.]*\) MiB, KV cache and scratch \([0-9.]*\) MiB.*/\1 \2 \3/p' "$out/cache-$b.txt")
   # moeinf's mmap path and llama.cpp's, same cgroup and file
