@@ -33,7 +33,9 @@ static double now(void) {
 
 /* Starts `moeinf serve ARGS --port 0` and reads the port it prints. */
 static bool server_start(struct server *s, const char *tag, const char *args) {
-    char out[512], name[128], cmd[2048];
+    char out[512];
+    char name[128];
+    char cmd[2048];
     snprintf(name, sizeof name, "%s-serve.out", tag);
     test_tmp_path(name, out, sizeof out);
     remove(out);
@@ -49,7 +51,7 @@ static bool server_start(struct server *s, const char *tag, const char *args) {
         test_read_text(out, text, sizeof text);
         const char *p = strstr(text, "listening on http://127.0.0.1:");
         if (p) {
-            s->port = atoi(p + strlen("listening on http://127.0.0.1:"));
+            s->port = (int)strtol(p + strlen("listening on http://127.0.0.1:"), NULL, 10);
             return s->port > 0;
         }
         int st;
@@ -76,7 +78,12 @@ static int server_stop(struct server *s) {
 static int http(const struct server *s, const char *method, const char *path, const char *body,
                 const char *extra, char *out, size_t out_size) {
     static int n;
-    char body_path[512], resp_path[512], name[64], cmd[4096], status[64], err[1024];
+    char body_path[512];
+    char resp_path[512];
+    char name[64];
+    char cmd[4096];
+    char status[64];
+    char err[1024];
     snprintf(name, sizeof name, "serve-body-%d", n);
     test_tmp_path(name, body_path, sizeof body_path);
     snprintf(name, sizeof name, "serve-resp-%d", n++);
@@ -100,15 +107,18 @@ static int http(const struct server *s, const char *method, const char *path, co
     test_read_text(resp_path, out, out_size);
     remove(body_path);
     remove(resp_path);
-    return atoi(status);
+    return (int)strtol(status, NULL, 10);
 }
 
 /* The text `moeinf run` generates (its stdout less the prompt and the final newline). */
 static bool run_text(const char *prompt, const char *opts, char *text, size_t size) {
-    char args[2048], out[8192], err[4096];
+    char args[2048];
+    char out[8192];
+    char err[4096];
     snprintf(args, sizeof args, "run -m '%s' -p '%s' %s", model_path, prompt, opts);
     if (test_run_moeinf("serve-run", args, out, sizeof out, err, sizeof err) != 0) return false;
-    size_t n = strlen(out), np = strlen(prompt);
+    size_t n = strlen(out);
+    size_t np = strlen(prompt);
     if (n < np + 1 || strncmp(out, prompt, np) != 0 || out[n - 1] != '\n') return false;
     snprintf(text, size, "%.*s", (int)(n - np - 1), out + np);
     return true;
@@ -162,28 +172,31 @@ static bool response_text(const char *body, bool chat, char *text, size_t size, 
 
 static double usage_field(cJSON *usage, const char *key) {
     cJSON *v = usage ? cJSON_GetObjectItem(usage, key) : NULL;
-    return cJSON_IsNumber(v) ? v->valuedouble : -1;
+    return v && cJSON_IsNumber(v) ? v->valuedouble : -1;
 }
 
-/* A metric's value from /metrics text (-1 when absent). */
+/* srv metric's value from /metrics text (-1 when absent). */
 static double metric(const char *text, const char *name) {
     char key[128];
     snprintf(key, sizeof key, "\n%s ", name);
     const char *p = strstr(text, key);
-    return p ? atof(p + strlen(key)) : -1;
+    return p ? strtod(p + strlen(key), NULL) : -1;
 }
 
-static struct server A;
+static struct server srv;
 static bool a_up;
 static char greedy_chat[1024]; /* the server's greedy answer to "Hi there", 10 tokens */
 
 static void check_generation(bool chat, const char *prompt_json, const char *sampling,
                              const char *expected, const char *finish_expected) {
-    char body[4096], resp[65536], text[8192], finish[32];
+    char body[4096];
+    char resp[65536];
+    char text[8192];
+    char finish[32];
     for (int stream = 0; stream < 2; stream++) {
         snprintf(body, sizeof body, "{%s, %s, \"stream\": %s}", prompt_json, sampling,
                  stream ? "true" : "false");
-        int st = http(&A, "POST", chat ? "/v1/chat/completions" : "/v1/completions", body, AUTH,
+        int st = http(&srv, "POST", chat ? "/v1/chat/completions" : "/v1/completions", body, AUTH,
                       resp, sizeof resp);
         CHECK_EQ_INT(st, 200);
         cJSON *usage = NULL;
@@ -221,7 +234,9 @@ static void test_generation_matches_run(void) {
     size_t n = strlen(greedy);
     CHECK(n > 8);
     if (n > 8) {
-        char stop[8], cut[4096], sampling[256];
+        char stop[8];
+        char cut[4096];
+        char sampling[256];
         snprintf(stop, sizeof stop, "%.3s", greedy + 4);
         snprintf(cut, sizeof cut, "%.*s", (int)(strstr(greedy, stop) - greedy), greedy);
         snprintf(sampling, sizeof sampling,
@@ -229,9 +244,11 @@ static void test_generation_matches_run(void) {
         check_generation(false, "\"prompt\": \"Once upon a time\"", sampling, cut, "stop");
     }
     /* a longer prompt after the last one: its prefix comes from the kept KV cache */
-    char resp[65536], text[4096], finish[32];
+    char resp[65536];
+    char text[4096];
+    char finish[32];
     CHECK(run_text("Once upon a time, far away", "--temp 0 -n 8", expected, sizeof expected));
-    int st = http(&A, "POST", "/v1/completions",
+    int st = http(&srv, "POST", "/v1/completions",
                   "{\"prompt\": \"Once upon a time, far away\", \"temperature\": 0, "
                   "\"max_tokens\": 8}",
                   AUTH, resp, sizeof resp);
@@ -251,7 +268,8 @@ static void test_bad_input(void) {
     if (!a_up) return;
     char big[12000];
     memset(big, 'a', sizeof big - 1);
-    memcpy(big, "{\"prompt\": \"", 12);
+    static const char open_prompt[12] = {'{', '"', 'p', 'r', 'o', 'm', 'p', 't', '"', ':', ' ', '"'};
+    memcpy(big, open_prompt, sizeof open_prompt);
     memcpy(big + sizeof big - 3, "\"}", 3);
     char long_prompt[4096];
     int n = snprintf(long_prompt, sizeof long_prompt, "{\"prompt\": \"");
@@ -300,7 +318,7 @@ static void test_bad_input(void) {
 
     char resp[65536];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int st = http(&A, cases[i].method, cases[i].path, cases[i].body, cases[i].extra, resp,
+        int st = http(&srv, cases[i].method, cases[i].path, cases[i].body, cases[i].extra, resp,
                       sizeof resp);
         CHECK_MSG(st == cases[i].status, "case %zu (%s %s): status %d, want %d: %s", i,
                   cases[i].method, cases[i].path, st, cases[i].status, resp);
@@ -309,30 +327,33 @@ static void test_bad_input(void) {
         CHECK_MSG(cJSON_IsString(msg) && strstr(msg->valuestring, cases[i].says),
                   "case %zu: error body %s lacks '%s'", i, resp, cases[i].says);
         cJSON_Delete(root);
-        CHECK_EQ_INT(http(&A, "GET", "/health", NULL, NULL, resp, sizeof resp), 200);
+        CHECK_EQ_INT(http(&srv, "GET", "/health", NULL, NULL, resp, sizeof resp), 200);
     }
 }
 
 static void test_endpoints_cors_metrics(void) {
     if (!a_up) return;
-    char resp[65536], out[4096], err[1024], cmd[512];
-    CHECK_EQ_INT(http(&A, "GET", "/health", NULL, NULL, resp, sizeof resp), 200);
+    char resp[65536];
+    char out[4096];
+    char err[1024];
+    char cmd[512];
+    CHECK_EQ_INT(http(&srv, "GET", "/health", NULL, NULL, resp, sizeof resp), 200);
     CHECK_STR_CONTAINS(resp, "\"status\":\"ok\"");
-    CHECK_EQ_INT(http(&A, "GET", "/v1/models", NULL, AUTH, resp, sizeof resp), 200);
+    CHECK_EQ_INT(http(&srv, "GET", "/v1/models", NULL, AUTH, resp, sizeof resp), 200);
     CHECK_STR_CONTAINS(resp, "\"id\":\"tiny-mixtral-Q8_0\"");
-    CHECK_EQ_INT(http(&A, "GET", "/v1/models", NULL, NULL, resp, sizeof resp), 401);
+    CHECK_EQ_INT(http(&srv, "GET", "/v1/models", NULL, NULL, resp, sizeof resp), 401);
     snprintf(cmd, sizeof cmd,
              "curl -s -i -X OPTIONS -H 'Origin: http://example.test' "
              "http://127.0.0.1:%d/v1/chat/completions",
-             A.port);
+             srv.port);
     test_run_shell("serve-cors", cmd, out, sizeof out, err, sizeof err);
     CHECK_STR_CONTAINS(out, " 204");
     CHECK_STR_CONTAINS(out, "Access-Control-Allow-Origin: *");
     CHECK_STR_CONTAINS(out, "Access-Control-Allow-Headers: Authorization, Content-Type");
-    snprintf(cmd, sizeof cmd, "curl -s -i http://127.0.0.1:%d/health", A.port);
+    snprintf(cmd, sizeof cmd, "curl -s -i http://127.0.0.1:%d/health", srv.port);
     test_run_shell("serve-cors", cmd, out, sizeof out, err, sizeof err);
     CHECK_STR_CONTAINS(out, "Access-Control-Allow-Origin: *");
-    CHECK_EQ_INT(http(&A, "GET", "/metrics", NULL, AUTH, resp, sizeof resp), 200);
+    CHECK_EQ_INT(http(&srv, "GET", "/metrics", NULL, AUTH, resp, sizeof resp), 200);
     CHECK(metric(resp, "moeinf_completions_total") >= 8);
     CHECK(metric(resp, "moeinf_completion_tokens_total") >= 80);
     CHECK(metric(resp, "moeinf_prompt_tokens_cached_total") >= 5);
@@ -345,10 +366,14 @@ static void test_endpoints_cors_metrics(void) {
 
 static void test_openai_client(void) {
     if (!a_up) return;
-    char cmd[4096], out[4096], err[4096], target[512], url[128];
-    const char *src = getenv("MOEINF_SRC");
+    char cmd[4096];
+    char out[4096];
+    char err[4096];
+    char target[512];
+    char url[128];
+    const char *src = getenv("MOEINF_SRC"); // NOLINT(concurrency-mt-unsafe): main thread
     test_tmp_path("pyopenai", target, sizeof target);
-    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", A.port);
+    snprintf(url, sizeof url, "http://127.0.0.1:%d/v1", srv.port);
     snprintf(cmd, sizeof cmd,
              "python3 '%s/tests/scripts/openai_client.py' '%s' sekrit "
              "tiny-mixtral-Q8_0 '%s' '%s'",
@@ -367,7 +392,12 @@ static void test_openai_client(void) {
 
 static void test_chat_cli(void) {
     if (!a_up) return;
-    char args[2048], out[8192], err[4096], resp[65536], a2[4096], finish[32];
+    char args[2048];
+    char out[8192];
+    char err[4096];
+    char resp[65536];
+    char a2[4096];
+    char finish[32];
     snprintf(args, sizeof args,
              "printf 'Hi there\\nHow are you\\n/exit\\nnot read\\n' | '%s' chat -m '%s' "
              "--chat-template mistral --temp 0 -n 10",
@@ -384,7 +414,7 @@ static void test_chat_cli(void) {
              "you\"}], \"temperature\": 0, \"max_tokens\": 10}",
              h1);
     free(h1);
-    CHECK_EQ_INT(http(&A, "POST", "/v1/chat/completions", body, AUTH, resp, sizeof resp), 200);
+    CHECK_EQ_INT(http(&srv, "POST", "/v1/chat/completions", body, AUTH, resp, sizeof resp), 200);
     CHECK(response_text(resp, true, a2, sizeof a2, finish, NULL));
     char expected[8192];
     snprintf(expected, sizeof expected, "%s\n%s\n", greedy_chat, a2);
@@ -402,8 +432,11 @@ static void test_chat_cli(void) {
 /* Several concurrent clients, a fixed number of requests each, good and malformed mixed. */
 static void test_load(void) {
     if (!a_up) return;
-    char cmd[4096], out[65536], err[4096];
-    const int clients = 6, per_client = 5;
+    char cmd[4096];
+    char out[65536];
+    char err[4096];
+    const int clients = 6;
+    const int per_client = 5;
     snprintf(cmd, sizeof cmd,
              "(for c in $(seq %d); do (for i in $(seq %d); do "
              "if [ $(( (c + i) %% 3 )) = 0 ]; then kind=bad; body='{\"prompt\": 7}'; "
@@ -413,16 +446,19 @@ static void test_load(void) {
              "r=$(curl -s -o /dev/null --max-time 120 %s "
              "-w '%%{http_code} %%{time_total}' -d \"$body\" "
              "http://127.0.0.1:%d/v1/completions); echo \"$kind $r\"; done) & done; wait)",
-             clients, per_client, AUTH, A.port);
+             clients, per_client, AUTH, srv.port);
     double t0 = now();
     test_run_shell("serve-load", cmd, out, sizeof out, err, sizeof err);
     double wall = now() - t0;
     double lat[64];
-    int n_good = 0, n_lines = 0;
-    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n")) {
+    int n_good = 0;
+    int n_lines = 0;
+    char *save = NULL;
+    for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         char kind[8];
         int code;
         double t;
+        // NOLINTNEXTLINE(cert-err34-c): a line the test wrote itself; 3 fields or skipped
         if (sscanf(line, "%7s %d %lf", kind, &code, &t) != 3) continue;
         n_lines++;
         if (!strcmp(kind, "good")) {
@@ -446,17 +482,23 @@ static void test_load(void) {
                 n_lines, n_good, clients, wall, n_lines / wall, lat[n_good / 2],
                 lat[(n_good * 9) / 10], lat[n_good - 1]);
     }
-    CHECK_EQ_INT(http(&A, "GET", "/health", NULL, NULL, out, sizeof out), 200);
+    CHECK_EQ_INT(http(&srv, "GET", "/health", NULL, NULL, out, sizeof out), 200);
 }
 
-/* A second server: no queue, an expert cache, and a long generation that its client leaves. */
+/* srv second server: no queue, an expert cache, and a long generation that its client leaves. */
 static void test_queue_cancel_expert_cache(void) {
     struct server b;
     bool up =
         server_start(&b, "serve-b", "--queue 0 --expert-cache 50% --expert-io cached -c 4096 -t 1");
     CHECK(up);
     if (!up) return;
-    char resp[65536], text[4096], finish[32], expected[4096], cmd[1024], out[256], err[256];
+    char resp[65536];
+    char text[4096];
+    char finish[32];
+    char expected[4096];
+    char cmd[1024];
+    char out[256];
+    char err[256];
     CHECK(run_text("Once upon a time", "--temp 0 -n 12", expected, sizeof expected));
     CHECK_EQ_INT(http(&b, "POST", "/v1/completions",
                       "{\"prompt\": \"Once upon a time\", \"temperature\": 0, \"max_tokens\": 12}",
@@ -478,7 +520,7 @@ static void test_queue_cancel_expert_cache(void) {
              "http://127.0.0.1:%d/v1/completions; wait)",
              b.port, b.port);
     test_run_shell("serve-cancel", cmd, out, sizeof out, err, sizeof err);
-    CHECK_MSG(atoi(out) == 503, "with a generation running and no queue: %s", out);
+    CHECK_MSG(strtol(out, NULL, 10) == 503, "with a generation running and no queue: %s", out);
     double cancelled = -1;
     for (double t0 = now(); now() - t0 < 30; usleep(50000)) {
         http(&b, "GET", "/metrics", NULL, NULL, resp, sizeof resp);
@@ -495,7 +537,9 @@ static void test_queue_cancel_expert_cache(void) {
 }
 
 static void test_start_errors(void) {
-    char args[2048], out[1024], err[2048];
+    char args[2048];
+    char out[1024];
+    char err[2048];
     snprintf(args, sizeof args, "serve -m '%s' --port 70000", model_path);
     CHECK_EQ_INT(test_run_moeinf("serve-err", args, out, sizeof out, err, sizeof err), 2);
     CHECK_STR_CONTAINS(err, "--port");
@@ -510,12 +554,13 @@ static void test_start_errors(void) {
 }
 
 int main(void) {
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): main thread
     if (!test_shared_path(MODEL, model_path, sizeof model_path) || !getenv("MOEINF_BIN")) {
         printf("0 passed, 0 failed, 1 skipped\n");
         return 0;
     }
     signal(SIGPIPE, SIG_IGN);
-    a_up = server_start(&A, "serve-a",
+    a_up = server_start(&srv, "serve-a",
                         "--chat-template mistral -c 256 --api-key sekrit --queue 8 "
                         "--max-body 8192");
     CHECK(a_up);
@@ -525,7 +570,7 @@ int main(void) {
     RUN(test_openai_client);
     RUN(test_chat_cli);
     RUN(test_load);
-    if (a_up) CHECK_EQ_INT(server_stop(&A), 0);
+    if (a_up) CHECK_EQ_INT(server_stop(&srv), 0);
     RUN(test_queue_cancel_expert_cache);
     RUN(test_start_errors);
     return test_report();

@@ -122,8 +122,11 @@ static void check_against(const char *name, size_t c, bool add, const char *line
 }
 
 static void test_against_references(void) {
-    char in_path[512], out_path[512], cmd[2048], src[512];
-    const char *srcdir = getenv("MOEINF_SRC");
+    char in_path[512];
+    char out_path[512];
+    char cmd[2048];
+    char src[512];
+    const char *srcdir = getenv("MOEINF_SRC"); // NOLINT(concurrency-mt-unsafe): main thread
     snprintf(src, sizeof src, "%s/tests/scripts/chat_template_ref.py", srcdir ? srcdir : ".");
     test_tmp_path("chat-template-queries.jsonl", in_path, sizeof in_path);
     test_tmp_path("chat-template-refs.jsonl", out_path, sizeof out_path);
@@ -143,7 +146,7 @@ static void test_against_references(void) {
     }
     fclose(f);
     snprintf(cmd, sizeof cmd, "python3 '%s' < '%s' > '%s'", src, in_path, out_path);
-    int st = system(cmd);
+    int st = system(cmd); // NOLINT(concurrency-mt-unsafe): main thread
     int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
     if (code == 77 || code == 127) {
         test_skip("python3 with llama_cpp and jinja2 is not available: no reference");

@@ -178,15 +178,17 @@ static bool answer(struct session *s, const struct history *h, char **answer, si
         if (moeinf_token_is_eog(s->model, id)) break;
         size_t n;
         const char *piece = moeinf_text_stream_push(detok, id, &n);
-        if (len + n + 1 > cap) {
+        if (!text || len + n + 1 > cap) {
             cap = (len + n + 1) * 2;
             char *t = realloc(text, cap);
             if (!t) goto done;
             text = t;
         }
-        memcpy(text + len, piece, n);
+        if (n > 0) {
+            memcpy(text + len, piece, n);
+            fwrite(piece, 1, n, stdout);
+        }
         len += n;
-        fwrite(piece, 1, n, stdout);
         fflush(stdout);
         if (s->o->n_predict && n_out >= s->o->n_predict) break;
         if (moeinf_context_n_past(s->ctx) >= s->n_ctx) {

@@ -362,6 +362,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
                                        : MHD_CONTENT_READER_END_WITH_ERROR;
         }
     }
+    if (!st->pending) return MHD_CONTENT_READER_END_WITH_ERROR; /* out of memory */
     size_t n = st->plen - st->poff < max ? st->plen - st->poff : max;
     memcpy(buf, st->pending + st->poff, n);
     st->poff += n;

@@ -83,7 +83,7 @@ struct gen {
 };
 
 static bool raw_append(struct gen *g, const char *s, size_t n) {
-    if (g->len + n + 1 > g->cap) {
+    if (!g->raw || g->len + n + 1 > g->cap) {
         size_t cap = g->cap ? g->cap * 2 : 1024;
         while (cap < g->len + n + 1)
             cap *= 2;
@@ -92,7 +92,7 @@ static bool raw_append(struct gen *g, const char *s, size_t n) {
         g->raw = t;
         g->cap = cap;
     }
-    memcpy(g->raw + g->len, s, n);
+    if (n > 0) memcpy(g->raw + g->len, s, n);
     g->len += n;
     g->raw[g->len] = '\0';
     return true;
