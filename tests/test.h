@@ -207,21 +207,9 @@ static inline int test_run_moeinf(const char *tag, const char *args, char *out, 
     const char *bin = getenv("MOEINF_BIN"); /* NOLINT(concurrency-mt-unsafe): main thread */
     out[0] = err[0] = '\0';
     if (!bin) return -1;
-    char out_path[512];
-    char err_path[512];
-    char name[128];
     char cmd[8192];
-    snprintf(name, sizeof name, "%s-stdout.txt", tag);
-    test_tmp_path(name, out_path, sizeof out_path);
-    snprintf(name, sizeof name, "%s-stderr.txt", tag);
-    test_tmp_path(name, err_path, sizeof err_path);
-    snprintf(cmd, sizeof cmd, "'%s' %s >'%s' 2>'%s'", bin, args, out_path, err_path);
-    int status = system(cmd); /* NOLINT(concurrency-mt-unsafe): main thread */
-    test_read_text(out_path, out, out_size);
-    test_read_text(err_path, err, err_size);
-    remove(out_path);
-    remove(err_path);
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    snprintf(cmd, sizeof cmd, "'%s' %s", bin, args);
+    return test_run_shell(tag, cmd, out, out_size, err, err_size);
 }
 
 #endif
