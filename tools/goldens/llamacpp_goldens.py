@@ -87,10 +87,11 @@ def make_context(model, kv_f32, cb=None):
     if not ctx:
         raise RuntimeError("llama_init_from_model failed")
     log = "".join(_log_lines)
-    m = re.search(r"flash_attn\s*=\s*(\w+)", log)
-    fa = "disabled" if kv_f32 else (m.group(1) if m else "unknown")
-    if "auto" in log and re.search(r"[Ff]lash [Aa]ttention.*enabled|flash_attn = auto -> enabled", log):
-        fa = "enabled"
+    # llama.cpp resolves "auto" while it builds the context and logs the outcome.
+    fa = "disabled" if kv_f32 else "unknown"
+    for outcome in ("enabled", "disabled"):
+        if not kv_f32 and re.search(r"Flash Attention " + outcome, log, re.IGNORECASE):
+            fa = outcome
     info = {"n_ctx": p.n_ctx or L.llama_n_ctx(ctx), "n_batch": p.n_batch, "n_ubatch": p.n_ubatch,
             "n_threads": 2, "type_k": "f32" if kv_f32 else "f16", "type_v": "f32" if kv_f32 else "f16",
             "flash_attn": "disabled" if kv_f32 else "auto", "flash_attn_resolved": fa,
