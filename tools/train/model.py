@@ -90,17 +90,19 @@ def rope(x, pos, base):
 
 
 def attention(cfg, lp, h, pos, mask):
-    B, T, _ = h.shape
+    B, T, d = h.shape
     hd, H, Hkv = cfg.head_dim, cfg.n_head, cfg.n_head_kv
-    q = rope((h @ lp["wq"]).reshape(B, T, H, hd), pos, cfg.rope_base)
-    k = rope((h @ lp["wk"]).reshape(B, T, Hkv, hd), pos, cfg.rope_base)
-    v = (h @ lp["wv"]).reshape(B, T, Hkv, hd)
-    q = q.reshape(B, T, Hkv, H // Hkv, hd)  # query head h uses KV head h // (H / Hkv)
-    s = jnp.einsum("btgrd,bsgd->bgrts", q, k) / jnp.sqrt(jnp.float32(hd))
-    s = jnp.where(mask[:, None, None, :, :], s, -1e30)
-    a = jax.nn.softmax(s, axis=-1)
-    o = jnp.einsum("bgrts,bsgd->btgrd", a, v).reshape(B, T, H * hd)
-    return o @ lp["wo"]
+    x = h.reshape(B * T, d)  # 2-D matrix products: XLA's CPU runs them fastest
+    q = rope((x @ lp["wq"]).reshape(B, T, H, hd), pos, cfg.rope_base)
+    k = rope((x @ lp["wk"]).reshape(B, T, Hkv, hd), pos, cfg.rope_base)
+    v = (x @ lp["wv"]).reshape(B, T, Hkv, hd)
+    # GQA: query head h uses KV head h // (H / Hkv), so each KV head is repeated H / Hkv times.
+    k = jnp.repeat(k, H // Hkv, axis=2).transpose(0, 2, 3, 1)  # [B, H, hd, T]
+    v = jnp.repeat(v, H // Hkv, axis=2).transpose(0, 2, 1, 3)  # [B, H, T, hd]
+    s = (q.transpose(0, 2, 1, 3) @ k) / jnp.sqrt(jnp.float32(hd))  # [B, H, T, T]
+    s = jnp.where(mask[:, None], s, -1e30)
+    o = (jax.nn.softmax(s, axis=-1) @ v).transpose(0, 2, 1, 3).reshape(B * T, H * hd)
+    return (o @ lp["wo"]).reshape(B, T, d)
 
 
 def route(cfg, lp, h):
@@ -113,20 +115,22 @@ def route(cfg, lp, h):
 def moe(cfg, lp, h):
     """The MoE block and its load-balancing loss: n_expert * sum_e f_e * P_e, where f_e is the
     share of routed slots that expert e received and P_e its mean router probability."""
+    shape = h.shape
+    h = h.reshape(-1, shape[-1])  # [N, d]: plain matrix products run fastest on XLA's CPU
     probs, top_i, top_w = route(cfg, lp, h)
-    onehot = jax.nn.one_hot(top_i, cfg.n_expert, dtype=h.dtype)  # [B, T, k, E]
-    gates = jnp.sum(onehot * top_w[..., None], axis=-2)  # [B, T, E]
+    onehot = jax.nn.one_hot(top_i, cfg.n_expert, dtype=h.dtype)  # [N, k, E]
+    gates = jnp.sum(onehot * top_w[..., None], axis=-2)  # [N, E]
     # All experts as one wide FFN: two [d, E*f] matrices and one [E*f, d], so that each is
     # one large matrix product (the fastest thing a CPU does); gates zero the unchosen ones.
-    B, T, d = h.shape
+    N, d = h.shape
     E, f = cfg.n_expert, cfg.n_ff
     w_gate = lp["w_gate"].transpose(1, 0, 2).reshape(d, E * f)
     w_up = lp["w_up"].transpose(1, 0, 2).reshape(d, E * f)
-    act = (jax.nn.silu(h @ w_gate) * (h @ w_up)).reshape(B, T, E, f) * gates[..., None]
-    y = act.reshape(B, T, E * f) @ lp["w_down"].reshape(E * f, d)
-    frac = jnp.mean(jnp.sum(onehot, axis=-2), axis=(0, 1)) / cfg.n_expert_used
-    aux = cfg.n_expert * jnp.sum(frac * jnp.mean(probs, axis=(0, 1)))
-    return y, aux
+    act = (jax.nn.silu(h @ w_gate) * (h @ w_up)).reshape(N, E, f) * gates[..., None]
+    y = act.reshape(N, E * f) @ lp["w_down"].reshape(E * f, d)
+    frac = jnp.mean(jnp.sum(onehot, axis=-2), axis=0) / cfg.n_expert_used
+    aux = cfg.n_expert * jnp.sum(frac * jnp.mean(probs, axis=0))
+    return y.reshape(shape), aux
 
 
 def forward(cfg, params, tokens, seg):
@@ -146,8 +150,8 @@ def forward(cfg, params, tokens, seg):
         y, a = moe(cfg, lp, rmsnorm(x, lp["ffn_norm"], cfg.rms_eps))
         x = x + y
         aux = aux + a
-    h = rmsnorm(x, params["output_norm"], cfg.rms_eps)
-    return h @ params["token_embd"].T, aux / cfg.n_layer
+    h = rmsnorm(x, params["output_norm"], cfg.rms_eps).reshape(B * T, -1)
+    return (h @ params["token_embd"].T).reshape(B, T, -1), aux / cfg.n_layer
 
 
 def loss_fn(cfg, params, tokens, seg, aux_coef):

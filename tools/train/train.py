@@ -217,7 +217,7 @@ def train(args, cfg, M, params, tr_w, tr_s, val_loss, log):
     v = jax.tree_util.tree_map(jnp.zeros_like, params)
     rng = np.random.default_rng(args.seed + 1)
     order, pos, epoch = rng.permutation(len(tr_w)), 0, 0
-    t0 = time.time()
+    t0, t_last = time.time(), 0.0
     acc_ce, acc_aux, acc_n = 0.0, 0.0, 0
     print(f"training: {args.steps} steps of {args.batch} x {cfg.n_ctx} tokens; "
           f"{len(tr_w)} windows per epoch", flush=True)
@@ -230,7 +230,8 @@ def train(args, cfg, M, params, tr_w, tr_s, val_loss, log):
         acc_ce, acc_aux, acc_n = acc_ce + float(ce), acc_aux + float(aux), acc_n + 1
         if (step + 1) % args.log_every == 0 or step + 1 == args.steps:
             el = time.time() - t0
-            tps = (step + 1) * args.batch * cfg.n_ctx / el
+            tps = acc_n * args.batch * cfg.n_ctx / (el - t_last)  # over this log interval
+            t_last = el
             rec = {"step": step + 1, "epoch": epoch, "train_ce": acc_ce / acc_n,
                    "aux": acc_aux / acc_n, "lr": float(lr), "grad_norm": float(gnorm),
                    "seconds": el}
