@@ -353,7 +353,7 @@ void moeinf_atomic_abort(struct moeinf_atomic_file *f) {
 
 enum moeinf_status moeinf_file_write_atomic(const char *path, const void *data, size_t size,
                                             struct moeinf_error *err) {
-    struct moeinf_atomic_file f;
+    struct moeinf_atomic_file f = {0};
     enum moeinf_status st = moeinf_atomic_open(path, &f, err);
     if (st != MOEINF_OK) return st;
     if (size && fwrite(data, 1, size, f.fp) != size) {
