@@ -2,7 +2,8 @@
 
   prompts OUT.tsv    the study prompts: paragraphs of the documents that tools/train held
                      apart (its "study" split: never trained on), PER_DOC from each document
-                     with at least PER_DOC paragraphs, cut to MAX_WORDS words; one line
+                     with at least PER_DOC paragraphs, cut to its first half (at most
+                     MAX_WORDS words), so that the model continues it rather than ends; one line
                      "subject<TAB>text" each, subject = the document (e.g. library/uuid).
   analyze MODEL TRACE IDS.tsv
                      reads the trace `moeinf run --record-routing` wrote for those prompts
@@ -33,7 +34,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PER_DOC = int(os.environ.get("STUDY_PER_DOC", "40"))  # smaller for a quick try of the script
-MAX_WORDS = 48
+MAX_WORDS = 32
 
 
 def cmd_prompts(out_path):
@@ -51,7 +52,8 @@ def cmd_prompts(out_path):
                 continue
             subject = doc.replace(".rst.txt", "")
             for p in pars[:PER_DOC]:
-                words = p.replace("\t", " ").split()[:MAX_WORDS]
+                words = p.replace("\t", " ").split()
+                words = words[: min(MAX_WORDS, len(words) // 2)]
                 f.write(f"{subject}\t{' '.join(words)}\n")
                 n += 1
     print(f"{n} prompts from {sum(len(p) >= PER_DOC for p in by_doc.values())} documents",

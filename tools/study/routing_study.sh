@@ -2,7 +2,7 @@
 # routing_study.sh - the routing study of the trained default model (docs/CACHE_POLICY.md,
 # "Routing of a trained model"), regenerated from scratch:
 #   tools/study/routing_study.sh [BUILD_DIR]        (default build/release; run from anywhere)
-# 1. prompts: 40 paragraphs (cut to 48 words) of each document that tools/train held apart
+# 1. prompts: 40 paragraphs (their first half, at most 32 words) of each document that tools/train held apart
 #    (never trained on) with at least 40 paragraphs; subject = the document;
 # 2. one `moeinf run` per prompt (32 tokens, default sampling) with --record-routing and
 #    --record-tag SUBJECT/N, joined in prompt order with `moeinf trace concat`;
