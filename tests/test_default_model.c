@@ -189,7 +189,7 @@ static void test_readme_command_reads_as_text(void) {
     test_tmp_path("default_text_home", root, sizeof root);
     snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", root, root);
     CHECK_EQ_INT(system(cmd), 0);
-    const char *prompt = "Once upon a time";
+    const char *prompt = "The module";
     int n_words = 0, n_alpha = 0, n_common = 0;
     for (int s = 0; s < 5; s++) {
         char seed[32] = "";
