@@ -115,6 +115,14 @@ static void test_first_use_and_reuse(void) {
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
     check_same_bytes(path);
     CHECK(!strcmp(out, ref));
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    CHECK_MSG(strstr(err, "first use") == NULL, "%s", err);
+    /* ... whatever it holds: a broken file there is the user's, reported and left alone */
+    CHECK(truncate(path, 100) == 0);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
+    CHECK_STR_CONTAINS(err, "moeinf: ");
+    struct stat st;
+    CHECK(stat(path, &st) == 0 && st.st_size == 100);
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
     CHECK_EQ_INT(system(cmd), 0);
 }
