@@ -120,6 +120,11 @@ enum moeinf_status moeinf_file_check_output(const char *path, struct moeinf_erro
  * handler (unlink is async-signal-safe). */
 size_t moeinf_file_temp_path(const char *path, char *buf, size_t size);
 
+/* Writes size bytes to path atomically (the temp file above, fsync, rename over path, fsync of
+ * the folder): readers see the old file or the whole new one, never a part. */
+enum moeinf_status moeinf_file_write_atomic(const char *path, const void *data, size_t size,
+                                            struct moeinf_error *err);
+
 /* ---- engine: model, context, decode (engine.c) ------------------------------------------- */
 
 struct moeinf_model;   /* weights + vocabulary; read-only after load, shareable */

@@ -131,6 +131,13 @@ static inline const char *test_shared_path(const char *rel, char *buf, size_t si
     return NULL;
 }
 
+/* Full path of a file of this source tree ($MOEINF_SRC, set by ctest) into buf. */
+static inline const char *test_src_path(const char *rel, char *buf, size_t size) {
+    const char *dir = getenv("MOEINF_SRC");
+    snprintf(buf, size, "%s/%s", dir ? dir : ".", rel);
+    return buf;
+}
+
 /* A scratch path under the build tree: $MOEINF_TMP/<name>. */
 static inline const char *test_tmp_path(const char *name, char *buf, size_t size) {
     const char *dir = getenv("MOEINF_TMP"); /* NOLINT(concurrency-mt-unsafe): main thread */

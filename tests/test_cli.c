@@ -95,6 +95,28 @@ static void test_run_greedy_ids(void) {
     CHECK_STR_CONTAINS(out, "\"decode_accesses\": 8,");
 }
 
+/* --record-tag names the request in the routing record (the trained model: no ../shared). */
+static void test_record_tag(void) {
+    char model[1024], cmd[4096], out[8192], err[4096], trace[512], text[8192];
+    test_src_path("models/trained-moe-Q8_0.gguf", model, sizeof model);
+    test_tmp_path("cli_tag.trace", trace, sizeof trace);
+    snprintf(cmd, sizeof cmd,
+             "%s run -m %s -p 'The function' -n 2 --temp 0 --record-routing %s "
+             "--record-tag library/os/7",
+             bin(), model, trace);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    test_read_text(trace, text, sizeof text);
+    CHECK_STR_CONTAINS(text, "\n# req 0 library/os/7 prefill=");
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p x --record-routing %s --record-tag 'a b'", bin(),
+             model, trace);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 2);
+    CHECK_STR_CONTAINS(err, "moeinf run: --record-tag 'a b' must be one word");
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p x --record-tag a", bin(), model);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 2);
+    CHECK_STR_CONTAINS(err, "--record-tag needs --record-routing FILE");
+    remove(trace);
+}
+
 static void test_context_limits(void) {
     char model[1024];
     char cmd[2048];
@@ -209,55 +231,6 @@ static void test_fifo_model(void) {
     remove(fifo);
 }
 
-/* Where the default model lives: $XDG_CACHE_HOME/moeinf, else $HOME/.cache/moeinf; a HOME that
- * is unset or missing is refused (it used to fall back to a shared /tmp/.cache, or to create
- * the whole missing path). Each folder is given a link to the tiny model as its default. */
-static void test_default_model_location(void) {
-    char model[1024];
-    char cmd[4096];
-    char out[4096];
-    char err[4096];
-    char root[512];
-    char path[1024];
-    if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", model, sizeof model)) return;
-    const char *env = "env -u MOEINF_DEFAULT_MODEL -u XDG_CACHE_HOME";
-    snprintf(cmd, sizeof cmd, "%s HOME=/nonexistent-home %s run -p hi -n 1", env, bin());
-    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
-    CHECK_STR_CONTAINS(err, "moeinf: HOME=/nonexistent-home is not an existing folder");
-    CHECK(!test_file_exists("/nonexistent-home"));
-    snprintf(cmd, sizeof cmd, "%s -u HOME %s run -p hi -n 1", env, bin());
-    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
-    CHECK_STR_CONTAINS(err, "moeinf: HOME is not set");
-
-    test_tmp_path("cli_home", root, sizeof root);
-    snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/home/.cache/moeinf %s/xdg/moeinf", root,
-             root, root);
-    CHECK_EQ_INT(system(cmd), 0); // NOLINT(concurrency-mt-unsafe): main thread
-    snprintf(path, sizeof path, "%s/home/.cache/moeinf/default-moe.gguf", root);
-    CHECK(symlink(model, path) == 0);
-    snprintf(path, sizeof path, "%s/xdg/moeinf/default-moe.gguf", root);
-    CHECK(symlink(model, path) == 0);
-    /* the tiny model's greedy continuation of "Hello world" begins with id 15635 */
-    snprintf(cmd, sizeof cmd, "%s HOME=%s/home %s run -p 'Hello world' -n 1 --temp 0 --print-ids",
-             env, root, bin());
-    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
-    CHECK_STR_CONTAINS(out, "ids: 15635\n");
-    snprintf(cmd, sizeof cmd,
-             "%s HOME=/nonexistent-home XDG_CACHE_HOME=%s/xdg %s run -p 'Hello world' -n 1 "
-             "--temp 0 --print-ids",
-             env, root, bin());
-    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
-    CHECK_STR_CONTAINS(out, "ids: 15635\n");
-    /* an XDG_CACHE_HOME whose parent is missing is not created either */
-    snprintf(cmd, sizeof cmd, "%s XDG_CACHE_HOME=/nonexistent-dir/cache %s run -p hi -n 1", env,
-             bin());
-    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
-    CHECK_STR_CONTAINS(err, "moeinf: /nonexistent-dir/cache: cannot create the folder");
-    CHECK(!test_file_exists("/nonexistent-dir"));
-    snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-    CHECK_EQ_INT(system(cmd), 0); // NOLINT(concurrency-mt-unsafe): main thread
-}
-
 /* Weights holding NaN: generation stops with an error naming the first layer whose output is
  * not finite, instead of sampling token 0 forever. */
 static void test_nan_weights(void) {
@@ -313,12 +286,12 @@ int main(void) {
     RUN(test_tokenize_output);
     RUN(test_logits_file);
     RUN(test_run_greedy_ids);
+    RUN(test_record_tag);
     RUN(test_context_limits);
     RUN(test_bench_output);
     RUN(test_bad_input);
     RUN(test_output_checked_first);
     RUN(test_fifo_model);
-    RUN(test_default_model_location);
     RUN(test_nan_weights);
     RUN(test_help);
     return test_report();

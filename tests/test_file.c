@@ -11,6 +11,7 @@
 
 #include "base/file.h"
 #include "base/status.h"
+#include "golden.h"
 #include "test.h"
 
 /* A fresh FIFO at $MOEINF_TMP/name. */
@@ -160,10 +161,33 @@ static void test_check_output(void) {
     CHECK(strcmp(tmp, want) == 0);
 }
 
+/* moeinf_file_write_atomic: the whole buffer replaces the file, no temp file stays; a folder
+ * that does not exist is an error, and nothing is created. */
+static void test_write_atomic(void) {
+    char path[512], bad[512];
+    test_tmp_path("file_write_atomic.bin", path, sizeof path);
+    unsigned char data[3000];
+    for (size_t i = 0; i < sizeof data; i++)
+        data[i] = (unsigned char)(i * 7 + 1);
+    struct moeinf_error err = {0};
+    CHECK_EQ_INT(moeinf_file_write_atomic(path, "old", 3, &err), MOEINF_OK);
+    CHECK_EQ_INT(moeinf_file_write_atomic(path, data, sizeof data, &err), MOEINF_OK);
+    size_t n = 0;
+    char *back = golden_read_file(path, &n);
+    CHECK(back && n == sizeof data && !memcmp(back, data, n));
+    free(back);
+    CHECK_EQ_INT(test_temp_leftovers("file_write_atomic.bin"), 0);
+    test_tmp_path("no-such-folder/x.bin", bad, sizeof bad);
+    CHECK_EQ_INT(moeinf_file_write_atomic(bad, data, sizeof data, &err), MOEINF_ERR_IO);
+    CHECK(!test_file_exists(bad));
+    remove(path);
+}
+
 int main(void) {
     RUN(test_fifo_input_refused);
     RUN(test_fifo_output_in_place);
     RUN(test_symlink_and_directory);
     RUN(test_check_output);
+    RUN(test_write_atomic);
     return test_report();
 }

@@ -350,3 +350,15 @@ void moeinf_atomic_abort(struct moeinf_atomic_file *f) {
     if (f->tmp_path) unlink(f->tmp_path);
     atomic_release(f);
 }
+
+enum moeinf_status moeinf_file_write_atomic(const char *path, const void *data, size_t size,
+                                            struct moeinf_error *err) {
+    struct moeinf_atomic_file f = {0};
+    enum moeinf_status st = moeinf_atomic_open(path, &f, err);
+    if (st != MOEINF_OK) return st;
+    if (size && fwrite(data, 1, size, f.fp) != size) {
+        moeinf_atomic_abort(&f);
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: write failed", path);
+    }
+    return moeinf_atomic_commit(&f, err);
+}

@@ -60,9 +60,10 @@ const char *cli_option_value(const char *cmd, int argc, char **argv, int *i);
  * previous handlers. */
 void cli_remove_on_signal(const char *path);
 
-/* The default model path ($MOEINF_DEFAULT_MODEL, else $XDG_CACHE_HOME/moeinf/default-moe.gguf,
- * else $HOME/.cache/moeinf/default-moe.gguf; an unset or missing HOME is an error), generated
- * with moeinf_gen_model on first use. Writes the path into buf. */
+/* The default model path, written into buf: $MOEINF_DEFAULT_MODEL, else
+ * $XDG_CACHE_HOME/moeinf/default-moe-HASH.gguf, else $HOME/.cache/moeinf/default-moe-HASH.gguf
+ * (HASH: of the embedded model; an unset or missing HOME is an error). A missing file (or a
+ * cached one of the wrong size) is written from the model embedded in the binary. */
 bool cli_default_model(char *buf, size_t size, struct moeinf_error *err);
 
 #endif

@@ -25,6 +25,7 @@ static void usage(FILE *out) {
             "  --print-ids        end with a line 'ids: ID ID ...' of the generated ids\n"
             "  --record-routing F write the expert routing of every token (prompt and\n"
             "                     generated) to F as a moe-trace v1 file for `moeinf sim`\n"
+            "  --record-tag TAG   the request's tag in F (one word; default moeinf/run)\n"
             "Generation stops at any end-of-generation token, after N tokens, or when the\n"
             "context (-c) is full (a note on stderr says so).\n",
             model_args_help, d.repeat_last_n, (double)d.repeat_penalty, (double)d.temp, d.top_k,
@@ -36,6 +37,7 @@ struct run_opts {
     struct moeinf_sampler_params sp;
     const char *prompt;
     const char *record_path;
+    const char *record_tag;
     long n_predict;
     bool print_ids;
 };
@@ -57,7 +59,7 @@ static int parse(int argc, char **argv, struct run_opts *o) {
         const char *val = NULL;
         if (!strcmp(a, "-p") || !strcmp(a, "-n") || !strcmp(a, "--temp") || !strcmp(a, "--top-k") ||
             !strcmp(a, "--top-p") || !strcmp(a, "--min-p") || !strcmp(a, "--repeat-penalty") ||
-            !strcmp(a, "--seed") || !strcmp(a, "--record-routing")) {
+            !strcmp(a, "--seed") || !strcmp(a, "--record-routing") || !strcmp(a, "--record-tag")) {
             if (!(val = cli_option_value("run", argc, argv, &i))) return CLI_EXIT_USAGE;
         } else {
             fprintf(stderr, "moeinf run: unknown argument '%s'\n", a);
@@ -70,6 +72,12 @@ static int parse(int argc, char **argv, struct run_opts *o) {
             o->prompt = val;
         } else if (!strcmp(a, "--record-routing")) {
             o->record_path = val;
+        } else if (!strcmp(a, "--record-tag")) {
+            o->record_tag = val;
+            if (!*val || strpbrk(val, " \t\r\n")) {
+                fprintf(stderr, "moeinf run: --record-tag '%s' must be one word\n", val);
+                return CLI_EXIT_USAGE;
+            }
         } else if (!strcmp(a, "-n")) {
             ok = cli_parse_long("run", a, val, 0, 1 << 24, &o->n_predict);
         } else if (!strcmp(a, "--temp")) {
@@ -91,6 +99,10 @@ static int parse(int argc, char **argv, struct run_opts *o) {
     if (!o->prompt) {
         fprintf(stderr, "moeinf run: -p TEXT is required\n");
         usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    if (o->record_tag && !o->record_path) {
+        fprintf(stderr, "moeinf run: --record-tag needs --record-routing FILE\n");
         return CLI_EXIT_USAGE;
     }
     return 0;
@@ -135,7 +147,8 @@ int cmd_run(int argc, char **argv) {
         moeinf_tokenize(model, o.prompt, strlen(o.prompt), true, false, &prompt, &n_prompt,
                         &err) != MOEINF_OK ||
         (o.record_path &&
-         moeinf_context_record_open(ctx, o.record_path, "moeinf/run", &err) != MOEINF_OK)) {
+         moeinf_context_record_open(ctx, o.record_path, o.record_tag ? o.record_tag : "moeinf/run",
+                                    &err) != MOEINF_OK)) {
         goto done;
     }
     logits = malloc((size_t)n_vocab * sizeof(float));

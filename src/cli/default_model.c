@@ -1,11 +1,21 @@
-/* default_model.c - the embedded default: a small MoE generated on first use. */
+/*
+ * default_model.c - the embedded default model: the trained MoE of tools/train
+ * (models/trained-moe-Q8_0.gguf), compiled into the binary by CMake (cmake/embed_file.cmake)
+ * and written to the cache folder on first use, so that it is mapped like any model file.
+ */
 #include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+
+/* Generated at build time (build/<preset>/generated/default_model_data.c). */
+extern const unsigned char moeinf_default_model[];
+extern const size_t moeinf_default_model_size;
 
 /* Creates dir (one level: its parent must exist) with `mode` unless it is already a folder. */
 static bool make_dir(const char *dir, mode_t mode, struct moeinf_error *err) {
@@ -55,22 +65,39 @@ static bool cache_dir(char *dir, size_t size, struct moeinf_error *err) {
     return make_dir(dir, 0755, err);
 }
 
+/* FNV-1a (64 bits) of the embedded bytes: it names the cached file, so that a binary with
+ * another default model never takes an older file (such as the random model earlier versions
+ * wrote) for its own. */
+static uint64_t embedded_hash(void) {
+    uint64_t h = 0xcbf29ce484222325u;
+    for (size_t i = 0; i < moeinf_default_model_size; i++) {
+        h = (h ^ moeinf_default_model[i]) * 0x100000001b3u;
+    }
+    return h;
+}
+
 bool cli_default_model(char *buf, size_t size, struct moeinf_error *err) {
     /* NOLINTNEXTLINE(concurrency-mt-unsafe): moeinf never calls setenv */
     const char *env = getenv("MOEINF_DEFAULT_MODEL");
+    struct stat st;
     if (env && *env) {
         snprintf(buf, size, "%s", env);
+        if (stat(buf, &st) == 0) return true; /* the user's file, whatever it holds */
     } else {
         char dir[1024];
         if (!cache_dir(dir, sizeof dir, err)) return false;
-        snprintf(buf, size, "%s/default-moe.gguf", dir);
+        snprintf(buf, size, "%s/default-moe-%016" PRIx64 ".gguf", dir, embedded_hash());
+        /* A file of another size is not ours (a write cut short cannot leave one: it is
+         * renamed into place only when complete): write it again. */
+        if (stat(buf, &st) == 0 && S_ISREG(st.st_mode) &&
+            (uint64_t)st.st_size == (uint64_t)moeinf_default_model_size) {
+            return true;
+        }
     }
-    struct stat st;
-    if (stat(buf, &st) == 0) return true;
     fprintf(stderr, "moeinf: writing the default model to %s (first use)\n", buf);
-    struct moeinf_gen_params params = moeinf_gen_params_default();
     cli_remove_on_signal(buf);
-    bool ok = moeinf_gen_model(&params, buf, err) == MOEINF_OK;
+    bool ok = moeinf_file_write_atomic(buf, moeinf_default_model, moeinf_default_model_size, err) ==
+              MOEINF_OK;
     cli_remove_on_signal(NULL);
     return ok;
 }

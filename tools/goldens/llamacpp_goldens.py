@@ -1,0 +1,259 @@
+"""llamacpp_goldens.py - llama.cpp's outputs for a model, as moeinf's tests read them.
+
+Usage: python3 tools/goldens/llamacpp_goldens.py MODEL.gguf OUT_DIR
+Needs llama-cpp-python (pip; the version is recorded in every file). Writes, for each prompt
+below and each of two contexts, OUT_DIR/<prompt_id>.json and OUT_DIR/<prompt_id>.logits.f32 in
+the format of ../shared/testdata/README.md section 2 (llamacpp-golden-v1), made the way its
+section 2.1 says:
+  1. the model on CPU with default model parameters (weight repacking on);
+  2. tokens from llama_tokenize(add_special = true, parse_special = false);
+  3. llama_context_default_params() except n_threads = n_threads_batch = 2: the default
+     context (F16 K/V, flash attention "auto") and, for ids ending in "-kvf32-nofa", an F32
+     K/V cache with flash attention disabled;
+  4. the whole prompt decoded as one batch with logits at every position -> .logits.f32;
+  5. 16 greedy tokens (argmax, lowest id on a tie; EOS not special), each decoded alone;
+  6. routing: a second context with an eval callback decodes the same prompt and the same
+     greedy tokens (teacher-forced) and records each layer's router probabilities
+     (ffn_moe_probs-L), chosen experts (ffn_moe_topk-L) and final weights
+     (ffn_moe_weights_norm-L); its logits are compared with run 4/5.
+"""
+
+import ctypes
+import json
+import os
+import re
+import sys
+
+import numpy as np
+import llama_cpp
+import llama_cpp.llama_cpp as L
+
+PROMPTS = {
+    "hello": "Hello world",
+    "prose": "The function returns a new list of the items in the sequence.",
+    "code": "def add(a, b):\n    return a + b\n",
+    "unicode": "Caf\u00e9 na\u00efve \u65e5\u672c\u8a9e \U0001f680\U0001f525!",
+}
+N_GREEDY = 16
+GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_I32 = 0, 1, 26
+
+_ggml = ctypes.CDLL(os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-base.so"))
+_ggml.ggml_get_name.restype = ctypes.c_char_p
+_ggml.ggml_get_name.argtypes = [ctypes.c_void_p]
+
+
+class GgmlTensor(ctypes.Structure):
+    """The head of struct ggml_tensor (ggml.h) up to its name; checked against ggml_get_name."""
+    _fields_ = [
+        ("type", ctypes.c_int), ("buffer", ctypes.c_void_p),
+        ("ne", ctypes.c_int64 * 4), ("nb", ctypes.c_size_t * 4),
+        ("op", ctypes.c_int), ("op_params", ctypes.c_int32 * 16), ("flags", ctypes.c_int32),
+        ("src", ctypes.c_void_p * 10), ("view_src", ctypes.c_void_p),
+        ("view_offs", ctypes.c_size_t), ("data", ctypes.c_void_p), ("name", ctypes.c_char * 64),
+    ]
+
+
+def tensor_rows(ptr):
+    """A 2-D F32 or I32 tensor on the CPU as a numpy array [ne1][ne0] (strides honoured)."""
+    t = GgmlTensor.from_address(ptr)
+    if t.name != _ggml.ggml_get_name(ptr):
+        raise RuntimeError("struct ggml_tensor layout does not match this libggml")
+    dtype = {GGML_TYPE_F32: np.float32, GGML_TYPE_I32: np.int32}[t.type]
+    ne0, ne1 = t.ne[0], t.ne[1]
+    size = (ne1 - 1) * t.nb[1] + ne0 * t.nb[0]
+    raw = (ctypes.c_uint8 * size).from_address(t.data)
+    return np.lib.stride_tricks.as_strided(np.frombuffer(raw, dtype=dtype), (ne1, ne0),
+                                           (t.nb[1], t.nb[0])).copy()
+
+
+_log_lines = []
+
+
+@ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+def _log(level, text, user):
+    _log_lines.append(text.decode("utf-8", "replace"))
+
+
+def make_context(model, kv_f32, cb=None):
+    p = L.llama_context_default_params()
+    p.n_threads = p.n_threads_batch = 2
+    if kv_f32:
+        p.type_k = p.type_v = GGML_TYPE_F32
+        p.flash_attn_type = L.LLAMA_FLASH_ATTN_TYPE_DISABLED
+    if cb is not None:
+        p.cb_eval = cb
+    _log_lines.clear()
+    ctx = L.llama_init_from_model(model, p)
+    if not ctx:
+        raise RuntimeError("llama_init_from_model failed")
+    log = "".join(_log_lines)
+    # llama.cpp resolves "auto" while it builds the context and logs the outcome.
+    fa = "disabled" if kv_f32 else "unknown"
+    for outcome in ("enabled", "disabled"):
+        if not kv_f32 and re.search(r"Flash Attention " + outcome, log, re.IGNORECASE):
+            fa = outcome
+    info = {"n_ctx": p.n_ctx or L.llama_n_ctx(ctx), "n_batch": p.n_batch, "n_ubatch": p.n_ubatch,
+            "n_threads": 2, "type_k": "f32" if kv_f32 else "f16", "type_v": "f32" if kv_f32 else "f16",
+            "flash_attn": "disabled" if kv_f32 else "auto", "flash_attn_resolved": fa,
+            "cpu_weight_repack": True}
+    return ctx, info
+
+
+def decode(ctx, tokens, pos0, all_logits, n_vocab):
+    n = len(tokens)
+    batch = L.llama_batch_init(n, 0, 1)
+    for i, tok in enumerate(tokens):
+        batch.token[i] = tok
+        batch.pos[i] = pos0 + i
+        batch.n_seq_id[i] = 1
+        batch.seq_id[i][0] = 0
+        batch.logits[i] = all_logits or i == n - 1
+    batch.n_tokens = n
+    if L.llama_decode(ctx, batch) != 0:
+        raise RuntimeError("llama_decode failed")
+    rows = []
+    for i in range(n):
+        if all_logits or i == n - 1:
+            ptr = L.llama_get_logits_ith(ctx, i)
+            rows.append(np.ctypeslib.as_array(ptr, shape=(n_vocab,)).copy())
+    L.llama_batch_free(batch)
+    return np.array(rows, np.float32)
+
+
+def piece(vocab, tok):
+    buf = ctypes.create_string_buffer(256)
+    n = L.llama_token_to_piece(vocab, tok, buf, len(buf), 0, True)
+    return buf.raw[:n].hex()
+
+
+def top5(row):
+    idx = sorted(range(len(row)), key=lambda i: (-row[i], i))[:5]
+    return [[int(i), float(row[i])] for i in idx]
+
+
+def argmax(row):
+    return int(np.argmax(row))  # the first (lowest id) of equal maxima
+
+
+def run(model, vocab, n_vocab, text, kv_f32):
+    raw = text.encode("utf-8")
+    toks = (L.llama_token * 256)()
+    n = L.llama_tokenize(vocab, raw, len(raw), toks, 256, True, False)
+    tokens = [toks[i] for i in range(n)]
+    ctx, info = make_context(model, kv_f32)
+    logits = decode(ctx, tokens, 0, True, n_vocab)
+    greedy, top, margin, top1 = [], [], [], []
+    row = logits[-1]
+    for s in range(N_GREEDY):
+        tok = argmax(row)
+        t5 = top5(row)
+        greedy.append(tok)
+        top.append(t5)
+        top1.append(t5[0][1])
+        margin.append(t5[0][1] - t5[1][1])
+        if s + 1 < N_GREEDY:
+            row = decode(ctx, [tok], len(tokens) + s, False, n_vocab)[0]
+    L.llama_free(ctx)
+    return tokens, logits, greedy, top, margin, top1, info
+
+
+def routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, greedy_top):
+    """Router tensors of a teacher-forced re-run; the largest logit difference to run 4/5."""
+    calls = []  # per decode: {layer: {"probs", "topk", "weights"}}
+    want = re.compile(r"ffn_moe_(probs|topk|weights_norm)-(\d+)$")
+
+    @L.ggml_backend_sched_eval_callback
+    def cb(t, ask, user):
+        name = _ggml.ggml_get_name(t).decode()
+        m = want.match(name)
+        if ask:
+            return m is not None
+        if m:
+            kind = {"probs": "probs", "topk": "topk", "weights_norm": "weights"}[m.group(1)]
+            rows = tensor_rows(t)
+            if kind == "weights":
+                rows = rows.reshape(-1, rows.shape[-1] if rows.ndim > 1 else 1)
+            calls[-1].setdefault(int(m.group(2)), {})[kind] = rows
+        return True
+
+    ctx, _ = make_context(model, kv_f32, cb)
+    calls.append({})
+    diff = float(np.max(np.abs(decode(ctx, tokens, 0, True, n_vocab) - logits)))
+    for s in range(N_GREEDY - 1):
+        calls.append({})
+        row = decode(ctx, [greedy[s]], len(tokens) + s, False, n_vocab)[0]
+        ids = [e[0] for e in greedy_top[s + 1]]
+        diff = max(diff, float(np.max(np.abs(row[ids] - [e[1] for e in greedy_top[s + 1]]))))
+    L.llama_free(ctx)
+
+    def layer_rows(call, il):
+        got = call[il]
+        return {"topk": got["topk"].tolist(), "weights": got["weights"].reshape(got["topk"].shape).tolist(),
+                "weights_from": f"ffn_moe_weights_norm-{il}", "probs": got["probs"].tolist()}
+
+    prompt = {str(il): layer_rows(calls[0], il) for il in range(n_layer)}
+    steps = {}
+    for il in range(n_layer):
+        rows = [layer_rows(c, il) for c in calls[1:]]
+        steps[str(il)] = {k: [r[k][0] for r in rows] if k != "weights_from" else rows[0][k]
+                          for k in ("topk", "weights", "weights_from", "probs")}
+    return {"logits_max_abs_diff_vs_main_run": diff, "prompt": prompt, "greedy_steps": steps}
+
+
+def tidy(x):
+    """Floats to 9 significant digits (enough to round-trip float32), recursively."""
+    if isinstance(x, float):
+        return float(f"{x:.9g}")
+    if isinstance(x, dict):
+        return {k: tidy(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [tidy(v) for v in x]
+    return x
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    model_path, out_dir = sys.argv[1], sys.argv[2]
+    os.makedirs(out_dir, exist_ok=True)
+    L.llama_log_set(_log, None)
+    L.llama_backend_init()
+    mp = L.llama_model_default_params()
+    model = L.llama_model_load_from_file(model_path.encode(), mp)
+    if not model:
+        sys.exit(f"{model_path}: llama.cpp cannot load it")
+    vocab = L.llama_model_get_vocab(model)
+    n_vocab = L.llama_vocab_n_tokens(vocab)
+    n_layer = L.llama_model_n_layer(model)
+    for pid, text in PROMPTS.items():
+        for kv_f32 in (False, True):
+            gid = pid + ("-kvf32-nofa" if kv_f32 else "")
+            tokens, logits, greedy, top, margin, top1, info = run(model, vocab, n_vocab, text, kv_f32)
+            route = routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, top)
+            g = {
+                "format": "llamacpp-golden-v1",
+                "llama_cpp_commit": None,
+                "llama_cpp_python_version": llama_cpp.__version__,
+                "model_file": os.path.basename(model_path),
+                "prompt_id": gid, "prompt": text, "prompt_utf8_hex": text.encode().hex(),
+                "tokenize": {"add_special": True, "parse_special": False},
+                "context": info, "n_vocab": n_vocab, "n_tokens": len(tokens), "tokens": tokens,
+                "token_pieces_hex": [piece(vocab, t) for t in tokens],
+                "logits_file": gid + ".logits.f32", "logits_dtype": "float32-le",
+                "logits_shape": [len(tokens), n_vocab],
+                "argmax_per_position": [argmax(r) for r in logits],
+                "top5_per_position": [top5(r) for r in logits],
+                "greedy": {"tokens": greedy, "top1_logit": top1, "margin_to_second": margin,
+                           "pieces_hex": [piece(vocab, t) for t in greedy], "top5": top},
+                "routing": route,
+            }
+            logits.astype("<f4").tofile(os.path.join(out_dir, gid + ".logits.f32"))
+            with open(os.path.join(out_dir, gid + ".json"), "w") as f:
+                f.write(json.dumps(tidy(g), indent=1))
+            print(f"{gid}: {len(tokens)} tokens, flash attention {info['flash_attn_resolved']}, "
+                  f"routing re-run max |diff| {route['logits_max_abs_diff_vs_main_run']:.3g}")
+    L.llama_model_free(model)
+
+
+if __name__ == "__main__":
+    main()
