@@ -133,7 +133,7 @@ static inline const char *test_shared_path(const char *rel, char *buf, size_t si
 
 /* Full path of a file of this source tree ($MOEINF_SRC, set by ctest) into buf. */
 static inline const char *test_src_path(const char *rel, char *buf, size_t size) {
-    const char *dir = getenv("MOEINF_SRC");
+    const char *dir = getenv("MOEINF_SRC"); // NOLINT(concurrency-mt-unsafe): main thread
     snprintf(buf, size, "%s/%s", dir ? dir : ".", rel);
     return buf;
 }

@@ -97,7 +97,12 @@ static void test_run_greedy_ids(void) {
 
 /* --record-tag names the request in the routing record (the trained model: no ../shared). */
 static void test_record_tag(void) {
-    char model[1024], cmd[4096], out[8192], err[4096], trace[512], text[8192];
+    char model[1024];
+    char cmd[4096];
+    char out[8192];
+    char err[4096];
+    char trace[512];
+    char text[8192];
     test_src_path("models/trained-moe-Q8_0.gguf", model, sizeof model);
     test_tmp_path("cli_tag.trace", trace, sizeof trace);
     snprintf(cmd, sizeof cmd,

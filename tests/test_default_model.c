@@ -22,12 +22,13 @@ static int run_cmd(const char *cmd, char *out, size_t out_size, char *errbuf, si
 }
 
 /* The environment of a user with no default-model settings. */
-static const char *const ENV = "env -u MOEINF_DEFAULT_MODEL -u XDG_CACHE_HOME";
+static const char *const env_clean = "env -u MOEINF_DEFAULT_MODEL -u XDG_CACHE_HOME";
 
 /* The one default-moe-*.gguf file in dir (its name into path), or false. */
 static bool find_cached(const char *dir, char *path, size_t size) {
     DIR *d = opendir(dir);
     int n = 0;
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): main thread
     for (struct dirent *e; d && (e = readdir(d));) {
         size_t len = strlen(e->d_name);
         if (!strncmp(e->d_name, "default-moe-", 12) && len > 5 &&
@@ -45,8 +46,9 @@ static bool find_cached(const char *dir, char *path, size_t size) {
 static int n_entries(const char *dir) {
     DIR *d = opendir(dir);
     int n = 0;
+    // NOLINTNEXTLINE(concurrency-mt-unsafe): main thread
     for (struct dirent *e; d && (e = readdir(d));)
-        n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+        n += strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0;
     if (d) closedir(d);
     return n;
 }
@@ -55,7 +57,8 @@ static int n_entries(const char *dir) {
 static void check_same_bytes(const char *path) {
     char committed[1024];
     test_src_path("models/trained-moe-Q8_0.gguf", committed, sizeof committed);
-    size_t n_a = 0, n_b = 0;
+    size_t n_a = 0;
+    size_t n_b = 0;
     char *a = golden_read_file(path, &n_a);
     char *b = golden_read_file(committed, &n_b);
     CHECK_MSG(a && b && n_a == n_b && n_a > 0 && !memcmp(a, b, n_a), "%s differs from %s", path,
@@ -65,16 +68,22 @@ static void check_same_bytes(const char *path) {
 }
 
 static void test_first_use_and_reuse(void) {
-    char root[512], cmd[4096], out[4096], err[4096], cache[1024], path[1024], model[1024];
+    char root[512];
+    char cmd[4096];
+    char out[4096];
+    char err[4096];
+    char cache[1024];
+    char path[1024];
+    char model[1024];
     char ref[4096];
     test_tmp_path("default_home", root, sizeof root);
     snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s/home %s/xdg", root, root, root);
-    CHECK_EQ_INT(system(cmd), 0);
+    CHECK_EQ_INT(system(cmd), 0); // NOLINT(concurrency-mt-unsafe): main thread
 
     /* first use: written, announced, and the same tokens as the committed file gives */
     const char *args = "run -p 'Once upon a time' -n 8 --temp 0 --print-ids -t 1";
     const char *opts = args + 4; /* without "run " */
-    snprintf(cmd, sizeof cmd, "%s HOME=%s/home %s %s", ENV, root, test_moeinf_bin(), args);
+    snprintf(cmd, sizeof cmd, "%s HOME=%s/home %s %s", env_clean, root, test_moeinf_bin(), args);
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
     CHECK_STR_CONTAINS(err, "moeinf: writing the default model to ");
     CHECK_STR_CONTAINS(err, "(first use)");
@@ -87,7 +96,7 @@ static void test_first_use_and_reuse(void) {
     CHECK_MSG(!strcmp(out, ref), "default: %s; -m: %s", out, ref);
 
     /* second use: the cached file, nothing written */
-    snprintf(cmd, sizeof cmd, "%s HOME=%s/home %s %s", ENV, root, test_moeinf_bin(), args);
+    snprintf(cmd, sizeof cmd, "%s HOME=%s/home %s %s", env_clean, root, test_moeinf_bin(), args);
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
     CHECK_MSG(strstr(err, "first use") == NULL, "%s", err);
     CHECK(!strcmp(out, ref));
@@ -100,7 +109,7 @@ static void test_first_use_and_reuse(void) {
     CHECK_EQ_INT(n_entries(cache), 1); /* no temp file left */
 
     /* XDG_CACHE_HOME wins over HOME, which then need not exist */
-    snprintf(cmd, sizeof cmd, "%s HOME=/nonexistent-home XDG_CACHE_HOME=%s/xdg %s %s", ENV, root,
+    snprintf(cmd, sizeof cmd, "%s HOME=/nonexistent-home XDG_CACHE_HOME=%s/xdg %s %s", env_clean, root,
              test_moeinf_bin(), args);
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
     snprintf(cache, sizeof cache, "%s/xdg/moeinf", root);
@@ -124,23 +133,25 @@ static void test_first_use_and_reuse(void) {
     struct stat st;
     CHECK(stat(path, &st) == 0 && st.st_size == 100);
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-    CHECK_EQ_INT(system(cmd), 0);
+    CHECK_EQ_INT(system(cmd), 0); // NOLINT(concurrency-mt-unsafe): main thread
 }
 
 /* Where the default model may not go: a HOME that is unset or missing is refused (it is not
  * replaced by a shared folder such as /tmp, nor created), and so is an XDG_CACHE_HOME whose
  * parent is missing. */
 static void test_refused_locations(void) {
-    char cmd[4096], out[4096], err[4096];
-    snprintf(cmd, sizeof cmd, "%s HOME=/nonexistent-home %s run -p hi -n 1", ENV,
+    char cmd[4096];
+    char out[4096];
+    char err[4096];
+    snprintf(cmd, sizeof cmd, "%s HOME=/nonexistent-home %s run -p hi -n 1", env_clean,
              test_moeinf_bin());
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
     CHECK_STR_CONTAINS(err, "moeinf: HOME=/nonexistent-home is not an existing folder");
     CHECK(!test_file_exists("/nonexistent-home"));
-    snprintf(cmd, sizeof cmd, "%s -u HOME %s run -p hi -n 1", ENV, test_moeinf_bin());
+    snprintf(cmd, sizeof cmd, "%s -u HOME %s run -p hi -n 1", env_clean, test_moeinf_bin());
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
     CHECK_STR_CONTAINS(err, "moeinf: HOME is not set");
-    snprintf(cmd, sizeof cmd, "%s XDG_CACHE_HOME=/nonexistent-dir/cache %s run -p hi -n 1", ENV,
+    snprintf(cmd, sizeof cmd, "%s XDG_CACHE_HOME=/nonexistent-dir/cache %s run -p hi -n 1", env_clean,
              test_moeinf_bin());
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 1);
     CHECK_STR_CONTAINS(err, "moeinf: /nonexistent-dir/cache: cannot create the folder");
@@ -149,7 +160,7 @@ static void test_refused_locations(void) {
 
 /* The 100 commonest English words (word-frequency lists of general English agree on nearly all
  * of them; inflected forms of "be" and "have" included). */
-static const char *const COMMON[] = {
+static const char *const common_words[] = {
     "the",   "be",    "to",   "of",    "and",   "a",      "in",    "that", "have", "i",    "it",
     "for",   "not",   "on",   "with",  "he",    "as",     "you",   "do",   "at",   "this", "but",
     "his",   "by",    "from", "they",  "we",    "say",    "her",   "she",  "or",   "an",   "will",
@@ -163,14 +174,14 @@ static const char *const COMMON[] = {
 };
 
 static bool is_common(const char *w) {
-    for (size_t i = 0; i < sizeof COMMON / sizeof COMMON[0]; i++) {
-        if (!strcmp(w, COMMON[i])) return true;
+    for (size_t i = 0; i < sizeof common_words / sizeof common_words[0]; i++) {
+        if (!strcmp(w, common_words[i])) return true;
     }
     return false;
 }
 
 /* One whitespace-separated word: alphabetic once the punctuation around it is removed
- * (letters, with apostrophes or hyphens inside); *common when it is in COMMON. */
+ * (letters, with apostrophes or hyphens inside); *common when it is in common_words. */
 static bool classify(const char *word, size_t len, bool *common) {
     const char *edge = ".,;:!?\"'()[]";
     while (len && strchr(edge, word[0]))
@@ -193,21 +204,28 @@ static bool classify(const char *word, size_t len, bool *common) {
 /* The README's first command (its default sampling; the default seed and four others): the
  * generated words read as English text. */
 static void test_readme_command_reads_as_text(void) {
-    char root[512], cmd[4096], out[8192], err[4096];
+    char root[512];
+    char cmd[4096];
+    char out[8192] = "";
+    char err[4096] = "";
     test_tmp_path("default_text_home", root, sizeof root);
     snprintf(cmd, sizeof cmd, "rm -rf %s && mkdir -p %s", root, root);
-    CHECK_EQ_INT(system(cmd), 0);
+    CHECK_EQ_INT(system(cmd), 0); // NOLINT(concurrency-mt-unsafe): main thread
     const char *prompt = "The module";
-    int n_words = 0, n_alpha = 0, n_common = 0;
+    int n_words = 0;
+    int n_alpha = 0;
+    int n_common = 0;
     for (int s = 0; s < 5; s++) {
         char seed[32] = "";
         if (s > 0) snprintf(seed, sizeof seed, "--seed %d", s);
-        snprintf(cmd, sizeof cmd, "%s HOME=%s %s run -p '%s' -n 32 %s", ENV, root,
+        snprintf(cmd, sizeof cmd, "%s HOME=%s %s run -p '%s' -n 32 %s", env_clean, root,
                  test_moeinf_bin(), prompt, seed);
         CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
         CHECK_MSG(!strncmp(out, prompt, strlen(prompt)), "%s", out);
         const char *p = out + strlen(prompt);
-        int words = 0, alpha = 0, common = 0;
+        int words = 0;
+        int alpha = 0;
+        int common = 0;
         while (*p) {
             while (*p && isspace((unsigned char)*p))
                 p++;
@@ -231,12 +249,12 @@ static void test_readme_command_reads_as_text(void) {
     CHECK_MSG(5 * n_alpha >= 4 * n_words, "%d of %d words alphabetic", n_alpha, n_words);
     CHECK_MSG(5 * n_common >= n_words, "%d of %d words common", n_common, n_words);
     snprintf(cmd, sizeof cmd, "rm -rf %s", root);
-    CHECK_EQ_INT(system(cmd), 0);
+    CHECK_EQ_INT(system(cmd), 0); // NOLINT(concurrency-mt-unsafe): main thread
 }
 
 /* Sentences written for this test (not from the training text), in the register of the
  * Python documentation the model was trained on. */
-static const char *const HELD_OUT[] = {
+static const char *const held_out[] = {
     "The function returns a new list that holds the items of the sequence in sorted order.",
     "If the file does not exist, an exception is raised and nothing is written.",
     "This module provides a class that reads data from a socket and writes it to a file.",
@@ -264,7 +282,8 @@ static double mean_nll(struct moeinf_model *model, const char *text, int *n_pred
     CHECK_MSG(ok, "decode: %s", err.msg);
     for (size_t i = 0; ok && i + 1 < n; i++) {
         const float *row = logits + i * (size_t)n_vocab;
-        double mx = row[0], z = 0.0;
+        double mx = row[0];
+        double z = 0.0;
         for (int v = 1; v < n_vocab; v++)
             mx = row[v] > mx ? row[v] : mx;
         for (int v = 0; v < n_vocab; v++)
@@ -287,11 +306,11 @@ static void test_predicts_held_out_text(void) {
     CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
     if (!model) return;
     const double uniform = log((double)moeinf_model_n_vocab(model));
-    for (size_t i = 0; i < sizeof HELD_OUT / sizeof HELD_OUT[0]; i++) {
+    for (size_t i = 0; i < sizeof held_out / sizeof held_out[0]; i++) {
         int n = 0;
-        double nll = mean_nll(model, HELD_OUT[i], &n);
+        double nll = mean_nll(model, held_out[i], &n);
         fprintf(stderr, "  %.3f nats/token over %d tokens (uniform %.3f): %s\n", nll, n, uniform,
-                HELD_OUT[i]);
+                held_out[i]);
         CHECK_MSG(n >= 10 && nll < uniform / 2, "%.3f nats/token, uniform %.3f", nll, uniform);
     }
     moeinf_model_free(model);

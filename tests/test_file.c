@@ -164,7 +164,8 @@ static void test_check_output(void) {
 /* moeinf_file_write_atomic: the whole buffer replaces the file, no temp file stays; a folder
  * that does not exist is an error, and nothing is created. */
 static void test_write_atomic(void) {
-    char path[512], bad[512];
+    char path[512];
+    char bad[512];
     test_tmp_path("file_write_atomic.bin", path, sizeof path);
     unsigned char data[3000];
     for (size_t i = 0; i < sizeof data; i++)

@@ -65,7 +65,7 @@ enum injection {
     LM_HEAD_SCALE, /* lowest bit of the scale of block 0 of lm_head (Q8_0) row inject_at */
 };
 
-struct golden_bound {
+struct golden_bound { // NOLINT(clang-analyzer-optin.performance.Padding): a table of 8
     const char *model; /* file stem in testdata/models */
     bool kv_f32;       /* "-kvf32-nofa" goldens; false: default context */
     double measured;   /* max |delta logit| when set */
@@ -327,7 +327,9 @@ static bool compare_golden(struct moeinf_model *model, const struct golden *g, d
 }
 
 static struct moeinf_model *load_model(const struct golden_bound *b, char *dir, size_t dir_size) {
-    char model_rel[256], dir_rel[256], model_path[1024];
+    char model_rel[256];
+    char dir_rel[256];
+    char model_path[1024];
     if (b->in_repo) {
         snprintf(model_rel, sizeof model_rel, "models/%s.gguf", b->model);
         snprintf(dir_rel, sizeof dir_rel, "tests/data/golden/%s", b->model);
