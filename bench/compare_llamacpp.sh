@@ -1,64 +1,131 @@
 #!/usr/bin/env bash
 # Prefill and decode tokens/s of moeinf next to llama.cpp (llama-cpp-python) on the same GGUF
-# files and thread count, and moeinf's decode rate as a fraction of the memory-bandwidth limit
-# (weight bytes read per token / streaming-read bandwidth measured here, same threads).
+# files and thread counts, and each engine's decode rate as a fraction of the memory-bandwidth
+# limit (weight bytes read per token / streaming-read bandwidth measured here, same threads).
 #
-#   bench/compare_llamacpp.sh [-t THREADS] [-p 64] [-n 32] [-r 3] [--rounds 3] [--types "q8_0 q4_0"]
+#   bench/compare_llamacpp.sh [-t "2 1"] [-p 64] [-n 32] [-r 3] [--rounds 3]
+#                             [--models "mixtral-q8_0 mixtral-q4_0 olmoe-q8_0"] [--olmoe-layers 16]
 #
-# Each engine runs `rounds` times, alternating moeinf and llama.cpp so that a noisy spell on a
-# shared machine hits both; each round is one warm-up plus -r repetitions (median), and the
-# table keeps each engine's best round. The bandwidth is likewise the best of its passes.
+# Equal work: llama-cpp-python's eval computes the last position's logits of every batch, so
+# `moeinf bench` does too (final norm and lm_head after every prefill micro-batch and every
+# decoded token). Each engine runs `rounds` times, alternating moeinf, llama.cpp and the
+# bandwidth measurement so that a noisy spell on a shared machine hits all three; each round
+# is one warm-up plus -r repetitions (median). The table keeps each engine's best round and
+# the best bandwidth; the noise columns give the range of the per-round ratios.
 #
-# Models (about 1.3 and 2.4 GB) are written once by `moeinf gen-model` into bench/models/:
-# a Mixtral-shaped MoE (8 layers, 8 experts, top-2, n_embd 2048, expert FFN 5632, 16 heads,
-# 4 KV heads) with the llama SentencePiece vocabulary. Installs llama-cpp-python on first use
-# (it compiles llama.cpp natively, a few minutes). Ratios are measured in one run: these
+# Models, written once by `moeinf gen-model` into bench/models/ (llama SentencePiece vocabulary,
+# 32000 tokens, when ../shared has it):
+#   mixtral-*   Mixtral-shaped: 8 layers, 8 experts, top-2, n_embd 2048, expert FFN 5632,
+#               16 heads, 4 KV heads (Q8_0 2.6 GB, Q4_0 1.4 GB)
+#   olmoe-*     OLMoE-1B-7B-shaped (--preset olmoe-1b-7b): 16 layers, 64 experts, top-8,
+#               n_embd 2048, expert FFN 1024, 16 heads and KV heads (Q8_0 7.3 GB;
+#               --olmoe-layers shrinks it for small disks)
+# Installs llama-cpp-python $LLAMA_CPP_PYTHON_VERSION if another or no version is there, or one
+# built with AMX (it compiles llama.cpp natively, -march=native less AMX: 10+ minutes on 2
+# cores). Ratios are measured in one run: these
 # machines are shared and noisy, so compare ratios, not absolute figures across runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-threads=$(nproc) prompt=64 gen=32 reps=3 rounds=3 types="q8_0 q4_0"
+LLAMA_CPP_PYTHON_VERSION=0.3.36
+threads=$(nproc) prompt=64 gen=32 reps=3 rounds=3 olmoe_layers=16
+models="mixtral-q8_0 mixtral-q4_0 olmoe-q8_0"
+usage() {
+  echo "usage: $0 [-t \"THREADS...\"] [-p N] [-n N] [-r N] [--rounds N] [--models \"...\"]" \
+       "[--olmoe-layers N]" >&2
+  exit 2
+}
 while [ $# -gt 0 ]; do
+  [ $# -ge 2 ] || usage
   case "$1" in
-    -t) threads=$2; shift 2 ;;
-    -p) prompt=$2; shift 2 ;;
-    -n) gen=$2; shift 2 ;;
-    -r) reps=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --types) types=$2; shift 2 ;;
-    *) echo "usage: $0 [-t THREADS] [-p N] [-n N] [-r N] [--types \"q8_0 q4_0\"]" >&2; exit 2 ;;
+    -t) threads=$2 ;;
+    -p) prompt=$2 ;;
+    -n) gen=$2 ;;
+    -r) reps=$2 ;;
+    --rounds) rounds=$2 ;;
+    --models) models=$2 ;;
+    --olmoe-layers) olmoe_layers=$2 ;;
+    *) usage ;;
   esac
+  shift 2
 done
 
-python3 -c "import llama_cpp" 2>/dev/null || pip install --quiet llama-cpp-python
+# AMX off: llama.cpp's AMX matmul (a -march=native build on a CPU with AMX) segfaulted on
+# these VMs at the first eval (ggml-org/llama.cpp#20824); it serves only dense matrices
+# (attention, lm_head), never the MoE experts (MUL_MAT_ID).
+no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+have=$(python3 -c "import llama_cpp; print(llama_cpp.__version__)" 2>/dev/null || true)
+if [ "$have" != "$LLAMA_CPP_PYTHON_VERSION" ] ||
+   python3 bench/llamacpp_bench.py --system-info | grep -q "AMX_INT8 = 1"; then
+  echo "installing llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION without AMX (was: ${have:-none})" >&2
+  CMAKE_ARGS="-DCMAKE_C_FLAGS='$no_amx' -DCMAKE_CXX_FLAGS='$no_amx' -DLLAVA_BUILD=OFF" \
+    pip install --quiet --force-reinstall --no-deps --no-cache-dir \
+    "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+fi
 cmake --preset release >/dev/null && cmake --build build/release -j"$(nproc)" >/dev/null
 bin=build/release/moeinf
 vocab=../shared/testdata/tokenizer/ggml-vocab-llama-spm.gguf
 [ -f "$vocab" ] || vocab=""
 mkdir -p bench/models
 
-bw=$(build/release/bench_bandwidth -t "$threads" -s 2048 2>/dev/null)
-printf "streaming-read bandwidth, %s threads: %s GB/s\n\n" "$threads" "$bw"
-printf "%-6s %8s | %10s %10s %6s | %10s %10s %6s | %8s %6s\n" type GB \
-  "pp moeinf" "pp llama" ratio "tg moeinf" "tg llama" ratio "tg GB/s" "of bw"
-for t in $types; do
-  model=bench/models/mixtral-shape-$t.gguf
-  if [ ! -f "$model" ]; then
-    "$bin" gen-model -o "$model" --layers 8 --experts 8 --top-k 2 --embd 2048 --ff 5632 \
-      --heads 16 --kv-heads 4 --type "$t" --seed 7 ${vocab:+--vocab-from "$vocab"} >/dev/null
+model_file() { # name -> path, generating the file on first use
+  local name=$1 shape=${1%-*} type=${1##*-} path
+  case "$shape" in
+    mixtral) path=bench/models/mixtral-shape-$type.gguf
+             set -- --layers 8 --experts 8 --top-k 2 --embd 2048 --ff 5632 --heads 16 \
+                    --kv-heads 4 ;;
+    olmoe) path=bench/models/olmoe-shape-$olmoe_layers-$type.gguf
+           set -- --preset olmoe-1b-7b --layers "$olmoe_layers" ;;
+    *) echo "unknown model '$name' (mixtral-TYPE or olmoe-TYPE)" >&2; exit 2 ;;
+  esac
+  if [ ! -f "$path" ]; then
+    "$bin" gen-model -o "$path" "$@" --type "$type" --seed 7 ${vocab:+--vocab-from "$vocab"} \
+      >/dev/null
   fi
-  size=$(stat -c %s "$model")
-  pp_o=0 tg_o=0 pp_l=0 tg_l=0
-  for ((round = 0; round < rounds; round++)); do
-    ours=$("$bin" bench -m "$model" -t "$threads" -p "$prompt" -n "$gen" -r "$reps")
-    peer=$(python3 bench/llamacpp_bench.py -m "$model" -t "$threads" -p "$prompt" -n "$gen" -r "$reps")
-    pp_o=$(awk -v b="$pp_o" '$1=="prefill"{print ($4 > b ? $4 : b)}' <<<"$ours")
-    tg_o=$(awk -v b="$tg_o" '$1=="decode"{print ($4 > b ? $4 : b)}' <<<"$ours")
-    pp_l=$(awk -v b="$pp_l" '$1=="prefill"{print ($2 > b ? $2 : b)}' <<<"$peer")
-    tg_l=$(awk -v b="$tg_l" '$1=="decode"{print ($2 > b ? $2 : b)}' <<<"$peer")
+  echo "$path"
+}
+
+best() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > a ? b : a) }'; }
+field() { awk -v k="$1" -v c="$2" '$1 == k { print $c }'; } # field KEY COLUMN <<< text
+
+echo "llama.cpp: llama-cpp-python $LLAMA_CPP_PYTHON_VERSION, $(python3 bench/llamacpp_bench.py \
+  --system-info)"
+echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs"
+echo "prompt $prompt tokens, $gen decoded tokens, $rounds alternating rounds of 1 + $reps runs"
+for t in $threads; do
+  for name in $models; do
+    model=$(model_file "$name")
+    size=$(stat -c %s "$model")
+    pp_o=0 tg_o=0 pp_l=0 tg_l=0 bw=0 ratios=""
+    for ((round = 0; round < rounds; round++)); do
+      ours=$("$bin" bench -m "$model" -t "$t" -p "$prompt" -n "$gen" -r "$reps")
+      peer=$(python3 bench/llamacpp_bench.py -m "$model" -t "$t" -p "$prompt" -n "$gen" -r "$reps")
+      bw=$(best "$bw" "$(build/release/bench_bandwidth -t "$t" -s 2048 2>/dev/null)")
+      po=$(field prefill 4 <<<"$ours") to=$(field decode 4 <<<"$ours")
+      pl=$(field prefill 2 <<<"$peer") tl=$(field decode 2 <<<"$peer")
+      pp_o=$(best "$pp_o" "$po") tg_o=$(best "$tg_o" "$to")
+      pp_l=$(best "$pp_l" "$pl") tg_l=$(best "$tg_l" "$tl")
+      ratios+="$po $pl $to $tl"$'\n'
+    done
+    kern=$(sed -n 's/.*kernels \([a-z0-9]*\),.*/\1/p' <<<"$ours")
+    gbtok=$(sed -n 's/.*decode reads \([0-9.]*\) GB.*/\1/p' <<<"$ours")
+    if [ "$t" = "${threads%% *}" ] && [ "$name" = "${models%% *}" ]; then
+      printf "moeinf kernels: %s\n\n" "$kern"
+      printf "%-3s %-13s %5s | %7s %7s %5s %11s | %7s %7s %5s %11s | %5s | %-11s %-11s\n" \
+        thr model GB "pp ours" "pp llama" ratio "(rounds)" "tg ours" "tg llama" ratio \
+        "(rounds)" "bw" "tg ours/bw" "tg llama/bw"
+    fi
+    awk -v t="$t" -v n="$name" -v s="$size" -v po="$pp_o" -v pl="$pp_l" -v to="$tg_o" \
+        -v tl="$tg_l" -v g="$gbtok" -v bw="$bw" -v r="$ratios" 'BEGIN {
+      k = split(r, rows, "\n"); pmin = tmin = 1e9; pmax = tmax = 0
+      for (i = 1; i <= k; i++) {
+        if (split(rows[i], f, " ") < 4) continue
+        p = f[1] / f[2]; d = f[3] / f[4]
+        pmin = p < pmin ? p : pmin; pmax = p > pmax ? p : pmax
+        tmin = d < tmin ? d : tmin; tmax = d > tmax ? d : tmax
+      }
+      printf "%-3s %-13s %5.2f | %7.1f %7.1f %4.2fx (%.2f-%.2f) | %7.2f %7.2f %4.2fx (%.2f-%.2f)" \
+             " | %5.1f | %4.1f (%3.0f%%) %4.1f (%3.0f%%)\n",
+        t, n, s / 1e9, po, pl, po / pl, pmin, pmax, to, tl, to / tl, tmin, tmax, bw,
+        to * g, 100 * to * g / bw, tl * g, 100 * tl * g / bw }'
   done
-  gbtok=$(sed -n 's/.*decode reads \([0-9.]*\) GB.*/\1/p' <<<"$ours")
-  awk -v t="$t" -v s="$size" -v po="$pp_o" -v pl="$pp_l" -v to="$tg_o" -v tl="$tg_l" \
-      -v g="$gbtok" -v bw="$bw" 'BEGIN {
-    printf "%-6s %8.2f | %10.1f %10.1f %5.2fx | %10.2f %10.2f %5.2fx | %8.2f %5.0f%%\n",
-      t, s / 1e9, po, pl, po / pl, to, tl, to / tl, to * g, 100 * to * g / bw }'
 done

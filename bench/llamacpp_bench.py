@@ -5,6 +5,10 @@ Mirrors `moeinf bench`: a prompt of P fixed pseudo-random tokens in a fresh cont
 single-token decodes; one warm-up run discarded, then R runs; the median is printed as
 "prefill <tok/s>" and "decode <tok/s>" lines. Wall-clock timing around llama.cpp's eval
 calls: the Python call overhead (tens of microseconds a call) counts against llama.cpp.
+eval (logits_all off) computes the logits of the last position of every n_batch chunk and
+copies them out, as `moeinf bench` does without --no-logits.
+
+--system-info prints llama.cpp's build line (which SIMD it was compiled with) and exits.
 """
 import argparse
 import statistics
@@ -14,7 +18,8 @@ import time
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("-m", required=True)
+    ap.add_argument("-m")
+    ap.add_argument("--system-info", action="store_true", help="print llama.cpp's system info")
     ap.add_argument("-p", type=int, default=64)
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("-t", type=int, default=2)
@@ -22,6 +27,12 @@ def main():
     ap.add_argument("--mmap", action="store_true", help="page weights in through mmap (default: load)")
     a = ap.parse_args()
     import llama_cpp
+
+    if a.system_info:
+        print("system info:", llama_cpp.llama_print_system_info().decode().strip())
+        return 0
+    if not a.m:
+        ap.error("-m is required")
 
     llm = llama_cpp.Llama(model_path=a.m, n_ctx=a.p + a.n + 8, n_batch=512, n_threads=a.t,
                           n_threads_batch=a.t, use_mmap=a.mmap, verbose=False)

@@ -356,12 +356,23 @@ static void vec_dot_m_q4_0(int64_t n, int m, float *s, const void *w, const void
  * hardware prefetcher (separate arrays for quants, scales and sums measured slower when the
  * weights stream from DRAM). Rows longer than XCHUNK groups are done in chunks of columns for
  * a few rows at a time, each row's accumulator carried across chunks; the arithmetic per lane
- * is the same, so the result is too. The instruction sequence is the same in the AVX2 and the
- * AVX-512 table (no VNNI path here: AVX2 is the table tested on real hardware so far).
+ * is the same, so the result is too. Shorter rows are read ROW_STREAMS at a time from far
+ * apart (below); each row's own sequence of operations does not change with that either.
+ * The instruction sequence is the same in the AVX2 and the AVX-512 table: a 512-bit vpdpbusd
+ * Q8_0 version (two blocks a register, weights made unsigned by w ^ 0x80) ran no faster from
+ * L2 on an AVX-512 machine, as the loop is bound by its shuffles, not its dot products.
  */
 
 #define XCHUNK      64 /* groups of 8 blocks prepared at once: 16384 elements, about 20 KiB */
 #define XCHUNK_ROWS 4  /* rows per pass when a row needs more than one chunk */
+
+/* Weight rows read side by side by the single-chunk path: rows i, i + q and i + 2q of a
+ * call's nr rows (q = nr / 3, the last nr % 3 rows alone), group by group. Three streams far
+ * apart keep more DRAM requests in flight than one stream and its hardware prefetch: decode
+ * of the Mixtral-shaped Q8_0 bench model at 2 threads went from 24.8 tok/s (1 stream) to 30.2
+ * (2), 33.7 (3) and back to 27.9 (4); Q4_0 from 26.6 to 45.9 (3), the OLMoE shape from 14.8
+ * to 20.6 (3) (the machine of the README's Performance section). */
+#define ROW_STREAMS 3
 
 struct xq4_group {
     _Alignas(32) uint8_t q[4][2][32]; /* pair k: [0] x[0..15] of blocks 2k, 2k+1; [1] x[16..31] */
@@ -517,7 +528,7 @@ INLINE __m256 q8_row(const uint8_t *w, const struct xq8_group *xg, int64_t nbk, 
 
 /* The driver, one copy per block type: prepare, stream the rows (in chunks of columns when a
  * row is longer than XCHUNK groups), reduce. */
-#define ROWS_KERNEL(fn, group_t, prep, row, wbytes, hsum)                                          \
+#define ROWS_KERNEL(fn, group_t, prep, row, group, wbytes, hsum)                                   \
     static void fn(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,                \
                    const void *x) {                                                                \
         const uint8_t *wb = w;                                                                     \
@@ -527,7 +538,23 @@ INLINE __m256 q8_row(const uint8_t *w, const struct xq8_group *xg, int64_t nbk, 
         group_t xg[XCHUNK];                                                                        \
         if (nb <= chunk) {                                                                         \
             prep(xg, xb, nb);                                                                      \
-            for (int64_t r = 0; r < nr; r++)                                                       \
+            const int64_t q = nr / ROW_STREAMS;                                                    \
+            const int64_t ng = nb / 8;                                                             \
+            for (int64_t i = 0; i < q; i++) {                                                      \
+                __m256 acc[ROW_STREAMS];                                                           \
+                const uint8_t *wr[ROW_STREAMS];                                                    \
+                for (int k = 0; k < ROW_STREAMS; k++) {                                            \
+                    acc[k] = _mm256_setzero_ps();                                                  \
+                    wr[k] = wb + (size_t)(k * q + i) * w_stride;                                   \
+                }                                                                                  \
+                for (int64_t g = 0; g < ng; g++)                                                   \
+                    for (int k = 0; k < ROW_STREAMS; k++)                                          \
+                        acc[k] = group(wr[k] + (size_t)g * 8 * (wbytes), &xg[g], acc[k]);          \
+                for (int k = 0; k < ROW_STREAMS; k++) /* the partial group, if any */              \
+                    s[k * q + i] =                                                                 \
+                        hsum(row(wr[k] + (size_t)ng * 8 * (wbytes), &xg[ng], nb % 8, acc[k]));     \
+            }                                                                                      \
+            for (int64_t r = ROW_STREAMS * q; r < nr; r++)                                         \
                 s[r] = hsum(row(wb + (size_t)r * w_stride, xg, nb, _mm256_setzero_ps()));          \
             return;                                                                                \
         }                                                                                          \
@@ -548,8 +575,8 @@ INLINE __m256 q8_row(const uint8_t *w, const struct xq8_group *xg, int64_t nbk, 
         }                                                                                          \
     }
 
-ROWS_KERNEL(vec_dot_rows_q4_0, struct xq4_group, prep_q4, q4_row, Q4_BYTES, hsum8_perm4)
-ROWS_KERNEL(vec_dot_rows_q8_0, struct xq8_group, prep_q8, q8_row, Q8_BYTES, hsum8_ps)
+ROWS_KERNEL(vec_dot_rows_q4_0, struct xq4_group, prep_q4, q4_row, q4_group, Q4_BYTES, hsum8_perm4)
+ROWS_KERNEL(vec_dot_rows_q8_0, struct xq8_group, prep_q8, q8_row, q8_group, Q8_BYTES, hsum8_ps)
 
 /* Float types: memory-bound at one activation row, so simply vec_dot per row. */
 #define FLOAT_ROWS_KERNEL(fn, kind)                                                                \
