@@ -73,7 +73,7 @@ model_file() { # name -> path, generating the file on first use
     mixtral) path=bench/models/mixtral-shape-$type.gguf
              set -- --layers 8 --experts 8 --top-k 2 --embd 2048 --ff 5632 --heads 16 \
                     --kv-heads 4 ;;
-    olmoe) path=bench/models/olmoe-shape-$olmoe_layers-$type.gguf
+    olmoe) path=bench/models/olmoe-shape-L$olmoe_layers-$type.gguf
            set -- --preset olmoe-1b-7b --layers "$olmoe_layers" ;;
     *) echo "unknown model '$name' (mixtral-TYPE or olmoe-TYPE)" >&2; exit 2 ;;
   esac
@@ -85,7 +85,8 @@ model_file() { # name -> path, generating the file on first use
 }
 
 best() { awk -v a="$1" -v b="$2" 'BEGIN { print (b > a ? b : a) }'; }
-field() { awk -v k="$1" -v c="$2" '$1 == k { print $c }'; } # field KEY COLUMN <<< text
+# field KEY COLUMN <<< text: that column of the first line starting with KEY
+field() { awk -v k="$1" -v c="$2" '$1 == k { print $c; exit }'; }
 
 echo "llama.cpp: llama-cpp-python $LLAMA_CPP_PYTHON_VERSION, $(python3 bench/llamacpp_bench.py \
   --system-info)"

@@ -2,6 +2,7 @@
 #include "compute/matmul.h"
 
 #include <assert.h>
+#include <stdatomic.h>
 #include <string.h>
 
 /* Activation rows per kernel call: the weight row stays in registers/L1 across them. */
@@ -10,11 +11,22 @@
 /* Below this many (weight elements x activation rows) a product runs on the calling thread. */
 #define SMALL_COST 16384
 
+/* Work is handed out in chunks of about this cost (at least; fewer chunks for small
+ * dispatches): at one activation row about 48 KiB of Q8_0 weights, a few microseconds of
+ * streaming, so that the atomic claim per chunk costs nothing measurable. */
+#define MIN_CHUNK_COST (1u << 17)
+
+/* Chunks per thread at most: enough that a thread which loses its core for a while (a
+ * shared machine) leaves little work to wait for, few enough to keep streams long. */
+#define CHUNKS_PER_THREAD 16
+
 struct mm_task {
     const struct moeinf_kernels *kern;
     const struct moeinf_mm_job *jobs;
     int n_jobs;
     uint64_t total_cost;
+    uint64_t n_chunks;
+    atomic_uint_fast64_t next_chunk; /* the next chunk to claim */
 };
 
 static uint64_t row_cost(const struct moeinf_mm_job *j) {
@@ -42,40 +54,72 @@ static void run_rows(const struct moeinf_kernels *kern, const struct moeinf_mm_j
     }
 }
 
-static void mm_worker(void *arg, int ith, int nth) {
-    const struct mm_task *task = arg;
-    uint64_t c0 = task->total_cost * (uint64_t)ith / (uint64_t)nth;
-    uint64_t c1 = task->total_cost * (uint64_t)(ith + 1) / (uint64_t)nth;
-    uint64_t base = 0;
-    for (int i = 0; i < task->n_jobs && base < c1; i++) {
-        const struct moeinf_mm_job *j = &task->jobs[i];
+/* Where a thread stands in the job list: chunks are claimed in increasing order, so each
+ * thread's cursor only moves forward. */
+struct cursor {
+    int i;         /* job */
+    uint64_t base; /* cost of the jobs before it */
+};
+
+/* Runs the rows whose start cost lies in [c0, c1): the rows of one chunk. */
+static void run_range(const struct mm_task *task, struct cursor *cur, uint64_t c0, uint64_t c1) {
+    for (; cur->i < task->n_jobs; cur->i++) {
+        const struct moeinf_mm_job *j = &task->jobs[cur->i];
         uint64_t rc = row_cost(j);
-        uint64_t end = base + rc * (uint64_t)j->n_out;
+        uint64_t end = cur->base + rc * (uint64_t)j->n_out;
+        if (cur->base >= c1) return;
         if (end > c0) {
-            /* Row r belongs to the thread whose range holds the row's start cost. */
-            uint64_t lo = c0 > base ? c0 - base : 0;
-            uint64_t hi = (c1 < end ? c1 : end) - base;
+            /* Row r belongs to the chunk whose range holds the row's start cost. */
+            uint64_t lo = c0 > cur->base ? c0 - cur->base : 0;
+            uint64_t hi = (c1 < end ? c1 : end) - cur->base;
             int64_t r0 = (int64_t)((lo + rc - 1) / rc);
             int64_t r1 = (int64_t)((hi + rc - 1) / rc);
             if (r1 > j->n_out) r1 = j->n_out;
             if (r0 < r1) run_rows(task->kern, j, r0, r1);
+            if (end > c1) return; /* the job goes on in a later chunk */
         }
-        base = end;
+        cur->base = end;
+    }
+}
+
+/* floor(total_cost * c / n_chunks) without overflow (c <= n_chunks <= 2^24). */
+static uint64_t chunk_start(const struct mm_task *task, uint64_t c) {
+    uint64_t q = task->total_cost / task->n_chunks;
+    uint64_t r = task->total_cost % task->n_chunks;
+    return q * c + r * c / task->n_chunks;
+}
+
+static void mm_worker(void *arg, int ith, int nth) {
+    (void)ith;
+    (void)nth;
+    struct mm_task *task = arg;
+    struct cursor cur = {0, 0};
+    for (;;) {
+        uint64_t c = atomic_fetch_add_explicit(&task->next_chunk, 1, memory_order_relaxed);
+        if (c >= task->n_chunks) return;
+        run_range(task, &cur, chunk_start(task, c), chunk_start(task, c + 1));
     }
 }
 
 void moeinf_matmul_run(struct moeinf_pool *pool, const struct moeinf_kernels *kern,
                        const struct moeinf_mm_job *jobs, int n_jobs) {
-    struct mm_task task = {kern, jobs, n_jobs, 0};
+    struct mm_task task = {.kern = kern, .jobs = jobs, .n_jobs = n_jobs};
     for (int i = 0; i < n_jobs; i++) {
         assert(kern->vec_dot_rows[jobs[i].type] && kern->vec_dot_m[jobs[i].type]);
         task.total_cost += row_cost(&jobs[i]) * (uint64_t)jobs[i].n_out;
     }
     if (task.total_cost == 0) return;
-    if (task.total_cost < SMALL_COST) {
-        mm_worker(&task, 0, 1); /* waking the pool costs more than the work (routers) */
+    const int nth = moeinf_pool_size(pool);
+    if (task.total_cost < SMALL_COST || nth == 1) {
+        /* one chunk on the calling thread: waking the pool costs more than the work (routers) */
+        struct cursor cur = {0, 0};
+        run_range(&task, &cur, 0, task.total_cost);
         return;
     }
+    uint64_t max_chunks = (uint64_t)nth * CHUNKS_PER_THREAD;
+    uint64_t n = task.total_cost / MIN_CHUNK_COST;
+    task.n_chunks = n < (uint64_t)nth ? (uint64_t)nth : n > max_chunks ? max_chunks : n;
+    atomic_init(&task.next_chunk, 0);
     moeinf_pool_run(pool, mm_worker, &task);
 }
 

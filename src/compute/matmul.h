@@ -3,9 +3,12 @@
  *
  * A job is one weight matrix (n_out rows of n_in elements of one type) times m activation
  * rows already converted to the weight's vec_dot_type (see quant/quant.h). A batch of jobs
- * runs in one pool dispatch (q/k/v together; every selected expert's gate and up together),
- * with output rows divided among threads in proportion to their cost. Every output element
- * is one kernel call made by one thread, so results do not depend on the thread count.
+ * runs in one pool dispatch (q/k/v together; every selected expert's gate and up together).
+ * The rows of all jobs, laid end to end and weighed by their cost, are cut into chunks that
+ * the threads claim one after another (an atomic counter), so a thread that gets less CPU
+ * time on a shared machine simply does fewer chunks. Every output element is one kernel
+ * call, whichever thread makes it, and a kernel's result for a row does not depend on the
+ * rows it is called with, so results do not depend on the thread count or the timing.
  */
 #ifndef MOEINF_MATMUL_H
 #define MOEINF_MATMUL_H
