@@ -92,24 +92,26 @@ static double now_s(void) {
 
 int main(int argc, char **argv) {
     int n_threads = 1;
-    size_t mib = 1024;
+    long mib = 1024;
     int verbose = 0;
     for (int i = 1; i < argc; i++) {
+        char *end = NULL;
         if (!strcmp(argv[i], "-v")) {
             verbose = 1;
         } else if (i + 1 < argc && !strcmp(argv[i], "-t")) {
-            n_threads = (int)strtol(argv[++i], NULL, 10);
+            n_threads = (int)strtol(argv[++i], &end, 10);
         } else if (i + 1 < argc && !strcmp(argv[i], "-s")) {
-            mib = (size_t)strtol(argv[++i], NULL, 10);
+            mib = strtol(argv[++i], &end, 10);
         } else {
             n_threads = 0; /* usage */
         }
+        if (end && *end) n_threads = 0; /* not a number */
     }
-    if (n_threads < 1 || n_threads > 256 || mib < 16) {
+    if (n_threads < 1 || n_threads > 256 || mib < 16 || mib > (1L << 20)) {
         fprintf(stderr, "usage: bench_bandwidth [-t THREADS] [-s MIB>=16] [-v]\n");
         return 2;
     }
-    size_t n = mib * 1024 * 1024 / sizeof(uint64_t);
+    size_t n = (size_t)mib * 1024 * 1024 / sizeof(uint64_t);
     uint64_t *buf = malloc(n * sizeof *buf + PREFETCH_BYTES); /* prefetches may look past n */
     if (!buf) {
         fprintf(stderr, "bench_bandwidth: out of memory\n");
@@ -144,7 +146,7 @@ int main(int argc, char **argv) {
     for (int pat = 0; pat < PAT_COUNT; pat++)
         all = best[pat] > all ? best[pat] : all;
     printf("%.2f\n", all);
-    fprintf(stderr, "bandwidth: %d threads, %zu MiB, best of %d passes, GB/s:", n_threads, mib,
+    fprintf(stderr, "bandwidth: %d threads, %ld MiB, best of %d passes, GB/s:", n_threads, mib,
             PASSES);
     for (int pat = 0; pat < PAT_COUNT; pat++)
         fprintf(stderr, " %s %.2f", pattern_names[pat], best[pat]);

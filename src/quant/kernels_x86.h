@@ -371,7 +371,7 @@ static void vec_dot_m_q4_0(int64_t n, int m, float *s, const void *w, const void
  * apart keep more DRAM requests in flight than one stream and its hardware prefetch: decode
  * of the Mixtral-shaped Q8_0 bench model at 2 threads went from 24.8 tok/s (1 stream) to 30.2
  * (2), 33.7 (3) and back to 27.9 (4); Q4_0 from 26.6 to 45.9 (3), the OLMoE shape from 14.8
- * to 20.6 (3) (the machine of the README's Performance section). */
+ * to 19.9 (3) (the machine of the README's Performance section). */
 #define ROW_STREAMS 3
 
 struct xq4_group {
