@@ -69,10 +69,10 @@ void moeinf_model_desc(const struct moeinf_model *model, char *buf, size_t size)
     const struct moeinf_layer *lw = &model->llm->layers[0];
     const struct moeinf_weight *ffn = hp->n_expert > 0 ? &lw->gate_exps : &lw->ffn_gate;
     snprintf(buf, size,
-             "llama: %d layers, n_embd %d, %d heads (%d kv, dim %d), %d experts (top %d), "
+             "%s: %d layers, n_embd %d, %d heads (%d kv, dim %d), %d experts (top %d), "
              "ff %d, vocab %d, ffn type %s",
-             hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv, hp->head_dim, hp->n_expert,
-             hp->n_expert_used, hp->n_ff, hp->n_vocab, moeinf_type_traits_get(ffn->type)->name);
+             moeinf_arch_name(hp->arch), hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv,
+             hp->head_dim, hp->n_expert, hp->n_expert_used, hp->n_ff, hp->n_vocab, moeinf_type_traits_get(ffn->type)->name);
 }
 
 uint64_t moeinf_model_decode_bytes(const struct moeinf_model *model) {
@@ -86,6 +86,7 @@ uint64_t moeinf_model_decode_bytes(const struct moeinf_model *model) {
             total += lw->router.mat_bytes;
             total += (uint64_t)hp->n_expert_used *
                      (lw->gate_exps.mat_bytes + lw->up_exps.mat_bytes + lw->down_exps.mat_bytes);
+            total += lw->gate_shexp.mat_bytes + lw->up_shexp.mat_bytes + lw->down_shexp.mat_bytes;
         } else {
             total += lw->ffn_gate.mat_bytes + lw->ffn_up.mat_bytes + lw->ffn_down.mat_bytes;
         }

@@ -50,6 +50,25 @@ void moeinf_rope_norm(float *x, int n_heads, int head_dim, int n_rot, int pos, f
     }
 }
 
+void moeinf_rope_neox(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
+                      float freq_scale) {
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    const int half = n_rot / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        float theta = (float)pos * freq_scale;
+        for (int i = 0; i < half; i++) {
+            const float c = cosf(theta);
+            const float s = sinf(theta);
+            const float x0 = v[i];
+            const float x1 = v[i + half];
+            v[i] = x0 * c - x1 * s;
+            v[i + half] = x0 * s + x1 * c;
+            theta *= theta_scale;
+        }
+    }
+}
+
 void moeinf_top_k(const float *x, int n, int k, int *idx) {
     /* k is small (<= 64): insertion into a sorted prefix. */
     int filled = 0;

@@ -27,6 +27,11 @@ void moeinf_swiglu(float *y, const float *g, const float *u, int n);
 void moeinf_rope_norm(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
                       float freq_scale);
 
+/* RoPE in "NEOX" mode (qwen2moe, qwen3moe, olmoe: pairs x[i], x[i + n_rot/2]), otherwise as
+ * moeinf_rope_norm. */
+void moeinf_rope_neox(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
+                      float freq_scale);
+
 /* True when none of x[0..n) is NaN or infinity. Tests the exponent bits as integers, so the
  * answer does not depend on floating-point flags, at about the cost of one read of x. */
 bool moeinf_all_finite(const float *x, size_t n);

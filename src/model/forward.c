@@ -1,7 +1,8 @@
-/* forward.c - the layer loop of arch `llama`; see forward.h. */
+/* forward.c - the layer loop of the architectures of model.h; see forward.h. */
 #include "model/forward.h"
 
 #include <assert.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@ struct moeinf_fwd {
     float *hg;           /* [n_batch * n_used][n_ff] gate, then swiglu */
     float *hu;           /* [n_batch * n_used][n_ff] up */
     float *eo;           /* [n_batch * n_used][n_embd] expert outputs */
+    float *sh_out;       /* [n_batch][n_embd] shared expert output (n_ff_shexp > 0) */
     float *router;       /* [n_batch][n_expert] */
     uint8_t *ex_in;      /* [n_batch * n_used] gathered quantized rows */
     float *attn_scratch; /* per thread */
@@ -132,6 +134,36 @@ static void store_kv(struct moeinf_fwd *f, int il, int m, int n_past) {
     }
 }
 
+static void add_bias(float *x, const float *b, int n) {
+    if (!b) return;
+    for (int i = 0; i < n; i++)
+        x[i] += b[i];
+}
+
+/* One token's q, k, v before RoPE: the biases (qwen2moe), then q/k RMSNorm per head
+ * (qwen3moe) or over the whole projection (olmoe). */
+static void qkv_bias_norm(const struct moeinf_hparams *hp, const struct moeinf_layer *lw,
+                          float *q, float *k, float *v) {
+    const int n_q = hp->n_head * hp->head_dim;
+    const int n_kv = hp->n_head_kv * hp->head_dim;
+    add_bias(q, lw->bq, n_q);
+    add_bias(k, lw->bk, n_kv);
+    add_bias(v, lw->bv, n_kv);
+    if (hp->qk_norm == MOEINF_QK_NORM_WHOLE) {
+        moeinf_rmsnorm(q, q, lw->q_norm, n_q, hp->rms_eps);
+        moeinf_rmsnorm(k, k, lw->k_norm, n_kv, hp->rms_eps);
+    } else if (hp->qk_norm == MOEINF_QK_NORM_HEAD) {
+        for (int h = 0; h < hp->n_head; h++) {
+            float *qh = q + (size_t)h * hp->head_dim;
+            moeinf_rmsnorm(qh, qh, lw->q_norm, hp->head_dim, hp->rms_eps);
+        }
+        for (int h = 0; h < hp->n_head_kv; h++) {
+            float *kh = k + (size_t)h * hp->head_dim;
+            moeinf_rmsnorm(kh, kh, lw->k_norm, hp->head_dim, hp->rms_eps);
+        }
+    }
+}
+
 static void attention_block(struct moeinf_fwd *f, int il, int m, int n_past) {
     const struct moeinf_hparams *hp = &f->llm->hp;
     const struct moeinf_layer *lw = &f->llm->layers[il];
@@ -154,10 +186,20 @@ static void attention_block(struct moeinf_fwd *f, int il, int m, int n_past) {
     };
     moeinf_matmul_run(f->p.pool, f->p.kern, jobs, 3);
     for (int j = 0; j < m; j++) {
-        moeinf_rope_norm(f->q + (size_t)j * f->n_q, hp->n_head, hp->head_dim, hp->n_rot, n_past + j,
-                         hp->rope_base, hp->rope_freq_scale);
-        moeinf_rope_norm(f->k + (size_t)j * f->n_kv, hp->n_head_kv, hp->head_dim, hp->n_rot,
-                         n_past + j, hp->rope_base, hp->rope_freq_scale);
+        float *q = f->q + (size_t)j * f->n_q;
+        float *k = f->k + (size_t)j * f->n_kv;
+        qkv_bias_norm(hp, lw, q, k, f->v + (size_t)j * f->n_kv);
+        if (hp->rope_neox) {
+            moeinf_rope_neox(q, hp->n_head, hp->head_dim, hp->n_rot, n_past + j, hp->rope_base,
+                             hp->rope_freq_scale);
+            moeinf_rope_neox(k, hp->n_head_kv, hp->head_dim, hp->n_rot, n_past + j,
+                             hp->rope_base, hp->rope_freq_scale);
+        } else {
+            moeinf_rope_norm(q, hp->n_head, hp->head_dim, hp->n_rot, n_past + j, hp->rope_base,
+                             hp->rope_freq_scale);
+            moeinf_rope_norm(k, hp->n_head_kv, hp->head_dim, hp->n_rot, n_past + j,
+                             hp->rope_base, hp->rope_freq_scale);
+        }
     }
     store_kv(f, il, m, n_past);
     size_t layer_off = (size_t)il * (size_t)f->p.n_ctx * (size_t)f->n_kv * f->kv_elem;
@@ -199,8 +241,48 @@ static void route(struct moeinf_fwd *f, int il, int m) {
             sum += p[idx[r]];
         for (int r = 0; r < n_used; r++) {
             sel[r] = idx[r];
-            w[r] = p[idx[r]] / sum; /* the Mixtral family renormalises the chosen weights */
+            /* Mixtral and qwen3moe renormalise the chosen probabilities, qwen2moe and olmoe
+             * use them as they are (model.h) */
+            w[r] = hp->expert_weights_norm ? p[idx[r]] / sum : p[idx[r]];
+            if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
+                w[r] *= hp->expert_weights_scale;
         }
+    }
+}
+
+/*
+ * qwen2moe's shared expert for the m normed rows in xb, into sh_out: SwiGLU of width
+ * n_ff_shexp scaled per token by sigmoid(gate_inp_shexp . x). The sigmoid is computed as
+ * llama.cpp does, silu(g) / g.
+ */
+static void shared_expert(struct moeinf_fwd *f, const struct moeinf_layer *lw, int m) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    const int n_embd = hp->n_embd;
+    const int n_sh = hp->n_ff_shexp;
+    size_t rg;
+    size_t ru;
+    const uint8_t *xg = act_get(f, lw->gate_shexp.type, f->xb, m, n_embd, &rg);
+    const uint8_t *xu = act_get(f, lw->up_shexp.type, f->xb, m, n_embd, &ru);
+    struct moeinf_mm_job jobs[2] = {
+        job_for(&lw->gate_shexp, 0, xg, rg, m, f->hg, (size_t)n_sh),
+        job_for(&lw->up_shexp, 0, xu, ru, m, f->hu, (size_t)n_sh),
+    };
+    moeinf_matmul_run(f->p.pool, f->p.kern, jobs, 2);
+    for (int j = 0; j < m; j++) {
+        moeinf_swiglu(f->hg + (size_t)j * n_sh, f->hg + (size_t)j * n_sh, f->hu + (size_t)j * n_sh,
+                      n_sh);
+    }
+    matmul1(f, &lw->down_shexp, f->hg, m, f->sh_out, (size_t)n_embd);
+    for (int j = 0; j < m; j++) {
+        const float *x = f->xb + (size_t)j * n_embd;
+        float g = 0.0f;
+        for (int i = 0; i < n_embd; i++)
+            g += lw->gate_inp_shexp[i] * x[i];
+        const float silu = g / (1.0f + expf(-g));
+        const float gate = g != 0.0f ? silu / g : 0.5f;
+        float *o = f->sh_out + (size_t)j * n_embd;
+        for (int i = 0; i < n_embd; i++)
+            o[i] *= gate;
     }
 }
 
@@ -346,6 +428,7 @@ static enum moeinf_status moe_block(struct moeinf_fwd *f, int il, int m, struct 
     } else {
         experts_resident(f, lw, rb);
     }
+    if (hp->n_ff_shexp > 0) shared_expert(f, lw, m); /* resident, after the routed ones */
     /* weighted sum in router-rank order, then the residual add */
     const float *w = f->sel_w + (size_t)il * f->p.n_batch * n_used;
     for (int j = 0; j < m; j++) {
@@ -360,6 +443,11 @@ static enum moeinf_status moe_block(struct moeinf_fwd *f, int il, int m, struct 
                 for (int i = 0; i < n_embd; i++)
                     out[i] += o[i] * wr;
             }
+        }
+        if (hp->n_ff_shexp > 0) {
+            const float *sh = f->sh_out + (size_t)j * n_embd;
+            for (int i = 0; i < n_embd; i++)
+                out[i] += sh[i];
         }
         float *x = f->x + (size_t)j * n_embd;
         for (int i = 0; i < n_embd; i++)
@@ -485,6 +573,7 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     f->max_width = hp->n_embd;
     if (f->n_q > f->max_width) f->max_width = f->n_q;
     if (hp->n_ff > f->max_width) f->max_width = hp->n_ff;
+    if (hp->n_ff_shexp > f->max_width) f->max_width = hp->n_ff_shexp;
     f->kv_elem = params->kv_f16 ? 2 : 4;
     const int n_used = hp->n_expert > 0 ? hp->n_expert_used : 1;
     const size_t slots = n_b * (size_t)n_used;
@@ -509,8 +598,12 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     f->v = alloc_array(f, n_b * f->n_kv, sizeof(float), &failed);
     f->att = alloc_array(f, n_b * f->n_q, sizeof(float), &failed);
     f->tmp = alloc_array(f, n_b * hp->n_embd, sizeof(float), &failed);
-    f->hg = alloc_array(f, slots * hp->n_ff, sizeof(float), &failed);
-    f->hu = alloc_array(f, slots * hp->n_ff, sizeof(float), &failed);
+    /* hg and hu also hold the shared expert's rows */
+    size_t h_floats = slots * hp->n_ff;
+    if (n_b * (size_t)hp->n_ff_shexp > h_floats) h_floats = n_b * (size_t)hp->n_ff_shexp;
+    f->hg = alloc_array(f, h_floats, sizeof(float), &failed);
+    f->hu = alloc_array(f, h_floats, sizeof(float), &failed);
+    if (hp->n_ff_shexp > 0) f->sh_out = alloc_array(f, n_b * hp->n_embd, sizeof(float), &failed);
     int n_threads = moeinf_pool_size(params->pool);
     f->attn_scratch_stride =
         moeinf_attn_scratch_floats((int)n_c, hp->n_head, hp->n_head_kv, hp->head_dim);
@@ -535,7 +628,8 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
         const struct moeinf_layer *lw = &llm->layers[il];
         const struct moeinf_weight *ws[] = {
             &lw->wq,      &lw->wk,        &lw->wv,       &lw->wo,     &lw->router,  &lw->gate_exps,
-            &lw->up_exps, &lw->down_exps, &lw->ffn_gate, &lw->ffn_up, &lw->ffn_down};
+            &lw->up_exps, &lw->down_exps, &lw->ffn_gate, &lw->ffn_up, &lw->ffn_down,
+            &lw->gate_shexp, &lw->up_shexp, &lw->down_shexp};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             need_act(f, ws[i], slots, &failed);
     }
@@ -563,6 +657,7 @@ void moeinf_fwd_free(struct moeinf_fwd *f) {
     free(f->hg);
     free(f->hu);
     free(f->eo);
+    free(f->sh_out);
     free(f->router);
     free(f->ex_in);
     free(f->attn_scratch);

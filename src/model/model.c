@@ -1,4 +1,4 @@
-/* model.c - hyper-parameters from metadata and weight views for arch `llama`. */
+/* model.c - hyper-parameters from metadata and weight views for the architectures of model.h. */
 #include "model/model.h"
 
 #include <stdio.h>
@@ -110,6 +110,14 @@ static enum moeinf_status bind_vec(struct loader *ld, const char *name, int64_t 
     return MOEINF_OK;
 }
 
+/* A 1-D F32 vector that may be absent (*out = NULL then). */
+static enum moeinf_status bind_vec_opt(struct loader *ld, const char *name, int64_t n,
+                                       const float **out) {
+    *out = NULL;
+    if (!moeinf_gguf_find_tensor(ld->g, name)) return MOEINF_OK;
+    return bind_vec(ld, name, n, out);
+}
+
 static enum moeinf_status read_rope_scaling(struct loader *ld, struct moeinf_hparams *hp) {
     char key[KEY_MAX];
     struct moeinf_gguf_str kind = {0};
@@ -136,16 +144,87 @@ static enum moeinf_status read_rope_scaling(struct loader *ld, struct moeinf_hpa
     return MOEINF_OK;
 }
 
-static enum moeinf_status read_hparams(struct loader *ld, struct moeinf_hparams *hp) {
+/*
+ * What the MoE architectures add (after expert_count and expert_used_count are known), as
+ * llama.cpp reads them: the expert width expert_feed_forward_length, else
+ * feed_forward_length / expert_used_count (qwen2moe, qwen3moe) or feed_forward_length itself
+ * (olmoe); qwen2moe's shared expert width expert_shared_feed_forward_length, else
+ * feed_forward_length. Routing is a softmax over all experts, then the top k; llama.cpp
+ * renormalises the chosen probabilities for qwen3moe only, and moeinf does the same unless
+ * the file says otherwise (expert_weights_norm); expert_weights_scale multiplies them.
+ */
+static enum moeinf_status read_moe_arch(struct loader *ld, int ff_len, struct moeinf_hparams *hp) {
+    char key[KEY_MAX];
+    enum moeinf_status st;
+    int n_ff_exp = 0;
+    if ((st = get_int(ld, "expert_feed_forward_length", false, 1 << 22, &n_ff_exp))) return st;
+    if (n_ff_exp > 0) {
+        hp->n_ff = n_ff_exp;
+    } else {
+        hp->n_ff = hp->arch == MOEINF_ARCH_OLMOE ? ff_len : ff_len / hp->n_expert_used;
+    }
+    if (hp->arch == MOEINF_ARCH_QWEN2MOE) {
+        hp->n_ff_shexp = ff_len;
+        if ((st = get_int(ld, "expert_shared_feed_forward_length", false, 1 << 22,
+                          &hp->n_ff_shexp))) {
+            return st;
+        }
+        if (hp->n_ff_shexp <= 0) {
+            return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                               "%s: qwen2moe needs expert_shared_feed_forward_length (or "
+                               "feed_forward_length) for its shared expert",
+                               ld->g->path);
+        }
+    }
+    if (hp->n_ff <= 0) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                           "%s: neither expert_feed_forward_length nor feed_forward_length gives "
+                           "the expert width",
+                           ld->g->path);
+    }
+    hp->rope_neox = true;
+    hp->qk_norm = hp->arch == MOEINF_ARCH_QWEN3MOE ? MOEINF_QK_NORM_HEAD
+                  : hp->arch == MOEINF_ARCH_OLMOE  ? MOEINF_QK_NORM_WHOLE
+                                                   : MOEINF_QK_NORM_NONE;
+    hp->expert_weights_norm = hp->arch == MOEINF_ARCH_QWEN3MOE;
+    if ((st = moeinf_gguf_get_bool_opt(ld->g, arch_key(key, ld->arch, "expert_weights_norm"),
+                                       &hp->expert_weights_norm, ld->err)) ||
+        (st = get_float(ld, "expert_weights_scale", false, &hp->expert_weights_scale))) {
+        return st;
+    }
+    if (!(hp->expert_weights_scale >= 0.0f && hp->expert_weights_scale <= 1e6f)) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: expert_weights_scale %g is invalid",
+                           ld->g->path, (double)hp->expert_weights_scale);
+    }
+    /* llama.cpp's gating functions: 1 softmax, 2 sigmoid, 3 softmax of the chosen logits */
+    int gating = 1;
+    if ((st = get_int(ld, "expert_gating_func", false, 16, &gating))) return st;
+    if (gating != 1) {
+        return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
+                           "%s: expert_gating_func %d is not supported yet for arch '%s' (1, "
+                           "softmax, is)",
+                           ld->g->path, gating, ld->arch);
+    }
+    return MOEINF_OK;
+}
+
+static enum moeinf_status read_hparams(struct loader *ld, enum moeinf_arch arch,
+                                       struct moeinf_hparams *hp) {
     enum moeinf_status st;
     memset(hp, 0, sizeof *hp);
+    hp->arch = arch;
+    /* The MoE-only architectures give the expert width in expert_feed_forward_length and may
+     * leave feed_forward_length out (read_moe_arch). */
+    const bool moe_arch = arch != MOEINF_ARCH_LLAMA;
+    int ff_len = 0;
     if ((st = get_int(ld, "embedding_length", true, 1 << 20, &hp->n_embd)) ||
         (st = get_int(ld, "block_count", true, 4096, &hp->n_layer)) ||
         (st = get_int(ld, "attention.head_count", true, 4096, &hp->n_head)) ||
-        (st = get_int(ld, "feed_forward_length", true, 1 << 22, &hp->n_ff)) ||
+        (st = get_int(ld, "feed_forward_length", !moe_arch, 1 << 22, &ff_len)) ||
         (st = get_int(ld, "context_length", true, 1 << 30, &hp->n_ctx_train))) {
         return st;
     }
+    hp->n_ff = moe_arch ? 1 : ff_len; /* set by read_moe_arch */
     hp->n_head_kv = hp->n_head;
     if ((st = get_int(ld, "attention.head_count_kv", false, 4096, &hp->n_head_kv))) return st;
     if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 ||
@@ -180,7 +259,12 @@ static enum moeinf_status read_hparams(struct loader *ld, struct moeinf_hparams 
                            ld->g->path);
     }
     if ((st = read_rope_scaling(ld, hp))) return st;
-    if ((st = get_int(ld, "expert_count", false, 1 << 16, &hp->n_expert))) return st;
+    if ((st = get_int(ld, "expert_count", moe_arch, 1 << 16, &hp->n_expert))) return st;
+    if (moe_arch && hp->n_expert <= 0) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: arch '%s' needs expert_count > 0",
+                           ld->g->path, ld->arch);
+    }
+    hp->expert_weights_norm = true; /* llama: the Mixtral family renormalises */
     if (hp->n_expert > 0) {
         if ((st = get_int(ld, "expert_used_count", true, MOEINF_MAX_EXPERT_USED,
                           &hp->n_expert_used))) {
@@ -192,6 +276,56 @@ static enum moeinf_status read_hparams(struct loader *ld, struct moeinf_hparams 
                                hp->n_expert_used, hp->n_expert);
         }
     }
+    if (moe_arch) return read_moe_arch(ld, ff_len, hp);
+    return MOEINF_OK;
+}
+
+/* q/k/v biases (qwen2moe, optional elsewhere) and q/k norms (qwen3moe per head, olmoe over
+ * the whole projection). */
+static enum moeinf_status bind_attn_extras(struct loader *ld, const struct moeinf_hparams *hp,
+                                           int il, struct moeinf_layer *lw) {
+    char name[96];
+    const int64_t n_q_dim = (int64_t)hp->n_head * hp->head_dim;
+    const int64_t n_kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
+    enum moeinf_status st;
+#define NAME(s) (snprintf(name, sizeof name, "blk.%d.%s", il, s), name)
+    if ((st = bind_vec_opt(ld, NAME("attn_q.bias"), n_q_dim, &lw->bq)) ||
+        (st = bind_vec_opt(ld, NAME("attn_k.bias"), n_kv_dim, &lw->bk)) ||
+        (st = bind_vec_opt(ld, NAME("attn_v.bias"), n_kv_dim, &lw->bv))) {
+        return st;
+    }
+    if (hp->arch == MOEINF_ARCH_QWEN2MOE && (!lw->bq || !lw->bk || !lw->bv)) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: qwen2moe layer %d lacks a q/k/v bias",
+                           ld->g->path, il);
+    }
+    if (hp->qk_norm != MOEINF_QK_NORM_NONE) {
+        const bool head = hp->qk_norm == MOEINF_QK_NORM_HEAD;
+        if ((st = bind_vec(ld, NAME("attn_q_norm.weight"), head ? hp->head_dim : n_q_dim,
+                           &lw->q_norm)) ||
+            (st = bind_vec(ld, NAME("attn_k_norm.weight"), head ? hp->head_dim : n_kv_dim,
+                           &lw->k_norm))) {
+            return st;
+        }
+    }
+#undef NAME
+    return MOEINF_OK;
+}
+
+/* qwen2moe's shared expert: its sigmoid gate (a vector) and its SwiGLU matrices. */
+static enum moeinf_status bind_shared_expert(struct loader *ld, const struct moeinf_hparams *hp,
+                                             int il, struct moeinf_layer *lw) {
+    char name[96];
+    const int64_t n_embd = hp->n_embd;
+    const int64_t n_sh = hp->n_ff_shexp;
+    enum moeinf_status st;
+#define NAME(s) (snprintf(name, sizeof name, "blk.%d.%s", il, s), name)
+    if ((st = bind_vec(ld, NAME("ffn_gate_inp_shexp.weight"), n_embd, &lw->gate_inp_shexp)) ||
+        (st = bind(ld, NAME("ffn_gate_shexp.weight"), n_embd, n_sh, 1, false, &lw->gate_shexp)) ||
+        (st = bind(ld, NAME("ffn_up_shexp.weight"), n_embd, n_sh, 1, false, &lw->up_shexp)) ||
+        (st = bind(ld, NAME("ffn_down_shexp.weight"), n_sh, n_embd, 1, false, &lw->down_shexp))) {
+        return st;
+    }
+#undef NAME
     return MOEINF_OK;
 }
 
@@ -213,6 +347,7 @@ static enum moeinf_status bind_layer(struct loader *ld, const struct moeinf_hpar
         (st = bind_vec(ld, NAME("ffn_norm.weight"), n_embd, &lw->ffn_norm))) {
         return st;
     }
+    if ((st = bind_attn_extras(ld, hp, il, lw))) return st;
     if (n_expert > 0) {
         if ((st = bind(ld, NAME("ffn_gate_inp.weight"), n_embd, n_expert, 1, false, &lw->router)) ||
             (st = bind(ld, NAME("ffn_gate_exps.weight"), n_embd, n_ff, n_expert, false,
@@ -234,6 +369,7 @@ static enum moeinf_status bind_layer(struct loader *ld, const struct moeinf_hpar
             return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED, "%s: router '%s' must be f32",
                                ld->g->path, NAME("ffn_gate_inp.weight"));
         }
+        if (hp->n_ff_shexp > 0 && (st = bind_shared_expert(ld, hp, il, lw))) return st;
     } else {
         if ((st = bind(ld, NAME("ffn_gate.weight"), n_embd, n_ff, 1, false, &lw->ffn_gate)) ||
             (st = bind(ld, NAME("ffn_up.weight"), n_embd, n_ff, 1, false, &lw->ffn_up)) ||
@@ -245,21 +381,33 @@ static enum moeinf_status bind_layer(struct loader *ld, const struct moeinf_hpar
     return MOEINF_OK;
 }
 
+/* GGUF names, indexed by enum moeinf_arch. */
+static const char *const arch_names[] = {"llama", "qwen2moe", "qwen3moe", "olmoe"};
+
+const char *moeinf_arch_name(enum moeinf_arch arch) {
+    return (size_t)arch < sizeof arch_names / sizeof arch_names[0] ? arch_names[arch] : "?";
+}
+
 enum moeinf_status moeinf_llm_init(const struct moeinf_gguf *g, struct moeinf_llm **out,
                                    struct moeinf_error *err) {
     struct moeinf_gguf_str arch;
     enum moeinf_status st = moeinf_gguf_get_str(g, "general.architecture", &arch, err);
     if (st != MOEINF_OK) return st;
-    if (!moeinf_gguf_str_eq(arch, "llama")) {
+    const size_t n_archs = sizeof arch_names / sizeof arch_names[0];
+    size_t ia = 0;
+    while (ia < n_archs && !moeinf_gguf_str_eq(arch, arch_names[ia]))
+        ia++;
+    if (ia == n_archs) {
         return moeinf_fail(err, MOEINF_ERR_UNSUPPORTED,
-                           "%s: architecture '%.*s' is not supported yet (llama is)", g->path,
-                           (int)(arch.len > 40 ? 40 : arch.len), arch.data);
+                           "%s: architecture '%.*s' is not supported yet (llama, qwen2moe, "
+                           "qwen3moe and olmoe are)",
+                           g->path, (int)(arch.len > 40 ? 40 : arch.len), arch.data);
     }
-    struct loader ld = {g, "llama", err};
+    struct loader ld = {g, arch_names[ia], err};
     struct moeinf_llm *llm = calloc(1, sizeof *llm);
     if (!llm) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", g->path);
     struct moeinf_hparams *hp = &llm->hp;
-    if ((st = read_hparams(&ld, hp))) goto fail;
+    if ((st = read_hparams(&ld, (enum moeinf_arch)ia, hp))) goto fail;
     if ((st = bind(&ld, "token_embd.weight", hp->n_embd, 0, 1, false, &llm->tok_embd))) goto fail;
     if (llm->tok_embd.n_out <= 0 || llm->tok_embd.n_out > (1 << 24)) {
         st = moeinf_fail(err, MOEINF_ERR_FORMAT, "%s: invalid vocabulary size %lld", g->path,

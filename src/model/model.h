@@ -1,7 +1,9 @@
 /*
- * model.h - hyper-parameters and weight views of a loaded model (arch `llama`: dense Llama
- * and the Mixtral family with routed experts). Weights are views into the mapped GGUF file
- * (see docs/ARCHITECTURE.md); nothing is copied at load.
+ * model.h - hyper-parameters and weight views of a loaded model: arch `llama` (dense Llama and
+ * the Mixtral family with routed experts), `qwen2moe` (a shared expert behind a sigmoid gate,
+ * q/k/v biases), `qwen3moe` (per-head q/k RMSNorm) and `olmoe` (q/k RMSNorm over the whole
+ * projection). Weights are views into the mapped GGUF file (see docs/ARCHITECTURE.md);
+ * nothing is copied at load.
  *
  * Shapes follow ggml: a matrix [n_in, n_out] has n_out rows of n_in elements; an expert
  * tensor [n_in, n_out, n_expert] is n_expert such matrices back to back.
@@ -35,19 +37,47 @@ struct moeinf_layer {
     struct moeinf_weight wk;         /* [n_embd, n_head_kv * head_dim] */
     struct moeinf_weight wv;         /* [n_embd, n_head_kv * head_dim] */
     struct moeinf_weight wo;         /* [n_head * head_dim, n_embd] */
+    const float *bq;                 /* [n_head * head_dim] bias or NULL (qwen2moe) */
+    const float *bk;                 /* [n_head_kv * head_dim] or NULL */
+    const float *bv;                 /* [n_head_kv * head_dim] or NULL */
+    const float *q_norm;             /* RMSNorm of q before RoPE, or NULL: [head_dim] per head */
+    const float *k_norm;             /* (qwen3moe) or [n_q] / [n_kv] whole (olmoe); see qk_norm */
     const float *ffn_norm;           /* [n_embd] */
     /* routed experts (n_expert > 0) */
     struct moeinf_weight router;     /* [n_embd, n_expert], F32 */
     struct moeinf_weight gate_exps;  /* [n_embd, n_ff, n_expert] */
     struct moeinf_weight up_exps;    /* [n_embd, n_ff, n_expert] */
     struct moeinf_weight down_exps;  /* [n_ff, n_embd, n_expert] */
+    /* shared expert (n_ff_shexp > 0): always run, scaled by sigmoid(gate_inp_shexp . x) */
+    const float *gate_inp_shexp;     /* [n_embd], F32 */
+    struct moeinf_weight gate_shexp; /* [n_embd, n_ff_shexp] */
+    struct moeinf_weight up_shexp;   /* [n_embd, n_ff_shexp] */
+    struct moeinf_weight down_shexp; /* [n_ff_shexp, n_embd] */
     /* dense FFN (n_expert == 0) */
     struct moeinf_weight ffn_gate;   /* [n_embd, n_ff] */
     struct moeinf_weight ffn_up;     /* [n_embd, n_ff] */
     struct moeinf_weight ffn_down;   /* [n_ff, n_embd] */
 };
 
+enum moeinf_arch {
+    MOEINF_ARCH_LLAMA,
+    MOEINF_ARCH_QWEN2MOE,
+    MOEINF_ARCH_QWEN3MOE,
+    MOEINF_ARCH_OLMOE,
+};
+
+/* Where q/k RMSNorm applies (its weights in the layer's q_norm, k_norm). */
+enum moeinf_qk_norm {
+    MOEINF_QK_NORM_NONE,
+    MOEINF_QK_NORM_HEAD,  /* each head's head_dim values (qwen3moe) */
+    MOEINF_QK_NORM_WHOLE, /* the whole q (n_head * head_dim) and k projection (olmoe) */
+};
+
+/* The hyper-parameters. The fields after n_ff_shexp say how an architecture computes; they
+ * are set at load from the architecture and its metadata, and tests may change them on a
+ * loaded model to show that the goldens notice (the forward pass reads them at each eval). */
 struct moeinf_hparams {
+    enum moeinf_arch arch;
     int n_vocab;
     int n_embd;
     int n_layer;
@@ -62,6 +92,11 @@ struct moeinf_hparams {
     float rope_base;
     float rope_freq_scale; /* 1 / linear scaling factor */
     float rms_eps;
+    int n_ff_shexp;            /* shared expert width, 0 = none */
+    bool rope_neox;            /* RoPE on half-split pairs (x[i], x[i + n_rot/2]); else adjacent */
+    enum moeinf_qk_norm qk_norm;
+    bool expert_weights_norm;  /* renormalise the top-k router probabilities to sum 1 */
+    float expert_weights_scale; /* multiplies the expert weights; 0 or 1 = none */
 };
 
 struct moeinf_llm {
@@ -77,6 +112,9 @@ struct moeinf_llm {
 enum moeinf_status moeinf_llm_init(const struct moeinf_gguf *g, struct moeinf_llm **out,
                                    struct moeinf_error *err);
 void moeinf_llm_free(struct moeinf_llm *llm);
+
+/* The architecture's GGUF name ("llama", "qwen2moe", ...). */
+const char *moeinf_arch_name(enum moeinf_arch arch);
 
 /* Row r of matrix e of a weight. */
 static inline const uint8_t *moeinf_weight_row(const struct moeinf_weight *w, int64_t e,

@@ -52,6 +52,7 @@ static enum moeinf_status copy_weight(struct loader *ld, struct moeinf_weight *w
 }
 
 static enum moeinf_status copy_vec(struct loader *ld, const float **v, int n) {
+    if (!*v) return MOEINF_OK; /* an optional vector the file does not have */
     void *p = NULL;
     enum moeinf_status st = copy_out(ld, *v, (size_t)n * sizeof(float), &p);
     if (st == MOEINF_OK) *v = p;
@@ -102,9 +103,24 @@ enum moeinf_status moeinf_resident_load(struct moeinf_llm *llm, const struct moe
     }
     for (int il = 0; st == MOEINF_OK && il < hp->n_layer; il++) {
         struct moeinf_layer *lw = &llm->layers[il];
-        struct moeinf_weight *ws[] = {&lw->wq, &lw->wk, &lw->wv, &lw->wo, &lw->router};
-        if ((st = copy_vec(&ld, &lw->attn_norm, hp->n_embd)) != MOEINF_OK) break;
-        if ((st = copy_vec(&ld, &lw->ffn_norm, hp->n_embd)) != MOEINF_OK) break;
+        /* the shared expert runs for every token: resident like attention */
+        struct moeinf_weight *ws[] = {&lw->wq,         &lw->wk,       &lw->wv,
+                                      &lw->wo,         &lw->router,   &lw->gate_shexp,
+                                      &lw->up_shexp,   &lw->down_shexp};
+        const int n_q = hp->n_head * hp->head_dim;
+        const int n_kv = hp->n_head_kv * hp->head_dim;
+        const int n_qk_norm[2] = {hp->qk_norm == MOEINF_QK_NORM_HEAD ? hp->head_dim : n_q,
+                                  hp->qk_norm == MOEINF_QK_NORM_HEAD ? hp->head_dim : n_kv};
+        struct {
+            const float **v;
+            int n;
+        } vecs[] = {{&lw->attn_norm, hp->n_embd}, {&lw->ffn_norm, hp->n_embd},
+                    {&lw->bq, n_q},               {&lw->bk, n_kv},
+                    {&lw->bv, n_kv},              {&lw->q_norm, n_qk_norm[0]},
+                    {&lw->k_norm, n_qk_norm[1]},  {&lw->gate_inp_shexp, hp->n_embd}};
+        for (size_t i = 0; st == MOEINF_OK && i < sizeof vecs / sizeof vecs[0]; i++)
+            st = copy_vec(&ld, vecs[i].v, vecs[i].n);
+        if (st != MOEINF_OK) break;
         for (size_t i = 0; st == MOEINF_OK && i < sizeof ws / sizeof ws[0]; i++)
             st = copy_weight(&ld, ws[i]);
         if (st == MOEINF_OK) take_experts(g, lw, &r->experts[il]);
