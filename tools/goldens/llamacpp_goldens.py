@@ -1,6 +1,7 @@
 """llamacpp_goldens.py - llama.cpp's outputs for a model, as moeinf's tests read them.
 
-Usage: python3 tools/goldens/llamacpp_goldens.py MODEL.gguf OUT_DIR
+Usage: python3 tools/goldens/llamacpp_goldens.py MODEL.gguf OUT_DIR [GOLDEN_ID ...]
+(GOLDEN_IDs such as "hello" or "code-kvf32-nofa" limit the output to those; default: all)
 Needs llama-cpp-python (pip; the version is recorded in every file). Writes, for each prompt
 below and each of two contexts, OUT_DIR/<prompt_id>.json and OUT_DIR/<prompt_id>.logits.f32 in
 the format of ../shared/testdata/README.md section 2 (llamacpp-golden-v1), made the way its
@@ -14,8 +15,10 @@ section 2.1 says:
   5. 16 greedy tokens (argmax, lowest id on a tie; EOS not special), each decoded alone;
   6. routing: a second context with an eval callback decodes the same prompt and the same
      greedy tokens (teacher-forced) and records each layer's router probabilities
-     (ffn_moe_probs-L), chosen experts (ffn_moe_topk-L) and final weights
-     (ffn_moe_weights_norm-L); its logits are compared with run 4/5.
+     (ffn_moe_probs-L), chosen experts (ffn_moe_topk-L) and final weights (the last of
+     ffn_moe_weights-L, ffn_moe_weights_norm-L, ffn_moe_weights_scaled-L that llama.cpp
+     computes: architectures without renormalisation have no _norm tensor); its logits
+     are compared with run 4/5.
 """
 
 import ctypes
@@ -54,16 +57,18 @@ class GgmlTensor(ctypes.Structure):
 
 
 def tensor_rows(ptr):
-    """A 2-D F32 or I32 tensor on the CPU as a numpy array [ne1][ne0] (strides honoured)."""
+    """A 2-D or 3-D F32 or I32 tensor on the CPU as a numpy array [ne2 * ne1][ne0] (strides
+    honoured; ffn_moe_weights-L is [1, k, n_tokens])."""
     t = GgmlTensor.from_address(ptr)
     if t.name != _ggml.ggml_get_name(ptr):
         raise RuntimeError("struct ggml_tensor layout does not match this libggml")
     dtype = {GGML_TYPE_F32: np.float32, GGML_TYPE_I32: np.int32}[t.type]
-    ne0, ne1 = t.ne[0], t.ne[1]
-    size = (ne1 - 1) * t.nb[1] + ne0 * t.nb[0]
+    ne0, ne1, ne2 = t.ne[0], t.ne[1], t.ne[2]
+    size = (ne2 - 1) * t.nb[2] + (ne1 - 1) * t.nb[1] + ne0 * t.nb[0]
     raw = (ctypes.c_uint8 * size).from_address(t.data)
-    return np.lib.stride_tricks.as_strided(np.frombuffer(raw, dtype=dtype), (ne1, ne0),
-                                           (t.nb[1], t.nb[0])).copy()
+    a = np.lib.stride_tricks.as_strided(np.frombuffer(raw, dtype=dtype), (ne2, ne1, ne0),
+                                        (t.nb[2], t.nb[1], t.nb[0]))
+    return a.reshape(ne2 * ne1, ne0).copy()
 
 
 _log_lines = []
@@ -160,7 +165,7 @@ def run(model, vocab, n_vocab, text, kv_f32):
 def routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, greedy_top):
     """Router tensors of a teacher-forced re-run; the largest logit difference to run 4/5."""
     calls = []  # per decode: {layer: {"probs", "topk", "weights"}}
-    want = re.compile(r"ffn_moe_(probs|topk|weights_norm)-(\d+)$")
+    want = re.compile(r"ffn_moe_(probs|topk|weights|weights_norm|weights_scaled)-(\d+)$")
 
     @L.ggml_backend_sched_eval_callback
     def cb(t, ask, user):
@@ -169,9 +174,9 @@ def routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, greedy_top)
         if ask:
             return m is not None
         if m:
-            kind = {"probs": "probs", "topk": "topk", "weights_norm": "weights"}[m.group(1)]
+            kind = m.group(1)
             rows = tensor_rows(t)
-            if kind == "weights":
+            if kind.startswith("weights"):
                 rows = rows.reshape(-1, rows.shape[-1] if rows.ndim > 1 else 1)
             calls[-1].setdefault(int(m.group(2)), {})[kind] = rows
         return True
@@ -188,8 +193,9 @@ def routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, greedy_top)
 
     def layer_rows(call, il):
         got = call[il]
-        return {"topk": got["topk"].tolist(), "weights": got["weights"].reshape(got["topk"].shape).tolist(),
-                "weights_from": f"ffn_moe_weights_norm-{il}", "probs": got["probs"].tolist()}
+        final = [k for k in ("weights_scaled", "weights_norm", "weights") if k in got][0]
+        return {"topk": got["topk"].tolist(), "weights": got[final].reshape(got["topk"].shape).tolist(),
+                "weights_from": f"ffn_moe_{final}-{il}", "probs": got["probs"].tolist()}
 
     prompt = {str(il): layer_rows(calls[0], il) for il in range(n_layer)}
     steps = {}
@@ -212,9 +218,9 @@ def tidy(x):
 
 
 def main():
-    if len(sys.argv) != 3:
+    if len(sys.argv) < 3:
         sys.exit(__doc__)
-    model_path, out_dir = sys.argv[1], sys.argv[2]
+    model_path, out_dir, only = sys.argv[1], sys.argv[2], set(sys.argv[3:])
     os.makedirs(out_dir, exist_ok=True)
     L.llama_log_set(_log, None)
     L.llama_backend_init()
@@ -228,6 +234,8 @@ def main():
     for pid, text in PROMPTS.items():
         for kv_f32 in (False, True):
             gid = pid + ("-kvf32-nofa" if kv_f32 else "")
+            if only and gid not in only:
+                continue
             tokens, logits, greedy, top, margin, top1, info = run(model, vocab, n_vocab, text, kv_f32)
             route = routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, top)
             g = {
