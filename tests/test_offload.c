@@ -4,7 +4,8 @@
  * logits, to the bit, as the fully resident run: for every online policy, cache sizes from
  * the minimum (top_k slots, which forces a prefill micro-batch into many waves) up to every
  * expert, micro-batches of 512 and 3 tokens, 1 to 3 threads, two requests in one context
- * (the cache outlives moeinf_context_reset). Also: the bytes read are exactly the misses'
+ * (the cache outlives moeinf_context_reset); Mixtral-style models and qwen2moe (whose
+ * shared expert stays resident). Also: the bytes read are exactly the misses'
  * experts (plus their 4 KiB windows under O_DIRECT), computed here from the GGUF tensor
  * table; the simulator replaying the engine's recorded routing with --batch at the same
  * capacity and policy counts exactly the engine's hits and misses; bad sizes and a file
@@ -18,6 +19,7 @@
 #include "engine.h"
 #include "gguf/gguf.h"
 #include "moeinf.h"
+#include "model_ids_only.h"
 #include "moeinf_sim.h"
 #include "quant/quant.h"
 #include "test.h"
@@ -109,7 +111,10 @@ static struct moeinf_model *model_for(const char *path, bool offload) {
     struct moeinf_error err = {0};
     struct moeinf_model_params mp = moeinf_model_params_default();
     mp.offload_experts = offload;
-    enum moeinf_status st = moeinf_model_load(path, &mp, &loaded[k], &err);
+    /* qwen2moe's vocabulary is byte-level BPE: loaded without it (the prompts are ids) */
+    enum moeinf_status st = strstr(path, "qwen2moe")
+                                ? test_model_load_ids_only(path, offload, &loaded[k], &err)
+                                : moeinf_model_load(path, &mp, &loaded[k], &err);
     CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
     snprintf(loaded_path[k], sizeof loaded_path[k], "%s", path);
     return loaded[k];
@@ -307,6 +312,31 @@ static void test_identical_tiny_q8_0(void) {
 
 static void test_identical_tiny_q4_0(void) {
     shared_model("testdata/models/tiny-mixtral-Q4_0.gguf");
+}
+
+/* qwen2moe: its shared expert stays resident (model/resident.c) while the routed experts go
+ * through the cache. */
+static void test_identical_tiny_qwen2moe(void) {
+    char path[1024];
+    if (!test_shared_path("testdata/models/tiny-qwen2moe-F32.gguf", path, sizeof path)) return;
+    const struct moeinf_model *m = model_for(path, true);
+    if (!m) return;
+    /* every per-layer weight but the routed experts is a resident copy, not a view into the
+     * file's mapping; the routed experts have no data at all */
+    const uint8_t *lo = m->gguf->map.data;
+    const uint8_t *hi = lo + m->gguf->map.size;
+    for (int il = 0; il < m->llm->hp.n_layer; il++) {
+        const struct moeinf_layer *lw = &m->llm->layers[il];
+        const void *ps[] = {lw->gate_shexp.data, lw->up_shexp.data, lw->down_shexp.data,
+                            lw->gate_inp_shexp,  lw->bq,            lw->bk,
+                            lw->bv,              lw->wq.data,       lw->router.data};
+        for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
+            const uint8_t *p = ps[i];
+            CHECK_MSG(p && !(p >= lo && p < hi), "layer %d weight %zu is not resident", il, i);
+        }
+        CHECK(lw->gate_exps.data == NULL && lw->down_exps.data == NULL);
+    }
+    check_model(path);
 }
 
 static void test_identical_generated(void) {
@@ -544,6 +574,7 @@ int main(void) {
     RUN(test_identical_tiny_f32);
     RUN(test_identical_tiny_q8_0);
     RUN(test_identical_tiny_q4_0);
+    RUN(test_identical_tiny_qwen2moe);
     RUN(test_identical_generated);
     RUN(test_bytes_read_are_the_misses);
     RUN(test_sim_replays_engine_counts);
