@@ -128,6 +128,39 @@ static void test_unsupported_arch(void) {
     free(b);
 }
 
+/* deepseek2 (MLA attention, grouped sigmoid routing) is planned, not supported: a real file of
+ * that architecture is refused by name, before anything else is read. */
+static void test_deepseek2_refused(void) {
+    char path[1024];
+    if (!test_shared_path("testdata/models/tiny-deepseek2-F32.gguf", path, sizeof path)) return;
+    struct moeinf_model *model = NULL;
+    struct moeinf_error err = {0};
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    CHECK_EQ_INT(moeinf_model_load(path, &mp, &model, &err), MOEINF_ERR_UNSUPPORTED);
+    CHECK(model == NULL);
+    CHECK_STR_CONTAINS(err.msg, "architecture 'deepseek2' is not supported yet");
+    CHECK(strchr(err.msg, '\n') == NULL);
+}
+
+/* A qwen2moe file without a shared-expert tensor is refused by name (the real tiny qwen2moe
+ * file, patched). */
+static void test_qwen2moe_errors(void) {
+    char path[1024];
+    if (!test_shared_path("testdata/models/tiny-qwen2moe-F32.gguf", path, sizeof path)) return;
+    size_t size = 0;
+    char *b = golden_read_file(path, &size);
+    CHECK(b != NULL);
+    if (!b) return;
+    const char *name = "blk.1.ffn_up_shexp.weight";
+    size_t at = find_gguf_str(b, size, name);
+    CHECK(at != 0);
+    /* NOLINTNEXTLINE(bugprone-not-null-terminated-result): bytes in a file image */
+    if (at) memcpy(b + at - strlen(name), "blk.1.ffn_up_shexp.weighT", strlen(name));
+    expect_load_error(b, size, "m_shexp.gguf", MOEINF_ERR_FORMAT,
+                      "missing tensor 'blk.1.ffn_up_shexp.weight'");
+    free(b);
+}
+
 static void test_bad_tensors(void) {
     rename_case("blk.1.attn_q.weight", "blk.1.attn_X.weight", "m_tensor.gguf", MOEINF_ERR_FORMAT,
                 "missing tensor 'blk.1.attn_q.weight'");
@@ -415,6 +448,8 @@ static void test_nonfinite_weights(void) {
 int main(void) {
     RUN(test_missing_keys);
     RUN(test_unsupported_arch);
+    RUN(test_deepseek2_refused);
+    RUN(test_qwen2moe_errors);
     RUN(test_bad_tensors);
     RUN(test_impossible_counts);
     RUN(test_rope_scaling);
