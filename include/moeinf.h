@@ -64,11 +64,12 @@ enum moeinf_status moeinf_inspect(const char *path, FILE *out, struct moeinf_err
 
 /* Geometry of a model that moeinf_gen_model writes with random weights. */
 struct moeinf_gen_params {
-    const char *arch;       /* "llama" (Mixtral family) */
+    const char *arch;       /* "llama" (Mixtral family), "qwen2moe", "qwen3moe" or "olmoe" */
     int n_layer;            /* transformer blocks */
     int n_expert;           /* routed experts per layer; 0 = dense model */
     int n_expert_used;      /* top-k */
-    int n_expert_shared;    /* shared experts (archs that have them) */
+    int n_expert_shared;    /* shared experts: qwen2moe needs >= 1 (one shared FFN of width
+                               n_expert_shared x n_ff), the other archs 0 */
     int n_embd;             /* model width */
     int n_ff;               /* FFN width of one expert (or of the dense FFN) */
     int n_head;             /* query heads */
@@ -91,7 +92,8 @@ struct moeinf_gen_params moeinf_gen_params_default(void);
 
 /* Checks a geometry without writing anything: MOEINF_ERR_ARG naming the first problem
  * (heads not dividing n_embd, KV heads not dividing heads, top-k > experts, rows not a
- * multiple of 32 for quantized types, an arch other than "llama", ...). */
+ * multiple of 32 for quantized types, an unknown arch, shared experts where the arch has
+ * none, ...). */
 enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *params,
                                            struct moeinf_error *err);
 

@@ -2,7 +2,7 @@
 /*
  * test_gen_model.c - moeinf_gen_model: tiny models written to scratch files and read back
  * with the GGUF reader. Checks the metadata and tensor layout llama.cpp expects for arch
- * "llama", the weight statistics of README 1.6 (moments and normal tail masses computed
+ * "llama" (and for qwen2moe, qwen3moe and olmoe, which the engine then runs), the weight statistics of README 1.6 (moments and normal tail masses computed
  * here in float64, weights decoded from F32/F16/Q8_0/Q4_0 by this file's own decoders),
  * determinism (seed, thread count), the vocabulary, and that failures leave no file.
  */
@@ -528,7 +528,10 @@ static void test_bad_params(void) {
     BAD(p.n_embd = 48, "n_embd = 48 is not a multiple of 32");
     BAD(p.n_ff = 100, "n_ff = 100 is not a multiple of 32");
     BAD(p.n_expert_shared = 1, "no shared experts");
-    BAD(p.arch = "qwen2moe", "arch 'qwen2moe' is not supported");
+    BAD(p.arch = "deepseek2", "arch 'deepseek2' is not supported");
+    BAD(p.arch = "qwen2moe", "arch 'qwen2moe' needs 1 to 64 shared experts (got 0)");
+    BAD((p.arch = "olmoe", p.n_expert_shared = 2), "arch 'olmoe' has no shared experts");
+    BAD((p.arch = "qwen3moe", p.n_expert = 0, p.n_expert_used = 0), "needs routed experts");
     BAD(p.type = 12, "type 12");
     BAD(p.n_layer = 0, "layers 0");
     BAD(p.n_embd_head = 7, "odd");
@@ -603,6 +606,86 @@ static void test_failures_leave_nothing(void) {
     remove(path);
 }
 
+/* qwen2moe, qwen3moe and olmoe: the tensors and metadata llama.cpp's loader wants for each
+ * (shapes in ne order), and the engine loads the file and decodes finite logits. */
+static void check_arch_file(const char *arch, int n_shared) {
+    struct moeinf_gen_params p = tiny(8);
+    p.arch = arch;
+    p.n_expert_shared = n_shared;
+    p.n_ff = 64;
+    p.n_embd_head = 32; /* 4 x 32 = 128 != n_embd 64, as Qwen3 has */
+    char name[64];
+    char path[512];
+    char key[96];
+    snprintf(name, sizeof name, "gen-%s.gguf", arch);
+    struct moeinf_gguf *g = gen_open(&p, name, path, sizeof path);
+    if (!g) return;
+    struct moeinf_gguf_str s;
+    struct moeinf_error err = {0};
+    CHECK_EQ_INT(moeinf_gguf_get_str(g, "general.architecture", &s, &err), MOEINF_OK);
+    CHECK(moeinf_gguf_str_eq(s, arch));
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
+    CHECK_EQ_INT(u32_of(g, KEY("expert_count")), 8);
+    CHECK_EQ_INT(u32_of(g, KEY("expert_used_count")), 2);
+    CHECK_EQ_INT(u32_of(g, KEY("attention.key_length")), 32);
+    check_tensor(g, "blk.1.attn_q.weight", 8, 2, 64, 128, 1);
+    check_tensor(g, "blk.1.attn_k.weight", 8, 2, 64, 64, 1);
+    check_tensor(g, "blk.1.ffn_gate_exps.weight", 8, 3, 64, 64, 8);
+    if (!strcmp(arch, "qwen2moe")) {
+        CHECK_EQ_INT(u32_of(g, KEY("expert_feed_forward_length")), 64);
+        CHECK_EQ_INT(u32_of(g, KEY("expert_shared_feed_forward_length")), 64 * n_shared);
+        check_tensor(g, "blk.1.attn_q.bias", 0, 1, 128, 1, 1);
+        check_tensor(g, "blk.1.attn_v.bias", 0, 1, 64, 1, 1);
+        check_tensor(g, "blk.1.ffn_gate_inp_shexp.weight", 0, 1, 64, 1, 1);
+        check_tensor(g, "blk.1.ffn_up_shexp.weight", 8, 2, 64, 64 * n_shared, 1);
+        check_tensor(g, "blk.1.ffn_down_shexp.weight", 8, 2, 64 * n_shared, 64, 1);
+        CHECK(moeinf_gguf_find_tensor(g, "blk.0.attn_q_norm.weight") == NULL);
+    } else if (!strcmp(arch, "qwen3moe")) {
+        CHECK_EQ_INT(u32_of(g, KEY("expert_feed_forward_length")), 64);
+        check_tensor(g, "blk.1.attn_q_norm.weight", 0, 1, 32, 1, 1);
+        check_tensor(g, "blk.1.attn_k_norm.weight", 0, 1, 32, 1, 1);
+        CHECK(moeinf_gguf_find_tensor(g, "blk.0.ffn_up_shexp.weight") == NULL);
+    } else {
+        CHECK_EQ_INT(u32_of(g, KEY("feed_forward_length")), 64);
+        check_tensor(g, "blk.1.attn_q_norm.weight", 0, 1, 128, 1, 1);
+        check_tensor(g, "blk.1.attn_k_norm.weight", 0, 1, 64, 1, 1);
+    }
+#undef KEY
+    moeinf_gguf_free(g);
+    struct moeinf_model *model = NULL;
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
+    char desc[256];
+    if (model) {
+        moeinf_model_desc(model, desc, sizeof desc);
+        CHECK_STR_CONTAINS(desc, arch);
+        struct moeinf_context_params cp = moeinf_context_params_default();
+        cp.n_ctx = 16;
+        cp.n_threads = 2;
+        struct moeinf_context *ctx = NULL;
+        const int n_vocab = moeinf_model_n_vocab(model);
+        float *logits = malloc((size_t)n_vocab * 3 * sizeof(float));
+        const int32_t ids[3] = {1, 300, 400};
+        CHECK(logits && moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK &&
+              moeinf_decode(ctx, ids, 3, logits, true, &err) == MOEINF_OK);
+        double sum2 = 0;
+        for (int i = 0; logits && i < 3 * n_vocab; i++)
+            sum2 += (double)logits[i] * logits[i];
+        /* finite, and not all zero (decode already fails on NaN or infinity) */
+        CHECK_MSG(sum2 > 0 && isfinite(sum2), "%s: logits sum of squares %g", arch, sum2);
+        free(logits);
+        moeinf_context_free(ctx);
+    }
+    moeinf_model_free(model);
+    remove(path);
+}
+
+static void test_archs(void) {
+    check_arch_file("qwen2moe", 2);
+    check_arch_file("qwen3moe", 0);
+    check_arch_file("olmoe", 0);
+}
+
 static void test_default_model(void) {
     struct moeinf_gen_params p = moeinf_gen_params_default();
     CHECK(p.arch && !strcmp(p.arch, "llama"));
@@ -634,6 +717,7 @@ int main(void) {
     RUN(test_determinism);
     RUN(test_bad_params);
     RUN(test_failures_leave_nothing);
+    RUN(test_archs);
     RUN(test_default_model);
     return test_report();
 }

@@ -12,19 +12,23 @@ static void usage(FILE *out) {
     fprintf(out,
             "usage: moeinf gen-model -o FILE [--preset NAME] [options]\n"
             "\n"
-            "Writes a GGUF model with random weights (arch 'llama': Mixtral-style routed experts,\n"
-            "or a dense Llama with --experts 0) that llama.cpp and moeinf load. The file is\n"
+            "Writes a GGUF model with random weights that llama.cpp and moeinf load: arch\n"
+            "'llama' (Mixtral-style routed experts, or a dense Llama with --experts 0),\n"
+            "'qwen2moe' (a shared expert, q/k/v biases), 'qwen3moe' (per-head q/k norm) or\n"
+            "'olmoe' (q/k norm over the whole projection). The file is\n"
             "generated tensor by tensor, so memory stays small whatever its size; the same\n"
             "options and seed give the same bytes.\n"
             "\n"
             "  -o, --output FILE     where to write (required)\n"
-            "  --preset NAME         start from a geometry: default, mixtral-8x7b, olmoe-1b-7b,\n"
-            "                        qwen3-30b-a3b (later options override it)\n"
-            "  --arch NAME           llama (the only one)\n"
+            "  --preset NAME         start from a geometry and arch: default, mixtral-8x7b\n"
+            "                        (llama), olmoe-1b-7b (olmoe), qwen3-30b-a3b (qwen3moe),\n"
+            "                        qwen1.5-moe-a2.7b (qwen2moe); later options override it\n"
+            "  --arch NAME           llama, qwen2moe, qwen3moe or olmoe\n"
             "  --layers N            transformer blocks\n"
             "  --experts N           routed experts per layer (0 = dense)\n"
             "  --top-k N             experts used per token\n"
-            "  --shared-experts N    shared experts (must be 0 for llama)\n"
+            "  --shared-experts N    shared experts: qwen2moe's one shared FFN is N x --ff\n"
+            "                        wide (N >= 1); 0 for the other archs\n"
             "  --embd N              model width\n"
             "  --ff N                FFN width of one expert\n"
             "  --heads N             query heads\n"
@@ -68,6 +72,7 @@ static bool apply_preset(const char *name, struct moeinf_gen_params *p) {
         return true;
     }
     if (!strcmp(name, "olmoe-1b-7b")) {
+        p->arch = "olmoe";
         p->n_layer = 16;
         p->n_expert = 64;
         p->n_expert_used = 8;
@@ -80,6 +85,7 @@ static bool apply_preset(const char *name, struct moeinf_gen_params *p) {
         return true;
     }
     if (!strcmp(name, "qwen3-30b-a3b")) {
+        p->arch = "qwen3moe";
         p->n_layer = 48;
         p->n_expert = 128;
         p->n_expert_used = 8;
@@ -89,6 +95,21 @@ static bool apply_preset(const char *name, struct moeinf_gen_params *p) {
         p->n_head_kv = 4;
         p->n_embd_head = 128;
         p->n_ctx_train = 40960;
+        p->rope_freq_base = 1e6f;
+        p->rms_eps = 1e-6f;
+        return true;
+    }
+    if (!strcmp(name, "qwen1.5-moe-a2.7b")) { /* shared expert 4 x 1408 = 5632 wide */
+        p->arch = "qwen2moe";
+        p->n_layer = 24;
+        p->n_expert = 60;
+        p->n_expert_used = 4;
+        p->n_expert_shared = 4;
+        p->n_embd = 2048;
+        p->n_ff = 1408;
+        p->n_head = 16;
+        p->n_head_kv = 16;
+        p->n_ctx_train = 8192;
         p->rope_freq_base = 1e6f;
         p->rms_eps = 1e-6f;
         return true;
@@ -208,9 +229,9 @@ int cmd_gen_model(int argc, char **argv) {
     if (gst != MOEINF_OK) return cli_fail(&err);
     struct stat st;
     long long size = stat(out, &st) == 0 ? (long long)st.st_size : -1;
-    printf("wrote %s (%lld bytes): %d layers, %d experts (top-%d), n_embd %d, n_ff %d, "
+    printf("wrote %s (%lld bytes): arch %s, %d layers, %d experts (top-%d), n_embd %d, n_ff %d, "
            "%d/%d heads, type %s, seed %llu\n",
-           out, size, p.n_layer, p.n_expert, p.n_expert_used, p.n_embd, p.n_ff, p.n_head,
+           out, size, p.arch ? p.arch : "llama", p.n_layer, p.n_expert, p.n_expert_used, p.n_embd, p.n_ff, p.n_head,
            p.n_head_kv,
            p.type == 0   ? "f32"
            : p.type == 1 ? "f16"

@@ -1,6 +1,9 @@
 /*
  * gen_model.c - moeinf_gen_model: a GGUF model with random weights, in the layout llama.cpp
- * loads for arch "llama" (Mixtral-style routed experts, or dense Llama when n_expert = 0).
+ * loads for arch "llama" (Mixtral-style routed experts, or dense Llama when n_expert = 0),
+ * "qwen2moe" (q/k/v biases ~ N(0, 0.2), one shared expert of width n_expert_shared x n_ff
+ * behind its sigmoid gate), "qwen3moe" (per-head q/k RMSNorm) and "olmoe" (q/k RMSNorm over
+ * the whole projection).
  *
  * DESIGN. The tensor list and the metadata are built first (small), then every tensor is
  * generated and written in chunks of whole rows through the streaming GGUF writer, so memory
@@ -64,6 +67,18 @@ struct moeinf_gen_params moeinf_gen_params_default(void) {
     return p;
 }
 
+enum gen_arch { ARCH_LLAMA, ARCH_QWEN2MOE, ARCH_QWEN3MOE, ARCH_OLMOE, ARCH_UNKNOWN };
+
+static const char *const arch_names[] = {"llama", "qwen2moe", "qwen3moe", "olmoe"};
+
+static enum gen_arch arch_of(const struct moeinf_gen_params *p) {
+    if (!p->arch) return ARCH_LLAMA;
+    for (int a = 0; a < ARCH_UNKNOWN; a++) {
+        if (!strcmp(p->arch, arch_names[a])) return (enum gen_arch)a;
+    }
+    return ARCH_UNKNOWN;
+}
+
 static int head_dim(const struct moeinf_gen_params *p) {
     return p->n_embd_head > 0 ? p->n_embd_head : p->n_embd / p->n_head;
 }
@@ -75,8 +90,11 @@ static bool in_range(int v, int lo, int hi) {
 enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
                                            struct moeinf_error *err) {
     const enum moeinf_status arg = MOEINF_ERR_ARG;
-    if (p->arch && strcmp(p->arch, "llama") != 0) {
-        return moeinf_fail(err, arg, "gen-model: arch '%s' is not supported (only 'llama')",
+    const enum gen_arch arch = arch_of(p);
+    if (arch == ARCH_UNKNOWN) {
+        return moeinf_fail(err, arg,
+                           "gen-model: arch '%s' is not supported (llama, qwen2moe, qwen3moe, "
+                           "olmoe)",
                            p->arch);
     }
     if (!in_range(p->n_layer, 1, 4096)) {
@@ -119,9 +137,21 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
         return moeinf_fail(err, arg, "gen-model: top-k %d given for a dense model (0 experts)",
                            p->n_expert_used);
     }
-    if (p->n_expert_shared != 0) {
-        return moeinf_fail(err, arg, "gen-model: arch 'llama' has no shared experts (got %d)",
+    if (arch != ARCH_LLAMA && p->n_expert == 0) {
+        return moeinf_fail(err, arg, "gen-model: arch '%s' needs routed experts (got 0)",
+                           arch_names[arch]);
+    }
+    if (arch == ARCH_QWEN2MOE && !in_range(p->n_expert_shared, 1, 64)) {
+        return moeinf_fail(err, arg,
+                           "gen-model: arch 'qwen2moe' needs 1 to 64 shared experts (got %d)",
                            p->n_expert_shared);
+    }
+    if (arch != ARCH_QWEN2MOE && p->n_expert_shared != 0) {
+        return moeinf_fail(err, arg, "gen-model: arch '%s' has no shared experts (got %d)",
+                           arch_names[arch], p->n_expert_shared);
+    }
+    if ((int64_t)p->n_expert_shared * p->n_ff > MAX_DIM) {
+        return moeinf_fail(err, arg, "gen-model: the shared expert is too wide");
     }
     if (p->n_threads < 0) {
         return moeinf_fail(err, arg, "gen-model: threads %d < 0", p->n_threads);
@@ -369,6 +399,8 @@ struct plan {
     int n, cap;
 };
 
+/* Tensor "<name>.weight", or "blk.<layer>.<name>.weight" for layer >= 0; a name that ends in
+ * ".bias" is used as it is (after the layer prefix). */
 static bool plan_add(struct plan *pl, const char *name, int layer, int type, int n_dims,
                      int64_t ne0, int64_t ne1, int64_t ne2, enum init_kind kind, double scale) {
     if (pl->n == pl->cap) {
@@ -379,10 +411,12 @@ static bool plan_add(struct plan *pl, const char *name, int layer, int type, int
         pl->cap = cap;
     }
     struct tplan *t = &pl->t[pl->n++];
+    size_t len = strlen(name);
+    const char *suffix = len > 5 && !strcmp(name + len - 5, ".bias") ? "" : ".weight";
     if (layer >= 0) {
-        snprintf(t->name, sizeof t->name, "blk.%d.%s.weight", layer, name);
+        snprintf(t->name, sizeof t->name, "blk.%d.%s%s", layer, name, suffix);
     } else {
-        snprintf(t->name, sizeof t->name, "%s.weight", name);
+        snprintf(t->name, sizeof t->name, "%s%s", name, suffix);
     }
     t->type = type;
     t->n_dims = n_dims;
@@ -394,7 +428,37 @@ static bool plan_add(struct plan *pl, const char *name, int layer, int type, int
     return true;
 }
 
-/* Tensor names and shapes as llama.cpp's LLM_ARCH_LLAMA loader expects them (ne order). */
+/* What qwen2moe, qwen3moe and olmoe add to a layer's attention and FFN (ne order). */
+static bool plan_arch_extras(struct plan *pl, const struct moeinf_gen_params *p, int l) {
+    const enum gen_arch arch = arch_of(p);
+    const int q = p->type;
+    const int f32 = MOEINF_TYPE_F32;
+    const int64_t e = p->n_embd;
+    const int64_t hd = head_dim(p);
+    const int64_t dq = (int64_t)p->n_head * hd;
+    const int64_t dkv = (int64_t)p->n_head_kv * hd;
+    const int64_t fs = (int64_t)p->n_expert_shared * p->n_ff;
+    switch (arch) {
+    case ARCH_QWEN2MOE:
+        return plan_add(pl, "attn_q.bias", l, f32, 1, dq, 1, 1, INIT_EMBED, 0.2) &&
+               plan_add(pl, "attn_k.bias", l, f32, 1, dkv, 1, 1, INIT_EMBED, 0.2) &&
+               plan_add(pl, "attn_v.bias", l, f32, 1, dkv, 1, 1, INIT_EMBED, 0.2) &&
+               plan_add(pl, "ffn_gate_inp_shexp", l, f32, 1, e, 1, 1, INIT_NORMAL, 1) &&
+               plan_add(pl, "ffn_gate_shexp", l, q, 2, e, fs, 1, INIT_NORMAL, 1) &&
+               plan_add(pl, "ffn_up_shexp", l, q, 2, e, fs, 1, INIT_NORMAL, 1) &&
+               plan_add(pl, "ffn_down_shexp", l, q, 2, fs, e, 1, INIT_NORMAL, 1);
+    case ARCH_QWEN3MOE:
+        return plan_add(pl, "attn_q_norm", l, f32, 1, hd, 1, 1, INIT_NORM, 1) &&
+               plan_add(pl, "attn_k_norm", l, f32, 1, hd, 1, 1, INIT_NORM, 1);
+    case ARCH_OLMOE:
+        return plan_add(pl, "attn_q_norm", l, f32, 1, dq, 1, 1, INIT_NORM, 1) &&
+               plan_add(pl, "attn_k_norm", l, f32, 1, dkv, 1, 1, INIT_NORM, 1);
+    default:
+        return true;
+    }
+}
+
+/* Tensor names and shapes as llama.cpp's loader expects them for the arch (ne order). */
 static bool plan_build(struct plan *pl, const struct moeinf_gen_params *p, int64_t n_vocab) {
     const int q = p->type; /* big matrices */
     const int64_t e = p->n_embd;
@@ -424,6 +488,7 @@ static bool plan_build(struct plan *pl, const struct moeinf_gen_params *p, int64
                  plan_add(pl, "ffn_up", l, q, 2, e, f, 1, INIT_NORMAL, 1) &&
                  plan_add(pl, "ffn_down", l, q, 2, f, e, 1, INIT_NORMAL, 1);
         }
+        ok = ok && plan_arch_extras(pl, p, l);
     }
     return ok;
 }
@@ -443,30 +508,50 @@ static int file_type(int type) {
     }
 }
 
+/* An "<arch>.<suffix>" key into buf. */
+static const char *akey(char *buf, size_t size, const char *arch, const char *suffix) {
+    snprintf(buf, size, "%s.%s", arch, suffix);
+    return buf;
+}
+
 static enum moeinf_status add_hparams(struct moeinf_gguf_writer *w,
                                       const struct moeinf_gen_params *p, uint32_t n_vocab,
                                       struct moeinf_error *err) {
+    const enum gen_arch arch = arch_of(p);
+    const char *an = arch_names[arch];
+    char k[96];
+#define U32(suffix, v) moeinf_gguf_writer_add_u32(w, akey(k, sizeof k, an, suffix), (uint32_t)(v), err)
     /* Errors are sticky in the writer: checking the last call checks them all. */
-    moeinf_gguf_writer_add_str(w, "general.architecture", "llama", err);
+    moeinf_gguf_writer_add_str(w, "general.architecture", an, err);
     moeinf_gguf_writer_add_str(w, "general.name", "moeinf random MoE", err);
     moeinf_gguf_writer_add_u32(w, "general.file_type", (uint32_t)file_type(p->type), err);
     moeinf_gguf_writer_add_u32(w, "general.quantization_version", 2, err);
-    moeinf_gguf_writer_add_u32(w, "llama.context_length", (uint32_t)p->n_ctx_train, err);
-    moeinf_gguf_writer_add_u32(w, "llama.embedding_length", (uint32_t)p->n_embd, err);
-    moeinf_gguf_writer_add_u32(w, "llama.block_count", (uint32_t)p->n_layer, err);
-    moeinf_gguf_writer_add_u32(w, "llama.feed_forward_length", (uint32_t)p->n_ff, err);
-    moeinf_gguf_writer_add_u32(w, "llama.attention.head_count", (uint32_t)p->n_head, err);
-    moeinf_gguf_writer_add_u32(w, "llama.attention.head_count_kv", (uint32_t)p->n_head_kv, err);
-    moeinf_gguf_writer_add_u32(w, "llama.attention.key_length", (uint32_t)head_dim(p), err);
-    moeinf_gguf_writer_add_u32(w, "llama.attention.value_length", (uint32_t)head_dim(p), err);
-    moeinf_gguf_writer_add_u32(w, "llama.rope.dimension_count", (uint32_t)head_dim(p), err);
-    moeinf_gguf_writer_add_f32(w, "llama.rope.freq_base", p->rope_freq_base, err);
-    moeinf_gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", p->rms_eps, err);
-    if (p->n_expert > 0) {
-        moeinf_gguf_writer_add_u32(w, "llama.expert_count", (uint32_t)p->n_expert, err);
-        moeinf_gguf_writer_add_u32(w, "llama.expert_used_count", (uint32_t)p->n_expert_used, err);
+    U32("context_length", p->n_ctx_train);
+    U32("embedding_length", p->n_embd);
+    U32("block_count", p->n_layer);
+    /* feed_forward_length: the expert width for llama and olmoe; qwen2moe's converter writes
+     * the shared expert's width there, qwen3moe's a dense-equivalent (top-k x expert) */
+    U32("feed_forward_length", arch == ARCH_QWEN2MOE   ? p->n_expert_shared * p->n_ff
+                               : arch == ARCH_QWEN3MOE ? p->n_expert_used * p->n_ff
+                                                       : p->n_ff);
+    if (arch == ARCH_QWEN2MOE || arch == ARCH_QWEN3MOE) U32("expert_feed_forward_length", p->n_ff);
+    if (arch == ARCH_QWEN2MOE) {
+        U32("expert_shared_feed_forward_length", p->n_expert_shared * p->n_ff);
     }
-    return moeinf_gguf_writer_add_u32(w, "llama.vocab_size", n_vocab, err);
+    U32("attention.head_count", p->n_head);
+    U32("attention.head_count_kv", p->n_head_kv);
+    U32("attention.key_length", head_dim(p));
+    U32("attention.value_length", head_dim(p));
+    U32("rope.dimension_count", head_dim(p));
+    moeinf_gguf_writer_add_f32(w, akey(k, sizeof k, an, "rope.freq_base"), p->rope_freq_base, err);
+    moeinf_gguf_writer_add_f32(w, akey(k, sizeof k, an, "attention.layer_norm_rms_epsilon"),
+                               p->rms_eps, err);
+    if (p->n_expert > 0) {
+        U32("expert_count", p->n_expert);
+        U32("expert_used_count", p->n_expert_used);
+    }
+    return U32("vocab_size", n_vocab);
+#undef U32
 }
 
 static enum moeinf_status add_own_vocab(struct moeinf_gguf_writer *w, const struct vocab *v,
