@@ -637,8 +637,9 @@ static void check_arch_file(const char *arch, int n_shared) {
         check_tensor(g, "blk.1.attn_q.bias", 0, 1, 128, 1, 1);
         check_tensor(g, "blk.1.attn_v.bias", 0, 1, 64, 1, 1);
         check_tensor(g, "blk.1.ffn_gate_inp_shexp.weight", 0, 1, 64, 1, 1);
-        check_tensor(g, "blk.1.ffn_up_shexp.weight", 8, 2, 64, 64 * n_shared, 1);
-        check_tensor(g, "blk.1.ffn_down_shexp.weight", 8, 2, 64 * n_shared, 64, 1);
+        const int64_t fs = (int64_t)64 * n_shared;
+        check_tensor(g, "blk.1.ffn_up_shexp.weight", 8, 2, 64, fs, 1);
+        check_tensor(g, "blk.1.ffn_down_shexp.weight", 8, 2, fs, 64, 1);
         CHECK(moeinf_gguf_find_tensor(g, "blk.0.attn_q_norm.weight") == NULL);
     } else if (!strcmp(arch, "qwen3moe")) {
         CHECK_EQ_INT(u32_of(g, KEY("expert_feed_forward_length")), 64);
@@ -666,10 +667,11 @@ static void check_arch_file(const char *arch, int n_shared) {
         const int n_vocab = moeinf_model_n_vocab(model);
         float *logits = malloc((size_t)n_vocab * 3 * sizeof(float));
         const int32_t ids[3] = {1, 300, 400};
-        CHECK(logits && moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK &&
-              moeinf_decode(ctx, ids, 3, logits, true, &err) == MOEINF_OK);
+        bool ran = logits && moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK &&
+                   moeinf_decode(ctx, ids, 3, logits, true, &err) == MOEINF_OK;
+        CHECK_MSG(ran, "%s: %s", arch, err.msg);
         double sum2 = 0;
-        for (int i = 0; logits && i < 3 * n_vocab; i++)
+        for (int i = 0; ran && i < 3 * n_vocab; i++)
             sum2 += (double)logits[i] * logits[i];
         /* finite, and not all zero (decode already fails on NaN or infinity) */
         CHECK_MSG(sum2 > 0 && isfinite(sum2), "%s: logits sum of squares %g", arch, sum2);
