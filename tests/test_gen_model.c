@@ -2,9 +2,10 @@
 /*
  * test_gen_model.c - moeinf_gen_model: tiny models written to scratch files and read back
  * with the GGUF reader. Checks the metadata and tensor layout llama.cpp expects for arch
- * "llama" (and for qwen2moe, qwen3moe and olmoe, which the engine then runs), the weight statistics of README 1.6 (moments and normal tail masses computed
- * here in float64, weights decoded from F32/F16/Q8_0/Q4_0 by this file's own decoders),
- * determinism (seed, thread count), the vocabulary, and that failures leave no file.
+ * "llama" (and for qwen2moe, qwen3moe and olmoe, which the engine then runs), the weight statistics
+ * of README 1.6 (moments and normal tail masses computed here in float64, weights decoded from
+ * F32/F16/Q8_0/Q4_0 by this file's own decoders), determinism (seed, thread count), the vocabulary,
+ * and that failures leave no file.
  */
 #include <dirent.h>
 #include <math.h>

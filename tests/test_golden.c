@@ -46,9 +46,9 @@
  *
  *   trained-moe-Q8_0 (its goldens from llama-cpp-python 0.3.36): with an F32 KV cache the
  *     hello and prose goldens match to 1.9e-6, but code differs by up to 5.4e-2 at 11 of its
- *     18 positions (from position 6 on) and unicode by 5.5e-3 at one position. That pattern (exact, then a jump at a few
- *     positions) is what a Q8_0 activation landing on an int8 rounding boundary gives; the
- *     random-weight models never met one. Not yet traced to the activation that flips.
+ *     18 positions (from position 6 on) and unicode by 5.5e-3 at one position. That pattern (exact,
+ * then a jump at a few positions) is what a Q8_0 activation landing on an int8 rounding boundary
+ * gives; the random-weight models never met one. Not yet traced to the activation that flips.
  *     Default context: 0.63 (unicode).
  *
  *   qwen2moe, olmoe, qwen3moe F32 (dev build, MOEINF_KERNELS unset, avx512 here): F32 KV
@@ -95,12 +95,12 @@ struct golden_bound { // NOLINT(clang-analyzer-optin.performance.Padding): a tab
     int inject_at;       /* router row (expert) or lm_head row (token) */
     double inject_scale; /* ROUTER_ROW: the row is scaled by 1 + this */
     double inject_max;   /* the injected error must stay at most this while failing */
-    enum place model_in;   /* where the model file is */
-    bool goldens_in_repo;  /* goldens in tests/data/golden (else ../shared/testdata/golden) */
-    bool ids_only;         /* byte-level BPE vocabulary, which moeinf does not tokenize yet:
-                              the model is loaded without it and fed the golden's ids */
-    bool skip_ties;        /* greedy steps whose logits came through a router near-tie
-                              (gap < 1e-3 in any layer) are not compared (README 2.4) */
+    enum place model_in; /* where the model file is */
+    bool goldens_in_repo; /* goldens in tests/data/golden (else ../shared/testdata/golden) */
+    bool ids_only;        /* byte-level BPE vocabulary, which moeinf does not tokenize yet:
+                             the model is loaded without it and fed the golden's ids */
+    bool skip_ties;       /* greedy steps whose logits came through a router near-tie
+                             (gap < 1e-3 in any layer) are not compared (README 2.4) */
 };
 
 /* clang-format off */

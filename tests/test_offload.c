@@ -18,8 +18,8 @@
 
 #include "engine.h"
 #include "gguf/gguf.h"
-#include "moeinf.h"
 #include "model_ids_only.h"
+#include "moeinf.h"
 #include "moeinf_sim.h"
 #include "quant/quant.h"
 #include "test.h"
@@ -327,9 +327,15 @@ static void test_identical_tiny_qwen2moe(void) {
     const uint8_t *hi = lo + m->gguf->map.size;
     for (int il = 0; il < m->llm->hp.n_layer; il++) {
         const struct moeinf_layer *lw = &m->llm->layers[il];
-        const void *ps[] = {lw->gate_shexp.data, lw->up_shexp.data, lw->down_shexp.data,
-                            lw->gate_inp_shexp,  lw->bq,            lw->bk,
-                            lw->bv,              lw->wq.data,       lw->router.data};
+        const void *ps[] = {lw->gate_shexp.data,
+                            lw->up_shexp.data,
+                            lw->down_shexp.data,
+                            lw->gate_inp_shexp,
+                            lw->bq,
+                            lw->bk,
+                            lw->bv,
+                            lw->wq.data,
+                            lw->router.data};
         for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
             const uint8_t *p = ps[i];
             CHECK_MSG(p && !(p >= lo && p < hi), "layer %d weight %zu is not resident", il, i);

@@ -67,7 +67,13 @@ struct moeinf_gen_params moeinf_gen_params_default(void) {
     return p;
 }
 
-enum gen_arch { ARCH_LLAMA, ARCH_QWEN2MOE, ARCH_QWEN3MOE, ARCH_OLMOE, ARCH_UNKNOWN };
+enum gen_arch {
+    ARCH_LLAMA,
+    ARCH_QWEN2MOE,
+    ARCH_QWEN3MOE,
+    ARCH_OLMOE,
+    ARCH_UNKNOWN
+};
 
 static const char *const arch_names[] = {"llama", "qwen2moe", "qwen3moe", "olmoe"};
 
@@ -520,7 +526,8 @@ static enum moeinf_status add_hparams(struct moeinf_gguf_writer *w,
     const enum gen_arch arch = arch_of(p);
     const char *an = arch_names[arch];
     char k[96];
-#define U32(suffix, v) moeinf_gguf_writer_add_u32(w, akey(k, sizeof k, an, suffix), (uint32_t)(v), err)
+#define U32(suffix, v)                                                                             \
+    moeinf_gguf_writer_add_u32(w, akey(k, sizeof k, an, suffix), (uint32_t)(v), err)
     /* Errors are sticky in the writer: checking the last call checks them all. */
     moeinf_gguf_writer_add_str(w, "general.architecture", an, err);
     moeinf_gguf_writer_add_str(w, "general.name", "moeinf random MoE", err);

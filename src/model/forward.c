@@ -142,8 +142,8 @@ static void add_bias(float *x, const float *b, int n) {
 
 /* One token's q, k, v before RoPE: the biases (qwen2moe), then q/k RMSNorm per head
  * (qwen3moe) or over the whole projection (olmoe). */
-static void qkv_bias_norm(const struct moeinf_hparams *hp, const struct moeinf_layer *lw,
-                          float *q, float *k, float *v) {
+static void qkv_bias_norm(const struct moeinf_hparams *hp, const struct moeinf_layer *lw, float *q,
+                          float *k, float *v) {
     const int n_q = hp->n_head * hp->head_dim;
     const int n_kv = hp->n_head_kv * hp->head_dim;
     add_bias(q, lw->bq, n_q);
@@ -192,13 +192,13 @@ static void attention_block(struct moeinf_fwd *f, int il, int m, int n_past) {
         if (hp->rope_neox) {
             moeinf_rope_neox(q, hp->n_head, hp->head_dim, hp->n_rot, n_past + j, hp->rope_base,
                              hp->rope_freq_scale);
-            moeinf_rope_neox(k, hp->n_head_kv, hp->head_dim, hp->n_rot, n_past + j,
-                             hp->rope_base, hp->rope_freq_scale);
+            moeinf_rope_neox(k, hp->n_head_kv, hp->head_dim, hp->n_rot, n_past + j, hp->rope_base,
+                             hp->rope_freq_scale);
         } else {
             moeinf_rope_norm(q, hp->n_head, hp->head_dim, hp->n_rot, n_past + j, hp->rope_base,
                              hp->rope_freq_scale);
-            moeinf_rope_norm(k, hp->n_head_kv, hp->head_dim, hp->n_rot, n_past + j,
-                             hp->rope_base, hp->rope_freq_scale);
+            moeinf_rope_norm(k, hp->n_head_kv, hp->head_dim, hp->n_rot, n_past + j, hp->rope_base,
+                             hp->rope_freq_scale);
         }
     }
     store_kv(f, il, m, n_past);
@@ -363,8 +363,8 @@ static enum moeinf_status experts_offloaded(struct moeinf_fwd *f, const struct m
                                             int il, int m, size_t rb, struct moeinf_error *err) {
     const int n_expert = f->llm->hp.n_expert;
     struct moeinf_tier *t = f->p.tier;
-    moeinf_tier_layer_begin(t, il, f->sel + (size_t)il * f->p.n_batch * f->llm->hp.n_expert_used,
-                            m, f->llm->hp.n_expert_used);
+    moeinf_tier_layer_begin(t, il, f->sel + (size_t)il * f->p.n_batch * f->llm->hp.n_expert_used, m,
+                            f->llm->hp.n_expert_used);
     for (;;) {
         const uint32_t *ids;
         int n = 0;
@@ -627,9 +627,9 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     for (int il = 0; il < hp->n_layer; il++) {
         const struct moeinf_layer *lw = &llm->layers[il];
         const struct moeinf_weight *ws[] = {
-            &lw->wq,      &lw->wk,        &lw->wv,       &lw->wo,     &lw->router,  &lw->gate_exps,
-            &lw->up_exps, &lw->down_exps, &lw->ffn_gate, &lw->ffn_up, &lw->ffn_down,
-            &lw->gate_shexp, &lw->up_shexp, &lw->down_shexp};
+            &lw->wq,        &lw->wk,         &lw->wv,        &lw->wo,        &lw->router,
+            &lw->gate_exps, &lw->up_exps,    &lw->down_exps, &lw->ffn_gate,  &lw->ffn_up,
+            &lw->ffn_down,  &lw->gate_shexp, &lw->up_shexp,  &lw->down_shexp};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++)
             need_act(f, ws[i], slots, &failed);
     }

@@ -92,10 +92,10 @@ struct moeinf_hparams {
     float rope_base;
     float rope_freq_scale; /* 1 / linear scaling factor */
     float rms_eps;
-    int n_ff_shexp;            /* shared expert width, 0 = none */
-    bool rope_neox;            /* RoPE on half-split pairs (x[i], x[i + n_rot/2]); else adjacent */
+    int n_ff_shexp; /* shared expert width, 0 = none */
+    bool rope_neox; /* RoPE on half-split pairs (x[i], x[i + n_rot/2]); else adjacent */
     enum moeinf_qk_norm qk_norm;
-    bool expert_weights_norm;  /* renormalise the top-k router probabilities to sum 1 */
+    bool expert_weights_norm;   /* renormalise the top-k router probabilities to sum 1 */
     float expert_weights_scale; /* multiplies the expert weights; 0 or 1 = none */
 };
 

@@ -104,20 +104,25 @@ enum moeinf_status moeinf_resident_load(struct moeinf_llm *llm, const struct moe
     for (int il = 0; st == MOEINF_OK && il < hp->n_layer; il++) {
         struct moeinf_layer *lw = &llm->layers[il];
         /* the shared expert runs for every token: resident like attention */
-        struct moeinf_weight *ws[] = {&lw->wq,         &lw->wk,       &lw->wv,
-                                      &lw->wo,         &lw->router,   &lw->gate_shexp,
-                                      &lw->up_shexp,   &lw->down_shexp};
+        struct moeinf_weight *ws[] = {&lw->wq,     &lw->wk,         &lw->wv,       &lw->wo,
+                                      &lw->router, &lw->gate_shexp, &lw->up_shexp, &lw->down_shexp};
         const int n_q = hp->n_head * hp->head_dim;
         const int n_kv = hp->n_head_kv * hp->head_dim;
         const int n_qk_norm[2] = {hp->qk_norm == MOEINF_QK_NORM_HEAD ? hp->head_dim : n_q,
                                   hp->qk_norm == MOEINF_QK_NORM_HEAD ? hp->head_dim : n_kv};
+
         struct {
             const float **v;
             int n;
-        } vecs[] = {{&lw->attn_norm, hp->n_embd}, {&lw->ffn_norm, hp->n_embd},
-                    {&lw->bq, n_q},               {&lw->bk, n_kv},
-                    {&lw->bv, n_kv},              {&lw->q_norm, n_qk_norm[0]},
-                    {&lw->k_norm, n_qk_norm[1]},  {&lw->gate_inp_shexp, hp->n_embd}};
+        } vecs[] = {{&lw->attn_norm, hp->n_embd},
+                    {&lw->ffn_norm, hp->n_embd},
+                    {&lw->bq, n_q},
+                    {&lw->bk, n_kv},
+                    {&lw->bv, n_kv},
+                    {&lw->q_norm, n_qk_norm[0]},
+                    {&lw->k_norm, n_qk_norm[1]},
+                    {&lw->gate_inp_shexp, hp->n_embd}};
+
         for (size_t i = 0; st == MOEINF_OK && i < sizeof vecs / sizeof vecs[0]; i++)
             st = copy_vec(&ld, vecs[i].v, vecs[i].n);
         if (st != MOEINF_OK) break;
