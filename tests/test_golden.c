@@ -46,9 +46,9 @@
  *
  *   trained-moe-Q8_0 (its goldens from llama-cpp-python 0.3.36): with an F32 KV cache the
  *     hello and prose goldens match to 1.9e-6, but code differs by up to 5.4e-2 at 11 of its
- *     18 positions (from position 6 on) and unicode by 5.5e-3 at one position. That pattern (exact,
- * then a jump at a few positions) is what a Q8_0 activation landing on an int8 rounding boundary
- * gives; the random-weight models never met one. Not yet traced to the activation that flips.
+ *     18 positions (from position 6 on) and unicode by 5.5e-3 at one position. That pattern (exact, then a jump at a few
+ *     positions) is what a Q8_0 activation landing on an int8 rounding boundary gives; the
+ *     random-weight models never met one. Not yet traced to the activation that flips.
  *     Default context: 0.63 (unicode).
  *
  *   qwen2moe, olmoe, qwen3moe F32 (dev build, MOEINF_KERNELS unset, avx512 here): F32 KV
