@@ -363,8 +363,8 @@ static enum moeinf_status experts_offloaded(struct moeinf_fwd *f, const struct m
                                             int il, int m, size_t rb, struct moeinf_error *err) {
     const int n_expert = f->llm->hp.n_expert;
     struct moeinf_tier *t = f->p.tier;
-    moeinf_tier_layer_begin(t, il, f->sel + (size_t)il * f->p.n_batch * f->llm->hp.n_expert_used, m,
-                            f->llm->hp.n_expert_used);
+    moeinf_tier_layer_begin(t, il, f->sel + (size_t)il * f->p.n_batch * f->llm->hp.n_expert_used,
+                            m, f->llm->hp.n_expert_used);
     for (;;) {
         const uint32_t *ids;
         int n = 0;
