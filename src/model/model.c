@@ -150,8 +150,11 @@ static enum moeinf_status read_rope_scaling(struct loader *ld, struct moeinf_hpa
  * feed_forward_length / expert_used_count (qwen2moe, qwen3moe) or feed_forward_length itself
  * (olmoe); qwen2moe's shared expert width expert_shared_feed_forward_length, else
  * feed_forward_length. Routing is a softmax over all experts, then the top k; llama.cpp
- * renormalises the chosen probabilities for qwen3moe only, and moeinf does the same unless
- * the file says otherwise (expert_weights_norm); expert_weights_scale multiplies them.
+ * renormalises the chosen probabilities for qwen3moe only and never scales them, for these
+ * three archs whatever the metadata says (it reads expert_weights_norm, expert_weights_scale
+ * and expert_gating_func for other archs only). moeinf takes those defaults, and honours the
+ * keys where a file has them (no converter writes them for these archs): then it differs
+ * from llama.cpp, on purpose, and a gating function other than softmax is refused.
  */
 static enum moeinf_status read_moe_arch(struct loader *ld, int ff_len, struct moeinf_hparams *hp) {
     char key[KEY_MAX];
