@@ -5,10 +5,12 @@
  * real tiny Mixtral file with a few bytes patched in place (same-length renames and
  * same-size values, so the file stays a valid GGUF and only the model check can fail).
  */
+#include <math.h>
 #include <stdint.h>
 #include <unistd.h>
 
 #include "base/tensor_type.h"
+#include "engine.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
 #include "gguf_bytes.h"
@@ -159,6 +161,105 @@ static void test_qwen2moe_errors(void) {
     expect_load_error(b, size, "m_shexp.gguf", MOEINF_ERR_FORMAT,
                       "missing tensor 'blk.1.ffn_up_shexp.weight'");
     free(b);
+}
+
+/* tiny-qwen3moe-F32 rewritten into path with the routing keys llama.cpp reads for other
+ * archs; false when it could not be written. */
+static bool qwen3moe_with_keys(const char *path, float scale, bool norm, uint32_t gating) {
+    char src[1024];
+    test_src_path("tests/data/models/tiny-qwen3moe-F32.gguf", src, sizeof src);
+    struct moeinf_error err = {0};
+    struct moeinf_gguf *g = NULL;
+    struct moeinf_gguf_writer *w = NULL;
+    bool ok = moeinf_gguf_open(src, &g, &err) == MOEINF_OK &&
+              moeinf_gguf_writer_open(path, 32, &w, &err) == MOEINF_OK;
+    for (uint64_t i = 0; ok && i < g->n_kv; i++)
+        ok = moeinf_gguf_writer_add_kv(w, &g->kv[i], &err) == MOEINF_OK;
+    ok = ok &&
+         moeinf_gguf_writer_add_f32(w, "qwen3moe.expert_weights_scale", scale, &err) == MOEINF_OK &&
+         moeinf_gguf_writer_add_bool(w, "qwen3moe.expert_weights_norm", norm, &err) == MOEINF_OK &&
+         moeinf_gguf_writer_add_u32(w, "qwen3moe.expert_gating_func", gating, &err) == MOEINF_OK;
+    for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
+        const struct moeinf_gguf_tensor *t = &g->tensors[i];
+        ok =
+            moeinf_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err) == MOEINF_OK;
+    }
+    for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
+        const struct moeinf_gguf_tensor *t = &g->tensors[i];
+        ok = moeinf_gguf_writer_write(w, t->data, t->n_bytes, &err) == MOEINF_OK;
+    }
+    ok = ok && moeinf_gguf_writer_finish(w, &err) == MOEINF_OK;
+    CHECK_MSG(ok, "%s", err.msg);
+    moeinf_gguf_writer_free(w);
+    moeinf_gguf_free(g);
+    return ok;
+}
+
+/* Layer 0's routing weights of the 6 tokens below (layer 0's router input does not depend on
+ * the weights, so both files choose the same experts). */
+static bool layer0_weights(const char *path, float *w, int32_t *sel, int *n_used) {
+    struct moeinf_model *model = NULL;
+    struct moeinf_context *ctx = NULL;
+    struct moeinf_error err = {0};
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    struct moeinf_context_params cp = moeinf_context_params_default();
+    cp.n_ctx = 16;
+    cp.n_threads = 1;
+    const int32_t ids[6] = {1, 300, 301, 350, 400, 17};
+    bool ok = moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK &&
+              moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK &&
+              moeinf_decode(ctx, ids, 6, NULL, false, &err) == MOEINF_OK;
+    CHECK_MSG(ok, "%s: %s", path, err.msg);
+    if (ok) {
+        *n_used = model->llm->hp.n_expert_used;
+        for (int j = 0; j < 6; j++) {
+            memcpy(w + j * *n_used, moeinf_fwd_routing_weights(ctx->fwd, 0, j),
+                   (size_t)*n_used * sizeof *w);
+            memcpy(sel + j * *n_used, moeinf_fwd_routing(ctx->fwd, 0, j),
+                   (size_t)*n_used * sizeof *sel);
+        }
+    }
+    moeinf_context_free(ctx);
+    moeinf_model_free(model);
+    return ok;
+}
+
+/* qwen3moe with expert_weights_norm = false and expert_weights_scale = 2 in its metadata: the
+ * weights are 2 p instead of p / sum(p), so each weight over the renormalised one is 2 sum(p)
+ * = the sum of the new weights, at every rank. expert_gating_func 2 (sigmoid) is refused. */
+static void test_routing_keys(void) {
+    char src[1024];
+    char path[512];
+    test_src_path("tests/data/models/tiny-qwen3moe-F32.gguf", src, sizeof src);
+    test_tmp_path("m_routing_keys.gguf", path, sizeof path);
+    if (!qwen3moe_with_keys(path, 2.0f, false, 1)) return;
+    float w0[6 * 64];
+    float w1[6 * 64];
+    int32_t s0[6 * 64];
+    int32_t s1[6 * 64];
+    int n_used = 0;
+    if (layer0_weights(src, w0, s0, &n_used) && layer0_weights(path, w1, s1, &n_used)) {
+        CHECK(n_used == 4 && memcmp(s0, s1, sizeof(int32_t) * 6 * (size_t)n_used) == 0);
+        for (int j = 0; j < 6; j++) {
+            double sum = 0;
+            for (int r = 0; r < n_used; r++)
+                sum += w1[j * n_used + r];
+            CHECK_MSG(sum < 2.0 && sum > 0.0, "token %d: weights sum to %g", j, sum);
+            for (int r = 0; r < n_used; r++) {
+                double ratio = (double)w1[j * n_used + r] / w0[j * n_used + r];
+                CHECK_MSG(fabs(ratio - sum) < 1e-5, "token %d rank %d: %g vs %g", j, r, ratio, sum);
+            }
+        }
+    }
+    remove(path);
+    if (!qwen3moe_with_keys(path, 0.0f, true, 2)) return;
+    struct moeinf_model *model = NULL;
+    struct moeinf_error err = {0};
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    CHECK_EQ_INT(moeinf_model_load(path, &mp, &model, &err), MOEINF_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(err.msg, "expert_gating_func 2 is not supported yet for arch 'qwen3moe'");
+    moeinf_model_free(model);
+    remove(path);
 }
 
 static void test_bad_tensors(void) {
@@ -450,6 +551,7 @@ int main(void) {
     RUN(test_unsupported_arch);
     RUN(test_deepseek2_refused);
     RUN(test_qwen2moe_errors);
+    RUN(test_routing_keys);
     RUN(test_bad_tensors);
     RUN(test_impossible_counts);
     RUN(test_rope_scaling);
