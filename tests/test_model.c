@@ -213,9 +213,9 @@ static bool layer0_weights(const char *path, float *w, int32_t *sel, int *n_used
     if (ok) {
         *n_used = model->llm->hp.n_expert_used;
         for (int j = 0; j < 6; j++) {
-            memcpy(w + j * *n_used, moeinf_fwd_routing_weights(ctx->fwd, 0, j),
+            memcpy(w + (size_t)j * *n_used, moeinf_fwd_routing_weights(ctx->fwd, 0, j),
                    (size_t)*n_used * sizeof *w);
-            memcpy(sel + j * *n_used, moeinf_fwd_routing(ctx->fwd, 0, j),
+            memcpy(sel + (size_t)j * *n_used, moeinf_fwd_routing(ctx->fwd, 0, j),
                    (size_t)*n_used * sizeof *sel);
         }
     }
