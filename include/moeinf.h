@@ -192,7 +192,22 @@ struct moeinf_context_params {
     enum moeinf_expert_io expert_io;
     const char *expert_policy; /* cache policy name (moeinf sim --help lists them; NULL: the
                                   default, "reuse"); offline policies are refused */
+    /* Reading ahead (expert cache only; all three >= 0, defaults MOEINF_EXPERT_*_DEFAULT):
+     * experts are read on expert_io_threads I/O threads (0: on the forward pass's thread, when
+     * a step needs them, and nothing is read ahead); after each layer's step the policy may
+     * prefetch up to expert_prefetch experts it predicts (as `moeinf sim --prefetch`); during
+     * each decode token the routers of the next expert_lookahead layers are applied to the
+     * current hidden state and their top-k experts prefetched (gate lookahead). */
+    int expert_io_threads;
+    int expert_prefetch;
+    int expert_lookahead;
 };
+
+/* Defaults of the reading-ahead parameters, chosen by measurement (README, "Models larger
+ * than memory"). */
+#define MOEINF_EXPERT_IO_THREADS_DEFAULT 2
+#define MOEINF_EXPERT_PREFETCH_DEFAULT   0
+#define MOEINF_EXPERT_LOOKAHEAD_DEFAULT  1
 
 struct moeinf_model_params moeinf_model_params_default(void);
 struct moeinf_context_params moeinf_context_params_default(void);
@@ -230,10 +245,21 @@ struct moeinf_expert_cache_info {
 struct moeinf_expert_stats {
     uint64_t accesses;     /* one per distinct expert per layer and forward iteration */
     uint64_t hits;
-    uint64_t misses;       /* = experts read */
+    uint64_t misses;       /* demand reads: the step had to wait for them */
+    uint64_t prefetches;         /* experts read ahead of need (policy or lookahead) */
+    uint64_t prefetch_hits;      /* accesses that found a prefetched expert already read */
+    uint64_t late_prefetches;    /* accesses that waited for a prefetch still being read */
+    uint64_t wasted_prefetches;  /* prefetched experts evicted before any access */
+    uint64_t dropped_prefetches; /* prefetches cancelled before their read started */
     uint64_t bytes_read;   /* from the file, alignment windows included */
     uint64_t expert_bytes; /* of them, the experts' own bytes */
-    double read_seconds;   /* time spent reading */
+    double read_seconds;   /* time spent in reads, summed over I/O threads */
+    double stall_seconds;  /* time the forward pass waited for reads */
+    /* Predictions (layer -1 only): of the experts a source named for a layer's next step,
+     * how many it used (precision = correct / predicted); of the experts used by steps the
+     * source named experts for, how many it named (recall = correct / actual). */
+    uint64_t policy_predicted, policy_correct, policy_actual;
+    uint64_t lookahead_predicted, lookahead_correct, lookahead_actual;
     uint64_t tokens;       /* tokens evaluated, every phase */
     uint64_t decode_tokens;
 };

@@ -19,6 +19,9 @@ struct moeinf_context_params moeinf_context_params_default(void) {
         .n_batch = 512,
         .n_threads = 0,
         .kv_type = MOEINF_KV_F16,
+        .expert_io_threads = MOEINF_EXPERT_IO_THREADS_DEFAULT,
+        .expert_prefetch = MOEINF_EXPERT_PREFETCH_DEFAULT,
+        .expert_lookahead = MOEINF_EXPERT_LOOKAHEAD_DEFAULT,
     };
     return p;
 }

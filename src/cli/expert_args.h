@@ -13,6 +13,9 @@ struct expert_args {
     const char *io;         /* --expert-io direct|cached */
     bool stats;             /* --stats */
     const char *stats_json; /* --stats-json FILE */
+    const char *io_threads; /* --io-threads N (NULL: the default) */
+    const char *prefetch;   /* --prefetch K */
+    const char *lookahead;  /* --lookahead N */
     FILE *json;             /* opened before the work, so that a bad path fails first */
 };
 
@@ -45,6 +48,12 @@ void expert_args_close(struct expert_args *a);
     "                       weights are read into memory once. Default: all resident\n"            \
     "  --policy NAME        expert cache policy (default reuse; `moeinf sim --help` lists "        \
     "them)\n"                                                                                      \
+    "  --io-threads N       threads reading experts (default 2; 0: read on the compute\n"          \
+    "                       thread when needed, nothing read ahead)\n"                            \
+    "  --prefetch K         after each layer, prefetch up to K experts the policy predicts\n"      \
+    "                       (default 0)\n"                                                        \
+    "  --lookahead N        during decode, prefetch the top-k experts that the next N layers'\n"  \
+    "                       routers choose for the current hidden state (default 1)\n"            \
     "  --stats              the expert cache's counters per layer, on stderr at the end\n"         \
     "  --stats-json FILE    the same as one JSON object in FILE\n"
 extern const char expert_args_help[];

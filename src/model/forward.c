@@ -39,6 +39,7 @@ struct moeinf_fwd {
     float *hu;           /* [n_batch * n_used][n_ff] up */
     float *eo;           /* [n_batch * n_used][n_embd] expert outputs */
     float *router;       /* [n_batch][n_expert] */
+    float *lookahead;    /* [n_expert] a later layer's router logits (gate lookahead) */
     uint8_t *ex_in;      /* [n_batch * n_used] gathered quantized rows */
     float *attn_scratch; /* per thread */
     size_t attn_scratch_stride;
@@ -275,6 +276,23 @@ static void experts_resident(struct moeinf_fwd *f, const struct moeinf_layer *lw
     experts_compute(f, lw, f->wave, (const uint8_t *const(*)[3])f->wave_parts, n, rb);
 }
 
+/*
+ * Gate lookahead for a decode token: applies the routers of the next `lookahead` layers to
+ * this layer's FFN input (the residual stream changes little from layer to layer) and hints
+ * their top-k experts to the cache, which prefetches them behind this layer's demand reads.
+ * One router product per layer ahead (n_embd x n_expert), no I/O.
+ */
+static void lookahead_hints(struct moeinf_fwd *f, int il) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    struct moeinf_tier *t = f->p.tier;
+    for (int d = 1; d <= t->cfg.lookahead && il + d < hp->n_layer; d++) {
+        matmul1(f, &f->llm->layers[il + d].router, f->xb, 1, f->lookahead, (size_t)hp->n_expert);
+        int idx[MOEINF_MAX_EXPERT_USED];
+        moeinf_top_k(f->lookahead, hp->n_expert, hp->n_expert_used, idx);
+        moeinf_tier_hint(t, il + d, idx, hp->n_expert_used);
+    }
+}
+
 /* The selected experts through the expert cache, in the waves it allows; each wave's experts
  * are computed from their slots (ascending, as experts_resident does). */
 static enum moeinf_status experts_offloaded(struct moeinf_fwd *f, const struct moeinf_layer *lw,
@@ -283,6 +301,7 @@ static enum moeinf_status experts_offloaded(struct moeinf_fwd *f, const struct m
     struct moeinf_tier *t = f->p.tier;
     moeinf_tier_layer_begin(t, il, f->sel + (size_t)il * f->p.n_batch * f->llm->hp.n_expert_used,
                             m, f->llm->hp.n_expert_used);
+    if (m == 1) lookahead_hints(f, il);
     for (;;) {
         const uint32_t *ids;
         int n = 0;
@@ -305,8 +324,7 @@ static enum moeinf_status experts_offloaded(struct moeinf_fwd *f, const struct m
         experts_compute(f, lw, f->wave, (const uint8_t *const(*)[3])f->wave_parts, k, rb);
         moeinf_tier_wave_end(t);
     }
-    moeinf_tier_layer_end(t);
-    return MOEINF_OK;
+    return moeinf_tier_layer_end(t, err);
 }
 
 static enum moeinf_status moe_block(struct moeinf_fwd *f, int il, int m, struct moeinf_error *err) {
@@ -519,6 +537,7 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     if (hp->n_expert > 0) {
         f->eo = alloc_array(f, slots * hp->n_embd, sizeof(float), &failed);
         f->router = alloc_array(f, n_b * hp->n_expert, sizeof(float), &failed);
+        f->lookahead = alloc_array(f, (size_t)hp->n_expert, sizeof(float), &failed);
         f->ex_in = alloc_array(f, slots, moeinf_row_bytes(MOEINF_TYPE_F32, hp->n_embd), &failed);
         f->sel = alloc_array(f, (size_t)hp->n_layer * slots, sizeof(int32_t), &failed);
         f->sel_w = alloc_array(f, (size_t)hp->n_layer * slots, sizeof(float), &failed);
@@ -564,6 +583,7 @@ void moeinf_fwd_free(struct moeinf_fwd *f) {
     free(f->hu);
     free(f->eo);
     free(f->router);
+    free(f->lookahead);
     free(f->ex_in);
     free(f->attn_scratch);
     free(f->sel);
