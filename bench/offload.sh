@@ -50,46 +50,13 @@ size=$(stat -c %s "$model")
 out=$(mktemp -d)
 
 # ---- the memory cgroup -----------------------------------------------------------------------
-if own=$(awk -F: '$2=="memory"{print $3}' /proc/self/cgroup) && [ -n "$own" ] &&
-   [ -d /sys/fs/cgroup/memory ]; then
-  cgv=1 parent=/sys/fs/cgroup/memory${own%/}
-else
-  cgv=2 parent=/sys/fs/cgroup$(awk -F: '$1=="0"{print $3}' /proc/self/cgroup)
-  parent=${parent%/}
-fi
-cg=""
+. bench/lib/cgroup.sh
+cgroup_setup
 cleanup() {
-  [ -n "$cg" ] && [ -d "$cg" ] && rmdir "$cg" 2>/dev/null || true
+  cgroup_cleanup
   rm -rf "$out"
 }
 trap cleanup EXIT
-
-# run_in_cgroup LIMIT_BYTES LOG CMD...: a fresh child cgroup with that limit, the file
-# evicted from the page cache, CMD inside it; prints the peak memory in bytes.
-run_in_cgroup() {
-  local limit=$1 log=$2
-  shift 2
-  cg=$parent/moeinf-offload-$$
-  [ -d "$cg" ] && rmdir "$cg"
-  mkdir "$cg"
-  if [ $cgv = 1 ]; then
-    echo "$limit" >"$cg/memory.limit_in_bytes"
-  else
-    echo "$limit" >"$cg/memory.max"
-    echo 0 >"$cg/memory.swap.max" 2>/dev/null || true
-  fi
-  dd if="$model" iflag=nocache count=0 status=none
-  sync
-  local rc=0
-  bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@" >"$log" 2>&1 || rc=$?
-  if [ $rc != 0 ]; then
-    echo "failed (exit $rc$([ $rc = 137 ] && echo ', killed: out of memory in the cgroup')): $*" >&2
-    tail -5 "$log" >&2
-  fi
-  if [ $cgv = 1 ]; then cat "$cg/memory.max_usage_in_bytes"; else cat "$cg/memory.peak"; fi
-  rmdir "$cg"
-  cg=""
-}
 
 field() { awk -v k="$1" -v c="$2" '$1 == k && $2 ~ /^[0-9.]+$/ { print $c }' "$3"; }
 

@@ -27,7 +27,7 @@ static void usage(FILE *out) {
             "With --expert-cache, every run (the first included) feeds different token ids,\n"
             "so that repeated identical prompts do not flatter the cache; the first run is\n"
             "reported as cold and the median of the other R as warm, with the cache's hit\n"
-            "ratio, misses, MiB read and read seconds per token of each.\n"
+            "ratio, demand misses, MiB read, read seconds and stall seconds per token of each.\n"
             "%s",
             model_args_help);
 }
@@ -52,6 +52,7 @@ static void phase_stats_set(struct phase_stats *ps, const struct moeinf_expert_s
     ps->d.misses = b->misses - a->misses;
     ps->d.bytes_read = b->bytes_read - a->bytes_read;
     ps->d.read_seconds = b->read_seconds - a->read_seconds;
+    ps->d.stall_seconds = b->stall_seconds - a->stall_seconds;
 }
 
 static void phase_stats_print(const char *phase, const char *run, const struct phase_stats *ps,
@@ -59,10 +60,11 @@ static void phase_stats_print(const char *phase, const char *run, const struct p
     char name[32];
     snprintf(name, sizeof name, "%s-%s", phase, run);
     double n = (double)n_tok;
-    printf("%-13s %8ld %10.4f %10.2f %8.3f %10.2f %9.2f %11.5f\n", name, n_tok, ps->seconds,
-           n / ps->seconds, ps->d.accesses ? (double)ps->d.hits / (double)ps->d.accesses : 0.0,
+    printf("%-13s %8ld %10.4f %10.2f %8.3f %10.2f %9.2f %11.5f %11.5f\n", name, n_tok,
+           ps->seconds, n / ps->seconds,
+           ps->d.accesses ? (double)ps->d.hits / (double)ps->d.accesses : 0.0,
            (double)ps->d.misses / n, (double)ps->d.bytes_read / (1024.0 * 1024.0) / n,
-           ps->d.read_seconds / n);
+           ps->d.read_seconds / n, ps->d.stall_seconds / n);
 }
 
 /* What ran: the model, threads, kernels, bytes per token, and which logits were computed. */
@@ -89,8 +91,8 @@ static void print_header(const struct moeinf_model *model, const struct moeinf_c
 static void print_cache_table(const struct phase_stats cold[2], const struct phase_stats *warm,
                               long reps, long n_prompt, long n_gen, double pp, double tg) {
     printf("expert cache, per token: cold = the first run, warm = the median run of %ld\n", reps);
-    printf("%-13s %8s %10s %10s %8s %10s %9s %11s\n", "test", "tokens", "seconds", "tokens/s",
-           "hit", "misses", "MiB read", "read s");
+    printf("%-13s %8s %10s %10s %8s %10s %9s %11s %11s\n", "test", "tokens", "seconds",
+           "tokens/s", "hit", "misses", "MiB read", "read s", "stall s");
     for (int ph = 0; ph < 2; ph++) {
         long n_tok = ph == 0 ? n_prompt : n_gen;
         if (n_tok == 0) continue;
