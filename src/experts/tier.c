@@ -275,12 +275,15 @@ enum moeinf_status moeinf_tier_wave(struct moeinf_tier *t, const uint32_t **ids,
     if (st != MOEINF_OK) return st;
     struct moeinf_tier_counters *c = &t->layer[t->step.layer];
     int n_wait = 0;
+    t->n_wait = 0;
     for (int i = 0; i < t->wave_n; i++) {
         const struct moeinf_cache_event *ev = &t->events[i];
         c->accesses++;
         if (ev->hit) {
             c->hits++;
-            if (t->slot_busy[ev->slot]) {
+            bool arriving = t->slot_busy[ev->slot] &&
+                            moeinf_loader_state(t->loader, ev->slot) != MOEINF_JOB_DONE;
+            if (arriving) {
                 c->late_prefetches++;
                 moeinf_loader_promote(t->loader, ev->slot);
                 t->wait_slots[n_wait++] = ev->slot;
@@ -300,8 +303,29 @@ enum moeinf_status moeinf_tier_wave(struct moeinf_tier *t, const uint32_t **ids,
     for (int i = 0; i < t->n_hints && st == MOEINF_OK; i++)
         st = prefetch_one(t, t->hints[i], err);
     t->n_hints = 0;
-    enum moeinf_status first = st;
-    for (int i = 0; i < n_wait; i++) {
+    t->n_wait = n_wait;
+    if (st != MOEINF_OK) {
+        /* the wave's reads finish before it ends (its slots may be reassigned after) */
+        if (moeinf_tier_wave_wait(t, NULL) == MOEINF_OK) {
+            moeinf_step_wave_end(&t->step, t->cache);
+            t->wave_n = 0;
+        }
+        return st;
+    }
+    *ids = t->wave_ids;
+    *n = t->wave_n;
+    return MOEINF_OK;
+}
+
+bool moeinf_tier_ready(const struct moeinf_tier *t, int i) {
+    int slot = t->events[i].slot;
+    return !t->slot_busy[slot] || moeinf_loader_state(t->loader, slot) == MOEINF_JOB_DONE;
+}
+
+enum moeinf_status moeinf_tier_wave_wait(struct moeinf_tier *t, struct moeinf_error *err) {
+    struct moeinf_tier_counters *c = &t->layer[t->step.layer];
+    enum moeinf_status first = MOEINF_OK;
+    for (int i = 0; i < t->n_wait; i++) {
         uint64_t ns;
         struct moeinf_error e;
         enum moeinf_status r = moeinf_loader_wait(t->loader, t->wait_slots[i], &ns, &e);
@@ -311,16 +335,14 @@ enum moeinf_status moeinf_tier_wave(struct moeinf_tier *t, const uint32_t **ids,
             if (err) *err = e;
         }
     }
+    t->n_wait = 0;
     reap(t);
     if (first != MOEINF_OK) {
         /* Failed reads were forgotten by reap (their slots hold nothing valid). */
         moeinf_step_wave_end(&t->step, t->cache);
         t->wave_n = 0;
-        return first;
     }
-    *ids = t->wave_ids;
-    *n = t->wave_n;
-    return MOEINF_OK;
+    return first;
 }
 
 const uint8_t *moeinf_tier_part(const struct moeinf_tier *t, int i, int part) {

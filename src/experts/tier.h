@@ -9,16 +9,19 @@
  *   per MoE layer: moeinf_tier_layer_begin(t, layer, sel, m, top_k);
  *                  [moeinf_tier_hint(t, later_layer, experts, n);]   gate lookahead
  *                  while (moeinf_tier_wave(t, &ids, &n, err) == OK && n > 0) {
- *                      compute experts ids[0..n) with moeinf_tier_part(t, i, part);
+ *                      compute the experts that moeinf_tier_ready(t, i) says are there;
+ *                      moeinf_tier_wave_wait(t, err);
+ *                      compute the others, all with moeinf_tier_part(t, i, part);
  *                      moeinf_tier_wave_end(t);
  *                  }
  *                  moeinf_tier_layer_end(t, err);
  *   moeinf_tier_iteration_end(t);
  * and the engine brackets requests with moeinf_tier_request_begin / _end.
  *
- * Loads. A wave's misses are queued as demand reads, then the wave waits for them (and for
- * any of its experts that a prefetch is still bringing in: a "late" prefetch, promoted to a
- * demand read); that wait is the stall time. Prefetches come from two sources and are
+ * Loads. A wave's misses are queued as demand reads; the forward pass computes the wave's
+ * experts that are already there, then waits for the rest (and for any that a prefetch is
+ * still bringing in: a "late" prefetch, promoted to a demand read); that wait is the stall
+ * time. Prefetches come from two sources and are
  * admitted to the cache exactly as the simulator admits them (moeinf_cache_prefetch, same
  * victims), their reads queued behind every demand read:
  *   - the policy's proposals after each step (moeinf_tier_layer_end: up to `prefetch` per
@@ -100,6 +103,7 @@ struct moeinf_tier {
     uint32_t *slot_id;    /* (capacity) expert of the slot's job */
     uint8_t *slot_busy;   /* (capacity) 1 while the slot is in inflight[] */
     int *wait_slots;      /* (capacity) the current wave's reads to wait for */
+    int n_wait;
     uint32_t *proposals;  /* (n_experts) policy proposals / lookahead hints */
     uint32_t *hints;      /* (n_experts * lookahead) hinted ids awaiting the wave */
     int n_hints;
@@ -130,10 +134,17 @@ void moeinf_tier_layer_begin(struct moeinf_tier *t, int layer, const int32_t *se
 /* Gate lookahead: the forward pass predicts that `layer` (a later layer) will use experts[0..n)
  * (experts of that layer); they are prefetched after the current wave's demand reads. */
 void moeinf_tier_hint(struct moeinf_tier *t, int layer, const int *experts, int n);
-/* The next wave: pins it, reads its misses into their slots and waits for them; *ids are flat
- * expert ids. */
+/* The next wave: pins it and queues the reads of its misses (and the lookahead hints); *ids
+ * are flat expert ids. The wave's experts may be computed once ready: moeinf_tier_ready for
+ * one, moeinf_tier_wave_wait for all (the forward pass computes the ready ones first, so that
+ * the reads overlap that compute). */
 enum moeinf_status moeinf_tier_wave(struct moeinf_tier *t, const uint32_t **ids, int *n,
                                     struct moeinf_error *err);
+/* True if the wave's i-th expert is in its slot now. */
+bool moeinf_tier_ready(const struct moeinf_tier *t, int i);
+/* Waits for the wave's reads (the stall) and retires them. On a failed read the wave is over
+ * (unpinned, its failed experts forgotten) and the read's error is returned. */
+enum moeinf_status moeinf_tier_wave_wait(struct moeinf_tier *t, struct moeinf_error *err);
 /* Part (0 gate, 1 up, 2 down) of the wave's i-th expert. */
 const uint8_t *moeinf_tier_part(const struct moeinf_tier *t, int i, int part);
 void moeinf_tier_wave_end(struct moeinf_tier *t);
