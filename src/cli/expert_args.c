@@ -103,6 +103,21 @@ static void json_counters(FILE *f, const struct moeinf_expert_stats *s) {
             (unsigned long long)s->expert_bytes, s->read_seconds);
 }
 
+/* s as a JSON string (quotes and backslashes escaped, control bytes as \u00XX). */
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            fprintf(f, "\\%c", *p);
+        } else if (*p < 0x20) {
+            fprintf(f, "\\u%04x", *p);
+        } else {
+            fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
 bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx, double seconds) {
     struct moeinf_expert_cache_info info;
     struct moeinf_expert_stats total;
@@ -121,6 +136,7 @@ bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx,
     double tps = seconds > 0 ? (double)total.tokens / seconds : 0.0;
     if (a->stats) {
         fprintf(stderr, "\nexpert cache (%s, %d slots):\n", info.policy, info.slots);
+        if (a->routing) fprintf(stderr, "routing replayed from %s\n", a->routing);
         fprintf(stderr, "%-6s %10s %10s %10s %8s %12s %10s\n", "layer", "accesses", "hits",
                 "misses", "hit", "MiB read", "read s");
         for (int il = 0; il <= n_layers; il++) {
@@ -148,6 +164,11 @@ bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx,
             "\"slot_bytes\": %llu, \"direct_io\": %s, ",
             info.policy, info.slots, info.n_experts_total, (unsigned long long)info.slot_bytes,
             info.direct_io ? "true" : "false");
+    if (a->routing) {
+        fprintf(f, "\"routing_replayed_from\": ");
+        json_string(f, a->routing);
+        fprintf(f, ", ");
+    }
     json_counters(f, &total);
     fprintf(f,
             ", \"tokens\": %llu, \"decode_tokens\": %llu, \"seconds\": %.6f, "

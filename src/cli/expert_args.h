@@ -14,6 +14,8 @@ struct expert_args {
     bool stats;             /* --stats */
     const char *stats_json; /* --stats-json FILE */
     FILE *json;             /* opened before the work, so that a bad path fails first */
+    const char *routing;    /* set by bench --route-trace: where the replayed routing came
+                               from, reported by --stats and --stats-json; NULL otherwise */
 };
 
 /* Consumes argv[*i] if it is one of the options above. Returns 1 if consumed, 0 if not one of
