@@ -40,6 +40,9 @@ static enum moeinf_status keep_token(struct moeinf_route_trace *t, const struct 
         r->position = position;
         r->first_row = *n_rows; /* experts points into the storage once it stops growing */
     }
+    if (t->n_requests == 0) { /* the reader marks the first line of a file as beginning one */
+        return moeinf_fail(err, MOEINF_ERR_FORMAT, "%s: a token line outside any request", path);
+    }
     struct moeinf_route_request *r = &t->requests[t->n_requests - 1];
     if (r->n_prefill + r->n_decode >= INT_MAX / 2) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "%s: request %lld is too long to replay", path,
@@ -50,7 +53,8 @@ static enum moeinf_status keep_token(struct moeinf_route_trace *t, const struct 
     } else {
         r->n_decode++;
     }
-    if (!grow((void **)&t->experts, row_cap, (*n_rows + 1) * row, sizeof *t->experts))
+    if (!grow((void **)&t->experts, row_cap, (*n_rows + 1) * row, sizeof *t->experts) ||
+        !t->experts)
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
     memcpy(t->experts + *n_rows * row, tok->experts, row * sizeof *t->experts);
     (*n_rows)++;

@@ -172,8 +172,8 @@ static void test_routing_is_the_trace(void) {
             q++;
             t_in_req = 0;
         }
-        CHECK(q < N_REQ);
-        if (q >= N_REQ) break;
+        CHECK(q >= 0 && q < N_REQ);
+        if (q < 0 || q >= N_REQ) break;
         bool prefill = t_in_req < req_prefill[q];
         if ((tok.phase == MOEINF_PHASE_PREFILL) != prefill) mismatches++;
         for (int l = 0; l < N_LAYER; l++) {
@@ -256,8 +256,8 @@ static void test_own_routing_replays_bit_identical(void) {
                    sizeof weights[1][l]);
         }
         bool same_logits =
-            memcmp(native, replayed, (size_t)N_CALLS * n_vocab * sizeof(float)) == 0;
-        bool same_weights = memcmp(weights[0], weights[1], sizeof weights[0]) == 0;
+            test_same_bytes(native, replayed, (size_t)N_CALLS * n_vocab * sizeof(float));
+        bool same_weights = test_same_bytes(weights[0], weights[1], sizeof weights[0]);
         if (pass == 0) {
             CHECK_MSG(same_logits, "replaying the engine's own routing changed the logits");
             CHECK_MSG(same_weights, "replaying the engine's own routing changed the weights");
