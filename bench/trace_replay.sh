@@ -146,6 +146,7 @@ for trace in "$traces"/*.txt; do
         [ "$sim_misses" != "$misses" ] && check="sim $sim_misses"
         echo "$name $size $cache_experts $policy $pf $tps $hit $ss $bytes $tokens $misses" \
           "$check|$limit_tps $opt_misses $res_tps $disk $expert_bytes" >>"$rows"
+        echo "$name $size% $policy prefetch $pf: $tps tok/s, hit $hit ($(date +%T))" >&2
       done
     done
   done
