@@ -162,6 +162,10 @@ const char *moeinf_context_kernels(const struct moeinf_context *ctx) {
 enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids, int n,
                                  float *logits, bool all_logits, struct moeinf_error *err) {
     const int n_vocab = ctx->model->llm->hp.n_vocab;
+    /* a routing replay set for this call (engine_replay.h) is used by this call only */
+    const int32_t *replay = ctx->route_replay;
+    bool prefill = replay ? ctx->route_replay_prefill : n > 1;
+    ctx->route_replay = NULL;
     if (n <= 0) return moeinf_fail(err, MOEINF_ERR_ARG, "decode needs at least one token");
     if (n > ctx->params.n_ctx - ctx->n_past) {
         return moeinf_fail(err, MOEINF_ERR_CONTEXT,
@@ -174,10 +178,6 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
                                ids[i], n_vocab);
         }
     }
-    /* a routing replay set for this call (engine_replay.c) is used by this call only */
-    const int32_t *replay = ctx->route_replay;
-    bool prefill = replay ? ctx->route_replay_prefill : n > 1;
-    ctx->route_replay = NULL;
     if (replay && n != ctx->route_replay_n) {
         return moeinf_fail(err, MOEINF_ERR_ARG,
                            "the routing replay holds %d tokens but decode was given %d",

@@ -442,7 +442,11 @@ static void test_errors(void) {
     CHECK(moeinf_decode(ctx, ids, 2, NULL, false, &err) == MOEINF_ERR_ARG);
     CHECK_STR_CONTAINS(err.msg, "the routing replay holds 1 tokens but decode was given 2");
     CHECK_EQ_INT(moeinf_context_n_past(ctx), 0);
-    /* cleared by that call: the next one routes natively */
+    /* a call that fails before it runs (context full) clears the replay too */
+    CHECK(moeinf_context_route_replay(ctx, row, 1, false, &err) == MOEINF_OK);
+    int32_t many[17] = {0};
+    CHECK(moeinf_decode(ctx, many, 17, NULL, false, &err) == MOEINF_ERR_CONTEXT);
+    /* cleared by those calls: the next one routes natively */
     CHECK(moeinf_decode(ctx, ids, 2, NULL, false, &err) == MOEINF_OK);
     moeinf_context_free(ctx);
     moeinf_model_free(model);
