@@ -165,6 +165,10 @@ const char *moeinf_context_kernels(const struct moeinf_context *ctx) {
 enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids, int n,
                                  float *logits, bool all_logits, struct moeinf_error *err) {
     const int n_vocab = ctx->model->llm->hp.n_vocab;
+    /* a routing replay set for this call (engine_replay.h) is used by this call only */
+    const int32_t *replay = ctx->route_replay;
+    bool prefill = replay ? ctx->route_replay_prefill : n > 1;
+    ctx->route_replay = NULL;
     if (n <= 0) return moeinf_fail(err, MOEINF_ERR_ARG, "decode needs at least one token");
     if (n > ctx->params.n_ctx - ctx->n_past) {
         return moeinf_fail(err, MOEINF_ERR_CONTEXT,
@@ -177,6 +181,13 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
                                ids[i], n_vocab);
         }
     }
+    if (replay && n != ctx->route_replay_n) {
+        return moeinf_fail(err, MOEINF_ERR_ARG,
+                           "the routing replay holds %d tokens but decode was given %d",
+                           ctx->route_replay_n, n);
+    }
+    const struct moeinf_hparams *hp = &ctx->model->llm->hp;
+    const size_t replay_row = (size_t)hp->n_layer * (size_t)hp->n_expert_used;
     int n_batch = ctx->params.n_batch;
     /* A decode that starts at position 0 starts a request (as the routing record counts). */
     if (ctx->tier && ctx->n_past == 0) moeinf_tier_request_begin(ctx->tier);
@@ -187,11 +198,13 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
         if (logits && all_logits) out = logits + (size_t)i0 * n_vocab;
         if (logits && !all_logits && last) out = logits;
         if (ctx->tier) {
-            moeinf_tier_iteration_begin(ctx->tier, n > 1 ? MOEINF_PHASE_PREFILL : MOEINF_PHASE_DECODE,
-                                        m);
+            moeinf_tier_iteration_begin(ctx->tier,
+                                        prefill ? MOEINF_PHASE_PREFILL : MOEINF_PHASE_DECODE, m);
         }
+        if (replay) moeinf_fwd_set_route_replay(ctx->fwd, replay + (size_t)i0 * replay_row);
         enum moeinf_status est =
             moeinf_fwd_eval(ctx->fwd, ids + i0, m, ctx->n_past, out, all_logits, err);
+        if (replay) moeinf_fwd_set_route_replay(ctx->fwd, NULL);
         if (ctx->tier) moeinf_tier_iteration_end(ctx->tier);
         if (est != MOEINF_OK) return est;
         enum moeinf_status fst = moeinf_fwd_check_finite(ctx->fwd, out, all_logits ? m : 1, err);
@@ -199,7 +212,7 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
         int pos0 = ctx->n_past;
         ctx->n_past += m; /* the tokens are in the context even if recording them fails */
         if (ctx->record) {
-            enum moeinf_status st = moeinf_record_eval(ctx, m, pos0, n > 1, err);
+            enum moeinf_status st = moeinf_record_eval(ctx, m, pos0, prefill, err);
             if (st != MOEINF_OK) return st;
         }
     }

@@ -1,6 +1,7 @@
 /*
  * cli.h - the moeinf command line: one cmd_<name>.c per subcommand, table in main.c.
- * The CLI uses only the public headers moeinf.h and moeinf_sim.h (plus this file).
+ * The CLI uses only the public headers moeinf.h and moeinf_sim.h (plus this file), except
+ * bench_replay.c: routing replay is internal (engine_replay.h), a benchmark tool.
  *
  * Exit codes: 0 success; 1 bad file or runtime failure (one line "moeinf: <msg>" on stderr);
  * 2 bad option or value (usage on stderr).

@@ -3,11 +3,13 @@
  * The work per call matches llama.cpp's eval without logits_all (what bench/llamacpp_bench.py
  * times): every prefill micro-batch and every decoded token ends with the final norm and the
  * lm_head for its last position, unless --no-logits. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "cli/bench.h"
 #include "cli/cli.h"
 #include "cli/model_args.h"
 
@@ -28,6 +30,17 @@ static void usage(FILE *out) {
             "so that repeated identical prompts do not flatter the cache; the first run is\n"
             "reported as cold and the median of the other R as warm, with the cache's hit\n"
             "ratio, demand misses, MiB read, read seconds and stall seconds per token of each.\n"
+            "Routing replay (a cache study on real routing):\n"
+            "  --route-trace FILE     run requests of a moe-trace v1 file (what `moeinf sim`\n"
+            "                         reads), each once, in file order, in one context: its\n"
+            "                         prompt and decode lengths, bench's pseudo-random token\n"
+            "                         ids, and the recorded experts instead of the router's\n"
+            "                         choice (mixed with the router's own probabilities of\n"
+            "                         them). The trace's MoE layers, experts and top-k must be\n"
+            "                         the model's (`moeinf gen-model` makes such a model).\n"
+            "                         Not with -p, -n or -r\n"
+            "  --trace-requests A-B   only the requests at positions A..B in the file (from 0;\n"
+            "                         or A: that one). Default: all\n"
             "%s",
             model_args_help);
 }
@@ -38,13 +51,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* What one phase of one run did through the expert cache. */
-struct phase_stats {
-    double seconds;
-    struct moeinf_expert_stats d; /* counters of the phase alone */
-};
-
-static void phase_stats_set(struct phase_stats *ps, const struct moeinf_expert_stats *a,
+void bench_phase_stats_set(struct phase_stats *ps, const struct moeinf_expert_stats *a,
                             const struct moeinf_expert_stats *b, double seconds) {
     ps->seconds = seconds;
     ps->d.accesses = b->accesses - a->accesses;
@@ -55,7 +62,7 @@ static void phase_stats_set(struct phase_stats *ps, const struct moeinf_expert_s
     ps->d.stall_seconds = b->stall_seconds - a->stall_seconds;
 }
 
-static void phase_stats_print(const char *phase, const char *run, const struct phase_stats *ps,
+void bench_phase_stats_print(const char *phase, const char *run, const struct phase_stats *ps,
                               long n_tok) {
     char name[32];
     snprintf(name, sizeof name, "%s-%s", phase, run);
@@ -67,8 +74,7 @@ static void phase_stats_print(const char *phase, const char *run, const struct p
            ps->d.read_seconds / n, ps->d.stall_seconds / n);
 }
 
-/* What ran: the model, threads, kernels, bytes per token, and which logits were computed. */
-static void print_header(const struct moeinf_model *model, const struct moeinf_context *ctx,
+void bench_print_header(const struct moeinf_model *model, const struct moeinf_context *ctx,
                          bool no_logits, long chunk) {
     char desc[256];
     moeinf_model_desc(model, desc, sizeof desc);
@@ -97,11 +103,11 @@ static void print_cache_table(const struct phase_stats cold[2], const struct pha
         long n_tok = ph == 0 ? n_prompt : n_gen;
         if (n_tok == 0) continue;
         const char *name = ph == 0 ? "prefill" : "decode";
-        phase_stats_print(name, "cold", &cold[ph], n_tok);
+        bench_phase_stats_print(name, "cold", &cold[ph], n_tok);
         double med = ph == 0 ? pp : tg;
         for (long r = 0; r < reps; r++) {
             if (warm[2 * r + ph].seconds == med) {
-                phase_stats_print(name, "warm", &warm[2 * r + ph], n_tok);
+                bench_phase_stats_print(name, "warm", &warm[2 * r + ph], n_tok);
                 break;
             }
         }
@@ -118,7 +124,42 @@ struct bench_opts {
     struct model_args ma;
     long n_prompt, n_gen, reps;
     bool ctx_set, no_logits;
+    const char *lengths_opt;   /* the first of -p, -n, -r given, or NULL */
+    const char *route_trace;   /* --route-trace FILE, or NULL */
+    const char *trace_requests; /* --trace-requests A-B as given, or NULL */
+    int64_t first, last;       /* its positions (last -1: to the end) */
 };
+
+/* --trace-requests "A-B" (A <= B) or "A" into [first, last]; false (message printed) if bad. */
+static bool parse_positions(const char *s, int64_t *first, int64_t *last) {
+    const char *dash = strchr(s, '-');
+    char a[32];
+    size_t n = dash ? (size_t)(dash - s) : strlen(s);
+    long va = 0;
+    long vb = 0;
+    if (n > 0 && n < sizeof a) {
+        memcpy(a, s, n);
+        a[n] = '\0';
+        char *end = NULL;
+        va = strtol(a, &end, 10);
+        bool ok = *end == '\0' && a[0] >= '0' && a[0] <= '9' && va < INT32_MAX;
+        vb = va;
+        if (ok && dash) {
+            vb = strtol(dash + 1, &end, 10);
+            ok = dash[1] >= '0' && dash[1] <= '9' && *end == '\0' && vb < INT32_MAX;
+        }
+        if (ok && vb >= va) {
+            *first = va;
+            *last = vb;
+            return true;
+        }
+    }
+    fprintf(stderr,
+            "moeinf bench: invalid value '%s' for --trace-requests: expected A-B (positions in "
+            "the file, from 0, A <= B) or A\n",
+            s);
+    return false;
+}
 
 /* Returns -1 after --help, CLI_EXIT_USAGE on a bad argument (message printed), else 0. */
 static int parse(int argc, char **argv, struct bench_opts *o) {
@@ -130,6 +171,17 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
         }
         if (!strcmp(a, "--no-logits")) {
             o->no_logits = true;
+            continue;
+        }
+        if (!strcmp(a, "--route-trace") || !strcmp(a, "--trace-requests")) {
+            const char *v = cli_option_value("bench", argc, argv, &i);
+            if (!v) return CLI_EXIT_USAGE;
+            if (a[2] == 'r') {
+                o->route_trace = v;
+            } else {
+                o->trace_requests = v;
+                if (!parse_positions(v, &o->first, &o->last)) return CLI_EXIT_USAGE;
+            }
             continue;
         }
         if (!strcmp(a, "-c")) o->ctx_set = true;
@@ -146,10 +198,22 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
             usage(stderr);
             return CLI_EXIT_USAGE;
         }
+        if (!o->lengths_opt) o->lengths_opt = a;
         if (!(val = cli_option_value("bench", argc, argv, &i))) return CLI_EXIT_USAGE;
         if (!cli_parse_long("bench", a, val, dst == &o->reps ? 1 : 0, 1 << 20, dst)) {
             return CLI_EXIT_USAGE;
         }
+    }
+    if (o->trace_requests && !o->route_trace) {
+        fprintf(stderr, "moeinf bench: --trace-requests needs --route-trace\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (o->route_trace && o->lengths_opt) {
+        fprintf(stderr,
+                "moeinf bench: %s does not go with --route-trace: the trace gives each "
+                "request's prompt and decode lengths, and each request runs once\n",
+                o->lengths_opt);
+        return CLI_EXIT_USAGE;
     }
     return 0;
 }
@@ -159,10 +223,14 @@ int cmd_bench(int argc, char **argv) {
         .ma = {.ctx = moeinf_context_params_default(), .model = moeinf_model_params_default()},
         .n_prompt = 64,
         .n_gen = 32,
-        .reps = 3};
+        .reps = 3,
+        .last = -1};
     int prc = parse(argc, argv, &o);
     if (prc < 0) return CLI_EXIT_OK;
     if (prc > 0) return prc;
+    if (o.route_trace) {
+        return bench_replay(&o.ma, o.route_trace, o.first, o.last, o.ctx_set, o.no_logits);
+    }
     struct model_args ma = o.ma;
     const long n_prompt = o.n_prompt;
     const long n_gen = o.n_gen;
@@ -223,8 +291,8 @@ int cmd_bench(int argc, char **argv) {
         if (cached) {
             moeinf_context_expert_stats(ctx, -1, &s2, &err);
             struct phase_stats *ps = r < 0 ? cold : &warm[2 * r];
-            phase_stats_set(&ps[0], &s0, &s1, t1 - t0);
-            phase_stats_set(&ps[1], &s1, &s2, t2 - t1);
+            bench_phase_stats_set(&ps[0], &s0, &s1, t1 - t0);
+            bench_phase_stats_set(&ps[1], &s1, &s2, t2 - t1);
         }
         if (r >= 0) {
             t_pp[r] = t1 - t0;
@@ -235,7 +303,7 @@ int cmd_bench(int argc, char **argv) {
     qsort(t_pp, (size_t)reps, sizeof(double), cmp_double);
     qsort(t_tg, (size_t)reps, sizeof(double), cmp_double);
     double gb = (double)moeinf_model_decode_bytes(model) / 1e9;
-    print_header(model, ctx, no_logits, chunk);
+    bench_print_header(model, ctx, no_logits, chunk);
     printf("%-8s %8s %10s %12s\n", "test", "tokens", "seconds", "tokens/s");
     double pp = t_pp[reps / 2];
     double tg = t_tg[reps / 2];

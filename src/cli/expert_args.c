@@ -152,6 +152,21 @@ static void print_prediction(const char *name, uint64_t predicted, uint64_t corr
             ratio(correct, predicted), ratio(correct, actual), (unsigned long long)predicted);
 }
 
+/* s as a JSON string (quotes and backslashes escaped, control bytes as \u00XX). */
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            fprintf(f, "\\%c", *p);
+        } else if (*p < 0x20) {
+            fprintf(f, "\\u%04x", *p);
+        } else {
+            fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
 bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx, double seconds) {
     struct moeinf_expert_cache_info info;
     struct moeinf_expert_stats total;
@@ -170,6 +185,7 @@ bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx,
     double tps = seconds > 0 ? (double)total.tokens / seconds : 0.0;
     if (a->stats) {
         fprintf(stderr, "\nexpert cache (%s, %d slots):\n", info.policy, info.slots);
+        if (a->routing) fprintf(stderr, "routing replayed from %s\n", a->routing);
         fprintf(stderr, "%-6s %9s %9s %9s %6s %9s %9s %7s %7s %7s %10s %9s %9s\n", "layer",
                 "accesses", "hits", "misses", "hit", "prefetch", "pf hits", "late", "wasted",
                 "dropped", "MiB read", "read s", "stall s");
@@ -215,6 +231,11 @@ bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx,
             "\"slot_bytes\": %llu, \"direct_io\": %s, ",
             info.policy, info.slots, info.n_experts_total, (unsigned long long)info.slot_bytes,
             info.direct_io ? "true" : "false");
+    if (a->routing) {
+        fprintf(f, "\"routing_replayed_from\": ");
+        json_string(f, a->routing);
+        fprintf(f, ", ");
+    }
     json_counters(f, &total);
     fprintf(f,
             ", \"tokens\": %llu, \"decode_tokens\": %llu, \"seconds\": %.6f, "

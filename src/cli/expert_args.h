@@ -17,6 +17,8 @@ struct expert_args {
     const char *prefetch;   /* --prefetch K */
     const char *lookahead;  /* --lookahead N */
     FILE *json;             /* opened before the work, so that a bad path fails first */
+    const char *routing;    /* set by bench --route-trace: where the replayed routing came
+                               from, reported by --stats and --stats-json; NULL otherwise */
 };
 
 /* Consumes argv[*i] if it is one of the options above. Returns 1 if consumed, 0 if not one of

@@ -207,6 +207,32 @@ static void route(struct moeinf_fwd *f, int il, int m) {
 }
 
 /*
+ * Routing replay (forward.h): layer il's choice of the m tokens replaced by the recorded
+ * experts. route() left the router's probabilities (softmax over all experts) in f->router;
+ * the weights are those of the recorded experts renormalised over them, as route() does for
+ * its own choice (the Mixtral family). When every recorded expert's probability underflows
+ * to 0 the weights are equal (rather than 0/0).
+ */
+static void replay_routing(struct moeinf_fwd *f, int il, int m) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    const int n_expert = hp->n_expert;
+    const int n_used = hp->n_expert_used;
+    for (int j = 0; j < m; j++) {
+        const float *p = f->router + (size_t)j * n_expert;
+        const int32_t *rec = f->p.route_replay + ((size_t)j * hp->n_layer + il) * n_used;
+        int32_t *sel = f->sel + ((size_t)il * f->p.n_batch + j) * n_used;
+        float *w = f->sel_w + ((size_t)il * f->p.n_batch + j) * n_used;
+        float sum = 0.0f;
+        for (int r = 0; r < n_used; r++)
+            sum += p[rec[r]];
+        for (int r = 0; r < n_used; r++) {
+            sel[r] = rec[r];
+            w[r] = sum > 0.0f ? p[rec[r]] / sum : 1.0f / (float)n_used;
+        }
+    }
+}
+
+/*
  * The experts of one wave: n experts of the layer (ascending), with parts[i] their gate, up
  * and down matrices, for the token rows grouped by expert (expert_first). gate and up in one
  * dispatch, SwiGLU, the down input quantized, down in a second dispatch; each expert's
@@ -360,6 +386,7 @@ static enum moeinf_status moe_block(struct moeinf_fwd *f, int il, int m, struct 
     const int n_used = hp->n_expert_used;
     const int n_embd = hp->n_embd;
     route(f, il, m);
+    if (f->p.route_replay) replay_routing(f, il, m);
     const int32_t *sel = f->sel + (size_t)il * f->p.n_batch * n_used;
     /* group (token, rank) pairs by expert: slots [expert_first[e], expert_first[e+1]) */
     memset(f->expert_count, 0, (size_t)n_expert * sizeof(int));
@@ -479,6 +506,10 @@ uint64_t moeinf_fwd_bytes(const struct moeinf_fwd *f) {
 
 void moeinf_fwd_set_tier(struct moeinf_fwd *f, struct moeinf_tier *tier) {
     f->p.tier = tier;
+}
+
+void moeinf_fwd_set_route_replay(struct moeinf_fwd *f, const int32_t *experts) {
+    f->p.route_replay = experts;
 }
 
 const int32_t *moeinf_fwd_routing(const struct moeinf_fwd *f, int il, int j) {
