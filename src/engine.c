@@ -175,8 +175,11 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
         }
     }
     int n_batch = ctx->params.n_batch;
-    /* A decode that starts at position 0 starts a request (as the routing record counts). */
-    if (ctx->tier && ctx->n_past == 0) moeinf_tier_request_begin(ctx->tier);
+    /* A decode that starts at position 0 starts a request (as the routing record counts), and
+     * so does the first decode after moeinf_context_request_end. */
+    if (ctx->tier && (ctx->n_past == 0 || !ctx->tier->in_request)) {
+        moeinf_tier_request_begin(ctx->tier);
+    }
     for (int i0 = 0; i0 < n; i0 += n_batch) {
         int m = n - i0 < n_batch ? n - i0 : n_batch;
         bool last = i0 + m == n;

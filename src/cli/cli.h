@@ -60,6 +60,14 @@ const char *cli_option_value(const char *cmd, int argc, char **argv, int *i);
  * previous handlers. */
 void cli_remove_on_signal(const char *path);
 
+/* A SIGTERM or SIGHUP (and SIGINT when with_sigint) from now on only sets a flag, which
+ * cli_stop_signal returns (0: none yet); the loop that sees it stops, saves, and calls
+ * cli_stop_finish, which dies of that signal (nothing when none came). Signals the caller
+ * ignores stay ignored. */
+void cli_stop_on_signal(bool with_sigint);
+int cli_stop_signal(void);
+void cli_stop_finish(void);
+
 /* The default model path, written into buf: $MOEINF_DEFAULT_MODEL, else
  * $XDG_CACHE_HOME/moeinf/default-moe-HASH.gguf, else $HOME/.cache/moeinf/default-moe-HASH.gguf
  * (HASH: of the embedded model; an unset or missing HOME is an error). A missing file (or a

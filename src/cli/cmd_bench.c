@@ -176,6 +176,8 @@ int cmd_bench(int argc, char **argv) {
     struct moeinf_context *ctx = NULL;
     int orc = model_args_open(&ma, &model, &ctx);
     if (orc != CLI_EXIT_OK) return orc;
+    /* with --eamc a signal stops the runs so that the state can be saved */
+    if (ma.experts.eamc) cli_stop_on_signal(true);
     const int n_vocab = moeinf_model_n_vocab(model);
     int32_t *ids = malloc((size_t)(n_prompt + n_gen + 1) * sizeof *ids);
     double *t_pp = calloc((size_t)reps, sizeof(double));
@@ -194,7 +196,7 @@ int cmd_bench(int argc, char **argv) {
         goto done;
     }
     double t_start = now_s();
-    for (long r = -1; r < reps; r++) {
+    for (long r = -1; r < reps && !cli_stop_signal(); r++) {
         /* fixed token ids: every run reads the same, except through a cache (see usage) */
         uint64_t state = 0x9E3779B97F4A7C15ull + (cached ? (uint64_t)(r + 1) : 0);
         for (long i = 0; i < n_prompt + n_gen + 1; i++) {
@@ -214,7 +216,7 @@ int cmd_bench(int argc, char **argv) {
         }
         double t1 = now_s();
         if (cached) moeinf_context_expert_stats(ctx, -1, &s1, &err);
-        for (long i = 0; i < n_gen; i++) {
+        for (long i = 0; i < n_gen && !cli_stop_signal(); i++) {
             if (moeinf_decode(ctx, &ids[n_prompt + i], 1, logits, false, &err)) goto done;
         }
         double t2 = now_s();
@@ -228,6 +230,11 @@ int cmd_bench(int argc, char **argv) {
             t_pp[r] = t1 - t0;
             t_tg[r] = t2 - t1;
         }
+    }
+    if (cli_stop_signal()) {
+        if (expert_args_save_state(&ma.experts, ctx)) cli_stop_finish();
+        err.msg[0] = '\0'; /* the save's message is out */
+        goto done;
     }
     double t_total = now_s() - t_start;
     qsort(t_pp, (size_t)reps, sizeof(double), cmp_double);
@@ -251,7 +258,7 @@ int cmd_bench(int argc, char **argv) {
             printf("decode weight traffic: %.2f GB/s\n", gb * (double)n_gen / tg);
         }
     }
-    rc = CLI_EXIT_OK;
+    rc = expert_args_save_state(&ma.experts, ctx) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     if (!expert_args_report(&ma.experts, ctx, t_total)) {
         rc = CLI_EXIT_FAIL; /* the message is out */
         err.msg[0] = '\0';

@@ -131,6 +131,8 @@ int cmd_run(int argc, char **argv) {
     }
     int orc = model_args_open(&o.model, &model, &ctx);
     if (orc != CLI_EXIT_OK) return orc;
+    /* with --eamc a signal stops generation so that the state can be saved */
+    if (o.model.experts.eamc) cli_stop_on_signal(true);
     struct moeinf_sampler *smp = NULL;
     struct moeinf_text_stream *detok = NULL;
     int32_t *prompt = NULL;
@@ -173,7 +175,7 @@ int cmd_run(int argc, char **argv) {
     for (size_t i = 0; i < n_prompt; i++) moeinf_sampler_accept(smp, prompt[i]);
     size_t len;
     const char *s;
-    while (n_out < o.n_predict) {
+    while (n_out < o.n_predict && !cli_stop_signal()) {
         int32_t id = moeinf_sampler_sample(smp, logits);
         moeinf_sampler_accept(smp, id);
         out_ids[n_out++] = id;
@@ -199,6 +201,11 @@ int cmd_run(int argc, char **argv) {
         printf("\n");
     }
     if (moeinf_context_record_close(ctx, &err) != MOEINF_OK) goto done;
+    if (!expert_args_save_state(&o.model.experts, ctx)) {
+        err.msg[0] = '\0'; /* the message is out */
+        goto done;
+    }
+    cli_stop_finish(); /* a signal stopped it: die of it, the state saved */
     rc = CLI_EXIT_OK;
     if (!expert_args_report(&o.model.experts, ctx, cli_now() - t0)) {
         rc = CLI_EXIT_FAIL; /* the message is out */

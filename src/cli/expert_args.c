@@ -15,7 +15,8 @@ int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **a
         return 1;
     }
     if (strcmp(opt, "--expert-cache") != 0 && strcmp(opt, "--policy") != 0 &&
-        strcmp(opt, "--stats-json") != 0 && strcmp(opt, "--expert-io") != 0) {
+        strcmp(opt, "--stats-json") != 0 && strcmp(opt, "--expert-io") != 0 &&
+        strcmp(opt, "--eamc") != 0) {
         return 0;
     }
     const char *val = cli_option_value(cmd, argc, argv, i);
@@ -31,6 +32,8 @@ int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **a
             return -1;
         }
         a->io = val;
+    } else if (!strcmp(opt, "--eamc")) {
+        a->eamc = val;
     } else {
         a->stats_json = val;
     }
@@ -41,9 +44,9 @@ int expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_mode
                       struct moeinf_context_params *cp) {
     struct moeinf_error err = {0};
     if (!a->cache) {
-        if (a->policy || a->io || a->stats || a->stats_json) {
+        if (a->policy || a->io || a->stats || a->stats_json || a->eamc) {
             fprintf(stderr,
-                    "moeinf %s: --policy, --expert-io, --stats and --stats-json need "
+                    "moeinf %s: --policy, --expert-io, --stats, --stats-json and --eamc need "
                     "--expert-cache\n",
                     cmd);
             return CLI_EXIT_USAGE;
@@ -58,6 +61,9 @@ int expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_mode
     cp->expert_io =
         a->io && !strcmp(a->io, "cached") ? MOEINF_EXPERT_IO_CACHED : MOEINF_EXPERT_IO_DIRECT;
     mp->offload_experts = true;
+    if (a->eamc && moeinf_file_check_output(a->eamc, &err) != MOEINF_OK) {
+        return cli_fail(&err); /* before loading the model, not at exit */
+    }
     if (a->stats_json) {
         a->json = fopen(a->stats_json, "w");
         if (!a->json) {

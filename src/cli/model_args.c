@@ -79,5 +79,12 @@ int model_args_open(struct model_args *a, struct moeinf_model **model,
         return CLI_EXIT_FAIL;
     }
     if (a->experts.cache) expert_args_announce(*ctx);
-    return CLI_EXIT_OK;
+    rc = expert_args_warm_start(&a->experts, *ctx);
+    if (rc != CLI_EXIT_OK) {
+        moeinf_context_free(*ctx);
+        moeinf_model_free(*model);
+        *ctx = NULL;
+        *model = NULL;
+    }
+    return rc;
 }
