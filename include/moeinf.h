@@ -142,6 +142,12 @@ struct moeinf_model_params {
                              is then required); every other weight is read once into memory,
                              so the page cache does not hold the file (no_mmap is ignored).
                              MOEINF_ERR_ARG for a dense model. Default false. */
+    /* (optional) called while the load reads the file, from the loading thread: bytes read
+     * so far of `total`, the bytes this load reads (the non-expert weights with
+     * offload_experts, the whole file with no_mmap); a mapped load reads nothing up front
+     * and does not call it. The CLI draws its progress line with it. */
+    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void *progress_user;
 };
 
 /* How big a context's expert cache is (moeinf_expert_cache_parse reads the CLI's forms). */

@@ -28,11 +28,15 @@ enum moeinf_status moeinf_model_load(const char *path, const struct moeinf_model
     struct moeinf_model *m = calloc(1, sizeof *m);
     if (!m) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
     bool offload = params && params->offload_experts;
+    struct moeinf_progress progress = {params ? params->progress : NULL,
+                                       params ? params->progress_user : NULL};
     enum moeinf_status st = moeinf_gguf_open_mode(
-        path, params && params->no_mmap && !offload ? MOEINF_MAP_READ : MOEINF_MAP_FILE, &m->gguf,
-        err);
+        path, params && params->no_mmap && !offload ? MOEINF_MAP_READ : MOEINF_MAP_FILE,
+        &progress, &m->gguf, err);
     if (st == MOEINF_OK) st = moeinf_llm_init(m->gguf, &m->llm, err);
-    if (st == MOEINF_OK && offload) st = moeinf_resident_load(m->llm, m->gguf, &m->resident, err);
+    if (st == MOEINF_OK && offload) {
+        st = moeinf_resident_load(m->llm, m->gguf, &progress, &m->resident, err);
+    }
     if (st == MOEINF_OK) st = moeinf_vocab_init_from_gguf(m->gguf, &m->vocab, err);
     if (st == MOEINF_OK && moeinf_vocab_n_tokens(m->vocab) != m->llm->hp.n_vocab) {
         st = moeinf_fail(err, MOEINF_ERR_FORMAT,

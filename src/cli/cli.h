@@ -68,6 +68,22 @@ void cli_stop_on_signal(bool with_sigint);
 int cli_stop_signal(void);
 void cli_stop_finish(void);
 
+/* The progress line of long work on stderr (progress.c): redrawn in place, at most ten times
+ * a second, and only when stderr is a terminal (nothing at all otherwise). */
+struct cli_progress {
+    bool on;    /* stderr is a terminal */
+    bool drawn; /* a line is on screen */
+    double last;
+};
+void cli_progress_init(struct cli_progress *p);
+/* "loading model: 1.2/7.3 GB" (MB below a GB); user is the struct cli_progress (moeinf_model_params.progress) */
+void cli_progress_bytes(void *user, uint64_t done, uint64_t total);
+/* "WHAT: 37/128 tokens, 12.30 tokens/s" */
+void cli_progress_tokens(struct cli_progress *p, const char *what, long done, long total,
+                         double seconds);
+/* Clears the line, so that what follows starts clean. */
+void cli_progress_end(struct cli_progress *p);
+
 /* The default model path, written into buf: $MOEINF_DEFAULT_MODEL, else
  * $XDG_CACHE_HOME/moeinf/default-moe-HASH.gguf, else $HOME/.cache/moeinf/default-moe-HASH.gguf
  * (HASH: of the embedded model; an unset or missing HOME is an error). A missing file (or a

@@ -195,6 +195,9 @@ int cmd_bench(int argc, char **argv) {
         snprintf(err.msg, sizeof err.msg, "out of memory");
         goto done;
     }
+    struct cli_progress prog;
+    cli_progress_init(&prog);
+    char label[64];
     double t_start = now_s();
     for (long r = -1; r < reps && !cli_stop_signal(); r++) {
         /* fixed token ids: every run reads the same, except through a cache (see usage) */
@@ -213,11 +216,15 @@ int cmd_bench(int argc, char **argv) {
         for (long i0 = 0; i0 < n_prompt; i0 += chunk) {
             int m = (int)(n_prompt - i0 < chunk ? n_prompt - i0 : chunk);
             if (moeinf_decode(ctx, &ids[i0], m, logits, false, &err)) goto done;
+            snprintf(label, sizeof label, "bench run %ld/%ld, prefill", r + 2, reps + 1);
+            cli_progress_tokens(&prog, label, i0 + m, n_prompt, now_s() - t0);
         }
         double t1 = now_s();
         if (cached) moeinf_context_expert_stats(ctx, -1, &s1, &err);
         for (long i = 0; i < n_gen && !cli_stop_signal(); i++) {
             if (moeinf_decode(ctx, &ids[n_prompt + i], 1, logits, false, &err)) goto done;
+            snprintf(label, sizeof label, "bench run %ld/%ld, decode", r + 2, reps + 1);
+            cli_progress_tokens(&prog, label, i + 1, n_gen, now_s() - t1);
         }
         double t2 = now_s();
         if (cached) {
@@ -231,6 +238,7 @@ int cmd_bench(int argc, char **argv) {
             t_tg[r] = t2 - t1;
         }
     }
+    cli_progress_end(&prog);
     if (cli_stop_signal()) {
         if (expert_args_save_state(&ma.experts, ctx)) cli_stop_finish();
         err.msg[0] = '\0'; /* the save's message is out */
@@ -264,6 +272,7 @@ int cmd_bench(int argc, char **argv) {
         err.msg[0] = '\0';
     }
 done:
+    cli_progress_end(&prog);
     if (rc != CLI_EXIT_OK && err.msg[0]) cli_fail(&err);
     expert_args_close(&ma.experts);
     free(warm);

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/model_args.h"
@@ -142,6 +143,7 @@ int cmd_run(int argc, char **argv) {
     int n_out = 0;
     int rc = CLI_EXIT_FAIL;
     double t0 = 0.0;
+    struct cli_progress prog = {0};
     bool wrote = false; /* text on stdout: an error ends its line first */
     const int n_vocab = moeinf_model_n_vocab(model);
     if (moeinf_sampler_init(&o.sp, n_vocab, &smp, &err) != MOEINF_OK ||
@@ -170,6 +172,9 @@ int cmd_run(int argc, char **argv) {
     }
     write_bytes(o.prompt, strlen(o.prompt));
     wrote = true;
+    /* a progress line only when the text goes elsewhere than the terminal */
+    cli_progress_init(&prog);
+    prog.on = prog.on && !isatty(STDOUT_FILENO);
     t0 = cli_now();
     if (moeinf_decode(ctx, prompt, (int)n_prompt, logits, false, &err) != MOEINF_OK) goto done;
     for (size_t i = 0; i < n_prompt; i++) moeinf_sampler_accept(smp, prompt[i]);
@@ -191,7 +196,9 @@ int cmd_run(int argc, char **argv) {
             break;
         }
         if (moeinf_decode(ctx, &id, 1, logits, false, &err) != MOEINF_OK) goto done;
+        cli_progress_tokens(&prog, "run", n_out, o.n_predict, cli_now() - t0);
     }
+    cli_progress_end(&prog);
     s = moeinf_text_stream_flush(detok, &len);
     write_bytes(s, len);
     printf("\n");
@@ -212,6 +219,7 @@ int cmd_run(int argc, char **argv) {
         err.msg[0] = '\0';
     }
 done:
+    cli_progress_end(&prog);
     if (rc != CLI_EXIT_OK) {
         if (wrote) printf("\n");
         fflush(stdout);
