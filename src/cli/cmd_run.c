@@ -208,13 +208,14 @@ int cmd_run(int argc, char **argv) {
         printf("\n");
     }
     if (moeinf_context_record_close(ctx, &err) != MOEINF_OK) goto done;
+    double seconds = cli_now() - t0; /* the work, not the save */
     if (!expert_args_save_state(&o.model.experts, ctx)) {
         err.msg[0] = '\0'; /* the message is out */
         goto done;
     }
     cli_stop_finish(); /* a signal stopped it: die of it, the state saved */
     rc = CLI_EXIT_OK;
-    if (!expert_args_report(&o.model.experts, ctx, cli_now() - t0)) {
+    if (!expert_args_report(&o.model.experts, ctx, seconds)) {
         rc = CLI_EXIT_FAIL; /* the message is out */
         err.msg[0] = '\0';
     }
