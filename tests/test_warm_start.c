@@ -336,6 +336,11 @@ static void test_cli_sim_and_run_share_the_file(void) {
              state);
     CHECK_EQ_INT(shell(cmd, out, sizeof out, err, sizeof err), 2);
     CHECK_STR_CONTAINS(err, "keeps no EAMC");
+    /* logits computes one batch and keeps no state */
+    snprintf(cmd, sizeof cmd, "%s logits -m %s --ids \"1 2\" -o /dev/null --expert-cache 25%% --eamc %s",
+             bin, model, state);
+    CHECK_EQ_INT(shell(cmd, out, sizeof out, err, sizeof err), 2);
+    CHECK_STR_CONTAINS(err, "--eamc is for run, chat, bench and serve");
     /* a folder that does not exist: refused before the model loads */
     snprintf(cmd, sizeof cmd,
              "%s run -m %s -p 'a' -n 1 --expert-cache 25%% --eamc /nonexistent-dir/x.eamc", bin,
