@@ -30,9 +30,9 @@ enum moeinf_status moeinf_model_load(const char *path, const struct moeinf_model
     bool offload = params && params->offload_experts;
     struct moeinf_progress progress = {params ? params->progress : NULL,
                                        params ? params->progress_user : NULL};
-    enum moeinf_status st = moeinf_gguf_open_mode(
-        path, params && params->no_mmap && !offload ? MOEINF_MAP_READ : MOEINF_MAP_FILE,
-        &progress, &m->gguf, err);
+    enum moeinf_map_mode mode =
+        params && params->no_mmap && !offload ? MOEINF_MAP_READ : MOEINF_MAP_FILE;
+    enum moeinf_status st = moeinf_gguf_open_mode(path, mode, &progress, &m->gguf, err);
     if (st == MOEINF_OK) st = moeinf_llm_init(m->gguf, &m->llm, err);
     if (st == MOEINF_OK && offload) {
         st = moeinf_resident_load(m->llm, m->gguf, &progress, &m->resident, err);

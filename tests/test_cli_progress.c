@@ -28,18 +28,18 @@ static void test_nothing_when_not_a_terminal(void) {
     const char *bin = test_moeinf_bin();
     /* offloaded (the load reads), no-mmap (the load reads the file), bench and run */
     snprintf(cmd, sizeof cmd,
-             "%s bench -m %s -p 16 -n 64 -r 2 --expert-cache 50%% --expert-io cached", bin,
-             model);
+             "%s bench -m %s -p 16 -n 64 -r 2 --expert-cache 50%% --expert-io cached", bin, model);
     CHECK_EQ_INT(shell(cmd, out, sizeof out, err, sizeof err), 0);
     no_line("bench", err);
     /* the one line it writes: the cache's announcement */
-    CHECK(!strncmp(err, "moeinf: expert cache: ", 22) && strchr(err, '\n') == err + strlen(err) - 1);
+    CHECK(!strncmp(err, "moeinf: expert cache: ", 22) &&
+          strchr(err, '\n') == err + strlen(err) - 1);
     snprintf(cmd, sizeof cmd, "%s bench -m %s -p 16 -n 64 -r 2 --no-mmap", bin, model);
     CHECK_EQ_INT(shell(cmd, out, sizeof out, err, sizeof err), 0);
     no_line("bench --no-mmap", err);
     CHECK_EQ_INT(strlen(err), 0);
-    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'Once' -n 200 --expert-cache 50%% --expert-io cached",
-             bin, model);
+    snprintf(cmd, sizeof cmd,
+             "%s run -m %s -p 'Once' -n 200 --expert-cache 50%% --expert-io cached", bin, model);
     CHECK_EQ_INT(shell(cmd, out, sizeof out, err, sizeof err), 0);
     no_line("run", err);
 }

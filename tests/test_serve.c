@@ -5,7 +5,8 @@
  * strings, KV prefix reuse, every bad-input case with its status (and /health after each),
  * CORS, metrics, the API key, a full queue (503), a client that leaves (cancelled), the expert
  * cache's metrics, a bounded load test, the `openai` Python client, `moeinf chat` on piped
- * standard input, and --eamc (saved every --eamc-every requests and at shutdown). Each server is stopped with SIGTERM and must exit 0 (ASan checks leaks).
+ * standard input, and --eamc (saved every --eamc-every requests and at shutdown). Each server
+ * is stopped with SIGTERM and must exit 0 (ASan checks leaks).
  */
 // ctest-labels: threads
 #include <cjson/cJSON.h>

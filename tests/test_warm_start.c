@@ -148,8 +148,8 @@ static void test_round_trip(void) {
             differs |= sa.hits != sc.hits;
         }
         /* what was learned changes the decisions: a cold context does otherwise */
-        CHECK_MSG(differs, "%s: %llu hits warm, %llu cold", policies[k],
-                  (unsigned long long)hits_a, (unsigned long long)hits_cold);
+        CHECK_MSG(differs, "%s: %llu hits warm, %llu cold", policies[k], (unsigned long long)hits_a,
+                  (unsigned long long)hits_cold);
         /* and both learned the same from the new requests */
         CHECK_EQ_INT(moeinf_context_expert_state_save(ca, a, &err), MOEINF_OK);
         CHECK_EQ_INT(moeinf_context_expert_state_save(cb, b, &err), MOEINF_OK);
@@ -301,8 +301,8 @@ static void test_cli_sim_and_run_share_the_file(void) {
     const char *bin = test_moeinf_bin();
     /* the engine's own routing, two requests, through the simulator into the file */
     snprintf(cmd, sizeof cmd,
-             "%s run -m %s -p 'The quick brown fox' -n 6 --temp 0 --record-routing %s", bin,
-             model, trace);
+             "%s run -m %s -p 'The quick brown fox' -n 6 --temp 0 --record-routing %s", bin, model,
+             trace);
     CHECK_EQ_INT(shell(cmd, out, sizeof out, err, sizeof err), 0);
     snprintf(cmd, sizeof cmd, "%s sim --trace %s --cache 4 --eamc %s", bin, trace, state);
     CHECK_EQ_INT(shell(cmd, out, sizeof out, err, sizeof err), 0);
@@ -331,14 +331,14 @@ static void test_cli_sim_and_run_share_the_file(void) {
     snprintf(cmd, sizeof cmd, "%s run -m %s -p 'a' -n 1 --eamc %s", bin, model, state);
     CHECK_EQ_INT(shell(cmd, out, sizeof out, err, sizeof err), 2);
     CHECK_STR_CONTAINS(err, "need --expert-cache");
-    snprintf(cmd, sizeof cmd,
-             "%s run -m %s -p 'a' -n 1 --expert-cache 25%% --policy lru --eamc %s", bin, model,
-             state);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'a' -n 1 --expert-cache 25%% --policy lru --eamc %s",
+             bin, model, state);
     CHECK_EQ_INT(shell(cmd, out, sizeof out, err, sizeof err), 2);
     CHECK_STR_CONTAINS(err, "keeps no EAMC");
     /* logits computes one batch and keeps no state */
-    snprintf(cmd, sizeof cmd, "%s logits -m %s --ids \"1 2\" -o /dev/null --expert-cache 25%% --eamc %s",
-             bin, model, state);
+    snprintf(cmd, sizeof cmd,
+             "%s logits -m %s --ids \"1 2\" -o /dev/null --expert-cache 25%% --eamc %s", bin, model,
+             state);
     CHECK_EQ_INT(shell(cmd, out, sizeof out, err, sizeof err), 2);
     CHECK_STR_CONTAINS(err, "--eamc is for run, chat, bench and serve");
     /* a folder that does not exist: refused before the model loads */

@@ -75,8 +75,10 @@ struct cli_progress {
     bool drawn; /* a line is on screen */
     double last;
 };
+
 void cli_progress_init(struct cli_progress *p);
-/* "loading model: 1.2/7.3 GB" (MB below a GB); user is the struct cli_progress (moeinf_model_params.progress) */
+/* "loading model: 1.2/7.3 GB" (MB below a GB); user is the struct cli_progress
+ * (moeinf_model_params.progress) */
 void cli_progress_bytes(void *user, uint64_t done, uint64_t total);
 /* "WHAT: 37/128 tokens, 12.30 tokens/s" */
 void cli_progress_tokens(struct cli_progress *p, const char *what, long done, long total,

@@ -48,8 +48,8 @@ static int parse(int argc, char **argv, struct serve_cli *o) {
         int r = model_args_parse("serve", &o->model, argc, argv, &i);
         if (r < 0) return CLI_EXIT_USAGE;
         if (r > 0) continue;
-        static const char *const with_value[] = {"--host",  "--port",     "--api-key",
-                                                 "--queue", "--max-body", "--chat-template",
+        static const char *const with_value[] = {"--host",  "--port",       "--api-key",
+                                                 "--queue", "--max-body",   "--chat-template",
                                                  "--alias", "--eamc-every", NULL};
         if (!cli_is_one_of(a, with_value)) return cli_bad_argument("serve", a, usage);
         const char *val = cli_option_value("serve", argc, argv, &i);

@@ -55,9 +55,9 @@ bool expert_args_save_state(const struct expert_args *a, struct moeinf_context *
     "  --policy NAME        expert cache policy (default reuse; `moeinf sim --help` lists "        \
     "them)\n"                                                                                      \
     "  --stats              the expert cache's counters per layer, on stderr at the end\n"         \
-    "  --stats-json FILE    the same as one JSON object in FILE\n"                          \
-    "  --eamc FILE          warm start: the cache policy's learned state (the file of\n"       \
-    "                       `moeinf sim --eamc`), read at start (a missing file: cold\n"       \
+    "  --stats-json FILE    the same as one JSON object in FILE\n"                                 \
+    "  --eamc FILE          warm start: the cache policy's learned state (the file of\n"           \
+    "                       `moeinf sim --eamc`), read at start (a missing file: cold\n"           \
     "                       start) and written atomically at exit and on SIGINT/SIGTERM\n"
 extern const char expert_args_help[];
 

@@ -438,9 +438,8 @@ enum moeinf_status moeinf_eamc_write(const struct moeinf_eamc *c, FILE *f, const
     return write_file(c, f, what, NULL, NULL, 0, err);
 }
 
-enum moeinf_status moeinf_eamc_write_policy(const struct moeinf_eamc *c, FILE *f,
-                                            const char *what, const char *policy,
-                                            const uint8_t *section, size_t len,
+enum moeinf_status moeinf_eamc_write_policy(const struct moeinf_eamc *c, FILE *f, const char *what,
+                                            const char *policy, const uint8_t *section, size_t len,
                                             struct moeinf_error *err) {
     return write_file(c, f, what, policy, section, len, err);
 }

@@ -163,9 +163,8 @@ enum moeinf_status moeinf_eamc_read(const struct moeinf_policy_geometry *geom, F
                                     enum moeinf_eamc_defect *defect, struct moeinf_error *err);
 
 /* Version 2: the collection, then `len` bytes of `policy`'s own section. */
-enum moeinf_status moeinf_eamc_write_policy(const struct moeinf_eamc *c, FILE *f,
-                                            const char *what, const char *policy,
-                                            const uint8_t *section, size_t len,
+enum moeinf_status moeinf_eamc_write_policy(const struct moeinf_eamc *c, FILE *f, const char *what,
+                                            const char *policy, const uint8_t *section, size_t len,
                                             struct moeinf_error *err);
 /*
  * moeinf_eamc_read for `policy`: a version 2 file must name it (else MOEINF_EAMC_FOREIGN) and

@@ -225,8 +225,8 @@ static enum moeinf_status eam_save(const void *state, FILE *f, struct moeinf_err
     put64(buf, s->clock);
     for (uint32_t id = 0; id < s->n_ids; id++)
         put64(buf + 8 + (size_t)id * 8, s->stamp[id]);
-    enum moeinf_status st = moeinf_eamc_write_policy(s->eamc, f, "EAMC",
-                                                     moeinf_policy_moe_infinity.name, buf, len, err);
+    enum moeinf_status st = moeinf_eamc_write_policy(
+        s->eamc, f, "EAMC", moeinf_policy_moe_infinity.name, buf, len, err);
     free(buf);
     return st;
 }

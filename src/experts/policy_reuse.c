@@ -488,8 +488,8 @@ static bool parse_section(struct reuse *t, const uint8_t *p) {
     bool ok = t->tok >= 0;
     for (uint32_t id = 0; id < t->n_ids; id++) {
         t->last_use[id] = (int64_t)get64(&p);
-        ok &= t->last_use[id] == INT64_MIN / 2 ||
-              (t->last_use[id] >= 0 && t->last_use[id] <= t->tok);
+        ok &=
+            t->last_use[id] == INT64_MIN / 2 || (t->last_use[id] >= 0 && t->last_use[id] <= t->tok);
     }
     for (uint32_t id = 0; id < t->n_ids; id++) {
         t->last_stamp[id] = get64(&p);
