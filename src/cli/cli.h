@@ -76,11 +76,11 @@ struct cli_progress {
     double last;
 };
 
-void cli_progress_init(struct cli_progress *p);
+struct cli_progress cli_progress_start(void);
 /* "loading model: 1.2/7.3 GB" (MB below a GB); user is the struct cli_progress
  * (moeinf_model_params.progress) */
 void cli_progress_bytes(void *user, uint64_t done, uint64_t total);
-/* "WHAT: 37/128 tokens, 12.30 tokens/s" */
+/* "WHAT: 37/128 tokens, 12.30 tokens/s"; the last step (done >= total) is drawn, then cleared */
 void cli_progress_tokens(struct cli_progress *p, const char *what, long done, long total,
                          double seconds);
 /* Clears the line, so that what follows starts clean. */

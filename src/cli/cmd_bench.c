@@ -152,6 +152,14 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
     return 0;
 }
 
+/* The progress line of run r's decode (the warm-up is run 1 of reps + 1); cleared at its end. */
+static void decode_progress(struct cli_progress *p, long r, long reps, long done, long total,
+                            double seconds) {
+    char label[64];
+    snprintf(label, sizeof label, "bench run %ld/%ld, decode", r + 2, reps + 1);
+    cli_progress_tokens(p, label, done, total, seconds);
+}
+
 int cmd_bench(int argc, char **argv) {
     struct bench_opts o = {
         .ma = {.ctx = moeinf_context_params_default(), .model = moeinf_model_params_default()},
@@ -176,8 +184,7 @@ int cmd_bench(int argc, char **argv) {
     struct moeinf_context *ctx = NULL;
     int orc = model_args_open(&ma, &model, &ctx);
     if (orc != CLI_EXIT_OK) return orc;
-    /* with --eamc a signal stops the runs so that the state can be saved */
-    if (ma.experts.eamc) cli_stop_on_signal(true);
+    if (ma.experts.eamc) cli_stop_on_signal(true); /* a signal stops the runs: save first */
     const int n_vocab = moeinf_model_n_vocab(model);
     int32_t *ids = malloc((size_t)(n_prompt + n_gen + 1) * sizeof *ids);
     double *t_pp = calloc((size_t)reps, sizeof(double));
@@ -191,13 +198,11 @@ int cmd_bench(int argc, char **argv) {
     const long chunk = ma.ctx.n_batch < ma.ctx.n_ctx ? ma.ctx.n_batch : ma.ctx.n_ctx;
     struct moeinf_error err = {0};
     int rc = CLI_EXIT_FAIL;
+    struct cli_progress prog = cli_progress_start();
     if (!ids || !t_pp || !t_tg || !warm || (!no_logits && !logits)) {
         snprintf(err.msg, sizeof err.msg, "out of memory");
         goto done;
     }
-    struct cli_progress prog;
-    cli_progress_init(&prog);
-    char label[64];
     double t_start = now_s();
     for (long r = -1; r < reps && !cli_stop_signal(); r++) {
         /* fixed token ids: every run reads the same, except through a cache (see usage) */
@@ -216,15 +221,12 @@ int cmd_bench(int argc, char **argv) {
         for (long i0 = 0; i0 < n_prompt; i0 += chunk) {
             int m = (int)(n_prompt - i0 < chunk ? n_prompt - i0 : chunk);
             if (moeinf_decode(ctx, &ids[i0], m, logits, false, &err)) goto done;
-            snprintf(label, sizeof label, "bench run %ld/%ld, prefill", r + 2, reps + 1);
-            cli_progress_tokens(&prog, label, i0 + m, n_prompt, now_s() - t0);
         }
         double t1 = now_s();
         if (cached) moeinf_context_expert_stats(ctx, -1, &s1, &err);
         for (long i = 0; i < n_gen && !cli_stop_signal(); i++) {
             if (moeinf_decode(ctx, &ids[n_prompt + i], 1, logits, false, &err)) goto done;
-            snprintf(label, sizeof label, "bench run %ld/%ld, decode", r + 2, reps + 1);
-            cli_progress_tokens(&prog, label, i + 1, n_gen, now_s() - t1);
+            decode_progress(&prog, r, reps, i + 1, n_gen, now_s() - t1);
         }
         double t2 = now_s();
         if (cached) {
@@ -238,12 +240,7 @@ int cmd_bench(int argc, char **argv) {
             t_tg[r] = t2 - t1;
         }
     }
-    cli_progress_end(&prog);
-    if (cli_stop_signal()) {
-        if (expert_args_save_state(&ma.experts, ctx)) cli_stop_finish();
-        err.msg[0] = '\0'; /* the save's message is out */
-        goto done;
-    }
+    if (expert_args_stopped(&ma.experts, ctx)) goto done; /* returns only if the save failed */
     double t_total = now_s() - t_start;
     qsort(t_pp, (size_t)reps, sizeof(double), cmp_double);
     qsort(t_tg, (size_t)reps, sizeof(double), cmp_double);

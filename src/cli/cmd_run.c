@@ -173,7 +173,7 @@ int cmd_run(int argc, char **argv) {
     write_bytes(o.prompt, strlen(o.prompt));
     wrote = true;
     /* a progress line only when the text goes elsewhere than the terminal */
-    cli_progress_init(&prog);
+    prog = cli_progress_start();
     prog.on = prog.on && !isatty(STDOUT_FILENO);
     t0 = cli_now();
     if (moeinf_decode(ctx, prompt, (int)n_prompt, logits, false, &err) != MOEINF_OK) goto done;

@@ -45,6 +45,10 @@ int expert_args_warm_start(const struct expert_args *a, struct moeinf_context *c
  * without --eamc. */
 bool expert_args_save_state(const struct expert_args *a, struct moeinf_context *ctx);
 
+/* When a signal asked the work to stop (cli_stop_on_signal): saves --eamc and dies of the
+ * signal; returns true only if the save failed (message printed). False when no signal came. */
+bool expert_args_stopped(const struct expert_args *a, struct moeinf_context *ctx);
+
 /* The help lines of those options. */
 #define EXPERT_ARGS_HELP                                                                           \
     "  --expert-cache SIZE  run routed experts from the file through a cache of SIZE:\n"           \

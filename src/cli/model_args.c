@@ -68,8 +68,7 @@ int model_args_open(struct model_args *a, struct moeinf_model **model,
     }
     int rc = expert_args_apply(a->cmd ? a->cmd : "run", &a->experts, &a->model, &a->ctx);
     if (rc != CLI_EXIT_OK) return rc;
-    struct cli_progress progress;
-    cli_progress_init(&progress);
+    struct cli_progress progress = cli_progress_start();
     a->model.progress = cli_progress_bytes;
     a->model.progress_user = &progress;
     enum moeinf_status lst = moeinf_model_load(path, &a->model, model, &err);

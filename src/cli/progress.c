@@ -9,10 +9,9 @@
 
 #define REDRAW_S 0.1 /* at most ten redraws a second */
 
-void cli_progress_init(struct cli_progress *p) {
-    p->on = isatty(STDERR_FILENO) != 0;
-    p->drawn = false;
-    p->last = 0.0;
+struct cli_progress cli_progress_start(void) {
+    struct cli_progress p = {.on = isatty(STDERR_FILENO) != 0, .drawn = false, .last = 0.0};
+    return p;
 }
 
 /* True when a redraw is due (always for the last step). */
@@ -42,6 +41,7 @@ void cli_progress_tokens(struct cli_progress *p, const char *what, long done, lo
     fprintf(stderr, "\r%s: %ld/%ld tokens, %.2f tokens/s\033[K", what, done, total,
             seconds > 0 ? (double)done / seconds : 0.0);
     fflush(stderr);
+    if (done >= total) cli_progress_end(p);
 }
 
 void cli_progress_end(struct cli_progress *p) {

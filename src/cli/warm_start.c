@@ -28,3 +28,9 @@ bool expert_args_save_state(const struct expert_args *a, struct moeinf_context *
     }
     return true;
 }
+
+bool expert_args_stopped(const struct expert_args *a, struct moeinf_context *ctx) {
+    if (!cli_stop_signal()) return false;
+    if (expert_args_save_state(a, ctx)) cli_stop_finish(); /* does not return */
+    return true;
+}

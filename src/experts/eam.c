@@ -396,7 +396,8 @@ static enum moeinf_status write_file(const struct moeinf_eamc *c, FILE *f, const
             return moeinf_fail(err, MOEINF_ERR_ARG, "%s: policy name '%s' is too long", what,
                                policy);
         }
-        memcpy(head + HEADER_SIZE, policy, name_len);
+        for (size_t i = 0; i < name_len; i++) /* the rest of the field stays NUL */
+            head[HEADER_SIZE + i] = (uint8_t)policy[i];
         put_u64(head + HEADER_SIZE + MOEINF_EAMC_POLICY_NAME, (uint64_t)len);
     }
     emit(&w, head, policy ? sizeof head : HEADER_SIZE);
@@ -476,6 +477,65 @@ static bool take_or_skip(struct reader *r, uint8_t *out, uint64_t n) {
     return true;
 }
 
+/* Reads `size` records of n_ids counts per phase into c (NULL: only through the hash); a bad
+ * count sets *late and is stored as 0. False at a short read. */
+static bool read_records(struct reader *r, struct moeinf_eamc *c, uint32_t size, uint32_t n_ids,
+                         uint32_t capacity, enum moeinf_eamc_defect *late) {
+    uint8_t buf[4096];
+    for (uint32_t m = 0; m < size; m++) {
+        uint8_t tok[8];
+        if (!take(r, tok, sizeof tok)) return false;
+        if (c) {
+            c->tokens[0][m] = get_u32(tok);
+            c->tokens[1][m] = get_u32(tok + 4);
+        }
+        for (int ph = 0; ph < N_PHASES; ph++) {
+            double norm2 = 0;
+            for (uint32_t id0 = 0; id0 < n_ids; id0 += (uint32_t)(sizeof buf / 4)) {
+                uint32_t n =
+                    n_ids - id0 < sizeof buf / 4 ? n_ids - id0 : (uint32_t)(sizeof buf / 4);
+                if (!take(r, buf, (size_t)n * 4)) return false;
+                if (!c) continue;
+                for (uint32_t i = 0; i < n; i++) {
+                    float v = get_f32(buf + (size_t)4 * i);
+                    if (!isfinite(v) || v < 0) {
+                        *late = MOEINF_EAMC_BAD_VALUE;
+                        v = 0;
+                    }
+                    c->col[ph][(size_t)(id0 + i) * capacity + m] = v;
+                    c->row[ph][(size_t)m * n_ids + id0 + i] = v;
+                    norm2 += (double)v * (double)v;
+                }
+            }
+            if (c) c->norm2[ph][m] = norm2;
+        }
+    }
+    return true;
+}
+
+/* Version 2's policy name and section length into owner and *len. */
+static enum moeinf_status read_policy_head(struct reader *r, const char *what,
+                                           char owner[MOEINF_EAMC_POLICY_NAME + 1], uint64_t *len,
+                                           enum moeinf_eamc_defect *defect,
+                                           struct moeinf_error *err) {
+    uint8_t ph[POLICY_HEAD];
+    if (!take(r, ph, sizeof ph)) {
+        if (ferror(r->f)) return moeinf_fail(err, MOEINF_ERR_IO, "%s: read failed", what);
+        return defect_fail(err, defect, MOEINF_EAMC_TRUNCATED, what, "header cut short");
+    }
+    memcpy(owner, ph, MOEINF_EAMC_POLICY_NAME);
+    owner[MOEINF_EAMC_POLICY_NAME] = '\0';
+    *len = get_u64(ph + MOEINF_EAMC_POLICY_NAME);
+    bool name_ok = owner[0] != '\0' && ph[MOEINF_EAMC_POLICY_NAME - 1] == 0;
+    for (size_t i = 0; name_ok && owner[i]; i++)
+        name_ok = owner[i] > ' ' && owner[i] < 0x7f;
+    if (!name_ok) {
+        return defect_fail(err, defect, MOEINF_EAMC_BAD_HEADER, what,
+                           "the policy name is not a short printable word");
+    }
+    return MOEINF_OK;
+}
+
 /*
  * Reads a version 1 or 2 file. policy NULL: any policy's file, its section skipped. Otherwise a
  * version 2 file must name that policy, and its section must be empty or `want` bytes long; a
@@ -520,20 +580,8 @@ static enum moeinf_status read_file(const struct moeinf_policy_geometry *geom, F
     char owner[MOEINF_EAMC_POLICY_NAME + 1] = "";
     uint64_t sec_len = 0;
     if (version == VERSION_POLICY) {
-        uint8_t ph[POLICY_HEAD];
-        if (!take(&r, ph, sizeof ph)) {
-            if (ferror(f)) return moeinf_fail(err, MOEINF_ERR_IO, "%s: read failed", what);
-            return defect_fail(err, defect, MOEINF_EAMC_TRUNCATED, what, "header cut short");
-        }
-        memcpy(owner, ph, MOEINF_EAMC_POLICY_NAME);
-        sec_len = get_u64(ph + MOEINF_EAMC_POLICY_NAME);
-        bool name_ok = owner[0] != '\0' && ph[MOEINF_EAMC_POLICY_NAME - 1] == 0;
-        for (size_t i = 0; name_ok && owner[i]; i++)
-            name_ok = owner[i] > ' ' && owner[i] < 0x7f;
-        if (!name_ok) {
-            return defect_fail(err, defect, MOEINF_EAMC_BAD_HEADER, what,
-                               "the policy name is not a short printable word");
-        }
+        enum moeinf_status st = read_policy_head(&r, what, owner, &sec_len, defect, err);
+        if (st != MOEINF_OK) return st;
     }
     const bool same = (int)n_layers == geom->n_layers && (int)n_experts == geom->n_experts &&
                       (int)top_k == geom->top_k;
@@ -548,39 +596,12 @@ static enum moeinf_status read_file(const struct moeinf_policy_geometry *geom, F
     if (same) {
         enum moeinf_status st = moeinf_eamc_init(geom, (int)capacity, &c, err);
         if (st != MOEINF_OK) return st;
+        if (!c) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", what);
     }
     /* Stream the records (into c when the geometry matches, else only through the hash, so
      * that a corrupt file reports its corruption rather than a mismatch). */
     enum moeinf_eamc_defect late = MOEINF_EAMC_OK;
-    uint8_t buf[4096];
-    for (uint32_t m = 0; m < size; m++) {
-        uint8_t tok[8];
-        if (!take(&r, tok, sizeof tok)) goto truncated;
-        if (c) {
-            c->tokens[0][m] = get_u32(tok);
-            c->tokens[1][m] = get_u32(tok + 4);
-        }
-        for (int ph = 0; ph < N_PHASES; ph++) {
-            double norm2 = 0;
-            for (uint32_t id0 = 0; id0 < n_ids; id0 += (uint32_t)(sizeof buf / 4)) {
-                uint32_t n =
-                    n_ids - id0 < sizeof buf / 4 ? n_ids - id0 : (uint32_t)(sizeof buf / 4);
-                if (!take(&r, buf, (size_t)n * 4)) goto truncated;
-                if (!c) continue;
-                for (uint32_t i = 0; i < n; i++) {
-                    float v = get_f32(buf + (size_t)4 * i);
-                    if (!isfinite(v) || v < 0) {
-                        late = MOEINF_EAMC_BAD_VALUE;
-                        v = 0;
-                    }
-                    c->col[ph][(size_t)(id0 + i) * capacity + m] = v;
-                    c->row[ph][(size_t)m * n_ids + id0 + i] = v;
-                    norm2 += (double)v * (double)v;
-                }
-            }
-            if (c) c->norm2[ph][m] = norm2;
-        }
-    }
+    if (!read_records(&r, c, size, n_ids, capacity, &late)) goto truncated;
     /* The policy's section: kept only when it is this policy's, for this model. */
     if (sec_len > 0 && same && mine && section) {
         sec = malloc((size_t)sec_len);
@@ -615,10 +636,11 @@ static enum moeinf_status read_file(const struct moeinf_policy_geometry *geom, F
                  n_layers, n_experts, top_k, geom->n_layers, geom->n_experts, geom->top_k);
         return defect_fail(err, defect, MOEINF_EAMC_GEOMETRY, what, detail);
     }
-    if (late != MOEINF_EAMC_OK) {
+    if (late != MOEINF_EAMC_OK || !c) {
         moeinf_eamc_free(c);
         free(sec);
-        return defect_fail(err, defect, late, what, "a count is negative, NaN or infinite");
+        return defect_fail(err, defect, MOEINF_EAMC_BAD_VALUE, what,
+                           "a count is negative, NaN or infinite");
     }
     c->size = (int)size;
     if (defect) *defect = MOEINF_EAMC_OK;

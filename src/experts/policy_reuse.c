@@ -518,6 +518,7 @@ static enum moeinf_status reuse_load(void *state, FILE *f, struct moeinf_error *
     enum moeinf_status st = reuse_init(&s->geom, &fresh_state, err);
     if (st != MOEINF_OK) return st;
     struct reuse *t = fresh_state;
+    if (!t) return moeinf_fail(err, MOEINF_ERR_NOMEM, "policy reuse: out of memory");
     struct moeinf_eamc *eamc = NULL;
     uint8_t *section = NULL;
     st = moeinf_eamc_read_policy(&s->geom, f, "EAMC", moeinf_policy_reuse.name, section_bytes(s),
