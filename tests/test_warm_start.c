@@ -72,14 +72,13 @@ static bool requests(struct moeinf_context *ctx, int first, int n) {
 }
 
 /* Every expert leaves the cache, the policy told as for an eviction (engine internals: no
- * public call empties a cache). */
+ * public call empties a cache). Between requests no read is in flight, and a slot the cache
+ * frees is read again before its next use. */
 static void empty_cache(struct moeinf_context *ctx) {
     struct moeinf_tier *t = ctx->tier;
     for (int slot = 0; slot < moeinf_cache_capacity(t->cache); slot++) {
         uint32_t id = moeinf_cache_slot_expert(t->cache, slot);
-        if (id == MOEINF_EXPERT_NONE) continue;
-        moeinf_cache_drop(t->cache, t->policy, id);
-        moeinf_store_release(t->store, slot);
+        if (id != MOEINF_EXPERT_NONE) moeinf_cache_drop(t->cache, t->policy, id);
     }
 }
 
