@@ -142,6 +142,12 @@ struct moeinf_model_params {
                              is then required); every other weight is read once into memory,
                              so the page cache does not hold the file (no_mmap is ignored).
                              MOEINF_ERR_ARG for a dense model. Default false. */
+    /* (optional) called while the load reads the file, from the loading thread: bytes read
+     * so far of `total`, the bytes this load reads (the non-expert weights with
+     * offload_experts, the whole file with no_mmap); a mapped load reads nothing up front
+     * and does not call it. The CLI draws its progress line with it. */
+    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void *progress_user;
 };
 
 /* How big a context's expert cache is (moeinf_expert_cache_parse reads the CLI's forms). */
@@ -275,6 +281,36 @@ enum moeinf_status moeinf_context_expert_stats(const struct moeinf_context *ctx,
                                                struct moeinf_error *err);
 /* Zeroes the counters (the cache keeps its contents). */
 void moeinf_context_expert_stats_reset(struct moeinf_context *ctx);
+
+/*
+ * Warm starts: what the context's expert-cache policy has learned, in the versioned file of
+ * `moeinf sim --eamc` (so a file either one writes, the other reads). For the default policy
+ * `reuse` that is the EAMC (the expert activations of past requests), its learned table of
+ * reuse likelihoods, recency and layer-to-layer co-occurrence; for moe-infinity the EAMC and
+ * recency. Which experts the cache holds is not part of it: a loaded context's cache stays as
+ * it was (empty, in a new context). Both functions first end the request in progress (as
+ * moeinf_context_request_end), so it is part of what is saved.
+ *
+ * load: a missing file is no error (*loaded = false, nothing changes; loaded may be NULL). A
+ * file that is corrupt, truncated, of another version, written by another policy or for
+ * another model (layers, experts, top_k) is MOEINF_ERR_FORMAT, one line naming the file and
+ * the defect; it is read into a new state that replaces the old only when every check passed,
+ * so a refused file leaves the context as it was.
+ * save: atomic (a temp file in the same folder, fsync, rename, fsync of the folder): the file
+ * is the old one or the whole new one, never a part.
+ * Both: MOEINF_ERR_ARG without an expert cache or for a policy that keeps no learned state
+ * (lru, lfu, count).
+ */
+enum moeinf_status moeinf_context_expert_state_load(struct moeinf_context *ctx, const char *path,
+                                                    bool *loaded, struct moeinf_error *err);
+enum moeinf_status moeinf_context_expert_state_save(struct moeinf_context *ctx, const char *path,
+                                                    struct moeinf_error *err);
+
+/* Tells the expert cache's policy that the current request is over: it learns from it now
+ * rather than when the next request starts. The next decode starts a new request even when
+ * it continues the KV cache (a server that keeps a shared prefix). No effect without an
+ * expert cache or outside a request. */
+void moeinf_context_request_end(struct moeinf_context *ctx);
 
 /* Forgets the KV cache: the next decode starts at position 0 and a new request. The expert
  * cache keeps its contents and what its policy learned. */

@@ -31,11 +31,15 @@ enum moeinf_status moeinf_model_load(const char *path, const struct moeinf_model
     struct moeinf_model *m = calloc(1, sizeof *m);
     if (!m) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
     bool offload = params && params->offload_experts;
-    enum moeinf_status st = moeinf_gguf_open_mode(
-        path, params && params->no_mmap && !offload ? MOEINF_MAP_READ : MOEINF_MAP_FILE, &m->gguf,
-        err);
+    struct moeinf_progress progress = {params ? params->progress : NULL,
+                                       params ? params->progress_user : NULL};
+    enum moeinf_map_mode mode =
+        params && params->no_mmap && !offload ? MOEINF_MAP_READ : MOEINF_MAP_FILE;
+    enum moeinf_status st = moeinf_gguf_open_mode(path, mode, &progress, &m->gguf, err);
     if (st == MOEINF_OK) st = moeinf_llm_init(m->gguf, &m->llm, err);
-    if (st == MOEINF_OK && offload) st = moeinf_resident_load(m->llm, m->gguf, &m->resident, err);
+    if (st == MOEINF_OK && offload) {
+        st = moeinf_resident_load(m->llm, m->gguf, &progress, &m->resident, err);
+    }
     if (st == MOEINF_OK) st = moeinf_vocab_init_from_gguf(m->gguf, &m->vocab, err);
     if (st == MOEINF_OK && moeinf_vocab_n_tokens(m->vocab) != m->llm->hp.n_vocab) {
         st = moeinf_fail(err, MOEINF_ERR_FORMAT,
@@ -189,8 +193,11 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
     const struct moeinf_hparams *hp = &ctx->model->llm->hp;
     const size_t replay_row = (size_t)hp->n_layer * (size_t)hp->n_expert_used;
     int n_batch = ctx->params.n_batch;
-    /* A decode that starts at position 0 starts a request (as the routing record counts). */
-    if (ctx->tier && ctx->n_past == 0) moeinf_tier_request_begin(ctx->tier);
+    /* A decode that starts at position 0 starts a request (as the routing record counts), and
+     * so does the first decode after moeinf_context_request_end. */
+    if (ctx->tier && (ctx->n_past == 0 || !ctx->tier->in_request)) {
+        moeinf_tier_request_begin(ctx->tier);
+    }
     for (int i0 = 0; i0 < n; i0 += n_batch) {
         int m = n - i0 < n_batch ? n - i0 : n_batch;
         bool last = i0 + m == n;

@@ -61,6 +61,32 @@ const char *cli_option_value(const char *cmd, int argc, char **argv, int *i);
  * previous handlers. */
 void cli_remove_on_signal(const char *path);
 
+/* A SIGTERM or SIGHUP (and SIGINT when with_sigint) from now on only sets a flag, which
+ * cli_stop_signal returns (0: none yet); the loop that sees it stops, saves, and calls
+ * cli_stop_finish, which dies of that signal (nothing when none came). Signals the caller
+ * ignores stay ignored. */
+void cli_stop_on_signal(bool with_sigint);
+int cli_stop_signal(void);
+void cli_stop_finish(void);
+
+/* The progress line of long work on stderr (progress.c): redrawn in place, at most ten times
+ * a second, and only when stderr is a terminal (nothing at all otherwise). */
+struct cli_progress {
+    bool on;    /* stderr is a terminal */
+    bool drawn; /* a line is on screen */
+    double last;
+};
+
+struct cli_progress cli_progress_start(void);
+/* "loading model: 1.2/7.3 GB" (MB below a GB); user is the struct cli_progress
+ * (moeinf_model_params.progress) */
+void cli_progress_bytes(void *user, uint64_t done, uint64_t total);
+/* "WHAT: 37/128 tokens, 12.30 tokens/s"; the last step (done >= total) is drawn, then cleared */
+void cli_progress_tokens(struct cli_progress *p, const char *what, long done, long total,
+                         double seconds);
+/* Clears the line, so that what follows starts clean. */
+void cli_progress_end(struct cli_progress *p);
+
 /* The default model path, written into buf: $MOEINF_DEFAULT_MODEL, else
  * $XDG_CACHE_HOME/moeinf/default-moe-HASH.gguf, else $HOME/.cache/moeinf/default-moe-HASH.gguf
  * (HASH: of the embedded model; an unset or missing HOME is an error). A missing file (or a

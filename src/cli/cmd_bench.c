@@ -218,6 +218,14 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
     return 0;
 }
 
+/* The progress line of run r's decode (the warm-up is run 1 of reps + 1); cleared at its end. */
+static void decode_progress(struct cli_progress *p, long r, long reps, long done, long total,
+                            double seconds) {
+    char label[64];
+    snprintf(label, sizeof label, "bench run %ld/%ld, decode", r + 2, reps + 1);
+    cli_progress_tokens(p, label, done, total, seconds);
+}
+
 int cmd_bench(int argc, char **argv) {
     struct bench_opts o = {
         .ma = {.ctx = moeinf_context_params_default(), .model = moeinf_model_params_default()},
@@ -246,6 +254,7 @@ int cmd_bench(int argc, char **argv) {
     struct moeinf_context *ctx = NULL;
     int orc = model_args_open(&ma, &model, &ctx);
     if (orc != CLI_EXIT_OK) return orc;
+    if (ma.experts.eamc) cli_stop_on_signal(true); /* a signal stops the runs: save first */
     const int n_vocab = moeinf_model_n_vocab(model);
     int32_t *ids = malloc((size_t)(n_prompt + n_gen + 1) * sizeof *ids);
     double *t_pp = calloc((size_t)reps, sizeof(double));
@@ -259,12 +268,13 @@ int cmd_bench(int argc, char **argv) {
     const long chunk = ma.ctx.n_batch < ma.ctx.n_ctx ? ma.ctx.n_batch : ma.ctx.n_ctx;
     struct moeinf_error err = {0};
     int rc = CLI_EXIT_FAIL;
+    struct cli_progress prog = cli_progress_start();
     if (!ids || !t_pp || !t_tg || !warm || (!no_logits && !logits)) {
         snprintf(err.msg, sizeof err.msg, "out of memory");
         goto done;
     }
     double t_start = now_s();
-    for (long r = -1; r < reps; r++) {
+    for (long r = -1; r < reps && !cli_stop_signal(); r++) {
         /* fixed token ids: every run reads the same, except through a cache (see usage) */
         uint64_t state = 0x9E3779B97F4A7C15ull + (cached ? (uint64_t)(r + 1) : 0);
         for (long i = 0; i < n_prompt + n_gen + 1; i++) {
@@ -284,8 +294,9 @@ int cmd_bench(int argc, char **argv) {
         }
         double t1 = now_s();
         if (cached) moeinf_context_expert_stats(ctx, -1, &s1, &err);
-        for (long i = 0; i < n_gen; i++) {
+        for (long i = 0; i < n_gen && !cli_stop_signal(); i++) {
             if (moeinf_decode(ctx, &ids[n_prompt + i], 1, logits, false, &err)) goto done;
+            decode_progress(&prog, r, reps, i + 1, n_gen, now_s() - t1);
         }
         double t2 = now_s();
         if (cached) {
@@ -299,6 +310,7 @@ int cmd_bench(int argc, char **argv) {
             t_tg[r] = t2 - t1;
         }
     }
+    if (expert_args_stopped(&ma.experts, ctx)) goto done; /* returns only if the save failed */
     double t_total = now_s() - t_start;
     qsort(t_pp, (size_t)reps, sizeof(double), cmp_double);
     qsort(t_tg, (size_t)reps, sizeof(double), cmp_double);
@@ -321,12 +333,13 @@ int cmd_bench(int argc, char **argv) {
             printf("decode weight traffic: %.2f GB/s\n", gb * (double)n_gen / tg);
         }
     }
-    rc = CLI_EXIT_OK;
+    rc = expert_args_save_state(&ma.experts, ctx) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     if (!expert_args_report(&ma.experts, ctx, t_total)) {
         rc = CLI_EXIT_FAIL; /* the message is out */
         err.msg[0] = '\0';
     }
 done:
+    cli_progress_end(&prog);
     if (rc != CLI_EXIT_OK && err.msg[0]) cli_fail(&err);
     expert_args_close(&ma.experts);
     free(warm);

@@ -18,7 +18,8 @@ int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **a
     static const char *const counts[] = {"--io-threads", "--prefetch", "--lookahead", NULL};
     bool is_count = cli_is_one_of(opt, counts);
     if (!is_count && strcmp(opt, "--expert-cache") != 0 && strcmp(opt, "--policy") != 0 &&
-        strcmp(opt, "--stats-json") != 0 && strcmp(opt, "--expert-io") != 0) {
+        strcmp(opt, "--stats-json") != 0 && strcmp(opt, "--expert-io") != 0 &&
+        strcmp(opt, "--eamc") != 0) {
         return 0;
     }
     const char *val = cli_option_value(cmd, argc, argv, i);
@@ -46,6 +47,8 @@ int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **a
             return -1;
         }
         a->io = val;
+    } else if (!strcmp(opt, "--eamc")) {
+        a->eamc = val;
     } else {
         a->stats_json = val;
     }
@@ -57,10 +60,10 @@ int expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_mode
     struct moeinf_error err = {0};
     if (!a->cache) {
         if (a->policy || a->io || a->stats || a->stats_json || a->io_threads ||
-            a->prefetch || a->lookahead) {
+            a->prefetch || a->lookahead || a->eamc) {
             fprintf(stderr,
                     "moeinf %s: --policy, --expert-io, --io-threads, --prefetch, --lookahead, "
-                    "--stats and --stats-json need --expert-cache\n",
+                    "--stats, --stats-json and --eamc need --expert-cache\n",
                     cmd);
             return CLI_EXIT_USAGE;
         }
@@ -84,6 +87,9 @@ int expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_mode
     cp->expert_io =
         a->io && !strcmp(a->io, "cached") ? MOEINF_EXPERT_IO_CACHED : MOEINF_EXPERT_IO_DIRECT;
     mp->offload_experts = true;
+    if (a->eamc && moeinf_file_check_output(a->eamc, &err) != MOEINF_OK) {
+        return cli_fail(&err); /* before loading the model, not at exit */
+    }
     if (a->stats_json) {
         a->json = fopen(a->stats_json, "w");
         if (!a->json) {
