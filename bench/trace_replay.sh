@@ -3,7 +3,8 @@
 # ../shared/traces, a fixed subset of its requests replayed through `moeinf bench
 # --route-trace` on a generated model of the trace's MoE geometry, at 10% and 25% cache
 # (of all layers x experts), for the policies lru, moe-infinity and the default (reuse), with
-# each prefetch depth of $PREFETCH; next to the limit no cache can beat:
+# each prefetch depth of $PREFETCH (policy proposals, --prefetch) and gate lookahead of
+# $LOOKAHEAD (--lookahead; "ahead" pK/lN in the table); next to the limit no cache can beat:
 #     time per token >= max(compute per token,
 #                           offline-optimal misses x expert bytes / disk bandwidth / tokens)
 # with the offline-optimal misses from `moeinf sim --policy belady` on the same requests and
@@ -11,7 +12,7 @@
 # cache), and the disk bandwidth from bench/disk_read.c (O_DIRECT reads of one expert slot at
 # random offsets, the file evicted from the page cache first). Prints one table.
 #
-#   PREFETCH="0 2" bench/trace_replay.sh [-t THREADS] [--models DIR]
+#   PREFETCH="0 2" LOOKAHEAD="0 1" bench/trace_replay.sh [-t THREADS] [--models DIR]
 #
 # Subsets (positions in file order, from 0; fixed so runs compare):
 #   llama4_maverick_mmlu             90-109: 10 abstract_algebra + 10 astronomy questions,
@@ -33,15 +34,14 @@
 # Every token runs as its own forward pass (-b 1), as `moeinf sim` replays a trace by
 # default and its offline policy (belady) requires: so the engine's accesses are exactly the
 # simulator's, and the "sim" column checks that the engine's misses equal the simulator's
-# for the same policy (an exact check without prefetch; prefetched loads run differently in
-# the engine). Batched prefill (-b 512) changes the access sequence, and no offline optimum
+# for the same policy (an exact check without reading ahead; prefetched reads finish at times
+# that depend on the I/O threads, so with them the engine's counts are its own). Batched prefill (-b 512) changes the access sequence, and no offline optimum
 # of batched steps exists yet.
 #
 # No memory cgroup: the expert cache's size is given (--expert-cache P%), and experts are
 # read with O_DIRECT, so the page cache does not hold them (bench/offload.sh measures under
-# a cgroup limit). Stall time is the time the compute waited for expert reads: with
-# synchronous loads, all read time (read_seconds), or stall_seconds where --stats-json
-# reports it.
+# a cgroup limit). Stall time is the time the compute waited for expert reads
+# (stall_seconds of --stats-json).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=$(nproc) models=/work/models
@@ -52,7 +52,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: PREFETCH=\"0 2\" $0 [-t THREADS] [--models DIR]" >&2; exit 2 ;;
   esac
 done
-prefetch_list=${PREFETCH:-0}
+prefetch_list=${PREFETCH:-0} lookahead_list=${LOOKAHEAD:-0 1}
 sizes="10 25"
 policies="lru moe-infinity reuse"
 traces=../shared/traces
@@ -63,8 +63,6 @@ case "$(realpath "$models")" in
   "$(git rev-parse --show-toplevel)"*) echo "trace_replay.sh: --models must be outside the git worktree" >&2; exit 2 ;;
 esac
 mkdir -p "$models"
-has_prefetch=0
-"$bin" bench --help | grep -q -- '--prefetch' && has_prefetch=1
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
@@ -103,7 +101,7 @@ for trace in "$traces"/*.txt; do
   # one expert's bytes (the slot size the disk is measured with) from a one-request run
   first=${subset%-*}
   "$bin" bench -m "$model" -t "$threads" -b 1 --route-trace "$trace" --trace-requests "$first" \
-    --expert-cache 10% --stats-json "$out/probe.json" >/dev/null 2>&1
+    --expert-cache 10% --prefetch 0 --lookahead 0 --stats-json "$out/probe.json" >/dev/null 2>&1
   read -r slot eb misses0 < <(jget "$out/probe.json" slot_bytes expert_bytes misses)
   expert_bytes=$((eb / misses0))
   # disk bandwidth: the best of two measurements, the file evicted first
@@ -125,28 +123,25 @@ for trace in "$traces"/*.txt; do
                             printf "%.2f", 1 / (c > io ? c : io) }')
     for policy in $policies; do
       for pf in $prefetch_list; do
-        pf_opt=()
-        if [ "$pf" != 0 ]; then
-          if [ $has_prefetch = 0 ]; then
-            echo "$name $size% $policy prefetch $pf: skipped (moeinf bench has no --prefetch yet)" >&2
-            continue
+        for la in $lookahead_list; do
+          j=$out/run.json
+          "${run[@]}" --expert-cache "$size%" --policy "$policy" --prefetch "$pf" \
+            --lookahead "$la" --stats-json "$j" >"$out/run.txt" 2>"$out/run.err"
+          read -r tps hit misses bytes tokens rs ss cache_experts < <(jget "$j" \
+            tokens_per_second hit_ratio misses bytes_read tokens read_seconds stall_seconds \
+            cache_experts)
+          check="-"
+          if [ "$pf" = 0 ] && [ "$la" = 0 ]; then # the simulator's replay without prefetch
+            "$bin" sim --trace "$sub" --cache "$size%" --policy "$policy" --json >"$out/sim.json"
+            sim_misses=$(jget "$out/sim.json" misses)
+            check="= sim"
+            [ "$sim_misses" != "$misses" ] && check="sim $sim_misses"
           fi
-          pf_opt=(--prefetch "$pf")
-        fi
-        j=$out/run.json
-        "${run[@]}" --expert-cache "$size%" --policy "$policy" "${pf_opt[@]}" \
-          --stats-json "$j" >"$out/run.txt" 2>"$out/run.err"
-        read -r tps hit misses bytes tokens rs ss cache_experts < <(jget "$j" tokens_per_second \
-          hit_ratio misses bytes_read tokens read_seconds stall_seconds cache_experts)
-        [ "$ss" = None ] && ss=$rs
-        "$bin" sim --trace "$sub" --cache "$size%" --policy "$policy" --prefetch "$pf" --json \
-          >"$out/sim.json"
-        sim_misses=$(jget "$out/sim.json" misses)
-        check="= sim"
-        [ "$sim_misses" != "$misses" ] && check="sim $sim_misses"
-        echo "$name $size $cache_experts $policy $pf $tps $hit $ss $bytes $tokens $misses" \
-          "$check|$limit_tps $opt_misses $res_tps $disk $expert_bytes" >>"$rows"
-        echo "$name $size% $policy prefetch $pf: $tps tok/s, hit $hit ($(date +%T))" >&2
+          echo "$name $size $cache_experts $policy p$pf/l$la $tps $hit $ss $bytes $tokens" \
+            "$misses $check|$limit_tps $opt_misses $res_tps $disk $expert_bytes" >>"$rows"
+          echo "$name $size% $policy prefetch $pf lookahead $la: $tps tok/s, hit $hit" \
+            "($(date +%T))" >&2
+        done
       done
     done
   done
@@ -156,14 +151,14 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 echo "moeinf bench --route-trace, -b 1, $threads threads, $(nproc) CPUs; $((t_end - t_start)) s;" \
   "load average $load0 at the start, $load1 at the end"
-printf "%-32s %5s %6s %-13s %3s %8s %6s %9s %9s %9s %-12s %9s %7s\n" trace cache slots policy pf \
+printf "%-32s %5s %6s %-13s %6s %8s %6s %9s %9s %9s %-12s %9s %7s\n" trace cache slots policy ahead \
   "tok/s" hit "stall ms" "MiB/tok" "misses" "engine=sim" "limit t/s" "of lim"
 while IFS='|' read -r a b; do
   read -r name size slots policy pf tps hit ss bytes tokens misses check <<<"$a"
   read -r limit_tps opt_misses res_tps disk eb <<<"$b"
   awk -v n="$name" -v s="$size%" -v sl="$slots" -v p="$policy" -v pf="$pf" -v tps="$tps" \
     -v h="$hit" -v ss="$ss" -v by="$bytes" -v t="$tokens" -v m="$misses" -v c="$check" \
-    -v l="$limit_tps" 'BEGIN { printf "%-32s %5s %6d %-13s %3s %8.2f %6.3f %9.2f %9.2f %9d %-12s %9.2f %6.0f%%\n",
+    -v l="$limit_tps" 'BEGIN { printf "%-32s %5s %6d %-13s %6s %8.2f %6.3f %9.2f %9.2f %9d %-12s %9.2f %6.0f%%\n",
       n, s, sl, p, pf, tps, h, 1000 * ss / t, by / t / 1048576, m, c, l, 100 * tps / l }'
 done <"$rows"
 echo
