@@ -3,8 +3,9 @@
 # ../shared/traces, a fixed subset of its requests replayed through `moeinf bench
 # --route-trace` on a generated model of the trace's MoE geometry, at 10% and 25% cache
 # (of all layers x experts), for the policies lru, moe-infinity and the default (reuse), with
-# each prefetch depth of $PREFETCH (policy proposals, --prefetch) and gate lookahead of
-# $LOOKAHEAD (--lookahead; "ahead" pK/lN in the table); next to the limit no cache can beat:
+# each prefetch depth of $PREFETCH (policy proposals, --prefetch; "ahead" pK in the table;
+# gate lookahead is off under a routing replay, since the generated model's routers did not
+# make the recorded choices); next to the limit no cache can beat:
 #     time per token >= max(compute per token,
 #                           offline-optimal misses x expert bytes / disk bandwidth / tokens)
 # with the offline-optimal misses from `moeinf sim --policy belady` on the same requests and
@@ -12,7 +13,7 @@
 # cache), and the disk bandwidth from bench/disk_read.c (O_DIRECT reads of one expert slot at
 # random offsets, the file evicted from the page cache first). Prints one table.
 #
-#   PREFETCH="0 2" LOOKAHEAD="0 1" bench/trace_replay.sh [-t THREADS] [--models DIR]
+#   PREFETCH="0 2" bench/trace_replay.sh [-t THREADS] [--models DIR]
 #
 # Subsets (positions in file order, from 0; fixed so runs compare):
 #   llama4_maverick_mmlu             90-109: 10 abstract_algebra + 10 astronomy questions,
@@ -52,7 +53,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: PREFETCH=\"0 2\" $0 [-t THREADS] [--models DIR]" >&2; exit 2 ;;
   esac
 done
-prefetch_list=${PREFETCH:-0} lookahead_list=${LOOKAHEAD:-0 1}
+prefetch_list=${PREFETCH:-0}
 sizes="10 25"
 policies="lru moe-infinity reuse"
 traces=../shared/traces
@@ -123,7 +124,7 @@ for trace in "$traces"/*.txt; do
                             printf "%.2f", 1 / (c > io ? c : io) }')
     for policy in $policies; do
       for pf in $prefetch_list; do
-        for la in $lookahead_list; do
+        for la in 0; do # gate lookahead is off under a routing replay (moeinf bench --help)
           j=$out/run.json
           "${run[@]}" --expert-cache "$size%" --policy "$policy" --prefetch "$pf" \
             --lookahead "$la" --stats-json "$j" >"$out/run.txt" 2>"$out/run.err"
@@ -137,9 +138,9 @@ for trace in "$traces"/*.txt; do
             check="= sim"
             [ "$sim_misses" != "$misses" ] && check="sim $sim_misses"
           fi
-          echo "$name $size $cache_experts $policy p$pf/l$la $tps $hit $ss $bytes $tokens" \
+          echo "$name $size $cache_experts $policy p$pf $tps $hit $ss $bytes $tokens" \
             "$misses $check|$limit_tps $opt_misses $res_tps $disk $expert_bytes" >>"$rows"
-          echo "$name $size% $policy prefetch $pf lookahead $la: $tps tok/s, hit $hit" \
+          echo "$name $size% $policy prefetch $pf: $tps tok/s, hit $hit" \
             "($(date +%T))" >&2
         done
       done

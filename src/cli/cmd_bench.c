@@ -38,7 +38,8 @@ static void usage(FILE *out) {
             "                         choice (mixed with the router's own probabilities of\n"
             "                         them). The trace's MoE layers, experts and top-k must be\n"
             "                         the model's (`moeinf gen-model` makes such a model).\n"
-            "                         Not with -p, -n or -r\n"
+            "                         Not with -p, -n or -r. Gate lookahead is off (the\n"
+            "                         model's routers did not make the recorded choices)\n"
             "  --trace-requests A-B   only the requests at positions A..B in the file (from 0;\n"
             "                         or A: that one). Default: all\n"
             "%s",

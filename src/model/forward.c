@@ -352,7 +352,9 @@ static enum moeinf_status experts_offloaded(struct moeinf_fwd *f, const struct m
     struct moeinf_tier *t = f->p.tier;
     moeinf_tier_layer_begin(t, il, f->sel + (size_t)il * f->p.n_batch * f->llm->hp.n_expert_used,
                             m, f->llm->hp.n_expert_used);
-    if (m == 1) lookahead_hints(f, il);
+    /* Under a routing replay the routers' own choice is not the one made, so their lookahead
+     * would predict routing that never happens: it is off. */
+    if (m == 1 && !f->p.route_replay) lookahead_hints(f, il);
     for (;;) {
         const uint32_t *ids;
         int n = 0;
