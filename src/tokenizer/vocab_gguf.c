@@ -44,6 +44,9 @@ enum moeinf_status moeinf_vocab_init_from_gguf(const struct moeinf_gguf *g,
     uint64_t *lens = NULL;
     float *scores = NULL;
     int32_t *types = NULL;
+    const char **merges = NULL;
+    uint64_t *merge_lens = NULL;
+    char pre[64];
     char model[64];
     char name[256];
     enum moeinf_status st;
@@ -59,7 +62,35 @@ enum moeinf_status moeinf_vocab_init_from_gguf(const struct moeinf_gguf *g,
         copy_str(name, sizeof name, s);
         d.name = name;
     }
-    if (strcmp(model, "llama") != 0) return moeinf_vocab_init(&d, out, err); /* names it */
+    if (strcmp(model, "llama") != 0 && strcmp(model, "gpt2") != 0)
+        return moeinf_vocab_init(&d, out, err); /* names it */
+    if (strcmp(model, "gpt2") == 0) {
+        s.data = NULL;
+        if ((st = moeinf_gguf_get_str_opt(g, "tokenizer.ggml.pre", &s, err))) return st;
+        if (s.data) {
+            if (s.len >= sizeof pre)
+                return moeinf_fail(err, MOEINF_ERR_UNSUPPORTED,
+                                   "%s: unknown pre-tokenizer '%.64s...' (tokenizer.ggml.pre)",
+                                   g->path, s.data);
+            copy_str(pre, sizeof pre, s);
+            d.pre = pre;
+        }
+        const struct moeinf_gguf_kv *mk;
+        if ((st = moeinf_gguf_get_arr(g, "tokenizer.ggml.merges", MOEINF_GGUF_TYPE_STRING, &mk,
+                                      err)))
+            return st;
+        merges = malloc((mk->n_elem ? mk->n_elem : 1) * sizeof *merges);
+        merge_lens = malloc((mk->n_elem ? mk->n_elem : 1) * sizeof *merge_lens);
+        if (!merges || !merge_lens) goto nomem;
+        for (uint64_t i = 0; i < mk->n_elem; i++) {
+            struct moeinf_gguf_str t = moeinf_gguf_arr_str(mk, i);
+            merges[i] = t.data;
+            merge_lens[i] = t.len;
+        }
+        d.merges = merges;
+        d.merge_lens = merge_lens;
+        d.n_merges = mk->n_elem;
+    }
 
     const struct moeinf_gguf_kv *tok;
     if ((st = moeinf_gguf_get_arr(g, "tokenizer.ggml.tokens", MOEINF_GGUF_TYPE_STRING, &tok, err)))
@@ -142,6 +173,8 @@ enum moeinf_status moeinf_vocab_init_from_gguf(const struct moeinf_gguf *g,
 nomem:
     st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory reading the vocabulary", g->path);
 done:
+    free(merges);
+    free(merge_lens);
     free(texts);
     free(lens);
     free(scores);
