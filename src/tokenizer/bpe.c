@@ -98,8 +98,7 @@ static size_t clean_utf8(const char *text, size_t n, char *dst) {
     return o;
 }
 
-size_t moeinf_bpe_decode_text(const struct moeinf_vocab *v, const char *text, size_t n,
-                              char *dst) {
+size_t moeinf_bpe_decode_text(const struct moeinf_vocab *v, const char *text, size_t n, char *dst) {
     (void)v;
     const unsigned char *s = (const unsigned char *)text;
     size_t o = 0;
@@ -161,8 +160,7 @@ static enum moeinf_status load_merges(struct moeinf_vocab *v, const struct moein
         size_t k = merge_text_len(d, i);
         if (k > UINT32_MAX / 2)
             return moeinf_fail(err, MOEINF_ERR_FORMAT,
-                               "%s: tokenizer.ggml.merges[%zu] is %zu bytes long", v->source, i,
-                               k);
+                               "%s: tokenizer.ggml.merges[%zu] is %zu bytes long", v->source, i, k);
         total += k + 1;
     }
     size_t cap = 1;
@@ -174,8 +172,7 @@ static enum moeinf_status load_merges(struct moeinf_vocab *v, const struct moein
     m->rank = malloc((n ? n : 1) * sizeof *m->rank);
     m->table = malloc(cap * sizeof *m->table);
     if (!m->arena || !m->off || !m->len || !m->rank || !m->table)
-        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory for %zu merges", v->source,
-                           n);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory for %zu merges", v->source, n);
     m->table_mask = cap - 1;
     for (size_t i = 0; i < cap; i++)
         m->table[i] = -1;
@@ -357,8 +354,7 @@ static enum moeinf_status emit_chars(struct session *s, const char *t, size_t n,
     return MOEINF_OK;
 }
 
-static enum moeinf_status fail_nomem(const struct moeinf_vocab *v,
-                                            struct moeinf_error *err) {
+static enum moeinf_status fail_nomem(const struct moeinf_vocab *v, struct moeinf_error *err) {
     return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory while tokenizing", v->source);
 }
 
@@ -374,8 +370,8 @@ static enum moeinf_status bpe_word(struct session *s, const char *text, size_t n
     for (size_t i = 0; i < n; i++) {
         unsigned char b = (unsigned char)text[i];
         memcpy(s->word + len, v->byte_utf8[b], v->byte_utf8_len[b]);
-        s->syms[n_syms] = (struct sym){n_syms - 1, i + 1 == n ? -1 : n_syms + 1, len,
-                                       v->byte_utf8_len[b]};
+        s->syms[n_syms] =
+            (struct sym){n_syms - 1, i + 1 == n ? -1 : n_syms + 1, len, v->byte_utf8_len[b]};
         len += v->byte_utf8_len[b];
         n_syms++;
     }

@@ -124,7 +124,9 @@ static const struct spec *find_spec(const char *name) {
 }
 
 /* White_Space, as a class body (llama.cpp's unicode_set_whitespace). */
-#define WS "\\t-\\r \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
+#define WS                                                                                         \
+    "\\t-\\r "                                                                                     \
+    "\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}"
 
 /* The pattern with \s and \S spelled out as WS classes (none of the table's patterns uses \S
  * inside a class). Returns a malloc'ed string or NULL. */
@@ -152,8 +154,10 @@ static char *expand_space(const char *pat) {
             i++;
             continue;
         }
-        if (c == '[' && !inside) inside = true;
-        else if (c == ']' && inside) inside = false;
+        if (c == '[' && !inside)
+            inside = true;
+        else if (c == ']' && inside)
+            inside = false;
         out[o++] = c;
     }
     out[o] = '\0';
@@ -278,8 +282,8 @@ static enum moeinf_status split_piece(const struct moeinf_pretok *p, int i, cons
     return MOEINF_OK;
 }
 
-enum moeinf_status moeinf_pretok_split(const struct moeinf_pretok *p, const char *text,
-                                       size_t len, struct moeinf_span **words, size_t *n_words,
+enum moeinf_status moeinf_pretok_split(const struct moeinf_pretok *p, const char *text, size_t len,
+                                       struct moeinf_span **words, size_t *n_words,
                                        struct moeinf_error *err) {
     struct spans cur = {0};
     struct spans next = {0};

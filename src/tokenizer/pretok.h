@@ -53,8 +53,8 @@ struct moeinf_pretok_flags moeinf_pretok_flags(const struct moeinf_pretok *p);
  * covering the text without gaps. MOEINF_ERR_NOMEM; MOEINF_ERR_ARG when PCRE2 gives up (its
  * match limits), naming the pattern.
  */
-enum moeinf_status moeinf_pretok_split(const struct moeinf_pretok *p, const char *text,
-                                       size_t len, struct moeinf_span **words, size_t *n_words,
+enum moeinf_status moeinf_pretok_split(const struct moeinf_pretok *p, const char *text, size_t len,
+                                       struct moeinf_span **words, size_t *n_words,
                                        struct moeinf_error *err);
 
 /* Every name the table knows, comma-separated, for messages and --help. */

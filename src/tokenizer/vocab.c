@@ -529,8 +529,7 @@ enum moeinf_status moeinf_vocab_init(const struct moeinf_vocab_desc *desc,
     }
     int32_t fim[MOEINF_VOCAB_N_FIM];
     v->kind = desc->model && strcmp(desc->model, "gpt2") == 0 ? MOEINF_VOCAB_BPE : MOEINF_VOCAB_SPM;
-    if ((st = load_texts(v, desc, err)) || (st = load_tokens(v, desc, err)))
-        goto fail;
+    if ((st = load_texts(v, desc, err)) || (st = load_tokens(v, desc, err))) goto fail;
     if (v->kind == MOEINF_VOCAB_BPE) {
         if (!desc->pre) note_default_pre(src);
         if ((st = moeinf_bpe_init(v, desc, err))) goto fail;
@@ -670,7 +669,8 @@ static size_t clean_contractions(char *t, size_t n) {
             char x1 = t[i + 1];
             if (x1 == 's' || x1 == 'm')
                 o--;
-            else if (i + 2 < n && ((x1 == 'r' && t[i + 2] == 'e') || (x1 == 'v' && t[i + 2] == 'e')))
+            else if (i + 2 < n &&
+                     ((x1 == 'r' && t[i + 2] == 'e') || (x1 == 'v' && t[i + 2] == 'e')))
                 o--;
         }
         t[o++] = x;

@@ -28,12 +28,12 @@ enum moeinf_vocab_kind {
 
 /* tokenizer.ggml.merges: "left right" -> rank (its index; the first of duplicates wins). */
 struct moeinf_bpe_merges {
-    char *arena;      /* the merge strings, each NUL-terminated */
-    size_t *off;      /* [n] into arena */
-    uint32_t *len;    /* [n] */
-    int32_t *rank;    /* [n] index in tokenizer.ggml.merges */
-    int32_t n;        /* merges kept (those with a space after their first byte) */
-    int32_t *table;   /* open addressing: merge string -> entry, -1 = empty */
+    char *arena;    /* the merge strings, each NUL-terminated */
+    size_t *off;    /* [n] into arena */
+    uint32_t *len;  /* [n] */
+    int32_t *rank;  /* [n] index in tokenizer.ggml.merges */
+    int32_t n;      /* merges kept (those with a space after their first byte) */
+    int32_t *table; /* open addressing: merge string -> entry, -1 = empty */
     size_t table_mask;
 };
 
@@ -84,7 +84,6 @@ enum moeinf_status moeinf_bpe_fragment(const struct moeinf_vocab *v, const char 
                                        struct moeinf_ids *out, struct moeinf_error *err);
 /* bpe.c: a normal token's text back to bytes (dst NULL: only measure); characters outside
  * the byte map are copied as they are. */
-size_t moeinf_bpe_decode_text(const struct moeinf_vocab *v, const char *text, size_t n,
-                              char *dst);
+size_t moeinf_bpe_decode_text(const struct moeinf_vocab *v, const char *text, size_t n, char *dst);
 
 #endif
