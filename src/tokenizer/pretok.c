@@ -26,11 +26,17 @@
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"     \
     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
-/* Han, Hangul and U+0800..U+4E00 (deepseek-llm and -coder). llama.cpp matches the patterns
- * without Unicode properties on text whose non-ASCII whitespace it has replaced by \v, so
- * whitespace never falls inside such ranges there (U+3000 lies in U+0800..U+4E00); (?!\s) in
- * front of the class does the same here. */
-#define DEEPSEEK_CJK "(?:(?!\\s)[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{4e00}\\x{ac00}-\\x{d7ff}])+"
+/* Han, Hangul and U+0800..U+4E00 (deepseek-llm and -coder: U+4E00..U+9FA5, U+0800..U+4E00,
+ * U+AC00..U+D7FF). llama.cpp
+ * matches the patterns without Unicode properties on text whose non-ASCII whitespace it has
+ * replaced by \v, so whitespace never falls inside their ranges there; U+0800..U+4E00 holds
+ * U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F and U+3000, so the range is written
+ * in pieces around them. (A lookahead per character would do the same but makes PCRE2 keep a
+ * frame per repeat: long runs then exhaust its stack.) */
+#define DEEPSEEK_CJK                                                                               \
+    "[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{167f}\\x{1681}-\\x{1fff}\\x{200b}-\\x{2027}"                 \
+    "\\x{202a}-\\x{202e}\\x{2030}-\\x{205e}\\x{2060}-\\x{2fff}\\x{3001}-\\x{4e00}"                 \
+    "\\x{ac00}-\\x{d7ff}]+"
 
 /* deepseek-llm's letter class: the cased letters (Lu, Ll, Lt) of its tokenizer.json. */
 #define DEEPSEEK_LLM_LETTERS                                                                       \
@@ -83,8 +89,8 @@ static const struct spec specs[] = {
     {"deepseek-llm",
      {NULL},
      {"[\\r\\n]", "\\s?[" DEEPSEEK_LLM_LETTERS "]+",
-      "\\s?(?:(?!\\s)[!-/:-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}"
-      "\\x{3000}-\\x{3002}])+",
+      /* ASCII and fullwidth punctuation, quotes, U+3000..U+3002 less U+3000 (see DEEPSEEK_CJK) */
+      "\\s?[!-/:-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}\\x{3001}-\\x{3002}]+",
       "\\s+$", DEEPSEEK_CJK, "\\p{N}+"},
      {false, false, false}},
     {"deepseek-coder",
@@ -255,7 +261,8 @@ static enum moeinf_status split_piece(const struct moeinf_pretok *p, int i, cons
         if (p->jit[i]) rc = pcre2_jit_match(p->code[i], subj, piece.len, pos, 0, md, NULL);
         /* No JIT, or its stack ran out: the interpreter (its heap limit is PCRE2's default). */
         if (rc == PCRE2_ERROR_JIT_STACKLIMIT)
-            rc = pcre2_match(p->code[i], subj, piece.len, pos, PCRE2_NO_UTF_CHECK, md, NULL);
+            rc = pcre2_match(p->code[i], subj, piece.len, pos, PCRE2_NO_UTF_CHECK | PCRE2_NO_JIT,
+                             md, NULL);
         if (rc == PCRE2_ERROR_NOMATCH) break;
         if (rc < 0) {
             PCRE2_UCHAR msg[128];

@@ -79,10 +79,36 @@ static bool split_fragment(const struct moeinf_vocab *v, const char *text, struc
     }
 }
 
+/* Long texts: which byte pairs occur in the text, one bit each, so that the special tokens
+ * whose first two bytes never occur are skipped without a search through the whole text
+ * (vocabularies have hundreds of them: one search each would cost hundreds of passes). */
+#define PAIR_BITS_MIN_LEN 4096
+
+static void pair_bits(const char *text, size_t len, uint64_t *bits) {
+    memset(bits, 0, (1u << 16) / 8);
+    for (size_t i = 0; i + 1 < len; i++) {
+        unsigned k = (unsigned)(unsigned char)text[i] << 8 | (unsigned char)text[i + 1];
+        bits[k >> 6] |= 1ull << (k & 63);
+    }
+}
+
+/* False when the token's text cannot occur in the text (its first pair never does). */
+static bool may_occur(const uint64_t *bits, const char *t, size_t n) {
+    if (!bits || n < 2) return true;
+    unsigned k = (unsigned)(unsigned char)t[0] << 8 | (unsigned char)t[1];
+    return (bits[k >> 6] >> (k & 63)) & 1;
+}
+
 static bool partition(const struct moeinf_vocab *v, const char *text, size_t len,
                       bool parse_special, struct frags *cur) {
     if (len == 0) return true; /* text may then be NULL */
     struct frags next = {0};
+    uint64_t *bits = NULL;
+    if (len >= PAIR_BITS_MIN_LEN && v->n_special > 8) {
+        bits = malloc((1u << 16) / 8);
+        if (!bits) return false;
+        pair_bits(text, len, bits);
+    }
     bool ok = frags_push(cur, (struct frag){-1, 0, len});
     for (int32_t s = 0; ok && s < v->n_special; s++) {
         int32_t id = v->special[s];
@@ -91,7 +117,8 @@ static bool partition(const struct moeinf_vocab *v, const char *text, size_t len
         if (!parse_special && (t->attr & (MOEINF_TOKEN_ATTR_CONTROL | MOEINF_TOKEN_ATTR_UNKNOWN)))
             continue;
         /* A text absent from the whole input is absent from every fragment. */
-        if (!memmem(text, len, v->text_arena + t->text_off, t->text_len)) continue;
+        const char *tt = v->text_arena + t->text_off;
+        if (!may_occur(bits, tt, t->text_len) || !memmem(text, len, tt, t->text_len)) continue;
         next.n = 0;
         for (size_t i = 0; ok && i < cur->n; i++) {
             if (cur->data[i].id >= 0)
@@ -103,6 +130,7 @@ static bool partition(const struct moeinf_vocab *v, const char *text, size_t len
         *cur = next;
         next = tmp;
     }
+    free(bits);
     free(next.data);
     return ok;
 }
