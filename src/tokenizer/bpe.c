@@ -5,7 +5,9 @@
  * themselves, the other 68 for U+0100..U+0143 in byte order), and adjacent symbols merge by
  * the rank of their pair in tokenizer.ggml.merges (lowest rank first, ties leftmost) until no
  * pair has a rank. Each final symbol is its token; a symbol that is not a token (only merges
- * that make non-tokens can leave one) falls back to the tokens of its characters.
+ * that make non-tokens can leave one) falls back to the tokens of its characters, else the
+ * unknown token, else an error (llama.cpp looks up its single bytes instead and silently
+ * drops what it does not find; the two agree on every vocabulary whose merges make tokens).
  */
 #include <stdlib.h>
 #include <string.h>

@@ -10,6 +10,16 @@
  * tab..CR, space, U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F,
  * U+3000), written out so the result does not depend on the PCRE2 version's \s.
  *
+ * Where this and llama.cpp can differ (none of it shows in llama.cpp's test vectors):
+ *   - llama.cpp runs most patterns on a copy of the text with every non-ASCII character
+ *     replaced by a stand-in for its category, and its stand-in pattern for \p{S} misses
+ *     ASCII '~' (a math symbol); here '~' is \p{S}, as in the published patterns (this
+ *     matters for deepseek-v3: "~" next to a letter or other punctuation).
+ *   - llama.cpp's own code for the gpt-2 and llama3 patterns does not count unassigned code
+ *     points as [^\s\p{L}\p{N}]; PCRE2 does, as the patterns say.
+ *   - Unicode properties are PCRE2's (Unicode 14 in Debian 12's 10.42), llama.cpp's are its
+ *     own table's: characters assigned in between may be classified differently.
+ *
  * A pre-tokenizer is read-only once made and may be used by several threads at once.
  */
 #ifndef MOEINF_TOKENIZER_PRETOK_H
