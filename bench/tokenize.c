@@ -92,7 +92,7 @@ int main(int argc, char **argv) {
     const char *pre = NULL;
     while (a + 1 < argc && argv[a][0] == '-') {
         if (strcmp(argv[a], "-x") == 0)
-            times = atoi(argv[a + 1]);
+            times = (int)strtol(argv[a + 1], NULL, 10);
         else if (strcmp(argv[a], "-p") == 0)
             pre = argv[a + 1];
         else
@@ -130,21 +130,22 @@ int main(int argc, char **argv) {
     }
     size_t n = n1 * (size_t)times;
     char *text = malloc(n);
-    if (!text) return 1;
-    for (int i = 0; i < times; i++)
-        memcpy(text + (size_t)i * n1, one, n1);
     double best = 1e30;
     size_t count = 0;
-    for (int r = 0; r < 3; r++) {
+    int rc = text ? 0 : 1;
+    for (int i = 0; !rc && i < times; i++)
+        memcpy(text + (size_t)i * n1, one, n1);
+    for (int r = 0; !rc && r < 3; r++) {
         double t = 0;
-        if (run_once(v, p, text, n, &count, &t)) return 1;
+        rc = run_once(v, p, text, n, &count, &t);
         if (t < best) best = t;
     }
-    printf("%zu bytes, %zu %s, %.3f s, %.2f MB/s\n", n, count, v ? "tokens" : "words", best,
-           (double)n / best / 1e6);
+    if (!rc)
+        printf("%zu bytes, %zu %s, %.3f s, %.2f MB/s\n", n, count, v ? "tokens" : "words", best,
+               (double)n / best / 1e6);
     free(text);
     free(one);
     moeinf_vocab_free(v);
     moeinf_pretok_free(p);
-    return 0;
+    return rc;
 }

@@ -250,10 +250,8 @@ struct bigram {
 
 struct session {
     const struct moeinf_vocab *v;
-    char *word; /* the byte-mapped word */
-    size_t word_cap;
-    struct sym *syms;
-    size_t syms_cap;
+    char *word;       /* the byte-mapped word: 2 bytes per byte at most */
+    struct sym *syms; /* one per byte at most */
     struct bigram *heap;
     size_t n_heap, heap_cap;
     char *key; /* "left right" for rank lookups */
@@ -303,16 +301,16 @@ static struct bigram heap_pop(struct session *s) {
     return top;
 }
 
-static bool grow(void **p, size_t *cap, size_t need, size_t elem) {
-    if (need <= *cap) return true;
+/* Room for `need` elements of `elem` bytes: the buffer, moved if it had to grow, or NULL when
+ * out of memory (p is then still the caller's). */
+static void *reserve(void *p, size_t *cap, size_t need, size_t elem) {
+    if (p && need <= *cap) return p;
     size_t c = *cap ? *cap : 64;
     while (c < need)
         c *= 2;
-    void *q = realloc(*p, c * elem);
-    if (!q) return false;
-    *p = q;
-    *cap = c;
-    return true;
+    void *q = realloc(p, c * elem);
+    if (q) *cap = c;
+    return q;
 }
 
 /* Queues the pair (left, right) if the merges know it. */
@@ -321,7 +319,9 @@ static bool add_bigram(struct session *s, int left, int right) {
     const struct sym *l = &s->syms[left];
     const struct sym *r = &s->syms[right];
     size_t n = l->n + 1 + r->n;
-    if (!grow((void **)&s->key, &s->key_cap, n, 1)) return false;
+    char *key = reserve(s->key, &s->key_cap, n, 1);
+    if (!key) return false;
+    s->key = key;
     memcpy(s->key, s->word + l->off, l->n);
     s->key[l->n] = ' ';
     memcpy(s->key + l->n + 1, s->word + r->off, r->n);
@@ -335,9 +335,8 @@ static size_t utf8_char_len(unsigned char c) {
 }
 
 /* The tokens of a symbol that is not a token itself: one per character. */
-static enum moeinf_status emit_chars(struct session *s, const char *t, size_t n,
+static enum moeinf_status emit_chars(const struct moeinf_vocab *v, const char *t, size_t n,
                                      struct moeinf_ids *out, struct moeinf_error *err) {
-    const struct moeinf_vocab *v = s->v;
     for (size_t i = 0; i < n;) {
         size_t k = utf8_char_len((unsigned char)t[i]);
         if (k > n - i) k = n - i;
@@ -360,13 +359,12 @@ static enum moeinf_status fail_nomem(const struct moeinf_vocab *v, struct moeinf
     return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory while tokenizing", v->source);
 }
 
-/* Tokenizes the word text[0, n) (raw bytes, before the byte map). */
+/* Tokenizes the word text[0, n) (raw bytes, before the byte map); s->word holds 2n bytes and
+ * s->syms n symbols. */
 static enum moeinf_status bpe_word(struct session *s, const char *text, size_t n,
                                    struct moeinf_ids *out, struct moeinf_error *err) {
     const struct moeinf_vocab *v = s->v;
-    if (!grow((void **)&s->word, &s->word_cap, 2 * n, 1) ||
-        !grow((void **)&s->syms, &s->syms_cap, n, sizeof *s->syms))
-        goto nomem;
+    if (n == 0) return MOEINF_OK; /* the pre-tokenizer gives none */
     size_t len = 0;
     int n_syms = 0;
     for (size_t i = 0; i < n; i++) {
@@ -404,7 +402,7 @@ static enum moeinf_status bpe_word(struct session *s, const char *text, size_t n
             if (!moeinf_ids_push(out, id)) goto nomem;
             continue;
         }
-        enum moeinf_status st = emit_chars(s, s->word + y->off, y->n, out, err);
+        enum moeinf_status st = emit_chars(v, s->word + y->off, y->n, out, err);
         if (st != MOEINF_OK) return st;
     }
     return MOEINF_OK;
@@ -418,14 +416,25 @@ enum moeinf_status moeinf_bpe_fragment(const struct moeinf_vocab *v, const char 
     struct session s = {.v = v};
     struct moeinf_span *words = NULL;
     size_t n_words = 0;
-    enum moeinf_status st = MOEINF_OK;
     char *clean = malloc(3 * len + 1);
-    if (!clean)
-        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory while tokenizing", v->source);
+    if (!clean) return fail_nomem(v, err);
     size_t n = clean_utf8(text, len, clean);
-    st = moeinf_pretok_split(v->pretok, clean, n, &words, &n_words, err);
-    for (size_t i = 0; st == MOEINF_OK && i < n_words; i++)
+    enum moeinf_status st = moeinf_pretok_split(v->pretok, clean, n, &words, &n_words, err);
+    if (st != MOEINF_OK) goto done;
+    size_t longest = 1;
+    for (size_t i = 0; i < n_words; i++)
+        if (words[i].len > longest) longest = words[i].len;
+    s.word = malloc(2 * longest);
+    s.syms = malloc(longest * sizeof *s.syms);
+    if (!s.word || !s.syms) {
+        st = fail_nomem(v, err);
+        goto done;
+    }
+    for (size_t i = 0; i < n_words; i++) {
         st = bpe_word(&s, clean + words[i].off, words[i].len, out, err);
+        if (st != MOEINF_OK) break;
+    }
+done:
     free(words);
     free(clean);
     free(s.word);

@@ -27,16 +27,15 @@
     "\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
 /* Han, Hangul and U+0800..U+4E00 (deepseek-llm and -coder: U+4E00..U+9FA5, U+0800..U+4E00,
- * U+AC00..U+D7FF). llama.cpp
- * matches the patterns without Unicode properties on text whose non-ASCII whitespace it has
- * replaced by \v, so whitespace never falls inside their ranges there; U+0800..U+4E00 holds
- * U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F and U+3000, so the range is written
- * in pieces around them. (A lookahead per character would do the same but makes PCRE2 keep a
- * frame per repeat: long runs then exhaust its stack.) */
-#define DEEPSEEK_CJK                                                                               \
-    "[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{167f}\\x{1681}-\\x{1fff}\\x{200b}-\\x{2027}"                 \
-    "\\x{202a}-\\x{202e}\\x{2030}-\\x{205e}\\x{2060}-\\x{2fff}\\x{3001}-\\x{4e00}"                 \
-    "\\x{ac00}-\\x{d7ff}]+"
+ * U+AC00..U+D7FF). llama.cpp matches the patterns without Unicode properties on text whose
+ * non-ASCII whitespace it has replaced by \v, so whitespace never falls inside their ranges
+ * there; U+0800..U+4E00 holds U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F and
+ * U+3000, so the range is written in pieces around them. (A lookahead per character would do
+ * the same but makes PCRE2 keep a frame per repeat: long runs then exhaust its stack.) */
+static const char deepseek_cjk[] =
+    "[\\x{4e00}-\\x{9fa5}\\x{800}-\\x{167f}\\x{1681}-\\x{1fff}\\x{200b}-\\x{2027}"
+    "\\x{202a}-\\x{202e}\\x{2030}-\\x{205e}\\x{2060}-\\x{2fff}\\x{3001}-\\x{4e00}"
+    "\\x{ac00}-\\x{d7ff}]+";
 
 /* deepseek-llm's letter class: the cased letters (Lu, Ll, Lt) of its tokenizer.json. */
 #define DEEPSEEK_LLM_LETTERS                                                                       \
@@ -60,6 +59,19 @@
     "\\x{104b0}-\\x{104d3}\\x{104d8}-\\x{104fb}\\x{10c80}-\\x{10cb2}"                              \
     "\\x{10cc0}-\\x{10cf2}\\x{118a0}-\\x{118df}\\x{1e900}-\\x{1e943}"
 
+static const char deepseek_llm_letters[] = "\\s?[" DEEPSEEK_LLM_LETTERS "]+";
+
+/* ASCII and fullwidth punctuation, quotes, U+3000..U+3002 less U+3000 (see deepseek_cjk). */
+static const char deepseek_llm_punct[] =
+    "\\s?[!-/:-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}\\x{3001}-\\x{3002}]+";
+
+static const char deepseek_v3_words[] =
+    "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?"
+    "[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+
+static const char llama3[] = LLAMA3;
+static const char qwen2[] = QWEN2;
+
 struct spec {
     const char *name;
     const char *aliases[4];
@@ -82,26 +94,22 @@ static const struct spec specs[] = {
      {NULL},
      {"[\\p{P}\\$\\+<=>\\^~\\|`]+", GPT2, "[0-9][0-9][0-9]"},
      {false, true, false}},
-    {"llama3", {"llama-v3", "llama-bpe", "falcon3", NULL}, {LLAMA3}, {true, true, true}},
-    {"dbrx", {"smaug-bpe", NULL}, {LLAMA3}, {false, true, false}},
-    {"qwen2", {"deepseek-r1-qwen", NULL}, {QWEN2}, {false, false, false}},
-    {"stablelm2", {"megrez", NULL}, {QWEN2}, {false, true, false}},
+    {"llama3", {"llama-v3", "llama-bpe", "falcon3", NULL}, {llama3}, {true, true, true}},
+    {"dbrx", {"smaug-bpe", NULL}, {llama3}, {false, true, false}},
+    {"qwen2", {"deepseek-r1-qwen", NULL}, {qwen2}, {false, false, false}},
+    {"stablelm2", {"megrez", NULL}, {qwen2}, {false, true, false}},
     {"deepseek-llm",
      {NULL},
-     {"[\\r\\n]", "\\s?[" DEEPSEEK_LLM_LETTERS "]+",
-      /* ASCII and fullwidth punctuation, quotes, U+3000..U+3002 less U+3000 (see DEEPSEEK_CJK) */
-      "\\s?[!-/:-~\\x{ff01}-\\x{ff0f}\\x{ff1a}-\\x{ff5e}\\x{2018}-\\x{201f}\\x{3001}-\\x{3002}]+",
-      "\\s+$", DEEPSEEK_CJK, "\\p{N}+"},
+     {"[\\r\\n]", deepseek_llm_letters, deepseek_llm_punct, "\\s+$", deepseek_cjk, "\\p{N}+"},
      {false, false, false}},
     {"deepseek-coder",
      {NULL},
-     {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", DEEPSEEK_CJK, "\\p{N}"},
+     {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", deepseek_cjk, "\\p{N}"},
      {false, false, false}},
     {"deepseek-v3",
      {NULL},
      {"\\p{N}{1,3}", "[\\x{4e00}-\\x{9fa5}\\x{3040}-\\x{309f}\\x{30a0}-\\x{30ff}]+",
-      "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?"
-      "[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"},
+      deepseek_v3_words},
      {false, false, false}},
 };
 

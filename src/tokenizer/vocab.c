@@ -667,11 +667,8 @@ static size_t clean_contractions(char *t, size_t n) {
         char x = t[i];
         if (t[i - 1] == ' ' && x == '\'' && i + 1 < n) {
             char x1 = t[i + 1];
-            if (x1 == 's' || x1 == 'm')
-                o--;
-            else if (i + 2 < n &&
-                     ((x1 == 'r' && t[i + 2] == 'e') || (x1 == 'v' && t[i + 2] == 'e')))
-                o--;
+            bool two = i + 2 < n && (x1 == 'r' || x1 == 'v') && t[i + 2] == 'e';
+            if (x1 == 's' || x1 == 'm' || two) o--;
         }
         t[o++] = x;
     }
