@@ -210,6 +210,39 @@ static size_t unhex(const char *p, char *out, size_t cap) {
     return n;
 }
 
+/* Reads up to cap ids of the JSON array that starts at p (just past '['). */
+static size_t read_ids(const char *p, int32_t *ids, size_t cap) {
+    size_t n = 0;
+    while (*p && *p != ']' && n < cap) {
+        char *end;
+        ids[n++] = (int32_t)strtol(p, &end, 10);
+        if (end == p) break;
+        p = end;
+        while (*p == ',' || *p == ' ' || *p == '\n')
+            p++;
+    }
+    return n;
+}
+
+/* Each id's piece (special = true) against the hex strings of the array at p. */
+static void check_pieces(const struct moeinf_vocab *v, const int32_t *ids, size_t n, const char *p,
+                         const char *what) {
+    for (size_t i = 0; i < n && p; i++) {
+        p = strchr(p, '"');
+        if (!p) break;
+        char piece[256];
+        size_t k = unhex(p + 1, piece, sizeof piece);
+        size_t got_len;
+        const char *got = moeinf_vocab_piece(v, ids[i], true, &got_len);
+        CHECK_MSG(got_len == k && memcmp(got, piece, k) == 0, "%s piece %zu (id %d)", what, i,
+                  ids[i]);
+        p = strchr(p + 1, '"');
+        if (p) p++;
+    }
+}
+
+/* The prompt's ids (add_special, as llama.cpp made them) and pieces; the pieces of the 16
+ * greedy tokens, which are arbitrary tokens of the vocabulary. */
 static void check_golden(const struct moeinf_vocab *v, const char *model, const char *id) {
     char rel[256];
     char path[1024];
@@ -221,40 +254,29 @@ static void check_golden(const struct moeinf_vocab *v, const char *model, const 
     const char *ph = strstr(json, "\"prompt_utf8_hex\": \"");
     const char *tk = strstr(json, "\"tokens\": [");
     const char *pc = strstr(json, "\"token_pieces_hex\": [");
-    CHECK(ph && tk && pc);
-    if (!ph || !tk || !pc) {
+    const char *gr = strstr(json, "\"greedy\": {");
+    const char *gt = gr ? strstr(gr, "\"tokens\": [") : NULL;
+    const char *gp = gr ? strstr(gr, "\"pieces_hex\": [") : NULL;
+    CHECK(ph && tk && pc && gt && gp);
+    if (!ph || !tk || !pc || !gt || !gp) {
         free(json);
         return;
     }
     char prompt[1024];
     size_t n_prompt = unhex(ph + strlen("\"prompt_utf8_hex\": \""), prompt, sizeof prompt);
     int32_t want[256];
-    size_t n_want = 0;
-    for (const char *p = tk + strlen("\"tokens\": ["); *p != ']' && n_want < 256;) {
-        char *end;
-        want[n_want++] = (int32_t)strtol(p, &end, 10);
-        p = end;
-        while (*p == ',' || *p == ' ')
-            p++;
-    }
+    size_t n_want = read_ids(tk + strlen("\"tokens\": ["), want, 256);
     size_t n = 0;
     int32_t *ids = tok(v, prompt, n_prompt, true, false, &n);
     if (ids) {
         CHECK_MSG(n == n_want && memcmp(ids, want, n * sizeof *ids) == 0, "golden %s/%s tokens",
                   model, id);
-        const char *p = pc + strlen("\"token_pieces_hex\": [");
-        for (size_t i = 0; i < n_want && p; i++) {
-            p = strchr(p, '"');
-            if (!p) break;
-            char piece[64];
-            size_t k = unhex(p + 1, piece, sizeof piece);
-            size_t got_len;
-            const char *got = moeinf_vocab_piece(v, want[i], true, &got_len);
-            CHECK_MSG(got_len == k && memcmp(got, piece, k) == 0, "golden %s piece %zu", id, i);
-            p = strchr(p + 1, '"');
-            if (p) p++;
-        }
+        check_pieces(v, want, n_want, pc + strlen("\"token_pieces_hex\": ["), id);
     }
+    int32_t greedy[64];
+    size_t n_greedy = read_ids(gt + strlen("\"tokens\": ["), greedy, 64);
+    CHECK_EQ_INT(n_greedy, 16);
+    check_pieces(v, greedy, n_greedy, gp + strlen("\"pieces_hex\": ["), id);
     free(ids);
     free(json);
 }
