@@ -577,6 +577,18 @@ static void test_detokenize_clean_spaces(void) {
         free(out);
     }
     free(ids);
+    /* Quotes between spaces one after another: each pass as llama.cpp runs it (worked by hand:
+     * the space after a removed quote no longer counts as a space for the next one). */
+    static const char *const quotes[][2] = {{"a ' ' b", "a'' b"}, {"x ' ' ' y", "x'''y"}};
+    for (int q = 0; q < 2; q++) {
+        ids = tok(v, quotes[q][0], strlen(quotes[q][0]), false, false, &n);
+        if (!ids) continue;
+        CHECK_EQ_INT(moeinf_vocab_detokenize(v, ids, n, false, false, &out, &n_out, &err),
+                     MOEINF_OK);
+        CHECK_MSG(out && strcmp(out, quotes[q][1]) == 0, "got \"%s\"", out ? out : "");
+        free(out);
+        free(ids);
+    }
     ids = tok(d, text, strlen(text), false, false, &n);
     if (ids) {
         CHECK_EQ_INT(moeinf_vocab_detokenize(d, ids, n, false, false, &out, &n_out, &err),

@@ -652,8 +652,9 @@ static size_t clean_lone_quote(char *t, size_t n) {
     for (size_t i = 1; i < n; i++) {
         char x = t[i];
         if (x == '\'' && i + 1 < n && t[i - 1] == ' ' && t[i + 1] == ' ') {
-            o--; /* the space before */
-            i++; /* and the one after is skipped */
+            o--;           /* the space before goes */
+            t[++i] = '\0'; /* and the one after: skipped, and no longer a space for the
+                               next quote's test (llama.cpp's way; "a ' ' b" -> "a'' b") */
         }
         t[o++] = x;
     }
