@@ -3,10 +3,11 @@
  * is cut into words by a list of regular expressions before BPE merges run inside each word.
  *
  * The patterns are the ones llama.cpp's llama-vocab.cpp lists per pre-tokenizer name (taken
- * from each model's tokenizer.json), compiled with PCRE2 (UTF, Unicode properties). As in
- * llama.cpp, the expressions apply one after another: each one splits every piece the
- * previous ones left, and the stretches between its matches stay pieces too, so the words are
- * the pieces of the last split. \s and \S mean llama.cpp's whitespace set (Unicode White_Space:
+ * from each model's tokenizer.json; deepseek-llm's and -coder's code-point classes leave out
+ * the whitespace inside their ranges, as llama.cpp in effect does: pretok.c says why),
+ * compiled with PCRE2 (UTF, Unicode properties). As in llama.cpp, the expressions apply one
+ * after another: each one splits every piece the previous ones left, and the stretches
+ * between its matches stay pieces too, so the words are the pieces of the last split. \s and \S mean llama.cpp's whitespace set (Unicode White_Space:
  * tab..CR, space, U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F,
  * U+3000), written out so the result does not depend on the PCRE2 version's \s.
  *
