@@ -148,6 +148,11 @@ struct moeinf_model_params {
      * and does not call it. The CLI draws its progress line with it. */
     void (*progress)(void *user, uint64_t done, uint64_t total);
     void *progress_user;
+    bool vocab_only; /* read only the vocabulary (tokenizer.ggml.*): the model tokenizes and
+                        renders pieces, whatever its architecture, and a vocabulary-only GGUF
+                        loads too; moeinf_context_init refuses it (MOEINF_ERR_ARG),
+                        moeinf_model_n_vocab gives the vocabulary's size, n_ctx_train and
+                        decode_bytes 0. Default false. */
 };
 
 /* How big a context's expert cache is (moeinf_expert_cache_parse reads the CLI's forms). */

@@ -36,12 +36,13 @@ enum moeinf_status moeinf_model_load(const char *path, const struct moeinf_model
     enum moeinf_map_mode mode =
         params && params->no_mmap && !offload ? MOEINF_MAP_READ : MOEINF_MAP_FILE;
     enum moeinf_status st = moeinf_gguf_open_mode(path, mode, &progress, &m->gguf, err);
-    if (st == MOEINF_OK) st = moeinf_llm_init(m->gguf, &m->llm, err);
-    if (st == MOEINF_OK && offload) {
+    bool vocab_only = params && params->vocab_only;
+    if (st == MOEINF_OK && !vocab_only) st = moeinf_llm_init(m->gguf, &m->llm, err);
+    if (st == MOEINF_OK && offload && !vocab_only) {
         st = moeinf_resident_load(m->llm, m->gguf, &progress, &m->resident, err);
     }
     if (st == MOEINF_OK) st = moeinf_vocab_init_from_gguf(m->gguf, &m->vocab, err);
-    if (st == MOEINF_OK && moeinf_vocab_n_tokens(m->vocab) != m->llm->hp.n_vocab) {
+    if (st == MOEINF_OK && m->llm && moeinf_vocab_n_tokens(m->vocab) != m->llm->hp.n_vocab) {
         st = moeinf_fail(err, MOEINF_ERR_FORMAT,
                          "%s: the vocabulary has %d tokens but token_embd has %d rows", path,
                          moeinf_vocab_n_tokens(m->vocab), m->llm->hp.n_vocab);
@@ -64,14 +65,18 @@ void moeinf_model_free(struct moeinf_model *model) {
 }
 
 int moeinf_model_n_vocab(const struct moeinf_model *model) {
-    return model->llm->hp.n_vocab;
+    return model->llm ? model->llm->hp.n_vocab : moeinf_vocab_n_tokens(model->vocab);
 }
 
 int moeinf_model_n_ctx_train(const struct moeinf_model *model) {
-    return model->llm->hp.n_ctx_train;
+    return model->llm ? model->llm->hp.n_ctx_train : 0;
 }
 
 void moeinf_model_desc(const struct moeinf_model *model, char *buf, size_t size) {
+    if (!model->llm) {
+        snprintf(buf, size, "vocabulary only: %d tokens", moeinf_vocab_n_tokens(model->vocab));
+        return;
+    }
     const struct moeinf_hparams *hp = &model->llm->hp;
     const struct moeinf_layer *lw = &model->llm->layers[0];
     const struct moeinf_weight *ffn = hp->n_expert > 0 ? &lw->gate_exps : &lw->ffn_gate;
@@ -84,6 +89,7 @@ void moeinf_model_desc(const struct moeinf_model *model, char *buf, size_t size)
 
 uint64_t moeinf_model_decode_bytes(const struct moeinf_model *model) {
     const struct moeinf_llm *llm = model->llm;
+    if (!llm) return 0;
     const struct moeinf_hparams *hp = &llm->hp;
     uint64_t total = llm->tok_embd.row_bytes + llm->output.mat_bytes;
     for (int il = 0; il < hp->n_layer; il++) {
@@ -103,6 +109,8 @@ uint64_t moeinf_model_decode_bytes(const struct moeinf_model *model) {
 enum moeinf_status moeinf_context_init(struct moeinf_model *model,
                                        const struct moeinf_context_params *params,
                                        struct moeinf_context **out, struct moeinf_error *err) {
+    if (!model->llm)
+        return moeinf_fail(err, MOEINF_ERR_ARG, "the model was loaded with vocab_only: no weights");
     if (params->n_ctx < 1 || params->n_ctx > (1 << 24)) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "context size %d is out of range", params->n_ctx);
     }
