@@ -1,19 +1,30 @@
 /*
  * disk_read.c - the disk's read bandwidth as the expert store sees it: O_DIRECT reads of
- * `size` bytes (4 KiB-aligned windows) at random 4 KiB-aligned offsets of FILE, one at a
- * time, as many as fit in `seconds`. Prints GB/s (1e9 bytes/s). The file should not be in
- * the page cache (O_DIRECT bypasses it where the file system allows; otherwise the figure
- * is the page cache's and says so).
+ * `size` bytes (4 KiB-aligned windows) at random 4 KiB-aligned offsets of FILE, as many as
+ * fit in `seconds`. Prints GB/s (1e9 bytes/s). The file should not be in the page cache
+ * (O_DIRECT bypasses it where the file system allows; otherwise the figure is the page
+ * cache's and says so).
  *
- *   bench_disk_read FILE [size_bytes=6291456] [seconds=3]
+ *   bench_disk_read FILE [size_bytes=6291456] [seconds=3] [depth=1] [pread|uring]
+ *
+ * depth reads in flight: `pread` runs depth threads, each reading one window at a time (what
+ * the expert loader's I/O threads do); `uring` (built when liburing is found) keeps depth
+ * reads queued on one io_uring from one thread. Comparing the two at the same depth says
+ * whether io_uring would read experts faster than pread threads on this disk.
  */
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+#if defined(MOEINF_HAVE_LIBURING)
+#    include <liburing.h>
+#endif
 
 #include "base/rng.h"
 
@@ -23,13 +34,115 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+struct job {
+    int fd;
+    size_t size;
+    uint64_t span; /* 4 KiB windows a read may start at */
+    double t0, seconds;
+    _Atomic uint64_t bytes;
+    _Atomic int failed;
+};
+
+struct reader {
+    struct job *job;
+    uint64_t seed;
+};
+
+static void *read_loop(void *arg) {
+    struct reader *r = arg;
+    struct job *j = r->job;
+    void *buf = aligned_alloc(4096, j->size);
+    if (!buf) {
+        atomic_store(&j->failed, 1);
+        return NULL;
+    }
+    uint64_t state = r->seed;
+    while (now_s() - j->t0 < j->seconds) {
+        uint64_t off = (moeinf_splitmix64(&state) % j->span) * 4096;
+        ssize_t got = pread(j->fd, buf, j->size, (off_t)off);
+        if (got <= 0) {
+            atomic_store(&j->failed, 1);
+            break;
+        }
+        atomic_fetch_add(&j->bytes, (uint64_t)got);
+    }
+    free(buf);
+    return NULL;
+}
+
+static int run_pread(struct job *j, int depth) {
+    pthread_t th[64];
+    struct reader rd[64];
+    for (int i = 0; i < depth; i++) {
+        rd[i].job = j;
+        rd[i].seed = 12345 + 7919 * (uint64_t)i;
+        if (pthread_create(&th[i], NULL, read_loop, &rd[i]) != 0) return 1;
+    }
+    for (int i = 0; i < depth; i++)
+        pthread_join(th[i], NULL);
+    return atomic_load(&j->failed);
+}
+
+#if defined(MOEINF_HAVE_LIBURING)
+static int run_uring(struct job *j, int depth) {
+    struct io_uring ring;
+    if (io_uring_queue_init((unsigned)depth, &ring, 0) != 0) return 1;
+    void *bufs[64];
+    for (int i = 0; i < depth; i++) {
+        bufs[i] = aligned_alloc(4096, j->size);
+        if (!bufs[i]) return 1;
+    }
+    uint64_t state = 12345;
+    for (int i = 0; i < depth; i++) {
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+        uint64_t off = (moeinf_splitmix64(&state) % j->span) * 4096;
+        io_uring_prep_read(sqe, j->fd, bufs[i], (unsigned)j->size, off);
+        io_uring_sqe_set_data(sqe, bufs[i]);
+    }
+    io_uring_submit(&ring);
+    int rc = 0;
+    while (now_s() - j->t0 < j->seconds) {
+        struct io_uring_cqe *cqe;
+        if (io_uring_wait_cqe(&ring, &cqe) != 0 || cqe->res <= 0) {
+            rc = 1;
+            break;
+        }
+        atomic_fetch_add(&j->bytes, (uint64_t)cqe->res);
+        void *buf = io_uring_cqe_get_data(cqe);
+        io_uring_cqe_seen(&ring, cqe);
+        struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+        uint64_t off = (moeinf_splitmix64(&state) % j->span) * 4096;
+        io_uring_prep_read(sqe, j->fd, buf, (unsigned)j->size, off);
+        io_uring_sqe_set_data(sqe, buf);
+        io_uring_submit(&ring);
+    }
+    io_uring_queue_exit(&ring); /* waits for nothing: the reads in flight are abandoned */
+    for (int i = 0; i < depth; i++)
+        free(bufs[i]);
+    return rc;
+}
+#endif
+
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_disk_read FILE [size_bytes] [seconds]\n");
+        fprintf(stderr,
+                "usage: bench_disk_read FILE [size_bytes] [seconds] [depth] [pread|uring]\n");
         return 2;
     }
     size_t size = argc > 2 ? (size_t)strtoull(argv[2], NULL, 10) : (size_t)6 << 20;
     double seconds = argc > 3 ? strtod(argv[3], NULL) : 3.0;
+    int depth = argc > 4 ? atoi(argv[4]) : 1;
+    const char *how = argc > 5 ? argv[5] : "pread";
+    if (depth < 1 || depth > 64 || (strcmp(how, "pread") != 0 && strcmp(how, "uring") != 0)) {
+        fprintf(stderr, "bench_disk_read: depth 1-64, pread or uring\n");
+        return 2;
+    }
+#if !defined(MOEINF_HAVE_LIBURING)
+    if (!strcmp(how, "uring")) {
+        fprintf(stderr, "bench_disk_read: built without liburing (install liburing-dev)\n");
+        return 2;
+    }
+#endif
     size = (size + 4095) & ~(size_t)4095;
     int direct = 1;
     int fd = open(argv[1], O_RDONLY | O_DIRECT);
@@ -42,27 +155,27 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_disk_read: cannot read %s\n", argv[1]);
         return 1;
     }
-    void *buf = aligned_alloc(4096, size);
-    if (!buf) return 1;
-    uint64_t span = ((uint64_t)st.st_size - size) / 4096;
-    uint64_t state = 12345;
-    uint64_t bytes = 0;
-    double t0 = now_s();
-    double t = t0;
-    while (t - t0 < seconds) {
-        uint64_t off = (moeinf_splitmix64(&state) % span) * 4096;
-        ssize_t r = pread(fd, buf, size, (off_t)off);
-        if (r <= 0) {
-            perror("pread");
-            return 1;
-        }
-        bytes += (uint64_t)r;
-        t = now_s();
-    }
-    printf("%.3f\n", (double)bytes / (t - t0) / 1e9);
-    fprintf(stderr, "%s reads of %zu bytes: %.3f GB/s\n", direct ? "O_DIRECT" : "buffered", size,
-            (double)bytes / (t - t0) / 1e9);
-    free(buf);
+    struct job j = {.fd = fd,
+                    .size = size,
+                    .span = ((uint64_t)st.st_size - size) / 4096,
+                    .seconds = seconds};
+    atomic_init(&j.bytes, 0);
+    atomic_init(&j.failed, 0);
+    j.t0 = now_s();
+    int rc = 1;
+    if (!strcmp(how, "pread")) rc = run_pread(&j, depth);
+#if defined(MOEINF_HAVE_LIBURING)
+    else rc = run_uring(&j, depth);
+#endif
+    double t = now_s() - j.t0;
     close(fd);
+    if (rc != 0) {
+        fprintf(stderr, "bench_disk_read: a read failed\n");
+        return 1;
+    }
+    double gbps = (double)atomic_load(&j.bytes) / t / 1e9;
+    printf("%.3f\n", gbps);
+    fprintf(stderr, "%s %s reads of %zu bytes, %d in flight: %.3f GB/s\n",
+            direct ? "O_DIRECT" : "buffered", how, size, depth, gbps);
     return 0;
 }

@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Decode speed of a model larger than the memory budget: moeinf's expert cache next to
-# moeinf's own mmap path and llama.cpp (llama-cpp-python, default mmap), all three inside the
-# same memory cgroup on the same file, evicted from the page cache before each run; and the
-# I/O limit of the synchronous expert cache (compute time per token, from a resident run
-# outside the cgroup, plus the bytes it read per token over the disk bandwidth measured here).
+# moeinf's own resident speed (outside the cgroup, the whole file in the page cache), moeinf's
+# mmap path and llama.cpp (llama-cpp-python, default mmap), the last three inside the same
+# memory cgroup on the same file, evicted from the page cache before each run; and the limit
+# no cache can beat at the bytes the cache read: max(compute time per token, from the resident
+# run; the bytes read per token over the disk bandwidth measured here), since reads on I/O
+# threads overlap compute.
 #
-#   bench/offload.sh [-m MODEL] [-t THREADS] [--budgets "50 25"] [-p 64] [-n 32] [--slow-n 8]
-#                    [--rounds 2]
+#   bench/offload.sh [-m MODEL] [-t THREADS] [--budgets "50 25"] [-p 64] [-n 128] [--slow-n 8]
+#                    [--rounds 2] [-- EXTRA MOEINF OPTIONS]
 #
-# MODEL defaults to bench/models/olmoe-shape-16-q8_0.gguf (OLMoE-1B-7B geometry, Q8_0, 7.3 GB;
+# MODEL defaults to $MOEINF_BENCH_MODELS/olmoe-shape-16-q8_0.gguf ($MOEINF_BENCH_MODELS
+# defaults to bench/models; OLMoE-1B-7B geometry, Q8_0, 7.3 GB;
 # written by `moeinf gen-model --preset olmoe-1b-7b --type q8_0` when missing, which takes a
 # few minutes). Each budget is a percentage of the file size and becomes the cgroup's limit
 # (a child of this shell's own memory cgroup, v1 or v2, removed at exit); moeinf runs with
@@ -21,8 +24,9 @@
 # cache figures are a best case; real routing is replayed in the offloaded-experts part 2.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=bench/models/olmoe-shape-16-q8_0.gguf threads=$(nproc) budgets="50 25"
-prompt=64 gen=32 slow_gen=8 rounds=2
+models=${MOEINF_BENCH_MODELS:-bench/models}
+model=$models/olmoe-shape-16-q8_0.gguf threads=$(nproc) budgets="50 25"
+prompt=64 gen=128 slow_gen=8 rounds=2 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -m) model=$2; shift 2 ;;
@@ -32,6 +36,7 @@ while [ $# -gt 0 ]; do
     -n) gen=$2; shift 2 ;;
     --slow-n) slow_gen=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
+    --) shift; extra=("$@"); break ;;
     *) echo "usage: $0 [-m MODEL] [-t N] [--budgets \"50 25\"] [-p N] [-n N] [--slow-n N]" \
          "[--rounds N]" >&2
        exit 2 ;;
@@ -41,7 +46,7 @@ done
 cmake --preset release >/dev/null && cmake --build build/release -j"$(nproc)" >/dev/null
 bin=build/release/moeinf
 python3 -c "import llama_cpp" 2>/dev/null || pip install --quiet llama-cpp-python==0.3.36
-mkdir -p bench/models
+mkdir -p "$(dirname "$model")"
 if [ ! -f "$model" ]; then
   echo "writing $model ..." >&2
   "$bin" gen-model -o "$model" --preset olmoe-1b-7b --type q8_0 --seed 7 >/dev/null
@@ -50,46 +55,13 @@ size=$(stat -c %s "$model")
 out=$(mktemp -d)
 
 # ---- the memory cgroup -----------------------------------------------------------------------
-if own=$(awk -F: '$2=="memory"{print $3}' /proc/self/cgroup) && [ -n "$own" ] &&
-   [ -d /sys/fs/cgroup/memory ]; then
-  cgv=1 parent=/sys/fs/cgroup/memory${own%/}
-else
-  cgv=2 parent=/sys/fs/cgroup$(awk -F: '$1=="0"{print $3}' /proc/self/cgroup)
-  parent=${parent%/}
-fi
-cg=""
+. bench/lib/cgroup.sh
+cgroup_setup
 cleanup() {
-  [ -n "$cg" ] && [ -d "$cg" ] && rmdir "$cg" 2>/dev/null || true
+  cgroup_cleanup
   rm -rf "$out"
 }
 trap cleanup EXIT
-
-# run_in_cgroup LIMIT_BYTES LOG CMD...: a fresh child cgroup with that limit, the file
-# evicted from the page cache, CMD inside it; prints the peak memory in bytes.
-run_in_cgroup() {
-  local limit=$1 log=$2
-  shift 2
-  cg=$parent/moeinf-offload-$$
-  [ -d "$cg" ] && rmdir "$cg"
-  mkdir "$cg"
-  if [ $cgv = 1 ]; then
-    echo "$limit" >"$cg/memory.limit_in_bytes"
-  else
-    echo "$limit" >"$cg/memory.max"
-    echo 0 >"$cg/memory.swap.max" 2>/dev/null || true
-  fi
-  dd if="$model" iflag=nocache count=0 status=none
-  sync
-  local rc=0
-  bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@" >"$log" 2>&1 || rc=$?
-  if [ $rc != 0 ]; then
-    echo "failed (exit $rc$([ $rc = 137 ] && echo ', killed: out of memory in the cgroup')): $*" >&2
-    tail -5 "$log" >&2
-  fi
-  if [ $cgv = 1 ]; then cat "$cg/memory.max_usage_in_bytes"; else cat "$cg/memory.peak"; fi
-  rmdir "$cg"
-  cg=""
-}
 
 field() { awk -v k="$1" -v c="$2" '$1 == k && $2 ~ /^[0-9.]+$/ { print $c }' "$3"; }
 
@@ -120,7 +92,7 @@ for b in $budgets; do
   peak[cache-$b]=0
   for ((round = 0; round < rounds; round++)); do
     p=$(run_in_cgroup "$limit" "$out/cache-$b.txt" "$bin" bench -m "$model" -t "$threads" \
-        -p "$prompt" -n "$gen" -r 2 --expert-cache auto)
+        -p "$prompt" -n "$gen" -r 2 --expert-cache auto "${extra[@]}")
     [ $((p >> 20)) -gt "${peak[cache-$b]}" ] && peak[cache-$b]=$((p >> 20))
     for run in cold warm; do
       read -r t h m < <(awk -v k="decode-$run" '$1 == k { print $4, $5, $7 }' "$out/cache-$b.txt")
@@ -150,26 +122,29 @@ echo "disk: O_DIRECT reads of one expert slot (${expert_bytes} MiB) at random of
 echo "resident decode (no limit, file in the page cache), best of 2: $res tok/s"
 echo "llama.cpp: llama-cpp-python $(python3 -c 'import llama_cpp; print(llama_cpp.__version__)')"
 echo
-printf "%-7s %-28s %10s %10s %10s %8s %10s %9s\n" budget run "decode t/s" "vs mmap" \
-  "vs llama" "hit" "MiB/token" "peak MiB"
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.1fx", a / b; else print "-" }'; }
+printf "%-7s %-28s %10s %11s %10s %10s %8s %10s %9s\n" budget run "decode t/s" \
+  "vs resident" "vs mmap" "vs llama" "hit" "MiB/token" "peak MiB"
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
+printf "%-7s %-28s %10s %11s\n" "-" "moeinf resident (no limit)" "$res" "1.00x"
 for b in $budgets; do
   limit_mib=$(((size * b / 100) >> 20))
   for run in cold warm; do
-    printf "%-7s %-28s %10s %10s %10s %8s %10s %9s\n" "$b%" "moeinf expert cache, $run" \
-      "${tg[$run-$b]}" "$(ratio "${tg[$run-$b]}" "${tg[mmap-$b]}")" \
+    printf "%-7s %-28s %10s %11s %10s %10s %8s %10s %9s\n" "$b%" "moeinf expert cache, $run" \
+      "${tg[$run-$b]}" "$(ratio "${tg[$run-$b]}" "$res")" \
+      "$(ratio "${tg[$run-$b]}" "${tg[mmap-$b]}")" \
       "$(ratio "${tg[$run-$b]}" "${tg[llama-$b]}")" "${hit[$run-$b]}" "${mib[$run-$b]}" \
       "${peak[cache-$b]}"
   done
-  # the synchronous design's limit: compute + the warm run's bytes read / disk, per token
+  # the limit at the warm run's bytes: compute and reads overlap, so the slower of the two
   lim=$(awk -v r="$res" -v m="${mib[warm-$b]}" -v d="$disk" \
-        'BEGIN { printf "%.2f", 1 / (1 / r + m * 1048576 / (d * 1e9)) }')
-  printf "%-7s %-28s %10s %10s %10s\n" "$b%" "I/O limit (sync, warm)" "$lim" \
-    "$(ratio "$lim" "${tg[mmap-$b]}")" "$(ratio "$lim" "${tg[llama-$b]}")"
-  printf "%-7s %-28s %10s %10s %10s %8s %10s %9s\n" "$b%" "moeinf mmap" "${tg[mmap-$b]}" \
-    "1.0x" "" "" "" "${peak[mmap-$b]}"
-  printf "%-7s %-28s %10s %10s %10s %8s %10s %9s\n" "$b%" "llama.cpp mmap" "${tg[llama-$b]}" \
-    "$(ratio "${tg[llama-$b]}" "${tg[mmap-$b]}")" "1.0x" "" "" "${peak[llama-$b]}"
+        'BEGIN { c = 1 / r; io = m * 1048576 / (d * 1e9); printf "%.2f", 1 / (c > io ? c : io) }')
+  printf "%-7s %-28s %10s %11s %10s %10s\n" "$b%" "limit at these bytes (warm)" "$lim" \
+    "$(ratio "$lim" "$res")" "$(ratio "$lim" "${tg[mmap-$b]}")" "$(ratio "$lim" "${tg[llama-$b]}")"
+  printf "%-7s %-28s %10s %11s %10s %10s %8s %10s %9s\n" "$b%" "moeinf mmap" "${tg[mmap-$b]}" \
+    "$(ratio "${tg[mmap-$b]}" "$res")" "1.00x" "" "" "" "${peak[mmap-$b]}"
+  printf "%-7s %-28s %10s %11s %10s %10s %8s %10s %9s\n" "$b%" "llama.cpp mmap" "${tg[llama-$b]}" \
+    "$(ratio "${tg[llama-$b]}" "$res")" "$(ratio "${tg[llama-$b]}" "${tg[mmap-$b]}")" "1.00x" \
+    "" "" "${peak[llama-$b]}"
   read -r slots_mib res_mib ctx_mib <<<"${acct[$b]}"
   echo "        warm run at $(ratio "${tg[warm-$b]}" "$lim") of the limit; cgroup limit" \
     "$limit_mib MiB; expert cache $slots_mib + resident $res_mib + KV/scratch $ctx_mib + 64" \

@@ -144,6 +144,17 @@ struct moeinf_model_params {
                              is then required); every other weight is read once into memory,
                              so the page cache does not hold the file (no_mmap is ignored).
                              MOEINF_ERR_ARG for a dense model. Default false. */
+    /* (optional) called while the load reads the file, from the loading thread: bytes read
+     * so far of `total`, the bytes this load reads (the non-expert weights with
+     * offload_experts, the whole file with no_mmap); a mapped load reads nothing up front
+     * and does not call it. The CLI draws its progress line with it. */
+    void (*progress)(void *user, uint64_t done, uint64_t total);
+    void *progress_user;
+    bool vocab_only; /* read only the vocabulary (tokenizer.ggml.*): the model tokenizes and
+                        renders pieces, whatever its architecture, and a vocabulary-only GGUF
+                        loads too; moeinf_context_init refuses it (MOEINF_ERR_ARG),
+                        moeinf_model_n_vocab gives the vocabulary's size, n_ctx_train and
+                        decode_bytes 0. Default false. */
 };
 
 /* How big a context's expert cache is (moeinf_expert_cache_parse reads the CLI's forms). */
@@ -194,7 +205,22 @@ struct moeinf_context_params {
     enum moeinf_expert_io expert_io;
     const char *expert_policy; /* cache policy name (moeinf sim --help lists them; NULL: the
                                   default, "reuse"); offline policies are refused */
+    /* Reading ahead (expert cache only; all three >= 0, defaults MOEINF_EXPERT_*_DEFAULT):
+     * experts are read on expert_io_threads I/O threads (0: on the forward pass's thread, when
+     * a step needs them, and nothing is read ahead); after each layer's step the policy may
+     * prefetch up to expert_prefetch experts it predicts (as `moeinf sim --prefetch`); during
+     * each decode token the routers of the next expert_lookahead layers are applied to the
+     * current hidden state and their top-k experts prefetched (gate lookahead). */
+    int expert_io_threads;
+    int expert_prefetch;
+    int expert_lookahead;
 };
+
+/* Defaults of the reading-ahead parameters, chosen by measurement (README, "Models larger
+ * than memory"). */
+#define MOEINF_EXPERT_IO_THREADS_DEFAULT 2
+#define MOEINF_EXPERT_PREFETCH_DEFAULT   0
+#define MOEINF_EXPERT_LOOKAHEAD_DEFAULT  1
 
 struct moeinf_model_params moeinf_model_params_default(void);
 struct moeinf_context_params moeinf_context_params_default(void);
@@ -232,10 +258,21 @@ struct moeinf_expert_cache_info {
 struct moeinf_expert_stats {
     uint64_t accesses;     /* one per distinct expert per layer and forward iteration */
     uint64_t hits;
-    uint64_t misses;       /* = experts read */
+    uint64_t misses;       /* demand reads: the step had to wait for them */
+    uint64_t prefetches;         /* experts read ahead of need (policy or lookahead) */
+    uint64_t prefetch_hits;      /* accesses that found a prefetched expert already read */
+    uint64_t late_prefetches;    /* accesses that waited for a prefetch still being read */
+    uint64_t wasted_prefetches;  /* prefetched experts evicted before any access */
+    uint64_t dropped_prefetches; /* prefetches cancelled before their read started */
     uint64_t bytes_read;   /* from the file, alignment windows included */
     uint64_t expert_bytes; /* of them, the experts' own bytes */
-    double read_seconds;   /* time spent reading */
+    double read_seconds;   /* time spent in reads, summed over I/O threads */
+    double stall_seconds;  /* time the forward pass waited for reads */
+    /* Predictions (layer -1 only): of the experts a source named for a layer's next step,
+     * how many it used (precision = correct / predicted); of the experts used by steps the
+     * source named experts for, how many it named (recall = correct / actual). */
+    uint64_t policy_predicted, policy_correct, policy_actual;
+    uint64_t lookahead_predicted, lookahead_correct, lookahead_actual;
     uint64_t tokens;       /* tokens evaluated, every phase */
     uint64_t decode_tokens;
 };
@@ -251,6 +288,36 @@ enum moeinf_status moeinf_context_expert_stats(const struct moeinf_context *ctx,
                                                struct moeinf_error *err);
 /* Zeroes the counters (the cache keeps its contents). */
 void moeinf_context_expert_stats_reset(struct moeinf_context *ctx);
+
+/*
+ * Warm starts: what the context's expert-cache policy has learned, in the versioned file of
+ * `moeinf sim --eamc` (so a file either one writes, the other reads). For the default policy
+ * `reuse` that is the EAMC (the expert activations of past requests), its learned table of
+ * reuse likelihoods, recency and layer-to-layer co-occurrence; for moe-infinity the EAMC and
+ * recency. Which experts the cache holds is not part of it: a loaded context's cache stays as
+ * it was (empty, in a new context). Both functions first end the request in progress (as
+ * moeinf_context_request_end), so it is part of what is saved.
+ *
+ * load: a missing file is no error (*loaded = false, nothing changes; loaded may be NULL). A
+ * file that is corrupt, truncated, of another version, written by another policy or for
+ * another model (layers, experts, top_k) is MOEINF_ERR_FORMAT, one line naming the file and
+ * the defect; it is read into a new state that replaces the old only when every check passed,
+ * so a refused file leaves the context as it was.
+ * save: atomic (a temp file in the same folder, fsync, rename, fsync of the folder): the file
+ * is the old one or the whole new one, never a part.
+ * Both: MOEINF_ERR_ARG without an expert cache or for a policy that keeps no learned state
+ * (lru, lfu, count).
+ */
+enum moeinf_status moeinf_context_expert_state_load(struct moeinf_context *ctx, const char *path,
+                                                    bool *loaded, struct moeinf_error *err);
+enum moeinf_status moeinf_context_expert_state_save(struct moeinf_context *ctx, const char *path,
+                                                    struct moeinf_error *err);
+
+/* Tells the expert cache's policy that the current request is over: it learns from it now
+ * rather than when the next request starts. The next decode starts a new request even when
+ * it continues the KV cache (a server that keeps a shared prefix). No effect without an
+ * expert cache or outside a request. */
+void moeinf_context_request_end(struct moeinf_context *ctx);
 
 /* Forgets the KV cache: the next decode starts at position 0 and a new request. The expert
  * cache keeps its contents and what its policy learned. */

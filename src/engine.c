@@ -19,6 +19,9 @@ struct moeinf_context_params moeinf_context_params_default(void) {
         .n_batch = 512,
         .n_threads = 0,
         .kv_type = MOEINF_KV_F16,
+        .expert_io_threads = MOEINF_EXPERT_IO_THREADS_DEFAULT,
+        .expert_prefetch = MOEINF_EXPERT_PREFETCH_DEFAULT,
+        .expert_lookahead = MOEINF_EXPERT_LOOKAHEAD_DEFAULT,
     };
     return p;
 }
@@ -28,13 +31,18 @@ enum moeinf_status moeinf_model_load(const char *path, const struct moeinf_model
     struct moeinf_model *m = calloc(1, sizeof *m);
     if (!m) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
     bool offload = params && params->offload_experts;
-    enum moeinf_status st = moeinf_gguf_open_mode(
-        path, params && params->no_mmap && !offload ? MOEINF_MAP_READ : MOEINF_MAP_FILE, &m->gguf,
-        err);
-    if (st == MOEINF_OK) st = moeinf_llm_init(m->gguf, &m->llm, err);
-    if (st == MOEINF_OK && offload) st = moeinf_resident_load(m->llm, m->gguf, &m->resident, err);
+    struct moeinf_progress progress = {params ? params->progress : NULL,
+                                       params ? params->progress_user : NULL};
+    enum moeinf_map_mode mode =
+        params && params->no_mmap && !offload ? MOEINF_MAP_READ : MOEINF_MAP_FILE;
+    enum moeinf_status st = moeinf_gguf_open_mode(path, mode, &progress, &m->gguf, err);
+    bool vocab_only = params && params->vocab_only;
+    if (st == MOEINF_OK && !vocab_only) st = moeinf_llm_init(m->gguf, &m->llm, err);
+    if (st == MOEINF_OK && offload && !vocab_only) {
+        st = moeinf_resident_load(m->llm, m->gguf, &progress, &m->resident, err);
+    }
     if (st == MOEINF_OK) st = moeinf_vocab_init_from_gguf(m->gguf, &m->vocab, err);
-    if (st == MOEINF_OK && moeinf_vocab_n_tokens(m->vocab) != m->llm->hp.n_vocab) {
+    if (st == MOEINF_OK && m->llm && moeinf_vocab_n_tokens(m->vocab) != m->llm->hp.n_vocab) {
         st = moeinf_fail(err, MOEINF_ERR_FORMAT,
                          "%s: the vocabulary has %d tokens but token_embd has %d rows", path,
                          moeinf_vocab_n_tokens(m->vocab), m->llm->hp.n_vocab);
@@ -57,14 +65,18 @@ void moeinf_model_free(struct moeinf_model *model) {
 }
 
 int moeinf_model_n_vocab(const struct moeinf_model *model) {
-    return model->llm->hp.n_vocab;
+    return model->llm ? model->llm->hp.n_vocab : moeinf_vocab_n_tokens(model->vocab);
 }
 
 int moeinf_model_n_ctx_train(const struct moeinf_model *model) {
-    return model->llm->hp.n_ctx_train;
+    return model->llm ? model->llm->hp.n_ctx_train : 0;
 }
 
 void moeinf_model_desc(const struct moeinf_model *model, char *buf, size_t size) {
+    if (!model->llm) {
+        snprintf(buf, size, "vocabulary only: %d tokens", moeinf_vocab_n_tokens(model->vocab));
+        return;
+    }
     const struct moeinf_hparams *hp = &model->llm->hp;
     const struct moeinf_layer *lw = &model->llm->layers[0];
     const struct moeinf_weight *ffn = hp->n_expert > 0 ? &lw->gate_exps : &lw->ffn_gate;
@@ -78,6 +90,7 @@ void moeinf_model_desc(const struct moeinf_model *model, char *buf, size_t size)
 
 uint64_t moeinf_model_decode_bytes(const struct moeinf_model *model) {
     const struct moeinf_llm *llm = model->llm;
+    if (!llm) return 0;
     const struct moeinf_hparams *hp = &llm->hp;
     uint64_t total = llm->tok_embd.row_bytes + llm->output.mat_bytes;
     for (int il = 0; il < hp->n_layer; il++) {
@@ -98,6 +111,8 @@ uint64_t moeinf_model_decode_bytes(const struct moeinf_model *model) {
 enum moeinf_status moeinf_context_init(struct moeinf_model *model,
                                        const struct moeinf_context_params *params,
                                        struct moeinf_context **out, struct moeinf_error *err) {
+    if (!model->llm)
+        return moeinf_fail(err, MOEINF_ERR_ARG, "the model was loaded with vocab_only: no weights");
     if (params->n_ctx < 1 || params->n_ctx > (1 << 24)) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "context size %d is out of range", params->n_ctx);
     }
@@ -164,6 +179,10 @@ const char *moeinf_context_kernels(const struct moeinf_context *ctx) {
 enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids, int n,
                                  float *logits, bool all_logits, struct moeinf_error *err) {
     const int n_vocab = ctx->model->llm->hp.n_vocab;
+    /* a routing replay set for this call (engine_replay.h) is used by this call only */
+    const int32_t *replay = ctx->route_replay;
+    bool prefill = replay ? ctx->route_replay_prefill : n > 1;
+    ctx->route_replay = NULL;
     if (n <= 0) return moeinf_fail(err, MOEINF_ERR_ARG, "decode needs at least one token");
     if (n > ctx->params.n_ctx - ctx->n_past) {
         return moeinf_fail(err, MOEINF_ERR_CONTEXT,
@@ -176,9 +195,19 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
                                ids[i], n_vocab);
         }
     }
+    if (replay && n != ctx->route_replay_n) {
+        return moeinf_fail(err, MOEINF_ERR_ARG,
+                           "the routing replay holds %d tokens but decode was given %d",
+                           ctx->route_replay_n, n);
+    }
+    const struct moeinf_hparams *hp = &ctx->model->llm->hp;
+    const size_t replay_row = (size_t)hp->n_layer * (size_t)hp->n_expert_used;
     int n_batch = ctx->params.n_batch;
-    /* A decode that starts at position 0 starts a request (as the routing record counts). */
-    if (ctx->tier && ctx->n_past == 0) moeinf_tier_request_begin(ctx->tier);
+    /* A decode that starts at position 0 starts a request (as the routing record counts), and
+     * so does the first decode after moeinf_context_request_end. */
+    if (ctx->tier && (ctx->n_past == 0 || !ctx->tier->in_request)) {
+        moeinf_tier_request_begin(ctx->tier);
+    }
     for (int i0 = 0; i0 < n; i0 += n_batch) {
         int m = n - i0 < n_batch ? n - i0 : n_batch;
         bool last = i0 + m == n;
@@ -186,11 +215,13 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
         if (logits && all_logits) out = logits + (size_t)i0 * n_vocab;
         if (logits && !all_logits && last) out = logits;
         if (ctx->tier) {
-            moeinf_tier_iteration_begin(ctx->tier, n > 1 ? MOEINF_PHASE_PREFILL : MOEINF_PHASE_DECODE,
-                                        m);
+            moeinf_tier_iteration_begin(ctx->tier,
+                                        prefill ? MOEINF_PHASE_PREFILL : MOEINF_PHASE_DECODE, m);
         }
+        if (replay) moeinf_fwd_set_route_replay(ctx->fwd, replay + (size_t)i0 * replay_row);
         enum moeinf_status est =
             moeinf_fwd_eval(ctx->fwd, ids + i0, m, ctx->n_past, out, all_logits, err);
+        if (replay) moeinf_fwd_set_route_replay(ctx->fwd, NULL);
         if (ctx->tier) moeinf_tier_iteration_end(ctx->tier);
         if (est != MOEINF_OK) return est;
         enum moeinf_status fst = moeinf_fwd_check_finite(ctx->fwd, out, all_logits ? m : 1, err);
@@ -198,7 +229,7 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
         int pos0 = ctx->n_past;
         ctx->n_past += m; /* the tokens are in the context even if recording them fails */
         if (ctx->record) {
-            enum moeinf_status st = moeinf_record_eval(ctx, m, pos0, n > 1, err);
+            enum moeinf_status st = moeinf_record_eval(ctx, m, pos0, prefill, err);
             if (st != MOEINF_OK) return st;
         }
     }

@@ -33,6 +33,10 @@ struct moeinf_context {
     char *record_tag;
     int64_t record_requests;            /* requests written so far */
     int32_t *record_row;                /* [n_layer][n_expert_used] one token's routing */
+    const int32_t *route_replay;        /* routing of the next decode call, or NULL
+                                           (engine_replay.h) */
+    int route_replay_n;                 /* its tokens */
+    bool route_replay_prefill;          /* its phase */
 };
 
 /* engine_experts.c: the context's expert cache, when its params ask for one (or the model's

@@ -129,9 +129,15 @@ enum moeinf_status moeinf_engine_expert_cache_init(struct moeinf_context *ctx,
                            (double)slot_bytes * hp->n_expert_used / (1024.0 * 1024.0));
     }
     if (slots > total) slots = total;
+    struct moeinf_tier_config cfg = {
+        .policy = ctx->params.expert_policy,
+        .page_cache = ctx->params.expert_io == MOEINF_EXPERT_IO_CACHED,
+        .io_threads = ctx->params.expert_io_threads,
+        .prefetch = ctx->params.expert_prefetch,
+        .lookahead = ctx->params.expert_lookahead,
+    };
     st = moeinf_tier_init(model->gguf->path, layers, hp->n_layer, hp->n_expert, hp->n_expert_used,
-                          (int)slots, ctx->params.expert_policy,
-                          ctx->params.expert_io == MOEINF_EXPERT_IO_CACHED, &ctx->tier, err);
+                          (int)slots, &cfg, &ctx->tier, err);
     if (st != MOEINF_OK) return st;
     moeinf_fwd_set_tier(ctx->fwd, ctx->tier);
     return MOEINF_OK;
@@ -158,9 +164,15 @@ static void add(struct moeinf_expert_stats *o, const struct moeinf_tier_counters
     o->accesses += c->accesses;
     o->hits += c->hits;
     o->misses += c->misses;
+    o->prefetches += c->prefetches;
+    o->prefetch_hits += c->prefetch_hits;
+    o->late_prefetches += c->late_prefetches;
+    o->wasted_prefetches += c->wasted_prefetches;
+    o->dropped_prefetches += c->dropped_prefetches;
     o->bytes_read += c->io.bytes;
     o->expert_bytes += c->io.part_bytes;
     o->read_seconds += (double)c->io.read_ns * 1e-9;
+    o->stall_seconds += (double)c->stall_ns * 1e-9;
 }
 
 enum moeinf_status moeinf_context_expert_stats(const struct moeinf_context *ctx, int layer,
@@ -178,12 +190,24 @@ enum moeinf_status moeinf_context_expert_stats(const struct moeinf_context *ctx,
     }
     out->tokens = t->tokens;
     out->decode_tokens = t->decode_tokens;
+    if (layer == -1) {
+        const struct moeinf_tier_prediction *pp = &t->prediction[MOEINF_SOURCE_POLICY];
+        const struct moeinf_tier_prediction *pl = &t->prediction[MOEINF_SOURCE_LOOKAHEAD];
+        out->policy_predicted = pp->predicted;
+        out->policy_correct = pp->correct;
+        out->policy_actual = pp->actual;
+        out->lookahead_predicted = pl->predicted;
+        out->lookahead_correct = pl->correct;
+        out->lookahead_actual = pl->actual;
+    }
     return MOEINF_OK;
 }
 
 void moeinf_context_expert_stats_reset(struct moeinf_context *ctx) {
     struct moeinf_tier *t = ctx->tier;
     if (!t) return;
+    moeinf_tier_quiesce(t); /* reads in flight would count after the reset */
     memset(t->layer, 0, (size_t)t->n_layers * sizeof *t->layer);
+    memset(t->prediction, 0, sizeof t->prediction);
     t->tokens = t->decode_tokens = 0;
 }

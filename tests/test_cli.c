@@ -36,6 +36,34 @@ static void test_tokenize_output(void) {
     CHECK(strcmp(out, "1\n") == 0);
 }
 
+static void test_tokenize_bpe(void) {
+    /* Byte-level BPE: tiny-qwen2moe's golden prompt ids (BOS 32013 first), from the vocabulary
+     * alone (the qwen2moe weights are not read); a vocabulary-only GGUF works too. */
+    char model[1024];
+    char cmd[2048];
+    char out[4096];
+    char err[4096];
+    if (!test_shared_path("testdata/models/tiny-qwen2moe-F32.gguf", model, sizeof model)) return;
+    snprintf(cmd, sizeof cmd, "%s tokenize -m %s 'Hello world'", bin(), model);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    CHECK_MSG(strcmp(out, "32013 17535 1835\n") == 0, "got %s", out); /* golden hello */
+    snprintf(cmd, sizeof cmd,
+             "%s tokenize -m %s \"$(printf 'Caf\\303\\251 na\\303\\257ve "
+             "\\346\\227\\245\\346\\234\\254\\350\\252\\236 "
+             "\\360\\237\\232\\200\\360\\237\\224\\245!')\"",
+             bin(), model);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    /* golden unicode-kvf32-nofa.json */
+    CHECK_MSG(strcmp(out, "32013 34 2623 584 10012 2854 312 207 10169 13099 239 12394 235 209 "
+                          "10047 229 98 0\n") == 0,
+              "got %s", out);
+    if (!test_shared_path("testdata/tokenizer/ggml-vocab-gpt-2.gguf", model, sizeof model)) return;
+    snprintf(cmd, sizeof cmd, "%s tokenize -m %s ' Hello World!'", bin(), model);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    /* llama.cpp's vector for this string */
+    CHECK_MSG(strcmp(out, "18435 2159 0\n") == 0, "got %s", out);
+}
+
 static void test_logits_file(void) {
     char model[1024];
     char golden[1024];
@@ -77,8 +105,8 @@ static void test_run_greedy_ids(void) {
     /* golden greedy of "Hello world" (hello-kvf32-nofa): margins of the first three steps
      * are 0.50, 3.05, 4.40, far above the F32 error bound of 2e-2 */
     snprintf(cmd, sizeof cmd,
-             "%s run -m %s -p 'Hello world' -n 3 --temp 0 --print-ids -c 64 --kv-type f32",
-             bin(), model);
+             "%s run -m %s -p 'Hello world' -n 3 --temp 0 --print-ids -c 64 --kv-type f32", bin(),
+             model);
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
     CHECK_STR_CONTAINS(out, "\nids: 15635 8887 2807\n");
     CHECK(strncmp(out, "Hello world", 11) == 0);
@@ -289,6 +317,7 @@ static void test_help(void) {
 
 int main(void) {
     RUN(test_tokenize_output);
+    RUN(test_tokenize_bpe);
     RUN(test_logits_file);
     RUN(test_run_greedy_ids);
     RUN(test_record_tag);

@@ -10,6 +10,7 @@
 
 #include "base/file.h"
 #include "base/rng.h"
+#include "experts/cache.h"
 #include "experts/eam.h"
 #include "experts/policy.h"
 #include "moeinf_sim.h"
@@ -425,7 +426,7 @@ static void test_defects_are_named(void) {
         {"magic", 0, 0, 0, MOEINF_EAMC_BAD_MAGIC},
         {"empty", 0, 1, 0, MOEINF_EAMC_BAD_MAGIC},
         {"half header", 20, 1, 0, MOEINF_EAMC_TRUNCATED},
-        {"version", 8, 3, 2, MOEINF_EAMC_BAD_VERSION},
+        {"version", 8, 3, 3, MOEINF_EAMC_BAD_VERSION},
         {"capacity 0", 24, 3, 0, MOEINF_EAMC_BAD_HEADER},
         {"capacity huge", 24, 3, 1u << 30, MOEINF_EAMC_BAD_HEADER},
         {"entries > capacity", 28, 3, 7, MOEINF_EAMC_BAD_HEADER},
@@ -519,7 +520,7 @@ static void test_policy_state_all_or_nothing(void) {
         CHECK_EQ_INT(moeinf_policy_state_load(p, a, 0, &loaded, &err), MOEINF_OK);
         CHECK(!loaded); /* missing file: keeps its collection */
         CHECK_EQ_INT(moeinf_policy_state_save(p, a, &err), MOEINF_OK);
-        static uint8_t buf[1 << 15];
+        static uint8_t buf[1 << 16];
         size_t n = slurp(a, buf, sizeof buf);
         CHECK(n > 40);
         buf[n / 2] ^= 0xff;
@@ -529,7 +530,7 @@ static void test_policy_state_all_or_nothing(void) {
         CHECK_STR_CONTAINS(err.msg, "checksum mismatch");
         /* unchanged: saving again gives the same bytes as before */
         CHECK_EQ_INT(moeinf_policy_state_save(p, c2, &err), MOEINF_OK);
-        static uint8_t again[1 << 15];
+        static uint8_t again[1 << 16];
         buf[n / 2] ^= 0xff;
         CHECK_EQ_INT(slurp(c2, again, sizeof again), n);
         CHECK(!memcmp(again, buf, n));
@@ -545,6 +546,135 @@ static void test_policy_state_all_or_nothing(void) {
     remove(a);
     remove(b);
     remove(c2);
+}
+
+/* Drives requests through a cache and policy, one token at a time (top_k 2 of 12 experts,
+ * skewed per request topic); appends one hit bit per access to hits (if not NULL) and returns
+ * the hits. */
+static int drive(struct moeinf_policy *p, struct moeinf_cache *c, uint64_t *rng, int n_req,
+                 uint64_t first, uint8_t *hits, int *n_hits) {
+    const int n_layers = p->geom.n_layers;
+    const int n_exp = p->geom.n_experts;
+    int total = 0;
+    for (int r = 0; r < n_req; r++) {
+        moeinf_policy_request_begin(p, first + (uint64_t)r);
+        int topic = (int)(moeinf_splitmix64(rng) % 3);
+        int n_tok = 3 + (int)(moeinf_splitmix64(rng) % 8);
+        for (int t = 0; t < n_tok; t++) {
+            moeinf_policy_token_begin(p, t < 2 ? MOEINF_PHASE_PREFILL : MOEINF_PHASE_DECODE);
+            for (int l = 0; l < n_layers; l++) {
+                uint32_t ids[2];
+                uint64_t x = moeinf_splitmix64(rng);
+                int e0 = (x % 4) ? (topic * 4 + (int)((x >> 2) % 4)) % n_exp
+                                 : (int)((x >> 2) % (uint64_t)n_exp);
+                int e1 = (e0 + 1 + (int)((x >> 8) % (uint64_t)(n_exp - 1))) % n_exp;
+                ids[0] = (uint32_t)(l * n_exp + e0);
+                ids[1] = (uint32_t)(l * n_exp + e1);
+                moeinf_cache_step_begin(c, p, l, ids, 2);
+                for (int j = 0; j < 2; j++) {
+                    struct moeinf_cache_event ev;
+                    struct moeinf_error err;
+                    CHECK_EQ_INT(moeinf_cache_access(c, p, ids[j], &ev, &err), MOEINF_OK);
+                    total += ev.hit;
+                    if (hits) hits[(*n_hits)++] = ev.hit;
+                }
+                moeinf_cache_step_end(c, p, l, ids, 2);
+            }
+            moeinf_policy_token_end(p);
+        }
+        moeinf_policy_request_end(p);
+    }
+    return total;
+}
+
+/* Every resident expert leaves the cache (the policy told as for an eviction). */
+static void empty_cache(struct moeinf_cache *c, struct moeinf_policy *p) {
+    for (int slot = 0; slot < moeinf_cache_capacity(c); slot++) {
+        uint32_t id = moeinf_cache_slot_expert(c, slot);
+        if (id != MOEINF_EXPERT_NONE) moeinf_cache_drop(c, p, id);
+    }
+}
+
+/*
+ * What a policy learned survives a save and a load exactly: a policy loaded from the file of
+ * one that ran 40 requests, and that one itself (its cache emptied, so that both start from
+ * the same cache contents), make the same hit/miss on every access of 40 more requests, and
+ * then save the same bytes.
+ */
+static void test_policy_state_round_trip(void) {
+    struct moeinf_policy_geometry g = {4, 12, 2, 10};
+    char a[512];
+    char b[512];
+    test_tmp_path("eam_trip_a.eamc", a, sizeof a);
+    test_tmp_path("eam_trip_b.eamc", b, sizeof b);
+    struct moeinf_error err;
+    static const char *const names[] = {"moe-infinity", "reuse"};
+    static uint8_t hits_p[4000];
+    static uint8_t hits_q[4000];
+    static uint8_t hits_cold[4000];
+    static uint8_t fa[1 << 17];
+    static uint8_t fb[1 << 17];
+    for (int k = 0; k < 2; k++) {
+        struct moeinf_policy *p = NULL;
+        struct moeinf_policy *q = NULL;
+        struct moeinf_policy *cold = NULL;
+        struct moeinf_cache *cp = NULL;
+        struct moeinf_cache *cq = NULL;
+        struct moeinf_cache *cc = NULL;
+        CHECK_EQ_INT(moeinf_policy_create(names[k], &g, &p, &err), MOEINF_OK);
+        CHECK_EQ_INT(moeinf_policy_create(names[k], &g, &q, &err), MOEINF_OK);
+        CHECK_EQ_INT(moeinf_policy_create(names[k], &g, &cold, &err), MOEINF_OK);
+        CHECK_EQ_INT(moeinf_cache_init(&g, &cp, &err), MOEINF_OK);
+        CHECK_EQ_INT(moeinf_cache_init(&g, &cq, &err), MOEINF_OK);
+        CHECK_EQ_INT(moeinf_cache_init(&g, &cc, &err), MOEINF_OK);
+        if (!p || !q || !cold || !cp || !cq || !cc) goto next;
+        uint64_t rng = 7 + (uint64_t)k;
+        drive(p, cp, &rng, 40, 0, NULL, NULL);
+        CHECK_EQ_INT(moeinf_policy_state_save(p, a, &err), MOEINF_OK);
+        bool loaded = false;
+        CHECK_EQ_INT(moeinf_policy_state_load(q, a, 0, &loaded, &err), MOEINF_OK);
+        CHECK(loaded);
+        empty_cache(cp, p);
+        uint64_t r1 = 99;
+        uint64_t r2 = 99;
+        uint64_t r3 = 99;
+        int np = 0;
+        int nq = 0;
+        int nc = 0;
+        int hp = drive(p, cp, &r1, 40, 40, hits_p, &np);
+        int hq = drive(q, cq, &r2, 40, 40, hits_q, &nq);
+        int hc = drive(cold, cc, &r3, 40, 0, hits_cold, &nc);
+        CHECK_EQ_INT(np, nq);
+        CHECK_EQ_INT(hp, hq);
+        CHECK(np == nq && !memcmp(hits_p, hits_q, (size_t)np));
+        /* and what was learned mattered: a cold policy decides differently */
+        CHECK_MSG(hc != hp || memcmp(hits_p, hits_cold, (size_t)np) != 0, "%s: no difference",
+                  names[k]);
+        CHECK_EQ_INT(moeinf_policy_state_save(p, a, &err), MOEINF_OK);
+        CHECK_EQ_INT(moeinf_policy_state_save(q, b, &err), MOEINF_OK);
+        size_t na = slurp(a, fa, sizeof fa);
+        CHECK(na > 56 && na < sizeof fa);
+        CHECK(slurp(b, fb, sizeof fb) == na && !memcmp(fa, fb, na));
+        /* the file names its policy: the other EAMC policy refuses it */
+        struct moeinf_policy *other = NULL;
+        CHECK_EQ_INT(moeinf_policy_create(names[1 - k], &g, &other, &err), MOEINF_OK);
+        if (other) {
+            CHECK_EQ_INT(moeinf_policy_state_load(other, a, 0, &loaded, &err), MOEINF_ERR_FORMAT);
+            CHECK_STR_CONTAINS(err.msg, a);
+            CHECK_STR_CONTAINS(err.msg, "another policy's state");
+            CHECK_STR_CONTAINS(err.msg, names[k]);
+        }
+        moeinf_policy_free(other);
+    next:
+        moeinf_policy_free(p);
+        moeinf_policy_free(q);
+        moeinf_policy_free(cold);
+        moeinf_cache_free(cp);
+        moeinf_cache_free(cq);
+        moeinf_cache_free(cc);
+    }
+    remove(a);
+    remove(b);
 }
 
 /* Writes a small random trace with topic-skewed requests. */
@@ -663,6 +793,7 @@ int main(void) {
     RUN(test_crash_before_rename_keeps_old_file);
     RUN(test_defects_are_named);
     RUN(test_policy_state_all_or_nothing);
+    RUN(test_policy_state_round_trip);
     RUN(test_sim_eamc_option);
     return test_report();
 }

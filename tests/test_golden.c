@@ -23,7 +23,6 @@
 
 #include "engine.h"
 #include "golden.h"
-#include "model_ids_only.h"
 #include "test.h"
 
 #define MAX_TOK  64
@@ -61,8 +60,7 @@
  *     default context 3.8e-2, 3.9e-2, 9.5e-2. qwen3moe's default-context goldens skip the
  *     greedy steps whose logits came through a router near-tie (skip_ties; 5 of 64 steps):
  *     one, with a gap of 2e-5 between the 4th and 5th expert, took another expert under F16
- *     attention and moved the logits by 1.7. qwen2moe and olmoe vocabularies are byte-level
- *     BPE: those models are fed the goldens' token ids (ids_only).
+ *     attention and moved the logits by 1.7.
  *
  * Ablations (test_ablations): dropping q/k RMSNorm or flipping the top-k renormalisation of
  * qwen3moe and olmoe, and flipping qwen2moe's renormalisation or dropping its shared expert,
@@ -102,29 +100,27 @@ struct golden_bound { // NOLINT(clang-analyzer-optin.performance.Padding): a tab
     double inject_max;   /* the injected error must stay at most this while failing */
     enum place model_in; /* where the model file is */
     bool goldens_in_repo; /* goldens in tests/data/golden (else ../shared/testdata/golden) */
-    bool ids_only;        /* byte-level BPE vocabulary, which moeinf does not tokenize yet:
-                             the model is loaded without it and fed the golden's ids */
     bool skip_ties;       /* greedy steps whose logits came through a router near-tie
                              (gap < 1e-3 in any layer) are not compared (README 2.4) */
 };
 
 /* clang-format off */
 static const struct golden_bound golden_bounds[] = {
-    /* model              kv_f32 measured tol     injection      at    scale  max   model     goldens ids  ties   gives */
-    {"tiny-mixtral-F32",  true,  3.32e-3, 8.3e-3, ROUTER_ROW,    1,    3e-3,  0.05, SHARED,   false, false, false}, /* 0.031 */
-    {"tiny-mixtral-F32",  false, 4.51e-2, 0.113,  ROUTER_ROW,    1,    0.07,  0.68, SHARED,   false, false, false}, /* 0.42 */
-    {"tiny-mixtral-Q8_0", true,  3.86e-6, 9.6e-6, LM_HEAD_SCALE, 3294, 0,     1e-2, SHARED,   false, false, false}, /* 3.3e-3 */
-    {"tiny-mixtral-Q8_0", false, 0.606,   1.52,   ROUTER_ROW,    3,    0.3,   9.1,  SHARED,   false, false, false}, /* 5.8 */
-    {"tiny-mixtral-Q4_0", true,  3.86e-6, 9.6e-6, LM_HEAD_SCALE, 3294, 0,     1e-2, SHARED,   false, false, false}, /* 4.0e-3 */
-    {"tiny-mixtral-Q4_0", false, 0.544,   1.36,   ROUTER_ROW,    3,    0.05,  8.2,  SHARED,   false, false, false}, /* 6.1 */
-    {"trained-moe-Q8_0",  true,  5.38e-2, 0.135,  ROUTER_ROW,    3,    0.05,  1.2,  MODELS,   true,  false, false}, /* 0.97 */
-    {"trained-moe-Q8_0",  false, 0.626,   1.57,   ROUTER_ROW,    3,    1.0,   9.4,  MODELS,   true,  false, false}, /* 5.4 */
-    {"tiny-qwen2moe-F32", true,  3.14e-3, 7.9e-3, ROUTER_ROW,    1,    5e-3,  0.047, SHARED,   false, true,  false}, /* 0.028 */
-    {"tiny-qwen2moe-F32", false, 3.81e-2, 9.5e-2, ROUTER_ROW,    1,    0.06,  0.57,  SHARED,   false, true,  false}, /* 0.44 */
-    {"tiny-olmoe-F32",    true,  1.43e-3, 3.6e-3, ROUTER_ROW,    1,    5e-3,  0.021, SHARED,   true,  true,  false}, /* 8.7e-3 */
-    {"tiny-olmoe-F32",    false, 3.94e-2, 9.9e-2, ROUTER_ROW,    1,    0.25,  0.59,  SHARED,   true,  true,  false}, /* 0.46 */
-    {"tiny-qwen3moe-F32", true,  1.52e-3, 3.8e-3, ROUTER_ROW,    1,    7e-4,  0.023, TEST_DATA, true, false, false}, /* 0.019 */
-    {"tiny-qwen3moe-F32", false, 9.45e-2, 0.236,  ROUTER_ROW,    1,    0.018,  1.42,  TEST_DATA, true, false, true},  /* 0.44 */
+    /* model              kv_f32 measured tol     injection      at    scale  max    model      goldens ties   gives */
+    {"tiny-mixtral-F32",  true,  3.32e-3, 8.3e-3, ROUTER_ROW,    1,    3e-3,  0.05,  SHARED,    false, false}, /* 0.031 */
+    {"tiny-mixtral-F32",  false, 4.51e-2, 0.113,  ROUTER_ROW,    1,    0.07,  0.68,  SHARED,    false, false}, /* 0.42 */
+    {"tiny-mixtral-Q8_0", true,  3.86e-6, 9.6e-6, LM_HEAD_SCALE, 3294, 0,     1e-2,  SHARED,    false, false}, /* 3.3e-3 */
+    {"tiny-mixtral-Q8_0", false, 0.606,   1.52,   ROUTER_ROW,    3,    0.3,   9.1,   SHARED,    false, false}, /* 5.8 */
+    {"tiny-mixtral-Q4_0", true,  3.86e-6, 9.6e-6, LM_HEAD_SCALE, 3294, 0,     1e-2,  SHARED,    false, false}, /* 4.0e-3 */
+    {"tiny-mixtral-Q4_0", false, 0.544,   1.36,   ROUTER_ROW,    3,    0.05,  8.2,   SHARED,    false, false}, /* 6.1 */
+    {"trained-moe-Q8_0",  true,  5.38e-2, 0.135,  ROUTER_ROW,    3,    0.05,  1.2,   MODELS,    true,  false}, /* 0.97 */
+    {"trained-moe-Q8_0",  false, 0.626,   1.57,   ROUTER_ROW,    3,    1.0,   9.4,   MODELS,    true,  false}, /* 5.4 */
+    {"tiny-qwen2moe-F32", true,  3.14e-3, 7.9e-3, ROUTER_ROW,    1,    5e-3,  0.047, SHARED,    false, false}, /* 0.028 */
+    {"tiny-qwen2moe-F32", false, 3.81e-2, 9.5e-2, ROUTER_ROW,    1,    0.06,  0.57,  SHARED,    false, false}, /* 0.44 */
+    {"tiny-olmoe-F32",    true,  1.43e-3, 3.6e-3, ROUTER_ROW,    1,    5e-3,  0.021, SHARED,    true,  false}, /* 8.7e-3 */
+    {"tiny-olmoe-F32",    false, 3.94e-2, 9.9e-2, ROUTER_ROW,    1,    0.25,  0.59,  SHARED,    true,  false}, /* 0.46 */
+    {"tiny-qwen3moe-F32", true,  1.52e-3, 3.8e-3, ROUTER_ROW,    1,    7e-4,  0.023, TEST_DATA, true,  false}, /* 0.019 */
+    {"tiny-qwen3moe-F32", false, 9.45e-2, 0.236,  ROUTER_ROW,    1,    0.018, 1.42,  TEST_DATA, true,  true}, /* 0.44 */
 };
 
 /* clang-format on */
@@ -358,7 +354,7 @@ static bool compare_golden(struct moeinf_model *model, const struct golden *g, d
         outcome_fail(o, "%s: %d tokens, %d vocabulary entries", g->name, g->n_tokens, n_vocab);
         return false;
     }
-    if (model->vocab) { /* else loaded ids-only (see golden_bound) */
+    {
         char prompt[512];
         int plen = golden_prompt(g->json, prompt, sizeof prompt);
         int32_t *ids = NULL;
@@ -436,8 +432,7 @@ static struct moeinf_model *load_model(const struct golden_bound *b, char *dir, 
     struct moeinf_error err = {0};
     struct moeinf_model *model = NULL;
     struct moeinf_model_params mp = moeinf_model_params_default();
-    enum moeinf_status st = b->ids_only ? test_model_load_ids_only(model_path, false, &model, &err)
-                                        : moeinf_model_load(model_path, &mp, &model, &err);
+    enum moeinf_status st = moeinf_model_load(model_path, &mp, &model, &err);
     CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
     return model;
 }

@@ -18,7 +18,6 @@
 
 #include "engine.h"
 #include "gguf/gguf.h"
-#include "model_ids_only.h"
 #include "moeinf.h"
 #include "moeinf_sim.h"
 #include "quant/quant.h"
@@ -40,6 +39,8 @@ struct cfg {
     const char *policy;
     const char *record; /* routing record path, or NULL */
     enum moeinf_expert_io io;
+    int ahead; /* reading ahead: 0 none (exact, as the simulator without prefetch), 1 the
+                  policy's prefetch and gate lookahead, 2 more of both on one I/O thread */
 };
 
 struct out {
@@ -111,10 +112,7 @@ static struct moeinf_model *model_for(const char *path, bool offload) {
     struct moeinf_error err = {0};
     struct moeinf_model_params mp = moeinf_model_params_default();
     mp.offload_experts = offload;
-    /* qwen2moe's vocabulary is byte-level BPE: loaded without it (the prompts are ids) */
-    enum moeinf_status st = strstr(path, "qwen2moe")
-                                ? test_model_load_ids_only(path, offload, &loaded[k], &err)
-                                : moeinf_model_load(path, &mp, &loaded[k], &err);
+    enum moeinf_status st = moeinf_model_load(path, &mp, &loaded[k], &err);
     CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
     snprintf(loaded_path[k], sizeof loaded_path[k], "%s", path);
     return loaded[k];
@@ -140,6 +138,9 @@ static bool run(const struct cfg *c, struct out *o) {
     cp.expert_cache = c->cache;
     cp.expert_policy = c->policy;
     cp.expert_io = c->io;
+    cp.expert_prefetch = c->ahead == 0 ? 0 : c->ahead == 1 ? 2 : 6;
+    cp.expert_lookahead = c->ahead == 0 ? 0 : c->ahead;
+    cp.expert_io_threads = c->ahead == 2 ? 1 : 2;
     enum moeinf_status st = moeinf_context_init(model, &cp, &ctx, &err);
     CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
     int n_vocab = moeinf_model_n_vocab(model);
@@ -205,14 +206,15 @@ static void compare(const char *what, const struct out *ref, const struct out *g
 #    define TSAN_GRID 0
 #endif
 
-/* Every online policy x sizes x micro-batches at 1 thread; 2 and 3 threads for reuse. */
+/* Every online policy x sizes x micro-batches at 1 thread; 2 and 3 threads for reuse; the
+ * three reading-ahead modes spread over the grid. */
 static void check_model(const char *path) {
     struct geometry g = geometry_of(path);
     CHECK(g.n_expert > 0);
     if (g.n_expert == 0) return;
     struct out ref;
     struct cfg rc = {
-        path, 1, 512, {MOEINF_EXPERT_CACHE_NONE, 0, 0}, NULL, NULL, MOEINF_EXPERT_IO_DIRECT};
+        path, 1, 512, {MOEINF_EXPERT_CACHE_NONE, 0, 0}, NULL, NULL, MOEINF_EXPERT_IO_DIRECT, 0};
     if (!run(&rc, &ref)) { /* a failed run may still hold its buffer */
         free(ref.logits);
         return;
@@ -231,18 +233,20 @@ static void check_model(const char *path) {
                 for (int t = TSAN_GRID ? 2 : 1; t <= max_threads; t++) {
                     /* reads through the page cache keep this grid fast; the O_DIRECT path
                      * runs below and in the byte-count test */
+                    int ahead = (int)((pi + si + bi + (size_t)t) % 3);
                     struct cfg c = {path,
                                     t,
                                     batches[bi],
                                     slots(sizes[si], &g),
                                     policy,
                                     NULL,
-                                    MOEINF_EXPERT_IO_CACHED};
+                                    MOEINF_EXPERT_IO_CACHED,
+                                    ahead};
                     struct out got;
                     run(&c, &got);
                     char what[512];
-                    snprintf(what, sizeof what, "%s: %s, %d slots, -b %d, -t %d", path, policy,
-                             sizes[si], batches[bi], t);
+                    snprintf(what, sizeof what, "%s: %s, %d slots, -b %d, -t %d, ahead %d", path,
+                             policy, sizes[si], batches[bi], t, ahead);
                     CHECK_MSG(got.slots == sizes[si], "%s: %d slots", what, got.slots);
                     compare(what, &ref, &got);
                     /* hits + misses = accesses; a full cache misses each used expert once */
@@ -253,20 +257,26 @@ static void check_model(const char *path) {
                         for (int il = 0; il < g.n_layer; il++)
                             for (int e = 0; e < g.n_expert; e++)
                                 distinct += ref.used[il][e];
-                        if (batches[bi] == 512) {
+                        if (batches[bi] == 512 && ahead == 0) {
                             CHECK_EQ_INT((long long)got.stats.misses, distinct);
                         }
+                        /* reading ahead can only turn demand reads into prefetched ones */
+                        CHECK_MSG(got.stats.misses <= (uint64_t)distinct, "%s: %llu misses",
+                                  what, (unsigned long long)got.stats.misses);
                     }
                     free(got.logits);
                 }
             }
         }
     }
-    struct cfg d = {path, 2, 3, slots(g.top_k + 1, &g), NULL, NULL, MOEINF_EXPERT_IO_DIRECT};
-    struct out got;
-    run(&d, &got);
-    compare("O_DIRECT reads", &ref, &got);
-    free(got.logits);
+    for (int ahead = 0; ahead < 3; ahead++) {
+        struct cfg d = {path, 2, 3, slots(g.top_k + 1, &g), NULL, NULL, MOEINF_EXPERT_IO_DIRECT,
+                        ahead};
+        struct out got;
+        run(&d, &got);
+        compare("O_DIRECT reads", &ref, &got);
+        free(got.logits);
+    }
     free(ref.logits);
 }
 
@@ -364,7 +374,7 @@ static void test_bytes_read_are_the_misses(void) {
     struct geometry g = geometry_of(path);
     struct out ref;
     struct cfg rc = {
-        path, 1, 512, {MOEINF_EXPERT_CACHE_NONE, 0, 0}, NULL, NULL, MOEINF_EXPERT_IO_DIRECT};
+        path, 1, 512, {MOEINF_EXPERT_CACHE_NONE, 0, 0}, NULL, NULL, MOEINF_EXPERT_IO_DIRECT, 0};
     if (!run(&rc, &ref)) { /* a failed run may still hold its buffer */
         free(ref.logits);
         return;
@@ -401,7 +411,7 @@ static void test_bytes_read_are_the_misses(void) {
     }
     moeinf_gguf_free(gg);
     struct cfg c = {
-        path, 2, 512, slots(g.n_layer * g.n_expert, &g), "lru", NULL, MOEINF_EXPERT_IO_DIRECT};
+        path, 2, 512, slots(g.n_layer * g.n_expert, &g), "lru", NULL, MOEINF_EXPERT_IO_DIRECT, 0};
     struct out got;
     run(&c, &got);
     compare("bytes test", &ref, &got);
@@ -440,7 +450,8 @@ static void test_sim_replays_engine_counts(void) {
                                 slots(sizes[si], &g),
                                 policies[pi],
                                 rec,
-                                MOEINF_EXPERT_IO_CACHED};
+                                MOEINF_EXPERT_IO_CACHED,
+                                0};
                 struct out got;
                 run(&c, &got);
                 free(got.logits);

@@ -4,8 +4,9 @@
  * prompt and sampling settings (streamed and not), chat through the mistral template, stop
  * strings, KV prefix reuse, every bad-input case with its status (and /health after each),
  * CORS, metrics, the API key, a full queue (503), a client that leaves (cancelled), the expert
- * cache's metrics, a bounded load test, the `openai` Python client, and `moeinf chat` on piped
- * standard input. Each server is stopped with SIGTERM and must exit 0 (ASan checks leaks).
+ * cache's metrics, a bounded load test, the `openai` Python client, `moeinf chat` on piped
+ * standard input, and --eamc (saved every --eamc-every requests and at shutdown). Each server
+ * is stopped with SIGTERM and must exit 0 (ASan checks leaks).
  */
 // ctest-labels: threads
 #include <cjson/cJSON.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "experts/eam.h"
 #include "test.h"
 
 #define MODEL "testdata/models/tiny-mixtral-Q8_0.gguf"
@@ -536,6 +538,58 @@ static void test_queue_cancel_expert_cache(void) {
     CHECK_EQ_INT(server_stop(&b), 0);
 }
 
+/* Requests in the EAMC file (-1 when it does not load). */
+static int eamc_entries(const char *path) {
+    struct moeinf_policy_geometry g = {2, 8, 2, 0}; /* tiny-mixtral */
+    struct moeinf_eamc *c = NULL;
+    struct moeinf_error err;
+    if (moeinf_eamc_load(&g, path, &c, NULL, &err) != MOEINF_OK) return -1;
+    int n = moeinf_eamc_size(c);
+    moeinf_eamc_free(c);
+    return n;
+}
+
+/* --eamc: each request ends one for the policy; the file is written every 2 requests and at
+ * shutdown, and a restarted server starts from it. */
+static void test_eamc(void) {
+    char state[512];
+    char args[1024];
+    char resp[16384];
+    test_tmp_path("serve_eamc.eamc", state, sizeof state);
+    remove(state);
+    snprintf(args, sizeof args,
+             "--expert-cache 50%% --expert-io cached -c 256 -t 1 --eamc '%s' --eamc-every 2",
+             state);
+    struct server e;
+    bool up = server_start(&e, "serve-e", args);
+    CHECK(up);
+    if (!up) return;
+    static const char *const bodies[] = {
+        "{\"prompt\": \"Once upon a time\", \"temperature\": 0, \"max_tokens\": 4}",
+        "{\"prompt\": \"The quick brown fox\", \"temperature\": 0, \"max_tokens\": 4}",
+        "{\"prompt\": \"Hello\", \"temperature\": 0, \"max_tokens\": 4}",
+    };
+    CHECK_EQ_INT(http(&e, "POST", "/v1/completions", bodies[0], NULL, resp, sizeof resp), 200);
+    usleep(200000);
+    CHECK(!test_file_exists(state)); /* one request: not yet */
+    CHECK_EQ_INT(http(&e, "POST", "/v1/completions", bodies[1], NULL, resp, sizeof resp), 200);
+    int n = -1;
+    for (double t0 = now(); now() - t0 < 30 && n < 0; usleep(20000))
+        n = eamc_entries(state); /* written after the answer */
+    CHECK_EQ_INT(n, 2);
+    CHECK_EQ_INT(http(&e, "POST", "/v1/completions", bodies[2], NULL, resp, sizeof resp), 200);
+    CHECK_EQ_INT(server_stop(&e), 0);
+    CHECK_EQ_INT(eamc_entries(state), 3);
+    /* a restart loads it, and saves one more at shutdown */
+    up = server_start(&e, "serve-e", args);
+    CHECK(up);
+    if (!up) return;
+    CHECK_EQ_INT(http(&e, "POST", "/v1/completions", bodies[0], NULL, resp, sizeof resp), 200);
+    CHECK_EQ_INT(server_stop(&e), 0);
+    CHECK_EQ_INT(eamc_entries(state), 4);
+    remove(state);
+}
+
 static void test_start_errors(void) {
     char args[2048];
     char out[1024];
@@ -549,6 +603,9 @@ static void test_start_errors(void) {
     snprintf(args, sizeof args, "serve -m '%s' --host 203.0.113.7 --port 0", model_path);
     CHECK_EQ_INT(test_run_moeinf("serve-err", args, out, sizeof out, err, sizeof err), 1);
     CHECK_STR_CONTAINS(err, "cannot listen");
+    snprintf(args, sizeof args, "serve -m '%s' --eamc-every 3", model_path);
+    CHECK_EQ_INT(test_run_moeinf("serve-err", args, out, sizeof out, err, sizeof err), 2);
+    CHECK_STR_CONTAINS(err, "--eamc-every needs --eamc");
     CHECK_EQ_INT(test_run_moeinf("serve-err", "--version", out, sizeof out, err, sizeof err), 0);
     CHECK_STR_CONTAINS(out, "moeinf 0.");
 }
@@ -572,6 +629,7 @@ int main(void) {
     RUN(test_load);
     if (a_up) CHECK_EQ_INT(server_stop(&srv), 0);
     RUN(test_queue_cancel_expert_cache);
+    RUN(test_eamc);
     RUN(test_start_errors);
     return test_report();
 }

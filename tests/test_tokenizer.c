@@ -816,10 +816,10 @@ static void test_hostile_desc(void) {
     expect_init_fail(&d, MOEINF_ERR_FORMAT, "padding_token_id");
     d = base, d.n_tokens = 0;
     expect_init_fail(&d, MOEINF_ERR_FORMAT, "no tokens");
-    d = base, d.model = "gpt2";
-    expect_init_fail(&d, MOEINF_ERR_UNSUPPORTED,
-                     "gpt2 (byte-level BPE) vocabularies are not "
-                     "supported yet");
+    d = base, d.model = "gpt2", d.pre = "no-such-pre";
+    expect_init_fail(&d, MOEINF_ERR_UNSUPPORTED, "unknown pre-tokenizer 'no-such-pre'");
+    d = base, d.model = "bert";
+    expect_init_fail(&d, MOEINF_ERR_UNSUPPORTED, "bert (WordPiece) vocabularies are not");
     d = base, d.model = "t5";
     expect_init_fail(&d, MOEINF_ERR_UNSUPPORTED, "t5");
 
@@ -946,22 +946,23 @@ static void test_hostile_gguf(void) {
     o = ok, o.tokens_elem = MOEINF_GGUF_TYPE_INT32;
     CHECK_EQ_INT(open_generated(&o, &err), MOEINF_ERR_FORMAT);
     CHECK_STR_CONTAINS(err.msg, "tokenizer.ggml.tokens");
-    o = ok, o.n_tokens = 6, o.model = "gpt2";
-    CHECK_EQ_INT(open_generated(&o, &err), MOEINF_ERR_UNSUPPORTED);
-    CHECK_STR_CONTAINS(err.msg, "gpt2 (byte-level BPE) vocabularies are not supported yet");
+    o = ok, o.n_tokens = 6, o.model = "gpt2"; /* no tokenizer.ggml.merges */
+    CHECK_EQ_INT(open_generated(&o, &err), MOEINF_ERR_FORMAT);
+    CHECK_STR_CONTAINS(err.msg, "tokenizer.ggml.merges");
 }
 
-static void test_shared_bpe_vocab_unsupported(void) {
+static void test_shared_wpm_vocab_unsupported(void) {
+    /* bert-bge is WordPiece, which moeinf does not implement. */
     char path[1024];
-    if (!test_shared_path("testdata/tokenizer/ggml-vocab-gpt-2.gguf", path, sizeof path)) return;
+    if (!test_shared_path("testdata/tokenizer/ggml-vocab-bert-bge.gguf", path, sizeof path)) return;
     struct moeinf_gguf *g = NULL;
     struct moeinf_vocab *v = NULL;
     struct moeinf_error err;
     CHECK_EQ_INT(moeinf_gguf_open(path, &g, &err), MOEINF_OK);
     if (!g) return;
     CHECK_EQ_INT(moeinf_vocab_init_from_gguf(g, &v, &err), MOEINF_ERR_UNSUPPORTED);
-    CHECK_STR_CONTAINS(err.msg, "gpt2 (byte-level BPE) vocabularies are not supported yet");
-    CHECK_STR_CONTAINS(err.msg, "ggml-vocab-gpt-2.gguf");
+    CHECK_STR_CONTAINS(err.msg, "bert (WordPiece) vocabularies are not supported yet");
+    CHECK_STR_CONTAINS(err.msg, "ggml-vocab-bert-bge.gguf");
     CHECK(v == NULL);
     moeinf_gguf_free(g);
 }
@@ -983,6 +984,6 @@ int main(void) {
     RUN(test_stream_invalid_bytes);
     RUN(test_hostile_desc);
     RUN(test_hostile_gguf);
-    RUN(test_shared_bpe_vocab_unsupported);
+    RUN(test_shared_wpm_vocab_unsupported);
     return test_report();
 }

@@ -75,6 +75,7 @@ enum moeinf_status moeinf_file_fopen_regular(const char *path, FILE **out,
  * fewer TLB misses when decode streams the weights, and no page faults after the load.
  */
 enum moeinf_status moeinf_file_map_mode(const char *path, enum moeinf_map_mode mode,
+                                        const struct moeinf_progress *progress,
                                         struct moeinf_mapping *out, struct moeinf_error *err) {
     char eb[64];
     int fd = -1;
@@ -97,7 +98,14 @@ enum moeinf_status moeinf_file_map_mode(const char *path, enum moeinf_map_mode m
 #ifdef MADV_HUGEPAGE
             (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: refused where THP is off */
 #endif
-            enum moeinf_status rst = moeinf_file_pread(fd, p, size, 0, path, err);
+            /* in chunks, so that a long read can report its progress */
+            const size_t chunk = (size_t)64 << 20;
+            enum moeinf_status rst = MOEINF_OK;
+            for (size_t at = 0; rst == MOEINF_OK && at < size; at += chunk) {
+                size_t n = size - at < chunk ? size - at : chunk;
+                rst = moeinf_file_pread(fd, (uint8_t *)p + at, n, at, path, err);
+                if (rst == MOEINF_OK) moeinf_progress_report(progress, at + n, size);
+            }
             if (rst != MOEINF_OK) {
                 munmap(p, size);
                 close(fd);
@@ -115,7 +123,7 @@ enum moeinf_status moeinf_file_map_mode(const char *path, enum moeinf_map_mode m
 
 enum moeinf_status moeinf_file_map(const char *path, struct moeinf_mapping *out,
                                    struct moeinf_error *err) {
-    return moeinf_file_map_mode(path, MOEINF_MAP_FILE, out, err);
+    return moeinf_file_map_mode(path, MOEINF_MAP_FILE, NULL, out, err);
 }
 
 void moeinf_file_unmap(struct moeinf_mapping *m) {

@@ -34,9 +34,23 @@ enum moeinf_status moeinf_file_open_regular(const char *path, int *fd_out, uint6
 enum moeinf_status moeinf_file_fopen_regular(const char *path, FILE **out,
                                              struct moeinf_error *err);
 
+/* Progress of a long read (a model load): fn(user, bytes read, bytes the read will take),
+ * from the reading thread; fn NULL: none. */
+struct moeinf_progress {
+    void (*fn)(void *user, uint64_t done, uint64_t total);
+    void *user;
+};
+
+static inline void moeinf_progress_report(const struct moeinf_progress *p, uint64_t done,
+                                          uint64_t total) {
+    if (p && p->fn) p->fn(p->user, done, total);
+}
+
 enum moeinf_status moeinf_file_map(const char *path, struct moeinf_mapping *out,
                                    struct moeinf_error *err);
+/* MOEINF_MAP_READ reads the file in chunks, reporting each to progress (may be NULL). */
 enum moeinf_status moeinf_file_map_mode(const char *path, enum moeinf_map_mode mode,
+                                        const struct moeinf_progress *progress,
                                         struct moeinf_mapping *out, struct moeinf_error *err);
 void moeinf_file_unmap(struct moeinf_mapping *m);
 

@@ -1,6 +1,7 @@
 /*
  * cli.h - the moeinf command line: one cmd_<name>.c per subcommand, table in main.c.
- * The CLI uses only the public headers moeinf.h and moeinf_sim.h (plus this file).
+ * The CLI uses only the public headers moeinf.h and moeinf_sim.h (plus this file), except
+ * bench_replay.c: routing replay is internal (engine_replay.h), a benchmark tool.
  *
  * Exit codes: 0 success; 1 bad file or runtime failure (one line "moeinf: <msg>" on stderr);
  * 2 bad option or value (usage on stderr).
@@ -59,6 +60,32 @@ const char *cli_option_value(const char *cmd, int argc, char **argv, int *i);
  * file (moeinf_file_temp_path) before the process dies of the signal. NULL restores the
  * previous handlers. */
 void cli_remove_on_signal(const char *path);
+
+/* A SIGTERM or SIGHUP (and SIGINT when with_sigint) from now on only sets a flag, which
+ * cli_stop_signal returns (0: none yet); the loop that sees it stops, saves, and calls
+ * cli_stop_finish, which dies of that signal (nothing when none came). Signals the caller
+ * ignores stay ignored. */
+void cli_stop_on_signal(bool with_sigint);
+int cli_stop_signal(void);
+void cli_stop_finish(void);
+
+/* The progress line of long work on stderr (progress.c): redrawn in place, at most ten times
+ * a second, and only when stderr is a terminal (nothing at all otherwise). */
+struct cli_progress {
+    bool on;    /* stderr is a terminal */
+    bool drawn; /* a line is on screen */
+    double last;
+};
+
+struct cli_progress cli_progress_start(void);
+/* "loading model: 1.2/7.3 GB" (MB below a GB); user is the struct cli_progress
+ * (moeinf_model_params.progress) */
+void cli_progress_bytes(void *user, uint64_t done, uint64_t total);
+/* "WHAT: 37/128 tokens, 12.30 tokens/s"; the last step (done >= total) is drawn, then cleared */
+void cli_progress_tokens(struct cli_progress *p, const char *what, long done, long total,
+                         double seconds);
+/* Clears the line, so that what follows starts clean. */
+void cli_progress_end(struct cli_progress *p);
 
 /* The default model path, written into buf: $MOEINF_DEFAULT_MODEL, else
  * $XDG_CACHE_HOME/moeinf/default-moe-HASH.gguf, else $HOME/.cache/moeinf/default-moe-HASH.gguf

@@ -3,11 +3,13 @@
  * The work per call matches llama.cpp's eval without logits_all (what bench/llamacpp_bench.py
  * times): every prefill micro-batch and every decoded token ends with the final norm and the
  * lm_head for its last position, unless --no-logits. */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "cli/bench.h"
 #include "cli/cli.h"
 #include "cli/model_args.h"
 
@@ -27,7 +29,19 @@ static void usage(FILE *out) {
             "With --expert-cache, every run (the first included) feeds different token ids,\n"
             "so that repeated identical prompts do not flatter the cache; the first run is\n"
             "reported as cold and the median of the other R as warm, with the cache's hit\n"
-            "ratio, misses, MiB read and read seconds per token of each.\n"
+            "ratio, demand misses, MiB read, read seconds and stall seconds per token of each.\n"
+            "Routing replay (a cache study on real routing):\n"
+            "  --route-trace FILE     run requests of a moe-trace v1 file (what `moeinf sim`\n"
+            "                         reads), each once, in file order, in one context: its\n"
+            "                         prompt and decode lengths, bench's pseudo-random token\n"
+            "                         ids, and the recorded experts instead of the router's\n"
+            "                         choice (mixed with the router's own probabilities of\n"
+            "                         them). The trace's MoE layers, experts and top-k must be\n"
+            "                         the model's (`moeinf gen-model` makes such a model).\n"
+            "                         Not with -p, -n or -r. Gate lookahead is off (the\n"
+            "                         model's routers did not make the recorded choices)\n"
+            "  --trace-requests A-B   only the requests at positions A..B in the file (from 0;\n"
+            "                         or A: that one). Default: all\n"
             "%s",
             model_args_help);
 }
@@ -38,13 +52,7 @@ static double now_s(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* What one phase of one run did through the expert cache. */
-struct phase_stats {
-    double seconds;
-    struct moeinf_expert_stats d; /* counters of the phase alone */
-};
-
-static void phase_stats_set(struct phase_stats *ps, const struct moeinf_expert_stats *a,
+void bench_phase_stats_set(struct phase_stats *ps, const struct moeinf_expert_stats *a,
                             const struct moeinf_expert_stats *b, double seconds) {
     ps->seconds = seconds;
     ps->d.accesses = b->accesses - a->accesses;
@@ -52,21 +60,22 @@ static void phase_stats_set(struct phase_stats *ps, const struct moeinf_expert_s
     ps->d.misses = b->misses - a->misses;
     ps->d.bytes_read = b->bytes_read - a->bytes_read;
     ps->d.read_seconds = b->read_seconds - a->read_seconds;
+    ps->d.stall_seconds = b->stall_seconds - a->stall_seconds;
 }
 
-static void phase_stats_print(const char *phase, const char *run, const struct phase_stats *ps,
+void bench_phase_stats_print(const char *phase, const char *run, const struct phase_stats *ps,
                               long n_tok) {
     char name[32];
     snprintf(name, sizeof name, "%s-%s", phase, run);
     double n = (double)n_tok;
-    printf("%-13s %8ld %10.4f %10.2f %8.3f %10.2f %9.2f %11.5f\n", name, n_tok, ps->seconds,
-           n / ps->seconds, ps->d.accesses ? (double)ps->d.hits / (double)ps->d.accesses : 0.0,
+    printf("%-13s %8ld %10.4f %10.2f %8.3f %10.2f %9.2f %11.5f %11.5f\n", name, n_tok,
+           ps->seconds, n / ps->seconds,
+           ps->d.accesses ? (double)ps->d.hits / (double)ps->d.accesses : 0.0,
            (double)ps->d.misses / n, (double)ps->d.bytes_read / (1024.0 * 1024.0) / n,
-           ps->d.read_seconds / n);
+           ps->d.read_seconds / n, ps->d.stall_seconds / n);
 }
 
-/* What ran: the model, threads, kernels, bytes per token, and which logits were computed. */
-static void print_header(const struct moeinf_model *model, const struct moeinf_context *ctx,
+void bench_print_header(const struct moeinf_model *model, const struct moeinf_context *ctx,
                          bool no_logits, long chunk) {
     char desc[256];
     moeinf_model_desc(model, desc, sizeof desc);
@@ -89,17 +98,17 @@ static void print_header(const struct moeinf_model *model, const struct moeinf_c
 static void print_cache_table(const struct phase_stats cold[2], const struct phase_stats *warm,
                               long reps, long n_prompt, long n_gen, double pp, double tg) {
     printf("expert cache, per token: cold = the first run, warm = the median run of %ld\n", reps);
-    printf("%-13s %8s %10s %10s %8s %10s %9s %11s\n", "test", "tokens", "seconds", "tokens/s",
-           "hit", "misses", "MiB read", "read s");
+    printf("%-13s %8s %10s %10s %8s %10s %9s %11s %11s\n", "test", "tokens", "seconds",
+           "tokens/s", "hit", "misses", "MiB read", "read s", "stall s");
     for (int ph = 0; ph < 2; ph++) {
         long n_tok = ph == 0 ? n_prompt : n_gen;
         if (n_tok == 0) continue;
         const char *name = ph == 0 ? "prefill" : "decode";
-        phase_stats_print(name, "cold", &cold[ph], n_tok);
+        bench_phase_stats_print(name, "cold", &cold[ph], n_tok);
         double med = ph == 0 ? pp : tg;
         for (long r = 0; r < reps; r++) {
             if (warm[2 * r + ph].seconds == med) {
-                phase_stats_print(name, "warm", &warm[2 * r + ph], n_tok);
+                bench_phase_stats_print(name, "warm", &warm[2 * r + ph], n_tok);
                 break;
             }
         }
@@ -116,7 +125,42 @@ struct bench_opts {
     struct model_args ma;
     long n_prompt, n_gen, reps;
     bool ctx_set, no_logits;
+    const char *lengths_opt;   /* the first of -p, -n, -r given, or NULL */
+    const char *route_trace;   /* --route-trace FILE, or NULL */
+    const char *trace_requests; /* --trace-requests A-B as given, or NULL */
+    int64_t first, last;       /* its positions (last -1: to the end) */
 };
+
+/* --trace-requests "A-B" (A <= B) or "A" into [first, last]; false (message printed) if bad. */
+static bool parse_positions(const char *s, int64_t *first, int64_t *last) {
+    const char *dash = strchr(s, '-');
+    char a[32];
+    size_t n = dash ? (size_t)(dash - s) : strlen(s);
+    long va = 0;
+    long vb = 0;
+    if (n > 0 && n < sizeof a) {
+        memcpy(a, s, n);
+        a[n] = '\0';
+        char *end = NULL;
+        va = strtol(a, &end, 10);
+        bool ok = *end == '\0' && a[0] >= '0' && a[0] <= '9' && va < INT32_MAX;
+        vb = va;
+        if (ok && dash) {
+            vb = strtol(dash + 1, &end, 10);
+            ok = dash[1] >= '0' && dash[1] <= '9' && *end == '\0' && vb < INT32_MAX;
+        }
+        if (ok && vb >= va) {
+            *first = va;
+            *last = vb;
+            return true;
+        }
+    }
+    fprintf(stderr,
+            "moeinf bench: invalid value '%s' for --trace-requests: expected A-B (positions in "
+            "the file, from 0, A <= B) or A\n",
+            s);
+    return false;
+}
 
 /* Returns -1 after --help, CLI_EXIT_USAGE on a bad argument (message printed), else 0. */
 static int parse(int argc, char **argv, struct bench_opts *o) {
@@ -128,6 +172,17 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
         }
         if (!strcmp(a, "--no-logits")) {
             o->no_logits = true;
+            continue;
+        }
+        if (!strcmp(a, "--route-trace") || !strcmp(a, "--trace-requests")) {
+            const char *v = cli_option_value("bench", argc, argv, &i);
+            if (!v) return CLI_EXIT_USAGE;
+            if (a[2] == 'r') {
+                o->route_trace = v;
+            } else {
+                o->trace_requests = v;
+                if (!parse_positions(v, &o->first, &o->last)) return CLI_EXIT_USAGE;
+            }
             continue;
         }
         if (!strcmp(a, "-c")) o->ctx_set = true;
@@ -144,12 +199,32 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
             usage(stderr);
             return CLI_EXIT_USAGE;
         }
+        if (!o->lengths_opt) o->lengths_opt = a;
         if (!(val = cli_option_value("bench", argc, argv, &i))) return CLI_EXIT_USAGE;
         if (!cli_parse_long("bench", a, val, dst == &o->reps ? 1 : 0, 1 << 20, dst)) {
             return CLI_EXIT_USAGE;
         }
     }
+    if (o->trace_requests && !o->route_trace) {
+        fprintf(stderr, "moeinf bench: --trace-requests needs --route-trace\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (o->route_trace && o->lengths_opt) {
+        fprintf(stderr,
+                "moeinf bench: %s does not go with --route-trace: the trace gives each "
+                "request's prompt and decode lengths, and each request runs once\n",
+                o->lengths_opt);
+        return CLI_EXIT_USAGE;
+    }
     return 0;
+}
+
+/* The progress line of run r's decode (the warm-up is run 1 of reps + 1); cleared at its end. */
+static void decode_progress(struct cli_progress *p, long r, long reps, long done, long total,
+                            double seconds) {
+    char label[64];
+    snprintf(label, sizeof label, "bench run %ld/%ld, decode", r + 2, reps + 1);
+    cli_progress_tokens(p, label, done, total, seconds);
 }
 
 int cmd_bench(int argc, char **argv) {
@@ -157,10 +232,14 @@ int cmd_bench(int argc, char **argv) {
         .ma = {.ctx = moeinf_context_params_default(), .model = moeinf_model_params_default()},
         .n_prompt = 64,
         .n_gen = 32,
-        .reps = 3};
+        .reps = 3,
+        .last = -1};
     int prc = parse(argc, argv, &o);
     if (prc < 0) return CLI_EXIT_OK;
     if (prc > 0) return prc;
+    if (o.route_trace) {
+        return bench_replay(&o.ma, o.route_trace, o.first, o.last, o.ctx_set, o.no_logits);
+    }
     struct model_args ma = o.ma;
     const long n_prompt = o.n_prompt;
     const long n_gen = o.n_gen;
@@ -176,6 +255,7 @@ int cmd_bench(int argc, char **argv) {
     struct moeinf_context *ctx = NULL;
     int orc = model_args_open(&ma, &model, &ctx);
     if (orc != CLI_EXIT_OK) return orc;
+    if (ma.experts.eamc) cli_stop_on_signal(true); /* a signal stops the runs: save first */
     const int n_vocab = moeinf_model_n_vocab(model);
     int32_t *ids = malloc((size_t)(n_prompt + n_gen + 1) * sizeof *ids);
     double *t_pp = calloc((size_t)reps, sizeof(double));
@@ -189,12 +269,13 @@ int cmd_bench(int argc, char **argv) {
     const long chunk = ma.ctx.n_batch < ma.ctx.n_ctx ? ma.ctx.n_batch : ma.ctx.n_ctx;
     struct moeinf_error err = {0};
     int rc = CLI_EXIT_FAIL;
+    struct cli_progress prog = cli_progress_start();
     if (!ids || !t_pp || !t_tg || !warm || (!no_logits && !logits)) {
         snprintf(err.msg, sizeof err.msg, "out of memory");
         goto done;
     }
     double t_start = now_s();
-    for (long r = -1; r < reps; r++) {
+    for (long r = -1; r < reps && !cli_stop_signal(); r++) {
         /* fixed token ids: every run reads the same, except through a cache (see usage) */
         uint64_t state = 0x9E3779B97F4A7C15ull + (cached ? (uint64_t)(r + 1) : 0);
         for (long i = 0; i < n_prompt + n_gen + 1; i++) {
@@ -214,26 +295,28 @@ int cmd_bench(int argc, char **argv) {
         }
         double t1 = now_s();
         if (cached) moeinf_context_expert_stats(ctx, -1, &s1, &err);
-        for (long i = 0; i < n_gen; i++) {
+        for (long i = 0; i < n_gen && !cli_stop_signal(); i++) {
             if (moeinf_decode(ctx, &ids[n_prompt + i], 1, logits, false, &err)) goto done;
+            decode_progress(&prog, r, reps, i + 1, n_gen, now_s() - t1);
         }
         double t2 = now_s();
         if (cached) {
             moeinf_context_expert_stats(ctx, -1, &s2, &err);
             struct phase_stats *ps = r < 0 ? cold : &warm[2 * r];
-            phase_stats_set(&ps[0], &s0, &s1, t1 - t0);
-            phase_stats_set(&ps[1], &s1, &s2, t2 - t1);
+            bench_phase_stats_set(&ps[0], &s0, &s1, t1 - t0);
+            bench_phase_stats_set(&ps[1], &s1, &s2, t2 - t1);
         }
         if (r >= 0) {
             t_pp[r] = t1 - t0;
             t_tg[r] = t2 - t1;
         }
     }
+    if (expert_args_stopped(&ma.experts, ctx)) goto done; /* returns only if the save failed */
     double t_total = now_s() - t_start;
     qsort(t_pp, (size_t)reps, sizeof(double), cmp_double);
     qsort(t_tg, (size_t)reps, sizeof(double), cmp_double);
     double gb = (double)moeinf_model_decode_bytes(model) / 1e9;
-    print_header(model, ctx, no_logits, chunk);
+    bench_print_header(model, ctx, no_logits, chunk);
     printf("%-8s %8s %10s %12s\n", "test", "tokens", "seconds", "tokens/s");
     double pp = t_pp[reps / 2];
     double tg = t_tg[reps / 2];
@@ -251,12 +334,13 @@ int cmd_bench(int argc, char **argv) {
             printf("decode weight traffic: %.2f GB/s\n", gb * (double)n_gen / tg);
         }
     }
-    rc = CLI_EXIT_OK;
+    rc = expert_args_save_state(&ma.experts, ctx) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     if (!expert_args_report(&ma.experts, ctx, t_total)) {
         rc = CLI_EXIT_FAIL; /* the message is out */
         err.msg[0] = '\0';
     }
 done:
+    cli_progress_end(&prog);
     if (rc != CLI_EXIT_OK && err.msg[0]) cli_fail(&err);
     expert_args_close(&ma.experts);
     free(warm);

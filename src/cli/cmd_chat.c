@@ -171,7 +171,7 @@ static bool answer(struct session *s, const struct history *h, char **answer, si
         moeinf_sampler_accept(s->smp, ids[i]);
     long n_out = 0;
     for (;;) {
-        if (interrupted) break;
+        if (interrupted || cli_stop_signal()) break;
         int32_t id = moeinf_sampler_sample(s->smp, s->logits);
         moeinf_sampler_accept(s->smp, id);
         n_out++;
@@ -237,6 +237,7 @@ static bool read_line(char **line, size_t *cap, bool tty) {
                 (*line)[--n] = '\0';
             return true;
         }
+        if (cli_stop_signal()) return false;
         if (errno == EINTR || interrupted) {
             clearerr(stdin);
             printf("\n");
@@ -290,6 +291,9 @@ int cmd_chat(int argc, char **argv) {
     sa.sa_handler = on_sigint; /* no SA_RESTART: a Ctrl-C interrupts the read */
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, NULL);
+    /* with --eamc a SIGTERM or SIGHUP ends the session so that the state can be saved (a
+     * Ctrl-C stays the answer's interrupt, /exit or end of input the session's end) */
+    if (o.model.experts.eamc) cli_stop_on_signal(false);
     bool tty = isatty(STDIN_FILENO);
     while (read_line(&line, &line_cap, tty)) {
         if (!strcmp(line, "/exit")) break;
@@ -305,8 +309,11 @@ int cmd_chat(int argc, char **argv) {
         bool added = history_add(&h, "assistant", text, len);
         free(text);
         if (!added) goto done;
+        moeinf_context_request_end(s.ctx); /* each answer is one request for the cache */
+        if (cli_stop_signal()) break;
     }
-    rc = CLI_EXIT_OK;
+    rc = expert_args_save_state(&o.model.experts, s.ctx) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    if (rc == CLI_EXIT_OK) cli_stop_finish();
 done:
     signal(SIGINT, SIG_DFL);
     free(line);

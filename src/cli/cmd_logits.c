@@ -137,6 +137,10 @@ int cmd_logits(int argc, char **argv) {
         usage(stderr);
         return CLI_EXIT_USAGE;
     }
+    if (ea.eamc) {
+        fprintf(stderr, "moeinf logits: --eamc is for run, chat, bench and serve\n");
+        return CLI_EXIT_USAGE;
+    }
     int32_t *ids = NULL;
     int n = 0;
     if (!parse_ids(ids_arg, &ids, &n)) return CLI_EXIT_USAGE;

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli/cli.h"
 #include "cli/model_args.h"
@@ -131,6 +132,8 @@ int cmd_run(int argc, char **argv) {
     }
     int orc = model_args_open(&o.model, &model, &ctx);
     if (orc != CLI_EXIT_OK) return orc;
+    /* with --eamc a signal stops generation so that the state can be saved */
+    if (o.model.experts.eamc) cli_stop_on_signal(true);
     struct moeinf_sampler *smp = NULL;
     struct moeinf_text_stream *detok = NULL;
     int32_t *prompt = NULL;
@@ -140,6 +143,7 @@ int cmd_run(int argc, char **argv) {
     int n_out = 0;
     int rc = CLI_EXIT_FAIL;
     double t0 = 0.0;
+    struct cli_progress prog = {0};
     bool wrote = false; /* text on stdout: an error ends its line first */
     const int n_vocab = moeinf_model_n_vocab(model);
     if (moeinf_sampler_init(&o.sp, n_vocab, &smp, &err) != MOEINF_OK ||
@@ -168,12 +172,15 @@ int cmd_run(int argc, char **argv) {
     }
     write_bytes(o.prompt, strlen(o.prompt));
     wrote = true;
+    /* a progress line only when the text goes elsewhere than the terminal */
+    prog = cli_progress_start();
+    prog.on = prog.on && !isatty(STDOUT_FILENO);
     t0 = cli_now();
     if (moeinf_decode(ctx, prompt, (int)n_prompt, logits, false, &err) != MOEINF_OK) goto done;
     for (size_t i = 0; i < n_prompt; i++) moeinf_sampler_accept(smp, prompt[i]);
     size_t len;
     const char *s;
-    while (n_out < o.n_predict) {
+    while (n_out < o.n_predict && !cli_stop_signal()) {
         int32_t id = moeinf_sampler_sample(smp, logits);
         moeinf_sampler_accept(smp, id);
         out_ids[n_out++] = id;
@@ -189,7 +196,9 @@ int cmd_run(int argc, char **argv) {
             break;
         }
         if (moeinf_decode(ctx, &id, 1, logits, false, &err) != MOEINF_OK) goto done;
+        cli_progress_tokens(&prog, "run", n_out, o.n_predict, cli_now() - t0);
     }
+    cli_progress_end(&prog);
     s = moeinf_text_stream_flush(detok, &len);
     write_bytes(s, len);
     printf("\n");
@@ -199,12 +208,19 @@ int cmd_run(int argc, char **argv) {
         printf("\n");
     }
     if (moeinf_context_record_close(ctx, &err) != MOEINF_OK) goto done;
+    double seconds = cli_now() - t0; /* the work, not the save */
+    if (!expert_args_save_state(&o.model.experts, ctx)) {
+        err.msg[0] = '\0'; /* the message is out */
+        goto done;
+    }
+    cli_stop_finish(); /* a signal stopped it: die of it, the state saved */
     rc = CLI_EXIT_OK;
-    if (!expert_args_report(&o.model.experts, ctx, cli_now() - t0)) {
+    if (!expert_args_report(&o.model.experts, ctx, seconds)) {
         rc = CLI_EXIT_FAIL; /* the message is out */
         err.msg[0] = '\0';
     }
 done:
+    cli_progress_end(&prog);
     if (rc != CLI_EXIT_OK) {
         if (wrote) printf("\n");
         fflush(stdout);

@@ -25,9 +25,11 @@ static void usage(FILE *out) {
             "                     503\n"
             "  --max-body BYTES   largest request body (default %u); larger get 413\n"
             "  --alias NAME       the model name /v1/models gives (default: the file name)\n"
+            "  --eamc-every N     with --eamc: also save it after every N requests (default\n"
+            "                     %d), not only at shutdown\n"
             "%s",
             "mistral|chatml|llama3|deepseek2|deepseek3|olmoe", SERVE_QUEUE_DEFAULT,
-            SERVE_BODY_MAX_DEFAULT, model_args_help);
+            SERVE_BODY_MAX_DEFAULT, SERVE_EAMC_EVERY_DEFAULT, model_args_help);
 }
 
 struct serve_cli {
@@ -46,9 +48,9 @@ static int parse(int argc, char **argv, struct serve_cli *o) {
         int r = model_args_parse("serve", &o->model, argc, argv, &i);
         if (r < 0) return CLI_EXIT_USAGE;
         if (r > 0) continue;
-        static const char *const with_value[] = {"--host",  "--port",     "--api-key",
-                                                 "--queue", "--max-body", "--chat-template",
-                                                 "--alias", NULL};
+        static const char *const with_value[] = {"--host",  "--port",       "--api-key",
+                                                 "--queue", "--max-body",   "--chat-template",
+                                                 "--alias", "--eamc-every", NULL};
         if (!cli_is_one_of(a, with_value)) return cli_bad_argument("serve", a, usage);
         const char *val = cli_option_value("serve", argc, argv, &i);
         if (!val) return CLI_EXIT_USAGE;
@@ -70,6 +72,9 @@ static int parse(int argc, char **argv, struct serve_cli *o) {
         } else if (!strcmp(a, "--max-body")) {
             if (!cli_parse_long("serve", a, val, 1024, 1L << 30, &v)) return CLI_EXIT_USAGE;
             o->so.body_max = (size_t)v;
+        } else if (!strcmp(a, "--eamc-every")) {
+            if (!cli_parse_long("serve", a, val, 1, 1L << 30, &v)) return CLI_EXIT_USAGE;
+            o->so.eamc_every = (int)v;
         } else if (!strcmp(a, "--chat-template")) {
             o->template_name = val;
         } else {
@@ -99,6 +104,10 @@ int cmd_serve(int argc, char **argv) {
     int prc = parse(argc, argv, &o);
     if (prc < 0) return CLI_EXIT_OK;
     if (prc > 0) return prc;
+    if (o.so.eamc_every && !o.model.experts.eamc) {
+        fprintf(stderr, "moeinf serve: --eamc-every needs --eamc FILE\n");
+        return CLI_EXIT_USAGE;
+    }
     if (o.model.experts.stats || o.model.experts.stats_json) {
         fprintf(stderr, "moeinf serve: --stats and --stats-json are for run and bench; GET "
                         "/metrics gives the expert cache's counters\n");
@@ -144,7 +153,10 @@ int cmd_serve(int argc, char **argv) {
     if (!o.so.model_id) o.so.model_id = name;
     o.so.n_ctx = o.model.ctx.n_ctx;
     o.so.n_batch = o.model.ctx.n_batch;
+    o.so.eamc_path = o.model.experts.eamc;
     rc = serve_run(&o.so, model, ctx) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    /* the worker has stopped: the state as of the last request */
+    if (rc == CLI_EXIT_OK && !expert_args_save_state(&o.model.experts, ctx)) rc = CLI_EXIT_FAIL;
     moeinf_context_free(ctx);
     moeinf_model_free(model);
     return rc;

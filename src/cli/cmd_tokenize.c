@@ -9,7 +9,8 @@ static void usage(FILE *out) {
     fprintf(out, "usage: moeinf tokenize -m MODEL TEXT\n\n"
                  "Prints the token ids of TEXT on one line, separated by single spaces.\n"
                  "TEXT is taken literally (text that spells a special token stays text); BOS\n"
-                 "is included iff the model's metadata asks for it.\n");
+                 "is included iff the model's metadata asks for it. Only the vocabulary is\n"
+                 "read: any architecture, and vocabulary-only GGUFs, work.\n");
 }
 
 int cmd_tokenize(int argc, char **argv) {
@@ -40,6 +41,7 @@ int cmd_tokenize(int argc, char **argv) {
     struct moeinf_error err = {0};
     struct moeinf_model *model = NULL;
     struct moeinf_model_params mp = moeinf_model_params_default();
+    mp.vocab_only = true; /* the weights are not needed to tokenize */
     if (moeinf_model_load(model_path, &mp, &model, &err) != MOEINF_OK) return cli_fail(&err);
     int32_t *ids = NULL;
     size_t n = 0;
@@ -47,7 +49,8 @@ int cmd_tokenize(int argc, char **argv) {
         moeinf_model_free(model);
         return cli_fail(&err);
     }
-    for (size_t i = 0; i < n; i++) printf(i ? " %d" : "%d", ids[i]);
+    for (size_t i = 0; i < n; i++)
+        printf(i ? " %d" : "%d", ids[i]);
     printf("\n");
     free(ids);
     moeinf_model_free(model);

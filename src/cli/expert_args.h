@@ -13,7 +13,13 @@ struct expert_args {
     const char *io;         /* --expert-io direct|cached */
     bool stats;             /* --stats */
     const char *stats_json; /* --stats-json FILE */
+    const char *io_threads; /* --io-threads N (NULL: the default) */
+    const char *prefetch;   /* --prefetch K */
+    const char *lookahead;  /* --lookahead N */
     FILE *json;             /* opened before the work, so that a bad path fails first */
+    const char *routing;    /* set by bench --route-trace: where the replayed routing came
+                               from, reported by --stats and --stats-json; NULL otherwise */
+    const char *eamc;       /* --eamc FILE: the cache policy's learned state (warm_start.c) */
 };
 
 /* Consumes argv[*i] if it is one of the options above. Returns 1 if consumed, 0 if not one of
@@ -36,6 +42,18 @@ bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx,
 /* Closes the JSON file without writing (a failed run). */
 void expert_args_close(struct expert_args *a);
 
+/* warm_start.c: --eamc FILE loaded into the context (a missing file: a cold start, the file
+ * is written at the end). Returns CLI_EXIT_OK, or prints why and returns CLI_EXIT_FAIL (a bad
+ * file) or CLI_EXIT_USAGE (a policy that learns nothing). Nothing without --eamc. */
+int expert_args_warm_start(const struct expert_args *a, struct moeinf_context *ctx);
+/* Saves the state to --eamc FILE atomically; false (message printed) if it could not. True
+ * without --eamc. */
+bool expert_args_save_state(const struct expert_args *a, struct moeinf_context *ctx);
+
+/* When a signal asked the work to stop (cli_stop_on_signal): saves --eamc and dies of the
+ * signal; returns true only if the save failed (message printed). False when no signal came. */
+bool expert_args_stopped(const struct expert_args *a, struct moeinf_context *ctx);
+
 /* The help lines of those options. */
 #define EXPERT_ARGS_HELP                                                                           \
     "  --expert-cache SIZE  run routed experts from the file through a cache of SIZE:\n"           \
@@ -45,8 +63,17 @@ void expert_args_close(struct expert_args *a);
     "                       weights are read into memory once. Default: all resident\n"            \
     "  --policy NAME        expert cache policy (default reuse; `moeinf sim --help` lists "        \
     "them)\n"                                                                                      \
+    "  --io-threads N       threads reading experts (default 2; 0: read on the compute\n"          \
+    "                       thread when needed, nothing read ahead)\n"                            \
+    "  --prefetch K         after each layer, prefetch up to K experts the policy predicts\n"      \
+    "                       (default 0)\n"                                                        \
+    "  --lookahead N        during decode, prefetch the top-k experts that the next N layers'\n"  \
+    "                       routers choose for the current hidden state (default 1)\n"            \
     "  --stats              the expert cache's counters per layer, on stderr at the end\n"         \
-    "  --stats-json FILE    the same as one JSON object in FILE\n"
+    "  --stats-json FILE    the same as one JSON object in FILE\n"                                 \
+    "  --eamc FILE          warm start: the cache policy's learned state (the file of\n"           \
+    "                       `moeinf sim --eamc`), read at start (a missing file: cold\n"           \
+    "                       start) and written atomically at exit and on SIGINT/SIGTERM\n"
 extern const char expert_args_help[];
 
 #endif

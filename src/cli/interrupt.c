@@ -1,9 +1,11 @@
 /*
- * interrupt.c - removes the temp file of a long write (gen-model, the default model) when
- * the process is interrupted. The library writes "<path>.tmp.<pid>" and renames it only when
- * complete; a SIGINT, SIGTERM or SIGHUP in between would leave the partial temp file (hundreds
- * of MB for a large model). The handler unlinks it and dies of the same signal, so the shell
- * still sees the interrupt.
+ * interrupt.c - signals of the CLI. (1) Removes the temp file of a long write (gen-model, the
+ * default model) when the process is interrupted. The library writes "<path>.tmp.<pid>" and renames
+ * it only when complete; a SIGINT, SIGTERM or SIGHUP in between would leave the partial temp file
+ * (hundreds of MB for a large model). The handler unlinks it and dies of the same signal, so the
+ * shell still sees the interrupt. (2) Stops a run in order (cli_stop_on_signal): the handler only
+ * notes the signal; the main loop sees it, saves what must survive (--eamc) and then dies of
+ * the same signal (cli_stop_finish).
  */
 #include <signal.h>
 #include <string.h>
@@ -48,4 +50,39 @@ void cli_remove_on_signal(const char *path) {
         if (previous[i].sa_handler != SIG_IGN) sigaction(signals[i], &sa, NULL);
     }
     installed = true;
+}
+
+static volatile sig_atomic_t stop_sig;
+
+static void on_stop(int sig) {
+    stop_sig = sig;
+}
+
+void cli_stop_on_signal(bool with_sigint) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop; /* no SA_RESTART: a blocking read returns EINTR */
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < N_SIGNALS; i++) {
+        if (signals[i] == SIGINT && !with_sigint) continue;
+        struct sigaction old;
+        sigaction(signals[i], NULL, &old);
+        if (old.sa_handler != SIG_IGN) sigaction(signals[i], &sa, NULL);
+    }
+}
+
+int cli_stop_signal(void) {
+    return stop_sig;
+}
+
+void cli_stop_finish(void) {
+    int sig = stop_sig;
+    if (!sig) return;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = SIG_DFL;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, NULL);
+    fflush(NULL);
+    raise(sig);
 }

@@ -68,7 +68,14 @@ int model_args_open(struct model_args *a, struct moeinf_model **model,
     }
     int rc = expert_args_apply(a->cmd ? a->cmd : "run", &a->experts, &a->model, &a->ctx);
     if (rc != CLI_EXIT_OK) return rc;
-    if (moeinf_model_load(path, &a->model, model, &err) != MOEINF_OK) {
+    struct cli_progress progress = cli_progress_start();
+    a->model.progress = cli_progress_bytes;
+    a->model.progress_user = &progress;
+    enum moeinf_status lst = moeinf_model_load(path, &a->model, model, &err);
+    cli_progress_end(&progress);
+    a->model.progress = NULL;
+    a->model.progress_user = NULL;
+    if (lst != MOEINF_OK) {
         cli_fail(&err);
         return CLI_EXIT_FAIL;
     }
@@ -79,5 +86,12 @@ int model_args_open(struct model_args *a, struct moeinf_model **model,
         return CLI_EXIT_FAIL;
     }
     if (a->experts.cache) expert_args_announce(*ctx);
-    return CLI_EXIT_OK;
+    rc = expert_args_warm_start(&a->experts, *ctx);
+    if (rc != CLI_EXIT_OK) {
+        moeinf_context_free(*ctx);
+        moeinf_model_free(*model);
+        *ctx = NULL;
+        *model = NULL;
+    }
+    return rc;
 }

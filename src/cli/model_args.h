@@ -24,8 +24,9 @@ int model_args_parse(const char *cmd, struct model_args *a, int argc, char **arg
 extern const char model_args_help[];
 
 /* Applies the expert options (expert_args_apply), loads the model (generating the default on
- * first use) and creates a context, announcing its expert cache. Returns CLI_EXIT_OK, or
- * prints "moeinf: <msg>" and returns the exit code (CLI_EXIT_USAGE for a bad option value). */
+ * first use) and creates a context, announcing its expert cache and loading --eamc. Returns
+ * CLI_EXIT_OK, or prints "moeinf: <msg>" and returns the exit code (CLI_EXIT_USAGE for a bad option
+ * value). */
 int model_args_open(struct model_args *a, struct moeinf_model **model, struct moeinf_context **ctx);
 
 #endif

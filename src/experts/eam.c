@@ -19,8 +19,10 @@ static const char *errno_text(int errnum, char *buf, size_t size) {
 #define N_PHASES 2
 
 static const char magic[8] = {'M', 'O', 'E', 'I', 'E', 'A', 'M', 'C'};
-#define VERSION     1u
-#define HEADER_SIZE 32u
+#define VERSION_EAMC   1u /* the collection alone */
+#define VERSION_POLICY 2u /* the collection, then the named policy's own section */
+#define HEADER_SIZE    32u
+#define POLICY_HEAD    24u /* version 2: policy name (16 bytes, NUL-padded) + u64 length */
 
 struct moeinf_eamc {
     int n_layers;
@@ -64,6 +66,8 @@ const char *moeinf_eamc_defect_name(enum moeinf_eamc_defect d) {
         return "bad count";
     case MOEINF_EAMC_GEOMETRY:
         return "geometry mismatch";
+    case MOEINF_EAMC_FOREIGN:
+        return "another policy's state";
     }
     return "unknown defect";
 }
@@ -360,18 +364,43 @@ static void emit(struct writer *w, const uint8_t *p, size_t n) {
     if (!w->failed && fwrite(p, 1, n, w->f) != n) w->failed = true;
 }
 
-enum moeinf_status moeinf_eamc_write(const struct moeinf_eamc *c, FILE *f, const char *what,
+static void put_u64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static uint64_t get_u64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)p[i] << (8 * i);
+    return v;
+}
+
+/* Version 1 when policy is NULL, else version 2 with the policy's section. */
+static enum moeinf_status write_file(const struct moeinf_eamc *c, FILE *f, const char *what,
+                                     const char *policy, const uint8_t *section, size_t len,
                                      struct moeinf_error *err) {
     struct writer w = {f, FNV_OFFSET, false};
-    uint8_t head[HEADER_SIZE];
+    uint8_t head[HEADER_SIZE + POLICY_HEAD];
+    memset(head, 0, sizeof head);
     memcpy(head, magic, sizeof magic);
-    put_u32(head + 8, VERSION);
+    put_u32(head + 8, policy ? VERSION_POLICY : VERSION_EAMC);
     put_u32(head + 12, (uint32_t)c->n_layers);
     put_u32(head + 16, (uint32_t)c->n_experts);
     put_u32(head + 20, (uint32_t)c->top_k);
     put_u32(head + 24, (uint32_t)c->capacity);
     put_u32(head + 28, (uint32_t)c->size);
-    emit(&w, head, sizeof head);
+    if (policy) {
+        size_t name_len = strlen(policy);
+        if (name_len >= MOEINF_EAMC_POLICY_NAME) {
+            return moeinf_fail(err, MOEINF_ERR_ARG, "%s: policy name '%s' is too long", what,
+                               policy);
+        }
+        for (size_t i = 0; i < name_len; i++) /* the rest of the field stays NUL */
+            head[HEADER_SIZE + i] = (uint8_t)policy[i];
+        put_u64(head + HEADER_SIZE + MOEINF_EAMC_POLICY_NAME, (uint64_t)len);
+    }
+    emit(&w, head, policy ? sizeof head : HEADER_SIZE);
     uint8_t buf[4096];
     for (int m = 0; m < c->size && !w.failed; m++) {
         uint8_t tok[8];
@@ -391,6 +420,7 @@ enum moeinf_status moeinf_eamc_write(const struct moeinf_eamc *c, FILE *f, const
             emit(&w, buf, n);
         }
     }
+    if (policy && len) emit(&w, section, len);
     uint8_t sum[8];
     uint64_t h = w.hash;
     for (int i = 0; i < 8; i++)
@@ -402,6 +432,17 @@ enum moeinf_status moeinf_eamc_write(const struct moeinf_eamc *c, FILE *f, const
                            errno_text(errno ? errno : EIO, ebuf, sizeof ebuf));
     }
     return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_eamc_write(const struct moeinf_eamc *c, FILE *f, const char *what,
+                                     struct moeinf_error *err) {
+    return write_file(c, f, what, NULL, NULL, 0, err);
+}
+
+enum moeinf_status moeinf_eamc_write_policy(const struct moeinf_eamc *c, FILE *f, const char *what,
+                                            const char *policy, const uint8_t *section, size_t len,
+                                            struct moeinf_error *err) {
+    return write_file(c, f, what, policy, section, len, err);
 }
 
 struct reader {
@@ -424,11 +465,89 @@ static enum moeinf_status defect_fail(struct moeinf_error *err, enum moeinf_eamc
                        detail);
 }
 
-enum moeinf_status moeinf_eamc_read(const struct moeinf_policy_geometry *geom, FILE *f,
-                                    const char *what, struct moeinf_eamc **out,
+/* Streams n bytes through the hash, into out when it is not NULL. */
+static bool take_or_skip(struct reader *r, uint8_t *out, uint64_t n) {
+    uint8_t buf[4096];
+    while (n > 0) {
+        size_t k = n < sizeof buf ? (size_t)n : sizeof buf;
+        if (!take(r, out ? out : buf, k)) return false;
+        if (out) out += k;
+        n -= k;
+    }
+    return true;
+}
+
+/* Reads `size` records of n_ids counts per phase into c (NULL: only through the hash); a bad
+ * count sets *late and is stored as 0. False at a short read. */
+static bool read_records(struct reader *r, struct moeinf_eamc *c, uint32_t size, uint32_t n_ids,
+                         uint32_t capacity, enum moeinf_eamc_defect *late) {
+    uint8_t buf[4096];
+    for (uint32_t m = 0; m < size; m++) {
+        uint8_t tok[8];
+        if (!take(r, tok, sizeof tok)) return false;
+        if (c) {
+            c->tokens[0][m] = get_u32(tok);
+            c->tokens[1][m] = get_u32(tok + 4);
+        }
+        for (int ph = 0; ph < N_PHASES; ph++) {
+            double norm2 = 0;
+            for (uint32_t id0 = 0; id0 < n_ids; id0 += (uint32_t)(sizeof buf / 4)) {
+                uint32_t n =
+                    n_ids - id0 < sizeof buf / 4 ? n_ids - id0 : (uint32_t)(sizeof buf / 4);
+                if (!take(r, buf, (size_t)n * 4)) return false;
+                if (!c) continue;
+                for (uint32_t i = 0; i < n; i++) {
+                    float v = get_f32(buf + (size_t)4 * i);
+                    if (!isfinite(v) || v < 0) {
+                        *late = MOEINF_EAMC_BAD_VALUE;
+                        v = 0;
+                    }
+                    c->col[ph][(size_t)(id0 + i) * capacity + m] = v;
+                    c->row[ph][(size_t)m * n_ids + id0 + i] = v;
+                    norm2 += (double)v * (double)v;
+                }
+            }
+            if (c) c->norm2[ph][m] = norm2;
+        }
+    }
+    return true;
+}
+
+/* Version 2's policy name and section length into owner and *len. */
+static enum moeinf_status read_policy_head(struct reader *r, const char *what,
+                                           char owner[MOEINF_EAMC_POLICY_NAME + 1], uint64_t *len,
+                                           enum moeinf_eamc_defect *defect,
+                                           struct moeinf_error *err) {
+    uint8_t ph[POLICY_HEAD];
+    if (!take(r, ph, sizeof ph)) {
+        if (ferror(r->f)) return moeinf_fail(err, MOEINF_ERR_IO, "%s: read failed", what);
+        return defect_fail(err, defect, MOEINF_EAMC_TRUNCATED, what, "header cut short");
+    }
+    memcpy(owner, ph, MOEINF_EAMC_POLICY_NAME);
+    owner[MOEINF_EAMC_POLICY_NAME] = '\0';
+    *len = get_u64(ph + MOEINF_EAMC_POLICY_NAME);
+    bool name_ok = owner[0] != '\0' && ph[MOEINF_EAMC_POLICY_NAME - 1] == 0;
+    for (size_t i = 0; name_ok && owner[i]; i++)
+        name_ok = owner[i] > ' ' && owner[i] < 0x7f;
+    if (!name_ok) {
+        return defect_fail(err, defect, MOEINF_EAMC_BAD_HEADER, what,
+                           "the policy name is not a short printable word");
+    }
+    return MOEINF_OK;
+}
+
+/*
+ * Reads a version 1 or 2 file. policy NULL: any policy's file, its section skipped. Otherwise a
+ * version 2 file must name that policy, and its section must be empty or `want` bytes long; a
+ * non-empty section is returned in *section (malloc'ed), else *section = NULL.
+ */
+static enum moeinf_status read_file(const struct moeinf_policy_geometry *geom, FILE *f,
+                                    const char *what, const char *policy, uint64_t want,
+                                    struct moeinf_eamc **out, uint8_t **section,
                                     enum moeinf_eamc_defect *defect, struct moeinf_error *err) {
     struct reader r = {f, FNV_OFFSET};
     struct moeinf_eamc *c = NULL;
+    uint8_t *sec = NULL;
     char detail[160];
     uint8_t head[HEADER_SIZE];
     size_t got = fread(head, 1, sizeof head, f);
@@ -441,8 +560,9 @@ enum moeinf_status moeinf_eamc_read(const struct moeinf_policy_geometry *geom, F
     }
     r.hash = fnv1a(r.hash, head, sizeof head);
     uint32_t version = get_u32(head + 8);
-    if (version != VERSION) {
-        snprintf(detail, sizeof detail, "version %u, this build reads %u", version, VERSION);
+    if (version != VERSION_EAMC && version != VERSION_POLICY) {
+        snprintf(detail, sizeof detail, "version %u, this build reads %u and %u", version,
+                 VERSION_EAMC, VERSION_POLICY);
         return defect_fail(err, defect, MOEINF_EAMC_BAD_VERSION, what, detail);
     }
     uint32_t n_layers = get_u32(head + 12);
@@ -457,76 +577,95 @@ enum moeinf_status moeinf_eamc_read(const struct moeinf_policy_geometry *geom, F
                  n_experts, top_k, size, capacity);
         return defect_fail(err, defect, MOEINF_EAMC_BAD_HEADER, what, detail);
     }
+    char owner[MOEINF_EAMC_POLICY_NAME + 1] = "";
+    uint64_t sec_len = 0;
+    if (version == VERSION_POLICY) {
+        enum moeinf_status st = read_policy_head(&r, what, owner, &sec_len, defect, err);
+        if (st != MOEINF_OK) return st;
+    }
     const bool same = (int)n_layers == geom->n_layers && (int)n_experts == geom->n_experts &&
                       (int)top_k == geom->top_k;
+    const bool mine = policy && !strcmp(owner, policy);
+    if (same && mine && sec_len != 0 && sec_len != want) {
+        snprintf(detail, sizeof detail,
+                 "a policy section of %llu bytes, policy %s keeps %llu for this model",
+                 (unsigned long long)sec_len, policy, (unsigned long long)want);
+        return defect_fail(err, defect, MOEINF_EAMC_BAD_HEADER, what, detail);
+    }
     const uint32_t n_ids = n_layers * n_experts;
     if (same) {
         enum moeinf_status st = moeinf_eamc_init(geom, (int)capacity, &c, err);
         if (st != MOEINF_OK) return st;
+        if (!c) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", what);
     }
     /* Stream the records (into c when the geometry matches, else only through the hash, so
      * that a corrupt file reports its corruption rather than a mismatch). */
     enum moeinf_eamc_defect late = MOEINF_EAMC_OK;
-    uint8_t buf[4096];
-    for (uint32_t m = 0; m < size; m++) {
-        uint8_t tok[8];
-        if (!take(&r, tok, sizeof tok)) goto truncated;
-        if (c) {
-            c->tokens[0][m] = get_u32(tok);
-            c->tokens[1][m] = get_u32(tok + 4);
-        }
-        for (int ph = 0; ph < N_PHASES; ph++) {
-            double norm2 = 0;
-            for (uint32_t id0 = 0; id0 < n_ids; id0 += (uint32_t)(sizeof buf / 4)) {
-                uint32_t n =
-                    n_ids - id0 < sizeof buf / 4 ? n_ids - id0 : (uint32_t)(sizeof buf / 4);
-                if (!take(&r, buf, (size_t)n * 4)) goto truncated;
-                if (!c) continue;
-                for (uint32_t i = 0; i < n; i++) {
-                    float v = get_f32(buf + (size_t)4 * i);
-                    if (!isfinite(v) || v < 0) {
-                        late = MOEINF_EAMC_BAD_VALUE;
-                        v = 0;
-                    }
-                    c->col[ph][(size_t)(id0 + i) * capacity + m] = v;
-                    c->row[ph][(size_t)m * n_ids + id0 + i] = v;
-                    norm2 += (double)v * (double)v;
-                }
-            }
-            if (c) c->norm2[ph][m] = norm2;
+    if (!read_records(&r, c, size, n_ids, capacity, &late)) goto truncated;
+    /* The policy's section: kept only when it is this policy's, for this model. */
+    if (sec_len > 0 && same && mine && section) {
+        sec = malloc((size_t)sec_len);
+        if (!sec) {
+            moeinf_eamc_free(c);
+            return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", what);
         }
     }
+    if (!take_or_skip(&r, sec, sec_len)) goto truncated;
     uint8_t sum[8];
     if (fread(sum, 1, sizeof sum, f) != sizeof sum) goto truncated;
     if (fgetc(f) != EOF) {
         moeinf_eamc_free(c);
+        free(sec);
         return defect_fail(err, defect, MOEINF_EAMC_TRAILING, what, "bytes after the checksum");
     }
-    uint64_t stored = 0;
-    for (int i = 0; i < 8; i++)
-        stored |= (uint64_t)sum[i] << (8 * i);
-    if (stored != r.hash) {
+    if (get_u64(sum) != r.hash) {
         moeinf_eamc_free(c);
+        free(sec);
         return defect_fail(err, defect, MOEINF_EAMC_CHECKSUM, what,
                            "the file was altered or damaged");
     }
+    if (policy && owner[0] && !mine) {
+        moeinf_eamc_free(c);
+        free(sec);
+        snprintf(detail, sizeof detail, "written by policy '%s', this is '%s'", owner, policy);
+        return defect_fail(err, defect, MOEINF_EAMC_FOREIGN, what, detail);
+    }
     if (!same) {
+        free(sec);
         snprintf(detail, sizeof detail, "file has %u x %u experts top-%u, model has %d x %d top-%d",
                  n_layers, n_experts, top_k, geom->n_layers, geom->n_experts, geom->top_k);
         return defect_fail(err, defect, MOEINF_EAMC_GEOMETRY, what, detail);
     }
-    if (late != MOEINF_EAMC_OK) {
+    if (late != MOEINF_EAMC_OK || !c) {
         moeinf_eamc_free(c);
-        return defect_fail(err, defect, late, what, "a count is negative, NaN or infinite");
+        free(sec);
+        return defect_fail(err, defect, MOEINF_EAMC_BAD_VALUE, what,
+                           "a count is negative, NaN or infinite");
     }
     c->size = (int)size;
     if (defect) *defect = MOEINF_EAMC_OK;
     *out = c;
+    if (section) *section = sec;
     return MOEINF_OK;
 truncated:
     moeinf_eamc_free(c);
+    free(sec);
     if (ferror(f)) return moeinf_fail(err, MOEINF_ERR_IO, "%s: read failed", what);
     return defect_fail(err, defect, MOEINF_EAMC_TRUNCATED, what, "shorter than its header says");
+}
+
+enum moeinf_status moeinf_eamc_read(const struct moeinf_policy_geometry *geom, FILE *f,
+                                    const char *what, struct moeinf_eamc **out,
+                                    enum moeinf_eamc_defect *defect, struct moeinf_error *err) {
+    return read_file(geom, f, what, NULL, 0, out, NULL, defect, err);
+}
+
+enum moeinf_status moeinf_eamc_read_policy(const struct moeinf_policy_geometry *geom, FILE *f,
+                                           const char *what, const char *policy,
+                                           uint64_t section_len, struct moeinf_eamc **out,
+                                           uint8_t **section, enum moeinf_eamc_defect *defect,
+                                           struct moeinf_error *err) {
+    return read_file(geom, f, what, policy, section_len, out, section, defect, err);
 }
 
 enum moeinf_status moeinf_eamc_save(const struct moeinf_eamc *c, const char *path,

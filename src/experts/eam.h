@@ -36,6 +36,15 @@
  *                   f32 prefill[n_ids], f32 decode[n_ids]   (finite, >= 0)
  *   end-8   8     u64 FNV-1a 64 of every byte before it
  *
+ * Version 2 is version 1 with a policy's own learned state: after the 32 header bytes,
+ *   32      16    policy name        the policy that wrote it (ASCII, NUL-padded, "reuse")
+ *   48      8     u64 section_len    bytes of the policy's section
+ *   56      ...   the records as above, then section_len bytes of the policy's section
+ *   end-8   8     u64 FNV-1a 64 of every byte before it
+ * The section's layout is the policy's (policy_reuse.c, policy_eam.c); a policy reads only a
+ * version 2 file that names it (another policy's is MOEINF_EAMC_FOREIGN) or a version 1 file
+ * (the collection alone, which every EAMC policy shares; its own tables then start empty).
+ *
  * The file's size is fixed by its header, so a truncated or extended file is caught before
  * any record is parsed; a file is parsed into a new collection that replaces the old one only
  * when every check passed (never half-loaded). Writes go through moeinf_atomic_open/commit
@@ -70,7 +79,11 @@ enum moeinf_eamc_defect {
     MOEINF_EAMC_CHECKSUM,    /* the bytes do not match the stored checksum */
     MOEINF_EAMC_BAD_VALUE,   /* a count that is negative, NaN or infinite */
     MOEINF_EAMC_GEOMETRY,    /* written for another model (layers, experts or top_k) */
+    MOEINF_EAMC_FOREIGN,     /* version 2 written by another policy */
 };
+
+/* Bytes of the policy name field of a version 2 file (names are shorter: one NUL at least). */
+#define MOEINF_EAMC_POLICY_NAME 16
 
 const char *moeinf_eamc_defect_name(enum moeinf_eamc_defect d);
 
@@ -148,6 +161,23 @@ enum moeinf_status moeinf_eamc_write(const struct moeinf_eamc *c, FILE *f, const
 enum moeinf_status moeinf_eamc_read(const struct moeinf_policy_geometry *geom, FILE *f,
                                     const char *what, struct moeinf_eamc **out,
                                     enum moeinf_eamc_defect *defect, struct moeinf_error *err);
+
+/* Version 2: the collection, then `len` bytes of `policy`'s own section. */
+enum moeinf_status moeinf_eamc_write_policy(const struct moeinf_eamc *c, FILE *f, const char *what,
+                                            const char *policy, const uint8_t *section, size_t len,
+                                            struct moeinf_error *err);
+/*
+ * moeinf_eamc_read for `policy`: a version 2 file must name it (else MOEINF_EAMC_FOREIGN) and
+ * hold a section of 0 or section_len bytes (else MOEINF_EAMC_BAD_HEADER); a non-empty section
+ * comes back in *section (malloc'ed; NULL for a version 1 file or an empty section). Checks
+ * run in this order: the bytes (magic, version, header, size, checksum), the policy, the
+ * geometry, the counts. moeinf_eamc_read reads either version and ignores the section.
+ */
+enum moeinf_status moeinf_eamc_read_policy(const struct moeinf_policy_geometry *geom, FILE *f,
+                                           const char *what, const char *policy,
+                                           uint64_t section_len, struct moeinf_eamc **out,
+                                           uint8_t **section, enum moeinf_eamc_defect *defect,
+                                           struct moeinf_error *err);
 
 /* Atomic save to `path`: temp file, fsync, rename; on failure `path` is untouched. */
 enum moeinf_status moeinf_eamc_save(const struct moeinf_eamc *c, const char *path,

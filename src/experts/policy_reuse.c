@@ -383,20 +383,182 @@ static uint32_t reuse_choose_victim(void *state, const struct moeinf_cache *cach
     return lowest(state, cache, &rate);
 }
 
-static enum moeinf_status reuse_save(const void *state, FILE *f, struct moeinf_error *err) {
-    const struct reuse *s = state;
-    return moeinf_eamc_write(s->eamc, f, "EAMC", err);
+/*
+ * The saved state: the EAMC, then this section (little-endian) with everything else the
+ * policy learned, so that a reloaded policy decides exactly as the one that saved it would
+ * with the same cache contents:
+ *   i64 tok, u64 clock, i64 last_use[n_ids], u64 last_stamp[n_ids], f64 global[n_ids],
+ *   f64 used[N_CELLS], f64 seen[N_CELLS], f32 co[(L-1) x E x E], f32 co_src[(L-1) x E].
+ * What the cache holds (resident) is the cache's, not learned, and is neither saved nor
+ * replaced by a load.
+ */
+static size_t co_cells(const struct reuse *s) {
+    return (size_t)(s->n_layers - 1) * (size_t)s->n_experts * (size_t)s->n_experts;
 }
 
-/* All or nothing: the current collection is replaced only by a fully checked one. */
+static size_t co_rows(const struct reuse *s) {
+    return (size_t)(s->n_layers - 1) * (size_t)s->n_experts;
+}
+
+static size_t section_bytes(const struct reuse *s) {
+    return 16 + (size_t)s->n_ids * 24 + (size_t)N_CELLS * 16 + (co_cells(s) + co_rows(s)) * 4;
+}
+
+static uint8_t *put64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+    return p + 8;
+}
+
+static uint8_t *put_f64(uint8_t *p, double d) {
+    uint64_t v;
+    memcpy(&v, &d, sizeof v);
+    return put64(p, v);
+}
+
+static uint8_t *put_f32(uint8_t *p, float f) {
+    uint32_t v;
+    memcpy(&v, &f, sizeof v);
+    for (int i = 0; i < 4; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+    return p + 4;
+}
+
+static uint64_t get64(const uint8_t **p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)(*p)[i] << (8 * i);
+    *p += 8;
+    return v;
+}
+
+static double get_f64(const uint8_t **p) {
+    uint64_t v = get64(p);
+    double d;
+    memcpy(&d, &v, sizeof d);
+    return d;
+}
+
+static float get_f32(const uint8_t **p) {
+    uint32_t v = 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)(*p)[i] << (8 * i);
+    *p += 4;
+    float f;
+    memcpy(&f, &v, sizeof f);
+    return f;
+}
+
+static enum moeinf_status reuse_save(const void *state, FILE *f, struct moeinf_error *err) {
+    const struct reuse *s = state;
+    size_t len = section_bytes(s);
+    uint8_t *buf = malloc(len);
+    if (!buf) return moeinf_fail(err, MOEINF_ERR_NOMEM, "policy reuse: out of memory");
+    uint8_t *p = put64(buf, (uint64_t)s->tok);
+    p = put64(p, s->clock);
+    for (uint32_t id = 0; id < s->n_ids; id++)
+        p = put64(p, (uint64_t)s->last_use[id]);
+    for (uint32_t id = 0; id < s->n_ids; id++)
+        p = put64(p, s->last_stamp[id]);
+    for (uint32_t id = 0; id < s->n_ids; id++)
+        p = put_f64(p, s->global[id]);
+    for (int c = 0; c < N_CELLS; c++)
+        p = put_f64(p, s->used[c]);
+    for (int c = 0; c < N_CELLS; c++)
+        p = put_f64(p, s->seen[c]);
+    for (size_t i = 0; i < co_cells(s); i++)
+        p = put_f32(p, s->co[i]);
+    for (size_t i = 0; i < co_rows(s); i++)
+        p = put_f32(p, s->co_src[i]);
+    assert((size_t)(p - buf) == len);
+    enum moeinf_status st =
+        moeinf_eamc_write_policy(s->eamc, f, "EAMC", moeinf_policy_reuse.name, buf, len, err);
+    free(buf);
+    return st;
+}
+
+static bool count_ok(double v) {
+    return isfinite(v) && v >= 0;
+}
+
+/* Parses a section into a fresh state t; false when a value is out of range. */
+static bool parse_section(struct reuse *t, const uint8_t *p) {
+    t->tok = (int64_t)get64(&p);
+    t->clock = get64(&p);
+    bool ok = t->tok >= 0;
+    for (uint32_t id = 0; id < t->n_ids; id++) {
+        t->last_use[id] = (int64_t)get64(&p);
+        ok &=
+            t->last_use[id] == INT64_MIN / 2 || (t->last_use[id] >= 0 && t->last_use[id] <= t->tok);
+    }
+    for (uint32_t id = 0; id < t->n_ids; id++) {
+        t->last_stamp[id] = get64(&p);
+        ok &= t->last_stamp[id] <= t->clock;
+    }
+    for (uint32_t id = 0; id < t->n_ids; id++)
+        ok &= count_ok(t->global[id] = get_f64(&p));
+    for (int c = 0; c < N_CELLS; c++)
+        ok &= count_ok(t->used[c] = get_f64(&p));
+    for (int c = 0; c < N_CELLS; c++)
+        ok &= count_ok(t->seen[c] = get_f64(&p));
+    for (size_t i = 0; i < co_cells(t); i++)
+        ok &= count_ok((double)(t->co[i] = get_f32(&p)));
+    for (size_t i = 0; i < co_rows(t); i++)
+        ok &= count_ok((double)(t->co_src[i] = get_f32(&p)));
+    return ok;
+}
+
+/*
+ * All or nothing: the file is read and checked into a fresh state whose learned tables then
+ * replace the current ones. A version 1 file (the EAMC alone) gives empty tables.
+ */
 static enum moeinf_status reuse_load(void *state, FILE *f, struct moeinf_error *err) {
     struct reuse *s = state;
-    struct moeinf_eamc *fresh = NULL;
-    enum moeinf_status st = moeinf_eamc_read(&s->geom, f, "EAMC", &fresh, NULL, err);
+    void *fresh_state = NULL;
+    enum moeinf_status st = reuse_init(&s->geom, &fresh_state, err);
     if (st != MOEINF_OK) return st;
-    moeinf_eamc_free(s->eamc);
-    s->eamc = fresh;
-    return MOEINF_OK;
+    struct reuse *t = fresh_state;
+    if (!t) return moeinf_fail(err, MOEINF_ERR_NOMEM, "policy reuse: out of memory");
+    struct moeinf_eamc *eamc = NULL;
+    uint8_t *section = NULL;
+    st = moeinf_eamc_read_policy(&s->geom, f, "EAMC", moeinf_policy_reuse.name, section_bytes(s),
+                                 &eamc, &section, NULL, err);
+    if (st == MOEINF_OK && section && !parse_section(t, section)) {
+        st = moeinf_fail(err, MOEINF_ERR_FORMAT,
+                         "EAMC: bad count: the reuse policy's section holds a value out of range");
+        moeinf_eamc_free(eamc);
+        eamc = NULL;
+    }
+    free(section);
+    if (st == MOEINF_OK) {
+        /* t takes the old tables (freed with it), s the new ones */
+        struct moeinf_eamc *old_eamc = s->eamc;
+        s->eamc = eamc;
+        eamc = old_eamc;
+        int64_t *last_use = s->last_use;
+        uint64_t *last_stamp = s->last_stamp;
+        double *global = s->global;
+        float *co = s->co;
+        float *co_src = s->co_src;
+        s->last_use = t->last_use;
+        s->last_stamp = t->last_stamp;
+        s->global = t->global;
+        s->co = t->co;
+        s->co_src = t->co_src;
+        t->last_use = last_use;
+        t->last_stamp = last_stamp;
+        t->global = global;
+        t->co = co;
+        t->co_src = co_src;
+        s->tok = t->tok;
+        s->clock = t->clock;
+        memcpy(s->used, t->used, sizeof s->used);
+        memcpy(s->seen, t->seen, sizeof s->seen);
+        s->req_tokens = 0;
+    }
+    moeinf_eamc_free(eamc);
+    reuse_free(t);
+    return st;
 }
 
 /* Keeps the k largest (value, id) pairs of a stream in vals/ids, descending (or, with

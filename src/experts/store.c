@@ -25,7 +25,6 @@ struct moeinf_store {
     uint64_t region_off[MOEINF_EXPERT_PARTS];
     uint64_t slot_bytes;
     uint8_t *slots; /* n_slots * slot_bytes, 4 KiB aligned */
-    uint8_t *state; /* (n_slots) enum moeinf_slot_state */
     uint32_t *skew; /* (n_slots x parts) the part's offset inside its window */
 };
 
@@ -161,9 +160,8 @@ enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store
                            n_slots);
     }
     s->slots = aligned_alloc(MOEINF_STORE_ALIGN, (size_t)s->slot_bytes * (size_t)n_slots);
-    s->state = calloc((size_t)n_slots, 1);
     s->skew = calloc((size_t)n_slots * MOEINF_EXPERT_PARTS, sizeof *s->skew);
-    if (!s->slots || !s->state || !s->skew) {
+    if (!s->slots || !s->skew) {
         uint64_t mib = (s->slot_bytes * (uint64_t)n_slots) >> 20;
         moeinf_store_free(s);
         return moeinf_fail(err, MOEINF_ERR_NOMEM,
@@ -180,7 +178,6 @@ void moeinf_store_free(struct moeinf_store *s) {
     free(s->path);
     free(s->layers);
     free(s->slots);
-    free(s->state);
     free(s->skew);
     free(s);
 }
@@ -234,7 +231,6 @@ enum moeinf_status moeinf_store_load(struct moeinf_store *s, int slot, int layer
     char eb[64];
     const struct moeinf_store_layer *l = &s->layers[layer];
     uint8_t *base = s->slots + (size_t)slot * s->slot_bytes;
-    s->state[slot] = MOEINF_SLOT_LOADING;
     uint64_t t0 = now_ns();
     for (int p = 0; p < MOEINF_EXPERT_PARTS; p++) {
         uint64_t off = part_off(l, p, expert);
@@ -245,7 +241,6 @@ enum moeinf_status moeinf_store_load(struct moeinf_store *s, int slot, int layer
         int64_t got = read_window(s->fd, dst, n, start, skew + l->bytes[p]);
         if (got < 0) {
             int e = errno;
-            s->state[slot] = MOEINF_SLOT_FREE;
             if (e == 0) {
                 return moeinf_fail(err, MOEINF_ERR_IO,
                                    "%s: short read of expert %d of layer %d at byte %llu: the "
@@ -264,16 +259,7 @@ enum moeinf_status moeinf_store_load(struct moeinf_store *s, int slot, int layer
     }
     counters->read_ns += now_ns() - t0;
     counters->loads++;
-    s->state[slot] = MOEINF_SLOT_READY;
     return MOEINF_OK;
-}
-
-void moeinf_store_release(struct moeinf_store *s, int slot) {
-    s->state[slot] = MOEINF_SLOT_FREE;
-}
-
-enum moeinf_slot_state moeinf_store_slot_state(const struct moeinf_store *s, int slot) {
-    return (enum moeinf_slot_state)s->state[slot];
 }
 
 const uint8_t *moeinf_store_part(const struct moeinf_store *s, int slot, int part) {

@@ -1,6 +1,7 @@
 /*
  * store.h - the slow tier of routed experts: where each expert's bytes lie in the model file,
- * and synchronous reads of them into the fast tier's slots.
+ * and reads of them into the fast tier's slots. A read blocks its caller; experts/loader.h
+ * runs reads on I/O threads. Reads into distinct slots may run on any threads at once.
  *
  * An expert of a MoE layer is three matrices (gate, up, down). In GGUF each is expert e's
  * slice of a 3-D tensor [n_in, n_out, n_expert]: contiguous, at tensor offset + e * stride,
@@ -36,15 +37,6 @@ struct moeinf_store_layer {
     uint64_t bytes[MOEINF_EXPERT_PARTS];
 };
 
-/* A slot's life: free -> loading -> ready -> (evicted) free. Part 1 of the offload work reads
- * synchronously, so loading is only seen inside moeinf_store_load; asynchronous loads
- * (planned) keep a slot in loading while its read is in flight. */
-enum moeinf_slot_state {
-    MOEINF_SLOT_FREE = 0,
-    MOEINF_SLOT_LOADING = 1,
-    MOEINF_SLOT_READY = 2,
-};
-
 struct moeinf_store_counters {
     uint64_t loads;      /* experts read */
     uint64_t bytes;      /* bytes read from the file (whole windows under O_DIRECT) */
@@ -74,16 +66,15 @@ bool moeinf_store_direct(const struct moeinf_store *s);
 /* A one-line note on how the store reads (O_DIRECT or why not), or NULL. */
 const char *moeinf_store_note(const struct moeinf_store *s);
 
-/* Reads expert `expert` of `layer` into `slot` (synchronously), counting into *counters.
- * MOEINF_ERR_IO on a read error or a short read (the file changed under the process). */
+/* Reads expert `expert` of `layer` into `slot`, adding to *counters. Touches only that slot
+ * (and *counters), so reads into distinct slots may run concurrently; the caller makes sure
+ * nobody computes from the slot meanwhile. MOEINF_ERR_IO on a read error or a short read
+ * (the file changed under the process). */
 enum moeinf_status moeinf_store_load(struct moeinf_store *s, int slot, int layer, int expert,
                                      struct moeinf_store_counters *counters,
                                      struct moeinf_error *err);
-/* Marks a slot free (its expert was evicted). */
-void moeinf_store_release(struct moeinf_store *s, int slot);
-enum moeinf_slot_state moeinf_store_slot_state(const struct moeinf_store *s, int slot);
 
-/* Part p of the expert now in `slot` (ready): the bytes the kernels read. */
+/* Part p of the expert last read into `slot`: the bytes the kernels read. */
 const uint8_t *moeinf_store_part(const struct moeinf_store *s, int slot, int part);
 
 #endif

@@ -1,19 +1,37 @@
 /*
  * tier.h - the engine's offloaded routed experts: the fast tier (cache slots, policy) in front
- * of the slow tier (experts/store.c, the model file), driven by the forward pass one layer
- * step at a time through experts/step.h, with the counters --stats reports.
+ * of the slow tier (experts/store.c, the model file, read on I/O threads by
+ * experts/loader.c), driven by the forward pass one layer step at a time through
+ * experts/step.h, with the counters --stats reports.
  *
  * Per forward iteration (a decode token or a prefill micro-batch) the forward pass calls
  *   moeinf_tier_iteration_begin(t, phase, m);
  *   per MoE layer: moeinf_tier_layer_begin(t, layer, sel, m, top_k);
+ *                  [moeinf_tier_hint(t, later_layer, experts, n);]   gate lookahead
  *                  while (moeinf_tier_wave(t, &ids, &n, err) == OK && n > 0) {
- *                      compute experts ids[0..n) with moeinf_tier_part(t, i, part);
+ *                      compute the experts that moeinf_tier_ready(t, i) says are there;
+ *                      moeinf_tier_wave_wait(t, err);
+ *                      compute the others, all with moeinf_tier_part(t, i, part);
  *                      moeinf_tier_wave_end(t);
  *                  }
- *                  moeinf_tier_layer_end(t);
+ *                  moeinf_tier_layer_end(t, err);
  *   moeinf_tier_iteration_end(t);
- * and the engine brackets requests with moeinf_tier_request_begin / _end. This part reads
- * misses synchronously inside moeinf_tier_wave; prefetching on I/O threads is planned.
+ * and the engine brackets requests with moeinf_tier_request_begin / _end.
+ *
+ * Loads. A wave's misses are queued as demand reads; the forward pass computes the wave's
+ * experts that are already there, then waits for the rest (and for any that a prefetch is
+ * still bringing in: a "late" prefetch, promoted to a demand read); that wait is the stall
+ * time. Prefetches come from two sources and are
+ * admitted to the cache exactly as the simulator admits them (moeinf_cache_prefetch, same
+ * victims), their reads queued behind every demand read:
+ *   - the policy's proposals after each step (moeinf_tier_layer_end: up to `prefetch` per
+ *     step, what `moeinf sim --prefetch` means);
+ *   - gate lookahead hints from the forward pass (the routers of the next layers applied to
+ *     the current hidden state), issued right after the wave's demand reads are queued.
+ * An expert whose read is in flight is pinned (never a victim) until the read is retired. A
+ * prefetch for layer l still queued (not started) when layer l's step begins without it is
+ * dropped: the read is cancelled and the cache forgets the expert. The cache and the
+ * policy are only touched by the forward pass's thread; the I/O threads only read.
  */
 #ifndef MOEINF_EXPERTS_TIER_H
 #define MOEINF_EXPERTS_TIER_H
@@ -22,6 +40,7 @@
 #include <stdint.h>
 
 #include "experts/cache.h"
+#include "experts/loader.h"
 #include "experts/policy.h"
 #include "experts/step.h"
 #include "experts/store.h"
@@ -30,35 +49,78 @@
 /* Counters of one layer (or of all). */
 struct moeinf_tier_counters {
     uint64_t accesses; /* expert accesses: one per distinct expert per step */
-    uint64_t hits;
-    uint64_t misses;
-    struct moeinf_store_counters io;
+    uint64_t hits;     /* the cache's view: resident (possibly still arriving) */
+    uint64_t misses;   /* demand reads */
+    uint64_t prefetches;       /* prefetch reads queued */
+    uint64_t prefetch_hits;    /* demanded experts a prefetch had brought in, read complete */
+    uint64_t late_prefetches;  /* demanded while the prefetch read was queued or running */
+    uint64_t wasted_prefetches; /* prefetched experts evicted before any demand */
+    uint64_t dropped_prefetches; /* prefetches cancelled before their read started */
+    uint64_t stall_ns;         /* time the forward pass waited for reads */
+    struct moeinf_store_counters io; /* reads finished (demand and prefetch) */
+};
+
+/* Where a prediction came from. */
+enum moeinf_tier_source {
+    MOEINF_SOURCE_POLICY = 0,    /* the policy's prefetch proposals */
+    MOEINF_SOURCE_LOOKAHEAD = 1, /* the next layers' routers on the current hidden state */
+    MOEINF_SOURCE_COUNT = 2,
+};
+
+/* How well a source predicted: of the experts it named for a layer, how many that layer's
+ * next step used (precision = correct / predicted), and of the experts used by steps it had
+ * named experts for, how many it named (recall = correct / actual). */
+struct moeinf_tier_prediction {
+    uint64_t predicted, correct, actual;
+};
+
+struct moeinf_tier_config {
+    const char *policy; /* a registered online policy; NULL: the default */
+    bool page_cache;    /* see store.h */
+    int io_threads;     /* 0: reads on the forward pass's thread when needed */
+    int prefetch;       /* policy proposals admitted per step */
+    int lookahead;      /* layers ahead the forward pass predicts by gate lookahead */
 };
 
 struct moeinf_tier {
     struct moeinf_cache *cache;
     struct moeinf_policy *policy;
     struct moeinf_store *store;
+    struct moeinf_loader *loader;
     struct moeinf_step step;
+    struct moeinf_tier_config cfg;
     struct moeinf_cache_event *events; /* (capacity) the current wave's accesses */
     const uint32_t *wave_ids;
     int wave_n;
-    int n_layers, n_experts;
+    int n_layers, n_experts, top_k, capacity;
     bool in_request;
     uint64_t n_requests;
     struct moeinf_tier_counters *layer; /* (n_layers) */
     uint64_t tokens, decode_tokens;
+    /* reads in flight: slots, and per slot the expert being read (forward thread only) */
+    int *inflight;        /* (capacity) slots with a job not yet retired */
+    int n_inflight;
+    uint32_t *slot_id;    /* (capacity) expert of the slot's job */
+    uint8_t *slot_busy;   /* (capacity) 1 while the slot is in inflight[] */
+    int *wait_slots;      /* (capacity) the current wave's reads to wait for */
+    int n_wait;
+    uint32_t *proposals;  /* (n_experts) policy proposals / lookahead hints */
+    uint32_t *hints;      /* (n_experts * lookahead) hinted ids awaiting the wave */
+    int n_hints;
+    uint8_t *in_step;     /* (n_experts) 1 for the experts of the current step */
+    uint8_t *predicted;   /* (layers x experts) bit per source: named for the layer's next step */
+    struct moeinf_tier_prediction prediction[MOEINF_SOURCE_COUNT];
 };
 
 /*
- * Opens the store over `path` with n_slots slots (the cache capacity, >= top_k) and the
- * policy `policy` (a registered online policy; NULL: the default); page_cache: see store.h.
- * MOEINF_ERR_ARG for an unknown or offline policy, the store's errors otherwise.
+ * Opens the store over `path` with n_slots slots (the cache capacity, >= top_k), the policy
+ * and the I/O threads of cfg. MOEINF_ERR_ARG for an unknown or offline policy, the store's
+ * and the loader's errors otherwise.
  */
 enum moeinf_status moeinf_tier_init(const char *path, const struct moeinf_store_layer *layers,
                                     int n_layers, int n_experts, int top_k, int n_slots,
-                                    const char *policy, bool page_cache, struct moeinf_tier **out,
-                                    struct moeinf_error *err);
+                                    const struct moeinf_tier_config *cfg,
+                                    struct moeinf_tier **out, struct moeinf_error *err);
 void moeinf_tier_free(struct moeinf_tier *t);
 
 /* A request starts (ending the previous one, if any) / ends. */
@@ -69,12 +131,29 @@ void moeinf_tier_iteration_end(struct moeinf_tier *t);
 
 void moeinf_tier_layer_begin(struct moeinf_tier *t, int layer, const int32_t *sel, int m,
                              int top_k);
-/* The next wave: pins it, reads its misses into their slots; *ids are flat expert ids. */
+/* Gate lookahead: the forward pass predicts that `layer` (a later layer) will use experts[0..n)
+ * (experts of that layer); they are prefetched after the current wave's demand reads. */
+void moeinf_tier_hint(struct moeinf_tier *t, int layer, const int *experts, int n);
+/* The next wave: pins it and queues the reads of its misses (and the lookahead hints); *ids
+ * are flat expert ids. The wave's experts may be computed once ready: moeinf_tier_ready for
+ * one, moeinf_tier_wave_wait for all (the forward pass computes the ready ones first, so that
+ * the reads overlap that compute). */
 enum moeinf_status moeinf_tier_wave(struct moeinf_tier *t, const uint32_t **ids, int *n,
                                     struct moeinf_error *err);
+/* True if the wave's i-th expert is in its slot now. */
+bool moeinf_tier_ready(const struct moeinf_tier *t, int i);
+/* Waits for the wave's reads (the stall) and retires them. On a failed read the wave is over
+ * (unpinned, its failed experts forgotten) and the read's error is returned. */
+enum moeinf_status moeinf_tier_wave_wait(struct moeinf_tier *t, struct moeinf_error *err);
 /* Part (0 gate, 1 up, 2 down) of the wave's i-th expert. */
 const uint8_t *moeinf_tier_part(const struct moeinf_tier *t, int i, int part);
 void moeinf_tier_wave_end(struct moeinf_tier *t);
-void moeinf_tier_layer_end(struct moeinf_tier *t);
+/* Ends the step and queues the policy's prefetch proposals. Errors are the cache's (a policy
+ * that names an invalid victim). */
+enum moeinf_status moeinf_tier_layer_end(struct moeinf_tier *t, struct moeinf_error *err);
+
+/* Waits for every read in flight and retires it (before the cache's state is saved or the
+ * counters are read as final). */
+void moeinf_tier_quiesce(struct moeinf_tier *t);
 
 #endif

@@ -519,14 +519,15 @@ static struct moeinf_gguf *alloc_gguf(const char *path) {
 
 enum moeinf_status moeinf_gguf_open(const char *path, struct moeinf_gguf **out,
                                     struct moeinf_error *err) {
-    return moeinf_gguf_open_mode(path, MOEINF_MAP_FILE, out, err);
+    return moeinf_gguf_open_mode(path, MOEINF_MAP_FILE, NULL, out, err);
 }
 
 enum moeinf_status moeinf_gguf_open_mode(const char *path, enum moeinf_map_mode mode,
+                                         const struct moeinf_progress *progress,
                                          struct moeinf_gguf **out, struct moeinf_error *err) {
     struct moeinf_gguf *g = alloc_gguf(path);
     if (!g) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
-    enum moeinf_status st = moeinf_file_map_mode(path, mode, &g->map, err);
+    enum moeinf_status st = moeinf_file_map_mode(path, mode, progress, &g->map, err);
     if (st) {
         moeinf_gguf_free(g);
         return st;

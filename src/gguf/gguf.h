@@ -97,6 +97,7 @@ enum moeinf_status moeinf_gguf_open(const char *path, struct moeinf_gguf **out,
                                     struct moeinf_error *err);
 /* Same, choosing how the file is mapped (see base/file.h). */
 enum moeinf_status moeinf_gguf_open_mode(const char *path, enum moeinf_map_mode mode,
+                                         const struct moeinf_progress *progress,
                                          struct moeinf_gguf **out, struct moeinf_error *err);
 /* Same, over a caller-owned buffer (tests, fuzzing). path is only used in messages. */
 enum moeinf_status moeinf_gguf_open_buffer(const void *data, uint64_t size, const char *path,

@@ -41,6 +41,7 @@ struct moeinf_fwd {
     float *eo;           /* [n_batch * n_used][n_embd] expert outputs */
     float *sh_out;       /* [n_batch][n_embd] shared expert output (n_ff_shexp > 0) */
     float *router;       /* [n_batch][n_expert] */
+    float *lookahead;    /* [n_expert] a later layer's router logits (gate lookahead) */
     uint8_t *ex_in;      /* [n_batch * n_used] gathered quantized rows */
     float *attn_scratch; /* per thread */
     size_t attn_scratch_stride;
@@ -54,6 +55,7 @@ struct moeinf_fwd {
     int *wave;                          /* [n_expert] experts of the current wave, ascending */
     int *wave_index;                    /* [n_expert] position of an expert in the tier's wave */
     const uint8_t *(*wave_parts)[3];    /* [n_expert] their gate, up, down matrices */
+    uint8_t *wave_ready;                /* [n_expert] the wave's i-th expert was in its slot */
     uint64_t bytes;                     /* allocated: KV cache and scratch */
     int nonfinite_layer; /* first layer of the last eval whose output was not finite; -1 */
 };
@@ -287,6 +289,39 @@ static void shared_expert(struct moeinf_fwd *f, const struct moeinf_layer *lw, i
 }
 
 /*
+ * Routing replay (forward.h): layer il's choice of the m tokens replaced by the recorded
+ * experts. route() left the router's probabilities (softmax over all experts) in f->router;
+ * the weights are the recorded experts' probabilities, renormalised over them and scaled as
+ * route() does for its own choice (hp->expert_weights_norm, expert_weights_scale). When every
+ * recorded expert's probability underflows to 0 the renormalised weights are equal (rather
+ * than 0/0).
+ */
+static void replay_routing(struct moeinf_fwd *f, int il, int m) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    const int n_expert = hp->n_expert;
+    const int n_used = hp->n_expert_used;
+    for (int j = 0; j < m; j++) {
+        const float *p = f->router + (size_t)j * n_expert;
+        const int32_t *rec = f->p.route_replay + ((size_t)j * hp->n_layer + il) * n_used;
+        int32_t *sel = f->sel + ((size_t)il * f->p.n_batch + j) * n_used;
+        float *w = f->sel_w + ((size_t)il * f->p.n_batch + j) * n_used;
+        float sum = 0.0f;
+        for (int r = 0; r < n_used; r++)
+            sum += p[rec[r]];
+        for (int r = 0; r < n_used; r++) {
+            sel[r] = rec[r];
+            if (hp->expert_weights_norm) {
+                w[r] = sum > 0.0f ? p[rec[r]] / sum : 1.0f / (float)n_used;
+            } else {
+                w[r] = p[rec[r]];
+            }
+            if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
+                w[r] *= hp->expert_weights_scale;
+        }
+    }
+}
+
+/*
  * The experts of one wave: n experts of the layer (ascending), with parts[i] their gate, up
  * and down matrices, for the token rows grouped by expert (expert_first). gate and up in one
  * dispatch, SwiGLU, the down input quantized, down in a second dispatch; each expert's
@@ -357,38 +392,82 @@ static void experts_resident(struct moeinf_fwd *f, const struct moeinf_layer *lw
     experts_compute(f, lw, f->wave, (const uint8_t *const(*)[3])f->wave_parts, n, rb);
 }
 
-/* The selected experts through the expert cache, in the waves it allows; each wave's experts
- * are computed from their slots (ascending, as experts_resident does). */
+/*
+ * Gate lookahead for a decode token: applies the routers of the next `lookahead` layers to
+ * this layer's FFN input (the residual stream changes little from layer to layer) and hints
+ * their top-k experts to the cache, which prefetches them behind this layer's demand reads.
+ * One router product per layer ahead (n_embd x n_expert), no I/O.
+ */
+static void lookahead_hints(struct moeinf_fwd *f, int il) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    struct moeinf_tier *t = f->p.tier;
+    for (int d = 1; d <= t->cfg.lookahead && il + d < hp->n_layer; d++) {
+        matmul1(f, &f->llm->layers[il + d].router, f->xb, 1, f->lookahead, (size_t)hp->n_expert);
+        int idx[MOEINF_MAX_EXPERT_USED];
+        moeinf_top_k(f->lookahead, hp->n_expert, hp->n_expert_used, idx);
+        moeinf_tier_hint(t, il + d, idx, hp->n_expert_used);
+    }
+}
+
+/* Computes the wave's experts (flat ids[0..n) of layer il) whose `ready` flag equals `which`,
+ * in ascending order, from their slots. */
+static void experts_from_slots(struct moeinf_fwd *f, const struct moeinf_layer *lw, int il,
+                               const uint32_t *ids, const uint8_t *ready, bool which, int n,
+                               size_t rb) {
+    const int n_expert = f->llm->hp.n_expert;
+    struct moeinf_tier *t = f->p.tier;
+    for (int e = 0; e < n_expert; e++)
+        f->wave_index[e] = -1;
+    for (int i = 0; i < n; i++) {
+        if (ready[i] == which) f->wave_index[ids[i] - (uint32_t)il * (uint32_t)n_expert] = i;
+    }
+    int k = 0;
+    for (int e = 0; e < n_expert; e++) {
+        int i = f->wave_index[e];
+        if (i < 0) continue;
+        f->wave[k] = e;
+        for (int part = 0; part < 3; part++)
+            f->wave_parts[k][part] = moeinf_tier_part(t, i, part);
+        k++;
+    }
+    if (k > 0) experts_compute(f, lw, f->wave, (const uint8_t *const(*)[3])f->wave_parts, k, rb);
+}
+
+/* The selected experts through the expert cache, in the waves it allows. Of each wave, the
+ * experts already in their slots are computed first while the rest are read, then the rest:
+ * each expert's outputs land in its own rows, so the split changes no bit. */
 static enum moeinf_status experts_offloaded(struct moeinf_fwd *f, const struct moeinf_layer *lw,
                                             int il, int m, size_t rb, struct moeinf_error *err) {
-    const int n_expert = f->llm->hp.n_expert;
     struct moeinf_tier *t = f->p.tier;
     moeinf_tier_layer_begin(t, il, f->sel + (size_t)il * f->p.n_batch * f->llm->hp.n_expert_used,
                             m, f->llm->hp.n_expert_used);
+    /* Under a routing replay the routers' own choice is not the one made, so their lookahead
+     * would predict routing that never happens: it is off. */
+    if (m == 1 && !f->p.route_replay) lookahead_hints(f, il);
     for (;;) {
         const uint32_t *ids;
         int n = 0;
         enum moeinf_status st = moeinf_tier_wave(t, &ids, &n, err);
         if (st != MOEINF_OK) return st;
         if (n == 0) break;
-        for (int i = 0; i < n_expert; i++)
-            f->wave_index[i] = -1;
-        for (int i = 0; i < n; i++)
-            f->wave_index[ids[i] - (uint32_t)il * (uint32_t)n_expert] = i;
-        int k = 0;
-        for (int e = 0; e < n_expert; e++) {
-            int i = f->wave_index[e];
-            if (i < 0) continue;
-            f->wave[k] = e;
-            for (int part = 0; part < 3; part++)
-                f->wave_parts[k][part] = moeinf_tier_part(t, i, part);
-            k++;
+        int n_ready = 0;
+        for (int i = 0; i < n; i++) {
+            f->wave_ready[i] = moeinf_tier_ready(t, i);
+            n_ready += f->wave_ready[i];
         }
-        experts_compute(f, lw, f->wave, (const uint8_t *const(*)[3])f->wave_parts, k, rb);
+        if (n_ready < n) {
+            experts_from_slots(f, lw, il, ids, f->wave_ready, true, n, rb);
+            st = moeinf_tier_wave_wait(t, err);
+            if (st != MOEINF_OK) return st;
+            experts_from_slots(f, lw, il, ids, f->wave_ready, false, n, rb);
+        } else {
+            st = moeinf_tier_wave_wait(t, err); /* retires reads that finished */
+            if (st != MOEINF_OK) return st;
+            experts_from_slots(f, lw, il, ids, f->wave_ready, true, n, rb);
+        }
         moeinf_tier_wave_end(t);
     }
-    moeinf_tier_layer_end(t);
-    return MOEINF_OK;
+    return moeinf_tier_layer_end(t, err);
 }
 
 static enum moeinf_status moe_block(struct moeinf_fwd *f, int il, int m, struct moeinf_error *err) {
@@ -398,6 +477,7 @@ static enum moeinf_status moe_block(struct moeinf_fwd *f, int il, int m, struct 
     const int n_used = hp->n_expert_used;
     const int n_embd = hp->n_embd;
     route(f, il, m);
+    if (f->p.route_replay) replay_routing(f, il, m);
     const int32_t *sel = f->sel + (size_t)il * f->p.n_batch * n_used;
     /* group (token, rank) pairs by expert: slots [expert_first[e], expert_first[e+1]) */
     memset(f->expert_count, 0, (size_t)n_expert * sizeof(int));
@@ -525,6 +605,10 @@ void moeinf_fwd_set_tier(struct moeinf_fwd *f, struct moeinf_tier *tier) {
     f->p.tier = tier;
 }
 
+void moeinf_fwd_set_route_replay(struct moeinf_fwd *f, const int32_t *experts) {
+    f->p.route_replay = experts;
+}
+
 const int32_t *moeinf_fwd_routing(const struct moeinf_fwd *f, int il, int j) {
     if (!f->sel) return NULL;
     return f->sel + ((size_t)il * f->p.n_batch + j) * f->llm->hp.n_expert_used;
@@ -612,6 +696,7 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     if (hp->n_expert > 0) {
         f->eo = alloc_array(f, slots * hp->n_embd, sizeof(float), &failed);
         f->router = alloc_array(f, n_b * hp->n_expert, sizeof(float), &failed);
+        f->lookahead = alloc_array(f, (size_t)hp->n_expert, sizeof(float), &failed);
         f->ex_in = alloc_array(f, slots, moeinf_row_bytes(MOEINF_TYPE_F32, hp->n_embd), &failed);
         f->sel = alloc_array(f, (size_t)hp->n_layer * slots, sizeof(int32_t), &failed);
         f->sel_w = alloc_array(f, (size_t)hp->n_layer * slots, sizeof(float), &failed);
@@ -622,6 +707,7 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
         f->wave = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave, &failed);
         f->wave_index = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_index, &failed);
         f->wave_parts = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_parts, &failed);
+        f->wave_ready = alloc_array(f, (size_t)hp->n_expert, 1, &failed);
     }
     need_act(f, &llm->output, slots, &failed);
     for (int il = 0; il < hp->n_layer; il++) {
@@ -659,6 +745,7 @@ void moeinf_fwd_free(struct moeinf_fwd *f) {
     free(f->eo);
     free(f->sh_out);
     free(f->router);
+    free(f->lookahead);
     free(f->ex_in);
     free(f->attn_scratch);
     free(f->sel);
@@ -669,6 +756,7 @@ void moeinf_fwd_free(struct moeinf_fwd *f) {
     free(f->jobs);
     free(f->wave);
     free(f->wave_index);
+    free(f->wave_ready);
     free(f->wave_parts);
     for (int t = 0; t < MOEINF_TYPE_COUNT; t++)
         free(f->acts[t].buf);

@@ -30,6 +30,8 @@ struct moeinf_fwd_params {
     const struct moeinf_kernels *kern;
     struct moeinf_tier *tier; /* borrowed; routed experts come through this expert cache
                                  instead of the weights when not NULL (experts/tier.h) */
+    const int32_t *route_replay; /* borrowed; NULL, or recorded routing that replaces the
+                                    router's choice (moeinf_fwd_set_route_replay) */
 };
 
 enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
@@ -47,6 +49,17 @@ enum moeinf_status moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int
 uint64_t moeinf_fwd_bytes(const struct moeinf_fwd *f);
 /* Routes experts through `tier` from now on (NULL: the weights themselves). */
 void moeinf_fwd_set_tier(struct moeinf_fwd *f, struct moeinf_tier *tier);
+
+/*
+ * Routing replay (benchmarks on recorded routing; internal). From the next eval on, until
+ * set to NULL, token j of the micro-batch uses at layer il the experts
+ *     experts[(j * n_layer + il) * n_expert_used + r],  r = 0 .. n_expert_used - 1
+ * (token-major, as one line of a moe-trace file), in that order, instead of the router's
+ * top-k. The caller checks the ids (distinct per layer, in [0, n_expert)). Everything else
+ * is computed as usual: the router still runs, and its probabilities of the replayed experts,
+ * normalised as the architecture normalises its own choice, are the mixing weights.
+ */
+void moeinf_fwd_set_route_replay(struct moeinf_fwd *f, const int32_t *experts);
 
 /* Expert routing of the last eval: for layer il and token j, the selected experts in rank
  * order (n_expert_used of them) and their mixing weights. NULL for dense models. */

@@ -12,6 +12,9 @@ struct loader {
     struct moeinf_resident *r;
     const struct moeinf_gguf *g;
     struct moeinf_error *err;
+    bool count_only; /* a first pass that only adds up `total` */
+    uint64_t done, total;
+    const struct moeinf_progress *progress;
 };
 
 static uint64_t file_offset(const struct moeinf_gguf *g, const void *p) {
@@ -21,6 +24,11 @@ static uint64_t file_offset(const struct moeinf_gguf *g, const void *p) {
 /* A copy of n bytes at `src` (a pointer into g's mapping), read with pread: the mapping's
  * pages are never touched. */
 static enum moeinf_status copy_out(struct loader *ld, const void *src, size_t n, void **out) {
+    if (ld->count_only) {
+        ld->total += n;
+        *out = (void *)src;
+        return MOEINF_OK;
+    }
     size_t padded = (n + 63) & ~(size_t)63;
     void *p = aligned_alloc(64, padded ? padded : 64);
     if (!p) {
@@ -39,6 +47,8 @@ static enum moeinf_status copy_out(struct loader *ld, const void *src, size_t n,
     enum moeinf_status st =
         moeinf_file_pread(ld->g->map.fd, p, n, file_offset(ld->g, src), ld->g->path, ld->err);
     if (st != MOEINF_OK) return st;
+    ld->done += n;
+    moeinf_progress_report(ld->progress, ld->done, ld->total);
     *out = p;
     return MOEINF_OK;
 }
@@ -71,7 +81,54 @@ static void take_experts(const struct moeinf_gguf *g, struct moeinf_layer *lw,
     }
 }
 
+/* Every weight but the routed experts, rebound to its copy, and the experts' extents into
+ * r. On the counting pass (ld->count_only) nothing is read or rebound: copy_out only adds up
+ * the bytes and hands back the same pointers. */
+static enum moeinf_status copy_all(struct loader *ld, struct moeinf_llm *llm,
+                                   struct moeinf_resident *r) {
+    const struct moeinf_hparams *hp = &llm->hp;
+    bool tied = llm->output.data == llm->tok_embd.data;
+    enum moeinf_status st = copy_weight(ld, &llm->tok_embd);
+    if (st == MOEINF_OK) st = copy_vec(ld, &llm->output_norm, hp->n_embd);
+    if (st == MOEINF_OK) {
+        if (tied) {
+            llm->output.data = llm->tok_embd.data;
+        } else {
+            st = copy_weight(ld, &llm->output);
+        }
+    }
+    for (int il = 0; st == MOEINF_OK && il < hp->n_layer; il++) {
+        struct moeinf_layer *lw = &llm->layers[il];
+        /* the shared expert runs for every token: resident like attention */
+        struct moeinf_weight *ws[] = {&lw->wq,     &lw->wk,         &lw->wv,       &lw->wo,
+                                      &lw->router, &lw->gate_shexp, &lw->up_shexp, &lw->down_shexp};
+        const int n_q = hp->n_head * hp->head_dim;
+        const int n_kv = hp->n_head_kv * hp->head_dim;
+        const int n_qk_norm[2] = {hp->qk_norm == MOEINF_QK_NORM_HEAD ? hp->head_dim : n_q,
+                                  hp->qk_norm == MOEINF_QK_NORM_HEAD ? hp->head_dim : n_kv};
+        struct {
+            const float **v;
+            int n;
+        } vecs[] = {{&lw->attn_norm, hp->n_embd},
+                    {&lw->ffn_norm, hp->n_embd},
+                    {&lw->bq, n_q},
+                    {&lw->bk, n_kv},
+                    {&lw->bv, n_kv},
+                    {&lw->q_norm, n_qk_norm[0]},
+                    {&lw->k_norm, n_qk_norm[1]},
+                    {&lw->gate_inp_shexp, hp->n_embd}};
+        for (size_t i = 0; st == MOEINF_OK && i < sizeof vecs / sizeof vecs[0]; i++)
+            st = copy_vec(ld, vecs[i].v, vecs[i].n);
+        if (st != MOEINF_OK) break;
+        for (size_t i = 0; st == MOEINF_OK && i < sizeof ws / sizeof ws[0]; i++)
+            st = copy_weight(ld, ws[i]);
+        if (st == MOEINF_OK && !ld->count_only) take_experts(ld->g, lw, &r->experts[il]);
+    }
+    return st;
+}
+
 enum moeinf_status moeinf_resident_load(struct moeinf_llm *llm, const struct moeinf_gguf *g,
+                                        const struct moeinf_progress *progress,
                                         struct moeinf_resident **out, struct moeinf_error *err) {
     const struct moeinf_hparams *hp = &llm->hp;
     if (hp->n_expert == 0) {
@@ -90,46 +147,10 @@ enum moeinf_status moeinf_resident_load(struct moeinf_llm *llm, const struct moe
         moeinf_resident_free(r);
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", g->path);
     }
-    struct loader ld = {r, g, err};
-    bool tied = llm->output.data == llm->tok_embd.data;
-    enum moeinf_status st = copy_weight(&ld, &llm->tok_embd);
-    if (st == MOEINF_OK) st = copy_vec(&ld, &llm->output_norm, hp->n_embd);
-    if (st == MOEINF_OK) {
-        if (tied) {
-            llm->output.data = llm->tok_embd.data;
-        } else {
-            st = copy_weight(&ld, &llm->output);
-        }
-    }
-    for (int il = 0; st == MOEINF_OK && il < hp->n_layer; il++) {
-        struct moeinf_layer *lw = &llm->layers[il];
-        /* the shared expert runs for every token: resident like attention */
-        struct moeinf_weight *ws[] = {&lw->wq,     &lw->wk,         &lw->wv,       &lw->wo,
-                                      &lw->router, &lw->gate_shexp, &lw->up_shexp, &lw->down_shexp};
-        const int n_q = hp->n_head * hp->head_dim;
-        const int n_kv = hp->n_head_kv * hp->head_dim;
-        const int n_qk_norm[2] = {hp->qk_norm == MOEINF_QK_NORM_HEAD ? hp->head_dim : n_q,
-                                  hp->qk_norm == MOEINF_QK_NORM_HEAD ? hp->head_dim : n_kv};
-
-        struct {
-            const float **v;
-            int n;
-        } vecs[] = {{&lw->attn_norm, hp->n_embd},
-                    {&lw->ffn_norm, hp->n_embd},
-                    {&lw->bq, n_q},
-                    {&lw->bk, n_kv},
-                    {&lw->bv, n_kv},
-                    {&lw->q_norm, n_qk_norm[0]},
-                    {&lw->k_norm, n_qk_norm[1]},
-                    {&lw->gate_inp_shexp, hp->n_embd}};
-
-        for (size_t i = 0; st == MOEINF_OK && i < sizeof vecs / sizeof vecs[0]; i++)
-            st = copy_vec(&ld, vecs[i].v, vecs[i].n);
-        if (st != MOEINF_OK) break;
-        for (size_t i = 0; st == MOEINF_OK && i < sizeof ws / sizeof ws[0]; i++)
-            st = copy_weight(&ld, ws[i]);
-        if (st == MOEINF_OK) take_experts(g, lw, &r->experts[il]);
-    }
+    struct loader ld = {.r = r, .g = g, .err = err, .count_only = true, .progress = progress};
+    enum moeinf_status st = copy_all(&ld, llm, r); /* the total, for the progress */
+    ld.count_only = false;
+    if (st == MOEINF_OK) st = copy_all(&ld, llm, r);
     if (st != MOEINF_OK) {
         moeinf_resident_free(r);
         return st;

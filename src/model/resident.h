@@ -26,9 +26,11 @@ struct moeinf_resident {
 /*
  * Copies every weight of llm but the routed experts out of g's file into anonymous memory
  * and rebinds the views to the copies (a tied lm_head keeps sharing token_embd), then drops
- * the file from the page cache. MOEINF_ERR_ARG for a dense model; read errors otherwise.
+ * the file from the page cache, reporting the bytes read to progress (may be NULL).
+ * MOEINF_ERR_ARG for a dense model; read errors otherwise.
  */
 enum moeinf_status moeinf_resident_load(struct moeinf_llm *llm, const struct moeinf_gguf *g,
+                                        const struct moeinf_progress *progress,
                                         struct moeinf_resident **out, struct moeinf_error *err);
 void moeinf_resident_free(struct moeinf_resident *r);
 

@@ -108,12 +108,16 @@ struct serve_worker {
     /* worker thread only: the tokens now in the context */
     int32_t *kv_tokens;
     int kv_n;
+    const char *eamc_path; /* NULL: no periodic save */
+    int eamc_every, jobs_unsaved;
 };
 
-/* Starts the worker thread on a loaded model and context (borrowed). */
+/* Starts the worker thread on a loaded model and context (borrowed). Each finished job ends
+ * a request for the expert cache's policy; with eamc_path, every eamc_every jobs its state is
+ * saved there (so that a crash loses little; the caller saves at shutdown). */
 bool serve_worker_start(struct serve_worker *w, struct moeinf_model *model,
                         struct moeinf_context *ctx, int n_ctx, int n_batch, int queue_max,
-                        struct moeinf_error *err);
+                        const char *eamc_path, int eamc_every, struct moeinf_error *err);
 /* Cancels what runs, fails the jobs still queued (503) and joins the thread. */
 void serve_worker_stop(struct serve_worker *w);
 /* Frees what the worker holds, once no handler uses it. */
@@ -141,7 +145,11 @@ struct serve_options {
     int queue_max;
     size_t body_max;
     int n_ctx, n_batch;
+    const char *eamc_path; /* --eamc: the expert-cache state, saved every eamc_every requests */
+    int eamc_every;
 };
+
+#define SERVE_EAMC_EVERY_DEFAULT 16
 
 #define SERVE_QUEUE_DEFAULT    8
 #define SERVE_BODY_MAX_DEFAULT (1u << 20)

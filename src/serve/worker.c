@@ -277,6 +277,18 @@ done:
     free(ids);
 }
 
+/* After a job, on the worker thread without the lock: the request is over for the expert
+ * cache's policy; every eamc_every jobs its state is saved. */
+static void after_job(struct serve_worker *w) {
+    moeinf_context_request_end(w->ctx);
+    if (!w->eamc_path || ++w->jobs_unsaved < w->eamc_every) return;
+    w->jobs_unsaved = 0;
+    struct moeinf_error err = {0};
+    if (moeinf_context_expert_state_save(w->ctx, w->eamc_path, &err) != MOEINF_OK) {
+        fprintf(stderr, "moeinf: %s\n", err.msg); /* serving goes on; the next save retries */
+    }
+}
+
 static void *worker_main(void *arg) {
     struct serve_worker *w = arg;
     pthread_mutex_lock(&w->mu);
@@ -303,6 +315,11 @@ static void *worker_main(void *arg) {
         w->busy = false;
         pthread_cond_broadcast(&w->changed);
         job_unref(job);
+        if (!skip) {
+            pthread_mutex_unlock(&w->mu);
+            after_job(w);
+            pthread_mutex_lock(&w->mu);
+        }
     }
     /* Stopping: what still waits gets a 503. */
     while (w->head) {
@@ -322,8 +339,10 @@ static void *worker_main(void *arg) {
 
 bool serve_worker_start(struct serve_worker *w, struct moeinf_model *model,
                         struct moeinf_context *ctx, int n_ctx, int n_batch, int queue_max,
-                        struct moeinf_error *err) {
+                        const char *eamc_path, int eamc_every, struct moeinf_error *err) {
     memset(w, 0, sizeof *w);
+    w->eamc_path = eamc_path;
+    w->eamc_every = eamc_every > 0 ? eamc_every : SERVE_EAMC_EVERY_DEFAULT;
     w->model = model;
     w->ctx = ctx;
     w->n_ctx = n_ctx;

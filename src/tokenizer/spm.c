@@ -1,7 +1,7 @@
 /*
- * spm.c - SentencePiece tokenizing as llama.cpp does it for "llama" vocabularies: split out
- * special tokens, then per text fragment: space prefix, spaces -> U+2581, greedy merging of
- * adjacent pieces by token score, byte fallback. The steps are listed in vocab.h.
+ * spm.c - SentencePiece tokenizing as llama.cpp does it for "llama" vocabularies, per text
+ * fragment (tokenize.c splits out special tokens first): space prefix, spaces -> U+2581,
+ * greedy merging of adjacent pieces by token score, byte fallback. The steps are in vocab.h.
  *
  * llama.cpp also keeps a "reverse merge" map to split a merged piece that is not a token
  * back into its parts. A piece is only ever merged when its text is a token, so every
@@ -13,110 +13,6 @@
 
 #include "base/status.h"
 #include "tokenizer/vocab_impl.h"
-
-/* A growing array of ids. */
-struct ids {
-    int32_t *data;
-    size_t n, cap;
-};
-
-static bool ids_push(struct ids *a, int32_t id) {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? 2 * a->cap : 64;
-        int32_t *p = realloc(a->data, cap * sizeof *p);
-        if (!p) return false;
-        a->data = p;
-        a->cap = cap;
-    }
-    a->data[a->n++] = id;
-    return true;
-}
-
-/* ---- special-token partition ------------------------------------------------------------ */
-
-/* A piece of the input: raw text [off, off + len) when id < 0, else a special token. */
-struct frag {
-    int32_t id;
-    size_t off, len;
-};
-
-struct frags {
-    struct frag *data;
-    size_t n, cap;
-};
-
-static bool frags_push(struct frags *a, struct frag f) {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? 2 * a->cap : 16;
-        struct frag *p = realloc(a->data, cap * sizeof *p);
-        if (!p) return false;
-        a->data = p;
-        a->cap = cap;
-    }
-    a->data[a->n++] = f;
-    return true;
-}
-
-/* C-locale isspace, without depending on the process locale. */
-static bool is_space(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
-}
-
-/* Splits raw fragment f around every occurrence of special token id into out. */
-static bool split_fragment(const struct moeinf_vocab *v, const char *text, struct frag f,
-                           int32_t id, struct frags *out) {
-    const struct moeinf_vocab_token *t = &v->tokens[id];
-    const char *tt = v->text_arena + t->text_off;
-    size_t pos = f.off;
-    size_t end = f.off + f.len;
-    for (;;) {
-        const char *m = memmem(text + pos, end - pos, tt, t->text_len);
-        if (!m) {
-            if (end > pos && !frags_push(out, (struct frag){-1, pos, end - pos})) return false;
-            return true;
-        }
-        size_t at = (size_t)(m - text);
-        size_t left = at - pos;
-        if (t->attr & MOEINF_TOKEN_ATTR_LSTRIP)
-            while (left > 0 && is_space(text[pos + left - 1]))
-                left--;
-        if (left > 0 && !frags_push(out, (struct frag){-1, pos, left})) return false;
-        if (!frags_push(out, (struct frag){id, 0, 0})) return false;
-        pos = at + t->text_len;
-        if (pos >= end) return true;
-        if (t->attr & MOEINF_TOKEN_ATTR_RSTRIP)
-            while (pos < end && is_space(text[pos]))
-                pos++;
-    }
-}
-
-static bool partition(const struct moeinf_vocab *v, const char *text, size_t len,
-                      bool parse_special, struct frags *cur) {
-    if (len == 0) return true; /* text may then be NULL */
-    struct frags next = {0};
-    bool ok = frags_push(cur, (struct frag){-1, 0, len});
-    for (int32_t s = 0; ok && s < v->n_special; s++) {
-        int32_t id = v->special[s];
-        const struct moeinf_vocab_token *t = &v->tokens[id];
-        /* Without parse_special only user-defined tokens are split out. */
-        if (!parse_special && (t->attr & (MOEINF_TOKEN_ATTR_CONTROL | MOEINF_TOKEN_ATTR_UNKNOWN)))
-            continue;
-        /* A text absent from the whole input is absent from every fragment. */
-        if (!memmem(text, len, v->text_arena + t->text_off, t->text_len)) continue;
-        next.n = 0;
-        for (size_t i = 0; ok && i < cur->n; i++) {
-            if (cur->data[i].id >= 0)
-                ok = frags_push(&next, cur->data[i]);
-            else
-                ok = split_fragment(v, text, cur->data[i], id, &next);
-        }
-        struct frags tmp = *cur;
-        *cur = next;
-        next = tmp;
-    }
-    free(next.data);
-    return ok;
-}
 
 /* ---- SentencePiece merging -------------------------------------------------------------- */
 
@@ -203,7 +99,7 @@ static size_t utf8_len(unsigned char c) {
 
 /* Tokenizes one escaped fragment into out. */
 static enum moeinf_status spm_fragment(const struct moeinf_vocab *v, const char *text, size_t len,
-                                       struct ids *out, struct moeinf_error *err) {
+                                       struct moeinf_ids *out, struct moeinf_error *err) {
     enum moeinf_status st = MOEINF_OK;
     struct spm s = {v, text, NULL, {0}};
     if (len == 0) return MOEINF_OK;
@@ -237,7 +133,7 @@ static enum moeinf_status spm_fragment(const struct moeinf_vocab *v, const char 
         const struct sym *y = &s.syms[i];
         int32_t id = moeinf_vocab_find(v, text + y->off, y->n);
         if (id >= 0) {
-            if (!ids_push(out, id)) goto nomem;
+            if (!moeinf_ids_push(out, id)) goto nomem;
             continue;
         }
         /* Byte fallback: <0xXX>, else the one-byte token, else the unknown token. */
@@ -251,7 +147,7 @@ static enum moeinf_status spm_fragment(const struct moeinf_vocab *v, const char 
                                  v->source, c);
                 goto done;
             }
-            if (!ids_push(out, id)) goto nomem;
+            if (!moeinf_ids_push(out, id)) goto nomem;
         }
     }
     goto done;
@@ -289,47 +185,14 @@ static char *escape(const char *text, size_t len, bool prefix, size_t *n_out) {
     return buf;
 }
 
-enum moeinf_status moeinf_vocab_tokenize(const struct moeinf_vocab *v, const char *text, size_t len,
-                                         bool add_special, bool parse_special, int32_t **out,
-                                         size_t *n_out, struct moeinf_error *err) {
-    enum moeinf_status st = MOEINF_OK;
-    struct ids res = {0};
-    struct frags frags = {0};
-    /* Escaping triples spaces and symbol indices are ints. */
-    if (len > (size_t)INT32_MAX / 4)
-        return moeinf_fail(err, MOEINF_ERR_ARG, "%s: a text of %zu bytes is too long to tokenize",
-                           v->source, len);
-    if (!ids_push(&res, 0)) goto nomem; /* reserve: the result is never NULL */
-    res.n = 0;
-    if (add_special && v->add_bos && !ids_push(&res, v->bos)) goto nomem;
-    if (!partition(v, text, len, parse_special, &frags)) goto nomem;
-
-    bool prev_special = true; /* the first fragment gets the space prefix too */
-    for (size_t i = 0; i < frags.n; i++) {
-        struct frag f = frags.data[i];
-        if (f.id >= 0) {
-            if (!ids_push(&res, f.id)) goto nomem;
-            prev_special = true;
-            continue;
-        }
-        size_t n;
-        char *esc = escape(text + f.off, f.len, v->add_space_prefix && prev_special, &n);
-        if (!esc) goto nomem;
-        st = spm_fragment(v, esc, n, &res, err);
-        free(esc);
-        if (st != MOEINF_OK) goto fail;
-        prev_special = false;
-    }
-    if (add_special && v->add_eos && !ids_push(&res, v->eos)) goto nomem;
-    free(frags.data);
-    *out = res.data;
-    *n_out = res.n;
-    return MOEINF_OK;
-
-nomem:
-    st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory while tokenizing", v->source);
-fail:
-    free(frags.data);
-    free(res.data);
+enum moeinf_status moeinf_spm_fragment(const struct moeinf_vocab *v, const char *text, size_t len,
+                                       bool prefix, struct moeinf_ids *out,
+                                       struct moeinf_error *err) {
+    size_t n;
+    char *esc = escape(text, len, prefix, &n);
+    if (!esc)
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory while tokenizing", v->source);
+    enum moeinf_status st = spm_fragment(v, esc, n, out, err);
+    free(esc);
     return st;
 }

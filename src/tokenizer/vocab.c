@@ -1,14 +1,16 @@
 /*
  * vocab.c - building a vocabulary from tokenizer.ggml.* arrays: the text -> id map, token
  * attributes, special ids, the end-of-generation set, pieces; plus detokenizing and the
- * streaming UTF-8 detokenizer. Tokenizing itself is in spm.c. The rules follow llama.cpp's
- * llama_vocab::impl::load (see vocab.h for the summary).
+ * streaming UTF-8 detokenizer. Tokenizing itself is in tokenize.c, spm.c and bpe.c. The rules
+ * follow llama.cpp's llama_vocab::impl::load (see vocab.h for the summary).
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/status.h"
+#include "tokenizer/pretok.h"
 #include "tokenizer/vocab_impl.h"
 
 #define NO_ID (-1)
@@ -186,9 +188,10 @@ static enum moeinf_status read_special_ids(struct moeinf_vocab *v,
         "fim_pre_token_id", "fim_suf_token_id", "fim_mid_token_id",
         "fim_pad_token_id", "fim_rep_token_id", "fim_sep_token_id"};
     enum moeinf_status st;
-    if ((st = special_id(v, d->bos_id, 1, "bos_token_id", &v->bos, err)) ||
-        (st = special_id(v, d->eos_id, 2, "eos_token_id", &v->eos, err)) ||
-        (st = special_id(v, d->unk_id, 0, "unknown_token_id", &v->unk, err)) ||
+    const bool bpe = v->kind == MOEINF_VOCAB_BPE;
+    if ((st = special_id(v, d->bos_id, bpe ? 11 : 1, "bos_token_id", &v->bos, err)) ||
+        (st = special_id(v, d->eos_id, bpe ? 11 : 2, "eos_token_id", &v->eos, err)) ||
+        (st = special_id(v, d->unk_id, bpe ? NO_ID : 0, "unknown_token_id", &v->unk, err)) ||
         (st = special_id(v, d->pad_id, NO_ID, "padding_token_id", &v->pad, err)) ||
         (st = special_id(v, d->eot_id, NO_ID, "eot_token_id", &v->eot, err)) ||
         (st = special_id(v, d->eom_id, NO_ID, "eom_token_id", &v->eom, err)))
@@ -196,9 +199,10 @@ static enum moeinf_status read_special_ids(struct moeinf_vocab *v,
     for (int i = 0; i < MOEINF_VOCAB_N_FIM; i++)
         if ((st = special_id(v, d->fim_ids[i], NO_ID, fim_keys[i], &fim[i], err))) return st;
 
-    v->add_bos = d->add_bos < 0 ? true : d->add_bos != 0;
+    bool def_bos = bpe ? moeinf_pretok_flags(v->pretok).add_bos : true;
+    v->add_bos = d->add_bos < 0 ? def_bos : d->add_bos != 0;
     v->add_eos = d->add_eos < 0 ? false : d->add_eos != 0;
-    v->add_space_prefix = d->add_space_prefix < 0 ? true : d->add_space_prefix != 0;
+    v->add_space_prefix = d->add_space_prefix < 0 ? !bpe : d->add_space_prefix != 0;
     if (v->add_bos && v->bos == NO_ID)
         return moeinf_fail(err, MOEINF_ERR_FORMAT,
                            "%s: tokenizer.ggml.add_bos_token is true, "
@@ -345,6 +349,8 @@ static size_t render_piece(const struct moeinf_vocab *v, int32_t id, char *dst) 
         if (dst) memcpy(dst, text, t->text_len);
         return t->text_len;
     }
+    if ((t->attr & MOEINF_TOKEN_ATTR_NORMAL) && v->kind == MOEINF_VOCAB_BPE)
+        return moeinf_bpe_decode_text(v, text, t->text_len, dst);
     if (t->attr & MOEINF_TOKEN_ATTR_NORMAL) {
         size_t n = 0;
         for (size_t i = 0; i < t->text_len;) {
@@ -387,10 +393,10 @@ static enum moeinf_status build_pieces(struct moeinf_vocab *v, struct moeinf_err
 static enum moeinf_status check_model(const struct moeinf_vocab_desc *d, const char *src,
                                       struct moeinf_error *err) {
     const char *m = d->model ? d->model : "llama";
-    if (strcmp(m, "llama") == 0) return MOEINF_OK;
+    if (strcmp(m, "llama") == 0 || strcmp(m, "gpt2") == 0) return MOEINF_OK;
     const char *kind = "";
-    if (strcmp(m, "gpt2") == 0 || strcmp(m, "gemma4") == 0)
-        kind = " (byte-level BPE)";
+    if (strcmp(m, "gemma4") == 0)
+        kind = " (SentencePiece-style BPE)";
     else if (strcmp(m, "bert") == 0)
         kind = " (WordPiece)";
     else if (strcmp(m, "t5") == 0)
@@ -398,7 +404,8 @@ static enum moeinf_status check_model(const struct moeinf_vocab_desc *d, const c
     else if (strcmp(m, "none") == 0 || strcmp(m, "no_vocab") == 0)
         kind = " (no vocabulary)";
     return moeinf_fail(err, MOEINF_ERR_UNSUPPORTED,
-                       "%s: %.40s%s vocabularies are not supported yet (only llama/SentencePiece)",
+                       "%s: %.40s%s vocabularies are not supported yet (only llama/SentencePiece "
+                       "and gpt2/byte-level BPE)",
                        src, m, kind);
 }
 
@@ -479,6 +486,17 @@ static enum moeinf_status load_tokens(struct moeinf_vocab *v, const struct moein
     return MOEINF_OK;
 }
 
+/* llama.cpp warns at length when a BPE vocabulary names no pre-tokenizer; one line, once per
+ * process, says the same here. */
+static void note_default_pre(const char *src) {
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (atomic_flag_test_and_set(&said)) return;
+    fprintf(stderr,
+            "moeinf: %s: no tokenizer.ggml.pre; using the 'default' pre-tokenizer, as llama.cpp "
+            "does (text may split differently from the model's own tokenizer)\n",
+            src);
+}
+
 enum moeinf_status moeinf_vocab_init(const struct moeinf_vocab_desc *desc,
                                      struct moeinf_vocab **out, struct moeinf_error *err) {
     const char *src = desc->source ? desc->source : "(memory)";
@@ -510,9 +528,13 @@ enum moeinf_status moeinf_vocab_init(const struct moeinf_vocab_desc *desc,
         goto fail;
     }
     int32_t fim[MOEINF_VOCAB_N_FIM];
-    if ((st = load_texts(v, desc, err)) || (st = load_tokens(v, desc, err)) ||
-        (st = read_special_ids(v, desc, fim, err)))
-        goto fail;
+    v->kind = desc->model && strcmp(desc->model, "gpt2") == 0 ? MOEINF_VOCAB_BPE : MOEINF_VOCAB_SPM;
+    if ((st = load_texts(v, desc, err)) || (st = load_tokens(v, desc, err))) goto fail;
+    if (v->kind == MOEINF_VOCAB_BPE) {
+        if (!desc->pre) note_default_pre(src);
+        if ((st = moeinf_bpe_init(v, desc, err))) goto fail;
+    }
+    if ((st = read_special_ids(v, desc, fim, err))) goto fail;
     find_eog(v, fim);
     if ((st = build_special_list(v, err)) || (st = build_pieces(v, err))) goto fail;
     name_rules(v, desc->name);
@@ -526,6 +548,7 @@ fail:
 
 void moeinf_vocab_free(struct moeinf_vocab *v) {
     if (!v) return;
+    if (v->kind == MOEINF_VOCAB_BPE) moeinf_bpe_free(v);
     free(v->tokens);
     free(v->text_arena);
     free(v->piece_arena);
@@ -612,6 +635,55 @@ const char *moeinf_vocab_piece(const struct moeinf_vocab *v, int32_t id, bool sp
 
 /* ---- detokenizing ----------------------------------------------------------------------- */
 
+/* Drops the space before each of ?!.,; returns the new length (rewrites t in place). */
+static size_t clean_punct(char *t, size_t n) {
+    size_t o = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++) {
+        char x = t[i];
+        if (t[i - 1] == ' ' && (x == '?' || x == '!' || x == '.' || x == ',')) o--;
+        t[o++] = x;
+    }
+    return o;
+}
+
+/* " ' " -> "'": an apostrophe between spaces loses both. */
+static size_t clean_lone_quote(char *t, size_t n) {
+    size_t o = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++) {
+        char x = t[i];
+        if (x == '\'' && i + 1 < n && t[i - 1] == ' ' && t[i + 1] == ' ') {
+            o--;           /* the space before goes */
+            t[++i] = '\0'; /* and the one after: skipped, and no longer a space for the
+                               next quote's test (llama.cpp's way; "a ' ' b" -> "a'' b") */
+        }
+        t[o++] = x;
+    }
+    return o;
+}
+
+/* " 's", " 'm", " 're", " 've" lose their space (not " 't", " 'd", " 'll"). */
+static size_t clean_contractions(char *t, size_t n) {
+    size_t o = n ? 1 : 0;
+    for (size_t i = 1; i < n; i++) {
+        char x = t[i];
+        if (t[i - 1] == ' ' && x == '\'' && i + 1 < n) {
+            char x1 = t[i + 1];
+            bool two = i + 2 < n && (x1 == 'r' || x1 == 'v') && t[i + 2] == 'e';
+            if (x1 == 's' || x1 == 'm' || two) o--;
+        }
+        t[o++] = x;
+    }
+    return o;
+}
+
+/* llama.cpp's clean_up_tokenization_spaces for BPE vocabularies (its detokenize): three passes
+ * over the bytes, in place. */
+static size_t clean_spaces(char *t, size_t n) {
+    n = clean_punct(t, n);
+    n = clean_lone_quote(t, n);
+    return clean_contractions(t, n);
+}
+
 enum moeinf_status moeinf_vocab_detokenize(const struct moeinf_vocab *v, const int32_t *ids,
                                            size_t n, bool remove_special, bool unparse_special,
                                            char **out, size_t *n_out, struct moeinf_error *err) {
@@ -647,6 +719,7 @@ enum moeinf_status moeinf_vocab_detokenize(const struct moeinf_vocab *v, const i
         memcpy(buf + pos, p, len);
         pos += len;
     }
+    if (v->kind == MOEINF_VOCAB_BPE && v->clean_spaces) pos = clean_spaces(buf, pos);
     buf[pos] = '\0';
     *out = buf;
     *n_out = pos;

@@ -1,6 +1,7 @@
 /*
- * vocab.h - the vocabulary and its SentencePiece tokenizer, as llama.cpp implements
- * tokenizer.ggml.model = "llama" (llama.cpp src/llama-vocab.cpp, llm_tokenizer_spm).
+ * vocab.h - the vocabulary and its tokenizer, as llama.cpp implements tokenizer.ggml.model =
+ * "llama" (SentencePiece, llm_tokenizer_spm) and "gpt2" (byte-level BPE, llm_tokenizer_bpe;
+ * the BPE steps are in bpe.c, the pre-tokenizers in pretok.h).
  *
  * Tokenizing (moeinf_vocab_tokenize):
  *   1. Special-token partition: the text is split around every occurrence of the texts of
@@ -16,12 +17,20 @@
  *   4. Each final piece that is not a token (a character missing from the vocabulary) is
  *      emitted byte by byte as <0xXX> tokens (else the one-byte token, else the unknown token).
  *   5. add_special: BOS first if add_bos, EOS last if add_eos.
+ *   BPE replaces steps 2-4 with bpe.c's: invalid UTF-8 -> U+FFFD, the pre-tokenizer's words,
+ *   bytes -> GPT-2 characters, merges by rank; no space prefix.
  *
- * Pieces (moeinf_vocab_piece): normal tokens with U+2581 turned back into spaces; byte tokens
+ * BPE defaults (llama.cpp's): BOS and EOS id 11 when in range, no unknown token, add_bos
+ * false (true for the llama3 pre-tokenizers), add_space_prefix false; a missing
+ * tokenizer.ggml.pre means "default" (one line on stderr says so).
+ *
+ * Pieces (moeinf_vocab_piece): normal tokens with U+2581 turned back into spaces (BPE: each
+ * GPT-2 character back to its byte; characters outside that map as they are); byte tokens
  * as their byte; user-defined tokens as their text; control and unknown tokens as their text
  * only when special is true (else empty); unused and undefined tokens are empty. No leading
  * space is stripped, like llama_token_to_piece(..., lstrip = 0, ...): streaming "Hello" after
- * BOS prints " Hello". moeinf_vocab_detokenize has llama.cpp's llama_detokenize rules instead.
+ * BOS prints " Hello". moeinf_vocab_detokenize has llama.cpp's llama_detokenize rules instead
+ * (for BPE vocabularies whose pre-tokenizer asks for it, its clean_up_tokenization_spaces).
  *
  * End of generation (moeinf_vocab_is_eog): EOS, EOT, EOM, FIM pad/repo/file-separator (from
  * metadata, else found by their usual texts, lowest id first), and every token whose text is one of
@@ -87,6 +96,7 @@ enum moeinf_vocab_fim {
 struct moeinf_vocab_desc {
     const char *source;        /* file name for messages ("(memory)" if NULL) */
     const char *model;         /* tokenizer.ggml.model; NULL = "llama" */
+    const char *pre;           /* tokenizer.ggml.pre (gpt2 only); NULL = absent: "default" */
     const char *name;          /* general.name (Phi-3 strip rules), may be NULL */
     uint32_t n_tokens;         /* entries in texts, text_lens */
     const char *const *texts;  /* token texts (not necessarily NUL-terminated) */
@@ -98,13 +108,18 @@ struct moeinf_vocab_desc {
     int64_t bos_id, eos_id, unk_id, pad_id, eot_id, eom_id; /* -1: absent */
     int64_t fim_ids[MOEINF_VOCAB_N_FIM];                    /* -1: absent */
     int add_bos, add_eos, add_space_prefix;                 /* 0/1, -1: absent */
+    /* tokenizer.ggml.merges (gpt2 only): "left right" strings, rank = index. */
+    const char *const *merges;
+    const uint64_t *merge_lens; /* NULL: merges are NUL-terminated */
+    uint64_t n_merges;
 };
 
 /* A desc with every optional field absent. */
 struct moeinf_vocab_desc moeinf_vocab_desc_default(void);
 
 /*
- * Builds a vocabulary. MOEINF_ERR_UNSUPPORTED for a model other than "llama" (naming it);
+ * Builds a vocabulary. MOEINF_ERR_UNSUPPORTED for a model other than "llama" and "gpt2"
+ * (naming it) and for an unknown gpt2 pre-tokenizer (naming it);
  * MOEINF_ERR_FORMAT for no tokens, more than INT32_MAX tokens, fewer scores or types than
  * tokens, a NaN score, duplicate texts, a special id out of range, add_bos/add_eos without
  * the token, a byte-type token whose text is not <0xXX>.

@@ -36,6 +36,42 @@ static void copy_str(char *dst, size_t size, struct moeinf_gguf_str s) {
     dst[n] = '\0';
 }
 
+/* A gpt2 vocabulary's tokenizer.ggml.pre (copied into pre, when present) and
+ * tokenizer.ggml.merges (required; *merges and *lens are malloc'ed views into g, the caller
+ * frees them even on failure). */
+static enum moeinf_status read_bpe_keys(const struct moeinf_gguf *g, struct moeinf_vocab_desc *d,
+                                        char *pre, size_t pre_size, const char ***merges,
+                                        uint64_t **lens, struct moeinf_error *err) {
+    struct moeinf_gguf_str s = {0};
+    enum moeinf_status st = moeinf_gguf_get_str_opt(g, "tokenizer.ggml.pre", &s, err);
+    if (st != MOEINF_OK) return st;
+    if (s.data) {
+        if (s.len >= pre_size)
+            return moeinf_fail(err, MOEINF_ERR_UNSUPPORTED,
+                               "%s: unknown pre-tokenizer '%.64s...' (tokenizer.ggml.pre)", g->path,
+                               s.data);
+        copy_str(pre, pre_size, s);
+        d->pre = pre;
+    }
+    const struct moeinf_gguf_kv *mk;
+    st = moeinf_gguf_get_arr(g, "tokenizer.ggml.merges", MOEINF_GGUF_TYPE_STRING, &mk, err);
+    if (st != MOEINF_OK) return st;
+    size_t n = mk->n_elem ? (size_t)mk->n_elem : 1;
+    *merges = malloc(n * sizeof **merges);
+    *lens = malloc(n * sizeof **lens);
+    if (!*merges || !*lens)
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory reading the merges", g->path);
+    for (uint64_t i = 0; i < mk->n_elem; i++) {
+        struct moeinf_gguf_str t = moeinf_gguf_arr_str(mk, i);
+        (*merges)[i] = t.data;
+        (*lens)[i] = t.len;
+    }
+    d->merges = *merges;
+    d->merge_lens = *lens;
+    d->n_merges = mk->n_elem;
+    return MOEINF_OK;
+}
+
 enum moeinf_status moeinf_vocab_init_from_gguf(const struct moeinf_gguf *g,
                                                struct moeinf_vocab **out,
                                                struct moeinf_error *err) {
@@ -44,6 +80,9 @@ enum moeinf_status moeinf_vocab_init_from_gguf(const struct moeinf_gguf *g,
     uint64_t *lens = NULL;
     float *scores = NULL;
     int32_t *types = NULL;
+    const char **merges = NULL;
+    uint64_t *merge_lens = NULL;
+    char pre[64];
     char model[64];
     char name[256];
     enum moeinf_status st;
@@ -59,14 +98,20 @@ enum moeinf_status moeinf_vocab_init_from_gguf(const struct moeinf_gguf *g,
         copy_str(name, sizeof name, s);
         d.name = name;
     }
-    if (strcmp(model, "llama") != 0) return moeinf_vocab_init(&d, out, err); /* names it */
+    if (strcmp(model, "llama") != 0 && strcmp(model, "gpt2") != 0)
+        return moeinf_vocab_init(&d, out, err); /* names it */
+    if (strcmp(model, "gpt2") == 0 &&
+        (st = read_bpe_keys(g, &d, pre, sizeof pre, &merges, &merge_lens, err)))
+        goto done;
 
     const struct moeinf_gguf_kv *tok;
     if ((st = moeinf_gguf_get_arr(g, "tokenizer.ggml.tokens", MOEINF_GGUF_TYPE_STRING, &tok, err)))
-        return st;
-    if (tok->n_elem > INT32_MAX)
-        return moeinf_fail(err, MOEINF_ERR_FORMAT, "%s: tokenizer.ggml.tokens has %llu entries",
-                           g->path, (unsigned long long)tok->n_elem);
+        goto done;
+    if (tok->n_elem > INT32_MAX) {
+        st = moeinf_fail(err, MOEINF_ERR_FORMAT, "%s: tokenizer.ggml.tokens has %llu entries",
+                         g->path, (unsigned long long)tok->n_elem);
+        goto done;
+    }
     uint32_t n = (uint32_t)tok->n_elem;
     texts = malloc((n ? n : 1) * sizeof *texts);
     lens = malloc((n ? n : 1) * sizeof *lens);
@@ -142,6 +187,8 @@ enum moeinf_status moeinf_vocab_init_from_gguf(const struct moeinf_gguf *g,
 nomem:
     st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory reading the vocabulary", g->path);
 done:
+    free(merges);
+    free(merge_lens);
     free(texts);
     free(lens);
     free(scores);

@@ -1,0 +1,35 @@
+/* bench.h - what `moeinf bench` (cmd_bench.c) and its routing replay (bench_replay.c) share. */
+#ifndef MOEINF_CLI_BENCH_H
+#define MOEINF_CLI_BENCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cli/model_args.h"
+#include "moeinf.h"
+
+/* What one phase of one run did through the expert cache. */
+struct phase_stats {
+    double seconds;
+    struct moeinf_expert_stats d; /* counters of the phase alone */
+};
+
+/* ps = the counters from a to b, and the phase's seconds. */
+void bench_phase_stats_set(struct phase_stats *ps, const struct moeinf_expert_stats *a,
+                           const struct moeinf_expert_stats *b, double seconds);
+
+/* One row "<phase>-<run> tokens seconds tokens/s hit misses MiB-read read-s", per token. */
+void bench_phase_stats_print(const char *phase, const char *run, const struct phase_stats *ps,
+                             long n_tok);
+
+/* What ran: the model, threads, kernels, bytes per token, and which logits were computed. */
+void bench_print_header(const struct moeinf_model *model, const struct moeinf_context *ctx,
+                        bool no_logits, long chunk);
+
+/* `moeinf bench --route-trace FILE [--trace-requests A-B]`: the requests at positions
+ * first..last (last < 0: to the end) of the trace, each once, in one context, with the
+ * trace's routing (bench_replay.c). Returns the exit code. */
+int bench_replay(struct model_args *ma, const char *trace, int64_t first, int64_t last,
+                 bool ctx_set, bool no_logits);
+
+#endif

@@ -1,0 +1,265 @@
+/* loader.c - expert reads on I/O threads, demand before prefetch (see loader.h). */
+#include "experts/loader.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/status.h"
+
+enum { QUEUE_NONE = 0, QUEUE_DEMAND = 1, QUEUE_PREFETCH = 2 };
+
+struct queue {
+    int head, tail; /* slots, -1 when empty */
+};
+
+struct job {
+    _Atomic int state; /* enum moeinf_job_state */
+    int layer, expert;
+    bool prefetch;
+    int queue; /* QUEUE_* while queued */
+    int prev, next;
+    struct moeinf_store_counters io; /* written by the reader before done */
+    struct moeinf_error err;         /* likewise, for failed */
+};
+
+struct moeinf_loader {
+    struct moeinf_store *store;
+    int n_slots;
+    struct job *jobs;
+    pthread_mutex_t mutex; /* guards the queues, queue/prev/next and stop */
+    pthread_cond_t work;   /* a job was queued, or stop */
+    pthread_cond_t done;   /* a job finished */
+    struct queue demand, prefetch;
+    bool stop;
+    int n_threads;
+    pthread_t *threads;
+};
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static struct queue *queue_of(struct moeinf_loader *l, int q) {
+    return q == QUEUE_DEMAND ? &l->demand : &l->prefetch;
+}
+
+static void queue_push(struct moeinf_loader *l, int q, int slot, bool front) {
+    struct queue *qu = queue_of(l, q);
+    struct job *j = &l->jobs[slot];
+    j->queue = q;
+    if (front) {
+        j->prev = -1;
+        j->next = qu->head;
+        if (qu->head >= 0) l->jobs[qu->head].prev = slot;
+        else qu->tail = slot;
+        qu->head = slot;
+    } else {
+        j->next = -1;
+        j->prev = qu->tail;
+        if (qu->tail >= 0) l->jobs[qu->tail].next = slot;
+        else qu->head = slot;
+        qu->tail = slot;
+    }
+}
+
+static void queue_remove(struct moeinf_loader *l, int slot) {
+    struct job *j = &l->jobs[slot];
+    struct queue *qu = queue_of(l, j->queue);
+    if (j->prev >= 0) l->jobs[j->prev].next = j->next;
+    else qu->head = j->next;
+    if (j->next >= 0) l->jobs[j->next].prev = j->prev;
+    else qu->tail = j->prev;
+    j->queue = QUEUE_NONE;
+    j->prev = j->next = -1;
+}
+
+/* Reads the job's expert (no lock held) and publishes the outcome. */
+static void run_job(struct moeinf_loader *l, int slot) {
+    struct job *j = &l->jobs[slot];
+    memset(&j->io, 0, sizeof j->io);
+    moeinf_error_clear(&j->err);
+    enum moeinf_status st = moeinf_store_load(l->store, slot, j->layer, j->expert, &j->io, &j->err);
+    pthread_mutex_lock(&l->mutex);
+    atomic_store_explicit(&j->state, st == MOEINF_OK ? MOEINF_JOB_DONE : MOEINF_JOB_FAILED,
+                          memory_order_release);
+    pthread_cond_broadcast(&l->done);
+    pthread_mutex_unlock(&l->mutex);
+}
+
+static void *io_thread(void *arg) {
+    struct moeinf_loader *l = arg;
+    pthread_mutex_lock(&l->mutex);
+    for (;;) {
+        while (!l->stop && l->demand.head < 0 && l->prefetch.head < 0)
+            pthread_cond_wait(&l->work, &l->mutex);
+        if (l->stop) break;
+        int slot = l->demand.head >= 0 ? l->demand.head : l->prefetch.head;
+        queue_remove(l, slot);
+        atomic_store_explicit(&l->jobs[slot].state, MOEINF_JOB_READING, memory_order_relaxed);
+        pthread_mutex_unlock(&l->mutex);
+        run_job(l, slot);
+        pthread_mutex_lock(&l->mutex);
+    }
+    pthread_mutex_unlock(&l->mutex);
+    return NULL;
+}
+
+enum moeinf_status moeinf_loader_init(struct moeinf_store *store, int n_threads,
+                                      struct moeinf_loader **out, struct moeinf_error *err) {
+    if (n_threads < 0) n_threads = 0;
+    struct moeinf_loader *l = calloc(1, sizeof *l);
+    if (!l) return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory for the expert loader");
+    l->store = store;
+    l->n_slots = moeinf_store_n_slots(store);
+    l->jobs = calloc((size_t)l->n_slots, sizeof *l->jobs);
+    l->threads = calloc((size_t)(n_threads > 0 ? n_threads : 1), sizeof *l->threads);
+    if (!l->jobs || !l->threads) {
+        free(l->jobs);
+        free(l->threads);
+        free(l);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory for the expert loader");
+    }
+    for (int i = 0; i < l->n_slots; i++) {
+        atomic_init(&l->jobs[i].state, MOEINF_JOB_IDLE);
+        l->jobs[i].prev = l->jobs[i].next = -1;
+    }
+    l->demand.head = l->demand.tail = l->prefetch.head = l->prefetch.tail = -1;
+    pthread_mutex_init(&l->mutex, NULL);
+    pthread_cond_init(&l->work, NULL);
+    pthread_cond_init(&l->done, NULL);
+    for (int i = 0; i < n_threads; i++) {
+        int e = pthread_create(&l->threads[i], NULL, io_thread, l);
+        if (e != 0) {
+            moeinf_loader_free(l);
+            char eb[64];
+            return moeinf_fail(err, MOEINF_ERR_IO, "cannot start an expert I/O thread: %s",
+                               moeinf_strerror(e, eb, sizeof eb));
+        }
+        l->n_threads++;
+    }
+    *out = l;
+    return MOEINF_OK;
+}
+
+void moeinf_loader_free(struct moeinf_loader *l) {
+    if (!l) return;
+    pthread_mutex_lock(&l->mutex);
+    l->stop = true;
+    while (l->demand.head >= 0 || l->prefetch.head >= 0) {
+        int slot = l->demand.head >= 0 ? l->demand.head : l->prefetch.head;
+        queue_remove(l, slot);
+        atomic_store_explicit(&l->jobs[slot].state, MOEINF_JOB_IDLE, memory_order_relaxed);
+    }
+    pthread_cond_broadcast(&l->work);
+    pthread_mutex_unlock(&l->mutex);
+    for (int i = 0; i < l->n_threads; i++)
+        pthread_join(l->threads[i], NULL);
+    pthread_cond_destroy(&l->done);
+    pthread_cond_destroy(&l->work);
+    pthread_mutex_destroy(&l->mutex);
+    free(l->jobs);
+    free(l->threads);
+    free(l);
+}
+
+int moeinf_loader_n_threads(const struct moeinf_loader *l) {
+    return l->n_threads;
+}
+
+void moeinf_loader_submit(struct moeinf_loader *l, int slot, int layer, int expert,
+                          bool prefetch) {
+    struct job *j = &l->jobs[slot];
+    pthread_mutex_lock(&l->mutex);
+    j->layer = layer;
+    j->expert = expert;
+    j->prefetch = prefetch;
+    atomic_store_explicit(&j->state, MOEINF_JOB_QUEUED, memory_order_relaxed);
+    queue_push(l, prefetch ? QUEUE_PREFETCH : QUEUE_DEMAND, slot, false);
+    pthread_cond_signal(&l->work);
+    pthread_mutex_unlock(&l->mutex);
+}
+
+void moeinf_loader_promote(struct moeinf_loader *l, int slot) {
+    pthread_mutex_lock(&l->mutex);
+    if (l->jobs[slot].queue == QUEUE_PREFETCH) {
+        queue_remove(l, slot);
+        queue_push(l, QUEUE_DEMAND, slot, false);
+    }
+    pthread_mutex_unlock(&l->mutex);
+}
+
+bool moeinf_loader_cancel(struct moeinf_loader *l, int slot) {
+    pthread_mutex_lock(&l->mutex);
+    bool queued = l->jobs[slot].queue != QUEUE_NONE;
+    if (queued) {
+        queue_remove(l, slot);
+        atomic_store_explicit(&l->jobs[slot].state, MOEINF_JOB_IDLE, memory_order_relaxed);
+    }
+    pthread_mutex_unlock(&l->mutex);
+    return queued;
+}
+
+enum moeinf_job_state moeinf_loader_state(const struct moeinf_loader *l, int slot) {
+    return (enum moeinf_job_state)atomic_load_explicit(&l->jobs[slot].state,
+                                                       memory_order_acquire);
+}
+
+static bool finished(int state) {
+    return state == MOEINF_JOB_DONE || state == MOEINF_JOB_FAILED;
+}
+
+enum moeinf_status moeinf_loader_wait(struct moeinf_loader *l, int slot, uint64_t *waited_ns,
+                                      struct moeinf_error *err) {
+    struct job *j = &l->jobs[slot];
+    *waited_ns = 0;
+    int state = atomic_load_explicit(&j->state, memory_order_acquire);
+    if (!finished(state)) {
+        uint64_t t0 = now_ns();
+        pthread_mutex_lock(&l->mutex);
+        if (j->queue != QUEUE_NONE && l->n_threads == 0) {
+            /* No I/O threads: the read happens here, as a synchronous load. */
+            queue_remove(l, slot);
+            atomic_store_explicit(&j->state, MOEINF_JOB_READING, memory_order_relaxed);
+            pthread_mutex_unlock(&l->mutex);
+            run_job(l, slot);
+            pthread_mutex_lock(&l->mutex);
+        } else if (j->queue == QUEUE_PREFETCH) {
+            queue_remove(l, slot);
+            queue_push(l, QUEUE_DEMAND, slot, true);
+        }
+        while (!finished(state = atomic_load_explicit(&j->state, memory_order_acquire)))
+            pthread_cond_wait(&l->done, &l->mutex);
+        pthread_mutex_unlock(&l->mutex);
+        *waited_ns = now_ns() - t0;
+    }
+    if (state == MOEINF_JOB_FAILED) {
+        if (err) *err = j->err;
+        return j->err.status != MOEINF_OK ? j->err.status : MOEINF_ERR_IO;
+    }
+    return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_loader_retire(struct moeinf_loader *l, int slot,
+                                        struct moeinf_store_counters *io,
+                                        struct moeinf_error *err) {
+    struct job *j = &l->jobs[slot];
+    int state = atomic_load_explicit(&j->state, memory_order_acquire);
+    *io = j->io;
+    enum moeinf_status st = MOEINF_OK;
+    if (state == MOEINF_JOB_FAILED) {
+        if (err) *err = j->err;
+        st = j->err.status != MOEINF_OK ? j->err.status : MOEINF_ERR_IO;
+    }
+    atomic_store_explicit(&j->state, MOEINF_JOB_IDLE, memory_order_relaxed);
+    return st;
+}
+
+bool moeinf_loader_is_prefetch(const struct moeinf_loader *l, int slot) {
+    return l->jobs[slot].prefetch;
+}

@@ -1,0 +1,216 @@
+// ctest-labels: threads
+/*
+ * test_loader.c - expert reads on I/O threads (experts/loader.c) over a store of a synthetic
+ * file: every read lands the file's bytes where moeinf_store_part points, with any number of
+ * I/O threads and in any mix of demand and prefetch reads; cancel, promote and the
+ * synchronous mode do what loader.h says; a file that shrinks gives a named I/O error; freeing
+ * a loader with reads queued neither hangs nor leaks.
+ */
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "experts/loader.h"
+#include "experts/store.h"
+#include "test.h"
+
+#define N_LAYERS  2
+#define N_EXPERTS 8
+#define FILE_SIZE (3u << 20)
+
+static char path[512];
+
+static uint8_t byte_at(uint64_t i) {
+    return (uint8_t)((i * 2654435761u) >> 13);
+}
+
+/* Parts of odd sizes at offsets that are not 4 KiB aligned (1.8 MB of the file's 3 MiB). */
+static void layout(struct moeinf_store_layer *l) {
+    const uint64_t bytes[3] = {36000, 36000, 41234};
+    uint64_t off = 1000;
+    for (int il = 0; il < N_LAYERS; il++) {
+        for (int p = 0; p < 3; p++) {
+            l[il].off[p] = off;
+            l[il].stride[p] = bytes[p] + 32;
+            l[il].bytes[p] = bytes[p];
+            off += (uint64_t)N_EXPERTS * l[il].stride[p];
+        }
+    }
+}
+
+static bool write_file(void) {
+    char name[64];
+    snprintf(name, sizeof name, "loader-%d.bin", (int)getpid());
+    test_tmp_path(name, path, sizeof path);
+    FILE *f = fopen(path, "wb");
+    if (!f) return false;
+    for (uint64_t i = 0; i < FILE_SIZE; i++)
+        fputc(byte_at(i), f);
+    return fclose(f) == 0;
+}
+
+/* The slot holds expert e of layer il, byte for byte. */
+static bool slot_holds(const struct moeinf_store *s, const struct moeinf_store_layer *l, int slot,
+                       int il, int e) {
+    for (int p = 0; p < 3; p++) {
+        const uint8_t *got = moeinf_store_part(s, slot, p);
+        uint64_t off = l[il].off[p] + (uint64_t)e * l[il].stride[p];
+        for (uint64_t i = 0; i < l[il].bytes[p]; i++) {
+            if (got[i] != byte_at(off + i)) return false;
+        }
+    }
+    return true;
+}
+
+static void check_all_reads(int n_threads, bool page_cache) {
+    struct moeinf_store_layer l[N_LAYERS];
+    layout(l);
+    const int n_slots = N_LAYERS * N_EXPERTS;
+    struct moeinf_store *s = NULL;
+    struct moeinf_loader *ld = NULL;
+    struct moeinf_error err = {0};
+    CHECK_MSG(moeinf_store_open(path, l, N_LAYERS, N_EXPERTS, n_slots, page_cache, &s, &err) ==
+                  MOEINF_OK,
+              "%s", err.msg);
+    if (!s) return;
+    CHECK(moeinf_loader_init(s, n_threads, &ld, &err) == MOEINF_OK);
+    if (!ld) {
+        moeinf_store_free(s);
+        return;
+    }
+    CHECK_EQ_INT(moeinf_loader_n_threads(ld), n_threads);
+    /* slot k gets expert k read backwards through the flat ids, every third as a demand */
+    for (int k = 0; k < n_slots; k++) {
+        int id = n_slots - 1 - k;
+        moeinf_loader_submit(ld, k, id / N_EXPERTS, id % N_EXPERTS, k % 3 != 0);
+    }
+    moeinf_loader_promote(ld, 4); /* whatever state it is in now */
+    uint64_t part_bytes = 0;
+    for (int k = 0; k < n_slots; k++) {
+        int id = n_slots - 1 - k;
+        uint64_t waited;
+        enum moeinf_status st = moeinf_loader_wait(ld, k, &waited, &err);
+        CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
+        CHECK_EQ_INT(moeinf_loader_state(ld, k), MOEINF_JOB_DONE);
+        CHECK_MSG(slot_holds(s, l, k, id / N_EXPERTS, id % N_EXPERTS),
+                  "%d threads: slot %d does not hold expert %d", n_threads, k, id);
+        struct moeinf_store_counters io;
+        CHECK(moeinf_loader_retire(ld, k, &io, &err) == MOEINF_OK);
+        CHECK_EQ_INT(moeinf_loader_state(ld, k), MOEINF_JOB_IDLE);
+        CHECK_EQ_INT(io.loads, 1);
+        CHECK_EQ_INT(io.part_bytes, 36000 + 36000 + 41234);
+        part_bytes += io.part_bytes;
+    }
+    CHECK_EQ_INT(part_bytes, (uint64_t)n_slots * (36000 + 36000 + 41234));
+    moeinf_loader_free(ld);
+    moeinf_store_free(s);
+}
+
+static void test_reads_land_in_their_slots(void) {
+    for (int t = 0; t <= 3; t++) {
+        check_all_reads(t, false);
+        check_all_reads(t, true);
+    }
+}
+
+/* Without I/O threads a job stays queued until it is cancelled or waited for. */
+static void test_cancel_and_synchronous_wait(void) {
+    struct moeinf_store_layer l[N_LAYERS];
+    layout(l);
+    struct moeinf_store *s = NULL;
+    struct moeinf_loader *ld = NULL;
+    struct moeinf_error err = {0};
+    CHECK(moeinf_store_open(path, l, N_LAYERS, N_EXPERTS, 4, false, &s, &err) == MOEINF_OK);
+    if (!s) return;
+    CHECK(moeinf_loader_init(s, 0, &ld, &err) == MOEINF_OK);
+    if (!ld) {
+        moeinf_store_free(s);
+        return;
+    }
+    moeinf_loader_submit(ld, 0, 1, 5, true);
+    moeinf_loader_submit(ld, 1, 0, 2, false);
+    CHECK_EQ_INT(moeinf_loader_state(ld, 0), MOEINF_JOB_QUEUED);
+    CHECK(moeinf_loader_is_prefetch(ld, 0));
+    CHECK(!moeinf_loader_is_prefetch(ld, 1));
+    CHECK(moeinf_loader_cancel(ld, 0));
+    CHECK_EQ_INT(moeinf_loader_state(ld, 0), MOEINF_JOB_IDLE);
+    CHECK(!moeinf_loader_cancel(ld, 0)); /* nothing queued any more */
+    uint64_t waited;
+    CHECK(moeinf_loader_wait(ld, 1, &waited, &err) == MOEINF_OK);
+    CHECK(slot_holds(s, l, 1, 0, 2));
+    CHECK(!moeinf_loader_cancel(ld, 1)); /* finished: too late to cancel */
+    struct moeinf_store_counters io;
+    CHECK(moeinf_loader_retire(ld, 1, &io, &err) == MOEINF_OK);
+    moeinf_loader_submit(ld, 0, 1, 7, true); /* a cancelled slot takes a new job */
+    CHECK(moeinf_loader_wait(ld, 0, &waited, &err) == MOEINF_OK);
+    CHECK(slot_holds(s, l, 0, 1, 7));
+    CHECK(moeinf_loader_retire(ld, 0, &io, &err) == MOEINF_OK);
+    moeinf_loader_free(ld);
+    moeinf_store_free(s);
+}
+
+/* A file cut short after the store opened it: the read fails with a message naming the
+ * file and the expert, through wait and retire. */
+static void test_short_file_is_an_error(void) {
+    struct moeinf_store_layer l[N_LAYERS];
+    layout(l);
+    struct moeinf_store *s = NULL;
+    struct moeinf_loader *ld = NULL;
+    struct moeinf_error err = {0};
+    CHECK(moeinf_store_open(path, l, N_LAYERS, N_EXPERTS, 2, false, &s, &err) == MOEINF_OK);
+    if (!s) return;
+    CHECK(moeinf_loader_init(s, 2, &ld, &err) == MOEINF_OK);
+    if (!ld) {
+        moeinf_store_free(s);
+        return;
+    }
+    CHECK(truncate(path, 100000) == 0);
+    moeinf_loader_submit(ld, 0, 1, 7, false);
+    uint64_t waited;
+    enum moeinf_status st = moeinf_loader_wait(ld, 0, &waited, &err);
+    CHECK_EQ_INT(st, MOEINF_ERR_IO);
+    CHECK_MSG(strstr(err.msg, path) && strstr(err.msg, "expert 7 of layer 1"), "%s", err.msg);
+    struct moeinf_store_counters io;
+    struct moeinf_error e2 = {0};
+    CHECK_EQ_INT(moeinf_loader_retire(ld, 0, &io, &e2), MOEINF_ERR_IO);
+    CHECK(strcmp(e2.msg, err.msg) == 0);
+    CHECK_EQ_INT(moeinf_loader_state(ld, 0), MOEINF_JOB_IDLE);
+    moeinf_loader_free(ld);
+    moeinf_store_free(s);
+    CHECK(write_file()); /* restore for later tests */
+}
+
+/* Freed with reads queued and running: returns (no hang), ASan sees no leak. */
+static void test_free_with_reads_queued(void) {
+    struct moeinf_store_layer l[N_LAYERS];
+    layout(l);
+    const int n_slots = N_LAYERS * N_EXPERTS;
+    for (int round = 0; round < 20; round++) {
+        struct moeinf_store *s = NULL;
+        struct moeinf_loader *ld = NULL;
+        struct moeinf_error err = {0};
+        CHECK(moeinf_store_open(path, l, N_LAYERS, N_EXPERTS, n_slots, true, &s, &err) ==
+              MOEINF_OK);
+        if (!s) return;
+        CHECK(moeinf_loader_init(s, 1 + round % 3, &ld, &err) == MOEINF_OK);
+        for (int k = 0; ld && k < n_slots; k++)
+            moeinf_loader_submit(ld, k, k / N_EXPERTS, k % N_EXPERTS, k % 2 == 0);
+        moeinf_loader_free(ld);
+        moeinf_store_free(s);
+    }
+}
+
+int main(void) {
+    if (!write_file()) {
+        fprintf(stderr, "cannot write %s\n", path);
+        return 1;
+    }
+    RUN(test_reads_land_in_their_slots);
+    RUN(test_cancel_and_synchronous_wait);
+    RUN(test_short_file_is_an_error);
+    RUN(test_free_with_reads_queued);
+    remove(path);
+    return test_report();
+}
