@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "quant/kernels.h"
+#include "quant/quant_ref.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -733,40 +734,36 @@ static void to_float_q4_0(const void *x, float *y, int64_t n) {
     }
 }
 
+/* Types without x86 kernels of their own take the scalar twin (quant_ref.h). */
+#define X86_REF_BLOCK(T, t)                                                                        \
+    MOEINF_KERNELS_ENTRY(T, NULL, moeinf_ref_to_float_##t, moeinf_ref_vec_dot_##t,                 \
+                         moeinf_ref_vec_dot_m_##t, moeinf_ref_vec_dot_rows_##t)
+
 #define X86_TABLE(table_name)                                                                      \
     {                                                                                              \
         .name = (table_name),                                                                      \
-        .from_float =                                                                              \
-            {                                                                                      \
-                [MOEINF_TYPE_F32] = from_float_f32,                                                \
-                [MOEINF_TYPE_F16] = from_float_f16,                                                \
-                [MOEINF_TYPE_BF16] = from_float_bf16,                                              \
-                [MOEINF_TYPE_Q8_0] = from_float_q8_0,                                              \
-            },                                                                                     \
-        .to_float =                                                                                \
-            {                                                                                      \
-                [MOEINF_TYPE_F32] = to_float_f32,   [MOEINF_TYPE_F16] = to_float_f16,              \
-                [MOEINF_TYPE_BF16] = to_float_bf16, [MOEINF_TYPE_Q8_0] = to_float_q8_0,            \
-                [MOEINF_TYPE_Q4_0] = to_float_q4_0,                                                \
-            },                                                                                     \
-        .vec_dot =                                                                                 \
-            {                                                                                      \
-                [MOEINF_TYPE_F32] = vec_dot_f32,   [MOEINF_TYPE_F16] = vec_dot_f16,                \
-                [MOEINF_TYPE_BF16] = vec_dot_bf16, [MOEINF_TYPE_Q8_0] = vec_dot_q8_0,              \
-                [MOEINF_TYPE_Q4_0] = vec_dot_q4_0,                                                 \
-            },                                                                                     \
-        .vec_dot_m =                                                                               \
-            {                                                                                      \
-                [MOEINF_TYPE_F32] = vec_dot_m_f32,   [MOEINF_TYPE_F16] = vec_dot_m_f16,            \
-                [MOEINF_TYPE_BF16] = vec_dot_m_bf16, [MOEINF_TYPE_Q8_0] = vec_dot_m_q8_0,          \
-                [MOEINF_TYPE_Q4_0] = vec_dot_m_q4_0,                                               \
-            },                                                                                     \
-        .vec_dot_rows =                                                                            \
-            {                                                                                      \
-                [MOEINF_TYPE_F32] = vec_dot_rows_f32,   [MOEINF_TYPE_F16] = vec_dot_rows_f16,      \
-                [MOEINF_TYPE_BF16] = vec_dot_rows_bf16, [MOEINF_TYPE_Q8_0] = vec_dot_rows_q8_0,    \
-                [MOEINF_TYPE_Q4_0] = vec_dot_rows_q4_0,                                            \
-            },                                                                                     \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_F32, from_float_f32, to_float_f32, vec_dot_f32,           \
+                             vec_dot_m_f32, vec_dot_rows_f32),                                     \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_F16, from_float_f16, to_float_f16, vec_dot_f16,           \
+                             vec_dot_m_f16, vec_dot_rows_f16),                                     \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_BF16, from_float_bf16, to_float_bf16, vec_dot_bf16,       \
+                             vec_dot_m_bf16, vec_dot_rows_bf16),                                   \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_0, from_float_q8_0, to_float_q8_0, vec_dot_q8_0,       \
+                             vec_dot_m_q8_0, vec_dot_rows_q8_0),                                   \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q4_0, NULL, to_float_q4_0, vec_dot_q4_0, vec_dot_m_q4_0,  \
+                             vec_dot_rows_q4_0),                                                   \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_1, moeinf_ref_from_float_q8_1,                         \
+                             moeinf_ref_to_float_q8_1, NULL, NULL, NULL),                          \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_K, moeinf_ref_from_float_q8_K,                         \
+                             moeinf_ref_to_float_q8_K, NULL, NULL, NULL),                          \
+        X86_REF_BLOCK(MOEINF_TYPE_Q4_1, q4_1),                                                     \
+        X86_REF_BLOCK(MOEINF_TYPE_Q5_0, q5_0),                                                     \
+        X86_REF_BLOCK(MOEINF_TYPE_Q5_1, q5_1),                                                     \
+        X86_REF_BLOCK(MOEINF_TYPE_Q2_K, q2_K),                                                     \
+        X86_REF_BLOCK(MOEINF_TYPE_Q3_K, q3_K),                                                     \
+        X86_REF_BLOCK(MOEINF_TYPE_Q4_K, q4_K),                                                     \
+        X86_REF_BLOCK(MOEINF_TYPE_Q5_K, q5_K),                                                     \
+        X86_REF_BLOCK(MOEINF_TYPE_Q6_K, q6_K),                                                     \
         .axpy_f32 = axpy_f32,                                                                      \
     }
 
