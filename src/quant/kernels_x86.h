@@ -30,6 +30,8 @@
 #define MOEINF_QUANT_KERNELS_X86_H
 
 #include <immintrin.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -226,8 +228,15 @@ static void vec_dot_m_bf16(int64_t n, int m, float *s, const void *w, const void
 
 enum qkind {
     QK_Q8_0,
-    QK_Q4_0
+    QK_Q4_0,
+    QK_Q5_0
 };
+
+#define Q5_BYTES 22 /* sizeof(struct moeinf_block_q5_0): d, qh[4], qs[16] */
+
+INLINE size_t qk_bytes(enum qkind k) {
+    return k == QK_Q8_0 ? Q8_BYTES : k == QK_Q4_0 ? Q4_BYTES : Q5_BYTES;
+}
 
 /* Eight int32 lanes whose sum is the exact dot of two 32 x int8 blocks. */
 INLINE __m256i dot_i8(__m256i w, __m256i x) {
@@ -262,13 +271,30 @@ INLINE __m256i unpack_q4_0(const uint8_t *qs) {
     return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
 }
 
+/* The 32 quants of a Q5_0 block as int8 in [-16, 15]: Q4_0's nibbles plus bit 4 from qh
+ * (byte j of the vector takes bit j of the 32-bit word: each byte gets byte j / 8 of the word,
+ * then all bits but bit j % 8 are set and the byte compared with 0xff). */
+INLINE __m256i unpack_q5_0(const uint8_t *blk) {
+    uint32_t h;
+    memcpy(&h, blk + 2, sizeof h);
+    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h),
+                                    _mm256_setr_epi64x(0, 0x0101010101010101LL,
+                                                       0x0202020202020202LL, 0x0303030303030303LL));
+    v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfeLL));
+    __m256i hbit = _mm256_and_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(-1)),
+                                    _mm256_set1_epi8(0x10));
+    __m256i lo = _mm256_add_epi8(unpack_q4_0(blk + 6), _mm256_set1_epi8(8)); /* 0..15 */
+    return _mm256_sub_epi8(_mm256_or_si256(lo, hbit), _mm256_set1_epi8(16));
+}
+
 /* The weight side of a group of 8 blocks at wg: quants and scales. */
 INLINE void qprep(enum qkind k, const uint8_t *wg, __m256i wq[8], __m256 *dw) {
-    const size_t bs = k == QK_Q8_0 ? Q8_BYTES : Q4_BYTES;
+    const size_t bs = qk_bytes(k);
     for (int b = 0; b < 8; b++) {
-        const uint8_t *qs = wg + (size_t)b * bs + 2;
-        wq[b] =
-            k == QK_Q8_0 ? _mm256_loadu_si256((const __m256i *)(const void *)qs) : unpack_q4_0(qs);
+        const uint8_t *blk = wg + (size_t)b * bs;
+        wq[b] = k == QK_Q8_0   ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2))
+                : k == QK_Q4_0 ? unpack_q4_0(blk + 2)
+                               : unpack_q5_0(blk);
     }
     *dw = load_scales8(wg, bs);
 }
@@ -287,7 +313,7 @@ INLINE __m256 qgroup(const __m256i wq[8], __m256 dw, const uint8_t *xg, __m256 a
 /* s[r] for m rows (m <= 8 per pass; more in passes). */
 INLINE void qdot_rows(enum qkind k, int64_t n, int m, float *s, const uint8_t *w, const uint8_t *x,
                       size_t stride) {
-    const size_t bs = k == QK_Q8_0 ? Q8_BYTES : Q4_BYTES;
+    const size_t bs = qk_bytes(k);
     const int64_t nb = n / 32;
     const int64_t ng = nb / 8;
     const int64_t rem = nb % 8;
@@ -335,6 +361,22 @@ static void vec_dot_m_q8_0(int64_t n, int m, float *s, const void *w, const void
 
 static void vec_dot_m_q4_0(int64_t n, int m, float *s, const void *w, const void *x, size_t st) {
     qdot_rows(QK_Q4_0, n, m, s, w, x, st);
+}
+
+static void vec_dot_q5_0(int64_t n, float *s, const void *w, const void *x) {
+    qdot_rows(QK_Q5_0, n, 1, s, w, x, 0);
+}
+
+static void vec_dot_m_q5_0(int64_t n, int m, float *s, const void *w, const void *x, size_t st) {
+    qdot_rows(QK_Q5_0, n, m, s, w, x, st);
+}
+
+/* Decode of Q5_0 (a fallback type of the Q4_K_M mix, for rows that are not whole super-blocks):
+ * vec_dot per row, not yet the prepared-activation streaming of Q4_0/Q8_0. */
+static void vec_dot_rows_q5_0(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,
+                              const void *x) {
+    for (int64_t r = 0; r < nr; r++)
+        qdot_rows(QK_Q5_0, n, 1, s + r, (const uint8_t *)w + (size_t)r * w_stride, x, 0);
 }
 
 /* ---- decode: many weight rows x one activation row (vec_dot_rows) ---------------------------
@@ -579,6 +621,200 @@ INLINE __m256 q8_row(const uint8_t *w, const struct xq8_group *xg, int64_t nbk, 
 ROWS_KERNEL(vec_dot_rows_q4_0, struct xq4_group, prep_q4, q4_row, q4_group, Q4_BYTES, hsum8_perm4)
 ROWS_KERNEL(vec_dot_rows_q8_0, struct xq8_group, prep_q8, q8_row, q8_group, Q8_BYTES, hsum8_ps)
 
+/* ---- K-quants (Q4_K, Q5_K, Q6_K weights x Q8_K activations) -----------------------------------
+ *
+ * DESIGN: one super-block of 256 elements at a time. The vector code computes quant.h's exact
+ * integers isum (and imin, for the types with mins): unsigned weight quants times the int8
+ * activations with vpmaddubsw (|pair| <= 2 * 63 * 128 < 32767, exact), times the sub-block
+ * scale with vpmaddwd, summed in int32 lanes; the mins (and Q6_K's -32 offset) come from the
+ * activation's 16-element sums (bsums). The float part, two fmas into A[b % 8] per
+ * super-block, is the scalar code of quant_ref_k.c (fmaf is one rounding on every target),
+ * so the results are the scalar twin's bit for bit. Decode reads ROW_STREAMS weight rows
+ * side by side, as the Q4_0/Q8_0 rows kernels do; the activation row (292 bytes a block)
+ * stays in L1/L2.
+ */
+
+#define QK_K_BYTES_X 292 /* sizeof(struct moeinf_block_q8_K): d (f32), qs[256], bsums[16] */
+
+/* The 8 scales (bytes 0-7) and 8 mins (bytes 8-15) of a Q4_K/Q5_K block, 6 bits each, from
+ * the 12 packed bytes: scales 0-3 and mins 0-3 are the low 6 bits of bytes 0-3 and 4-7;
+ * scale/min 4-7 take their low 4 bits from the nibbles of bytes 8-11 and their top 2 bits
+ * from the top 2 bits of bytes 0-3 (scales) and 4-7 (mins). */
+INLINE __m128i k4_scales_mins(const uint8_t *packed) {
+    uint32_t u[3];
+    memcpy(u, packed, sizeof u);
+    uint32_t sc_lo = u[0] & 0x3f3f3f3fu;
+    uint32_t mn_lo = u[1] & 0x3f3f3f3fu;
+    uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    return _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi);
+}
+
+/* Two int16 scales as a vpmaddwd multiplier: a for lanes 0-7, b for lanes 8-15. */
+INLINE __m256i scale_pair(int a, int b) {
+    return _mm256_setr_m128i(_mm_set1_epi16((short)a), _mm_set1_epi16((short)b));
+}
+
+/* (sum of the 8 lanes of a, sum of the 8 lanes of b). */
+INLINE void hsum2_epi32(__m256i a, __m256i b, int32_t *sa, int32_t *sb) {
+    __m256i h = _mm256_hadd_epi32(a, b); /* a01 a23 b01 b23 | a45 a67 b45 b67 */
+    h = _mm256_hadd_epi32(h, h);         /* A_lo B_lo A_lo B_lo | A_hi B_hi ... */
+    __m128i r = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    *sa = _mm_cvtsi128_si32(r);
+    *sb = _mm_extract_epi32(r, 1);
+}
+
+INLINE float k_d_x(const uint8_t *xb) {
+    float d;
+    memcpy(&d, xb, sizeof d);
+    return d;
+}
+
+/* isum, imin of a Q4_K block (144 bytes: d, dmin, scales[12], qs[128]) or, with qh, a Q5_K
+ * block (176 bytes: d, dmin, scales[12], qh[32], qs[128]) against a Q8_K block. */
+INLINE void k45_block(const uint8_t *wb, bool five, const uint8_t *xb, int32_t *isum,
+                      int32_t *imn) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m128i sm = k4_scales_mins(wb + 4);
+    uint8_t sc[16];
+    _mm_storeu_si128((__m128i *)(void *)sc, sm);
+    const uint8_t *qs = wb + (five ? 48 : 16);
+    const uint8_t *xq = xb + 4;
+    __m256i qhv = five ? _mm256_loadu_si256((const __m256i *)(const void *)(wb + 16))
+                       : _mm256_setzero_si256();
+    __m256i acc = _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(q, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (five) {
+            const __m256i one = _mm256_set1_epi8(1);
+            __m128i sh_lo = _mm_cvtsi32_si128(2 * c);
+            __m128i sh_hi = _mm_cvtsi32_si128(2 * c + 1);
+            lo = _mm256_or_si256(
+                lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qhv, sh_lo), one), 4));
+            hi = _mm256_or_si256(
+                hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qhv, sh_hi), one), 4));
+        }
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 64 * c));
+        __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 64 * c + 32));
+        __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0),
+                                       _mm256_set1_epi16((short)sc[2 * c]));
+        __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1),
+                                       _mm256_set1_epi16((short)sc[2 * c + 1]));
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
+    }
+    /* imin = sum_j m_j * (bsums[2j] + bsums[2j+1]): the mins widened to [m0 m0 m1 m1 ...]. */
+    __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
+    __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 260));
+    hsum2_epi32(acc, _mm256_madd_epi16(bs, mins), isum, imn);
+}
+
+/* isum of a Q6_K block (210 bytes: ql[128], qh[64], scales[16] int8, d) against a Q8_K
+ * block: sum_j sc_j * (sum of q * x) - 32 * sum_j sc_j * bsums_j, q the unsigned 6-bit quants. */
+INLINE int32_t k6_block(const uint8_t *wb, const uint8_t *xb) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i m30 = _mm256_set1_epi8(0x30);
+    const int8_t *sc = (const int8_t *)(wb + 192);
+    const uint8_t *xq = xb + 4;
+    __m256i acc = _mm256_setzero_si256();
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = wb + 64 * h;
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(wb + 128 + 32 * h));
+        __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
+        __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                               _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                               _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                               _mm256_and_si256(qh, m30));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+        for (int k = 0; k < 4; k++) {
+            const int j = 8 * h + 2 * k; /* sub-blocks j, j + 1 */
+            __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 128 * h + 32 * k));
+            acc = _mm256_add_epi32(
+                acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], x), scale_pair(sc[j], sc[j + 1])));
+        }
+    }
+    __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)sc));
+    __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 260));
+    int32_t dot;
+    int32_t off;
+    hsum2_epi32(acc, _mm256_madd_epi16(bs, scales), &dot, &off);
+    return dot - 32 * off;
+}
+
+/* acc[b % 8] updates of quant.h for super-block b (as quant_ref_k.c). */
+INLINE void k45_step(const uint8_t *wb, bool five, const uint8_t *xb, float *a) {
+    int32_t isum;
+    int32_t imn;
+    k45_block(wb, five, xb, &isum, &imn);
+    const float dx = k_d_x(xb);
+    *a = fmaf(moeinf_fp16_to_fp32(load_u16(wb)) * dx, (float)isum, *a);
+    *a = fmaf(-(moeinf_fp16_to_fp32(load_u16(wb + 2)) * dx), (float)imn, *a);
+}
+
+INLINE void k6_step(const uint8_t *wb, const uint8_t *xb, float *a) {
+    int32_t isum = k6_block(wb, xb);
+    *a = fmaf(moeinf_fp16_to_fp32(load_u16(wb + 208)) * k_d_x(xb), (float)isum, *a);
+}
+
+/* quant_ref.c's hsum8 on an array. */
+INLINE float hsum8_arr(const float v[8]) {
+    float a = v[0] + v[4];
+    float b = v[2] + v[6];
+    float c = v[1] + v[5];
+    float d = v[3] + v[7];
+    return (a + b) + (c + d);
+}
+
+/* K_STEP(wb, xb, a): one super-block of weight row wb against activation block xb into *a. */
+#define K_KERNELS(t, wbytes, K_STEP)                                                               \
+    static void vec_dot_rows_##t(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,  \
+                                 const void *x) {                                                  \
+        const uint8_t *wb = w;                                                                     \
+        const uint8_t *xb = x;                                                                     \
+        const int64_t nb = n / 256;                                                                \
+        const int64_t q = nr / ROW_STREAMS;                                                        \
+        for (int64_t i = 0; i < q; i++) {                                                          \
+            float a[ROW_STREAMS][8] = {{0}};                                                       \
+            const uint8_t *wr[ROW_STREAMS];                                                        \
+            for (int k = 0; k < ROW_STREAMS; k++)                                                  \
+                wr[k] = wb + (size_t)(k * q + i) * w_stride;                                       \
+            for (int64_t b = 0; b < nb; b++)                                                       \
+                for (int k = 0; k < ROW_STREAMS; k++)                                              \
+                    K_STEP(wr[k] + (size_t)b * (wbytes), xb + (size_t)b * QK_K_BYTES_X,            \
+                           &a[k][b & 7]);                                                          \
+            for (int k = 0; k < ROW_STREAMS; k++)                                                  \
+                s[k * q + i] = hsum8_arr(a[k]);                                                    \
+        }                                                                                          \
+        for (int64_t r = ROW_STREAMS * q; r < nr; r++) {                                           \
+            float a[8] = {0};                                                                      \
+            const uint8_t *row = wb + (size_t)r * w_stride;                                        \
+            for (int64_t b = 0; b < nb; b++)                                                       \
+                K_STEP(row + (size_t)b * (wbytes), xb + (size_t)b * QK_K_BYTES_X, &a[b & 7]);      \
+            s[r] = hsum8_arr(a);                                                                   \
+        }                                                                                          \
+    }                                                                                              \
+    static void vec_dot_##t(int64_t n, float *s, const void *w, const void *x) {                   \
+        vec_dot_rows_##t(n, 1, s, w, 0, x);                                                        \
+    }                                                                                              \
+    static void vec_dot_m_##t(int64_t n, int m, float *s, const void *w, const void *x,            \
+                              size_t x_stride) {                                                   \
+        for (int j = 0; j < m; j++)                                                                \
+            vec_dot_rows_##t(n, 1, s + j, w, 0, (const uint8_t *)x + (size_t)j * x_stride);        \
+    }
+
+#define Q4K_STEP(wb, xb, a) k45_step((wb), false, (xb), (a))
+#define Q5K_STEP(wb, xb, a) k45_step((wb), true, (xb), (a))
+#define Q6K_STEP(wb, xb, a) k6_step((wb), (xb), (a))
+K_KERNELS(q4_K, 144, Q4K_STEP)
+K_KERNELS(q5_K, 176, Q5K_STEP)
+K_KERNELS(q6_K, 210, Q6K_STEP)
+
 /* Float types: memory-bound at one activation row, so simply vec_dot per row. */
 #define FLOAT_ROWS_KERNEL(fn, kind)                                                                \
     static void fn(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,                \
@@ -757,13 +993,17 @@ static void to_float_q4_0(const void *x, float *y, int64_t n) {
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_K, moeinf_ref_from_float_q8_K,                         \
                              moeinf_ref_to_float_q8_K, NULL, NULL, NULL),                          \
         X86_REF_BLOCK(MOEINF_TYPE_Q4_1, q4_1),                                                     \
-        X86_REF_BLOCK(MOEINF_TYPE_Q5_0, q5_0),                                                     \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q5_0, NULL, moeinf_ref_to_float_q5_0, vec_dot_q5_0,       \
+                             vec_dot_m_q5_0, vec_dot_rows_q5_0),                                   \
         X86_REF_BLOCK(MOEINF_TYPE_Q5_1, q5_1),                                                     \
         X86_REF_BLOCK(MOEINF_TYPE_Q2_K, q2_K),                                                     \
         X86_REF_BLOCK(MOEINF_TYPE_Q3_K, q3_K),                                                     \
-        X86_REF_BLOCK(MOEINF_TYPE_Q4_K, q4_K),                                                     \
-        X86_REF_BLOCK(MOEINF_TYPE_Q5_K, q5_K),                                                     \
-        X86_REF_BLOCK(MOEINF_TYPE_Q6_K, q6_K),                                                     \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q4_K, NULL, moeinf_ref_to_float_q4_K, vec_dot_q4_K,       \
+                             vec_dot_m_q4_K, vec_dot_rows_q4_K),\
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q5_K, NULL, moeinf_ref_to_float_q5_K, vec_dot_q5_K,       \
+                             vec_dot_m_q5_K, vec_dot_rows_q5_K),\
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q6_K, NULL, moeinf_ref_to_float_q6_K, vec_dot_q6_K,       \
+                             vec_dot_m_q6_K, vec_dot_rows_q6_K),\
         .axpy_f32 = axpy_f32,                                                                      \
     }
 
