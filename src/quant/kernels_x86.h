@@ -634,6 +634,11 @@ ROWS_KERNEL(vec_dot_rows_q8_0, struct xq8_group, prep_q8, q8_row, q8_group, Q8_B
  * stays in L1/L2.
  */
 
+/* Software prefetch distance (bytes ahead in each weight row) of the K-quant rows kernels:
+ * with it, vec_dot_rows over a 1.5 GiB matrix (1 thread, bench_kernels) went from 7.7 to
+ * 13.7 GB/s (Q4_K) and from 8.5 to 12.8 GB/s (Q6_K); 512 and 2048 measured about the same.
+ * Prefetches past the last row are hints and never fault. */
+#define K_PREFETCH 1024
 #define QK_K_BYTES_X 292 /* sizeof(struct moeinf_block_q8_K): d (f32), qs[256], bsums[16] */
 
 /* The 8 scales (bytes 0-7) and 8 mins (bytes 8-15) of a Q4_K/Q5_K block, 6 bits each, from
@@ -753,13 +758,13 @@ INLINE void k45_step(const uint8_t *wb, bool five, const uint8_t *xb, float *a) 
     int32_t imn;
     k45_block(wb, five, xb, &isum, &imn);
     const float dx = k_d_x(xb);
-    *a = fmaf(moeinf_fp16_to_fp32(load_u16(wb)) * dx, (float)isum, *a);
-    *a = fmaf(-(moeinf_fp16_to_fp32(load_u16(wb + 2)) * dx), (float)imn, *a);
+    *a = fmaf(_cvtsh_ss(load_u16(wb)) * dx, (float)isum, *a); /* vcvtph2ps: the scalar's bits */
+    *a = fmaf(-(_cvtsh_ss(load_u16(wb + 2)) * dx), (float)imn, *a);
 }
 
 INLINE void k6_step(const uint8_t *wb, const uint8_t *xb, float *a) {
     int32_t isum = k6_block(wb, xb);
-    *a = fmaf(moeinf_fp16_to_fp32(load_u16(wb + 208)) * k_d_x(xb), (float)isum, *a);
+    *a = fmaf(_cvtsh_ss(load_u16(wb + 208)) * k_d_x(xb), (float)isum, *a);
 }
 
 /* quant_ref.c's hsum8 on an array. */
@@ -785,9 +790,14 @@ INLINE float hsum8_arr(const float v[8]) {
             for (int k = 0; k < ROW_STREAMS; k++)                                                  \
                 wr[k] = wb + (size_t)(k * q + i) * w_stride;                                       \
             for (int64_t b = 0; b < nb; b++)                                                       \
-                for (int k = 0; k < ROW_STREAMS; k++)                                              \
+                for (int k = 0; k < ROW_STREAMS; k++) {                                            \
+                    const uint8_t *pf = wr[k] + (size_t)b * (wbytes) + K_PREFETCH;                 \
+                    _mm_prefetch((const char *)pf, _MM_HINT_T0);                                   \
+                    _mm_prefetch((const char *)pf + 64, _MM_HINT_T0);                              \
+                    _mm_prefetch((const char *)pf + 128, _MM_HINT_T0);                             \
                     K_STEP(wr[k] + (size_t)b * (wbytes), xb + (size_t)b * QK_K_BYTES_X,            \
                            &a[k][b & 7]);                                                          \
+                }                                                                                  \
             for (int k = 0; k < ROW_STREAMS; k++)                                                  \
                 s[k * q + i] = hsum8_arr(a[k]);                                                    \
         }                                                                                          \
