@@ -6,7 +6,11 @@
  * moeinf_type_cpu_get(T)->vec_dot_type, exactly as llama.cpp does
  * (../shared/testdata/README.md, 2.4):
  *   F32  x F32       F16 x F16 (activation rounded to F16)    BF16 x BF16
- *   Q8_0 x Q8_0      Q4_0 x Q8_0   (activation: d = max|x|/127 as F16, q = round-half-even)
+ *   Q8_0, Q4_0, Q5_0 x Q8_0   (activation: d = max|x|/127 as F16, q = round-half-even)
+ *   Q4_1, Q5_1       x Q8_1   (Q8_0's rounding, plus s = d * sum(q) as F16, d unrounded)
+ *   Q2_K..Q6_K       x Q8_K   (blocks of 256: iscale = -127/m with m the signed element of
+ *                              largest magnitude, q = min(127, round-half-even(iscale * x)),
+ *                              d = 1/iscale in F32, bsums = sums of each 16 quants)
  * Block dot products are exact integer sums scaled by d_w * d_x.
  *
  * Kernel tables: moeinf_kernels_scalar() is the reference (portable C); the AVX2 and AVX-512
@@ -22,15 +26,36 @@
  *     Q[l] = (P[l] + P[l+8]) + (P[l+16] + P[l+24]) for l < 8;  s = hsum8(Q)
  *   Q8_0, Q4_0 (blocks of 32; isum_b = the exact integer dot of block b):
  *     A[b % 8] = fma(d_w[b] * d_x[b], (float)isum_b, A[b % 8]) for b in order;  s = hsum8(A)
+ *   Q5_0: as Q4_0 (quants 0..31 minus 16).
+ *   Q4_1, Q5_1 (blocks of 32, unsigned quants q_w, offset m_w):
+ *     A[b % 8] = fma(d_w[b] * d_x[b], (float)isum_b, A[b % 8]);
+ *     A[b % 8] = fma(m_w[b], s_x[b], A[b % 8]);  s = hsum8(A)
+ *   K-quants (super-blocks of 256; isum_b = sum over sub-blocks of scale * exact quant dot,
+ *   an int32; imin_b = sum over sub-blocks of min * activation sub-block sum, for the types
+ *   with mins; Q3_K/Q6_K quants are signed, -4..3 and -32..31):
+ *     A[b % 8] = fma(d_w[b] * d_x[b], (float)isum_b, A[b % 8]);
+ *     A[b % 8] = fma(-(dmin_w[b] * d_x[b]), (float)imin_b, A[b % 8])   (Q2_K, Q4_K, Q5_K);
+ *     s = hsum8(A)
  *   hsum8(v) = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7))
- * (AVX2 keeps P in four 8-lane accumulators and A in one; AVX-512 in two 16-lane ones.)
+ * (AVX2 keeps P in four 8-lane accumulators and A in one; AVX-512 in two 16-lane ones; the
+ * K-quant kernels compute isum/imin in vectors and the two fmas per super-block in scalar
+ * code, as the twin does. The x86 tables have kernels of their own for Q5_0, Q4_K, Q5_K and
+ * Q6_K; Q4_1, Q5_1, Q2_K and Q3_K use the scalar twins there for now.)
  *
  * Activation rounding (from_float): F16 and BF16 round to nearest even (NaN stays NaN, quiet);
  * Q8_0 is llama.cpp's x86 quantize_row_q8_0: amax = max|x| over the block,
  * d = amax / 127 stored as F16, id = amax ? 127 / amax : 0 (from amax, not from d),
  * q = x * id rounded half to even as cvtps2dq does (NaN or out of int32 range -> -128),
  * saturated to int8. For finite inputs q lies in [-127, 127]; the SIMD int8 dots rely on
- * that (activation quants of -128 give an unspecified, but memory-safe, result).
+ * that (activation quants of -128 give an unspecified, but memory-safe, result). Q8_1 rounds
+ * as Q8_0 and sums its int8 quants for s. Q8_K is llama.cpp's quantize_row_q8_K_ref (which
+ * its x86 build also uses), NaN/inf aside: a quant whose scaled value is NaN or beyond 2^22
+ * becomes -128. The K-quant dots take the weights as unsigned quants (vpmaddubsw), so they
+ * are exact for any activation quant.
+ *
+ * Weight dequantization (to_float) reproduces llama.cpp's dequantize_row_* float for float:
+ * the same products in the same order, never fused (test_quant_dequant checks it against the
+ * gguf Python package on real and random blocks).
  */
 #ifndef MOEINF_QUANT_H
 #define MOEINF_QUANT_H
