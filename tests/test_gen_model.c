@@ -403,22 +403,24 @@ static void test_q4_k_m(void) {
         char path[512];
         struct moeinf_gguf *g = gen_open(&p, "gen-q4km.gguf", path, sizeof path);
         if (!g) continue;
-        const int Q4K = MOEINF_TYPE_Q4_K, Q5K = MOEINF_TYPE_Q5_K, Q6K = MOEINF_TYPE_Q6_K;
-        const int Q8 = MOEINF_TYPE_Q8_0;
         for (int l = 0; l < 8; l++) {
             bool more = l == 0 || l == 3 || l == 6 || l == 7;
             char name[64];
+
             struct {
                 const char *t;
                 int want;
-            } expect[] = {{"attn_q", Q4K},
-                          {"attn_k", with8 ? Q8 : Q4K},
-                          {"attn_v", with8 ? Q8 : more ? Q6K : Q4K},
-                          {"attn_output", with8 ? Q5K : Q4K},
-                          {"ffn_gate_exps", Q4K},
-                          {"ffn_up_exps", Q4K},
-                          {"ffn_down_exps", more ? Q6K : Q4K},
+            } expect[] = {{"attn_q", MOEINF_TYPE_Q4_K},
+                          {"attn_k", with8 ? MOEINF_TYPE_Q8_0 : MOEINF_TYPE_Q4_K},
+                          {"attn_v", with8  ? MOEINF_TYPE_Q8_0
+                                     : more ? MOEINF_TYPE_Q6_K
+                                            : MOEINF_TYPE_Q4_K},
+                          {"attn_output", with8 ? MOEINF_TYPE_Q5_K : MOEINF_TYPE_Q4_K},
+                          {"ffn_gate_exps", MOEINF_TYPE_Q4_K},
+                          {"ffn_up_exps", MOEINF_TYPE_Q4_K},
+                          {"ffn_down_exps", more ? MOEINF_TYPE_Q6_K : MOEINF_TYPE_Q4_K},
                           {"ffn_gate_inp", MOEINF_TYPE_F32}};
+
             for (size_t k = 0; k < sizeof expect / sizeof expect[0]; k++) {
                 snprintf(name, sizeof name, "blk.%d.%s.weight", l, expect[k].t);
                 const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(g, name);
@@ -428,9 +430,9 @@ static void test_q4_k_m(void) {
             }
         }
         const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(g, "output.weight");
-        CHECK(t && t->type == Q6K);
+        CHECK(t && t->type == MOEINF_TYPE_Q6_K);
         t = moeinf_gguf_find_tensor(g, "token_embd.weight");
-        CHECK(t && t->type == Q4K);
+        CHECK(t && t->type == MOEINF_TYPE_Q4_K);
         moeinf_gguf_free(g);
         remove(path);
     }
@@ -631,7 +633,7 @@ static void test_bad_params(void) {
         CHECK_EQ_INT(moeinf_gen_params_check(&p, &err), MOEINF_ERR_ARG);                           \
         CHECK_STR_CONTAINS(err.msg, phrase);                                                       \
         CHECK_EQ_INT(moeinf_gen_model(&p, path, &err), MOEINF_ERR_ARG);                            \
-        CHECK(!test_file_exists(path));                                                                      \
+        CHECK(!test_file_exists(path));                                                            \
     } while (0)
     BAD(p.n_head = 3, "3 heads do not divide n_embd 64");
     BAD(p.n_head_kv = 3, "3 kv heads do not divide 4 heads");

@@ -74,7 +74,7 @@ enum injection {
     LM_HEAD_SCALE, /* lowest bit of the scale of block 0 of lm_head (Q8_0) row inject_at */
 };
 
-struct golden_bound { // NOLINT(clang-analyzer-optin.performance.Padding): a table of 8
+struct golden_bound { // NOLINT(clang-analyzer-optin.performance.Padding): a table of 10
     const char *model; /* file stem in testdata/models */
     bool kv_f32;       /* "-kvf32-nofa" goldens; false: default context */
     double measured;   /* max |delta logit| when set */
@@ -84,8 +84,8 @@ struct golden_bound { // NOLINT(clang-analyzer-optin.performance.Padding): a tab
     double inject_scale; /* ROUTER_ROW: the row is scaled by 1 + this */
     double inject_max;   /* the injected error must stay at most this while failing */
     bool in_repo;        /* model in models/, goldens in tests/data/golden (not ../shared) */
-    double tie_gap; /* > 0: skip a prompt position whose expert choice flipped at a router
-                       gap below this (routing_flipped_at) */
+    double tie_gap;      /* > 0: skip a prompt position whose expert choice flipped at a router
+                            gap below this (routing_flipped_at) */
 };
 
 /* clang-format off */

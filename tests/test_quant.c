@@ -13,10 +13,10 @@
 
 #include "base/rng.h"
 #include "gguf/gguf.h"
+#include "kernels_wanted.h"
 #include "quant/kernels.h"
 #include "quant/quant.h"
 #include "quant/quant_ref.h"
-#include "kernels_wanted.h"
 #include "test.h"
 
 /* ---- helpers ------------------------------------------------------------------------------ */
@@ -102,11 +102,16 @@ static const int *half_fields(enum moeinf_type t) {
     case MOEINF_TYPE_Q4_1:
     case MOEINF_TYPE_Q5_1:
     case MOEINF_TYPE_Q4_K:
-    case MOEINF_TYPE_Q5_K: return dm;
-    case MOEINF_TYPE_Q2_K: return q2k;
-    case MOEINF_TYPE_Q3_K: return q3k;
-    case MOEINF_TYPE_Q6_K: return q6k;
-    default: return d0;
+    case MOEINF_TYPE_Q5_K:
+        return dm;
+    case MOEINF_TYPE_Q2_K:
+        return q2k;
+    case MOEINF_TYPE_Q3_K:
+        return q3k;
+    case MOEINF_TYPE_Q6_K:
+        return q6k;
+    default:
+        return d0;
     }
 }
 
@@ -203,7 +208,7 @@ static void test_traits(void) {
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_IQ4_NL) == NULL); /* known, no kernels yet */
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q8_K) == NULL);   /* activation only */
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q8_1) == NULL);
-    CHECK(moeinf_type_cpu_get(4) == NULL);                /* removed id */
+    CHECK(moeinf_type_cpu_get(4) == NULL); /* removed id */
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_F32)->vec_dot_type == MOEINF_TYPE_F32);
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_F16)->vec_dot_type == MOEINF_TYPE_F16);
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_BF16)->vec_dot_type == MOEINF_TYPE_BF16);
@@ -212,10 +217,13 @@ static void test_traits(void) {
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q5_0)->vec_dot_type == MOEINF_TYPE_Q8_0);
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q4_1)->vec_dot_type == MOEINF_TYPE_Q8_1);
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q5_1)->vec_dot_type == MOEINF_TYPE_Q8_1);
+
     const enum moeinf_type k_types[] = {MOEINF_TYPE_Q2_K, MOEINF_TYPE_Q3_K, MOEINF_TYPE_Q4_K,
                                         MOEINF_TYPE_Q5_K, MOEINF_TYPE_Q6_K};
+
     for (int i = 0; i < 5; i++)
         CHECK(moeinf_type_cpu_get((int)k_types[i])->vec_dot_type == MOEINF_TYPE_Q8_K);
+
     /* Every block struct has the size of the shared table's block (ggml's). */
     const struct {
         enum moeinf_type t;
@@ -224,12 +232,13 @@ static void test_traits(void) {
                   {MOEINF_TYPE_Q5_0, sizeof(struct moeinf_block_q5_0)},
                   {MOEINF_TYPE_Q5_1, sizeof(struct moeinf_block_q5_1)},
                   {MOEINF_TYPE_Q8_1, sizeof(struct moeinf_block_q8_1)},
-                  {MOEINF_TYPE_Q2_K, sizeof(struct moeinf_block_q2_K)},
-                  {MOEINF_TYPE_Q3_K, sizeof(struct moeinf_block_q3_K)},
-                  {MOEINF_TYPE_Q4_K, sizeof(struct moeinf_block_q4_K)},
-                  {MOEINF_TYPE_Q5_K, sizeof(struct moeinf_block_q5_K)},
-                  {MOEINF_TYPE_Q6_K, sizeof(struct moeinf_block_q6_K)},
-                  {MOEINF_TYPE_Q8_K, sizeof(struct moeinf_block_q8_K)}};
+                  {MOEINF_TYPE_Q2_K, sizeof(struct moeinf_block_q2_k)},
+                  {MOEINF_TYPE_Q3_K, sizeof(struct moeinf_block_q3_k)},
+                  {MOEINF_TYPE_Q4_K, sizeof(struct moeinf_block_q4_k)},
+                  {MOEINF_TYPE_Q5_K, sizeof(struct moeinf_block_q5_k)},
+                  {MOEINF_TYPE_Q6_K, sizeof(struct moeinf_block_q6_k)},
+                  {MOEINF_TYPE_Q8_K, sizeof(struct moeinf_block_q8_k)}};
+
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
         CHECK_EQ_INT(moeinf_type_traits_get((int)blocks[i].t)->type_size, blocks[i].size);
     /* The block structs the kernels use match the shared table's layouts. */
@@ -1115,8 +1124,8 @@ static void check_requantize(const char *qfile) {
     CHECK_MSG(n_checked >= 7, "%s: only %d quantized tensors", qfile, n_checked);
     CHECK_MSG(n_rows_bad == 0, "%s: %d rows differ from llama-quantize", qfile, n_rows_bad);
     for (int t = 0; t < MOEINF_TYPE_COUNT; t++)
-        if (n_by_type[t]) fprintf(stderr, "%s: %d %s tensors\n", qfile, n_by_type[t],
-                                  moeinf_type_name(t));
+        if (n_by_type[t])
+            fprintf(stderr, "%s: %d %s tensors\n", qfile, n_by_type[t], moeinf_type_name(t));
     CHECK_EQ_INT(n_elem_bad, 0);
     moeinf_gguf_free(g32);
     moeinf_gguf_free(gq);

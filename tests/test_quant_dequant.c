@@ -131,7 +131,11 @@ static void test_tiny_models(void) {
 static void test_random_blocks(void) {
     FILE *f = open_fixture("dequant_blocks.txt");
     if (!f) return;
-    enum { CAP = 1 << 16 };
+
+    enum {
+        CAP = 1 << 16
+    };
+
     char *line = malloc(4 * CAP);
     uint8_t *blocks = malloc(CAP);
     uint8_t *want = malloc(CAP);
@@ -174,8 +178,10 @@ static void test_random_blocks(void) {
     free(want);
     free(got);
     CHECK_EQ_INT(n_types, 10);
+
     const enum moeinf_type need[] = {MOEINF_TYPE_Q4_1, MOEINF_TYPE_Q5_1, MOEINF_TYPE_Q2_K,
                                      MOEINF_TYPE_Q3_K};
+
     for (int i = 0; i < 4; i++)
         CHECK_MSG(seen[need[i]], "no blocks of %s", moeinf_type_name((int)need[i]));
 }

@@ -26,9 +26,9 @@
 #include "base/rng.h"
 #include "base/status.h"
 #include "base/tensor_type.h"
-#include "gguf/quant_mix.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
+#include "gguf/quant_mix.h"
 #include "moeinf.h"
 #include "quant/quant.h"
 
@@ -137,10 +137,9 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
         const char *what[3] = {"n_embd", "n_ff", "heads x head dim"};
         for (int i = 0; i < 3; i++) {
             if (rows[i] % block != 0) {
-                return moeinf_fail(err, arg,
-                                   "gen-model: %s = %d is not a multiple of %d (needed by %s)",
-                                   what[i], rows[i], (int)block,
-                                   mix ? "q4_k_m" : moeinf_type_name(p->type));
+                return moeinf_fail(
+                    err, arg, "gen-model: %s = %d is not a multiple of %d (needed by %s)", what[i],
+                    rows[i], (int)block, mix ? "q4_k_m" : moeinf_type_name(p->type));
             }
         }
     }
@@ -397,8 +396,8 @@ static void apply_q4_k_m(struct plan *pl, const struct moeinf_gen_params *p) {
     for (int i = 0; i < pl->n; i++) {
         struct tplan *t = &pl->t[i];
         if (t->type != MOEINF_GEN_TYPE_Q4_K_M) continue;
-        int layer = -1;
-        if (sscanf(t->name, "blk.%d.", &layer) != 1) layer = -1;
+        int layer = -1; /* "blk.N." */
+        if (!strncmp(t->name, "blk.", 4)) layer = (int)strtol(t->name + 4, NULL, 10);
         bool lm_head = !strcmp(t->name, "output.weight") ||
                        (p->tied_output && !strcmp(t->name, "token_embd.weight"));
         char base[64];

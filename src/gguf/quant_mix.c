@@ -18,14 +18,19 @@ static const struct {
     int type;
     uint32_t file_type; /* llama_ftype */
 } gen_types[] = {
-    {"f32", MOEINF_TYPE_F32, 0},   {"f16", MOEINF_TYPE_F16, 1},   {"q4_0", MOEINF_TYPE_Q4_0, 2},
-    {"q4_1", MOEINF_TYPE_Q4_1, 3}, {"q8_0", MOEINF_TYPE_Q8_0, 7}, {"q5_0", MOEINF_TYPE_Q5_0, 8},
-    {"q5_1", MOEINF_TYPE_Q5_1, 9}, {"q2_k", MOEINF_TYPE_Q2_K, 10}, /* MOSTLY_Q2_K */
-    {"q3_k", MOEINF_TYPE_Q3_K, 11},                                /* MOSTLY_Q3_K_S */
-    {"q4_k", MOEINF_TYPE_Q4_K, 14},                                /* MOSTLY_Q4_K_S */
-    {"q5_k", MOEINF_TYPE_Q5_K, 16},                                /* MOSTLY_Q5_K_S */
-    {"q6_k", MOEINF_TYPE_Q6_K, 18},                                /* MOSTLY_Q6_K */
-    {"q4_k_m", MOEINF_GEN_TYPE_Q4_K_M, 15},                        /* MOSTLY_Q4_K_M */
+    {"f32", MOEINF_TYPE_F32, 0},
+    {"f16", MOEINF_TYPE_F16, 1},
+    {"q4_0", MOEINF_TYPE_Q4_0, 2},
+    {"q4_1", MOEINF_TYPE_Q4_1, 3},
+    {"q8_0", MOEINF_TYPE_Q8_0, 7},
+    {"q5_0", MOEINF_TYPE_Q5_0, 8},
+    {"q5_1", MOEINF_TYPE_Q5_1, 9},
+    {"q2_k", MOEINF_TYPE_Q2_K, 10},         /* MOSTLY_Q2_K */
+    {"q3_k", MOEINF_TYPE_Q3_K, 11},         /* MOSTLY_Q3_K_S */
+    {"q4_k", MOEINF_TYPE_Q4_K, 14},         /* MOSTLY_Q4_K_S */
+    {"q5_k", MOEINF_TYPE_Q5_K, 16},         /* MOSTLY_Q5_K_S */
+    {"q6_k", MOEINF_TYPE_Q6_K, 18},         /* MOSTLY_Q6_K */
+    {"q4_k_m", MOEINF_GEN_TYPE_Q4_K_M, 15}, /* MOSTLY_Q4_K_M */
 };
 
 #define N_GEN_TYPES (sizeof gen_types / sizeof gen_types[0])

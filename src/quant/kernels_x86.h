@@ -277,12 +277,12 @@ INLINE __m256i unpack_q4_0(const uint8_t *qs) {
 INLINE __m256i unpack_q5_0(const uint8_t *blk) {
     uint32_t h;
     memcpy(&h, blk + 2, sizeof h);
-    __m256i v = _mm256_shuffle_epi8(_mm256_set1_epi32((int)h),
-                                    _mm256_setr_epi64x(0, 0x0101010101010101LL,
-                                                       0x0202020202020202LL, 0x0303030303030303LL));
+    __m256i v = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)h),
+        _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL, 0x0303030303030303LL));
     v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfeLL));
-    __m256i hbit = _mm256_and_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(-1)),
-                                    _mm256_set1_epi8(0x10));
+    __m256i hbit =
+        _mm256_and_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(-1)), _mm256_set1_epi8(0x10));
     __m256i lo = _mm256_add_epi8(unpack_q4_0(blk + 6), _mm256_set1_epi8(8)); /* 0..15 */
     return _mm256_sub_epi8(_mm256_or_si256(lo, hbit), _mm256_set1_epi8(16));
 }
@@ -638,8 +638,8 @@ ROWS_KERNEL(vec_dot_rows_q8_0, struct xq8_group, prep_q8, q8_row, q8_group, Q8_B
  * with it, vec_dot_rows over a 1.5 GiB matrix (1 thread, bench_kernels) went from 7.7 to
  * 13.7 GB/s (Q4_K) and from 8.5 to 12.8 GB/s (Q6_K); 512 and 2048 measured about the same.
  * Prefetches past the last row are hints and never fault. */
-#define K_PREFETCH 1024
-#define QK_K_BYTES_X 292 /* sizeof(struct moeinf_block_q8_K): d (f32), qs[256], bsums[16] */
+#define K_PREFETCH   1024
+#define QK_K_BYTES_X 292 /* sizeof(struct moeinf_block_q8_k): d (f32), qs[256], bsums[16] */
 
 /* The 8 scales (bytes 0-7) and 8 mins (bytes 8-15) of a Q4_K/Q5_K block, 6 bits each, from
  * the 12 packed bytes: scales 0-3 and mins 0-3 are the low 6 bits of bytes 0-3 and 4-7;
@@ -688,14 +688,14 @@ INLINE void k45_block(const uint8_t *wb, bool five, const uint8_t *xb, int32_t *
     __m256i qhv = five ? _mm256_loadu_si256((const __m256i *)(const void *)(wb + 16))
                        : _mm256_setzero_si256();
     __m256i acc = _mm256_setzero_si256();
-    for (int c = 0; c < 4; c++) {
+    for (size_t c = 0; c < 4; c++) {
         __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c));
         __m256i lo = _mm256_and_si256(q, m4);
         __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
         if (five) {
             const __m256i one = _mm256_set1_epi8(1);
-            __m128i sh_lo = _mm_cvtsi32_si128(2 * c);
-            __m128i sh_hi = _mm_cvtsi32_si128(2 * c + 1);
+            __m128i sh_lo = _mm_cvtsi32_si128(2 * (int)c);
+            __m128i sh_hi = _mm_cvtsi32_si128(2 * (int)c + 1);
             lo = _mm256_or_si256(
                 lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qhv, sh_lo), one), 4));
             hi = _mm256_or_si256(
@@ -703,8 +703,8 @@ INLINE void k45_block(const uint8_t *wb, bool five, const uint8_t *xb, int32_t *
         }
         __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 64 * c));
         __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 64 * c + 32));
-        __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0),
-                                       _mm256_set1_epi16((short)sc[2 * c]));
+        __m256i p0 =
+            _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_set1_epi16((short)sc[2 * c]));
         __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1),
                                        _mm256_set1_epi16((short)sc[2 * c + 1]));
         acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
@@ -723,7 +723,7 @@ INLINE int32_t k6_block(const uint8_t *wb, const uint8_t *xb) {
     const int8_t *sc = (const int8_t *)(wb + 192);
     const uint8_t *xq = xb + 4;
     __m256i acc = _mm256_setzero_si256();
-    for (int h = 0; h < 2; h++) {
+    for (size_t h = 0; h < 2; h++) {
         const uint8_t *ql = wb + 64 * h;
         __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(wb + 128 + 32 * h));
         __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
@@ -737,11 +737,11 @@ INLINE int32_t k6_block(const uint8_t *wb, const uint8_t *xb) {
                                _mm256_and_si256(qh, m30));
         q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
-        for (int k = 0; k < 4; k++) {
-            const int j = 8 * h + 2 * k; /* sub-blocks j, j + 1 */
+        for (size_t k = 0; k < 4; k++) {
+            const size_t j = 8 * h + 2 * k; /* sub-blocks j, j + 1 */
             __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 128 * h + 32 * k));
-            acc = _mm256_add_epi32(
-                acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], x), scale_pair(sc[j], sc[j + 1])));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], x),
+                                                          scale_pair(sc[j], sc[j + 1])));
         }
     }
     __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)sc));
@@ -821,9 +821,9 @@ INLINE float hsum8_arr(const float v[8]) {
 #define Q4K_STEP(wb, xb, a) k45_step((wb), false, (xb), (a))
 #define Q5K_STEP(wb, xb, a) k45_step((wb), true, (xb), (a))
 #define Q6K_STEP(wb, xb, a) k6_step((wb), (xb), (a))
-K_KERNELS(q4_K, 144, Q4K_STEP)
-K_KERNELS(q5_K, 176, Q5K_STEP)
-K_KERNELS(q6_K, 210, Q6K_STEP)
+K_KERNELS(q4_k, 144, Q4K_STEP)
+K_KERNELS(q5_k, 176, Q5K_STEP)
+K_KERNELS(q6_k, 210, Q6K_STEP)
 
 /* Float types: memory-bound at one activation row, so simply vec_dot per row. */
 #define FLOAT_ROWS_KERNEL(fn, kind)                                                                \
@@ -1000,20 +1000,19 @@ static void to_float_q4_0(const void *x, float *y, int64_t n) {
                              vec_dot_rows_q4_0),                                                   \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_1, moeinf_ref_from_float_q8_1,                         \
                              moeinf_ref_to_float_q8_1, NULL, NULL, NULL),                          \
-        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_K, moeinf_ref_from_float_q8_K,                         \
-                             moeinf_ref_to_float_q8_K, NULL, NULL, NULL),                          \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_K, moeinf_ref_from_float_q8_k,                         \
+                             moeinf_ref_to_float_q8_k, NULL, NULL, NULL),                          \
         X86_REF_BLOCK(MOEINF_TYPE_Q4_1, q4_1),                                                     \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q5_0, NULL, moeinf_ref_to_float_q5_0, vec_dot_q5_0,       \
                              vec_dot_m_q5_0, vec_dot_rows_q5_0),                                   \
-        X86_REF_BLOCK(MOEINF_TYPE_Q5_1, q5_1),                                                     \
-        X86_REF_BLOCK(MOEINF_TYPE_Q2_K, q2_K),                                                     \
-        X86_REF_BLOCK(MOEINF_TYPE_Q3_K, q3_K),                                                     \
-        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q4_K, NULL, moeinf_ref_to_float_q4_K, vec_dot_q4_K,       \
-                             vec_dot_m_q4_K, vec_dot_rows_q4_K),\
-        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q5_K, NULL, moeinf_ref_to_float_q5_K, vec_dot_q5_K,       \
-                             vec_dot_m_q5_K, vec_dot_rows_q5_K),\
-        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q6_K, NULL, moeinf_ref_to_float_q6_K, vec_dot_q6_K,       \
-                             vec_dot_m_q6_K, vec_dot_rows_q6_K),\
+        X86_REF_BLOCK(MOEINF_TYPE_Q5_1, q5_1), X86_REF_BLOCK(MOEINF_TYPE_Q2_K, q2_k),              \
+        X86_REF_BLOCK(MOEINF_TYPE_Q3_K, q3_k),                                                     \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q4_K, NULL, moeinf_ref_to_float_q4_k, vec_dot_q4_k,       \
+                             vec_dot_m_q4_k, vec_dot_rows_q4_k),                                   \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q5_K, NULL, moeinf_ref_to_float_q5_k, vec_dot_q5_k,       \
+                             vec_dot_m_q5_k, vec_dot_rows_q5_k),                                   \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q6_K, NULL, moeinf_ref_to_float_q6_k, vec_dot_q6_k,       \
+                             vec_dot_m_q6_k, vec_dot_rows_q6_k),                                   \
         .axpy_f32 = axpy_f32,                                                                      \
     }
 

@@ -84,9 +84,9 @@ struct moeinf_block_q4_0 {
 
 /* Element j < 16 is (qs[j] & 15) * d + m, element j >= 16 is (qs[j-16] >> 4) * d + m. */
 struct moeinf_block_q4_1 {
-    uint16_t d;      /* scale, F16 bits */
-    uint16_t m;      /* offset (the block minimum), F16 bits */
-    uint8_t qs[16];  /* two 4-bit quants per byte */
+    uint16_t d;     /* scale, F16 bits */
+    uint16_t m;     /* offset (the block minimum), F16 bits */
+    uint8_t qs[16]; /* two 4-bit quants per byte */
 };
 
 /* As Q4_0 with a fifth bit: bit j of the little-endian word qh is bit 4 of quant j;
@@ -117,28 +117,28 @@ struct moeinf_block_q8_1 {
  * order inside qs is ggml's (see quant_ref_k.c, which decodes each one). */
 #define MOEINF_QK_K 256
 
-struct moeinf_block_q2_K {
+struct moeinf_block_q2_k {
     uint8_t scales[16]; /* sub-block j: scale (low 4 bits) and min (high 4 bits) */
     uint8_t qs[64];     /* 2-bit quants */
     uint16_t d;         /* F16: super-block scale of the scales */
     uint16_t dmin;      /* F16: super-block scale of the mins */
 };
 
-struct moeinf_block_q3_K {
+struct moeinf_block_q3_k {
     uint8_t hmask[32];  /* bit 2 of each quant (set: no -4 offset) */
     uint8_t qs[64];     /* bits 0-1 of each quant */
     uint8_t scales[12]; /* 16 6-bit scales (biased by 32) */
     uint16_t d;
 };
 
-struct moeinf_block_q4_K {
+struct moeinf_block_q4_k {
     uint16_t d;
     uint16_t dmin;
     uint8_t scales[12]; /* 8 6-bit scales and 8 6-bit mins */
     uint8_t qs[128];    /* 4-bit quants */
 };
 
-struct moeinf_block_q5_K {
+struct moeinf_block_q5_k {
     uint16_t d;
     uint16_t dmin;
     uint8_t scales[12];
@@ -146,7 +146,7 @@ struct moeinf_block_q5_K {
     uint8_t qs[128]; /* bits 0-3 */
 };
 
-struct moeinf_block_q6_K {
+struct moeinf_block_q6_k {
     uint8_t ql[128];   /* bits 0-3 */
     uint8_t qh[64];    /* bits 4-5 */
     int8_t scales[16]; /* signed 8-bit scales of the 16 sub-blocks */
@@ -155,7 +155,7 @@ struct moeinf_block_q6_K {
 
 /* The activation partner of the K-quants: d in F32, int8 quants, and the sums of each 16
  * quants (which the kernels use for the mins and offsets). */
-struct moeinf_block_q8_K {
+struct moeinf_block_q8_k {
     float d;
     int8_t qs[MOEINF_QK_K];
     int16_t bsums[MOEINF_QK_K / 16];
@@ -167,12 +167,12 @@ _Static_assert(sizeof(struct moeinf_block_q4_1) == 20, "block_q4_1 must be 20 by
 _Static_assert(sizeof(struct moeinf_block_q5_0) == 22, "block_q5_0 must be 22 bytes as in ggml");
 _Static_assert(sizeof(struct moeinf_block_q5_1) == 24, "block_q5_1 must be 24 bytes as in ggml");
 _Static_assert(sizeof(struct moeinf_block_q8_1) == 36, "block_q8_1 must be 36 bytes as in ggml");
-_Static_assert(sizeof(struct moeinf_block_q2_K) == 84, "block_q2_K must be 84 bytes as in ggml");
-_Static_assert(sizeof(struct moeinf_block_q3_K) == 110, "block_q3_K must be 110 bytes as in ggml");
-_Static_assert(sizeof(struct moeinf_block_q4_K) == 144, "block_q4_K must be 144 bytes as in ggml");
-_Static_assert(sizeof(struct moeinf_block_q5_K) == 176, "block_q5_K must be 176 bytes as in ggml");
-_Static_assert(sizeof(struct moeinf_block_q6_K) == 210, "block_q6_K must be 210 bytes as in ggml");
-_Static_assert(sizeof(struct moeinf_block_q8_K) == 292, "block_q8_K must be 292 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q2_k) == 84, "block_q2_k must be 84 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q3_k) == 110, "block_q3_k must be 110 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q4_k) == 144, "block_q4_k must be 144 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q5_k) == 176, "block_q5_k must be 176 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q6_k) == 210, "block_q6_k must be 210 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q8_k) == 292, "block_q8_k must be 292 bytes as in ggml");
 
 /* F16 / BF16 scalar conversions (round to nearest even). */
 uint16_t moeinf_fp32_to_fp16(float f);

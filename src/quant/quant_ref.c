@@ -303,7 +303,8 @@ void moeinf_ref_to_float_q4_0(const void *x, float *y, int64_t n) {
 /* The 32 quants of a Q4_1/Q5_0/Q5_1 block, unsigned (0..15 or 0..31). */
 static void unpack_nibbles(const uint8_t qs[16], const uint8_t *qh, uint8_t q[32]) {
     uint32_t h = 0;
-    if (qh) h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+    if (qh)
+        h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
     for (int j = 0; j < 16; j++) {
         q[j] = (uint8_t)((qs[j] & 15) | (((h >> j) & 1) << 4));
         q[j + 16] = (uint8_t)((qs[j] >> 4) | (((h >> (j + 16)) & 1) << 4));
@@ -453,7 +454,8 @@ void moeinf_ref_vec_dot_q5_0(int64_t n, float *s, const void *w, const void *x) 
 /* Q4_1 / Q5_1 x Q8_1: A[b % 8] = fma(d_w * d_x, isum, A[b % 8]), then fma(m_w, s_x, A[b % 8]). */
 static void dot_affine(int64_t n, float *s, const void *w, const void *x, bool five) {
     float acc[8] = {0};
-    const size_t wbytes = five ? sizeof(struct moeinf_block_q5_1) : sizeof(struct moeinf_block_q4_1);
+    const size_t wbytes =
+        five ? sizeof(struct moeinf_block_q5_1) : sizeof(struct moeinf_block_q4_1);
     for (int64_t b = 0; b < n / 32; b++) {
         const uint8_t *pw = (const uint8_t *)w + (size_t)b * wbytes;
         struct moeinf_block_q8_1 bx;

@@ -61,7 +61,7 @@ static void q3_scales(const uint8_t s[12], int out[16]) {
 /* ---- quant decoding (element order of each type) --------------------------------------------- */
 
 /* The 256 unsigned quants of a Q2_K block (0..3) and its sub-block of each element (e / 16). */
-static void q2_quants(const struct moeinf_block_q2_K *b, int q[QK]) {
+static void q2_quants(const struct moeinf_block_q2_k *b, int q[QK]) {
     for (int half = 0; half < 2; half++)
         for (int shift = 0; shift < 4; shift++)
             for (int l = 0; l < 32; l++)
@@ -69,7 +69,7 @@ static void q2_quants(const struct moeinf_block_q2_K *b, int q[QK]) {
 }
 
 /* Q3_K: signed quants -4..3. */
-static void q3_quants(const struct moeinf_block_q3_K *b, int q[QK]) {
+static void q3_quants(const struct moeinf_block_q3_k *b, int q[QK]) {
     for (int half = 0; half < 2; half++)
         for (int shift = 0; shift < 4; shift++)
             for (int l = 0; l < 32; l++) {
@@ -82,7 +82,7 @@ static void q3_quants(const struct moeinf_block_q3_K *b, int q[QK]) {
 
 /* Q4_K: 0..15; element 64c + l (l < 32) is the low nibble of qs[32c + l], 64c + 32 + l the
  * high one. */
-static void q4_quants(const struct moeinf_block_q4_K *b, int q[QK]) {
+static void q4_quants(const struct moeinf_block_q4_k *b, int q[QK]) {
     for (int c = 0; c < 4; c++)
         for (int l = 0; l < 32; l++) {
             q[64 * c + l] = b->qs[32 * c + l] & 0xF;
@@ -91,7 +91,7 @@ static void q4_quants(const struct moeinf_block_q4_K *b, int q[QK]) {
 }
 
 /* Q5_K: Q4_K's nibbles plus bit 4 from qh (bit 2c for the low, 2c + 1 for the high half). */
-static void q5_quants(const struct moeinf_block_q5_K *b, int q[QK]) {
+static void q5_quants(const struct moeinf_block_q5_k *b, int q[QK]) {
     for (int c = 0; c < 4; c++)
         for (int l = 0; l < 32; l++) {
             q[64 * c + l] = (b->qs[32 * c + l] & 0xF) | (((b->qh[l] >> (2 * c)) & 1) << 4);
@@ -100,10 +100,10 @@ static void q5_quants(const struct moeinf_block_q5_K *b, int q[QK]) {
 }
 
 /* Q6_K: signed quants -32..31. */
-static void q6_quants(const struct moeinf_block_q6_K *b, int q[QK]) {
+static void q6_quants(const struct moeinf_block_q6_k *b, int q[QK]) {
     for (int half = 0; half < 2; half++) {
-        const uint8_t *ql = b->ql + 64 * half;
-        const uint8_t *qh = b->qh + 32 * half;
+        const uint8_t *ql = b->ql + 64 * (size_t)half;
+        const uint8_t *qh = b->qh + 32 * (size_t)half;
         for (int l = 0; l < 32; l++) {
             int e = 128 * half + l;
             q[e] = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
@@ -116,10 +116,10 @@ static void q6_quants(const struct moeinf_block_q6_K *b, int q[QK]) {
 
 /* ---- dequantization (llama.cpp's dequantize_row_*: the same products, the same order) ---- */
 
-void moeinf_ref_to_float_q2_K(const void *x, float *y, int64_t n) {
+void moeinf_ref_to_float_q2_k(const void *x, float *y, int64_t n) {
     const uint8_t *in = x;
     for (int64_t i = 0; i < n / QK; i++, y += QK) {
-        struct moeinf_block_q2_K b;
+        struct moeinf_block_q2_k b;
         memcpy(&b, in + i * (int64_t)sizeof b, sizeof b);
         int q[QK];
         q2_quants(&b, q);
@@ -134,10 +134,10 @@ void moeinf_ref_to_float_q2_K(const void *x, float *y, int64_t n) {
     }
 }
 
-void moeinf_ref_to_float_q3_K(const void *x, float *y, int64_t n) {
+void moeinf_ref_to_float_q3_k(const void *x, float *y, int64_t n) {
     const uint8_t *in = x;
     for (int64_t i = 0; i < n / QK; i++, y += QK) {
-        struct moeinf_block_q3_K b;
+        struct moeinf_block_q3_k b;
         memcpy(&b, in + i * (int64_t)sizeof b, sizeof b);
         int q[QK];
         int sc[16];
@@ -145,7 +145,7 @@ void moeinf_ref_to_float_q3_K(const void *x, float *y, int64_t n) {
         q3_scales(b.scales, sc);
         float d = f16(b.d);
         for (int e = 0; e < QK; e++) {
-            float dl = d * (float)sc[e / 16];
+            float dl = d * (float)sc[e >> 4];
             y[e] = dl * (float)q[e];
         }
     }
@@ -164,10 +164,10 @@ static void to_float_k4(const uint8_t scales[12], float d, float dmin, const int
     }
 }
 
-void moeinf_ref_to_float_q4_K(const void *x, float *y, int64_t n) {
+void moeinf_ref_to_float_q4_k(const void *x, float *y, int64_t n) {
     const uint8_t *in = x;
     for (int64_t i = 0; i < n / QK; i++, y += QK) {
-        struct moeinf_block_q4_K b;
+        struct moeinf_block_q4_k b;
         memcpy(&b, in + i * (int64_t)sizeof b, sizeof b);
         int q[QK];
         q4_quants(&b, q);
@@ -175,10 +175,10 @@ void moeinf_ref_to_float_q4_K(const void *x, float *y, int64_t n) {
     }
 }
 
-void moeinf_ref_to_float_q5_K(const void *x, float *y, int64_t n) {
+void moeinf_ref_to_float_q5_k(const void *x, float *y, int64_t n) {
     const uint8_t *in = x;
     for (int64_t i = 0; i < n / QK; i++, y += QK) {
-        struct moeinf_block_q5_K b;
+        struct moeinf_block_q5_k b;
         memcpy(&b, in + i * (int64_t)sizeof b, sizeof b);
         int q[QK];
         q5_quants(&b, q);
@@ -186,25 +186,25 @@ void moeinf_ref_to_float_q5_K(const void *x, float *y, int64_t n) {
     }
 }
 
-void moeinf_ref_to_float_q6_K(const void *x, float *y, int64_t n) {
+void moeinf_ref_to_float_q6_k(const void *x, float *y, int64_t n) {
     const uint8_t *in = x;
     for (int64_t i = 0; i < n / QK; i++, y += QK) {
-        struct moeinf_block_q6_K b;
+        struct moeinf_block_q6_k b;
         memcpy(&b, in + i * (int64_t)sizeof b, sizeof b);
         int q[QK];
         q6_quants(&b, q);
         float d = f16(b.d);
         for (int e = 0; e < QK; e++) {
-            float ds = d * (float)b.scales[e / 16];
+            float ds = d * (float)b.scales[e >> 4];
             y[e] = ds * (float)q[e];
         }
     }
 }
 
-void moeinf_ref_to_float_q8_K(const void *x, float *y, int64_t n) {
+void moeinf_ref_to_float_q8_k(const void *x, float *y, int64_t n) {
     const uint8_t *in = x;
     for (int64_t i = 0; i < n / QK; i++, y += QK) {
-        struct moeinf_block_q8_K b;
+        struct moeinf_block_q8_k b;
         memcpy(&b, in + i * (int64_t)sizeof b, sizeof b);
         for (int e = 0; e < QK; e++)
             y[e] = b.d * (float)b.qs[e];
@@ -213,10 +213,10 @@ void moeinf_ref_to_float_q8_K(const void *x, float *y, int64_t n) {
 
 /* ---- Q8_K activations (llama.cpp's quantize_row_q8_K_ref, also its x86 path) -------------- */
 
-void moeinf_ref_from_float_q8_K(const float *x, void *y, int64_t n) {
+void moeinf_ref_from_float_q8_k(const float *x, void *y, int64_t n) {
     uint8_t *out = y;
     for (int64_t i = 0; i < n / QK; i++, x += QK) {
-        struct moeinf_block_q8_K b;
+        struct moeinf_block_q8_k b;
         memset(&b, 0, sizeof b);
         float amax = 0.0f;
         float max = 0.0f; /* the signed element of largest magnitude (first one on ties) */
@@ -261,17 +261,17 @@ static float hsum8(const float v[8]) {
     return (a + b) + (c + d);
 }
 
-static void load_q8_K(const uint8_t *x, int64_t i, struct moeinf_block_q8_K *b) {
+static void load_q8_k(const uint8_t *x, int64_t i, struct moeinf_block_q8_k *b) {
     memcpy(b, x + i * (int64_t)sizeof *b, sizeof *b);
 }
 
-void moeinf_ref_vec_dot_q2_K(int64_t n, float *s, const void *w, const void *x) {
+void moeinf_ref_vec_dot_q2_k(int64_t n, float *s, const void *w, const void *x) {
     float acc[8] = {0};
     for (int64_t i = 0; i < n / QK; i++) {
-        struct moeinf_block_q2_K b;
-        struct moeinf_block_q8_K a;
+        struct moeinf_block_q2_k b;
+        struct moeinf_block_q8_k a;
         memcpy(&b, (const uint8_t *)w + i * (int64_t)sizeof b, sizeof b);
-        load_q8_K(x, i, &a);
+        load_q8_k(x, i, &a);
         int q[QK];
         q2_quants(&b, q);
         int32_t isum = 0;
@@ -289,13 +289,13 @@ void moeinf_ref_vec_dot_q2_K(int64_t n, float *s, const void *w, const void *x) 
     *s = hsum8(acc);
 }
 
-void moeinf_ref_vec_dot_q3_K(int64_t n, float *s, const void *w, const void *x) {
+void moeinf_ref_vec_dot_q3_k(int64_t n, float *s, const void *w, const void *x) {
     float acc[8] = {0};
     for (int64_t i = 0; i < n / QK; i++) {
-        struct moeinf_block_q3_K b;
-        struct moeinf_block_q8_K a;
+        struct moeinf_block_q3_k b;
+        struct moeinf_block_q8_k a;
         memcpy(&b, (const uint8_t *)w + i * (int64_t)sizeof b, sizeof b);
-        load_q8_K(x, i, &a);
+        load_q8_k(x, i, &a);
         int q[QK];
         int sc[16];
         q3_quants(&b, q);
@@ -313,7 +313,7 @@ void moeinf_ref_vec_dot_q3_K(int64_t n, float *s, const void *w, const void *x) 
 }
 
 /* Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins. */
-static void dot_k4(const uint8_t scales[12], const int q[QK], const struct moeinf_block_q8_K *a,
+static void dot_k4(const uint8_t scales[12], const int q[QK], const struct moeinf_block_q8_k *a,
                    int32_t *isum, int32_t *imn) {
     *isum = 0;
     *imn = 0;
@@ -325,17 +325,17 @@ static void dot_k4(const uint8_t scales[12], const int q[QK], const struct moein
         for (int k = 0; k < 32; k++)
             dot += q[32 * j + k] * a->qs[32 * j + k];
         *isum += sc * dot;
-        *imn += m * (a->bsums[2 * j] + a->bsums[2 * j + 1]);
+        *imn += m * (a->bsums[2 * (size_t)j] + a->bsums[2 * (size_t)j + 1]);
     }
 }
 
-void moeinf_ref_vec_dot_q4_K(int64_t n, float *s, const void *w, const void *x) {
+void moeinf_ref_vec_dot_q4_k(int64_t n, float *s, const void *w, const void *x) {
     float acc[8] = {0};
     for (int64_t i = 0; i < n / QK; i++) {
-        struct moeinf_block_q4_K b;
-        struct moeinf_block_q8_K a;
+        struct moeinf_block_q4_k b;
+        struct moeinf_block_q8_k a;
         memcpy(&b, (const uint8_t *)w + i * (int64_t)sizeof b, sizeof b);
-        load_q8_K(x, i, &a);
+        load_q8_k(x, i, &a);
         int q[QK];
         q4_quants(&b, q);
         int32_t isum;
@@ -347,13 +347,13 @@ void moeinf_ref_vec_dot_q4_K(int64_t n, float *s, const void *w, const void *x) 
     *s = hsum8(acc);
 }
 
-void moeinf_ref_vec_dot_q5_K(int64_t n, float *s, const void *w, const void *x) {
+void moeinf_ref_vec_dot_q5_k(int64_t n, float *s, const void *w, const void *x) {
     float acc[8] = {0};
     for (int64_t i = 0; i < n / QK; i++) {
-        struct moeinf_block_q5_K b;
-        struct moeinf_block_q8_K a;
+        struct moeinf_block_q5_k b;
+        struct moeinf_block_q8_k a;
         memcpy(&b, (const uint8_t *)w + i * (int64_t)sizeof b, sizeof b);
-        load_q8_K(x, i, &a);
+        load_q8_k(x, i, &a);
         int q[QK];
         q5_quants(&b, q);
         int32_t isum;
@@ -365,13 +365,13 @@ void moeinf_ref_vec_dot_q5_K(int64_t n, float *s, const void *w, const void *x) 
     *s = hsum8(acc);
 }
 
-void moeinf_ref_vec_dot_q6_K(int64_t n, float *s, const void *w, const void *x) {
+void moeinf_ref_vec_dot_q6_k(int64_t n, float *s, const void *w, const void *x) {
     float acc[8] = {0};
     for (int64_t i = 0; i < n / QK; i++) {
-        struct moeinf_block_q6_K b;
-        struct moeinf_block_q8_K a;
+        struct moeinf_block_q6_k b;
+        struct moeinf_block_q8_k a;
         memcpy(&b, (const uint8_t *)w + i * (int64_t)sizeof b, sizeof b);
-        load_q8_K(x, i, &a);
+        load_q8_k(x, i, &a);
         int q[QK];
         q6_quants(&b, q);
         int32_t isum = 0;
@@ -390,7 +390,7 @@ void moeinf_ref_vec_dot_q6_K(int64_t n, float *s, const void *w, const void *x) 
 
 /* Symmetric quants in [-nmax, nmax - 1] (stored + nmax) with a weighted least-squares scale
  * search over 19 candidate scales; weights x^2 (llama.cpp's make_qx_quants, rmse_type 1). */
-static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
+static float make_qx_quants(int n, int nmax, const float *x, int8_t *lv) {
     float max = 0;
     float amax = 0;
     for (int i = 0; i < n; i++) {
@@ -401,7 +401,7 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
         }
     }
     if (amax < 1e-15f) {
-        memset(L, 0, (size_t)n);
+        memset(lv, 0, (size_t)n);
         return 0.0f;
     }
     float iscale = -(float)nmax / max;
@@ -409,7 +409,7 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
     float suml2 = 0;
     for (int i = 0; i < n; i++) {
         int l = imax(-nmax, imin(nmax - 1, nearest_int(iscale * x[i])));
-        L[i] = (int8_t)(l + nmax);
+        lv[i] = (int8_t)(l + nmax);
         float w = x[i] * x[i];
         float wx = w * x[i];
         float wl = w * (float)l;
@@ -436,7 +436,7 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
         float rhs = best * suml2;
         if (suml2 > 0 && lhs > rhs) {
             for (int i = 0; i < n; i++)
-                L[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, nearest_int(iscale * x[i]))));
+                lv[i] = (int8_t)(nmax + imax(-nmax, imin(nmax - 1, nearest_int(iscale * x[i]))));
             scale = sumlx / suml2;
             best = scale * sumlx;
         }
@@ -445,8 +445,8 @@ static float make_qx_quants(int n, int nmax, const float *x, int8_t *L) {
 }
 
 /* Q3_K's sub-block quants: an iterative weighted refinement (llama.cpp's make_q3_quants with
- * do_rmse); returns the scale, L holds quants + nmax. */
-static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
+ * do_rmse); returns the scale, lv holds quants + nmax. */
+static float make_q3_quants(int n, int nmax, const float *x, int8_t *lv) {
     float max = 0;
     float amax = 0;
     for (int i = 0; i < n; i++) {
@@ -457,7 +457,7 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
         }
     }
     if (amax < 1e-15f) {
-        memset(L, 0, (size_t)n);
+        memset(lv, 0, (size_t)n);
         return 0.0f;
     }
     float iscale = -(float)nmax / max;
@@ -465,7 +465,7 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
     float suml2 = 0;
     for (int i = 0; i < n; i++) {
         int l = imax(-nmax, imin(nmax - 1, nearest_int(iscale * x[i])));
-        L[i] = (int8_t)l;
+        lv[i] = (int8_t)l;
         float w = x[i] * x[i];
         float wx = w * x[i];
         float wl = w * (float)l;
@@ -477,13 +477,13 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
         for (int i = 0; i < n; i++) {
             float w = x[i] * x[i];
             float wx = w * x[i];
-            float slx = sumlx - wx * (float)L[i];
+            float slx = sumlx - wx * (float)lv[i];
             if (slx > 0) {
-                float wl = w * (float)L[i];
-                float sl2 = suml2 - wl * (float)L[i];
+                float wl = w * (float)lv[i];
+                float sl2 = suml2 - wl * (float)lv[i];
                 float r = x[i] * sl2;
                 int new_l = imax(-nmax, imin(nmax - 1, nearest_int(r / slx)));
-                if (new_l != L[i]) {
+                if (new_l != lv[i]) {
                     slx += wx * (float)new_l;
                     float wn = w * (float)new_l;
                     sl2 += wn * (float)new_l;
@@ -492,7 +492,7 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
                     float c = sumlx * sumlx;
                     float rhs = c * sl2;
                     if (sl2 > 0 && lhs > rhs) {
-                        L[i] = (int8_t)new_l;
+                        lv[i] = (int8_t)new_l;
                         sumlx = slx;
                         suml2 = sl2;
                         n_changed++;
@@ -503,14 +503,14 @@ static float make_q3_quants(int n, int nmax, const float *x, int8_t *L) {
         if (!n_changed) break;
     }
     for (int i = 0; i < n; i++)
-        L[i] = (int8_t)(L[i] + nmax);
+        lv[i] = (int8_t)(lv[i] + nmax);
     return suml2 > 0.0f ? sumlx / suml2 : 0.0f;
 }
 
 /* Asymmetric quants in [0, nmax] with a min: weighted least squares over nstep + 1 candidate
  * scales (llama.cpp's make_qkx2_quants). Returns the scale, *the_min = -min (>= 0). */
-static float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *L,
-                              float *the_min, uint8_t *Laux, float rmin, float rdelta, int nstep,
+static float make_qkx2_quants(int n, int nmax, const float *x, const float *weights, uint8_t *lv,
+                              float *the_min, uint8_t *lv_aux, float rmin, float rdelta, int nstep,
                               bool use_mad) {
     float min = x[0];
     float max = x[0];
@@ -526,7 +526,7 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
     }
     if (min > 0) min = 0;
     if (max == min) {
-        memset(L, 0, (size_t)n);
+        memset(lv, 0, (size_t)n);
         *the_min = -min;
         return 0.0f;
     }
@@ -535,8 +535,8 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
     float best_error = 0;
     for (int i = 0; i < n; i++) {
         int l = nearest_int(iscale * (x[i] - min));
-        L[i] = (uint8_t)imax(0, imin(nmax, l));
-        float sl = scale * (float)L[i];
+        lv[i] = (uint8_t)imax(0, imin(nmax, l));
+        float sl = scale * (float)lv[i];
         float diff = sl + min - x[i];
         diff = use_mad ? fabsf(diff) : diff * diff;
         float wd = weights[i] * diff;
@@ -550,7 +550,7 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
         float sum_xl = 0;
         for (int i = 0; i < n; i++) {
             int l = imax(0, imin(nmax, nearest_int(iscale * (x[i] - min))));
-            Laux[i] = (uint8_t)l;
+            lv_aux[i] = (uint8_t)l;
             float w = weights[i];
             float wl = w * (float)l;
             sum_l += wl;
@@ -561,28 +561,28 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
         }
         float p1 = sum_w * sum_l2;
         float p2 = sum_l * sum_l;
-        float D = p1 - p2;
-        if (D > 0) {
+        float det = p1 - p2;
+        if (det > 0) {
             float a1 = sum_w * sum_xl;
             float a2 = sum_x * sum_l;
-            float this_scale = (a1 - a2) / D;
+            float this_scale = (a1 - a2) / det;
             float b1 = sum_l2 * sum_x;
             float b2 = sum_l * sum_xl;
-            float this_min = (b1 - b2) / D;
+            float this_min = (b1 - b2) / det;
             if (this_min > 0) {
                 this_min = 0;
                 this_scale = sum_xl / sum_l2;
             }
             float cur_error = 0;
             for (int i = 0; i < n; i++) {
-                float sl = this_scale * (float)Laux[i];
+                float sl = this_scale * (float)lv_aux[i];
                 float diff = sl + this_min - x[i];
                 diff = use_mad ? fabsf(diff) : diff * diff;
                 float wd = weights[i] * diff;
                 cur_error += wd;
             }
             if (cur_error < best_error) {
-                memcpy(L, Laux, (size_t)n);
+                memcpy(lv, lv_aux, (size_t)n);
                 best_error = cur_error;
                 scale = this_scale;
                 min = this_min;
@@ -593,20 +593,20 @@ static float make_qkx2_quants(int n, int nmax, const float *x, const float *weig
     return scale;
 }
 
-static void pack_2bit(const uint8_t L[QK], uint8_t qs[64]) {
+static void pack_2bit(const uint8_t lv[QK], uint8_t qs[64]) {
     for (int j = 0; j < QK; j += 128)
         for (int l = 0; l < 32; l++)
-            qs[j / 4 + l] = (uint8_t)(L[j + l] | (L[j + l + 32] << 2) | (L[j + l + 64] << 4) |
-                                      (L[j + l + 96] << 6));
+            qs[j / 4 + l] = (uint8_t)(lv[j + l] | (lv[j + l + 32] << 2) | (lv[j + l + 64] << 4) |
+                                      (lv[j + l + 96] << 6));
 }
 
-void moeinf_ref_quantize_q2_K(const float *x, void *y, int64_t n) {
+void moeinf_ref_quantize_q2_k(const float *x, void *y, int64_t n) {
     uint8_t *out = y;
     for (int64_t i = 0; i < n / QK; i++, x += QK) {
-        struct moeinf_block_q2_K b;
+        struct moeinf_block_q2_k b;
         memset(&b, 0, sizeof b);
-        uint8_t L[QK];
-        uint8_t Laux[16];
+        uint8_t lv[QK];
+        uint8_t lv_aux[16];
         float weights[16];
         float mins[16];
         float scales[16];
@@ -615,8 +615,8 @@ void moeinf_ref_quantize_q2_K(const float *x, void *y, int64_t n) {
         for (int j = 0; j < 16; j++) {
             for (int l = 0; l < 16; l++)
                 weights[l] = fabsf(x[16 * j + l]);
-            scales[j] = make_qkx2_quants(16, 3, x + 16 * j, weights, L + 16 * j, &mins[j], Laux,
-                                         -0.5f, 0.1f, 15, true);
+            scales[j] = make_qkx2_quants(16, 3, x + 16 * (size_t)j, weights, lv + 16 * (size_t)j,
+                                         &mins[j], lv_aux, -0.5f, 0.1f, 15, true);
             if (scales[j] > max_scale) max_scale = scales[j];
             if (mins[j] > max_min) max_min = mins[j];
         }
@@ -637,24 +637,24 @@ void moeinf_ref_quantize_q2_K(const float *x, void *y, int64_t n) {
             if (d == 0.0f) continue;
             const float dm = f16(b.dmin) * (float)(b.scales[j] >> 4);
             for (int k = 0; k < 16; k++)
-                L[16 * j + k] = (uint8_t)imax(0, imin(3, nearest_int((x[16 * j + k] + dm) / d)));
+                lv[16 * j + k] = (uint8_t)imax(0, imin(3, nearest_int((x[16 * j + k] + dm) / d)));
         }
-        pack_2bit(L, b.qs);
+        pack_2bit(lv, b.qs);
         memcpy(out + i * (int64_t)sizeof b, &b, sizeof b);
     }
 }
 
-void moeinf_ref_quantize_q3_K(const float *x, void *y, int64_t n) {
+void moeinf_ref_quantize_q3_k(const float *x, void *y, int64_t n) {
     uint8_t *out = y;
     for (int64_t i = 0; i < n / QK; i++, x += QK) {
-        struct moeinf_block_q3_K b;
+        struct moeinf_block_q3_k b;
         memset(&b, 0, sizeof b);
-        int8_t L[QK];
+        int8_t lv[QK];
         float scales[16];
         float max_scale = 0;
         float amax = 0;
         for (int j = 0; j < 16; j++) {
-            scales[j] = make_q3_quants(16, 4, x + 16 * j, L + 16 * j);
+            scales[j] = make_q3_quants(16, 4, x + 16 * (size_t)j, lv + 16 * (size_t)j);
             if (fabsf(scales[j]) > amax) {
                 amax = fabsf(scales[j]);
                 max_scale = scales[j];
@@ -679,17 +679,17 @@ void moeinf_ref_quantize_q3_K(const float *x, void *y, int64_t n) {
             float d = f16(b.d) * (float)sc[j];
             if (d == 0.0f) continue;
             for (int k = 0; k < 16; k++)
-                L[16 * j + k] = (int8_t)(imax(-4, imin(3, nearest_int(x[16 * j + k] / d))) + 4);
+                lv[16 * j + k] = (int8_t)(imax(-4, imin(3, nearest_int(x[16 * j + k] / d))) + 4);
         }
-        uint8_t U[QK];
+        uint8_t uq[QK];
         for (int j = 0; j < QK; j++) {
-            U[j] = (uint8_t)L[j];
-            if (U[j] > 3) {
+            uq[j] = (uint8_t)lv[j];
+            if (uq[j] > 3) {
                 b.hmask[j % 32] |= (uint8_t)(1u << (j / 32));
-                U[j] -= 4;
+                uq[j] -= 4;
             }
         }
-        pack_2bit(U, b.qs);
+        pack_2bit(uq, b.qs);
         memcpy(out + i * (int64_t)sizeof b, &b, sizeof b);
     }
 }
@@ -697,8 +697,8 @@ void moeinf_ref_quantize_q3_K(const float *x, void *y, int64_t n) {
 /* Q4_K and Q5_K share the search: 8 sub-blocks of 32, scales and mins as 6-bit integers. */
 static void quantize_k4(const float *x, int nmax, float rmin, float rdelta, int nstep,
                         uint16_t *d_out, uint16_t *dmin_out, uint8_t scales_out[12],
-                        uint8_t L[QK]) {
-    uint8_t Laux[32];
+                        uint8_t lv[QK]) {
+    uint8_t lv_aux[32];
     float weights[32];
     float mins[8];
     float scales[8];
@@ -713,8 +713,8 @@ static void quantize_k4(const float *x, int nmax, float rmin, float rdelta, int 
         float av_x = sqrtf(sum_x2 / 32);
         for (int l = 0; l < 32; l++)
             weights[l] = av_x + fabsf(x[32 * j + l]);
-        scales[j] = make_qkx2_quants(32, nmax, x + 32 * j, weights, L + 32 * j, &mins[j], Laux,
-                                     rmin, rdelta, nstep, false);
+        scales[j] = make_qkx2_quants(32, nmax, x + 32 * (size_t)j, weights, lv + 32 * (size_t)j,
+                                     &mins[j], lv_aux, rmin, rdelta, nstep, false);
         if (scales[j] > max_scale) max_scale = scales[j];
         if (mins[j] > max_min) max_min = mins[j];
     }
@@ -745,34 +745,34 @@ static void quantize_k4(const float *x, int nmax, float rmin, float rdelta, int 
         if (d == 0.0f) continue;
         const float dm = f16(*dmin_out) * (float)m;
         for (int k = 0; k < 32; k++)
-            L[32 * j + k] = (uint8_t)imax(0, imin(nmax, nearest_int((x[32 * j + k] + dm) / d)));
+            lv[32 * j + k] = (uint8_t)imax(0, imin(nmax, nearest_int((x[32 * j + k] + dm) / d)));
     }
 }
 
-void moeinf_ref_quantize_q4_K(const float *x, void *y, int64_t n) {
+void moeinf_ref_quantize_q4_k(const float *x, void *y, int64_t n) {
     uint8_t *out = y;
     for (int64_t i = 0; i < n / QK; i++, x += QK) {
-        struct moeinf_block_q4_K b;
-        uint8_t L[QK];
-        quantize_k4(x, 15, -1.0f, 0.1f, 20, &b.d, &b.dmin, b.scales, L);
+        struct moeinf_block_q4_k b;
+        uint8_t lv[QK];
+        quantize_k4(x, 15, -1.0f, 0.1f, 20, &b.d, &b.dmin, b.scales, lv);
         for (int c = 0; c < 4; c++)
             for (int l = 0; l < 32; l++)
-                b.qs[32 * c + l] = (uint8_t)(L[64 * c + l] | (L[64 * c + 32 + l] << 4));
+                b.qs[32 * c + l] = (uint8_t)(lv[64 * c + l] | (lv[64 * c + 32 + l] << 4));
         memcpy(out + i * (int64_t)sizeof b, &b, sizeof b);
     }
 }
 
-void moeinf_ref_quantize_q5_K(const float *x, void *y, int64_t n) {
+void moeinf_ref_quantize_q5_k(const float *x, void *y, int64_t n) {
     uint8_t *out = y;
     for (int64_t i = 0; i < n / QK; i++, x += QK) {
-        struct moeinf_block_q5_K b;
-        uint8_t L[QK];
-        quantize_k4(x, 31, -0.5f, 0.1f, 15, &b.d, &b.dmin, b.scales, L);
+        struct moeinf_block_q5_k b;
+        uint8_t lv[QK];
+        quantize_k4(x, 31, -0.5f, 0.1f, 15, &b.d, &b.dmin, b.scales, lv);
         memset(b.qh, 0, sizeof b.qh);
         for (int c = 0; c < 4; c++)
             for (int l = 0; l < 32; l++) {
-                int l1 = L[64 * c + l];
-                int l2 = L[64 * c + 32 + l];
+                int l1 = lv[64 * c + l];
+                int l2 = lv[64 * c + 32 + l];
                 b.qh[l] |= (uint8_t)(((l1 >> 4) << (2 * c)) | ((l2 >> 4) << (2 * c + 1)));
                 b.qs[32 * c + l] = (uint8_t)((l1 & 0xF) | ((l2 & 0xF) << 4));
             }
@@ -780,17 +780,17 @@ void moeinf_ref_quantize_q5_K(const float *x, void *y, int64_t n) {
     }
 }
 
-void moeinf_ref_quantize_q6_K(const float *x, void *y, int64_t n) {
+void moeinf_ref_quantize_q6_k(const float *x, void *y, int64_t n) {
     uint8_t *out = y;
     for (int64_t i = 0; i < n / QK; i++, x += QK) {
-        struct moeinf_block_q6_K b;
+        struct moeinf_block_q6_k b;
         memset(&b, 0, sizeof b);
-        int8_t L[QK];
+        int8_t lv[QK];
         float scales[16];
         float max_scale = 0;
         float max_abs_scale = 0;
         for (int j = 0; j < 16; j++) {
-            scales[j] = make_qx_quants(16, 32, x + 16 * j, L + 16 * j);
+            scales[j] = make_qx_quants(16, 32, x + 16 * (size_t)j, lv + 16 * (size_t)j);
             if (fabsf(scales[j]) > max_abs_scale) {
                 max_abs_scale = fabsf(scales[j]);
                 max_scale = scales[j];
@@ -805,18 +805,18 @@ void moeinf_ref_quantize_q6_K(const float *x, void *y, int64_t n) {
                 float d = f16(b.d) * (float)b.scales[j];
                 if (d == 0.0f) continue;
                 for (int k = 0; k < 16; k++)
-                    L[16 * j + k] =
+                    lv[16 * j + k] =
                         (int8_t)(imax(-32, imin(31, nearest_int(x[16 * j + k] / d))) + 32);
             }
             for (int half = 0; half < 2; half++) {
-                const int8_t *Lh = L + 128 * half;
-                uint8_t *ql = b.ql + 64 * half;
-                uint8_t *qh = b.qh + 32 * half;
+                const int8_t *lvh = lv + 128 * (size_t)half;
+                uint8_t *ql = b.ql + 64 * (size_t)half;
+                uint8_t *qh = b.qh + 32 * (size_t)half;
                 for (int l = 0; l < 32; l++) {
-                    ql[l] = (uint8_t)((Lh[l] & 0xF) | ((Lh[l + 64] & 0xF) << 4));
-                    ql[l + 32] = (uint8_t)((Lh[l + 32] & 0xF) | ((Lh[l + 96] & 0xF) << 4));
-                    qh[l] = (uint8_t)((Lh[l] >> 4) | ((Lh[l + 32] >> 4) << 2) |
-                                      ((Lh[l + 64] >> 4) << 4) | ((Lh[l + 96] >> 4) << 6));
+                    ql[l] = (uint8_t)((lvh[l] & 0xF) | ((lvh[l + 64] & 0xF) << 4));
+                    ql[l + 32] = (uint8_t)((lvh[l + 32] & 0xF) | ((lvh[l + 96] & 0xF) << 4));
+                    qh[l] = (uint8_t)((lvh[l] >> 4) | ((lvh[l + 32] >> 4) << 2) |
+                                      ((lvh[l + 64] >> 4) << 4) | ((lvh[l + 96] >> 4) << 6));
                 }
             }
         }
@@ -836,8 +836,8 @@ void moeinf_ref_quantize_q6_K(const float *x, void *y, int64_t n) {
             moeinf_ref_vec_dot_##type(n, s + r, (const uint8_t *)w + (size_t)r * w_stride, x);     \
     }
 
-REF_ROWS(q2_K)
-REF_ROWS(q3_K)
-REF_ROWS(q4_K)
-REF_ROWS(q5_K)
-REF_ROWS(q6_K)
+REF_ROWS(q2_k)
+REF_ROWS(q3_k)
+REF_ROWS(q4_k)
+REF_ROWS(q5_k)
+REF_ROWS(q6_k)

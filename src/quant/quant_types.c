@@ -27,11 +27,11 @@ static const struct moeinf_type_cpu cpu_table[MOEINF_TYPE_COUNT] = {
     [MOEINF_TYPE_Q4_1] = {MOEINF_TYPE_Q8_1, moeinf_ref_quantize_q4_1},
     [MOEINF_TYPE_Q5_0] = {MOEINF_TYPE_Q8_0, moeinf_ref_quantize_q5_0},
     [MOEINF_TYPE_Q5_1] = {MOEINF_TYPE_Q8_1, moeinf_ref_quantize_q5_1},
-    [MOEINF_TYPE_Q2_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q2_K},
-    [MOEINF_TYPE_Q3_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q3_K},
-    [MOEINF_TYPE_Q4_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q4_K},
-    [MOEINF_TYPE_Q5_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q5_K},
-    [MOEINF_TYPE_Q6_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q6_K},
+    [MOEINF_TYPE_Q2_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q2_k},
+    [MOEINF_TYPE_Q3_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q3_k},
+    [MOEINF_TYPE_Q4_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q4_k},
+    [MOEINF_TYPE_Q5_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q5_k},
+    [MOEINF_TYPE_Q6_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q6_k},
 };
 
 const struct moeinf_type_cpu *moeinf_type_cpu_get(int type) {
