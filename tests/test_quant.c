@@ -698,10 +698,11 @@ static void check_dot_vs_double(const struct moeinf_kernels *k, enum moeinf_type
              * Q5_K) or 4-bit (Q2_K) min, or Q4_1/Q5_1's m. */
             size_t tb = moeinf_type_traits_get((int)t)->type_size;
             const uint8_t *wb = (const uint8_t *)w + (size_t)(i / block_size(t)) * tb;
-            if (t == MOEINF_TYPE_Q4_K || t == MOEINF_TYPE_Q5_K) mterm = fabs(half_at(wb + 2)) * 63;
-            if (t == MOEINF_TYPE_Q2_K) mterm = fabs(half_at(wb + 82)) * 15;
+            if (t == MOEINF_TYPE_Q4_K || t == MOEINF_TYPE_Q5_K)
+                mterm = fabs((double)half_at(wb + 2)) * 63;
+            if (t == MOEINF_TYPE_Q2_K) mterm = fabs((double)half_at(wb + 82)) * 15;
             if (t == MOEINF_TYPE_Q4_1 || t == MOEINF_TYPE_Q5_1) {
-                mterm = fabs(half_at(wb + 2));
+                mterm = fabs((double)half_at(wb + 2));
                 min_mag += mterm * fabs(xv) * 0x1p-11;
             }
             want += (double)wf[i] * xv;

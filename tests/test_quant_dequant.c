@@ -9,6 +9,7 @@
  *     Q3_K): the expected floats themselves.
  * Checked for the scalar table and the table MOEINF_KERNELS names (every table when unset).
  */
+#include <errno.h>
 #include <stdint.h>
 
 #include "gguf/gguf.h"
@@ -58,6 +59,24 @@ static long decode_hex(const char *line, uint8_t *out, size_t cap) {
     return (long)n;
 }
 
+/* Splits a line into at most max space-separated fields (in place); returns their count. */
+static int split_fields(char *line, char **fields, int max) {
+    int n = 0;
+    char *save = NULL;
+    for (char *tok = strtok_r(line, " \n", &save); tok && n < max;
+         tok = strtok_r(NULL, " \n", &save))
+        fields[n++] = tok;
+    return n;
+}
+
+/* A whole-field integer in base 10 or 16; false if the field is not one. */
+static bool parse_int(const char *s, int base, unsigned long long *out) {
+    char *end = NULL;
+    errno = 0;
+    *out = strtoull(s, &end, base);
+    return errno == 0 && end != s && *end == '\0';
+}
+
 static FILE *open_fixture(const char *name) {
     char path[512];
     char rel[128];
@@ -80,15 +99,17 @@ static void test_tiny_models(void) {
     int n_k = 0;
     while (fgets(line, sizeof line, f)) {
         if (line[0] == '#') continue;
-        char file[128];
-        char tensor[128];
-        char type[32];
-        long long n_elem;
+        char *fld[5];
+        unsigned long long n_elem;
         unsigned long long want;
-        if (sscanf(line, "%127s %127s %31s %lld %llx", file, tensor, type, &n_elem, &want) != 5) {
+        if (split_fields(line, fld, 5) != 5 || !parse_int(fld[3], 10, &n_elem) ||
+            !parse_int(fld[4], 16, &want)) {
             CHECK_MSG(0, "bad fixture line: %s", line);
             continue;
         }
+        const char *file = fld[0];
+        const char *tensor = fld[1];
+        const char *type = fld[2];
         if (strcmp(file, open_name) != 0) {
             moeinf_gguf_free(g);
             g = NULL;
@@ -105,7 +126,7 @@ static void test_tiny_models(void) {
         CHECK_EQ_INT(t->type, type_by_name(type));
         int64_t n = t->ne[0];
         int64_t rows = t->ne[1] * t->ne[2] * t->ne[3];
-        CHECK_EQ_INT(n * rows, n_elem);
+        CHECK_EQ_INT(n * rows, (long long)n_elem);
         size_t rb = moeinf_row_bytes((enum moeinf_type)t->type, n);
         float *y = malloc((size_t)n * sizeof(float));
         for (int ti = 0; ti < n_tables; ti++) {
@@ -136,7 +157,7 @@ static void test_random_blocks(void) {
         CAP = 1 << 16
     };
 
-    char *line = malloc(4 * CAP);
+    char *line = malloc((size_t)4 * CAP);
     uint8_t *blocks = malloc(CAP);
     uint8_t *want = malloc(CAP);
     float *got = malloc(CAP);
@@ -144,12 +165,15 @@ static void test_random_blocks(void) {
     bool seen[MOEINF_TYPE_COUNT] = {false};
     while (fgets(line, 4 * CAP, f)) {
         if (line[0] == '#') continue;
-        char type[32];
-        long long n;
-        if (sscanf(line, "%31s %lld", type, &n) != 2) {
+        char *fld[2];
+        unsigned long long nu;
+        if (split_fields(line, fld, 2) != 2 || !parse_int(fld[1], 10, &nu) || nu > CAP / 4) {
             CHECK_MSG(0, "bad fixture header: %.60s", line);
             break;
         }
+        char type[32];
+        snprintf(type, sizeof type, "%s", fld[0]);
+        const long long n = (long long)nu;
         int t = type_by_name(type);
         CHECK_MSG(t >= 0, "unknown type %s", type);
         long nb = fgets(line, 4 * CAP, f) ? decode_hex(line, blocks, CAP) : -1;
@@ -164,8 +188,13 @@ static void test_random_blocks(void) {
             memset(got, 0xa5, (size_t)nf);
             tables[ti]->to_float[t](blocks, got, n);
             int bad = 0;
-            for (long long i = 0; i < n; i++)
-                bad += memcmp(got + i, want + 4 * i, 4) != 0;
+            for (long long i = 0; i < n; i++) {
+                uint32_t a; /* bit patterns: NaN payloads and -0 count */
+                uint32_t b;
+                memcpy(&a, got + i, 4);
+                memcpy(&b, want + 4 * i, 4);
+                bad += a != b;
+            }
             CHECK_MSG(bad == 0, "%s %s: %d of %lld floats differ from gguf-py", tables[ti]->name,
                       type, bad, n);
         }
