@@ -621,7 +621,7 @@ INLINE __m256 q8_row(const uint8_t *w, const struct xq8_group *xg, int64_t nbk, 
 ROWS_KERNEL(vec_dot_rows_q4_0, struct xq4_group, prep_q4, q4_row, q4_group, Q4_BYTES, hsum8_perm4)
 ROWS_KERNEL(vec_dot_rows_q8_0, struct xq8_group, prep_q8, q8_row, q8_group, Q8_BYTES, hsum8_ps)
 
-/* ---- K-quants (Q4_K, Q5_K, Q6_K weights x Q8_K activations) -----------------------------------
+/* ---- K-quants (Q2_K..Q6_K weights x Q8_K activations) -------------------------------------------
  *
  * DESIGN: one super-block of 256 elements at a time. The vector code computes quant.h's exact
  * integers isum (and imin, for the types with mins): unsigned weight quants times the int8
@@ -767,6 +767,87 @@ INLINE void k6_step(const uint8_t *wb, const uint8_t *xb, float *a) {
     *a = fmaf(_cvtsh_ss(load_u16(wb + 208)) * k_d_x(xb), (float)isum, *a);
 }
 
+/* The 16 signed 6-bit scales of a Q3_K block (minus 32), as quant_ref_k.c decodes them. */
+INLINE void k3_scales(const uint8_t *s, int out[16]) {
+    for (int j = 0; j < 16; j++) {
+        int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
+        int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+        out[j] = (lo | (hi << 4)) - 32;
+    }
+}
+
+/* isum, imin of a Q2_K block (84 bytes: scales[16], qs[64], d, dmin) against a Q8_K block:
+ * element 128h + 32s + l is bits 2s..2s+1 of qs[32h + l]; sub-block j has the 4-bit scale
+ * scales[j] & 15 and min scales[j] >> 4. */
+INLINE void k2_block(const uint8_t *wb, const uint8_t *xb, int32_t *isum, int32_t *imn) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const uint8_t *xq = xb + 4;
+    __m256i acc = _mm256_setzero_si256();
+    for (size_t h = 0; h < 2; h++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(wb + 16 + 32 * h));
+        for (size_t s = 0; s < 4; s++) {
+            const size_t j = 8 * h + 2 * s; /* sub-blocks j, j + 1 */
+            __m256i q = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(2 * (int)s)), m3);
+            __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 128 * h + 32 * s));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q, x),
+                                                          scale_pair(wb[j] & 15, wb[j + 1] & 15)));
+        }
+    }
+    __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)wb);
+    __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(15)));
+    __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 260));
+    hsum2_epi32(acc, _mm256_madd_epi16(bs, mins), isum, imn);
+}
+
+/* isum of a Q3_K block (110 bytes: hmask[32], qs[64], scales[12], d) against a Q8_K block:
+ * with u = low 2 bits + 4 * hmask bit (0..7) the quant is u - 4, so the sum is
+ * sum_j sc_j * (sum of u * x) - 4 * sum_j sc_j * bsums_j. */
+INLINE int32_t k3_block(const uint8_t *wb, const uint8_t *xb) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i one = _mm256_set1_epi8(1);
+    const uint8_t *xq = xb + 4;
+    int sc[16];
+    k3_scales(wb + 96, sc);
+    __m256i hm = _mm256_loadu_si256((const __m256i *)(const void *)wb);
+    __m256i acc = _mm256_setzero_si256();
+    for (size_t h = 0; h < 2; h++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(wb + 32 + 32 * h));
+        for (size_t s = 0; s < 4; s++) {
+            const size_t j = 8 * h + 2 * s;
+            __m256i lo = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(2 * (int)s)), m3);
+            __m256i hb =
+                _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(4 * (int)h + (int)s)), one);
+            __m256i u = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));
+            __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 128 * h + 32 * s));
+            acc = _mm256_add_epi32(
+                acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), scale_pair(sc[j], sc[j + 1])));
+        }
+    }
+    __m256i scales = _mm256_setr_epi16((short)sc[0], (short)sc[1], (short)sc[2], (short)sc[3],
+                                       (short)sc[4], (short)sc[5], (short)sc[6], (short)sc[7],
+                                       (short)sc[8], (short)sc[9], (short)sc[10], (short)sc[11],
+                                       (short)sc[12], (short)sc[13], (short)sc[14], (short)sc[15]);
+    __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 260));
+    int32_t dot;
+    int32_t off;
+    hsum2_epi32(acc, _mm256_madd_epi16(bs, scales), &dot, &off);
+    return dot - 4 * off;
+}
+
+INLINE void k2_step(const uint8_t *wb, const uint8_t *xb, float *a) {
+    int32_t isum;
+    int32_t imn;
+    k2_block(wb, xb, &isum, &imn);
+    const float dx = k_d_x(xb);
+    *a = fmaf(_cvtsh_ss(load_u16(wb + 80)) * dx, (float)isum, *a);
+    *a = fmaf(-(_cvtsh_ss(load_u16(wb + 82)) * dx), (float)imn, *a);
+}
+
+INLINE void k3_step(const uint8_t *wb, const uint8_t *xb, float *a) {
+    int32_t isum = k3_block(wb, xb);
+    *a = fmaf(_cvtsh_ss(load_u16(wb + 108)) * k_d_x(xb), (float)isum, *a);
+}
+
 /* quant_ref.c's hsum8 on an array. */
 INLINE float hsum8_arr(const float v[8]) {
     float a = v[0] + v[4];
@@ -824,6 +905,10 @@ INLINE float hsum8_arr(const float v[8]) {
 K_KERNELS(q4_k, 144, Q4K_STEP)
 K_KERNELS(q5_k, 176, Q5K_STEP)
 K_KERNELS(q6_k, 210, Q6K_STEP)
+#define Q2K_STEP(wb, xb, a) k2_step((wb), (xb), (a))
+#define Q3K_STEP(wb, xb, a) k3_step((wb), (xb), (a))
+K_KERNELS(q2_k, 84, Q2K_STEP)
+K_KERNELS(q3_k, 110, Q3K_STEP)
 
 /* Float types: memory-bound at one activation row, so simply vec_dot per row. */
 #define FLOAT_ROWS_KERNEL(fn, kind)                                                                \
@@ -1005,8 +1090,11 @@ static void to_float_q4_0(const void *x, float *y, int64_t n) {
         X86_REF_BLOCK(MOEINF_TYPE_Q4_1, q4_1),                                                     \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q5_0, NULL, moeinf_ref_to_float_q5_0, vec_dot_q5_0,       \
                              vec_dot_m_q5_0, vec_dot_rows_q5_0),                                   \
-        X86_REF_BLOCK(MOEINF_TYPE_Q5_1, q5_1), X86_REF_BLOCK(MOEINF_TYPE_Q2_K, q2_k),              \
-        X86_REF_BLOCK(MOEINF_TYPE_Q3_K, q3_k),                                                     \
+        X86_REF_BLOCK(MOEINF_TYPE_Q5_1, q5_1),                                                     \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q2_K, NULL, moeinf_ref_to_float_q2_k, vec_dot_q2_k,       \
+                             vec_dot_m_q2_k, vec_dot_rows_q2_k),                                   \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q3_K, NULL, moeinf_ref_to_float_q3_k, vec_dot_q3_k,       \
+                             vec_dot_m_q3_k, vec_dot_rows_q3_k),                                   \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q4_K, NULL, moeinf_ref_to_float_q4_k, vec_dot_q4_k,       \
                              vec_dot_m_q4_k, vec_dot_rows_q4_k),                                   \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q5_K, NULL, moeinf_ref_to_float_q5_k, vec_dot_q5_k,       \
