@@ -274,17 +274,24 @@ INLINE __m256i unpack_q4_0(const uint8_t *qs) {
 /* The 32 quants of a Q5_0 block as int8 in [-16, 15]: Q4_0's nibbles plus bit 4 from qh
  * (byte j of the vector takes bit j of the 32-bit word: each byte gets byte j / 8 of the word,
  * then all bits but bit j % 8 are set and the byte compared with 0xff). */
-INLINE __m256i unpack_q5_0(const uint8_t *blk) {
+INLINE __m256i hbits_x10(const uint8_t *qh) {
     uint32_t h;
-    memcpy(&h, blk + 2, sizeof h);
+    memcpy(&h, qh, sizeof h);
     __m256i v = _mm256_shuffle_epi8(
         _mm256_set1_epi32((int)h),
         _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL, 0x0303030303030303LL));
     v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfeLL));
-    __m256i hbit =
-        _mm256_and_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(-1)), _mm256_set1_epi8(0x10));
-    __m256i lo = _mm256_add_epi8(unpack_q4_0(blk + 6), _mm256_set1_epi8(8)); /* 0..15 */
-    return _mm256_sub_epi8(_mm256_or_si256(lo, hbit), _mm256_set1_epi8(16));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(-1)), _mm256_set1_epi8(0x10));
+}
+
+/* The 32 unsigned nibbles of a block's qs[16], element order. */
+INLINE __m256i nibbles_u8(const uint8_t *qs) {
+    return _mm256_add_epi8(unpack_q4_0(qs), _mm256_set1_epi8(8));
+}
+
+INLINE __m256i unpack_q5_0(const uint8_t *blk) {
+    __m256i q = _mm256_or_si256(nibbles_u8(blk + 6), hbits_x10(blk + 2)); /* 0..31 */
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
 }
 
 /* The weight side of a group of 8 blocks at wg: quants and scales. */
@@ -858,12 +865,16 @@ INLINE float hsum8_arr(const float v[8]) {
 }
 
 /* K_STEP(wb, xb, a): one super-block of weight row wb against activation block xb into *a. */
-#define K_KERNELS(t, wbytes, K_STEP)                                                               \
+#define K_KERNELS(t, wbytes, K_STEP) BLOCK_KERNELS(t, 256, wbytes, QK_K_BYTES_X, K_STEP)
+
+/* The rows driver for weight blocks of qk elements (wbytes each) against activation blocks of
+ * xbytes; K_STEP(wb, xb, a) adds one block's terms to *a (= A[b % 8]). */
+#define BLOCK_KERNELS(t, qk, wbytes, xbytes, K_STEP)                                               \
     static void vec_dot_rows_##t(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,  \
                                  const void *x) {                                                  \
         const uint8_t *wb = w;                                                                     \
         const uint8_t *xb = x;                                                                     \
-        const int64_t nb = n / 256;                                                                \
+        const int64_t nb = n / (qk);                                                               \
         const int64_t q = nr / ROW_STREAMS;                                                        \
         for (int64_t i = 0; i < q; i++) {                                                          \
             float a[ROW_STREAMS][8] = {{0}};                                                       \
@@ -876,8 +887,7 @@ INLINE float hsum8_arr(const float v[8]) {
                     _mm_prefetch((const char *)pf, _MM_HINT_T0);                                   \
                     _mm_prefetch((const char *)pf + 64, _MM_HINT_T0);                              \
                     _mm_prefetch((const char *)pf + 128, _MM_HINT_T0);                             \
-                    K_STEP(wr[k] + (size_t)b * (wbytes), xb + (size_t)b * QK_K_BYTES_X,            \
-                           &a[k][b & 7]);                                                          \
+                    K_STEP(wr[k] + (size_t)b * (wbytes), xb + (size_t)b * (xbytes), &a[k][b & 7]); \
                 }                                                                                  \
             for (int k = 0; k < ROW_STREAMS; k++)                                                  \
                 s[k * q + i] = hsum8_arr(a[k]);                                                    \
@@ -886,7 +896,7 @@ INLINE float hsum8_arr(const float v[8]) {
             float a[8] = {0};                                                                      \
             const uint8_t *row = wb + (size_t)r * w_stride;                                        \
             for (int64_t b = 0; b < nb; b++)                                                       \
-                K_STEP(row + (size_t)b * (wbytes), xb + (size_t)b * QK_K_BYTES_X, &a[b & 7]);      \
+                K_STEP(row + (size_t)b * (wbytes), xb + (size_t)b * (xbytes), &a[b & 7]);          \
             s[r] = hsum8_arr(a);                                                                   \
         }                                                                                          \
     }                                                                                              \
@@ -905,6 +915,26 @@ INLINE float hsum8_arr(const float v[8]) {
 K_KERNELS(q4_k, 144, Q4K_STEP)
 K_KERNELS(q5_k, 176, Q5K_STEP)
 K_KERNELS(q6_k, 210, Q6K_STEP)
+
+/* Q4_1 / Q5_1 x Q8_1 (blocks of 32): the exact dot of the unsigned quants with the int8
+ * activations, then quant.h's two fmas (d_w * d_x, isum) and (m_w, s_x), in scalar code. */
+INLINE void affine_step(const uint8_t *wb, bool five, const uint8_t *xb, float *a) {
+    __m256i q = five ? _mm256_or_si256(nibbles_u8(wb + 8), hbits_x10(wb + 4)) : nibbles_u8(wb + 4);
+    __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 4));
+    __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), _mm256_set1_epi16(1));
+    __m128i r = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4e));
+    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0xb1));
+    const int32_t isum = _mm_cvtsi128_si32(r);
+    *a = fmaf(_cvtsh_ss(load_u16(wb)) * _cvtsh_ss(load_u16(xb)), (float)isum, *a);
+    *a = fmaf(_cvtsh_ss(load_u16(wb + 2)), _cvtsh_ss(load_u16(xb + 2)), *a);
+}
+
+#define Q41_STEP(wb, xb, a) affine_step((wb), false, (xb), (a))
+#define Q51_STEP(wb, xb, a) affine_step((wb), true, (xb), (a))
+BLOCK_KERNELS(q4_1, 32, 20, 36, Q41_STEP)
+BLOCK_KERNELS(q5_1, 32, 24, 36, Q51_STEP)
+
 #define Q2K_STEP(wb, xb, a) k2_step((wb), (xb), (a))
 #define Q3K_STEP(wb, xb, a) k3_step((wb), (xb), (a))
 K_KERNELS(q2_k, 84, Q2K_STEP)
@@ -1065,11 +1095,6 @@ static void to_float_q4_0(const void *x, float *y, int64_t n) {
     }
 }
 
-/* Types without x86 kernels of their own take the scalar twin (quant_ref.h). */
-#define X86_REF_BLOCK(T, t)                                                                        \
-    MOEINF_KERNELS_ENTRY(T, NULL, moeinf_ref_to_float_##t, moeinf_ref_vec_dot_##t,                 \
-                         moeinf_ref_vec_dot_m_##t, moeinf_ref_vec_dot_rows_##t)
-
 #define X86_TABLE(table_name)                                                                      \
     {                                                                                              \
         .name = (table_name),                                                                      \
@@ -1087,10 +1112,12 @@ static void to_float_q4_0(const void *x, float *y, int64_t n) {
                              moeinf_ref_to_float_q8_1, NULL, NULL, NULL),                          \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_K, moeinf_ref_from_float_q8_k,                         \
                              moeinf_ref_to_float_q8_k, NULL, NULL, NULL),                          \
-        X86_REF_BLOCK(MOEINF_TYPE_Q4_1, q4_1),                                                     \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q4_1, NULL, moeinf_ref_to_float_q4_1, vec_dot_q4_1,       \
+                             vec_dot_m_q4_1, vec_dot_rows_q4_1),                                   \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q5_0, NULL, moeinf_ref_to_float_q5_0, vec_dot_q5_0,       \
                              vec_dot_m_q5_0, vec_dot_rows_q5_0),                                   \
-        X86_REF_BLOCK(MOEINF_TYPE_Q5_1, q5_1),                                                     \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q5_1, NULL, moeinf_ref_to_float_q5_1, vec_dot_q5_1,       \
+                             vec_dot_m_q5_1, vec_dot_rows_q5_1),                                   \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q2_K, NULL, moeinf_ref_to_float_q2_k, vec_dot_q2_k,       \
                              vec_dot_m_q2_k, vec_dot_rows_q2_k),                                   \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q3_K, NULL, moeinf_ref_to_float_q3_k, vec_dot_q3_k,       \

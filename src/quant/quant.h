@@ -39,8 +39,7 @@
  *   hsum8(v) = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7))
  * (AVX2 keeps P in four 8-lane accumulators and A in one; AVX-512 in two 16-lane ones; the
  * K-quant kernels compute isum/imin in vectors and the two fmas per super-block in scalar
- * code, as the twin does. The x86 tables have kernels of their own for Q5_0 and Q2_K..Q6_K;
- * Q4_1 and Q5_1 use the scalar twins there for now.)
+ * code, as the twin does; Q4_1 and Q5_1 likewise per block of 32.)
  *
  * Activation rounding (from_float): F16 and BF16 round to nearest even (NaN stays NaN, quiet);
  * Q8_0 is llama.cpp's x86 quantize_row_q8_0: amax = max|x| over the block,
