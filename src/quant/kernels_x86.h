@@ -644,6 +644,8 @@ ROWS_KERNEL(vec_dot_rows_q8_0, struct xq8_group, prep_q8, q8_row, q8_group, Q8_B
 /* Software prefetch distance (bytes ahead in each weight row) of the K-quant rows kernels:
  * with it, vec_dot_rows over a 1.5 GiB matrix (1 thread, bench_kernels) went from 7.7 to
  * 13.7 GB/s (Q4_K) and from 8.5 to 12.8 GB/s (Q6_K); 512 and 2048 measured about the same.
+ * In a later quiet run: Q4_K 13.2, Q5_K 13.6, Q6_K 13.0, Q8_0 13.3 GB/s (AVX-512 table)
+ * against 13.3 GB/s from bench_bandwidth -t 1 -s 1536 (the README's machine).
  * Prefetches past the last row are hints and never fault. */
 #define K_PREFETCH   1024
 #define QK_K_BYTES_X 292 /* sizeof(struct moeinf_block_q8_k): d (f32), qs[256], bsums[16] */
