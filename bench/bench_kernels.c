@@ -186,8 +186,10 @@ int main(int argc, char **argv) {
     }
     const int n_passes = mib < 16 ? 25 : 5;
 
-    const enum moeinf_type types[] = {MOEINF_TYPE_Q4_0, MOEINF_TYPE_Q8_0, MOEINF_TYPE_BF16,
-                                      MOEINF_TYPE_F16, MOEINF_TYPE_F32};
+    const enum moeinf_type types[] = {
+        MOEINF_TYPE_Q4_K, MOEINF_TYPE_Q5_K, MOEINF_TYPE_Q6_K, MOEINF_TYPE_Q4_0, MOEINF_TYPE_Q8_0,
+        MOEINF_TYPE_Q5_0, MOEINF_TYPE_Q4_1, MOEINF_TYPE_Q5_1, MOEINF_TYPE_Q2_K, MOEINF_TYPE_Q3_K,
+        MOEINF_TYPE_BF16, MOEINF_TYPE_F16,  MOEINF_TYPE_F32};
     const struct moeinf_kernels *tables[3] = {moeinf_kernels_scalar(), moeinf_kernels_avx2(),
                                               moeinf_kernels_avx512()};
     printf("rows of %lld elements, %g MiB weight matrix, 1 thread, best of %d (CPU time)\n",

@@ -62,6 +62,9 @@ enum moeinf_phase {
 /* Prints the metadata and tensor table of a GGUF file to `out`. */
 enum moeinf_status moeinf_inspect(const char *path, FILE *out, struct moeinf_error *err);
 
+/* moeinf_gen_params.type: llama-quantize's Q4_K_M choice of type per tensor (not a ggml id). */
+#define MOEINF_GEN_TYPE_Q4_K_M 1015
+
 /* Geometry of a model that moeinf_gen_model writes with random weights. */
 struct moeinf_gen_params {
     const char *arch;       /* "llama" (Mixtral family), "qwen2moe", "qwen3moe" or "olmoe" */
@@ -75,7 +78,9 @@ struct moeinf_gen_params {
     int n_head;             /* query heads */
     int n_head_kv;          /* KV heads */
     int n_ctx_train;        /* context_length written to metadata */
-    int type;               /* GGML tensor type of the big matrices (0 F32, 1 F16, 2 Q4_0, 8 Q8_0) */
+    int type;               /* GGML tensor type of the big matrices (0 F32, 1 F16, 2 Q4_0, 8 Q8_0,
+                               3 Q4_1, 6 Q5_0, 7 Q5_1, 10-14 Q2_K..Q6_K), or
+                               MOEINF_GEN_TYPE_Q4_K_M for llama-quantize's Q4_K_M mix */
     uint64_t seed;
     const char *vocab_from; /* GGUF whose tokenizer is copied, or NULL for a byte vocabulary */
     int n_embd_head;        /* head dim (key/value length); 0 = n_embd / n_head */
@@ -92,8 +97,8 @@ struct moeinf_gen_params moeinf_gen_params_default(void);
 
 /* Checks a geometry without writing anything: MOEINF_ERR_ARG naming the first problem
  * (heads not dividing n_embd, KV heads not dividing heads, top-k > experts, rows not a
- * multiple of 32 for quantized types, an unknown arch, shared experts where the arch has
- * none, ...). */
+ * multiple of the type's block: 32, or 256 for the K-quants; an unknown arch, shared experts
+ * where the arch has none, ...). */
 enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *params,
                                            struct moeinf_error *err);
 

@@ -19,6 +19,7 @@
 
 #include "gguf/gguf.h"
 #include "moeinf.h"
+#include "quant/quant.h"
 #include "test.h"
 
 /* A small MoE: 2 layers, 8 experts top-2, n_embd 64, n_ff 256, 4 heads, 2 KV heads. */
@@ -364,6 +365,120 @@ static void test_types(void) {
     }
 }
 
+/* --type q4_k_m: the types llama-quantize chose for tiny-mixtral-Q4_K_M (same names, shapes
+ * and expert count; its rows of 64 make most K-quants fall back), tensor by tensor; and at
+ * widths of whole super-blocks, the rules themselves (quant_mix.h) by hand: 8 layers give
+ * use_more_bits layers 0, 3, 6 and 7. */
+static void test_q4_k_m(void) {
+    char ref_path[512];
+    if (test_shared_path("testdata/models/tiny-mixtral-Q4_K_M.gguf", ref_path, sizeof ref_path)) {
+        struct moeinf_gguf *ref = NULL;
+        struct moeinf_error err;
+        CHECK(moeinf_gguf_open(ref_path, &ref, &err) == MOEINF_OK);
+        struct moeinf_gen_params p = tiny(MOEINF_GEN_TYPE_Q4_K_M);
+        p.tied_output = true; /* as tiny-mixtral: tied lm_head, head dim 64 */
+        p.n_embd_head = 64;
+        char path[512];
+        struct moeinf_gguf *g = gen_open(&p, "gen-q4km-tiny.gguf", path, sizeof path);
+        int n_same = 0;
+        for (uint64_t i = 0; g && ref && i < ref->n_tensors; i++) {
+            const struct moeinf_gguf_tensor *r = &ref->tensors[i];
+            const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(g, r->name);
+            CHECK_MSG(t != NULL, "no %s", r->name);
+            if (!t) continue;
+            CHECK_MSG(t->type == r->type, "%s: %s, llama-quantize wrote %s", r->name,
+                      moeinf_type_name(t->type), moeinf_type_name(r->type));
+            n_same += t->type == r->type;
+        }
+        CHECK(n_same >= 20);
+        if (g) CHECK_EQ_INT(u32_of(g, "general.file_type"), 15);
+        moeinf_gguf_free(g);
+        moeinf_gguf_free(ref);
+        remove(path);
+    }
+    for (int with8 = 0; with8 < 2; with8++) {
+        struct moeinf_gen_params p = tiny(MOEINF_GEN_TYPE_Q4_K_M);
+        p.n_layer = 8;
+        p.n_embd = 256;
+        p.n_expert = with8 ? 8 : 4;
+        char path[512];
+        struct moeinf_gguf *g = gen_open(&p, "gen-q4km.gguf", path, sizeof path);
+        if (!g) continue;
+        for (int l = 0; l < 8; l++) {
+            bool more = l == 0 || l == 3 || l == 6 || l == 7;
+            char name[64];
+
+            struct {
+                const char *t;
+                int want;
+            } expect[] = {{"attn_q", MOEINF_TYPE_Q4_K},
+                          {"attn_k", with8 ? MOEINF_TYPE_Q8_0 : MOEINF_TYPE_Q4_K},
+                          {"attn_v", with8  ? MOEINF_TYPE_Q8_0
+                                     : more ? MOEINF_TYPE_Q6_K
+                                            : MOEINF_TYPE_Q4_K},
+                          {"attn_output", with8 ? MOEINF_TYPE_Q5_K : MOEINF_TYPE_Q4_K},
+                          {"ffn_gate_exps", MOEINF_TYPE_Q4_K},
+                          {"ffn_up_exps", MOEINF_TYPE_Q4_K},
+                          {"ffn_down_exps", more ? MOEINF_TYPE_Q6_K : MOEINF_TYPE_Q4_K},
+                          {"ffn_gate_inp", MOEINF_TYPE_F32}};
+
+            for (size_t k = 0; k < sizeof expect / sizeof expect[0]; k++) {
+                snprintf(name, sizeof name, "blk.%d.%s.weight", l, expect[k].t);
+                const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(g, name);
+                CHECK_MSG(t && t->type == expect[k].want, "%d experts: %s is %s, not %s",
+                          p.n_expert, name, t ? moeinf_type_name(t->type) : "absent",
+                          moeinf_type_name(expect[k].want));
+            }
+        }
+        const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(g, "output.weight");
+        CHECK(t && t->type == MOEINF_TYPE_Q6_K);
+        t = moeinf_gguf_find_tensor(g, "token_embd.weight");
+        CHECK(t && t->type == MOEINF_TYPE_Q4_K);
+        moeinf_gguf_free(g);
+        remove(path);
+    }
+}
+
+/* A plain K-quant applies to every big matrix; the weights keep their distribution through
+ * the quantizer (mean 0, std 1/sqrt(n_embd) = 1/16 within Q4_K's rounding noise). */
+static void test_k_types(void) {
+    const int types[] = {MOEINF_TYPE_Q4_K, MOEINF_TYPE_Q6_K, MOEINF_TYPE_Q2_K, MOEINF_TYPE_Q5_1};
+    const uint32_t ftypes[] = {14, 18, 10, 9};
+    const double tol[] = {0.05, 0.02, 0.3, 0.05};
+    for (int k = 0; k < 4; k++) {
+        struct moeinf_gen_params p = tiny(types[k]);
+        p.n_embd = 256;
+        char path[512];
+        struct moeinf_gguf *g = gen_open(&p, "gen-k.gguf", path, sizeof path);
+        if (!g) continue;
+        CHECK_EQ_INT(u32_of(g, "general.file_type"), ftypes[k]);
+        for (uint64_t i = 0; i < g->n_tensors; i++) {
+            const struct moeinf_gguf_tensor *t = &g->tensors[i];
+            bool small = t->n_dims == 1 || strstr(t->name, "ffn_gate_inp");
+            CHECK_MSG(t->type == (small ? 0 : types[k]), "%s has type %d", t->name, t->type);
+        }
+        const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(g, "blk.1.ffn_up_exps.weight");
+        if (t) {
+            int64_t n = t->ne[0] * t->ne[1] * t->ne[2];
+            float *y = malloc((size_t)n * sizeof(float));
+            moeinf_dequantize_row((enum moeinf_type)t->type, t->data, y, n);
+            double sum = 0;
+            double sq = 0;
+            for (int64_t i = 0; i < n; i++) {
+                sum += y[i];
+                sq += (double)y[i] * y[i];
+            }
+            double mean = sum / (double)n;
+            double sd = sqrt(sq / (double)n - mean * mean);
+            CHECK_MSG(fabs(mean) < 0.005 && fabs(sd * 16 - 1) < tol[k], "%s: mean %g std %g",
+                      moeinf_type_name(types[k]), mean, sd);
+            free(y);
+        }
+        moeinf_gguf_free(g);
+        remove(path);
+    }
+}
+
 static void test_variants(void) {
     char path[512];
     /* Tied lm_head: no output.weight, output_norm scaled by 80 / sqrt(n_embd) = 10. */
@@ -519,7 +634,7 @@ static void test_bad_params(void) {
         CHECK_EQ_INT(moeinf_gen_params_check(&p, &err), MOEINF_ERR_ARG);                           \
         CHECK_STR_CONTAINS(err.msg, phrase);                                                       \
         CHECK_EQ_INT(moeinf_gen_model(&p, path, &err), MOEINF_ERR_ARG);                            \
-        CHECK(!test_file_exists(path));                                                                      \
+        CHECK(!test_file_exists(path));                                                            \
     } while (0)
     BAD(p.n_head = 3, "3 heads do not divide n_embd 64");
     BAD(p.n_head_kv = 3, "3 kv heads do not divide 4 heads");
@@ -533,7 +648,9 @@ static void test_bad_params(void) {
     BAD(p.arch = "qwen2moe", "arch 'qwen2moe' needs 1 to 64 shared experts (got 0)");
     BAD((p.arch = "olmoe", p.n_expert_shared = 2), "arch 'olmoe' has no shared experts");
     BAD((p.arch = "qwen3moe", p.n_expert = 0, p.n_expert_used = 0), "needs routed experts");
-    BAD(p.type = 12, "type 12");
+    BAD(p.type = 12, "n_embd = 64 is not a multiple of 256 (needed by q4_K)");
+    BAD(p.type = 15, "type 15"); /* Q8_K: an activation type */
+    BAD(p.type = 20, "type 20"); /* IQ4_NL: no kernels */
     BAD(p.n_layer = 0, "layers 0");
     BAD(p.n_embd_head = 7, "odd");
     BAD(p.n_ctx_train = 0, "context length");
@@ -715,6 +832,8 @@ int main(void) {
     RUN(test_layout);
     RUN(test_weight_statistics);
     RUN(test_types);
+    RUN(test_q4_k_m);
+    RUN(test_k_types);
     RUN(test_variants);
     RUN(test_vocab_from);
     RUN(test_determinism);

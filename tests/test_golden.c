@@ -54,6 +54,15 @@
  *     positions) is what a Q8_0 activation landing on an int8 rounding boundary gives; the
  *     random-weight models never met one. Not yet traced to the activation that flips.
  *     Default context: 0.63 (unicode).
+ *   tiny-mixtral-Q4_K_M (Q8_0, Q5_0, Q4_K, Q5_K, Q6_K tensors): with an F32 KV cache code
+ *     matches to 1e-5 at positions 0-8 and differs by up to 0.41 from position 9 on, an int8
+ *     activation rounding flip; the testdata README's numpy emulation met the same 0.41 (2.4).
+ *     Default context: at hello position 1 the engine picks expert 5 where llama.cpp picks 7
+ *     in layer 1 (a gap of 8.9e-3 in llama.cpp's run, moved by the F16 K/V noise) and that
+ *     position differs by 9.1; such a position is skipped (tie_gap: a flip at a gap below
+ *     1e-2, at most one per golden, more is a failure); the other positions reach 0.70. Its
+ *     injection (router row 3 of layer 1 scaled by 1.1) flips a second near-tie position,
+ *     which fails the comparison, and moves no compared logit past the tolerance.
  *
  *   qwen2moe, olmoe, qwen3moe F32 (dev build, MOEINF_KERNELS unset, avx512 here): F32 KV
  *     3.1e-3, 1.4e-3, 1.5e-3 (the F16 rounding of the final hidden state, as for Mixtral);
@@ -89,7 +98,7 @@ enum place {
     TEST_DATA, /* tests/data/models */
 };
 
-struct golden_bound { // NOLINT(clang-analyzer-optin.performance.Padding): a table of 8
+struct golden_bound { // NOLINT(clang-analyzer-optin.performance.Padding): a table of 16
     const char *model; /* file stem in testdata/models */
     bool kv_f32;       /* "-kvf32-nofa" goldens; false: default context */
     double measured;   /* max |delta logit| when set */
@@ -102,25 +111,29 @@ struct golden_bound { // NOLINT(clang-analyzer-optin.performance.Padding): a tab
     bool goldens_in_repo; /* goldens in tests/data/golden (else ../shared/testdata/golden) */
     bool skip_ties;       /* greedy steps whose logits came through a router near-tie
                              (gap < 1e-3 in any layer) are not compared (README 2.4) */
+    double tie_gap;       /* > 0: skip a prompt position whose expert choice flipped at a
+                             router gap below this (routing_flipped_at) */
 };
 
 /* clang-format off */
 static const struct golden_bound golden_bounds[] = {
-    /* model              kv_f32 measured tol     injection      at    scale  max    model      goldens ties   gives */
-    {"tiny-mixtral-F32",  true,  3.32e-3, 8.3e-3, ROUTER_ROW,    1,    3e-3,  0.05,  SHARED,    false, false}, /* 0.031 */
-    {"tiny-mixtral-F32",  false, 4.51e-2, 0.113,  ROUTER_ROW,    1,    0.07,  0.68,  SHARED,    false, false}, /* 0.42 */
-    {"tiny-mixtral-Q8_0", true,  3.86e-6, 9.6e-6, LM_HEAD_SCALE, 3294, 0,     1e-2,  SHARED,    false, false}, /* 3.3e-3 */
-    {"tiny-mixtral-Q8_0", false, 0.606,   1.52,   ROUTER_ROW,    3,    0.3,   9.1,   SHARED,    false, false}, /* 5.8 */
-    {"tiny-mixtral-Q4_0", true,  3.86e-6, 9.6e-6, LM_HEAD_SCALE, 3294, 0,     1e-2,  SHARED,    false, false}, /* 4.0e-3 */
-    {"tiny-mixtral-Q4_0", false, 0.544,   1.36,   ROUTER_ROW,    3,    0.05,  8.2,   SHARED,    false, false}, /* 6.1 */
-    {"trained-moe-Q8_0",  true,  5.38e-2, 0.135,  ROUTER_ROW,    3,    0.05,  1.2,   MODELS,    true,  false}, /* 0.97 */
-    {"trained-moe-Q8_0",  false, 0.626,   1.57,   ROUTER_ROW,    3,    1.0,   9.4,   MODELS,    true,  false}, /* 5.4 */
-    {"tiny-qwen2moe-F32", true,  3.14e-3, 7.9e-3, ROUTER_ROW,    1,    5e-3,  0.047, SHARED,    false, false}, /* 0.028 */
-    {"tiny-qwen2moe-F32", false, 3.81e-2, 9.5e-2, ROUTER_ROW,    1,    0.06,  0.57,  SHARED,    false, false}, /* 0.44 */
-    {"tiny-olmoe-F32",    true,  1.43e-3, 3.6e-3, ROUTER_ROW,    1,    5e-3,  0.021, SHARED,    true,  false}, /* 8.7e-3 */
-    {"tiny-olmoe-F32",    false, 3.94e-2, 9.9e-2, ROUTER_ROW,    1,    0.25,  0.59,  SHARED,    true,  false}, /* 0.46 */
-    {"tiny-qwen3moe-F32", true,  1.52e-3, 3.8e-3, ROUTER_ROW,    1,    7e-4,  0.023, TEST_DATA, true,  false}, /* 0.019 */
-    {"tiny-qwen3moe-F32", false, 9.45e-2, 0.236,  ROUTER_ROW,    1,    0.018, 1.42,  TEST_DATA, true,  true}, /* 0.44 */
+    /* model              kv_f32 measured tol     injection      at    scale  max    model      goldens ties   tie_gap gives */
+    {"tiny-mixtral-F32",  true,  3.32e-3, 8.3e-3, ROUTER_ROW,    1,    3e-3,  0.05,  SHARED,    false, false, 0}, /* 0.031 */
+    {"tiny-mixtral-F32",  false, 4.51e-2, 0.113,  ROUTER_ROW,    1,    0.07,  0.68,  SHARED,    false, false, 0}, /* 0.42 */
+    {"tiny-mixtral-Q8_0", true,  3.86e-6, 9.6e-6, LM_HEAD_SCALE, 3294, 0,     1e-2,  SHARED,    false, false, 0}, /* 3.3e-3 */
+    {"tiny-mixtral-Q8_0", false, 0.606,   1.52,   ROUTER_ROW,    3,    0.3,   9.1,   SHARED,    false, false, 0}, /* 5.8 */
+    {"tiny-mixtral-Q4_0", true,  3.86e-6, 9.6e-6, LM_HEAD_SCALE, 3294, 0,     1e-2,  SHARED,    false, false, 0}, /* 4.0e-3 */
+    {"tiny-mixtral-Q4_0", false, 0.544,   1.36,   ROUTER_ROW,    3,    0.05,  8.2,   SHARED,    false, false, 0}, /* 6.1 */
+    {"tiny-mixtral-Q4_K_M", true, 0.414, 1.04, ROUTER_ROW, 3,    0.1,   6.2,   SHARED,    false, false, 0},    /* 3.3 */
+    {"tiny-mixtral-Q4_K_M", false, 0.703, 1.76, ROUTER_ROW, 3,    0.1,   10.5,  SHARED,    false, false, 1e-2}, /* flip */
+    {"trained-moe-Q8_0",  true,  5.38e-2, 0.135,  ROUTER_ROW,    3,    0.05,  1.2,   MODELS,    true,  false, 0}, /* 0.97 */
+    {"trained-moe-Q8_0",  false, 0.626,   1.57,   ROUTER_ROW,    3,    1.0,   9.4,   MODELS,    true,  false, 0}, /* 5.4 */
+    {"tiny-qwen2moe-F32", true,  3.14e-3, 7.9e-3, ROUTER_ROW,    1,    5e-3,  0.047, SHARED,    false, false, 0}, /* 0.028 */
+    {"tiny-qwen2moe-F32", false, 3.81e-2, 9.5e-2, ROUTER_ROW,    1,    0.06,  0.57,  SHARED,    false, false, 0}, /* 0.44 */
+    {"tiny-olmoe-F32",    true,  1.43e-3, 3.6e-3, ROUTER_ROW,    1,    5e-3,  0.021, SHARED,    true,  false, 0}, /* 8.7e-3 */
+    {"tiny-olmoe-F32",    false, 3.94e-2, 9.9e-2, ROUTER_ROW,    1,    0.25,  0.59,  SHARED,    true,  false, 0}, /* 0.46 */
+    {"tiny-qwen3moe-F32", true,  1.52e-3, 3.8e-3, ROUTER_ROW,    1,    7e-4,  0.023, TEST_DATA, true,  false, 0}, /* 0.019 */
+    {"tiny-qwen3moe-F32", false, 9.45e-2, 0.236,  ROUTER_ROW,    1,    0.018, 1.42,  TEST_DATA, true,  true, 0}, /* 0.44 */
 };
 
 /* clang-format on */
@@ -183,6 +196,7 @@ struct golden_outcome {
     int greedy_ties;   /* greedy steps skipped for a router near-tie (skip_ties) */
     double max_weight; /* max |delta| of the compared experts' mixing weights */
     int routing_rows;  /* (layer, position) pairs whose expert choice was compared */
+    int tie_skipped;   /* prompt positions skipped (routing_flipped_at) */
     int n_failed;      /* comparisons outside the bounds */
     char first_failure[256];
 };
@@ -258,6 +272,46 @@ static void compare_routing(struct moeinf_context *ctx, const struct golden *g,
             o->routing_rows++;
         }
     }
+}
+
+/* True when at prompt position j some layer's router sits on a near-tie (k-th minus (k+1)-th
+ * probability below tie_gap in llama.cpp's run) and the engine chose other experts there than
+ * llama.cpp did: that position mixes other experts, so its logits are not comparable. */
+static bool routing_flipped_at(struct moeinf_context *ctx, const struct golden *g, int j,
+                               double tie_gap) {
+    const struct moeinf_hparams *hp = &ctx->model->llm->hp;
+    const int n_expert = hp->n_expert;
+    const int n_used = hp->n_expert_used;
+    if (n_expert > 16 || n_used > 8 || n_used >= n_expert) return false;
+    const char *prompt = golden_find(golden_find(g->json, "routing"), "prompt");
+    for (int il = 0; il < hp->n_layer; il++) {
+        char key[8];
+        snprintf(key, sizeof key, "%d", il);
+        const char *layer = golden_find(prompt, key);
+        double topk[MAX_TOK * 8];
+        double probs[MAX_TOK * 16];
+        if (golden_numbers(golden_find(layer, "topk"), topk, MAX_TOK * 8) != g->n_tokens * n_used ||
+            golden_numbers(golden_find(layer, "probs"), probs, MAX_TOK * 16) !=
+                g->n_tokens * n_expert)
+            return false;
+        const double *p = probs + (size_t)j * n_expert;
+        double kth = 1.0; /* the smallest chosen probability, the largest unchosen one */
+        double next = 0.0;
+        for (int r = 0; r < n_used; r++)
+            kth = fmin(kth, p[(int)topk[j * n_used + r]]);
+        for (int e = 0; e < n_expert; e++)
+            if (p[e] < kth) next = fmax(next, p[e]);
+        const int32_t *sel = moeinf_fwd_routing(ctx->fwd, il, j);
+        bool same = true;
+        for (int r = 0; r < n_used; r++) {
+            bool found = false;
+            for (int q = 0; q < n_used; q++)
+                found = found || sel[r] == (int32_t)topk[j * n_used + q];
+            same = same && found;
+        }
+        if (!same && kth - next < tie_gap) return true;
+    }
+    return false;
 }
 
 /* The logits of one prompt position against llama.cpp's whole row. */
@@ -346,7 +400,7 @@ static bool step_near_tie(const struct moeinf_hparams *hp, const struct golden *
 }
 
 static bool compare_golden(struct moeinf_model *model, const struct golden *g, double tol,
-                           bool skip_ties, struct golden_outcome *o) {
+                           bool skip_ties, double tie_gap, struct golden_outcome *o) {
     memset(o, 0, sizeof *o);
     struct moeinf_error err = {0};
     const int n_vocab = moeinf_model_n_vocab(model);
@@ -387,9 +441,17 @@ static bool compare_golden(struct moeinf_model *model, const struct golden *g, d
                moeinf_decode(ctx, toks, g->n_tokens, logits, true, &err) == MOEINF_OK;
     if (ran) {
         for (int j = 0; j < g->n_tokens; j++) {
+            if (tie_gap > 0 && routing_flipped_at(ctx, g, j, tie_gap)) {
+                o->tie_skipped++;
+                continue;
+            }
             compare_row(logits + (size_t)j * n_vocab, g->logits + (size_t)j * n_vocab, n_vocab, tol,
                         g->name, j, o);
         }
+        /* A skip is the exception: more than one position per golden is a failure. */
+        if (o->tie_skipped > 1)
+            outcome_fail(o, "%s: %d positions with experts flipped at router near-ties", g->name,
+                         o->tie_skipped);
         if (g->kv_f32) compare_routing(ctx, g, o);
         float *last = logits + (size_t)(g->n_tokens - 1) * n_vocab;
         for (int s = 0; ran && s < g->n_greedy; s++) {
@@ -461,7 +523,7 @@ static void compare_mode(struct moeinf_model *model, const char *dir, const stru
         struct golden g;
         if (load_golden(dir, e->d_name, moeinf_model_n_vocab(model), &g) && g.kv_f32 == b->kv_f32) {
             struct golden_outcome o;
-            compare_golden(model, &g, b->tol, b->skip_ties, &o);
+            compare_golden(model, &g, b->tol, b->skip_ties, b->tie_gap, &o);
             CHECK_MSG(o.routing_rows > 0 || !g.kv_f32, "%s: no routing compared", g.name);
             double mx = o.max_prompt > o.max_greedy ? o.max_prompt : o.max_greedy;
             m->max_diff = mx > m->max_diff ? mx : m->max_diff;
@@ -472,11 +534,12 @@ static void compare_mode(struct moeinf_model *model, const char *dir, const stru
             m->n_goldens++;
             if (print) {
                 fprintf(stderr,
-                        "  %s/%s: max |logit diff| %.3g over %d positions, %.3g at greedy "
-                        "top-5 (tolerance %.3g); argmax compared at %d of %d greedy steps, "
-                        "%d skipped for a router near-tie; routing weights within %.3g\n",
-                        b->model, g.name, o.max_prompt, g.n_tokens, o.max_greedy, b->tol,
-                        o.greedy_argmax, g.n_greedy, o.greedy_ties, o.max_weight);
+                        "  %s/%s: max |logit diff| %.3g over %d positions (%d skipped at a "
+                        "flipped router near-tie), %.3g at greedy top-5 (tolerance %.3g); argmax "
+                        "compared at %d of %d greedy steps, %d skipped for a router near-tie; "
+                        "routing weights within %.3g\n",
+                        b->model, g.name, o.max_prompt, g.n_tokens, o.tie_skipped, o.max_greedy,
+                        b->tol, o.greedy_argmax, g.n_greedy, o.greedy_ties, o.max_weight);
             }
         }
         free_golden(&g);
@@ -522,6 +585,10 @@ static void test_mixtral_q8_0(void) {
 
 static void test_mixtral_q4_0(void) {
     check_model("tiny-mixtral-Q4_0");
+}
+
+static void test_mixtral_q4_k_m(void) {
+    check_model("tiny-mixtral-Q4_K_M");
 }
 
 /* The trained default model: realistic activations (norms, routers and experts that learned),
@@ -693,6 +760,7 @@ int main(void) {
     RUN(test_mixtral_f32);
     RUN(test_mixtral_q8_0);
     RUN(test_mixtral_q4_0);
+    RUN(test_mixtral_q4_k_m);
     RUN(test_trained_q8_0);
     RUN(test_qwen2moe_f32);
     RUN(test_olmoe_f32);

@@ -265,9 +265,16 @@ static void test_routing_keys(void) {
 static void test_bad_tensors(void) {
     rename_case("blk.1.attn_q.weight", "blk.1.attn_X.weight", "m_tensor.gguf", MOEINF_ERR_FORMAT,
                 "missing tensor 'blk.1.attn_q.weight'");
-    /* q5_0 (id 6) is a ggml type the reader accepts but moeinf cannot compute with yet */
-    tensor_case("blk.0.attn_q.weight", -1, 0, 6, "m_type.gguf", MOEINF_ERR_UNSUPPORTED,
-                "has type q5_0, which moeinf does not support yet");
+    /* iq4_nl (id 20) is a ggml type the reader accepts but moeinf cannot compute with yet */
+    tensor_case("blk.0.attn_q.weight", -1, 0, 20, "m_type.gguf", MOEINF_ERR_UNSUPPORTED,
+                "has type iq4_nl, which moeinf does not support yet");
+    /* q8_K (id 15) is an activation type: no weight tensor may have it */
+    tensor_case("blk.0.attn_q.weight", -1, 0, 15, "m_q8k.gguf", MOEINF_ERR_FORMAT,
+                "ne[0] = 64 is not a multiple of the block size 256 of q8_K");
+    /* A K-quant needs rows of whole 256-element super-blocks; these rows have 64 */
+    tensor_case("blk.0.attn_q.weight", -1, 0, 12, "m_q4k.gguf", MOEINF_ERR_FORMAT,
+                "tensor 'blk.0.attn_q.weight': ne[0] = 64 is not a multiple of the block size "
+                "256 of q4_K");
     tensor_case("blk.0.attn_q.weight", 1, 128, -1, "m_shape.gguf", MOEINF_ERR_FORMAT,
                 "tensor 'blk.0.attn_q.weight' has shape [64, 128");
 }

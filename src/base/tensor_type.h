@@ -10,8 +10,18 @@
  *
  * A type listed here is "known": a file using it opens, even if nothing in moeinf can
  * multiply with it yet; an id that ggml never assigned or has removed is "unknown" and makes
- * the file malformed. Adding a type is one entry in tensor_type.c (plus, once kernels exist
- * for it, one entry in quant's table).
+ * the file malformed.
+ *
+ * DESIGN: the traits are in layers, one table per layer, each indexed by the type id, as
+ * ggml splits type_traits (ggml.c) from type_traits_cpu (ggml-cpu.c):
+ *   1. facts (here): name and block geometry; what reading and writing GGUF needs;
+ *   2. CPU traits (quant/quant_types.c): activation partner and reference quantizer;
+ *   3. kernels: one table per instruction set (quant/kernels.c, quant/kernels_x86.h), one
+ *      MOEINF_KERNELS_ENTRY line per type (from_float, to_float, vec_dot, vec_dot_m,
+ *      vec_dot_rows together).
+ * Adding a type is one entry in each layer it reaches (a type with no kernels only layer 1);
+ * no switch elsewhere names types. One table for all three was not chosen: the GGUF reader
+ * would then depend on the compute code, and the kernels differ per instruction set anyway.
  */
 #ifndef MOEINF_BASE_TENSOR_TYPE_H
 #define MOEINF_BASE_TENSOR_TYPE_H

@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
+#include "gguf/quant_mix.h"
 
 #define CMD "gen-model"
 
@@ -34,8 +35,10 @@ static void usage(FILE *out) {
                  "  --kv-heads N          key/value heads\n"
                  "  --head-dim N          head dimension (default embd / heads)\n"
                  "  --ctx N               training context length written to the metadata\n"
-                 "  --type T              f32, f16, q8_0 or q4_0 for the big matrices (norms and\n"
-                 "                        router stay f32)\n"
+                 "  --type T              f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k,\n"
+                 "                        q4_k, q5_k or q6_k for every big matrix (norms and router\n"
+                 "                        stay f32), or q4_k_m: llama-quantize's Q4_K_M mix of\n"
+                 "                        types per tensor\n"
                  "  --tied                no output.weight: the lm_head is token_embd\n"
                  "  --seed S              random seed (default 42)\n"
                  "  --threads N           generator threads (default: all CPUs; same bytes)\n"
@@ -116,21 +119,6 @@ static bool apply_preset(const char *name, struct moeinf_gen_params *p) {
     return false;
 }
 
-static bool parse_type(const char *s, int *type) {
-    static const struct {
-        const char *name;
-        int id;
-    } types[] = {{"f32", 0}, {"f16", 1}, {"q4_0", 2}, {"q8_0", 8}};
-
-    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        if (!strcmp(s, types[i].name)) {
-            *type = types[i].id;
-            return true;
-        }
-    }
-    return false;
-}
-
 struct int_opt {
     const char *name;
     long lo, hi;
@@ -201,8 +189,11 @@ int cmd_gen_model(int argc, char **argv) {
             } else if (!strcmp(a, "--arch")) {
                 p.arch = v;
             } else if (!strcmp(a, "--type")) {
-                if (!parse_type(v, &p.type)) {
-                    return bad_usage("unknown type", v, " (f32, f16, q8_0, q4_0)");
+                p.type = moeinf_gen_type_by_name(v);
+                if (p.type < 0) {
+                    char tail[160];
+                    snprintf(tail, sizeof tail, " (%s)", moeinf_gen_type_names());
+                    return bad_usage("unknown type", v, tail);
                 }
             } else if (!strcmp(a, "--seed")) {
                 if (!cli_parse_u64(CMD, a, v, &p.seed)) return CLI_EXIT_USAGE;
@@ -231,11 +222,6 @@ int cmd_gen_model(int argc, char **argv) {
     printf("wrote %s (%lld bytes): arch %s, %d layers, %d experts (top-%d), n_embd %d, n_ff %d, "
            "%d/%d heads, type %s, seed %llu\n",
            out, size, p.arch ? p.arch : "llama", p.n_layer, p.n_expert, p.n_expert_used, p.n_embd,
-           p.n_ff, p.n_head, p.n_head_kv,
-           p.type == 0   ? "f32"
-           : p.type == 1 ? "f16"
-           : p.type == 2 ? "q4_0"
-                         : "q8_0",
-           (unsigned long long)p.seed);
+           p.n_ff, p.n_head, p.n_head_kv, moeinf_gen_type_name(p.type), (unsigned long long)p.seed);
     return CLI_EXIT_OK;
 }

@@ -31,18 +31,13 @@
 #include "base/tensor_type.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
+#include "gguf/quant_mix.h"
 #include "moeinf.h"
 #include "quant/quant.h"
 
 #define CHUNK_ELEMS (1 << 18) /* weights per chunk (at least one row): 1 MB of floats */
 #define MAX_THREADS 64
 #define MAX_DIM     (1 << 20) /* bound on every width, to keep all products far from overflow */
-
-/* llama.cpp's general.file_type values (enum llama_ftype). */
-#define FTYPE_ALL_F32 0
-#define FTYPE_F16     1
-#define FTYPE_Q4_0    2
-#define FTYPE_Q8_0    7
 
 struct moeinf_gen_params moeinf_gen_params_default(void) {
     struct moeinf_gen_params p = {0};
@@ -165,20 +160,22 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
     if (p->n_ctx_train < 1) {
         return moeinf_fail(err, arg, "gen-model: context length %d < 1", p->n_ctx_train);
     }
-    if (p->type != MOEINF_TYPE_F32 && p->type != MOEINF_TYPE_F16 && p->type != MOEINF_TYPE_Q4_0 &&
-        p->type != MOEINF_TYPE_Q8_0) {
-        return moeinf_fail(err, arg, "gen-model: type %d is not one of f32, f16, q4_0, q8_0",
-                           p->type);
+    const bool mix = p->type == MOEINF_GEN_TYPE_Q4_K_M;
+    if (!mix && !moeinf_gen_type_is_plain(p->type)) {
+        return moeinf_fail(err, arg, "gen-model: type %d is not one of %s", p->type,
+                           moeinf_gen_type_names());
     }
-    if (p->type == MOEINF_TYPE_Q4_0 || p->type == MOEINF_TYPE_Q8_0) {
-        /* Every quantized row (ne[0]) must be whole 32-element blocks. */
+    /* Every quantized row (ne[0]) must be whole blocks: the mix falls back to 32-element
+     * types where a row is not whole super-blocks, as llama-quantize does. */
+    const int64_t block = mix ? 32 : moeinf_type_traits_get(p->type)->block_size;
+    if (block > 1) {
         int rows[3] = {p->n_embd, p->n_ff, p->n_head * head_dim(p)};
         const char *what[3] = {"n_embd", "n_ff", "heads x head dim"};
         for (int i = 0; i < 3; i++) {
-            if (rows[i] % 32 != 0) {
-                return moeinf_fail(err, arg,
-                                   "gen-model: %s = %d is not a multiple of 32 (needed by %s)",
-                                   what[i], rows[i], moeinf_type_name(p->type));
+            if (rows[i] % block != 0) {
+                return moeinf_fail(
+                    err, arg, "gen-model: %s = %d is not a multiple of %d (needed by %s)", what[i],
+                    rows[i], (int)block, mix ? "q4_k_m" : moeinf_type_name(p->type));
             }
         }
     }
@@ -464,6 +461,23 @@ static bool plan_arch_extras(struct plan *pl, const struct moeinf_gen_params *p,
     }
 }
 
+/* Replaces the mix's placeholder type of the big matrices by llama-quantize's Q4_K_M choice. */
+static void apply_q4_k_m(struct plan *pl, const struct moeinf_gen_params *p) {
+    for (int i = 0; i < pl->n; i++) {
+        struct tplan *t = &pl->t[i];
+        if (t->type != MOEINF_GEN_TYPE_Q4_K_M) continue;
+        int layer = -1; /* "blk.N." */
+        if (!strncmp(t->name, "blk.", 4)) layer = (int)strtol(t->name + 4, NULL, 10);
+        bool lm_head = !strcmp(t->name, "output.weight") ||
+                       (p->tied_output && !strcmp(t->name, "token_embd.weight"));
+        char base[64];
+        snprintf(base, sizeof base, "%s", t->name);
+        char *dot = strrchr(base, '.');
+        if (dot) *dot = '\0'; /* without ".weight" */
+        t->type = moeinf_q4_k_m_type(base, layer, p->n_layer, p->n_expert, t->ne[0], lm_head);
+    }
+}
+
 /* Tensor names and shapes as llama.cpp's loader expects them for the arch (ne order). */
 static bool plan_build(struct plan *pl, const struct moeinf_gen_params *p, int64_t n_vocab) {
     const int q = p->type; /* big matrices */
@@ -496,23 +510,11 @@ static bool plan_build(struct plan *pl, const struct moeinf_gen_params *p, int64
         }
         ok = ok && plan_arch_extras(pl, p, l);
     }
+    if (ok && p->type == MOEINF_GEN_TYPE_Q4_K_M) apply_q4_k_m(pl, p);
     return ok;
 }
 
 /* ---- metadata ------------------------------------------------------------------------- */
-
-static int file_type(int type) {
-    switch (type) {
-    case MOEINF_TYPE_F16:
-        return FTYPE_F16;
-    case MOEINF_TYPE_Q4_0:
-        return FTYPE_Q4_0;
-    case MOEINF_TYPE_Q8_0:
-        return FTYPE_Q8_0;
-    default:
-        return FTYPE_ALL_F32;
-    }
-}
 
 /* An "<arch>.<suffix>" key into buf. */
 static const char *akey(char *buf, size_t size, const char *arch, const char *suffix) {
@@ -531,7 +533,7 @@ static enum moeinf_status add_hparams(struct moeinf_gguf_writer *w,
     /* Errors are sticky in the writer: checking the last call checks them all. */
     moeinf_gguf_writer_add_str(w, "general.architecture", an, err);
     moeinf_gguf_writer_add_str(w, "general.name", "moeinf random MoE", err);
-    moeinf_gguf_writer_add_u32(w, "general.file_type", (uint32_t)file_type(p->type), err);
+    moeinf_gguf_writer_add_u32(w, "general.file_type", moeinf_gen_file_type(p->type), err);
     moeinf_gguf_writer_add_u32(w, "general.quantization_version", 2, err);
     U32("context_length", p->n_ctx_train);
     U32("embedding_length", p->n_embd);

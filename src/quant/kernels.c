@@ -19,47 +19,38 @@
 #include "base/status.h"
 #include "quant/quant_ref.h"
 
+/* One entry per type (kernels.h, MOEINF_KERNELS_ENTRY). */
+#define REF_BLOCK(T, t)                                                                            \
+    MOEINF_KERNELS_ENTRY(T, NULL, moeinf_ref_to_float_##t, moeinf_ref_vec_dot_##t,                 \
+                         moeinf_ref_vec_dot_m_##t, moeinf_ref_vec_dot_rows_##t)
+
 static const struct moeinf_kernels scalar_table = {
     .name = "scalar",
-    .from_float =
-        {
-            [MOEINF_TYPE_F32] = moeinf_ref_from_float_f32,
-            [MOEINF_TYPE_F16] = moeinf_ref_from_float_f16,
-            [MOEINF_TYPE_BF16] = moeinf_ref_from_float_bf16,
-            [MOEINF_TYPE_Q8_0] = moeinf_ref_from_float_q8_0,
-        },
-    .to_float =
-        {
-            [MOEINF_TYPE_F32] = moeinf_ref_to_float_f32,
-            [MOEINF_TYPE_F16] = moeinf_ref_to_float_f16,
-            [MOEINF_TYPE_BF16] = moeinf_ref_to_float_bf16,
-            [MOEINF_TYPE_Q8_0] = moeinf_ref_to_float_q8_0,
-            [MOEINF_TYPE_Q4_0] = moeinf_ref_to_float_q4_0,
-        },
-    .vec_dot =
-        {
-            [MOEINF_TYPE_F32] = moeinf_ref_vec_dot_f32,
-            [MOEINF_TYPE_F16] = moeinf_ref_vec_dot_f16,
-            [MOEINF_TYPE_BF16] = moeinf_ref_vec_dot_bf16,
-            [MOEINF_TYPE_Q8_0] = moeinf_ref_vec_dot_q8_0,
-            [MOEINF_TYPE_Q4_0] = moeinf_ref_vec_dot_q4_0,
-        },
-    .vec_dot_m =
-        {
-            [MOEINF_TYPE_F32] = moeinf_ref_vec_dot_m_f32,
-            [MOEINF_TYPE_F16] = moeinf_ref_vec_dot_m_f16,
-            [MOEINF_TYPE_BF16] = moeinf_ref_vec_dot_m_bf16,
-            [MOEINF_TYPE_Q8_0] = moeinf_ref_vec_dot_m_q8_0,
-            [MOEINF_TYPE_Q4_0] = moeinf_ref_vec_dot_m_q4_0,
-        },
-    .vec_dot_rows =
-        {
-            [MOEINF_TYPE_F32] = moeinf_ref_vec_dot_rows_f32,
-            [MOEINF_TYPE_F16] = moeinf_ref_vec_dot_rows_f16,
-            [MOEINF_TYPE_BF16] = moeinf_ref_vec_dot_rows_bf16,
-            [MOEINF_TYPE_Q8_0] = moeinf_ref_vec_dot_rows_q8_0,
-            [MOEINF_TYPE_Q4_0] = moeinf_ref_vec_dot_rows_q4_0,
-        },
+    MOEINF_KERNELS_ENTRY(MOEINF_TYPE_F32, moeinf_ref_from_float_f32, moeinf_ref_to_float_f32,
+                         moeinf_ref_vec_dot_f32, moeinf_ref_vec_dot_m_f32,
+                         moeinf_ref_vec_dot_rows_f32),
+    MOEINF_KERNELS_ENTRY(MOEINF_TYPE_F16, moeinf_ref_from_float_f16, moeinf_ref_to_float_f16,
+                         moeinf_ref_vec_dot_f16, moeinf_ref_vec_dot_m_f16,
+                         moeinf_ref_vec_dot_rows_f16),
+    MOEINF_KERNELS_ENTRY(MOEINF_TYPE_BF16, moeinf_ref_from_float_bf16, moeinf_ref_to_float_bf16,
+                         moeinf_ref_vec_dot_bf16, moeinf_ref_vec_dot_m_bf16,
+                         moeinf_ref_vec_dot_rows_bf16),
+    MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_0, moeinf_ref_from_float_q8_0, moeinf_ref_to_float_q8_0,
+                         moeinf_ref_vec_dot_q8_0, moeinf_ref_vec_dot_m_q8_0,
+                         moeinf_ref_vec_dot_rows_q8_0),
+    MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_1, moeinf_ref_from_float_q8_1, moeinf_ref_to_float_q8_1,
+                         NULL, NULL, NULL),
+    MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_K, moeinf_ref_from_float_q8_k, moeinf_ref_to_float_q8_k,
+                         NULL, NULL, NULL),
+    REF_BLOCK(MOEINF_TYPE_Q4_0, q4_0),
+    REF_BLOCK(MOEINF_TYPE_Q4_1, q4_1),
+    REF_BLOCK(MOEINF_TYPE_Q5_0, q5_0),
+    REF_BLOCK(MOEINF_TYPE_Q5_1, q5_1),
+    REF_BLOCK(MOEINF_TYPE_Q2_K, q2_k),
+    REF_BLOCK(MOEINF_TYPE_Q3_K, q3_k),
+    REF_BLOCK(MOEINF_TYPE_Q4_K, q4_k),
+    REF_BLOCK(MOEINF_TYPE_Q5_K, q5_k),
+    REF_BLOCK(MOEINF_TYPE_Q6_K, q6_k),
     .axpy_f32 = moeinf_ref_axpy_f32,
 };
 

@@ -9,6 +9,13 @@
 
 #include "quant/quant.h"
 
+/* All kernels of type T in one entry of a struct moeinf_kernels initializer (designators into
+ * the per-kind arrays), so a table adds a type in one place. NULL where a type has no such
+ * kernel (from_float of weight-only types, the dots of activation-only types). */
+#define MOEINF_KERNELS_ENTRY(T, from, to, dot, dot_m, dot_rows)                                    \
+    .from_float[T] = (from), .to_float[T] = (to), .vec_dot[T] = (dot), .vec_dot_m[T] = (dot_m),    \
+    .vec_dot_rows[T] = (dot_rows)
+
 #if defined(__x86_64__)
 const struct moeinf_kernels *moeinf_kernels_avx2_table(void);
 const struct moeinf_kernels *moeinf_kernels_avx512_table(void);

@@ -30,10 +30,13 @@
 #define MOEINF_QUANT_KERNELS_X86_H
 
 #include <immintrin.h>
+#include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 
 #include "quant/kernels.h"
+#include "quant/quant_ref.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -225,8 +228,15 @@ static void vec_dot_m_bf16(int64_t n, int m, float *s, const void *w, const void
 
 enum qkind {
     QK_Q8_0,
-    QK_Q4_0
+    QK_Q4_0,
+    QK_Q5_0
 };
+
+#define Q5_BYTES 22 /* sizeof(struct moeinf_block_q5_0): d, qh[4], qs[16] */
+
+INLINE size_t qk_bytes(enum qkind k) {
+    return k == QK_Q8_0 ? Q8_BYTES : k == QK_Q4_0 ? Q4_BYTES : Q5_BYTES;
+}
 
 /* Eight int32 lanes whose sum is the exact dot of two 32 x int8 blocks. */
 INLINE __m256i dot_i8(__m256i w, __m256i x) {
@@ -261,13 +271,37 @@ INLINE __m256i unpack_q4_0(const uint8_t *qs) {
     return _mm256_sub_epi8(v, _mm256_set1_epi8(8));
 }
 
+/* The 32 quants of a Q5_0 block as int8 in [-16, 15]: Q4_0's nibbles plus bit 4 from qh
+ * (byte j of the vector takes bit j of the 32-bit word: each byte gets byte j / 8 of the word,
+ * then all bits but bit j % 8 are set and the byte compared with 0xff). */
+INLINE __m256i hbits_x10(const uint8_t *qh) {
+    uint32_t h;
+    memcpy(&h, qh, sizeof h);
+    __m256i v = _mm256_shuffle_epi8(
+        _mm256_set1_epi32((int)h),
+        _mm256_setr_epi64x(0, 0x0101010101010101LL, 0x0202020202020202LL, 0x0303030303030303LL));
+    v = _mm256_or_si256(v, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfeLL));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(-1)), _mm256_set1_epi8(0x10));
+}
+
+/* The 32 unsigned nibbles of a block's qs[16], element order. */
+INLINE __m256i nibbles_u8(const uint8_t *qs) {
+    return _mm256_add_epi8(unpack_q4_0(qs), _mm256_set1_epi8(8));
+}
+
+INLINE __m256i unpack_q5_0(const uint8_t *blk) {
+    __m256i q = _mm256_or_si256(nibbles_u8(blk + 6), hbits_x10(blk + 2)); /* 0..31 */
+    return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
+}
+
 /* The weight side of a group of 8 blocks at wg: quants and scales. */
 INLINE void qprep(enum qkind k, const uint8_t *wg, __m256i wq[8], __m256 *dw) {
-    const size_t bs = k == QK_Q8_0 ? Q8_BYTES : Q4_BYTES;
+    const size_t bs = qk_bytes(k);
     for (int b = 0; b < 8; b++) {
-        const uint8_t *qs = wg + (size_t)b * bs + 2;
-        wq[b] =
-            k == QK_Q8_0 ? _mm256_loadu_si256((const __m256i *)(const void *)qs) : unpack_q4_0(qs);
+        const uint8_t *blk = wg + (size_t)b * bs;
+        wq[b] = k == QK_Q8_0   ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2))
+                : k == QK_Q4_0 ? unpack_q4_0(blk + 2)
+                               : unpack_q5_0(blk);
     }
     *dw = load_scales8(wg, bs);
 }
@@ -286,7 +320,7 @@ INLINE __m256 qgroup(const __m256i wq[8], __m256 dw, const uint8_t *xg, __m256 a
 /* s[r] for m rows (m <= 8 per pass; more in passes). */
 INLINE void qdot_rows(enum qkind k, int64_t n, int m, float *s, const uint8_t *w, const uint8_t *x,
                       size_t stride) {
-    const size_t bs = k == QK_Q8_0 ? Q8_BYTES : Q4_BYTES;
+    const size_t bs = qk_bytes(k);
     const int64_t nb = n / 32;
     const int64_t ng = nb / 8;
     const int64_t rem = nb % 8;
@@ -334,6 +368,22 @@ static void vec_dot_m_q8_0(int64_t n, int m, float *s, const void *w, const void
 
 static void vec_dot_m_q4_0(int64_t n, int m, float *s, const void *w, const void *x, size_t st) {
     qdot_rows(QK_Q4_0, n, m, s, w, x, st);
+}
+
+static void vec_dot_q5_0(int64_t n, float *s, const void *w, const void *x) {
+    qdot_rows(QK_Q5_0, n, 1, s, w, x, 0);
+}
+
+static void vec_dot_m_q5_0(int64_t n, int m, float *s, const void *w, const void *x, size_t st) {
+    qdot_rows(QK_Q5_0, n, m, s, w, x, st);
+}
+
+/* Decode of Q5_0 (a fallback type of the Q4_K_M mix, for rows that are not whole super-blocks):
+ * vec_dot per row, not yet the prepared-activation streaming of Q4_0/Q8_0. */
+static void vec_dot_rows_q5_0(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,
+                              const void *x) {
+    for (int64_t r = 0; r < nr; r++)
+        qdot_rows(QK_Q5_0, n, 1, s + r, (const uint8_t *)w + (size_t)r * w_stride, x, 0);
 }
 
 /* ---- decode: many weight rows x one activation row (vec_dot_rows) ---------------------------
@@ -578,6 +628,320 @@ INLINE __m256 q8_row(const uint8_t *w, const struct xq8_group *xg, int64_t nbk, 
 ROWS_KERNEL(vec_dot_rows_q4_0, struct xq4_group, prep_q4, q4_row, q4_group, Q4_BYTES, hsum8_perm4)
 ROWS_KERNEL(vec_dot_rows_q8_0, struct xq8_group, prep_q8, q8_row, q8_group, Q8_BYTES, hsum8_ps)
 
+/* ---- K-quants (Q2_K..Q6_K weights x Q8_K activations) -------------------------------------------
+ *
+ * DESIGN: one super-block of 256 elements at a time. The vector code computes quant.h's exact
+ * integers isum (and imin, for the types with mins): unsigned weight quants times the int8
+ * activations with vpmaddubsw (|pair| <= 2 * 63 * 128 < 32767, exact), times the sub-block
+ * scale with vpmaddwd, summed in int32 lanes; the mins (and Q6_K's -32 offset) come from the
+ * activation's 16-element sums (bsums). The float part, two fmas into A[b % 8] per
+ * super-block, is the scalar code of quant_ref_k.c (fmaf is one rounding on every target),
+ * so the results are the scalar twin's bit for bit. Decode reads ROW_STREAMS weight rows
+ * side by side, as the Q4_0/Q8_0 rows kernels do; the activation row (292 bytes a block)
+ * stays in L1/L2.
+ */
+
+/* Software prefetch distance (bytes ahead in each weight row) of the K-quant rows kernels:
+ * with it, vec_dot_rows over a 1.5 GiB matrix (1 thread, bench_kernels) went from 7.7 to
+ * 13.7 GB/s (Q4_K) and from 8.5 to 12.8 GB/s (Q6_K); 512 and 2048 measured about the same.
+ * In a later quiet run: Q4_K 13.2, Q5_K 13.6, Q6_K 13.0, Q8_0 13.3 GB/s (AVX-512 table)
+ * against 13.3 GB/s from bench_bandwidth -t 1 -s 1536 (the README's machine).
+ * Prefetches past the last row are hints and never fault. */
+#define K_PREFETCH   1024
+#define QK_K_BYTES_X 292 /* sizeof(struct moeinf_block_q8_k): d (f32), qs[256], bsums[16] */
+
+/* The 8 scales (bytes 0-7) and 8 mins (bytes 8-15) of a Q4_K/Q5_K block, 6 bits each, from
+ * the 12 packed bytes: scales 0-3 and mins 0-3 are the low 6 bits of bytes 0-3 and 4-7;
+ * scale/min 4-7 take their low 4 bits from the nibbles of bytes 8-11 and their top 2 bits
+ * from the top 2 bits of bytes 0-3 (scales) and 4-7 (mins). */
+INLINE __m128i k4_scales_mins(const uint8_t *packed) {
+    uint32_t u[3];
+    memcpy(u, packed, sizeof u);
+    uint32_t sc_lo = u[0] & 0x3f3f3f3fu;
+    uint32_t mn_lo = u[1] & 0x3f3f3f3fu;
+    uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+    uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+    return _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi);
+}
+
+/* Two int16 scales as a vpmaddwd multiplier: a for lanes 0-7, b for lanes 8-15. */
+INLINE __m256i scale_pair(int a, int b) {
+    return _mm256_setr_m128i(_mm_set1_epi16((short)a), _mm_set1_epi16((short)b));
+}
+
+/* (sum of the 8 lanes of a, sum of the 8 lanes of b). */
+INLINE void hsum2_epi32(__m256i a, __m256i b, int32_t *sa, int32_t *sb) {
+    __m256i h = _mm256_hadd_epi32(a, b); /* a01 a23 b01 b23 | a45 a67 b45 b67 */
+    h = _mm256_hadd_epi32(h, h);         /* A_lo B_lo A_lo B_lo | A_hi B_hi ... */
+    __m128i r = _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+    *sa = _mm_cvtsi128_si32(r);
+    *sb = _mm_extract_epi32(r, 1);
+}
+
+INLINE float k_d_x(const uint8_t *xb) {
+    float d;
+    memcpy(&d, xb, sizeof d);
+    return d;
+}
+
+/* isum, imin of a Q4_K block (144 bytes: d, dmin, scales[12], qs[128]) or, with qh, a Q5_K
+ * block (176 bytes: d, dmin, scales[12], qh[32], qs[128]) against a Q8_K block. */
+INLINE void k45_block(const uint8_t *wb, bool five, const uint8_t *xb, int32_t *isum,
+                      int32_t *imn) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m128i sm = k4_scales_mins(wb + 4);
+    uint8_t sc[16];
+    _mm_storeu_si128((__m128i *)(void *)sc, sm);
+    const uint8_t *qs = wb + (five ? 48 : 16);
+    const uint8_t *xq = xb + 4;
+    __m256i qhv = five ? _mm256_loadu_si256((const __m256i *)(const void *)(wb + 16))
+                       : _mm256_setzero_si256();
+    __m256i acc = _mm256_setzero_si256();
+    for (size_t c = 0; c < 4; c++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(q, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (five) {
+            const __m256i one = _mm256_set1_epi8(1);
+            __m128i sh_lo = _mm_cvtsi32_si128(2 * (int)c);
+            __m128i sh_hi = _mm_cvtsi32_si128(2 * (int)c + 1);
+            lo = _mm256_or_si256(
+                lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qhv, sh_lo), one), 4));
+            hi = _mm256_or_si256(
+                hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qhv, sh_hi), one), 4));
+        }
+        __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 64 * c));
+        __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 64 * c + 32));
+        __m256i p0 =
+            _mm256_madd_epi16(_mm256_maddubs_epi16(lo, x0), _mm256_set1_epi16((short)sc[2 * c]));
+        __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, x1),
+                                       _mm256_set1_epi16((short)sc[2 * c + 1]));
+        acc = _mm256_add_epi32(acc, _mm256_add_epi32(p0, p1));
+    }
+    /* imin = sum_j m_j * (bsums[2j] + bsums[2j+1]): the mins widened to [m0 m0 m1 m1 ...]. */
+    __m256i mins = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
+    __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 260));
+    hsum2_epi32(acc, _mm256_madd_epi16(bs, mins), isum, imn);
+}
+
+/* isum of a Q6_K block (210 bytes: ql[128], qh[64], scales[16] int8, d) against a Q8_K
+ * block: sum_j sc_j * (sum of q * x) - 32 * sum_j sc_j * bsums_j, q the unsigned 6-bit quants. */
+INLINE int32_t k6_block(const uint8_t *wb, const uint8_t *xb) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i m30 = _mm256_set1_epi8(0x30);
+    const int8_t *sc = (const int8_t *)(wb + 192);
+    const uint8_t *xq = xb + 4;
+    __m256i acc = _mm256_setzero_si256();
+    for (size_t h = 0; h < 2; h++) {
+        const uint8_t *ql = wb + 64 * h;
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(wb + 128 + 32 * h));
+        __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
+        __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
+        __m256i q[4];
+        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                               _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                               _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                               _mm256_and_si256(qh, m30));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+        for (size_t k = 0; k < 4; k++) {
+            const size_t j = 8 * h + 2 * k; /* sub-blocks j, j + 1 */
+            __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 128 * h + 32 * k));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q[k], x),
+                                                          scale_pair(sc[j], sc[j + 1])));
+        }
+    }
+    __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)sc));
+    __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 260));
+    int32_t dot;
+    int32_t off;
+    hsum2_epi32(acc, _mm256_madd_epi16(bs, scales), &dot, &off);
+    return dot - 32 * off;
+}
+
+/* acc[b % 8] updates of quant.h for super-block b (as quant_ref_k.c). */
+INLINE void k45_step(const uint8_t *wb, bool five, const uint8_t *xb, float *a) {
+    int32_t isum;
+    int32_t imn;
+    k45_block(wb, five, xb, &isum, &imn);
+    const float dx = k_d_x(xb);
+    *a = fmaf(_cvtsh_ss(load_u16(wb)) * dx, (float)isum, *a); /* vcvtph2ps: the scalar's bits */
+    *a = fmaf(-(_cvtsh_ss(load_u16(wb + 2)) * dx), (float)imn, *a);
+}
+
+INLINE void k6_step(const uint8_t *wb, const uint8_t *xb, float *a) {
+    int32_t isum = k6_block(wb, xb);
+    *a = fmaf(_cvtsh_ss(load_u16(wb + 208)) * k_d_x(xb), (float)isum, *a);
+}
+
+/* The 16 signed 6-bit scales of a Q3_K block (minus 32), as quant_ref_k.c decodes them. */
+INLINE void k3_scales(const uint8_t *s, int out[16]) {
+    for (int j = 0; j < 16; j++) {
+        int lo = j < 8 ? s[j] & 0xF : s[j - 8] >> 4;
+        int hi = (s[8 + j % 4] >> (2 * (j / 4))) & 3;
+        out[j] = (lo | (hi << 4)) - 32;
+    }
+}
+
+/* isum, imin of a Q2_K block (84 bytes: scales[16], qs[64], d, dmin) against a Q8_K block:
+ * element 128h + 32s + l is bits 2s..2s+1 of qs[32h + l]; sub-block j has the 4-bit scale
+ * scales[j] & 15 and min scales[j] >> 4. */
+INLINE void k2_block(const uint8_t *wb, const uint8_t *xb, int32_t *isum, int32_t *imn) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const uint8_t *xq = xb + 4;
+    __m256i acc = _mm256_setzero_si256();
+    for (size_t h = 0; h < 2; h++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(wb + 16 + 32 * h));
+        for (size_t s = 0; s < 4; s++) {
+            const size_t j = 8 * h + 2 * s; /* sub-blocks j, j + 1 */
+            __m256i q = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(2 * (int)s)), m3);
+            __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 128 * h + 32 * s));
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(q, x),
+                                                          scale_pair(wb[j] & 15, wb[j + 1] & 15)));
+        }
+    }
+    __m128i sc = _mm_loadu_si128((const __m128i *)(const void *)wb);
+    __m256i mins = _mm256_cvtepu8_epi16(_mm_and_si128(_mm_srli_epi16(sc, 4), _mm_set1_epi8(15)));
+    __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 260));
+    hsum2_epi32(acc, _mm256_madd_epi16(bs, mins), isum, imn);
+}
+
+/* isum of a Q3_K block (110 bytes: hmask[32], qs[64], scales[12], d) against a Q8_K block:
+ * with u = low 2 bits + 4 * hmask bit (0..7) the quant is u - 4, so the sum is
+ * sum_j sc_j * (sum of u * x) - 4 * sum_j sc_j * bsums_j. */
+INLINE int32_t k3_block(const uint8_t *wb, const uint8_t *xb) {
+    const __m256i m3 = _mm256_set1_epi8(3);
+    const __m256i one = _mm256_set1_epi8(1);
+    const uint8_t *xq = xb + 4;
+    int sc[16];
+    k3_scales(wb + 96, sc);
+    __m256i hm = _mm256_loadu_si256((const __m256i *)(const void *)wb);
+    __m256i acc = _mm256_setzero_si256();
+    for (size_t h = 0; h < 2; h++) {
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(wb + 32 + 32 * h));
+        for (size_t s = 0; s < 4; s++) {
+            const size_t j = 8 * h + 2 * s;
+            __m256i lo = _mm256_and_si256(_mm256_srl_epi16(v, _mm_cvtsi32_si128(2 * (int)s)), m3);
+            __m256i hb =
+                _mm256_and_si256(_mm256_srl_epi16(hm, _mm_cvtsi32_si128(4 * (int)h + (int)s)), one);
+            __m256i u = _mm256_or_si256(lo, _mm256_slli_epi16(hb, 2));
+            __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 128 * h + 32 * s));
+            acc = _mm256_add_epi32(
+                acc, _mm256_madd_epi16(_mm256_maddubs_epi16(u, x), scale_pair(sc[j], sc[j + 1])));
+        }
+    }
+    __m256i scales = _mm256_setr_epi16((short)sc[0], (short)sc[1], (short)sc[2], (short)sc[3],
+                                       (short)sc[4], (short)sc[5], (short)sc[6], (short)sc[7],
+                                       (short)sc[8], (short)sc[9], (short)sc[10], (short)sc[11],
+                                       (short)sc[12], (short)sc[13], (short)sc[14], (short)sc[15]);
+    __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 260));
+    int32_t dot;
+    int32_t off;
+    hsum2_epi32(acc, _mm256_madd_epi16(bs, scales), &dot, &off);
+    return dot - 4 * off;
+}
+
+INLINE void k2_step(const uint8_t *wb, const uint8_t *xb, float *a) {
+    int32_t isum;
+    int32_t imn;
+    k2_block(wb, xb, &isum, &imn);
+    const float dx = k_d_x(xb);
+    *a = fmaf(_cvtsh_ss(load_u16(wb + 80)) * dx, (float)isum, *a);
+    *a = fmaf(-(_cvtsh_ss(load_u16(wb + 82)) * dx), (float)imn, *a);
+}
+
+INLINE void k3_step(const uint8_t *wb, const uint8_t *xb, float *a) {
+    int32_t isum = k3_block(wb, xb);
+    *a = fmaf(_cvtsh_ss(load_u16(wb + 108)) * k_d_x(xb), (float)isum, *a);
+}
+
+/* quant_ref.c's hsum8 on an array. */
+INLINE float hsum8_arr(const float v[8]) {
+    float a = v[0] + v[4];
+    float b = v[2] + v[6];
+    float c = v[1] + v[5];
+    float d = v[3] + v[7];
+    return (a + b) + (c + d);
+}
+
+/* K_STEP(wb, xb, a): one super-block of weight row wb against activation block xb into *a. */
+#define K_KERNELS(t, wbytes, K_STEP) BLOCK_KERNELS(t, 256, wbytes, QK_K_BYTES_X, K_STEP)
+
+/* The rows driver for weight blocks of qk elements (wbytes each) against activation blocks of
+ * xbytes; K_STEP(wb, xb, a) adds one block's terms to *a (= A[b % 8]). */
+#define BLOCK_KERNELS(t, qk, wbytes, xbytes, K_STEP)                                               \
+    static void vec_dot_rows_##t(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,  \
+                                 const void *x) {                                                  \
+        const uint8_t *wb = w;                                                                     \
+        const uint8_t *xb = x;                                                                     \
+        const int64_t nb = n / (qk);                                                               \
+        const int64_t q = nr / ROW_STREAMS;                                                        \
+        for (int64_t i = 0; i < q; i++) {                                                          \
+            float a[ROW_STREAMS][8] = {{0}};                                                       \
+            const uint8_t *wr[ROW_STREAMS];                                                        \
+            for (int k = 0; k < ROW_STREAMS; k++)                                                  \
+                wr[k] = wb + (size_t)(k * q + i) * w_stride;                                       \
+            for (int64_t b = 0; b < nb; b++)                                                       \
+                for (int k = 0; k < ROW_STREAMS; k++) {                                            \
+                    const uint8_t *pf = wr[k] + (size_t)b * (wbytes) + K_PREFETCH;                 \
+                    _mm_prefetch((const char *)pf, _MM_HINT_T0);                                   \
+                    _mm_prefetch((const char *)pf + 64, _MM_HINT_T0);                              \
+                    _mm_prefetch((const char *)pf + 128, _MM_HINT_T0);                             \
+                    K_STEP(wr[k] + (size_t)b * (wbytes), xb + (size_t)b * (xbytes), &a[k][b & 7]); \
+                }                                                                                  \
+            for (int k = 0; k < ROW_STREAMS; k++)                                                  \
+                s[k * q + i] = hsum8_arr(a[k]);                                                    \
+        }                                                                                          \
+        for (int64_t r = ROW_STREAMS * q; r < nr; r++) {                                           \
+            float a[8] = {0};                                                                      \
+            const uint8_t *row = wb + (size_t)r * w_stride;                                        \
+            for (int64_t b = 0; b < nb; b++)                                                       \
+                K_STEP(row + (size_t)b * (wbytes), xb + (size_t)b * (xbytes), &a[b & 7]);          \
+            s[r] = hsum8_arr(a);                                                                   \
+        }                                                                                          \
+    }                                                                                              \
+    static void vec_dot_##t(int64_t n, float *s, const void *w, const void *x) {                   \
+        vec_dot_rows_##t(n, 1, s, w, 0, x);                                                        \
+    }                                                                                              \
+    static void vec_dot_m_##t(int64_t n, int m, float *s, const void *w, const void *x,            \
+                              size_t x_stride) {                                                   \
+        for (int j = 0; j < m; j++)                                                                \
+            vec_dot_rows_##t(n, 1, s + j, w, 0, (const uint8_t *)x + (size_t)j * x_stride);        \
+    }
+
+#define Q4K_STEP(wb, xb, a) k45_step((wb), false, (xb), (a))
+#define Q5K_STEP(wb, xb, a) k45_step((wb), true, (xb), (a))
+#define Q6K_STEP(wb, xb, a) k6_step((wb), (xb), (a))
+K_KERNELS(q4_k, 144, Q4K_STEP)
+K_KERNELS(q5_k, 176, Q5K_STEP)
+K_KERNELS(q6_k, 210, Q6K_STEP)
+
+/* Q4_1 / Q5_1 x Q8_1 (blocks of 32): the exact dot of the unsigned quants with the int8
+ * activations, then quant.h's two fmas (d_w * d_x, isum) and (m_w, s_x), in scalar code. */
+INLINE void affine_step(const uint8_t *wb, bool five, const uint8_t *xb, float *a) {
+    __m256i q = five ? _mm256_or_si256(nibbles_u8(wb + 8), hbits_x10(wb + 4)) : nibbles_u8(wb + 4);
+    __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 4));
+    __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, x), _mm256_set1_epi16(1));
+    __m128i r = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4e));
+    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0xb1));
+    const int32_t isum = _mm_cvtsi128_si32(r);
+    *a = fmaf(_cvtsh_ss(load_u16(wb)) * _cvtsh_ss(load_u16(xb)), (float)isum, *a);
+    *a = fmaf(_cvtsh_ss(load_u16(wb + 2)), _cvtsh_ss(load_u16(xb + 2)), *a);
+}
+
+#define Q41_STEP(wb, xb, a) affine_step((wb), false, (xb), (a))
+#define Q51_STEP(wb, xb, a) affine_step((wb), true, (xb), (a))
+BLOCK_KERNELS(q4_1, 32, 20, 36, Q41_STEP)
+BLOCK_KERNELS(q5_1, 32, 24, 36, Q51_STEP)
+
+#define Q2K_STEP(wb, xb, a) k2_step((wb), (xb), (a))
+#define Q3K_STEP(wb, xb, a) k3_step((wb), (xb), (a))
+K_KERNELS(q2_k, 84, Q2K_STEP)
+K_KERNELS(q3_k, 110, Q3K_STEP)
+
 /* Float types: memory-bound at one activation row, so simply vec_dot per row. */
 #define FLOAT_ROWS_KERNEL(fn, kind)                                                                \
     static void fn(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,                \
@@ -736,37 +1100,36 @@ static void to_float_q4_0(const void *x, float *y, int64_t n) {
 #define X86_TABLE(table_name)                                                                      \
     {                                                                                              \
         .name = (table_name),                                                                      \
-        .from_float =                                                                              \
-            {                                                                                      \
-                [MOEINF_TYPE_F32] = from_float_f32,                                                \
-                [MOEINF_TYPE_F16] = from_float_f16,                                                \
-                [MOEINF_TYPE_BF16] = from_float_bf16,                                              \
-                [MOEINF_TYPE_Q8_0] = from_float_q8_0,                                              \
-            },                                                                                     \
-        .to_float =                                                                                \
-            {                                                                                      \
-                [MOEINF_TYPE_F32] = to_float_f32,   [MOEINF_TYPE_F16] = to_float_f16,              \
-                [MOEINF_TYPE_BF16] = to_float_bf16, [MOEINF_TYPE_Q8_0] = to_float_q8_0,            \
-                [MOEINF_TYPE_Q4_0] = to_float_q4_0,                                                \
-            },                                                                                     \
-        .vec_dot =                                                                                 \
-            {                                                                                      \
-                [MOEINF_TYPE_F32] = vec_dot_f32,   [MOEINF_TYPE_F16] = vec_dot_f16,                \
-                [MOEINF_TYPE_BF16] = vec_dot_bf16, [MOEINF_TYPE_Q8_0] = vec_dot_q8_0,              \
-                [MOEINF_TYPE_Q4_0] = vec_dot_q4_0,                                                 \
-            },                                                                                     \
-        .vec_dot_m =                                                                               \
-            {                                                                                      \
-                [MOEINF_TYPE_F32] = vec_dot_m_f32,   [MOEINF_TYPE_F16] = vec_dot_m_f16,            \
-                [MOEINF_TYPE_BF16] = vec_dot_m_bf16, [MOEINF_TYPE_Q8_0] = vec_dot_m_q8_0,          \
-                [MOEINF_TYPE_Q4_0] = vec_dot_m_q4_0,                                               \
-            },                                                                                     \
-        .vec_dot_rows =                                                                            \
-            {                                                                                      \
-                [MOEINF_TYPE_F32] = vec_dot_rows_f32,   [MOEINF_TYPE_F16] = vec_dot_rows_f16,      \
-                [MOEINF_TYPE_BF16] = vec_dot_rows_bf16, [MOEINF_TYPE_Q8_0] = vec_dot_rows_q8_0,    \
-                [MOEINF_TYPE_Q4_0] = vec_dot_rows_q4_0,                                            \
-            },                                                                                     \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_F32, from_float_f32, to_float_f32, vec_dot_f32,           \
+                             vec_dot_m_f32, vec_dot_rows_f32),                                     \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_F16, from_float_f16, to_float_f16, vec_dot_f16,           \
+                             vec_dot_m_f16, vec_dot_rows_f16),                                     \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_BF16, from_float_bf16, to_float_bf16, vec_dot_bf16,       \
+                             vec_dot_m_bf16, vec_dot_rows_bf16),                                   \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_0, from_float_q8_0, to_float_q8_0, vec_dot_q8_0,       \
+                             vec_dot_m_q8_0, vec_dot_rows_q8_0),                                   \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q4_0, NULL, to_float_q4_0, vec_dot_q4_0, vec_dot_m_q4_0,  \
+                             vec_dot_rows_q4_0),                                                   \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_1, moeinf_ref_from_float_q8_1,                         \
+                             moeinf_ref_to_float_q8_1, NULL, NULL, NULL),                          \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_K, moeinf_ref_from_float_q8_k,                         \
+                             moeinf_ref_to_float_q8_k, NULL, NULL, NULL),                          \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q4_1, NULL, moeinf_ref_to_float_q4_1, vec_dot_q4_1,       \
+                             vec_dot_m_q4_1, vec_dot_rows_q4_1),                                   \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q5_0, NULL, moeinf_ref_to_float_q5_0, vec_dot_q5_0,       \
+                             vec_dot_m_q5_0, vec_dot_rows_q5_0),                                   \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q5_1, NULL, moeinf_ref_to_float_q5_1, vec_dot_q5_1,       \
+                             vec_dot_m_q5_1, vec_dot_rows_q5_1),                                   \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q2_K, NULL, moeinf_ref_to_float_q2_k, vec_dot_q2_k,       \
+                             vec_dot_m_q2_k, vec_dot_rows_q2_k),                                   \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q3_K, NULL, moeinf_ref_to_float_q3_k, vec_dot_q3_k,       \
+                             vec_dot_m_q3_k, vec_dot_rows_q3_k),                                   \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q4_K, NULL, moeinf_ref_to_float_q4_k, vec_dot_q4_k,       \
+                             vec_dot_m_q4_k, vec_dot_rows_q4_k),                                   \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q5_K, NULL, moeinf_ref_to_float_q5_k, vec_dot_q5_k,       \
+                             vec_dot_m_q5_k, vec_dot_rows_q5_k),                                   \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q6_K, NULL, moeinf_ref_to_float_q6_k, vec_dot_q6_k,       \
+                             vec_dot_m_q6_k, vec_dot_rows_q6_k),                                   \
         .axpy_f32 = axpy_f32,                                                                      \
     }
 

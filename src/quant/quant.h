@@ -6,7 +6,11 @@
  * moeinf_type_cpu_get(T)->vec_dot_type, exactly as llama.cpp does
  * (../shared/testdata/README.md, 2.4):
  *   F32  x F32       F16 x F16 (activation rounded to F16)    BF16 x BF16
- *   Q8_0 x Q8_0      Q4_0 x Q8_0   (activation: d = max|x|/127 as F16, q = round-half-even)
+ *   Q8_0, Q4_0, Q5_0 x Q8_0   (activation: d = max|x|/127 as F16, q = round-half-even)
+ *   Q4_1, Q5_1       x Q8_1   (Q8_0's rounding, plus s = d * sum(q) as F16, d unrounded)
+ *   Q2_K..Q6_K       x Q8_K   (blocks of 256: iscale = -127/m with m the signed element of
+ *                              largest magnitude, q = min(127, round-half-even(iscale * x)),
+ *                              d = 1/iscale in F32, bsums = sums of each 16 quants)
  * Block dot products are exact integer sums scaled by d_w * d_x.
  *
  * Kernel tables: moeinf_kernels_scalar() is the reference (portable C); the AVX2 and AVX-512
@@ -22,15 +26,35 @@
  *     Q[l] = (P[l] + P[l+8]) + (P[l+16] + P[l+24]) for l < 8;  s = hsum8(Q)
  *   Q8_0, Q4_0 (blocks of 32; isum_b = the exact integer dot of block b):
  *     A[b % 8] = fma(d_w[b] * d_x[b], (float)isum_b, A[b % 8]) for b in order;  s = hsum8(A)
+ *   Q5_0: as Q4_0 (quants 0..31 minus 16).
+ *   Q4_1, Q5_1 (blocks of 32, unsigned quants q_w, offset m_w):
+ *     A[b % 8] = fma(d_w[b] * d_x[b], (float)isum_b, A[b % 8]);
+ *     A[b % 8] = fma(m_w[b], s_x[b], A[b % 8]);  s = hsum8(A)
+ *   K-quants (super-blocks of 256; isum_b = sum over sub-blocks of scale * exact quant dot,
+ *   an int32; imin_b = sum over sub-blocks of min * activation sub-block sum, for the types
+ *   with mins; Q3_K/Q6_K quants are signed, -4..3 and -32..31):
+ *     A[b % 8] = fma(d_w[b] * d_x[b], (float)isum_b, A[b % 8]);
+ *     A[b % 8] = fma(-(dmin_w[b] * d_x[b]), (float)imin_b, A[b % 8])   (Q2_K, Q4_K, Q5_K);
+ *     s = hsum8(A)
  *   hsum8(v) = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7))
- * (AVX2 keeps P in four 8-lane accumulators and A in one; AVX-512 in two 16-lane ones.)
+ * (AVX2 keeps P in four 8-lane accumulators and A in one; AVX-512 in two 16-lane ones; the
+ * K-quant kernels compute isum/imin in vectors and the two fmas per super-block in scalar
+ * code, as the twin does; Q4_1 and Q5_1 likewise per block of 32.)
  *
  * Activation rounding (from_float): F16 and BF16 round to nearest even (NaN stays NaN, quiet);
  * Q8_0 is llama.cpp's x86 quantize_row_q8_0: amax = max|x| over the block,
  * d = amax / 127 stored as F16, id = amax ? 127 / amax : 0 (from amax, not from d),
  * q = x * id rounded half to even as cvtps2dq does (NaN or out of int32 range -> -128),
  * saturated to int8. For finite inputs q lies in [-127, 127]; the SIMD int8 dots rely on
- * that (activation quants of -128 give an unspecified, but memory-safe, result).
+ * that (activation quants of -128 give an unspecified, but memory-safe, result). Q8_1 rounds
+ * as Q8_0 and sums its int8 quants for s. Q8_K is llama.cpp's quantize_row_q8_K_ref (which
+ * its x86 build also uses), NaN/inf aside: a quant whose scaled value is NaN or beyond 2^22
+ * becomes -128. The K-quant dots take the weights as unsigned quants (vpmaddubsw), so they
+ * are exact for any activation quant.
+ *
+ * Weight dequantization (to_float) reproduces llama.cpp's dequantize_row_* float for float:
+ * the same products in the same order, never fused (test_quant_dequant checks it against the
+ * gguf Python package on real and random blocks).
  */
 #ifndef MOEINF_QUANT_H
 #define MOEINF_QUANT_H
@@ -57,19 +81,97 @@ struct moeinf_block_q4_0 {
     uint8_t qs[MOEINF_QK4_0 / 2]; /* two 4-bit quants per byte */
 };
 
-_Static_assert(sizeof(struct moeinf_block_q8_0) == 34, "block_q8_0 must be 34 bytes as in ggml");
-_Static_assert(sizeof(struct moeinf_block_q4_0) == 18, "block_q4_0 must be 18 bytes as in ggml");
-
-/* What the CPU kernels add to a type's facts (base/tensor_type.h), as ggml-cpu's
- * type_traits_cpu extends ggml's type_traits. Only types moeinf computes with have an entry;
- * the kernel tables below are indexed by the same ids. */
-struct moeinf_type_cpu {
-    enum moeinf_type vec_dot_type; /* activation partner type */
+/* Element j < 16 is (qs[j] & 15) * d + m, element j >= 16 is (qs[j-16] >> 4) * d + m. */
+struct moeinf_block_q4_1 {
+    uint16_t d;     /* scale, F16 bits */
+    uint16_t m;     /* offset (the block minimum), F16 bits */
+    uint8_t qs[16]; /* two 4-bit quants per byte */
 };
 
-/* The CPU traits of a type id, or NULL if moeinf cannot compute with it (unknown ids, and
- * known types without kernels yet). */
-const struct moeinf_type_cpu *moeinf_type_cpu_get(int type);
+/* As Q4_0 with a fifth bit: bit j of the little-endian word qh is bit 4 of quant j;
+ * element j = (quant - 16) * d. */
+struct moeinf_block_q5_0 {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[16];
+};
+
+/* As Q4_1 with qh as in Q5_0: element j = quant * d + m. */
+struct moeinf_block_q5_1 {
+    uint16_t d;
+    uint16_t m;
+    uint8_t qh[4];
+    uint8_t qs[16];
+};
+
+/* The activation partner of Q4_1 and Q5_1: Q8_0 plus s = d * sum(qs) as F16. */
+struct moeinf_block_q8_1 {
+    uint16_t d;
+    uint16_t s;
+    int8_t qs[32];
+};
+
+/* K-quants: super-blocks of 256 elements split into sub-blocks (16 of 16 or 8 of 32), each
+ * with a small integer scale (and minimum) times the super-block's F16 d (and dmin). Element
+ * order inside qs is ggml's (see quant_ref_k.c, which decodes each one). */
+#define MOEINF_QK_K 256
+
+struct moeinf_block_q2_k {
+    uint8_t scales[16]; /* sub-block j: scale (low 4 bits) and min (high 4 bits) */
+    uint8_t qs[64];     /* 2-bit quants */
+    uint16_t d;         /* F16: super-block scale of the scales */
+    uint16_t dmin;      /* F16: super-block scale of the mins */
+};
+
+struct moeinf_block_q3_k {
+    uint8_t hmask[32];  /* bit 2 of each quant (set: no -4 offset) */
+    uint8_t qs[64];     /* bits 0-1 of each quant */
+    uint8_t scales[12]; /* 16 6-bit scales (biased by 32) */
+    uint16_t d;
+};
+
+struct moeinf_block_q4_k {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12]; /* 8 6-bit scales and 8 6-bit mins */
+    uint8_t qs[128];    /* 4-bit quants */
+};
+
+struct moeinf_block_q5_k {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[12];
+    uint8_t qh[32];  /* bit 4 of each quant */
+    uint8_t qs[128]; /* bits 0-3 */
+};
+
+struct moeinf_block_q6_k {
+    uint8_t ql[128];   /* bits 0-3 */
+    uint8_t qh[64];    /* bits 4-5 */
+    int8_t scales[16]; /* signed 8-bit scales of the 16 sub-blocks */
+    uint16_t d;
+};
+
+/* The activation partner of the K-quants: d in F32, int8 quants, and the sums of each 16
+ * quants (which the kernels use for the mins and offsets). */
+struct moeinf_block_q8_k {
+    float d;
+    int8_t qs[MOEINF_QK_K];
+    int16_t bsums[MOEINF_QK_K / 16];
+};
+
+_Static_assert(sizeof(struct moeinf_block_q8_0) == 34, "block_q8_0 must be 34 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q4_0) == 18, "block_q4_0 must be 18 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q4_1) == 20, "block_q4_1 must be 20 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q5_0) == 22, "block_q5_0 must be 22 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q5_1) == 24, "block_q5_1 must be 24 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q8_1) == 36, "block_q8_1 must be 36 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q2_k) == 84, "block_q2_k must be 84 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q3_k) == 110, "block_q3_k must be 110 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q4_k) == 144, "block_q4_k must be 144 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q5_k) == 176, "block_q5_k must be 176 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q6_k) == 210, "block_q6_k must be 210 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_q8_k) == 292, "block_q8_k must be 292 bytes as in ggml");
 
 /* F16 / BF16 scalar conversions (round to nearest even). */
 uint16_t moeinf_fp32_to_fp16(float f);
@@ -77,18 +179,34 @@ float moeinf_fp16_to_fp32(uint16_t h);
 uint16_t moeinf_fp32_to_bf16(float f);
 float moeinf_bf16_to_fp32(uint16_t h);
 
-/* Reference weight quantization (gen-model, tests): llama.cpp's quantize_row_*_ref, which
- * is also what llama-quantize uses without an imatrix (Q8_0: d = amax/127, q = roundf(x/d);
- * Q4_0: d = -max/8 with max the signed element of largest magnitude, q = min(15,
- * (int)(x/d + 8.5))); F32 copies, F16/BF16 round to nearest even. `type` must be one of the
- * five supported types and n a multiple of its block size; y holds moeinf_row_bytes(type, n). */
-void moeinf_quantize_row_ref(enum moeinf_type type, const float *x, void *y, int64_t n);
-
 /* Dequantizes a row of a supported type (the scalar table's to_float). */
 void moeinf_dequantize_row(enum moeinf_type type, const void *x, float *y, int64_t n);
 
 typedef void (*moeinf_from_float_fn)(const float *x, void *y, int64_t n);
 typedef void (*moeinf_to_float_fn)(const void *x, float *y, int64_t n);
+
+/* What the CPU side adds to a type's facts (base/tensor_type.h), as ggml-cpu's type_traits_cpu
+ * extends ggml's type_traits: its activation partner and its reference weight quantizer.
+ * Only the weight types moeinf computes with have an entry (the activation-only types Q8_1
+ * and Q8_K have none: no tensor of those types can be multiplied). */
+struct moeinf_type_cpu {
+    enum moeinf_type vec_dot_type; /* activation partner type */
+    moeinf_from_float_fn quantize; /* reference weight quantizer (moeinf_quantize_row_ref) */
+};
+
+/* The CPU traits of a type id, or NULL if moeinf cannot compute with it (unknown ids, known
+ * types without kernels, activation-only types). */
+const struct moeinf_type_cpu *moeinf_type_cpu_get(int type);
+
+/* Reference weight quantization (gen-model, tests): llama.cpp's quantize_row_*_ref, which
+ * is also what llama-quantize uses without an imatrix (Q8_0: d = amax/127, q = roundf(x/d);
+ * Q4_0: d = -max/8 with max the signed element of largest magnitude, q = min(15,
+ * (int)(x/d + 8.5)); Q5_0 likewise with 16; Q4_1/Q5_1: d = (max - min)/(2^bits - 1), m = min;
+ * the K-quants: llama.cpp's scale searches, quant_ref_k.c); F32 copies, F16/BF16 round to
+ * nearest even. `type` must have CPU traits and n be a multiple of its block size; y holds
+ * moeinf_row_bytes(type, n). */
+void moeinf_quantize_row_ref(enum moeinf_type type, const float *x, void *y, int64_t n);
+
 /* s[0] = dot(w row, x row), n elements; w of the table's type, x of its vec_dot_type (as
  * a from_float wrote it). n is a multiple of the block size (any n >= 0 for F32, F16, BF16).
  * Block rows need no alignment; F32 rows must be 4-byte and F16/BF16 rows 2-byte aligned

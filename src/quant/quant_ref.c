@@ -11,6 +11,7 @@
 #include "quant/quant_ref.h"
 
 #include <assert.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -92,6 +93,30 @@ void moeinf_ref_from_float_q8_0(const float *x, void *y, int64_t n) {
     }
 }
 
+/* llama.cpp's x86 quantize_row_q8_1: Q8_0's rounding, plus s = d * sum(q) with the unrounded
+ * d = amax / 127, stored as F16. */
+void moeinf_ref_from_float_q8_1(const float *x, void *y, int64_t n) {
+    uint8_t *out = y;
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        struct moeinf_block_q8_1 blk;
+        float amax = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            float a = fabsf(x[j]);
+            if (a > amax) amax = a;
+        }
+        const float d = amax / 127.0f;
+        blk.d = moeinf_fp32_to_fp16(d);
+        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        int32_t sum = 0; /* of the int8 quants: llama.cpp's int32 sum for finite input */
+        for (int j = 0; j < 32; j++) {
+            blk.qs[j] = round_sat_i8(x[j] * id);
+            sum += blk.qs[j];
+        }
+        blk.s = moeinf_fp32_to_fp16(d * (float)sum);
+        memcpy(out + b * (int64_t)sizeof blk, &blk, sizeof blk);
+    }
+}
+
 /* ---- weight quantizers ------------------------------------------------------------------- */
 
 void moeinf_ref_quantize_q8_0(const float *x, void *y, int64_t n) {
@@ -146,17 +171,89 @@ void moeinf_ref_quantize_q4_0(const float *x, void *y, int64_t n) {
     }
 }
 
-/* Weight quantizers by type; the float types round as their activation conversions do. */
-static const moeinf_from_float_fn quantize_ref[MOEINF_TYPE_COUNT] = {
-    [MOEINF_TYPE_F32] = moeinf_ref_from_float_f32,   [MOEINF_TYPE_F16] = moeinf_ref_from_float_f16,
-    [MOEINF_TYPE_BF16] = moeinf_ref_from_float_bf16, [MOEINF_TYPE_Q8_0] = moeinf_ref_quantize_q8_0,
-    [MOEINF_TYPE_Q4_0] = moeinf_ref_quantize_q4_0,
-};
+/* Q4_1 / Q5_1: d = (max - min) / (2^bits - 1), m = min, q = (int)((x - min) / d + 0.5)
+ * (truncating; Q4_1 also caps at 15 as ggml does). */
+static void quantize_affine(const float *x, int bits, uint16_t *d_out, uint16_t *m_out,
+                            uint8_t q[32]) {
+    float min = FLT_MAX;
+    float max = -FLT_MAX;
+    for (int j = 0; j < 32; j++) {
+        if (x[j] < min) min = x[j];
+        if (x[j] > max) max = x[j];
+    }
+    const float d = (max - min) / (float)((1 << bits) - 1);
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    *d_out = moeinf_fp32_to_fp16(d);
+    *m_out = moeinf_fp32_to_fp16(min);
+    for (int j = 0; j < 32; j++) {
+        float v = (x[j] - min) * id; /* separate statements: never contracted to an fma */
+        float r = v + 0.5f;
+        int qi = r >= 0.0f && r < 256.0f ? (int)r : 0;
+        if (bits == 4 && qi > 15) qi = 15;
+        q[j] = (uint8_t)(qi & ((1 << bits) - 1));
+    }
+}
 
-void moeinf_quantize_row_ref(enum moeinf_type type, const float *x, void *y, int64_t n) {
-    moeinf_from_float_fn quantize = (unsigned)type < MOEINF_TYPE_COUNT ? quantize_ref[type] : NULL;
-    assert(quantize && "moeinf_quantize_row_ref: unsupported type");
-    if (quantize) quantize(x, y, n);
+void moeinf_ref_quantize_q4_1(const float *x, void *y, int64_t n) {
+    uint8_t *out = y;
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        struct moeinf_block_q4_1 blk;
+        uint8_t q[32];
+        quantize_affine(x, 4, &blk.d, &blk.m, q);
+        for (int j = 0; j < 16; j++)
+            blk.qs[j] = (uint8_t)(q[j] | (q[j + 16] << 4));
+        memcpy(out + b * (int64_t)sizeof blk, &blk, sizeof blk);
+    }
+}
+
+/* The low nibbles and the qh word of 32 five-bit quants. */
+static void pack_q5(const uint8_t q[32], uint8_t qs[16], uint8_t qh[4]) {
+    uint32_t h = 0;
+    for (int j = 0; j < 16; j++) {
+        qs[j] = (uint8_t)((q[j] & 15) | ((q[j + 16] & 15) << 4));
+        h |= (uint32_t)(q[j] >> 4) << j;
+        h |= (uint32_t)(q[j + 16] >> 4) << (j + 16);
+    }
+    for (int k = 0; k < 4; k++)
+        qh[k] = (uint8_t)(h >> (8 * k));
+}
+
+void moeinf_ref_quantize_q5_0(const float *x, void *y, int64_t n) {
+    uint8_t *out = y;
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        struct moeinf_block_q5_0 blk;
+        float amax = 0.0f;
+        float max = 0.0f;
+        for (int j = 0; j < 32; j++) {
+            if (amax < fabsf(x[j])) {
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
+        }
+        float d = max / -16.0f;
+        float id = d != 0.0f ? 1.0f / d : 0.0f;
+        blk.d = moeinf_fp32_to_fp16(d);
+        uint8_t q[32];
+        for (int j = 0; j < 32; j++) {
+            /* ggml: MIN(31, (int8_t)(x*id + 16.5f)); x*id lies in [-16, 16]. */
+            float v = x[j] * id;
+            float r = v + 16.5f;
+            q[j] = (uint8_t)(r >= 0.0f ? (r < 31.0f ? (int)r : 31) : 0);
+        }
+        pack_q5(q, blk.qs, blk.qh);
+        memcpy(out + b * (int64_t)sizeof blk, &blk, sizeof blk);
+    }
+}
+
+void moeinf_ref_quantize_q5_1(const float *x, void *y, int64_t n) {
+    uint8_t *out = y;
+    for (int64_t b = 0; b < n / 32; b++, x += 32) {
+        struct moeinf_block_q5_1 blk;
+        uint8_t q[32];
+        quantize_affine(x, 5, &blk.d, &blk.m, q);
+        pack_q5(q, blk.qs, blk.qh);
+        memcpy(out + b * (int64_t)sizeof blk, &blk, sizeof blk);
+    }
 }
 
 /* ---- dequantization ------------------------------------------------------------------------ */
@@ -200,6 +297,69 @@ void moeinf_ref_to_float_q4_0(const void *x, float *y, int64_t n) {
             y[j] = (float)((qs[j] & 15) - 8) * d;
             y[j + MOEINF_QK4_0 / 2] = (float)((qs[j] >> 4) - 8) * d;
         }
+    }
+}
+
+/* The 32 quants of a Q4_1/Q5_0/Q5_1 block, unsigned (0..15 or 0..31). */
+static void unpack_nibbles(const uint8_t qs[16], const uint8_t *qh, uint8_t q[32]) {
+    uint32_t h = 0;
+    if (qh)
+        h = (uint32_t)qh[0] | (uint32_t)qh[1] << 8 | (uint32_t)qh[2] << 16 | (uint32_t)qh[3] << 24;
+    for (int j = 0; j < 16; j++) {
+        q[j] = (uint8_t)((qs[j] & 15) | (((h >> j) & 1) << 4));
+        q[j + 16] = (uint8_t)((qs[j] >> 4) | (((h >> (j + 16)) & 1) << 4));
+    }
+}
+
+void moeinf_ref_to_float_q4_1(const void *x, float *y, int64_t n) {
+    for (int64_t b = 0; b < n / 32; b++, y += 32) {
+        struct moeinf_block_q4_1 blk;
+        memcpy(&blk, (const uint8_t *)x + b * (int64_t)sizeof blk, sizeof blk);
+        uint8_t q[32];
+        unpack_nibbles(blk.qs, NULL, q);
+        float d = moeinf_fp16_to_fp32(blk.d);
+        float m = moeinf_fp16_to_fp32(blk.m);
+        for (int j = 0; j < 32; j++) {
+            float p = (float)q[j] * d; /* separate statements: never contracted to an fma */
+            y[j] = p + m;
+        }
+    }
+}
+
+void moeinf_ref_to_float_q5_0(const void *x, float *y, int64_t n) {
+    for (int64_t b = 0; b < n / 32; b++, y += 32) {
+        struct moeinf_block_q5_0 blk;
+        memcpy(&blk, (const uint8_t *)x + b * (int64_t)sizeof blk, sizeof blk);
+        uint8_t q[32];
+        unpack_nibbles(blk.qs, blk.qh, q);
+        float d = moeinf_fp16_to_fp32(blk.d);
+        for (int j = 0; j < 32; j++)
+            y[j] = (float)(q[j] - 16) * d;
+    }
+}
+
+void moeinf_ref_to_float_q5_1(const void *x, float *y, int64_t n) {
+    for (int64_t b = 0; b < n / 32; b++, y += 32) {
+        struct moeinf_block_q5_1 blk;
+        memcpy(&blk, (const uint8_t *)x + b * (int64_t)sizeof blk, sizeof blk);
+        uint8_t q[32];
+        unpack_nibbles(blk.qs, blk.qh, q);
+        float d = moeinf_fp16_to_fp32(blk.d);
+        float m = moeinf_fp16_to_fp32(blk.m);
+        for (int j = 0; j < 32; j++) {
+            float p = (float)q[j] * d;
+            y[j] = p + m;
+        }
+    }
+}
+
+void moeinf_ref_to_float_q8_1(const void *x, float *y, int64_t n) {
+    for (int64_t b = 0; b < n / 32; b++, y += 32) {
+        struct moeinf_block_q8_1 blk;
+        memcpy(&blk, (const uint8_t *)x + b * (int64_t)sizeof blk, sizeof blk);
+        float d = moeinf_fp16_to_fp32(blk.d);
+        for (int j = 0; j < 32; j++)
+            y[j] = (float)blk.qs[j] * d;
     }
 }
 
@@ -272,6 +432,68 @@ void moeinf_ref_vec_dot_q4_0(int64_t n, float *s, const void *w, const void *x) 
     *s = hsum8(acc);
 }
 
+/* Q5_0 x Q8_0: as Q4_0 with 5-bit quants minus 16. */
+void moeinf_ref_vec_dot_q5_0(int64_t n, float *s, const void *w, const void *x) {
+    float acc[8] = {0};
+    for (int64_t b = 0; b < n / 32; b++) {
+        struct moeinf_block_q5_0 bw;
+        struct moeinf_block_q8_0 bx;
+        memcpy(&bw, (const uint8_t *)w + b * (int64_t)sizeof bw, sizeof bw);
+        memcpy(&bx, (const uint8_t *)x + b * (int64_t)sizeof bx, sizeof bx);
+        uint8_t q[32];
+        unpack_nibbles(bw.qs, bw.qh, q);
+        int32_t isum = 0;
+        for (int j = 0; j < 32; j++)
+            isum += (q[j] - 16) * bx.qs[j];
+        float d = moeinf_fp16_to_fp32(bw.d) * moeinf_fp16_to_fp32(bx.d);
+        acc[b & 7] = fmaf(d, (float)isum, acc[b & 7]);
+    }
+    *s = hsum8(acc);
+}
+
+/* Q4_1 / Q5_1 x Q8_1: A[b % 8] = fma(d_w * d_x, isum, A[b % 8]), then fma(m_w, s_x, A[b % 8]). */
+static void dot_affine(int64_t n, float *s, const void *w, const void *x, bool five) {
+    float acc[8] = {0};
+    const size_t wbytes =
+        five ? sizeof(struct moeinf_block_q5_1) : sizeof(struct moeinf_block_q4_1);
+    for (int64_t b = 0; b < n / 32; b++) {
+        const uint8_t *pw = (const uint8_t *)w + (size_t)b * wbytes;
+        struct moeinf_block_q8_1 bx;
+        memcpy(&bx, (const uint8_t *)x + b * (int64_t)sizeof bx, sizeof bx);
+        uint8_t q[32];
+        uint16_t dw;
+        uint16_t mw;
+        if (five) {
+            struct moeinf_block_q5_1 bw;
+            memcpy(&bw, pw, sizeof bw);
+            unpack_nibbles(bw.qs, bw.qh, q);
+            dw = bw.d;
+            mw = bw.m;
+        } else {
+            struct moeinf_block_q4_1 bw;
+            memcpy(&bw, pw, sizeof bw);
+            unpack_nibbles(bw.qs, NULL, q);
+            dw = bw.d;
+            mw = bw.m;
+        }
+        int32_t isum = 0;
+        for (int j = 0; j < 32; j++)
+            isum += q[j] * bx.qs[j];
+        float d = moeinf_fp16_to_fp32(dw) * moeinf_fp16_to_fp32(bx.d);
+        acc[b & 7] = fmaf(d, (float)isum, acc[b & 7]);
+        acc[b & 7] = fmaf(moeinf_fp16_to_fp32(mw), moeinf_fp16_to_fp32(bx.s), acc[b & 7]);
+    }
+    *s = hsum8(acc);
+}
+
+void moeinf_ref_vec_dot_q4_1(int64_t n, float *s, const void *w, const void *x) {
+    dot_affine(n, s, w, x, false);
+}
+
+void moeinf_ref_vec_dot_q5_1(int64_t n, float *s, const void *w, const void *x) {
+    dot_affine(n, s, w, x, true);
+}
+
 #define REF_VEC_DOT_M(type)                                                                        \
     void moeinf_ref_vec_dot_m_##type(int64_t n, int m, float *s, const void *w, const void *x,     \
                                      size_t x_stride) {                                            \
@@ -284,6 +506,9 @@ REF_VEC_DOT_M(f16)
 REF_VEC_DOT_M(bf16)
 REF_VEC_DOT_M(q8_0)
 REF_VEC_DOT_M(q4_0)
+REF_VEC_DOT_M(q4_1)
+REF_VEC_DOT_M(q5_0)
+REF_VEC_DOT_M(q5_1)
 
 #define REF_VEC_DOT_ROWS(type)                                                                     \
     void moeinf_ref_vec_dot_rows_##type(int64_t n, int64_t nr, float *s, const void *w,            \
@@ -297,6 +522,9 @@ REF_VEC_DOT_ROWS(f16)
 REF_VEC_DOT_ROWS(bf16)
 REF_VEC_DOT_ROWS(q8_0)
 REF_VEC_DOT_ROWS(q4_0)
+REF_VEC_DOT_ROWS(q4_1)
+REF_VEC_DOT_ROWS(q5_0)
+REF_VEC_DOT_ROWS(q5_1)
 
 void moeinf_ref_axpy_f32(int64_t n, float a, const float *x, float *y) {
     for (int64_t i = 0; i < n; i++) {

@@ -53,6 +53,38 @@ void moeinf_ref_vec_dot_rows_q8_0(int64_t n, int64_t nr, float *s, const void *w
 void moeinf_ref_vec_dot_rows_q4_0(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,
                                   const void *x);
 
+/* Q4_1, Q5_0, Q5_1 and the Q8_1 activation (quant_ref.c); the K-quants and the Q8_K
+ * activation (quant_ref_k.c). Same contracts as above. */
+void moeinf_ref_from_float_q8_1(const float *x, void *y, int64_t n); /* llama.cpp x86 rounding */
+void moeinf_ref_from_float_q8_k(const float *x, void *y, int64_t n); /* quantize_row_q8_K_ref */
+void moeinf_ref_quantize_q4_1(const float *x, void *y, int64_t n);
+void moeinf_ref_quantize_q5_0(const float *x, void *y, int64_t n);
+void moeinf_ref_quantize_q5_1(const float *x, void *y, int64_t n);
+void moeinf_ref_quantize_q2_k(const float *x, void *y, int64_t n);
+void moeinf_ref_quantize_q3_k(const float *x, void *y, int64_t n);
+void moeinf_ref_quantize_q4_k(const float *x, void *y, int64_t n);
+void moeinf_ref_quantize_q5_k(const float *x, void *y, int64_t n);
+void moeinf_ref_quantize_q6_k(const float *x, void *y, int64_t n);
+
+#define MOEINF_REF_DECLARE_BLOCK_TYPE(t)                                                           \
+    void moeinf_ref_to_float_##t(const void *x, float *y, int64_t n);                              \
+    void moeinf_ref_vec_dot_##t(int64_t n, float *s, const void *w, const void *x);                \
+    void moeinf_ref_vec_dot_m_##t(int64_t n, int m, float *s, const void *w, const void *x,        \
+                                  size_t x_stride);                                                \
+    void moeinf_ref_vec_dot_rows_##t(int64_t n, int64_t nr, float *s, const void *w,               \
+                                     size_t w_stride, const void *x);
+
+MOEINF_REF_DECLARE_BLOCK_TYPE(q4_1)
+MOEINF_REF_DECLARE_BLOCK_TYPE(q5_0)
+MOEINF_REF_DECLARE_BLOCK_TYPE(q5_1)
+MOEINF_REF_DECLARE_BLOCK_TYPE(q2_k)
+MOEINF_REF_DECLARE_BLOCK_TYPE(q3_k)
+MOEINF_REF_DECLARE_BLOCK_TYPE(q4_k)
+MOEINF_REF_DECLARE_BLOCK_TYPE(q5_k)
+MOEINF_REF_DECLARE_BLOCK_TYPE(q6_k)
+void moeinf_ref_to_float_q8_1(const void *x, float *y, int64_t n);
+void moeinf_ref_to_float_q8_k(const void *x, float *y, int64_t n);
+
 /* The plain C loop of moeinf_axpy_fn. */
 void moeinf_ref_axpy_f32(int64_t n, float a, const float *x, float *y);
 

@@ -1,7 +1,7 @@
 /*
  * quant_types.c - the CPU traits of the types moeinf computes with (their activation partner
- * types; the block sizes of every type are base/tensor_type.c), and the scalar F16 / BF16
- * conversions.
+ * types and reference quantizers; the block sizes of every type are base/tensor_type.c), and
+ * the scalar F16 / BF16 conversions.
  *
  * The F16 conversions are bit-exact twins of the x86 F16C instructions (vcvtps2ph with
  * round-to-nearest-even, vcvtph2ps), so that the scalar table and the SIMD tables agree on
@@ -10,23 +10,39 @@
  */
 #include "quant/quant.h"
 
+#include <assert.h>
 #include <string.h>
 
-/* The types moeinf computes with; every other slot is empty (not supported). */
-static const struct {
-    bool supported;
-    struct moeinf_type_cpu cpu;
-} cpu_table[MOEINF_TYPE_COUNT] = {
-    [MOEINF_TYPE_F32] = {true, {MOEINF_TYPE_F32}},
-    [MOEINF_TYPE_F16] = {true, {MOEINF_TYPE_F16}},
-    [MOEINF_TYPE_BF16] = {true, {MOEINF_TYPE_BF16}},
-    [MOEINF_TYPE_Q8_0] = {true, {MOEINF_TYPE_Q8_0}},
-    [MOEINF_TYPE_Q4_0] = {true, {MOEINF_TYPE_Q8_0}},
+#include "quant/quant_ref.h"
+
+/* The weight types moeinf computes with: one entry each (partner type, reference quantizer);
+ * every other slot is empty (not supported). The float types' quantizers round as their
+ * activation conversions do. */
+static const struct moeinf_type_cpu cpu_table[MOEINF_TYPE_COUNT] = {
+    [MOEINF_TYPE_F32] = {MOEINF_TYPE_F32, moeinf_ref_from_float_f32},
+    [MOEINF_TYPE_F16] = {MOEINF_TYPE_F16, moeinf_ref_from_float_f16},
+    [MOEINF_TYPE_BF16] = {MOEINF_TYPE_BF16, moeinf_ref_from_float_bf16},
+    [MOEINF_TYPE_Q8_0] = {MOEINF_TYPE_Q8_0, moeinf_ref_quantize_q8_0},
+    [MOEINF_TYPE_Q4_0] = {MOEINF_TYPE_Q8_0, moeinf_ref_quantize_q4_0},
+    [MOEINF_TYPE_Q4_1] = {MOEINF_TYPE_Q8_1, moeinf_ref_quantize_q4_1},
+    [MOEINF_TYPE_Q5_0] = {MOEINF_TYPE_Q8_0, moeinf_ref_quantize_q5_0},
+    [MOEINF_TYPE_Q5_1] = {MOEINF_TYPE_Q8_1, moeinf_ref_quantize_q5_1},
+    [MOEINF_TYPE_Q2_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q2_k},
+    [MOEINF_TYPE_Q3_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q3_k},
+    [MOEINF_TYPE_Q4_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q4_k},
+    [MOEINF_TYPE_Q5_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q5_k},
+    [MOEINF_TYPE_Q6_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q6_k},
 };
 
 const struct moeinf_type_cpu *moeinf_type_cpu_get(int type) {
-    if (type < 0 || type >= MOEINF_TYPE_COUNT || !cpu_table[type].supported) return NULL;
-    return &cpu_table[type].cpu;
+    if (type < 0 || type >= MOEINF_TYPE_COUNT || !cpu_table[type].quantize) return NULL;
+    return &cpu_table[type];
+}
+
+void moeinf_quantize_row_ref(enum moeinf_type type, const float *x, void *y, int64_t n) {
+    const struct moeinf_type_cpu *c = moeinf_type_cpu_get((int)type);
+    assert(c && "moeinf_quantize_row_ref: unsupported type");
+    if (c) c->quantize(x, y, n);
 }
 
 static uint32_t float_bits(float f) {
