@@ -96,6 +96,7 @@ for trace in "$traces"/*.txt; do
     "$bin" gen-model -o "$model" --layers "$L" --experts "$E" --top-k "$K" --embd "$embd" \
       --ff "$ff" --heads 8 --kv-heads 2 --type q8_0 --seed 7 --threads "$threads" >/dev/null
   fi
+  echo "  $name: requests $subset, model $model" >>"$out/models.txt"
   sub=$out/$name-sub.txt
   "$bin" trace filter --trace "$trace" -o "$sub" --indices "$subset" >/dev/null
   run=("$bin" bench -m "$model" -t "$threads" -b 1 --route-trace "$trace" --trace-requests "$subset")
@@ -163,6 +164,8 @@ while IFS='|' read -r a b; do
       n, s, sl, p, pf, tps, h, 1000 * ss / t, by / t / 1048576, m, c, l, 100 * tps / l }'
 done <"$rows"
 echo
+echo "models (trace-shape-LAYERSxEXPERTS-topK-eEMBD-fFFN):"
+cat "$out/models.txt"
 echo "limit = 1 / max(compute s/token, belady misses x expert bytes / disk / tokens):"
 awk -F'|' '{ split($1, a, " "); split($2, b, " ");
   key = a[1] " " a[2]; if (key in seen) next; seen[key] = 1
