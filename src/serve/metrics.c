@@ -86,7 +86,7 @@ char *serve_metrics_text(struct serve_worker *w) {
         metric(&o, "moeinf_expert_cache_read_bytes_total", "counter",
                "bytes read from the model file for experts", (double)m.experts.bytes_read);
         metric(&o, "moeinf_expert_cache_stall_seconds_total", "counter",
-               "seconds generation waited on expert reads", m.experts.read_seconds);
+               "seconds generation waited on expert reads", m.experts.stall_seconds);
     }
     return o.buf;
 }
