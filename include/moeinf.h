@@ -225,7 +225,7 @@ struct moeinf_context_params {
  * than memory"). */
 #define MOEINF_EXPERT_IO_THREADS_DEFAULT 2
 #define MOEINF_EXPERT_PREFETCH_DEFAULT   0
-#define MOEINF_EXPERT_LOOKAHEAD_DEFAULT  1
+#define MOEINF_EXPERT_LOOKAHEAD_DEFAULT  0
 
 struct moeinf_model_params moeinf_model_params_default(void);
 struct moeinf_context_params moeinf_context_params_default(void);

@@ -68,7 +68,7 @@ bool expert_args_stopped(const struct expert_args *a, struct moeinf_context *ctx
     "  --prefetch K         after each layer, prefetch up to K experts the policy predicts\n"      \
     "                       (default 0)\n"                                                        \
     "  --lookahead N        during decode, prefetch the top-k experts that the next N layers'\n"  \
-    "                       routers choose for the current hidden state (default 1)\n"            \
+    "                       routers choose for the current hidden state (default 0)\n"            \
     "  --stats              the expert cache's counters per layer, on stderr at the end\n"         \
     "  --stats-json FILE    the same as one JSON object in FILE\n"                                 \
     "  --eamc FILE          warm start: the cache policy's learned state (the file of\n"           \
