@@ -252,6 +252,28 @@ static void route(struct moeinf_fwd *f, int il, int m) {
     }
 }
 
+/* out[m x n_embd] = down(SwiGLU(gate(xb), up(xb))), n_ff wide: a dense SwiGLU FFN on the FFN
+ * input (the dense layers' FFN, and qwen2moe's shared expert). */
+static void swiglu_ffn(struct moeinf_fwd *f, const struct moeinf_weight *gate,
+                       const struct moeinf_weight *up, const struct moeinf_weight *down, int n_ff,
+                       int m, float *out) {
+    const int n_embd = f->llm->hp.n_embd;
+    size_t rg;
+    size_t ru;
+    const uint8_t *xg = act_get(f, gate->type, f->xb, m, n_embd, &rg);
+    const uint8_t *xu = act_get(f, up->type, f->xb, m, n_embd, &ru);
+    struct moeinf_mm_job jobs[2] = {
+        job_for(gate, 0, xg, rg, m, f->hg, (size_t)n_ff),
+        job_for(up, 0, xu, ru, m, f->hu, (size_t)n_ff),
+    };
+    moeinf_matmul_run(f->p.pool, f->p.kern, jobs, 2);
+    for (int j = 0; j < m; j++) {
+        moeinf_swiglu(f->hg + (size_t)j * n_ff, f->hg + (size_t)j * n_ff, f->hu + (size_t)j * n_ff,
+                      n_ff);
+    }
+    matmul1(f, down, f->hg, m, out, (size_t)n_embd);
+}
+
 /*
  * qwen2moe's shared expert for the m normed rows in xb, into sh_out: SwiGLU of width
  * n_ff_shexp scaled per token by sigmoid(gate_inp_shexp . x). The sigmoid is computed as
@@ -260,21 +282,7 @@ static void route(struct moeinf_fwd *f, int il, int m) {
 static void shared_expert(struct moeinf_fwd *f, const struct moeinf_layer *lw, int m) {
     const struct moeinf_hparams *hp = &f->llm->hp;
     const int n_embd = hp->n_embd;
-    const int n_sh = hp->n_ff_shexp;
-    size_t rg;
-    size_t ru;
-    const uint8_t *xg = act_get(f, lw->gate_shexp.type, f->xb, m, n_embd, &rg);
-    const uint8_t *xu = act_get(f, lw->up_shexp.type, f->xb, m, n_embd, &ru);
-    struct moeinf_mm_job jobs[2] = {
-        job_for(&lw->gate_shexp, 0, xg, rg, m, f->hg, (size_t)n_sh),
-        job_for(&lw->up_shexp, 0, xu, ru, m, f->hu, (size_t)n_sh),
-    };
-    moeinf_matmul_run(f->p.pool, f->p.kern, jobs, 2);
-    for (int j = 0; j < m; j++) {
-        moeinf_swiglu(f->hg + (size_t)j * n_sh, f->hg + (size_t)j * n_sh, f->hu + (size_t)j * n_sh,
-                      n_sh);
-    }
-    matmul1(f, &lw->down_shexp, f->hg, m, f->sh_out, (size_t)n_embd);
+    swiglu_ffn(f, &lw->gate_shexp, &lw->up_shexp, &lw->down_shexp, hp->n_ff_shexp, m, f->sh_out);
     for (int j = 0; j < m; j++) {
         const float *x = f->xb + (size_t)j * n_embd;
         float g = 0.0f;
@@ -540,21 +548,7 @@ static void dense_ffn_block(struct moeinf_fwd *f, int il, int m) {
     const struct moeinf_hparams *hp = &f->llm->hp;
     const struct moeinf_layer *lw = &f->llm->layers[il];
     const int n_embd = hp->n_embd;
-    const int n_ff = hp->n_ff;
-    size_t rg;
-    size_t ru;
-    const uint8_t *xg = act_get(f, lw->ffn_gate.type, f->xb, m, n_embd, &rg);
-    const uint8_t *xu = act_get(f, lw->ffn_up.type, f->xb, m, n_embd, &ru);
-    struct moeinf_mm_job jobs[2] = {
-        job_for(&lw->ffn_gate, 0, xg, rg, m, f->hg, (size_t)n_ff),
-        job_for(&lw->ffn_up, 0, xu, ru, m, f->hu, (size_t)n_ff),
-    };
-    moeinf_matmul_run(f->p.pool, f->p.kern, jobs, 2);
-    for (int j = 0; j < m; j++) {
-        moeinf_swiglu(f->hg + (size_t)j * n_ff, f->hg + (size_t)j * n_ff, f->hu + (size_t)j * n_ff,
-                      n_ff);
-    }
-    matmul1(f, &lw->ffn_down, f->hg, m, f->tmp, (size_t)n_embd);
+    swiglu_ffn(f, &lw->ffn_gate, &lw->ffn_up, &lw->ffn_down, hp->n_ff, m, f->tmp);
     for (size_t i = 0; i < (size_t)m * n_embd; i++)
         f->x[i] += f->tmp[i];
 }
