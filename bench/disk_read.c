@@ -131,7 +131,7 @@ int main(int argc, char **argv) {
     }
     size_t size = argc > 2 ? (size_t)strtoull(argv[2], NULL, 10) : (size_t)6 << 20;
     double seconds = argc > 3 ? strtod(argv[3], NULL) : 3.0;
-    int depth = argc > 4 ? atoi(argv[4]) : 1;
+    int depth = argc > 4 ? (int)strtol(argv[4], NULL, 10) : 1;
     const char *how = argc > 5 ? argv[5] : "pread";
     if (depth < 1 || depth > 64 || (strcmp(how, "pread") != 0 && strcmp(how, "uring") != 0)) {
         fprintf(stderr, "bench_disk_read: depth 1-64, pread or uring\n");

@@ -227,6 +227,48 @@ static void decode_progress(struct cli_progress *p, long r, long reps, long done
     cli_progress_tokens(p, label, done, total, seconds);
 }
 
+/* Bench's pseudo-random token ids for a run: the same every run (seed 0), or different per
+ * run through a cache (seed = run + 1), so that repeated prompts do not flatter it. */
+static void fill_ids(int32_t *ids, long n, long seed, int n_vocab) {
+    uint64_t state = 0x9E3779B97F4A7C15ull + (uint64_t)seed;
+    for (long i = 0; i < n; i++) {
+        state = state * 6364136223846793005ull + 1442695040888963407ull;
+        ids[i] = (int32_t)((state >> 33) % (uint64_t)n_vocab);
+    }
+}
+
+/* The runs' prefill and decode seconds (sorted by print_summary). */
+struct run_times {
+    double *pp, *tg;
+    long reps, n_prompt, n_gen;
+};
+
+/* The medians, the expert cache's table (cold non-NULL) and the decode weight traffic. */
+static void print_summary(const struct moeinf_model *model, struct run_times *t, bool no_logits,
+                          const struct phase_stats *cold, const struct phase_stats *warm) {
+    qsort(t->pp, (size_t)t->reps, sizeof(double), cmp_double);
+    qsort(t->tg, (size_t)t->reps, sizeof(double), cmp_double);
+    double gb = (double)moeinf_model_decode_bytes(model) / 1e9;
+    printf("%-8s %8s %10s %12s\n", "test", "tokens", "seconds", "tokens/s");
+    double pp = t->pp[t->reps / 2];
+    double tg = t->tg[t->reps / 2];
+    if (t->n_prompt > 0) {
+        printf("%-8s %8ld %10.4f %12.2f\n", "prefill", t->n_prompt, pp, (double)t->n_prompt / pp);
+    }
+    if (t->n_gen > 0) {
+        printf("%-8s %8ld %10.4f %12.2f\n", "decode", t->n_gen, tg, (double)t->n_gen / tg);
+    }
+    if (cold) print_cache_table(cold, warm, t->reps, t->n_prompt, t->n_gen, pp, tg);
+    if (t->n_gen > 0) {
+        if (no_logits) {
+            printf("decode weight traffic: not given with --no-logits (the byte count includes "
+                   "the lm_head)\n");
+        } else {
+            printf("decode weight traffic: %.2f GB/s\n", gb * (double)t->n_gen / tg);
+        }
+    }
+}
+
 int cmd_bench(int argc, char **argv) {
     struct bench_opts o = {
         .ma = {.ctx = moeinf_context_params_default(), .model = moeinf_model_params_default()},
@@ -276,12 +318,7 @@ int cmd_bench(int argc, char **argv) {
     }
     double t_start = now_s();
     for (long r = -1; r < reps && !cli_stop_signal(); r++) {
-        /* fixed token ids: every run reads the same, except through a cache (see usage) */
-        uint64_t state = 0x9E3779B97F4A7C15ull + (cached ? (uint64_t)(r + 1) : 0);
-        for (long i = 0; i < n_prompt + n_gen + 1; i++) {
-            state = state * 6364136223846793005ull + 1442695040888963407ull;
-            ids[i] = (int32_t)((state >> 33) % (uint64_t)n_vocab);
-        }
+        fill_ids(ids, n_prompt + n_gen + 1, cached ? r + 1 : 0, n_vocab);
         moeinf_context_reset(ctx);
         struct moeinf_expert_stats s0;
         struct moeinf_expert_stats s1;
@@ -313,27 +350,9 @@ int cmd_bench(int argc, char **argv) {
     }
     if (expert_args_stopped(&ma.experts, ctx)) goto done; /* returns only if the save failed */
     double t_total = now_s() - t_start;
-    qsort(t_pp, (size_t)reps, sizeof(double), cmp_double);
-    qsort(t_tg, (size_t)reps, sizeof(double), cmp_double);
-    double gb = (double)moeinf_model_decode_bytes(model) / 1e9;
     bench_print_header(model, ctx, no_logits, chunk);
-    printf("%-8s %8s %10s %12s\n", "test", "tokens", "seconds", "tokens/s");
-    double pp = t_pp[reps / 2];
-    double tg = t_tg[reps / 2];
-    if (n_prompt > 0)
-        printf("%-8s %8ld %10.4f %12.2f\n", "prefill", n_prompt, pp, (double)n_prompt / pp);
-    if (n_gen > 0) {
-        printf("%-8s %8ld %10.4f %12.2f\n", "decode", n_gen, tg, (double)n_gen / tg);
-    }
-    if (cached) print_cache_table(cold, warm, reps, n_prompt, n_gen, pp, tg);
-    if (n_gen > 0) {
-        if (no_logits) {
-            printf("decode weight traffic: not given with --no-logits (the byte count includes "
-                   "the lm_head)\n");
-        } else {
-            printf("decode weight traffic: %.2f GB/s\n", gb * (double)n_gen / tg);
-        }
-    }
+    struct run_times times = {t_pp, t_tg, reps, n_prompt, n_gen};
+    print_summary(model, &times, no_logits, cached ? cold : NULL, warm);
     rc = expert_args_save_state(&ma.experts, ctx) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     if (!expert_args_report(&ma.experts, ctx, t_total)) {
         rc = CLI_EXIT_FAIL; /* the message is out */
