@@ -44,7 +44,6 @@ enum moeinf_status moeinf_tier_init(const char *path, const struct moeinf_store_
         t->events = malloc(ns * sizeof *t->events);
         t->layer = calloc((size_t)n_layers, sizeof *t->layer);
         t->inflight = malloc(ns * sizeof *t->inflight);
-        t->slot_id = malloc(ns * sizeof *t->slot_id);
         t->slot_busy = calloc(ns, 1);
         t->wait_slots = malloc(ns * sizeof *t->wait_slots);
         t->proposals = malloc(ne * sizeof *t->proposals);
@@ -52,7 +51,7 @@ enum moeinf_status moeinf_tier_init(const char *path, const struct moeinf_store_
                           sizeof *t->hints);
         t->in_step = calloc(ne, 1);
         t->predicted = calloc((size_t)n_layers * ne, 1);
-        if (!t->events || !t->layer || !t->inflight || !t->slot_id || !t->slot_busy ||
+        if (!t->events || !t->layer || !t->inflight || !t->slot_busy ||
             !t->wait_slots || !t->proposals || !t->hints || !t->in_step || !t->predicted) {
             st = moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory for the expert cache");
         }
@@ -75,7 +74,6 @@ void moeinf_tier_free(struct moeinf_tier *t) {
     free(t->events);
     free(t->layer);
     free(t->inflight);
-    free(t->slot_id);
     free(t->slot_busy);
     free(t->wait_slots);
     free(t->proposals);
@@ -100,14 +98,12 @@ static void add_io(struct moeinf_store_counters *to, const struct moeinf_store_c
  * expert (its slot holds no valid bytes). */
 static enum moeinf_status retire_at(struct moeinf_tier *t, int i, struct moeinf_error *err) {
     int slot = t->inflight[i];
-    uint32_t id = t->slot_id[slot];
+    uint32_t id = moeinf_cache_slot_expert(t->cache, slot); /* pinned: still there */
     struct moeinf_store_counters io;
     enum moeinf_status st = moeinf_loader_retire(t->loader, slot, &io, err);
     add_io(&t->layer[layer_of(t, id)].io, &io);
     moeinf_cache_unpin(t->cache, id);
-    if (st != MOEINF_OK && moeinf_cache_slot(t->cache, id) == slot) {
-        moeinf_cache_drop(t->cache, t->policy, id);
-    }
+    if (st != MOEINF_OK) moeinf_cache_drop(t->cache, t->policy, id);
     t->slot_busy[slot] = 0;
     t->inflight[i] = t->inflight[--t->n_inflight];
     return st;
@@ -127,7 +123,6 @@ static void reap(struct moeinf_tier *t) {
 
 static void submit(struct moeinf_tier *t, int slot, uint32_t id, bool prefetch) {
     moeinf_cache_pin(t->cache, id);
-    t->slot_id[slot] = id;
     t->slot_busy[slot] = 1;
     t->inflight[t->n_inflight++] = slot;
     moeinf_loader_submit(t->loader, slot, layer_of(t, id), (int)(id % (uint32_t)t->n_experts),
@@ -138,7 +133,7 @@ static void submit(struct moeinf_tier *t, int slot, uint32_t id, bool prefetch) 
 static bool drop_queued(struct moeinf_tier *t, int i) {
     int slot = t->inflight[i];
     if (!moeinf_loader_cancel(t->loader, slot)) return false;
-    uint32_t id = t->slot_id[slot];
+    uint32_t id = moeinf_cache_slot_expert(t->cache, slot);
     moeinf_cache_unpin(t->cache, id);
     moeinf_cache_drop(t->cache, t->policy, id);
     t->layer[layer_of(t, id)].dropped_prefetches++;
@@ -147,21 +142,16 @@ static bool drop_queued(struct moeinf_tier *t, int i) {
     return true;
 }
 
-/* Waits for every read in flight, cancelling queued prefetches first. */
-static void drain(struct moeinf_tier *t) {
+void moeinf_tier_quiesce(struct moeinf_tier *t) {
     for (int i = 0; i < t->n_inflight;) {
         if (!moeinf_loader_is_prefetch(t->loader, t->inflight[i]) || !drop_queued(t, i)) i++;
     }
     for (int i = 0; i < t->n_inflight; i++) {
         uint64_t ns;
         (void)moeinf_loader_wait(t->loader, t->inflight[i], &ns, NULL);
-        t->layer[layer_of(t, t->slot_id[t->inflight[i]])].stall_ns += ns;
+        t->layer[t->step.layer].stall_ns += ns; /* the step that had to wait */
     }
     reap(t);
-}
-
-void moeinf_tier_quiesce(struct moeinf_tier *t) {
-    drain(t);
 }
 
 /* Admits `id` ahead of need and queues its read; nothing if it is resident, if the cache has
@@ -242,7 +232,7 @@ void moeinf_tier_layer_begin(struct moeinf_tier *t, int layer, const int32_t *se
      * too late to matter: drop it so that it neither occupies the disk nor a slot. */
     for (int i = 0; i < t->n_inflight;) {
         int slot = t->inflight[i];
-        uint32_t id = t->slot_id[slot];
+        uint32_t id = moeinf_cache_slot_expert(t->cache, slot);
         if (layer_of(t, id) == layer && !t->in_step[id - base] &&
             moeinf_loader_is_prefetch(t->loader, slot) && drop_queued(t, i)) {
             continue;
@@ -269,7 +259,7 @@ enum moeinf_status moeinf_tier_wave(struct moeinf_tier *t, const uint32_t **ids,
     int left = t->step.n - t->step.pos;
     int size = left < t->capacity ? left : t->capacity;
     /* The wave pins up to `size` experts: reads in flight (pinned too) must leave room. */
-    if (size > 0 && t->n_inflight + size > t->capacity) drain(t);
+    if (size > 0 && t->n_inflight + size > t->capacity) moeinf_tier_quiesce(t);
     enum moeinf_status st =
         moeinf_step_wave(&t->step, t->cache, t->policy, &t->wave_ids, t->events, &t->wave_n, err);
     if (st != MOEINF_OK) return st;

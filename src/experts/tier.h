@@ -97,10 +97,10 @@ struct moeinf_tier {
     uint64_t n_requests;
     struct moeinf_tier_counters *layer; /* (n_layers) */
     uint64_t tokens, decode_tokens;
-    /* reads in flight: slots, and per slot the expert being read (forward thread only) */
+    /* reads in flight (forward thread only); a slot's expert is the cache's, pinned while
+     * its read is in flight */
     int *inflight;        /* (capacity) slots with a job not yet retired */
     int n_inflight;
-    uint32_t *slot_id;    /* (capacity) expert of the slot's job */
     uint8_t *slot_busy;   /* (capacity) 1 while the slot is in inflight[] */
     int *wait_slots;      /* (capacity) the current wave's reads to wait for */
     int n_wait;
@@ -152,8 +152,9 @@ void moeinf_tier_wave_end(struct moeinf_tier *t);
  * that names an invalid victim). */
 enum moeinf_status moeinf_tier_layer_end(struct moeinf_tier *t, struct moeinf_error *err);
 
-/* Waits for every read in flight and retires it (before the cache's state is saved or the
- * counters are read as final). */
+/* Cancels the prefetches not yet started (dropping their experts), waits for every other
+ * read in flight and retires it: before the counters are reset, and inside a wave whose pins
+ * would not fit beside those of the reads in flight. */
 void moeinf_tier_quiesce(struct moeinf_tier *t);
 
 #endif
