@@ -18,9 +18,13 @@ struct phase_stats {
 void bench_phase_stats_set(struct phase_stats *ps, const struct moeinf_expert_stats *a,
                            const struct moeinf_expert_stats *b, double seconds);
 
-/* One row "<phase>-<run> tokens seconds tokens/s hit misses MiB-read read-s", per token. */
+/* One row "<phase>-<run> tokens seconds tokens/s hit misses MiB-read read-s stall-s", per
+ * token. */
 void bench_phase_stats_print(const char *phase, const char *run, const struct phase_stats *ps,
                              long n_tok);
+
+/* Bench's pseudo-random token ids: n of them, below n_vocab, the same for the same seed. */
+void bench_fill_ids(int32_t *ids, long n, uint64_t seed, int n_vocab);
 
 /* What ran: the model, threads, kernels, bytes per token, and which logits were computed. */
 void bench_print_header(const struct moeinf_model *model, const struct moeinf_context *ctx,

@@ -27,15 +27,7 @@ static void phase_add(struct phase_stats *acc, const struct moeinf_expert_stats 
     acc->d.bytes_read += d.d.bytes_read;
     acc->d.expert_bytes += d.d.expert_bytes;
     acc->d.read_seconds += d.d.read_seconds;
-}
-
-/* Bench's pseudo-random token ids, one sequence per request position. */
-static void fill_ids(int32_t *ids, int n, int64_t position, int n_vocab) {
-    uint64_t state = 0x9E3779B97F4A7C15ull + (uint64_t)position;
-    for (int i = 0; i < n; i++) {
-        state = state * 6364136223846793005ull + 1442695040888963407ull;
-        ids[i] = (int32_t)((state >> 33) % (uint64_t)n_vocab);
-    }
+    acc->d.stall_seconds += d.d.stall_seconds;
 }
 
 /* What one replay did: per phase, seconds and (with a cache) counters. */
@@ -84,7 +76,8 @@ static enum moeinf_status replay_call(const struct replay_run *rr,
 static enum moeinf_status replay_request(const struct replay_run *rr,
                                          const struct moeinf_route_request *rq,
                                          struct replay_totals *tot, struct moeinf_error *err) {
-    fill_ids(rr->ids, rq->n_prefill + rq->n_decode, rq->position, rr->n_vocab);
+    /* one sequence per request position */
+    bench_fill_ids(rr->ids, rq->n_prefill + rq->n_decode, (uint64_t)rq->position, rr->n_vocab);
     moeinf_context_reset(rr->ctx);
     enum moeinf_status st = MOEINF_OK;
     for (int i0 = 0; i0 < rq->n_prefill && st == MOEINF_OK; i0 += (int)rr->chunk) {

@@ -227,10 +227,8 @@ static void decode_progress(struct cli_progress *p, long r, long reps, long done
     cli_progress_tokens(p, label, done, total, seconds);
 }
 
-/* Bench's pseudo-random token ids for a run: the same every run (seed 0), or different per
- * run through a cache (seed = run + 1), so that repeated prompts do not flatter it. */
-static void fill_ids(int32_t *ids, long n, long seed, int n_vocab) {
-    uint64_t state = 0x9E3779B97F4A7C15ull + (uint64_t)seed;
+void bench_fill_ids(int32_t *ids, long n, uint64_t seed, int n_vocab) {
+    uint64_t state = 0x9E3779B97F4A7C15ull + seed;
     for (long i = 0; i < n; i++) {
         state = state * 6364136223846793005ull + 1442695040888963407ull;
         ids[i] = (int32_t)((state >> 33) % (uint64_t)n_vocab);
@@ -318,7 +316,9 @@ int cmd_bench(int argc, char **argv) {
     }
     double t_start = now_s();
     for (long r = -1; r < reps && !cli_stop_signal(); r++) {
-        fill_ids(ids, n_prompt + n_gen + 1, cached ? r + 1 : 0, n_vocab);
+        /* the same ids every run, but different ones per run through a cache, so that
+         * repeated prompts do not flatter it */
+        bench_fill_ids(ids, n_prompt + n_gen + 1, cached ? (uint64_t)(r + 1) : 0, n_vocab);
         moeinf_context_reset(ctx);
         struct moeinf_expert_stats s0;
         struct moeinf_expert_stats s1;
