@@ -25,6 +25,16 @@ static long long json_int(const char *json, const char *key) {
     return p ? strtoll(p + strlen(pat), NULL, 10) : -1;
 }
 
+/* `moeinf run` of the fixed greedy prompt on `model` with `extra` options; its exit code. */
+static int run_fox(const char *model, const char *extra, char *out, size_t out_size, char *errbuf,
+                   size_t err_size) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd,
+             "%s run -m %s -p 'The quick brown fox' -n 12 --temp 0 --print-ids %s", bin(), model,
+             extra);
+    return run_cmd(cmd, out, out_size, errbuf, err_size);
+}
+
 static void test_run_same_text_and_stats(void) {
     char model[1024];
     char cmd[4096];
@@ -35,14 +45,10 @@ static void test_run_same_text_and_stats(void) {
     char json[16384];
     if (!test_shared_path("testdata/models/tiny-mixtral-Q8_0.gguf", model, sizeof model)) return;
     test_tmp_path("cli_offload_stats.json", json_path, sizeof json_path);
-    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'The quick brown fox' -n 12 --temp 0 --print-ids",
-             bin(), model);
-    CHECK_EQ_INT(run_cmd(cmd, out_ref, sizeof out_ref, err, sizeof err), 0);
-    snprintf(cmd, sizeof cmd,
-             "%s run -m %s -p 'The quick brown fox' -n 12 --temp 0 --print-ids "
-             "--expert-cache 25%% --policy lru --stats --stats-json %s",
-             bin(), model, json_path);
-    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    CHECK_EQ_INT(run_fox(model, "", out_ref, sizeof out_ref, err, sizeof err), 0);
+    snprintf(cmd, sizeof cmd, "--expert-cache 25%% --policy lru --stats --stats-json %s",
+             json_path);
+    CHECK_EQ_INT(run_fox(model, cmd, out, sizeof out, err, sizeof err), 0);
     CHECK_MSG(strcmp(out, out_ref) == 0, "text differs:\n%s\nvs\n%s", out, out_ref);
     /* the announcement and the per-layer table */
     CHECK_STR_CONTAINS(err, "expert cache: 4 of 16 experts (25.0%)");
@@ -89,15 +95,12 @@ static void test_reading_ahead(void) {
     if (!test_shared_path("testdata/models/tiny-mixtral-Q8_0.gguf", model, sizeof model)) return;
     test_src_path("models/trained-moe-Q8_0.gguf", trained, sizeof trained);
     test_tmp_path("cli_offload_ahead.json", json_path, sizeof json_path);
-    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'The quick brown fox' -n 12 --temp 0 --print-ids",
-             bin(), model);
-    CHECK_EQ_INT(run_cmd(cmd, out_ref, sizeof out_ref, err, sizeof err), 0);
+    CHECK_EQ_INT(run_fox(model, "", out_ref, sizeof out_ref, err, sizeof err), 0);
     snprintf(cmd, sizeof cmd,
-             "%s run -m %s -p 'The quick brown fox' -n 12 --temp 0 --print-ids "
              "--expert-cache 50%% --prefetch 2 --lookahead 1 --io-threads 1 --stats "
              "--stats-json %s",
-             bin(), model, json_path);
-    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+             json_path);
+    CHECK_EQ_INT(run_fox(model, cmd, out, sizeof out, err, sizeof err), 0);
     CHECK_MSG(strcmp(out, out_ref) == 0, "text differs:\n%s\nvs\n%s", out, out_ref);
     CHECK_STR_CONTAINS(err, "gate lookahead: precision");
     CHECK_STR_CONTAINS(err, "stall");
