@@ -933,6 +933,67 @@ static void test_vec_dot_m(void) {
  * group of 8 blocks, and lengths past one prepared chunk (16384 elements) for the chunked
  * path. Buffers are sized exactly, so ASan sees any read past the last row or the activation;
  * a canary checks that nothing is written past s[nr - 1]. */
+/* gemm (where a table has one) against the scalar vec_dot of every (weight row, activation
+ * row) pair: tiles of every shape around the kernels' blockings (8 weight rows, chunks of 8
+ * and 4 activation rows, passes of 64), odd strides, and output cells it must not touch. */
+static void test_gemm(void) {
+    const struct moeinf_kernels *ref = moeinf_kernels_scalar();
+    const int64_t nrs[] = {1, 3, 8, 9, 17};
+    const int ms[] = {2, 3, 4, 5, 8, 12, 17, 64, 65, 70};
+    int n_checked = 0;
+    for (int ti = 0; ti < n_tables; ti++) {
+        const struct moeinf_kernels *k = tables[ti];
+        for (int i = 0; i < N_SUPPORTED; i++) {
+            enum moeinf_type t = supported[i];
+            if (!k->gemm[t]) continue;
+            for (int a = 0; a < 10; a++) {
+                const int64_t n = len_for(t, a % 2 ? 288 : 32 * 3);
+                const int64_t nr = nrs[a % 5];
+                const int m = ms[a];
+                const size_t rb = row_bytes(t, n);
+                const size_t w_stride = rb + 7;
+                uint8_t *w = malloc(1 + (size_t)nr * w_stride);
+                for (int64_t r = 0; r < nr; r++)
+                    make_weights(t, w + 1 + (size_t)r * w_stride, n, (r + a) % 2);
+                const size_t xb = row_bytes(moeinf_type_cpu_get((int)t)->vec_dot_type, n);
+                const size_t x_stride = xb + 12;
+                uint8_t *x = malloc(3 + (size_t)m * x_stride);
+                for (int j = 0; j < m; j++)
+                    make_activation(t, x + 3 + (size_t)j * x_stride, n);
+                const size_t y_stride = (size_t)nr + 2;
+                float *y = malloc((size_t)m * y_stride * sizeof(float));
+                for (size_t c = 0; c < (size_t)m * y_stride; c++)
+                    y[c] = -7.0f;
+                k->gemm[t](n, nr, m, y, y_stride, w + 1, w_stride, x + 3, x_stride);
+                int bad = 0;
+                int touched = 0;
+                for (int j = 0; j < m; j++) {
+                    for (int64_t r = 0; r < nr; r++) {
+                        float one = NAN;
+                        ref->vec_dot[t](n, &one, w + 1 + (size_t)r * w_stride,
+                                        x + 3 + (size_t)j * x_stride);
+                        bad += f_bits(one) != f_bits(y[(size_t)j * y_stride + (size_t)r]);
+                    }
+                    touched += y[(size_t)j * y_stride + (size_t)nr] != -7.0f;
+                    touched += y[(size_t)j * y_stride + (size_t)nr + 1] != -7.0f;
+                }
+                CHECK_MSG(bad == 0 && touched == 0,
+                          "%s gemm %s n=%lld nr=%lld m=%d: %d cells differ, %d written outside",
+                          k->name, moeinf_type_name((int)t), (long long)n, (long long)nr, m, bad,
+                          touched);
+                n_checked++;
+                free(w);
+                free(x);
+                free(y);
+            }
+        }
+    }
+    /* Every x86 table that this CPU runs has the K-quant tiles. */
+    for (int ti = 0; ti < n_tables; ti++)
+        if (tables[ti] != ref) CHECK(tables[ti]->gemm[MOEINF_TYPE_Q4_K] != NULL);
+    fprintf(stderr, "gemm: %d tiles checked\n", n_checked);
+}
+
 static void test_vec_dot_rows(void) {
     const struct moeinf_kernels *ref = moeinf_kernels_scalar();
     const int64_t nrs[] = {1, 2, 3, 5, 8, 13};
@@ -1278,6 +1339,7 @@ int main(void) {
     RUN(test_simd_to_float);
     RUN(test_simd_vec_dot);
     RUN(test_vec_dot_m);
+    RUN(test_gemm);
     RUN(test_vec_dot_rows);
     RUN(test_vec_dot_rows_extremes);
     RUN(test_axpy);

@@ -44,6 +44,11 @@ static void run_rows(const struct moeinf_kernels *kern, const struct moeinf_mm_j
                                     j->w_row_bytes, j->x);
         return;
     }
+    if (kern->gemm[j->type]) {
+        kern->gemm[j->type](j->n_in, r1 - r0, j->m, &j->y[r0], j->y_stride,
+                            j->w + (size_t)r0 * j->w_row_bytes, j->w_row_bytes, j->x, j->x_stride);
+        return;
+    }
     for (int64_t r = r0; r < r1; r++) {
         const uint8_t *w = j->w + (size_t)r * j->w_row_bytes;
         for (int t0 = 0; t0 < j->m; t0 += M_CHUNK) {

@@ -6,9 +6,10 @@
  * runs in one pool dispatch (q/k/v together; every selected expert's gate and up together).
  * The rows of all jobs, laid end to end and weighed by their cost, are cut into chunks that
  * the threads claim one after another (an atomic counter), so a thread that gets less CPU
- * time on a shared machine simply does fewer chunks. Every output element is one kernel
- * call, whichever thread makes it, and a kernel's result for a row does not depend on the
- * rows it is called with, so results do not depend on the thread count or the timing.
+ * time on a shared machine simply does fewer chunks. Prefill rows go to the type's gemm tile
+ * kernel where the table has one (the K-quants), else to vec_dot_m row by row. Every kernel's
+ * result for an output element equals vec_dot's and does not depend on the other rows it is
+ * called with, so results do not depend on the thread count, the chunking or the timing.
  */
 #ifndef MOEINF_MATMUL_H
 #define MOEINF_MATMUL_H

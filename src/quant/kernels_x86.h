@@ -904,7 +904,11 @@ INLINE float hsum8_arr(const float v[8]) {
     }                                                                                              \
     static void vec_dot_##t(int64_t n, float *s, const void *w, const void *x) {                   \
         vec_dot_rows_##t(n, 1, s, w, 0, x);                                                        \
-    }                                                                                              \
+    }
+
+/* vec_dot_m as one vec_dot per activation row (the types without a prefill kernel of their
+ * own in kernels_x86_kprefill.h). */
+#define DOT_M_BY_ROWS(t)                                                                           \
     static void vec_dot_m_##t(int64_t n, int m, float *s, const void *w, const void *x,            \
                               size_t x_stride) {                                                   \
         for (int j = 0; j < m; j++)                                                                \
@@ -917,6 +921,7 @@ INLINE float hsum8_arr(const float v[8]) {
 K_KERNELS(q4_k, 144, Q4K_STEP)
 K_KERNELS(q5_k, 176, Q5K_STEP)
 K_KERNELS(q6_k, 210, Q6K_STEP)
+#include "quant/kernels_x86_kprefill.h" /* their vec_dot_m */
 
 /* Q4_1 / Q5_1 x Q8_1 (blocks of 32): the exact dot of the unsigned quants with the int8
  * activations, then quant.h's two fmas (d_w * d_x, isum) and (m_w, s_x), in scalar code. */
@@ -935,12 +940,16 @@ INLINE void affine_step(const uint8_t *wb, bool five, const uint8_t *xb, float *
 #define Q41_STEP(wb, xb, a) affine_step((wb), false, (xb), (a))
 #define Q51_STEP(wb, xb, a) affine_step((wb), true, (xb), (a))
 BLOCK_KERNELS(q4_1, 32, 20, 36, Q41_STEP)
+DOT_M_BY_ROWS(q4_1)
 BLOCK_KERNELS(q5_1, 32, 24, 36, Q51_STEP)
+DOT_M_BY_ROWS(q5_1)
 
 #define Q2K_STEP(wb, xb, a) k2_step((wb), (xb), (a))
 #define Q3K_STEP(wb, xb, a) k3_step((wb), (xb), (a))
 K_KERNELS(q2_k, 84, Q2K_STEP)
+DOT_M_BY_ROWS(q2_k)
 K_KERNELS(q3_k, 110, Q3K_STEP)
+DOT_M_BY_ROWS(q3_k)
 
 /* Float types: memory-bound at one activation row, so simply vec_dot per row. */
 #define FLOAT_ROWS_KERNEL(fn, kind)                                                                \
@@ -1130,7 +1139,8 @@ static void to_float_q4_0(const void *x, float *y, int64_t n) {
                              vec_dot_m_q5_k, vec_dot_rows_q5_k),                                   \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q6_K, NULL, moeinf_ref_to_float_q6_k, vec_dot_q6_k,       \
                              vec_dot_m_q6_k, vec_dot_rows_q6_k),                                   \
-        .axpy_f32 = axpy_f32,                                                                      \
+        .gemm[MOEINF_TYPE_Q4_K] = gemm_q4_k, .gemm[MOEINF_TYPE_Q5_K] = gemm_q5_k,                  \
+        .gemm[MOEINF_TYPE_Q6_K] = gemm_q6_k, .axpy_f32 = axpy_f32,                                 \
     }
 
 #endif

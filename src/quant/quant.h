@@ -224,6 +224,13 @@ typedef void (*moeinf_vec_dot_m_fn)(int64_t n, int m, float *s, const void *w, c
 typedef void (*moeinf_vec_dot_rows_fn)(int64_t n, int64_t nr, float *s, const void *w,
                                        size_t w_stride, const void *x);
 
+/* y[j * y_stride + r] = dot(w row r, x row j) for r < nr and j < m: a tile of a matrix
+ * product (prefill), weight rows w_stride and activation rows x_stride bytes apart. Each
+ * weight block is prepared once for all m rows, and each activation block serves several
+ * weight rows while it is in L1. Must equal the vec_dot calls bit for bit. */
+typedef void (*moeinf_gemm_fn)(int64_t n, int64_t nr, int m, float *y, size_t y_stride,
+                               const void *w, size_t w_stride, const void *x, size_t x_stride);
+
 /* y[i] = y[i] + a * x[i] for i < n: the product rounded, then the sum (never a fused
  * multiply-add), so every table gives the bits of the plain C loop. Float helper of attention
  * (the weighted sum of V rows); x and y must not overlap. */
@@ -239,6 +246,7 @@ struct moeinf_kernels {
     moeinf_vec_dot_fn vec_dot[MOEINF_TYPE_COUNT];           /* indexed by the WEIGHT type */
     moeinf_vec_dot_m_fn vec_dot_m[MOEINF_TYPE_COUNT];       /* indexed by the WEIGHT type */
     moeinf_vec_dot_rows_fn vec_dot_rows[MOEINF_TYPE_COUNT]; /* indexed by the WEIGHT type */
+    moeinf_gemm_fn gemm[MOEINF_TYPE_COUNT]; /* by WEIGHT type; NULL: vec_dot_m row by row */
     moeinf_axpy_fn axpy_f32;                                /* float helper, all tables */
 };
 

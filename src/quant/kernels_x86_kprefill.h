@@ -1,0 +1,276 @@
+/*
+ * kernels_x86_kprefill.h - vec_dot_m (prefill: one weight row against many activation rows)
+ * for Q4_K, Q5_K and Q6_K weights x Q8_K activations. Included by kernels_x86.h after its
+ * K-quant section, whose helpers it uses; everything here is static.
+ *
+ * DESIGN: prefill is bound by arithmetic, not memory, so the work per activation row is cut
+ * to the multiply-adds themselves:
+ *   - each weight super-block is unpacked once (kq_prep: 8 vectors of 32 unsigned quants, the
+ *     int16 sub-block scale that multiplies each vector's vpmaddubsw pairs, the mins) and then
+ *     applied to KQ_ROWS activation rows, each with its own int32 accumulator in a register;
+ *   - with AVX-512 the quants go two vectors to a 512-bit register and vpdpwssd fuses the
+ *     scale multiply with the add (AVX512-VNNI); the AVX2 table uses vpmaddwd + vpaddd;
+ *   - the rows' exact integer sums are reduced together into one vector (lane j = row j), and
+ *     quant.h's float part (d_w * d_x, then one fma into A[b % 8]; the same for the mins) runs
+ *     with lane j = row j.
+ * Integer sums are exact whatever their order, and every float operation is the scalar code's
+ * (one rounding each, in the same order, lane by lane), so each row's result equals vec_dot's
+ * bit for bit. A chunk of fewer than KQ_ROWS rows repeats its first row in the unused lanes.
+ */
+#ifndef MOEINF_QUANT_KERNELS_X86_KPREFILL_H
+#define MOEINF_QUANT_KERNELS_X86_KPREFILL_H
+
+#define KQ_ROWS 8 /* activation rows per pass over a weight row */
+
+/* One unpacked weight super-block. Vector i holds quants 32i..32i+31, which meet activation
+ * quants 32i..32i+31 (Q4_K/Q5_K: the low then high nibbles of each 32-byte group; Q6_K: the
+ * four 32-element quarters of each half). */
+struct kq_prep {
+    __m256i q[8];
+    __m256i sc[8];  /* int16 multipliers of q[i]'s maddubs pairs: the sub-block scales */
+    __m256i bs_mul; /* int16 multipliers of the 16 activation bsums */
+    float d;
+    float dmin; /* Q4_K/Q5_K only */
+};
+
+/* Q4_K (five = false) or Q5_K: as k45_block. bs_mul: the mins as [m0 m0 m1 m1 ...]. */
+INLINE void kq_prep_45(const uint8_t *wb, bool five, struct kq_prep *p) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i one = _mm256_set1_epi8(1);
+    const __m128i sm = k4_scales_mins(wb + 4);
+    uint8_t sc[16];
+    _mm_storeu_si128((__m128i *)(void *)sc, sm);
+    const uint8_t *qs = wb + (five ? 48 : 16);
+    const __m256i qhv = five ? _mm256_loadu_si256((const __m256i *)(const void *)(wb + 16))
+                             : _mm256_setzero_si256();
+    for (int c = 0; c < 4; c++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(q, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        if (five) {
+            __m128i sh_lo = _mm_cvtsi32_si128(2 * c);
+            __m128i sh_hi = _mm_cvtsi32_si128(2 * c + 1);
+            lo = _mm256_or_si256(
+                lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qhv, sh_lo), one), 4));
+            hi = _mm256_or_si256(
+                hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qhv, sh_hi), one), 4));
+        }
+        p->q[2 * c] = lo;
+        p->q[2 * c + 1] = hi;
+        p->sc[2 * c] = _mm256_set1_epi16((short)sc[2 * c]);
+        p->sc[2 * c + 1] = _mm256_set1_epi16((short)sc[2 * c + 1]);
+    }
+    p->bs_mul = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
+    p->d = _cvtsh_ss(load_u16(wb));
+    p->dmin = _cvtsh_ss(load_u16(wb + 2));
+}
+
+/* Q6_K: as k6_block. bs_mul: -32 x the 16 scales, which folds the quants' -32 offset into the
+ * same sum (|32 x scale| <= 4096 fits int16; the pair sums stay far inside int32). */
+INLINE void kq_prep_6(const uint8_t *wb, struct kq_prep *p) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i m30 = _mm256_set1_epi8(0x30);
+    const int8_t *sc = (const int8_t *)(wb + 192);
+    for (int h = 0; h < 2; h++) {
+        const uint8_t *ql = wb + 64 * h;
+        __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(wb + 128 + 32 * h));
+        __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
+        __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
+        __m256i *q = &p->q[4 * h];
+        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
+                               _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
+                               _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
+                               _mm256_and_si256(qh, m30));
+        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+    }
+    for (int i = 0; i < 8; i++)
+        p->sc[i] = scale_pair(sc[2 * i], sc[2 * i + 1]);
+    __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)sc));
+    p->bs_mul = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(scales, 5));
+    p->d = _cvtsh_ss(load_u16(wb + 208));
+    p->dmin = 0;
+}
+
+/* acc + the int16 pair products of a and b, summed into int32 lanes. */
+#if defined(X86_VNNI)
+#    define KQ_DPWSSD(acc, a, b) _mm256_dpwssd_epi32((acc), (a), (b))
+#else
+#    define KQ_DPWSSD(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
+#endif
+
+/* Lane j of the result: the sum of the 8 int32 lanes of a[j]. */
+INLINE __m256i kq_reduce8(const __m256i a[8]) {
+    __m256i h01 = _mm256_hadd_epi32(a[0], a[1]);
+    __m256i h23 = _mm256_hadd_epi32(a[2], a[3]);
+    __m256i h45 = _mm256_hadd_epi32(a[4], a[5]);
+    __m256i h67 = _mm256_hadd_epi32(a[6], a[7]);
+    __m256i h03 = _mm256_hadd_epi32(h01, h23); /* rows 0-3: low halves | high halves */
+    __m256i h47 = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(h03, h47, 0x20),
+                            _mm256_permute2x128_si256(h03, h47, 0x31));
+}
+
+/* The exact integer sums of one super-block against the activation blocks x[j], j < rows
+ * (rows: 4 or 8, a constant after inlining): isum (lane j; for Q6_K with the offset term folded
+ * in) and, with mins, imin. Lanes from rows on are 0. */
+INLINE void kq_block_rows(const struct kq_prep *p, const uint8_t *const x[KQ_ROWS], int rows,
+                          bool mins, __m256i *isum, __m256i *imin) {
+    __m256i acc[KQ_ROWS];
+    __m256i bsum[KQ_ROWS];
+    for (int j = 0; j < KQ_ROWS; j++) {
+        acc[j] = _mm256_setzero_si256();
+        bsum[j] = _mm256_setzero_si256();
+    }
+#if defined(X86_AVX512)
+    __m512i acc5[KQ_ROWS];
+    for (int j = 0; j < rows; j++)
+        acc5[j] = _mm512_setzero_si512();
+    for (int u = 0; u < 4; u++) {
+        const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(p->q[2 * u]), p->q[2 * u + 1], 1);
+        const __m512i s =
+            _mm512_inserti64x4(_mm512_castsi256_si512(p->sc[2 * u]), p->sc[2 * u + 1], 1);
+        for (int j = 0; j < rows; j++) {
+            __m512i xv = _mm512_loadu_si512((const void *)(x[j] + 4 + 64 * u));
+            acc5[j] = _mm512_dpwssd_epi32(acc5[j], _mm512_maddubs_epi16(q, xv), s);
+        }
+    }
+    for (int j = 0; j < rows; j++)
+        acc[j] = _mm256_add_epi32(_mm512_castsi512_si256(acc5[j]),
+                                  _mm512_extracti64x4_epi64(acc5[j], 1));
+#else
+    for (int i = 0; i < 8; i++) {
+        const __m256i q = p->q[i];
+        const __m256i s = p->sc[i];
+        for (int j = 0; j < rows; j++) {
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x[j] + 4 + 32 * i));
+            acc[j] = KQ_DPWSSD(acc[j], _mm256_maddubs_epi16(q, xv), s);
+        }
+    }
+#endif
+    for (int j = 0; j < rows; j++) {
+        __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(x[j] + 260));
+        if (mins)
+            bsum[j] = _mm256_madd_epi16(bs, p->bs_mul);
+        else
+            acc[j] = KQ_DPWSSD(acc[j], bs, p->bs_mul);
+    }
+    *isum = kq_reduce8(acc);
+    if (mins) *imin = kq_reduce8(bsum);
+}
+
+/* d_x of the activation blocks x[j], lane j = row j (rows up to KQ_ROWS, the rest 0). */
+INLINE __m256 kq_dx(const uint8_t *const x[KQ_ROWS], int rows) {
+    float d[KQ_ROWS] = {0};
+    for (int j = 0; j < rows; j++)
+        memcpy(&d[j], x[j], sizeof d[j]);
+    return _mm256_loadu_ps(d);
+}
+
+/* One super-block's terms for a chunk of `rows` activation rows (x[j]: their blocks), added
+ * to a[k] as quant.h adds them to A[b % 8] (lane j = row j). */
+INLINE void kq_chunk(const struct kq_prep *p, const uint8_t *const x[KQ_ROWS], __m256 dx,
+                     int rows, bool mins, __m256 *a) {
+    __m256i isum;
+    __m256i imin = _mm256_setzero_si256();
+    kq_block_rows(p, x, rows, mins, &isum, &imin);
+    *a = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(p->d), dx), _mm256_cvtepi32_ps(isum), *a);
+    if (mins) {
+        const __m256 dm = _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(p->dmin), dx),
+                                        _mm256_set1_ps(-0.0f));
+        *a = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(imin), *a);
+    }
+}
+
+/* A tile of the product: up to KQ_WROWS weight rows x KQ_PASS activation rows. For each
+ * super-block, the activation blocks of the pass (KQ_PASS x 292 bytes, 18 KiB) serve all the
+ * tile's weight rows while they are in L1, and each weight block is unpacked once for the
+ * pass; the float accumulators (KQ_WROWS x KQ_PASS x 8 floats, 16 KiB) stay on the stack. */
+#define KQ_WROWS 8
+#define KQ_PASS  64
+
+struct kq_tile {
+    __m256 a[KQ_WROWS][KQ_PASS / KQ_ROWS][8]; /* [weight row][chunk][b % 8], lane = act row */
+    const uint8_t *xb[KQ_PASS / KQ_ROWS][KQ_ROWS]; /* the current super-block's activation blocks */
+    __m256 dx[KQ_PASS / KQ_ROWS];                  /* and their d_x, per chunk */
+};
+
+/* The activation blocks b of chunk c's rows (the unused lanes of a short chunk repeat its
+ * first row). */
+INLINE void kq_chunk_rows(const uint8_t *x, size_t x_stride, int j0, int rows, int64_t b,
+                          const uint8_t *xb[KQ_ROWS]) {
+    for (int j = 0; j < KQ_ROWS; j++)
+        xb[j] = x + (size_t)(j0 + (j < rows ? j : 0)) * x_stride + (size_t)b * QK_K_BYTES_X;
+}
+
+/* hsum8_arr lane by lane, ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)), and the first
+ * `rows` lanes stored y_stride floats apart. */
+INLINE void kq_store(const __m256 v[8], int rows, float *y, size_t y_stride) {
+    __m256 r = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[0], v[4]), _mm256_add_ps(v[2], v[6])),
+                             _mm256_add_ps(_mm256_add_ps(v[1], v[5]), _mm256_add_ps(v[3], v[7])));
+    float out[KQ_ROWS];
+    _mm256_storeu_ps(out, r);
+    for (int j = 0; j < rows; j++)
+        y[(size_t)j * y_stride] = out[j];
+}
+
+/* PREP(wb, &prep) unpacks one weight super-block of wbytes; mins: the type has dmin. */
+#define KQ_GEMM(t, wbytes, PREP, mins)                                                             \
+    static void gemm_tile_##t(int64_t n, int nw, int mp, float *y, size_t y_stride,                \
+                              const uint8_t *w, size_t w_stride, const uint8_t *x,                 \
+                              size_t x_stride, struct kq_tile *tile) {                             \
+        const int n_chunks = (mp + KQ_ROWS - 1) / KQ_ROWS;                                         \
+        for (int r = 0; r < nw; r++)                                                               \
+            for (int c = 0; c < n_chunks; c++)                                                     \
+                for (int k = 0; k < 8; k++)                                                        \
+                    tile->a[r][c][k] = _mm256_setzero_ps();                                        \
+        for (int64_t b = 0; b < n / 256; b++) {                                                    \
+            for (int c = 0; c < n_chunks; c++) {                                                   \
+                const int rows = mp - KQ_ROWS * c < KQ_ROWS ? mp - KQ_ROWS * c : KQ_ROWS;          \
+                kq_chunk_rows(x, x_stride, KQ_ROWS * c, rows, b, tile->xb[c]);                     \
+                tile->dx[c] = kq_dx(tile->xb[c], KQ_ROWS);                                         \
+            }                                                                                      \
+            for (int r = 0; r < nw; r++) {                                                         \
+                struct kq_prep p;                                                                  \
+                PREP(w + (size_t)r * w_stride + (size_t)b * (wbytes), &p);                         \
+                for (int c = 0; c < n_chunks; c++) {                                               \
+                    __m256 *a = &tile->a[r][c][b & 7];                                             \
+                    if (mp - KQ_ROWS * c > 4)                                                      \
+                        kq_chunk(&p, tile->xb[c], tile->dx[c], KQ_ROWS, (mins), a);                \
+                    else                                                                           \
+                        kq_chunk(&p, tile->xb[c], tile->dx[c], 4, (mins), a);                      \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        for (int r = 0; r < nw; r++)                                                               \
+            for (int c = 0; c < n_chunks; c++) {                                                   \
+                const int rows = mp - KQ_ROWS * c < KQ_ROWS ? mp - KQ_ROWS * c : KQ_ROWS;          \
+                kq_store(tile->a[r][c], rows, y + (size_t)(KQ_ROWS * c) * y_stride + r, y_stride); \
+            }                                                                                      \
+    }                                                                                              \
+    static void gemm_##t(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,   \
+                         size_t w_stride, const void *x, size_t x_stride) {                        \
+        struct kq_tile tile;                                                                       \
+        for (int64_t r0 = 0; r0 < nr; r0 += KQ_WROWS)                                              \
+            for (int j0 = 0; j0 < m; j0 += KQ_PASS)                                                \
+                gemm_tile_##t(n, nr - r0 < KQ_WROWS ? (int)(nr - r0) : KQ_WROWS,                   \
+                              m - j0 < KQ_PASS ? m - j0 : KQ_PASS,                                 \
+                              y + (size_t)j0 * y_stride + r0, y_stride,                            \
+                              (const uint8_t *)w + (size_t)r0 * w_stride, w_stride,                \
+                              (const uint8_t *)x + (size_t)j0 * x_stride, x_stride, &tile);        \
+    }                                                                                              \
+    static void vec_dot_m_##t(int64_t n, int m, float *s, const void *w, const void *x,            \
+                              size_t x_stride) {                                                   \
+        gemm_##t(n, 1, m, s, 1, w, 0, x, x_stride);                                                \
+    }
+
+#define KQ_PREP_4(wb, p) kq_prep_45((wb), false, (p))
+#define KQ_PREP_5(wb, p) kq_prep_45((wb), true, (p))
+#define KQ_PREP_6(wb, p) kq_prep_6((wb), (p))
+KQ_GEMM(q4_k, 144, KQ_PREP_4, true)
+KQ_GEMM(q5_k, 176, KQ_PREP_5, true)
+KQ_GEMM(q6_k, 210, KQ_PREP_6, false)
+
+#endif
