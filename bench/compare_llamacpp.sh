@@ -5,6 +5,7 @@
 #
 #   bench/compare_llamacpp.sh [-t "2 1"] [-p 64] [-n 32] [-r 3] [--rounds 3]
 #                             [--models "mixtral-q8_0 mixtral-q4_0 olmoe-q8_0"] [--olmoe-layers 16]
+#                             [--qwen3-layers 8]
 #
 # Equal work: llama-cpp-python's eval computes the last position's logits of every batch, so
 # `moeinf bench` does too (final norm and lm_head after every prefill micro-batch and every
@@ -20,6 +21,11 @@
 #   olmoe-*     OLMoE-1B-7B-shaped (--preset olmoe-1b-7b): 16 layers, 64 experts, top-8,
 #               n_embd 2048, expert FFN 1024, 16 heads and KV heads (Q8_0 7.3 GB;
 #               --olmoe-layers shrinks it for small disks)
+#   qwen3-*     Qwen3-30B-A3B-shaped (--preset qwen3-30b-a3b, arch qwen3moe): 128 experts,
+#               top-8, n_embd 2048, expert FFN 768, 32 heads, 4 KV heads, head dim 128; the
+#               real model's 48 layers cut to --qwen3-layers (default 8), and the llama
+#               vocabulary (32000 tokens) instead of Qwen's 151936, which leaves the lm_head
+#               a fifth of the real one's
 # Installs llama-cpp-python $LLAMA_CPP_PYTHON_VERSION if another or no version is there, or one
 # built with AMX (it compiles llama.cpp natively, -march=native less AMX: 10+ minutes on 2
 # cores). Ratios are measured in one run: these
@@ -27,11 +33,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 LLAMA_CPP_PYTHON_VERSION=0.3.36
-threads=$(nproc) prompt=64 gen=32 reps=3 rounds=3 olmoe_layers=16
+threads=$(nproc) prompt=64 gen=32 reps=3 rounds=3 olmoe_layers=16 qwen3_layers=8
 models="mixtral-q8_0 mixtral-q4_0 olmoe-q8_0"
 usage() {
   echo "usage: $0 [-t \"THREADS...\"] [-p N] [-n N] [-r N] [--rounds N] [--models \"...\"]" \
-       "[--olmoe-layers N]" >&2
+       "[--olmoe-layers N] [--qwen3-layers N]" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -44,6 +50,7 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2 ;;
     --models) models=$2 ;;
     --olmoe-layers) olmoe_layers=$2 ;;
+    --qwen3-layers) qwen3_layers=$2 ;;
     *) usage ;;
   esac
   shift 2
@@ -75,7 +82,9 @@ model_file() { # name -> path, generating the file on first use
                     --kv-heads 4 ;;
     olmoe) path=bench/models/olmoe-shape-L$olmoe_layers-$type.gguf
            set -- --preset olmoe-1b-7b --layers "$olmoe_layers" ;;
-    *) echo "unknown model '$name' (mixtral-TYPE or olmoe-TYPE)" >&2; exit 2 ;;
+    qwen3) path=bench/models/qwen3-shape-L$qwen3_layers-$type.gguf
+           set -- --preset qwen3-30b-a3b --layers "$qwen3_layers" ;;
+    *) echo "unknown model '$name' (mixtral-TYPE, olmoe-TYPE or qwen3-TYPE)" >&2; exit 2 ;;
   esac
   if [ ! -f "$path" ]; then
     "$bin" gen-model -o "$path" "$@" --type "$type" --seed 7 ${vocab:+--vocab-from "$vocab"} \
