@@ -934,8 +934,9 @@ static void test_vec_dot_m(void) {
  * path. Buffers are sized exactly, so ASan sees any read past the last row or the activation;
  * a canary checks that nothing is written past s[nr - 1]. */
 /* gemm (where a table has one) against the scalar vec_dot of every (weight row, activation
- * row) pair: tiles of every shape around the kernels' blockings (8 weight rows, chunks of 8
- * and 4 activation rows, passes of 64), odd strides, and output cells it must not touch. */
+ * row) pair: tiles of every shape around the kernels' blockings (8 weight rows; chunks of 8
+ * and 4 activation rows, passes of 32 and 64; whole and partial groups of 8 blocks), odd
+ * strides, and output cells it must not touch. */
 static void test_gemm(void) {
     const struct moeinf_kernels *ref = moeinf_kernels_scalar();
     const int64_t nrs[] = {1, 3, 8, 9, 17};
@@ -947,7 +948,7 @@ static void test_gemm(void) {
             enum moeinf_type t = supported[i];
             if (!k->gemm[t]) continue;
             for (int a = 0; a < 10; a++) {
-                const int64_t n = len_for(t, a % 2 ? 288 : 32 * 3);
+                const int64_t n = len_for(t, a % 3 == 0 ? 288 : a % 3 == 1 ? 32 * 3 : 256);
                 const int64_t nr = nrs[a % 5];
                 const int m = ms[a];
                 const size_t rb = row_bytes(t, n);

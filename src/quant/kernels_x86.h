@@ -378,6 +378,8 @@ static void vec_dot_m_q5_0(int64_t n, int m, float *s, const void *w, const void
     qdot_rows(QK_Q5_0, n, m, s, w, x, st);
 }
 
+#include "quant/kernels_x86_qprefill.h" /* gemm_q8_0, gemm_q4_0, gemm_q5_0 */
+
 /* Decode of Q5_0 (a fallback type of the Q4_K_M mix, for rows that are not whole super-blocks):
  * vec_dot per row, not yet the prepared-activation streaming of Q4_0/Q8_0. */
 static void vec_dot_rows_q5_0(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride,
@@ -1139,7 +1141,8 @@ static void to_float_q4_0(const void *x, float *y, int64_t n) {
                              vec_dot_m_q5_k, vec_dot_rows_q5_k),                                   \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q6_K, NULL, moeinf_ref_to_float_q6_k, vec_dot_q6_k,       \
                              vec_dot_m_q6_k, vec_dot_rows_q6_k),                                   \
-        .gemm[MOEINF_TYPE_Q4_K] = gemm_q4_k, .gemm[MOEINF_TYPE_Q5_K] = gemm_q5_k,                  \
+        .gemm[MOEINF_TYPE_Q8_0] = gemm_q8_0, .gemm[MOEINF_TYPE_Q4_0] = gemm_q4_0,                  \
+        .gemm[MOEINF_TYPE_Q5_0] = gemm_q5_0, .gemm[MOEINF_TYPE_Q4_K] = gemm_q4_k, .gemm[MOEINF_TYPE_Q5_K] = gemm_q5_k,                  \
         .gemm[MOEINF_TYPE_Q6_K] = gemm_q6_k, .axpy_f32 = axpy_f32,                                 \
     }
 
