@@ -70,7 +70,8 @@ static size_t row_bytes(enum moeinf_type t, int64_t n) {
 static const enum moeinf_type supported[] = {
     MOEINF_TYPE_F32,  MOEINF_TYPE_F16,  MOEINF_TYPE_BF16, MOEINF_TYPE_Q8_0, MOEINF_TYPE_Q4_0,
     MOEINF_TYPE_Q4_1, MOEINF_TYPE_Q5_0, MOEINF_TYPE_Q5_1, MOEINF_TYPE_Q2_K, MOEINF_TYPE_Q3_K,
-    MOEINF_TYPE_Q4_K, MOEINF_TYPE_Q5_K, MOEINF_TYPE_Q6_K};
+    MOEINF_TYPE_Q4_K, MOEINF_TYPE_Q5_K, MOEINF_TYPE_Q6_K, MOEINF_TYPE_IQ4_NL, MOEINF_TYPE_IQ4_XS,
+    MOEINF_TYPE_MXFP4};
 
 #define N_SUPPORTED ((int)(sizeof supported / sizeof supported[0]))
 
@@ -98,6 +99,7 @@ static const int *half_fields(enum moeinf_type t) {
     static const int q2k[] = {80, 82, -1};
     static const int q3k[] = {108, -1};
     static const int q6k[] = {208, -1};
+    static const int none[] = {-1};
     switch (t) {
     case MOEINF_TYPE_Q4_1:
     case MOEINF_TYPE_Q5_1:
@@ -110,6 +112,8 @@ static const int *half_fields(enum moeinf_type t) {
         return q3k;
     case MOEINF_TYPE_Q6_K:
         return q6k;
+    case MOEINF_TYPE_MXFP4: /* its scale is an E8M0 byte (make_weights) */
+        return none;
     default:
         return d0;
     }
@@ -140,6 +144,10 @@ static void make_weights(enum moeinf_type t, void *w, int64_t n, bool raw) {
                 while (((h >> 10) & 0x1f) > 24); /* finite, < 2^10 */
                 memcpy(p + b * (int64_t)bs + *f, &h, 2);
             }
+            /* MXFP4's E8M0 scale 2^(e-128): mostly 2^-28..2^11, sometimes the subnormal
+             * floats of e < 2 and their neighbours (the largest e overflow to inf). */
+            if (t == MOEINF_TYPE_MXFP4)
+                p[b * (int64_t)bs] = (uint8_t)(rng_u64() % 8 ? 100 + rng_u64() % 40 : rng_u64() % 4);
         }
     }
 }
@@ -205,8 +213,8 @@ static void test_traits(void) {
     CHECK_EQ_INT(n_supported, N_SUPPORTED);
     for (int i = 0; i < N_SUPPORTED; i++)
         CHECK(moeinf_type_cpu_get((int)supported[i]) != NULL);
-    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_IQ4_NL) == NULL); /* known, no kernels yet */
-    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q8_K) == NULL);   /* activation only */
+    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_IQ2_XXS) == NULL); /* known, no kernels yet */
+    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q8_K) == NULL);    /* activation only */
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q8_1) == NULL);
     CHECK(moeinf_type_cpu_get(4) == NULL); /* removed id */
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_F32)->vec_dot_type == MOEINF_TYPE_F32);
@@ -217,6 +225,9 @@ static void test_traits(void) {
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q5_0)->vec_dot_type == MOEINF_TYPE_Q8_0);
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q4_1)->vec_dot_type == MOEINF_TYPE_Q8_1);
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q5_1)->vec_dot_type == MOEINF_TYPE_Q8_1);
+    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_IQ4_NL)->vec_dot_type == MOEINF_TYPE_Q8_0);
+    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_MXFP4)->vec_dot_type == MOEINF_TYPE_Q8_0);
+    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_IQ4_XS)->vec_dot_type == MOEINF_TYPE_Q8_K);
 
     const enum moeinf_type k_types[] = {MOEINF_TYPE_Q2_K, MOEINF_TYPE_Q3_K, MOEINF_TYPE_Q4_K,
                                         MOEINF_TYPE_Q5_K, MOEINF_TYPE_Q6_K};
@@ -237,7 +248,10 @@ static void test_traits(void) {
                   {MOEINF_TYPE_Q4_K, sizeof(struct moeinf_block_q4_k)},
                   {MOEINF_TYPE_Q5_K, sizeof(struct moeinf_block_q5_k)},
                   {MOEINF_TYPE_Q6_K, sizeof(struct moeinf_block_q6_k)},
-                  {MOEINF_TYPE_Q8_K, sizeof(struct moeinf_block_q8_k)}};
+                  {MOEINF_TYPE_Q8_K, sizeof(struct moeinf_block_q8_k)},
+                  {MOEINF_TYPE_IQ4_NL, sizeof(struct moeinf_block_iq4_nl)},
+                  {MOEINF_TYPE_IQ4_XS, sizeof(struct moeinf_block_iq4_xs)},
+                  {MOEINF_TYPE_MXFP4, sizeof(struct moeinf_block_mxfp4)}};
 
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
         CHECK_EQ_INT(moeinf_type_traits_get((int)blocks[i].t)->type_size, blocks[i].size);
