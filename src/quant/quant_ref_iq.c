@@ -246,10 +246,10 @@ void moeinf_ref_quantize_iq4_xs(const float *x, void *y, int64_t n) {
     }
 }
 
-/* MXFP4: e = floor(log2(amax)) - 2 + 127 (so that amax lies in [4d, 8d) times 2 with the
- * halved d), 0 for an all-zero block, clamped to 0..255; each element the code whose value
- * d * table[k] is nearest x (first of ties), as ggml's and gguf-py's reference quantizers.
- * floor(log2) is taken exactly from the float's exponent (frexpf), where they call log2. */
+/* MXFP4: e = floor(log2(amax)) - 2 + 127 (log2f, as ggml's reference: amax then lies in
+ * [4, 8) times 2^(e-127), so it maps to the codes for 4 and 6, or past 6 to 6), 0 for an
+ * all-zero block, clamped to 0..255; each element the code whose value d * table[k] is
+ * nearest x (the first of ties), as ggml's and gguf-py's reference quantizers do. */
 void moeinf_ref_quantize_mxfp4(const float *x, void *y, int64_t n) {
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
         struct moeinf_block_mxfp4 b;
@@ -257,13 +257,9 @@ void moeinf_ref_quantize_mxfp4(const float *x, void *y, int64_t n) {
         for (int j = 0; j < 32; j++)
             amax = fabsf(x[j]) > amax ? fabsf(x[j]) : amax;
         int e = 0;
-        if (amax > 0.0f && isfinite(amax)) {
-            int ex;
-            (void)frexpf(amax, &ex); /* amax = m * 2^ex, m in [0.5, 1): floor(log2) = ex - 1 */
-            e = ex - 1 - 2 + 127;
-            e = e < 0 ? 0 : e > 255 ? 255 : e;
-        } else if (amax > 0.0f) {
-            e = 255; /* inf */
+        if (amax > 0.0f) {
+            float l = floorf(log2f(amax)) - 2.0f + 127.0f; /* inf for amax = inf */
+            e = l < 0.0f ? 0 : l > 255.0f ? 255 : (int)l;
         }
         b.e = (uint8_t)e;
         const float d = moeinf_e8m0_to_fp32_half(b.e);
