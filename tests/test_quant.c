@@ -723,12 +723,12 @@ static void test_codebook_quantizers(void) {
         for (int j = 0; j < 8; j++) {
             int ls = ((blk[4 + j / 2] >> (4 * (j % 2))) & 15) | (((sh >> (2 * j)) & 3) << 4);
             double dl = d * (ls - 32);
-            const float *xs = x + b * 256 + j * 32;
+            const float *xs = x + b * 256 + (int64_t)j * 32;
             double max = 0;
             for (int k = 0; k < 32; k++)
-                max = fabs(xs[k]) > fabs(max) ? xs[k] : max;
+                max = fabs((double)xs[k]) > fabs(max) ? xs[k] : max;
             bad_scale += fabs(dl - max / -127) > 0.5 * fabs(d) * (1 + 1e-6) + fabs(max) * 0x1p-10;
-            bad_near += check_nearest(nl, xs, y + b * 256 + j * 32, dl);
+            bad_near += check_nearest(nl, xs, y + b * 256 + (int64_t)j * 32, dl);
         }
     }
     moeinf_quantize_row_ref(MOEINF_TYPE_MXFP4, x, q, n);

@@ -1163,8 +1163,8 @@ INLINE void iq4_xs_step(const uint8_t *wb, const uint8_t *xb, float *a) {
     const __m256i table = iq_codebook(moeinf_kvalues_iq4nl);
     __m256i acc = _mm256_setzero_si256();
     for (int j = 0; j < 8; j++) {
-        __m256i w = iq_values(table, wb + 8 + 16 * j);
-        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 4 + 32 * j));
+        __m256i w = iq_values(table, wb + 8 + 16 * (size_t)j);
+        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 4 + 32 * (size_t)j));
         __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
         short sc = (short)(iq4_xs_scale_at(wb, j) - 32);
         acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(sc)));
@@ -1208,7 +1208,7 @@ static void to_float_iq4_xs(const void *x, float *y, int64_t n) {
         const float d = _cvtsh_ss(load_u16(blk));
         for (int j = 0; j < 8; j++, y += 32) {
             const float dl = d * (float)(iq4_xs_scale_at(blk, j) - 32);
-            store_scaled_i8(y, iq_values(table, blk + 8 + 16 * j), dl);
+            store_scaled_i8(y, iq_values(table, blk + 8 + 16 * (size_t)j), dl);
         }
     }
 }

@@ -78,7 +78,7 @@ void moeinf_ref_to_float_iq4_xs(const void *x, float *y, int64_t n) {
         for (int j = 0; j < 8; j++, y += 32) {
             const float dl = d * (float)(iq4_xs_scale(&b, j) - 32);
             int8_t v[32];
-            lookup32(moeinf_kvalues_iq4nl, b.qs + 16 * j, v);
+            lookup32(moeinf_kvalues_iq4nl, b.qs + 16 * (size_t)j, v);
             for (int k = 0; k < 32; k++)
                 y[k] = dl * (float)v[k];
         }
@@ -146,8 +146,8 @@ void moeinf_ref_vec_dot_iq4_xs(int64_t n, float *s, const void *w, const void *x
         int32_t isum = 0; /* |isum| <= 8 * 32 * 32 * 127 * 128 < 2^31 */
         for (int j = 0; j < 8; j++) {
             int8_t v[32];
-            lookup32(moeinf_kvalues_iq4nl, b.qs + 16 * j, v);
-            isum += (iq4_xs_scale(&b, j) - 32) * dot32(v, a.qs + 32 * j);
+            lookup32(moeinf_kvalues_iq4nl, b.qs + 16 * (size_t)j, v);
+            isum += (iq4_xs_scale(&b, j) - 32) * dot32(v, a.qs + 32 * (size_t)j);
         }
         acc[i & 7] = fmaf(f16(b.d) * a.d, (float)isum, acc[i & 7]);
     }
@@ -231,7 +231,7 @@ void moeinf_ref_quantize_iq4_xs(const float *x, void *y, int64_t n) {
         memset(&b, 0, sizeof b);
         float sub[8];
         for (int j = 0; j < 8; j++)
-            sub[j] = signed_max(x + 32 * j, 32) / -127.0f;
+            sub[j] = signed_max(x + 32 * (size_t)j, 32) / -127.0f;
         b.d = moeinf_fp32_to_fp16(signed_max(sub, 8) / -32.0f);
         const float d = f16(b.d);
         const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -240,7 +240,7 @@ void moeinf_ref_quantize_iq4_xs(const float *x, void *y, int64_t n) {
             int l = r < -32.0f ? -32 : r > 31.0f ? 31 : (int)r;
             b.scales_l[j / 2] |= (uint8_t)(((l + 32) & 15) << (4 * (j % 2)));
             b.scales_h |= (uint16_t)(((unsigned)(l + 32) >> 4) << (2 * j));
-            pack_iq4(x + 32 * j, d * (float)l, b.qs + 16 * j);
+            pack_iq4(x + 32 * (size_t)j, d * (float)l, b.qs + 16 * (size_t)j);
         }
         memcpy((uint8_t *)y + i * (int64_t)sizeof b, &b, sizeof b);
     }
