@@ -147,8 +147,8 @@ static void check_type(int type, const char *table) {
             n_argmax_differ += argmax(a, nq) != argmax(b, nq);
         }
         double rel = sqrt(diff2 / ref2);
-        fprintf(stderr, "%s %s: relative RMS difference %.4f, greedy differs at %d of %d\n",
-                table, moeinf_type_name(type), rel, n_argmax_differ, N_POS);
+        fprintf(stderr, "%s %s: relative RMS difference %.4f, greedy differs at %d of %d\n", table,
+                moeinf_type_name(type), rel, n_argmax_differ, N_POS);
         CHECK_MSG(rel < 0.06, "%s: logits differ from the F32 model's by %.4f (RMS, relative)",
                   moeinf_type_name(type), rel);
         CHECK_MSG(n_argmax_differ <= 3, "%s: greedy token differs at %d positions",

@@ -443,9 +443,8 @@ static void test_q4_k_m(void) {
  * distribution through the quantizer (mean 0, std 1/sqrt(n_embd) = 1/16 within the type's
  * rounding noise; MXFP4 clips a block's largest weights, which lowers the std). */
 static void test_k_types(void) {
-    const int types[] = {MOEINF_TYPE_Q4_K,   MOEINF_TYPE_Q6_K,   MOEINF_TYPE_Q2_K,
-                         MOEINF_TYPE_Q5_1,   MOEINF_TYPE_IQ4_NL, MOEINF_TYPE_IQ4_XS,
-                         MOEINF_TYPE_MXFP4};
+    const int types[] = {MOEINF_TYPE_Q4_K,   MOEINF_TYPE_Q6_K,   MOEINF_TYPE_Q2_K, MOEINF_TYPE_Q5_1,
+                         MOEINF_TYPE_IQ4_NL, MOEINF_TYPE_IQ4_XS, MOEINF_TYPE_MXFP4};
     const uint32_t ftypes[] = {14, 18, 10, 9, 25, 30, 38}; /* llama_ftype MOSTLY_* */
     /* iq4_nl, iq4_xs, mxfp4 measured std * 16: 0.9979, 0.9978, 0.9849 (seed 1234) */
     const double tol[] = {0.05, 0.02, 0.3, 0.05, 0.01, 0.01, 0.03};

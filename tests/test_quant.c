@@ -68,10 +68,10 @@ static size_t row_bytes(enum moeinf_type t, int64_t n) {
 }
 
 static const enum moeinf_type supported[] = {
-    MOEINF_TYPE_F32,  MOEINF_TYPE_F16,  MOEINF_TYPE_BF16, MOEINF_TYPE_Q8_0, MOEINF_TYPE_Q4_0,
-    MOEINF_TYPE_Q4_1, MOEINF_TYPE_Q5_0, MOEINF_TYPE_Q5_1, MOEINF_TYPE_Q2_K, MOEINF_TYPE_Q3_K,
-    MOEINF_TYPE_Q4_K, MOEINF_TYPE_Q5_K, MOEINF_TYPE_Q6_K, MOEINF_TYPE_IQ4_NL, MOEINF_TYPE_IQ4_XS,
-    MOEINF_TYPE_MXFP4};
+    MOEINF_TYPE_F32,  MOEINF_TYPE_F16,    MOEINF_TYPE_BF16,   MOEINF_TYPE_Q8_0,
+    MOEINF_TYPE_Q4_0, MOEINF_TYPE_Q4_1,   MOEINF_TYPE_Q5_0,   MOEINF_TYPE_Q5_1,
+    MOEINF_TYPE_Q2_K, MOEINF_TYPE_Q3_K,   MOEINF_TYPE_Q4_K,   MOEINF_TYPE_Q5_K,
+    MOEINF_TYPE_Q6_K, MOEINF_TYPE_IQ4_NL, MOEINF_TYPE_IQ4_XS, MOEINF_TYPE_MXFP4};
 
 #define N_SUPPORTED ((int)(sizeof supported / sizeof supported[0]))
 
@@ -145,9 +145,10 @@ static void make_weights(enum moeinf_type t, void *w, int64_t n, bool raw) {
                 memcpy(p + b * (int64_t)bs + *f, &h, 2);
             }
             /* MXFP4's E8M0 scale 2^(e-128): mostly 2^-28..2^11, sometimes the subnormal
-             * floats of e < 2 and their neighbours (the largest e overflow to inf). */
+             * floats of e < 2 and their neighbours (large e would make inf weights). */
             if (t == MOEINF_TYPE_MXFP4)
-                p[b * (int64_t)bs] = (uint8_t)(rng_u64() % 8 ? 100 + rng_u64() % 40 : rng_u64() % 4);
+                p[b * (int64_t)bs] =
+                    (uint8_t)(rng_u64() % 8 ? 100 + rng_u64() % 40 : rng_u64() % 4);
         }
     }
 }

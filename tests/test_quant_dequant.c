@@ -202,8 +202,8 @@ static void test_quantize_blocks(void) {
         int bad = 0;
         for (long i = 0; i < nq; i += (long)bs)
             bad += memcmp(got + i, want + i, bs) != 0;
-        CHECK_MSG(bad == 0, "%s: %d of %lld blocks differ from gguf-py's", moeinf_type_name(t),
-                  bad, n / moeinf_type_traits_get(t)->block_size);
+        CHECK_MSG(bad == 0, "%s: %d of %lld blocks differ from gguf-py's", moeinf_type_name(t), bad,
+                  n / moeinf_type_traits_get(t)->block_size);
         free(xf);
         n_types++;
     }
@@ -256,8 +256,8 @@ static void test_random_blocks(void) {
     free(got);
     CHECK_EQ_INT(n_types, 13);
 
-    const enum moeinf_type need[] = {MOEINF_TYPE_Q4_1,   MOEINF_TYPE_Q5_1,   MOEINF_TYPE_Q2_K,
-                                     MOEINF_TYPE_Q3_K,   MOEINF_TYPE_IQ4_NL, MOEINF_TYPE_IQ4_XS,
+    const enum moeinf_type need[] = {MOEINF_TYPE_Q4_1, MOEINF_TYPE_Q5_1,   MOEINF_TYPE_Q2_K,
+                                     MOEINF_TYPE_Q3_K, MOEINF_TYPE_IQ4_NL, MOEINF_TYPE_IQ4_XS,
                                      MOEINF_TYPE_MXFP4};
 
     for (int i = 0; i < 7; i++)

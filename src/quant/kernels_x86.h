@@ -1110,7 +1110,7 @@ static void to_float_q4_0(const void *x, float *y, int64_t n) {
  */
 
 #define IQ4NL_BYTES 18  /* sizeof(struct moeinf_block_iq4_nl): d, qs[16] */
-#define IQ4XS_BYTES 136 /* sizeof(struct moeinf_block_iq4_xs): d, scales_h, scales_l[4], qs[128] */
+#define IQ4XS_BYTES 136 /* sizeof(struct moeinf_block_iq4_xs): d, scales_h, scales_l, qs */
 #define MXFP4_BYTES 17  /* sizeof(struct moeinf_block_mxfp4): e, qs[16] */
 
 /* A 16-entry int8 codebook in both 128-bit lanes, for vpshufb. */

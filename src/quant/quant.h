@@ -163,7 +163,7 @@ struct moeinf_block_q6_k {
 /* Codebook types: each 4-bit quant indexes a table of 16 int8 values (moeinf_kvalues_iq4nl,
  * moeinf_kvalues_mxfp4). Element j < 16 of a block of 32 is table[qs[j] & 15] * d, element
  * j >= 16 is table[qs[j-16] >> 4] * d. */
-#define MOEINF_QK4_NL  32
+#define MOEINF_QK4_NL   32
 #define MOEINF_QK_MXFP4 32
 
 /* IQ4_NL: a non-linear 4-bit grid with one F16 scale per 32 elements. */
@@ -176,10 +176,10 @@ struct moeinf_block_iq4_nl {
  * sub-block j's scale is ((scales_l[j / 2] >> 4 * (j % 2)) & 15) | (((scales_h >> 2j) & 3) << 4),
  * minus 32, times d; its 16 bytes of indices are qs[16j .. 16j + 15], ordered as IQ4_NL's. */
 struct moeinf_block_iq4_xs {
-    uint16_t d;                          /* F16: super-block scale */
-    uint16_t scales_h;                   /* bits 4-5 of the 8 sub-block scales */
-    uint8_t scales_l[MOEINF_QK_K / 64];  /* bits 0-3, two scales per byte */
-    uint8_t qs[MOEINF_QK_K / 2];         /* two 4-bit indices per byte */
+    uint16_t d;                         /* F16: super-block scale */
+    uint16_t scales_h;                  /* bits 4-5 of the 8 sub-block scales */
+    uint8_t scales_l[MOEINF_QK_K / 64]; /* bits 0-3, two scales per byte */
+    uint8_t qs[MOEINF_QK_K / 2];        /* two 4-bit indices per byte */
 };
 
 /* MXFP4 (OCP microscaling): 4-bit E2M1 values with one E8M0 scale (a power of two, 2^(e-127))
@@ -218,8 +218,10 @@ _Static_assert(sizeof(struct moeinf_block_q4_k) == 144, "block_q4_k must be 144 
 _Static_assert(sizeof(struct moeinf_block_q5_k) == 176, "block_q5_k must be 176 bytes as in ggml");
 _Static_assert(sizeof(struct moeinf_block_q6_k) == 210, "block_q6_k must be 210 bytes as in ggml");
 _Static_assert(sizeof(struct moeinf_block_q8_k) == 292, "block_q8_k must be 292 bytes as in ggml");
-_Static_assert(sizeof(struct moeinf_block_iq4_nl) == 18, "block_iq4_nl must be 18 bytes as in ggml");
-_Static_assert(sizeof(struct moeinf_block_iq4_xs) == 136, "block_iq4_xs must be 136 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_iq4_nl) == 18,
+               "block_iq4_nl must be 18 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_iq4_xs) == 136,
+               "block_iq4_xs must be 136 bytes as in ggml");
 _Static_assert(sizeof(struct moeinf_block_mxfp4) == 17, "block_mxfp4 must be 17 bytes as in ggml");
 
 /* F16 / BF16 scalar conversions (round to nearest even). */
@@ -254,8 +256,8 @@ const struct moeinf_type_cpu *moeinf_type_cpu_get(int type);
  * the K-quants: llama.cpp's scale searches, quant_ref_k.c; MXFP4: ggml's reference); IQ4_NL
  * and IQ4_XS are simpler than llama.cpp's (which search over scales): the nearest codebook
  * value per element for a scale set by the block's largest element (quant_ref_iq.c); F32
- * copies, F16/BF16 round to nearest even. `type` must have CPU traits and n be a multiple of its block size; y holds
- * moeinf_row_bytes(type, n). */
+ * copies, F16/BF16 round to nearest even. `type` must have CPU traits and n be a multiple of its
+ * block size; y holds moeinf_row_bytes(type, n). */
 void moeinf_quantize_row_ref(enum moeinf_type type, const float *x, void *y, int64_t n);
 
 /* s[0] = dot(w row, x row), n elements; w of the table's type, x of its vec_dot_type (as

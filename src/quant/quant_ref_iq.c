@@ -170,7 +170,7 @@ REF_ROWS(iq4_nl)
 REF_ROWS(iq4_xs)
 REF_ROWS(mxfp4)
 
-/* ---- weight quantizers ------------------------------------------------------------------------ */
+/* ---- weight quantizers --------------------------------------------------------------------- */
 
 /* The index of the codebook value nearest v (the first of two at the same distance; NaN: 0). */
 static int nearest_index(const int8_t table[16], float v) {
