@@ -439,13 +439,16 @@ static void test_q4_k_m(void) {
     }
 }
 
-/* A plain K-quant applies to every big matrix; the weights keep their distribution through
- * the quantizer (mean 0, std 1/sqrt(n_embd) = 1/16 within Q4_K's rounding noise). */
+/* A plain K-quant (or codebook type) applies to every big matrix; the weights keep their
+ * distribution through the quantizer (mean 0, std 1/sqrt(n_embd) = 1/16 within the type's
+ * rounding noise; MXFP4 clips a block's largest weights, which lowers the std). */
 static void test_k_types(void) {
-    const int types[] = {MOEINF_TYPE_Q4_K, MOEINF_TYPE_Q6_K, MOEINF_TYPE_Q2_K, MOEINF_TYPE_Q5_1};
-    const uint32_t ftypes[] = {14, 18, 10, 9};
-    const double tol[] = {0.05, 0.02, 0.3, 0.05};
-    for (int k = 0; k < 4; k++) {
+    const int types[] = {MOEINF_TYPE_Q4_K,   MOEINF_TYPE_Q6_K,   MOEINF_TYPE_Q2_K, MOEINF_TYPE_Q5_1,
+                         MOEINF_TYPE_IQ4_NL, MOEINF_TYPE_IQ4_XS, MOEINF_TYPE_MXFP4};
+    const uint32_t ftypes[] = {14, 18, 10, 9, 25, 30, 38}; /* llama_ftype MOSTLY_* */
+    /* iq4_nl, iq4_xs, mxfp4 measured std * 16: 0.9979, 0.9978, 0.9849 (seed 1234) */
+    const double tol[] = {0.05, 0.02, 0.3, 0.05, 0.01, 0.01, 0.03};
+    for (int k = 0; k < 7; k++) {
         struct moeinf_gen_params p = tiny(types[k]);
         p.n_embd = 256;
         char path[512];
@@ -650,7 +653,8 @@ static void test_bad_params(void) {
     BAD((p.arch = "qwen3moe", p.n_expert = 0, p.n_expert_used = 0), "needs routed experts");
     BAD(p.type = 12, "n_embd = 64 is not a multiple of 256 (needed by q4_K)");
     BAD(p.type = 15, "type 15"); /* Q8_K: an activation type */
-    BAD(p.type = 20, "type 20"); /* IQ4_NL: no kernels */
+    BAD(p.type = 40, "type 40"); /* NVFP4: no kernels */
+    BAD(p.type = 23, "n_embd = 64 is not a multiple of 256 (needed by iq4_xs)");
     BAD(p.n_layer = 0, "layers 0");
     BAD(p.n_embd_head = 7, "odd");
     BAD(p.n_ctx_train = 0, "context length");

@@ -265,9 +265,9 @@ static void test_routing_keys(void) {
 static void test_bad_tensors(void) {
     rename_case("blk.1.attn_q.weight", "blk.1.attn_X.weight", "m_tensor.gguf", MOEINF_ERR_FORMAT,
                 "missing tensor 'blk.1.attn_q.weight'");
-    /* iq4_nl (id 20) is a ggml type the reader accepts but moeinf cannot compute with yet */
-    tensor_case("blk.0.attn_q.weight", -1, 0, 20, "m_type.gguf", MOEINF_ERR_UNSUPPORTED,
-                "has type iq4_nl, which moeinf does not support yet");
+    /* nvfp4 (id 40) is a ggml type the reader accepts but moeinf cannot compute with yet */
+    tensor_case("blk.0.attn_q.weight", -1, 0, 40, "m_type.gguf", MOEINF_ERR_UNSUPPORTED,
+                "has type nvfp4, which moeinf does not support yet");
     /* q8_K (id 15) is an activation type: no weight tensor may have it */
     tensor_case("blk.0.attn_q.weight", -1, 0, 15, "m_q8k.gguf", MOEINF_ERR_FORMAT,
                 "ne[0] = 64 is not a multiple of the block size 256 of q8_K");

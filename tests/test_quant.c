@@ -68,9 +68,10 @@ static size_t row_bytes(enum moeinf_type t, int64_t n) {
 }
 
 static const enum moeinf_type supported[] = {
-    MOEINF_TYPE_F32,  MOEINF_TYPE_F16,  MOEINF_TYPE_BF16, MOEINF_TYPE_Q8_0, MOEINF_TYPE_Q4_0,
-    MOEINF_TYPE_Q4_1, MOEINF_TYPE_Q5_0, MOEINF_TYPE_Q5_1, MOEINF_TYPE_Q2_K, MOEINF_TYPE_Q3_K,
-    MOEINF_TYPE_Q4_K, MOEINF_TYPE_Q5_K, MOEINF_TYPE_Q6_K};
+    MOEINF_TYPE_F32,  MOEINF_TYPE_F16,    MOEINF_TYPE_BF16,   MOEINF_TYPE_Q8_0,
+    MOEINF_TYPE_Q4_0, MOEINF_TYPE_Q4_1,   MOEINF_TYPE_Q5_0,   MOEINF_TYPE_Q5_1,
+    MOEINF_TYPE_Q2_K, MOEINF_TYPE_Q3_K,   MOEINF_TYPE_Q4_K,   MOEINF_TYPE_Q5_K,
+    MOEINF_TYPE_Q6_K, MOEINF_TYPE_IQ4_NL, MOEINF_TYPE_IQ4_XS, MOEINF_TYPE_MXFP4};
 
 #define N_SUPPORTED ((int)(sizeof supported / sizeof supported[0]))
 
@@ -98,6 +99,7 @@ static const int *half_fields(enum moeinf_type t) {
     static const int q2k[] = {80, 82, -1};
     static const int q3k[] = {108, -1};
     static const int q6k[] = {208, -1};
+    static const int none[] = {-1};
     switch (t) {
     case MOEINF_TYPE_Q4_1:
     case MOEINF_TYPE_Q5_1:
@@ -110,6 +112,8 @@ static const int *half_fields(enum moeinf_type t) {
         return q3k;
     case MOEINF_TYPE_Q6_K:
         return q6k;
+    case MOEINF_TYPE_MXFP4: /* its scale is an E8M0 byte (make_weights) */
+        return none;
     default:
         return d0;
     }
@@ -140,6 +144,11 @@ static void make_weights(enum moeinf_type t, void *w, int64_t n, bool raw) {
                 while (((h >> 10) & 0x1f) > 24); /* finite, < 2^10 */
                 memcpy(p + b * (int64_t)bs + *f, &h, 2);
             }
+            /* MXFP4's E8M0 scale 2^(e-128): mostly 2^-28..2^11, sometimes the subnormal
+             * floats of e < 2 and their neighbours (large e would make inf weights). */
+            if (t == MOEINF_TYPE_MXFP4)
+                p[b * (int64_t)bs] =
+                    (uint8_t)(rng_u64() % 8 ? 100 + rng_u64() % 40 : rng_u64() % 4);
         }
     }
 }
@@ -205,8 +214,8 @@ static void test_traits(void) {
     CHECK_EQ_INT(n_supported, N_SUPPORTED);
     for (int i = 0; i < N_SUPPORTED; i++)
         CHECK(moeinf_type_cpu_get((int)supported[i]) != NULL);
-    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_IQ4_NL) == NULL); /* known, no kernels yet */
-    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q8_K) == NULL);   /* activation only */
+    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_IQ2_XXS) == NULL); /* known, no kernels yet */
+    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q8_K) == NULL);    /* activation only */
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q8_1) == NULL);
     CHECK(moeinf_type_cpu_get(4) == NULL); /* removed id */
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_F32)->vec_dot_type == MOEINF_TYPE_F32);
@@ -217,6 +226,9 @@ static void test_traits(void) {
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q5_0)->vec_dot_type == MOEINF_TYPE_Q8_0);
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q4_1)->vec_dot_type == MOEINF_TYPE_Q8_1);
     CHECK(moeinf_type_cpu_get(MOEINF_TYPE_Q5_1)->vec_dot_type == MOEINF_TYPE_Q8_1);
+    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_IQ4_NL)->vec_dot_type == MOEINF_TYPE_Q8_0);
+    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_MXFP4)->vec_dot_type == MOEINF_TYPE_Q8_0);
+    CHECK(moeinf_type_cpu_get(MOEINF_TYPE_IQ4_XS)->vec_dot_type == MOEINF_TYPE_Q8_K);
 
     const enum moeinf_type k_types[] = {MOEINF_TYPE_Q2_K, MOEINF_TYPE_Q3_K, MOEINF_TYPE_Q4_K,
                                         MOEINF_TYPE_Q5_K, MOEINF_TYPE_Q6_K};
@@ -237,7 +249,10 @@ static void test_traits(void) {
                   {MOEINF_TYPE_Q4_K, sizeof(struct moeinf_block_q4_k)},
                   {MOEINF_TYPE_Q5_K, sizeof(struct moeinf_block_q5_k)},
                   {MOEINF_TYPE_Q6_K, sizeof(struct moeinf_block_q6_k)},
-                  {MOEINF_TYPE_Q8_K, sizeof(struct moeinf_block_q8_k)}};
+                  {MOEINF_TYPE_Q8_K, sizeof(struct moeinf_block_q8_k)},
+                  {MOEINF_TYPE_IQ4_NL, sizeof(struct moeinf_block_iq4_nl)},
+                  {MOEINF_TYPE_IQ4_XS, sizeof(struct moeinf_block_iq4_xs)},
+                  {MOEINF_TYPE_MXFP4, sizeof(struct moeinf_block_mxfp4)}};
 
     for (size_t i = 0; i < sizeof blocks / sizeof blocks[0]; i++)
         CHECK_EQ_INT(moeinf_type_traits_get((int)blocks[i].t)->type_size, blocks[i].size);
@@ -653,6 +668,85 @@ static void test_ref_roundtrip_bounds(void) {
     CHECK_EQ_INT(bad_int, 0);
     CHECK_EQ_INT(bad8, 0);
     CHECK_EQ_INT(bad4, 0);
+    free(x);
+    free(y);
+    free(q);
+}
+
+/* The codebook quantizers (IQ4_NL, IQ4_XS, MXFP4) on random blocks, decoded here: every
+ * element gets the codebook value nearest to it for its block's scale (up to float rounding
+ * of x / d), and the scales are as quant.h states: IQ4_NL's |d| = amax / 127 (F16),
+ * IQ4_XS's sub-block scale within half a step of the super-block scale of max_j / -127, MXFP4's
+ * 2^(e-128) with amax in [4, 8) times 2^(e-127). Then each element is within half the largest
+ * gap of its grid (IQ4_NL: 23 / 2, or 127 - 113 at the clipped end) times the scale. */
+static int check_nearest(const int8_t table[16], const float *x, const float *y, double d) {
+    int bad = 0;
+    for (int j = 0; j < 32; j++) {
+        double best = INFINITY;
+        for (int k = 0; k < 16; k++)
+            best = fmin(best, fabs((double)x[j] - d * table[k]));
+        bad += fabs((double)y[j] - x[j]) > best + fabs(d) * 1e-5 + 1e-30;
+    }
+    return bad;
+}
+
+static void test_codebook_quantizers(void) {
+    static const int8_t nl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                  1,    13,   25,  38,  53,  69,  89,  113};
+    static const int8_t fp4[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+    const int64_t n = (int64_t)256 * 33;
+    float *x = malloc((size_t)n * sizeof(float));
+    float *y = malloc((size_t)n * sizeof(float));
+    uint8_t *q = malloc(row_bytes(MOEINF_TYPE_IQ4_XS, n) + row_bytes(MOEINF_TYPE_IQ4_NL, n));
+    fill_activations(x, n);
+    int bad_near = 0;
+    int bad_scale = 0;
+    int bad_err = 0;
+    moeinf_quantize_row_ref(MOEINF_TYPE_IQ4_NL, x, q, n);
+    moeinf_dequantize_row(MOEINF_TYPE_IQ4_NL, q, y, n);
+    for (int64_t b = 0; b < n / 32; b++) {
+        double d = half_at(q + b * 18);
+        double amax = 0;
+        for (int j = 0; j < 32; j++)
+            amax = fmax(amax, fabs((double)x[b * 32 + j]));
+        bad_scale += fabs(127 * fabs(d) - amax) > amax * 0x1p-11;
+        bad_near += check_nearest(nl, x + b * 32, y + b * 32, d);
+        for (int j = 0; j < 32; j++)
+            bad_err += fabs((double)y[b * 32 + j] - x[b * 32 + j]) > 14.1 * fabs(d);
+    }
+    moeinf_quantize_row_ref(MOEINF_TYPE_IQ4_XS, x, q, n);
+    moeinf_dequantize_row(MOEINF_TYPE_IQ4_XS, q, y, n);
+    for (int64_t b = 0; b < n / 256; b++) {
+        const uint8_t *blk = q + b * 136;
+        double d = half_at(blk);
+        uint16_t sh;
+        memcpy(&sh, blk + 2, 2);
+        for (int j = 0; j < 8; j++) {
+            int ls = ((blk[4 + j / 2] >> (4 * (j % 2))) & 15) | (((sh >> (2 * j)) & 3) << 4);
+            double dl = d * (ls - 32);
+            const float *xs = x + b * 256 + (int64_t)j * 32;
+            double max = 0;
+            for (int k = 0; k < 32; k++)
+                max = fabs((double)xs[k]) > fabs(max) ? xs[k] : max;
+            bad_scale += fabs(dl - max / -127) > 0.5 * fabs(d) * (1 + 1e-6) + fabs(max) * 0x1p-10;
+            bad_near += check_nearest(nl, xs, y + b * 256 + (int64_t)j * 32, dl);
+        }
+    }
+    moeinf_quantize_row_ref(MOEINF_TYPE_MXFP4, x, q, n);
+    moeinf_dequantize_row(MOEINF_TYPE_MXFP4, q, y, n);
+    for (int64_t b = 0; b < n / 32; b++) {
+        double d = ldexp(1.0, q[b * 17] - 128);
+        double amax = 0;
+        for (int j = 0; j < 32; j++)
+            amax = fmax(amax, fabs((double)x[b * 32 + j]));
+        bad_scale += amax > 0 && !(amax >= 8 * d && amax < 16 * d);
+        bad_near += check_nearest(fp4, x + b * 32, y + b * 32, d);
+        for (int j = 0; j < 32; j++) /* gaps of 2d up to 8d, 4d to 12d; clipped past 12d */
+            bad_err += fabs((double)y[b * 32 + j] - x[b * 32 + j]) > fmax(2 * d, amax - 12 * d);
+    }
+    CHECK_EQ_INT(bad_near, 0);
+    CHECK_EQ_INT(bad_scale, 0);
+    CHECK_EQ_INT(bad_err, 0);
     free(x);
     free(y);
     free(q);
@@ -1335,6 +1429,7 @@ int main(void) {
     RUN(test_q8_0_activation_scale_rule);
     RUN(test_known_dots);
     RUN(test_ref_roundtrip_bounds);
+    RUN(test_codebook_quantizers);
     RUN(test_dot_vs_double);
     RUN(test_simd_from_float);
     RUN(test_simd_to_float);

@@ -6,7 +6,9 @@
  *   - every quantized tensor of the tiny Q4_K_M models (Q8_0, Q5_0, Q4_K, Q5_K, Q6_K): the
  *     FNV-1a 64 hash of the whole dequantized tensor;
  *   - random blocks of every block type (also the ones no tiny model holds: Q4_1, Q5_1, Q2_K,
- *     Q3_K): the expected floats themselves.
+ *     Q3_K, IQ4_NL, IQ4_XS, MXFP4): the expected floats themselves.
+ * And quantization where moeinf's reference quantizer is the package's (MXFP4): float blocks
+ * and the bytes gguf.quants.quantize() writes for them (tests/data/quantize_blocks.txt).
  * Checked for the scalar table and the table MOEINF_KERNELS names (every table when unset).
  */
 #include <errno.h>
@@ -149,39 +151,85 @@ static void test_tiny_models(void) {
     CHECK(n_k >= 6);
 }
 
+enum {
+    CAP = 1 << 16
+};
+
+/* One fixture entry: a header "type n" and two lines of hex, decoded into a and b (CAP bytes
+ * each; line holds 4 * CAP). Returns false at the end of the file or on a bad entry (which
+ * it reports); *type is the type id. */
+static bool read_entry(FILE *f, char *line, int *type, long long *n, uint8_t *a, long *na,
+                       uint8_t *b, long *nb) {
+    while (fgets(line, 4 * CAP, f) && line[0] == '#')
+        continue;
+    if (feof(f)) return false;
+    char *fld[2];
+    unsigned long long nu;
+    if (split_fields(line, fld, 2) != 2 || !parse_int(fld[1], 10, &nu) || nu > CAP / 4) {
+        CHECK_MSG(0, "bad fixture header: %.60s", line);
+        return false;
+    }
+    *n = (long long)nu;
+    *type = type_by_name(fld[0]);
+    CHECK_MSG(*type >= 0, "unknown type %s", fld[0]);
+    *na = fgets(line, 4 * CAP, f) ? decode_hex(line, a, CAP) : -1;
+    *nb = fgets(line, 4 * CAP, f) ? decode_hex(line, b, CAP) : -1;
+    CHECK_MSG(*na >= 0 && *nb >= 0, "%s: bad fixture lines", moeinf_type_name(*type));
+    return *type >= 0 && *na >= 0 && *nb >= 0;
+}
+
+/* moeinf_quantize_row_ref writes gguf-py's bytes for its float blocks. */
+static void test_quantize_blocks(void) {
+    FILE *f = open_fixture("quantize_blocks.txt");
+    if (!f) return;
+    char *line = malloc((size_t)4 * CAP);
+    uint8_t *x = malloc(CAP);
+    uint8_t *want = malloc(CAP);
+    uint8_t *got = malloc(CAP);
+    int t;
+    long long n;
+    long nx;
+    long nq;
+    int n_types = 0;
+    while (read_entry(f, line, &t, &n, x, &nx, want, &nq)) {
+        CHECK_EQ_INT(nx, n * 4);
+        CHECK_EQ_INT((size_t)nq, moeinf_row_bytes((enum moeinf_type)t, n));
+        float *xf = malloc((size_t)n * sizeof(float));
+        memcpy(xf, x, (size_t)n * sizeof(float));
+        memset(got, 0xa5, (size_t)nq);
+        moeinf_quantize_row_ref((enum moeinf_type)t, xf, got, n);
+        size_t bs = moeinf_type_traits_get(t)->type_size;
+        int bad = 0;
+        for (long i = 0; i < nq; i += (long)bs)
+            bad += memcmp(got + i, want + i, bs) != 0;
+        CHECK_MSG(bad == 0, "%s: %d of %lld blocks differ from gguf-py's", moeinf_type_name(t), bad,
+                  n / moeinf_type_traits_get(t)->block_size);
+        free(xf);
+        n_types++;
+    }
+    fclose(f);
+    free(line);
+    free(x);
+    free(want);
+    free(got);
+    CHECK_EQ_INT(n_types, 1);
+}
+
 static void test_random_blocks(void) {
     FILE *f = open_fixture("dequant_blocks.txt");
     if (!f) return;
-
-    enum {
-        CAP = 1 << 16
-    };
-
     char *line = malloc((size_t)4 * CAP);
     uint8_t *blocks = malloc(CAP);
     uint8_t *want = malloc(CAP);
     float *got = malloc(CAP);
     int n_types = 0;
     bool seen[MOEINF_TYPE_COUNT] = {false};
-    while (fgets(line, 4 * CAP, f)) {
-        if (line[0] == '#') continue;
-        char *fld[2];
-        unsigned long long nu;
-        if (split_fields(line, fld, 2) != 2 || !parse_int(fld[1], 10, &nu) || nu > CAP / 4) {
-            CHECK_MSG(0, "bad fixture header: %.60s", line);
-            break;
-        }
-        char type[32];
-        snprintf(type, sizeof type, "%s", fld[0]);
-        const long long n = (long long)nu;
-        int t = type_by_name(type);
-        CHECK_MSG(t >= 0, "unknown type %s", type);
-        long nb = fgets(line, 4 * CAP, f) ? decode_hex(line, blocks, CAP) : -1;
-        long nf = fgets(line, 4 * CAP, f) ? decode_hex(line, want, CAP) : -1;
-        if (t < 0 || nb < 0 || nf < 0) {
-            CHECK_MSG(0, "%s: bad fixture lines", type);
-            break;
-        }
+    int t;
+    long long n;
+    long nb;
+    long nf;
+    while (read_entry(f, line, &t, &n, blocks, &nb, want, &nf)) {
+        const char *type = moeinf_type_name(t);
         CHECK_EQ_INT((size_t)nb, moeinf_row_bytes((enum moeinf_type)t, n));
         CHECK_EQ_INT(nf, n * 4);
         for (int ti = 0; ti < n_tables; ti++) {
@@ -206,12 +254,13 @@ static void test_random_blocks(void) {
     free(blocks);
     free(want);
     free(got);
-    CHECK_EQ_INT(n_types, 10);
+    CHECK_EQ_INT(n_types, 13);
 
-    const enum moeinf_type need[] = {MOEINF_TYPE_Q4_1, MOEINF_TYPE_Q5_1, MOEINF_TYPE_Q2_K,
-                                     MOEINF_TYPE_Q3_K};
+    const enum moeinf_type need[] = {MOEINF_TYPE_Q4_1, MOEINF_TYPE_Q5_1,   MOEINF_TYPE_Q2_K,
+                                     MOEINF_TYPE_Q3_K, MOEINF_TYPE_IQ4_NL, MOEINF_TYPE_IQ4_XS,
+                                     MOEINF_TYPE_MXFP4};
 
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < 7; i++)
         CHECK_MSG(seen[need[i]], "no blocks of %s", moeinf_type_name((int)need[i]));
 }
 
@@ -228,6 +277,7 @@ int main(void) {
         if (moeinf_kernels_avx512()) tables[n_tables++] = moeinf_kernels_avx512();
     }
     RUN(test_random_blocks);
+    RUN(test_quantize_blocks);
     RUN(test_tiny_models);
     return test_report();
 }

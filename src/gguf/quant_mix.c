@@ -30,6 +30,9 @@ static const struct {
     {"q4_k", MOEINF_TYPE_Q4_K, 14},         /* MOSTLY_Q4_K_S */
     {"q5_k", MOEINF_TYPE_Q5_K, 16},         /* MOSTLY_Q5_K_S */
     {"q6_k", MOEINF_TYPE_Q6_K, 18},         /* MOSTLY_Q6_K */
+    {"iq4_nl", MOEINF_TYPE_IQ4_NL, 25},     /* MOSTLY_IQ4_NL */
+    {"iq4_xs", MOEINF_TYPE_IQ4_XS, 30},     /* MOSTLY_IQ4_XS */
+    {"mxfp4", MOEINF_TYPE_MXFP4, 38},       /* MOSTLY_MXFP4_MOE */
     {"q4_k_m", MOEINF_GEN_TYPE_Q4_K_M, 15}, /* MOSTLY_Q4_K_M */
 };
 
@@ -48,7 +51,8 @@ const char *moeinf_gen_type_name(int type) {
 }
 
 const char *moeinf_gen_type_names(void) {
-    return "f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, q4_k_m";
+    return "f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, "
+           "iq4_xs, mxfp4, q4_k_m";
 }
 
 bool moeinf_gen_type_is_plain(int type) {

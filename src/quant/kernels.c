@@ -51,6 +51,9 @@ static const struct moeinf_kernels scalar_table = {
     REF_BLOCK(MOEINF_TYPE_Q4_K, q4_k),
     REF_BLOCK(MOEINF_TYPE_Q5_K, q5_k),
     REF_BLOCK(MOEINF_TYPE_Q6_K, q6_k),
+    REF_BLOCK(MOEINF_TYPE_IQ4_NL, iq4_nl),
+    REF_BLOCK(MOEINF_TYPE_IQ4_XS, iq4_xs),
+    REF_BLOCK(MOEINF_TYPE_MXFP4, mxfp4),
     .axpy_f32 = moeinf_ref_axpy_f32,
 };
 

@@ -1108,6 +1108,125 @@ static void to_float_q4_0(const void *x, float *y, int64_t n) {
     }
 }
 
+/* ---- codebook types (IQ4_NL, MXFP4 x Q8_0; IQ4_XS x Q8_K) ---------------------------------------
+ *
+ * DESIGN: each 4-bit index becomes its int8 codebook value with one vpshufb (the 16-entry
+ * table in both 128-bit lanes), and the values meet the activation quants in the sign trick
+ * of dot_i8 (|value| <= 127, so it is exact for activations in [-127, 127], which from_float
+ * gives for finite input). IQ4_XS multiplies each sub-block's int16 pair sums by its scale
+ * with vpmaddwd (|pair| <= 2 * 127 * 127, times 32: exact in int32). The float part, one fma
+ * into A[b % 8] per block, is the scalar code of quant_ref_iq.c, so the results are the
+ * scalar twin's bit for bit; rows and prefill use the BLOCK_KERNELS driver as Q4_1 and Q5_1
+ * do (one block at a time, not yet the prepared-activation groups of Q4_0/Q8_0).
+ */
+
+#define IQ4NL_BYTES 18  /* sizeof(struct moeinf_block_iq4_nl): d, qs[16] */
+#define IQ4XS_BYTES 136 /* sizeof(struct moeinf_block_iq4_xs): d, scales_h, scales_l, qs */
+#define MXFP4_BYTES 17  /* sizeof(struct moeinf_block_mxfp4): e, qs[16] */
+
+/* A 16-entry int8 codebook in both 128-bit lanes, for vpshufb. */
+INLINE __m256i iq_codebook(const int8_t table[16]) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)table));
+}
+
+/* The 32 codebook values of 16 bytes of indices, element order (low nibbles, then high). */
+INLINE __m256i iq_values(__m256i table, const uint8_t *qs) {
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)qs));
+    v = _mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4));
+    return _mm256_shuffle_epi8(table, _mm256_and_si256(v, _mm256_set1_epi8(0x0f)));
+}
+
+/* The sum of 8 int32 lanes (exact, any order). */
+INLINE int32_t iq_hsum_epi32(__m256i p) {
+    __m128i r = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4e));
+    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0xb1));
+    return _mm_cvtsi128_si32(r);
+}
+
+/* MXFP4's halved E8M0 scale, 2^(e-128), as moeinf_e8m0_to_fp32_half. */
+INLINE float iq_e8m0_half(uint8_t e) {
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* The 6-bit stored scale of sub-block j of an IQ4_XS block (the factor is this minus 32). */
+INLINE int iq4_xs_scale_at(const uint8_t *wb, int j) {
+    return ((wb[4 + j / 2] >> (4 * (j % 2))) & 15) | (((load_u16(wb + 2) >> (2 * j)) & 3) << 4);
+}
+
+INLINE void iq4_nl_step(const uint8_t *wb, const uint8_t *xb, float *a) {
+    __m256i w = iq_values(iq_codebook(moeinf_kvalues_iq4nl), wb + 2);
+    __m256i p = dot_i8(w, _mm256_loadu_si256((const __m256i *)(const void *)(xb + 2)));
+    *a = fmaf(_cvtsh_ss(load_u16(wb)) * _cvtsh_ss(load_u16(xb)), (float)iq_hsum_epi32(p), *a);
+}
+
+INLINE void mxfp4_step(const uint8_t *wb, const uint8_t *xb, float *a) {
+    __m256i w = iq_values(iq_codebook(moeinf_kvalues_mxfp4), wb + 1);
+    __m256i p = dot_i8(w, _mm256_loadu_si256((const __m256i *)(const void *)(xb + 2)));
+    *a = fmaf(iq_e8m0_half(wb[0]) * _cvtsh_ss(load_u16(xb)), (float)iq_hsum_epi32(p), *a);
+}
+
+/* One IQ4_XS super-block against a Q8_K block (d f32, qs[256], bsums). */
+INLINE void iq4_xs_step(const uint8_t *wb, const uint8_t *xb, float *a) {
+    const __m256i table = iq_codebook(moeinf_kvalues_iq4nl);
+    __m256i acc = _mm256_setzero_si256();
+    for (int j = 0; j < 8; j++) {
+        __m256i w = iq_values(table, wb + 8 + 16 * (size_t)j);
+        __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 4 + 32 * (size_t)j));
+        __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
+        short sc = (short)(iq4_xs_scale_at(wb, j) - 32);
+        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(sc)));
+    }
+    float dx;
+    memcpy(&dx, xb, sizeof dx);
+    *a = fmaf(_cvtsh_ss(load_u16(wb)) * dx, (float)iq_hsum_epi32(acc), *a);
+}
+
+#define IQ4NL_STEP(wb, xb, a) iq4_nl_step((wb), (xb), (a))
+#define MXFP4_STEP(wb, xb, a) mxfp4_step((wb), (xb), (a))
+#define IQ4XS_STEP(wb, xb, a) iq4_xs_step((wb), (xb), (a))
+BLOCK_KERNELS(iq4_nl, 32, IQ4NL_BYTES, Q8_BYTES, IQ4NL_STEP)
+DOT_M_BY_ROWS(iq4_nl)
+BLOCK_KERNELS(mxfp4, 32, MXFP4_BYTES, Q8_BYTES, MXFP4_STEP)
+DOT_M_BY_ROWS(mxfp4)
+BLOCK_KERNELS(iq4_xs, 256, IQ4XS_BYTES, (int)sizeof(struct moeinf_block_q8_k), IQ4XS_STEP)
+DOT_M_BY_ROWS(iq4_xs)
+
+/* Dequantization: the codebook values times the (sub-)block's scale, as the scalar twin. */
+static void to_float_iq4_nl(const void *x, float *y, int64_t n) {
+    const __m256i table = iq_codebook(moeinf_kvalues_iq4nl);
+    const uint8_t *in = x;
+    for (int64_t b = 0; b < n / 32; b++, y += 32) {
+        const uint8_t *blk = in + (size_t)b * IQ4NL_BYTES;
+        store_scaled_i8(y, iq_values(table, blk + 2), _cvtsh_ss(load_u16(blk)));
+    }
+}
+
+static void to_float_mxfp4(const void *x, float *y, int64_t n) {
+    const __m256i table = iq_codebook(moeinf_kvalues_mxfp4);
+    const uint8_t *in = x;
+    for (int64_t b = 0; b < n / 32; b++, y += 32) {
+        const uint8_t *blk = in + (size_t)b * MXFP4_BYTES;
+        store_scaled_i8(y, iq_values(table, blk + 1), iq_e8m0_half(blk[0]));
+    }
+}
+
+static void to_float_iq4_xs(const void *x, float *y, int64_t n) {
+    const __m256i table = iq_codebook(moeinf_kvalues_iq4nl);
+    const uint8_t *in = x;
+    for (int64_t b = 0; b < n / 256; b++) {
+        const uint8_t *blk = in + (size_t)b * IQ4XS_BYTES;
+        const float d = _cvtsh_ss(load_u16(blk));
+        for (int j = 0; j < 8; j++, y += 32) {
+            const float dl = d * (float)(iq4_xs_scale_at(blk, j) - 32);
+            store_scaled_i8(y, iq_values(table, blk + 8 + 16 * (size_t)j), dl);
+        }
+    }
+}
+
 #define X86_TABLE(table_name)                                                                      \
     {                                                                                              \
         .name = (table_name),                                                                      \
@@ -1141,9 +1260,16 @@ static void to_float_q4_0(const void *x, float *y, int64_t n) {
                              vec_dot_m_q5_k, vec_dot_rows_q5_k),                                   \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q6_K, NULL, moeinf_ref_to_float_q6_k, vec_dot_q6_k,       \
                              vec_dot_m_q6_k, vec_dot_rows_q6_k),                                   \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_IQ4_NL, NULL, to_float_iq4_nl, vec_dot_iq4_nl,            \
+                             vec_dot_m_iq4_nl, vec_dot_rows_iq4_nl),                               \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_IQ4_XS, NULL, to_float_iq4_xs, vec_dot_iq4_xs,            \
+                             vec_dot_m_iq4_xs, vec_dot_rows_iq4_xs),                               \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_MXFP4, NULL, to_float_mxfp4, vec_dot_mxfp4,               \
+                             vec_dot_m_mxfp4, vec_dot_rows_mxfp4),                                 \
         .gemm[MOEINF_TYPE_Q8_0] = gemm_q8_0, .gemm[MOEINF_TYPE_Q4_0] = gemm_q4_0,                  \
-        .gemm[MOEINF_TYPE_Q5_0] = gemm_q5_0, .gemm[MOEINF_TYPE_Q4_K] = gemm_q4_k, .gemm[MOEINF_TYPE_Q5_K] = gemm_q5_k,                  \
-        .gemm[MOEINF_TYPE_Q6_K] = gemm_q6_k, .axpy_f32 = axpy_f32,                                 \
+        .gemm[MOEINF_TYPE_Q5_0] = gemm_q5_0, .gemm[MOEINF_TYPE_Q4_K] = gemm_q4_k,                  \
+        .gemm[MOEINF_TYPE_Q5_K] = gemm_q5_k, .gemm[MOEINF_TYPE_Q6_K] = gemm_q6_k,                  \
+        .axpy_f32 = axpy_f32,                                                                      \
     }
 
 #endif

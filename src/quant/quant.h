@@ -11,6 +11,7 @@
  *   Q2_K..Q6_K       x Q8_K   (blocks of 256: iscale = -127/m with m the signed element of
  *                              largest magnitude, q = min(127, round-half-even(iscale * x)),
  *                              d = 1/iscale in F32, bsums = sums of each 16 quants)
+ *   IQ4_NL, MXFP4    x Q8_0;   IQ4_XS x Q8_K
  * Block dot products are exact integer sums scaled by d_w * d_x.
  *
  * Kernel tables: moeinf_kernels_scalar() is the reference (portable C); the AVX2 and AVX-512
@@ -36,6 +37,13 @@
  *     A[b % 8] = fma(d_w[b] * d_x[b], (float)isum_b, A[b % 8]);
  *     A[b % 8] = fma(-(dmin_w[b] * d_x[b]), (float)imin_b, A[b % 8])   (Q2_K, Q4_K, Q5_K);
  *     s = hsum8(A)
+ *   IQ4_NL, MXFP4 (blocks of 32; isum_b = the exact integer dot of the codebook values,
+ *   int8, with the activation quants; MXFP4's d_w is its E8M0 scale halved, the codebook
+ *   holding the doubled E2M1 values):
+ *     A[b % 8] = fma(d_w[b] * d_x[b], (float)isum_b, A[b % 8]);  s = hsum8(A)
+ *   IQ4_XS (super-blocks of 256; isum_b = sum over its 8 sub-blocks of 32 of (scale - 32) *
+ *   the exact codebook dot, an int32):
+ *     A[b % 8] = fma(d_w[b] * d_x[b], (float)isum_b, A[b % 8]);  s = hsum8(A)
  *   hsum8(v) = ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7))
  * (AVX2 keeps P in four 8-lane accumulators and A in one; AVX-512 in two 16-lane ones; the
  * K-quant kernels compute isum/imin in vectors and the two fmas per super-block in scalar
@@ -152,6 +160,44 @@ struct moeinf_block_q6_k {
     uint16_t d;
 };
 
+/* Codebook types: each 4-bit quant indexes a table of 16 int8 values (moeinf_kvalues_iq4nl,
+ * moeinf_kvalues_mxfp4). Element j < 16 of a block of 32 is table[qs[j] & 15] * d, element
+ * j >= 16 is table[qs[j-16] >> 4] * d. */
+#define MOEINF_QK4_NL   32
+#define MOEINF_QK_MXFP4 32
+
+/* IQ4_NL: a non-linear 4-bit grid with one F16 scale per 32 elements. */
+struct moeinf_block_iq4_nl {
+    uint16_t d;                    /* scale, F16 bits */
+    uint8_t qs[MOEINF_QK4_NL / 2]; /* two 4-bit indices per byte */
+};
+
+/* IQ4_XS: IQ4_NL's grid in super-blocks of 256 with a 6-bit scale per sub-block of 32:
+ * sub-block j's scale is ((scales_l[j / 2] >> 4 * (j % 2)) & 15) | (((scales_h >> 2j) & 3) << 4),
+ * minus 32, times d; its 16 bytes of indices are qs[16j .. 16j + 15], ordered as IQ4_NL's. */
+struct moeinf_block_iq4_xs {
+    uint16_t d;                         /* F16: super-block scale */
+    uint16_t scales_h;                  /* bits 4-5 of the 8 sub-block scales */
+    uint8_t scales_l[MOEINF_QK_K / 64]; /* bits 0-3, two scales per byte */
+    uint8_t qs[MOEINF_QK_K / 2];        /* two 4-bit indices per byte */
+};
+
+/* MXFP4 (OCP microscaling): 4-bit E2M1 values with one E8M0 scale (a power of two, 2^(e-127))
+ * per 32 elements. The codebook holds the E2M1 values doubled (so that they are integers),
+ * and d is the E8M0 value halved: 2^(e-128), a subnormal float for e < 2. */
+struct moeinf_block_mxfp4 {
+    uint8_t e;                       /* E8M0 exponent */
+    uint8_t qs[MOEINF_QK_MXFP4 / 2]; /* two 4-bit E2M1 codes per byte */
+};
+
+/* The codebooks (facts from ggml): IQ4_NL's grid and MXFP4's doubled E2M1 values (sign in
+ * bit 3, so code 8 is -0). */
+extern const int8_t moeinf_kvalues_iq4nl[16];
+extern const int8_t moeinf_kvalues_mxfp4[16];
+
+/* The float of MXFP4's halved E8M0 scale, 2^(e-128) (exact for every e). */
+float moeinf_e8m0_to_fp32_half(uint8_t e);
+
 /* The activation partner of the K-quants: d in F32, int8 quants, and the sums of each 16
  * quants (which the kernels use for the mins and offsets). */
 struct moeinf_block_q8_k {
@@ -172,6 +218,11 @@ _Static_assert(sizeof(struct moeinf_block_q4_k) == 144, "block_q4_k must be 144 
 _Static_assert(sizeof(struct moeinf_block_q5_k) == 176, "block_q5_k must be 176 bytes as in ggml");
 _Static_assert(sizeof(struct moeinf_block_q6_k) == 210, "block_q6_k must be 210 bytes as in ggml");
 _Static_assert(sizeof(struct moeinf_block_q8_k) == 292, "block_q8_k must be 292 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_iq4_nl) == 18,
+               "block_iq4_nl must be 18 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_iq4_xs) == 136,
+               "block_iq4_xs must be 136 bytes as in ggml");
+_Static_assert(sizeof(struct moeinf_block_mxfp4) == 17, "block_mxfp4 must be 17 bytes as in ggml");
 
 /* F16 / BF16 scalar conversions (round to nearest even). */
 uint16_t moeinf_fp32_to_fp16(float f);
@@ -202,9 +253,11 @@ const struct moeinf_type_cpu *moeinf_type_cpu_get(int type);
  * is also what llama-quantize uses without an imatrix (Q8_0: d = amax/127, q = roundf(x/d);
  * Q4_0: d = -max/8 with max the signed element of largest magnitude, q = min(15,
  * (int)(x/d + 8.5)); Q5_0 likewise with 16; Q4_1/Q5_1: d = (max - min)/(2^bits - 1), m = min;
- * the K-quants: llama.cpp's scale searches, quant_ref_k.c); F32 copies, F16/BF16 round to
- * nearest even. `type` must have CPU traits and n be a multiple of its block size; y holds
- * moeinf_row_bytes(type, n). */
+ * the K-quants: llama.cpp's scale searches, quant_ref_k.c; MXFP4: ggml's reference); IQ4_NL
+ * and IQ4_XS are simpler than llama.cpp's (which search over scales): the nearest codebook
+ * value per element for a scale set by the block's largest element (quant_ref_iq.c); F32
+ * copies, F16/BF16 round to nearest even. `type` must have CPU traits and n be a multiple of its
+ * block size; y holds moeinf_row_bytes(type, n). */
 void moeinf_quantize_row_ref(enum moeinf_type type, const float *x, void *y, int64_t n);
 
 /* s[0] = dot(w row, x row), n elements; w of the table's type, x of its vec_dot_type (as

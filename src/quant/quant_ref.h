@@ -65,6 +65,10 @@ void moeinf_ref_quantize_q3_k(const float *x, void *y, int64_t n);
 void moeinf_ref_quantize_q4_k(const float *x, void *y, int64_t n);
 void moeinf_ref_quantize_q5_k(const float *x, void *y, int64_t n);
 void moeinf_ref_quantize_q6_k(const float *x, void *y, int64_t n);
+/* The codebook types (quant_ref_iq.c): nearest-codebook quantizers, see there. */
+void moeinf_ref_quantize_iq4_nl(const float *x, void *y, int64_t n);
+void moeinf_ref_quantize_iq4_xs(const float *x, void *y, int64_t n);
+void moeinf_ref_quantize_mxfp4(const float *x, void *y, int64_t n);
 
 #define MOEINF_REF_DECLARE_BLOCK_TYPE(t)                                                           \
     void moeinf_ref_to_float_##t(const void *x, float *y, int64_t n);                              \
@@ -82,6 +86,9 @@ MOEINF_REF_DECLARE_BLOCK_TYPE(q3_k)
 MOEINF_REF_DECLARE_BLOCK_TYPE(q4_k)
 MOEINF_REF_DECLARE_BLOCK_TYPE(q5_k)
 MOEINF_REF_DECLARE_BLOCK_TYPE(q6_k)
+MOEINF_REF_DECLARE_BLOCK_TYPE(iq4_nl)
+MOEINF_REF_DECLARE_BLOCK_TYPE(iq4_xs)
+MOEINF_REF_DECLARE_BLOCK_TYPE(mxfp4)
 void moeinf_ref_to_float_q8_1(const void *x, float *y, int64_t n);
 void moeinf_ref_to_float_q8_k(const void *x, float *y, int64_t n);
 

@@ -32,6 +32,9 @@ static const struct moeinf_type_cpu cpu_table[MOEINF_TYPE_COUNT] = {
     [MOEINF_TYPE_Q4_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q4_k},
     [MOEINF_TYPE_Q5_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q5_k},
     [MOEINF_TYPE_Q6_K] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_q6_k},
+    [MOEINF_TYPE_IQ4_NL] = {MOEINF_TYPE_Q8_0, moeinf_ref_quantize_iq4_nl},
+    [MOEINF_TYPE_IQ4_XS] = {MOEINF_TYPE_Q8_K, moeinf_ref_quantize_iq4_xs},
+    [MOEINF_TYPE_MXFP4] = {MOEINF_TYPE_Q8_0, moeinf_ref_quantize_mxfp4},
 };
 
 const struct moeinf_type_cpu *moeinf_type_cpu_get(int type) {
