@@ -1,0 +1,214 @@
+/*
+ * kernels_x86_krows.h - the AVX-512 decode kernels (vec_dot_rows: many weight rows against
+ * one activation row) for Q4_K, Q5_K and Q6_K. Included by kernels_x86.h after its K-quant
+ * section, whose helpers it uses; compiled only into the AVX-512 table (the AVX2 table keeps
+ * the per-row kernels of kernels_x86.h).
+ *
+ * DESIGN: decode streams every weight byte once, so the kernel must cost less than the memory
+ * time of a block, with room to spare. The per-row kernel spends most of its instructions on
+ * per-block bookkeeping (scales spread one by one, a horizontal sum, scalar float steps). Here
+ * eight weight rows, far apart in the matrix (eight memory streams, which this machine's DRAM
+ * needs to reach its bandwidth), go through each super-block together:
+ *   - the activation block stays in four 512-bit registers for the eight rows;
+ *   - each row's quants are unpacked 64 at a time (a 32-byte load broadcast to both halves,
+ *     the upper half shifted), its sub-block scales spread with one vpermw per 64 quants, and
+ *     vpmaddubsw + vpdpwssd accumulate the exact integer sum;
+ *   - the eight rows' sums are reduced together (lane k = row k) and quant.h's float steps
+ *     (d_w * d_x, one fma into A[b % 8]; the mins likewise) run with lane k = row k.
+ * Integer sums are exact in any order and every float operation is the scalar code's, so
+ * each row's result equals vec_dot's bit for bit.
+ */
+#ifndef MOEINF_QUANT_KERNELS_X86_KROWS_H
+#define MOEINF_QUANT_KERNELS_X86_KROWS_H
+
+#if defined(X86_AVX512)
+
+#    define KR_ROWS 8
+
+/* vpermw indices: lanes 0-15 take int16 lane a, lanes 16-31 lane b. */
+INLINE __m512i kr_pair_idx(int a, int b) {
+    return _mm512_inserti64x4(_mm512_set1_epi16((short)a), _mm256_set1_epi16((short)b), 1);
+}
+
+/* lanes 8j..8j+7 take int16 lane 4u + j (j < 4): the four Q6_K scales of 64 quants. */
+INLINE __m512i kr_quad_idx(int u) {
+    return _mm512_setr_epi64(0x0001000100010001LL * (4 * u), 0x0001000100010001LL * (4 * u),
+                             0x0001000100010001LL * (4 * u + 1), 0x0001000100010001LL * (4 * u + 1),
+                             0x0001000100010001LL * (4 * u + 2), 0x0001000100010001LL * (4 * u + 2),
+                             0x0001000100010001LL * (4 * u + 3), 0x0001000100010001LL * (4 * u + 3));
+}
+
+/* The activation block: quants 64u..64u+63 in xq[u], the 16 bsums, d_x. */
+struct kr_x {
+    __m512i xq[4];
+    __m256i bs;
+    __m256 dx;
+};
+
+INLINE void kr_load_x(const uint8_t *xb, struct kr_x *x) {
+    for (int u = 0; u < 4; u++)
+        x->xq[u] = _mm512_loadu_si512((const void *)(xb + 4 + 64 * u));
+    x->bs = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 260));
+    x->dx = _mm256_set1_ps(k_d_x(xb));
+}
+
+/* Row sums of a Q4_K (five = false) or Q5_K block: acc (16 int32 lanes summing to isum) and
+ * the mins' int32 lanes (summing to imin). */
+INLINE void kr_45_row(const uint8_t *wb, bool five, const struct kr_x *x, const __m512i idx[4],
+                      __m256i *acc, __m256i *mins) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m128i sm = k4_scales_mins(wb + 4);
+    const __m512i s16 = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(sm)); /* lanes 0-7: scales */
+    const uint8_t *qs = wb + (five ? 48 : 16);
+    __m512i qh = _mm512_setzero_si512();
+    if (five)
+        qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(wb + 16)));
+    __m512i a = _mm512_setzero_si512();
+    for (int u = 0; u < 4; u++) {
+        __m512i q = _mm512_broadcast_i64x4(
+            _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * u)));
+        q = _mm512_and_si512(_mm512_mask_srli_epi16(q, 0xFFFF0000u, q, 4), m4);
+        if (five) {
+            /* bit 2u (low half) or 2u + 1 (high half) of each qh byte, as bit 4 */
+            const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * u)),
+                                                  _mm256_set1_epi16((short)(2 * u + 1)), 1);
+            __m512i hb = _mm512_and_si512(_mm512_srlv_epi16(qh, sh), _mm512_set1_epi8(1));
+            q = _mm512_or_si512(q, _mm512_slli_epi16(hb, 4));
+        }
+        a = _mm512_dpwssd_epi32(a, _mm512_maddubs_epi16(q, x->xq[u]),
+                                _mm512_permutexvar_epi16(idx[u], s16));
+    }
+    *acc = _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
+    *mins = _mm256_madd_epi16(x->bs, _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)));
+}
+
+/* Row sum lanes of a Q6_K block, the -32 offset folded in (as kq_prep_6). */
+INLINE __m256i kr_6_row(const uint8_t *wb, const struct kr_x *x, const __m512i idx[4]) {
+    const __m512i m4 = _mm512_set1_epi8(0x0f);
+    const __m512i m30 = _mm512_set1_epi8(0x30);
+    const __m512i sh01 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
+    const __m512i sh23 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
+    const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)(wb + 192));
+    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+    const __m512i s16 = _mm512_castsi256_si512(sc16);
+    __m512i a = _mm512_setzero_si512();
+    for (int h = 0; h < 2; h++) {
+        /* l = [ql 64h..64h+31 | ql 64h+32..64h+63]; qh bytes 32h..32h+31 in both halves */
+        const __m512i l = _mm512_loadu_si512((const void *)(wb + 64 * h));
+        const __m512i qh = _mm512_broadcast_i64x4(
+            _mm256_loadu_si256((const __m256i *)(const void *)(wb + 128 + 32 * h)));
+        __m512i q01 = _mm512_or_si512(_mm512_and_si512(l, m4),
+                                      _mm512_and_si512(_mm512_sllv_epi16(qh, sh01), m30));
+        __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                      _mm512_and_si512(_mm512_srlv_epi16(qh, sh23), m30));
+        a = _mm512_dpwssd_epi32(a, _mm512_maddubs_epi16(q01, x->xq[2 * h]),
+                                _mm512_permutexvar_epi16(idx[2 * h], s16));
+        a = _mm512_dpwssd_epi32(a, _mm512_maddubs_epi16(q23, x->xq[2 * h + 1]),
+                                _mm512_permutexvar_epi16(idx[2 * h + 1], s16));
+    }
+    __m256i r = _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
+    const __m256i off = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
+    return _mm256_dpwssd_epi32(r, x->bs, off);
+}
+
+/* The F16 field at byte `at` of block b of each of the 8 rows, as floats (lane k = row k). */
+INLINE __m256 kr_f16x8(const uint8_t *const wr[KR_ROWS], size_t boff, size_t at) {
+    __m128i h = _mm_cvtsi32_si128(load_u16(wr[0] + boff + at));
+    h = _mm_insert_epi16(h, load_u16(wr[1] + boff + at), 1);
+    h = _mm_insert_epi16(h, load_u16(wr[2] + boff + at), 2);
+    h = _mm_insert_epi16(h, load_u16(wr[3] + boff + at), 3);
+    h = _mm_insert_epi16(h, load_u16(wr[4] + boff + at), 4);
+    h = _mm_insert_epi16(h, load_u16(wr[5] + boff + at), 5);
+    h = _mm_insert_epi16(h, load_u16(wr[6] + boff + at), 6);
+    h = _mm_insert_epi16(h, load_u16(wr[7] + boff + at), 7);
+    return _mm256_cvtph_ps(h);
+}
+
+/* One super-block of 8 Q4_K/Q5_K rows into a (lane k = row k), as k45_step per row. */
+INLINE void kr_45_step(const uint8_t *const wr[KR_ROWS], size_t boff, bool five,
+                       const struct kr_x *x, const __m512i idx[4], __m256 *a) {
+    __m256i acc[KR_ROWS];
+    __m256i mins[KR_ROWS];
+    for (int k = 0; k < KR_ROWS; k++)
+        kr_45_row(wr[k] + boff, five, x, idx, &acc[k], &mins[k]);
+    const __m256 d = _mm256_mul_ps(kr_f16x8(wr, boff, 0), x->dx);
+    const __m256 dm = _mm256_xor_ps(_mm256_mul_ps(kr_f16x8(wr, boff, 2), x->dx),
+                                    _mm256_set1_ps(-0.0f));
+    *a = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(kq_reduce8(acc)), *a);
+    *a = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(kq_reduce8(mins)), *a);
+}
+
+INLINE void kr_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const struct kr_x *x,
+                      const __m512i idx[4], __m256 *a) {
+    __m256i acc[KR_ROWS];
+    for (int k = 0; k < KR_ROWS; k++)
+        acc[k] = kr_6_row(wr[k] + boff, x, idx);
+    const __m256 d = _mm256_mul_ps(kr_f16x8(wr, boff, 208), x->dx);
+    *a = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(kq_reduce8(acc)), *a);
+}
+
+#    define KR_Q4K_STEP(wr, boff, x, idx, a) kr_45_step((wr), (boff), false, (x), (idx), (a))
+#    define KR_Q5K_STEP(wr, boff, x, idx, a) kr_45_step((wr), (boff), true, (x), (idx), (a))
+#    define KR_Q6K_STEP(wr, boff, x, idx, a) kr_6_step((wr), (boff), (x), (idx), (a))
+
+/* Rows k * q + i (k < 8) go together; the nr % 8 rows left use the per-row kernel, whose
+ * results are the same. IDX: the vpermw indices of the type. */
+#    define KR_ROWS_KERNEL(t, wbytes, STEP, IDX)                                                   \
+        static void vec_dot_rows8_##t(int64_t n, int64_t nr, float *s, const void *w,              \
+                                      size_t w_stride, const void *x) {                            \
+            const uint8_t *wb = w;                                                                 \
+            const uint8_t *xb = x;                                                                 \
+            const int64_t nb = n / 256;                                                            \
+            const int64_t q = nr / KR_ROWS;                                                        \
+            __m512i idx[4];                                                                        \
+            for (int u = 0; u < 4; u++)                                                            \
+                idx[u] = IDX(u);                                                                   \
+            for (int64_t i = 0; i < q; i++) {                                                      \
+                const uint8_t *wr[KR_ROWS];                                                        \
+                for (int k = 0; k < KR_ROWS; k++)                                                  \
+                    wr[k] = wb + (size_t)(k * q + i) * w_stride;                                   \
+                __m256 a[8];                                                                       \
+                for (int k = 0; k < 8; k++)                                                        \
+                    a[k] = _mm256_setzero_ps();                                                    \
+                for (int64_t b = 0; b < nb; b++) {                                                 \
+                    const size_t boff = (size_t)b * (wbytes);                                      \
+                    for (int k = 0; k < KR_ROWS; k++) {                                            \
+                        const char *pf = (const char *)wr[k] + boff + K_PREFETCH;                  \
+                        _mm_prefetch(pf, _MM_HINT_T0);                                             \
+                        _mm_prefetch(pf + 64, _MM_HINT_T0);                                        \
+                        _mm_prefetch(pf + 128, _MM_HINT_T0);                                       \
+                    }                                                                              \
+                    struct kr_x xv;                                                                \
+                    kr_load_x(xb + (size_t)b * QK_K_BYTES_X, &xv);                                 \
+                    STEP(wr, boff, &xv, idx, &a[b & 7]);                                           \
+                }                                                                                  \
+                /* hsum8_arr lane by lane */                                                       \
+                __m256 r = _mm256_add_ps(                                                          \
+                    _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),           \
+                    _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));          \
+                float out[KR_ROWS];                                                                \
+                _mm256_storeu_ps(out, r);                                                          \
+                for (int k = 0; k < KR_ROWS; k++)                                                  \
+                    s[k * q + i] = out[k];                                                         \
+            }                                                                                      \
+            if (nr > KR_ROWS * q)                                                                  \
+                vec_dot_rows_##t(n, nr - KR_ROWS * q, s + KR_ROWS * q,                             \
+                                 wb + (size_t)(KR_ROWS * q) * w_stride, w_stride, x);              \
+        }
+
+#    define KR_IDX_45(u) kr_pair_idx(2 * (u), 2 * (u) + 1)
+#    define KR_IDX_6(u)  kr_quad_idx(u)
+KR_ROWS_KERNEL(q4_k, 144, KR_Q4K_STEP, KR_IDX_45)
+KR_ROWS_KERNEL(q5_k, 176, KR_Q5K_STEP, KR_IDX_45)
+KR_ROWS_KERNEL(q6_k, 210, KR_Q6K_STEP, KR_IDX_6)
+
+#    define KR_ROWS_Q4_K vec_dot_rows8_q4_k
+#    define KR_ROWS_Q5_K vec_dot_rows8_q5_k
+#    define KR_ROWS_Q6_K vec_dot_rows8_q6_k
+#else
+#    define KR_ROWS_Q4_K vec_dot_rows_q4_k
+#    define KR_ROWS_Q5_K vec_dot_rows_q5_k
+#    define KR_ROWS_Q6_K vec_dot_rows_q6_k
+#endif
+
+#endif
