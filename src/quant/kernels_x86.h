@@ -654,16 +654,36 @@ ROWS_KERNEL(vec_dot_rows_q8_0, struct xq8_group, prep_q8, q8_row, q8_group, Q8_B
 
 /* The 8 scales (bytes 0-7) and 8 mins (bytes 8-15) of a Q4_K/Q5_K block, 6 bits each, from
  * the 12 packed bytes: scales 0-3 and mins 0-3 are the low 6 bits of bytes 0-3 and 4-7;
- * scale/min 4-7 take their low 4 bits from the nibbles of bytes 8-11 and their top 2 bits
- * from the top 2 bits of bytes 0-3 (scales) and 4-7 (mins). */
+ * scale/min 4-7 take their low 4 bits from the low/high nibbles of bytes 8-11 and their top 2
+ * bits from the top 2 bits of bytes 0-3 (scales) and 4-7 (mins). In vector registers (two
+ * byte shuffles put each output byte's sources in place): this runs once per block and row in
+ * decode. The 16-byte load reads 4 bytes of the block's quants, which are masked off. */
 INLINE __m128i k4_scales_mins(const uint8_t *packed) {
-    uint32_t u[3];
-    memcpy(u, packed, sizeof u);
-    uint32_t sc_lo = u[0] & 0x3f3f3f3fu;
-    uint32_t mn_lo = u[1] & 0x3f3f3f3fu;
-    uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
-    uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
-    return _mm_setr_epi32((int)sc_lo, (int)sc_hi, (int)mn_lo, (int)mn_hi);
+    const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)packed);
+    /* a: the byte holding each output's low bits; b: the byte holding its top 2 bits */
+    const __m128i a = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9,
+                                                        10, 11));
+    const __m128i b = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1,
+                                                        4, 5, 6, 7));
+    const __m128i low6 = _mm_and_si128(a, _mm_setr_epi32(0x3f3f3f3f, 0, 0x3f3f3f3f, 0));
+    const __m128i nib_lo = _mm_and_si128(a, _mm_setr_epi32(0, 0x0f0f0f0f, 0, 0));
+    const __m128i nib_hi =
+        _mm_and_si128(_mm_srli_epi16(a, 4), _mm_setr_epi32(0, 0, 0, 0x0f0f0f0f));
+    const __m128i top =
+        _mm_and_si128(_mm_srli_epi16(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    return _mm_or_si128(_mm_or_si128(low6, nib_lo), _mm_or_si128(nib_hi, top));
+}
+
+/* Lane j of the result: the sum of the 8 int32 lanes of a[j]. */
+INLINE __m256i kq_reduce8(const __m256i a[8]) {
+    __m256i h01 = _mm256_hadd_epi32(a[0], a[1]);
+    __m256i h23 = _mm256_hadd_epi32(a[2], a[3]);
+    __m256i h45 = _mm256_hadd_epi32(a[4], a[5]);
+    __m256i h67 = _mm256_hadd_epi32(a[6], a[7]);
+    __m256i h03 = _mm256_hadd_epi32(h01, h23); /* rows 0-3: low halves | high halves */
+    __m256i h47 = _mm256_hadd_epi32(h45, h67);
+    return _mm256_add_epi32(_mm256_permute2x128_si256(h03, h47, 0x20),
+                            _mm256_permute2x128_si256(h03, h47, 0x31));
 }
 
 /* Two int16 scales as a vpmaddwd multiplier: a for lanes 0-7, b for lanes 8-15. */
@@ -923,8 +943,8 @@ INLINE float hsum8_arr(const float v[8]) {
 K_KERNELS(q4_k, 144, Q4K_STEP)
 K_KERNELS(q5_k, 176, Q5K_STEP)
 K_KERNELS(q6_k, 210, Q6K_STEP)
-#include "quant/kernels_x86_kprefill.h" /* their vec_dot_m */
 #include "quant/kernels_x86_krows.h"    /* AVX-512: their vec_dot_rows (KR_ROWS_Q*_K) */
+#include "quant/kernels_x86_kprefill.h" /* their vec_dot_m and gemm */
 
 /* Q4_1 / Q5_1 x Q8_1 (blocks of 32): the exact dot of the unsigned quants with the int8
  * activations, then quant.h's two fmas (d_w * d_x, isum) and (m_w, s_x), in scalar code. */

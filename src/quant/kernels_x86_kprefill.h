@@ -22,12 +22,16 @@
 
 #define KQ_ROWS 8 /* activation rows per pass over a weight row */
 
-/* One unpacked weight super-block. Vector i holds quants 32i..32i+31, which meet activation
- * quants 32i..32i+31 (Q4_K/Q5_K: the low then high nibbles of each 32-byte group; Q6_K: the
- * four 32-element quarters of each half). */
+/* One unpacked weight super-block. AVX-512: kz_w's four 64-quant units. AVX2: vector i holds
+ * quants 32i..32i+31, which meet activation quants 32i..32i+31 (Q4_K/Q5_K: the low then high
+ * nibbles of each 32-byte group; Q6_K: the four 32-element quarters of each half). */
 struct kq_prep {
+#if defined(X86_AVX512)
+    struct kz_w z; /* the 512-bit layout (kernels_x86_krows.h) */
+#else
     __m256i q[8];
-    __m256i sc[8];  /* int16 multipliers of q[i]'s maddubs pairs: the sub-block scales */
+    __m256i sc[8]; /* int16 multipliers of q[i]'s maddubs pairs: the sub-block scales */
+#endif
     __m256i bs_mul; /* int16 multipliers of the 16 activation bsums */
     float d;
     float dmin; /* Q4_K/Q5_K only */
@@ -35,6 +39,9 @@ struct kq_prep {
 
 /* Q4_K (five = false) or Q5_K: as k45_block. bs_mul: the mins as [m0 m0 m1 m1 ...]. */
 INLINE void kq_prep_45(const uint8_t *wb, bool five, struct kq_prep *p) {
+#if defined(X86_AVX512)
+    const __m128i sm = kz_unpack_45(wb, five, &p->z);
+#else
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i one = _mm256_set1_epi8(1);
     const __m128i sm = k4_scales_mins(wb + 4);
@@ -60,6 +67,7 @@ INLINE void kq_prep_45(const uint8_t *wb, bool five, struct kq_prep *p) {
         p->sc[2 * c] = _mm256_set1_epi16((short)sc[2 * c]);
         p->sc[2 * c + 1] = _mm256_set1_epi16((short)sc[2 * c + 1]);
     }
+#endif
     p->bs_mul = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
     p->d = _cvtsh_ss(load_u16(wb));
     p->dmin = _cvtsh_ss(load_u16(wb + 2));
@@ -68,6 +76,9 @@ INLINE void kq_prep_45(const uint8_t *wb, bool five, struct kq_prep *p) {
 /* Q6_K: as k6_block. bs_mul: -32 x the 16 scales, which folds the quants' -32 offset into the
  * same sum (|32 x scale| <= 4096 fits int16; the pair sums stay far inside int32). */
 INLINE void kq_prep_6(const uint8_t *wb, struct kq_prep *p) {
+#if defined(X86_AVX512)
+    kz_unpack_6(wb, &p->z);
+#else
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i m30 = _mm256_set1_epi8(0x30);
     const int8_t *sc = (const int8_t *)(wb + 192);
@@ -88,7 +99,9 @@ INLINE void kq_prep_6(const uint8_t *wb, struct kq_prep *p) {
     }
     for (int i = 0; i < 8; i++)
         p->sc[i] = scale_pair(sc[2 * i], sc[2 * i + 1]);
-    __m256i scales = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)sc));
+#endif
+    const __m256i scales =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(wb + 192)));
     p->bs_mul = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(scales, 5));
     p->d = _cvtsh_ss(load_u16(wb + 208));
     p->dmin = 0;
@@ -101,21 +114,9 @@ INLINE void kq_prep_6(const uint8_t *wb, struct kq_prep *p) {
 #    define KQ_DPWSSD(acc, a, b) _mm256_add_epi32((acc), _mm256_madd_epi16((a), (b)))
 #endif
 
-/* Lane j of the result: the sum of the 8 int32 lanes of a[j]. */
-INLINE __m256i kq_reduce8(const __m256i a[8]) {
-    __m256i h01 = _mm256_hadd_epi32(a[0], a[1]);
-    __m256i h23 = _mm256_hadd_epi32(a[2], a[3]);
-    __m256i h45 = _mm256_hadd_epi32(a[4], a[5]);
-    __m256i h67 = _mm256_hadd_epi32(a[6], a[7]);
-    __m256i h03 = _mm256_hadd_epi32(h01, h23); /* rows 0-3: low halves | high halves */
-    __m256i h47 = _mm256_hadd_epi32(h45, h67);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(h03, h47, 0x20),
-                            _mm256_permute2x128_si256(h03, h47, 0x31));
-}
-
 /* The exact integer sums of one super-block against the activation blocks x[j], j < rows
- * (rows: 4 or 8, a constant after inlining): isum (lane j; for Q6_K with the offset term folded
- * in) and, with mins, imin. Lanes from rows on are 0. */
+ * (rows: 1 to KQ_ROWS, a constant after inlining): isum (lane j; for Q6_K with the offset
+ * term folded in) and, with mins, imin. Lanes from rows on are 0. */
 INLINE void kq_block_rows(const struct kq_prep *p, const uint8_t *const x[KQ_ROWS], int rows,
                           bool mins, __m256i *isum, __m256i *imin) {
     __m256i acc[KQ_ROWS];
@@ -129,9 +130,8 @@ INLINE void kq_block_rows(const struct kq_prep *p, const uint8_t *const x[KQ_ROW
     for (int j = 0; j < rows; j++)
         acc5[j] = _mm512_setzero_si512();
     for (int u = 0; u < 4; u++) {
-        const __m512i q = _mm512_inserti64x4(_mm512_castsi256_si512(p->q[2 * u]), p->q[2 * u + 1], 1);
-        const __m512i s =
-            _mm512_inserti64x4(_mm512_castsi256_si512(p->sc[2 * u]), p->sc[2 * u + 1], 1);
+        const __m512i q = p->z.q[u];
+        const __m512i s = p->z.sc[u];
         for (int j = 0; j < rows; j++) {
             __m512i xv = _mm512_loadu_si512((const void *)(x[j] + 4 + 64 * u));
             acc5[j] = _mm512_dpwssd_epi32(acc5[j], _mm512_maddubs_epi16(q, xv), s);
@@ -184,6 +184,22 @@ INLINE void kq_chunk(const struct kq_prep *p, const uint8_t *const x[KQ_ROWS], _
     }
 }
 
+/* kq_chunk with the row count a constant in each case: experts in a prompt often get only a
+ * few tokens, and a chunk then does only their work. */
+INLINE void kq_chunk_n(const struct kq_prep *p, const uint8_t *const x[KQ_ROWS], __m256 dx,
+                       int rows, bool mins, __m256 *a) {
+    switch (rows) {
+    case 1: kq_chunk(p, x, dx, 1, mins, a); break;
+    case 2: kq_chunk(p, x, dx, 2, mins, a); break;
+    case 3: kq_chunk(p, x, dx, 3, mins, a); break;
+    case 4: kq_chunk(p, x, dx, 4, mins, a); break;
+    case 5: kq_chunk(p, x, dx, 5, mins, a); break;
+    case 6: kq_chunk(p, x, dx, 6, mins, a); break;
+    case 7: kq_chunk(p, x, dx, 7, mins, a); break;
+    default: kq_chunk(p, x, dx, KQ_ROWS, mins, a); break;
+    }
+}
+
 /* A tile of the product: up to KQ_WROWS weight rows x KQ_PASS activation rows. For each
  * super-block, the activation blocks of the pass (KQ_PASS x 292 bytes, 18 KiB) serve all the
  * tile's weight rows while they are in L1, and each weight block is unpacked once for the
@@ -233,14 +249,16 @@ INLINE void kq_store(const __m256 v[8], int rows, float *y, size_t y_stride) {
                 tile->dx[c] = kq_dx(tile->xb[c], KQ_ROWS);                                         \
             }                                                                                      \
             for (int r = 0; r < nw; r++) {                                                         \
+                const uint8_t *wrb = w + (size_t)r * w_stride + (size_t)b * (wbytes);              \
+                /* the next tile's block: a prompt's expert weights come from DRAM once */         \
+                for (int l = 0; l < (wbytes); l += 64)                                             \
+                    _mm_prefetch((const char *)wrb + KQ_WROWS * w_stride + l, _MM_HINT_T0);        \
                 struct kq_prep p;                                                                  \
-                PREP(w + (size_t)r * w_stride + (size_t)b * (wbytes), &p);                         \
+                PREP(wrb, &p);                                                                     \
                 for (int c = 0; c < n_chunks; c++) {                                               \
-                    __m256 *a = &tile->a[r][c][b & 7];                                             \
-                    if (mp - KQ_ROWS * c > 4)                                                      \
-                        kq_chunk(&p, tile->xb[c], tile->dx[c], KQ_ROWS, (mins), a);                \
-                    else                                                                           \
-                        kq_chunk(&p, tile->xb[c], tile->dx[c], 4, (mins), a);                      \
+                    const int rows = mp - KQ_ROWS * c < KQ_ROWS ? mp - KQ_ROWS * c : KQ_ROWS;      \
+                    kq_chunk_n(&p, tile->xb[c], tile->dx[c], rows, (mins),                         \
+                               &tile->a[r][c][b & 7]);                                             \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \

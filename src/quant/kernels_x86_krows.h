@@ -52,63 +52,89 @@ INLINE void kr_load_x(const uint8_t *xb, struct kr_x *x) {
     x->dx = _mm256_set1_ps(k_d_x(xb));
 }
 
-/* Row sums of a Q4_K (five = false) or Q5_K block: acc (16 int32 lanes summing to isum) and
- * the mins' int32 lanes (summing to imin). */
-INLINE void kr_45_row(const uint8_t *wb, bool five, const struct kr_x *x, const __m512i idx[4],
-                      __m256i *acc, __m256i *mins) {
+/* One weight super-block unpacked for 512-bit products: q[u] holds the quants that meet
+ * activation quants 64u..64u+63, sc[u] the int16 sub-block scale of each of its vpmaddubsw
+ * pairs. */
+struct kz_w {
+    __m512i q[4];
+    __m512i sc[4];
+};
+
+/* Q4_K (five = false) or Q5_K: unit u is the low then the high nibbles of quant bytes
+ * 32u..32u+31 (sub-blocks 2u, 2u + 1). Returns k4_scales_mins (the mins in bytes 8-15). */
+INLINE __m128i kz_unpack_45(const uint8_t *wb, bool five, struct kz_w *o) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m128i sm = k4_scales_mins(wb + 4);
-    const __m512i s16 = _mm512_cvtepu8_epi16(_mm256_castsi128_si256(sm)); /* lanes 0-7: scales */
+    const __m512i s16 = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(sm)); /* 0-7: scales */
     const uint8_t *qs = wb + (five ? 48 : 16);
     __m512i qh = _mm512_setzero_si512();
     if (five)
         qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(wb + 16)));
-    __m512i a = _mm512_setzero_si512();
     for (int u = 0; u < 4; u++) {
         __m512i q = _mm512_broadcast_i64x4(
             _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * u)));
         q = _mm512_and_si512(_mm512_mask_srli_epi16(q, 0xFFFF0000u, q, 4), m4);
         if (five) {
             /* bit 2u (low half) or 2u + 1 (high half) of each qh byte, as bit 4 */
-            const __m512i sh = _mm512_inserti64x4(_mm512_set1_epi16((short)(2 * u)),
-                                                  _mm256_set1_epi16((short)(2 * u + 1)), 1);
+            const __m512i sh = kr_pair_idx(2 * u, 2 * u + 1);
             __m512i hb = _mm512_and_si512(_mm512_srlv_epi16(qh, sh), _mm512_set1_epi8(1));
             q = _mm512_or_si512(q, _mm512_slli_epi16(hb, 4));
         }
-        a = _mm512_dpwssd_epi32(a, _mm512_maddubs_epi16(q, x->xq[u]),
-                                _mm512_permutexvar_epi16(idx[u], s16));
+        o->q[u] = q;
+        o->sc[u] = _mm512_permutexvar_epi16(kr_pair_idx(2 * u, 2 * u + 1), s16);
     }
-    *acc = _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
-    *mins = _mm256_madd_epi16(x->bs, _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)));
+    return sm;
 }
 
-/* Row sum lanes of a Q6_K block, the -32 offset folded in (as kq_prep_6). */
-INLINE __m256i kr_6_row(const uint8_t *wb, const struct kr_x *x, const __m512i idx[4]) {
+/* Q6_K: unit 2h + k' (h the half, k' = 0, 1) is quarters 2k', 2k' + 1 of half h (sub-blocks
+ * 8h + 4k' .. 8h + 4k' + 3). Returns the 16 scales as int16. */
+INLINE __m256i kz_unpack_6(const uint8_t *wb, struct kz_w *o) {
     const __m512i m4 = _mm512_set1_epi8(0x0f);
     const __m512i m30 = _mm512_set1_epi8(0x30);
     const __m512i sh01 = _mm512_inserti64x4(_mm512_set1_epi16(4), _mm256_set1_epi16(2), 1);
     const __m512i sh23 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-    const __m128i sc8 = _mm_loadu_si128((const __m128i *)(const void *)(wb + 192));
-    const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+    const __m256i sc16 =
+        _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(wb + 192)));
     const __m512i s16 = _mm512_castsi256_si512(sc16);
-    __m512i a = _mm512_setzero_si512();
     for (int h = 0; h < 2; h++) {
         /* l = [ql 64h..64h+31 | ql 64h+32..64h+63]; qh bytes 32h..32h+31 in both halves */
         const __m512i l = _mm512_loadu_si512((const void *)(wb + 64 * h));
         const __m512i qh = _mm512_broadcast_i64x4(
             _mm256_loadu_si256((const __m256i *)(const void *)(wb + 128 + 32 * h)));
-        __m512i q01 = _mm512_or_si512(_mm512_and_si512(l, m4),
+        o->q[2 * h] = _mm512_or_si512(_mm512_and_si512(l, m4),
                                       _mm512_and_si512(_mm512_sllv_epi16(qh, sh01), m30));
-        __m512i q23 = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
-                                      _mm512_and_si512(_mm512_srlv_epi16(qh, sh23), m30));
-        a = _mm512_dpwssd_epi32(a, _mm512_maddubs_epi16(q01, x->xq[2 * h]),
-                                _mm512_permutexvar_epi16(idx[2 * h], s16));
-        a = _mm512_dpwssd_epi32(a, _mm512_maddubs_epi16(q23, x->xq[2 * h + 1]),
-                                _mm512_permutexvar_epi16(idx[2 * h + 1], s16));
+        o->q[2 * h + 1] = _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(l, 4), m4),
+                                          _mm512_and_si512(_mm512_srlv_epi16(qh, sh23), m30));
     }
-    __m256i r = _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
+    for (int u = 0; u < 4; u++)
+        o->sc[u] = _mm512_permutexvar_epi16(kr_quad_idx(u), s16);
+    return sc16;
+}
+
+/* The 16 int32 lanes of sum_u q[u] x xq[u] (sub-block scales applied), folded to 8. */
+INLINE __m256i kz_dot(const struct kz_w *w, const __m512i xq[4]) {
+    __m512i a = _mm512_setzero_si512();
+    for (int u = 0; u < 4; u++)
+        a = _mm512_dpwssd_epi32(a, _mm512_maddubs_epi16(w->q[u], xq[u]), w->sc[u]);
+    return _mm256_add_epi32(_mm512_castsi512_si256(a), _mm512_extracti64x4_epi64(a, 1));
+}
+
+/* Row sums of a Q4_K (five = false) or Q5_K block: acc (int32 lanes summing to isum) and
+ * the mins' int32 lanes (summing to imin). */
+INLINE void kr_45_row(const uint8_t *wb, bool five, const struct kr_x *x, __m256i *acc,
+                      __m256i *mins) {
+    struct kz_w w;
+    const __m128i sm = kz_unpack_45(wb, five, &w);
+    *acc = kz_dot(&w, x->xq);
+    *mins = _mm256_madd_epi16(x->bs, _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)));
+}
+
+/* Row sum lanes of a Q6_K block, the -32 offset folded in (as kq_prep_6). */
+INLINE __m256i kr_6_row(const uint8_t *wb, const struct kr_x *x) {
+    struct kz_w w;
+    const __m256i sc16 = kz_unpack_6(wb, &w);
     const __m256i off = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5));
-    return _mm256_dpwssd_epi32(r, x->bs, off);
+    return _mm256_dpwssd_epi32(kz_dot(&w, x->xq), x->bs, off);
 }
 
 /* The F16 field at byte `at` of block b of each of the 8 rows, as floats (lane k = row k). */
@@ -126,11 +152,11 @@ INLINE __m256 kr_f16x8(const uint8_t *const wr[KR_ROWS], size_t boff, size_t at)
 
 /* One super-block of 8 Q4_K/Q5_K rows into a (lane k = row k), as k45_step per row. */
 INLINE void kr_45_step(const uint8_t *const wr[KR_ROWS], size_t boff, bool five,
-                       const struct kr_x *x, const __m512i idx[4], __m256 *a) {
+                       const struct kr_x *x, __m256 *a) {
     __m256i acc[KR_ROWS];
     __m256i mins[KR_ROWS];
     for (int k = 0; k < KR_ROWS; k++)
-        kr_45_row(wr[k] + boff, five, x, idx, &acc[k], &mins[k]);
+        kr_45_row(wr[k] + boff, five, x, &acc[k], &mins[k]);
     const __m256 d = _mm256_mul_ps(kr_f16x8(wr, boff, 0), x->dx);
     const __m256 dm = _mm256_xor_ps(_mm256_mul_ps(kr_f16x8(wr, boff, 2), x->dx),
                                     _mm256_set1_ps(-0.0f));
@@ -139,30 +165,27 @@ INLINE void kr_45_step(const uint8_t *const wr[KR_ROWS], size_t boff, bool five,
 }
 
 INLINE void kr_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const struct kr_x *x,
-                      const __m512i idx[4], __m256 *a) {
+                      __m256 *a) {
     __m256i acc[KR_ROWS];
     for (int k = 0; k < KR_ROWS; k++)
-        acc[k] = kr_6_row(wr[k] + boff, x, idx);
+        acc[k] = kr_6_row(wr[k] + boff, x);
     const __m256 d = _mm256_mul_ps(kr_f16x8(wr, boff, 208), x->dx);
     *a = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(kq_reduce8(acc)), *a);
 }
 
-#    define KR_Q4K_STEP(wr, boff, x, idx, a) kr_45_step((wr), (boff), false, (x), (idx), (a))
-#    define KR_Q5K_STEP(wr, boff, x, idx, a) kr_45_step((wr), (boff), true, (x), (idx), (a))
-#    define KR_Q6K_STEP(wr, boff, x, idx, a) kr_6_step((wr), (boff), (x), (idx), (a))
+#    define KR_Q4K_STEP(wr, boff, x, a) kr_45_step((wr), (boff), false, (x), (a))
+#    define KR_Q5K_STEP(wr, boff, x, a) kr_45_step((wr), (boff), true, (x), (a))
+#    define KR_Q6K_STEP(wr, boff, x, a) kr_6_step((wr), (boff), (x), (a))
 
 /* Rows k * q + i (k < 8) go together; the nr % 8 rows left use the per-row kernel, whose
- * results are the same. IDX: the vpermw indices of the type. */
-#    define KR_ROWS_KERNEL(t, wbytes, STEP, IDX)                                                   \
+ * results are the same. */
+#    define KR_ROWS_KERNEL(t, wbytes, STEP)                                                   \
         static void vec_dot_rows8_##t(int64_t n, int64_t nr, float *s, const void *w,              \
                                       size_t w_stride, const void *x) {                            \
             const uint8_t *wb = w;                                                                 \
             const uint8_t *xb = x;                                                                 \
             const int64_t nb = n / 256;                                                            \
             const int64_t q = nr / KR_ROWS;                                                        \
-            __m512i idx[4];                                                                        \
-            for (int u = 0; u < 4; u++)                                                            \
-                idx[u] = IDX(u);                                                                   \
             for (int64_t i = 0; i < q; i++) {                                                      \
                 const uint8_t *wr[KR_ROWS];                                                        \
                 for (int k = 0; k < KR_ROWS; k++)                                                  \
@@ -180,7 +203,7 @@ INLINE void kr_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const struc
                     }                                                                              \
                     struct kr_x xv;                                                                \
                     kr_load_x(xb + (size_t)b * QK_K_BYTES_X, &xv);                                 \
-                    STEP(wr, boff, &xv, idx, &a[b & 7]);                                           \
+                    STEP(wr, boff, &xv, &a[b & 7]);                                           \
                 }                                                                                  \
                 /* hsum8_arr lane by lane */                                                       \
                 __m256 r = _mm256_add_ps(                                                          \
@@ -196,11 +219,9 @@ INLINE void kr_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const struc
                                  wb + (size_t)(KR_ROWS * q) * w_stride, w_stride, x);              \
         }
 
-#    define KR_IDX_45(u) kr_pair_idx(2 * (u), 2 * (u) + 1)
-#    define KR_IDX_6(u)  kr_quad_idx(u)
-KR_ROWS_KERNEL(q4_k, 144, KR_Q4K_STEP, KR_IDX_45)
-KR_ROWS_KERNEL(q5_k, 176, KR_Q5K_STEP, KR_IDX_45)
-KR_ROWS_KERNEL(q6_k, 210, KR_Q6K_STEP, KR_IDX_6)
+KR_ROWS_KERNEL(q4_k, 144, KR_Q4K_STEP)
+KR_ROWS_KERNEL(q5_k, 176, KR_Q5K_STEP)
+KR_ROWS_KERNEL(q6_k, 210, KR_Q6K_STEP)
 
 #    define KR_ROWS_Q4_K vec_dot_rows8_q4_k
 #    define KR_ROWS_Q5_K vec_dot_rows8_q5_k

@@ -38,10 +38,15 @@ INLINE void qg_group(enum qkind k, int nw, int mp, const uint8_t *w, size_t w_st
                      const uint8_t *const xg[QG_PASS], struct qg_tile *t) {
     for (int j = 0; j < mp; j++)
         t->dx[j] = load_scales8(xg[j], Q8_BYTES);
+    const size_t gbytes = 8 * qk_bytes(k);
     for (int r = 0; r < nw; r++) {
+        const uint8_t *wg = w + (size_t)r * w_stride + woff;
+        /* the next tile's group: a prompt's expert weights come from DRAM once */
+        for (size_t l = 0; l < gbytes; l += 64)
+            _mm_prefetch((const char *)wg + QG_WROWS * w_stride + l, _MM_HINT_T0);
         __m256i wq[8];
         __m256 dw;
-        qprep(k, w + (size_t)r * w_stride + woff, wq, &dw);
+        qprep(k, wg, wq, &dw);
         for (int j = 0; j < mp; j++)
             t->acc[r][j] = qgroup_dx(wq, dw, xg[j], t->dx[j], t->acc[r][j]);
     }
