@@ -912,6 +912,58 @@ static void test_simd_from_float(void) {
     }
 }
 
+/* Q8_K activation quantization, every table against the scalar reference byte for byte, on
+ * the blocks where a vector version can go wrong: rounding ties, the sign of the largest
+ * element when +a and -a both occur (the first wins), NaN and infinite elements, an all-zero
+ * block, a subnormal maximum (the scale overflows to infinity) and random bit patterns. */
+static void test_q8_k_activation_cases(void) {
+    const struct moeinf_kernels *ref = moeinf_kernels_scalar();
+    enum { NB = 9 };
+    float x[NB * 256];
+    for (int j = 0; j < 256; j++) /* ties: max -127 makes the scale 1 */
+        x[j] = (float)(j % 64) - 31.5f;
+    x[0] = -127.0f;
+    for (int j = 0; j < 256; j++) /* +3 before -3 */
+        x[256 + j] = 0.01f * (float)(j % 7);
+    x[256 + 2] = 3.0f; /* the same 8-element group, and also across groups */
+    x[256 + 5] = -3.0f;
+    x[256 + 9] = -3.0f;
+    for (int j = 0; j < 256; j++) /* -3 before +3 */
+        x[512 + j] = x[256 + j];
+    x[512 + 2] = -3.0f;
+    x[512 + 5] = 3.0f;
+    x[512 + 9] = 3.0f;
+    for (int j = 0; j < 256; j++) /* NaNs around a finite max */
+        x[768 + j] = j % 17 == 0 ? NAN : 0.5f * sinf((float)j);
+    for (int j = 0; j < 256; j++) /* an infinite element */
+        x[1024 + j] = j == 77 ? -INFINITY : 0.25f * (float)(j % 5);
+    for (int j = 0; j < 256; j++) /* zeros, some negative */
+        x[1280 + j] = j % 2 ? -0.0f : 0.0f;
+    for (int j = 0; j < 256; j++) /* subnormal maximum */
+        x[1536 + j] = j % 3 ? bits_f(1u) : 0.0f;
+    for (int j = 0; j < 512; j++) /* random bit patterns: every float class */
+        x[1792 + j] = bits_f((uint32_t)rng_u64());
+    uint8_t y0[NB * 292];
+    uint8_t y1[NB * 292];
+    ref->from_float[MOEINF_TYPE_Q8_K](x, y0, NB * 256);
+    for (int ti = 1; ti < n_tables; ti++) {
+        memset(y1, 0xa5, sizeof y1);
+        tables[ti]->from_float[MOEINF_TYPE_Q8_K](x, y1, NB * 256);
+        for (int b = 0; b < NB; b++)
+            CHECK_MSG(memcmp(y0 + 292 * b, y1 + 292 * b, 292) == 0, "%s q8_K block %d",
+                      tables[ti]->name, b);
+    }
+    /* the reference itself, by hand: ties round to even, +3 wins the first block's sign */
+    int8_t q;
+    memcpy(&q, y0 + 4 + 1, 1); /* x = -30.5, scale 1 -> -30 */
+    CHECK(q == -30);
+    memcpy(&q, y0 + 4 + 2, 1); /* -29.5 -> -30 */
+    CHECK(q == -30);
+    float d;
+    memcpy(&d, y0 + 292, sizeof d);
+    CHECK(d == 3.0f / -127.0f);
+}
+
 static void test_simd_to_float(void) {
     const struct moeinf_kernels *ref = moeinf_kernels_scalar();
     uint16_t *all = malloc(65536 * sizeof(uint16_t));
@@ -1432,6 +1484,7 @@ int main(void) {
     RUN(test_codebook_quantizers);
     RUN(test_dot_vs_double);
     RUN(test_simd_from_float);
+    RUN(test_q8_k_activation_cases);
     RUN(test_simd_to_float);
     RUN(test_simd_vec_dot);
     RUN(test_vec_dot_m);

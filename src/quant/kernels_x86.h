@@ -686,6 +686,61 @@ INLINE __m256i kq_reduce8(const __m256i a[8]) {
                             _mm256_permute2x128_si256(h03, h47, 0x31));
 }
 
+/* Q8_K activations (the K-quants' partner), as moeinf_ref_from_float_q8_k: d = max / -127
+ * with max the first element of largest magnitude (NaNs skipped), q = round-to-nearest-even
+ * of (-127 / max) * x. vcvtps2dq rounds as the reference's magic-number add does for every
+ * |v| < 2^22, and gives INT_MIN for NaN and the infinities (which an infinite max makes),
+ * which the saturating packs turn into the reference's -128. */
+static void from_float_q8_k(const float *x, void *y, int64_t n) {
+    uint8_t *out = y;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / 256; i++, x += 256, out += 292) {
+        struct moeinf_block_q8_k b;
+        __m256 am = _mm256_setzero_ps();
+        for (int k = 0; k < 256; k += 8) /* a NaN lane keeps the running max (2nd operand) */
+            am = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)), am);
+        __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        if (!(amax > 0.0f)) {
+            memset(&b, 0, sizeof b);
+            memcpy(out, &b, sizeof b);
+            continue;
+        }
+        float max = 0.0f;
+        const __m256 av = _mm256_set1_ps(amax);
+        for (int k = 0; k < 256; k += 8) {
+            int hit = _mm256_movemask_ps(
+                _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + k)), av, _CMP_EQ_OQ));
+            if (hit) {
+                max = x[k + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 is = _mm256_set1_ps(iscale);
+        for (int k = 0; k < 256; k += 32) {
+            __m256i q[4];
+            for (int t = 0; t < 4; t++)
+                q[t] = _mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + k + 8 * t)));
+            /* packs work per 128-bit lane: restore element order with one dword permute */
+            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
+                                           _mm256_packs_epi32(q[2], q[3]));
+            p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(void *)(b.qs + k), p);
+        }
+        for (int j = 0; j < 16; j++) {
+            int sum = 0;
+            for (int k = 0; k < 16; k++)
+                sum += b.qs[16 * j + k];
+            b.bsums[j] = (int16_t)sum;
+        }
+        b.d = 1.0f / iscale;
+        memcpy(out, &b, sizeof b);
+    }
+}
+
 /* Two int16 scales as a vpmaddwd multiplier: a for lanes 0-7, b for lanes 8-15. */
 INLINE __m256i scale_pair(int a, int b) {
     return _mm256_setr_m128i(_mm_set1_epi16((short)a), _mm_set1_epi16((short)b));
@@ -1263,7 +1318,7 @@ static void to_float_iq4_xs(const void *x, float *y, int64_t n) {
                              vec_dot_rows_q4_0),                                                   \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_1, moeinf_ref_from_float_q8_1,                         \
                              moeinf_ref_to_float_q8_1, NULL, NULL, NULL),                          \
-        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_K, moeinf_ref_from_float_q8_k,                         \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_K, from_float_q8_k,                                    \
                              moeinf_ref_to_float_q8_k, NULL, NULL, NULL),                          \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q4_1, NULL, moeinf_ref_to_float_q4_1, vec_dot_q4_1,       \
                              vec_dot_m_q4_1, vec_dot_rows_q4_1),                                   \
