@@ -945,12 +945,12 @@ static void test_q8_k_activation_cases(void) {
         x[1792 + j] = bits_f((uint32_t)rng_u64());
     uint8_t y0[NB * 292];
     uint8_t y1[NB * 292];
-    ref->from_float[MOEINF_TYPE_Q8_K](x, y0, NB * 256);
+    ref->from_float[MOEINF_TYPE_Q8_K](x, y0, (int64_t)NB * 256);
     for (int ti = 1; ti < n_tables; ti++) {
         memset(y1, 0xa5, sizeof y1);
-        tables[ti]->from_float[MOEINF_TYPE_Q8_K](x, y1, NB * 256);
-        for (int b = 0; b < NB; b++)
-            CHECK_MSG(memcmp(y0 + 292 * b, y1 + 292 * b, 292) == 0, "%s q8_K block %d",
+        tables[ti]->from_float[MOEINF_TYPE_Q8_K](x, y1, (int64_t)NB * 256);
+        for (size_t b = 0; b < NB; b++)
+            CHECK_MSG(memcmp(y0 + 292 * b, y1 + 292 * b, 292) == 0, "%s q8_K block %zu",
                       tables[ti]->name, b);
     }
     /* the reference itself, by hand: ties round to even, +3 wins the first block's sign */

@@ -661,14 +661,13 @@ ROWS_KERNEL(vec_dot_rows_q8_0, struct xq8_group, prep_q8, q8_row, q8_group, Q8_B
 INLINE __m128i k4_scales_mins(const uint8_t *packed) {
     const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)packed);
     /* a: the byte holding each output's low bits; b: the byte holding its top 2 bits */
-    const __m128i a = _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9,
-                                                        10, 11));
-    const __m128i b = _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1,
-                                                        4, 5, 6, 7));
+    const __m128i a =
+        _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
+    const __m128i b =
+        _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
     const __m128i low6 = _mm_and_si128(a, _mm_setr_epi32(0x3f3f3f3f, 0, 0x3f3f3f3f, 0));
     const __m128i nib_lo = _mm_and_si128(a, _mm_setr_epi32(0, 0x0f0f0f0f, 0, 0));
-    const __m128i nib_hi =
-        _mm_and_si128(_mm_srli_epi16(a, 4), _mm_setr_epi32(0, 0, 0, 0x0f0f0f0f));
+    const __m128i nib_hi = _mm_and_si128(_mm_srli_epi16(a, 4), _mm_setr_epi32(0, 0, 0, 0x0f0f0f0f));
     const __m128i top =
         _mm_and_si128(_mm_srli_epi16(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
     return _mm_or_si128(_mm_or_si128(low6, nib_lo), _mm_or_si128(nib_hi, top));
@@ -723,10 +722,11 @@ static void from_float_q8_k(const float *x, void *y, int64_t n) {
         for (int k = 0; k < 256; k += 32) {
             __m256i q[4];
             for (int t = 0; t < 4; t++)
-                q[t] = _mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + k + 8 * t)));
+                q[t] =
+                    _mm256_cvtps_epi32(_mm256_mul_ps(is, _mm256_loadu_ps(x + (size_t)(k + 8 * t))));
             /* packs work per 128-bit lane: restore element order with one dword permute */
-            __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]),
-                                           _mm256_packs_epi32(q[2], q[3]));
+            __m256i p =
+                _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
             p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
             _mm256_storeu_si256((__m256i *)(void *)(b.qs + k), p);
         }
@@ -998,7 +998,8 @@ INLINE float hsum8_arr(const float v[8]) {
 K_KERNELS(q4_k, 144, Q4K_STEP)
 K_KERNELS(q5_k, 176, Q5K_STEP)
 K_KERNELS(q6_k, 210, Q6K_STEP)
-#include "quant/kernels_x86_krows.h"    /* AVX-512: their vec_dot_rows (KR_ROWS_Q*_K) */
+#include "quant/kernels_x86_krows.h" /* AVX-512: their vec_dot_rows (KR_ROWS_Q*_K) */
+/* after krows.h, whose unpacking it shares */
 #include "quant/kernels_x86_kprefill.h" /* their vec_dot_m and gemm */
 
 /* Q4_1 / Q5_1 x Q8_1 (blocks of 32): the exact dot of the unsigned quants with the int8
@@ -1318,8 +1319,8 @@ static void to_float_iq4_xs(const void *x, float *y, int64_t n) {
                              vec_dot_rows_q4_0),                                                   \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_1, moeinf_ref_from_float_q8_1,                         \
                              moeinf_ref_to_float_q8_1, NULL, NULL, NULL),                          \
-        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_K, from_float_q8_k,                                    \
-                             moeinf_ref_to_float_q8_k, NULL, NULL, NULL),                          \
+        MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q8_K, from_float_q8_k, moeinf_ref_to_float_q8_k, NULL,    \
+                             NULL, NULL),                                                          \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q4_1, NULL, moeinf_ref_to_float_q4_1, vec_dot_q4_1,       \
                              vec_dot_m_q4_1, vec_dot_rows_q4_1),                                   \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q5_0, NULL, moeinf_ref_to_float_q5_0, vec_dot_q5_0,       \

@@ -50,13 +50,13 @@ INLINE void kq_prep_45(const uint8_t *wb, bool five, struct kq_prep *p) {
     const uint8_t *qs = wb + (five ? 48 : 16);
     const __m256i qhv = five ? _mm256_loadu_si256((const __m256i *)(const void *)(wb + 16))
                              : _mm256_setzero_si256();
-    for (int c = 0; c < 4; c++) {
+    for (size_t c = 0; c < 4; c++) {
         __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c));
         __m256i lo = _mm256_and_si256(q, m4);
         __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
         if (five) {
-            __m128i sh_lo = _mm_cvtsi32_si128(2 * c);
-            __m128i sh_hi = _mm_cvtsi32_si128(2 * c + 1);
+            __m128i sh_lo = _mm_cvtsi32_si128((int)(2 * c));
+            __m128i sh_hi = _mm_cvtsi32_si128((int)(2 * c + 1));
             lo = _mm256_or_si256(
                 lo, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qhv, sh_lo), one), 4));
             hi = _mm256_or_si256(
@@ -82,7 +82,7 @@ INLINE void kq_prep_6(const uint8_t *wb, struct kq_prep *p) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i m30 = _mm256_set1_epi8(0x30);
     const int8_t *sc = (const int8_t *)(wb + 192);
-    for (int h = 0; h < 2; h++) {
+    for (size_t h = 0; h < 2; h++) {
         const uint8_t *ql = wb + 64 * h;
         __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(wb + 128 + 32 * h));
         __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
@@ -97,7 +97,7 @@ INLINE void kq_prep_6(const uint8_t *wb, struct kq_prep *p) {
         q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
                                _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
     }
-    for (int i = 0; i < 8; i++)
+    for (size_t i = 0; i < 8; i++)
         p->sc[i] = scale_pair(sc[2 * i], sc[2 * i + 1]);
 #endif
     const __m256i scales =
@@ -129,7 +129,7 @@ INLINE void kq_block_rows(const struct kq_prep *p, const uint8_t *const x[KQ_ROW
     __m512i acc5[KQ_ROWS];
     for (int j = 0; j < rows; j++)
         acc5[j] = _mm512_setzero_si512();
-    for (int u = 0; u < 4; u++) {
+    for (size_t u = 0; u < 4; u++) {
         const __m512i q = p->z.q[u];
         const __m512i s = p->z.sc[u];
         for (int j = 0; j < rows; j++) {
@@ -141,7 +141,7 @@ INLINE void kq_block_rows(const struct kq_prep *p, const uint8_t *const x[KQ_ROW
         acc[j] = _mm256_add_epi32(_mm512_castsi512_si256(acc5[j]),
                                   _mm512_extracti64x4_epi64(acc5[j], 1));
 #else
-    for (int i = 0; i < 8; i++) {
+    for (size_t i = 0; i < 8; i++) {
         const __m256i q = p->q[i];
         const __m256i s = p->sc[i];
         for (int j = 0; j < rows; j++) {
@@ -171,15 +171,15 @@ INLINE __m256 kq_dx(const uint8_t *const x[KQ_ROWS], int rows) {
 
 /* One super-block's terms for a chunk of `rows` activation rows (x[j]: their blocks), added
  * to a[k] as quant.h adds them to A[b % 8] (lane j = row j). */
-INLINE void kq_chunk(const struct kq_prep *p, const uint8_t *const x[KQ_ROWS], __m256 dx,
-                     int rows, bool mins, __m256 *a) {
+INLINE void kq_chunk(const struct kq_prep *p, const uint8_t *const x[KQ_ROWS], __m256 dx, int rows,
+                     bool mins, __m256 *a) {
     __m256i isum;
     __m256i imin = _mm256_setzero_si256();
     kq_block_rows(p, x, rows, mins, &isum, &imin);
     *a = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(p->d), dx), _mm256_cvtepi32_ps(isum), *a);
     if (mins) {
-        const __m256 dm = _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(p->dmin), dx),
-                                        _mm256_set1_ps(-0.0f));
+        const __m256 dm =
+            _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(p->dmin), dx), _mm256_set1_ps(-0.0f));
         *a = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(imin), *a);
     }
 }
@@ -189,14 +189,30 @@ INLINE void kq_chunk(const struct kq_prep *p, const uint8_t *const x[KQ_ROWS], _
 INLINE void kq_chunk_n(const struct kq_prep *p, const uint8_t *const x[KQ_ROWS], __m256 dx,
                        int rows, bool mins, __m256 *a) {
     switch (rows) {
-    case 1: kq_chunk(p, x, dx, 1, mins, a); break;
-    case 2: kq_chunk(p, x, dx, 2, mins, a); break;
-    case 3: kq_chunk(p, x, dx, 3, mins, a); break;
-    case 4: kq_chunk(p, x, dx, 4, mins, a); break;
-    case 5: kq_chunk(p, x, dx, 5, mins, a); break;
-    case 6: kq_chunk(p, x, dx, 6, mins, a); break;
-    case 7: kq_chunk(p, x, dx, 7, mins, a); break;
-    default: kq_chunk(p, x, dx, KQ_ROWS, mins, a); break;
+    case 1:
+        kq_chunk(p, x, dx, 1, mins, a);
+        break;
+    case 2:
+        kq_chunk(p, x, dx, 2, mins, a);
+        break;
+    case 3:
+        kq_chunk(p, x, dx, 3, mins, a);
+        break;
+    case 4:
+        kq_chunk(p, x, dx, 4, mins, a);
+        break;
+    case 5:
+        kq_chunk(p, x, dx, 5, mins, a);
+        break;
+    case 6:
+        kq_chunk(p, x, dx, 6, mins, a);
+        break;
+    case 7:
+        kq_chunk(p, x, dx, 7, mins, a);
+        break;
+    default:
+        kq_chunk(p, x, dx, KQ_ROWS, mins, a);
+        break;
     }
 }
 
@@ -208,7 +224,7 @@ INLINE void kq_chunk_n(const struct kq_prep *p, const uint8_t *const x[KQ_ROWS],
 #define KQ_PASS  64
 
 struct kq_tile {
-    __m256 a[KQ_WROWS][KQ_PASS / KQ_ROWS][8]; /* [weight row][chunk][b % 8], lane = act row */
+    __m256 a[KQ_WROWS][KQ_PASS / KQ_ROWS][8];      /* [weight row][chunk][b % 8], lane = act row */
     const uint8_t *xb[KQ_PASS / KQ_ROWS][KQ_ROWS]; /* the current super-block's activation blocks */
     __m256 dx[KQ_PASS / KQ_ROWS];                  /* and their d_x, per chunk */
 };
@@ -245,7 +261,7 @@ INLINE void kq_store(const __m256 v[8], int rows, float *y, size_t y_stride) {
         for (int64_t b = 0; b < n / 256; b++) {                                                    \
             for (int c = 0; c < n_chunks; c++) {                                                   \
                 const int rows = mp - KQ_ROWS * c < KQ_ROWS ? mp - KQ_ROWS * c : KQ_ROWS;          \
-                kq_chunk_rows(x, x_stride, KQ_ROWS * c, rows, b, tile->xb[c]);                     \
+                kq_chunk_rows(x, x_stride, KQ_ROWS *c, rows, b, tile->xb[c]);                      \
                 tile->dx[c] = kq_dx(tile->xb[c], KQ_ROWS);                                         \
             }                                                                                      \
             for (int r = 0; r < nw; r++) {                                                         \
@@ -257,8 +273,7 @@ INLINE void kq_store(const __m256 v[8], int rows, float *y, size_t y_stride) {
                 PREP(wrb, &p);                                                                     \
                 for (int c = 0; c < n_chunks; c++) {                                               \
                     const int rows = mp - KQ_ROWS * c < KQ_ROWS ? mp - KQ_ROWS * c : KQ_ROWS;      \
-                    kq_chunk_n(&p, tile->xb[c], tile->dx[c], rows, (mins),                         \
-                               &tile->a[r][c][b & 7]);                                             \
+                    kq_chunk_n(&p, tile->xb[c], tile->dx[c], rows, (mins), &tile->a[r][c][b & 7]); \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
@@ -274,9 +289,8 @@ INLINE void kq_store(const __m256 v[8], int rows, float *y, size_t y_stride) {
         for (int64_t r0 = 0; r0 < nr; r0 += KQ_WROWS)                                              \
             for (int j0 = 0; j0 < m; j0 += KQ_PASS)                                                \
                 gemm_tile_##t(n, nr - r0 < KQ_WROWS ? (int)(nr - r0) : KQ_WROWS,                   \
-                              m - j0 < KQ_PASS ? m - j0 : KQ_PASS,                                 \
-                              y + (size_t)j0 * y_stride + r0, y_stride,                            \
-                              (const uint8_t *)w + (size_t)r0 * w_stride, w_stride,                \
+                              m - j0 < KQ_PASS ? m - j0 : KQ_PASS, y + (size_t)j0 * y_stride + r0, \
+                              y_stride, (const uint8_t *)w + (size_t)r0 * w_stride, w_stride,      \
                               (const uint8_t *)x + (size_t)j0 * x_stride, x_stride, &tile);        \
     }                                                                                              \
     static void vec_dot_m_##t(int64_t n, int m, float *s, const void *w, const void *x,            \

@@ -32,10 +32,10 @@ INLINE __m512i kr_pair_idx(int a, int b) {
 
 /* lanes 8j..8j+7 take int16 lane 4u + j (j < 4): the four Q6_K scales of 64 quants. */
 INLINE __m512i kr_quad_idx(int u) {
-    return _mm512_setr_epi64(0x0001000100010001LL * (4 * u), 0x0001000100010001LL * (4 * u),
-                             0x0001000100010001LL * (4 * u + 1), 0x0001000100010001LL * (4 * u + 1),
-                             0x0001000100010001LL * (4 * u + 2), 0x0001000100010001LL * (4 * u + 2),
-                             0x0001000100010001LL * (4 * u + 3), 0x0001000100010001LL * (4 * u + 3));
+    const long long lane = 0x0001000100010001LL;
+    const long long j0 = lane * (long long)(4 * u);
+    return _mm512_setr_epi64(j0, j0, j0 + lane, j0 + lane, j0 + 2 * lane, j0 + 2 * lane,
+                             j0 + 3 * lane, j0 + 3 * lane);
 }
 
 /* The activation block: quants 64u..64u+63 in xq[u], the 16 bsums, d_x. */
@@ -46,7 +46,7 @@ struct kr_x {
 };
 
 INLINE void kr_load_x(const uint8_t *xb, struct kr_x *x) {
-    for (int u = 0; u < 4; u++)
+    for (size_t u = 0; u < 4; u++)
         x->xq[u] = _mm512_loadu_si512((const void *)(xb + 4 + 64 * u));
     x->bs = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 260));
     x->dx = _mm256_set1_ps(k_d_x(xb));
@@ -70,18 +70,19 @@ INLINE __m128i kz_unpack_45(const uint8_t *wb, bool five, struct kz_w *o) {
     __m512i qh = _mm512_setzero_si512();
     if (five)
         qh = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)(const void *)(wb + 16)));
-    for (int u = 0; u < 4; u++) {
+    for (size_t u = 0; u < 4; u++) {
+        const int iu = (int)u;
         __m512i q = _mm512_broadcast_i64x4(
             _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * u)));
         q = _mm512_and_si512(_mm512_mask_srli_epi16(q, 0xFFFF0000u, q, 4), m4);
         if (five) {
             /* bit 2u (low half) or 2u + 1 (high half) of each qh byte, as bit 4 */
-            const __m512i sh = kr_pair_idx(2 * u, 2 * u + 1);
+            const __m512i sh = kr_pair_idx(2 * iu, 2 * iu + 1);
             __m512i hb = _mm512_and_si512(_mm512_srlv_epi16(qh, sh), _mm512_set1_epi8(1));
             q = _mm512_or_si512(q, _mm512_slli_epi16(hb, 4));
         }
         o->q[u] = q;
-        o->sc[u] = _mm512_permutexvar_epi16(kr_pair_idx(2 * u, 2 * u + 1), s16);
+        o->sc[u] = _mm512_permutexvar_epi16(kr_pair_idx(2 * iu, 2 * iu + 1), s16);
     }
     return sm;
 }
@@ -96,7 +97,7 @@ INLINE __m256i kz_unpack_6(const uint8_t *wb, struct kz_w *o) {
     const __m256i sc16 =
         _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(wb + 192)));
     const __m512i s16 = _mm512_castsi256_si512(sc16);
-    for (int h = 0; h < 2; h++) {
+    for (size_t h = 0; h < 2; h++) {
         /* l = [ql 64h..64h+31 | ql 64h+32..64h+63]; qh bytes 32h..32h+31 in both halves */
         const __m512i l = _mm512_loadu_si512((const void *)(wb + 64 * h));
         const __m512i qh = _mm512_broadcast_i64x4(
@@ -158,8 +159,8 @@ INLINE void kr_45_step(const uint8_t *const wr[KR_ROWS], size_t boff, bool five,
     for (int k = 0; k < KR_ROWS; k++)
         kr_45_row(wr[k] + boff, five, x, &acc[k], &mins[k]);
     const __m256 d = _mm256_mul_ps(kr_f16x8(wr, boff, 0), x->dx);
-    const __m256 dm = _mm256_xor_ps(_mm256_mul_ps(kr_f16x8(wr, boff, 2), x->dx),
-                                    _mm256_set1_ps(-0.0f));
+    const __m256 dm =
+        _mm256_xor_ps(_mm256_mul_ps(kr_f16x8(wr, boff, 2), x->dx), _mm256_set1_ps(-0.0f));
     *a = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(kq_reduce8(acc)), *a);
     *a = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(kq_reduce8(mins)), *a);
 }
@@ -179,7 +180,7 @@ INLINE void kr_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const struc
 
 /* Rows k * q + i (k < 8) go together; the nr % 8 rows left use the per-row kernel, whose
  * results are the same. */
-#    define KR_ROWS_KERNEL(t, wbytes, STEP)                                                   \
+#    define KR_ROWS_KERNEL(t, wbytes, STEP)                                                        \
         static void vec_dot_rows8_##t(int64_t n, int64_t nr, float *s, const void *w,              \
                                       size_t w_stride, const void *x) {                            \
             const uint8_t *wb = w;                                                                 \
@@ -203,7 +204,7 @@ INLINE void kr_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const struc
                     }                                                                              \
                     struct kr_x xv;                                                                \
                     kr_load_x(xb + (size_t)b * QK_K_BYTES_X, &xv);                                 \
-                    STEP(wr, boff, &xv, &a[b & 7]);                                           \
+                    STEP(wr, boff, &xv, &a[b & 7]);                                                \
                 }                                                                                  \
                 /* hsum8_arr lane by lane */                                                       \
                 __m256 r = _mm256_add_ps(                                                          \

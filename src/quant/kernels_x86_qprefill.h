@@ -18,8 +18,8 @@
 #define QG_PASS  32
 
 struct qg_tile {
-    __m256 acc[QG_WROWS][QG_PASS]; /* lane b: the blocks b mod 8, as qdot_rows */
-    __m256 dx[QG_PASS];            /* the activation scales of the current group */
+    __m256 acc[QG_WROWS][QG_PASS];     /* lane b: the blocks b mod 8, as qdot_rows */
+    __m256 dx[QG_PASS];                /* the activation scales of the current group */
     uint8_t xt[QG_PASS][8 * Q8_BYTES]; /* a last partial group, zero-padded */
 };
 
