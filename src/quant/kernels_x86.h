@@ -801,28 +801,34 @@ INLINE void k45_block(const uint8_t *wb, bool five, const uint8_t *xb, int32_t *
     hsum2_epi32(acc, _mm256_madd_epi16(bs, mins), isum, imn);
 }
 
+/* The 128 unsigned 6-bit quants of half h of a Q6_K block: q[k] holds elements 128h + 32k ..
+ * 128h + 32k + 31 (low nibbles from ql, the top 2 bits from qh). */
+INLINE void k6_unpack_half(const uint8_t *wb, size_t h, __m256i q[4]) {
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    const __m256i m30 = _mm256_set1_epi8(0x30);
+    const uint8_t *ql = wb + 64 * h;
+    __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(wb + 128 + 32 * h));
+    __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
+    __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
+    q[0] =
+        _mm256_or_si256(_mm256_and_si256(l0, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
+    q[1] =
+        _mm256_or_si256(_mm256_and_si256(l1, m4), _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
+    q[2] =
+        _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4), _mm256_and_si256(qh, m30));
+    q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
+                           _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+}
+
 /* isum of a Q6_K block (210 bytes: ql[128], qh[64], scales[16] int8, d) against a Q8_K
  * block: sum_j sc_j * (sum of q * x) - 32 * sum_j sc_j * bsums_j, q the unsigned 6-bit quants. */
 INLINE int32_t k6_block(const uint8_t *wb, const uint8_t *xb) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const __m256i m30 = _mm256_set1_epi8(0x30);
     const int8_t *sc = (const int8_t *)(wb + 192);
     const uint8_t *xq = xb + 4;
     __m256i acc = _mm256_setzero_si256();
     for (size_t h = 0; h < 2; h++) {
-        const uint8_t *ql = wb + 64 * h;
-        __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(wb + 128 + 32 * h));
-        __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
-        __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
         __m256i q[4];
-        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                               _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                               _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                               _mm256_and_si256(qh, m30));
-        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
+        k6_unpack_half(wb, h, q);
         for (size_t k = 0; k < 4; k++) {
             const size_t j = 8 * h + 2 * k; /* sub-blocks j, j + 1 */
             __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xq + 128 * h + 32 * k));

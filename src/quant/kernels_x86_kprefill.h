@@ -79,24 +79,9 @@ INLINE void kq_prep_6(const uint8_t *wb, struct kq_prep *p) {
 #if defined(X86_AVX512)
     kz_unpack_6(wb, &p->z);
 #else
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    const __m256i m30 = _mm256_set1_epi8(0x30);
     const int8_t *sc = (const int8_t *)(wb + 192);
-    for (size_t h = 0; h < 2; h++) {
-        const uint8_t *ql = wb + 64 * h;
-        __m256i qh = _mm256_loadu_si256((const __m256i *)(const void *)(wb + 128 + 32 * h));
-        __m256i l0 = _mm256_loadu_si256((const __m256i *)(const void *)ql);
-        __m256i l1 = _mm256_loadu_si256((const __m256i *)(const void *)(ql + 32));
-        __m256i *q = &p->q[4 * h];
-        q[0] = _mm256_or_si256(_mm256_and_si256(l0, m4),
-                               _mm256_and_si256(_mm256_slli_epi16(qh, 4), m30));
-        q[1] = _mm256_or_si256(_mm256_and_si256(l1, m4),
-                               _mm256_and_si256(_mm256_slli_epi16(qh, 2), m30));
-        q[2] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l0, 4), m4),
-                               _mm256_and_si256(qh, m30));
-        q[3] = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16(l1, 4), m4),
-                               _mm256_and_si256(_mm256_srli_epi16(qh, 2), m30));
-    }
+    for (size_t h = 0; h < 2; h++)
+        k6_unpack_half(wb, h, &p->q[4 * h]);
     for (size_t i = 0; i < 8; i++)
         p->sc[i] = scale_pair(sc[2 * i], sc[2 * i + 1]);
 #endif

@@ -26,16 +26,8 @@ static void store_half(uint8_t *p, float f) {
     memcpy(p, &h, sizeof h);
 }
 
-/* The fixed reductions of quant.h; written as separate additions so that no compiler may
- * reassociate or contract them. */
-static float hsum8(const float v[8]) {
-    float a = v[0] + v[4];
-    float b = v[2] + v[6];
-    float c = v[1] + v[5];
-    float d = v[3] + v[7];
-    return (a + b) + (c + d);
-}
-
+/* The fixed 32-way reduction of quant.h; written as separate additions so that no compiler
+ * may reassociate or contract them. */
 static float reduce32(const float p[32]) {
     float q[8];
     for (int l = 0; l < 8; l++) {
@@ -43,7 +35,7 @@ static float reduce32(const float p[32]) {
         float b = p[l + 16] + p[l + 24];
         q[l] = a + b;
     }
-    return hsum8(q);
+    return moeinf_ref_hsum8(q);
 }
 
 /* cvtps2dq (round half to even) followed by the saturating packs to int8, as llama.cpp's
@@ -408,7 +400,7 @@ void moeinf_ref_vec_dot_q8_0(int64_t n, float *s, const void *w, const void *x) 
         float d = load_half(bw) * load_half(bx);
         acc[b & 7] = fmaf(d, (float)isum, acc[b & 7]);
     }
-    *s = hsum8(acc);
+    *s = moeinf_ref_hsum8(acc);
 }
 
 void moeinf_ref_vec_dot_q4_0(int64_t n, float *s, const void *w, const void *x) {
@@ -429,7 +421,7 @@ void moeinf_ref_vec_dot_q4_0(int64_t n, float *s, const void *w, const void *x) 
         float d = load_half(bw) * load_half(bx);
         acc[b & 7] = fmaf(d, (float)isum, acc[b & 7]);
     }
-    *s = hsum8(acc);
+    *s = moeinf_ref_hsum8(acc);
 }
 
 /* Q5_0 x Q8_0: as Q4_0 with 5-bit quants minus 16. */
@@ -448,7 +440,7 @@ void moeinf_ref_vec_dot_q5_0(int64_t n, float *s, const void *w, const void *x) 
         float d = moeinf_fp16_to_fp32(bw.d) * moeinf_fp16_to_fp32(bx.d);
         acc[b & 7] = fmaf(d, (float)isum, acc[b & 7]);
     }
-    *s = hsum8(acc);
+    *s = moeinf_ref_hsum8(acc);
 }
 
 /* Q4_1 / Q5_1 x Q8_1: A[b % 8] = fma(d_w * d_x, isum, A[b % 8]), then fma(m_w, s_x, A[b % 8]). */
@@ -483,7 +475,7 @@ static void dot_affine(int64_t n, float *s, const void *w, const void *x, bool f
         acc[b & 7] = fmaf(d, (float)isum, acc[b & 7]);
         acc[b & 7] = fmaf(moeinf_fp16_to_fp32(mw), moeinf_fp16_to_fp32(bx.s), acc[b & 7]);
     }
-    *s = hsum8(acc);
+    *s = moeinf_ref_hsum8(acc);
 }
 
 void moeinf_ref_vec_dot_q4_1(int64_t n, float *s, const void *w, const void *x) {

@@ -78,6 +78,29 @@ void moeinf_ref_quantize_mxfp4(const float *x, void *y, int64_t n);
     void moeinf_ref_vec_dot_rows_##t(int64_t n, int64_t nr, float *s, const void *w,               \
                                      size_t w_stride, const void *x);
 
+/* The fixed reduction of quant.h's 8 partial sums (separate additions: no reassociation). */
+static inline float moeinf_ref_hsum8(const float v[8]) {
+    float a = v[0] + v[4];
+    float b = v[2] + v[6];
+    float c = v[1] + v[5];
+    float d = v[3] + v[7];
+    return (a + b) + (c + d);
+}
+
+/* Defines a block type's reference vec_dot_m and vec_dot_rows as one vec_dot per row (in the
+ * file that defines its vec_dot). */
+#define MOEINF_REF_DEFINE_ROW_LOOPS(t)                                                             \
+    void moeinf_ref_vec_dot_m_##t(int64_t n, int m, float *s, const void *w, const void *x,        \
+                                  size_t x_stride) {                                               \
+        for (int j = 0; j < m; j++)                                                                \
+            moeinf_ref_vec_dot_##t(n, s + j, w, (const uint8_t *)x + (size_t)j * x_stride);        \
+    }                                                                                              \
+    void moeinf_ref_vec_dot_rows_##t(int64_t n, int64_t nr, float *s, const void *w,               \
+                                     size_t w_stride, const void *x) {                             \
+        for (int64_t r = 0; r < nr; r++)                                                           \
+            moeinf_ref_vec_dot_##t(n, s + r, (const uint8_t *)w + (size_t)r * w_stride, x);        \
+    }
+
 MOEINF_REF_DECLARE_BLOCK_TYPE(q4_1)
 MOEINF_REF_DECLARE_BLOCK_TYPE(q5_0)
 MOEINF_REF_DECLARE_BLOCK_TYPE(q5_1)

@@ -32,15 +32,6 @@ static float f16(uint16_t h) {
     return moeinf_fp16_to_fp32(h);
 }
 
-/* The fixed reduction of quant.h (separate additions: no reassociation). */
-static float hsum8(const float v[8]) {
-    float a = v[0] + v[4];
-    float b = v[2] + v[6];
-    float c = v[1] + v[5];
-    float d = v[3] + v[7];
-    return (a + b) + (c + d);
-}
-
 /* Scale j < 8 of an IQ4_XS block, 0..63 (the stored value; the factor is this minus 32). */
 static int iq4_xs_scale(const struct moeinf_block_iq4_xs *b, int j) {
     int lo = (b->scales_l[j / 2] >> (4 * (j % 2))) & 15;
@@ -118,7 +109,7 @@ void moeinf_ref_vec_dot_iq4_nl(int64_t n, float *s, const void *w, const void *x
         lookup32(moeinf_kvalues_iq4nl, b.qs, v);
         acc[i & 7] = fmaf(f16(b.d) * f16(a.d), (float)dot32(v, a.qs), acc[i & 7]);
     }
-    *s = hsum8(acc);
+    *s = moeinf_ref_hsum8(acc);
 }
 
 void moeinf_ref_vec_dot_mxfp4(int64_t n, float *s, const void *w, const void *x) {
@@ -133,7 +124,7 @@ void moeinf_ref_vec_dot_mxfp4(int64_t n, float *s, const void *w, const void *x)
         const float d = moeinf_e8m0_to_fp32_half(b.e) * f16(a.d);
         acc[i & 7] = fmaf(d, (float)dot32(v, a.qs), acc[i & 7]);
     }
-    *s = hsum8(acc);
+    *s = moeinf_ref_hsum8(acc);
 }
 
 void moeinf_ref_vec_dot_iq4_xs(int64_t n, float *s, const void *w, const void *x) {
@@ -151,24 +142,12 @@ void moeinf_ref_vec_dot_iq4_xs(int64_t n, float *s, const void *w, const void *x
         }
         acc[i & 7] = fmaf(f16(b.d) * a.d, (float)isum, acc[i & 7]);
     }
-    *s = hsum8(acc);
+    *s = moeinf_ref_hsum8(acc);
 }
 
-#define REF_ROWS(type)                                                                             \
-    void moeinf_ref_vec_dot_m_##type(int64_t n, int m, float *s, const void *w, const void *x,     \
-                                     size_t x_stride) {                                            \
-        for (int j = 0; j < m; j++)                                                                \
-            moeinf_ref_vec_dot_##type(n, s + j, w, (const uint8_t *)x + (size_t)j * x_stride);     \
-    }                                                                                              \
-    void moeinf_ref_vec_dot_rows_##type(int64_t n, int64_t nr, float *s, const void *w,            \
-                                        size_t w_stride, const void *x) {                          \
-        for (int64_t r = 0; r < nr; r++)                                                           \
-            moeinf_ref_vec_dot_##type(n, s + r, (const uint8_t *)w + (size_t)r * w_stride, x);     \
-    }
-
-REF_ROWS(iq4_nl)
-REF_ROWS(iq4_xs)
-REF_ROWS(mxfp4)
+MOEINF_REF_DEFINE_ROW_LOOPS(iq4_nl)
+MOEINF_REF_DEFINE_ROW_LOOPS(iq4_xs)
+MOEINF_REF_DEFINE_ROW_LOOPS(mxfp4)
 
 /* ---- weight quantizers --------------------------------------------------------------------- */
 

@@ -251,15 +251,7 @@ void moeinf_ref_from_float_q8_k(const float *x, void *y, int64_t n) {
  * for the types with mins, imin (sum of min * activation sub-block sum); then
  *   A[b % 8] = fma(d_w * d_x, (float)isum, A[b % 8])
  *   A[b % 8] = fma(-(dmin_w * d_x), (float)imin, A[b % 8])     (Q2_K, Q4_K, Q5_K)
- * and s = hsum8(A), as quant.h states. */
-
-static float hsum8(const float v[8]) {
-    float a = v[0] + v[4];
-    float b = v[2] + v[6];
-    float c = v[1] + v[5];
-    float d = v[3] + v[7];
-    return (a + b) + (c + d);
-}
+ * and s = moeinf_ref_hsum8(A), as quant.h states. */
 
 static void load_q8_k(const uint8_t *x, int64_t i, struct moeinf_block_q8_k *b) {
     memcpy(b, x + i * (int64_t)sizeof *b, sizeof *b);
@@ -286,7 +278,7 @@ void moeinf_ref_vec_dot_q2_k(int64_t n, float *s, const void *w, const void *x) 
         acc[i & 7] = fmaf(f16(b.d) * a.d, (float)isum, acc[i & 7]);
         acc[i & 7] = fmaf(-(f16(b.dmin) * a.d), (float)imn, acc[i & 7]);
     }
-    *s = hsum8(acc);
+    *s = moeinf_ref_hsum8(acc);
 }
 
 void moeinf_ref_vec_dot_q3_k(int64_t n, float *s, const void *w, const void *x) {
@@ -309,7 +301,7 @@ void moeinf_ref_vec_dot_q3_k(int64_t n, float *s, const void *w, const void *x) 
         }
         acc[i & 7] = fmaf(f16(b.d) * a.d, (float)isum, acc[i & 7]);
     }
-    *s = hsum8(acc);
+    *s = moeinf_ref_hsum8(acc);
 }
 
 /* Q4_K / Q5_K: 8 sub-blocks of 32 with 6-bit scales and mins. */
@@ -344,7 +336,7 @@ void moeinf_ref_vec_dot_q4_k(int64_t n, float *s, const void *w, const void *x) 
         acc[i & 7] = fmaf(f16(b.d) * a.d, (float)isum, acc[i & 7]);
         acc[i & 7] = fmaf(-(f16(b.dmin) * a.d), (float)imn, acc[i & 7]);
     }
-    *s = hsum8(acc);
+    *s = moeinf_ref_hsum8(acc);
 }
 
 void moeinf_ref_vec_dot_q5_k(int64_t n, float *s, const void *w, const void *x) {
@@ -362,7 +354,7 @@ void moeinf_ref_vec_dot_q5_k(int64_t n, float *s, const void *w, const void *x) 
         acc[i & 7] = fmaf(f16(b.d) * a.d, (float)isum, acc[i & 7]);
         acc[i & 7] = fmaf(-(f16(b.dmin) * a.d), (float)imn, acc[i & 7]);
     }
-    *s = hsum8(acc);
+    *s = moeinf_ref_hsum8(acc);
 }
 
 void moeinf_ref_vec_dot_q6_k(int64_t n, float *s, const void *w, const void *x) {
@@ -383,7 +375,7 @@ void moeinf_ref_vec_dot_q6_k(int64_t n, float *s, const void *w, const void *x) 
         }
         acc[i & 7] = fmaf(f16(b.d) * a.d, (float)isum, acc[i & 7]);
     }
-    *s = hsum8(acc);
+    *s = moeinf_ref_hsum8(acc);
 }
 
 /* ---- weight quantizers (llama.cpp's quantize_row_*_ref; the search for scales is its) ---- */
@@ -824,20 +816,8 @@ void moeinf_ref_quantize_q6_k(const float *x, void *y, int64_t n) {
     }
 }
 
-#define REF_ROWS(type)                                                                             \
-    void moeinf_ref_vec_dot_m_##type(int64_t n, int m, float *s, const void *w, const void *x,     \
-                                     size_t x_stride) {                                            \
-        for (int j = 0; j < m; j++)                                                                \
-            moeinf_ref_vec_dot_##type(n, s + j, w, (const uint8_t *)x + (size_t)j * x_stride);     \
-    }                                                                                              \
-    void moeinf_ref_vec_dot_rows_##type(int64_t n, int64_t nr, float *s, const void *w,            \
-                                        size_t w_stride, const void *x) {                          \
-        for (int64_t r = 0; r < nr; r++)                                                           \
-            moeinf_ref_vec_dot_##type(n, s + r, (const uint8_t *)w + (size_t)r * w_stride, x);     \
-    }
-
-REF_ROWS(q2_k)
-REF_ROWS(q3_k)
-REF_ROWS(q4_k)
-REF_ROWS(q5_k)
-REF_ROWS(q6_k)
+MOEINF_REF_DEFINE_ROW_LOOPS(q2_k)
+MOEINF_REF_DEFINE_ROW_LOOPS(q3_k)
+MOEINF_REF_DEFINE_ROW_LOOPS(q4_k)
+MOEINF_REF_DEFINE_ROW_LOOPS(q5_k)
+MOEINF_REF_DEFINE_ROW_LOOPS(q6_k)
