@@ -290,4 +290,55 @@ KQ_GEMM(q4_k, 144, KQ_PREP_4, true)
 KQ_GEMM(q5_k, 176, KQ_PREP_5, true)
 KQ_GEMM(q6_k, 210, KQ_PREP_6, false)
 
+#if !defined(X86_AVX512)
+/* The AVX2 steps of the eight-row decode driver (kernels_x86_krows.h): each row's block is
+ * unpacked as a prefill tile unpacks it, and the activation block's 32-byte groups are read
+ * from L1 for each row. */
+INLINE void ky_step(const uint8_t *const wr[KR_ROWS], size_t boff, int kind, const uint8_t *xb,
+                    __m256 *a) {
+    const bool mins = kind != 6;
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 260));
+    __m256i acc[KR_ROWS];
+    __m256i mn[KR_ROWS];
+    for (int k = 0; k < KR_ROWS; k++) {
+        struct kq_prep p;
+        if (kind == 6)
+            kq_prep_6(wr[k] + boff, &p);
+        else
+            kq_prep_45(wr[k] + boff, kind == 5, &p);
+        __m256i sum = _mm256_setzero_si256();
+        for (size_t i = 0; i < 8; i++) {
+            __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 4 + 32 * i));
+            sum = KQ_DPWSSD(sum, _mm256_maddubs_epi16(p.q[i], xv), p.sc[i]);
+        }
+        if (mins) {
+            mn[k] = _mm256_madd_epi16(bs, p.bs_mul);
+        } else {
+            sum = KQ_DPWSSD(sum, bs, p.bs_mul);
+            mn[k] = _mm256_setzero_si256();
+        }
+        acc[k] = sum;
+    }
+    const __m256 dx = _mm256_set1_ps(k_d_x(xb));
+    const size_t d_at = kind == 6 ? 208 : 0;
+    *a = _mm256_fmadd_ps(_mm256_mul_ps(kr_f16x8(wr, boff, d_at), dx),
+                         _mm256_cvtepi32_ps(kq_reduce8(acc)), *a);
+    if (mins) {
+        const __m256 dm =
+            _mm256_xor_ps(_mm256_mul_ps(kr_f16x8(wr, boff, 2), dx), _mm256_set1_ps(-0.0f));
+        *a = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(kq_reduce8(mn)), *a);
+    }
+}
+
+#    define KY_Q4K_STEP(wr, boff, xb, a) ky_step((wr), (boff), 4, (xb), (a))
+#    define KY_Q5K_STEP(wr, boff, xb, a) ky_step((wr), (boff), 5, (xb), (a))
+#    define KY_Q6K_STEP(wr, boff, xb, a) ky_step((wr), (boff), 6, (xb), (a))
+KR_ROWS_KERNEL(q4_k, 144, KY_Q4K_STEP)
+KR_ROWS_KERNEL(q5_k, 176, KY_Q5K_STEP)
+KR_ROWS_KERNEL(q6_k, 210, KY_Q6K_STEP)
+#    define KR_ROWS_Q4_K vec_dot_rows8_q4_k
+#    define KR_ROWS_Q5_K vec_dot_rows8_q5_k
+#    define KR_ROWS_Q6_K vec_dot_rows8_q6_k
+#endif
+
 #endif

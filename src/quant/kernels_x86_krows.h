@@ -1,18 +1,18 @@
 /*
- * kernels_x86_krows.h - the AVX-512 decode kernels (vec_dot_rows: many weight rows against
- * one activation row) for Q4_K, Q5_K and Q6_K. Included by kernels_x86.h after its K-quant
- * section, whose helpers it uses; compiled only into the AVX-512 table (the AVX2 table keeps
- * the per-row kernels of kernels_x86.h).
+ * kernels_x86_krows.h - the decode kernels (vec_dot_rows: many weight rows against one
+ * activation row) for Q4_K, Q5_K and Q6_K: the eight-row driver, and its AVX-512 steps (the
+ * AVX2 steps, which reuse the prefill tiles' unpacking, are in kernels_x86_kprefill.h).
+ * Included by kernels_x86.h after its K-quant section, whose helpers it uses.
  *
  * DESIGN: decode streams every weight byte once, so the kernel must cost less than the memory
  * time of a block, with room to spare. The per-row kernel spends most of its instructions on
  * per-block bookkeeping (scales spread one by one, a horizontal sum, scalar float steps). Here
  * eight weight rows, far apart in the matrix (eight memory streams, which this machine's DRAM
  * needs to reach its bandwidth), go through each super-block together:
- *   - the activation block stays in four 512-bit registers for the eight rows;
- *   - each row's quants are unpacked 64 at a time (a 32-byte load broadcast to both halves,
- *     the upper half shifted), its sub-block scales spread with one vpermw per 64 quants, and
- *     vpmaddubsw + vpdpwssd accumulate the exact integer sum;
+ *   - the activation block is loaded once for the eight rows (AVX-512: four registers);
+ *   - each row's quants are unpacked and multiplied with its sub-block scales applied (AVX-512:
+ *     64 quants at a time, a 32-byte load broadcast to both halves and the upper half shifted,
+ *     the scales spread with one vpermw, vpmaddubsw + vpdpwssd);
  *   - the eight rows' sums are reduced together (lane k = row k) and quant.h's float steps
  *     (d_w * d_x, one fma into A[b % 8]; the mins likewise) run with lane k = row k.
  * Integer sums are exact in any order and every float operation is the scalar code's, so
@@ -21,9 +21,63 @@
 #ifndef MOEINF_QUANT_KERNELS_X86_KROWS_H
 #define MOEINF_QUANT_KERNELS_X86_KROWS_H
 
-#if defined(X86_AVX512)
+#define KR_ROWS 8
 
-#    define KR_ROWS 8
+/* The F16 field at byte `at` of block b of each of the 8 rows, as floats (lane k = row k). */
+INLINE __m256 kr_f16x8(const uint8_t *const wr[KR_ROWS], size_t boff, size_t at) {
+    __m128i h = _mm_cvtsi32_si128(load_u16(wr[0] + boff + at));
+    h = _mm_insert_epi16(h, load_u16(wr[1] + boff + at), 1);
+    h = _mm_insert_epi16(h, load_u16(wr[2] + boff + at), 2);
+    h = _mm_insert_epi16(h, load_u16(wr[3] + boff + at), 3);
+    h = _mm_insert_epi16(h, load_u16(wr[4] + boff + at), 4);
+    h = _mm_insert_epi16(h, load_u16(wr[5] + boff + at), 5);
+    h = _mm_insert_epi16(h, load_u16(wr[6] + boff + at), 6);
+    h = _mm_insert_epi16(h, load_u16(wr[7] + boff + at), 7);
+    return _mm256_cvtph_ps(h);
+}
+
+/* Rows k * q + i (k < 8) go together; the nr % 8 rows left use the per-row kernel, whose
+ * results are the same. STEP(wr, boff, xb, a): super-block b (byte offset boff in each row)
+ * of the 8 rows wr against activation block xb, into a (lane k = row k). */
+#define KR_ROWS_KERNEL(t, wbytes, STEP)                                                            \
+    static void vec_dot_rows8_##t(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride, \
+                                  const void *x) {                                                 \
+        const uint8_t *wb = w;                                                                     \
+        const uint8_t *xb = x;                                                                     \
+        const int64_t nb = n / 256;                                                                \
+        const int64_t q = nr / KR_ROWS;                                                            \
+        for (int64_t i = 0; i < q; i++) {                                                          \
+            const uint8_t *wr[KR_ROWS];                                                            \
+            for (int k = 0; k < KR_ROWS; k++)                                                      \
+                wr[k] = wb + (size_t)(k * q + i) * w_stride;                                       \
+            __m256 a[8];                                                                           \
+            for (int k = 0; k < 8; k++)                                                            \
+                a[k] = _mm256_setzero_ps();                                                        \
+            for (int64_t b = 0; b < nb; b++) {                                                     \
+                const size_t boff = (size_t)b * (wbytes);                                          \
+                for (int k = 0; k < KR_ROWS; k++) {                                                \
+                    const char *pf = (const char *)wr[k] + boff + K_PREFETCH;                      \
+                    _mm_prefetch(pf, _MM_HINT_T0);                                                 \
+                    _mm_prefetch(pf + 64, _MM_HINT_T0);                                            \
+                    _mm_prefetch(pf + 128, _MM_HINT_T0);                                           \
+                }                                                                                  \
+                STEP(wr, boff, xb + (size_t)b * QK_K_BYTES_X, &a[b & 7]);                          \
+            }                                                                                      \
+            /* hsum8_arr lane by lane */                                                           \
+            __m256 r = _mm256_add_ps(                                                              \
+                _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),               \
+                _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));              \
+            float out[KR_ROWS];                                                                    \
+            _mm256_storeu_ps(out, r);                                                              \
+            for (int k = 0; k < KR_ROWS; k++)                                                      \
+                s[k * q + i] = out[k];                                                             \
+        }                                                                                          \
+        if (nr > KR_ROWS * q)                                                                      \
+            vec_dot_rows_##t(n, nr - KR_ROWS * q, s + KR_ROWS * q,                                 \
+                             wb + (size_t)(KR_ROWS * q) * w_stride, w_stride, x);                  \
+    }
+
+#if defined(X86_AVX512)
 
 /* vpermw indices: lanes 0-15 take int16 lane a, lanes 16-31 lane b. */
 INLINE __m512i kr_pair_idx(int a, int b) {
@@ -138,22 +192,12 @@ INLINE __m256i kr_6_row(const uint8_t *wb, const struct kr_x *x) {
     return _mm256_dpwssd_epi32(kz_dot(&w, x->xq), x->bs, off);
 }
 
-/* The F16 field at byte `at` of block b of each of the 8 rows, as floats (lane k = row k). */
-INLINE __m256 kr_f16x8(const uint8_t *const wr[KR_ROWS], size_t boff, size_t at) {
-    __m128i h = _mm_cvtsi32_si128(load_u16(wr[0] + boff + at));
-    h = _mm_insert_epi16(h, load_u16(wr[1] + boff + at), 1);
-    h = _mm_insert_epi16(h, load_u16(wr[2] + boff + at), 2);
-    h = _mm_insert_epi16(h, load_u16(wr[3] + boff + at), 3);
-    h = _mm_insert_epi16(h, load_u16(wr[4] + boff + at), 4);
-    h = _mm_insert_epi16(h, load_u16(wr[5] + boff + at), 5);
-    h = _mm_insert_epi16(h, load_u16(wr[6] + boff + at), 6);
-    h = _mm_insert_epi16(h, load_u16(wr[7] + boff + at), 7);
-    return _mm256_cvtph_ps(h);
-}
-
 /* One super-block of 8 Q4_K/Q5_K rows into a (lane k = row k), as k45_step per row. */
-INLINE void kr_45_step(const uint8_t *const wr[KR_ROWS], size_t boff, bool five,
-                       const struct kr_x *x, __m256 *a) {
+INLINE void kr_45_step(const uint8_t *const wr[KR_ROWS], size_t boff, bool five, const uint8_t *xb,
+                       __m256 *a) {
+    struct kr_x xv;
+    kr_load_x(xb, &xv);
+    const struct kr_x *x = &xv;
     __m256i acc[KR_ROWS];
     __m256i mins[KR_ROWS];
     for (int k = 0; k < KR_ROWS; k++)
@@ -165,8 +209,10 @@ INLINE void kr_45_step(const uint8_t *const wr[KR_ROWS], size_t boff, bool five,
     *a = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(kq_reduce8(mins)), *a);
 }
 
-INLINE void kr_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const struct kr_x *x,
-                      __m256 *a) {
+INLINE void kr_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8_t *xb, __m256 *a) {
+    struct kr_x xv;
+    kr_load_x(xb, &xv);
+    const struct kr_x *x = &xv;
     __m256i acc[KR_ROWS];
     for (int k = 0; k < KR_ROWS; k++)
         acc[k] = kr_6_row(wr[k] + boff, x);
@@ -178,48 +224,6 @@ INLINE void kr_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const struc
 #    define KR_Q5K_STEP(wr, boff, x, a) kr_45_step((wr), (boff), true, (x), (a))
 #    define KR_Q6K_STEP(wr, boff, x, a) kr_6_step((wr), (boff), (x), (a))
 
-/* Rows k * q + i (k < 8) go together; the nr % 8 rows left use the per-row kernel, whose
- * results are the same. */
-#    define KR_ROWS_KERNEL(t, wbytes, STEP)                                                        \
-        static void vec_dot_rows8_##t(int64_t n, int64_t nr, float *s, const void *w,              \
-                                      size_t w_stride, const void *x) {                            \
-            const uint8_t *wb = w;                                                                 \
-            const uint8_t *xb = x;                                                                 \
-            const int64_t nb = n / 256;                                                            \
-            const int64_t q = nr / KR_ROWS;                                                        \
-            for (int64_t i = 0; i < q; i++) {                                                      \
-                const uint8_t *wr[KR_ROWS];                                                        \
-                for (int k = 0; k < KR_ROWS; k++)                                                  \
-                    wr[k] = wb + (size_t)(k * q + i) * w_stride;                                   \
-                __m256 a[8];                                                                       \
-                for (int k = 0; k < 8; k++)                                                        \
-                    a[k] = _mm256_setzero_ps();                                                    \
-                for (int64_t b = 0; b < nb; b++) {                                                 \
-                    const size_t boff = (size_t)b * (wbytes);                                      \
-                    for (int k = 0; k < KR_ROWS; k++) {                                            \
-                        const char *pf = (const char *)wr[k] + boff + K_PREFETCH;                  \
-                        _mm_prefetch(pf, _MM_HINT_T0);                                             \
-                        _mm_prefetch(pf + 64, _MM_HINT_T0);                                        \
-                        _mm_prefetch(pf + 128, _MM_HINT_T0);                                       \
-                    }                                                                              \
-                    struct kr_x xv;                                                                \
-                    kr_load_x(xb + (size_t)b * QK_K_BYTES_X, &xv);                                 \
-                    STEP(wr, boff, &xv, &a[b & 7]);                                                \
-                }                                                                                  \
-                /* hsum8_arr lane by lane */                                                       \
-                __m256 r = _mm256_add_ps(                                                          \
-                    _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),           \
-                    _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));          \
-                float out[KR_ROWS];                                                                \
-                _mm256_storeu_ps(out, r);                                                          \
-                for (int k = 0; k < KR_ROWS; k++)                                                  \
-                    s[k * q + i] = out[k];                                                         \
-            }                                                                                      \
-            if (nr > KR_ROWS * q)                                                                  \
-                vec_dot_rows_##t(n, nr - KR_ROWS * q, s + KR_ROWS * q,                             \
-                                 wb + (size_t)(KR_ROWS * q) * w_stride, w_stride, x);              \
-        }
-
 KR_ROWS_KERNEL(q4_k, 144, KR_Q4K_STEP)
 KR_ROWS_KERNEL(q5_k, 176, KR_Q5K_STEP)
 KR_ROWS_KERNEL(q6_k, 210, KR_Q6K_STEP)
@@ -227,10 +231,6 @@ KR_ROWS_KERNEL(q6_k, 210, KR_Q6K_STEP)
 #    define KR_ROWS_Q4_K vec_dot_rows8_q4_k
 #    define KR_ROWS_Q5_K vec_dot_rows8_q5_k
 #    define KR_ROWS_Q6_K vec_dot_rows8_q6_k
-#else
-#    define KR_ROWS_Q4_K vec_dot_rows_q4_k
-#    define KR_ROWS_Q5_K vec_dot_rows_q5_k
-#    define KR_ROWS_Q6_K vec_dot_rows_q6_k
 #endif
 
 #endif
