@@ -306,15 +306,19 @@ INLINE void qprep(enum qkind k, const uint8_t *wg, __m256i wq[8], __m256 *dw) {
     *dw = load_scales8(wg, bs);
 }
 
-/* acc + (d_w * d_x) * isum for the group of 8 Q8_0 activation blocks at xg. */
-INLINE __m256 qgroup(const __m256i wq[8], __m256 dw, const uint8_t *xg, __m256 acc) {
+/* acc + (d_w * d_x) * isum for the group of 8 Q8_0 activation blocks at xg, whose scales
+ * d_x are given (the prefill tiles load them once for all their weight rows). */
+INLINE __m256 qgroup_dx(const __m256i wq[8], __m256 dw, const uint8_t *xg, __m256 dx, __m256 acc) {
     __m256i p[8];
     for (int b = 0; b < 8; b++) {
         const uint8_t *qs = xg + (size_t)b * Q8_BYTES + 2;
         p[b] = dot_i8(wq[b], _mm256_loadu_si256((const __m256i *)(const void *)qs));
     }
-    __m256 d = _mm256_mul_ps(dw, load_scales8(xg, Q8_BYTES));
-    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sum_lanes8(p)), acc);
+    return _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sum_lanes8(p)), acc);
+}
+
+INLINE __m256 qgroup(const __m256i wq[8], __m256 dw, const uint8_t *xg, __m256 acc) {
+    return qgroup_dx(wq, dw, xg, load_scales8(xg, Q8_BYTES), acc);
 }
 
 /* s[r] for m rows (m <= 8 per pass; more in passes). */
@@ -947,6 +951,24 @@ INLINE float hsum8_arr(const float v[8]) {
     float c = v[1] + v[5];
     float d = v[3] + v[7];
     return (a + b) + (c + d);
+}
+
+/* hsum8_arr lane by lane: lane k of the result is hsum8_arr of lane k of v[0..7]. */
+INLINE __m256 hsum8_lanes(const __m256 v[8]) {
+    return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[0], v[4]), _mm256_add_ps(v[2], v[6])),
+                         _mm256_add_ps(_mm256_add_ps(v[1], v[5]), _mm256_add_ps(v[3], v[7])));
+}
+
+/* quant.h's float steps of one super-block for 8 dots at once (lane k = dot k), as the
+ * scalar code does them per dot: a = fma(d_w * d_x, isum, a), then, for the types with mins,
+ * a = fma(-(dmin_w * d_x), imin, a). */
+INLINE void k_float_steps(__m256 dw, __m256 dmin, __m256 dx, __m256i isum, __m256i imin, bool mins,
+                          __m256 *a) {
+    *a = _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(isum), *a);
+    if (mins) {
+        const __m256 dm = _mm256_xor_ps(_mm256_mul_ps(dmin, dx), _mm256_set1_ps(-0.0f));
+        *a = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(imin), *a);
+    }
 }
 
 /* K_STEP(wb, xb, a): one super-block of weight row wb against activation block xb into *a. */

@@ -147,9 +147,9 @@ INLINE void kq_block_rows(const struct kq_prep *p, const uint8_t *const x[KQ_ROW
 }
 
 /* d_x of the activation blocks x[j], lane j = row j (rows up to KQ_ROWS, the rest 0). */
-INLINE __m256 kq_dx(const uint8_t *const x[KQ_ROWS], int rows) {
-    float d[KQ_ROWS] = {0};
-    for (int j = 0; j < rows; j++)
+INLINE __m256 kq_dx(const uint8_t *const x[KQ_ROWS]) {
+    float d[KQ_ROWS];
+    for (int j = 0; j < KQ_ROWS; j++)
         memcpy(&d[j], x[j], sizeof d[j]);
     return _mm256_loadu_ps(d);
 }
@@ -161,12 +161,7 @@ INLINE void kq_chunk(const struct kq_prep *p, const uint8_t *const x[KQ_ROWS], _
     __m256i isum;
     __m256i imin = _mm256_setzero_si256();
     kq_block_rows(p, x, rows, mins, &isum, &imin);
-    *a = _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(p->d), dx), _mm256_cvtepi32_ps(isum), *a);
-    if (mins) {
-        const __m256 dm =
-            _mm256_xor_ps(_mm256_mul_ps(_mm256_set1_ps(p->dmin), dx), _mm256_set1_ps(-0.0f));
-        *a = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(imin), *a);
-    }
+    k_float_steps(_mm256_set1_ps(p->d), _mm256_set1_ps(p->dmin), dx, isum, imin, mins, a);
 }
 
 /* kq_chunk with the row count a constant in each case: experts in a prompt often get only a
@@ -222,13 +217,10 @@ INLINE void kq_chunk_rows(const uint8_t *x, size_t x_stride, int j0, int rows, i
         xb[j] = x + (size_t)(j0 + (j < rows ? j : 0)) * x_stride + (size_t)b * QK_K_BYTES_X;
 }
 
-/* hsum8_arr lane by lane, ((a0 + a4) + (a2 + a6)) + ((a1 + a5) + (a3 + a7)), and the first
- * `rows` lanes stored y_stride floats apart. */
+/* hsum8_lanes, and the first `rows` lanes stored y_stride floats apart. */
 INLINE void kq_store(const __m256 v[8], int rows, float *y, size_t y_stride) {
-    __m256 r = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(v[0], v[4]), _mm256_add_ps(v[2], v[6])),
-                             _mm256_add_ps(_mm256_add_ps(v[1], v[5]), _mm256_add_ps(v[3], v[7])));
     float out[KQ_ROWS];
-    _mm256_storeu_ps(out, r);
+    _mm256_storeu_ps(out, hsum8_lanes(v));
     for (int j = 0; j < rows; j++)
         y[(size_t)j * y_stride] = out[j];
 }
@@ -247,7 +239,7 @@ INLINE void kq_store(const __m256 v[8], int rows, float *y, size_t y_stride) {
             for (int c = 0; c < n_chunks; c++) {                                                   \
                 const int rows = mp - KQ_ROWS * c < KQ_ROWS ? mp - KQ_ROWS * c : KQ_ROWS;          \
                 kq_chunk_rows(x, x_stride, KQ_ROWS *c, rows, b, tile->xb[c]);                      \
-                tile->dx[c] = kq_dx(tile->xb[c], KQ_ROWS);                                         \
+                tile->dx[c] = kq_dx(tile->xb[c]);                                                  \
             }                                                                                      \
             for (int r = 0; r < nw; r++) {                                                         \
                 const uint8_t *wrb = w + (size_t)r * w_stride + (size_t)b * (wbytes);              \
@@ -319,15 +311,9 @@ INLINE void ky_step(const uint8_t *const wr[KR_ROWS], size_t boff, int kind, con
         }
         acc[k] = sum;
     }
-    const __m256 dx = _mm256_set1_ps(k_d_x(xb));
-    const size_t d_at = kind == 6 ? 208 : 0;
-    *a = _mm256_fmadd_ps(_mm256_mul_ps(kr_f16x8(wr, boff, d_at), dx),
-                         _mm256_cvtepi32_ps(kq_reduce8(acc)), *a);
-    if (mins) {
-        const __m256 dm =
-            _mm256_xor_ps(_mm256_mul_ps(kr_f16x8(wr, boff, 2), dx), _mm256_set1_ps(-0.0f));
-        *a = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(kq_reduce8(mn)), *a);
-    }
+    const __m256 dmin = mins ? kr_f16x8(wr, boff, 2) : _mm256_setzero_ps();
+    k_float_steps(kr_f16x8(wr, boff, kind == 6 ? 208 : 0), dmin, _mm256_set1_ps(k_d_x(xb)),
+                  kq_reduce8(acc), mins ? kq_reduce8(mn) : _mm256_setzero_si256(), mins, a);
 }
 
 #    define KY_Q4K_STEP(wr, boff, xb, a) ky_step((wr), (boff), 4, (xb), (a))

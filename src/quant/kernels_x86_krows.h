@@ -23,17 +23,11 @@
 
 #define KR_ROWS 8
 
-/* The F16 field at byte `at` of block b of each of the 8 rows, as floats (lane k = row k). */
+/* The F16 field at byte `at` of the current super-block of each of the 8 rows, as floats
+ * (lane k = row k). The driver's rows are equally spaced (k * q + i), so this is one strided
+ * gather. */
 INLINE __m256 kr_f16x8(const uint8_t *const wr[KR_ROWS], size_t boff, size_t at) {
-    __m128i h = _mm_cvtsi32_si128(load_u16(wr[0] + boff + at));
-    h = _mm_insert_epi16(h, load_u16(wr[1] + boff + at), 1);
-    h = _mm_insert_epi16(h, load_u16(wr[2] + boff + at), 2);
-    h = _mm_insert_epi16(h, load_u16(wr[3] + boff + at), 3);
-    h = _mm_insert_epi16(h, load_u16(wr[4] + boff + at), 4);
-    h = _mm_insert_epi16(h, load_u16(wr[5] + boff + at), 5);
-    h = _mm_insert_epi16(h, load_u16(wr[6] + boff + at), 6);
-    h = _mm_insert_epi16(h, load_u16(wr[7] + boff + at), 7);
-    return _mm256_cvtph_ps(h);
+    return load_scales8(wr[0] + boff + at, (size_t)(wr[1] - wr[0]));
 }
 
 /* Rows k * q + i (k < 8) go together; the nr % 8 rows left use the per-row kernel, whose
@@ -63,12 +57,8 @@ INLINE __m256 kr_f16x8(const uint8_t *const wr[KR_ROWS], size_t boff, size_t at)
                 }                                                                                  \
                 STEP(wr, boff, xb + (size_t)b * QK_K_BYTES_X, &a[b & 7]);                          \
             }                                                                                      \
-            /* hsum8_arr lane by lane */                                                           \
-            __m256 r = _mm256_add_ps(                                                              \
-                _mm256_add_ps(_mm256_add_ps(a[0], a[4]), _mm256_add_ps(a[2], a[6])),               \
-                _mm256_add_ps(_mm256_add_ps(a[1], a[5]), _mm256_add_ps(a[3], a[7])));              \
             float out[KR_ROWS];                                                                    \
-            _mm256_storeu_ps(out, r);                                                              \
+            _mm256_storeu_ps(out, hsum8_lanes(a));                                                 \
             for (int k = 0; k < KR_ROWS; k++)                                                      \
                 s[k * q + i] = out[k];                                                             \
         }                                                                                          \
@@ -202,11 +192,8 @@ INLINE void kr_45_step(const uint8_t *const wr[KR_ROWS], size_t boff, bool five,
     __m256i mins[KR_ROWS];
     for (int k = 0; k < KR_ROWS; k++)
         kr_45_row(wr[k] + boff, five, x, &acc[k], &mins[k]);
-    const __m256 d = _mm256_mul_ps(kr_f16x8(wr, boff, 0), x->dx);
-    const __m256 dm =
-        _mm256_xor_ps(_mm256_mul_ps(kr_f16x8(wr, boff, 2), x->dx), _mm256_set1_ps(-0.0f));
-    *a = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(kq_reduce8(acc)), *a);
-    *a = _mm256_fmadd_ps(dm, _mm256_cvtepi32_ps(kq_reduce8(mins)), *a);
+    k_float_steps(kr_f16x8(wr, boff, 0), kr_f16x8(wr, boff, 2), x->dx, kq_reduce8(acc),
+                  kq_reduce8(mins), true, a);
 }
 
 INLINE void kr_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8_t *xb, __m256 *a) {
@@ -216,8 +203,8 @@ INLINE void kr_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8
     __m256i acc[KR_ROWS];
     for (int k = 0; k < KR_ROWS; k++)
         acc[k] = kr_6_row(wr[k] + boff, x);
-    const __m256 d = _mm256_mul_ps(kr_f16x8(wr, boff, 208), x->dx);
-    *a = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(kq_reduce8(acc)), *a);
+    k_float_steps(kr_f16x8(wr, boff, 208), _mm256_setzero_ps(), x->dx, kq_reduce8(acc),
+                  _mm256_setzero_si256(), false, a);
 }
 
 #    define KR_Q4K_STEP(wr, boff, x, a) kr_45_step((wr), (boff), false, (x), (a))

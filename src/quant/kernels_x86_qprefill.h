@@ -23,16 +23,6 @@ struct qg_tile {
     uint8_t xt[QG_PASS][8 * Q8_BYTES]; /* a last partial group, zero-padded */
 };
 
-/* acc + (d_w * d_x) * isum for one group, d_x given (qgroup's arithmetic). */
-INLINE __m256 qgroup_dx(const __m256i wq[8], __m256 dw, const uint8_t *xg, __m256 dx, __m256 acc) {
-    __m256i p[8];
-    for (int b = 0; b < 8; b++) {
-        const uint8_t *qs = xg + (size_t)b * Q8_BYTES + 2;
-        p[b] = dot_i8(wq[b], _mm256_loadu_si256((const __m256i *)(const void *)qs));
-    }
-    return _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sum_lanes8(p)), acc);
-}
-
 /* The tile's rows against one group: xg(j) is activation row j's group (8 blocks). */
 INLINE void qg_group(enum qkind k, int nw, int mp, const uint8_t *w, size_t w_stride, size_t woff,
                      const uint8_t *const xg[QG_PASS], struct qg_tile *t) {
