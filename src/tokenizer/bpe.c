@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "tokenizer/bigram_queue.h"
 #include "tokenizer/pretok.h"
 #include "tokenizer/vocab_impl.h"
 
@@ -242,64 +243,14 @@ struct sym {
     size_t off, n;  /* bytes in the word; n = 0 once merged into its left neighbour */
 };
 
-struct bigram {
-    int left, right;
-    int32_t rank;
-    size_t size; /* bytes of the pair when queued: stale if the pieces changed */
-};
-
 struct session {
     const struct moeinf_vocab *v;
     char *word;       /* the byte-mapped word: 2 bytes per byte at most */
     struct sym *syms; /* one per byte at most */
-    struct bigram *heap;
-    size_t n_heap, heap_cap;
+    struct moeinf_bigram_queue q;
     char *key; /* "left right" for rank lookups */
     size_t key_cap;
 };
-
-/* a pops before b: lower rank, then the leftmost pair. */
-static bool before(const struct bigram *a, const struct bigram *b) {
-    return a->rank < b->rank || (a->rank == b->rank && a->left < b->left);
-}
-
-static bool heap_push(struct session *s, struct bigram b) {
-    if (s->n_heap == s->heap_cap) {
-        size_t cap = s->heap_cap ? 2 * s->heap_cap : 64;
-        struct bigram *p = realloc(s->heap, cap * sizeof *p);
-        if (!p) return false;
-        s->heap = p;
-        s->heap_cap = cap;
-    }
-    size_t i = s->n_heap++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!before(&b, &s->heap[parent])) break;
-        s->heap[i] = s->heap[parent];
-        i = parent;
-    }
-    s->heap[i] = b;
-    return true;
-}
-
-static struct bigram heap_pop(struct session *s) {
-    struct bigram top = s->heap[0];
-    struct bigram last = s->heap[--s->n_heap];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1;
-        size_t r = l + 1;
-        size_t best = i;
-        const struct bigram *cand = &last;
-        if (l < s->n_heap && before(&s->heap[l], cand)) best = l, cand = &s->heap[l];
-        if (r < s->n_heap && before(&s->heap[r], cand)) best = r;
-        if (best == i) break;
-        s->heap[i] = s->heap[best];
-        i = best;
-    }
-    if (s->n_heap > 0) s->heap[i] = last;
-    return top;
-}
 
 /* Room for `need` elements of `elem` bytes: the buffer, moved if it had to grow, or NULL when
  * out of memory (p is then still the caller's). */
@@ -327,7 +278,7 @@ static bool add_bigram(struct session *s, int left, int right) {
     memcpy(s->key + l->n + 1, s->word + r->off, r->n);
     int32_t rank = merge_rank(&s->v->merges, s->key, n);
     if (rank < 0) return true;
-    return heap_push(s, (struct bigram){left, right, rank, l->n + r->n});
+    return moeinf_bigram_push(&s->q, (struct moeinf_bigram){left, right, rank, l->n + r->n});
 }
 
 static size_t utf8_char_len(unsigned char c) {
@@ -379,11 +330,11 @@ static enum moeinf_status bpe_word(struct session *s, const char *text, size_t n
         int32_t id = moeinf_vocab_find(v, s->word, len);
         if (id >= 0) return moeinf_ids_push(out, id) ? MOEINF_OK : fail_nomem(v, err);
     }
-    s->n_heap = 0;
+    s->q.n = 0;
     for (int i = 1; i < n_syms; i++)
         if (!add_bigram(s, i - 1, i)) goto nomem;
-    while (s->n_heap > 0) {
-        struct bigram b = heap_pop(s);
+    while (s->q.n > 0) {
+        struct moeinf_bigram b = moeinf_bigram_pop(&s->q);
         struct sym *l = &s->syms[b.left];
         struct sym *r = &s->syms[b.right];
         /* Stale: either side merged away, the left one grew (then it has another right
@@ -439,7 +390,7 @@ done:
     free(clean);
     free(s.word);
     free(s.syms);
-    free(s.heap);
+    moeinf_bigram_queue_free(&s.q);
     free(s.key);
     return st;
 }

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "tokenizer/bigram_queue.h"
 #include "tokenizer/vocab_impl.h"
 
 /* ---- SentencePiece merging -------------------------------------------------------------- */
@@ -21,65 +22,11 @@ struct sym {
     size_t off, n;  /* bytes of the piece in the escaped text; n = 0 once merged away */
 };
 
-struct bigram {
-    int left, right;
-    float score;
-    size_t size; /* bytes of the pair when it was queued: stale if the pieces changed */
-};
-
-struct queue {
-    struct bigram *data;
-    size_t n, cap;
-};
-
-/* a pops before b: higher score, then the leftmost pair. */
-static bool before(const struct bigram *a, const struct bigram *b) {
-    return a->score > b->score || (a->score == b->score && a->left < b->left);
-}
-
-static bool queue_push(struct queue *q, struct bigram b) {
-    if (q->n == q->cap) {
-        size_t cap = q->cap ? 2 * q->cap : 64;
-        struct bigram *p = realloc(q->data, cap * sizeof *p);
-        if (!p) return false;
-        q->data = p;
-        q->cap = cap;
-    }
-    size_t i = q->n++;
-    while (i > 0) {
-        size_t parent = (i - 1) / 2;
-        if (!before(&b, &q->data[parent])) break;
-        q->data[i] = q->data[parent];
-        i = parent;
-    }
-    q->data[i] = b;
-    return true;
-}
-
-static struct bigram queue_pop(struct queue *q) {
-    struct bigram top = q->data[0];
-    struct bigram last = q->data[--q->n];
-    size_t i = 0;
-    for (;;) {
-        size_t l = 2 * i + 1;
-        size_t r = l + 1;
-        size_t best = i;
-        const struct bigram *cand = &last;
-        if (l < q->n && before(&q->data[l], cand)) best = l, cand = &q->data[l];
-        if (r < q->n && before(&q->data[r], cand)) best = r;
-        if (best == i) break;
-        q->data[i] = q->data[best];
-        i = best;
-    }
-    if (q->n > 0) q->data[i] = last;
-    return top;
-}
-
 struct spm {
     const struct moeinf_vocab *v;
     const char *text; /* escaped fragment */
     struct sym *syms;
-    struct queue q;
+    struct moeinf_bigram_queue q;
 };
 
 static bool try_add_bigram(struct spm *s, int left, int right) {
@@ -87,7 +34,8 @@ static bool try_add_bigram(struct spm *s, int left, int right) {
     size_t n = s->syms[left].n + s->syms[right].n;
     int32_t id = moeinf_vocab_find(s->v, s->text + s->syms[left].off, n);
     if (id < 0) return true;
-    return queue_push(&s->q, (struct bigram){left, right, s->v->tokens[id].score, n});
+    return moeinf_bigram_push(
+        &s->q, (struct moeinf_bigram){left, right, -(double)s->v->tokens[id].score, n});
 }
 
 /* UTF-8 length from the lead byte (continuation and invalid bytes count as 1, F8..FF as 4),
@@ -117,7 +65,7 @@ static enum moeinf_status spm_fragment(const struct moeinf_vocab *v, const char 
         if (!try_add_bigram(&s, i - 1, i)) goto nomem;
 
     while (s.q.n > 0) {
-        struct bigram b = queue_pop(&s.q);
+        struct moeinf_bigram b = moeinf_bigram_pop(&s.q);
         struct sym *l = &s.syms[b.left];
         struct sym *r = &s.syms[b.right];
         if (l->n == 0 || r->n == 0 || l->n + r->n != b.size) continue; /* stale */
@@ -156,7 +104,7 @@ nomem:
     st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory while tokenizing", v->source);
 done:
     free(s.syms);
-    free(s.q.data);
+    moeinf_bigram_queue_free(&s.q);
     return st;
 }
 
