@@ -1026,7 +1026,7 @@ INLINE void k_float_steps(__m256 dw, __m256 dmin, __m256 dx, __m256i isum, __m25
 K_KERNELS(q4_k, 144, Q4K_STEP)
 K_KERNELS(q5_k, 176, Q5K_STEP)
 K_KERNELS(q6_k, 210, Q6K_STEP)
-#include "quant/kernels_x86_krows.h" /* AVX-512: their vec_dot_rows (KR_ROWS_Q*_K) */
+#include "quant/kernels_x86_krows.h" /* their vec_dot_rows (vec_dot_rows8_*) */
 /* after krows.h, whose unpacking it shares */
 #include "quant/kernels_x86_kprefill.h" /* their vec_dot_m and gemm */
 
@@ -1360,11 +1360,11 @@ static void to_float_iq4_xs(const void *x, float *y, int64_t n) {
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q3_K, NULL, moeinf_ref_to_float_q3_k, vec_dot_q3_k,       \
                              vec_dot_m_q3_k, vec_dot_rows_q3_k),                                   \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q4_K, NULL, moeinf_ref_to_float_q4_k, vec_dot_q4_k,       \
-                             vec_dot_m_q4_k, KR_ROWS_Q4_K),                                        \
+                             vec_dot_m_q4_k, vec_dot_rows8_q4_k),                                  \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q5_K, NULL, moeinf_ref_to_float_q5_k, vec_dot_q5_k,       \
-                             vec_dot_m_q5_k, KR_ROWS_Q5_K),                                        \
+                             vec_dot_m_q5_k, vec_dot_rows8_q5_k),                                  \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q6_K, NULL, moeinf_ref_to_float_q6_k, vec_dot_q6_k,       \
-                             vec_dot_m_q6_k, KR_ROWS_Q6_K),                                        \
+                             vec_dot_m_q6_k, vec_dot_rows8_q6_k),                                  \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_IQ4_NL, NULL, to_float_iq4_nl, vec_dot_iq4_nl,            \
                              vec_dot_m_iq4_nl, vec_dot_rows_iq4_nl),                               \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_IQ4_XS, NULL, to_float_iq4_xs, vec_dot_iq4_xs,            \

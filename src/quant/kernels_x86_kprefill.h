@@ -322,9 +322,6 @@ INLINE void ky_step(const uint8_t *const wr[KR_ROWS], size_t boff, int kind, con
 KR_ROWS_KERNEL(q4_k, 144, KY_Q4K_STEP)
 KR_ROWS_KERNEL(q5_k, 176, KY_Q5K_STEP)
 KR_ROWS_KERNEL(q6_k, 210, KY_Q6K_STEP)
-#    define KR_ROWS_Q4_K vec_dot_rows8_q4_k
-#    define KR_ROWS_Q5_K vec_dot_rows8_q5_k
-#    define KR_ROWS_Q6_K vec_dot_rows8_q6_k
 #endif
 
 #endif

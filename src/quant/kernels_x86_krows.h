@@ -215,9 +215,6 @@ KR_ROWS_KERNEL(q4_k, 144, KR_Q4K_STEP)
 KR_ROWS_KERNEL(q5_k, 176, KR_Q5K_STEP)
 KR_ROWS_KERNEL(q6_k, 210, KR_Q6K_STEP)
 
-#    define KR_ROWS_Q4_K vec_dot_rows8_q4_k
-#    define KR_ROWS_Q5_K vec_dot_rows8_q5_k
-#    define KR_ROWS_Q6_K vec_dot_rows8_q6_k
 #endif
 
 #endif
