@@ -124,18 +124,9 @@ size_t moeinf_bpe_decode_text(const struct moeinf_vocab *v, const char *text, si
 
 /* ---- merges ----------------------------------------------------------------------------- */
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 /* Rank of the merge "key" (left, space, right), or -1. */
 static int32_t merge_rank(const struct moeinf_bpe_merges *m, const char *key, size_t n) {
-    size_t i = (size_t)hash_bytes(key, n) & m->table_mask;
+    size_t i = (size_t)moeinf_hash_bytes(key, n) & m->table_mask;
     for (;;) {
         int32_t e = m->table[i];
         if (e < 0) return -1;
@@ -192,7 +183,7 @@ static enum moeinf_status load_merges(struct moeinf_vocab *v, const struct moein
         m->off[e] = off;
         m->len[e] = (uint32_t)k;
         m->rank[e] = (int32_t)i;
-        size_t h = (size_t)hash_bytes(s, k) & m->table_mask;
+        size_t h = (size_t)moeinf_hash_bytes(s, k) & m->table_mask;
         for (;;) {
             int32_t o = m->table[h];
             if (o < 0) {

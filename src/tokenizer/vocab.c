@@ -27,21 +27,12 @@ struct moeinf_vocab_desc moeinf_vocab_desc_default(void) {
 
 /* ---- text -> id map ------------------------------------------------------------------- */
 
-static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (size_t i = 0; i < n; i++) {
-        h ^= (unsigned char)s[i];
-        h *= 0x100000001b3ull;
-    }
-    return h;
-}
-
 static const char *tok_text(const struct moeinf_vocab *v, int32_t id) {
     return v->text_arena + v->tokens[id].text_off;
 }
 
 int32_t moeinf_vocab_find(const struct moeinf_vocab *v, const char *text, size_t len) {
-    size_t i = (size_t)hash_bytes(text, len) & v->table_mask;
+    size_t i = (size_t)moeinf_hash_bytes(text, len) & v->table_mask;
     for (;;) {
         int32_t id = v->table[i];
         if (id == NO_ID) return NO_ID;
@@ -54,7 +45,7 @@ int32_t moeinf_vocab_find(const struct moeinf_vocab *v, const char *text, size_t
 static int32_t table_insert(struct moeinf_vocab *v, int32_t id) {
     const char *text = tok_text(v, id);
     size_t len = v->tokens[id].text_len;
-    size_t i = (size_t)hash_bytes(text, len) & v->table_mask;
+    size_t i = (size_t)moeinf_hash_bytes(text, len) & v->table_mask;
     for (;;) {
         int32_t other = v->table[i];
         if (other == NO_ID) {

@@ -86,4 +86,14 @@ enum moeinf_status moeinf_bpe_fragment(const struct moeinf_vocab *v, const char 
  * the byte map are copied as they are. */
 size_t moeinf_bpe_decode_text(const struct moeinf_vocab *v, const char *text, size_t n, char *dst);
 
+/* FNV-1a of n bytes: the hash of the token-text and merge tables. */
+static inline uint64_t moeinf_hash_bytes(const char *s, size_t n) {
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++) {
+        h ^= (unsigned char)s[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
 #endif
