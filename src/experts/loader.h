@@ -2,14 +2,16 @@
  * loader.h - reads of experts into cache slots on I/O threads, so that the forward pass
  * computes while the disk works.
  *
- * Each slot has at most one read (a "job") at a time. Jobs wait in two queues: demand reads
- * (a step needs the expert now) always go before prefetches (a prediction). The caller (the
+ * Each slot has at most one read of an expert (a "job") at a time. A job is three reads, one
+ * per part (gate, up, down), which idle I/O threads take one at a time, so that up to three
+ * threads read one expert at once. Jobs wait in two queues: demand reads (a step needs the
+ * expert now) always go before prefetches (a prediction). The caller (the
  * forward pass's thread, through experts/tier.c) is the only one that submits, promotes,
  * cancels, waits for and retires jobs; the I/O threads only take queued jobs, read, and mark
  * them done. A job's life:
  *
- *   idle --submit--> queued --an I/O thread takes it--> reading --> done | failed
- *     ^                 |  (cancel: back to idle, nothing was read)       |
+ *   idle --submit--> queued --an I/O thread takes a part--> reading --> done | failed
+ *     ^                 |  (cancel: back to idle, no part was taken)          |
  *     +----------------------------------------------- retire -----------+
  *
  * The slot's bytes may be used once moeinf_loader_wait (or moeinf_loader_state) says done:
@@ -49,8 +51,7 @@ void moeinf_loader_free(struct moeinf_loader *l);
 int moeinf_loader_n_threads(const struct moeinf_loader *l);
 
 /* Queues a read of expert `expert` of `layer` into `slot`, whose job must be idle. */
-void moeinf_loader_submit(struct moeinf_loader *l, int slot, int layer, int expert,
-                          bool prefetch);
+void moeinf_loader_submit(struct moeinf_loader *l, int slot, int layer, int expert, bool prefetch);
 /* A queued prefetch becomes a demand read (nothing happens in any other state). */
 void moeinf_loader_promote(struct moeinf_loader *l, int slot);
 /* Takes a queued job back (true; the job is idle again) or finds it already started or
@@ -66,8 +67,7 @@ enum moeinf_status moeinf_loader_wait(struct moeinf_loader *l, int slot, uint64_
 /* Ends a done or failed job (back to idle): returns its counters (the read's bytes and time)
  * and, for a failed one, its error through err. */
 enum moeinf_status moeinf_loader_retire(struct moeinf_loader *l, int slot,
-                                        struct moeinf_store_counters *io,
-                                        struct moeinf_error *err);
+                                        struct moeinf_store_counters *io, struct moeinf_error *err);
 /* True if the slot's last submitted job was a prefetch that is still not retired. */
 bool moeinf_loader_is_prefetch(const struct moeinf_loader *l, int slot);
 

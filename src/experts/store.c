@@ -225,39 +225,47 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-enum moeinf_status moeinf_store_load(struct moeinf_store *s, int slot, int layer, int expert,
-                                     struct moeinf_store_counters *counters,
-                                     struct moeinf_error *err) {
+enum moeinf_status moeinf_store_load_part(struct moeinf_store *s, int slot, int layer, int expert,
+                                          int part, struct moeinf_store_counters *counters,
+                                          struct moeinf_error *err) {
     char eb[64];
     const struct moeinf_store_layer *l = &s->layers[layer];
     uint8_t *base = s->slots + (size_t)slot * s->slot_bytes;
     uint64_t t0 = now_ns();
-    for (int p = 0; p < MOEINF_EXPERT_PARTS; p++) {
-        uint64_t off = part_off(l, p, expert);
-        uint64_t start = s->direct ? align_down(off) : off;
-        uint64_t skew = off - start;
-        uint64_t n = s->direct ? align_up(off + l->bytes[p]) - start : l->bytes[p];
-        uint8_t *dst = base + s->region_off[p] + (s->direct ? 0 : (off - align_down(off)));
-        int64_t got = read_window(s->fd, dst, n, start, skew + l->bytes[p]);
-        if (got < 0) {
-            int e = errno;
-            if (e == 0) {
-                return moeinf_fail(err, MOEINF_ERR_IO,
-                                   "%s: short read of expert %d of layer %d at byte %llu: the "
-                                   "file is shorter than when it was opened",
-                                   s->path, expert, layer, (unsigned long long)off);
-            }
-            return moeinf_fail(err, MOEINF_ERR_IO, "%s: reading expert %d of layer %d: %s", s->path,
-                               expert, layer, moeinf_strerror(e, eb, sizeof eb));
+    uint64_t off = part_off(l, part, expert);
+    uint64_t start = s->direct ? align_down(off) : off;
+    uint64_t skew = off - start;
+    uint64_t n = s->direct ? align_up(off + l->bytes[part]) - start : l->bytes[part];
+    uint8_t *dst = base + s->region_off[part] + (s->direct ? 0 : (off - align_down(off)));
+    int64_t got = read_window(s->fd, dst, n, start, skew + l->bytes[part]);
+    if (got < 0) {
+        int e = errno;
+        if (e == 0) {
+            return moeinf_fail(err, MOEINF_ERR_IO,
+                               "%s: short read of expert %d of layer %d at byte %llu: the "
+                               "file is shorter than when it was opened",
+                               s->path, expert, layer, (unsigned long long)off);
         }
-        if (!s->direct && !s->page_cache) {
-            (void)posix_fadvise(s->fd, (off_t)off, (off_t)l->bytes[p], POSIX_FADV_DONTNEED);
-        }
-        s->skew[(size_t)slot * MOEINF_EXPERT_PARTS + (size_t)p] = (uint32_t)(off - align_down(off));
-        counters->bytes += (uint64_t)got;
-        counters->part_bytes += l->bytes[p];
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: reading expert %d of layer %d: %s", s->path,
+                           expert, layer, moeinf_strerror(e, eb, sizeof eb));
     }
+    if (!s->direct && !s->page_cache) {
+        (void)posix_fadvise(s->fd, (off_t)off, (off_t)l->bytes[part], POSIX_FADV_DONTNEED);
+    }
+    s->skew[(size_t)slot * MOEINF_EXPERT_PARTS + (size_t)part] = (uint32_t)(off - align_down(off));
+    counters->bytes += (uint64_t)got;
+    counters->part_bytes += l->bytes[part];
     counters->read_ns += now_ns() - t0;
+    return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_store_load(struct moeinf_store *s, int slot, int layer, int expert,
+                                     struct moeinf_store_counters *counters,
+                                     struct moeinf_error *err) {
+    for (int p = 0; p < MOEINF_EXPERT_PARTS; p++) {
+        enum moeinf_status st = moeinf_store_load_part(s, slot, layer, expert, p, counters, err);
+        if (st != MOEINF_OK) return st;
+    }
     counters->loads++;
     return MOEINF_OK;
 }

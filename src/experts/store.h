@@ -74,6 +74,14 @@ enum moeinf_status moeinf_store_load(struct moeinf_store *s, int slot, int layer
                                      struct moeinf_store_counters *counters,
                                      struct moeinf_error *err);
 
+/* Reads part `part` (0 gate, 1 up, 2 down) of the expert into `slot`: one of the three reads
+ * moeinf_store_load makes, for callers that read an expert's parts on several threads at once
+ * (distinct parts of one slot touch distinct bytes). Adds bytes and read time to *counters,
+ * not loads. */
+enum moeinf_status moeinf_store_load_part(struct moeinf_store *s, int slot, int layer, int expert,
+                                          int part, struct moeinf_store_counters *counters,
+                                          struct moeinf_error *err);
+
 /* Part p of the expert last read into `slot`: the bytes the kernels read. */
 const uint8_t *moeinf_store_part(const struct moeinf_store *s, int slot, int part);
 
