@@ -223,7 +223,7 @@ struct moeinf_context_params {
 
 /* Defaults of the reading-ahead parameters, chosen by measurement (README, "Models larger
  * than memory"). */
-#define MOEINF_EXPERT_IO_THREADS_DEFAULT 2
+#define MOEINF_EXPERT_IO_THREADS_DEFAULT 4
 #define MOEINF_EXPERT_PREFETCH_DEFAULT   0
 #define MOEINF_EXPERT_LOOKAHEAD_DEFAULT  0
 

@@ -63,7 +63,7 @@ bool expert_args_stopped(const struct expert_args *a, struct moeinf_context *ctx
     "                       weights are read into memory once. Default: all resident\n"            \
     "  --policy NAME        expert cache policy (default reuse; `moeinf sim --help` lists "        \
     "them)\n"                                                                                      \
-    "  --io-threads N       threads reading experts (default 2; 0: read on the compute\n"          \
+    "  --io-threads N       threads reading experts (default 4; 0: read on the compute\n"          \
     "                       thread when needed, nothing read ahead)\n"                            \
     "  --prefetch K         after each layer, prefetch up to K experts the policy predicts\n"      \
     "                       (default 0)\n"                                                        \
