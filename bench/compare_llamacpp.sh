@@ -12,7 +12,12 @@
 # decoded token). Each engine runs `rounds` times, alternating moeinf, llama.cpp and the
 # bandwidth measurement so that a noisy spell on a shared machine hits all three; each round
 # is one warm-up plus -r repetitions (median). The table keeps each engine's best round and
-# the best bandwidth; the noise columns give the range of the per-round ratios.
+# the best bandwidth; the noise columns give the range of the per-round ratios. The fraction
+# of the bandwidth limit is paired in time: bench_bandwidth runs before and after each
+# engine's run, each round's decode GB/s is divided by the better of those two, and the table
+# shows the median over rounds (the best decode over the best bandwidth of any round would
+# pair two unrelated lucky spells: this machine's bandwidth moved from 13.5 to 16 GB/s at one
+# thread within minutes).
 #
 # Models, written once by `moeinf gen-model` into bench/models/ (llama SentencePiece vocabulary,
 # 32000 tokens, when ../shared has it):
@@ -106,15 +111,21 @@ for t in $threads; do
     model=$(model_file "$name")
     size=$(stat -c %s "$model")
     pp_o=0 tg_o=0 pp_l=0 tg_l=0 bw=0 ratios=""
+    bw_a=$(build/release/bench_bandwidth -t "$t" -s 2048 2>/dev/null)
     for ((round = 0; round < rounds; round++)); do
       ours=$("$bin" bench -m "$model" -t "$t" -p "$prompt" -n "$gen" -r "$reps")
+      bw_b=$(build/release/bench_bandwidth -t "$t" -s 2048 2>/dev/null)
       peer=$(python3 bench/llamacpp_bench.py -m "$model" -t "$t" -p "$prompt" -n "$gen" -r "$reps")
-      bw=$(best "$bw" "$(build/release/bench_bandwidth -t "$t" -s 2048 2>/dev/null)")
+      bw_c=$(build/release/bench_bandwidth -t "$t" -s 2048 2>/dev/null)
+      bw=$(best "$bw" "$(best "$bw_a" "$(best "$bw_b" "$bw_c")")")
       po=$(field prefill 4 <<<"$ours") to=$(field decode 4 <<<"$ours")
       pl=$(field prefill 2 <<<"$peer") tl=$(field decode 2 <<<"$peer")
       pp_o=$(best "$pp_o" "$po") tg_o=$(best "$tg_o" "$to")
       pp_l=$(best "$pp_l" "$pl") tg_l=$(best "$tg_l" "$tl")
-      ratios+="$po $pl $to $tl"$'\n'
+      # each engine's decode against the better of the two bandwidths measured just before
+      # and just after it
+      ratios+="$po $pl $to $tl $(best "$bw_a" "$bw_b") $(best "$bw_b" "$bw_c")"$'\n'
+      bw_a=$bw_c
     done
     kern=$(sed -n 's/.*kernels \([a-z0-9]*\),.*/\1/p' <<<"$ours")
     gbtok=$(sed -n 's/.*decode reads \([0-9.]*\) GB.*/\1/p' <<<"$ours")
@@ -122,20 +133,28 @@ for t in $threads; do
       printf "moeinf kernels: %s\n\n" "$kern"
       printf "%-3s %-13s %5s | %7s %7s %5s %11s | %7s %7s %5s %11s | %5s | %-11s %-11s\n" \
         thr model GB "pp ours" "pp llama" ratio "(rounds)" "tg ours" "tg llama" ratio \
-        "(rounds)" "bw" "tg ours/bw" "tg llama/bw"
+        "(rounds)" "bw" "tg ours GB/s" "tg llama GB/s"
     fi
     awk -v t="$t" -v n="$name" -v s="$size" -v po="$pp_o" -v pl="$pp_l" -v to="$tg_o" \
         -v tl="$tg_l" -v g="$gbtok" -v bw="$bw" -v r="$ratios" 'BEGIN {
-      k = split(r, rows, "\n"); pmin = tmin = 1e9; pmax = tmax = 0
+      k = split(r, rows, "\n"); pmin = tmin = 1e9; pmax = tmax = 0; nr = 0
       for (i = 1; i <= k; i++) {
-        if (split(rows[i], f, " ") < 4) continue
+        if (split(rows[i], f, " ") < 6) continue
         p = f[1] / f[2]; d = f[3] / f[4]
         pmin = p < pmin ? p : pmin; pmax = p > pmax ? p : pmax
         tmin = d < tmin ? d : tmin; tmax = d > tmax ? d : tmax
+        nr++; fo[nr] = f[3] * g / f[5]; fl[nr] = f[4] * g / f[6]
       }
+      # median of the per-round fractions of the bandwidth (insertion sort: a few rounds)
+      for (i = 2; i <= nr; i++)
+        for (j = i; j > 1 && fo[j] < fo[j - 1]; j--) { x = fo[j]; fo[j] = fo[j - 1]; fo[j - 1] = x }
+      for (i = 2; i <= nr; i++)
+        for (j = i; j > 1 && fl[j] < fl[j - 1]; j--) { x = fl[j]; fl[j] = fl[j - 1]; fl[j - 1] = x }
+      mo = nr % 2 ? fo[(nr + 1) / 2] : (fo[nr / 2] + fo[nr / 2 + 1]) / 2
+      ml = nr % 2 ? fl[(nr + 1) / 2] : (fl[nr / 2] + fl[nr / 2 + 1]) / 2
       printf "%-3s %-13s %5.2f | %7.1f %7.1f %4.2fx (%.2f-%.2f) | %7.2f %7.2f %4.2fx (%.2f-%.2f)" \
              " | %5.1f | %4.1f (%3.0f%%) %4.1f (%3.0f%%)\n",
         t, n, s / 1e9, po, pl, po / pl, pmin, pmax, to, tl, to / tl, tmin, tmax, bw,
-        to * g, 100 * to * g / bw, tl * g, 100 * tl * g / bw }'
+        to * g, 100 * mo, tl * g, 100 * ml }'
   done
 done
