@@ -259,17 +259,6 @@ enum moeinf_status moeinf_store_load_part(struct moeinf_store *s, int slot, int 
     return MOEINF_OK;
 }
 
-enum moeinf_status moeinf_store_load(struct moeinf_store *s, int slot, int layer, int expert,
-                                     struct moeinf_store_counters *counters,
-                                     struct moeinf_error *err) {
-    for (int p = 0; p < MOEINF_EXPERT_PARTS; p++) {
-        enum moeinf_status st = moeinf_store_load_part(s, slot, layer, expert, p, counters, err);
-        if (st != MOEINF_OK) return st;
-    }
-    counters->loads++;
-    return MOEINF_OK;
-}
-
 const uint8_t *moeinf_store_part(const struct moeinf_store *s, int slot, int part) {
     return s->slots + (size_t)slot * s->slot_bytes + s->region_off[part] +
            s->skew[(size_t)slot * MOEINF_EXPERT_PARTS + (size_t)part];

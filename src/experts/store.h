@@ -66,18 +66,12 @@ bool moeinf_store_direct(const struct moeinf_store *s);
 /* A one-line note on how the store reads (O_DIRECT or why not), or NULL. */
 const char *moeinf_store_note(const struct moeinf_store *s);
 
-/* Reads expert `expert` of `layer` into `slot`, adding to *counters. Touches only that slot
- * (and *counters), so reads into distinct slots may run concurrently; the caller makes sure
- * nobody computes from the slot meanwhile. MOEINF_ERR_IO on a read error or a short read
+/* Reads part `part` (0 gate, 1 up, 2 down) of expert `expert` of `layer` into `slot`, adding
+ * its bytes and read time to *counters (not loads: experts/loader.c counts an expert once its
+ * three parts are in). Touches only that part of the slot (and *counters), so reads into
+ * distinct slots, or of distinct parts of one slot, may run concurrently; the caller makes
+ * sure nobody computes from the slot meanwhile. MOEINF_ERR_IO on a read error or a short read
  * (the file changed under the process). */
-enum moeinf_status moeinf_store_load(struct moeinf_store *s, int slot, int layer, int expert,
-                                     struct moeinf_store_counters *counters,
-                                     struct moeinf_error *err);
-
-/* Reads part `part` (0 gate, 1 up, 2 down) of the expert into `slot`: one of the three reads
- * moeinf_store_load makes, for callers that read an expert's parts on several threads at once
- * (distinct parts of one slot touch distinct bytes). Adds bytes and read time to *counters,
- * not loads. */
 enum moeinf_status moeinf_store_load_part(struct moeinf_store *s, int slot, int layer, int expert,
                                           int part, struct moeinf_store_counters *counters,
                                           struct moeinf_error *err);
