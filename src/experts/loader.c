@@ -109,9 +109,7 @@ static void run_part(struct moeinf_loader *l, int slot, int part) {
     enum moeinf_status st =
         moeinf_store_load_part(l->store, slot, j->layer, j->expert, part, &io, &err);
     pthread_mutex_lock(&l->mutex);
-    j->io.bytes += io.bytes;
-    j->io.part_bytes += io.part_bytes;
-    j->io.read_ns += io.read_ns;
+    moeinf_store_counters_add(&j->io, &io);
     if (st != MOEINF_OK && j->err.status == MOEINF_OK) j->err = err;
     if (++j->parts_done == MOEINF_EXPERT_PARTS) {
         bool ok = j->err.status == MOEINF_OK;

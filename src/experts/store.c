@@ -259,6 +259,14 @@ enum moeinf_status moeinf_store_load_part(struct moeinf_store *s, int slot, int 
     return MOEINF_OK;
 }
 
+void moeinf_store_counters_add(struct moeinf_store_counters *to,
+                               const struct moeinf_store_counters *from) {
+    to->loads += from->loads;
+    to->bytes += from->bytes;
+    to->part_bytes += from->part_bytes;
+    to->read_ns += from->read_ns;
+}
+
 const uint8_t *moeinf_store_part(const struct moeinf_store *s, int slot, int part) {
     return s->slots + (size_t)slot * s->slot_bytes + s->region_off[part] +
            s->skew[(size_t)slot * MOEINF_EXPERT_PARTS + (size_t)part];

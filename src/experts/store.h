@@ -44,6 +44,10 @@ struct moeinf_store_counters {
     uint64_t read_ns;    /* time spent in reads */
 };
 
+/* to += from, field by field. */
+void moeinf_store_counters_add(struct moeinf_store_counters *to,
+                               const struct moeinf_store_counters *from);
+
 struct moeinf_store;
 
 /*

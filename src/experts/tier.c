@@ -87,13 +87,6 @@ static int layer_of(const struct moeinf_tier *t, uint32_t id) {
     return (int)(id / (uint32_t)t->n_experts);
 }
 
-static void add_io(struct moeinf_store_counters *to, const struct moeinf_store_counters *io) {
-    to->loads += io->loads;
-    to->bytes += io->bytes;
-    to->part_bytes += io->part_bytes;
-    to->read_ns += io->read_ns;
-}
-
 /* Removes inflight[i]: the slot's pin goes, and a failed read makes the cache forget the
  * expert (its slot holds no valid bytes). */
 static enum moeinf_status retire_at(struct moeinf_tier *t, int i, struct moeinf_error *err) {
@@ -101,7 +94,7 @@ static enum moeinf_status retire_at(struct moeinf_tier *t, int i, struct moeinf_
     uint32_t id = moeinf_cache_slot_expert(t->cache, slot); /* pinned: still there */
     struct moeinf_store_counters io;
     enum moeinf_status st = moeinf_loader_retire(t->loader, slot, &io, err);
-    add_io(&t->layer[layer_of(t, id)].io, &io);
+    moeinf_store_counters_add(&t->layer[layer_of(t, id)].io, &io);
     moeinf_cache_unpin(t->cache, id);
     if (st != MOEINF_OK) moeinf_cache_drop(t->cache, t->policy, id);
     t->slot_busy[slot] = 0;
