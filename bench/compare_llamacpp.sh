@@ -136,7 +136,14 @@ for t in $threads; do
         "(rounds)" "bw" "tg ours GB/s" "tg llama GB/s"
     fi
     awk -v t="$t" -v n="$name" -v s="$size" -v po="$pp_o" -v pl="$pp_l" -v to="$tg_o" \
-        -v tl="$tg_l" -v g="$gbtok" -v bw="$bw" -v r="$ratios" 'BEGIN {
+        -v tl="$tg_l" -v g="$gbtok" -v bw="$bw" -v r="$ratios" '
+    # the median of a[1..n] (sorts a; insertion sort: a few rounds)
+    function median(a, n,    i, j, x) {
+      for (i = 2; i <= n; i++)
+        for (j = i; j > 1 && a[j] < a[j - 1]; j--) { x = a[j]; a[j] = a[j - 1]; a[j - 1] = x }
+      return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+    }
+    BEGIN {
       k = split(r, rows, "\n"); pmin = tmin = 1e9; pmax = tmax = 0; nr = 0
       for (i = 1; i <= k; i++) {
         if (split(rows[i], f, " ") < 6) continue
@@ -145,13 +152,7 @@ for t in $threads; do
         tmin = d < tmin ? d : tmin; tmax = d > tmax ? d : tmax
         nr++; fo[nr] = f[3] * g / f[5]; fl[nr] = f[4] * g / f[6]
       }
-      # median of the per-round fractions of the bandwidth (insertion sort: a few rounds)
-      for (i = 2; i <= nr; i++)
-        for (j = i; j > 1 && fo[j] < fo[j - 1]; j--) { x = fo[j]; fo[j] = fo[j - 1]; fo[j - 1] = x }
-      for (i = 2; i <= nr; i++)
-        for (j = i; j > 1 && fl[j] < fl[j - 1]; j--) { x = fl[j]; fl[j] = fl[j - 1]; fl[j - 1] = x }
-      mo = nr % 2 ? fo[(nr + 1) / 2] : (fo[nr / 2] + fo[nr / 2 + 1]) / 2
-      ml = nr % 2 ? fl[(nr + 1) / 2] : (fl[nr / 2] + fl[nr / 2 + 1]) / 2
+      mo = median(fo, nr); ml = median(fl, nr) # the per-round fractions of the bandwidth
       printf "%-3s %-13s %5.2f | %7.1f %7.1f %4.2fx (%.2f-%.2f) | %7.2f %7.2f %4.2fx (%.2f-%.2f)" \
              " | %5.1f | %4.1f (%3.0f%%) %4.1f (%3.0f%%)\n",
         t, n, s / 1e9, po, pl, po / pl, pmin, pmax, to, tl, to / tl, tmin, tmax, bw,
