@@ -281,9 +281,17 @@ static void ref_token_begin(struct ref *r, bool decode) {
         r->cell[id] = ref_cell(r, id, r->tok);
 }
 
+/* A cell's rate, backed off with weight 128 to the rate of its age bucket over all cells,
+ * which is smoothed with weight 0.5 towards top_k / n_experts. */
 static double ref_rate(const struct ref *r, int cell) {
     double base = (double)MK / ME;
-    return (r->used[cell] + 0.5 * base) / (r->seen[cell] + 0.5);
+    double used_age = 0, seen_age = 0;
+    for (int c = cell % 14; c < (int)(sizeof r->used / sizeof r->used[0]); c += 14) {
+        used_age += r->used[c];
+        seen_age += r->seen[c];
+    }
+    double age_rate = (used_age + 0.5 * base) / (seen_age + 0.5);
+    return (r->used[cell] + 128.0 * age_rate) / (r->seen[cell] + 128.0);
 }
 
 /* The victim among residents (res[id]) not pinned (pin[id]) at layer `layer`. */
