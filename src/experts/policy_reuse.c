@@ -13,11 +13,11 @@
  * When the router of a layer has chosen, each of that layer's E experts adds one observation
  * to its cell: used or not. A cell's estimate is (used + B * r_A) / (seen + B): the observed
  * rate of use at the next visit, backed off to r_A, the rate of its age bucket over all F and
- * G, itself (used + S * K/E) / (seen + S), smoothed towards the router's base rate. The victim is the
- * resident, unpinned expert with the lowest estimate p at its next visit (the current token's
- * visit for layers still ahead, the next token's otherwise), ranked as p x (L / steps)^SOON
- * where steps is how many layer steps away that visit is; ties go to the expert whose layer
- * comes back last, then to the least recently used.
+ * G, itself (used + S * K/E) / (seen + S), smoothed towards the router's base rate. The
+ * victim is the resident, unpinned expert with the lowest estimate p at its next visit (the
+ * current token's visit for layers still ahead, the next token's otherwise), ranked as
+ * p x (L / steps)^SOON where steps is how many layer steps away that visit is; ties go to the
+ * expert whose layer comes back last, then to the least recently used.
  *
  * Why a learned table rather than a formula: the paper's likelihood (EAMC only) ranks worse
  * than recency on real traces, recency alone ignores the request's skew, and the right mix
