@@ -13,7 +13,12 @@
 # cache), and the disk bandwidth from bench/disk_read.c (O_DIRECT reads of one expert slot at
 # random offsets, the file evicted from the page cache first). Prints one table.
 #
-#   PREFETCH="0 2" bench/trace_replay.sh [-t THREADS] [--models DIR]
+#   PREFETCH="0 2" ROUNDS=3 POLICIES="lru reuse" bench/trace_replay.sh [-t THREADS] [--models DIR]
+#
+# ROUNDS (default 1) runs every cell that many times, the policies in a rotated order each
+# round (this machine's disk and memory bandwidth drift over minutes, and a policy always run
+# last in its cell would take the drift alone); the table shows the round with the median
+# tokens/s and the range over rounds. POLICIES (default "lru moe-infinity reuse") picks them.
 #
 # Subsets (positions in file order, from 0; fixed so runs compare):
 #   llama4_maverick_mmlu             90-109: 10 abstract_algebra + 10 astronomy questions,
@@ -54,8 +59,9 @@ while [ $# -gt 0 ]; do
   esac
 done
 prefetch_list=${PREFETCH:-0}
+rounds=${ROUNDS:-1}
 sizes="10 25"
-policies="lru moe-infinity reuse"
+policies=${POLICIES:-lru moe-infinity reuse}
 traces=../shared/traces
 
 cmake --preset release >/dev/null && cmake --build build/release -j2 >/dev/null
@@ -80,6 +86,7 @@ header() { awk -v k="# $2:" 'index($0, k) == 1 { print $3; exit }' "$1"; }
 load0=$(cut -d' ' -f1-3 /proc/loadavg)
 t_start=$(date +%s)
 rows=$out/rows.txt
+declare -A sim_of # the simulator's misses per policy, for the current trace and size
 : >"$rows"
 for trace in "$traces"/*.txt; do
   name=$(basename "$trace" .txt)
@@ -123,7 +130,11 @@ for trace in "$traces"/*.txt; do
     limit_tps=$(awk -v r="$res_tps" -v m="$opt_misses" -v t="$opt_tokens" -v b="$expert_bytes" \
       -v d="$disk" 'BEGIN { c = 1 / r; io = m * b / (d * 1e9) / t;
                             printf "%.2f", 1 / (c > io ? c : io) }')
-    for policy in $policies; do
+    for ((round = 0; round < rounds; round++)); do
+     # each round starts with the next policy, so that none always runs first in a drift
+     order=$(awk -v r="$round" '{ n = split($0, p, " ");
+       for (i = 0; i < n; i++) printf "%s ", p[(i + r) % n + 1] }' <<<"$policies")
+     for policy in $order; do
       for pf in $prefetch_list; do
         for la in 0; do # gate lookahead is off under a routing replay (moeinf bench --help)
           j=$out/run.json
@@ -134,8 +145,11 @@ for trace in "$traces"/*.txt; do
             cache_experts)
           check="-"
           if [ "$pf" = 0 ] && [ "$la" = 0 ]; then # the simulator's replay without prefetch
-            "$bin" sim --trace "$sub" --cache "$size%" --policy "$policy" --json >"$out/sim.json"
-            sim_misses=$(jget "$out/sim.json" misses)
+            if [ "$round" = 0 ]; then
+              "$bin" sim --trace "$sub" --cache "$size%" --policy "$policy" --json >"$out/sim.json"
+              sim_of[$policy]=$(jget "$out/sim.json" misses)
+            fi
+            sim_misses=${sim_of[$policy]}
             check="= sim"
             [ "$sim_misses" != "$misses" ] && check="sim $sim_misses"
           fi
@@ -145,6 +159,7 @@ for trace in "$traces"/*.txt; do
             "($(date +%T))" >&2
         done
       done
+     done
     done
   done
 done
@@ -153,16 +168,36 @@ load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
 echo "moeinf bench --route-trace, -b 1, $threads threads, $(nproc) CPUs; $((t_end - t_start)) s;" \
   "load average $load0 at the start, $load1 at the end"
-printf "%-32s %5s %6s %-13s %6s %8s %6s %9s %9s %9s %-12s %9s %7s\n" trace cache slots policy ahead \
-  "tok/s" hit "stall ms" "MiB/tok" "misses" "engine=sim" "limit t/s" "of lim"
+printf "%-32s %5s %6s %-13s %6s %8s %6s %9s %9s %9s %-12s %9s %7s %s\n" trace cache slots policy ahead \
+  "tok/s" hit "stall ms" "MiB/tok" "misses" "engine=sim" "limit t/s" "of lim" \
+  "$([ "$rounds" -gt 1 ] && echo "tok/s over $rounds rounds")"
+# one row per (trace, size, policy, prefetch): the round with the median tok/s (the lower of
+# the middle two for an even count), and the range over rounds appended
+median_rows() {
+  awk -F'|' '{ split($1, a, " "); k = a[1] " " a[2] " " a[4] " " a[5]
+    if (!(k in n)) order[++keys] = k
+    i = ++n[k]; line[k, i] = $0; tps[k, i] = a[6] }
+  END {
+    for (q = 1; q <= keys; q++) {
+      k = order[q]; m = n[k]
+      for (i = 1; i <= m; i++) idx[i] = i
+      for (i = 2; i <= m; i++) # insertion sort by tok/s: a few rounds
+        for (j = i; j > 1 && tps[k, idx[j]] < tps[k, idx[j - 1]]; j--) {
+          x = idx[j]; idx[j] = idx[j - 1]; idx[j - 1] = x }
+      printf "%s %.2f %.2f\n", line[k, idx[int((m + 1) / 2)]], tps[k, idx[1]], tps[k, idx[m]]
+    }
+  }' "$rows"
+}
 while IFS='|' read -r a b; do
   read -r name size slots policy pf tps hit ss bytes tokens misses check <<<"$a"
-  read -r limit_tps opt_misses res_tps disk eb <<<"$b"
+  read -r limit_tps opt_misses res_tps disk eb lo hi <<<"$b"
+  range=""
+  [ "$rounds" -gt 1 ] && range="$lo-$hi"
   awk -v n="$name" -v s="$size%" -v sl="$slots" -v p="$policy" -v pf="$pf" -v tps="$tps" \
     -v h="$hit" -v ss="$ss" -v by="$bytes" -v t="$tokens" -v m="$misses" -v c="$check" \
-    -v l="$limit_tps" 'BEGIN { printf "%-32s %5s %6d %-13s %6s %8.2f %6.3f %9.2f %9.2f %9d %-12s %9.2f %6.0f%%\n",
-      n, s, sl, p, pf, tps, h, 1000 * ss / t, by / t / 1048576, m, c, l, 100 * tps / l }'
-done <"$rows"
+    -v l="$limit_tps" -v r="$range" 'BEGIN { printf "%-32s %5s %6d %-13s %6s %8.2f %6.3f %9.2f %9.2f %9d %-12s %9.2f %6.0f%% %s\n",
+      n, s, sl, p, pf, tps, h, 1000 * ss / t, by / t / 1048576, m, c, l, 100 * tps / l, r }'
+done < <(median_rows)
 echo
 echo "models (trace-shape-LAYERSxEXPERTS-topK-eEMBD-fFFN):"
 cat "$out/models.txt"
