@@ -159,6 +159,11 @@ static void test_json(void) {
              trace_path());
     CHECK_EQ_INT(sim(args), 0);
     CHECK_STR_CONTAINS(out_buf, "\"ms_per_token\": 4.000000, \"decode_ms_per_token\": 2.000000}");
+    /* --batch (it was once documented but refused): the one prefill token is one micro-batch
+     * either way, and the decode token one more iteration */
+    snprintf(args, sizeof args, "--trace %s --cache 4 --json --batch 512", trace_path());
+    CHECK_EQ_INT(sim(args), 0);
+    CHECK_STR_CONTAINS(out_buf, "\"tokens\": 2, \"decode_tokens\": 1, \"iterations\": 2");
 }
 
 static void test_text_sweep_and_plot(void) {

@@ -130,9 +130,9 @@ static bool parse_double(const char *opt, const char *s, double *out) {
 }
 
 static const char *const value_options[] = {
-    "--trace",      "--policy",        "--cache",    "--phase",        "--prefetch",
-    "--eamc",       "--eamc-capacity", "--warmup",   "--expert-bytes", "--bandwidth",
-    "--compute-ms", "--sizes",         "--policies", "--plot",         NULL};
+    "--trace",         "--policy", "--cache",        "--phase",     "--prefetch",   "--eamc",
+    "--eamc-capacity", "--warmup", "--expert-bytes", "--bandwidth", "--compute-ms", "--sizes",
+    "--policies",      "--plot",   "--batch",        NULL};
 
 /* Returns -1 when parsing should stop with exit code *code. */
 static int parse_args(int argc, char **argv, struct sim_opts *o, int *code) {
