@@ -159,11 +159,26 @@ static void test_json(void) {
              trace_path());
     CHECK_EQ_INT(sim(args), 0);
     CHECK_STR_CONTAINS(out_buf, "\"ms_per_token\": 4.000000, \"decode_ms_per_token\": 2.000000}");
-    /* --batch (it was once documented but refused): the one prefill token is one micro-batch
-     * either way, and the decode token one more iteration */
-    snprintf(args, sizeof args, "--trace %s --cache 4 --json --batch 512", trace_path());
+    /* --batch (documented, once refused): two prompt tokens that both choose expert 0, then a
+     * decode token that does too, one slot. Per token: 3 iterations, 3 accesses, the 2nd and
+     * 3rd hit. Batched: the prompt is one iteration with one access (its distinct experts),
+     * a miss, then the decode hit. */
+    char batch_trace[512];
+    test_tmp_path("cli_trace_batch.txt", batch_trace, sizeof batch_trace);
+    FILE *f = fopen(batch_trace, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fprintf(f, "# moe-trace v1\n# n_layers: 1\n# n_experts: 4\n# top_k: 1\n"
+               "0 P 0 0\n0 P 1 0\n0 D 2 0\n");
+    fclose(f);
+    snprintf(args, sizeof args, "--trace %s --cache 1 --json --batch 1", batch_trace);
     CHECK_EQ_INT(sim(args), 0);
-    CHECK_STR_CONTAINS(out_buf, "\"tokens\": 2, \"decode_tokens\": 1, \"iterations\": 2");
+    CHECK_STR_CONTAINS(out_buf, "\"accesses\": 3, \"hits\": 2,");
+    CHECK_STR_CONTAINS(out_buf, "\"tokens\": 3, \"decode_tokens\": 1, \"iterations\": 3,");
+    snprintf(args, sizeof args, "--trace %s --cache 1 --json --batch 2", batch_trace);
+    CHECK_EQ_INT(sim(args), 0);
+    CHECK_STR_CONTAINS(out_buf, "\"accesses\": 2, \"hits\": 1,");
+    CHECK_STR_CONTAINS(out_buf, "\"tokens\": 3, \"decode_tokens\": 1, \"iterations\": 2,");
 }
 
 static void test_text_sweep_and_plot(void) {
