@@ -285,7 +285,8 @@ static void ref_token_begin(struct ref *r, bool decode) {
  * which is smoothed with weight 0.5 towards top_k / n_experts. */
 static double ref_rate(const struct ref *r, int cell) {
     double base = (double)MK / ME;
-    double used_age = 0, seen_age = 0;
+    double used_age = 0;
+    double seen_age = 0;
     for (int c = cell % 14; c < (int)(sizeof r->used / sizeof r->used[0]); c += 14) {
         used_age += r->used[c];
         seen_age += r->seen[c];
