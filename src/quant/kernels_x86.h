@@ -656,24 +656,40 @@ ROWS_KERNEL(vec_dot_rows_q8_0, struct xq8_group, prep_q8, q8_row, q8_group, Q8_B
 #define K_PREFETCH   1024
 #define QK_K_BYTES_X 292 /* sizeof(struct moeinf_block_q8_k): d (f32), qs[256], bsums[16] */
 
+struct k4_sm_lane {
+    __m128i src_low, src_top;          /* the byte holding each output's low bits / top 2 bits */
+    __m128i low6, nib_lo, nib_hi, top; /* which bits of them each output takes */
+};
+
+/* k4_scales_mins' shuffles and masks for one 128-bit lane (kernels_x86_krows.h broadcasts
+ * them to do four blocks at once). */
+INLINE struct k4_sm_lane k4_sm_lane(void) {
+    struct k4_sm_lane c;
+    c.src_low = _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11);
+    c.src_top = _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7);
+    c.low6 = _mm_setr_epi32(0x3f3f3f3f, 0, 0x3f3f3f3f, 0);
+    c.nib_lo = _mm_setr_epi32(0, 0x0f0f0f0f, 0, 0);
+    c.nib_hi = _mm_setr_epi32(0, 0, 0, 0x0f0f0f0f);
+    c.top = _mm_setr_epi32(0, 0x30303030, 0, 0x30303030);
+    return c;
+}
+
 /* The 8 scales (bytes 0-7) and 8 mins (bytes 8-15) of a Q4_K/Q5_K block, 6 bits each, from
  * the 12 packed bytes: scales 0-3 and mins 0-3 are the low 6 bits of bytes 0-3 and 4-7;
  * scale/min 4-7 take their low 4 bits from the low/high nibbles of bytes 8-11 and their top 2
  * bits from the top 2 bits of bytes 0-3 (scales) and 4-7 (mins). In vector registers (two
- * byte shuffles put each output byte's sources in place): this runs once per block and row in
- * decode. The 16-byte load reads 4 bytes of the block's quants, which are masked off. */
+ * byte shuffles put each output byte's sources in place): AVX2 decode runs this once per block
+ * and row, AVX-512 decode four rows at a time (k4_scales_mins_x4). The 16-byte load reads 4
+ * bytes of the block's quants, which are masked off. */
 INLINE __m128i k4_scales_mins(const uint8_t *packed) {
+    const struct k4_sm_lane c = k4_sm_lane();
     const __m128i v = _mm_loadu_si128((const __m128i *)(const void *)packed);
-    /* a: the byte holding each output's low bits; b: the byte holding its top 2 bits */
-    const __m128i a =
-        _mm_shuffle_epi8(v, _mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11));
-    const __m128i b =
-        _mm_shuffle_epi8(v, _mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1, -1, -1, -1, 4, 5, 6, 7));
-    const __m128i low6 = _mm_and_si128(a, _mm_setr_epi32(0x3f3f3f3f, 0, 0x3f3f3f3f, 0));
-    const __m128i nib_lo = _mm_and_si128(a, _mm_setr_epi32(0, 0x0f0f0f0f, 0, 0));
-    const __m128i nib_hi = _mm_and_si128(_mm_srli_epi16(a, 4), _mm_setr_epi32(0, 0, 0, 0x0f0f0f0f));
-    const __m128i top =
-        _mm_and_si128(_mm_srli_epi16(b, 2), _mm_setr_epi32(0, 0x30303030, 0, 0x30303030));
+    const __m128i a = _mm_shuffle_epi8(v, c.src_low);
+    const __m128i b = _mm_shuffle_epi8(v, c.src_top);
+    const __m128i low6 = _mm_and_si128(a, c.low6);
+    const __m128i nib_lo = _mm_and_si128(a, c.nib_lo);
+    const __m128i nib_hi = _mm_and_si128(_mm_srli_epi16(a, 4), c.nib_hi);
+    const __m128i top = _mm_and_si128(_mm_srli_epi16(b, 2), c.top);
     return _mm_or_si128(_mm_or_si128(low6, nib_lo), _mm_or_si128(nib_hi, top));
 }
 

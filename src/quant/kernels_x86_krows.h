@@ -112,21 +112,14 @@ INLINE void k4_scales_mins_x4(const uint8_t *p0, const uint8_t *p1, const uint8_
     v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)p1), 1);
     v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)p2), 2);
     v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)(const void *)p3), 3);
-    const __m512i a = _mm512_shuffle_epi8(
-        v,
-        _mm512_broadcast_i32x4(_mm_setr_epi8(0, 1, 2, 3, 8, 9, 10, 11, 4, 5, 6, 7, 8, 9, 10, 11)));
-    const __m512i b =
-        _mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(_mm_setr_epi8(-1, -1, -1, -1, 0, 1, 2, 3, -1,
-                                                                    -1, -1, -1, 4, 5, 6, 7)));
-    const __m512i low6 =
-        _mm512_and_si512(a, _mm512_broadcast_i32x4(_mm_setr_epi32(0x3f3f3f3f, 0, 0x3f3f3f3f, 0)));
-    const __m512i nib_lo =
-        _mm512_and_si512(a, _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x0f0f0f0f, 0, 0)));
-    const __m512i nib_hi = _mm512_and_si512(
-        _mm512_srli_epi16(a, 4), _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0, 0, 0x0f0f0f0f)));
-    const __m512i top =
-        _mm512_and_si512(_mm512_srli_epi16(b, 2),
-                         _mm512_broadcast_i32x4(_mm_setr_epi32(0, 0x30303030, 0, 0x30303030)));
+    const struct k4_sm_lane c = k4_sm_lane();
+    const __m512i a = _mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(c.src_low));
+    const __m512i b = _mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(c.src_top));
+    const __m512i low6 = _mm512_and_si512(a, _mm512_broadcast_i32x4(c.low6));
+    const __m512i nib_lo = _mm512_and_si512(a, _mm512_broadcast_i32x4(c.nib_lo));
+    const __m512i nib_hi =
+        _mm512_and_si512(_mm512_srli_epi16(a, 4), _mm512_broadcast_i32x4(c.nib_hi));
+    const __m512i top = _mm512_and_si512(_mm512_srli_epi16(b, 2), _mm512_broadcast_i32x4(c.top));
     const __m512i r = _mm512_or_si512(_mm512_or_si512(low6, nib_lo), _mm512_or_si512(nib_hi, top));
     out[0] = _mm512_castsi512_si128(r);
     out[1] = _mm512_extracti32x4_epi32(r, 1);
