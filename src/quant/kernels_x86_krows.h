@@ -50,10 +50,7 @@ INLINE __m256 kr_f16x8(const uint8_t *const wr[KR_ROWS], size_t boff, size_t at)
             for (int64_t b = 0; b < nb; b++) {                                                     \
                 const size_t boff = (size_t)b * (wbytes);                                          \
                 for (int k = 0; k < KR_ROWS; k++) {                                                \
-                    const char *pf = (const char *)wr[k] + boff + K_PREFETCH;                      \
-                    _mm_prefetch(pf, _MM_HINT_T0);                                                 \
-                    _mm_prefetch(pf + 64, _MM_HINT_T0);                                            \
-                    _mm_prefetch(pf + 128, _MM_HINT_T0);                                           \
+                    K_PREFETCH_BLOCK((const char *)wr[k] + boff + K_PREFETCH, wbytes);             \
                 }                                                                                  \
                 STEP(wr, boff, xb + (size_t)b * QK_K_BYTES_X, &a[b & 7]);                          \
             }                                                                                      \
