@@ -34,9 +34,9 @@ enum moeinf_status {
     MOEINF_ERR_FORMAT,      /* malformed or hostile file, trace or request */
     MOEINF_ERR_UNSUPPORTED, /* valid but not handled: arch, quant type, rope scaling */
     MOEINF_ERR_NOMEM,
-    MOEINF_ERR_DEVICE,      /* accelerator failure */
-    MOEINF_ERR_ABORTED,     /* cancelled by a callback */
-    MOEINF_ERR_CONTEXT,     /* the context window is full */
+    MOEINF_ERR_DEVICE,  /* accelerator failure */
+    MOEINF_ERR_ABORTED, /* cancelled by a callback */
+    MOEINF_ERR_CONTEXT, /* the context window is full */
 };
 
 struct moeinf_error {
@@ -67,20 +67,20 @@ enum moeinf_status moeinf_inspect(const char *path, FILE *out, struct moeinf_err
 
 /* Geometry of a model that moeinf_gen_model writes with random weights. */
 struct moeinf_gen_params {
-    const char *arch;       /* "llama" (Mixtral family), "qwen2moe", "qwen3moe" or "olmoe" */
-    int n_layer;            /* transformer blocks */
-    int n_expert;           /* routed experts per layer; 0 = dense model */
-    int n_expert_used;      /* top-k */
-    int n_expert_shared;    /* shared experts: qwen2moe needs >= 1 (one shared FFN of width
-                               n_expert_shared x n_ff), the other archs 0 */
-    int n_embd;             /* model width */
-    int n_ff;               /* FFN width of one expert (or of the dense FFN) */
-    int n_head;             /* query heads */
-    int n_head_kv;          /* KV heads */
-    int n_ctx_train;        /* context_length written to metadata */
-    int type;               /* GGML tensor type of the big matrices (0 F32, 1 F16, 2 Q4_0, 8 Q8_0,
-                               3 Q4_1, 6 Q5_0, 7 Q5_1, 10-14 Q2_K..Q6_K), or
-                               MOEINF_GEN_TYPE_Q4_K_M for llama-quantize's Q4_K_M mix */
+    const char *arch;    /* "llama" (Mixtral family), "qwen2moe", "qwen3moe" or "olmoe" */
+    int n_layer;         /* transformer blocks */
+    int n_expert;        /* routed experts per layer; 0 = dense model */
+    int n_expert_used;   /* top-k */
+    int n_expert_shared; /* shared experts: qwen2moe needs >= 1 (one shared FFN of width
+                            n_expert_shared x n_ff), the other archs 0 */
+    int n_embd;          /* model width */
+    int n_ff;            /* FFN width of one expert (or of the dense FFN) */
+    int n_head;          /* query heads */
+    int n_head_kv;       /* KV heads */
+    int n_ctx_train;     /* context_length written to metadata */
+    int type;            /* GGML tensor type of the big matrices (0 F32, 1 F16, 2 Q4_0, 8 Q8_0,
+                            3 Q4_1, 6 Q5_0, 7 Q5_1, 10-14 Q2_K..Q6_K), or
+                            MOEINF_GEN_TYPE_Q4_K_M for llama-quantize's Q4_K_M mix */
     uint64_t seed;
     const char *vocab_from; /* GGUF whose tokenizer is copied, or NULL for a byte vocabulary */
     int n_embd_head;        /* head dim (key/value length); 0 = n_embd / n_head */
@@ -142,16 +142,31 @@ enum moeinf_kv_type {
     MOEINF_KV_F32 = 1,
 };
 
+/* How the weights of a model without offload_experts get into memory. */
+enum moeinf_load_mode {
+    /* READ when the file fits in the memory this process may use with room to spare (file +
+     * 1/8 + 512 MiB within the cgroup's limit, else within MemAvailable), else MAP. */
+    MOEINF_LOAD_AUTO = 0,
+    /* Map the file: nothing copied, the pages shared with the page cache and other processes,
+     * a model larger than memory pages in from disk. Decode reads through 4 KiB pages. */
+    MOEINF_LOAD_MAP,
+    /* Read the file once into private memory, on transparent huge pages where the kernel
+     * allows: fewer TLB misses, so decode streams faster (10-25 % measured on K-quant files
+     * that fit, README "Loading"). */
+    MOEINF_LOAD_READ,
+};
+
 struct moeinf_model_params {
-    bool no_mmap; /* read the file once into memory instead of mapping it (default false) */
-    bool offload_experts; /* routed experts stay in the file and are read through each
-                             context's expert cache (moeinf_context_params.expert_cache, which
-                             is then required); every other weight is read once into memory,
-                             so the page cache does not hold the file (no_mmap is ignored).
-                             MOEINF_ERR_ARG for a dense model. Default false. */
+    enum moeinf_load_mode load_mode; /* default AUTO */
+    bool offload_experts;            /* routed experts stay in the file and are read through each
+                                        context's expert cache (moeinf_context_params.expert_cache, which
+                                        is then required); every other weight is read once into memory,
+                                        so the page cache does not hold the file (load_mode is
+                                        ignored).
+                                        MOEINF_ERR_ARG for a dense model. Default false. */
     /* (optional) called while the load reads the file, from the loading thread: bytes read
      * so far of `total`, the bytes this load reads (the non-expert weights with
-     * offload_experts, the whole file with no_mmap); a mapped load reads nothing up front
+     * offload_experts, the whole file when read); a mapped load reads nothing up front
      * and does not call it. The CLI draws its progress line with it. */
     void (*progress)(void *user, uint64_t done, uint64_t total);
     void *progress_user;
@@ -194,8 +209,7 @@ struct moeinf_expert_cache_size {
 
 /* Parses SIZE (bytes, with an optional K, M, G or T suffix meaning powers of 1024), P% (0 <
  * P <= 100) or "auto". MOEINF_ERR_ARG naming the text otherwise. */
-enum moeinf_status moeinf_expert_cache_parse(const char *text,
-                                             struct moeinf_expert_cache_size *out,
+enum moeinf_status moeinf_expert_cache_parse(const char *text, struct moeinf_expert_cache_size *out,
                                              struct moeinf_error *err);
 
 struct moeinf_context_params {
@@ -236,6 +250,9 @@ void moeinf_model_free(struct moeinf_model *model);
 
 int moeinf_model_n_vocab(const struct moeinf_model *model);
 int moeinf_model_n_ctx_train(const struct moeinf_model *model);
+/* How the model's weights were loaded: MAP or READ (AUTO resolved); with offload_experts,
+ * READ (the non-expert weights are read, the experts go through the expert cache). */
+enum moeinf_load_mode moeinf_model_load_mode(const struct moeinf_model *model);
 /* One line describing the model (arch, layers, experts, types) into buf. */
 void moeinf_model_desc(const struct moeinf_model *model, char *buf, size_t size);
 /* Weight bytes one decode token reads: every dense matrix, the router, n_expert_used experts
@@ -255,30 +272,30 @@ struct moeinf_expert_cache_info {
     uint64_t resident_bytes; /* the model's weights kept in memory (not experts) */
     uint64_t context_bytes;  /* KV cache and scratch */
     const char *policy;
-    bool direct_io;          /* reads bypass the page cache (O_DIRECT) */
-    const char *io_note;     /* one line on how experts are read */
+    bool direct_io;      /* reads bypass the page cache (O_DIRECT) */
+    const char *io_note; /* one line on how experts are read */
 };
 
 /* Counters since the context was made (or since moeinf_context_expert_stats_reset). */
 struct moeinf_expert_stats {
-    uint64_t accesses;     /* one per distinct expert per layer and forward iteration */
+    uint64_t accesses; /* one per distinct expert per layer and forward iteration */
     uint64_t hits;
-    uint64_t misses;       /* demand reads: the step had to wait for them */
+    uint64_t misses;             /* demand reads: the step had to wait for them */
     uint64_t prefetches;         /* experts read ahead of need (policy or lookahead) */
     uint64_t prefetch_hits;      /* accesses that found a prefetched expert already read */
     uint64_t late_prefetches;    /* accesses that waited for a prefetch still being read */
     uint64_t wasted_prefetches;  /* prefetched experts evicted before any access */
     uint64_t dropped_prefetches; /* prefetches cancelled before their read started */
-    uint64_t bytes_read;   /* from the file, alignment windows included */
-    uint64_t expert_bytes; /* of them, the experts' own bytes */
-    double read_seconds;   /* time spent in reads, summed over I/O threads */
-    double stall_seconds;  /* time the forward pass waited for reads */
+    uint64_t bytes_read;         /* from the file, alignment windows included */
+    uint64_t expert_bytes;       /* of them, the experts' own bytes */
+    double read_seconds;         /* time spent in reads, summed over I/O threads */
+    double stall_seconds;        /* time the forward pass waited for reads */
     /* Predictions (layer -1 only): of the experts a source named for a layer's next step,
      * how many it used (precision = correct / predicted); of the experts used by steps the
      * source named experts for, how many it named (recall = correct / actual). */
     uint64_t policy_predicted, policy_correct, policy_actual;
     uint64_t lookahead_predicted, lookahead_correct, lookahead_actual;
-    uint64_t tokens;       /* tokens evaluated, every phase */
+    uint64_t tokens; /* tokens evaluated, every phase */
     uint64_t decode_tokens;
 };
 
@@ -468,17 +485,16 @@ enum moeinf_status moeinf_model_chat_template(const struct moeinf_model *model, 
 /* Which template to use: `name` when not NULL (MOEINF_ERR_ARG naming it and the known names
  * when it is not one of them), else the model's own (MOEINF_ERR_UNSUPPORTED when the model
  * has none, or one that is none of the built-in ones). *out is one of the static names. */
-enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_model *model,
-                                                const char *name, const char **out,
-                                                struct moeinf_error *err);
+enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_model *model, const char *name,
+                                                const char **out, struct moeinf_error *err);
 
 /* Writes the conversation through template `name`; add_assistant ends it with the opening of
  * the assistant's turn (the prompt of a generation). *out is malloc'ed and NUL-terminated
  * (caller frees), *out_len its length (may be NULL). MOEINF_ERR_ARG for an unknown template
  * name or a role other than system, user and assistant (naming the message). */
 enum moeinf_status moeinf_chat_apply(const char *name, const struct moeinf_chat_message *msgs,
-                                     size_t n_msgs, bool add_assistant, char **out,
-                                     size_t *out_len, struct moeinf_error *err);
+                                     size_t n_msgs, bool add_assistant, char **out, size_t *out_len,
+                                     struct moeinf_error *err);
 
 /* ---- KV cache reuse and version (engine_kv.c) -------------------------------------------- */
 

@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "base/memlimit.h"
 #include "base/status.h"
 #include "tokenizer/vocab.h"
 
@@ -26,6 +28,17 @@ struct moeinf_context_params moeinf_context_params_default(void) {
     return p;
 }
 
+/* READ when the file and room to spare fit in the memory this process may use (see
+ * moeinf.h), else MAP. Any doubt (no size, no limit known) maps: a mapping cannot run out
+ * of memory, a read of a file larger than memory would. */
+static enum moeinf_load_mode auto_load_mode(const char *path) {
+    struct stat sb;
+    if (stat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) return MOEINF_LOAD_MAP;
+    uint64_t room;
+    if (!moeinf_memory_room(&room)) return MOEINF_LOAD_MAP;
+    return moeinf_load_fits((uint64_t)sb.st_size, room) ? MOEINF_LOAD_READ : MOEINF_LOAD_MAP;
+}
+
 enum moeinf_status moeinf_model_load(const char *path, const struct moeinf_model_params *params,
                                      struct moeinf_model **out, struct moeinf_error *err) {
     struct moeinf_model *m = calloc(1, sizeof *m);
@@ -33,10 +46,13 @@ enum moeinf_status moeinf_model_load(const char *path, const struct moeinf_model
     bool offload = params && params->offload_experts;
     struct moeinf_progress progress = {params ? params->progress : NULL,
                                        params ? params->progress_user : NULL};
-    enum moeinf_map_mode mode =
-        params && params->no_mmap && !offload ? MOEINF_MAP_READ : MOEINF_MAP_FILE;
-    enum moeinf_status st = moeinf_gguf_open_mode(path, mode, &progress, &m->gguf, err);
     bool vocab_only = params && params->vocab_only;
+    enum moeinf_load_mode load = params ? params->load_mode : MOEINF_LOAD_AUTO;
+    if (offload || vocab_only) load = MOEINF_LOAD_MAP; /* only parts of the file are read */
+    if (load == MOEINF_LOAD_AUTO) load = auto_load_mode(path);
+    m->load_mode = offload ? MOEINF_LOAD_READ : load;
+    enum moeinf_map_mode mode = load == MOEINF_LOAD_READ ? MOEINF_MAP_READ : MOEINF_MAP_FILE;
+    enum moeinf_status st = moeinf_gguf_open_mode(path, mode, &progress, &m->gguf, err);
     if (st == MOEINF_OK && !vocab_only) st = moeinf_llm_init(m->gguf, &m->llm, err);
     if (st == MOEINF_OK && offload && !vocab_only) {
         st = moeinf_resident_load(m->llm, m->gguf, &progress, &m->resident, err);
@@ -62,6 +78,10 @@ void moeinf_model_free(struct moeinf_model *model) {
     moeinf_llm_free(model->llm);
     moeinf_gguf_free(model->gguf);
     free(model);
+}
+
+enum moeinf_load_mode moeinf_model_load_mode(const struct moeinf_model *model) {
+    return model->load_mode;
 }
 
 int moeinf_model_n_vocab(const struct moeinf_model *model) {

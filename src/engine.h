@@ -3,22 +3,23 @@
 #define MOEINF_ENGINE_H
 
 #include "compute/pool.h"
+#include "experts/tier.h"
 #include "gguf/gguf.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/resident.h"
-#include "experts/tier.h"
 #include "moeinf.h"
 
 struct moeinf_vocab;
 struct moeinf_trace_writer;
 
 struct moeinf_model {
-    struct moeinf_gguf *gguf;   /* owns the mapping the weights point into */
+    struct moeinf_gguf *gguf; /* owns the mapping the weights point into */
     struct moeinf_llm *llm;
     struct moeinf_vocab *vocab;
     struct moeinf_resident *resident; /* offload_experts: the weights read into memory and
                                          where the experts lie; NULL otherwise */
+    enum moeinf_load_mode load_mode;  /* MAP or READ: how it was loaded */
 };
 
 struct moeinf_context {
@@ -27,16 +28,16 @@ struct moeinf_context {
     struct moeinf_pool *pool;
     const struct moeinf_kernels *kern;
     struct moeinf_fwd *fwd;
-    struct moeinf_tier *tier;   /* the expert cache, or NULL (experts resident) */
+    struct moeinf_tier *tier; /* the expert cache, or NULL (experts resident) */
     int n_past;
     struct moeinf_trace_writer *record; /* routing record, or NULL */
     char *record_tag;
-    int64_t record_requests;            /* requests written so far */
-    int32_t *record_row;                /* [n_layer][n_expert_used] one token's routing */
-    const int32_t *route_replay;        /* routing of the next decode call, or NULL
-                                           (engine_replay.h) */
-    int route_replay_n;                 /* its tokens */
-    bool route_replay_prefill;          /* its phase */
+    int64_t record_requests;     /* requests written so far */
+    int32_t *record_row;         /* [n_layer][n_expert_used] one token's routing */
+    const int32_t *route_replay; /* routing of the next decode call, or NULL
+                                    (engine_replay.h) */
+    int route_replay_n;          /* its tokens */
+    bool route_replay_prefill;   /* its phase */
 };
 
 /* engine_experts.c: the context's expert cache, when its params ask for one (or the model's

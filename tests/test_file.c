@@ -2,7 +2,7 @@
  * test_file.c - base/file.c with inputs and outputs that are not plain files: a FIFO given as
  * an input is refused at once (not waited on), an output that is a FIFO is written in place
  * (it stays a FIFO), a symbolic link keeps its link, a folder is refused, and output paths are
- * checked before any work.
+ * checked before any work. Also base/memlimit.c's rule for reading a model into memory.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "base/memlimit.h"
 #include "base/status.h"
 #include "golden.h"
 #include "test.h"
@@ -21,6 +22,23 @@ static const char *make_fifo(const char *name, char *buf, size_t size) {
     /* NOLINTNEXTLINE(concurrency-mt-unsafe): main thread */
     CHECK_MSG(mkfifo(buf, 0644) == 0, "mkfifo %s: %s", buf, strerror(errno));
     return buf;
+}
+
+/* A file is read into memory when file + file / 8 + 512 MiB fits under the limit
+ * (hand-computed cases on both sides of the line), and the room the process has is known here. */
+static void test_load_fits(void) {
+    const uint64_t mib = (uint64_t)1 << 20;
+    const uint64_t gib = (uint64_t)1 << 30;
+    CHECK(moeinf_load_fits(8 * gib, 10 * gib));              /* 8 + 1 + 0.5 = 9.5 GiB */
+    CHECK(!moeinf_load_fits(8 * gib + 512 * mib, 10 * gib)); /* 8.5 + 1.0625 + 0.5 */
+    CHECK(moeinf_load_fits(8 * gib, 9 * gib + 512 * mib));   /* exactly at the line */
+    CHECK(!moeinf_load_fits(8 * gib, 9 * gib + 512 * mib - 1));
+    CHECK(moeinf_load_fits(0, 512 * mib));
+    CHECK(!moeinf_load_fits(0, 512 * mib - 1));
+    CHECK(!moeinf_load_fits(11 * gib, 10 * gib)); /* larger than the limit: no wrap-around */
+    uint64_t room = 0;
+    CHECK(moeinf_memory_room(&room)); /* Linux always has /proc/meminfo */
+    CHECK(room > 0);
 }
 
 static void test_fifo_input_refused(void) {
@@ -185,6 +203,7 @@ static void test_write_atomic(void) {
 }
 
 int main(void) {
+    RUN(test_load_fits);
     RUN(test_fifo_input_refused);
     RUN(test_fifo_output_in_place);
     RUN(test_symlink_and_directory);

@@ -458,7 +458,8 @@ static void test_kv_cache_size_overflow(void) {
     remove(path);
 }
 
-/* Reading the file into memory (--no-mmap) gives the same logits, bit for bit, as mapping it. */
+/* Reading the file into memory (--no-mmap) gives the same logits, bit for bit, as mapping it
+ * (--mmap); the default (AUTO) reads a file this small, and says so. */
 static void test_no_mmap_same_logits(void) {
     char path[1024];
     if (!test_shared_path("testdata/models/tiny-mixtral-Q4_0.gguf", path, sizeof path)) return;
@@ -466,7 +467,7 @@ static void test_no_mmap_same_logits(void) {
     float *logits[2] = {NULL, NULL};
     for (int mode = 0; mode < 2; mode++) {
         struct moeinf_model_params mp = moeinf_model_params_default();
-        mp.no_mmap = mode == 1;
+        mp.load_mode = mode == 1 ? MOEINF_LOAD_READ : MOEINF_LOAD_MAP;
         struct moeinf_model *model = NULL;
         struct moeinf_context *ctx = NULL;
         struct moeinf_error err = {0};
@@ -474,6 +475,7 @@ static void test_no_mmap_same_logits(void) {
         cp.n_ctx = 8;
         CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
         CHECK(model && moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK);
+        CHECK(model && moeinf_model_load_mode(model) == mp.load_mode);
         logits[mode] = malloc(sizeof(float) * 4 * 32000);
         if (ctx && logits[mode]) {
             CHECK(moeinf_decode(ctx, ids, 4, logits[mode], true, &err) == MOEINF_OK);
@@ -483,6 +485,19 @@ static void test_no_mmap_same_logits(void) {
     }
     CHECK(logits[0] && logits[1] &&
           test_same_bytes(logits[0], logits[1], sizeof(float) * 4 * 32000));
+    /* AUTO: a file of a few MiB fits any machine that runs the tests; vocab_only maps */
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    CHECK(mp.load_mode == MOEINF_LOAD_AUTO);
+    struct moeinf_error err = {0};
+    struct moeinf_model *model = NULL;
+    CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
+    CHECK(model && moeinf_model_load_mode(model) == MOEINF_LOAD_READ);
+    moeinf_model_free(model);
+    model = NULL;
+    mp.vocab_only = true;
+    CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
+    CHECK(model && moeinf_model_load_mode(model) == MOEINF_LOAD_MAP);
+    moeinf_model_free(model);
     free(logits[0]);
     free(logits[1]);
 }

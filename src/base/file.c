@@ -85,19 +85,20 @@ enum moeinf_status moeinf_file_map_mode(const char *path, enum moeinf_map_mode m
     const uint8_t *data = NULL;
     const size_t size = (size_t)file_size;
     if (size > 0) {
-        void *p = mode == MOEINF_MAP_FILE
-                      ? mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0)
-                      : mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        void *p = mode == MOEINF_MAP_FILE ? mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0)
+                                          : moeinf_huge_alloc(size);
+        if (!p) {
+            close(fd);
+            return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory reading %llu bytes", path,
+                               (unsigned long long)size);
+        }
         if (p == MAP_FAILED) {
             int e = errno;
             close(fd);
-            return moeinf_fail(err, e == ENOMEM ? MOEINF_ERR_NOMEM : MOEINF_ERR_IO,
-                               "%s: mmap: %s", path, moeinf_strerror(e, eb, sizeof eb));
+            return moeinf_fail(err, e == ENOMEM ? MOEINF_ERR_NOMEM : MOEINF_ERR_IO, "%s: mmap: %s",
+                               path, moeinf_strerror(e, eb, sizeof eb));
         }
         if (mode == MOEINF_MAP_READ) {
-#ifdef MADV_HUGEPAGE
-            (void)madvise(p, size, MADV_HUGEPAGE); /* a hint: refused where THP is off */
-#endif
             /* in chunks, so that a long read can report its progress */
             const size_t chunk = (size_t)64 << 20;
             enum moeinf_status rst = MOEINF_OK;
@@ -107,7 +108,7 @@ enum moeinf_status moeinf_file_map_mode(const char *path, enum moeinf_map_mode m
                 if (rst == MOEINF_OK) moeinf_progress_report(progress, at + n, size);
             }
             if (rst != MOEINF_OK) {
-                munmap(p, size);
+                moeinf_huge_free(p, size);
                 close(fd);
                 return rst;
             }
@@ -118,7 +119,34 @@ enum moeinf_status moeinf_file_map_mode(const char *path, enum moeinf_map_mode m
     out->data = data;
     out->size = file_size;
     out->fd = fd;
+    out->read = mode == MOEINF_MAP_READ && data != NULL;
     return MOEINF_OK;
+}
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/* The mapping is taken 2 MiB larger than asked and trimmed to a 2 MiB boundary at both ends,
+ * so that the kernel can back all of it with huge pages. */
+void *moeinf_huge_alloc(size_t size) {
+    if (size == 0 || size > SIZE_MAX - 2 * HUGE_PAGE) return NULL;
+    const size_t len = (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1);
+    uint8_t *raw =
+        mmap(NULL, len + HUGE_PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    const uintptr_t at = ((uintptr_t)raw + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1);
+    uint8_t *p = raw + (at - (uintptr_t)raw);
+    if (p > raw) munmap(raw, (size_t)(p - raw));
+    const size_t tail = (size_t)(raw + len + HUGE_PAGE - (p + len));
+    if (tail > 0) munmap(p + len, tail);
+#ifdef MADV_HUGEPAGE
+    (void)madvise(p, len, MADV_HUGEPAGE); /* a hint: refused where THP is off */
+#endif
+    return p;
+}
+
+void moeinf_huge_free(void *p, size_t size) {
+    if (!p) return;
+    munmap(p, (size + HUGE_PAGE - 1) & ~(HUGE_PAGE - 1));
 }
 
 enum moeinf_status moeinf_file_map(const char *path, struct moeinf_mapping *out,
@@ -128,15 +156,19 @@ enum moeinf_status moeinf_file_map(const char *path, struct moeinf_mapping *out,
 
 void moeinf_file_unmap(struct moeinf_mapping *m) {
     if (!m) return;
-    if (m->data) munmap((void *)m->data, (size_t)m->size);
+    if (m->data && m->read) {
+        moeinf_huge_free((void *)m->data, (size_t)m->size);
+    } else if (m->data) {
+        munmap((void *)m->data, (size_t)m->size);
+    }
     if (m->fd >= 0) close(m->fd);
     m->data = NULL;
     m->size = 0;
     m->fd = -1;
 }
 
-enum moeinf_status moeinf_file_pread(int fd, void *buf, size_t n, uint64_t offset,
-                                     const char *what, struct moeinf_error *err) {
+enum moeinf_status moeinf_file_pread(int fd, void *buf, size_t n, uint64_t offset, const char *what,
+                                     struct moeinf_error *err) {
     char eb[64];
     uint8_t *p = buf;
     while (n > 0) {

@@ -15,7 +15,8 @@
 struct moeinf_mapping {
     const uint8_t *data;
     uint64_t size;
-    int fd; /* kept open for pread of the slow tier; -1 when closed */
+    int fd;    /* kept open for pread of the slow tier; -1 when closed */
+    bool read; /* MOEINF_MAP_READ: data is moeinf_huge_alloc's */
 };
 
 enum moeinf_map_mode {
@@ -54,9 +55,16 @@ enum moeinf_status moeinf_file_map_mode(const char *path, enum moeinf_map_mode m
                                         struct moeinf_mapping *out, struct moeinf_error *err);
 void moeinf_file_unmap(struct moeinf_mapping *m);
 
+/* Memory for weights that decode streams (resident copies, expert cache slots): anonymous,
+ * 2 MiB-aligned, with transparent huge pages asked for (a hint; fewer TLB misses: resident
+ * Qwen3-shaped Q6_K decode ran 26 % faster on huge pages than through the file's 4 KiB page
+ * cache pages). NULL when out of memory (size 0 too). Free with moeinf_huge_free(p, size). */
+void *moeinf_huge_alloc(size_t size);
+void moeinf_huge_free(void *p, size_t size);
+
 /* Reads exactly n bytes at offset (retrying short reads). */
-enum moeinf_status moeinf_file_pread(int fd, void *buf, size_t n, uint64_t offset,
-                                     const char *what, struct moeinf_error *err);
+enum moeinf_status moeinf_file_pread(int fd, void *buf, size_t n, uint64_t offset, const char *what,
+                                     struct moeinf_error *err);
 
 /*
  * Atomic writer: moeinf_atomic_open creates "<path>.tmp.<pid>"; write through the FILE*;

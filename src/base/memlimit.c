@@ -118,3 +118,23 @@ enum moeinf_status moeinf_memory_limit(uint64_t *limit, bool *from_cgroup, char 
                        "cannot tell how much memory this process may use (no cgroup limit, "
                        "no /proc/meminfo): give --expert-cache a size");
 }
+
+bool moeinf_memory_room(uint64_t *bytes) {
+    uint64_t cg = 0;
+    uint64_t avail = 0;
+    char source[300];
+    bool have_cg = cgroup_limit(&cg, source, sizeof source);
+    bool have_avail = mem_available(&avail);
+    if (have_cg && have_avail) {
+        *bytes = cg < avail ? cg : avail;
+    } else if (have_cg || have_avail) {
+        *bytes = have_cg ? cg : avail;
+    }
+    return have_cg || have_avail;
+}
+
+bool moeinf_load_fits(uint64_t file_bytes, uint64_t limit) {
+    const uint64_t room = (uint64_t)512 << 20;
+    if (file_bytes > limit) return false;
+    return limit - file_bytes >= file_bytes / 8 + room;
+}

@@ -1,7 +1,8 @@
 /*
  * memlimit.h - how much memory this process may use: the tightest memory limit of its cgroup
  * and the cgroup's ancestors (cgroup v1's memory controller or cgroup v2), else the kernel's
- * MemAvailable estimate. Used by `--expert-cache auto`.
+ * MemAvailable estimate. Used by `--expert-cache auto` and by the choice between reading a
+ * model into memory and mapping it (MOEINF_LOAD_AUTO).
  */
 #ifndef MOEINF_BASE_MEMLIMIT_H
 #define MOEINF_BASE_MEMLIMIT_H
@@ -17,5 +18,14 @@
  * neither can be read. */
 enum moeinf_status moeinf_memory_limit(uint64_t *limit, bool *from_cgroup, char *source,
                                        size_t source_size, struct moeinf_error *err);
+
+/* The smaller of the cgroup limit (when one applies) and MemAvailable (when readable): what a
+ * new allocation can take without pushing anything out. false when neither is known. */
+bool moeinf_memory_room(uint64_t *bytes);
+
+/* Whether reading a file of `file_bytes` into memory leaves room to spare under `limit`
+ * (moeinf_memory_room's figure): file + 1/8 of it + 512 MiB for the KV cache, scratch and
+ * everything else the process holds. */
+bool moeinf_load_fits(uint64_t file_bytes, uint64_t limit);
 
 #endif

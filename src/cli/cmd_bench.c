@@ -53,7 +53,7 @@ static double now_s(void) {
 }
 
 void bench_phase_stats_set(struct phase_stats *ps, const struct moeinf_expert_stats *a,
-                            const struct moeinf_expert_stats *b, double seconds) {
+                           const struct moeinf_expert_stats *b, double seconds) {
     ps->seconds = seconds;
     ps->d.accesses = b->accesses - a->accesses;
     ps->d.hits = b->hits - a->hits;
@@ -64,25 +64,27 @@ void bench_phase_stats_set(struct phase_stats *ps, const struct moeinf_expert_st
 }
 
 void bench_phase_stats_print(const char *phase, const char *run, const struct phase_stats *ps,
-                              long n_tok) {
+                             long n_tok) {
     char name[32];
     snprintf(name, sizeof name, "%s-%s", phase, run);
     double n = (double)n_tok;
-    printf("%-13s %8ld %10.4f %10.2f %8.3f %10.2f %9.2f %11.5f %11.5f\n", name, n_tok,
-           ps->seconds, n / ps->seconds,
-           ps->d.accesses ? (double)ps->d.hits / (double)ps->d.accesses : 0.0,
+    printf("%-13s %8ld %10.4f %10.2f %8.3f %10.2f %9.2f %11.5f %11.5f\n", name, n_tok, ps->seconds,
+           n / ps->seconds, ps->d.accesses ? (double)ps->d.hits / (double)ps->d.accesses : 0.0,
            (double)ps->d.misses / n, (double)ps->d.bytes_read / (1024.0 * 1024.0) / n,
            ps->d.read_seconds / n, ps->d.stall_seconds / n);
 }
 
 void bench_print_header(const struct moeinf_model *model, const struct moeinf_context *ctx,
-                         bool no_logits, long chunk) {
+                        bool no_logits, long chunk) {
     char desc[256];
     moeinf_model_desc(model, desc, sizeof desc);
     printf("model:    %s\n", desc);
     printf("threads:  %d, kernels %s, decode reads %.3f GB of weights per token\n",
            moeinf_context_n_threads(ctx), moeinf_context_kernels(ctx),
            (double)moeinf_model_decode_bytes(model) / 1e9);
+    printf("weights:  %s\n", moeinf_model_load_mode(model) == MOEINF_LOAD_READ
+                                 ? "read into memory (--mmap maps the file)"
+                                 : "mapped from the file (--no-mmap reads them into memory)");
     if (no_logits) {
         printf("logits:   none (--no-logits: no final norm and lm_head, less work than "
                "llama.cpp's eval)\n");
@@ -98,8 +100,8 @@ void bench_print_header(const struct moeinf_model *model, const struct moeinf_co
 static void print_cache_table(const struct phase_stats cold[2], const struct phase_stats *warm,
                               long reps, long n_prompt, long n_gen, double pp, double tg) {
     printf("expert cache, per token: cold = the first run, warm = the median run of %ld\n", reps);
-    printf("%-13s %8s %10s %10s %8s %10s %9s %11s %11s\n", "test", "tokens", "seconds",
-           "tokens/s", "hit", "misses", "MiB read", "read s", "stall s");
+    printf("%-13s %8s %10s %10s %8s %10s %9s %11s %11s\n", "test", "tokens", "seconds", "tokens/s",
+           "hit", "misses", "MiB read", "read s", "stall s");
     for (int ph = 0; ph < 2; ph++) {
         long n_tok = ph == 0 ? n_prompt : n_gen;
         if (n_tok == 0) continue;
@@ -125,10 +127,10 @@ struct bench_opts {
     struct model_args ma;
     long n_prompt, n_gen, reps;
     bool ctx_set, no_logits;
-    const char *lengths_opt;   /* the first of -p, -n, -r given, or NULL */
-    const char *route_trace;   /* --route-trace FILE, or NULL */
+    const char *lengths_opt;    /* the first of -p, -n, -r given, or NULL */
+    const char *route_trace;    /* --route-trace FILE, or NULL */
     const char *trace_requests; /* --trace-requests A-B as given, or NULL */
-    int64_t first, last;       /* its positions (last -1: to the end) */
+    int64_t first, last;        /* its positions (last -1: to the end) */
 };
 
 /* --trace-requests "A-B" (A <= B) or "A" into [first, last]; false (message printed) if bad. */

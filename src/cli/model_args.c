@@ -13,8 +13,10 @@ const char model_args_help[] =
     "  -t N            threads (default: the CPUs this process may use)\n"
     "  -b N            prefill micro-batch (default 512)\n"
     "  --kv-type T     KV cache type f16|f32 (default f16)\n"
-    "  --no-mmap       read the model into memory once instead of mapping the "
-    "file\n" EXPERT_ARGS_HELP;
+    "  --no-mmap       read the model into memory (default when it fits with room to\n"
+    "                  spare: faster decode, on huge pages)\n"
+    "  --mmap          map the model file instead (default when it does not fit: no\n"
+    "                  copy, pages shared with other processes)\n" EXPERT_ARGS_HELP;
 
 int model_args_parse(const char *cmd, struct model_args *a, int argc, char **argv, int *i) {
     const char *opt = argv[*i];
@@ -22,8 +24,8 @@ int model_args_parse(const char *cmd, struct model_args *a, int argc, char **arg
     a->cmd = cmd;
     int er = expert_args_parse(cmd, &a->experts, argc, argv, i);
     if (er != 0) return er;
-    if (!strcmp(opt, "--no-mmap")) {
-        a->model.no_mmap = true;
+    if (!strcmp(opt, "--no-mmap") || !strcmp(opt, "--mmap")) {
+        a->model.load_mode = !strcmp(opt, "--mmap") ? MOEINF_LOAD_MAP : MOEINF_LOAD_READ;
         return 1;
     }
     if (strcmp(opt, "-m") != 0 && strcmp(opt, "--model") != 0 && strcmp(opt, "-c") != 0 &&

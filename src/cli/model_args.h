@@ -15,7 +15,7 @@ struct model_args {
     const char *cmd; /* the subcommand, for messages */
 };
 
-/* Consumes argv[*i] if it is one of -m, -c, -t, -b, --kv-type, --no-mmap or an expert-cache
+/* Consumes argv[*i] if it is one of -m, -c, -t, -b, --kv-type, --mmap, --no-mmap or an expert-cache
  * option (expert_args.h) (advancing *i past its value). Returns 1 if consumed, 0 if not one of
  * them, -1 on a bad value (message printed). */
 int model_args_parse(const char *cmd, struct model_args *a, int argc, char **argv, int *i);

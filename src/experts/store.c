@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/file.h"
 #include "base/status.h"
 
 struct moeinf_store {
@@ -24,7 +25,7 @@ struct moeinf_store {
     uint64_t region[MOEINF_EXPERT_PARTS]; /* bytes of each part's region in a slot */
     uint64_t region_off[MOEINF_EXPERT_PARTS];
     uint64_t slot_bytes;
-    uint8_t *slots; /* n_slots * slot_bytes, 4 KiB aligned */
+    uint8_t *slots; /* n_slots * slot_bytes, moeinf_huge_alloc's (2 MiB aligned) */
     uint32_t *skew; /* (n_slots x parts) the part's offset inside its window */
 };
 
@@ -159,7 +160,7 @@ enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: %d expert slots do not fit in memory", path,
                            n_slots);
     }
-    s->slots = aligned_alloc(MOEINF_STORE_ALIGN, (size_t)s->slot_bytes * (size_t)n_slots);
+    s->slots = moeinf_huge_alloc((size_t)s->slot_bytes * (size_t)n_slots);
     s->skew = calloc((size_t)n_slots * MOEINF_EXPERT_PARTS, sizeof *s->skew);
     if (!s->slots || !s->skew) {
         uint64_t mib = (s->slot_bytes * (uint64_t)n_slots) >> 20;
@@ -177,7 +178,7 @@ void moeinf_store_free(struct moeinf_store *s) {
     if (s->fd >= 0) close(s->fd);
     free(s->path);
     free(s->layers);
-    free(s->slots);
+    moeinf_huge_free(s->slots, (size_t)s->slot_bytes * (size_t)s->n_slots);
     free(s->skew);
     free(s);
 }

@@ -12,8 +12,9 @@ struct loader {
     struct moeinf_resident *r;
     const struct moeinf_gguf *g;
     struct moeinf_error *err;
-    bool count_only; /* a first pass that only adds up `total` */
+    bool count_only; /* a first pass that only adds up `total` and the arena's size */
     uint64_t done, total;
+    size_t used; /* bytes of r->arena handed out */
     const struct moeinf_progress *progress;
 };
 
@@ -24,26 +25,15 @@ static uint64_t file_offset(const struct moeinf_gguf *g, const void *p) {
 /* A copy of n bytes at `src` (a pointer into g's mapping), read with pread: the mapping's
  * pages are never touched. */
 static enum moeinf_status copy_out(struct loader *ld, const void *src, size_t n, void **out) {
+    const size_t padded = n ? (n + 63) & ~(size_t)63 : 64;
     if (ld->count_only) {
         ld->total += n;
+        ld->r->bytes += padded;
         *out = (void *)src;
         return MOEINF_OK;
     }
-    size_t padded = (n + 63) & ~(size_t)63;
-    void *p = aligned_alloc(64, padded ? padded : 64);
-    if (!p) {
-        return moeinf_fail(ld->err, MOEINF_ERR_NOMEM, "%s: out of memory for resident weights",
-                           ld->g->path);
-    }
-    struct moeinf_resident *r = ld->r;
-    void **grown = realloc(r->blocks, (size_t)(r->n_blocks + 1) * sizeof *grown);
-    if (!grown) {
-        free(p);
-        return moeinf_fail(ld->err, MOEINF_ERR_NOMEM, "%s: out of memory", ld->g->path);
-    }
-    r->blocks = grown;
-    r->blocks[r->n_blocks++] = p;
-    r->bytes += padded;
+    uint8_t *p = ld->r->arena + ld->used;
+    ld->used += padded;
     enum moeinf_status st =
         moeinf_file_pread(ld->g->map.fd, p, n, file_offset(ld->g, src), ld->g->path, ld->err);
     if (st != MOEINF_OK) return st;
@@ -106,6 +96,7 @@ static enum moeinf_status copy_all(struct loader *ld, struct moeinf_llm *llm,
         const int n_kv = hp->n_head_kv * hp->head_dim;
         const int n_qk_norm[2] = {hp->qk_norm == MOEINF_QK_NORM_HEAD ? hp->head_dim : n_q,
                                   hp->qk_norm == MOEINF_QK_NORM_HEAD ? hp->head_dim : n_kv};
+
         struct {
             const float **v;
             int n;
@@ -117,6 +108,7 @@ static enum moeinf_status copy_all(struct loader *ld, struct moeinf_llm *llm,
                     {&lw->q_norm, n_qk_norm[0]},
                     {&lw->k_norm, n_qk_norm[1]},
                     {&lw->gate_inp_shexp, hp->n_embd}};
+
         for (size_t i = 0; st == MOEINF_OK && i < sizeof vecs / sizeof vecs[0]; i++)
             st = copy_vec(ld, vecs[i].v, vecs[i].n);
         if (st != MOEINF_OK) break;
@@ -148,7 +140,15 @@ enum moeinf_status moeinf_resident_load(struct moeinf_llm *llm, const struct moe
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", g->path);
     }
     struct loader ld = {.r = r, .g = g, .err = err, .count_only = true, .progress = progress};
-    enum moeinf_status st = copy_all(&ld, llm, r); /* the total, for the progress */
+    enum moeinf_status st = copy_all(&ld, llm, r); /* the sizes */
+    if (st == MOEINF_OK) {
+        r->arena = moeinf_huge_alloc((size_t)r->bytes);
+        if (!r->arena) {
+            st = moeinf_fail(err, MOEINF_ERR_NOMEM,
+                             "%s: out of memory for %llu MiB of resident weights", g->path,
+                             (unsigned long long)(r->bytes >> 20));
+        }
+    }
     ld.count_only = false;
     if (st == MOEINF_OK) st = copy_all(&ld, llm, r);
     if (st != MOEINF_OK) {
@@ -163,9 +163,7 @@ enum moeinf_status moeinf_resident_load(struct moeinf_llm *llm, const struct moe
 
 void moeinf_resident_free(struct moeinf_resident *r) {
     if (!r) return;
-    for (int i = 0; i < r->n_blocks; i++)
-        free(r->blocks[i]);
-    free(r->blocks);
+    moeinf_huge_free(r->arena, (size_t)r->bytes);
     free(r->experts);
     free(r);
 }

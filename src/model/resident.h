@@ -17,9 +17,8 @@
 #include "moeinf.h"
 
 struct moeinf_resident {
-    void **blocks; /* the copies, freed with the resident set */
-    int n_blocks;
-    uint64_t bytes;                     /* their total size */
+    uint8_t *arena; /* the copies, each 64-byte aligned, in one moeinf_huge_alloc block */
+    uint64_t bytes; /* its size */
     struct moeinf_store_layer *experts; /* (n_layer) where each layer's experts lie */
 };
 
