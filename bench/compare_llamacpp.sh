@@ -36,13 +36,11 @@
 #               real model's 48 layers cut to --qwen3-layers (default 8), and the llama
 #               vocabulary (32000 tokens) instead of Qwen's 151936, which leaves the lm_head
 #               a fifth of the real one's
-# Installs llama-cpp-python $LLAMA_CPP_PYTHON_VERSION if another or no version is there, or one
-# built with AMX (it compiles llama.cpp natively, -march=native less AMX: 10+ minutes on 2
+# Installs the pinned llama-cpp-python when needed (bench/lib/llamacpp.sh: 10+ minutes on 2
 # cores). Ratios are measured in one run: these
 # machines are shared and noisy, so compare ratios, not absolute figures across runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-LLAMA_CPP_PYTHON_VERSION=0.3.36
 threads=$(nproc) prompt=64 gen=32 reps=3 rounds=3 olmoe_layers=16 qwen3_layers=8
 models="mixtral-q8_0 mixtral-q4_0 olmoe-q8_0"
 usage() {
@@ -66,18 +64,8 @@ while [ $# -gt 0 ]; do
   shift 2
 done
 
-# AMX off: llama.cpp's AMX matmul (a -march=native build on a CPU with AMX) segfaulted on
-# these VMs at the first eval (ggml-org/llama.cpp#20824); it serves only dense matrices
-# (attention, lm_head), never the MoE experts (MUL_MAT_ID).
-no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-have=$(python3 -c "import llama_cpp; print(llama_cpp.__version__)" 2>/dev/null || true)
-if [ "$have" != "$LLAMA_CPP_PYTHON_VERSION" ] ||
-   python3 bench/llamacpp_bench.py --system-info | grep -q "AMX_INT8 = 1"; then
-  echo "installing llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION without AMX (was: ${have:-none})" >&2
-  CMAKE_ARGS="-DCMAKE_C_FLAGS='$no_amx' -DCMAKE_CXX_FLAGS='$no_amx' -DLLAVA_BUILD=OFF" \
-    pip install --quiet --force-reinstall --no-deps --no-cache-dir \
-    "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
-fi
+. bench/lib/llamacpp.sh
+llamacpp_install
 cmake --preset release >/dev/null && cmake --build build/release -j"$(nproc)" >/dev/null
 bin=build/release/moeinf
 vocab=../shared/testdata/tokenizer/ggml-vocab-llama-spm.gguf

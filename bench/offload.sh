@@ -5,7 +5,9 @@
 # memory cgroup on the same file, evicted from the page cache before each run; and the limit
 # no cache can beat at the bytes the cache read: max(compute time per token, from the resident
 # run; the bytes read per token over the disk bandwidth measured here), since reads on I/O
-# threads overlap compute.
+# threads overlap compute; and the same limit at the fewest misses any cache of that size
+# could have on the same accesses: the first round records its routing (`bench
+# --record-routing`) and `moeinf sim --policy belady` replays it.
 #
 #   bench/offload.sh [-m MODEL] [-t THREADS] [--budgets "50 25"] [-p 64] [-n 128] [--slow-n 8]
 #                    [--rounds 2] [-- EXTRA MOEINF OPTIONS]
@@ -45,7 +47,8 @@ done
 
 cmake --preset release >/dev/null && cmake --build build/release -j"$(nproc)" >/dev/null
 bin=build/release/moeinf
-python3 -c "import llama_cpp" 2>/dev/null || pip install --quiet llama-cpp-python==0.3.36
+. bench/lib/llamacpp.sh
+llamacpp_install
 mkdir -p "$(dirname "$model")"
 if [ ! -f "$model" ]; then
   echo "writing $model ..." >&2
@@ -83,7 +86,7 @@ measure_limits() { # appends "disk GB/s" and "resident decode tok/s" to $out/lim
 best() { awk -v k="$1" '$1 == k && $2 > b { b = $2 } END { print b }' "$out/limits.txt"; }
 measure_limits
 
-declare -A tg hit mib peak acct
+declare -A tg hit mib peak acct belady
 for b in $budgets; do
   limit=$((size * b / 100))
   # moeinf, expert cache sized by auto from the cgroup limit; $rounds rounds (each a fresh
@@ -91,8 +94,11 @@ for b in $budgets; do
   # shared machine then hits one round, not the figure
   peak[cache-$b]=0
   for ((round = 0; round < rounds; round++)); do
+    # the first round records its routing, for the fewest misses possible (below)
+    rec=()
+    [ "$round" = 0 ] && rec=(--record-routing "$out/route-$b.trace")
     p=$(run_in_cgroup "$limit" "$out/cache-$b.txt" "$bin" bench -m "$model" -t "$threads" \
-        -p "$prompt" -n "$gen" -r 2 --expert-cache auto "${extra[@]}")
+        -p "$prompt" -n "$gen" -r 2 --expert-cache auto "${extra[@]}" "${rec[@]}")
     [ $((p >> 20)) -gt "${peak[cache-$b]}" ] && peak[cache-$b]=$((p >> 20))
     for run in cold warm; do
       read -r t h m < <(awk -v k="decode-$run" '$1 == k { print $4, $5, $7 }' "$out/cache-$b.txt")
@@ -101,6 +107,14 @@ for b in $budgets; do
       fi
     done
   done
+  # Belady (offline optimal) on the same accesses and cache size: the decode misses per token
+  # of the warm runs (the cold run replayed first, uncounted); prefill is replayed per token
+  # (belady cannot batch), which changes the cache at the start of decode a little
+  slots=$(sed -n 's/.*expert cache: \([0-9]*\) of.*/\1/p' "$out/cache-$b.txt")
+  belady[$b]=$("$bin" sim --trace "$out/route-$b.trace" --cache "$slots" --policy belady \
+                --warmup 1 --json | python3 -c 'import json, sys
+d = json.load(sys.stdin)
+print("%.2f" % ((d["decode_accesses"] - d["decode_hits"]) / d["decode_tokens"]))')
   acct[$b]=$(sed -n 's/.* = \([0-9.]*\) MiB; resident weights \([0-9.]*\) MiB, KV cache and scratch \([0-9.]*\) MiB.*/\1 \2 \3/p' "$out/cache-$b.txt")
   # moeinf's mmap path and llama.cpp's, same cgroup and file
   p=$(run_in_cgroup "$limit" "$out/mmap-$b.txt" "$bin" bench -m "$model" -t "$threads" \
@@ -140,12 +154,22 @@ for b in $budgets; do
         'BEGIN { c = 1 / r; io = m * 1048576 / (d * 1e9); printf "%.2f", 1 / (c > io ? c : io) }')
   printf "%-7s %-28s %10s %11s %10s %10s\n" "$b%" "limit at these bytes (warm)" "$lim" \
     "$(ratio "$lim" "$res")" "$(ratio "$lim" "${tg[mmap-$b]}")" "$(ratio "$lim" "${tg[llama-$b]}")"
+  # the same at Belady's misses: what no cache of this size can beat on these accesses
+  bmib=$(awk -v n="${belady[$b]}" -v e="$expert_bytes" 'BEGIN { printf "%.1f", n * e }')
+  blim=$(awk -v r="$res" -v m="$bmib" -v d="$disk" \
+         'BEGIN { c = 1 / r; io = m * 1048576 / (d * 1e9); printf "%.2f", 1 / (c > io ? c : io) }')
+  printf "%-7s %-28s %10s %11s %10s %10s %8s %10s\n" "$b%" "limit at Belady's misses" "$blim" \
+    "$(ratio "$blim" "$res")" "$(ratio "$blim" "${tg[mmap-$b]}")" \
+    "$(ratio "$blim" "${tg[llama-$b]}")" "" "$bmib"
   printf "%-7s %-28s %10s %11s %10s %10s %8s %10s %9s\n" "$b%" "moeinf mmap" "${tg[mmap-$b]}" \
     "$(ratio "${tg[mmap-$b]}" "$res")" "1.00x" "" "" "" "${peak[mmap-$b]}"
   printf "%-7s %-28s %10s %11s %10s %10s %8s %10s %9s\n" "$b%" "llama.cpp mmap" "${tg[llama-$b]}" \
     "$(ratio "${tg[llama-$b]}" "$res")" "$(ratio "${tg[llama-$b]}" "${tg[mmap-$b]}")" "1.00x" \
     "" "" "${peak[llama-$b]}"
   read -r slots_mib res_mib ctx_mib <<<"${acct[$b]}"
+  echo "        Belady: ${belady[$b]} decode misses per token on the recorded accesses" \
+    "(the warm runs), against $(awk -v m="${mib[warm-$b]}" -v e="$expert_bytes" \
+    'BEGIN { printf "%.2f", m / e }') read by the warm run"
   echo "        warm run at $(ratio "${tg[warm-$b]}" "$lim") of the limit; cgroup limit" \
     "$limit_mib MiB; expert cache $slots_mib + resident $res_mib + KV/scratch $ctx_mib + 64" \
     "= $(awk -v a="$slots_mib" -v b="$res_mib" -v c="$ctx_mib" 'BEGIN{printf "%.0f", a+b+c+64}')" \

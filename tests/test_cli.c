@@ -184,8 +184,13 @@ static void test_bench_output(void) {
     snprintf(cmd, sizeof cmd, "%s bench -m %s -p 0 -n 2 -r 1 --no-logits", bin(), model);
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
     CHECK_STR_CONTAINS(out, "logits:   none (--no-logits");
+    /* a tiny model fits in memory: read, not mapped, unless --mmap */
+    CHECK_STR_CONTAINS(out, "\nweights:  read into memory (--mmap maps the file)\n");
     CHECK(strstr(out, "prefill ") == NULL);
     CHECK_STR_CONTAINS(out, "not given with --no-logits");
+    snprintf(cmd, sizeof cmd, "%s bench -m %s -p 0 -n 1 -r 1 --mmap", bin(), model);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    CHECK_STR_CONTAINS(out, "\nweights:  mapped from the file (--no-mmap reads them");
 }
 
 static void test_bad_input(void) {

@@ -170,6 +170,8 @@ static void test_bench_cold_warm(void) {
     if (!test_shared_path("testdata/models/tiny-mixtral-Q4_0.gguf", model, sizeof model)) return;
     snprintf(cmd, sizeof cmd, "%s bench -m %s -p 8 -n 8 -r 2 --expert-cache 50%%", bin(), model);
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    CHECK_STR_CONTAINS(out, "\nweights:  routed experts read from the file through the expert "
+                            "cache, the others read into memory\n");
     CHECK_STR_CONTAINS(out, "prefill-cold");
     CHECK_STR_CONTAINS(out, "prefill-warm");
     CHECK_STR_CONTAINS(out, "decode-cold");
@@ -187,6 +189,45 @@ static void test_bench_cold_warm(void) {
         if (q) hit = strtod(q, NULL);
     }
     CHECK_NEAR(hit, 0.0, 1e-9);
+}
+
+/* bench --record-routing: one request per run (the warm-up too), and `moeinf sim` replaying the
+ * record at the same cache size, policy and micro-batch finds the engine's misses exactly. */
+static void test_bench_record_routing(void) {
+    char model[1024];
+    char cmd[4096];
+    char out[8192];
+    char err[8192];
+    char trace[512];
+    char json_path[512];
+    char json[16384];
+    char text[16384];
+    if (!test_shared_path("testdata/models/tiny-mixtral-Q4_0.gguf", model, sizeof model)) return;
+    test_tmp_path("cli_bench_record.trace", trace, sizeof trace);
+    test_tmp_path("cli_bench_record.json", json_path, sizeof json_path);
+    snprintf(cmd, sizeof cmd,
+             "%s bench -m %s -p 8 -n 8 -r 2 --expert-cache 50%% --policy lru "
+             "--record-routing %s --stats-json %s",
+             bin(), model, trace, json_path);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    test_read_text(trace, text, sizeof text);
+    CHECK_STR_CONTAINS(text, "\n# n_requests: 3\n");
+    CHECK_STR_CONTAINS(text, "\n# req 0 moeinf/bench prefill=8 decode=8\n");
+    CHECK_STR_CONTAINS(text, "\n# req 2 moeinf/bench prefill=8 decode=8\n");
+    test_read_text(json_path, json, sizeof json);
+    long long misses = json_int(json, "misses");
+    CHECK(misses > 0);
+    /* the prompt is one micro-batch of 8 (bench's -b is clamped to its context of 17) */
+    snprintf(cmd, sizeof cmd, "%s sim --trace %s --cache 8 --policy lru --batch 8 --json", bin(),
+             trace);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
+    CHECK_EQ_INT(json_int(out, "misses"), misses);
+    snprintf(cmd, sizeof cmd, "%s bench -m %s --route-trace %s --record-routing %s", bin(), model,
+             trace, trace);
+    CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 2);
+    CHECK_STR_CONTAINS(err, "--record-routing does not go with --route-trace");
+    remove(trace);
+    remove(json_path);
 }
 
 static void test_bad_values(void) {
@@ -247,6 +288,7 @@ int main(void) {
     RUN(test_reading_ahead);
     RUN(test_logits_identical);
     RUN(test_bench_cold_warm);
+    RUN(test_bench_record_routing);
     RUN(test_bad_values);
     return test_report();
 }

@@ -26,9 +26,10 @@ void bench_phase_stats_print(const char *phase, const char *run, const struct ph
 /* Bench's pseudo-random token ids: n of them, below n_vocab, the same for the same seed. */
 void bench_fill_ids(int32_t *ids, long n, uint64_t seed, int n_vocab);
 
-/* What ran: the model, threads, kernels, bytes per token, and which logits were computed. */
+/* What ran: the model, threads, kernels, bytes per token, how the weights are held (offloaded:
+ * routed experts through the expert cache), and which logits were computed. */
 void bench_print_header(const struct moeinf_model *model, const struct moeinf_context *ctx,
-                        bool no_logits, long chunk);
+                        bool offloaded, bool no_logits, long chunk);
 
 /* `moeinf bench --route-trace FILE [--trace-requests A-B]`: the requests at positions
  * first..last (last < 0: to the end) of the trace, each once, in one context, with the

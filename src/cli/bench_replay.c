@@ -176,7 +176,7 @@ int bench_replay(struct model_args *ma, const char *trace, int64_t first, int64_
     for (int i = 0; i < t.n_requests; i++) {
         if (replay_request(&rr, &t.requests[i], &tot, &err) != MOEINF_OK) goto done;
     }
-    bench_print_header(model, ctx, no_logits, rr.chunk);
+    bench_print_header(model, ctx, rr.cached, no_logits, rr.chunk);
     printf("routing:  replayed from %s\n", what);
     print_results(&tot, rr.cached);
     rc = CLI_EXIT_OK;

@@ -30,6 +30,10 @@ static void usage(FILE *out) {
             "so that repeated identical prompts do not flatter the cache; the first run is\n"
             "reported as cold and the median of the other R as warm, with the cache's hit\n"
             "ratio, demand misses, MiB read, read seconds and stall seconds per token of each.\n"
+            "  --record-routing F  write the expert routing of every run (the warm-up\n"
+            "                      included, one request each) to F as a moe-trace v1 file,\n"
+            "                      so that `moeinf sim` replays the runs' exact accesses\n"
+            "                      (e.g. --policy belady for the fewest misses possible)\n"
             "Routing replay (a cache study on real routing):\n"
             "  --route-trace FILE     run requests of a moe-trace v1 file (what `moeinf sim`\n"
             "                         reads), each once, in file order, in one context: its\n"
@@ -75,16 +79,21 @@ void bench_phase_stats_print(const char *phase, const char *run, const struct ph
 }
 
 void bench_print_header(const struct moeinf_model *model, const struct moeinf_context *ctx,
-                        bool no_logits, long chunk) {
+                        bool offloaded, bool no_logits, long chunk) {
     char desc[256];
     moeinf_model_desc(model, desc, sizeof desc);
     printf("model:    %s\n", desc);
     printf("threads:  %d, kernels %s, decode reads %.3f GB of weights per token\n",
            moeinf_context_n_threads(ctx), moeinf_context_kernels(ctx),
            (double)moeinf_model_decode_bytes(model) / 1e9);
-    printf("weights:  %s\n", moeinf_model_load_mode(model) == MOEINF_LOAD_READ
-                                 ? "read into memory (--mmap maps the file)"
-                                 : "mapped from the file (--no-mmap reads them into memory)");
+    if (offloaded) {
+        printf("weights:  routed experts read from the file through the expert cache, the "
+               "others read into memory\n");
+    } else {
+        printf("weights:  %s\n", moeinf_model_load_mode(model) == MOEINF_LOAD_READ
+                                     ? "read into memory (--mmap maps the file)"
+                                     : "mapped from the file (--no-mmap reads them into memory)");
+    }
     if (no_logits) {
         printf("logits:   none (--no-logits: no final norm and lm_head, less work than "
                "llama.cpp's eval)\n");
@@ -129,6 +138,7 @@ struct bench_opts {
     bool ctx_set, no_logits;
     const char *lengths_opt;    /* the first of -p, -n, -r given, or NULL */
     const char *route_trace;    /* --route-trace FILE, or NULL */
+    const char *record_path;    /* --record-routing FILE, or NULL */
     const char *trace_requests; /* --trace-requests A-B as given, or NULL */
     int64_t first, last;        /* its positions (last -1: to the end) */
 };
@@ -176,11 +186,14 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
             o->no_logits = true;
             continue;
         }
-        if (!strcmp(a, "--route-trace") || !strcmp(a, "--trace-requests")) {
+        if (!strcmp(a, "--route-trace") || !strcmp(a, "--trace-requests") ||
+            !strcmp(a, "--record-routing")) {
             const char *v = cli_option_value("bench", argc, argv, &i);
             if (!v) return CLI_EXIT_USAGE;
-            if (a[2] == 'r') {
+            if (!strcmp(a, "--route-trace")) {
                 o->route_trace = v;
+            } else if (!strcmp(a, "--record-routing")) {
+                o->record_path = v;
             } else {
                 o->trace_requests = v;
                 if (!parse_positions(v, &o->first, &o->last)) return CLI_EXIT_USAGE;
@@ -209,6 +222,11 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
     }
     if (o->trace_requests && !o->route_trace) {
         fprintf(stderr, "moeinf bench: --trace-requests needs --route-trace\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (o->route_trace && o->record_path) {
+        fprintf(stderr, "moeinf bench: --record-routing does not go with --route-trace: the "
+                        "routing is the trace's\n");
         return CLI_EXIT_USAGE;
     }
     if (o->route_trace && o->lengths_opt) {
@@ -295,6 +313,10 @@ int cmd_bench(int argc, char **argv) {
     }
     struct moeinf_model *model = NULL;
     struct moeinf_context *ctx = NULL;
+    struct moeinf_error err = {0};
+    if (o.record_path && moeinf_file_check_output(o.record_path, &err) != MOEINF_OK) {
+        return cli_fail(&err); /* before loading the model, not after the runs */
+    }
     int orc = model_args_open(&ma, &model, &ctx);
     if (orc != CLI_EXIT_OK) return orc;
     if (ma.experts.eamc) cli_stop_on_signal(true); /* a signal stops the runs: save first */
@@ -309,11 +331,14 @@ int cmd_bench(int argc, char **argv) {
     float *logits = no_logits ? NULL : malloc((size_t)n_vocab * sizeof *logits);
     /* the context clamps its micro-batch to n_ctx, as this does */
     const long chunk = ma.ctx.n_batch < ma.ctx.n_ctx ? ma.ctx.n_batch : ma.ctx.n_ctx;
-    struct moeinf_error err = {0};
     int rc = CLI_EXIT_FAIL;
     struct cli_progress prog = cli_progress_start();
     if (!ids || !t_pp || !t_tg || !warm || (!no_logits && !logits)) {
         snprintf(err.msg, sizeof err.msg, "out of memory");
+        goto done;
+    }
+    if (o.record_path &&
+        moeinf_context_record_open(ctx, o.record_path, "moeinf/bench", &err) != MOEINF_OK) {
         goto done;
     }
     double t_start = now_s();
@@ -352,7 +377,8 @@ int cmd_bench(int argc, char **argv) {
     }
     if (expert_args_stopped(&ma.experts, ctx)) goto done; /* returns only if the save failed */
     double t_total = now_s() - t_start;
-    bench_print_header(model, ctx, no_logits, chunk);
+    if (moeinf_context_record_close(ctx, &err) != MOEINF_OK) goto done;
+    bench_print_header(model, ctx, cached, no_logits, chunk);
     struct run_times times = {t_pp, t_tg, reps, n_prompt, n_gen};
     print_summary(model, &times, no_logits, cached ? cold : NULL, warm);
     rc = expert_args_save_state(&ma.experts, ctx) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
