@@ -12,7 +12,10 @@ LLAMA_CPP_PYTHON_VERSION=0.3.36
 
 llamacpp_install() {
   local no_amx="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" have
-  have=$(python3 -c "import llama_cpp; print(llama_cpp.__version__)" 2>/dev/null || true)
+  # the installed version, read without importing it (a missing dependency must not make
+  # it look absent and cost a rebuild)
+  have=$(python3 -c "import importlib.metadata as m; print(m.version('llama-cpp-python'))" \
+         2>/dev/null || true)
   if [ "$have" != "$LLAMA_CPP_PYTHON_VERSION" ] ||
      python3 bench/llamacpp_bench.py --system-info | grep -q "AMX_INT8 = 1"; then
     echo "installing llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION without AMX" \
@@ -21,4 +24,7 @@ llamacpp_install() {
       pip install --quiet --force-reinstall --no-deps --no-cache-dir \
       "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
   fi
+  # its dependencies (numpy, diskcache, jinja2, ...), which --no-deps left out; nothing when
+  # they are there
+  pip install --quiet "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
 }
