@@ -21,10 +21,10 @@ llamacpp_install() {
     echo "installing llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION without AMX" \
       "(was: ${have:-none})" >&2
     CMAKE_ARGS="-DCMAKE_C_FLAGS='$no_amx' -DCMAKE_CXX_FLAGS='$no_amx' -DLLAVA_BUILD=OFF" \
-      pip install --quiet --force-reinstall --no-deps --no-cache-dir \
+      pip install --quiet --root-user-action=ignore --force-reinstall --no-deps --no-cache-dir \
       "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
   fi
   # its dependencies (numpy, diskcache, jinja2, ...), which --no-deps left out; nothing when
   # they are there
-  pip install --quiet "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
+  pip install --quiet --root-user-action=ignore "llama-cpp-python==$LLAMA_CPP_PYTHON_VERSION"
 }
