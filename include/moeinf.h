@@ -158,12 +158,11 @@ enum moeinf_load_mode {
 
 struct moeinf_model_params {
     enum moeinf_load_mode load_mode; /* default AUTO */
-    bool offload_experts;            /* routed experts stay in the file and are read through each
-                                        context's expert cache (moeinf_context_params.expert_cache, which
-                                        is then required); every other weight is read once into memory,
-                                        so the page cache does not hold the file (load_mode is
-                                        ignored).
-                                        MOEINF_ERR_ARG for a dense model. Default false. */
+    /* Routed experts stay in the file and are read through each context's expert cache
+     * (moeinf_context_params.expert_cache, which is then required); every other weight is read
+     * once into memory, so the page cache does not hold the file (load_mode is ignored).
+     * MOEINF_ERR_ARG for a dense model. Default false. */
+    bool offload_experts;
     /* (optional) called while the load reads the file, from the loading thread: bytes read
      * so far of `total`, the bytes this load reads (the non-expert weights with
      * offload_experts, the whole file when read); a mapped load reads nothing up front

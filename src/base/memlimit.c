@@ -120,16 +120,13 @@ enum moeinf_status moeinf_memory_limit(uint64_t *limit, bool *from_cgroup, char 
 }
 
 bool moeinf_memory_room(uint64_t *bytes) {
-    uint64_t cg = 0;
-    uint64_t avail = 0;
+    /* each stays "no bound" unless read */
+    uint64_t cg = UINT64_MAX;
+    uint64_t avail = UINT64_MAX;
     char source[300];
     bool have_cg = cgroup_limit(&cg, source, sizeof source);
     bool have_avail = mem_available(&avail);
-    if (have_cg && have_avail) {
-        *bytes = cg < avail ? cg : avail;
-    } else if (have_cg || have_avail) {
-        *bytes = have_cg ? cg : avail;
-    }
+    *bytes = cg < avail ? cg : avail;
     return have_cg || have_avail;
 }
 

@@ -20,7 +20,8 @@ enum moeinf_status moeinf_memory_limit(uint64_t *limit, bool *from_cgroup, char 
                                        size_t source_size, struct moeinf_error *err);
 
 /* The smaller of the cgroup limit (when one applies) and MemAvailable (when readable): what a
- * new allocation can take without pushing anything out. false when neither is known. */
+ * new allocation can take without pushing anything out. false when neither is known (*bytes
+ * is then UINT64_MAX). */
 bool moeinf_memory_room(uint64_t *bytes);
 
 /* Whether reading a file of `file_bytes` into memory leaves room to spare under `limit`
