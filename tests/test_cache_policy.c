@@ -4,7 +4,9 @@
  * implementations written here, which recompute everything from the raw history at every
  * decision (brute-force EAMC matching, counts and features) instead of the library's
  * incremental state; the same decisions whether the simulator or a direct caller (as the
- * engine will) drives the policy; and reuse's prefetch proposals obeying their contract.
+ * engine will) drives the policy; and reuse's prefetch proposals obeying their contract. The
+ * reference of reuse replays its duel the plain way too: two shadow caches that evict by a full
+ * scan, and the frequency ranking summed over the request's recorded uses.
  */
 #include <math.h>
 #include <stdint.h>
@@ -86,6 +88,7 @@ struct decisions {
     int n;
     uint32_t victim[MAX_TOK * ML * MK * 2];
     long hits;
+    long freq_victims; /* references only: victims chosen by reuse's frequency ranking */
 };
 
 /* Replays t through `name` at capacity cap; victims of demand misses (and of prefetches) in
@@ -236,6 +239,12 @@ struct ref {
     float pe[MN], prior[MN];
     double used[14 * 14 * 9], seen[14 * 14 * 9];
     int cell[MN];
+    /* reuse's duel: the tokens of each id's uses in this request, and two shadow caches */
+    int n_req_uses[MN];
+    long req_use_tok[MN][MAX_TOK];
+    bool shadow[2][MN];
+    int shadow_n[2];
+    long shadow_misses[2];
 };
 
 static int ref_age_bucket(long age) {
@@ -295,8 +304,23 @@ static double ref_rate(const struct ref *r, int cell) {
     return (r->used[cell] + 128.0 * age_rate) / (r->seen[cell] + 128.0);
 }
 
-/* The victim among residents (res[id]) not pinned (pin[id]) at layer `layer`. */
-static int ref_victim(const struct ref *r, const bool *res, const bool *pin, int layer) {
+/* reuse's frequency ranking: uses in this request per token of the request, each weighted by
+ * 2^(-tokens ago / 16) from the token of the layer's last visit, shrunk towards PredictEAM by
+ * 2 tokens. */
+static double ref_freq(const struct ref *r, int id, int layer) {
+    bool done = id / ME <= layer;
+    long now = done ? r->tok : r->tok - 1;
+    double uses = 0;
+    for (int u = 0; u < r->n_req_uses[id]; u++)
+        uses += pow(2.0, -(double)(now - r->req_use_tok[id][u]) / 16.0);
+    double d = pow(2.0, -1.0 / 16.0);
+    double mass = (1.0 - pow(d, (double)(r->req_tokens + done))) / (1.0 - d);
+    return (uses + 2.0 * MK * (double)r->pe[id]) / (mass + 2.0);
+}
+
+/* The victim among residents (res[id]) not pinned (pin[id]) at layer `layer`, ranked as the
+ * policy's table ranks them (freq false) or by frequency (reuse only). */
+static int ref_victim(const struct ref *r, const bool *res, const bool *pin, int layer, bool freq) {
     int best = -1;
     double bp = 0;
     int bsteps = 0;
@@ -309,12 +333,14 @@ static int ref_victim(const struct ref *r, const bool *res, const bool *pin, int
         int steps = 0;
         if (r->kind == REF_MOE_INFINITY) {
             p = ((double)peam[id] + 1e-4) * (1.0 - (double)l / ML);
-        } else if (l > layer) {
-            steps = l - layer;
-            p = ref_rate(r, r->cell[id]) * pow((double)ML / steps, 0.3);
         } else {
-            steps = l - layer + ML;
-            p = ref_rate(r, ref_cell(r, id, r->tok + 1)) * pow((double)ML / steps, 0.3);
+            steps = l > layer ? l - layer : l - layer + ML;
+            if (freq) {
+                p = ref_freq(r, id, layer);
+            } else {
+                p = ref_rate(r, l > layer ? r->cell[id] : ref_cell(r, id, r->tok + 1));
+            }
+            p *= pow((double)ML / steps, 0.3);
         }
         bool worse =
             best < 0 || p < bp ||
@@ -340,10 +366,17 @@ static void ref_drive(enum ref_kind kind, const struct mtrace *t, int cap, struc
     int n_res = 0;
     d->n = 0;
     d->hits = 0;
+    d->freq_victims = 0;
     for (int i = 0; i < t->n; i++) {
         if (i > 0 && t->req[i] != t->req[i - 1]) {
             ref_request_end(&r.eamc);
             r.req_tokens = 0;
+        }
+        if (i == 0 || t->req[i] != t->req[i - 1]) { /* the duel starts even */
+            memset(r.n_req_uses, 0, sizeof r.n_req_uses);
+            memset(r.shadow, 0, sizeof r.shadow);
+            memset(r.shadow_n, 0, sizeof r.shadow_n);
+            memset(r.shadow_misses, 0, sizeof r.shadow_misses);
         }
         ref_token_begin(&r, t->decode[i]);
         for (int l = 0; l < ML; l++) {
@@ -355,6 +388,23 @@ static void ref_drive(enum ref_kind kind, const struct mtrace *t, int cap, struc
                     r.seen[r.cell[l * ME + e]] += 1;
                     if (pin[l * ME + e]) r.used[r.cell[l * ME + e]] += 1;
                 }
+                /* the duel: each shadow takes the step's misses, evicting by its ranking */
+                for (int k = 0; k < 2; k++) {
+                    for (int j = 0; j < MK; j++) {
+                        int id = l * ME + t->ex[i][l][j];
+                        if (r.shadow[k][id]) continue;
+                        r.shadow_misses[k]++;
+                        if (r.shadow_n[k] == cap) {
+                            int v = ref_victim(&r, r.shadow[k], pin, l, k == 1);
+                            CHECK(v >= 0);
+                            if (v < 0) return;
+                            r.shadow[k][v] = false;
+                            r.shadow_n[k]--;
+                        }
+                        r.shadow[k][id] = true;
+                        r.shadow_n[k]++;
+                    }
+                }
             } else {
                 for (int j = 0; j < MK; j++)
                     r.eamc.cur[r.eamc.phase][l * ME + t->ex[i][l][j]] += 1;
@@ -365,7 +415,9 @@ static void ref_drive(enum ref_kind kind, const struct mtrace *t, int cap, struc
                     d->hits++;
                 } else {
                     if (n_res == cap) {
-                        int v = ref_victim(&r, res, pin, l);
+                        bool freq = kind == REF_REUSE && r.shadow_misses[1] < r.shadow_misses[0];
+                        d->freq_victims += freq;
+                        int v = ref_victim(&r, res, pin, l, freq);
                         CHECK(v >= 0);
                         if (v < 0) return;
                         res[v] = false;
@@ -378,6 +430,7 @@ static void ref_drive(enum ref_kind kind, const struct mtrace *t, int cap, struc
                 }
                 r.stamp[id] = ++r.clock; /* access */
                 if (kind == REF_REUSE) {
+                    r.req_use_tok[id][r.n_req_uses[id]++] = r.tok;
                     r.last_tok[id] = r.tok;
                     r.global[id] += 1;
                     r.eamc.cur[r.eamc.phase][id] += 1;
@@ -389,7 +442,9 @@ static void ref_drive(enum ref_kind kind, const struct mtrace *t, int cap, struc
     }
 }
 
-static void compare(const char *name, enum ref_kind kind, uint64_t seed, int cap) {
+/* Compares `name` with its reference; returns how many of the reference's victims reuse's
+ * frequency ranking chose. */
+static long compare(const char *name, enum ref_kind kind, uint64_t seed, int cap) {
     static struct mtrace t;
     static struct decisions got;
     static struct decisions want;
@@ -404,16 +459,20 @@ static void compare(const char *name, enum ref_kind kind, uint64_t seed, int cap
     CHECK_MSG(first < 0, "%s seed %llu cap %d: victim %d differs (%u vs %u)", name,
               (unsigned long long)seed, cap, first, first >= 0 ? got.victim[first] : 0,
               first >= 0 ? want.victim[first] : 0);
+    return want.freq_victims;
 }
 
 static void test_policies_match_references(void) {
     static const int caps[] = {2, 5, 9, 16};
+    long freq_victims = 0;
     for (uint64_t seed = 1; seed <= 6; seed++) {
         for (size_t c = 0; c < sizeof caps / sizeof caps[0]; c++) {
             compare("moe-infinity", REF_MOE_INFINITY, seed, caps[c]);
-            compare("reuse", REF_REUSE, seed, caps[c]);
+            freq_victims += compare("reuse", REF_REUSE, seed, caps[c]);
         }
     }
+    /* both of reuse's rankings evicted: the duel's switch is covered */
+    CHECK_MSG(freq_victims > 0, "reuse's frequency ranking never chose a victim");
 }
 
 /* Algorithm 1 by hand: L = 2, E = 3, top-1, two slots. Request 0 uses expert 0 in both layers

@@ -19,6 +19,20 @@
  * p x (L / steps)^SOON where steps is how many layer steps away that visit is; ties go to the
  * expert whose layer comes back last, then to the least recently used.
  *
+ * TWO RANKINGS. The table ranks well where recency and the EAMC carry the signal (the real
+ * traces), but where a request's experts are drawn almost independently each token from a
+ * skewed mix of its own that past requests do not share, the best a cache can do online is
+ * to hold that request's most frequent experts, and the table's EAMC features then mislead it
+ * (gen-model's routing: 13.4 decode misses per token at 204 slots where the frequency
+ * ranking below has 11.4, docs/CACHE_POLICY.md). So the policy can also rank by frequency:
+ * the expert's uses in this request, each weighted by 2^(-tokens ago / FREQ_HALF_LIFE), per
+ * token of the request weighted the same way, shrunk towards the EAMC prediction by
+ * FREQ_PRIOR tokens. Which ranking evicts is decided per request by set dueling: two shadow
+ * caches of the same capacity (experts/shadow.h) replay the request's demand accesses, each
+ * evicting by one ranking, and the real cache follows the frequency ranking only while its
+ * shadow has missed strictly less. Both shadows start empty with each request, so a request
+ * starts on the table and the choice depends on nothing a saved state would have to hold.
+ *
  * Why a learned table rather than a formula: the paper's likelihood (EAMC only) ranks worse
  * than recency on real traces, recency alone ignores the request's skew, and the right mix
  * differs between models (top-1 with long decode vs top-6 prefill). The table finds the mix
@@ -40,6 +54,7 @@
 #include "experts/cache.h"
 #include "experts/eam.h"
 #include "experts/policy.h"
+#include "experts/shadow.h"
 
 #define N_MATCH   16  /* EAMC entries summed by PredictEAM */
 #define BETA      8.0 /* tokens of pseudo-evidence the EAMC prediction is worth in F */
@@ -62,6 +77,20 @@
  * were worse than LRU (25 % cache: 8546 vs 8144 misses; 7808 with it). The choice is flat
  * between 32 and 256 on first-half slices of both traces, docs/CACHE_POLICY.md. */
 #define BACKOFF 128.0
+
+/* The frequency ranking (TWO RANKINGS above): half-life of a use's weight, in tokens, and the
+ * tokens of pseudo-evidence the EAMC prediction is worth. Chosen on gen-model's recorded
+ * routing (16 against 32, 64, 128 and no decay); the real traces are neutral to it, since the
+ * table wins the duel there. */
+#define FREQ_HALF_LIFE 16.0
+#define FREQ_PRIOR     2.0
+#define FREQ_POW_N     1024 /* d^k tabulated for k below this */
+
+enum ranking {
+    RANK_TABLE,
+    RANK_FREQ,
+    N_RANKINGS
+};
 
 #define NA      14
 #define NF      14
@@ -101,6 +130,16 @@ struct reuse {
     int n_step, n_prev;
     uint32_t *step_count; /* (n_ids) tokens of the current iteration that chose the id */
     int batch;            /* tokens in the current iteration (1, or a prefill micro-batch) */
+    /* the frequency ranking and the duel, both reset when a request begins */
+    double freq_pow[FREQ_POW_N]; /* d^k, d = 2^(-1 / FREQ_HALF_LIFE) */
+    double *freq_use;            /* (n_ids) weighted uses in this request, as of token freq_tok */
+    int64_t *freq_tok;           /* (n_ids) */
+    struct moeinf_shadow shadow[N_RANKINGS];
+    uint8_t *shadow_pin; /* (n_ids) the ids the shadows are admitting: never their victims */
+    double *cand_p;      /* (capacity) a shadow's eviction candidates: rank, layer steps, */
+    int *cand_steps;     /* stamp and id */
+    uint64_t *cand_stamp;
+    uint32_t *cand_id;
 };
 
 /* ---- features ------------------------------------------------------------------------ */
@@ -180,6 +219,15 @@ static void reuse_free(void *state) {
     free(s->step_ids);
     free(s->prev_ids);
     free(s->step_count);
+    free(s->freq_use);
+    free(s->freq_tok);
+    for (int k = 0; k < N_RANKINGS; k++)
+        moeinf_shadow_free(&s->shadow[k]);
+    free(s->shadow_pin);
+    free(s->cand_p);
+    free(s->cand_steps);
+    free(s->cand_stamp);
+    free(s->cand_id);
     free(s);
 }
 
@@ -216,12 +264,30 @@ static enum moeinf_status reuse_init(const struct moeinf_policy_geometry *geom, 
     s->prev_ids = malloc((size_t)geom->n_experts * sizeof *s->prev_ids);
     s->step_count = malloc(n * sizeof *s->step_count);
     s->batch = 1;
+    s->freq_use = calloc(n, sizeof *s->freq_use);
+    s->freq_tok = calloc(n, sizeof *s->freq_tok);
+    s->shadow_pin = calloc(n, sizeof *s->shadow_pin);
+    s->cand_p = malloc((size_t)geom->capacity * sizeof *s->cand_p);
+    s->cand_steps = malloc((size_t)geom->capacity * sizeof *s->cand_steps);
+    s->cand_stamp = malloc((size_t)geom->capacity * sizeof *s->cand_stamp);
+    s->cand_id = malloc((size_t)geom->capacity * sizeof *s->cand_id);
     if (!s->last_use || !s->last_stamp || !s->global || !s->pe || !s->prior || !s->cell ||
         !s->cell_next || !s->resident || !s->soon || !s->res_list || !s->res_pos || !s->co ||
-        !s->co_src || !s->step_ids || !s->prev_ids || !s->step_count) {
+        !s->co_src || !s->step_ids || !s->prev_ids || !s->step_count || !s->freq_use ||
+        !s->freq_tok || !s->shadow_pin || !s->cand_p || !s->cand_steps || !s->cand_stamp ||
+        !s->cand_id) {
         reuse_free(s);
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "policy reuse: out of memory");
     }
+    for (int k = 0; k < N_RANKINGS; k++) {
+        st = moeinf_shadow_init(&s->shadow[k], s->n_ids, geom->capacity, err);
+        if (st != MOEINF_OK) {
+            reuse_free(s);
+            return st;
+        }
+    }
+    for (int k = 0; k < FREQ_POW_N; k++)
+        s->freq_pow[k] = pow(2.0, -k / FREQ_HALF_LIFE);
     s->soon[0] = 1.0;
     for (int d = 1; d <= geom->n_layers; d++)
         s->soon[d] = pow((double)geom->n_layers / d, SOON);
@@ -237,11 +303,19 @@ static enum moeinf_status reuse_init(const struct moeinf_policy_geometry *geom, 
 
 /* ---- events -------------------------------------------------------------------------- */
 
+/* A request starts with no uses counted and the duel even (both shadows empty). */
+static void duel_reset(struct reuse *s) {
+    memset(s->freq_use, 0, s->n_ids * sizeof *s->freq_use);
+    for (int k = 0; k < N_RANKINGS; k++)
+        moeinf_shadow_clear(&s->shadow[k]);
+}
+
 static void reuse_request_begin(void *state, uint64_t index) {
     (void)index;
     struct reuse *s = state;
     moeinf_eamc_request_begin(s->eamc);
     s->req_tokens = 0;
+    duel_reset(s);
 }
 
 static void reuse_request_end(void *state) {
@@ -285,6 +359,8 @@ static void reuse_token_end(void *state) {
     s->req_tokens += (uint32_t)s->batch;
 }
 
+static void shadow_step(struct reuse *s, enum ranking k, const uint32_t *ids, int n);
+
 static void reuse_step_begin(void *state, int layer, const uint32_t *ids, const uint32_t *counts,
                              int n) {
     struct reuse *s = state;
@@ -321,11 +397,23 @@ static void reuse_step_begin(void *state, int layer, const uint32_t *ids, const 
                 co[ids[j] - base] += 1.0f;
         }
     }
+    /* The duel: after learning, before this step's accesses touch any rank. */
+    for (int k = 0; k < N_RANKINGS; k++)
+        shadow_step(s, (enum ranking)k, ids, n);
+}
+
+/* 2^(-k / FREQ_HALF_LIFE) for k tokens ago (k >= 0 in a request; 1 for k < 0, which only a
+ * use count of zero can meet). */
+static double decay(const struct reuse *s, int64_t k) {
+    if (k <= 0) return 1.0;
+    return k < FREQ_POW_N ? s->freq_pow[k] : pow(2.0, -(double)k / FREQ_HALF_LIFE);
 }
 
 static void reuse_on_access(void *state, uint32_t id, bool hit) {
     (void)hit;
     struct reuse *s = state;
+    s->freq_use[id] = s->freq_use[id] * decay(s, s->tok - s->freq_tok[id]) + s->step_count[id];
+    s->freq_tok[id] = s->tok;
     s->last_use[id] = s->tok;
     s->last_stamp[id] = ++s->clock;
     s->global[id] += (double)s->step_count[id];
@@ -366,11 +454,86 @@ static double next_visit(const struct reuse *s, uint32_t id, int *steps) {
     return cell_rate(s, s->cell_next[id]);
 }
 
+/* The frequency ranking's estimate of id: its uses in this request per token of the request,
+ * both weighted by 2^(-tokens ago / FREQ_HALF_LIFE) as seen from the token of its layer's last
+ * visit (this token's for layers done, the previous one's for layers ahead), shrunk towards
+ * the EAMC prediction by FREQ_PRIOR tokens. A micro-batch's uses count at its first token. */
+static double freq_rate(const struct reuse *s, uint32_t id) {
+    bool done = (int)(id / (uint32_t)s->n_experts) <= s->layer;
+    int64_t now = done ? s->tok : s->tok - 1;
+    double tokens = (double)s->req_tokens + (done ? 1 : 0);
+    double uses = s->freq_use[id] == 0 ? 0 : s->freq_use[id] * decay(s, now - s->freq_tok[id]);
+    double d = s->freq_pow[1];
+    double mass = (1.0 - pow(d, tokens)) / (1.0 - d);
+    return (uses + FREQ_PRIOR * s->top_k * (double)s->pe[id]) / (mass + FREQ_PRIOR);
+}
+
+/* The eviction rank of id under ranking r (lower goes first) and its layer's steps away. */
+static double rank_of(const struct reuse *s, uint32_t id, enum ranking r, int *steps) {
+    double p = next_visit(s, id, steps);
+    if (r == RANK_FREQ) p = freq_rate(s, id);
+    return p * s->soon[*steps];
+}
+
+/* The ranking the real cache follows: frequency while its shadow has missed less. */
+static enum ranking ranking_now(const struct reuse *s) {
+    return s->shadow[RANK_FREQ].misses < s->shadow[RANK_TABLE].misses ? RANK_FREQ : RANK_TABLE;
+}
+
 /* True when (p, steps, stamp) should be evicted before the current best. */
 static bool worse(double p, int steps, uint64_t stamp, double bp, int bsteps, uint64_t bstamp) {
     if (p != bp) return p < bp;
     if (steps != bsteps) return steps > bsteps;
     return stamp < bstamp;
+}
+
+/*
+ * Replays a step's accesses in shadow k: the misses are admitted, making room by evicting the
+ * lowest-ranked ids under k's ranking that the step does not use, in chunks of at most the
+ * capacity (a prefill micro-batch's step may name more experts than fit). Ranks do not move
+ * within a step, so one scan per chunk ranks all candidates and the victims are its lowest.
+ */
+static void shadow_step(struct reuse *s, enum ranking k, const uint32_t *ids, int n) {
+    struct moeinf_shadow *sh = &s->shadow[k];
+    for (int c0 = 0; c0 < n; c0 += sh->cap) {
+        int c1 = n - c0 > sh->cap ? c0 + sh->cap : n;
+        int misses = 0;
+        for (int i = c0; i < c1; i++) {
+            s->shadow_pin[ids[i]] = 1;
+            misses += !moeinf_shadow_holds(sh, ids[i]);
+        }
+        sh->misses += (uint64_t)misses;
+        int need = sh->n + misses - sh->cap;
+        if (need > 0) {
+            int n_cand = 0;
+            for (int j = 0; j < sh->n; j++) {
+                uint32_t id = sh->ids[j];
+                if (s->shadow_pin[id]) continue;
+                s->cand_id[n_cand] = id;
+                s->cand_p[n_cand] = rank_of(s, id, k, &s->cand_steps[n_cand]);
+                s->cand_stamp[n_cand] = s->last_stamp[id];
+                n_cand++;
+            }
+            assert(need <= n_cand);
+            for (int v = 0; v < need; v++) { /* selection of the `need` lowest */
+                int best = v;
+                for (int j = v + 1; j < n_cand; j++) {
+                    if (worse(s->cand_p[j], s->cand_steps[j], s->cand_stamp[j], s->cand_p[best],
+                              s->cand_steps[best], s->cand_stamp[best]))
+                        best = j;
+                }
+                moeinf_shadow_remove(sh, s->cand_id[best]);
+                s->cand_id[best] = s->cand_id[v];
+                s->cand_p[best] = s->cand_p[v];
+                s->cand_steps[best] = s->cand_steps[v];
+                s->cand_stamp[best] = s->cand_stamp[v];
+            }
+        }
+        for (int i = c0; i < c1; i++) {
+            if (!moeinf_shadow_holds(sh, ids[i])) moeinf_shadow_add(sh, ids[i]);
+            s->shadow_pin[ids[i]] = 0;
+        }
+    }
 }
 
 /* The lowest-ranked resident unpinned expert and its estimate. */
@@ -379,12 +542,13 @@ static uint32_t lowest(const struct reuse *s, const struct moeinf_cache *cache, 
     double bp = 0;
     int bsteps = 0;
     uint64_t bstamp = 0;
+    const enum ranking r = ranking_now(s);
     const int cap = moeinf_cache_capacity(cache);
     for (int slot = 0; slot < cap; slot++) {
         uint32_t id = moeinf_cache_slot_expert(cache, slot);
         if (id == MOEINF_EXPERT_NONE || moeinf_cache_is_pinned(cache, id)) continue;
         int steps;
-        double p = next_visit(s, id, &steps) * s->soon[steps];
+        double p = rank_of(s, id, r, &steps);
         if (best == MOEINF_EXPERT_NONE || worse(p, steps, s->last_stamp[id], bp, bsteps, bstamp)) {
             best = id;
             bp = p;
@@ -579,6 +743,7 @@ static enum moeinf_status reuse_load(void *state, FILE *f, struct moeinf_error *
             s->seen_age[c % NA] += s->seen[c];
         }
         s->req_tokens = 0;
+        duel_reset(s);
     }
     moeinf_eamc_free(eamc);
     reuse_free(t);
