@@ -23,15 +23,15 @@
  * traces), but where a request's experts are drawn almost independently each token from a
  * skewed mix of its own that past requests do not share, the best a cache can do online is
  * to hold that request's most frequent experts, and the table's EAMC features then mislead it
- * (gen-model's routing: 13.4 decode misses per token at 204 slots where the frequency
- * ranking below has 11.4, docs/CACHE_POLICY.md). So the policy can also rank by frequency:
- * the expert's uses in this request, each weighted by 2^(-tokens ago / FREQ_HALF_LIFE), per
- * token of the request weighted the same way, shrunk towards the EAMC prediction by
- * FREQ_PRIOR tokens. Which ranking evicts is decided per request by set dueling: two shadow
- * caches of the same capacity (experts/shadow.h) replay the request's demand accesses, each
- * evicting by one ranking, and the real cache follows the frequency ranking only while its
- * shadow has missed strictly less. Both shadows start empty with each request, so a request
- * starts on the table and the choice depends on nothing a saved state would have to hold.
+ * (gen-model's routing: 13.4 decode misses per token at 204 slots, 11.0 for the frequency
+ * ranking below alone and 11.4 with the duel, docs/CACHE_POLICY.md). So the policy can also rank by
+ * frequency: the expert's uses in this request, each weighted by 2^(-tokens ago / FREQ_HALF_LIFE),
+ * per token of the request weighted the same way, shrunk towards the EAMC prediction by FREQ_PRIOR
+ * tokens. Which ranking evicts is decided per request by set dueling: two shadow caches of the same
+ * capacity (experts/shadow.h) replay the request's demand accesses, each evicting by one ranking,
+ * and the real cache follows the frequency ranking only while its shadow has missed strictly less.
+ * Both shadows start empty with each request, so a request starts on the table and the choice
+ * depends on nothing a saved state would have to hold.
  *
  * Why a learned table rather than a formula: the paper's likelihood (EAMC only) ranks worse
  * than recency on real traces, recency alone ignores the request's skew, and the right mix
@@ -135,11 +135,17 @@ struct reuse {
     double *freq_use;            /* (n_ids) weighted uses in this request, as of token freq_tok */
     int64_t *freq_tok;           /* (n_ids) */
     struct moeinf_shadow shadow[N_RANKINGS];
-    uint8_t *shadow_pin; /* (n_ids) the ids the shadows are admitting: never their victims */
-    double *cand_p;      /* (capacity) a shadow's eviction candidates: rank, layer steps, */
-    int *cand_steps;     /* stamp and id */
-    uint64_t *cand_stamp;
-    uint32_t *cand_id;
+    double freq_mass[2];    /* this token's weighted token count: layers ahead, layers done */
+    uint8_t *shadow_pin;    /* (n_ids) the ids the shadows are admitting: never their victims */
+    struct candidate *cand; /* (capacity) a shadow's eviction candidates */
+};
+
+/* A resident expert as eviction ranks it. */
+struct candidate {
+    double p;       /* rank: lower goes first */
+    int steps;      /* layer steps until its next visit: more goes first on equal p */
+    uint64_t stamp; /* recency: older goes first on equal p and steps */
+    uint32_t id;
 };
 
 /* ---- features ------------------------------------------------------------------------ */
@@ -224,10 +230,7 @@ static void reuse_free(void *state) {
     for (int k = 0; k < N_RANKINGS; k++)
         moeinf_shadow_free(&s->shadow[k]);
     free(s->shadow_pin);
-    free(s->cand_p);
-    free(s->cand_steps);
-    free(s->cand_stamp);
-    free(s->cand_id);
+    free(s->cand);
     free(s);
 }
 
@@ -267,15 +270,11 @@ static enum moeinf_status reuse_init(const struct moeinf_policy_geometry *geom, 
     s->freq_use = calloc(n, sizeof *s->freq_use);
     s->freq_tok = calloc(n, sizeof *s->freq_tok);
     s->shadow_pin = calloc(n, sizeof *s->shadow_pin);
-    s->cand_p = malloc((size_t)geom->capacity * sizeof *s->cand_p);
-    s->cand_steps = malloc((size_t)geom->capacity * sizeof *s->cand_steps);
-    s->cand_stamp = malloc((size_t)geom->capacity * sizeof *s->cand_stamp);
-    s->cand_id = malloc((size_t)geom->capacity * sizeof *s->cand_id);
+    s->cand = malloc((size_t)geom->capacity * sizeof *s->cand);
     if (!s->last_use || !s->last_stamp || !s->global || !s->pe || !s->prior || !s->cell ||
         !s->cell_next || !s->resident || !s->soon || !s->res_list || !s->res_pos || !s->co ||
         !s->co_src || !s->step_ids || !s->prev_ids || !s->step_count || !s->freq_use ||
-        !s->freq_tok || !s->shadow_pin || !s->cand_p || !s->cand_steps || !s->cand_stamp ||
-        !s->cand_id) {
+        !s->freq_tok || !s->shadow_pin || !s->cand) {
         reuse_free(s);
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "policy reuse: out of memory");
     }
@@ -349,6 +348,10 @@ static void reuse_token_begin(void *state, enum moeinf_phase phase, int n_tokens
         s->cell[id] = (uint16_t)(base + age_bucket(age));
         s->cell_next[id] = (uint16_t)(base + age_bucket(age + 1));
     }
+    /* the frequency ranking's token count, weighted as its uses are (freq_rate) */
+    const double d = s->freq_pow[1];
+    for (int done = 0; done < 2; done++)
+        s->freq_mass[done] = (1.0 - pow(d, (double)s->req_tokens + done)) / (1.0 - d);
     s->n_prev = 0;
     s->n_step = 0;
 }
@@ -403,7 +406,7 @@ static void reuse_step_begin(void *state, int layer, const uint32_t *ids, const 
 }
 
 /* 2^(-k / FREQ_HALF_LIFE) for k tokens ago (k >= 0 in a request; 1 for k < 0, which only a
- * use count of zero can meet). */
+ * use count of zero, reset with its request, can meet: the product stays 0). */
 static double decay(const struct reuse *s, int64_t k) {
     if (k <= 0) return 1.0;
     return k < FREQ_POW_N ? s->freq_pow[k] : pow(2.0, -(double)k / FREQ_HALF_LIFE);
@@ -443,15 +446,18 @@ static void reuse_on_evict(void *state, uint32_t id) {
     s->res_pos[id] = -1;
 }
 
+/* How many layer steps away the next visit of id's layer is (this token's for layers still
+ * ahead, the next token's otherwise). */
+static int steps_away(const struct reuse *s, uint32_t id) {
+    int l = (int)(id / (uint32_t)s->n_experts);
+    return l > s->layer ? l - s->layer : l - s->layer + s->n_layers;
+}
+
 /* The estimate of id at its layer's next visit, and how many steps away that visit is. */
 static double next_visit(const struct reuse *s, uint32_t id, int *steps) {
-    int l = (int)(id / (uint32_t)s->n_experts);
-    if (l > s->layer) {
-        *steps = l - s->layer;
-        return cell_rate(s, s->cell[id]);
-    }
-    *steps = l - s->layer + s->n_layers;
-    return cell_rate(s, s->cell_next[id]);
+    *steps = steps_away(s, id);
+    bool ahead = (int)(id / (uint32_t)s->n_experts) > s->layer;
+    return cell_rate(s, ahead ? s->cell[id] : s->cell_next[id]);
 }
 
 /* The frequency ranking's estimate of id: its uses in this request per token of the request,
@@ -461,17 +467,19 @@ static double next_visit(const struct reuse *s, uint32_t id, int *steps) {
 static double freq_rate(const struct reuse *s, uint32_t id) {
     bool done = (int)(id / (uint32_t)s->n_experts) <= s->layer;
     int64_t now = done ? s->tok : s->tok - 1;
-    double tokens = (double)s->req_tokens + (done ? 1 : 0);
-    double uses = s->freq_use[id] == 0 ? 0 : s->freq_use[id] * decay(s, now - s->freq_tok[id]);
-    double d = s->freq_pow[1];
-    double mass = (1.0 - pow(d, tokens)) / (1.0 - d);
-    return (uses + FREQ_PRIOR * s->top_k * (double)s->pe[id]) / (mass + FREQ_PRIOR);
+    double uses = s->freq_use[id] * decay(s, now - s->freq_tok[id]);
+    return (uses + FREQ_PRIOR * s->top_k * (double)s->pe[id]) / (s->freq_mass[done] + FREQ_PRIOR);
 }
 
 /* The eviction rank of id under ranking r (lower goes first) and its layer's steps away. */
 static double rank_of(const struct reuse *s, uint32_t id, enum ranking r, int *steps) {
-    double p = next_visit(s, id, steps);
-    if (r == RANK_FREQ) p = freq_rate(s, id);
+    double p;
+    if (r == RANK_FREQ) {
+        *steps = steps_away(s, id);
+        p = freq_rate(s, id);
+    } else {
+        p = next_visit(s, id, steps);
+    }
     return p * s->soon[*steps];
 }
 
@@ -505,28 +513,26 @@ static void shadow_step(struct reuse *s, enum ranking k, const uint32_t *ids, in
         sh->misses += (uint64_t)misses;
         int need = sh->n + misses - sh->cap;
         if (need > 0) {
+            struct candidate *c = s->cand;
             int n_cand = 0;
             for (int j = 0; j < sh->n; j++) {
                 uint32_t id = sh->ids[j];
                 if (s->shadow_pin[id]) continue;
-                s->cand_id[n_cand] = id;
-                s->cand_p[n_cand] = rank_of(s, id, k, &s->cand_steps[n_cand]);
-                s->cand_stamp[n_cand] = s->last_stamp[id];
+                c[n_cand].id = id;
+                c[n_cand].p = rank_of(s, id, k, &c[n_cand].steps);
+                c[n_cand].stamp = s->last_stamp[id];
                 n_cand++;
             }
             assert(need <= n_cand);
             for (int v = 0; v < need; v++) { /* selection of the `need` lowest */
                 int best = v;
                 for (int j = v + 1; j < n_cand; j++) {
-                    if (worse(s->cand_p[j], s->cand_steps[j], s->cand_stamp[j], s->cand_p[best],
-                              s->cand_steps[best], s->cand_stamp[best]))
+                    if (worse(c[j].p, c[j].steps, c[j].stamp, c[best].p, c[best].steps,
+                              c[best].stamp))
                         best = j;
                 }
-                moeinf_shadow_remove(sh, s->cand_id[best]);
-                s->cand_id[best] = s->cand_id[v];
-                s->cand_p[best] = s->cand_p[v];
-                s->cand_steps[best] = s->cand_steps[v];
-                s->cand_stamp[best] = s->cand_stamp[v];
+                moeinf_shadow_remove(sh, c[best].id);
+                c[best] = c[v];
             }
         }
         for (int i = c0; i < c1; i++) {
