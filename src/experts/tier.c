@@ -8,8 +8,8 @@
 
 enum moeinf_status moeinf_tier_init(const char *path, const struct moeinf_store_layer *layers,
                                     int n_layers, int n_experts, int top_k, int n_slots,
-                                    const struct moeinf_tier_config *cfg,
-                                    struct moeinf_tier **out, struct moeinf_error *err) {
+                                    const struct moeinf_tier_config *cfg, struct moeinf_tier **out,
+                                    struct moeinf_error *err) {
     const char *name = cfg->policy ? cfg->policy : MOEINF_POLICY_DEFAULT;
     const struct moeinf_policy_ops *ops = moeinf_policy_find(name);
     if (!ops) {
@@ -47,12 +47,12 @@ enum moeinf_status moeinf_tier_init(const char *path, const struct moeinf_store_
         t->slot_busy = calloc(ns, 1);
         t->wait_slots = malloc(ns * sizeof *t->wait_slots);
         t->proposals = malloc(ne * sizeof *t->proposals);
-        t->hints = malloc(ne * (size_t)(cfg->lookahead > 0 ? cfg->lookahead : 1) *
-                          sizeof *t->hints);
+        t->hints =
+            malloc(ne * (size_t)(cfg->lookahead > 0 ? cfg->lookahead : 1) * sizeof *t->hints);
         t->in_step = calloc(ne, 1);
         t->predicted = calloc((size_t)n_layers * ne, 1);
-        if (!t->events || !t->layer || !t->inflight || !t->slot_busy ||
-            !t->wait_slots || !t->proposals || !t->hints || !t->in_step || !t->predicted) {
+        if (!t->events || !t->layer || !t->inflight || !t->slot_busy || !t->wait_slots ||
+            !t->proposals || !t->hints || !t->in_step || !t->predicted) {
             st = moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory for the expert cache");
         }
     }
@@ -339,8 +339,7 @@ void moeinf_tier_wave_end(struct moeinf_tier *t) {
 
 enum moeinf_status moeinf_tier_layer_end(struct moeinf_tier *t, struct moeinf_error *err) {
     moeinf_step_end(&t->step, t->policy);
-    int n = moeinf_policy_propose_prefetch(t->policy, t->step.layer, t->proposals,
-                                           t->cfg.prefetch);
+    int n = moeinf_policy_propose_prefetch(t->policy, t->step.layer, t->proposals, t->cfg.prefetch);
     for (int i = 0; i < n && i < t->cfg.prefetch; i++) {
         if (t->proposals[i] >= (uint32_t)(t->n_layers * t->n_experts)) continue;
         predict(t, t->proposals[i], MOEINF_SOURCE_POLICY);

@@ -48,15 +48,15 @@
 
 /* Counters of one layer (or of all). */
 struct moeinf_tier_counters {
-    uint64_t accesses; /* expert accesses: one per distinct expert per step */
-    uint64_t hits;     /* the cache's view: resident (possibly still arriving) */
-    uint64_t misses;   /* demand reads */
-    uint64_t prefetches;       /* prefetch reads queued */
-    uint64_t prefetch_hits;    /* demanded experts a prefetch had brought in, read complete */
-    uint64_t late_prefetches;  /* demanded while the prefetch read was queued or running */
-    uint64_t wasted_prefetches; /* prefetched experts evicted before any demand */
-    uint64_t dropped_prefetches; /* prefetches cancelled before their read started */
-    uint64_t stall_ns;         /* time the forward pass waited for reads */
+    uint64_t accesses;               /* expert accesses: one per distinct expert per step */
+    uint64_t hits;                   /* the cache's view: resident (possibly still arriving) */
+    uint64_t misses;                 /* demand reads */
+    uint64_t prefetches;             /* prefetch reads queued */
+    uint64_t prefetch_hits;          /* demanded experts a prefetch had brought in, read complete */
+    uint64_t late_prefetches;        /* demanded while the prefetch read was queued or running */
+    uint64_t wasted_prefetches;      /* prefetched experts evicted before any demand */
+    uint64_t dropped_prefetches;     /* prefetches cancelled before their read started */
+    uint64_t stall_ns;               /* time the forward pass waited for reads */
     struct moeinf_store_counters io; /* reads finished (demand and prefetch) */
 };
 
@@ -99,16 +99,16 @@ struct moeinf_tier {
     uint64_t tokens, decode_tokens;
     /* reads in flight (forward thread only); a slot's expert is the cache's, pinned while
      * its read is in flight */
-    int *inflight;        /* (capacity) slots with a job not yet retired */
+    int *inflight; /* (capacity) slots with a job not yet retired */
     int n_inflight;
-    uint8_t *slot_busy;   /* (capacity) 1 while the slot is in inflight[] */
-    int *wait_slots;      /* (capacity) the current wave's reads to wait for */
+    uint8_t *slot_busy; /* (capacity) 1 while the slot is in inflight[] */
+    int *wait_slots;    /* (capacity) the current wave's reads to wait for */
     int n_wait;
-    uint32_t *proposals;  /* (n_experts) policy proposals / lookahead hints */
-    uint32_t *hints;      /* (n_experts * lookahead) hinted ids awaiting the wave */
+    uint32_t *proposals; /* (n_experts) policy proposals / lookahead hints */
+    uint32_t *hints;     /* (n_experts * lookahead) hinted ids awaiting the wave */
     int n_hints;
-    uint8_t *in_step;     /* (n_experts) 1 for the experts of the current step */
-    uint8_t *predicted;   /* (layers x experts) bit per source: named for the layer's next step */
+    uint8_t *in_step;   /* (n_experts) 1 for the experts of the current step */
+    uint8_t *predicted; /* (layers x experts) bit per source: named for the layer's next step */
     struct moeinf_tier_prediction prediction[MOEINF_SOURCE_COUNT];
 };
 
@@ -119,8 +119,8 @@ struct moeinf_tier {
  */
 enum moeinf_status moeinf_tier_init(const char *path, const struct moeinf_store_layer *layers,
                                     int n_layers, int n_experts, int top_k, int n_slots,
-                                    const struct moeinf_tier_config *cfg,
-                                    struct moeinf_tier **out, struct moeinf_error *err);
+                                    const struct moeinf_tier_config *cfg, struct moeinf_tier **out,
+                                    struct moeinf_error *err);
 void moeinf_tier_free(struct moeinf_tier *t);
 
 /* A request starts (ending the previous one, if any) / ends. */

@@ -336,9 +336,8 @@ static void replay_routing(struct moeinf_fwd *f, int il, int m) {
  * outputs land in eo at its rows, so the result does not depend on how experts are split
  * into waves.
  */
-static void experts_compute(struct moeinf_fwd *f, const struct moeinf_layer *lw,
-                            const int *experts, const uint8_t *const (*parts)[3], int n,
-                            size_t rb) {
+static void experts_compute(struct moeinf_fwd *f, const struct moeinf_layer *lw, const int *experts,
+                            const uint8_t *const (*parts)[3], int n, size_t rb) {
     const struct moeinf_hparams *hp = &f->llm->hp;
     const int n_embd = hp->n_embd;
     const int n_ff = hp->n_ff;
@@ -379,9 +378,9 @@ static void experts_compute(struct moeinf_fwd *f, const struct moeinf_layer *lw,
     nj = 0;
     for (int i = 0; i < n; i++) {
         int e = experts[i];
-        f->jobs[nj++] = job_at(parts[i][2], &lw->down_exps, a->buf + (size_t)first[e] * rd, rd,
-                               first[e + 1] - first[e], f->eo + (size_t)first[e] * n_embd,
-                               (size_t)n_embd);
+        f->jobs[nj++] =
+            job_at(parts[i][2], &lw->down_exps, a->buf + (size_t)first[e] * rd, rd,
+                   first[e + 1] - first[e], f->eo + (size_t)first[e] * n_embd, (size_t)n_embd);
     }
     moeinf_matmul_run(f->p.pool, f->p.kern, f->jobs, nj);
 }
@@ -447,8 +446,8 @@ static void experts_from_slots(struct moeinf_fwd *f, const struct moeinf_layer *
 static enum moeinf_status experts_offloaded(struct moeinf_fwd *f, const struct moeinf_layer *lw,
                                             int il, int m, size_t rb, struct moeinf_error *err) {
     struct moeinf_tier *t = f->p.tier;
-    moeinf_tier_layer_begin(t, il, f->sel + (size_t)il * f->p.n_batch * f->llm->hp.n_expert_used,
-                            m, f->llm->hp.n_expert_used);
+    moeinf_tier_layer_begin(t, il, f->sel + (size_t)il * f->p.n_batch * f->llm->hp.n_expert_used, m,
+                            f->llm->hp.n_expert_used);
     /* Under a routing replay the routers' own choice is not the one made, so their lookahead
      * would predict routing that never happens: it is off. */
     if (m == 1 && !f->p.route_replay) lookahead_hints(f, il);
