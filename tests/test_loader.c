@@ -12,56 +12,18 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "expert_file.h"
 #include "experts/loader.h"
 #include "experts/store.h"
 #include "test.h"
 
-#define N_LAYERS  2
-#define N_EXPERTS 8
-#define FILE_SIZE (3u << 20)
-
-static char path[512];
-
-static uint8_t byte_at(uint64_t i) {
-    return (uint8_t)((i * 2654435761u) >> 13);
-}
-
-/* Parts of odd sizes at offsets that are not 4 KiB aligned (1.8 MB of the file's 3 MiB). */
-static void layout(struct moeinf_store_layer *l) {
-    const uint64_t bytes[3] = {36000, 36000, 41234};
-    uint64_t off = 1000;
-    for (int il = 0; il < N_LAYERS; il++) {
-        for (int p = 0; p < 3; p++) {
-            l[il].off[p] = off;
-            l[il].stride[p] = bytes[p] + 32;
-            l[il].bytes[p] = bytes[p];
-            off += (uint64_t)N_EXPERTS * l[il].stride[p];
-        }
-    }
-}
-
-static bool write_file(void) {
-    char name[64];
-    snprintf(name, sizeof name, "loader-%d.bin", (int)getpid());
-    test_tmp_path(name, path, sizeof path);
-    FILE *f = fopen(path, "wb");
-    if (!f) return false;
-    for (uint64_t i = 0; i < FILE_SIZE; i++)
-        fputc(byte_at(i), f);
-    return fclose(f) == 0;
-}
-
 /* The slot holds expert e of layer il, byte for byte. */
 static bool slot_holds(const struct moeinf_store *s, const struct moeinf_store_layer *l, int slot,
                        int il, int e) {
-    for (int p = 0; p < 3; p++) {
-        const uint8_t *got = moeinf_store_part(s, slot, p);
-        uint64_t off = l[il].off[p] + (uint64_t)e * l[il].stride[p];
-        for (uint64_t i = 0; i < l[il].bytes[p]; i++) {
-            if (got[i] != byte_at(off + i)) return false;
-        }
-    }
-    return true;
+    const uint8_t *parts[3];
+    for (int p = 0; p < 3; p++)
+        parts[p] = moeinf_store_part(s, slot, p);
+    return parts_hold(parts, l, il, e);
 }
 
 static void check_all_reads(int n_threads, bool page_cache) {
@@ -100,10 +62,10 @@ static void check_all_reads(int n_threads, bool page_cache) {
         CHECK(moeinf_loader_retire(ld, k, &io, &err) == MOEINF_OK);
         CHECK_EQ_INT(moeinf_loader_state(ld, k), MOEINF_JOB_IDLE);
         CHECK_EQ_INT(io.loads, 1);
-        CHECK_EQ_INT(io.part_bytes, 36000 + 36000 + 41234);
+        CHECK_EQ_INT(io.part_bytes, EXPERT_BYTES);
         part_bytes += io.part_bytes;
     }
-    CHECK_EQ_INT(part_bytes, (uint64_t)n_slots * (36000 + 36000 + 41234));
+    CHECK_EQ_INT(part_bytes, (uint64_t)n_slots * EXPERT_BYTES);
     moeinf_loader_free(ld);
     moeinf_store_free(s);
 }
@@ -179,7 +141,7 @@ static void test_short_file_is_an_error(void) {
     CHECK_EQ_INT(moeinf_loader_state(ld, 0), MOEINF_JOB_IDLE);
     moeinf_loader_free(ld);
     moeinf_store_free(s);
-    CHECK(write_file()); /* restore for later tests */
+    CHECK(write_file("loader")); /* restore for later tests */
 }
 
 /* Freed with reads queued and running: returns (no hang), ASan sees no leak. */
@@ -203,7 +165,7 @@ static void test_free_with_reads_queued(void) {
 }
 
 int main(void) {
-    if (!write_file()) {
+    if (!write_file("loader")) {
         fprintf(stderr, "cannot write %s\n", path);
         return 1;
     }

@@ -287,6 +287,7 @@ enum moeinf_status moeinf_tier_wave(struct moeinf_tier *t, const uint32_t **ids,
         st = prefetch_one(t, t->hints[i], err);
     t->n_hints = 0;
     t->n_wait = n_wait;
+    t->wait_pos = 0;
     if (st != MOEINF_OK) {
         /* the wave's reads finish before it ends (its slots may be reassigned after) */
         if (moeinf_tier_wave_wait(t, NULL) == MOEINF_OK) {
@@ -326,6 +327,22 @@ enum moeinf_status moeinf_tier_wave_wait(struct moeinf_tier *t, struct moeinf_er
         t->wave_n = 0;
     }
     return first;
+}
+
+enum moeinf_status moeinf_tier_wave_wait_next(struct moeinf_tier *t, struct moeinf_error *err) {
+    while (t->wait_pos < t->n_wait) {
+        int slot = t->wait_slots[t->wait_pos];
+        enum moeinf_job_state s = moeinf_loader_state(t->loader, slot);
+        if (s == MOEINF_JOB_FAILED) return moeinf_tier_wave_wait(t, err); /* reports it */
+        t->wait_pos++;
+        if (s == MOEINF_JOB_DONE) continue;
+        uint64_t ns;
+        enum moeinf_status st = moeinf_loader_wait(t->loader, slot, &ns, NULL);
+        t->layer[t->step.layer].stall_ns += ns;
+        if (st != MOEINF_OK) return moeinf_tier_wave_wait(t, err);
+        return MOEINF_OK;
+    }
+    return MOEINF_OK;
 }
 
 const uint8_t *moeinf_tier_part(const struct moeinf_tier *t, int i, int part) {

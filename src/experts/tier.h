@@ -10,8 +10,10 @@
  *                  [moeinf_tier_hint(t, later_layer, experts, n);]   gate lookahead
  *                  while (moeinf_tier_wave(t, &ids, &n, err) == OK && n > 0) {
  *                      compute the experts that moeinf_tier_ready(t, i) says are there;
- *                      moeinf_tier_wave_wait(t, err);
- *                      compute the others, all with moeinf_tier_part(t, i, part);
+ *                      until all are computed: moeinf_tier_wave_wait_next(t, err) and
+ *                          compute those that have arrived since,
+ *                      all with moeinf_tier_part(t, i, part);
+ *                      moeinf_tier_wave_wait(t, err);   retires the reads
  *                      moeinf_tier_wave_end(t);
  *                  }
  *                  moeinf_tier_layer_end(t, err);
@@ -20,7 +22,8 @@
  *
  * Loads. A wave's misses are queued as demand reads; the forward pass computes the wave's
  * experts that are already there, then waits for the rest (and for any that a prefetch is
- * still bringing in: a "late" prefetch, promoted to a demand read); that wait is the stall
+ * still bringing in: a "late" prefetch, promoted to a demand read) one read at a time,
+ * computing each expert as it arrives while the next ones are read; those waits are the stall
  * time. Prefetches come from two sources and are
  * admitted to the cache exactly as the simulator admits them (moeinf_cache_prefetch, same
  * victims), their reads queued behind every demand read:
@@ -104,6 +107,7 @@ struct moeinf_tier {
     uint8_t *slot_busy; /* (capacity) 1 while the slot is in inflight[] */
     int *wait_slots;    /* (capacity) the current wave's reads to wait for */
     int n_wait;
+    int wait_pos;        /* wait_slots[0..wait_pos) are known to have arrived */
     uint32_t *proposals; /* (n_experts) policy proposals / lookahead hints */
     uint32_t *hints;     /* (n_experts * lookahead) hinted ids awaiting the wave */
     int n_hints;
@@ -145,6 +149,12 @@ bool moeinf_tier_ready(const struct moeinf_tier *t, int i);
 /* Waits for the wave's reads (the stall) and retires them. On a failed read the wave is over
  * (unpinned, its failed experts forgotten) and the read's error is returned. */
 enum moeinf_status moeinf_tier_wave_wait(struct moeinf_tier *t, struct moeinf_error *err);
+/* Waits for the next of the wave's reads still in flight, in the order they were queued (the
+ * order the I/O threads take them), and returns once it has arrived (at once when none is
+ * left), so that the forward pass computes each expert while the later ones are still read;
+ * the wait counts as stall. moeinf_tier_wave_wait then retires the wave's reads. On a failed
+ * read it is moeinf_tier_wave_wait: the wave is over and the read's error is returned. */
+enum moeinf_status moeinf_tier_wave_wait_next(struct moeinf_tier *t, struct moeinf_error *err);
 /* Part (0 gate, 1 up, 2 down) of the wave's i-th expert. */
 const uint8_t *moeinf_tier_part(const struct moeinf_tier *t, int i, int part);
 void moeinf_tier_wave_end(struct moeinf_tier *t);

@@ -55,7 +55,7 @@ struct moeinf_fwd {
     int *wave;                          /* [n_expert] experts of the current wave, ascending */
     int *wave_index;                    /* [n_expert] position of an expert in the tier's wave */
     const uint8_t *(*wave_parts)[3];    /* [n_expert] their gate, up, down matrices */
-    uint8_t *wave_ready;                /* [n_expert] the wave's i-th expert was in its slot */
+    uint8_t *wave_done;                 /* [n_expert] the wave's i-th expert was computed */
     uint64_t bytes;                     /* allocated: KV cache and scratch */
     int nonfinite_layer; /* first layer of the last eval whose output was not finite; -1 */
 };
@@ -416,17 +416,24 @@ static void lookahead_hints(struct moeinf_fwd *f, int il) {
     }
 }
 
-/* Computes the wave's experts (flat ids[0..n) of layer il) whose `ready` flag equals `which`,
- * in ascending order, from their slots. */
-static void experts_from_slots(struct moeinf_fwd *f, const struct moeinf_layer *lw, int il,
-                               const uint32_t *ids, const uint8_t *ready, bool which, int n,
-                               size_t rb) {
+/* Computes the wave's experts (flat ids[0..n) of layer il) that are in their slots and not
+ * computed yet, in ascending order, and marks them computed (f->wave_done). Returns how many
+ * of the wave are left. */
+static int experts_arrived(struct moeinf_fwd *f, const struct moeinf_layer *lw, int il,
+                           const uint32_t *ids, int n, size_t rb) {
     const int n_expert = f->llm->hp.n_expert;
     struct moeinf_tier *t = f->p.tier;
     for (int e = 0; e < n_expert; e++)
         f->wave_index[e] = -1;
+    int left = 0;
     for (int i = 0; i < n; i++) {
-        if (ready[i] == which) f->wave_index[ids[i] - (uint32_t)il * (uint32_t)n_expert] = i;
+        if (f->wave_done[i]) continue;
+        if (moeinf_tier_ready(t, i)) {
+            f->wave_index[ids[i] - (uint32_t)il * (uint32_t)n_expert] = i;
+            f->wave_done[i] = 1;
+        } else {
+            left++;
+        }
     }
     int k = 0;
     for (int e = 0; e < n_expert; e++) {
@@ -438,11 +445,13 @@ static void experts_from_slots(struct moeinf_fwd *f, const struct moeinf_layer *
         k++;
     }
     if (k > 0) experts_compute(f, lw, f->wave, (const uint8_t *const(*)[3])f->wave_parts, k, rb);
+    return left;
 }
 
 /* The selected experts through the expert cache, in the waves it allows. Of each wave, the
- * experts already in their slots are computed first while the rest are read, then the rest:
- * each expert's outputs land in its own rows, so the split changes no bit. */
+ * experts already in their slots are computed first while the rest are read, then each of the
+ * rest as soon as it has arrived, while the later ones are still read: each expert's outputs
+ * land in its own rows, so the split changes no bit. */
 static enum moeinf_status experts_offloaded(struct moeinf_fwd *f, const struct moeinf_layer *lw,
                                             int il, int m, size_t rb, struct moeinf_error *err) {
     struct moeinf_tier *t = f->p.tier;
@@ -457,21 +466,15 @@ static enum moeinf_status experts_offloaded(struct moeinf_fwd *f, const struct m
         enum moeinf_status st = moeinf_tier_wave(t, &ids, &n, err);
         if (st != MOEINF_OK) return st;
         if (n == 0) break;
-        int n_ready = 0;
-        for (int i = 0; i < n; i++) {
-            f->wave_ready[i] = moeinf_tier_ready(t, i);
-            n_ready += f->wave_ready[i];
-        }
-        if (n_ready < n) {
-            experts_from_slots(f, lw, il, ids, f->wave_ready, true, n, rb);
-            st = moeinf_tier_wave_wait(t, err);
+        memset(f->wave_done, 0, (size_t)n);
+        int left = experts_arrived(f, lw, il, ids, n, rb);
+        while (left > 0) {
+            st = moeinf_tier_wave_wait_next(t, err);
             if (st != MOEINF_OK) return st;
-            experts_from_slots(f, lw, il, ids, f->wave_ready, false, n, rb);
-        } else {
-            st = moeinf_tier_wave_wait(t, err); /* retires reads that finished */
-            if (st != MOEINF_OK) return st;
-            experts_from_slots(f, lw, il, ids, f->wave_ready, true, n, rb);
+            left = experts_arrived(f, lw, il, ids, n, rb);
         }
+        st = moeinf_tier_wave_wait(t, err); /* every read is in: retires them */
+        if (st != MOEINF_OK) return st;
         moeinf_tier_wave_end(t);
     }
     return moeinf_tier_layer_end(t, err);
@@ -700,7 +703,7 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
         f->wave = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave, &failed);
         f->wave_index = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_index, &failed);
         f->wave_parts = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_parts, &failed);
-        f->wave_ready = alloc_array(f, (size_t)hp->n_expert, 1, &failed);
+        f->wave_done = alloc_array(f, (size_t)hp->n_expert, 1, &failed);
     }
     need_act(f, &llm->output, slots, &failed);
     for (int il = 0; il < hp->n_layer; il++) {
@@ -749,7 +752,7 @@ void moeinf_fwd_free(struct moeinf_fwd *f) {
     free(f->jobs);
     free(f->wave);
     free(f->wave_index);
-    free(f->wave_ready);
+    free(f->wave_done);
     free(f->wave_parts);
     for (int t = 0; t < MOEINF_TYPE_COUNT; t++)
         free(f->acts[t].buf);

@@ -1,0 +1,135 @@
+// ctest-labels: threads
+/*
+ * test_tier_wave.c - a wave of the expert tier (experts/tier.c) waited for one read at a time,
+ * over the synthetic file of expert_file.h: each moeinf_tier_wave_wait_next returns with more
+ * of the wave's experts arrived (without I/O threads: exactly one more), until all are in their
+ * slots with the file's bytes; moeinf_tier_wave_wait then retires every read without waiting;
+ * a wave of hits needs no call; a failed read ends the wave with the read's error.
+ */
+#include <stdint.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "expert_file.h"
+#include "experts/tier.h"
+#include "test.h"
+
+#define N_SLOTS 6
+#define TOP_K   3
+
+static struct moeinf_tier *tier_open(int io_threads) {
+    struct moeinf_store_layer l[N_LAYERS];
+    layout(l);
+    struct moeinf_tier_config cfg = {.policy = "lru", .io_threads = io_threads};
+    struct moeinf_tier *t = NULL;
+    struct moeinf_error err = {0};
+    CHECK_MSG(moeinf_tier_init(path, l, N_LAYERS, N_EXPERTS, TOP_K, N_SLOTS, &cfg, &t, &err) ==
+                  MOEINF_OK,
+              "%s", err.msg);
+    return t;
+}
+
+static int n_ready(const struct moeinf_tier *t, int n) {
+    int k = 0;
+    for (int i = 0; i < n; i++)
+        k += moeinf_tier_ready(t, i);
+    return k;
+}
+
+/* One decode step of layer `il` choosing sel[0..TOP_K): its wave, waited for read by read,
+ * then retired. Returns the number of wait_next calls. */
+static int step(struct moeinf_tier *t, int il, const int32_t sel[TOP_K], int io_threads) {
+    struct moeinf_store_layer l[N_LAYERS];
+    layout(l);
+    struct moeinf_error err = {0};
+    moeinf_tier_layer_begin(t, il, sel, 1, TOP_K);
+    const uint32_t *ids = NULL;
+    int n = 0;
+    CHECK(moeinf_tier_wave(t, &ids, &n, &err) == MOEINF_OK);
+    CHECK_EQ_INT(n, TOP_K);
+    int calls = 0;
+    int ready = n_ready(t, n);
+    while (ready < n && calls <= n) {
+        CHECK_MSG(moeinf_tier_wave_wait_next(t, &err) == MOEINF_OK, "%s", err.msg);
+        calls++;
+        int now = n_ready(t, n);
+        CHECK_MSG(now > ready, "%d I/O threads: call %d found %d of %d in (was %d)", io_threads,
+                  calls, now, n, ready);
+        if (io_threads == 0) CHECK_EQ_INT(now, ready + 1); /* one read per call */
+        ready = now;
+    }
+    CHECK_EQ_INT(ready, n);
+    uint64_t stall = t->layer[il].stall_ns;
+    CHECK(moeinf_tier_wave_wait(t, &err) == MOEINF_OK);
+    CHECK_EQ_INT(t->layer[il].stall_ns, stall); /* nothing left to wait for */
+    CHECK_EQ_INT(t->n_inflight, 0);             /* all retired */
+    for (int i = 0; i < n; i++) {
+        const uint8_t *parts[3];
+        for (int p = 0; p < 3; p++)
+            parts[p] = moeinf_tier_part(t, i, p);
+        int e = (int)(ids[i] % N_EXPERTS);
+        CHECK_MSG(parts_hold(parts, l, il, e), "expert %d of layer %d has the wrong bytes", e, il);
+    }
+    moeinf_tier_wave_end(t);
+    CHECK(moeinf_tier_layer_end(t, &err) == MOEINF_OK);
+    return calls;
+}
+
+static void test_reads_arrive_one_by_one(void) {
+    const int32_t sel[TOP_K] = {5, 1, 6};
+    for (int io = 0; io <= 3; io++) {
+        struct moeinf_tier *t = tier_open(io);
+        if (!t) return;
+        moeinf_tier_request_begin(t);
+        moeinf_tier_iteration_begin(t, MOEINF_PHASE_DECODE, 1);
+        int calls = step(t, 1, sel, io);
+        CHECK(calls >= 1 && calls <= TOP_K);     /* the reads were queued after the wave began */
+        if (io == 0) CHECK_EQ_INT(calls, TOP_K); /* each call read one expert */
+        CHECK_EQ_INT(t->layer[1].misses, TOP_K);
+        moeinf_tier_iteration_end(t);
+        /* the same experts again: all hits, nothing to wait for */
+        uint64_t stall = t->layer[1].stall_ns;
+        moeinf_tier_iteration_begin(t, MOEINF_PHASE_DECODE, 1);
+        CHECK_EQ_INT(step(t, 1, sel, io), 0);
+        CHECK_EQ_INT(t->layer[1].hits, TOP_K);
+        CHECK_EQ_INT(t->layer[1].stall_ns, stall);
+        moeinf_tier_iteration_end(t);
+        moeinf_tier_request_end(t);
+        moeinf_tier_free(t);
+    }
+}
+
+/* A file cut short: the first wait_next reports the read's error, and the wave is over. */
+static void test_failed_read_ends_the_wave(void) {
+    for (int io = 0; io <= 2; io += 2) {
+        struct moeinf_tier *t = tier_open(io);
+        if (!t) return;
+        CHECK(truncate(path, 100000) == 0);
+        moeinf_tier_request_begin(t);
+        moeinf_tier_iteration_begin(t, MOEINF_PHASE_DECODE, 1);
+        const int32_t sel[TOP_K] = {2, 3, 7};
+        moeinf_tier_layer_begin(t, 1, sel, 1, TOP_K);
+        const uint32_t *ids = NULL;
+        int n = 0;
+        struct moeinf_error err = {0};
+        CHECK(moeinf_tier_wave(t, &ids, &n, &err) == MOEINF_OK);
+        enum moeinf_status st = moeinf_tier_wave_wait_next(t, &err);
+        CHECK_EQ_INT(st, MOEINF_ERR_IO);
+        CHECK_MSG(strstr(err.msg, path) != NULL, "%s", err.msg);
+        CHECK_EQ_INT(t->n_inflight, 0);
+        CHECK_EQ_INT(t->wave_n, 0);
+        moeinf_tier_free(t);
+        CHECK(write_file("tier-wave"));
+    }
+}
+
+int main(void) {
+    if (!write_file("tier-wave")) {
+        fprintf(stderr, "cannot write %s\n", path);
+        return 1;
+    }
+    RUN(test_reads_arrive_one_by_one);
+    RUN(test_failed_read_ends_the_wave);
+    remove(path);
+    return test_report();
+}
