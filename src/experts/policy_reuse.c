@@ -28,7 +28,7 @@
  * frequency: the expert's uses in this request, each weighted by 2^(-tokens ago / FREQ_HALF_LIFE),
  * per token of the request weighted the same way, shrunk towards the EAMC prediction by FREQ_PRIOR
  * tokens. Which ranking evicts is decided per request by set dueling: two shadow caches of the same
- * capacity (experts/shadow.h) replay the request's demand accesses, each evicting by one ranking,
+ * capacity (experts/idset.h) replay the request's demand accesses, each evicting by one ranking,
  * and the real cache follows the frequency ranking only while its shadow has missed strictly less.
  * Both shadows start empty with each request, so a request starts on the table and the choice
  * depends on nothing a saved state would have to hold.
@@ -53,8 +53,8 @@
 #include "base/status.h"
 #include "experts/cache.h"
 #include "experts/eam.h"
+#include "experts/idset.h"
 #include "experts/policy.h"
-#include "experts/shadow.h"
 
 #define N_MATCH   16  /* EAMC entries summed by PredictEAM */
 #define BETA      8.0 /* tokens of pseudo-evidence the EAMC prediction is worth in F */
@@ -118,10 +118,7 @@ struct reuse {
     double seen[N_CELLS];
     double used_age[NA]; /* the same summed over F and G: the estimate a sparse cell backs off to */
     double seen_age[NA];
-    uint8_t *resident;  /* (n_ids) */
-    uint32_t *res_list; /* (capacity) resident ids, any order, for prefetch decisions */
-    int32_t *res_pos;   /* (n_ids) index in res_list, -1 when absent */
-    int n_res;
+    struct moeinf_idset res; /* the resident ids (capacity) */
     /* prefetch: co-occurrence of consecutive layers within a token */
     float *co;          /* ((n_layers - 1) x E x E) uses of b at l+1 after a at l */
     float *co_src;      /* ((n_layers - 1) x E) uses of a at l followed by a layer l+1 */
@@ -134,7 +131,8 @@ struct reuse {
     double freq_pow[FREQ_POW_N]; /* d^k, d = 2^(-1 / FREQ_HALF_LIFE) */
     double *freq_use;            /* (n_ids) weighted uses in this request, as of token freq_tok */
     int64_t *freq_tok;           /* (n_ids) */
-    struct moeinf_shadow shadow[N_RANKINGS];
+    struct moeinf_idset shadow[N_RANKINGS]; /* (capacity) each ranking's shadow cache */
+    uint64_t shadow_misses[N_RANKINGS];     /* in this request */
     double freq_mass[2];    /* this token's weighted token count: layers ahead, layers done */
     uint8_t *shadow_pin;    /* (n_ids) the ids the shadows are admitting: never their victims */
     struct candidate *cand; /* (capacity) a shadow's eviction candidates */
@@ -216,10 +214,8 @@ static void reuse_free(void *state) {
     free(s->prior);
     free(s->cell);
     free(s->cell_next);
-    free(s->resident);
     free(s->soon);
-    free(s->res_list);
-    free(s->res_pos);
+    moeinf_idset_free(&s->res);
     free(s->co);
     free(s->co_src);
     free(s->step_ids);
@@ -228,7 +224,7 @@ static void reuse_free(void *state) {
     free(s->freq_use);
     free(s->freq_tok);
     for (int k = 0; k < N_RANKINGS; k++)
-        moeinf_shadow_free(&s->shadow[k]);
+        moeinf_idset_free(&s->shadow[k]);
     free(s->shadow_pin);
     free(s->cand);
     free(s);
@@ -257,10 +253,7 @@ static enum moeinf_status reuse_init(const struct moeinf_policy_geometry *geom, 
     s->prior = malloc(n * sizeof *s->prior);
     s->cell = calloc(n, sizeof *s->cell);
     s->cell_next = calloc(n, sizeof *s->cell_next);
-    s->resident = calloc(n, sizeof *s->resident);
     s->soon = malloc(((size_t)geom->n_layers + 1) * sizeof *s->soon);
-    s->res_list = malloc((size_t)geom->capacity * sizeof *s->res_list);
-    s->res_pos = malloc(n * sizeof *s->res_pos);
     s->co = calloc(pairs * (size_t)geom->n_experts + 1, sizeof *s->co);
     s->co_src = calloc(pairs + 1, sizeof *s->co_src);
     s->step_ids = malloc((size_t)geom->n_experts * sizeof *s->step_ids);
@@ -272,18 +265,17 @@ static enum moeinf_status reuse_init(const struct moeinf_policy_geometry *geom, 
     s->shadow_pin = calloc(n, sizeof *s->shadow_pin);
     s->cand = malloc((size_t)geom->capacity * sizeof *s->cand);
     if (!s->last_use || !s->last_stamp || !s->global || !s->pe || !s->prior || !s->cell ||
-        !s->cell_next || !s->resident || !s->soon || !s->res_list || !s->res_pos || !s->co ||
-        !s->co_src || !s->step_ids || !s->prev_ids || !s->step_count || !s->freq_use ||
-        !s->freq_tok || !s->shadow_pin || !s->cand) {
+        !s->cell_next || !s->soon || !s->co || !s->co_src || !s->step_ids || !s->prev_ids ||
+        !s->step_count || !s->freq_use || !s->freq_tok || !s->shadow_pin || !s->cand) {
         reuse_free(s);
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "policy reuse: out of memory");
     }
-    for (int k = 0; k < N_RANKINGS; k++) {
-        st = moeinf_shadow_init(&s->shadow[k], s->n_ids, geom->capacity, err);
-        if (st != MOEINF_OK) {
-            reuse_free(s);
-            return st;
-        }
+    st = moeinf_idset_init(&s->res, s->n_ids, geom->capacity, err);
+    for (int k = 0; k < N_RANKINGS && st == MOEINF_OK; k++)
+        st = moeinf_idset_init(&s->shadow[k], s->n_ids, geom->capacity, err);
+    if (st != MOEINF_OK) {
+        reuse_free(s);
+        return st;
     }
     for (int k = 0; k < FREQ_POW_N; k++)
         s->freq_pow[k] = pow(2.0, -k / FREQ_HALF_LIFE);
@@ -292,7 +284,6 @@ static enum moeinf_status reuse_init(const struct moeinf_policy_geometry *geom, 
         s->soon[d] = pow((double)geom->n_layers / d, SOON);
     for (size_t i = 0; i < n; i++) {
         s->last_use[i] = INT64_MIN / 2;
-        s->res_pos[i] = -1;
         s->step_count[i] = 1;
         s->pe[i] = s->prior[i] = 1.0f / (float)geom->n_experts;
     }
@@ -305,8 +296,10 @@ static enum moeinf_status reuse_init(const struct moeinf_policy_geometry *geom, 
 /* A request starts with no uses counted and the duel even (both shadows empty). */
 static void duel_reset(struct reuse *s) {
     memset(s->freq_use, 0, s->n_ids * sizeof *s->freq_use);
-    for (int k = 0; k < N_RANKINGS; k++)
-        moeinf_shadow_clear(&s->shadow[k]);
+    for (int k = 0; k < N_RANKINGS; k++) {
+        moeinf_idset_clear(&s->shadow[k]);
+        s->shadow_misses[k] = 0;
+    }
 }
 
 static void reuse_request_begin(void *state, uint64_t index) {
@@ -428,22 +421,13 @@ static void reuse_on_access(void *state, uint32_t id, bool hit) {
 
 static void reuse_on_admit(void *state, uint32_t id, bool prefetch) {
     struct reuse *s = state;
-    assert(!s->resident[id] && s->n_res < s->geom.capacity);
-    s->resident[id] = 1;
-    s->res_pos[id] = s->n_res;
-    s->res_list[s->n_res++] = id;
+    moeinf_idset_add(&s->res, id);
     if (!prefetch) s->last_stamp[id] = ++s->clock;
 }
 
 static void reuse_on_evict(void *state, uint32_t id) {
     struct reuse *s = state;
-    assert(s->resident[id]);
-    s->resident[id] = 0;
-    int pos = s->res_pos[id];
-    uint32_t last = s->res_list[--s->n_res];
-    s->res_list[pos] = last;
-    s->res_pos[last] = pos;
-    s->res_pos[id] = -1;
+    moeinf_idset_remove(&s->res, id);
 }
 
 /* How many layer steps away the next visit of id's layer is (this token's for layers still
@@ -485,7 +469,7 @@ static double rank_of(const struct reuse *s, uint32_t id, enum ranking r, int *s
 
 /* The ranking the real cache follows: frequency while its shadow has missed less. */
 static enum ranking ranking_now(const struct reuse *s) {
-    return s->shadow[RANK_FREQ].misses < s->shadow[RANK_TABLE].misses ? RANK_FREQ : RANK_TABLE;
+    return s->shadow_misses[RANK_FREQ] < s->shadow_misses[RANK_TABLE] ? RANK_FREQ : RANK_TABLE;
 }
 
 /* True when (p, steps, stamp) should be evicted before the current best. */
@@ -502,15 +486,15 @@ static bool worse(double p, int steps, uint64_t stamp, double bp, int bsteps, ui
  * within a step, so one scan per chunk ranks all candidates and the victims are its lowest.
  */
 static void shadow_step(struct reuse *s, enum ranking k, const uint32_t *ids, int n) {
-    struct moeinf_shadow *sh = &s->shadow[k];
+    struct moeinf_idset *sh = &s->shadow[k];
     for (int c0 = 0; c0 < n; c0 += sh->cap) {
         int c1 = n - c0 > sh->cap ? c0 + sh->cap : n;
         int misses = 0;
         for (int i = c0; i < c1; i++) {
             s->shadow_pin[ids[i]] = 1;
-            misses += !moeinf_shadow_holds(sh, ids[i]);
+            misses += !moeinf_idset_holds(sh, ids[i]);
         }
-        sh->misses += (uint64_t)misses;
+        s->shadow_misses[k] += (uint64_t)misses;
         int need = sh->n + misses - sh->cap;
         if (need > 0) {
             struct candidate *c = s->cand;
@@ -531,12 +515,12 @@ static void shadow_step(struct reuse *s, enum ranking k, const uint32_t *ids, in
                               c[best].stamp))
                         best = j;
                 }
-                moeinf_shadow_remove(sh, c[best].id);
+                moeinf_idset_remove(sh, c[best].id);
                 c[best] = c[v];
             }
         }
         for (int i = c0; i < c1; i++) {
-            if (!moeinf_shadow_holds(sh, ids[i])) moeinf_shadow_add(sh, ids[i]);
+            if (!moeinf_idset_holds(sh, ids[i])) moeinf_idset_add(sh, ids[i]);
             s->shadow_pin[ids[i]] = 0;
         }
     }
@@ -801,7 +785,7 @@ static int reuse_propose_prefetch(void *state, int layer, uint32_t *out, int max
     int n_low = 0;
     for (int b = 0; b < n_exp; b++) {
         uint32_t id = base + (uint32_t)b;
-        if (s->resident[id]) continue;
+        if (moeinf_idset_holds(&s->res, id)) continue;
         double q;
         if (next > layer) {
             double prior = cell_rate(s, s->cell[id]);
@@ -820,9 +804,9 @@ static int reuse_propose_prefetch(void *state, int layer, uint32_t *out, int max
     }
     if (n_cand == 0) return 0;
     /* Room that is free costs nothing; beyond it each proposal displaces a resident. */
-    int free_slots = s->geom.capacity - s->n_res;
-    for (int i = 0; i < s->n_res; i++) {
-        uint32_t id = s->res_list[i];
+    int free_slots = s->geom.capacity - s->res.n;
+    for (int i = 0; i < s->res.n; i++) {
+        uint32_t id = s->res.ids[i];
         int steps;
         keep_top(low_v, low_id, &n_low, max, next_visit(s, id, &steps), id, true);
     }
