@@ -9,7 +9,7 @@
 # could have on the same accesses: the first round records its routing (`bench
 # --record-routing`) and `moeinf sim --policy belady` replays it.
 #
-#   bench/offload.sh [-m MODEL] [-t THREADS] [--budgets "50 25"] [-p 64] [-n 128] [--slow-n 8]
+#   bench/offload.sh [-m MODEL] [-t THREADS] [--budgets "50 25"] [-p 64] [-n 128] [--slow-n N]
 #                    [--rounds 2] [-- EXTRA MOEINF OPTIONS]
 #
 # MODEL defaults to $MOEINF_BENCH_MODELS/olmoe-shape-16-q8_0.gguf ($MOEINF_BENCH_MODELS
@@ -19,8 +19,11 @@
 # (a child of this shell's own memory cgroup, v1 or v2, removed at exit); moeinf runs with
 # `--expert-cache auto`, which sizes its cache from that limit. For each run the table gives
 # decode tokens/s and the cgroup's peak memory (page cache included). moeinf's cache runs
-# report their cold first run and warm runs apart (`moeinf bench --expert-cache`); the mmap
-# paths decode only --slow-n tokens (at a fraction of a token per second). Needs root.
+# report their cold first run and warm runs apart (`moeinf bench --expert-cache`). The mmap
+# paths decode as many tokens as the cache runs (-n), so that the ratios compare equal work;
+# at 25 % they page at a fraction of a token per second, and their warm-up and timed run of
+# 128 tokens take about 40 minutes together. --slow-n N shortens them for a quick look, and
+# the table then says that its ratios to the mmap paths are not equal work. Needs root.
 #
 # gen-model's random weights route very unevenly (a few experts take most tokens), so these
 # cache figures are a best case; real routing is replayed in the offloaded-experts part 2.
@@ -28,7 +31,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 models=${MOEINF_BENCH_MODELS:-bench/models}
 model=$models/olmoe-shape-16-q8_0.gguf threads=$(nproc) budgets="50 25"
-prompt=64 gen=128 slow_gen=8 rounds=2 extra=()
+prompt=64 gen=128 slow_gen= rounds=2 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -m) model=$2; shift 2 ;;
@@ -44,6 +47,8 @@ while [ $# -gt 0 ]; do
        exit 2 ;;
   esac
 done
+
+slow_gen=${slow_gen:-$gen}
 
 cmake --preset release >/dev/null && cmake --build build/release -j"$(nproc)" >/dev/null
 bin=build/release/moeinf
@@ -135,6 +140,12 @@ echo "disk: O_DIRECT reads of one expert slot (${expert_bytes} MiB) at random of
   "best of 2: $disk GB/s"
 echo "resident decode (no limit, file in the page cache), best of 2: $res tok/s"
 echo "llama.cpp: llama-cpp-python $(python3 -c 'import llama_cpp; print(llama_cpp.__version__)')"
+if [ "$slow_gen" -eq "$gen" ]; then
+  echo "every run: a $prompt-token prompt, then $gen decoded tokens (equal work)"
+else
+  echo "NOT EQUAL WORK: the cache runs decode $gen tokens, the mmap paths only $slow_gen" \
+    "(--slow-n); their ratios compare rates over different token counts"
+fi
 echo
 printf "%-7s %-28s %10s %11s %10s %10s %8s %10s %9s\n" budget run "decode t/s" \
   "vs resident" "vs mmap" "vs llama" "hit" "MiB/token" "peak MiB"
