@@ -12,7 +12,7 @@
 #include <stdio.h>
 #include <unistd.h>
 
-#include "experts/store.h"
+#include "offload/store.h"
 #include "test.h"
 
 #define N_LAYERS     2

@@ -21,7 +21,7 @@
 #include <dirent.h>
 #include <stdarg.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "golden.h"
 #include "test.h"
 

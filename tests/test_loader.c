@@ -1,6 +1,6 @@
 // ctest-labels: threads
 /*
- * test_loader.c - expert reads on I/O threads (experts/loader.c) over a store of a synthetic
+ * test_loader.c - expert reads on I/O threads (offload/loader.c) over a store of a synthetic
  * file: every read lands the file's bytes where moeinf_store_part points, with any number of
  * I/O threads and in any mix of demand and prefetch reads; cancel, promote and the
  * synchronous mode do what loader.h says; a file that shrinks gives a named I/O error; freeing
@@ -13,8 +13,8 @@
 #include <unistd.h>
 
 #include "expert_file.h"
-#include "experts/loader.h"
-#include "experts/store.h"
+#include "offload/loader.h"
+#include "offload/store.h"
 #include "test.h"
 
 /* The slot holds expert e of layer il, byte for byte. */

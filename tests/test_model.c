@@ -10,7 +10,7 @@
 #include <unistd.h>
 
 #include "base/tensor_type.h"
-#include "engine.h"
+#include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
 #include "gguf_bytes.h"

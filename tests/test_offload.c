@@ -16,7 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "moeinf.h"
 #include "moeinf_sim.h"

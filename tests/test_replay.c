@@ -17,8 +17,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "engine.h"
-#include "engine_replay.h"
+#include "engine/engine.h"
+#include "engine/engine_replay.h"
 #include "moeinf.h"
 #include "moeinf_sim.h"
 #include "sim/trace.h"

@@ -1,6 +1,6 @@
 // ctest-labels: threads
 /*
- * test_tier_wave.c - a wave of the expert tier (experts/tier.c) waited for one read at a time,
+ * test_tier_wave.c - a wave of the expert tier (offload/tier.c) waited for one read at a time,
  * over the synthetic file of expert_file.h: each moeinf_tier_wave_wait_next returns with more
  * of the wave's experts arrived (without I/O threads: exactly one more), until all are in their
  * slots with the file's bytes; moeinf_tier_wave_wait then retires every read without waiting;
@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "expert_file.h"
-#include "experts/tier.h"
+#include "offload/tier.h"
 #include "test.h"
 
 #define N_SLOTS 6

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "engine.h"
+#include "engine/engine.h"
 #include "experts/eam.h"
 #include "moeinf.h"
 #include "test.h"

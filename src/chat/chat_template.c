@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "base/status.h"
-#include "engine.h"
+#include "engine/engine.h"
 
 static const char *const template_names[] = {"mistral",   "chatml", "llama3", "deepseek2",
                                              "deepseek3", "olmoe",  NULL};

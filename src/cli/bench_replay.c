@@ -13,7 +13,7 @@
 #include "cli/bench.h"
 #include "cli/cli.h"
 #include "cli/model_args.h"
-#include "engine_replay.h"
+#include "engine/engine_replay.h"
 
 /* Adds the counters from a to b to acc, and seconds. */
 static void phase_add(struct phase_stats *acc, const struct moeinf_expert_stats *a,

@@ -4,7 +4,7 @@
  *
  * The cache holds `capacity` slots over flat expert ids (layer * n_experts + expert). It owns
  * residency and pins; the policy (policy.h) owns the order of eviction. The engine
- * (model/forward.c through experts/tier.c) and the simulator (sim/replay.c) drive the same
+ * (model/forward.c through offload/tier.c) and the simulator (sim/replay.c) drive the same
  * two objects through experts/step.h, which runs one layer's step in waves; for a step that
  * fits in one wave it amounts to:
  *
@@ -15,7 +15,7 @@
  *   for each: moeinf_cache_prefetch(c, p, buf[i], &ev, err);
  *
  * The cache moves no bytes: ev.slot says where the expert must be (or is), and ev.evicted
- * which expert's bytes that slot held before; in the engine, experts/store.c reads the
+ * which expert's bytes that slot held before; in the engine, offload/store.c reads the
  * expert's bytes into that slot.
  */
 #ifndef MOEINF_EXPERTS_CACHE_H

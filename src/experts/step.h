@@ -1,7 +1,7 @@
 /*
  * step.h - one MoE layer's step: the experts that one forward iteration (a decode token, or a
  * prefill micro-batch of many tokens) routes to at that layer, run through the cache in waves
- * that fit its slots. The engine (experts/tier.c) and the simulator (sim/replay.c) both run
+ * that fit its slots. The engine (offload/tier.c) and the simulator (sim/replay.c) both run
  * steps through this file, so that they make the same cache and policy calls in the same
  * order and count the same hits and misses.
  *

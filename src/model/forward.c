@@ -11,7 +11,7 @@
 #include "compute/attention.h"
 #include "compute/matmul.h"
 #include "compute/ops.h"
-#include "experts/tier.h"
+#include "offload/tier.h"
 
 /* Activation rows converted to one vec_dot_type, valid for one source buffer at a time. */
 struct act {

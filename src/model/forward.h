@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "compute/pool.h"
-#include "experts/tier.h"
+#include "offload/tier.h"
 #include "model/model.h"
 #include "moeinf.h"
 
@@ -29,7 +29,7 @@ struct moeinf_fwd_params {
     struct moeinf_pool *pool; /* borrowed */
     const struct moeinf_kernels *kern;
     struct moeinf_tier *tier; /* borrowed; routed experts come through this expert cache
-                                 instead of the weights when not NULL (experts/tier.h) */
+                                 instead of the weights when not NULL (offload/tier.h) */
     const int32_t *route_replay; /* borrowed; NULL, or recorded routing that replaces the
                                     router's choice (moeinf_fwd_set_route_replay) */
 };

@@ -3,7 +3,7 @@
  * attention, norms, routers and the lm_head are read once from the file into anonymous
  * memory, so that neither the page cache nor the mapping holds the file and the memory
  * budget is what the process really uses. The routed experts' views lose their data (reads
- * of them go through the expert cache, experts/tier.h) but keep their shapes; their file
+ * of them go through the expert cache, offload/tier.h) but keep their shapes; their file
  * extents are returned for the expert store.
  */
 #ifndef MOEINF_MODEL_RESIDENT_H
@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-#include "experts/store.h"
+#include "offload/store.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "moeinf.h"

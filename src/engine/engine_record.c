@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "base/status.h"
-#include "engine.h"
+#include "engine/engine.h"
 #include "sim/trace.h"
 
 /* Frees the row and tag buffers of an open (or half-opened) record. */

@@ -3,7 +3,7 @@
 #include <stdlib.h>
 
 #include "base/status.h"
-#include "engine.h"
+#include "engine/engine.h"
 #include "tokenizer/vocab.h"
 
 enum moeinf_status moeinf_tokenize(const struct moeinf_model *model, const char *text, size_t len,

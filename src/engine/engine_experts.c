@@ -10,7 +10,7 @@
 
 #include "base/memlimit.h"
 #include "base/status.h"
-#include "engine.h"
+#include "engine/engine.h"
 
 enum moeinf_status moeinf_expert_cache_parse(const char *text, struct moeinf_expert_cache_size *out,
                                              struct moeinf_error *err) {

@@ -1,6 +1,6 @@
 /* engine_replay.c - routing replay: recorded expert choices that replace the router's in the
  * next decode call (engine_replay.h; used by `moeinf bench --route-trace`). */
-#include "engine_replay.h"
+#include "engine/engine_replay.h"
 
 #include <limits.h>
 #include <stdint.h>
@@ -8,7 +8,7 @@
 #include <string.h>
 
 #include "base/status.h"
-#include "engine.h"
+#include "engine/engine.h"
 #include "sim/trace.h"
 
 /* Grows *p (of *cap elements of `size` bytes) to hold at least `need`; false when out of

@@ -1,5 +1,5 @@
 /* engine.c - implements the model and context half of moeinf.h by composing the modules. */
-#include "engine.h"
+#include "engine/engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>

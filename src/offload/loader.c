@@ -1,5 +1,5 @@
 /* loader.c - expert reads on I/O threads, demand before prefetch (see loader.h). */
-#include "experts/loader.h"
+#include "offload/loader.h"
 
 #include <errno.h>
 #include <pthread.h>

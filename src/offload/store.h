@@ -1,6 +1,6 @@
 /*
  * store.h - the slow tier of routed experts: where each expert's bytes lie in the model file,
- * and reads of them into the fast tier's slots. A read blocks its caller; experts/loader.h
+ * and reads of them into the fast tier's slots. A read blocks its caller; offload/loader.h
  * runs reads on I/O threads. Reads into distinct slots may run on any threads at once.
  *
  * An expert of a MoE layer is three matrices (gate, up, down). In GGUF each is expert e's
@@ -71,7 +71,7 @@ bool moeinf_store_direct(const struct moeinf_store *s);
 const char *moeinf_store_note(const struct moeinf_store *s);
 
 /* Reads part `part` (0 gate, 1 up, 2 down) of expert `expert` of `layer` into `slot`, adding
- * its bytes and read time to *counters (not loads: experts/loader.c counts an expert once its
+ * its bytes and read time to *counters (not loads: offload/loader.c counts an expert once its
  * three parts are in). Touches only that part of the slot (and *counters), so reads into
  * distinct slots, or of distinct parts of one slot, may run concurrently; the caller makes
  * sure nobody computes from the slot meanwhile. MOEINF_ERR_IO on a read error or a short read

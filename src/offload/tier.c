@@ -1,5 +1,5 @@
 /* tier.c - cache + policy + store + loader behind the forward pass (see tier.h). */
-#include "experts/tier.h"
+#include "offload/tier.h"
 
 #include <stdlib.h>
 #include <string.h>

@@ -3,7 +3,7 @@
 #define MOEINF_ENGINE_H
 
 #include "compute/pool.h"
-#include "experts/tier.h"
+#include "offload/tier.h"
 #include "gguf/gguf.h"
 #include "model/forward.h"
 #include "model/model.h"

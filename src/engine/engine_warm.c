@@ -4,7 +4,7 @@
  * request boundary the policy learns at.
  */
 #include "base/status.h"
-#include "engine.h"
+#include "engine/engine.h"
 #include "experts/eam.h"
 
 static enum moeinf_status need_tier(const struct moeinf_context *ctx, const char *path,

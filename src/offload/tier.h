@@ -1,7 +1,7 @@
 /*
  * tier.h - the engine's offloaded routed experts: the fast tier (cache slots, policy) in front
- * of the slow tier (experts/store.c, the model file, read on I/O threads by
- * experts/loader.c), driven by the forward pass one layer step at a time through
+ * of the slow tier (offload/store.c, the model file, read on I/O threads by
+ * offload/loader.c), driven by the forward pass one layer step at a time through
  * experts/step.h, with the counters --stats reports.
  *
  * Per forward iteration (a decode token or a prefill micro-batch) the forward pass calls
@@ -43,10 +43,10 @@
 #include <stdint.h>
 
 #include "experts/cache.h"
-#include "experts/loader.h"
+#include "offload/loader.h"
 #include "experts/policy.h"
 #include "experts/step.h"
-#include "experts/store.h"
+#include "offload/store.h"
 #include "moeinf.h"
 
 /* Counters of one layer (or of all). */

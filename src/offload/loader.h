@@ -6,7 +6,7 @@
  * per part (gate, up, down), which idle I/O threads take one at a time, so that up to three
  * threads read one expert at once. Jobs wait in two queues: demand reads (a step needs the
  * expert now) always go before prefetches (a prediction). The caller (the
- * forward pass's thread, through experts/tier.c) is the only one that submits, promotes,
+ * forward pass's thread, through offload/tier.c) is the only one that submits, promotes,
  * cancels, waits for and retires jobs; the I/O threads only take queued jobs, read, and mark
  * them done. A job's life:
  *
@@ -29,7 +29,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "experts/store.h"
+#include "offload/store.h"
 #include "moeinf.h"
 
 enum moeinf_job_state {

@@ -1,6 +1,6 @@
 /* engine_kv.c - keeping a prefix of the KV cache (moeinf_context_truncate) and the version. */
 #include "base/status.h"
-#include "engine.h"
+#include "engine/engine.h"
 
 #ifndef MOEINF_VERSION_STRING
 #    define MOEINF_VERSION_STRING "unknown"

@@ -1,5 +1,5 @@
 /* store.c - expert extents in the model file and reads into slots (see store.h). */
-#include "experts/store.h"
+#include "offload/store.h"
 
 #include <errno.h>
 #include <fcntl.h>
