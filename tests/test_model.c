@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
+#include "model/arch.h"
 #include "gguf_bytes.h"
 #include "golden.h"
 #include "moeinf.h"
@@ -126,8 +127,29 @@ static void test_unsupported_arch(void) {
     /* the value: type u32 (8 = string), then the string "llama" -> "gemma" */
     /* NOLINTNEXTLINE(bugprone-not-null-terminated-result): bytes in a file image */
     if (at) memcpy(b + at + 4 + 8, "gemma", 5);
-    expect_load_error(b, size, "m_arch.gguf", MOEINF_ERR_UNSUPPORTED, "'gemma' is not supported");
+    expect_load_error(b, size, "m_arch.gguf", MOEINF_ERR_UNSUPPORTED,
+                      "'gemma' is not supported yet (llama, qwen2moe, qwen3moe, olmoe are)");
     free(b);
+}
+
+/* The table of architectures (model/arch.c): each registered name is found exactly, and
+ * nothing else is (no prefix, no extension, no case folding). */
+static void test_arch_table(void) {
+    char names[160];
+    moeinf_arch_names(names, sizeof names);
+    CHECK(!strcmp(names, "llama, qwen2moe, qwen3moe, olmoe"));
+    static const char *const known[] = {"llama", "qwen2moe", "qwen3moe", "olmoe"};
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
+        const struct moeinf_arch *a = moeinf_arch_find(known[i], strlen(known[i]));
+        CHECK_MSG(a && !strcmp(a->name, known[i]), "%s not found", known[i]);
+        CHECK(a && a->read_hparams && a->bind_layer);
+    }
+    static const char *const unknown[] = {"llam", "llama2", "LLAMA", "", "qwen3moe "};
+    for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++)
+        CHECK_MSG(!moeinf_arch_find(unknown[i], strlen(unknown[i])), "'%s' found", unknown[i]);
+    char small[9];
+    moeinf_arch_names(small, sizeof small); /* truncated, still terminated */
+    CHECK(!strcmp(small, "llama, q"));
 }
 
 /* deepseek2 (MLA attention, grouped sigmoid routing) is planned, not supported: a real file of
@@ -571,6 +593,7 @@ static void test_nonfinite_weights(void) {
 int main(void) {
     RUN(test_missing_keys);
     RUN(test_unsupported_arch);
+    RUN(test_arch_table);
     RUN(test_deepseek2_refused);
     RUN(test_qwen2moe_errors);
     RUN(test_routing_keys);

@@ -103,7 +103,7 @@ void moeinf_model_desc(const struct moeinf_model *model, char *buf, size_t size)
     snprintf(buf, size,
              "%s: %d layers, n_embd %d, %d heads (%d kv, dim %d), %d experts (top %d), "
              "ff %d, vocab %d, ffn type %s",
-             moeinf_arch_name(hp->arch), hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv,
+             moeinf_llm_arch_name(model->llm), hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv,
              hp->head_dim, hp->n_expert, hp->n_expert_used, hp->n_ff, hp->n_vocab,
              moeinf_type_traits_get(ffn->type)->name);
 }

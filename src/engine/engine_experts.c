@@ -140,6 +140,7 @@ enum moeinf_status moeinf_engine_expert_cache_init(struct moeinf_context *ctx,
                           (int)slots, &cfg, &ctx->tier, err);
     if (st != MOEINF_OK) return st;
     moeinf_fwd_set_tier(ctx->fwd, ctx->tier);
+    moeinf_fwd_set_lookahead(ctx->fwd, -1, cfg.io_threads > 0 ? cfg.lookahead : 0);
     return MOEINF_OK;
 }
 

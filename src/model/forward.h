@@ -1,11 +1,14 @@
 /*
- * forward.h - the forward pass of arch `llama` (dense and routed-expert FFNs) over a
- * micro-batch of tokens, with the KV cache it appends to.
+ * forward.h - the forward pass of every architecture (model/arch.h) over a micro-batch of
+ * tokens, with the KV cache it appends to.
  *
- * One micro-batch of m tokens at positions n_past .. n_past + m - 1 runs layer by layer:
+ * One micro-batch of m tokens at positions n_past .. n_past + m - 1 runs layer by layer, in
+ * the variants the architecture chose (model.h: attention and FFN kind per layer, q/k norm,
+ * RoPE, router):
  *   x += Wo * attn(rope(Wq * norm(x)), cache)                       (K, V appended to cache)
  *   x += sum over the token's top-k experts e, in router-rank order, of
- *        w_e * down_e(silu(gate_e * norm(x)) * up_e * norm(x))
+ *        w_e * down_e(silu(gate_e * norm(x)) * up_e * norm(x))      (MoE layers; plus the
+ *        shared expert where there is one)   or   down(silu(gate * norm(x)) * up * norm(x))
  * Prefill groups the batch's tokens by expert, so each selected expert's weights are read
  * once per micro-batch for all tokens routed to it.
  */
@@ -16,27 +19,27 @@
 #include <stdint.h>
 
 #include "compute/pool.h"
-#include "offload/tier.h"
 #include "model/model.h"
 #include "moeinf.h"
+#include "offload/tier.h"
 
 struct moeinf_fwd;
 
 struct moeinf_fwd_params {
     int n_ctx;
-    int n_batch;            /* largest micro-batch */
+    int n_batch; /* largest micro-batch */
     bool kv_f16;
     struct moeinf_pool *pool; /* borrowed */
     const struct moeinf_kernels *kern;
-    struct moeinf_tier *tier; /* borrowed; routed experts come through this expert cache
-                                 instead of the weights when not NULL (offload/tier.h) */
+    struct moeinf_tier *tier;    /* borrowed; routed experts come through this expert cache
+                                    instead of the weights when not NULL (offload/tier.h) */
     const int32_t *route_replay; /* borrowed; NULL, or recorded routing that replaces the
                                     router's choice (moeinf_fwd_set_route_replay) */
 };
 
 enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
-                                   const struct moeinf_fwd_params *params,
-                                   struct moeinf_fwd **out, struct moeinf_error *err);
+                                   const struct moeinf_fwd_params *params, struct moeinf_fwd **out,
+                                   struct moeinf_error *err);
 void moeinf_fwd_free(struct moeinf_fwd *f);
 
 /* Evaluates m <= n_batch tokens at positions n_past .. (the caller checks the window).
@@ -49,6 +52,11 @@ enum moeinf_status moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int
 uint64_t moeinf_fwd_bytes(const struct moeinf_fwd *f);
 /* Routes experts through `tier` from now on (NULL: the weights themselves). */
 void moeinf_fwd_set_tier(struct moeinf_fwd *f, struct moeinf_tier *tier);
+/* Gate lookahead (with a tier): during a decode token, MoE layer `layer` (-1: every layer)
+ * applies the routers of the next `depth` layers (>= 0; 0, the default, is off) to its FFN
+ * input and hints their top-k experts to the tier, which prefetches them (offload/tier.h). Set
+ * per layer, so that the depth can follow what each layer's predictions are worth. */
+void moeinf_fwd_set_lookahead(struct moeinf_fwd *f, int layer, int depth);
 
 /*
  * Routing replay (benchmarks on recorded routing; internal). From the next eval on, until

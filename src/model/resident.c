@@ -44,17 +44,15 @@ static enum moeinf_status copy_out(struct loader *ld, const void *src, size_t n,
 }
 
 static enum moeinf_status copy_weight(struct loader *ld, struct moeinf_weight *w) {
-    if (!w->data) return MOEINF_OK;
     void *p = NULL;
     enum moeinf_status st = copy_out(ld, w->data, w->mat_bytes * (size_t)w->n_mat, &p);
     if (st == MOEINF_OK) w->data = p;
     return st;
 }
 
-static enum moeinf_status copy_vec(struct loader *ld, const float **v, int n) {
-    if (!*v) return MOEINF_OK; /* an optional vector the file does not have */
+static enum moeinf_status copy_vec(struct loader *ld, const float **v, size_t bytes) {
     void *p = NULL;
-    enum moeinf_status st = copy_out(ld, *v, (size_t)n * sizeof(float), &p);
+    enum moeinf_status st = copy_out(ld, *v, bytes, &p);
     if (st == MOEINF_OK) *v = p;
     return st;
 }
@@ -71,52 +69,29 @@ static void take_experts(const struct moeinf_gguf *g, struct moeinf_layer *lw,
     }
 }
 
-/* Every weight but the routed experts, rebound to its copy, and the experts' extents into
- * r. On the counting pass (ld->count_only) nothing is read or rebound: copy_out only adds up
- * the bytes and hands back the same pointers. */
+/* Every weight the model bound but the routed experts, rebound to its copy, and the experts'
+ * extents into r. On the counting pass (ld->count_only) nothing is read or rebound: copy_out
+ * only adds up the bytes and hands back the same pointers. */
 static enum moeinf_status copy_all(struct loader *ld, struct moeinf_llm *llm,
                                    struct moeinf_resident *r) {
-    const struct moeinf_hparams *hp = &llm->hp;
-    bool tied = llm->output.data == llm->tok_embd.data;
-    enum moeinf_status st = copy_weight(ld, &llm->tok_embd);
-    if (st == MOEINF_OK) st = copy_vec(ld, &llm->output_norm, hp->n_embd);
-    if (st == MOEINF_OK) {
-        if (tied) {
-            llm->output.data = llm->tok_embd.data;
+    const bool tied = llm->output.data == llm->tok_embd.data;
+    enum moeinf_status st = MOEINF_OK;
+    for (int i = 0; st == MOEINF_OK && i < llm->n_bound; i++) {
+        const struct moeinf_bound *b = &llm->bound[i];
+        if (b->expert) continue;
+        if (b->w) {
+            st = copy_weight(ld, b->w);
         } else {
-            st = copy_weight(ld, &llm->output);
+            st = copy_vec(ld, b->v, b->bytes);
         }
     }
-    for (int il = 0; st == MOEINF_OK && il < hp->n_layer; il++) {
-        struct moeinf_layer *lw = &llm->layers[il];
-        /* the shared expert runs for every token: resident like attention */
-        struct moeinf_weight *ws[] = {&lw->wq,     &lw->wk,         &lw->wv,       &lw->wo,
-                                      &lw->router, &lw->gate_shexp, &lw->up_shexp, &lw->down_shexp};
-        const int n_q = hp->n_head * hp->head_dim;
-        const int n_kv = hp->n_head_kv * hp->head_dim;
-        const int n_qk_norm[2] = {hp->qk_norm == MOEINF_QK_NORM_HEAD ? hp->head_dim : n_q,
-                                  hp->qk_norm == MOEINF_QK_NORM_HEAD ? hp->head_dim : n_kv};
-
-        struct {
-            const float **v;
-            int n;
-        } vecs[] = {{&lw->attn_norm, hp->n_embd},
-                    {&lw->ffn_norm, hp->n_embd},
-                    {&lw->bq, n_q},
-                    {&lw->bk, n_kv},
-                    {&lw->bv, n_kv},
-                    {&lw->q_norm, n_qk_norm[0]},
-                    {&lw->k_norm, n_qk_norm[1]},
-                    {&lw->gate_inp_shexp, hp->n_embd}};
-
-        for (size_t i = 0; st == MOEINF_OK && i < sizeof vecs / sizeof vecs[0]; i++)
-            st = copy_vec(ld, vecs[i].v, vecs[i].n);
-        if (st != MOEINF_OK) break;
-        for (size_t i = 0; st == MOEINF_OK && i < sizeof ws / sizeof ws[0]; i++)
-            st = copy_weight(ld, ws[i]);
-        if (st == MOEINF_OK && !ld->count_only) take_experts(ld->g, lw, &r->experts[il]);
+    if (st != MOEINF_OK) return st;
+    if (tied) llm->output.data = llm->tok_embd.data;
+    for (int il = 0; !ld->count_only && il < llm->hp.n_layer; il++) {
+        if (llm->layers[il].ffn == MOEINF_FFN_MOE)
+            take_experts(ld->g, &llm->layers[il], &r->experts[il]);
     }
-    return st;
+    return MOEINF_OK;
 }
 
 enum moeinf_status moeinf_resident_load(struct moeinf_llm *llm, const struct moeinf_gguf *g,

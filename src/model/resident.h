@@ -11,10 +11,10 @@
 
 #include <stdint.h>
 
-#include "offload/store.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
 #include "moeinf.h"
+#include "offload/store.h"
 
 struct moeinf_resident {
     uint8_t *arena; /* the copies, each 64-byte aligned, in one moeinf_huge_alloc block */

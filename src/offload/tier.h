@@ -42,12 +42,13 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "compute/expert_ffn.h"
 #include "experts/cache.h"
-#include "offload/loader.h"
 #include "experts/policy.h"
 #include "experts/step.h"
-#include "offload/store.h"
 #include "moeinf.h"
+#include "offload/loader.h"
+#include "offload/store.h"
 
 /* Counters of one layer (or of all). */
 struct moeinf_tier_counters {
@@ -158,6 +159,9 @@ enum moeinf_status moeinf_tier_wave_wait_next(struct moeinf_tier *t, struct moei
 /* Part (0 gate, 1 up, 2 down) of the wave's i-th expert. */
 const uint8_t *moeinf_tier_part(const struct moeinf_tier *t, int i, int part);
 void moeinf_tier_wave_end(struct moeinf_tier *t);
+/* Computes wave experts whose parts (moeinf_tier_part) are in their slots. */
+void moeinf_tier_compute(struct moeinf_tier *t, const struct moeinf_expert_ffn *ffn,
+                         struct moeinf_pool *pool, const struct moeinf_kernels *kern);
 /* Ends the step and queues the policy's prefetch proposals. Errors are the cache's (a policy
  * that names an invalid victim). */
 enum moeinf_status moeinf_tier_layer_end(struct moeinf_tier *t, struct moeinf_error *err);

@@ -1,0 +1,131 @@
+/*
+ * arch.h - one architecture: how a GGUF file's metadata and tensors become model.h's
+ * hyper-parameters and layers, and which variants of the shared forward pass it computes
+ * with. Each architecture is one file, src/model/arch/<name>.c, that defines one
+ * struct moeinf_arch; the table in model/arch.c registers it under its GGUF name
+ * (general.architecture). docs/ARCHITECTURE.md, "Adding an architecture", is the checklist.
+ *
+ * moeinf_llm_init (model.c) finds the architecture, then calls
+ *   arch->read_hparams(ld, hp)            metadata -> hp, variants chosen
+ *   token_embd, output_norm, output       bound by model.c (every architecture has them)
+ *   arch->bind_layer(ld, hp, il, lw)      per layer: tensors bound, lw->attn, lw->ffn set
+ * The helpers below do the reading and binding that architectures share; an architecture
+ * calls the ones it needs, in the order its own checks want.
+ */
+#ifndef MOEINF_MODEL_ARCH_H
+#define MOEINF_MODEL_ARCH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "moeinf.h"
+
+/* What the helpers read and bind through: the file, its architecture's key prefix, where bound
+ * tensors are recorded and where errors go. Made by moeinf_llm_init. */
+struct moeinf_arch_loader {
+    const struct moeinf_gguf *g;
+    const char *arch; /* GGUF name: the prefix of its keys ("qwen3moe.block_count") */
+    struct moeinf_llm *llm;
+    struct moeinf_error *err;
+};
+
+struct moeinf_arch {
+    const char *name; /* general.architecture */
+    /* Reads every hyper-parameter into hp (zeroed before the call) and sets the variants:
+     * hp->rope, qk_norm, router, expert_weights_norm/scale, n_ff_shexp. */
+    enum moeinf_status (*read_hparams)(struct moeinf_arch_loader *ld, struct moeinf_hparams *hp);
+    /* Binds layer il's tensors (each checked for shape and type) and sets lw->attn, lw->ffn. */
+    enum moeinf_status (*bind_layer)(struct moeinf_arch_loader *ld, const struct moeinf_hparams *hp,
+                                     int il, struct moeinf_layer *lw);
+};
+
+/* The registered architectures (arch.c), one per file of src/model/arch/. */
+extern const struct moeinf_arch moeinf_arch_llama;    /* arch/llama.c */
+extern const struct moeinf_arch moeinf_arch_qwen2moe; /* arch/qwen2moe.c */
+extern const struct moeinf_arch moeinf_arch_qwen3moe; /* arch/qwen3moe.c */
+extern const struct moeinf_arch moeinf_arch_olmoe;    /* arch/olmoe.c */
+
+/* The architecture registered under `name` (len bytes, not NUL-terminated), or NULL. */
+const struct moeinf_arch *moeinf_arch_find(const char *name, size_t len);
+/* Every registered name, comma-separated ("llama, qwen2moe, ..."), into buf (truncated to
+ * size, which must be > 0), for messages. */
+void moeinf_arch_names(char *buf, size_t size);
+
+/* ---- reading metadata (arch_read.c) ---------------------------------------------------- */
+
+/* Integer key "<arch>.<suffix>" into *out, at most max; when absent, *out keeps its value
+ * unless required (then MOEINF_ERR_FORMAT naming the key). */
+enum moeinf_status moeinf_arch_get_int(struct moeinf_arch_loader *ld, const char *suffix,
+                                       bool required, int max, int *out);
+/* Float key "<arch>.<suffix>", the same way. */
+enum moeinf_status moeinf_arch_get_float(struct moeinf_arch_loader *ld, const char *suffix,
+                                         bool required, float *out);
+/* Bool key "<arch>.<suffix>", optional. */
+enum moeinf_status moeinf_arch_get_bool(struct moeinf_arch_loader *ld, const char *suffix,
+                                        bool *out);
+
+/*
+ * The geometry every transformer here has: embedding_length, block_count,
+ * attention.head_count(_kv), feed_forward_length (into *ff_len; required when ff_required,
+ * and then it is hp->n_ff), context_length, attention.key_length / value_length (equal),
+ * rope.dimension_count, rope.freq_base, attention.layer_norm_rms_epsilon and the RoPE
+ * scaling (none or linear). Checks them; MOEINF_ERR_FORMAT naming the first bad one.
+ */
+enum moeinf_status moeinf_arch_read_geometry(struct moeinf_arch_loader *ld,
+                                             struct moeinf_hparams *hp, bool ff_required,
+                                             int *ff_len);
+
+/* expert_count (required when `required`, then > 0) and, with experts, expert_used_count. */
+enum moeinf_status moeinf_arch_read_experts(struct moeinf_arch_loader *ld,
+                                            struct moeinf_hparams *hp, bool required);
+
+/* The width of one routed expert: expert_feed_forward_length, else `fallback` (what the
+ * architecture derives from feed_forward_length); MOEINF_ERR_FORMAT when neither gives one. */
+enum moeinf_status moeinf_arch_read_expert_width(struct moeinf_arch_loader *ld,
+                                                 struct moeinf_hparams *hp, int fallback);
+
+/*
+ * The routing keys of llama.cpp's MoE architectures: expert_weights_norm (default
+ * norm_default), expert_weights_scale (default none) and expert_gating_func (only 1, softmax,
+ * is supported: others are MOEINF_ERR_UNSUPPORTED). Sets hp->router to softmax.
+ */
+enum moeinf_status moeinf_arch_read_softmax_routing(struct moeinf_arch_loader *ld,
+                                                    struct moeinf_hparams *hp, bool norm_default);
+
+/* ---- binding tensors (arch_bind.c) ----------------------------------------------------- */
+
+/* Tensor `name` with shape (ne0, ne1, ne2; 0 = any, for the vocabulary dimension) and a type
+ * moeinf computes with, into *w; absent: an error unless optional (then w->data is NULL). */
+enum moeinf_status moeinf_arch_bind(struct moeinf_arch_loader *ld, const char *name, int64_t ne0,
+                                    int64_t ne1, int64_t ne2, bool optional,
+                                    struct moeinf_weight *w);
+/* A 1-D F32 vector of n elements (norm weights, biases); *out NULL when absent and optional. */
+enum moeinf_status moeinf_arch_bind_vec(struct moeinf_arch_loader *ld, const char *name, int64_t n,
+                                        bool optional, const float **out);
+
+/* Layer il's attention: attn_norm, attn_q, attn_k, attn_v, attn_output (lw->attn full). */
+enum moeinf_status moeinf_arch_bind_attention(struct moeinf_arch_loader *ld,
+                                              const struct moeinf_hparams *hp, int il,
+                                              struct moeinf_layer *lw);
+/* attn_q.bias, attn_k.bias, attn_v.bias: all three required, or each optional. */
+enum moeinf_status moeinf_arch_bind_qkv_bias(struct moeinf_arch_loader *ld,
+                                             const struct moeinf_hparams *hp, int il, bool required,
+                                             struct moeinf_layer *lw);
+/* attn_q_norm, attn_k_norm, shaped as hp->qk_norm says (nothing for NONE). */
+enum moeinf_status moeinf_arch_bind_qk_norm(struct moeinf_arch_loader *ld,
+                                            const struct moeinf_hparams *hp, int il,
+                                            struct moeinf_layer *lw);
+/* ffn_norm and the dense SwiGLU FFN (ffn_gate, ffn_up, ffn_down), n_ff wide. */
+enum moeinf_status moeinf_arch_bind_dense_ffn(struct moeinf_arch_loader *ld,
+                                              const struct moeinf_hparams *hp, int il,
+                                              struct moeinf_layer *lw);
+/* ffn_norm, the router (F32) and the routed experts (ffn_gate/up/down_exps; gate and up must
+ * share an activation type), plus the shared expert when hp->n_ff_shexp > 0
+ * (ffn_gate_inp_shexp, ffn_gate/up/down_shexp). */
+enum moeinf_status moeinf_arch_bind_moe_ffn(struct moeinf_arch_loader *ld,
+                                            const struct moeinf_hparams *hp, int il,
+                                            struct moeinf_layer *lw);
+
+#endif

@@ -1,0 +1,38 @@
+/*
+ * olmoe.c - arch `olmoe` (OLMoE-1B-7B). llama.cpp: src/models/olmoe.cpp.
+ *   attention  full, RMSNorm over the whole q and k projections before RoPE, RoPE on
+ *              half-split pairs (optional q/k/v biases, as the other archs here)
+ *   FFN        top-k of a softmax router, probabilities as they are (not renormalised); an
+ *              expert is expert_feed_forward_length wide, else feed_forward_length itself
+ */
+#include "model/arch.h"
+
+static enum moeinf_status read_hparams(struct moeinf_arch_loader *ld, struct moeinf_hparams *hp) {
+    int ff_len;
+    enum moeinf_status st;
+    if ((st = moeinf_arch_read_geometry(ld, hp, false, &ff_len)) ||
+        (st = moeinf_arch_read_experts(ld, hp, true)) ||
+        (st = moeinf_arch_read_expert_width(ld, hp, ff_len))) {
+        return st;
+    }
+    hp->rope = MOEINF_ROPE_NEOX;
+    hp->qk_norm = MOEINF_QK_NORM_WHOLE;
+    return moeinf_arch_read_softmax_routing(ld, hp, false);
+}
+
+static enum moeinf_status bind_layer(struct moeinf_arch_loader *ld, const struct moeinf_hparams *hp,
+                                     int il, struct moeinf_layer *lw) {
+    enum moeinf_status st;
+    if ((st = moeinf_arch_bind_attention(ld, hp, il, lw)) ||
+        (st = moeinf_arch_bind_qkv_bias(ld, hp, il, false, lw)) ||
+        (st = moeinf_arch_bind_qk_norm(ld, hp, il, lw))) {
+        return st;
+    }
+    return moeinf_arch_bind_moe_ffn(ld, hp, il, lw);
+}
+
+const struct moeinf_arch moeinf_arch_olmoe = {
+    .name = "olmoe",
+    .read_hparams = read_hparams,
+    .bind_layer = bind_layer,
+};

@@ -1,0 +1,216 @@
+/* arch_read.c - reading the metadata that architectures share (see arch.h). */
+#include <stdio.h>
+#include <string.h>
+
+#include "base/status.h"
+#include "model/arch.h"
+
+#define KEY_MAX 96
+
+static const char *arch_key(char *buf, const char *arch, const char *suffix) {
+    snprintf(buf, KEY_MAX, "%s.%s", arch, suffix);
+    return buf;
+}
+
+enum moeinf_status moeinf_arch_get_int(struct moeinf_arch_loader *ld, const char *suffix,
+                                       bool required, int max, int *out) {
+    char key[KEY_MAX];
+    uint32_t v = (uint32_t)*out;
+    enum moeinf_status st =
+        required ? moeinf_gguf_get_u32(ld->g, arch_key(key, ld->arch, suffix), &v, ld->err)
+                 : moeinf_gguf_get_u32_opt(ld->g, arch_key(key, ld->arch, suffix), &v, ld->err);
+    if (st != MOEINF_OK) {
+        if (required && moeinf_gguf_find_key(ld->g, key) < 0) {
+            return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                               "%s: missing required key '%s' for arch '%s'", ld->g->path, key,
+                               ld->arch);
+        }
+        return st;
+    }
+    if ((int64_t)v > max) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: %s = %u is out of range (max %d)",
+                           ld->g->path, key, v, max);
+    }
+    *out = (int)v;
+    return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_arch_get_float(struct moeinf_arch_loader *ld, const char *suffix,
+                                         bool required, float *out) {
+    char key[KEY_MAX];
+    arch_key(key, ld->arch, suffix);
+    if (required && moeinf_gguf_find_key(ld->g, key) < 0) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                           "%s: missing required key '%s' for arch '%s'", ld->g->path, key,
+                           ld->arch);
+    }
+    return moeinf_gguf_get_f32_opt(ld->g, key, out, ld->err);
+}
+
+enum moeinf_status moeinf_arch_get_bool(struct moeinf_arch_loader *ld, const char *suffix,
+                                        bool *out) {
+    char key[KEY_MAX];
+    return moeinf_gguf_get_bool_opt(ld->g, arch_key(key, ld->arch, suffix), out, ld->err);
+}
+
+/* rope.scaling.type none or linear (with rope.scaling.factor), or the older
+ * rope.scale_linear; hp->rope_freq_scale is 1 / factor. */
+static enum moeinf_status read_rope_scaling(struct moeinf_arch_loader *ld,
+                                            struct moeinf_hparams *hp) {
+    char key[KEY_MAX];
+    struct moeinf_gguf_str kind = {0};
+    enum moeinf_status st = moeinf_gguf_get_str_opt(
+        ld->g, arch_key(key, ld->arch, "rope.scaling.type"), &kind, ld->err);
+    if (st != MOEINF_OK) return st;
+    float factor = 1.0f;
+    if (kind.data && !moeinf_gguf_str_eq(kind, "none")) {
+        if (!moeinf_gguf_str_eq(kind, "linear")) {
+            return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
+                               "%s: RoPE scaling '%.*s' is not supported yet (none and linear are)",
+                               ld->g->path, (int)(kind.len > 32 ? 32 : kind.len), kind.data);
+        }
+        st = moeinf_arch_get_float(ld, "rope.scaling.factor", false, &factor);
+    } else {
+        st = moeinf_arch_get_float(ld, "rope.scale_linear", false, &factor); /* older files */
+    }
+    if (st != MOEINF_OK) return st;
+    if (!(factor >= 1.0f && factor <= 1024.0f)) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: RoPE scaling factor %g is invalid",
+                           ld->g->path, (double)factor);
+    }
+    hp->rope_freq_scale = 1.0f / factor;
+    return MOEINF_OK;
+}
+
+/* Head size, RoPE dimensions and base, RMSNorm epsilon, RoPE scaling. */
+static enum moeinf_status read_attention(struct moeinf_arch_loader *ld, struct moeinf_hparams *hp) {
+    enum moeinf_status st;
+    hp->head_dim = hp->n_embd % hp->n_head == 0 ? hp->n_embd / hp->n_head : 0;
+    if ((st = moeinf_arch_get_int(ld, "attention.key_length", false, 1 << 16, &hp->head_dim))) {
+        return st;
+    }
+    int v_len = hp->head_dim;
+    if ((st = moeinf_arch_get_int(ld, "attention.value_length", false, 1 << 16, &v_len))) return st;
+    if (hp->head_dim <= 0 || hp->head_dim % 2 != 0 || v_len != hp->head_dim) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: invalid head size (key %d, value %d)",
+                           ld->g->path, hp->head_dim, v_len);
+    }
+    hp->n_rot = hp->head_dim;
+    if ((st = moeinf_arch_get_int(ld, "rope.dimension_count", false, 1 << 16, &hp->n_rot))) {
+        return st;
+    }
+    if (hp->n_rot <= 0 || hp->n_rot > hp->head_dim || hp->n_rot % 2 != 0) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: invalid rope.dimension_count %d",
+                           ld->g->path, hp->n_rot);
+    }
+    hp->rope_base = 10000.0f;
+    hp->rms_eps = 1e-5f;
+    if ((st = moeinf_arch_get_float(ld, "rope.freq_base", false, &hp->rope_base)) ||
+        (st = moeinf_arch_get_float(ld, "attention.layer_norm_rms_epsilon", true, &hp->rms_eps))) {
+        return st;
+    }
+    if (!(hp->rope_base > 0.0f) || !(hp->rms_eps > 0.0f && hp->rms_eps < 1.0f)) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: invalid rope base or rms epsilon",
+                           ld->g->path);
+    }
+    return read_rope_scaling(ld, hp);
+}
+
+enum moeinf_status moeinf_arch_read_geometry(struct moeinf_arch_loader *ld,
+                                             struct moeinf_hparams *hp, bool ff_required,
+                                             int *ff_len) {
+    enum moeinf_status st;
+    *ff_len = 0;
+    if ((st = moeinf_arch_get_int(ld, "embedding_length", true, 1 << 20, &hp->n_embd)) ||
+        (st = moeinf_arch_get_int(ld, "block_count", true, 4096, &hp->n_layer)) ||
+        (st = moeinf_arch_get_int(ld, "attention.head_count", true, 4096, &hp->n_head)) ||
+        (st = moeinf_arch_get_int(ld, "feed_forward_length", ff_required, 1 << 22, ff_len)) ||
+        (st = moeinf_arch_get_int(ld, "context_length", true, 1 << 30, &hp->n_ctx_train))) {
+        return st;
+    }
+    if (ff_required) hp->n_ff = *ff_len;
+    hp->n_head_kv = hp->n_head;
+    if ((st = moeinf_arch_get_int(ld, "attention.head_count_kv", false, 4096, &hp->n_head_kv))) {
+        return st;
+    }
+    if (hp->n_embd <= 0 || hp->n_layer <= 0 || hp->n_head <= 0 || hp->n_head_kv <= 0 ||
+        (ff_required && hp->n_ff <= 0) || hp->n_ctx_train <= 0 || hp->n_head % hp->n_head_kv != 0) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                           "%s: invalid geometry (embd %d, layers %d, heads %d/%d kv, ff %d)",
+                           ld->g->path, hp->n_embd, hp->n_layer, hp->n_head, hp->n_head_kv,
+                           *ff_len);
+    }
+    return read_attention(ld, hp);
+}
+
+enum moeinf_status moeinf_arch_read_experts(struct moeinf_arch_loader *ld,
+                                            struct moeinf_hparams *hp, bool required) {
+    enum moeinf_status st;
+    if ((st = moeinf_arch_get_int(ld, "expert_count", required, 1 << 16, &hp->n_expert))) {
+        return st;
+    }
+    if (required && hp->n_expert <= 0) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: arch '%s' needs expert_count > 0",
+                           ld->g->path, ld->arch);
+    }
+    if (hp->n_expert <= 0) return MOEINF_OK;
+    if ((st = moeinf_arch_get_int(ld, "expert_used_count", true, MOEINF_MAX_EXPERT_USED,
+                                  &hp->n_expert_used))) {
+        return st;
+    }
+    if (hp->n_expert_used <= 0 || hp->n_expert_used > hp->n_expert) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                           "%s: expert_used_count %d is invalid for %d experts", ld->g->path,
+                           hp->n_expert_used, hp->n_expert);
+    }
+    return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_arch_read_expert_width(struct moeinf_arch_loader *ld,
+                                                 struct moeinf_hparams *hp, int fallback) {
+    int n_ff_exp = 0;
+    enum moeinf_status st =
+        moeinf_arch_get_int(ld, "expert_feed_forward_length", false, 1 << 22, &n_ff_exp);
+    if (st != MOEINF_OK) return st;
+    hp->n_ff = n_ff_exp > 0 ? n_ff_exp : fallback;
+    if (hp->n_ff <= 0) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                           "%s: neither expert_feed_forward_length nor feed_forward_length gives "
+                           "the expert width",
+                           ld->g->path);
+    }
+    return MOEINF_OK;
+}
+
+/*
+ * llama.cpp reads expert_weights_norm, expert_weights_scale and expert_gating_func only for
+ * the architectures whose converters write them, and for qwen2moe, qwen3moe and olmoe takes
+ * fixed choices whatever the file says. moeinf takes the same defaults and honours the keys
+ * where a file has them (no converter writes them for these archs): then it differs from
+ * llama.cpp, on purpose, and a gating function other than softmax is refused.
+ */
+enum moeinf_status moeinf_arch_read_softmax_routing(struct moeinf_arch_loader *ld,
+                                                    struct moeinf_hparams *hp, bool norm_default) {
+    enum moeinf_status st;
+    hp->router = MOEINF_ROUTER_SOFTMAX;
+    hp->expert_weights_norm = norm_default;
+    if ((st = moeinf_arch_get_bool(ld, "expert_weights_norm", &hp->expert_weights_norm)) ||
+        (st =
+             moeinf_arch_get_float(ld, "expert_weights_scale", false, &hp->expert_weights_scale))) {
+        return st;
+    }
+    if (!(hp->expert_weights_scale >= 0.0f && hp->expert_weights_scale <= 1e6f)) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: expert_weights_scale %g is invalid",
+                           ld->g->path, (double)hp->expert_weights_scale);
+    }
+    /* llama.cpp's gating functions: 1 softmax, 2 sigmoid, 3 softmax of the chosen logits */
+    int gating = 1;
+    if ((st = moeinf_arch_get_int(ld, "expert_gating_func", false, 16, &gating))) return st;
+    if (gating != 1) {
+        return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
+                           "%s: expert_gating_func %d is not supported yet for arch '%s' (1, "
+                           "softmax, is)",
+                           ld->g->path, gating, ld->arch);
+    }
+    return MOEINF_OK;
+}

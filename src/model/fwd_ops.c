@@ -1,0 +1,51 @@
+/* fwd_ops.c - activation conversion and matrix products of the forward pass (see
+ * fwd_state.h). */
+#include <assert.h>
+
+#include "model/fwd_state.h"
+
+const uint8_t *moeinf_fwd_act(struct moeinf_fwd *f, enum moeinf_type wt, const float *src, int m,
+                              int64_t n, size_t *row_bytes) {
+    enum moeinf_type vt = moeinf_type_cpu_get(wt)->vec_dot_type;
+    struct moeinf_fwd_act *a = &f->acts[vt];
+    assert(a->buf); /* allocated at init for every weight type of the model */
+    *row_bytes = moeinf_row_bytes(vt, n);
+    if (a->src != src || a->row_bytes != *row_bytes) {
+        moeinf_quantize_rows(f->p.pool, f->p.kern, vt, src, (size_t)n, m, n, a->buf, *row_bytes);
+        a->src = src;
+        a->row_bytes = *row_bytes;
+    }
+    return a->buf;
+}
+
+void moeinf_fwd_acts_invalidate(struct moeinf_fwd *f) {
+    for (int t = 0; t < MOEINF_TYPE_COUNT; t++)
+        f->acts[t].src = NULL;
+}
+
+struct moeinf_mm_job moeinf_fwd_job(const struct moeinf_weight *w, int64_t e, const uint8_t *x,
+                                    size_t x_stride, int m,
+                                    float *y, // NOLINT(readability-non-const-parameter)
+                                    size_t y_stride) {
+    struct moeinf_mm_job j = {
+        .w = moeinf_weight_row(w, e, 0),
+        .w_row_bytes = w->row_bytes,
+        .type = w->type,
+        .n_in = w->n_in,
+        .n_out = w->n_out,
+        .x = x,
+        .x_stride = x_stride,
+        .m = m,
+        .y = y,
+        .y_stride = y_stride,
+    };
+    return j;
+}
+
+void moeinf_fwd_matmul(struct moeinf_fwd *f, const struct moeinf_weight *w, const float *src, int m,
+                       float *y, size_t y_stride) {
+    size_t rb;
+    const uint8_t *xq = moeinf_fwd_act(f, w->type, src, m, w->n_in, &rb);
+    struct moeinf_mm_job j = moeinf_fwd_job(w, 0, xq, rb, m, y, y_stride);
+    moeinf_matmul_run(f->p.pool, f->p.kern, &j, 1);
+}

@@ -1,0 +1,132 @@
+/*
+ * layer_attn.c - the attention block of a layer (lw->attn; full attention is the only kind
+ * today): RMSNorm, q/k/v in one dispatch, the biases and q/k RMSNorm the architecture has,
+ * RoPE (hp->rope), K and V appended to the layer's cache, causal grouped-query attention over
+ * it, the output projection and the residual add.
+ */
+#include <string.h>
+
+#include "compute/attention.h"
+#include "compute/ops.h"
+#include "model/fwd_state.h"
+
+static void store_kv(struct moeinf_fwd *f, int il, int m, int n_past) {
+    size_t layer_off = (size_t)il * (size_t)f->p.n_ctx * (size_t)f->n_kv;
+    for (int j = 0; j < m; j++) {
+        size_t off = layer_off + (size_t)(n_past + j) * (size_t)f->n_kv;
+        const float *k = f->k + (size_t)j * f->n_kv;
+        const float *v = f->v + (size_t)j * f->n_kv;
+        if (f->p.kv_f16) {
+            uint16_t *kc = (uint16_t *)f->k_cache + off;
+            uint16_t *vc = (uint16_t *)f->v_cache + off;
+            f->p.kern->from_float[MOEINF_TYPE_F16](k, kc, f->n_kv);
+            f->p.kern->from_float[MOEINF_TYPE_F16](v, vc, f->n_kv);
+        } else {
+            memcpy((float *)f->k_cache + off, k, (size_t)f->n_kv * sizeof(float));
+            memcpy((float *)f->v_cache + off, v, (size_t)f->n_kv * sizeof(float));
+        }
+    }
+}
+
+static void add_bias(float *x, const float *b, int n) {
+    if (!b) return;
+    for (int i = 0; i < n; i++)
+        x[i] += b[i];
+}
+
+/* One token's q, k, v before RoPE: the biases the layer has, then q/k RMSNorm per head or
+ * over the whole projection (hp->qk_norm). */
+static void qkv_bias_norm(const struct moeinf_hparams *hp, const struct moeinf_layer *lw, float *q,
+                          float *k, float *v) {
+    const int n_q = hp->n_head * hp->head_dim;
+    const int n_kv = hp->n_head_kv * hp->head_dim;
+    add_bias(q, lw->bq, n_q);
+    add_bias(k, lw->bk, n_kv);
+    add_bias(v, lw->bv, n_kv);
+    switch (hp->qk_norm) {
+    case MOEINF_QK_NORM_NONE:
+        break;
+    case MOEINF_QK_NORM_WHOLE:
+        moeinf_rmsnorm(q, q, lw->q_norm, n_q, hp->rms_eps);
+        moeinf_rmsnorm(k, k, lw->k_norm, n_kv, hp->rms_eps);
+        break;
+    case MOEINF_QK_NORM_HEAD:
+        for (int h = 0; h < hp->n_head; h++) {
+            float *qh = q + (size_t)h * hp->head_dim;
+            moeinf_rmsnorm(qh, qh, lw->q_norm, hp->head_dim, hp->rms_eps);
+        }
+        for (int h = 0; h < hp->n_head_kv; h++) {
+            float *kh = k + (size_t)h * hp->head_dim;
+            moeinf_rmsnorm(kh, kh, lw->k_norm, hp->head_dim, hp->rms_eps);
+        }
+        break;
+    }
+}
+
+/* RoPE of one token's q and k at position pos. */
+static void rope(const struct moeinf_hparams *hp, float *q, float *k, int pos) {
+    switch (hp->rope) {
+    case MOEINF_ROPE_NEOX:
+        moeinf_rope_neox(q, hp->n_head, hp->head_dim, hp->n_rot, pos, hp->rope_base,
+                         hp->rope_freq_scale);
+        moeinf_rope_neox(k, hp->n_head_kv, hp->head_dim, hp->n_rot, pos, hp->rope_base,
+                         hp->rope_freq_scale);
+        break;
+    case MOEINF_ROPE_NORM:
+        moeinf_rope_norm(q, hp->n_head, hp->head_dim, hp->n_rot, pos, hp->rope_base,
+                         hp->rope_freq_scale);
+        moeinf_rope_norm(k, hp->n_head_kv, hp->head_dim, hp->n_rot, pos, hp->rope_base,
+                         hp->rope_freq_scale);
+        break;
+    }
+}
+
+void moeinf_fwd_attention(struct moeinf_fwd *f, int il, int m, int n_past) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    const struct moeinf_layer *lw = &f->llm->layers[il];
+    for (int j = 0; j < m; j++) {
+        moeinf_rmsnorm(f->xb + (size_t)j * hp->n_embd, f->x + (size_t)j * hp->n_embd, lw->attn_norm,
+                       hp->n_embd, hp->rms_eps);
+    }
+    moeinf_fwd_acts_invalidate(f);
+    /* q, k and v in one dispatch when their weights share an activation type */
+    size_t rq;
+    size_t rk;
+    size_t rv;
+    const uint8_t *xq = moeinf_fwd_act(f, lw->wq.type, f->xb, m, hp->n_embd, &rq);
+    const uint8_t *xk = moeinf_fwd_act(f, lw->wk.type, f->xb, m, hp->n_embd, &rk);
+    const uint8_t *xv = moeinf_fwd_act(f, lw->wv.type, f->xb, m, hp->n_embd, &rv);
+    struct moeinf_mm_job jobs[3] = {
+        moeinf_fwd_job(&lw->wq, 0, xq, rq, m, f->q, (size_t)f->n_q),
+        moeinf_fwd_job(&lw->wk, 0, xk, rk, m, f->k, (size_t)f->n_kv),
+        moeinf_fwd_job(&lw->wv, 0, xv, rv, m, f->v, (size_t)f->n_kv),
+    };
+    moeinf_matmul_run(f->p.pool, f->p.kern, jobs, 3);
+    for (int j = 0; j < m; j++) {
+        float *q = f->q + (size_t)j * f->n_q;
+        float *k = f->k + (size_t)j * f->n_kv;
+        qkv_bias_norm(hp, lw, q, k, f->v + (size_t)j * f->n_kv);
+        rope(hp, q, k, n_past + j);
+    }
+    store_kv(f, il, m, n_past);
+    size_t layer_off = (size_t)il * (size_t)f->p.n_ctx * (size_t)f->n_kv * f->kv_elem;
+    struct moeinf_attn_args a = {
+        .q = f->q,
+        .k = f->k_cache + layer_off,
+        .v = f->v_cache + layer_off,
+        .kv_f16 = f->p.kv_f16,
+        .m = m,
+        .pos0 = n_past,
+        .n_head = hp->n_head,
+        .n_head_kv = hp->n_head_kv,
+        .head_dim = hp->head_dim,
+        .out = f->att,
+        .scratch = f->attn_scratch,
+        .scratch_stride = f->attn_scratch_stride,
+        .kern = f->p.kern,
+    };
+    moeinf_attention(f->p.pool, &a);
+    moeinf_fwd_matmul(f, &lw->wo, f->att, m, f->tmp, (size_t)hp->n_embd);
+    for (size_t i = 0; i < (size_t)m * hp->n_embd; i++)
+        f->x[i] += f->tmp[i];
+}

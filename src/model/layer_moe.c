@@ -1,0 +1,278 @@
+/*
+ * layer_moe.c - the routed-expert block of a MoE layer (lw->ffn MoE): the router's choice
+ * (or a replayed one), the batch's (token, rank) pairs grouped by expert so that each selected
+ * expert's matrices are read once per micro-batch for all its tokens, the experts computed
+ * from the weights (resident) or from the expert cache's slots in the waves it allows
+ * (offloaded), the shared expert, and the weighted sum in router-rank order.
+ */
+#include <string.h>
+
+#include "compute/expert_ffn.h"
+#include "compute/ops.h"
+#include "model/fwd_state.h"
+#include "offload/tier.h"
+
+/* The router's choice for the m tokens: hp->router. */
+static void route(struct moeinf_fwd *f, int il, int m) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    const int n_expert = hp->n_expert;
+    const int n_used = hp->n_expert_used;
+    moeinf_fwd_matmul(f, &f->llm->layers[il].router, f->xb, m, f->router, (size_t)n_expert);
+    for (int j = 0; j < m; j++) {
+        float *p = f->router + (size_t)j * n_expert;
+        int idx[MOEINF_MAX_EXPERT_USED];
+        switch (hp->router) {
+        case MOEINF_ROUTER_SOFTMAX:
+            moeinf_softmax(p, n_expert);
+            moeinf_top_k(p, n_expert, n_used, idx);
+            break;
+        }
+        int32_t *sel = f->sel + ((size_t)il * f->p.n_batch + j) * n_used;
+        float *w = f->sel_w + ((size_t)il * f->p.n_batch + j) * n_used;
+        float sum = 0.0f;
+        for (int r = 0; r < n_used; r++)
+            sum += p[idx[r]];
+        for (int r = 0; r < n_used; r++) {
+            sel[r] = idx[r];
+            w[r] = hp->expert_weights_norm ? p[idx[r]] / sum : p[idx[r]];
+            if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
+                w[r] *= hp->expert_weights_scale;
+        }
+    }
+}
+
+/*
+ * Routing replay (forward.h): layer il's choice of the m tokens replaced by the recorded
+ * experts. route() left the router's probabilities (softmax over all experts) in f->router;
+ * the weights are the recorded experts' probabilities, renormalised over them and scaled as
+ * route() does for its own choice (hp->expert_weights_norm, expert_weights_scale). When every
+ * recorded expert's probability underflows to 0 the renormalised weights are equal (rather
+ * than 0/0).
+ */
+static void replay_routing(struct moeinf_fwd *f, int il, int m) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    const int n_expert = hp->n_expert;
+    const int n_used = hp->n_expert_used;
+    for (int j = 0; j < m; j++) {
+        const float *p = f->router + (size_t)j * n_expert;
+        const int32_t *rec = f->p.route_replay + ((size_t)j * hp->n_layer + il) * n_used;
+        int32_t *sel = f->sel + ((size_t)il * f->p.n_batch + j) * n_used;
+        float *w = f->sel_w + ((size_t)il * f->p.n_batch + j) * n_used;
+        float sum = 0.0f;
+        for (int r = 0; r < n_used; r++)
+            sum += p[rec[r]];
+        for (int r = 0; r < n_used; r++) {
+            sel[r] = rec[r];
+            if (hp->expert_weights_norm) {
+                w[r] = sum > 0.0f ? p[rec[r]] / sum : 1.0f / (float)n_used;
+            } else {
+                w[r] = p[rec[r]];
+            }
+            if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
+                w[r] *= hp->expert_weights_scale;
+        }
+    }
+}
+
+static struct moeinf_expert_mat mat_of(const struct moeinf_weight *w) {
+    struct moeinf_expert_mat mat = {w->type, w->n_in, w->n_out, w->row_bytes};
+    return mat;
+}
+
+/* The n experts of f->wave (ascending, their matrices in f->wave_parts), over their rows of
+ * ex_in into eo: from the weights, or from the expert cache's slots. */
+static void experts_run(struct moeinf_fwd *f, const struct moeinf_layer *lw, int n, size_t rb,
+                        bool from_cache) {
+    const int *first = f->expert_first;
+    for (int i = 0; i < n; i++) {
+        f->wave_row0[i] = first[f->wave[i]];
+        f->wave_rows[i] = first[f->wave[i] + 1] - first[f->wave[i]];
+    }
+    const enum moeinf_type down_vt = moeinf_type_cpu_get(lw->down_exps.type)->vec_dot_type;
+    struct moeinf_expert_ffn a = {
+        .mat = {mat_of(&lw->gate_exps), mat_of(&lw->up_exps), mat_of(&lw->down_exps)},
+        .n = n,
+        .parts = (const uint8_t *const(*)[3])f->wave_parts,
+        .row0 = f->wave_row0,
+        .rows = f->wave_rows,
+        .x = f->ex_in,
+        .x_stride = rb,
+        .out = f->eo,
+        .hg = f->hg,
+        .hu = f->hu,
+        .hq = f->acts[down_vt].buf,
+        .jobs = f->jobs,
+    };
+    f->acts[down_vt].src = NULL; /* it will hold parts of hg only */
+    if (from_cache) {
+        moeinf_tier_compute(f->p.tier, &a, f->p.pool, f->p.kern);
+    } else {
+        moeinf_expert_ffn_run(f->p.pool, f->p.kern, &a);
+    }
+}
+
+/* Every selected expert in one call, straight from the weights (resident experts). */
+static void experts_resident(struct moeinf_fwd *f, const struct moeinf_layer *lw, size_t rb) {
+    int n = 0;
+    for (int e = 0; e < f->llm->hp.n_expert; e++) {
+        if (f->expert_first[e + 1] == f->expert_first[e]) continue;
+        f->wave[n] = e;
+        f->wave_parts[n][0] = moeinf_weight_row(&lw->gate_exps, e, 0);
+        f->wave_parts[n][1] = moeinf_weight_row(&lw->up_exps, e, 0);
+        f->wave_parts[n][2] = moeinf_weight_row(&lw->down_exps, e, 0);
+        n++;
+    }
+    experts_run(f, lw, n, rb, false);
+}
+
+/*
+ * Gate lookahead for a decode token: applies the routers of the next lookahead_depth[il]
+ * layers to this layer's FFN input (the residual stream changes little from layer to layer)
+ * and hints their top-k experts to the cache, which prefetches them behind this layer's
+ * demand reads. One router product per layer ahead (n_embd x n_expert), no I/O.
+ */
+static void lookahead_hints(struct moeinf_fwd *f, int il) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    for (int d = 1; d <= f->lookahead_depth[il] && il + d < hp->n_layer; d++) {
+        moeinf_fwd_matmul(f, &f->llm->layers[il + d].router, f->xb, 1, f->lookahead,
+                          (size_t)hp->n_expert);
+        int idx[MOEINF_MAX_EXPERT_USED];
+        moeinf_top_k(f->lookahead, hp->n_expert, hp->n_expert_used, idx);
+        moeinf_tier_hint(f->p.tier, il + d, idx, hp->n_expert_used);
+    }
+}
+
+/* Computes the wave's experts (flat ids[0..n) of layer il) that are in their slots and not
+ * computed yet, in ascending order, and marks them computed (f->wave_done). Returns how many
+ * of the wave are left. */
+static int experts_arrived(struct moeinf_fwd *f, const struct moeinf_layer *lw, int il,
+                           const uint32_t *ids, int n, size_t rb) {
+    const int n_expert = f->llm->hp.n_expert;
+    struct moeinf_tier *t = f->p.tier;
+    for (int e = 0; e < n_expert; e++)
+        f->wave_index[e] = -1;
+    int left = 0;
+    for (int i = 0; i < n; i++) {
+        if (f->wave_done[i]) continue;
+        if (moeinf_tier_ready(t, i)) {
+            f->wave_index[ids[i] - (uint32_t)il * (uint32_t)n_expert] = i;
+            f->wave_done[i] = 1;
+        } else {
+            left++;
+        }
+    }
+    int k = 0;
+    for (int e = 0; e < n_expert; e++) {
+        int i = f->wave_index[e];
+        if (i < 0) continue;
+        f->wave[k] = e;
+        for (int part = 0; part < 3; part++)
+            f->wave_parts[k][part] = moeinf_tier_part(t, i, part);
+        k++;
+    }
+    if (k > 0) experts_run(f, lw, k, rb, true);
+    return left;
+}
+
+/* The selected experts through the expert cache, in the waves it allows. Of each wave, the
+ * experts already in their slots are computed first while the rest are read, then each of the
+ * rest as soon as it has arrived, while the later ones are still read: each expert's outputs
+ * land in its own rows, so the split changes no bit. */
+static enum moeinf_status experts_offloaded(struct moeinf_fwd *f, const struct moeinf_layer *lw,
+                                            int il, int m, size_t rb, struct moeinf_error *err) {
+    struct moeinf_tier *t = f->p.tier;
+    moeinf_tier_layer_begin(t, il, f->sel + (size_t)il * f->p.n_batch * f->llm->hp.n_expert_used, m,
+                            f->llm->hp.n_expert_used);
+    /* Under a routing replay the routers' own choice is not the one made, so their lookahead
+     * would predict routing that never happens: it is off. */
+    if (m == 1 && !f->p.route_replay) lookahead_hints(f, il);
+    for (;;) {
+        const uint32_t *ids;
+        int n = 0;
+        enum moeinf_status st = moeinf_tier_wave(t, &ids, &n, err);
+        if (st != MOEINF_OK) return st;
+        if (n == 0) break;
+        memset(f->wave_done, 0, (size_t)n);
+        int left = experts_arrived(f, lw, il, ids, n, rb);
+        while (left > 0) {
+            st = moeinf_tier_wave_wait_next(t, err);
+            if (st != MOEINF_OK) return st;
+            left = experts_arrived(f, lw, il, ids, n, rb);
+        }
+        st = moeinf_tier_wave_wait(t, err); /* every read is in: retires them */
+        if (st != MOEINF_OK) return st;
+        moeinf_tier_wave_end(t);
+    }
+    return moeinf_tier_layer_end(t, err);
+}
+
+/* (token, rank) pairs grouped by expert: expert e's rows are [expert_first[e],
+ * expert_first[e + 1]), f->slot[j * n_used + r] the row of token j's rank-r expert. */
+static void group_by_expert(struct moeinf_fwd *f, const int32_t *sel, int m) {
+    const int n_expert = f->llm->hp.n_expert;
+    const int n_used = f->llm->hp.n_expert_used;
+    memset(f->expert_count, 0, (size_t)n_expert * sizeof(int));
+    for (int i = 0; i < m * n_used; i++)
+        f->expert_count[sel[i]]++;
+    f->expert_first[0] = 0;
+    for (int e = 0; e < n_expert; e++)
+        f->expert_first[e + 1] = f->expert_first[e] + f->expert_count[e];
+    memset(f->expert_count, 0, (size_t)n_expert * sizeof(int));
+    for (int j = 0; j < m; j++) {
+        for (int r = 0; r < n_used; r++) {
+            int e = sel[(size_t)j * n_used + r];
+            f->slot[(size_t)j * n_used + r] = f->expert_first[e] + f->expert_count[e]++;
+        }
+    }
+}
+
+enum moeinf_status moeinf_fwd_moe(struct moeinf_fwd *f, int il, int m, struct moeinf_error *err) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    const struct moeinf_layer *lw = &f->llm->layers[il];
+    const int n_used = hp->n_expert_used;
+    const int n_embd = hp->n_embd;
+    route(f, il, m);
+    if (f->p.route_replay) replay_routing(f, il, m);
+    group_by_expert(f, f->sel + (size_t)il * f->p.n_batch * n_used, m);
+    size_t rb;
+    /* gate and up share one activation type (checked at load) */
+    const uint8_t *xq = moeinf_fwd_act(f, lw->gate_exps.type, f->xb, m, n_embd, &rb);
+    for (int j = 0; j < m; j++) {
+        for (int r = 0; r < n_used; r++) {
+            memcpy(f->ex_in + (size_t)f->slot[(size_t)j * n_used + r] * rb, xq + (size_t)j * rb,
+                   rb);
+        }
+    }
+    if (f->p.tier) {
+        enum moeinf_status st = experts_offloaded(f, lw, il, m, rb, err);
+        if (st != MOEINF_OK) return st;
+    } else {
+        experts_resident(f, lw, rb);
+    }
+    if (hp->n_ff_shexp > 0) moeinf_fwd_shared_expert(f, lw, m); /* resident, after the routed */
+    /* weighted sum in router-rank order, then the residual add */
+    const float *w = f->sel_w + (size_t)il * f->p.n_batch * n_used;
+    for (int j = 0; j < m; j++) {
+        float *out = f->tmp + (size_t)j * n_embd;
+        for (int r = 0; r < n_used; r++) {
+            const float *o = f->eo + (size_t)f->slot[(size_t)j * n_used + r] * n_embd;
+            const float wr = w[(size_t)j * n_used + r];
+            if (r == 0) {
+                for (int i = 0; i < n_embd; i++)
+                    out[i] = o[i] * wr;
+            } else {
+                for (int i = 0; i < n_embd; i++)
+                    out[i] += o[i] * wr;
+            }
+        }
+        if (hp->n_ff_shexp > 0) {
+            const float *sh = f->sh_out + (size_t)j * n_embd;
+            for (int i = 0; i < n_embd; i++)
+                out[i] += sh[i];
+        }
+        float *x = f->x + (size_t)j * n_embd;
+        for (int i = 0; i < n_embd; i++)
+            x[i] += out[i];
+    }
+    return MOEINF_OK;
+}
