@@ -90,9 +90,10 @@ struct moeinf_gen_params {
     int n_threads;          /* generator threads; 0 = the online CPUs (bytes do not depend on it) */
 };
 
-/* The defaults: the small MoE used as the embedded default model (4 layers, 8 experts,
- * top-2, n_embd 256, n_ff 512, 8 heads, 4 KV heads, Q8_0, its own 1010-token vocabulary;
- * about 15 MB). */
+/* The defaults, what `moeinf gen-model` writes without options: a small Mixtral-style MoE
+ * (arch llama, 4 layers, 8 experts, top-2, n_embd 256, n_ff 512, 8 heads, 4 KV heads, Q8_0,
+ * its own 1010-token vocabulary; about 15 MB) with random weights. (The embedded default model
+ * of the CLI is another file: trained weights, models/trained-moe-Q8_0.gguf.) */
 struct moeinf_gen_params moeinf_gen_params_default(void);
 
 /* Checks a geometry without writing anything: MOEINF_ERR_ARG naming the first problem
@@ -151,8 +152,7 @@ enum moeinf_load_mode {
      * a model larger than memory pages in from disk. Decode reads through 4 KiB pages. */
     MOEINF_LOAD_MAP,
     /* Read the file once into private memory, on transparent huge pages where the kernel
-     * allows: fewer TLB misses, so decode streams faster (10-25 % measured on K-quant files
-     * that fit, README "Loading"). */
+     * allows: fewer TLB misses, so decode streams faster (measured in docs/PERFORMANCE.md). */
     MOEINF_LOAD_READ,
 };
 
@@ -211,34 +211,46 @@ struct moeinf_expert_cache_size {
 enum moeinf_status moeinf_expert_cache_parse(const char *text, struct moeinf_expert_cache_size *out,
                                              struct moeinf_error *err);
 
+/*
+ * The rules of each field are checked in one place, moeinf_context_params_check (which
+ * moeinf_context_init calls): a value that cannot apply is MOEINF_ERR_ARG whose message
+ * starts with the field's name ("expert_prefetch: ..."), never clamped or ignored. The two
+ * documented cuts: n_batch above n_ctx is n_ctx, and an expert cache larger than every expert
+ * holds every expert.
+ */
 struct moeinf_context_params {
-    int n_ctx;                   /* context window in tokens (default 4096) */
-    int n_batch;                 /* prefill micro-batch (default 512) */
-    int n_threads;               /* 0 = the CPUs this process may use */
+    int n_ctx;                   /* context window in tokens, 1 .. 2^24 (default 4096) */
+    int n_batch;                 /* prefill micro-batch, >= 1 (default 512) */
+    int n_threads;               /* 0 = the CPUs this process may use; at most 1024 */
     enum moeinf_kv_type kv_type; /* default F16 */
     /* Routed experts through an expert cache of this size (the model must be loaded with
-     * offload_experts); kind NONE (default): resident. Fewer slots than the model's top_k is
-     * MOEINF_ERR_ARG naming the minimum; more than every expert is clamped to every expert. */
+     * offload_experts, and then the size is required); kind NONE (default): resident. A size
+     * under the model's top_k experts is MOEINF_ERR_ARG naming the minimum. */
     struct moeinf_expert_cache_size expert_cache;
     enum moeinf_expert_io expert_io;
     const char *expert_policy; /* cache policy name (moeinf sim --help lists them; NULL: the
-                                  default, "reuse"); offline policies are refused */
-    /* Reading ahead (expert cache only; all three >= 0, defaults MOEINF_EXPERT_*_DEFAULT):
-     * experts are read on expert_io_threads I/O threads (0: on the forward pass's thread, when
-     * a step needs them, and nothing is read ahead); after each layer's step the policy may
-     * prefetch up to expert_prefetch experts it predicts (as `moeinf sim --prefetch`); during
-     * each decode token the routers of the next expert_lookahead layers are applied to the
-     * current hidden state and their top-k experts prefetched (gate lookahead). */
+                                  default, "reuse"); offline policies are refused; needs an
+                                  expert cache */
+    /* Reading ahead (defaults MOEINF_EXPERT_*_DEFAULT): experts are read on
+     * expert_io_threads I/O threads (0 .. MOEINF_EXPERT_IO_THREADS_MAX; 0: on the forward
+     * pass's thread when a step needs them, and then nothing may be read ahead); after each
+     * layer's step the policy may prefetch up to expert_prefetch experts it predicts (0 ..
+     * MOEINF_EXPERT_PREFETCH_MAX, as `moeinf sim --prefetch`); during each decode token the
+     * routers of the next expert_lookahead layers (0 .. the model's layers - 1) are applied
+     * to the current hidden state and their top-k experts prefetched (gate lookahead).
+     * Prefetch and lookahead need an expert cache and at least one I/O thread. */
     int expert_io_threads;
     int expert_prefetch;
     int expert_lookahead;
 };
 
-/* Defaults of the reading-ahead parameters, chosen by measurement (README, "Models larger
- * than memory"). */
+/* Defaults of the reading-ahead parameters, chosen by measurement (docs/OFFLOAD.md), and their
+ * bounds. */
 #define MOEINF_EXPERT_IO_THREADS_DEFAULT 4
 #define MOEINF_EXPERT_PREFETCH_DEFAULT   0
 #define MOEINF_EXPERT_LOOKAHEAD_DEFAULT  0
+#define MOEINF_EXPERT_IO_THREADS_MAX     64
+#define MOEINF_EXPERT_PREFETCH_MAX       64
 
 struct moeinf_model_params moeinf_model_params_default(void);
 struct moeinf_context_params moeinf_context_params_default(void);
@@ -257,6 +269,15 @@ void moeinf_model_desc(const struct moeinf_model *model, char *buf, size_t size)
 /* Weight bytes one decode token reads: every dense matrix, the router, n_expert_used experts
  * per MoE layer, one embedding row and the lm_head (the memory-bandwidth bound of decode). */
 uint64_t moeinf_model_decode_bytes(const struct moeinf_model *model);
+
+/* Checks every field of params (the rules above). With model NULL, the rules that need no
+ * model (a front end checks its options before loading one; expert_lookahead is then bounded
+ * by the largest layer count a file may have); with a model, all of them, as
+ * moeinf_context_init does: whether an expert cache may or must be asked for, lookahead below
+ * its layers. MOEINF_ERR_ARG with "<field>: <why>". */
+enum moeinf_status moeinf_context_params_check(const struct moeinf_context_params *params,
+                                               const struct moeinf_model *model,
+                                               struct moeinf_error *err);
 
 enum moeinf_status moeinf_context_init(struct moeinf_model *model,
                                        const struct moeinf_context_params *params,

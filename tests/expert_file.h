@@ -64,4 +64,33 @@ static bool parts_hold(const uint8_t *const parts[3], const struct moeinf_store_
     return true;
 }
 
+/* A store over the file at `path`, reading into n_slots slots of a RAM fast tier, made
+ * together and freed together (store_close). */
+struct test_store {
+    struct moeinf_fast_tier *fast;
+    struct moeinf_store *s;
+};
+
+static inline enum moeinf_status store_open(const struct moeinf_store_layer *l, int n_slots,
+                                            bool page_cache, struct test_store *ts,
+                                            struct moeinf_error *err) {
+    memset(ts, 0, sizeof *ts);
+    uint64_t slot_bytes = moeinf_store_slot_bytes_for(l, N_LAYERS, N_EXPERTS);
+    enum moeinf_status st =
+        moeinf_fast_tier_init(&moeinf_fast_tier_ram, slot_bytes, n_slots, &ts->fast, err);
+    if (st == MOEINF_OK) {
+        st = moeinf_store_open(path, l, N_LAYERS, N_EXPERTS, ts->fast, page_cache, &ts->s, err);
+    }
+    if (st != MOEINF_OK) {
+        moeinf_fast_tier_free(ts->fast);
+        ts->fast = NULL;
+    }
+    return st;
+}
+
+static inline void store_close(struct test_store *ts) {
+    moeinf_store_free(ts->s);
+    moeinf_fast_tier_free(ts->fast);
+}
+
 #endif

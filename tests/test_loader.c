@@ -30,16 +30,15 @@ static void check_all_reads(int n_threads, bool page_cache) {
     struct moeinf_store_layer l[N_LAYERS];
     layout(l);
     const int n_slots = N_LAYERS * N_EXPERTS;
-    struct moeinf_store *s = NULL;
+    struct test_store ts;
     struct moeinf_loader *ld = NULL;
     struct moeinf_error err = {0};
-    CHECK_MSG(moeinf_store_open(path, l, N_LAYERS, N_EXPERTS, n_slots, page_cache, &s, &err) ==
-                  MOEINF_OK,
-              "%s", err.msg);
+    CHECK_MSG(store_open(l, n_slots, page_cache, &ts, &err) == MOEINF_OK, "%s", err.msg);
+    struct moeinf_store *s = ts.s;
     if (!s) return;
     CHECK(moeinf_loader_init(s, n_threads, &ld, &err) == MOEINF_OK);
     if (!ld) {
-        moeinf_store_free(s);
+        store_close(&ts);
         return;
     }
     CHECK_EQ_INT(moeinf_loader_n_threads(ld), n_threads);
@@ -67,7 +66,7 @@ static void check_all_reads(int n_threads, bool page_cache) {
     }
     CHECK_EQ_INT(part_bytes, (uint64_t)n_slots * EXPERT_BYTES);
     moeinf_loader_free(ld);
-    moeinf_store_free(s);
+    store_close(&ts);
 }
 
 static void test_reads_land_in_their_slots(void) {
@@ -81,14 +80,15 @@ static void test_reads_land_in_their_slots(void) {
 static void test_cancel_and_synchronous_wait(void) {
     struct moeinf_store_layer l[N_LAYERS];
     layout(l);
-    struct moeinf_store *s = NULL;
+    struct test_store ts;
     struct moeinf_loader *ld = NULL;
     struct moeinf_error err = {0};
-    CHECK(moeinf_store_open(path, l, N_LAYERS, N_EXPERTS, 4, false, &s, &err) == MOEINF_OK);
+    CHECK(store_open(l, 4, false, &ts, &err) == MOEINF_OK);
+    struct moeinf_store *s = ts.s;
     if (!s) return;
     CHECK(moeinf_loader_init(s, 0, &ld, &err) == MOEINF_OK);
     if (!ld) {
-        moeinf_store_free(s);
+        store_close(&ts);
         return;
     }
     moeinf_loader_submit(ld, 0, 1, 5, true);
@@ -110,7 +110,7 @@ static void test_cancel_and_synchronous_wait(void) {
     CHECK(slot_holds(s, l, 0, 1, 7));
     CHECK(moeinf_loader_retire(ld, 0, &io, &err) == MOEINF_OK);
     moeinf_loader_free(ld);
-    moeinf_store_free(s);
+    store_close(&ts);
 }
 
 /* A file cut short after the store opened it: the read fails with a message naming the
@@ -118,14 +118,15 @@ static void test_cancel_and_synchronous_wait(void) {
 static void test_short_file_is_an_error(void) {
     struct moeinf_store_layer l[N_LAYERS];
     layout(l);
-    struct moeinf_store *s = NULL;
+    struct test_store ts;
     struct moeinf_loader *ld = NULL;
     struct moeinf_error err = {0};
-    CHECK(moeinf_store_open(path, l, N_LAYERS, N_EXPERTS, 2, false, &s, &err) == MOEINF_OK);
+    CHECK(store_open(l, 2, false, &ts, &err) == MOEINF_OK);
+    struct moeinf_store *s = ts.s;
     if (!s) return;
     CHECK(moeinf_loader_init(s, 2, &ld, &err) == MOEINF_OK);
     if (!ld) {
-        moeinf_store_free(s);
+        store_close(&ts);
         return;
     }
     CHECK(truncate(path, 100000) == 0);
@@ -140,7 +141,7 @@ static void test_short_file_is_an_error(void) {
     CHECK(strcmp(e2.msg, err.msg) == 0);
     CHECK_EQ_INT(moeinf_loader_state(ld, 0), MOEINF_JOB_IDLE);
     moeinf_loader_free(ld);
-    moeinf_store_free(s);
+    store_close(&ts);
     CHECK(write_file("loader")); /* restore for later tests */
 }
 
@@ -150,17 +151,17 @@ static void test_free_with_reads_queued(void) {
     layout(l);
     const int n_slots = N_LAYERS * N_EXPERTS;
     for (int round = 0; round < 20; round++) {
-        struct moeinf_store *s = NULL;
+        struct test_store ts;
         struct moeinf_loader *ld = NULL;
         struct moeinf_error err = {0};
-        CHECK(moeinf_store_open(path, l, N_LAYERS, N_EXPERTS, n_slots, true, &s, &err) ==
-              MOEINF_OK);
+        CHECK(store_open(l, n_slots, true, &ts, &err) == MOEINF_OK);
+        struct moeinf_store *s = ts.s;
         if (!s) return;
         CHECK(moeinf_loader_init(s, 1 + round % 3, &ld, &err) == MOEINF_OK);
         for (int k = 0; ld && k < n_slots; k++)
             moeinf_loader_submit(ld, k, k / N_EXPERTS, k % N_EXPERTS, k % 2 == 0);
         moeinf_loader_free(ld);
-        moeinf_store_free(s);
+        store_close(&ts);
     }
 }
 

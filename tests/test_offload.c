@@ -40,7 +40,8 @@ struct cfg {
     const char *record; /* routing record path, or NULL */
     enum moeinf_expert_io io;
     int ahead; /* reading ahead: 0 none (exact, as the simulator without prefetch), 1 the
-                  policy's prefetch and gate lookahead, 2 more of both on one I/O thread */
+                  policy's prefetch and gate lookahead, 2 more of both (lookahead up to the
+                  last layer) on one I/O thread */
 };
 
 struct out {
@@ -139,7 +140,10 @@ static bool run(const struct cfg *c, struct out *o) {
     cp.expert_policy = c->policy;
     cp.expert_io = c->io;
     cp.expert_prefetch = c->ahead == 0 ? 0 : c->ahead == 1 ? 2 : 6;
-    cp.expert_lookahead = c->ahead == 0 ? 0 : c->ahead;
+    /* as far ahead as asked, within the model's layers (a lookahead past the last layer is
+     * refused) */
+    const int n_layer = model->llm->hp.n_layer;
+    cp.expert_lookahead = c->ahead < n_layer ? c->ahead : n_layer - 1;
     cp.expert_io_threads = c->ahead == 2 ? 1 : 2;
     enum moeinf_status st = moeinf_context_init(model, &cp, &ctx, &err);
     CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
@@ -261,8 +265,8 @@ static void check_model(const char *path) {
                             CHECK_EQ_INT((long long)got.stats.misses, distinct);
                         }
                         /* reading ahead can only turn demand reads into prefetched ones */
-                        CHECK_MSG(got.stats.misses <= (uint64_t)distinct, "%s: %llu misses",
-                                  what, (unsigned long long)got.stats.misses);
+                        CHECK_MSG(got.stats.misses <= (uint64_t)distinct, "%s: %llu misses", what,
+                                  (unsigned long long)got.stats.misses);
                     }
                     free(got.logits);
                 }

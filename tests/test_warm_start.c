@@ -79,11 +79,7 @@ static bool requests(struct moeinf_context *ctx, int first, int n) {
  * public call empties a cache). Between requests no read is in flight, and a slot the cache
  * frees is read again before its next use. */
 static void empty_cache(struct moeinf_context *ctx) {
-    struct moeinf_tier *t = ctx->tier;
-    for (int slot = 0; slot < moeinf_cache_capacity(t->cache); slot++) {
-        uint32_t id = moeinf_cache_slot_expert(t->cache, slot);
-        if (id != MOEINF_EXPERT_NONE) moeinf_cache_drop(t->cache, t->policy, id);
-    }
+    moeinf_tier_evict_all(ctx->tier);
 }
 
 static size_t slurp(const char *path, uint8_t *buf, size_t cap) {

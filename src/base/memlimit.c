@@ -116,7 +116,7 @@ enum moeinf_status moeinf_memory_limit(uint64_t *limit, bool *from_cgroup, char 
     }
     return moeinf_fail(err, MOEINF_ERR_IO,
                        "cannot tell how much memory this process may use (no cgroup limit, "
-                       "no /proc/meminfo): give --expert-cache a size");
+                       "no /proc/meminfo): give expert_cache a size instead of auto");
 }
 
 bool moeinf_memory_room(uint64_t *bytes) {

@@ -55,16 +55,17 @@ bad:
                        text);
 }
 
-/* Slots for the size asked, before the top_k check. */
-static enum moeinf_status slots_for(struct moeinf_context *ctx, uint64_t slot_bytes, int total,
-                                    int64_t *slots, struct moeinf_error *err) {
+/* The fast tier's byte budget for the size asked: bytes as given; a percentage of every
+ * expert, rounded to whole slots; auto, what this process may use less what it already has. */
+static enum moeinf_status budget_for(struct moeinf_context *ctx, uint64_t slot_bytes, int total,
+                                     uint64_t *budget, struct moeinf_error *err) {
     const struct moeinf_expert_cache_size *size = &ctx->params.expert_cache;
     switch (size->kind) {
     case MOEINF_EXPERT_CACHE_BYTES:
-        *slots = (int64_t)(size->bytes / slot_bytes);
+        *budget = size->bytes;
         return MOEINF_OK;
     case MOEINF_EXPERT_CACHE_PERCENT:
-        *slots = (int64_t)llround(size->percent / 100.0 * (double)total);
+        *budget = (uint64_t)llround(size->percent / 100.0 * (double)total) * slot_bytes;
         return MOEINF_OK;
     case MOEINF_EXPERT_CACHE_AUTO: {
         uint64_t limit;
@@ -76,71 +77,51 @@ static enum moeinf_status slots_for(struct moeinf_context *ctx, uint64_t slot_by
          * lacks them. The KV cache and scratch are allocated but not yet touched. */
         uint64_t used = moeinf_fwd_bytes(ctx->fwd) + MOEINF_EXPERT_CACHE_MARGIN;
         if (cgroup) used += ctx->model->resident->bytes;
-        *slots = limit > used ? (int64_t)((limit - used) / slot_bytes) : 0;
-        if (*slots < 1) {
+        if (limit < used + slot_bytes) {
             return moeinf_fail(
                 err, MOEINF_ERR_NOMEM,
-                "--expert-cache auto: %llu MiB may be used (%s) but resident "
+                "expert_cache auto: %llu MiB may be used (%s) but resident "
                 "weights, KV cache, scratch and a %llu MiB margin take %llu MiB",
                 (unsigned long long)(limit >> 20), source,
                 (unsigned long long)(MOEINF_EXPERT_CACHE_MARGIN >> 20),
                 (unsigned long long)((used + (cgroup ? 0 : ctx->model->resident->bytes)) >> 20));
         }
+        *budget = limit - used;
         return MOEINF_OK;
     }
     case MOEINF_EXPERT_CACHE_NONE:
         break;
     }
-    *slots = 0;
+    *budget = 0;
     return MOEINF_OK;
 }
 
+/* The parameters were checked (moeinf_context_params_check): a cache is asked for exactly
+ * when the model's experts are offloaded. */
 enum moeinf_status moeinf_engine_expert_cache_init(struct moeinf_context *ctx,
                                                    struct moeinf_error *err) {
     const struct moeinf_model *model = ctx->model;
     const struct moeinf_hparams *hp = &model->llm->hp;
-    bool want = ctx->params.expert_cache.kind != MOEINF_EXPERT_CACHE_NONE;
-    if (!want && !model->resident) return MOEINF_OK;
-    if (want && hp->n_expert == 0) {
-        return moeinf_fail(err, MOEINF_ERR_ARG,
-                           "%s: a dense model has no routed experts: drop --expert-cache",
-                           model->gguf->path);
-    }
-    if (!model->resident) {
-        return moeinf_fail(err, MOEINF_ERR_ARG,
-                           "an expert cache needs the model loaded with offload_experts");
-    }
-    if (!want) {
-        return moeinf_fail(err, MOEINF_ERR_ARG,
-                           "the model's experts are offloaded: the context needs an expert "
-                           "cache size");
-    }
+    if (!model->resident) return MOEINF_OK;
     const struct moeinf_store_layer *layers = model->resident->experts;
     uint64_t slot_bytes = moeinf_store_slot_bytes_for(layers, hp->n_layer, hp->n_expert);
-    int total = hp->n_layer * hp->n_expert;
-    int64_t slots;
-    enum moeinf_status st = slots_for(ctx, slot_bytes, total, &slots, err);
-    if (st != MOEINF_OK) return st;
-    if (slots < hp->n_expert_used) {
-        return moeinf_fail(err, MOEINF_ERR_ARG,
-                           "an expert cache of %lld slots is too small: one token uses %d "
-                           "experts per layer, so at least %d slots (%.1f MiB) are needed",
-                           (long long)slots, hp->n_expert_used, hp->n_expert_used,
-                           (double)slot_bytes * hp->n_expert_used / (1024.0 * 1024.0));
-    }
-    if (slots > total) slots = total;
-    struct moeinf_tier_config cfg = {
+    struct moeinf_tier_params tp = {
+        .path = model->gguf->path,
+        .layers = layers,
+        .n_layers = hp->n_layer,
+        .n_experts = hp->n_expert,
+        .top_k = hp->n_expert_used,
         .policy = ctx->params.expert_policy,
         .page_cache = ctx->params.expert_io == MOEINF_EXPERT_IO_CACHED,
         .io_threads = ctx->params.expert_io_threads,
         .prefetch = ctx->params.expert_prefetch,
-        .lookahead = ctx->params.expert_lookahead,
     };
-    st = moeinf_tier_init(model->gguf->path, layers, hp->n_layer, hp->n_expert, hp->n_expert_used,
-                          (int)slots, &cfg, &ctx->tier, err);
+    enum moeinf_status st =
+        budget_for(ctx, slot_bytes, hp->n_layer * hp->n_expert, &tp.budget_bytes, err);
+    if (st == MOEINF_OK) st = moeinf_tier_init(&tp, &ctx->tier, err);
     if (st != MOEINF_OK) return st;
     moeinf_fwd_set_tier(ctx->fwd, ctx->tier);
-    moeinf_fwd_set_lookahead(ctx->fwd, -1, cfg.io_threads > 0 ? cfg.lookahead : 0);
+    moeinf_fwd_set_lookahead(ctx->fwd, -1, ctx->params.expert_lookahead);
     return MOEINF_OK;
 }
 
@@ -148,52 +129,50 @@ enum moeinf_status moeinf_context_expert_cache(const struct moeinf_context *ctx,
                                                struct moeinf_expert_cache_info *out,
                                                struct moeinf_error *err) {
     if (!ctx->tier) return moeinf_fail(err, MOEINF_ERR_ARG, "the context has no expert cache");
-    const struct moeinf_tier *t = ctx->tier;
+    const struct moeinf_hparams *hp = &ctx->model->llm->hp;
+    struct moeinf_tier_info info;
+    moeinf_tier_info(ctx->tier, &info);
     memset(out, 0, sizeof *out);
-    out->slots = moeinf_store_n_slots(t->store);
-    out->n_experts_total = t->n_layers * t->n_experts;
-    out->slot_bytes = moeinf_store_slot_bytes(t->store);
+    out->slots = info.slots;
+    out->n_experts_total = hp->n_layer * hp->n_expert;
+    out->slot_bytes = info.slot_bytes;
     out->resident_bytes = ctx->model->resident->bytes;
     out->context_bytes = moeinf_fwd_bytes(ctx->fwd);
-    out->policy = t->policy->ops->name;
-    out->direct_io = moeinf_store_direct(t->store);
-    out->io_note = moeinf_store_note(t->store);
+    out->policy = info.policy;
+    out->direct_io = info.direct_io;
+    out->io_note = info.io_note;
     return MOEINF_OK;
-}
-
-static void add(struct moeinf_expert_stats *o, const struct moeinf_tier_counters *c) {
-    o->accesses += c->accesses;
-    o->hits += c->hits;
-    o->misses += c->misses;
-    o->prefetches += c->prefetches;
-    o->prefetch_hits += c->prefetch_hits;
-    o->late_prefetches += c->late_prefetches;
-    o->wasted_prefetches += c->wasted_prefetches;
-    o->dropped_prefetches += c->dropped_prefetches;
-    o->bytes_read += c->io.bytes;
-    o->expert_bytes += c->io.part_bytes;
-    o->read_seconds += (double)c->io.read_ns * 1e-9;
-    o->stall_seconds += (double)c->stall_ns * 1e-9;
 }
 
 enum moeinf_status moeinf_context_expert_stats(const struct moeinf_context *ctx, int layer,
                                                struct moeinf_expert_stats *out,
                                                struct moeinf_error *err) {
     if (!ctx->tier) return moeinf_fail(err, MOEINF_ERR_ARG, "the context has no expert cache");
-    const struct moeinf_tier *t = ctx->tier;
-    if (layer < -1 || layer >= t->n_layers) {
-        return moeinf_fail(err, MOEINF_ERR_ARG, "layer %d is out of range [0, %d)", layer,
-                           t->n_layers);
+    const int n_layer = ctx->model->llm->hp.n_layer;
+    if (layer < -1 || layer >= n_layer) {
+        return moeinf_fail(err, MOEINF_ERR_ARG, "layer %d is out of range [0, %d)", layer, n_layer);
     }
+    struct moeinf_tier_report r;
+    moeinf_tier_report(ctx->tier, layer, &r);
+    const struct moeinf_tier_counters *c = &r.counters;
     memset(out, 0, sizeof *out);
-    for (int il = 0; il < t->n_layers; il++) {
-        if (layer == -1 || layer == il) add(out, &t->layer[il]);
-    }
-    out->tokens = t->tokens;
-    out->decode_tokens = t->decode_tokens;
+    out->accesses = c->accesses;
+    out->hits = c->hits;
+    out->misses = c->misses;
+    out->prefetches = c->prefetches;
+    out->prefetch_hits = c->prefetch_hits;
+    out->late_prefetches = c->late_prefetches;
+    out->wasted_prefetches = c->wasted_prefetches;
+    out->dropped_prefetches = c->dropped_prefetches;
+    out->bytes_read = c->io.bytes;
+    out->expert_bytes = c->io.part_bytes;
+    out->read_seconds = (double)c->io.read_ns * 1e-9;
+    out->stall_seconds = (double)c->stall_ns * 1e-9;
+    out->tokens = r.tokens;
+    out->decode_tokens = r.decode_tokens;
     if (layer == -1) {
-        const struct moeinf_tier_prediction *pp = &t->prediction[MOEINF_SOURCE_POLICY];
-        const struct moeinf_tier_prediction *pl = &t->prediction[MOEINF_SOURCE_LOOKAHEAD];
+        const struct moeinf_tier_prediction *pp = &r.prediction[MOEINF_SOURCE_POLICY];
+        const struct moeinf_tier_prediction *pl = &r.prediction[MOEINF_SOURCE_LOOKAHEAD];
         out->policy_predicted = pp->predicted;
         out->policy_correct = pp->correct;
         out->policy_actual = pp->actual;
@@ -205,10 +184,5 @@ enum moeinf_status moeinf_context_expert_stats(const struct moeinf_context *ctx,
 }
 
 void moeinf_context_expert_stats_reset(struct moeinf_context *ctx) {
-    struct moeinf_tier *t = ctx->tier;
-    if (!t) return;
-    moeinf_tier_quiesce(t); /* reads in flight would count after the reset */
-    memset(t->layer, 0, (size_t)t->n_layers * sizeof *t->layer);
-    memset(t->prediction, 0, sizeof t->prediction);
-    t->tokens = t->decode_tokens = 0;
+    if (ctx->tier) moeinf_tier_report_reset(ctx->tier);
 }

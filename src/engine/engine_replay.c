@@ -26,10 +26,10 @@ static bool grow(void **p, size_t *cap, size_t need, size_t size) {
 }
 
 /* Adds one token line to the selection: a new request when it begins one. */
-static enum moeinf_status keep_token(struct moeinf_route_trace *t, const struct moeinf_trace_token *tok,
-                                     int64_t position, size_t *req_cap, size_t *n_rows,
-                                     size_t *row_cap, const char *path,
-                                     struct moeinf_error *err) {
+static enum moeinf_status keep_token(struct moeinf_route_trace *t,
+                                     const struct moeinf_trace_token *tok, int64_t position,
+                                     size_t *req_cap, size_t *n_rows, size_t *row_cap,
+                                     const char *path, struct moeinf_error *err) {
     const size_t row = (size_t)t->n_layers * (size_t)t->top_k;
     if (tok->request_begins) {
         if (!grow((void **)&t->requests, req_cap, (size_t)t->n_requests + 1, sizeof *t->requests))
@@ -127,14 +127,12 @@ enum moeinf_status moeinf_context_route_fits(const struct moeinf_context *ctx,
     const struct moeinf_hparams *hp = &ctx->model->llm->hp;
     const int model_moe_layers = hp->n_expert > 0 ? hp->n_layer : 0;
     if (t->n_layers != model_moe_layers) {
-        return moeinf_fail(err, MOEINF_ERR_ARG,
-                           "the trace has %d MoE layers, the model %d", t->n_layers,
-                           model_moe_layers);
+        return moeinf_fail(err, MOEINF_ERR_ARG, "the trace has %d MoE layers, the model %d",
+                           t->n_layers, model_moe_layers);
     }
     if (t->n_experts != hp->n_expert) {
-        return moeinf_fail(err, MOEINF_ERR_ARG,
-                           "the trace has %d experts per layer, the model %d", t->n_experts,
-                           hp->n_expert);
+        return moeinf_fail(err, MOEINF_ERR_ARG, "the trace has %d experts per layer, the model %d",
+                           t->n_experts, hp->n_expert);
     }
     if (t->top_k != hp->n_expert_used) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "the trace has top-k %d, the model top-k %d",

@@ -25,7 +25,7 @@ enum moeinf_status moeinf_context_expert_state_load(struct moeinf_context *ctx, 
     if (st != MOEINF_OK) return st;
     moeinf_context_request_end(ctx);
     bool got = false;
-    st = moeinf_policy_state_load(ctx->tier->policy, path, 0, &got, err);
+    st = moeinf_policy_state_load(moeinf_tier_policy(ctx->tier), path, 0, &got, err);
     if (st == MOEINF_OK && loaded) *loaded = got;
     return st;
 }
@@ -35,5 +35,5 @@ enum moeinf_status moeinf_context_expert_state_save(struct moeinf_context *ctx, 
     enum moeinf_status st = need_tier(ctx, path, err);
     if (st != MOEINF_OK) return st;
     moeinf_context_request_end(ctx);
-    return moeinf_policy_state_save(ctx->tier->policy, path, err);
+    return moeinf_policy_state_save(moeinf_tier_policy(ctx->tier), path, err);
 }

@@ -100,8 +100,8 @@ enum moeinf_status moeinf_resident_load(struct moeinf_llm *llm, const struct moe
     const struct moeinf_hparams *hp = &llm->hp;
     if (hp->n_expert == 0) {
         return moeinf_fail(err, MOEINF_ERR_ARG,
-                           "%s: a dense model has no routed experts to offload (drop "
-                           "--expert-cache)",
+                           "offload_experts: %s is a dense model, it has no routed experts to "
+                           "offload",
                            g->path);
     }
     if (!g->map.data || g->map.fd < 0) {

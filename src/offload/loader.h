@@ -29,8 +29,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "offload/store.h"
 #include "moeinf.h"
+#include "offload/store.h"
 
 enum moeinf_job_state {
     MOEINF_JOB_IDLE = 0,

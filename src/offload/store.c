@@ -25,8 +25,8 @@ struct moeinf_store {
     uint64_t region[MOEINF_EXPERT_PARTS]; /* bytes of each part's region in a slot */
     uint64_t region_off[MOEINF_EXPERT_PARTS];
     uint64_t slot_bytes;
-    uint8_t *slots; /* n_slots * slot_bytes, moeinf_huge_alloc's (2 MiB aligned) */
-    uint32_t *skew; /* (n_slots x parts) the part's offset inside its window */
+    const struct moeinf_fast_tier *fast; /* borrowed: the slots reads land in */
+    uint32_t *skew;                      /* (n_slots x parts) the part's offset inside its window */
 };
 
 static uint64_t align_down(uint64_t x) {
@@ -92,9 +92,11 @@ static bool try_direct(struct moeinf_store *s) {
 }
 
 enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store_layer *layers,
-                                     int n_layers, int n_experts, int n_slots, bool page_cache,
+                                     int n_layers, int n_experts,
+                                     const struct moeinf_fast_tier *fast, bool page_cache,
                                      struct moeinf_store **out, struct moeinf_error *err) {
     char eb[64];
+    const int n_slots = fast->n_slots;
     if (n_layers < 1 || n_experts < 1 || n_slots < 1) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "%s: expert store needs layers, experts, slots",
                            path);
@@ -105,6 +107,7 @@ enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store
     s->n_layers = n_layers;
     s->n_experts = n_experts;
     s->n_slots = n_slots;
+    s->fast = fast;
     s->path = strdup(path);
     s->layers = malloc((size_t)n_layers * sizeof *s->layers);
     if (!s->path || !s->layers) {
@@ -155,19 +158,16 @@ enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store
         off += s->region[p];
     }
     s->slot_bytes = off;
-    if (s->slot_bytes > SIZE_MAX / (size_t)n_slots) {
+    if (s->slot_bytes > fast->slot_bytes) {
         moeinf_store_free(s);
-        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: %d expert slots do not fit in memory", path,
-                           n_slots);
+        return moeinf_fail(err, MOEINF_ERR_ARG,
+                           "%s: an expert needs %llu bytes of slot but the slots hold %llu", path,
+                           (unsigned long long)s->slot_bytes, (unsigned long long)fast->slot_bytes);
     }
-    s->slots = moeinf_huge_alloc((size_t)s->slot_bytes * (size_t)n_slots);
     s->skew = calloc((size_t)n_slots * MOEINF_EXPERT_PARTS, sizeof *s->skew);
-    if (!s->slots || !s->skew) {
-        uint64_t mib = (s->slot_bytes * (uint64_t)n_slots) >> 20;
+    if (!s->skew) {
         moeinf_store_free(s);
-        return moeinf_fail(err, MOEINF_ERR_NOMEM,
-                           "%s: out of memory for %d expert slots (%llu MiB)", path, n_slots,
-                           (unsigned long long)mib);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
     }
     *out = s;
     return MOEINF_OK;
@@ -178,13 +178,8 @@ void moeinf_store_free(struct moeinf_store *s) {
     if (s->fd >= 0) close(s->fd);
     free(s->path);
     free(s->layers);
-    moeinf_huge_free(s->slots, (size_t)s->slot_bytes * (size_t)s->n_slots);
     free(s->skew);
     free(s);
-}
-
-uint64_t moeinf_store_slot_bytes(const struct moeinf_store *s) {
-    return s->slot_bytes;
 }
 
 int moeinf_store_n_slots(const struct moeinf_store *s) {
@@ -231,7 +226,7 @@ enum moeinf_status moeinf_store_load_part(struct moeinf_store *s, int slot, int 
                                           struct moeinf_error *err) {
     char eb[64];
     const struct moeinf_store_layer *l = &s->layers[layer];
-    uint8_t *base = s->slots + (size_t)slot * s->slot_bytes;
+    uint8_t *base = moeinf_fast_tier_slot(s->fast, slot);
     uint64_t t0 = now_ns();
     uint64_t off = part_off(l, part, expert);
     uint64_t start = s->direct ? align_down(off) : off;
@@ -269,6 +264,6 @@ void moeinf_store_counters_add(struct moeinf_store_counters *to,
 }
 
 const uint8_t *moeinf_store_part(const struct moeinf_store *s, int slot, int part) {
-    return s->slots + (size_t)slot * s->slot_bytes + s->region_off[part] +
+    return moeinf_fast_tier_slot(s->fast, slot) + s->region_off[part] +
            s->skew[(size_t)slot * MOEINF_EXPERT_PARTS + (size_t)part];
 }

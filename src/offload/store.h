@@ -1,13 +1,13 @@
 /*
  * store.h - the slow tier of routed experts: where each expert's bytes lie in the model file,
- * and reads of them into the fast tier's slots. A read blocks its caller; offload/loader.h
- * runs reads on I/O threads. Reads into distinct slots may run on any threads at once.
+ * and reads of them into the fast tier's slots (offload/fast_tier.h, which owns the slots'
+ * memory). A read blocks its caller; offload/loader.h runs reads on I/O threads. Reads into
+ * distinct slots may run on any threads at once.
  *
  * An expert of a MoE layer is three matrices (gate, up, down). In GGUF each is expert e's
  * slice of a 3-D tensor [n_in, n_out, n_expert]: contiguous, at tensor offset + e * stride,
- * but tensors are only 32-byte aligned. Slots are allocated once (nothing per token), each
- * holding one region per part sized for the largest window of that part in any layer (types
- * and so sizes may differ per layer).
+ * but tensors are only 32-byte aligned. A slot holds one region per part sized for the largest
+ * window of that part in any layer (types and so sizes may differ per layer).
  *
  * Reads use O_DIRECT where the file system allows it: each part is read as the 4 KiB-aligned
  * window around it, into a 4 KiB-aligned region, and the kernels are pointed at the part's
@@ -25,6 +25,7 @@
 #include <stdint.h>
 
 #include "moeinf.h"
+#include "offload/fast_tier.h"
 
 #define MOEINF_EXPERT_PARTS 3 /* gate, up, down */
 #define MOEINF_STORE_ALIGN  4096
@@ -51,19 +52,21 @@ void moeinf_store_counters_add(struct moeinf_store_counters *to,
 struct moeinf_store;
 
 /*
- * Opens `path` for the experts of n_layers layers of n_experts each (layers[] copied) and
- * allocates n_slots slots. MOEINF_ERR_IO if the file cannot be opened; MOEINF_ERR_FORMAT if
- * an expert lies past the end of the file; MOEINF_ERR_NOMEM.
+ * Opens `path` for the experts of n_layers layers of n_experts each (layers[] copied), reading
+ * into the slots of `fast` (borrowed: it must outlive the store; its slots at least
+ * moeinf_store_slot_bytes_for bytes). MOEINF_ERR_IO if the file cannot be opened;
+ * MOEINF_ERR_FORMAT if an expert lies past the end of the file; MOEINF_ERR_NOMEM.
  */
 enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store_layer *layers,
-                                     int n_layers, int n_experts, int n_slots, bool page_cache,
+                                     int n_layers, int n_experts,
+                                     const struct moeinf_fast_tier *fast, bool page_cache,
                                      struct moeinf_store **out, struct moeinf_error *err);
 void moeinf_store_free(struct moeinf_store *s);
 
-/* Bytes of one slot (all parts with their alignment room): what --expert-cache divides by. */
+/* Bytes of one slot (all parts with their alignment room): what an expert cache's byte budget
+ * is divided by. */
 uint64_t moeinf_store_slot_bytes_for(const struct moeinf_store_layer *layers, int n_layers,
                                      int n_experts);
-uint64_t moeinf_store_slot_bytes(const struct moeinf_store *s);
 int moeinf_store_n_slots(const struct moeinf_store *s);
 /* True when reads bypass the page cache (O_DIRECT). */
 bool moeinf_store_direct(const struct moeinf_store *s);

@@ -1,61 +1,120 @@
-/* tier.c - cache + policy + store + loader behind the forward pass (see tier.h). */
+/* tier.c - cache + policy + fast tier + store + loader behind the forward pass (see tier.h). */
 #include "offload/tier.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/status.h"
+#include "experts/cache.h"
+#include "experts/step.h"
+#include "offload/loader.h"
 
-enum moeinf_status moeinf_tier_init(const char *path, const struct moeinf_store_layer *layers,
-                                    int n_layers, int n_experts, int top_k, int n_slots,
-                                    const struct moeinf_tier_config *cfg, struct moeinf_tier **out,
+struct moeinf_tier {
+    struct moeinf_cache *cache;
+    struct moeinf_policy *policy;
+    struct moeinf_fast_tier *fast;
+    struct moeinf_store *store;
+    struct moeinf_loader *loader;
+    struct moeinf_step step;
+    int prefetch;                      /* policy proposals admitted per step */
+    struct moeinf_cache_event *events; /* (capacity) the current wave's accesses */
+    const uint32_t *wave_ids;
+    int wave_n;
+    int n_layers, n_experts, top_k, capacity;
+    bool in_request;
+    uint64_t n_requests;
+    struct moeinf_tier_counters *layer; /* (n_layers) */
+    uint64_t tokens, decode_tokens;
+    /* reads in flight (forward thread only); a slot's expert is the cache's, pinned while
+     * its read is in flight */
+    int *inflight; /* (capacity) slots with a job not yet retired */
+    int n_inflight;
+    uint8_t *slot_busy; /* (capacity) 1 while the slot is in inflight[] */
+    int *wait_slots;    /* (capacity) the current wave's reads to wait for */
+    int n_wait;
+    int wait_pos;        /* wait_slots[0..wait_pos) are known to have arrived */
+    uint32_t *proposals; /* (prefetch) policy proposals */
+    uint32_t *hints;     /* (n_layers * top_k) lookahead hints awaiting the wave */
+    int n_hints;
+    uint8_t *in_step;   /* (n_experts) 1 for the experts of the current step */
+    uint8_t *predicted; /* (layers x experts) bit per source: named for the layer's next step */
+    struct moeinf_tier_prediction prediction[MOEINF_SOURCE_COUNT];
+};
+
+/* Slots for the budget: MOEINF_ERR_ARG under top_k, cut to every expert above. */
+static enum moeinf_status slots_for(const struct moeinf_tier_params *p, uint64_t slot_bytes,
+                                    int *slots, struct moeinf_error *err) {
+    const uint64_t total = (uint64_t)p->n_layers * (uint64_t)p->n_experts;
+    const uint64_t n = p->budget_bytes / slot_bytes;
+    if (n < (uint64_t)p->top_k) {
+        return moeinf_fail(err, MOEINF_ERR_ARG,
+                           "expert_cache: %llu MiB hold %llu slots of %.2f MiB, too small: one "
+                           "token uses %d experts per layer, so at least %d slots (%.1f MiB) "
+                           "are needed",
+                           (unsigned long long)(p->budget_bytes >> 20), (unsigned long long)n,
+                           (double)slot_bytes / (1024.0 * 1024.0), p->top_k, p->top_k,
+                           (double)slot_bytes * p->top_k / (1024.0 * 1024.0));
+    }
+    *slots = (int)(n < total ? n : total);
+    return MOEINF_OK;
+}
+
+static enum moeinf_status tier_buffers(struct moeinf_tier *t, struct moeinf_error *err) {
+    const size_t ns = (size_t)t->capacity;
+    const size_t ne = (size_t)t->n_experts;
+    t->events = malloc(ns * sizeof *t->events);
+    t->layer = calloc((size_t)t->n_layers, sizeof *t->layer);
+    t->inflight = malloc(ns * sizeof *t->inflight);
+    t->slot_busy = calloc(ns, 1);
+    t->wait_slots = malloc(ns * sizeof *t->wait_slots);
+    /* a policy proposes at most `prefetch` experts, from any layers (moe-infinity's may come
+     * from several, so more than one layer's experts) */
+    t->proposals = malloc((size_t)(t->prefetch > 0 ? t->prefetch : 1) * sizeof *t->proposals);
+    t->hints = malloc((size_t)t->n_layers * (size_t)t->top_k * sizeof *t->hints);
+    t->in_step = calloc(ne, 1);
+    t->predicted = calloc((size_t)t->n_layers * ne, 1);
+    if (!t->events || !t->layer || !t->inflight || !t->slot_busy || !t->wait_slots ||
+        !t->proposals || !t->hints || !t->in_step || !t->predicted) {
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory for the expert cache");
+    }
+    return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_tier_init(const struct moeinf_tier_params *p, struct moeinf_tier **out,
                                     struct moeinf_error *err) {
-    const char *name = cfg->policy ? cfg->policy : MOEINF_POLICY_DEFAULT;
+    assert(p->prefetch >= 0 && p->io_threads >= 0 && (p->io_threads > 0 || p->prefetch == 0));
+    const char *name = p->policy ? p->policy : MOEINF_POLICY_DEFAULT;
     const struct moeinf_policy_ops *ops = moeinf_policy_find(name);
     if (!ops) {
         return moeinf_fail(err, MOEINF_ERR_ARG,
-                           "unknown cache policy '%s' (the engine runs the online policies of "
-                           "`moeinf sim --help`; belady is offline, simulator only)",
+                           "expert_policy: unknown cache policy '%s' (the engine runs the online "
+                           "policies; belady is offline, simulator only)",
                            name);
     }
-    if (cfg->prefetch < 0 || cfg->lookahead < 0 || cfg->io_threads < 0) {
-        return moeinf_fail(err, MOEINF_ERR_ARG, "prefetch, lookahead and I/O threads must be >= 0");
-    }
-    struct moeinf_policy_geometry g = {n_layers, n_experts, top_k, n_slots};
+    const uint64_t slot_bytes = moeinf_store_slot_bytes_for(p->layers, p->n_layers, p->n_experts);
+    int n_slots = 0;
+    enum moeinf_status st = slots_for(p, slot_bytes, &n_slots, err);
+    if (st != MOEINF_OK) return st;
+    struct moeinf_policy_geometry g = {p->n_layers, p->n_experts, p->top_k, n_slots};
     struct moeinf_tier *t = calloc(1, sizeof *t);
     if (!t) return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory for the expert cache");
-    t->n_layers = n_layers;
-    t->n_experts = n_experts;
-    t->top_k = top_k;
+    t->n_layers = p->n_layers;
+    t->n_experts = p->n_experts;
+    t->top_k = p->top_k;
     t->capacity = n_slots;
-    t->cfg = *cfg;
-    if (cfg->io_threads == 0) t->cfg.prefetch = t->cfg.lookahead = 0; /* nothing reads ahead */
-    enum moeinf_status st = moeinf_policy_create_ops(ops, &g, &t->policy, err);
+    t->prefetch = p->prefetch;
+    const struct moeinf_fast_tier_ops *fast = p->fast ? p->fast : &moeinf_fast_tier_ram;
+    st = moeinf_policy_create_ops(ops, &g, &t->policy, err);
     if (st == MOEINF_OK) st = moeinf_cache_init(&g, &t->cache, err);
-    if (st == MOEINF_OK) st = moeinf_step_init(&t->step, n_experts, err);
+    if (st == MOEINF_OK) st = moeinf_step_init(&t->step, p->n_experts, err);
+    if (st == MOEINF_OK) st = moeinf_fast_tier_init(fast, slot_bytes, n_slots, &t->fast, err);
     if (st == MOEINF_OK) {
-        st = moeinf_store_open(path, layers, n_layers, n_experts, n_slots, cfg->page_cache,
-                               &t->store, err);
+        st = moeinf_store_open(p->path, p->layers, p->n_layers, p->n_experts, t->fast,
+                               p->page_cache, &t->store, err);
     }
-    if (st == MOEINF_OK) st = moeinf_loader_init(t->store, cfg->io_threads, &t->loader, err);
-    if (st == MOEINF_OK) {
-        size_t ns = (size_t)n_slots;
-        size_t ne = (size_t)n_experts;
-        t->events = malloc(ns * sizeof *t->events);
-        t->layer = calloc((size_t)n_layers, sizeof *t->layer);
-        t->inflight = malloc(ns * sizeof *t->inflight);
-        t->slot_busy = calloc(ns, 1);
-        t->wait_slots = malloc(ns * sizeof *t->wait_slots);
-        t->proposals = malloc(ne * sizeof *t->proposals);
-        t->hints =
-            malloc(ne * (size_t)(cfg->lookahead > 0 ? cfg->lookahead : 1) * sizeof *t->hints);
-        t->in_step = calloc(ne, 1);
-        t->predicted = calloc((size_t)n_layers * ne, 1);
-        if (!t->events || !t->layer || !t->inflight || !t->slot_busy || !t->wait_slots ||
-            !t->proposals || !t->hints || !t->in_step || !t->predicted) {
-            st = moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory for the expert cache");
-        }
-    }
+    if (st == MOEINF_OK) st = moeinf_loader_init(t->store, p->io_threads, &t->loader, err);
+    if (st == MOEINF_OK) st = tier_buffers(t, err);
     if (st != MOEINF_OK) {
         moeinf_tier_free(t);
         return st;
@@ -68,6 +127,7 @@ void moeinf_tier_free(struct moeinf_tier *t) {
     if (!t) return;
     moeinf_loader_free(t->loader); /* before the store: its threads read into the slots */
     moeinf_store_free(t->store);
+    moeinf_fast_tier_free(t->fast);
     if (t->step.ids) moeinf_step_free(&t->step);
     moeinf_cache_free(t->cache);
     moeinf_policy_free(t->policy);
@@ -241,7 +301,7 @@ void moeinf_tier_hint(struct moeinf_tier *t, int layer, const int *experts, int 
     for (int i = 0; i < n; i++) {
         uint32_t id = base + (uint32_t)experts[i];
         predict(t, id, MOEINF_SOURCE_LOOKAHEAD);
-        if (t->n_hints < t->n_experts * (t->cfg.lookahead > 0 ? t->cfg.lookahead : 1)) {
+        if (t->n_hints < t->n_layers * t->top_k) {
             t->hints[t->n_hints++] = id;
         }
     }
@@ -351,8 +411,7 @@ const uint8_t *moeinf_tier_part(const struct moeinf_tier *t, int i, int part) {
 
 void moeinf_tier_compute(struct moeinf_tier *t, const struct moeinf_expert_ffn *ffn,
                          struct moeinf_pool *pool, const struct moeinf_kernels *kern) {
-    (void)t;
-    moeinf_expert_ffn_run(pool, kern, ffn);
+    moeinf_fast_tier_compute(t->fast, ffn, pool, kern);
 }
 
 void moeinf_tier_wave_end(struct moeinf_tier *t) {
@@ -362,12 +421,75 @@ void moeinf_tier_wave_end(struct moeinf_tier *t) {
 
 enum moeinf_status moeinf_tier_layer_end(struct moeinf_tier *t, struct moeinf_error *err) {
     moeinf_step_end(&t->step, t->policy);
-    int n = moeinf_policy_propose_prefetch(t->policy, t->step.layer, t->proposals, t->cfg.prefetch);
-    for (int i = 0; i < n && i < t->cfg.prefetch; i++) {
+    int n = moeinf_policy_propose_prefetch(t->policy, t->step.layer, t->proposals, t->prefetch);
+    for (int i = 0; i < n && i < t->prefetch; i++) {
         if (t->proposals[i] >= (uint32_t)(t->n_layers * t->n_experts)) continue;
         predict(t, t->proposals[i], MOEINF_SOURCE_POLICY);
         enum moeinf_status st = prefetch_one(t, t->proposals[i], err);
         if (st != MOEINF_OK) return st;
     }
     return MOEINF_OK;
+}
+
+/* ---- what the tier is and did ------------------------------------------------------------ */
+
+void moeinf_tier_info(const struct moeinf_tier *t, struct moeinf_tier_info *out) {
+    memset(out, 0, sizeof *out);
+    out->slots = t->capacity;
+    out->slot_bytes = t->fast->slot_bytes;
+    out->policy = t->policy->ops->name;
+    out->fast = t->fast->ops->name;
+    out->direct_io = moeinf_store_direct(t->store);
+    out->io_note = moeinf_store_note(t->store);
+}
+
+static void counters_add(struct moeinf_tier_counters *o, const struct moeinf_tier_counters *c) {
+    o->accesses += c->accesses;
+    o->hits += c->hits;
+    o->misses += c->misses;
+    o->prefetches += c->prefetches;
+    o->prefetch_hits += c->prefetch_hits;
+    o->late_prefetches += c->late_prefetches;
+    o->wasted_prefetches += c->wasted_prefetches;
+    o->dropped_prefetches += c->dropped_prefetches;
+    o->stall_ns += c->stall_ns;
+    moeinf_store_counters_add(&o->io, &c->io);
+}
+
+void moeinf_tier_report(const struct moeinf_tier *t, int layer, struct moeinf_tier_report *out) {
+    assert(layer >= -1 && layer < t->n_layers);
+    memset(out, 0, sizeof *out);
+    for (int il = 0; il < t->n_layers; il++) {
+        if (layer == -1 || layer == il) counters_add(&out->counters, &t->layer[il]);
+    }
+    out->tokens = t->tokens;
+    out->decode_tokens = t->decode_tokens;
+    memcpy(out->prediction, t->prediction, sizeof out->prediction);
+}
+
+void moeinf_tier_report_reset(struct moeinf_tier *t) {
+    moeinf_tier_quiesce(t); /* reads in flight would count after the reset */
+    memset(t->layer, 0, (size_t)t->n_layers * sizeof *t->layer);
+    memset(t->prediction, 0, sizeof t->prediction);
+    t->tokens = t->decode_tokens = 0;
+}
+
+struct moeinf_policy *moeinf_tier_policy(struct moeinf_tier *t) {
+    return t->policy;
+}
+
+int moeinf_tier_reads_in_flight(const struct moeinf_tier *t) {
+    return t->n_inflight;
+}
+
+bool moeinf_tier_in_request(const struct moeinf_tier *t) {
+    return t->in_request;
+}
+
+void moeinf_tier_evict_all(struct moeinf_tier *t) {
+    moeinf_tier_quiesce(t); /* no pin is left once every read is retired */
+    for (int slot = 0; slot < t->capacity; slot++) {
+        uint32_t id = moeinf_cache_slot_expert(t->cache, slot);
+        if (id != MOEINF_EXPERT_NONE) moeinf_cache_drop(t->cache, t->policy, id);
+    }
 }

@@ -1,8 +1,9 @@
 /*
- * tier.h - the engine's offloaded routed experts: the fast tier (cache slots, policy) in front
- * of the slow tier (offload/store.c, the model file, read on I/O threads by
- * offload/loader.c), driven by the forward pass one layer step at a time through
- * experts/step.h, with the counters --stats reports.
+ * tier.h - the engine's offloaded routed experts: the expert cache (experts/cache.h and a
+ * policy, deciding which experts stay; the fast tier of offload/fast_tier.h, holding and
+ * computing them) in front of the slow tier (offload/store.c, the model file, read on I/O
+ * threads by offload/loader.c), driven by the forward pass one layer step at a time through
+ * experts/step.h, with the counters a context reports (moeinf_context_expert_stats).
  *
  * Per forward iteration (a decode token or a prefill micro-batch) the forward pass calls
  *   moeinf_tier_iteration_begin(t, phase, m);
@@ -12,7 +13,7 @@
  *                      compute the experts that moeinf_tier_ready(t, i) says are there;
  *                      until all are computed: moeinf_tier_wave_wait_next(t, err) and
  *                          compute those that have arrived since,
- *                      all with moeinf_tier_part(t, i, part);
+ *                      all with moeinf_tier_part(t, i, part) and moeinf_tier_compute;
  *                      moeinf_tier_wave_wait(t, err);   retires the reads
  *                      moeinf_tier_wave_end(t);
  *                  }
@@ -28,7 +29,7 @@
  * admitted to the cache exactly as the simulator admits them (moeinf_cache_prefetch, same
  * victims), their reads queued behind every demand read:
  *   - the policy's proposals after each step (moeinf_tier_layer_end: up to `prefetch` per
- *     step, what `moeinf sim --prefetch` means);
+ *     step, what the simulator's prefetch means);
  *   - gate lookahead hints from the forward pass (the routers of the next layers applied to
  *     the current hidden state), issued right after the wave's demand reads are queued.
  * An expert whose read is in flight is pinned (never a victim) until the read is retired. A
@@ -36,18 +37,17 @@
  * dropped: the read is cancelled and the cache forgets the expert. The cache and the
  * policy are only touched by the forward pass's thread; the I/O threads only read.
  */
-#ifndef MOEINF_EXPERTS_TIER_H
-#define MOEINF_EXPERTS_TIER_H
+#ifndef MOEINF_OFFLOAD_TIER_H
+#define MOEINF_OFFLOAD_TIER_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "compute/expert_ffn.h"
-#include "experts/cache.h"
+#include "compute/pool.h"
 #include "experts/policy.h"
-#include "experts/step.h"
 #include "moeinf.h"
-#include "offload/loader.h"
+#include "offload/fast_tier.h"
 #include "offload/store.h"
 
 /* Counters of one layer (or of all). */
@@ -78,55 +78,65 @@ struct moeinf_tier_prediction {
     uint64_t predicted, correct, actual;
 };
 
-struct moeinf_tier_config {
-    const char *policy; /* a registered online policy; NULL: the default */
-    bool page_cache;    /* see store.h */
-    int io_threads;     /* 0: reads on the forward pass's thread when needed */
-    int prefetch;       /* policy proposals admitted per step */
-    int lookahead;      /* layers ahead the forward pass predicts by gate lookahead */
-};
-
-struct moeinf_tier {
-    struct moeinf_cache *cache;
-    struct moeinf_policy *policy;
-    struct moeinf_store *store;
-    struct moeinf_loader *loader;
-    struct moeinf_step step;
-    struct moeinf_tier_config cfg;
-    struct moeinf_cache_event *events; /* (capacity) the current wave's accesses */
-    const uint32_t *wave_ids;
-    int wave_n;
-    int n_layers, n_experts, top_k, capacity;
-    bool in_request;
-    uint64_t n_requests;
-    struct moeinf_tier_counters *layer; /* (n_layers) */
-    uint64_t tokens, decode_tokens;
-    /* reads in flight (forward thread only); a slot's expert is the cache's, pinned while
-     * its read is in flight */
-    int *inflight; /* (capacity) slots with a job not yet retired */
-    int n_inflight;
-    uint8_t *slot_busy; /* (capacity) 1 while the slot is in inflight[] */
-    int *wait_slots;    /* (capacity) the current wave's reads to wait for */
-    int n_wait;
-    int wait_pos;        /* wait_slots[0..wait_pos) are known to have arrived */
-    uint32_t *proposals; /* (n_experts) policy proposals / lookahead hints */
-    uint32_t *hints;     /* (n_experts * lookahead) hinted ids awaiting the wave */
-    int n_hints;
-    uint8_t *in_step;   /* (n_experts) 1 for the experts of the current step */
-    uint8_t *predicted; /* (layers x experts) bit per source: named for the layer's next step */
+/* What the tier did, since it was made or last reset. */
+struct moeinf_tier_report {
+    struct moeinf_tier_counters counters; /* of the layer asked for, or of all summed */
+    uint64_t tokens, decode_tokens;       /* tokens of the iterations, every phase / decode */
     struct moeinf_tier_prediction prediction[MOEINF_SOURCE_COUNT];
 };
 
+/* What the tier is. */
+struct moeinf_tier_info {
+    int slots;
+    uint64_t slot_bytes;
+    const char *policy;  /* its name */
+    const char *fast;    /* the fast tier's name ("ram") */
+    bool direct_io;      /* reads bypass the page cache */
+    const char *io_note; /* one line on how experts are read, or NULL */
+};
+
 /*
- * Opens the store over `path` with n_slots slots (the cache capacity, >= top_k), the policy
- * and the I/O threads of cfg. MOEINF_ERR_ARG for an unknown or offline policy, the store's
- * and the loader's errors otherwise.
+ * The values come checked (moeinf_context_params_check states the rules): the tier trusts
+ * them. budget_bytes sizes the fast tier: budget_bytes / moeinf_store_slot_bytes_for(...)
+ * slots, cut to every expert when more; fewer than top_k is MOEINF_ERR_ARG.
  */
-enum moeinf_status moeinf_tier_init(const char *path, const struct moeinf_store_layer *layers,
-                                    int n_layers, int n_experts, int top_k, int n_slots,
-                                    const struct moeinf_tier_config *cfg, struct moeinf_tier **out,
-                                    struct moeinf_error *err);
+struct moeinf_tier_params {
+    const char *path;                        /* the model file */
+    const struct moeinf_store_layer *layers; /* [n_layers] where each layer's experts lie */
+    int n_layers, n_experts, top_k;
+    uint64_t budget_bytes;
+    const char *policy;                      /* a registered online policy; NULL: the default */
+    bool page_cache;                         /* see store.h */
+    int io_threads;                          /* 0: reads on the forward pass's thread */
+    int prefetch;                            /* policy proposals admitted per step; 0 without
+                                                I/O threads */
+    const struct moeinf_fast_tier_ops *fast; /* NULL: the RAM tier */
+};
+
+struct moeinf_tier;
+
+/* Opens the fast tier, the store over `path`, the policy and the I/O threads. MOEINF_ERR_ARG
+ * for a budget under top_k slots or an unknown or offline policy, the store's, the fast
+ * tier's and the loader's errors otherwise. */
+enum moeinf_status moeinf_tier_init(const struct moeinf_tier_params *params,
+                                    struct moeinf_tier **out, struct moeinf_error *err);
 void moeinf_tier_free(struct moeinf_tier *t);
+
+void moeinf_tier_info(const struct moeinf_tier *t, struct moeinf_tier_info *out);
+/* layer in [0, n_layers), or -1 for every layer summed. */
+void moeinf_tier_report(const struct moeinf_tier *t, int layer, struct moeinf_tier_report *out);
+/* Zeroes the counters, after every read in flight has finished (the cache keeps its
+ * contents). */
+void moeinf_tier_report_reset(struct moeinf_tier *t);
+/* The policy, for its learned state (save and load). */
+struct moeinf_policy *moeinf_tier_policy(struct moeinf_tier *t);
+/* Reads queued or running (demand and prefetch), not yet retired. */
+int moeinf_tier_reads_in_flight(const struct moeinf_tier *t);
+/* True between moeinf_tier_request_begin and _end. */
+bool moeinf_tier_in_request(const struct moeinf_tier *t);
+/* Empties the cache (the policy told of each expert as of an eviction), after every read in
+ * flight has finished: the next steps miss. */
+void moeinf_tier_evict_all(struct moeinf_tier *t);
 
 /* A request starts (ending the previous one, if any) / ends. */
 void moeinf_tier_request_begin(struct moeinf_tier *t);
@@ -137,7 +147,8 @@ void moeinf_tier_iteration_end(struct moeinf_tier *t);
 void moeinf_tier_layer_begin(struct moeinf_tier *t, int layer, const int32_t *sel, int m,
                              int top_k);
 /* Gate lookahead: the forward pass predicts that `layer` (a later layer) will use experts[0..n)
- * (experts of that layer); they are prefetched after the current wave's demand reads. */
+ * (experts of that layer); they are prefetched after the current wave's demand reads. At most
+ * top_k experts for each of the layers after the step's. */
 void moeinf_tier_hint(struct moeinf_tier *t, int layer, const int *experts, int n);
 /* The next wave: pins it and queues the reads of its misses (and the lookahead hints); *ids
  * are flat expert ids. The wave's experts may be computed once ready: moeinf_tier_ready for
@@ -156,12 +167,12 @@ enum moeinf_status moeinf_tier_wave_wait(struct moeinf_tier *t, struct moeinf_er
  * the wait counts as stall. moeinf_tier_wave_wait then retires the wave's reads. On a failed
  * read it is moeinf_tier_wave_wait: the wave is over and the read's error is returned. */
 enum moeinf_status moeinf_tier_wave_wait_next(struct moeinf_tier *t, struct moeinf_error *err);
-/* Part (0 gate, 1 up, 2 down) of the wave's i-th expert. */
+/* Part (0 gate, 1 up, 2 down) of the wave's i-th expert, in its slot. */
 const uint8_t *moeinf_tier_part(const struct moeinf_tier *t, int i, int part);
-void moeinf_tier_wave_end(struct moeinf_tier *t);
-/* Computes wave experts whose parts (moeinf_tier_part) are in their slots. */
+/* Computes ready wave experts whose parts (moeinf_tier_part) ffn names, in the fast tier. */
 void moeinf_tier_compute(struct moeinf_tier *t, const struct moeinf_expert_ffn *ffn,
                          struct moeinf_pool *pool, const struct moeinf_kernels *kern);
+void moeinf_tier_wave_end(struct moeinf_tier *t);
 /* Ends the step and queues the policy's prefetch proposals. Errors are the cache's (a policy
  * that names an invalid victim). */
 enum moeinf_status moeinf_tier_layer_end(struct moeinf_tier *t, struct moeinf_error *err);
