@@ -8,7 +8,7 @@
  *   linear    one sequential read per thread (the hardware prefetcher alone)
  *   prefetch  the same with software prefetches PREFETCH_BYTES ahead
  *   streamsK  each thread's part read as K = 2, 4, 8 interleaved sequential streams (the
- *             decode kernels read 2 weight rows far apart at once: measured faster here)
+ *             decode kernels read 3 or 8 weight rows far apart at once: docs/PERFORMANCE.md)
  * The buffer is ordinary anonymous memory (4 KiB pages unless the system forces huge pages),
  * as a mapped model file is.
  *

@@ -2,12 +2,11 @@
  * bench_kernels.c - memory bandwidth of the vec_dot kernels (decode is a matrix-vector
  * product that streams every weight byte from RAM once per token).
  *
- * Build and run (after `cmake --preset release && cmake --build build/release -j2`):
- *   cc -O2 -Iinclude -Isrc bench/bench_kernels.c build/release/libmoeinf.a -lm -lpthread
- *   ./a.out [MiB [type [n]]]   (weight matrix size, default 256: larger than the caches;
- *                               0.5 fits in L2 and shows the compute cost; type: only that
- *                               one, e.g. q4_0; "stream": only the stream line; n: row
- *                               length, default 4096)
+ * CMake builds it with every preset (build/release/bench_kernels):
+ *   bench_kernels [MiB [type [n]]]   (weight matrix size, default 256: larger than the
+ *                                     caches; 0.5 fits in L2 and shows the compute cost;
+ *                                     type: only that one, e.g. q4_0; "stream": only the
+ *                                     stream line; n: row length, default 4096)
  *
  * For each type and each kernel table this CPU runs, it times vec_dot over every row of a
  * weight matrix (one activation row that stays in L1) and vec_dot_rows over all rows at once

@@ -2,7 +2,7 @@
 # cache_policies.sh - hit ratio of every cache policy at 5, 10, 25 and 50 % cache on both shared
 # traces, over all requests and over the held-out second half (--warmup: the first half is
 # replayed but not counted), with the fraction of the LRU -> Belady gap that each online policy
-# closes. Markdown on stdout. Takes a few minutes on one core.
+# closes. Markdown on stdout. bench/README.md says how long it takes.
 #
 #   bench/cache_policies.sh [BUILD_DIR]        (default build/release, built when missing)
 set -eu

@@ -16,11 +16,11 @@
 # of the bandwidth limit is paired in time: bench_bandwidth runs before and after each
 # engine's run, each round's decode GB/s is divided by the better of those two, and the table
 # shows the median over rounds (the best decode over the best bandwidth of any round would
-# pair two unrelated lucky spells: this machine's bandwidth moved from 13.5 to 16 GB/s at one
-# thread within minutes). The streaming read covers a buffer of one token's weight bytes, not
-# more: a last-level cache shared by the host (480 MiB reported here) holds part of a small
-# model between tokens, and streaming a larger buffer would miss it, so decode could beat that
-# "limit" (it did: 105-120 % at 1 thread on the cut models). A stream over one token's bytes
+# pair two unrelated lucky spells: a shared machine's bandwidth moves by a sixth within
+# minutes, docs/PERFORMANCE.md). The streaming read covers a buffer of one token's weight
+# bytes, not more: a large last-level cache shared by the host holds part of a small model
+# between tokens, and streaming a larger buffer would miss it, so decode could beat that
+# "limit" (it did, on the cut models: docs/PERFORMANCE.md). A stream over one token's bytes
 # is the like-sized workload, not a strict bound: decode reuses the attention weights and
 # some experts from token to token and can still get more from the cache than the stream.
 #
@@ -36,8 +36,8 @@
 #               real model's 48 layers cut to --qwen3-layers (default 8), and the llama
 #               vocabulary (32000 tokens) instead of Qwen's 151936, which leaves the lm_head
 #               a fifth of the real one's
-# Installs the pinned llama-cpp-python when needed (bench/lib/llamacpp.sh: 10+ minutes on 2
-# cores). Ratios are measured in one run: these
+# Installs the pinned llama-cpp-python when needed (bench/lib/llamacpp.sh; bench/README.md
+# says how long each step takes). Ratios are measured in one run: these
 # machines are shared and noisy, so compare ratios, not absolute figures across runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -21,8 +21,8 @@
 # decode tokens/s and the cgroup's peak memory (page cache included). moeinf's cache runs
 # report their cold first run and warm runs apart (`moeinf bench --expert-cache`). The mmap
 # paths decode as many tokens as the cache runs (-n), so that the ratios compare equal work;
-# at 25 % they page at a fifth of a token per second, and with their warm-ups they took about
-# 45 of the 53 minutes of one `--budgets "50 25" --rounds 1` run. --slow-n N shortens them for a quick look, and
+# at 25 % they page slowly and take most of a run's time (bench/README.md says how long).
+# --slow-n N shortens them for a quick look, and
 # the table then says that its ratios to the mmap paths are not equal work. Needs root.
 #
 # gen-model's random weights route very unevenly (a few experts take most tokens), so these

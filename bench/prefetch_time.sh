@@ -3,9 +3,10 @@
 # prefetch, at 10 % and 25 % cache on both traces. Expert bytes are the routed experts at
 # Q4_K (4.5 bits per weight): Llama-4-Maverick 3 x 5120 x 8192 weights = 70,778,880 bytes,
 # DeepSeek-V2-Lite 3 x 2048 x 1408 = 4,866,048 bytes. Compute per token is the decode time of
-# the active weights read from RAM at ~29 GB/s (measured here): 17B active x 4.5 bits = 330 ms,
-# 2.4B = 47 ms. BANDWIDTH is the slow tier, this machine's disk: 0.9 GB/s measured with
-# `dd if=BIGFILE of=/dev/null bs=4M iflag=direct`; set BANDWIDTH=... to model another.
+# the active weights read from RAM at 29 GB/s: 17B active x 4.5 bits = 330 ms, 2.4B = 47 ms.
+# BANDWIDTH is the slow tier's GB/s, default 0.9 (a disk measured with `dd if=BIGFILE
+# of=/dev/null bs=4M iflag=direct`; both figures' origin: docs/CACHE_POLICY.md#prefetch); set
+# BANDWIDTH=... to model another disk.
 #
 #   bench/prefetch_time.sh [BUILD_DIR]
 set -eu

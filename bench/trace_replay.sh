@@ -28,8 +28,8 @@
 # (SUBSET=A-B overrides them all, for a quick check of the script.)
 # Models (written to --models, default /work/models, when missing; never inside a git
 # worktree): the trace's n_layers, n_experts and top_k, arch llama, Q8_0, with the widths
-# shrunk so that the whole script runs in about half an hour on 2 cores and the resident run
-# fits in memory:
+# shrunk so that the whole script stays short (bench/README.md) and the resident run fits in
+# memory:
 #   Llama-4 Maverick: real n_embd 5120, expert FFN 8192 (134 MB per expert at Q8_0, 410 GB
 #     for 24 x 128 experts: more than this disk holds) -> n_embd 512, FFN 1024 (1.7 MB per
 #     expert, 5.2 GB file)

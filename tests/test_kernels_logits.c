@@ -136,7 +136,7 @@ static void test_generated_models(void) {
 
 /* An unknown MOEINF_KERNELS value: context init fails with MOEINF_ERR_ARG naming the value
  * and the choices, and the CLI prints that as its one error line and exits 1 (a failed
- * context init, README "Commands"). */
+ * context init, docs/USAGE.md#environment). */
 static void test_unknown_table_name(void) {
     char path[1024];
     char name[64];

@@ -1,6 +1,7 @@
 # bench/lib/llamacpp.sh - sourced by the benchmark scripts that run llama.cpp as the peer:
 # installs the pinned llama-cpp-python when another or no version is there, or one built with
-# AMX. pip compiles llama.cpp natively (-march=native less AMX): 10+ minutes on 2 cores.
+# AMX. pip compiles llama.cpp natively (-march=native less AMX), which takes a while
+# (bench/README.md).
 #
 #   llamacpp_install
 #

@@ -56,9 +56,9 @@ enum moeinf_status moeinf_file_map_mode(const char *path, enum moeinf_map_mode m
 void moeinf_file_unmap(struct moeinf_mapping *m);
 
 /* Memory for weights that decode streams (resident copies, expert cache slots): anonymous,
- * 2 MiB-aligned, with transparent huge pages asked for (a hint; fewer TLB misses: resident
- * Qwen3-shaped Q6_K decode ran 26 % faster on huge pages than through the file's 4 KiB page
- * cache pages). NULL when out of memory (size 0 too). Free with moeinf_huge_free(p, size). */
+ * 2 MiB-aligned, with transparent huge pages asked for (a hint; fewer TLB misses than the
+ * file's 4 KiB page cache pages: docs/PERFORMANCE.md, 2026-12-02, loading). NULL when out of
+ * memory (size 0 too). Free with moeinf_huge_free(p, size). */
 void *moeinf_huge_alloc(size_t size);
 void moeinf_huge_free(void *p, size_t size);
 

@@ -25,9 +25,9 @@
 /* Chunks per thread at most: enough that a thread which loses its core for a while (a
  * shared machine) leaves little work to wait for, few enough to keep streams long. Decode
  * (one activation row per job) is memory-bound and its eight-row kernels split a chunk into
- * eight streams, which must stay long for the hardware prefetchers: on 2-thread Qwen3- and
- * OLMoE-shaped K-quant decode, 4 chunks per thread streamed 5-10 % faster than 16, and 64 was
- * 20 % slower. Prefill is compute-bound and keeps the finer split for balance. */
+ * eight streams, which must stay long for the hardware prefetchers: 4 chunks per thread
+ * streamed faster than 16 or 64 on K-quant decode (docs/PERFORMANCE.md, 2026-12-01, K-quant
+ * files against llama.cpp). Prefill is compute-bound and keeps the finer split for balance. */
 #define CHUNKS_PER_THREAD        16
 #define CHUNKS_PER_THREAD_DECODE 4
 

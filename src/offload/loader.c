@@ -23,9 +23,9 @@ struct queue {
 /* A job is the expert's three parts (gate, up, down), handed out to I/O threads one part at a
  * time: the job stays queued until its last part is taken, so that the idle threads read the
  * parts of one expert at once. That raises the number of reads in flight when few experts are
- * missing (a small expert's parts are ~190 KB reads, which this disk serves faster at depth 2-4
- * than one at a time), and an expert is complete sooner, so that its compute can start while
- * the next one is read. */
+ * missing (SSDs serve reads of a small expert's parts faster a few at a time than one at a
+ * time: docs/OFFLOAD.md, 2026-12-01, part jobs and the number of I/O threads), and an expert is
+ * complete sooner, so that its compute can start while the next one is read. */
 struct job {
     _Atomic int state; /* enum moeinf_job_state */
     int layer, expert;

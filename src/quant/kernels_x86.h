@@ -424,10 +424,9 @@ static void vec_dot_rows_q5_0(int64_t n, int64_t nr, float *s, const void *w, si
 
 /* Weight rows read side by side by the single-chunk path: rows i, i + q and i + 2q of a
  * call's nr rows (q = nr / 3, the last nr % 3 rows alone), group by group. Three streams far
- * apart keep more DRAM requests in flight than one stream and its hardware prefetch: decode
- * of the Mixtral-shaped Q8_0 bench model at 2 threads went from 24.8 tok/s (1 stream) to 30.2
- * (2), 33.7 (3) and back to 27.9 (4); Q4_0 from 26.6 to 45.9 (3), the OLMoE shape from 14.8
- * to 19.9 (3) (the machine of the README's Performance section). */
+ * apart keep more DRAM requests in flight than one stream and its hardware prefetch; three
+ * measured fastest of 1 to 4 (docs/PERFORMANCE.md, 2026-12-01, Q8_0 and Q4_0 decode rows read
+ * far apart). */
 #define ROW_STREAMS 3
 
 struct xq4_group {
@@ -648,20 +647,18 @@ ROWS_KERNEL(vec_dot_rows_q8_0, struct xq8_group, prep_q8, q8_row, q8_group, Q8_B
  */
 
 /* Software prefetch distance (bytes ahead in each weight row) of the K-quant rows kernels:
- * with it, vec_dot_rows over a 1.5 GiB matrix (1 thread, bench_kernels) went from 7.7 to
- * 13.7 GB/s (Q4_K) and from 8.5 to 12.8 GB/s (Q6_K); 512 and 2048 measured about the same.
- * In a later quiet run: Q4_K 13.2, Q5_K 13.6, Q6_K 13.0, Q8_0 13.3 GB/s (AVX-512 table)
- * against 13.3 GB/s from bench_bandwidth -t 1 -s 1536 (the README's machine).
- * Prefetches past the last row are hints and never fault. */
+ * without it the rows kernels fell well short of the streaming read, with it they reach it;
+ * 512 and 2048 measured about the same (docs/PERFORMANCE.md, 2026-12-01, K-quant decode
+ * kernels against the streaming read). Prefetches past the last row are hints and never
+ * fault. */
 #define K_PREFETCH   1024
 #define QK_K_BYTES_X 292 /* sizeof(struct moeinf_block_q8_k): d (f32), qs[256], bsums[16] */
 
 /* Prefetches the block of `wbytes` bytes at p: one hint per 64 bytes of block, so that the
  * hints keep pace with the reads whatever the block size (each step's lines overlap the next
- * step's). A fixed three lines fell behind on Q6_K (210-byte blocks: 3.3 lines a step), and
- * 4 lines a step made Qwen3-shaped Q6_K decode 4-6 % faster at 1 thread (26.8 -> 27.9-28.5
- * tok/s, builds alternated three times); on 18-24-byte blocks it is one hint a block, not
- * three. */
+ * step's). A fixed three lines fell behind on Q6_K (210-byte blocks: 3.3 lines a step;
+ * docs/PERFORMANCE.md, 2026-12-02, K-quant rows prefetch one line per 64 bytes of block); on
+ * 18-24-byte blocks it is one hint a block, not three. */
 #define K_PREFETCH_BLOCK(p, wbytes)                                                                \
     do {                                                                                           \
         for (size_t pf_l = 0; pf_l < (size_t)(wbytes); pf_l += 64)                                 \

@@ -7,8 +7,8 @@
  * DESIGN: decode streams every weight byte once, so the kernel must cost less than the memory
  * time of a block, with room to spare. The per-row kernel spends most of its instructions on
  * per-block bookkeeping (scales spread one by one, a horizontal sum, scalar float steps). Here
- * eight weight rows, far apart in the matrix (eight memory streams, which this machine's DRAM
- * needs to reach its bandwidth), go through each super-block together:
+ * eight weight rows, far apart in the matrix (eight memory streams: DRAM needs several in
+ * flight to reach its bandwidth, docs/PERFORMANCE.md), go through each super-block together:
  *   - the activation block is loaded once for the eight rows (AVX-512: four registers);
  *   - each row's quants are unpacked and multiplied with its sub-block scales applied (AVX-512:
  *     64 quants at a time, a 32-byte load broadcast to both halves and the upper half shifted,

@@ -60,7 +60,7 @@ T="$work/trace.txt"
     echo
     "$py" "$root/tools/study/routing_study.py" analyze "$model" "$T" "$work/ids.tsv"
 } >"$work/report.md"
-# Mean skew over every request (one heatmap run each, as the README's table of real traces).
+# Mean skew over every request (one heatmap run each, as docs/SIM.md#what-the-shared-traces-show).
 i=0
 while [ $i -lt "$n" ]; do
     "$bin" trace heatmap --trace "$T" --index $i --layers 2>&1
