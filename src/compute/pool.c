@@ -109,10 +109,13 @@ enum moeinf_status moeinf_pool_init(int n_threads, struct moeinf_pool **out,
         struct worker *w = &pool->workers[i];
         w->pool = pool;
         w->ith = i + 1;
-        if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+        int e = pthread_create(&w->thread, NULL, worker_main, w);
+        if (e != 0) {
             pool->n_threads = i + 1; /* free joins only the started ones */
             moeinf_pool_free(pool);
-            return moeinf_fail(err, MOEINF_ERR_NOMEM, "cannot start worker thread %d", i + 1);
+            char eb[64];
+            return moeinf_fail(err, MOEINF_ERR_NOMEM, "cannot start worker thread %d: %s", i + 1,
+                               moeinf_strerror(e, eb, sizeof eb));
         }
     }
     *out = pool;

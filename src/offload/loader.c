@@ -176,7 +176,8 @@ enum moeinf_status moeinf_loader_init(struct moeinf_store *store, int n_threads,
         if (e != 0) {
             moeinf_loader_free(l);
             char eb[64];
-            return moeinf_fail(err, MOEINF_ERR_IO, "cannot start an expert I/O thread: %s",
+            /* a thread is a system resource like memory (EAGAIN: a limit reached) */
+            return moeinf_fail(err, MOEINF_ERR_NOMEM, "cannot start an expert I/O thread: %s",
                                moeinf_strerror(e, eb, sizeof eb));
         }
         l->n_threads++;

@@ -43,7 +43,7 @@ enum moeinf_job_state {
 struct moeinf_loader;
 
 /* Starts n_threads (>= 0) I/O threads over the store's slots. The store must outlive the
- * loader. MOEINF_ERR_NOMEM, or MOEINF_ERR_IO when a thread cannot be started. */
+ * loader. MOEINF_ERR_NOMEM, also when a thread cannot be started. */
 enum moeinf_status moeinf_loader_init(struct moeinf_store *store, int n_threads,
                                       struct moeinf_loader **out, struct moeinf_error *err);
 /* Cancels queued jobs, waits for reads in progress, joins the threads. Accepts NULL. */
