@@ -62,6 +62,7 @@ static bool fault_now(enum fault_kind k) {
     return true;
 }
 
+// NOLINTBEGIN(bugprone-reserved-identifier,readability-identifier-naming): the linker's names
 /* Declarations for the linker's names (-Wl,--wrap=f: calls to f go to __wrap_f, and __real_f
  * is the original); the prototypes are the C library's own. */
 void *__real_malloc(size_t size);
@@ -135,6 +136,8 @@ ssize_t __wrap_pread(int fd, void *buf, size_t n, off_t off) {
     }
     return __real_pread(fd, buf, n, off);
 }
+
+// NOLINTEND(bugprone-reserved-identifier,readability-identifier-naming)
 
 /* ---- the walks ----------------------------------------------------------------------------- */
 

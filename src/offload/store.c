@@ -158,11 +158,11 @@ enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store
         off += s->region[p];
     }
     s->slot_bytes = off;
-    if (s->slot_bytes > fast->slot_bytes) {
+    if (off > fast->slot_bytes) {
         moeinf_store_free(s);
         return moeinf_fail(err, MOEINF_ERR_ARG,
                            "%s: an expert needs %llu bytes of slot but the slots hold %llu", path,
-                           (unsigned long long)s->slot_bytes, (unsigned long long)fast->slot_bytes);
+                           (unsigned long long)off, (unsigned long long)fast->slot_bytes);
     }
     s->skew = calloc((size_t)n_slots * MOEINF_EXPERT_PARTS, sizeof *s->skew);
     if (!s->skew) {
