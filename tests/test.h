@@ -1,13 +1,27 @@
 /*
- * test.h - the test harness: one executable per test_*.c, each ending with the line
- * "N passed, N failed" and exiting non-zero on any failure.
+ * test.h - the test harness: one executable per test_*.c, each running its cases with RUN and
+ * ending with the line "N passed, N failed, N skipped".
  *
  *   static void test_something(void) { CHECK(x == 1); CHECK_NEAR(y, 0.5, 1e-6); }
  *   int main(void) { RUN(test_something); return test_report(); }
  *
- * Shared test data (../shared) is found through $MOEINF_SHARED (set by ctest). When it is
- * absent a test calls test_shared_path(), which reports a skip, except under CI=true,
- * where its absence is a failure.
+ * Skips. A case that cannot run says why, then returns:
+ *   - test_skip(why): something about this machine or this run (a tool not installed, a CPU
+ *     without the kernel table asked for, MOEINF_BIN unset outside ctest). Always a skip.
+ *   - test_skip_data(what): test data that is not here. test_shared_path() calls it when the
+ *     shared test data (../shared, found through $MOEINF_SHARED, which ctest sets) is absent.
+ *     Its line reads "SKIP (missing data): ...". A skip on a fresh clone; a failure when
+ *     MOEINF_REQUIRE_SHARED=1, which .ci/run sets: CI keeps ../shared, so no case may lose
+ *     its data there unnoticed. (CI=true alone does not make it a failure: hosted CI sets
+ *     that on fresh clones too.)
+ *
+ * Exit status (test_report); ctest runs every test with SKIP_RETURN_CODE 77:
+ *   1   a case failed, a CHECK outside any case failed, or no case ran at all;
+ *   77  no case passed and at least one skipped: ctest lists the binary as skipped, so a
+ *       binary whose data is missing never reads "Passed" having checked nothing;
+ *   0   at least one case passed and none failed. Cases that skipped are named on stdout
+ *       ("skipped test_x: why") but ctest shows Passed: the cases that ran needed none of
+ *       the missing data (each binary's shared-data cases were audited for that).
  */
 #ifndef MOEINF_TEST_H
 #define MOEINF_TEST_H
@@ -21,11 +35,24 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 
+/* The exit status ctest reads as "skipped" (SKIP_RETURN_CODE in CMakeLists.txt). */
+#define TEST_EXIT_SKIP 77
+
 static int test_n_checks_failed;
 static int test_n_passed;
 static int test_n_failed;
 static int test_n_skipped;
-static int test_current_skipped;
+static int test_n_skipped_data;  /* of test_n_skipped: for missing data */
+static int test_current_skipped; /* 0, or 1 (this machine) or 2 (missing data) */
+static char test_current_why[200];
+
+/* The skipped cases, named again by test_report. */
+#define TEST_MAX_SKIPS 64
+
+static struct {
+    const char *name;
+    char why[200];
+} test_skips[TEST_MAX_SKIPS];
 
 #define CHECK(cond)                                                                            \
     do {                                                                                       \
@@ -87,7 +114,8 @@ static int test_current_skipped;
             fprintf(stderr, "FAIL %s\n", #fn);                                                 \
             test_n_failed++;                                                                   \
         } else if (test_current_skipped) {                                                     \
-            test_n_skipped++;                                                                  \
+            fprintf(stderr, "skip %s\n", #fn);                                                 \
+            test_note_skip(#fn);                                                               \
         } else {                                                                               \
             fprintf(stderr, "ok   %s\n", #fn);                                                 \
             test_n_passed++;                                                                   \
@@ -100,19 +128,60 @@ static inline bool test_same_bytes(const void *a, const void *b, size_t n) {
     return memcmp(a, b, n) == 0;
 }
 
-/* Marks the running test as skipped (call, then return). */
+/* Marks the running case as skipped for something about this machine or run (call, then
+ * return). */
 static inline void test_skip(const char *why) {
     fprintf(stderr, "SKIP: %s\n", why);
-    test_current_skipped = 1;
+    if (!test_current_skipped) snprintf(test_current_why, sizeof test_current_why, "%s", why);
+    if (test_current_skipped != 2) test_current_skipped = 1;
 }
 
+/* Marks the running case as skipped for missing test data (call, then return); a failure
+ * instead under MOEINF_REQUIRE_SHARED=1 (see the top of this file). */
+static inline void test_skip_data(const char *what) {
+    const char *req = getenv("MOEINF_REQUIRE_SHARED"); /* NOLINT(concurrency-mt-unsafe) */
+    if (req && strcmp(req, "1") == 0) {
+        fprintf(stderr, "missing test data under MOEINF_REQUIRE_SHARED=1 (a failure): %s\n", what);
+        test_n_checks_failed++;
+        return;
+    }
+    fprintf(stderr, "SKIP (missing data): %s\n", what);
+    if (test_current_skipped != 2) snprintf(test_current_why, sizeof test_current_why, "%s", what);
+    test_current_skipped = 2;
+}
+
+/* Counts the skipped case `name` (RUN, or test_report for a main that stopped early). */
+static inline void test_note_skip(const char *name) {
+    if (test_n_skipped < TEST_MAX_SKIPS) {
+        test_skips[test_n_skipped].name = name;
+        snprintf(test_skips[test_n_skipped].why, sizeof test_skips[0].why, "%s%s",
+                 test_current_skipped == 2 ? "missing data: " : "", test_current_why);
+    }
+    test_n_skipped++;
+    test_n_skipped_data += test_current_skipped == 2;
+}
+
+/* The summary line, the skipped cases, and the exit status (the rule at the top). */
 static inline int test_report(void) {
-    printf("%d passed, %d failed, %d skipped\n", test_n_passed, test_n_failed, test_n_skipped);
-    return test_n_failed ? 1 : 0;
+    /* A skip outside RUN: main stopped before its cases. */
+    if (test_current_skipped && test_n_passed + test_n_failed + test_n_skipped == 0)
+        test_note_skip("main");
+    printf("%d passed, %d failed, %d skipped", test_n_passed, test_n_failed, test_n_skipped);
+    if (test_n_skipped_data) printf(" (%d for missing data)", test_n_skipped_data);
+    printf("\n");
+    for (int i = 0; i < test_n_skipped && i < TEST_MAX_SKIPS; i++)
+        printf("skipped %s: %s\n", test_skips[i].name, test_skips[i].why);
+    if (test_n_failed || test_n_checks_failed) return 1;
+    if (test_n_passed == 0 && test_n_skipped == 0) {
+        printf("no case ran: a test that checks nothing fails\n");
+        return 1;
+    }
+    return test_n_passed == 0 ? TEST_EXIT_SKIP : 0;
 }
 
 /* Full path of a file under ../shared into buf, or NULL when the shared folder is absent
- * (a skip outside CI, a failure under CI=true). */
+ * (test_skip_data: a skip, or a failure under MOEINF_REQUIRE_SHARED=1). A present folder
+ * without the file is not a skip: the caller's open fails, and so does the case. */
 static inline const char *test_shared_path(const char *rel, char *buf, size_t size) {
     const char *dir = getenv("MOEINF_SHARED"); /* NOLINT(concurrency-mt-unsafe): main thread */
     struct stat st;
@@ -120,14 +189,10 @@ static inline const char *test_shared_path(const char *rel, char *buf, size_t si
         snprintf(buf, size, "%s/%s", dir, rel);
         return buf;
     }
-    const char *ci = getenv("CI"); /* NOLINT(concurrency-mt-unsafe): main thread */
-    if (ci && strcmp(ci, "true") == 0) {
-        fprintf(stderr, "shared test data missing (MOEINF_SHARED=%s) under CI=true\n",
-                dir ? dir : "(unset)");
-        test_n_checks_failed++;
-    } else {
-        test_skip("../shared is absent; shared-data tests skipped");
-    }
+    char what[512];
+    snprintf(what, sizeof what, "../shared is absent (MOEINF_SHARED=%s); needed: %s",
+             dir ? dir : "(unset)", rel);
+    test_skip_data(what);
     return NULL;
 }
 

@@ -285,6 +285,7 @@ static void test_golden_prompts(void) {
     static const char *const models[] = {"tiny-qwen2moe-F32", "tiny-qwen2moe-Q4_K_M"};
     static const char *const prompts[] = {"hello", "code", "unicode-kvf32-nofa", "hello-kvf32-nofa",
                                           "code-kvf32-nofa"};
+    int n_goldens = 0;
     for (int m = 0; m < 2; m++) {
         char rel[256];
         snprintf(rel, sizeof rel, "testdata/models/%s.gguf", models[m]);
@@ -297,11 +298,14 @@ static void test_golden_prompts(void) {
             char p[256];
             snprintf(p, sizeof p, "testdata/golden/%s/%s.json", models[m], prompts[i]);
             char path[1024];
-            if (test_shared_path(p, path, sizeof path) && access(path, R_OK) == 0)
+            if (test_shared_path(p, path, sizeof path) && access(path, R_OK) == 0) {
                 check_golden(v, models[m], prompts[i]); /* not every model has every prompt */
+                n_goldens++;
+            }
         }
         moeinf_vocab_free(v);
     }
+    CHECK_EQ_INT(n_goldens, 5 + 2); /* ../shared/testdata/golden: all five, and two for Q4_K_M */
     /* The OLMoE file carries the same vocabulary (no goldens for it): same ids. */
     struct moeinf_vocab *a = load_vocab("testdata/models/tiny-olmoe-F32.gguf");
     struct moeinf_vocab *b = load_vocab("testdata/tokenizer/ggml-vocab-deepseek-coder.gguf");
