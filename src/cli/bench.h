@@ -1,4 +1,5 @@
-/* bench.h - what `moeinf bench` (cmd_bench.c) and its routing replay (bench_replay.c) share. */
+/* bench.h - what `moeinf bench` (cmd_bench.c) and its routing replay (bench_replay.c) share:
+ * bench_print.c's functions, and bench_replay.c's entry. */
 #ifndef MOEINF_CLI_BENCH_H
 #define MOEINF_CLI_BENCH_H
 
