@@ -234,18 +234,6 @@ double moeinf_eam_proximity(int layer, int current, int n_layers) {
     return 1.0 - (double)d / (double)n_layers;
 }
 
-double moeinf_eam_cosine(const float *a, const float *b, size_t n) {
-    double ab = 0;
-    double aa = 0;
-    double bb = 0;
-    for (size_t i = 0; i < n; i++) {
-        ab += (double)a[i] * (double)b[i];
-        aa += (double)a[i] * (double)a[i];
-        bb += (double)b[i] * (double)b[i];
-    }
-    return aa > 0 && bb > 0 ? ab / (sqrt(aa) * sqrt(bb)) : 0.0;
-}
-
 /* Inserts (sim, m) into the descending top list of at most k; equal sims keep the earlier
  * (lower) entry first. */
 static void top_insert(double *sims, int *ids, int *n, int k, double sim, int m) {
