@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/le.h"
 #include "base/status.h"
 #include "experts/cache.h"
 #include "experts/eam.h"
@@ -576,48 +577,37 @@ static size_t section_bytes(const struct reuse *s) {
     return 16 + (size_t)s->n_ids * 24 + (size_t)N_CELLS * 16 + (co_cells(s) + co_rows(s)) * 4;
 }
 
+/* Cursor forms of base/le.h: each writes or reads one value and moves past it. */
 static uint8_t *put64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    moeinf_le_put_u64(p, v);
     return p + 8;
 }
 
 static uint8_t *put_f64(uint8_t *p, double d) {
-    uint64_t v;
-    memcpy(&v, &d, sizeof v);
-    return put64(p, v);
+    moeinf_le_put_f64(p, d);
+    return p + 8;
 }
 
 static uint8_t *put_f32(uint8_t *p, float f) {
-    uint32_t v;
-    memcpy(&v, &f, sizeof v);
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    moeinf_le_put_f32(p, f);
     return p + 4;
 }
 
 static uint64_t get64(const uint8_t **p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)(*p)[i] << (8 * i);
+    uint64_t v = moeinf_le_u64(*p);
     *p += 8;
     return v;
 }
 
 static double get_f64(const uint8_t **p) {
-    uint64_t v = get64(p);
-    double d;
-    memcpy(&d, &v, sizeof d);
+    double d = moeinf_le_f64(*p);
+    *p += 8;
     return d;
 }
 
 static float get_f32(const uint8_t **p) {
-    uint32_t v = 0;
-    for (int i = 0; i < 4; i++)
-        v |= (uint32_t)(*p)[i] << (8 * i);
+    float f = moeinf_le_f32(*p);
     *p += 4;
-    float f;
-    memcpy(&f, &v, sizeof f);
     return f;
 }
 

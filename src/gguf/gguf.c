@@ -6,8 +6,8 @@
  * compared with what is left before it is used or before anything is allocated for it, and
  * every product (array sizes, tensor shapes, byte sizes) is checked for overflow first, so
  * a hostile file can neither read past the mapping nor make us allocate more than a small
- * multiple of its own size. Values are decoded with explicit little-endian byte loads,
- * which are alignment-safe (metadata values are packed with no alignment at all).
+ * multiple of its own size. Values are decoded with explicit little-endian byte loads
+ * (base/le.h), which are alignment-safe (metadata values are packed with no alignment at all).
  * Lookups go through arrays sorted by key and by tensor name, which also find duplicates.
  */
 #include "gguf/gguf.h"
@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/le.h"
 #include "base/status.h"
 #include "base/tensor_type.h"
 
@@ -27,34 +28,6 @@
 /* Smallest encodings, used to bound counts before allocating for them. */
 #define MIN_KV_BYTES     (8 + 4)         /* empty key + value type, value not counted */
 #define MIN_TENSOR_BYTES (8 + 4 + 4 + 8) /* empty name, n_dims, type, offset */
-
-/* ---- little-endian loads -------------------------------------------------------------- */
-
-static uint16_t ld16(const uint8_t *p) {
-    return (uint16_t)(p[0] | (uint16_t)p[1] << 8);
-}
-
-static uint32_t ld32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t ld64(const uint8_t *p) {
-    return (uint64_t)ld32(p) | (uint64_t)ld32(p + 4) << 32;
-}
-
-static float ldf32(const uint8_t *p) {
-    uint32_t u = ld32(p);
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static double ldf64(const uint8_t *p) {
-    uint64_t u = ld64(p);
-    double d;
-    memcpy(&d, &u, sizeof d);
-    return d;
-}
 
 const char *moeinf_gguf_type_str(enum moeinf_gguf_type type) {
     static const char *const names[MOEINF_GGUF_TYPE_COUNT] = {
@@ -86,17 +59,17 @@ static int64_t load_int(enum moeinf_gguf_type t, const uint8_t *p, bool *big) {
     case MOEINF_GGUF_TYPE_INT8:
         return (int8_t)p[0];
     case MOEINF_GGUF_TYPE_UINT16:
-        return ld16(p);
+        return moeinf_le_u16(p);
     case MOEINF_GGUF_TYPE_INT16:
-        return (int16_t)ld16(p);
+        return (int16_t)moeinf_le_u16(p);
     case MOEINF_GGUF_TYPE_UINT32:
-        return ld32(p);
+        return moeinf_le_u32(p);
     case MOEINF_GGUF_TYPE_INT32:
-        return (int32_t)ld32(p);
+        return (int32_t)moeinf_le_u32(p);
     case MOEINF_GGUF_TYPE_INT64:
-        return (int64_t)ld64(p);
+        return (int64_t)moeinf_le_u64(p);
     case MOEINF_GGUF_TYPE_UINT64: {
-        uint64_t u = ld64(p);
+        uint64_t u = moeinf_le_u64(p);
         if (u > INT64_MAX) {
             *big = true;
             return INT64_MAX;
@@ -161,7 +134,7 @@ static enum moeinf_status need(struct cursor *c, uint64_t n, const char *what, c
 static enum moeinf_status rd32(struct cursor *c, uint32_t *v, const char *what, const char *who) {
     enum moeinf_status st = need(c, 4, what, who);
     if (st) return st;
-    *v = ld32(c->base + c->pos);
+    *v = moeinf_le_u32(c->base + c->pos);
     c->pos += 4;
     return MOEINF_OK;
 }
@@ -169,7 +142,7 @@ static enum moeinf_status rd32(struct cursor *c, uint32_t *v, const char *what, 
 static enum moeinf_status rd64(struct cursor *c, uint64_t *v, const char *what, const char *who) {
     enum moeinf_status st = need(c, 8, what, who);
     if (st) return st;
-    *v = ld64(c->base + c->pos);
+    *v = moeinf_le_u64(c->base + c->pos);
     c->pos += 8;
     return MOEINF_OK;
 }
@@ -346,7 +319,7 @@ static enum moeinf_status read_tensor_info(struct cursor *c, struct moeinf_gguf_
     /* The length is checked against the name limit before the file size, so that an absurd
      * length is reported as what it is. */
     if ((st = need(c, 8, "tensor name", who))) return st;
-    len = ld64(c->base + c->pos);
+    len = moeinf_le_u64(c->base + c->pos);
     if (len > MAX_TENSOR_NAME) {
         return bad(c,
                    "tensor info %" PRIu64 ": tensor name of %" PRIu64 " bytes is too long (max %d)",
@@ -645,9 +618,9 @@ static enum moeinf_status get_f32(const struct moeinf_gguf *g, const char *key, 
     const struct moeinf_gguf_kv *kv = lookup(g, key, optional, &st, err);
     if (!kv) return st;
     if (kv->type == MOEINF_GGUF_TYPE_FLOAT32) {
-        *out = ldf32(kv->data);
+        *out = moeinf_le_f32(kv->data);
     } else if (kv->type == MOEINF_GGUF_TYPE_FLOAT64) {
-        *out = (float)ldf64(kv->data);
+        *out = (float)moeinf_le_f64(kv->data);
     } else {
         return wrong_type(g, key, kv, "a float", err);
     }
@@ -681,7 +654,7 @@ static enum moeinf_status get_str(const struct moeinf_gguf *g, const char *key,
     const struct moeinf_gguf_kv *kv = lookup(g, key, optional, &st, err);
     if (!kv) return st;
     if (kv->type != MOEINF_GGUF_TYPE_STRING) return wrong_type(g, key, kv, "string", err);
-    out->len = ld64(kv->data);
+    out->len = moeinf_le_u64(kv->data);
     out->data = (const char *)kv->data + 8;
     return MOEINF_OK;
 }
@@ -715,15 +688,15 @@ enum moeinf_status moeinf_gguf_get_arr(const struct moeinf_gguf *g, const char *
 struct moeinf_gguf_str moeinf_gguf_arr_str(const struct moeinf_gguf_kv *kv, uint64_t i) {
     assert(kv->str_off && i < kv->n_elem);
     const uint8_t *p = kv->data + kv->str_off[i];
-    struct moeinf_gguf_str s = {(const char *)p + 8, ld64(p)};
+    struct moeinf_gguf_str s = {(const char *)p + 8, moeinf_le_u64(p)};
     return s;
 }
 
 float moeinf_gguf_arr_f32(const struct moeinf_gguf_kv *kv, uint64_t i) {
     assert(i < kv->n_elem && kv->elem_type != MOEINF_GGUF_TYPE_STRING);
     const uint8_t *p = kv->data + i * moeinf_gguf_scalar_size(kv->elem_type);
-    if (kv->elem_type == MOEINF_GGUF_TYPE_FLOAT32) return ldf32(p);
-    if (kv->elem_type == MOEINF_GGUF_TYPE_FLOAT64) return (float)ldf64(p);
+    if (kv->elem_type == MOEINF_GGUF_TYPE_FLOAT32) return moeinf_le_f32(p);
+    if (kv->elem_type == MOEINF_GGUF_TYPE_FLOAT64) return (float)moeinf_le_f64(p);
     bool big;
     return (float)load_int(kv->elem_type, p, &big);
 }
@@ -731,9 +704,9 @@ float moeinf_gguf_arr_f32(const struct moeinf_gguf_kv *kv, uint64_t i) {
 int32_t moeinf_gguf_arr_i32(const struct moeinf_gguf_kv *kv, uint64_t i) {
     assert(i < kv->n_elem && kv->elem_type != MOEINF_GGUF_TYPE_STRING);
     const uint8_t *p = kv->data + i * moeinf_gguf_scalar_size(kv->elem_type);
-    if (kv->elem_type == MOEINF_GGUF_TYPE_INT32) return (int32_t)ld32(p);
+    if (kv->elem_type == MOEINF_GGUF_TYPE_INT32) return (int32_t)moeinf_le_u32(p);
     if (kv->elem_type == MOEINF_GGUF_TYPE_FLOAT32 || kv->elem_type == MOEINF_GGUF_TYPE_FLOAT64) {
-        double d = kv->elem_type == MOEINF_GGUF_TYPE_FLOAT32 ? ldf32(p) : ldf64(p);
+        double d = kv->elem_type == MOEINF_GGUF_TYPE_FLOAT32 ? moeinf_le_f32(p) : moeinf_le_f64(p);
         return d >= INT32_MIN && d <= INT32_MAX ? (int32_t)d : 0;
     }
     bool big;
@@ -782,19 +755,19 @@ static void print_scalar(FILE *out, enum moeinf_gguf_type t, const uint8_t *p) {
     bool big;
     switch (t) {
     case MOEINF_GGUF_TYPE_FLOAT32:
-        fprintf(out, "%.9g", (double)ldf32(p));
+        fprintf(out, "%.9g", (double)moeinf_le_f32(p));
         break;
     case MOEINF_GGUF_TYPE_FLOAT64:
-        fprintf(out, "%.17g", ldf64(p));
+        fprintf(out, "%.17g", moeinf_le_f64(p));
         break;
     case MOEINF_GGUF_TYPE_BOOL:
         fputs(p[0] ? "true" : "false", out);
         break;
     case MOEINF_GGUF_TYPE_UINT64:
-        fprintf(out, "%" PRIu64, ld64(p));
+        fprintf(out, "%" PRIu64, moeinf_le_u64(p));
         break;
     case MOEINF_GGUF_TYPE_STRING:
-        print_str(out, (const char *)p + 8, ld64(p));
+        print_str(out, (const char *)p + 8, moeinf_le_u64(p));
         break;
     default:
         if (is_signed_type(t)) {
