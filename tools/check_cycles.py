@@ -2,10 +2,16 @@
 """Fails when source files form a loop: an include cycle, or files whose functions call each
 other (two files, or more around a loop).
 
-The cross-reference comes from two tools, not from a parser of our own:
-  universal-ctags  where each function is defined, and whether it is static (file scope);
-                   the #include "..." lines of every file
+The cross-reference comes from two tools:
+  universal-ctags  where each function and macro is defined (first and last line), whether
+                   it is static (file scope); the #include "..." lines of every file
   cscope           who calls each function (its line-oriented query 3, "functions calling")
+cscope 15.9 is not complete on its own: its parser loses the calls of some functions (after
+an array parameter, for one), and its database has named the file before the right one for
+some hits. So each hit is checked against the source (the line must hold the name; else it
+moves to the one file where it does, or the script stops), and a plain scan for `name(`
+outside comments, strings and member calls adds what cscope missed; the summary line counts
+both.
 
 A call goes from the file that holds it (a .c file, or a header: a static inline function or
 a macro body) to the file that defines the function, whichever header declares it. A header
@@ -13,8 +19,8 @@ with a .c file of the same name beside it (trace_tools.h, trace_tools.c) is that
 interface, so for calls the two are one node: an inline function in x.h counts as x.c's. A
 call to a name the calling file defines itself stays inside that file; a static function
 elsewhere cannot be called, so only external definitions and header inlines are candidates.
-cscope guesses where a function starts, ctags knows: a cscope hit on a line outside every
-function or macro definition ctags found (a prototype after a macro invocation) is no call.
+A hit on a line outside every function or macro definition ctags found (a prototype, which
+cscope may take for a call after a macro invocation) is no call.
 Calls through function pointers (ops tables) are not calls here: that is how a table breaks a
 loop. For includes every file is its own node; an include resolves against the including
 file's folder, then src/, then include/; system headers are left out.
@@ -33,6 +39,7 @@ cycle; 2: a tool is missing or failed.
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -76,15 +83,16 @@ def run_ctags(root, files):
 
 
 def run_cscope(root, files, names):
-    """Returns calls[name] = [(file, line)] of the calls to name (cscope's query 3)."""
+    """Returns calls[name] = [(file, caller, line)] of the calls to name (cscope's query 3)."""
     calls = {}
     with tempfile.TemporaryDirectory() as tmp:
         listing = os.path.join(tmp, "files")
         db = os.path.join(tmp, "cscope.out")
         with open(listing, "w", encoding="utf-8") as f:
             f.write("\n".join(files) + "\n")
-        # -k: no /usr/include; -u: build afresh; -b: build only.
-        subprocess.run(["cscope", "-b", "-k", "-u", "-i", listing, "-f", db], cwd=root,
+        # -k: no /usr/include; -u: build afresh; -b: build only; -c: no compression (the
+        # compressed database has named the wrong file for some hits; see checked_calls).
+        subprocess.run(["cscope", "-b", "-c", "-k", "-u", "-i", listing, "-f", db], cwd=root,
                        check=True, capture_output=True)
         queries = "".join("3" + n + "\n" for n in names)
         out = subprocess.run(["cscope", "-d", "-l", "-f", db], cwd=root, input=queries,
@@ -106,12 +114,83 @@ def run_cscope(root, files, names):
         callers = calls.setdefault(names[q], [])
         for line in lines[i:i + n]:
             parts = line.split(" ", 3)
-            callers.append((os.path.normpath(parts[0]), int(parts[2])))
+            callers.append((os.path.normpath(parts[0]), parts[1], int(parts[2])))
         i += n
         q += 1
     if q != len(names):
         raise RuntimeError(f"cscope answered {q} of {len(names)} queries")
     return calls
+
+
+def checked_calls(root, name, hits, spans):
+    """cscope's hits on name, each checked against the source: the line it names must hold
+    the name. cscope 15.9 has been seen to give a line of one file under the name of the file
+    before it; such a hit moves to the one file whose line holds the name inside a function
+    of the name cscope gave. Returns ([(file, line)], how many moved); RuntimeError when a
+    hit fits no file or several."""
+    texts = {}
+
+    def holds(path, line):
+        if path not in texts:
+            with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+                texts[path] = f.read().split("\n")
+        lines = texts[path]
+        return 0 < line <= len(lines) and re.search(r"\b" + re.escape(name) + r"\b",
+                                                     lines[line - 1]) is not None
+
+    out, moved = [], 0
+    for path, caller, line in hits:
+        if path not in spans or holds(path, line):
+            out.append((path, line))
+            continue
+        fits = [f for f in spans if holds(f, line)
+                and any(first <= line <= last and n == caller for first, last, n in spans[f])]
+        if len(fits) != 1:
+            raise RuntimeError(f"cscope puts a call to {name}() in {caller}() at {path}:{line}, "
+                               f"which does not hold it ({len(fits)} files fit)")
+        out.append((fits[0], line))
+        moved += 1
+    return out, moved
+
+
+def blank_comments_and_strings(text):
+    """The text with comments and string and character literals turned to spaces (newlines
+    kept, so line numbers hold)."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+        elif text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+        elif text[i] in "\"'":
+            j = i + 1
+            while j < n and text[j] != text[i] and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            j = min(j + 1, n)
+        else:
+            out.append(text[i])
+            i += 1
+            continue
+        out.append(re.sub(r"[^\n]", " ", text[i:j]))
+        i = j
+    return "".join(out)
+
+
+def scan_calls(root, files, names):
+    """Every `name(` outside comments and strings that is not a member call (a.f(), p->f()):
+    the calls cscope's parser misses (it loses the calls of some functions, e.g. after an
+    array parameter). Returns {name: {(file, line)}}."""
+    pattern = re.compile(r"(?<![\w.>])(" + "|".join(map(re.escape, names)) + r")\s*\(")
+    found = {}
+    for path in files:
+        with open(os.path.join(root, path), encoding="utf-8", errors="replace") as f:
+            text = blank_comments_and_strings(f.read())
+        for number, line in enumerate(text.split("\n"), 1):
+            for m in pattern.finditer(line):
+                found.setdefault(m.group(1), set()).add((path, number))
+    return found
 
 
 def module_of(path, known):
@@ -187,10 +266,12 @@ def read_allow(path):
 
 
 def report(kind, groups, labels, allowed):
-    failed = 0
+    """Prints each group; returns (cycles that fail, cycles allowed)."""
+    failed, passed = 0, 0
     for group in groups:
         ok = frozenset(group) in allowed
         failed += not ok
+        passed += ok
         print(f"{kind} cycle{' (allowed)' if ok else ''}: {' <-> '.join(group)}")
         members = set(group)
         for src in group:
@@ -198,7 +279,7 @@ def report(kind, groups, labels, allowed):
                 if dst in members:
                     for why in sorted(labels[src][dst]):
                         print(f"  {src} -> {dst}: {why}")
-    return failed
+    return failed, passed
 
 
 def main():
@@ -225,20 +306,29 @@ def main():
         print(f"check_cycles: {e}", file=sys.stderr)
         return 2
 
-    call_labels, n_calls, n_dropped = {}, 0, 0
+    scanned = scan_calls(root, files, names)
+    call_labels, n_calls, n_dropped, n_moved, n_scan_only = {}, 0, 0, 0, 0
     for name in names:
+        try:
+            hits, moved = checked_calls(root, name, calls.get(name, ()), spans)
+        except RuntimeError as e:
+            print(f"check_cycles: {e}", file=sys.stderr)
+            return 2
+        n_moved += moved
         targets = sorted({f for f, st in defs[name] if not st or f.endswith(".h")})
         if len(targets) > 1:
             print(f"check_cycles: warning: {name}() is defined in {', '.join(targets)}",
                   file=sys.stderr)
-        for caller_file, line in calls.get(name, ()):
+        from_cscope = set(hits)
+        for caller_file, line in sorted(from_cscope | scanned.get(name, set())):
             if caller_file not in known or any(f == caller_file for f, _ in defs[name]):
                 continue  # outside the scanned folders, or the caller's own definition
-            # Outside every definition ctags saw: a cscope misreading (see the top).
+            # Outside every definition ctags saw: a prototype, or a cscope misreading.
             inside = [n for first, last, n in spans[caller_file] if first <= line <= last]
             if not inside:
-                n_dropped += 1
+                n_dropped += (caller_file, line) in from_cscope
                 continue
+            n_scan_only += (caller_file, line) not in from_cscope
             src = module_of(caller_file, known)
             for target in targets:
                 dst = module_of(target, known)
@@ -256,16 +346,19 @@ def main():
                 inc_labels.setdefault(f, {}).setdefault(target, set()).add(f'#include "{text}"')
 
     allowed = read_allow(args.allow)
-    failed = 0
+    failed, passed = 0, 0
     for kind, labels in (("include", inc_labels), ("call", call_labels)):
         edges = {src: set(dst) for src, dst in labels.items()}
         nodes = files if kind == "include" else sorted({module_of(f, known) for f in files})
-        failed += report(kind, strongly_connected(nodes, edges), labels, allowed)
+        f, p = report(kind, strongly_connected(nodes, edges), labels, allowed)
+        failed, passed = failed + f, passed + p
     n_inc = sum(len(d) for d in inc_labels.values())
     n_call_edges = sum(len(d) for d in call_labels.values())
     print(f"check_cycles: {len(files)} files, {n_inc} include edges, {n_call_edges} call edges "
-          f"({n_calls} calls across files; {n_dropped} cscope hits outside any definition): "
-          + (f"{failed} cycle(s)" if failed else "no cycle"))
+          f"({n_calls} calls across files; cscope hits: {n_dropped} outside any definition, "
+          f"{n_moved} moved to their file, {n_scan_only} calls it missed): "
+          + (f"{failed} cycle(s)" if failed else "no cycle")
+          + (f", {passed} allowed" if passed else ""))
     return 1 if failed else 0
 
 
