@@ -5,7 +5,7 @@
 #include <sys/stat.h>
 
 #include "cli/cli.h"
-#include "gguf/quant_mix.h"
+#include "gen/quant_mix.h"
 
 #define CMD "gen-model"
 

@@ -2,8 +2,8 @@
  * quant_mix.h - the tensor types gen-model writes: one type for every large matrix, or
  * llama-quantize's Q4_K_M mix (quant_mix.c), and llama.cpp's general.file_type of each.
  */
-#ifndef MOEINF_GGUF_QUANT_MIX_H
-#define MOEINF_GGUF_QUANT_MIX_H
+#ifndef MOEINF_GEN_QUANT_MIX_H
+#define MOEINF_GEN_QUANT_MIX_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -6,7 +6,7 @@
  * without an imatrix meets; the tiny-mixtral and tiny-qwen2moe Q4_K_M files (testdata README
  * 1.5) show the same choices, fallbacks included.
  */
-#include "gguf/quant_mix.h"
+#include "gen/quant_mix.h"
 
 #include <string.h>
 

@@ -3,7 +3,9 @@
  * loads for arch "llama" (Mixtral-style routed experts, or dense Llama when n_expert = 0),
  * "qwen2moe" (q/k/v biases ~ N(0, 0.2), one shared expert of width n_expert_shared x n_ff
  * behind its sigmoid gate), "qwen3moe" (per-head q/k RMSNorm) and "olmoe" (q/k RMSNorm over
- * the whole projection).
+ * the whole projection). It sits in src/gen/ with its tensor types (quant_mix.c), not in
+ * src/gguf/: it writes through the GGUF writer and quantises through quant/, which the GGUF
+ * reader does not depend on.
  *
  * DESIGN. The tensor list and the metadata are built first (small), then every tensor is
  * generated and written in chunks of whole rows through the streaming GGUF writer, so memory
@@ -31,7 +33,7 @@
 #include "base/tensor_type.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
-#include "gguf/quant_mix.h"
+#include "gen/quant_mix.h"
 #include "moeinf.h"
 #include "quant/quant.h"
 
