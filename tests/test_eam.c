@@ -15,7 +15,7 @@
 #include "experts/eam.h"
 #include "experts/policy.h"
 #include "moeinf_sim.h"
-#include "sim/trace.h"
+#include "trace/trace.h"
 #include "test.h"
 
 /* Feeds one token (phase, one expert per layer given as `experts[l]`, top_k 1). */

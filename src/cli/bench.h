@@ -6,7 +6,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cli/model_args.h"
+#include "app/model_args.h"
 #include "moeinf.h"
 
 /* What one phase of one run did through the expert cache. */

@@ -9,9 +9,9 @@
 #include <string.h>
 #include <time.h>
 
+#include "app/model_args.h"
 #include "cli/bench.h"
 #include "cli/cli.h"
-#include "cli/model_args.h"
 
 static void usage(FILE *out) {
     fprintf(out,

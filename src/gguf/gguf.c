@@ -45,13 +45,13 @@ static bool is_int_type(enum moeinf_gguf_type t) {
            t == MOEINF_GGUF_TYPE_UINT64 || t == MOEINF_GGUF_TYPE_INT64;
 }
 
-static bool is_signed_type(enum moeinf_gguf_type t) {
+bool moeinf_gguf_type_is_signed(enum moeinf_gguf_type t) {
     return t == MOEINF_GGUF_TYPE_INT8 || t == MOEINF_GGUF_TYPE_INT16 ||
            t == MOEINF_GGUF_TYPE_INT32 || t == MOEINF_GGUF_TYPE_INT64;
 }
 
 /* An integer element as a signed value (is_int_type(t)); u64 above INT64_MAX sets *big. */
-static int64_t load_int(enum moeinf_gguf_type t, const uint8_t *p, bool *big) {
+int64_t moeinf_gguf_load_int(enum moeinf_gguf_type t, const uint8_t *p, bool *big) {
     *big = false;
     switch (t) {
     case MOEINF_GGUF_TYPE_UINT8:
@@ -85,7 +85,7 @@ static int64_t load_int(enum moeinf_gguf_type t, const uint8_t *p, bool *big) {
 
 /* A bounded, printable copy of file bytes for a one-line message (keys and names in a hostile
  * file may hold newlines or anything else). */
-static const char *shown(const char *s, uint64_t len, char *buf, size_t size) {
+const char *moeinf_gguf_shown(const char *s, uint64_t len, char *buf, size_t size) {
     size_t max = size - 4;
     size_t j = 0;
     for (uint64_t i = 0; i < len && j < max; i++) {
@@ -270,7 +270,7 @@ static enum moeinf_status read_metadata(struct cursor *c, struct moeinf_gguf *g)
         if ((st = rdstr(c, &kv->key, "key", who))) return st;
         char key[72];
         char qkey[76];
-        shown(kv->key.data, kv->key.len, key, sizeof key);
+        moeinf_gguf_shown(kv->key.data, kv->key.len, key, sizeof key);
         snprintf(qkey, sizeof qkey, "'%s'", key);
         if ((st = read_value(c, kv, key, qkey))) return st;
         g->kv_by_key[i] = kv;
@@ -281,7 +281,8 @@ static enum moeinf_status read_metadata(struct cursor *c, struct moeinf_gguf *g)
         if (str_cmp(g->kv_by_key[i - 1]->key, g->kv_by_key[i]->key) == 0) {
             char key[72];
             const struct moeinf_gguf_str *k = &g->kv_by_key[i]->key;
-            return bad(c, "duplicate key '%s'", shown(k->data, k->len, key, sizeof key));
+            return bad(c, "duplicate key '%s'",
+                       moeinf_gguf_shown(k->data, k->len, key, sizeof key));
         }
     }
     return MOEINF_OK;
@@ -297,7 +298,7 @@ static enum moeinf_status read_alignment(struct cursor *c, struct moeinf_gguf *g
                    moeinf_gguf_type_str(kv->type));
     }
     bool big;
-    int64_t a = load_int(kv->type, kv->data, &big);
+    int64_t a = moeinf_gguf_load_int(kv->type, kv->data, &big);
     /* The GGUF specification asks for a multiple of 8: smaller ones would put tensor data
      * (floats, halves, quant blocks) at addresses the kernels cannot load from. */
     if (big || a < 8 || (a & (a - 1)) != 0) {
@@ -333,7 +334,7 @@ static enum moeinf_status read_tensor_info(struct cursor *c, struct moeinf_gguf_
     t->name[name.len] = '\0';
     char nm[72];
     char qnm[76];
-    shown(name.data, name.len, nm, sizeof nm);
+    moeinf_gguf_shown(name.data, name.len, nm, sizeof nm);
     snprintf(qnm, sizeof qnm, "'%s'", nm);
 
     uint32_t n_dims;
@@ -412,7 +413,7 @@ static enum moeinf_status read_tensors(struct cursor *c, struct moeinf_gguf *g) 
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         struct moeinf_gguf_tensor *t = &g->tensors[i];
         char nm[72];
-        shown(t->name, strlen(t->name), nm, sizeof nm);
+        moeinf_gguf_shown(t->name, strlen(t->name), nm, sizeof nm);
         if (t->offset % a != 0) {
             return bad(c,
                        "tensor '%s' offset %" PRIu64 " is not a multiple of the alignment %" PRIu64,
@@ -436,7 +437,8 @@ static enum moeinf_status read_tensors(struct cursor *c, struct moeinf_gguf *g) 
         if (strcmp(g->tensor_by_name[i - 1]->name, g->tensor_by_name[i]->name) == 0) {
             char nm[72];
             const char *s = g->tensor_by_name[i]->name;
-            return bad(c, "duplicate tensor name '%s'", shown(s, strlen(s), nm, sizeof nm));
+            return bad(c, "duplicate tensor name '%s'",
+                       moeinf_gguf_shown(s, strlen(s), nm, sizeof nm));
         }
     }
     return MOEINF_OK;
@@ -592,7 +594,7 @@ static enum moeinf_status get_u32(const struct moeinf_gguf *g, const char *key, 
     if (!kv) return st;
     if (!is_int_type(kv->type)) return wrong_type(g, key, kv, "an integer", err);
     bool big;
-    int64_t v = load_int(kv->type, kv->data, &big);
+    int64_t v = moeinf_gguf_load_int(kv->type, kv->data, &big);
     if (big || v < 0 || v > UINT32_MAX) {
         if (big) v = INT64_MAX;
         return moeinf_fail(err, MOEINF_ERR_FORMAT, "%s: key '%s' = %" PRId64 "%s is out of range",
@@ -698,7 +700,7 @@ float moeinf_gguf_arr_f32(const struct moeinf_gguf_kv *kv, uint64_t i) {
     if (kv->elem_type == MOEINF_GGUF_TYPE_FLOAT32) return moeinf_le_f32(p);
     if (kv->elem_type == MOEINF_GGUF_TYPE_FLOAT64) return (float)moeinf_le_f64(p);
     bool big;
-    return (float)load_int(kv->elem_type, p, &big);
+    return (float)moeinf_gguf_load_int(kv->elem_type, p, &big);
 }
 
 int32_t moeinf_gguf_arr_i32(const struct moeinf_gguf_kv *kv, uint64_t i) {
@@ -710,130 +712,11 @@ int32_t moeinf_gguf_arr_i32(const struct moeinf_gguf_kv *kv, uint64_t i) {
         return d >= INT32_MIN && d <= INT32_MAX ? (int32_t)d : 0;
     }
     bool big;
-    int64_t v = load_int(kv->elem_type, p, &big);
+    int64_t v = moeinf_gguf_load_int(kv->elem_type, p, &big);
     return v >= INT32_MIN && v <= INT32_MAX ? (int32_t)v : 0;
 }
 
 bool moeinf_gguf_str_eq(struct moeinf_gguf_str s, const char *c) {
     size_t n = strlen(c);
     return s.len == n && (n == 0 || memcmp(s.data, c, n) == 0);
-}
-
-/* ---- printing ------------------------------------------------------------------------- */
-
-#define PRINT_STR_MAX 64 /* bytes of a string value shown before "..." */
-#define PRINT_ARR_MAX 6  /* array elements shown */
-
-static void print_str(FILE *out, const char *s, uint64_t len) {
-    uint64_t n = len;
-    if (n > PRINT_STR_MAX) {
-        n = PRINT_STR_MAX;
-        /* Do not cut a UTF-8 sequence in two. */
-        while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
-            n--;
-    }
-    fputc('"', out);
-    for (uint64_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') {
-            fprintf(out, "\\%c", ch);
-        } else if (ch == '\n') {
-            fputs("\\n", out);
-        } else if (ch == '\t') {
-            fputs("\\t", out);
-        } else if (ch < 0x20 || ch == 0x7f) {
-            fprintf(out, "\\x%02x", ch);
-        } else {
-            fputc(ch, out);
-        }
-    }
-    fputc('"', out);
-    if (n < len) fprintf(out, "...(%" PRIu64 " bytes)", len);
-}
-
-static void print_scalar(FILE *out, enum moeinf_gguf_type t, const uint8_t *p) {
-    bool big;
-    switch (t) {
-    case MOEINF_GGUF_TYPE_FLOAT32:
-        fprintf(out, "%.9g", (double)moeinf_le_f32(p));
-        break;
-    case MOEINF_GGUF_TYPE_FLOAT64:
-        fprintf(out, "%.17g", moeinf_le_f64(p));
-        break;
-    case MOEINF_GGUF_TYPE_BOOL:
-        fputs(p[0] ? "true" : "false", out);
-        break;
-    case MOEINF_GGUF_TYPE_UINT64:
-        fprintf(out, "%" PRIu64, moeinf_le_u64(p));
-        break;
-    case MOEINF_GGUF_TYPE_STRING:
-        print_str(out, (const char *)p + 8, moeinf_le_u64(p));
-        break;
-    default:
-        if (is_signed_type(t)) {
-            fprintf(out, "%" PRId64, load_int(t, p, &big));
-        } else {
-            fprintf(out, "%" PRIu64, (uint64_t)load_int(t, p, &big));
-        }
-        break;
-    }
-}
-
-static void print_kv(FILE *out, const struct moeinf_gguf_kv *kv) {
-    char type[40];
-    if (kv->type == MOEINF_GGUF_TYPE_ARRAY) {
-        snprintf(type, sizeof type, "%s[%" PRIu64 "]", moeinf_gguf_type_str(kv->elem_type),
-                 kv->n_elem);
-    } else {
-        snprintf(type, sizeof type, "%s", moeinf_gguf_type_str(kv->type));
-    }
-    char key[72];
-    fprintf(out, "  %-40s %-14s = ", shown(kv->key.data, kv->key.len, key, sizeof key), type);
-    if (kv->type != MOEINF_GGUF_TYPE_ARRAY) {
-        print_scalar(out, kv->type, kv->data);
-    } else {
-        fputc('[', out);
-        uint64_t n = kv->n_elem < PRINT_ARR_MAX ? kv->n_elem : PRINT_ARR_MAX;
-        for (uint64_t i = 0; i < n; i++) {
-            if (i) fputs(", ", out);
-            const uint8_t *p = kv->elem_type == MOEINF_GGUF_TYPE_STRING
-                                   ? kv->data + kv->str_off[i]
-                                   : kv->data + i * moeinf_gguf_scalar_size(kv->elem_type);
-            print_scalar(out, kv->elem_type, p);
-        }
-        if (n < kv->n_elem) fputs(", ...", out);
-        fputc(']', out);
-    }
-    fputc('\n', out);
-}
-
-void moeinf_gguf_print(const struct moeinf_gguf *g, FILE *out) {
-    uint64_t total = 0;
-    for (uint64_t i = 0; i < g->n_tensors; i++)
-        total += g->tensors[i].n_bytes;
-    fprintf(out,
-            "%s: GGUF v%u, %" PRIu64 " bytes, %" PRIu64 " metadata keys, %" PRIu64
-            " tensors (%" PRIu64 " bytes), alignment %" PRIu64 ", data at offset %" PRIu64 "\n",
-            g->path, g->version, g->map.size, g->n_kv, g->n_tensors, total, g->alignment,
-            g->data_offset);
-    fprintf(out, "metadata:\n");
-    for (uint64_t i = 0; i < g->n_kv; i++)
-        print_kv(out, &g->kv[i]);
-    fprintf(out, "tensors:\n");
-    fprintf(out, "  %-5s %-32s %-8s %-24s %14s %14s\n", "#", "name", "type", "shape", "offset",
-            "bytes");
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        const struct moeinf_gguf_tensor *t = &g->tensors[i];
-        char shape[96];
-        int n = snprintf(shape, sizeof shape, "[");
-        for (int d = 0; d < t->n_dims; d++) {
-            n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%" PRId64, d ? ", " : "",
-                          t->ne[d]);
-        }
-        snprintf(shape + n, sizeof shape - (size_t)n, "]");
-        char name[MAX_TENSOR_NAME + 5];
-        fprintf(out, "  %-5" PRIu64 " %-32s %-8s %-24s %14" PRIu64 " %14" PRIu64 "\n", i,
-                shown(t->name, strlen(t->name), name, sizeof name), moeinf_type_name(t->type),
-                shape, t->offset, t->n_bytes);
-    }
 }

@@ -1,6 +1,6 @@
 /* expert_args.h - the expert-cache options of run, logits and bench, and the --stats report. */
-#ifndef MOEINF_CLI_EXPERT_ARGS_H
-#define MOEINF_CLI_EXPERT_ARGS_H
+#ifndef MOEINF_APP_EXPERT_ARGS_H
+#define MOEINF_APP_EXPERT_ARGS_H
 
 #include <stdbool.h>
 #include <stdio.h>

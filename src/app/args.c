@@ -1,4 +1,5 @@
-/* args.c - strict option-value parsing shared by the subcommands. */
+/* args.c - strict option-value parsing, failure reports and timing shared by the
+ * subcommands (args.h). */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -6,7 +7,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "cli/cli.h"
+#include "app/args.h"
 
 int cli_fail(const struct moeinf_error *err) {
     fprintf(stderr, "moeinf: %s\n", err->msg[0] ? err->msg : moeinf_status_str(err->status));

@@ -1,17 +1,19 @@
 /*
- * interrupt.c - signals of the CLI. (1) Removes the temp file of a long write (gen-model, the
- * default model) when the process is interrupted. The library writes "<path>.tmp.<pid>" and renames
- * it only when complete; a SIGINT, SIGTERM or SIGHUP in between would leave the partial temp file
- * (hundreds of MB for a large model). The handler unlinks it and dies of the same signal, so the
- * shell still sees the interrupt. (2) Stops a run in order (cli_stop_on_signal): the handler only
- * notes the signal; the main loop sees it, saves what must survive (--eamc) and then dies of
- * the same signal (cli_stop_finish).
+ * interrupt.c - signals of the programs (interrupt.h). (1) Removes the temp file of a long write
+ * (gen-model, the default model) when the process is interrupted. The library writes
+ * "<path>.tmp.<pid>" and renames it only when complete; a SIGINT, SIGTERM or SIGHUP in between
+ * would leave the partial temp file (hundreds of MB for a large model). The handler unlinks it and
+ * dies of the same signal, so the shell still sees the interrupt. (2) Stops a run in order
+ * (cli_stop_on_signal): the handler only notes the signal; the main loop sees it, saves what must
+ * survive (--eamc) and then dies of the same signal (cli_stop_finish).
  */
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "app/interrupt.h"
+#include "moeinf.h"
 
 static const int signals[] = {SIGINT, SIGTERM, SIGHUP};
 #define N_SIGNALS (sizeof signals / sizeof signals[0])

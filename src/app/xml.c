@@ -1,8 +1,8 @@
 /*
- * xml.c - moeinf_xml_text (moeinf_sim.h): the one escaper of text written into SVG files, used
- * by the trace heatmap and by the CLI's plot of a simulator sweep.
+ * xml.c - moeinf_xml_text (svg.h): the one escaper of text written into SVG files, used by the
+ * trace heatmap and by the plot of a simulator sweep.
  */
-#include "moeinf_sim.h"
+#include "app/svg.h"
 
 /* The entity of a character XML reserves in text and quoted attributes, or NULL. */
 static const char *entity(char c) {

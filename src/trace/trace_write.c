@@ -10,7 +10,7 @@
 
 #include "base/file.h"
 #include "base/status.h"
-#include "sim/trace.h"
+#include "trace/trace.h"
 
 #define EXTRA_BYTES_MAX ((size_t)64 * 1024)
 

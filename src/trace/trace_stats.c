@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "base/status.h"
-#include "sim/trace.h"
-#include "sim/trace_tools.h"
+#include "trace/trace.h"
+#include "trace/trace_tools.h"
 
 /* Normalised EAMs of past requests, one phase. */
 struct eam_list {

@@ -1,10 +1,9 @@
 /*
- * trace_tools.c - the heatmap of the trace tools (moeinf.h, "trace tools"): the colour scale
- * and the SVG of one request's EAM. The other tools: trace_measures.c (Gini, top sums,
- * uniform skew), trace_eam.c (one request's EAM and its skew), trace_copy.c (filter,
- * concat), trace_stats.c (whole-trace statistics).
+ * trace_svg.c - the heatmap of `moeinf trace heatmap` (svg.h): the colour scale and the SVG of
+ * one request's EAM, read by the trace tools (src/trace: trace_eam.c). In src/app, not the
+ * library: only the programs draw.
  */
-#include "sim/trace_tools.h"
+#include "app/svg.h"
 
 #include <errno.h>
 #include <math.h>
@@ -13,6 +12,7 @@
 
 #include "base/file.h"
 #include "base/status.h"
+#include "trace/trace_tools.h"
 
 /* The text of errno, thread-safe (GNU strerror_r: _GNU_SOURCE is set for every file). */
 static const char *errno_text(char *buf, size_t size) {

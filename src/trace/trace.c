@@ -6,7 +6,7 @@
  * "# req" lines, a second FILE walks them in step with the token lines, so that each
  * request's counts are checked without keeping the list in memory.
  */
-#include "sim/trace.h"
+#include "trace/trace.h"
 
 #include <errno.h>
 #include <stdarg.h>

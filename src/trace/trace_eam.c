@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "base/status.h"
-#include "sim/trace.h"
-#include "sim/trace_tools.h"
+#include "trace/trace.h"
+#include "trace/trace_tools.h"
 
 #define UNIFORM_DRAWS 1024
 

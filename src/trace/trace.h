@@ -34,9 +34,14 @@
  * The reader streams: memory is O(line length + E), whatever the file's size. Every defect
  * is a MOEINF_ERR_FORMAT whose message is "<path>:<line>: <defect name>: <detail>"; the
  * defect itself is available as an enum for tests and tools.
+ *
+ * src/trace/ holds the format (this header: trace.c reads, trace_write.c writes) and the trace
+ * tools built on the reader alone (trace_tools.h); its users are the simulator (src/sim), the
+ * engine, which records and replays routing, and the CLI's `moeinf trace`. It depends on
+ * base/ and, for MOEINF_MAX_EXPERT_IDS, experts/policy.h.
  */
-#ifndef MOEINF_SIM_TRACE_H
-#define MOEINF_SIM_TRACE_H
+#ifndef MOEINF_TRACE_TRACE_H
+#define MOEINF_TRACE_TRACE_H
 
 #include <stdbool.h>
 #include <stdint.h>

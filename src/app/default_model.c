@@ -1,7 +1,8 @@
 /*
  * default_model.c - the embedded default model: the trained MoE of tools/train
  * (models/trained-moe-Q8_0.gguf), compiled into the binary by CMake (cmake/embed_file.cmake)
- * and written to the cache folder on first use, so that it is mapped like any model file.
+ * and written to the cache folder on first use, so that it is mapped like any model file
+ * (default_model.h). CMake builds the data into moeinf_app next to this file.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -11,7 +12,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli/cli.h"
+#include "app/default_model.h"
+#include "app/interrupt.h"
 
 /* Generated at build time (build/<preset>/generated/default_model_data.c). */
 extern const unsigned char moeinf_default_model[];

@@ -2,8 +2,9 @@
  * written at the end (see expert_args.h; the format is experts/eam.h's). */
 #include <stdio.h>
 
-#include "cli/cli.h"
-#include "cli/expert_args.h"
+#include "app/args.h"
+#include "app/expert_args.h"
+#include "app/interrupt.h"
 
 int expert_args_warm_start(const struct expert_args *a, struct moeinf_context *ctx) {
     if (!a->eamc) return CLI_EXIT_OK;

@@ -13,8 +13,8 @@
 
 #include "base/file.h"
 #include "base/status.h"
-#include "sim/trace.h"
-#include "sim/trace_tools.h"
+#include "trace/trace.h"
+#include "trace/trace_tools.h"
 
 #define DERIVED_MAX    1000 /* the "derived" provenance value is cut to this many bytes */
 #define MAX_REQUEST_ID 999999999999999999LL /* request ids have at most 18 digits (trace.h) */

@@ -1,11 +1,13 @@
 /*
  * progress.c - the progress line of long work (a model load, many tokens) on stderr, redrawn
- * in place with \r, only when stderr is a terminal: in a file or a pipe nothing is written.
+ * in place with \r, only when stderr is a terminal: in a file or a pipe nothing is written
+ * (progress.h).
  */
 #include <stdio.h>
 #include <unistd.h>
 
-#include "cli/cli.h"
+#include "app/args.h"
+#include "app/progress.h"
 
 #define REDRAW_S 0.1 /* at most ten redraws a second */
 

@@ -1,10 +1,12 @@
 /* model_args.c - the -m/-c/-t/-b/--kv-type options and opening a model with them. */
-#include "cli/model_args.h"
+#include "app/model_args.h"
 
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "app/args.h"
+#include "app/default_model.h"
+#include "app/progress.h"
 
 const char model_args_help[] =
     "  -m MODEL        GGUF model file (default: the embedded default model, written on\n"

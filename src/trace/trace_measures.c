@@ -9,7 +9,7 @@
 
 #include "base/rng.h"
 #include "base/status.h"
-#include "sim/trace_tools.h"
+#include "trace/trace_tools.h"
 
 static int cmp_u64(const void *a, const void *b) {
     uint64_t x = *(const uint64_t *)a;

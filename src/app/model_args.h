@@ -1,10 +1,10 @@
 /* model_args.h - options shared by the subcommands that run a model (run, bench). */
-#ifndef MOEINF_CLI_MODEL_ARGS_H
-#define MOEINF_CLI_MODEL_ARGS_H
+#ifndef MOEINF_APP_MODEL_ARGS_H
+#define MOEINF_APP_MODEL_ARGS_H
 
 #include <stdbool.h>
 
-#include "cli/expert_args.h"
+#include "app/expert_args.h"
 #include "moeinf.h"
 
 struct model_args {

@@ -2,15 +2,15 @@
  * trace_tools.h - internals of the trace tools (public API in moeinf_sim.h, "trace tools"):
  * the measures they are built from, exposed so tests can check them on hand-made numbers,
  * and what the files of the tools share (trace_measures.c, trace_eam.c, trace_copy.c,
- * trace_stats.c, trace_tools.c).
+ * trace_stats.c; the heatmap's SVG is drawn by the programs, src/app/trace_svg.c).
  */
-#ifndef MOEINF_SIM_TRACE_TOOLS_H
-#define MOEINF_SIM_TRACE_TOOLS_H
+#ifndef MOEINF_TRACE_TRACE_TOOLS_H
+#define MOEINF_TRACE_TRACE_TOOLS_H
 
 #include <stdint.h>
 
 #include "moeinf_sim.h"
-#include "sim/trace.h"
+#include "trace/trace.h"
 
 /* Gini coefficient of n non-negative counts, sorting them in place (ascending):
  * sum_i sum_j |x_i - x_j| / (2 n sum x); 0 when all are equal; NaN when they sum to 0. */

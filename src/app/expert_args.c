@@ -1,11 +1,11 @@
 /* expert_args.c - --expert-cache, --policy, --stats, --stats-json (see expert_args.h). */
-#include "cli/expert_args.h"
+#include "app/expert_args.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "app/args.h"
 
 const char expert_args_help[] = EXPERT_ARGS_HELP;
 
