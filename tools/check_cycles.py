@@ -15,9 +15,9 @@ both.
 
 A call goes from the file that holds it (a .c file, or a header: a static inline function or
 a macro body) to the file that defines the function, whichever header declares it. A header
-with a .c file of the same name beside it (trace_tools.h, trace_tools.c) is that .c file's
-interface, so for calls the two are one node: an inline function in x.h counts as x.c's. A
-call to a name the calling file defines itself stays inside that file; a static function
+with a .c file of the same name beside it (cache.h, cache.c) is that .c file's interface,
+so for calls the two are one node: an inline function in x.h counts as x.c's. A call to a
+name the calling file defines itself stays inside that file; a static function
 elsewhere cannot be called, so only external definitions and header inlines are candidates.
 A hit on a line outside every function or macro definition ctags found (a prototype, which
 cscope may take for a call after a macro invocation) is no call.
