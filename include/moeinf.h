@@ -57,10 +57,7 @@ enum moeinf_phase {
     MOEINF_PHASE_ALL = 2,     /* both together, where a function says it takes it (trace tools) */
 };
 
-/* ---- files: inspect and generate (gguf module) ------------------------------------------- */
-
-/* Prints the metadata and tensor table of a GGUF file to `out`. */
-enum moeinf_status moeinf_inspect(const char *path, FILE *out, struct moeinf_error *err);
+/* ---- files: generate (gen module) ------------------------------------------------------- */
 
 /* moeinf_gen_params.type: llama-quantize's Q4_K_M choice of type per tensor (not a ggml id). */
 #define MOEINF_GEN_TYPE_Q4_K_M 1015

@@ -21,7 +21,7 @@ extern "C" {
 /* ---- expert cache simulator (sim module) ------------------------------------------------- */
 
 /*
- * Replays a recorded expert-routing trace ("moe-trace v1", described in src/sim/trace.h)
+ * Replays a recorded expert-routing trace ("moe-trace v1", described in src/trace/trace.h)
  * through one expert-cache policy, with the same cache and policy code the engine uses.
  *
  * Replay: requests in file order; inside a request tokens in order; inside a token layers
@@ -95,18 +95,18 @@ const char *moeinf_sim_policy_summary(size_t i);
 /* The policy used when params.policy is NULL. */
 const char *moeinf_sim_default_policy(void);
 
-/* ---- trace tools (sim module) ------------------------------------------------------------ */
+/* ---- trace tools (trace module) ---------------------------------------------------------- */
 
 /*
- * Tools over moe-trace v1 files (src/sim/trace.h) for experiments and for looking at routing:
+ * Tools over moe-trace v1 files (src/trace/trace.h) for experiments and for looking at routing:
  * one request's expert activation matrices (EAM: the L x E matrix of counts M[l][e] = tokens
- * routed to expert e of layer l), how skewed they are, a heatmap of them; subsets and
+ * routed to expert e of layer l) and how skewed they are (the CLI draws them too); subsets and
  * concatenations of traces; and trace-wide statistics that explain what cache policies see.
  * Everything streams the trace: memory is O(L x E) per kept EAM, never O(tokens).
  */
 
 /* Phases (moeinf.h's enum moeinf_phase): PREFILL and DECODE as recorded; ALL sums both
- * counts, and the heatmap draws the two panels side by side. */
+ * counts (the CLI's heatmap draws the two panels side by side). */
 
 /* One request's EAMs, prefill and decode kept apart (as the paper keeps them). */
 struct moeinf_trace_eam {
@@ -152,20 +152,6 @@ struct moeinf_trace_skew {
 enum moeinf_status moeinf_trace_eam_skew(const struct moeinf_trace_eam *m, enum moeinf_phase phase,
                                          int layer, struct moeinf_trace_skew *out,
                                          struct moeinf_error *err);
-
-/*
- * Writes an SVG heatmap of the request's EAM: rows = layers (0 at the top), columns = experts,
- * one <rect> per cell in <g class="cells">, coloured by count on one log scale shared by the
- * panels: 0 white, 1 = #c6dbef ... max = #08306b (ColorBrewer "Blues"), with a colour bar.
- * Phase ALL draws a prefill and a decode panel side by side. `label` (e.g. the trace's file
- * name, or NULL) starts the title. Written atomically.
- */
-enum moeinf_status moeinf_trace_eam_svg(const struct moeinf_trace_eam *m, enum moeinf_phase phase,
-                                        const char *label, const char *path,
-                                        struct moeinf_error *err);
-
-/* The colour of `count` on the heatmap scale whose darkest value is `max`: "#rrggbb\0". */
-void moeinf_trace_color(uint32_t count, uint32_t max, char out[8]);
 
 /*
  * Filter: copies the requests that pass every given test, in file order, to a new trace (the
@@ -252,13 +238,6 @@ struct moeinf_trace_stats {
 
 enum moeinf_status moeinf_trace_stats(const char *path, struct moeinf_trace_stats *out,
                                       struct moeinf_error *err);
-
-/* ---- SVG text --------------------------------------------------------------------------- */
-
-/* Writes s to out as XML text (element content or a quoted attribute value): the five
- * characters XML reserves, & < > " ', as entities, every other byte as it is. Used by the
- * heatmap and by `moeinf sim`'s plot for names taken from files and options. */
-void moeinf_xml_text(FILE *out, const char *s);
 
 #ifdef __cplusplus
 }

@@ -1,7 +1,7 @@
 /*
  * gguf_bytes.h - a GGUF byte builder for tests: files written field by field, so that a test
  * can place exactly the defect it wants (a cut header, a lying count, an unknown type) where
- * the library's writer would refuse to. Values are little-endian whatever the host.
+ * the library's writer would refuse to. Values are little-endian whatever the host (base/le.h).
  *
  *   struct gguf_bytes b = {0};
  *   gguf_bytes_header(&b, 3, 0, 1);                 version, tensors, metadata entries
@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/le.h"
 #include "gguf/gguf.h"
 
 struct gguf_bytes {
@@ -47,8 +48,9 @@ static inline void gguf_bytes_u8(struct gguf_bytes *b, uint8_t v) {
 
 /* The low n bytes of v, least significant first. */
 static inline void gguf_bytes_le(struct gguf_bytes *b, uint64_t v, int n) {
-    for (int i = 0; i < n; i++)
-        gguf_bytes_u8(b, (uint8_t)(v >> (8 * i)));
+    uint8_t le[8];
+    moeinf_le_put(le, v, n);
+    gguf_bytes_put(b, le, (size_t)n);
 }
 
 static inline void gguf_bytes_u32(struct gguf_bytes *b, uint32_t v) {
@@ -60,15 +62,15 @@ static inline void gguf_bytes_u64(struct gguf_bytes *b, uint64_t v) {
 }
 
 static inline void gguf_bytes_f32(struct gguf_bytes *b, float f) {
-    uint32_t u;
-    memcpy(&u, &f, 4);
-    gguf_bytes_u32(b, u);
+    uint8_t le[4];
+    moeinf_le_put_f32(le, f);
+    gguf_bytes_put(b, le, sizeof le);
 }
 
 static inline void gguf_bytes_f64(struct gguf_bytes *b, double d) {
-    uint64_t u;
-    memcpy(&u, &d, 8);
-    gguf_bytes_u64(b, u);
+    uint8_t le[8];
+    moeinf_le_put_f64(le, d);
+    gguf_bytes_put(b, le, sizeof le);
 }
 
 /* A GGUF string: u64 length, then the bytes (no terminator). */

@@ -16,7 +16,7 @@
 #include "experts/eam.h"
 #include "experts/policy.h"
 #include "sim/replay.h"
-#include "sim/trace.h"
+#include "trace/trace.h"
 #include "test.h"
 
 #define ML      4 /* layers */

@@ -9,12 +9,13 @@
 #include <unistd.h>
 
 #include "base/file.h"
+#include "base/le.h"
 #include "base/rng.h"
 #include "experts/cache.h"
 #include "experts/eam.h"
 #include "experts/policy.h"
 #include "moeinf_sim.h"
-#include "sim/trace.h"
+#include "trace/trace.h"
 #include "test.h"
 
 /* Feeds one token (phase, one expert per layer given as `experts[l]`, top_k 1). */
@@ -378,14 +379,7 @@ static uint64_t fnv(const uint8_t *p, size_t n) {
 }
 
 static void reseal(uint8_t *buf, size_t n) {
-    uint64_t h = fnv(buf, n - 8);
-    for (int i = 0; i < 8; i++)
-        buf[n - 8 + i] = (uint8_t)(h >> (8 * i));
-}
-
-static void put32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
+    moeinf_le_put_u64(buf + n - 8, fnv(buf, n - 8));
 }
 
 static enum moeinf_eamc_defect load_defect(const struct moeinf_policy_geometry *g, const char *path,
@@ -457,7 +451,7 @@ static void test_defects_are_named(void) {
             mod[len++] = 0;
             break;
         default:
-            put32(mod + cases[i].offset, cases[i].value);
+            moeinf_le_put_u32(mod + cases[i].offset, cases[i].value);
             reseal(mod, len);
         }
         spit(bad, mod, len);

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/inspect.h"
 #include "base/status.h"
 #include "base/tensor_type.h"
 #include "gguf/gguf.h"

@@ -7,7 +7,7 @@
  */
 #include "golden.h"
 #include "moeinf.h"
-#include "sim/trace.h"
+#include "trace/trace.h"
 #include "test.h"
 
 #define K 2

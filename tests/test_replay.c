@@ -21,7 +21,7 @@
 #include "engine/engine_replay.h"
 #include "moeinf.h"
 #include "moeinf_sim.h"
-#include "sim/trace.h"
+#include "trace/trace.h"
 #include "test.h"
 
 #define N_LAYER  3

@@ -10,7 +10,7 @@
 #include "experts/cache.h"
 #include "experts/policy.h"
 #include "sim/replay.h"
-#include "sim/trace.h"
+#include "trace/trace.h"
 #include "test.h"
 
 #define MAX_ACC 4096

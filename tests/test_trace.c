@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "base/rng.h"
-#include "sim/trace.h"
+#include "trace/trace.h"
 #include "test.h"
 
 /* n_layers = 2, n_experts = 4, top_k = 2; token lines are lines 12..16. */

@@ -10,9 +10,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "sim/trace.h"
-#include "sim/trace_tools.h"
+#include "app/svg.h"
 #include "test.h"
+#include "trace/trace.h"
+#include "trace/trace_tools.h"
 
 #define L 2
 #define E 6

@@ -1,11 +1,12 @@
-/* bench.h - what `moeinf bench` (cmd_bench.c) and its routing replay (bench_replay.c) share. */
+/* bench.h - what `moeinf bench` (cmd_bench.c) and its routing replay (bench_replay.c) share:
+ * bench_print.c's functions, and bench_replay.c's entry. */
 #ifndef MOEINF_CLI_BENCH_H
 #define MOEINF_CLI_BENCH_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-#include "cli/model_args.h"
+#include "app/model_args.h"
 #include "moeinf.h"
 
 /* What one phase of one run did through the expert cache. */

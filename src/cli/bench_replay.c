@@ -1,6 +1,6 @@
 /* bench_replay.c - moeinf bench --route-trace: requests of a routing trace run through the
- * engine with their recorded expert choices (engine_replay.h, an internal header: routing
- * replay is a benchmark tool, not public API).
+ * engine with their recorded expert choices (app/route_replay.h: routing replay is a
+ * benchmark tool, not public API).
  *
  * All selected requests run once, in file order, in one context whose expert cache starts
  * empty and carries over from request to request, as `moeinf sim` replays a trace; so the
@@ -10,10 +10,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/model_args.h"
+#include "app/route_replay.h"
 #include "cli/bench.h"
 #include "cli/cli.h"
-#include "cli/model_args.h"
-#include "engine/engine_replay.h"
 
 /* Adds the counters from a to b to acc, and seconds. */
 static void phase_add(struct phase_stats *acc, const struct moeinf_expert_stats *a,
@@ -39,26 +39,23 @@ struct replay_totals {
 /* What the replay needs per call. */
 struct replay_run {
     struct moeinf_context *ctx;
-    const struct moeinf_route_trace *t;
-    int32_t *ids;   /* the longest request's tokens */
-    float *logits;  /* one row, or NULL (--no-logits) */
+    const struct cli_route_trace *t;
+    int32_t *ids;  /* the longest request's tokens */
+    float *logits; /* one row, or NULL (--no-logits) */
     int n_vocab;
-    long chunk;     /* prefill micro-batch */
+    long chunk; /* prefill micro-batch */
     bool cached;
 };
 
-/* One call of m tokens starting at token i of request rq, with their recorded experts. */
-static enum moeinf_status replay_call(const struct replay_run *rr,
-                                      const struct moeinf_route_request *rq, int i, int m,
+/* One call of m tokens starting at token i of request r, with their recorded experts. */
+static enum moeinf_status replay_call(const struct replay_run *rr, int r, int i, int m,
                                       bool prefill, struct replay_totals *tot,
                                       struct moeinf_error *err) {
-    const size_t row = (size_t)rr->t->n_layers * (size_t)rr->t->top_k;
     struct moeinf_expert_stats s0;
     struct moeinf_expert_stats s1;
     memset(&s0, 0, sizeof s0);
     memset(&s1, 0, sizeof s1);
-    enum moeinf_status st =
-        moeinf_context_route_replay(rr->ctx, rq->experts + (size_t)i * row, m, prefill, err);
+    enum moeinf_status st = cli_route_trace_replay(rr->ctx, rr->t, r, i, m, prefill, err);
     if (st != MOEINF_OK) return st;
     if (rr->cached) moeinf_context_expert_stats(rr->ctx, -1, &s0, err);
     double t0 = cli_now();
@@ -72,30 +69,31 @@ static enum moeinf_status replay_call(const struct replay_run *rr,
     return MOEINF_OK;
 }
 
-/* One request: its prompt in micro-batches of -b, then its decode tokens one at a time. */
-static enum moeinf_status replay_request(const struct replay_run *rr,
-                                         const struct moeinf_route_request *rq,
+/* Request r: its prompt in micro-batches of -b, then its decode tokens one at a time. */
+static enum moeinf_status replay_request(const struct replay_run *rr, int r,
                                          struct replay_totals *tot, struct moeinf_error *err) {
+    const struct cli_route_request rq = cli_route_trace_request(rr->t, r);
     /* one sequence per request position */
-    bench_fill_ids(rr->ids, rq->n_prefill + rq->n_decode, (uint64_t)rq->position, rr->n_vocab);
+    bench_fill_ids(rr->ids, rq.n_prefill + rq.n_decode, (uint64_t)rq.position, rr->n_vocab);
     moeinf_context_reset(rr->ctx);
     enum moeinf_status st = MOEINF_OK;
-    for (int i0 = 0; i0 < rq->n_prefill && st == MOEINF_OK; i0 += (int)rr->chunk) {
-        int m = (int)(rq->n_prefill - i0 < rr->chunk ? rq->n_prefill - i0 : rr->chunk);
-        st = replay_call(rr, rq, i0, m, true, tot, err);
+    for (int i0 = 0; i0 < rq.n_prefill && st == MOEINF_OK; i0 += (int)rr->chunk) {
+        int m = (int)(rq.n_prefill - i0 < rr->chunk ? rq.n_prefill - i0 : rr->chunk);
+        st = replay_call(rr, r, i0, m, true, tot, err);
     }
-    for (int i = rq->n_prefill; i < rq->n_prefill + rq->n_decode && st == MOEINF_OK; i++)
-        st = replay_call(rr, rq, i, 1, false, tot, err);
+    for (int i = rq.n_prefill; i < rq.n_prefill + rq.n_decode && st == MOEINF_OK; i++)
+        st = replay_call(rr, r, i, 1, false, tot, err);
     return st;
 }
 
 /* The selection, in words: "FILE, requests at positions A-B of N (ids X-Y)". */
-static void describe(char *buf, size_t size, const char *path, const struct moeinf_route_trace *t) {
-    const struct moeinf_route_request *a = &t->requests[0];
-    const struct moeinf_route_request *b = &t->requests[t->n_requests - 1];
-    snprintf(buf, size, "%s, %d requests at positions %lld-%lld of %lld (ids %lld-%lld)", path,
-             t->n_requests, (long long)a->position, (long long)b->position,
-             (long long)t->n_file_requests, (long long)a->id, (long long)b->id);
+static void describe(char *buf, size_t size, const char *path, const struct cli_route_trace *t) {
+    const int n = cli_route_trace_n_requests(t);
+    const struct cli_route_request a = cli_route_trace_request(t, 0);
+    const struct cli_route_request b = cli_route_trace_request(t, n - 1);
+    snprintf(buf, size, "%s, %d requests at positions %lld-%lld of %lld (ids %lld-%lld)", path, n,
+             (long long)a.position, (long long)b.position,
+             (long long)cli_route_trace_n_file_requests(t), (long long)a.id, (long long)b.id);
 }
 
 static void print_results(const struct replay_totals *tot, bool cached) {
@@ -121,39 +119,41 @@ static void print_results(const struct replay_totals *tot, bool cached) {
 
 int bench_replay(struct model_args *ma, const char *trace, int64_t first, int64_t last,
                  bool ctx_set, bool no_logits) {
-    struct moeinf_route_trace t;
+    struct cli_route_trace *t = NULL;
     struct moeinf_error err = {0};
-    enum moeinf_status st = moeinf_route_trace_load(trace, first, last, &t, &err);
+    enum moeinf_status st = cli_route_trace_load(trace, first, last, &t, &err);
     if (st != MOEINF_OK) {
         cli_fail(&err);
         return st == MOEINF_ERR_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAIL;
     }
+    const int n_requests = cli_route_trace_n_requests(t);
     int longest = 1;
-    for (int i = 0; i < t.n_requests; i++) {
-        int n = t.requests[i].n_prefill + t.requests[i].n_decode;
+    for (int i = 0; i < n_requests; i++) {
+        const struct cli_route_request rq = cli_route_trace_request(t, i);
+        int n = rq.n_prefill + rq.n_decode;
         if (n > longest) longest = n;
     }
     if (!ctx_set) ma->ctx.n_ctx = longest;
     if (longest > ma->ctx.n_ctx) {
         fprintf(stderr, "moeinf bench: a request of the trace has %d tokens: more than -c %d\n",
                 longest, ma->ctx.n_ctx);
-        moeinf_route_trace_free(&t);
+        cli_route_trace_free(t);
         return CLI_EXIT_USAGE;
     }
     char what[1200];
-    describe(what, sizeof what, trace, &t);
+    describe(what, sizeof what, trace, t);
     ma->experts.routing = what;
     struct moeinf_model *model = NULL;
     struct moeinf_context *ctx = NULL;
     int rc = model_args_open(ma, &model, &ctx);
     if (rc != CLI_EXIT_OK) {
-        moeinf_route_trace_free(&t);
+        cli_route_trace_free(t);
         return rc;
     }
     rc = CLI_EXIT_FAIL;
     struct replay_run rr = {
         .ctx = ctx,
-        .t = &t,
+        .t = t,
         .ids = malloc((size_t)longest * sizeof(int32_t)),
         .logits = no_logits ? NULL : malloc((size_t)moeinf_model_n_vocab(model) * sizeof(float)),
         .n_vocab = moeinf_model_n_vocab(model),
@@ -162,7 +162,7 @@ int bench_replay(struct model_args *ma, const char *trace, int64_t first, int64_
     };
     struct replay_totals tot;
     memset(&tot, 0, sizeof tot);
-    if (moeinf_context_route_fits(ctx, &t, &err) != MOEINF_OK) {
+    if (cli_route_trace_fits(ctx, t, &err) != MOEINF_OK) {
         char msg[sizeof err.msg];
         snprintf(msg, sizeof msg, "%s", err.msg);
         snprintf(err.msg, sizeof err.msg, "%s: the trace's routing does not fit the model: %s",
@@ -173,8 +173,8 @@ int bench_replay(struct model_args *ma, const char *trace, int64_t first, int64_
         snprintf(err.msg, sizeof err.msg, "out of memory");
         goto done;
     }
-    for (int i = 0; i < t.n_requests; i++) {
-        if (replay_request(&rr, &t.requests[i], &tot, &err) != MOEINF_OK) goto done;
+    for (int i = 0; i < n_requests; i++) {
+        if (replay_request(&rr, i, &tot, &err) != MOEINF_OK) goto done;
     }
     bench_print_header(model, ctx, rr.cached, no_logits, rr.chunk);
     printf("routing:  replayed from %s\n", what);
@@ -191,6 +191,6 @@ done:
     free(rr.logits);
     moeinf_context_free(ctx);
     moeinf_model_free(model);
-    moeinf_route_trace_free(&t);
+    cli_route_trace_free(t);
     return rc;
 }

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "app/model_args.h"
 #include "cli/cli.h"
-#include "cli/model_args.h"
 
 static void usage(FILE *out) {
     struct moeinf_sampler_params d = moeinf_sampler_params_default();

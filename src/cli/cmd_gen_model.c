@@ -4,8 +4,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "app/gen_types.h"
 #include "cli/cli.h"
-#include "gguf/quant_mix.h"
 
 #define CMD "gen-model"
 
@@ -194,10 +194,10 @@ int cmd_gen_model(int argc, char **argv) {
             } else if (!strcmp(a, "--arch")) {
                 p.arch = v;
             } else if (!strcmp(a, "--type")) {
-                p.type = moeinf_gen_type_by_name(v);
+                p.type = cli_gen_type_by_name(v);
                 if (p.type < 0) {
                     char tail[160];
-                    snprintf(tail, sizeof tail, " (%s)", moeinf_gen_type_names());
+                    snprintf(tail, sizeof tail, " (%s)", cli_gen_type_names());
                     return bad_usage("unknown type", v, tail);
                 }
             } else if (!strcmp(a, "--seed")) {
@@ -227,6 +227,6 @@ int cmd_gen_model(int argc, char **argv) {
     printf("wrote %s (%lld bytes): arch %s, %d layers, %d experts (top-%d), n_embd %d, n_ff %d, "
            "%d/%d heads, type %s, seed %llu\n",
            out, size, p.arch ? p.arch : "llama", p.n_layer, p.n_expert, p.n_expert_used, p.n_embd,
-           p.n_ff, p.n_head, p.n_head_kv, moeinf_gen_type_name(p.type), (unsigned long long)p.seed);
+           p.n_ff, p.n_head, p.n_head_kv, cli_gen_type_name(p.type), (unsigned long long)p.seed);
     return CLI_EXIT_OK;
 }

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "app/inspect.h"
 #include "cli/cli.h"
 
 static void usage(FILE *out) {

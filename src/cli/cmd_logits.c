@@ -4,8 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/expert_args.h"
 #include "cli/cli.h"
-#include "cli/expert_args.h"
 
 static void usage(FILE *out) {
     fprintf(out,

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/model_args.h"
 #include "cli/cli.h"
-#include "cli/model_args.h"
 #include "serve/serve.h"
 
 static void usage(FILE *out) {

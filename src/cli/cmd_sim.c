@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "app/svg.h"
 #include "cli/cli.h"
 #include "moeinf_sim.h"
 
@@ -419,101 +420,30 @@ static void print_sweep_json(const struct sim_opts *o, const struct sweep *sw) {
     printf("]}\n");
 }
 
-static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#7f7f7f",
-                                     "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"};
-
-/* A line chart: x = cache size in % of all experts (0 to the largest size), y = hit ratio
- * (0 to 1); one polyline with dots per policy, legend on the right. */
+/* The sweep as svg.h's plot: its hit ratios (the headline ratio: all or decode accesses)
+ * and sizes, size-major. */
 static bool write_plot(const struct sim_opts *o, const struct sweep *sw) {
-    FILE *f = fopen(o->plot, "w");
-    if (!f) {
-        /* NOLINTNEXTLINE(concurrency-mt-unsafe): only the main thread reports errors */
-        fprintf(stderr, "moeinf: %s: %s\n", o->plot, strerror(errno));
-        return false;
-    }
-    const double w = 720;
-    const double h = 440;
-    const double left = 70;
-    const double right = 150;
-    const double top = 50;
-    const double bottom = 60;
-    const double pw = w - left - right;
-    const double ph = h - top - bottom;
-    int n_ids = sw->res[0][0].n_layers * sw->res[0][0].n_experts;
-    double xmax = 0;
+    int cache_experts[MAX_SIZES * MAX_POLICIES];
+    double ratio[MAX_SIZES * MAX_POLICIES];
     for (int s = 0; s < sw->n_sizes; s++) {
-        double x = 100.0 * sw->res[s][0].cache_experts / n_ids;
-        if (x > xmax) xmax = x;
-    }
-    double step = xmax <= 10 ? 1 : xmax <= 25 ? 5 : xmax <= 60 ? 10 : 20;
-    xmax = ceil(xmax / step) * step;
-    fprintf(f,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-            "viewBox=\"0 0 %.0f %.0f\" font-family=\"Helvetica, Arial, sans-serif\" "
-            "font-size=\"13\">\n",
-            w, h, w, h);
-    fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-    fprintf(f, "<text x=\"%.0f\" y=\"28\" font-size=\"16\" text-anchor=\"middle\">", left + pw / 2);
-    moeinf_xml_text(f, base_name(o->params.trace_path));
-    fprintf(f, ": hit ratio (%s accesses)</text>\n", o->decode_only ? "decode" : "all");
-    for (int i = 0; i <= 10; i += 2) { /* y grid every 0.2 */
-        double y = top + ph - ph * i / 10.0;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n",
-                left, y, left + pw, y);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%.1f</text>\n", left - 8, y + 4,
-                i / 10.0);
-    }
-    for (int i = 0; i * step <= xmax + 1e-9; i++) {
-        double x = i * step;
-        double px = left + pw * x / xmax;
-        fprintf(f, "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#ddd\"/>\n", px,
-                top, px, top + ph);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">%g%%</text>\n", px,
-                top + ph + 20, x);
-    }
-    fprintf(f,
-            "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" fill=\"none\" "
-            "stroke=\"#333\"/>\n",
-            left, top, pw, ph);
-    fprintf(f,
-            "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"middle\">cache size (%% of %d "
-            "experts)</text>\n",
-            left + pw / 2, h - 15, n_ids);
-    fprintf(f,
-            "<text transform=\"translate(20 %.1f) rotate(-90)\" text-anchor=\"middle\">hit "
-            "ratio</text>\n",
-            top + ph / 2);
-    for (int p = 0; p < sw->n_pols; p++) {
-        const char *color = colors[p % (sizeof colors / sizeof colors[0])];
-        fprintf(f, "<polyline fill=\"none\" stroke=\"%s\" stroke-width=\"2\" points=\"", color);
-        for (int s = 0; s < sw->n_sizes; s++) {
-            double v = headline(o, &sw->res[s][p]);
-            if (isnan(v)) continue;
-            double x = 100.0 * sw->res[s][p].cache_experts / n_ids;
-            fprintf(f, "%.1f,%.1f ", left + pw * x / xmax, top + ph - ph * v);
+        for (int p = 0; p < sw->n_pols; p++) {
+            cache_experts[s * sw->n_pols + p] = sw->res[s][p].cache_experts;
+            ratio[s * sw->n_pols + p] = headline(o, &sw->res[s][p]);
         }
-        fprintf(f, "\"/>\n");
-        for (int s = 0; s < sw->n_sizes; s++) {
-            double v = headline(o, &sw->res[s][p]);
-            if (isnan(v)) continue;
-            double x = 100.0 * sw->res[s][p].cache_experts / n_ids;
-            fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n",
-                    left + pw * x / xmax, top + ph - ph * v, color);
-        }
-        double ly = top + 10 + 22 * p;
-        fprintf(f,
-                "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"%s\" "
-                "stroke-width=\"2\"/>\n",
-                left + pw + 16, ly, left + pw + 40, ly, color);
-        fprintf(f, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n", left + pw + 28, ly,
-                color);
-        fprintf(f, "<text x=\"%.1f\" y=\"%.1f\">", left + pw + 48, ly + 4);
-        moeinf_xml_text(f, sw->pols[p]);
-        fprintf(f, "</text>\n");
     }
-    fprintf(f, "</svg>\n");
-    if (ferror(f) | (fclose(f) != 0)) {
-        fprintf(stderr, "moeinf: %s: write failed\n", o->plot);
+    const struct moeinf_sim_plot plot = {
+        .title = base_name(o->params.trace_path),
+        .accesses = o->decode_only ? "decode" : "all",
+        .n_ids = sw->res[0][0].n_layers * sw->res[0][0].n_experts,
+        .n_sizes = sw->n_sizes,
+        .n_policies = sw->n_pols,
+        .policies = sw->pols,
+        .cache_experts = cache_experts,
+        .ratio = ratio,
+    };
+    struct moeinf_error err = {0};
+    if (moeinf_sim_plot_svg(&plot, o->plot, &err) != MOEINF_OK) {
+        cli_fail(&err);
         return false;
     }
     return true;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/svg.h"
 #include "cli/cli.h"
 #include "moeinf_sim.h"
 

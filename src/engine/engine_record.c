@@ -5,7 +5,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
-#include "sim/trace.h"
+#include "trace/trace.h"
 
 /* Frees the row and tag buffers of an open (or half-opened) record. */
 static void record_buffers_free(struct moeinf_context *ctx) {

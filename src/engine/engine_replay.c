@@ -9,7 +9,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
-#include "sim/trace.h"
+#include "trace/trace.h"
 
 /* Grows *p (of *cap elements of `size` bytes) to hold at least `need`; false when out of
  * memory. */

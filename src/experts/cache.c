@@ -62,14 +62,6 @@ int moeinf_cache_capacity(const struct moeinf_cache *c) {
     return c->capacity;
 }
 
-int moeinf_cache_n_resident(const struct moeinf_cache *c) {
-    return c->n_resident;
-}
-
-uint32_t moeinf_cache_n_ids(const struct moeinf_cache *c) {
-    return c->n_ids;
-}
-
 int moeinf_cache_slot(const struct moeinf_cache *c, uint32_t id) {
     return id < c->n_ids ? c->slot_of[id] : -1;
 }

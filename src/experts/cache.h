@@ -47,8 +47,6 @@ enum moeinf_status moeinf_cache_init(const struct moeinf_policy_geometry *geom,
 void moeinf_cache_free(struct moeinf_cache *c);
 
 int moeinf_cache_capacity(const struct moeinf_cache *c);
-int moeinf_cache_n_resident(const struct moeinf_cache *c);
-uint32_t moeinf_cache_n_ids(const struct moeinf_cache *c);
 /* Slot of `id`, or -1 when it is not resident. */
 int moeinf_cache_slot(const struct moeinf_cache *c, uint32_t id);
 bool moeinf_cache_is_resident(const struct moeinf_cache *c, uint32_t id);

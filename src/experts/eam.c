@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "base/file.h"
+#include "base/le.h"
 #include "base/status.h"
 
 /* The text of errno, thread-safe (GNU strerror_r: _GNU_SOURCE is set for every file). */
@@ -234,18 +235,6 @@ double moeinf_eam_proximity(int layer, int current, int n_layers) {
     return 1.0 - (double)d / (double)n_layers;
 }
 
-double moeinf_eam_cosine(const float *a, const float *b, size_t n) {
-    double ab = 0;
-    double aa = 0;
-    double bb = 0;
-    for (size_t i = 0; i < n; i++) {
-        ab += (double)a[i] * (double)b[i];
-        aa += (double)a[i] * (double)a[i];
-        bb += (double)b[i] * (double)b[i];
-    }
-    return aa > 0 && bb > 0 ? ab / (sqrt(aa) * sqrt(bb)) : 0.0;
-}
-
 /* Inserts (sim, m) into the descending top list of at most k; equal sims keep the earlier
  * (lower) entry first. */
 static void top_insert(double *sims, int *ids, int *n, int k, double sim, int m) {
@@ -331,28 +320,6 @@ static uint64_t fnv1a(uint64_t h, const uint8_t *p, size_t n) {
     return h;
 }
 
-static void put_u32(uint8_t *p, uint32_t v) {
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t get_u32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static void put_f32(uint8_t *p, float f) {
-    uint32_t v;
-    memcpy(&v, &f, sizeof v);
-    put_u32(p, v);
-}
-
-static float get_f32(const uint8_t *p) {
-    uint32_t v = get_u32(p);
-    float f;
-    memcpy(&f, &v, sizeof f);
-    return f;
-}
-
 struct writer {
     FILE *f;
     uint64_t hash;
@@ -364,18 +331,6 @@ static void emit(struct writer *w, const uint8_t *p, size_t n) {
     if (!w->failed && fwrite(p, 1, n, w->f) != n) w->failed = true;
 }
 
-static void put_u64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get_u64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 /* Version 1 when policy is NULL, else version 2 with the policy's section. */
 static enum moeinf_status write_file(const struct moeinf_eamc *c, FILE *f, const char *what,
                                      const char *policy, const uint8_t *section, size_t len,
@@ -384,12 +339,12 @@ static enum moeinf_status write_file(const struct moeinf_eamc *c, FILE *f, const
     uint8_t head[HEADER_SIZE + POLICY_HEAD];
     memset(head, 0, sizeof head);
     memcpy(head, magic, sizeof magic);
-    put_u32(head + 8, policy ? VERSION_POLICY : VERSION_EAMC);
-    put_u32(head + 12, (uint32_t)c->n_layers);
-    put_u32(head + 16, (uint32_t)c->n_experts);
-    put_u32(head + 20, (uint32_t)c->top_k);
-    put_u32(head + 24, (uint32_t)c->capacity);
-    put_u32(head + 28, (uint32_t)c->size);
+    moeinf_le_put_u32(head + 8, policy ? VERSION_POLICY : VERSION_EAMC);
+    moeinf_le_put_u32(head + 12, (uint32_t)c->n_layers);
+    moeinf_le_put_u32(head + 16, (uint32_t)c->n_experts);
+    moeinf_le_put_u32(head + 20, (uint32_t)c->top_k);
+    moeinf_le_put_u32(head + 24, (uint32_t)c->capacity);
+    moeinf_le_put_u32(head + 28, (uint32_t)c->size);
     if (policy) {
         size_t name_len = strlen(policy);
         if (name_len >= MOEINF_EAMC_POLICY_NAME) {
@@ -398,19 +353,19 @@ static enum moeinf_status write_file(const struct moeinf_eamc *c, FILE *f, const
         }
         for (size_t i = 0; i < name_len; i++) /* the rest of the field stays NUL */
             head[HEADER_SIZE + i] = (uint8_t)policy[i];
-        put_u64(head + HEADER_SIZE + MOEINF_EAMC_POLICY_NAME, (uint64_t)len);
+        moeinf_le_put_u64(head + HEADER_SIZE + MOEINF_EAMC_POLICY_NAME, (uint64_t)len);
     }
     emit(&w, head, policy ? sizeof head : HEADER_SIZE);
     uint8_t buf[4096];
     for (int m = 0; m < c->size && !w.failed; m++) {
         uint8_t tok[8];
-        put_u32(tok, c->tokens[0][m]);
-        put_u32(tok + 4, c->tokens[1][m]);
+        moeinf_le_put_u32(tok, c->tokens[0][m]);
+        moeinf_le_put_u32(tok + 4, c->tokens[1][m]);
         emit(&w, tok, sizeof tok);
         for (int ph = 0; ph < N_PHASES; ph++) {
             size_t n = 0;
             for (uint32_t id = 0; id < c->n_ids; id++) {
-                put_f32(buf + n, c->row[ph][(size_t)m * c->n_ids + id]);
+                moeinf_le_put_f32(buf + n, c->row[ph][(size_t)m * c->n_ids + id]);
                 n += 4;
                 if (n == sizeof buf) {
                     emit(&w, buf, n);
@@ -422,9 +377,7 @@ static enum moeinf_status write_file(const struct moeinf_eamc *c, FILE *f, const
     }
     if (policy && len) emit(&w, section, len);
     uint8_t sum[8];
-    uint64_t h = w.hash;
-    for (int i = 0; i < 8; i++)
-        sum[i] = (uint8_t)(h >> (8 * i));
+    moeinf_le_put_u64(sum, w.hash);
     if (!w.failed && fwrite(sum, 1, sizeof sum, f) != sizeof sum) w.failed = true;
     if (w.failed || ferror(f)) {
         char ebuf[128];
@@ -486,8 +439,8 @@ static bool read_records(struct reader *r, struct moeinf_eamc *c, uint32_t size,
         uint8_t tok[8];
         if (!take(r, tok, sizeof tok)) return false;
         if (c) {
-            c->tokens[0][m] = get_u32(tok);
-            c->tokens[1][m] = get_u32(tok + 4);
+            c->tokens[0][m] = moeinf_le_u32(tok);
+            c->tokens[1][m] = moeinf_le_u32(tok + 4);
         }
         for (int ph = 0; ph < N_PHASES; ph++) {
             double norm2 = 0;
@@ -497,7 +450,7 @@ static bool read_records(struct reader *r, struct moeinf_eamc *c, uint32_t size,
                 if (!take(r, buf, (size_t)n * 4)) return false;
                 if (!c) continue;
                 for (uint32_t i = 0; i < n; i++) {
-                    float v = get_f32(buf + (size_t)4 * i);
+                    float v = moeinf_le_f32(buf + (size_t)4 * i);
                     if (!isfinite(v) || v < 0) {
                         *late = MOEINF_EAMC_BAD_VALUE;
                         v = 0;
@@ -525,7 +478,7 @@ static enum moeinf_status read_policy_head(struct reader *r, const char *what,
     }
     memcpy(owner, ph, MOEINF_EAMC_POLICY_NAME);
     owner[MOEINF_EAMC_POLICY_NAME] = '\0';
-    *len = get_u64(ph + MOEINF_EAMC_POLICY_NAME);
+    *len = moeinf_le_u64(ph + MOEINF_EAMC_POLICY_NAME);
     bool name_ok = owner[0] != '\0' && ph[MOEINF_EAMC_POLICY_NAME - 1] == 0;
     for (size_t i = 0; name_ok && owner[i]; i++)
         name_ok = owner[i] > ' ' && owner[i] < 0x7f;
@@ -559,17 +512,17 @@ static enum moeinf_status read_file(const struct moeinf_policy_geometry *geom, F
         return defect_fail(err, defect, MOEINF_EAMC_TRUNCATED, what, "header cut short");
     }
     r.hash = fnv1a(r.hash, head, sizeof head);
-    uint32_t version = get_u32(head + 8);
+    uint32_t version = moeinf_le_u32(head + 8);
     if (version != VERSION_EAMC && version != VERSION_POLICY) {
         snprintf(detail, sizeof detail, "version %u, this build reads %u and %u", version,
                  VERSION_EAMC, VERSION_POLICY);
         return defect_fail(err, defect, MOEINF_EAMC_BAD_VERSION, what, detail);
     }
-    uint32_t n_layers = get_u32(head + 12);
-    uint32_t n_experts = get_u32(head + 16);
-    uint32_t top_k = get_u32(head + 20);
-    uint32_t capacity = get_u32(head + 24);
-    uint32_t size = get_u32(head + 28);
+    uint32_t n_layers = moeinf_le_u32(head + 12);
+    uint32_t n_experts = moeinf_le_u32(head + 16);
+    uint32_t top_k = moeinf_le_u32(head + 20);
+    uint32_t capacity = moeinf_le_u32(head + 24);
+    uint32_t size = moeinf_le_u32(head + 28);
     if (n_layers < 1 || n_experts < 1 || top_k < 1 || top_k > n_experts ||
         (uint64_t)n_layers * n_experts > MOEINF_MAX_EXPERT_IDS || capacity < 1 ||
         capacity > MOEINF_EAMC_MAX_CAPACITY || size > capacity) {
@@ -618,7 +571,7 @@ static enum moeinf_status read_file(const struct moeinf_policy_geometry *geom, F
         free(sec);
         return defect_fail(err, defect, MOEINF_EAMC_TRAILING, what, "bytes after the checksum");
     }
-    if (get_u64(sum) != r.hash) {
+    if (moeinf_le_u64(sum) != r.hash) {
         moeinf_eamc_free(c);
         free(sec);
         return defect_fail(err, defect, MOEINF_EAMC_CHECKSUM, what,

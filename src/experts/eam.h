@@ -146,9 +146,6 @@ enum moeinf_phase moeinf_eamc_phase(const struct moeinf_eamc *c);
  * `layer` runs next (layers behind the current one run in the next token). */
 double moeinf_eam_proximity(int layer, int current, int n_layers);
 
-/* Cosine similarity of two count vectors (0 when either is all zero). */
-double moeinf_eam_cosine(const float *a, const float *b, size_t n);
-
 /* Writes the collection in the file format above to f (a stream, no atomicity). */
 enum moeinf_status moeinf_eamc_write(const struct moeinf_eamc *c, FILE *f, const char *what,
                                      struct moeinf_error *err);

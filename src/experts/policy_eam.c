@@ -20,6 +20,7 @@
  */
 #include <stdlib.h>
 
+#include "base/le.h"
 #include "base/status.h"
 #include "experts/cache.h"
 #include "experts/eam.h"
@@ -205,26 +206,14 @@ static size_t section_bytes(const struct eam_policy *s) {
     return 8 + (size_t)s->n_ids * 8;
 }
 
-static void put64(uint8_t *p, uint64_t v) {
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint64_t get64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++)
-        v |= (uint64_t)p[i] << (8 * i);
-    return v;
-}
-
 static enum moeinf_status eam_save(const void *state, FILE *f, struct moeinf_error *err) {
     const struct eam_policy *s = state;
     size_t len = section_bytes(s);
     uint8_t *buf = malloc(len);
     if (!buf) return moeinf_fail(err, MOEINF_ERR_NOMEM, "policy moe-infinity: out of memory");
-    put64(buf, s->clock);
+    moeinf_le_put_u64(buf, s->clock);
     for (uint32_t id = 0; id < s->n_ids; id++)
-        put64(buf + 8 + (size_t)id * 8, s->stamp[id]);
+        moeinf_le_put_u64(buf + 8 + (size_t)id * 8, s->stamp[id]);
     enum moeinf_status st = moeinf_eamc_write_policy(
         s->eamc, f, "EAMC", moeinf_policy_moe_infinity.name, buf, len, err);
     free(buf);
@@ -241,9 +230,9 @@ static enum moeinf_status eam_load(void *state, FILE *f, struct moeinf_error *er
         moeinf_eamc_read_policy(&s->geom, f, "EAMC", moeinf_policy_moe_infinity.name,
                                 section_bytes(s), &fresh, &section, NULL, err);
     if (st != MOEINF_OK) return st;
-    uint64_t clock = section ? get64(section) : 0;
+    uint64_t clock = section ? moeinf_le_u64(section) : 0;
     for (uint32_t id = 0; section && id < s->n_ids; id++) {
-        if (get64(section + 8 + (size_t)id * 8) > clock) {
+        if (moeinf_le_u64(section + 8 + (size_t)id * 8) > clock) {
             free(section);
             moeinf_eamc_free(fresh);
             return moeinf_fail(err, MOEINF_ERR_FORMAT,
@@ -251,7 +240,7 @@ static enum moeinf_status eam_load(void *state, FILE *f, struct moeinf_error *er
         }
     }
     for (uint32_t id = 0; id < s->n_ids; id++)
-        s->stamp[id] = section ? get64(section + 8 + (size_t)id * 8) : 0;
+        s->stamp[id] = section ? moeinf_le_u64(section + 8 + (size_t)id * 8) : 0;
     s->clock = clock;
     free(section);
     moeinf_eamc_free(s->eamc);

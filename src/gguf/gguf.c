@@ -6,8 +6,8 @@
  * compared with what is left before it is used or before anything is allocated for it, and
  * every product (array sizes, tensor shapes, byte sizes) is checked for overflow first, so
  * a hostile file can neither read past the mapping nor make us allocate more than a small
- * multiple of its own size. Values are decoded with explicit little-endian byte loads,
- * which are alignment-safe (metadata values are packed with no alignment at all).
+ * multiple of its own size. Values are decoded with explicit little-endian byte loads
+ * (base/le.h), which are alignment-safe (metadata values are packed with no alignment at all).
  * Lookups go through arrays sorted by key and by tensor name, which also find duplicates.
  */
 #include "gguf/gguf.h"
@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/le.h"
 #include "base/status.h"
 #include "base/tensor_type.h"
 
@@ -27,34 +28,6 @@
 /* Smallest encodings, used to bound counts before allocating for them. */
 #define MIN_KV_BYTES     (8 + 4)         /* empty key + value type, value not counted */
 #define MIN_TENSOR_BYTES (8 + 4 + 4 + 8) /* empty name, n_dims, type, offset */
-
-/* ---- little-endian loads -------------------------------------------------------------- */
-
-static uint16_t ld16(const uint8_t *p) {
-    return (uint16_t)(p[0] | (uint16_t)p[1] << 8);
-}
-
-static uint32_t ld32(const uint8_t *p) {
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t ld64(const uint8_t *p) {
-    return (uint64_t)ld32(p) | (uint64_t)ld32(p + 4) << 32;
-}
-
-static float ldf32(const uint8_t *p) {
-    uint32_t u = ld32(p);
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
-static double ldf64(const uint8_t *p) {
-    uint64_t u = ld64(p);
-    double d;
-    memcpy(&d, &u, sizeof d);
-    return d;
-}
 
 const char *moeinf_gguf_type_str(enum moeinf_gguf_type type) {
     static const char *const names[MOEINF_GGUF_TYPE_COUNT] = {
@@ -72,13 +45,13 @@ static bool is_int_type(enum moeinf_gguf_type t) {
            t == MOEINF_GGUF_TYPE_UINT64 || t == MOEINF_GGUF_TYPE_INT64;
 }
 
-static bool is_signed_type(enum moeinf_gguf_type t) {
+bool moeinf_gguf_type_is_signed(enum moeinf_gguf_type t) {
     return t == MOEINF_GGUF_TYPE_INT8 || t == MOEINF_GGUF_TYPE_INT16 ||
            t == MOEINF_GGUF_TYPE_INT32 || t == MOEINF_GGUF_TYPE_INT64;
 }
 
 /* An integer element as a signed value (is_int_type(t)); u64 above INT64_MAX sets *big. */
-static int64_t load_int(enum moeinf_gguf_type t, const uint8_t *p, bool *big) {
+int64_t moeinf_gguf_load_int(enum moeinf_gguf_type t, const uint8_t *p, bool *big) {
     *big = false;
     switch (t) {
     case MOEINF_GGUF_TYPE_UINT8:
@@ -86,17 +59,17 @@ static int64_t load_int(enum moeinf_gguf_type t, const uint8_t *p, bool *big) {
     case MOEINF_GGUF_TYPE_INT8:
         return (int8_t)p[0];
     case MOEINF_GGUF_TYPE_UINT16:
-        return ld16(p);
+        return moeinf_le_u16(p);
     case MOEINF_GGUF_TYPE_INT16:
-        return (int16_t)ld16(p);
+        return (int16_t)moeinf_le_u16(p);
     case MOEINF_GGUF_TYPE_UINT32:
-        return ld32(p);
+        return moeinf_le_u32(p);
     case MOEINF_GGUF_TYPE_INT32:
-        return (int32_t)ld32(p);
+        return (int32_t)moeinf_le_u32(p);
     case MOEINF_GGUF_TYPE_INT64:
-        return (int64_t)ld64(p);
+        return (int64_t)moeinf_le_u64(p);
     case MOEINF_GGUF_TYPE_UINT64: {
-        uint64_t u = ld64(p);
+        uint64_t u = moeinf_le_u64(p);
         if (u > INT64_MAX) {
             *big = true;
             return INT64_MAX;
@@ -112,7 +85,7 @@ static int64_t load_int(enum moeinf_gguf_type t, const uint8_t *p, bool *big) {
 
 /* A bounded, printable copy of file bytes for a one-line message (keys and names in a hostile
  * file may hold newlines or anything else). */
-static const char *shown(const char *s, uint64_t len, char *buf, size_t size) {
+const char *moeinf_gguf_shown(const char *s, uint64_t len, char *buf, size_t size) {
     size_t max = size - 4;
     size_t j = 0;
     for (uint64_t i = 0; i < len && j < max; i++) {
@@ -161,7 +134,7 @@ static enum moeinf_status need(struct cursor *c, uint64_t n, const char *what, c
 static enum moeinf_status rd32(struct cursor *c, uint32_t *v, const char *what, const char *who) {
     enum moeinf_status st = need(c, 4, what, who);
     if (st) return st;
-    *v = ld32(c->base + c->pos);
+    *v = moeinf_le_u32(c->base + c->pos);
     c->pos += 4;
     return MOEINF_OK;
 }
@@ -169,7 +142,7 @@ static enum moeinf_status rd32(struct cursor *c, uint32_t *v, const char *what, 
 static enum moeinf_status rd64(struct cursor *c, uint64_t *v, const char *what, const char *who) {
     enum moeinf_status st = need(c, 8, what, who);
     if (st) return st;
-    *v = ld64(c->base + c->pos);
+    *v = moeinf_le_u64(c->base + c->pos);
     c->pos += 8;
     return MOEINF_OK;
 }
@@ -297,7 +270,7 @@ static enum moeinf_status read_metadata(struct cursor *c, struct moeinf_gguf *g)
         if ((st = rdstr(c, &kv->key, "key", who))) return st;
         char key[72];
         char qkey[76];
-        shown(kv->key.data, kv->key.len, key, sizeof key);
+        moeinf_gguf_shown(kv->key.data, kv->key.len, key, sizeof key);
         snprintf(qkey, sizeof qkey, "'%s'", key);
         if ((st = read_value(c, kv, key, qkey))) return st;
         g->kv_by_key[i] = kv;
@@ -308,7 +281,8 @@ static enum moeinf_status read_metadata(struct cursor *c, struct moeinf_gguf *g)
         if (str_cmp(g->kv_by_key[i - 1]->key, g->kv_by_key[i]->key) == 0) {
             char key[72];
             const struct moeinf_gguf_str *k = &g->kv_by_key[i]->key;
-            return bad(c, "duplicate key '%s'", shown(k->data, k->len, key, sizeof key));
+            return bad(c, "duplicate key '%s'",
+                       moeinf_gguf_shown(k->data, k->len, key, sizeof key));
         }
     }
     return MOEINF_OK;
@@ -324,7 +298,7 @@ static enum moeinf_status read_alignment(struct cursor *c, struct moeinf_gguf *g
                    moeinf_gguf_type_str(kv->type));
     }
     bool big;
-    int64_t a = load_int(kv->type, kv->data, &big);
+    int64_t a = moeinf_gguf_load_int(kv->type, kv->data, &big);
     /* The GGUF specification asks for a multiple of 8: smaller ones would put tensor data
      * (floats, halves, quant blocks) at addresses the kernels cannot load from. */
     if (big || a < 8 || (a & (a - 1)) != 0) {
@@ -346,7 +320,7 @@ static enum moeinf_status read_tensor_info(struct cursor *c, struct moeinf_gguf_
     /* The length is checked against the name limit before the file size, so that an absurd
      * length is reported as what it is. */
     if ((st = need(c, 8, "tensor name", who))) return st;
-    len = ld64(c->base + c->pos);
+    len = moeinf_le_u64(c->base + c->pos);
     if (len > MAX_TENSOR_NAME) {
         return bad(c,
                    "tensor info %" PRIu64 ": tensor name of %" PRIu64 " bytes is too long (max %d)",
@@ -360,7 +334,7 @@ static enum moeinf_status read_tensor_info(struct cursor *c, struct moeinf_gguf_
     t->name[name.len] = '\0';
     char nm[72];
     char qnm[76];
-    shown(name.data, name.len, nm, sizeof nm);
+    moeinf_gguf_shown(name.data, name.len, nm, sizeof nm);
     snprintf(qnm, sizeof qnm, "'%s'", nm);
 
     uint32_t n_dims;
@@ -439,7 +413,7 @@ static enum moeinf_status read_tensors(struct cursor *c, struct moeinf_gguf *g) 
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         struct moeinf_gguf_tensor *t = &g->tensors[i];
         char nm[72];
-        shown(t->name, strlen(t->name), nm, sizeof nm);
+        moeinf_gguf_shown(t->name, strlen(t->name), nm, sizeof nm);
         if (t->offset % a != 0) {
             return bad(c,
                        "tensor '%s' offset %" PRIu64 " is not a multiple of the alignment %" PRIu64,
@@ -463,7 +437,8 @@ static enum moeinf_status read_tensors(struct cursor *c, struct moeinf_gguf *g) 
         if (strcmp(g->tensor_by_name[i - 1]->name, g->tensor_by_name[i]->name) == 0) {
             char nm[72];
             const char *s = g->tensor_by_name[i]->name;
-            return bad(c, "duplicate tensor name '%s'", shown(s, strlen(s), nm, sizeof nm));
+            return bad(c, "duplicate tensor name '%s'",
+                       moeinf_gguf_shown(s, strlen(s), nm, sizeof nm));
         }
     }
     return MOEINF_OK;
@@ -619,7 +594,7 @@ static enum moeinf_status get_u32(const struct moeinf_gguf *g, const char *key, 
     if (!kv) return st;
     if (!is_int_type(kv->type)) return wrong_type(g, key, kv, "an integer", err);
     bool big;
-    int64_t v = load_int(kv->type, kv->data, &big);
+    int64_t v = moeinf_gguf_load_int(kv->type, kv->data, &big);
     if (big || v < 0 || v > UINT32_MAX) {
         if (big) v = INT64_MAX;
         return moeinf_fail(err, MOEINF_ERR_FORMAT, "%s: key '%s' = %" PRId64 "%s is out of range",
@@ -645,9 +620,9 @@ static enum moeinf_status get_f32(const struct moeinf_gguf *g, const char *key, 
     const struct moeinf_gguf_kv *kv = lookup(g, key, optional, &st, err);
     if (!kv) return st;
     if (kv->type == MOEINF_GGUF_TYPE_FLOAT32) {
-        *out = ldf32(kv->data);
+        *out = moeinf_le_f32(kv->data);
     } else if (kv->type == MOEINF_GGUF_TYPE_FLOAT64) {
-        *out = (float)ldf64(kv->data);
+        *out = (float)moeinf_le_f64(kv->data);
     } else {
         return wrong_type(g, key, kv, "a float", err);
     }
@@ -681,7 +656,7 @@ static enum moeinf_status get_str(const struct moeinf_gguf *g, const char *key,
     const struct moeinf_gguf_kv *kv = lookup(g, key, optional, &st, err);
     if (!kv) return st;
     if (kv->type != MOEINF_GGUF_TYPE_STRING) return wrong_type(g, key, kv, "string", err);
-    out->len = ld64(kv->data);
+    out->len = moeinf_le_u64(kv->data);
     out->data = (const char *)kv->data + 8;
     return MOEINF_OK;
 }
@@ -715,152 +690,33 @@ enum moeinf_status moeinf_gguf_get_arr(const struct moeinf_gguf *g, const char *
 struct moeinf_gguf_str moeinf_gguf_arr_str(const struct moeinf_gguf_kv *kv, uint64_t i) {
     assert(kv->str_off && i < kv->n_elem);
     const uint8_t *p = kv->data + kv->str_off[i];
-    struct moeinf_gguf_str s = {(const char *)p + 8, ld64(p)};
+    struct moeinf_gguf_str s = {(const char *)p + 8, moeinf_le_u64(p)};
     return s;
 }
 
 float moeinf_gguf_arr_f32(const struct moeinf_gguf_kv *kv, uint64_t i) {
     assert(i < kv->n_elem && kv->elem_type != MOEINF_GGUF_TYPE_STRING);
     const uint8_t *p = kv->data + i * moeinf_gguf_scalar_size(kv->elem_type);
-    if (kv->elem_type == MOEINF_GGUF_TYPE_FLOAT32) return ldf32(p);
-    if (kv->elem_type == MOEINF_GGUF_TYPE_FLOAT64) return (float)ldf64(p);
+    if (kv->elem_type == MOEINF_GGUF_TYPE_FLOAT32) return moeinf_le_f32(p);
+    if (kv->elem_type == MOEINF_GGUF_TYPE_FLOAT64) return (float)moeinf_le_f64(p);
     bool big;
-    return (float)load_int(kv->elem_type, p, &big);
+    return (float)moeinf_gguf_load_int(kv->elem_type, p, &big);
 }
 
 int32_t moeinf_gguf_arr_i32(const struct moeinf_gguf_kv *kv, uint64_t i) {
     assert(i < kv->n_elem && kv->elem_type != MOEINF_GGUF_TYPE_STRING);
     const uint8_t *p = kv->data + i * moeinf_gguf_scalar_size(kv->elem_type);
-    if (kv->elem_type == MOEINF_GGUF_TYPE_INT32) return (int32_t)ld32(p);
+    if (kv->elem_type == MOEINF_GGUF_TYPE_INT32) return (int32_t)moeinf_le_u32(p);
     if (kv->elem_type == MOEINF_GGUF_TYPE_FLOAT32 || kv->elem_type == MOEINF_GGUF_TYPE_FLOAT64) {
-        double d = kv->elem_type == MOEINF_GGUF_TYPE_FLOAT32 ? ldf32(p) : ldf64(p);
+        double d = kv->elem_type == MOEINF_GGUF_TYPE_FLOAT32 ? moeinf_le_f32(p) : moeinf_le_f64(p);
         return d >= INT32_MIN && d <= INT32_MAX ? (int32_t)d : 0;
     }
     bool big;
-    int64_t v = load_int(kv->elem_type, p, &big);
+    int64_t v = moeinf_gguf_load_int(kv->elem_type, p, &big);
     return v >= INT32_MIN && v <= INT32_MAX ? (int32_t)v : 0;
 }
 
 bool moeinf_gguf_str_eq(struct moeinf_gguf_str s, const char *c) {
     size_t n = strlen(c);
     return s.len == n && (n == 0 || memcmp(s.data, c, n) == 0);
-}
-
-/* ---- printing ------------------------------------------------------------------------- */
-
-#define PRINT_STR_MAX 64 /* bytes of a string value shown before "..." */
-#define PRINT_ARR_MAX 6  /* array elements shown */
-
-static void print_str(FILE *out, const char *s, uint64_t len) {
-    uint64_t n = len;
-    if (n > PRINT_STR_MAX) {
-        n = PRINT_STR_MAX;
-        /* Do not cut a UTF-8 sequence in two. */
-        while (n > 0 && ((unsigned char)s[n] & 0xc0) == 0x80)
-            n--;
-    }
-    fputc('"', out);
-    for (uint64_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') {
-            fprintf(out, "\\%c", ch);
-        } else if (ch == '\n') {
-            fputs("\\n", out);
-        } else if (ch == '\t') {
-            fputs("\\t", out);
-        } else if (ch < 0x20 || ch == 0x7f) {
-            fprintf(out, "\\x%02x", ch);
-        } else {
-            fputc(ch, out);
-        }
-    }
-    fputc('"', out);
-    if (n < len) fprintf(out, "...(%" PRIu64 " bytes)", len);
-}
-
-static void print_scalar(FILE *out, enum moeinf_gguf_type t, const uint8_t *p) {
-    bool big;
-    switch (t) {
-    case MOEINF_GGUF_TYPE_FLOAT32:
-        fprintf(out, "%.9g", (double)ldf32(p));
-        break;
-    case MOEINF_GGUF_TYPE_FLOAT64:
-        fprintf(out, "%.17g", ldf64(p));
-        break;
-    case MOEINF_GGUF_TYPE_BOOL:
-        fputs(p[0] ? "true" : "false", out);
-        break;
-    case MOEINF_GGUF_TYPE_UINT64:
-        fprintf(out, "%" PRIu64, ld64(p));
-        break;
-    case MOEINF_GGUF_TYPE_STRING:
-        print_str(out, (const char *)p + 8, ld64(p));
-        break;
-    default:
-        if (is_signed_type(t)) {
-            fprintf(out, "%" PRId64, load_int(t, p, &big));
-        } else {
-            fprintf(out, "%" PRIu64, (uint64_t)load_int(t, p, &big));
-        }
-        break;
-    }
-}
-
-static void print_kv(FILE *out, const struct moeinf_gguf_kv *kv) {
-    char type[40];
-    if (kv->type == MOEINF_GGUF_TYPE_ARRAY) {
-        snprintf(type, sizeof type, "%s[%" PRIu64 "]", moeinf_gguf_type_str(kv->elem_type),
-                 kv->n_elem);
-    } else {
-        snprintf(type, sizeof type, "%s", moeinf_gguf_type_str(kv->type));
-    }
-    char key[72];
-    fprintf(out, "  %-40s %-14s = ", shown(kv->key.data, kv->key.len, key, sizeof key), type);
-    if (kv->type != MOEINF_GGUF_TYPE_ARRAY) {
-        print_scalar(out, kv->type, kv->data);
-    } else {
-        fputc('[', out);
-        uint64_t n = kv->n_elem < PRINT_ARR_MAX ? kv->n_elem : PRINT_ARR_MAX;
-        for (uint64_t i = 0; i < n; i++) {
-            if (i) fputs(", ", out);
-            const uint8_t *p = kv->elem_type == MOEINF_GGUF_TYPE_STRING
-                                   ? kv->data + kv->str_off[i]
-                                   : kv->data + i * moeinf_gguf_scalar_size(kv->elem_type);
-            print_scalar(out, kv->elem_type, p);
-        }
-        if (n < kv->n_elem) fputs(", ...", out);
-        fputc(']', out);
-    }
-    fputc('\n', out);
-}
-
-void moeinf_gguf_print(const struct moeinf_gguf *g, FILE *out) {
-    uint64_t total = 0;
-    for (uint64_t i = 0; i < g->n_tensors; i++)
-        total += g->tensors[i].n_bytes;
-    fprintf(out,
-            "%s: GGUF v%u, %" PRIu64 " bytes, %" PRIu64 " metadata keys, %" PRIu64
-            " tensors (%" PRIu64 " bytes), alignment %" PRIu64 ", data at offset %" PRIu64 "\n",
-            g->path, g->version, g->map.size, g->n_kv, g->n_tensors, total, g->alignment,
-            g->data_offset);
-    fprintf(out, "metadata:\n");
-    for (uint64_t i = 0; i < g->n_kv; i++)
-        print_kv(out, &g->kv[i]);
-    fprintf(out, "tensors:\n");
-    fprintf(out, "  %-5s %-32s %-8s %-24s %14s %14s\n", "#", "name", "type", "shape", "offset",
-            "bytes");
-    for (uint64_t i = 0; i < g->n_tensors; i++) {
-        const struct moeinf_gguf_tensor *t = &g->tensors[i];
-        char shape[96];
-        int n = snprintf(shape, sizeof shape, "[");
-        for (int d = 0; d < t->n_dims; d++) {
-            n += snprintf(shape + n, sizeof shape - (size_t)n, "%s%" PRId64, d ? ", " : "",
-                          t->ne[d]);
-        }
-        snprintf(shape + n, sizeof shape - (size_t)n, "]");
-        char name[MAX_TENSOR_NAME + 5];
-        fprintf(out, "  %-5" PRIu64 " %-32s %-8s %-24s %14" PRIu64 " %14" PRIu64 "\n", i,
-                shown(t->name, strlen(t->name), name, sizeof name), moeinf_type_name(t->type),
-                shape, t->offset, t->n_bytes);
-    }
 }

@@ -169,7 +169,14 @@ static inline uint64_t moeinf_gguf_scalar_size(enum moeinf_gguf_type t) {
     }
 }
 
-/* Prints the metadata and tensor table (moeinf inspect). */
-void moeinf_gguf_print(const struct moeinf_gguf *g, FILE *out);
+/* For readers of raw values and for messages (the inspect printer, src/app/inspect.c): */
+/* True for the signed integer types. */
+bool moeinf_gguf_type_is_signed(enum moeinf_gguf_type t);
+/* An integer value of type t at p as a signed value (0 for a non-integer type); a u64 above
+ * INT64_MAX gives INT64_MAX and sets *big. */
+int64_t moeinf_gguf_load_int(enum moeinf_gguf_type t, const uint8_t *p, bool *big);
+/* A bounded, printable copy of len file bytes in buf (size >= 4 bytes): bytes outside
+ * printable ASCII become '?', and a text longer than size - 4 is cut and ends in "...". */
+const char *moeinf_gguf_shown(const char *s, uint64_t len, char *buf, size_t size);
 
 #endif

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/file.h"
+#include "base/le.h"
 #include "base/status.h"
 #include "base/tensor_type.h"
 
@@ -102,8 +103,7 @@ static bool meta_put(struct moeinf_gguf_writer *w, const void *p, size_t n) {
 
 static bool meta_le(struct moeinf_gguf_writer *w, uint64_t v, int n) {
     uint8_t b[8];
-    for (int i = 0; i < n; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
+    moeinf_le_put(b, v, n);
     return meta_put(w, b, (size_t)n);
 }
 
@@ -347,8 +347,7 @@ static enum moeinf_status out(struct moeinf_gguf_writer *w, const void *p, size_
 static enum moeinf_status out_le(struct moeinf_gguf_writer *w, uint64_t v, int n,
                                  struct moeinf_error *err) {
     uint8_t b[8];
-    for (int i = 0; i < n; i++)
-        b[i] = (uint8_t)(v >> (8 * i));
+    moeinf_le_put(b, v, n);
     return out(w, b, (size_t)n, err);
 }
 

@@ -15,7 +15,7 @@
 #include "experts/cache.h"
 #include "experts/eam.h"
 #include "experts/step.h"
-#include "sim/trace.h"
+#include "trace/trace.h"
 
 static const struct moeinf_policy_ops *const offline[] = {
     &moeinf_policy_belady,

@@ -8,13 +8,17 @@
  * that make non-tokens can leave one) falls back to the tokens of its characters, else the
  * unknown token, else an error (llama.cpp looks up its single bytes instead and silently
  * drops what it does not find; the two agree on every vocabulary whose merges make tokens).
+ * Reached through its table, moeinf_tokenizer_bpe (tokenizer.h), at the end of this file.
  */
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/status.h"
 #include "tokenizer/bigram_queue.h"
 #include "tokenizer/pretok.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab_impl.h"
 
 /* ---- the byte map ----------------------------------------------------------------------- */
@@ -101,7 +105,9 @@ static size_t clean_utf8(const char *text, size_t n, char *dst) {
     return o;
 }
 
-size_t moeinf_bpe_decode_text(const struct moeinf_vocab *v, const char *text, size_t n, char *dst) {
+/* A normal token's text back to bytes (dst NULL: only measure); characters outside the byte
+ * map are copied as they are. */
+static size_t bpe_decode_text(const struct moeinf_vocab *v, const char *text, size_t n, char *dst) {
     (void)v;
     const unsigned char *s = (const unsigned char *)text;
     size_t o = 0;
@@ -199,8 +205,21 @@ static enum moeinf_status load_merges(struct moeinf_vocab *v, const struct moein
     return MOEINF_OK;
 }
 
-enum moeinf_status moeinf_bpe_init(struct moeinf_vocab *v, const struct moeinf_vocab_desc *d,
+/* llama.cpp warns at length when a BPE vocabulary names no pre-tokenizer; one line, once per
+ * process, says the same here. */
+static void note_default_pre(const char *src) {
+    static atomic_flag said = ATOMIC_FLAG_INIT;
+    if (atomic_flag_test_and_set(&said)) return;
+    fprintf(stderr,
+            "moeinf: %s: no tokenizer.ggml.pre; using the 'default' pre-tokenizer, as llama.cpp "
+            "does (text may split differently from the model's own tokenizer)\n",
+            src);
+}
+
+/* The merges, pre-tokenizer and byte map of a BPE vocabulary (after its texts). */
+static enum moeinf_status bpe_init(struct moeinf_vocab *v, const struct moeinf_vocab_desc *d,
                                    struct moeinf_error *err) {
+    if (!d->pre) note_default_pre(d->source ? d->source : "(memory)");
     for (unsigned b = 0; b < 256; b++) {
         char tmp[4];
         size_t k = encode_utf8(byte_to_cpt(b), tmp);
@@ -218,7 +237,7 @@ enum moeinf_status moeinf_bpe_init(struct moeinf_vocab *v, const struct moeinf_v
     return MOEINF_OK;
 }
 
-void moeinf_bpe_free(struct moeinf_vocab *v) {
+static void bpe_free(struct moeinf_vocab *v) {
     moeinf_pretok_free(v->pretok);
     free(v->merges.arena);
     free(v->merges.off);
@@ -353,8 +372,12 @@ nomem:
     return fail_nomem(v, err);
 }
 
-enum moeinf_status moeinf_bpe_fragment(const struct moeinf_vocab *v, const char *text, size_t len,
-                                       struct moeinf_ids *out, struct moeinf_error *err) {
+/* One text fragment: pre-tokenize, byte-map each word, merge by rank. No space prefix: a
+ * byte-level vocabulary spells its spaces itself. */
+static enum moeinf_status bpe_fragment(const struct moeinf_vocab *v, const char *text, size_t len,
+                                       bool prefix, struct moeinf_ids *out,
+                                       struct moeinf_error *err) {
+    (void)prefix;
     struct session s = {.v = v};
     struct moeinf_span *words = NULL;
     size_t n_words = 0;
@@ -385,3 +408,22 @@ done:
     free(s.key);
     return st;
 }
+
+/* add_bos when the metadata leaves it out: the pre-tokenizer's flag (llama.cpp's per-name). */
+static bool bpe_add_bos_default(const struct moeinf_vocab *v) {
+    return moeinf_pretok_flags(v->pretok).add_bos;
+}
+
+/* llama.cpp's BPE defaults: BOS and EOS 11, no unknown token, no space prefix. */
+const struct moeinf_tokenizer_ops moeinf_tokenizer_bpe = {
+    .model = "gpt2",
+    .bos_default = 11,
+    .eos_default = 11,
+    .unk_default = -1,
+    .add_space_prefix_default = false,
+    .init = bpe_init,
+    .free = bpe_free,
+    .add_bos_default = bpe_add_bos_default,
+    .fragment = bpe_fragment,
+    .decode_text = bpe_decode_text,
+};

@@ -2,6 +2,8 @@
  * spm.c - SentencePiece tokenizing as llama.cpp does it for "llama" vocabularies, per text
  * fragment (tokenize.c splits out special tokens first): space prefix, spaces -> U+2581,
  * greedy merging of adjacent pieces by token score, byte fallback. The steps are in vocab.h.
+ * Also the pieces of normal tokens (U+2581 back to a space). Reached through its table,
+ * moeinf_tokenizer_spm (tokenizer.h).
  *
  * llama.cpp also keeps a "reverse merge" map to split a merged piece that is not a token
  * back into its parts. A piece is only ever merged when its text is a token, so every
@@ -13,6 +15,7 @@
 
 #include "base/status.h"
 #include "tokenizer/bigram_queue.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab_impl.h"
 
 /* ---- SentencePiece merging -------------------------------------------------------------- */
@@ -133,7 +136,8 @@ static char *escape(const char *text, size_t len, bool prefix, size_t *n_out) {
     return buf;
 }
 
-enum moeinf_status moeinf_spm_fragment(const struct moeinf_vocab *v, const char *text, size_t len,
+/* One text fragment (between special tokens), with the space prefix if `prefix`. */
+static enum moeinf_status spm_tokenize(const struct moeinf_vocab *v, const char *text, size_t len,
                                        bool prefix, struct moeinf_ids *out,
                                        struct moeinf_error *err) {
     size_t n;
@@ -144,3 +148,32 @@ enum moeinf_status moeinf_spm_fragment(const struct moeinf_vocab *v, const char 
     free(esc);
     return st;
 }
+
+/* A normal token's piece: its text with every U+2581 turned back into a space. */
+static size_t spm_decode_text(const struct moeinf_vocab *v, const char *text, size_t len,
+                              char *dst) {
+    (void)v;
+    size_t n = 0;
+    for (size_t i = 0; i < len;) {
+        if (i + 3 <= len && memcmp(text + i, "\xe2\x96\x81", 3) == 0) {
+            if (dst) dst[n] = ' ';
+            i += 3;
+        } else {
+            if (dst) dst[n] = text[i];
+            i++;
+        }
+        n++;
+    }
+    return n;
+}
+
+/* llama.cpp's SentencePiece defaults: BOS 1, EOS 2, UNK 0, add_bos, add_space_prefix. */
+const struct moeinf_tokenizer_ops moeinf_tokenizer_spm = {
+    .model = "llama",
+    .bos_default = 1,
+    .eos_default = 2,
+    .unk_default = 0,
+    .add_space_prefix_default = true,
+    .fragment = spm_tokenize,
+    .decode_text = spm_decode_text,
+};

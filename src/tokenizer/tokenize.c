@@ -1,25 +1,15 @@
 /*
  * tokenize.c - moeinf_vocab_tokenize: special tokens are split out of the text first (as
  * llama.cpp's tokenizer_st_partition), then each text fragment goes to the vocabulary's
- * tokenizer (spm.c or bpe.c); BOS/EOS around it when add_special asks.
+ * tokenizer through its table (tokenizer.h: spm.c or bpe.c); BOS/EOS around it when
+ * add_special asks.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/status.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab_impl.h"
-
-bool moeinf_ids_push(struct moeinf_ids *a, int32_t id) {
-    if (a->n == a->cap) {
-        size_t cap = a->cap ? 2 * a->cap : 64;
-        int32_t *p = realloc(a->data, cap * sizeof *p);
-        if (!p) return false;
-        a->data = p;
-        a->cap = cap;
-    }
-    a->data[a->n++] = id;
-    return true;
-}
 
 /* ---- special-token partition ------------------------------------------------------------ */
 
@@ -158,11 +148,8 @@ enum moeinf_status moeinf_vocab_tokenize(const struct moeinf_vocab *v, const cha
             prev_special = true;
             continue;
         }
-        if (v->kind == MOEINF_VOCAB_BPE)
-            st = moeinf_bpe_fragment(v, text + f.off, f.len, &res, err);
-        else
-            st = moeinf_spm_fragment(v, text + f.off, f.len, v->add_space_prefix && prev_special,
-                                     &res, err);
+        st = v->ops->fragment(v, text + f.off, f.len, v->add_space_prefix && prev_special, &res,
+                              err);
         if (st != MOEINF_OK) goto fail;
         prev_special = false;
     }

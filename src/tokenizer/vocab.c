@@ -1,16 +1,17 @@
 /*
  * vocab.c - building a vocabulary from tokenizer.ggml.* arrays: the text -> id map, token
  * attributes, special ids, the end-of-generation set, pieces; plus detokenizing and the
- * streaming UTF-8 detokenizer. Tokenizing itself is in tokenize.c, spm.c and bpe.c. The rules
- * follow llama.cpp's llama_vocab::impl::load (see vocab.h for the summary).
+ * streaming UTF-8 detokenizer. Tokenizing itself is in tokenize.c, spm.c and bpe.c; what
+ * differs per tokenizer.ggml.model (defaults, the tokenizer's own state, normal tokens'
+ * pieces) comes through the model's table (tokenizer.h), never by a call into spm.c or bpe.c.
+ * The rules follow llama.cpp's llama_vocab::impl::load (see vocab.h for the summary).
  */
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/status.h"
-#include "tokenizer/pretok.h"
+#include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab_impl.h"
 
 #define NO_ID (-1)
@@ -179,10 +180,10 @@ static enum moeinf_status read_special_ids(struct moeinf_vocab *v,
         "fim_pre_token_id", "fim_suf_token_id", "fim_mid_token_id",
         "fim_pad_token_id", "fim_rep_token_id", "fim_sep_token_id"};
     enum moeinf_status st;
-    const bool bpe = v->kind == MOEINF_VOCAB_BPE;
-    if ((st = special_id(v, d->bos_id, bpe ? 11 : 1, "bos_token_id", &v->bos, err)) ||
-        (st = special_id(v, d->eos_id, bpe ? 11 : 2, "eos_token_id", &v->eos, err)) ||
-        (st = special_id(v, d->unk_id, bpe ? NO_ID : 0, "unknown_token_id", &v->unk, err)) ||
+    const struct moeinf_tokenizer_ops *ops = v->ops;
+    if ((st = special_id(v, d->bos_id, ops->bos_default, "bos_token_id", &v->bos, err)) ||
+        (st = special_id(v, d->eos_id, ops->eos_default, "eos_token_id", &v->eos, err)) ||
+        (st = special_id(v, d->unk_id, ops->unk_default, "unknown_token_id", &v->unk, err)) ||
         (st = special_id(v, d->pad_id, NO_ID, "padding_token_id", &v->pad, err)) ||
         (st = special_id(v, d->eot_id, NO_ID, "eot_token_id", &v->eot, err)) ||
         (st = special_id(v, d->eom_id, NO_ID, "eom_token_id", &v->eom, err)))
@@ -190,10 +191,11 @@ static enum moeinf_status read_special_ids(struct moeinf_vocab *v,
     for (int i = 0; i < MOEINF_VOCAB_N_FIM; i++)
         if ((st = special_id(v, d->fim_ids[i], NO_ID, fim_keys[i], &fim[i], err))) return st;
 
-    bool def_bos = bpe ? moeinf_pretok_flags(v->pretok).add_bos : true;
+    bool def_bos = ops->add_bos_default ? ops->add_bos_default(v) : true;
     v->add_bos = d->add_bos < 0 ? def_bos : d->add_bos != 0;
     v->add_eos = d->add_eos < 0 ? false : d->add_eos != 0;
-    v->add_space_prefix = d->add_space_prefix < 0 ? !bpe : d->add_space_prefix != 0;
+    v->add_space_prefix =
+        d->add_space_prefix < 0 ? ops->add_space_prefix_default : d->add_space_prefix != 0;
     if (v->add_bos && v->bos == NO_ID)
         return moeinf_fail(err, MOEINF_ERR_FORMAT,
                            "%s: tokenizer.ggml.add_bos_token is true, "
@@ -340,22 +342,7 @@ static size_t render_piece(const struct moeinf_vocab *v, int32_t id, char *dst) 
         if (dst) memcpy(dst, text, t->text_len);
         return t->text_len;
     }
-    if ((t->attr & MOEINF_TOKEN_ATTR_NORMAL) && v->kind == MOEINF_VOCAB_BPE)
-        return moeinf_bpe_decode_text(v, text, t->text_len, dst);
-    if (t->attr & MOEINF_TOKEN_ATTR_NORMAL) {
-        size_t n = 0;
-        for (size_t i = 0; i < t->text_len;) {
-            if (i + 3 <= t->text_len && memcmp(text + i, "\xe2\x96\x81", 3) == 0) {
-                if (dst) dst[n] = ' ';
-                i += 3;
-            } else {
-                if (dst) dst[n] = text[i];
-                i++;
-            }
-            n++;
-        }
-        return n;
-    }
+    if (t->attr & MOEINF_TOKEN_ATTR_NORMAL) return v->ops->decode_text(v, text, t->text_len, dst);
     if (t->attr & MOEINF_TOKEN_ATTR_BYTE) {
         if (dst) dst[0] = (char)byte_of_text(text, t->text_len);
         return 1;
@@ -381,10 +368,13 @@ static enum moeinf_status build_pieces(struct moeinf_vocab *v, struct moeinf_err
 
 /* ---- init ------------------------------------------------------------------------------- */
 
-static enum moeinf_status check_model(const struct moeinf_vocab_desc *d, const char *src,
-                                      struct moeinf_error *err) {
+/* The table of the desc's tokenizer.ggml.model (absent: "llama"), or an error naming it. */
+static enum moeinf_status find_tokenizer(const struct moeinf_vocab_desc *d, const char *src,
+                                         const struct moeinf_tokenizer_ops **out,
+                                         struct moeinf_error *err) {
     const char *m = d->model ? d->model : "llama";
-    if (strcmp(m, "llama") == 0 || strcmp(m, "gpt2") == 0) return MOEINF_OK;
+    *out = moeinf_tokenizer_find(m);
+    if (*out) return MOEINF_OK;
     const char *kind = "";
     if (strcmp(m, "gemma4") == 0)
         kind = " (SentencePiece-style BPE)";
@@ -477,21 +467,11 @@ static enum moeinf_status load_tokens(struct moeinf_vocab *v, const struct moein
     return MOEINF_OK;
 }
 
-/* llama.cpp warns at length when a BPE vocabulary names no pre-tokenizer; one line, once per
- * process, says the same here. */
-static void note_default_pre(const char *src) {
-    static atomic_flag said = ATOMIC_FLAG_INIT;
-    if (atomic_flag_test_and_set(&said)) return;
-    fprintf(stderr,
-            "moeinf: %s: no tokenizer.ggml.pre; using the 'default' pre-tokenizer, as llama.cpp "
-            "does (text may split differently from the model's own tokenizer)\n",
-            src);
-}
-
 enum moeinf_status moeinf_vocab_init(const struct moeinf_vocab_desc *desc,
                                      struct moeinf_vocab **out, struct moeinf_error *err) {
     const char *src = desc->source ? desc->source : "(memory)";
-    enum moeinf_status st = check_model(desc, src, err);
+    const struct moeinf_tokenizer_ops *ops;
+    enum moeinf_status st = find_tokenizer(desc, src, &ops, err);
     if (st != MOEINF_OK) return st;
     if (desc->n_tokens == 0 || !desc->texts)
         return moeinf_fail(err, MOEINF_ERR_FORMAT, "%s: the vocabulary has no tokens", src);
@@ -509,6 +489,7 @@ enum moeinf_status moeinf_vocab_init(const struct moeinf_vocab_desc *desc,
 
     struct moeinf_vocab *v = calloc(1, sizeof *v);
     if (!v) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", src);
+    v->ops = ops;
     snprintf(v->source, sizeof v->source, "%s", src);
     v->n_tokens = (int32_t)desc->n_tokens;
     v->tokens = calloc(desc->n_tokens, sizeof *v->tokens);
@@ -519,12 +500,8 @@ enum moeinf_status moeinf_vocab_init(const struct moeinf_vocab_desc *desc,
         goto fail;
     }
     int32_t fim[MOEINF_VOCAB_N_FIM];
-    v->kind = desc->model && strcmp(desc->model, "gpt2") == 0 ? MOEINF_VOCAB_BPE : MOEINF_VOCAB_SPM;
     if ((st = load_texts(v, desc, err)) || (st = load_tokens(v, desc, err))) goto fail;
-    if (v->kind == MOEINF_VOCAB_BPE) {
-        if (!desc->pre) note_default_pre(src);
-        if ((st = moeinf_bpe_init(v, desc, err))) goto fail;
-    }
+    if (ops->init && (st = ops->init(v, desc, err))) goto fail;
     if ((st = read_special_ids(v, desc, fim, err))) goto fail;
     find_eog(v, fim);
     if ((st = build_special_list(v, err)) || (st = build_pieces(v, err))) goto fail;
@@ -539,7 +516,7 @@ fail:
 
 void moeinf_vocab_free(struct moeinf_vocab *v) {
     if (!v) return;
-    if (v->kind == MOEINF_VOCAB_BPE) moeinf_bpe_free(v);
+    if (v->ops->free) v->ops->free(v);
     free(v->tokens);
     free(v->text_arena);
     free(v->piece_arena);
@@ -710,7 +687,7 @@ enum moeinf_status moeinf_vocab_detokenize(const struct moeinf_vocab *v, const i
         memcpy(buf + pos, p, len);
         pos += len;
     }
-    if (v->kind == MOEINF_VOCAB_BPE && v->clean_spaces) pos = clean_spaces(buf, pos);
+    if (v->clean_spaces) pos = clean_spaces(buf, pos);
     buf[pos] = '\0';
     *out = buf;
     *n_out = pos;

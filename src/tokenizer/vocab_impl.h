@@ -1,7 +1,7 @@
 /*
  * vocab_impl.h - the inside of struct moeinf_vocab, shared by vocab.c (building, pieces,
- * lookups), tokenize.c (special tokens, dispatch), spm.c and bpe.c (the two tokenizers).
- * Nothing outside src/tokenizer includes it.
+ * lookups), tokenize.c (special tokens, dispatch), spm.c and bpe.c (the two tokenizers,
+ * reached through the table in tokenizer.h). Nothing outside src/tokenizer includes it.
  */
 #ifndef MOEINF_TOKENIZER_VOCAB_IMPL_H
 #define MOEINF_TOKENIZER_VOCAB_IMPL_H
@@ -21,11 +21,6 @@ struct moeinf_vocab_token {
     unsigned attr; /* enum moeinf_token_attr bits */
 };
 
-enum moeinf_vocab_kind {
-    MOEINF_VOCAB_SPM, /* tokenizer.ggml.model "llama" */
-    MOEINF_VOCAB_BPE, /* "gpt2": byte-level BPE */
-};
-
 /* tokenizer.ggml.merges: "left right" -> rank (its index; the first of duplicates wins). */
 struct moeinf_bpe_merges {
     char *arena;    /* the merge strings, each NUL-terminated */
@@ -38,9 +33,10 @@ struct moeinf_bpe_merges {
 };
 
 struct moeinf_pretok;
+struct moeinf_tokenizer_ops;
 
 struct moeinf_vocab {
-    enum moeinf_vocab_kind kind;
+    const struct moeinf_tokenizer_ops *ops; /* by tokenizer.ggml.model (tokenizer.h) */
     int32_t n_tokens;
     struct moeinf_vocab_token *tokens; /* [n_tokens] */
     char *text_arena;
@@ -53,7 +49,7 @@ struct moeinf_vocab {
     int32_t n_special;
     int32_t bos, eos, unk, pad, eot, eom;
     bool add_bos, add_eos, add_space_prefix;
-    /* BPE only */
+    /* BPE only (bpe.c's init fills them; clean_spaces, read by vocab.c, stays false otherwise) */
     struct moeinf_pretok *pretok;
     struct moeinf_bpe_merges merges;
     bool ignore_merges, clean_spaces;
@@ -61,30 +57,6 @@ struct moeinf_vocab {
     unsigned char byte_utf8_len[256];
     char source[128]; /* file name for messages */
 };
-
-/* A growing array of ids. */
-struct moeinf_ids {
-    int32_t *data;
-    size_t n, cap;
-};
-
-bool moeinf_ids_push(struct moeinf_ids *a, int32_t id);
-
-/* spm.c: one text fragment (between special tokens), with the space prefix if `prefix`. */
-enum moeinf_status moeinf_spm_fragment(const struct moeinf_vocab *v, const char *text, size_t len,
-                                       bool prefix, struct moeinf_ids *out,
-                                       struct moeinf_error *err);
-
-/* bpe.c: the merges, pre-tokenizer and byte map of a BPE vocabulary (after its texts). */
-enum moeinf_status moeinf_bpe_init(struct moeinf_vocab *v, const struct moeinf_vocab_desc *d,
-                                   struct moeinf_error *err);
-void moeinf_bpe_free(struct moeinf_vocab *v);
-/* bpe.c: one text fragment: pre-tokenize, byte-map each word, merge by rank. */
-enum moeinf_status moeinf_bpe_fragment(const struct moeinf_vocab *v, const char *text, size_t len,
-                                       struct moeinf_ids *out, struct moeinf_error *err);
-/* bpe.c: a normal token's text back to bytes (dst NULL: only measure); characters outside
- * the byte map are copied as they are. */
-size_t moeinf_bpe_decode_text(const struct moeinf_vocab *v, const char *text, size_t n, char *dst);
 
 /* FNV-1a of n bytes: the hash of the token-text and merge tables. */
 static inline uint64_t moeinf_hash_bytes(const char *s, size_t n) {

@@ -7,6 +7,7 @@
  */
 #include <string.h>
 
+#include "app/inspect.h"
 #include "fuzz.h"
 #include "gguf/gguf.h"
 

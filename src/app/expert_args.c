@@ -1,0 +1,273 @@
+/* expert_args.c - --expert-cache, --policy, --stats, --stats-json (see expert_args.h). */
+#include "app/expert_args.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/args.h"
+
+const char expert_args_help[] = EXPERT_ARGS_HELP;
+
+int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **argv, int *i) {
+    const char *opt = argv[*i];
+    if (!strcmp(opt, "--stats")) {
+        a->stats = true;
+        return 1;
+    }
+    static const char *const counts[] = {"--io-threads", "--prefetch", "--lookahead", NULL};
+    bool is_count = cli_is_one_of(opt, counts);
+    if (!is_count && strcmp(opt, "--expert-cache") != 0 && strcmp(opt, "--policy") != 0 &&
+        strcmp(opt, "--stats-json") != 0 && strcmp(opt, "--expert-io") != 0 &&
+        strcmp(opt, "--eamc") != 0) {
+        return 0;
+    }
+    const char *val = cli_option_value(cmd, argc, argv, i);
+    if (!val) return -1;
+    if (is_count) {
+        long n;
+        if (!cli_parse_long(cmd, opt, val, 0, 64, &n)) return -1;
+        if (!strcmp(opt, "--io-threads")) {
+            a->io_threads = val;
+        } else if (!strcmp(opt, "--prefetch")) {
+            a->prefetch = val;
+        } else {
+            a->lookahead = val;
+        }
+        return 1;
+    }
+    if (!strcmp(opt, "--expert-cache")) {
+        a->cache = val;
+    } else if (!strcmp(opt, "--policy")) {
+        a->policy = val;
+    } else if (!strcmp(opt, "--expert-io")) {
+        if (strcmp(val, "direct") != 0 && strcmp(val, "cached") != 0) {
+            fprintf(stderr, "moeinf %s: --expert-io must be direct or cached, not '%s'\n", cmd,
+                    val);
+            return -1;
+        }
+        a->io = val;
+    } else if (!strcmp(opt, "--eamc")) {
+        a->eamc = val;
+    } else {
+        a->stats_json = val;
+    }
+    return 1;
+}
+
+int expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_model_params *mp,
+                      struct moeinf_context_params *cp) {
+    struct moeinf_error err = {0};
+    if (!a->cache) {
+        if (a->policy || a->io || a->stats || a->stats_json || a->io_threads ||
+            a->prefetch || a->lookahead || a->eamc) {
+            fprintf(stderr,
+                    "moeinf %s: --policy, --expert-io, --io-threads, --prefetch, --lookahead, "
+                    "--stats, --stats-json and --eamc need --expert-cache\n",
+                    cmd);
+            return CLI_EXIT_USAGE;
+        }
+        return CLI_EXIT_OK;
+    }
+    if (moeinf_expert_cache_parse(a->cache, &cp->expert_cache, &err) != MOEINF_OK) {
+        fprintf(stderr, "moeinf %s: %s\n", cmd, err.msg);
+        return CLI_EXIT_USAGE;
+    }
+    cp->expert_policy = a->policy;
+    /* the values were checked by expert_args_parse */
+    if (a->io_threads) cp->expert_io_threads = (int)strtol(a->io_threads, NULL, 10);
+    if (a->prefetch) cp->expert_prefetch = (int)strtol(a->prefetch, NULL, 10);
+    if (a->lookahead) cp->expert_lookahead = (int)strtol(a->lookahead, NULL, 10);
+    if (cp->expert_io_threads == 0 && (a->prefetch || a->lookahead) &&
+        (cp->expert_prefetch > 0 || cp->expert_lookahead > 0)) {
+        fprintf(stderr, "moeinf %s: --prefetch and --lookahead read ahead on I/O threads: they "
+                        "need --io-threads of at least 1\n", cmd);
+        return CLI_EXIT_USAGE;
+    }
+    cp->expert_io =
+        a->io && !strcmp(a->io, "cached") ? MOEINF_EXPERT_IO_CACHED : MOEINF_EXPERT_IO_DIRECT;
+    mp->offload_experts = true;
+    if (a->eamc && moeinf_file_check_output(a->eamc, &err) != MOEINF_OK) {
+        return cli_fail(&err); /* before loading the model, not at exit */
+    }
+    if (a->stats_json) {
+        a->json = fopen(a->stats_json, "w");
+        if (!a->json) {
+            /* NOLINTNEXTLINE(concurrency-mt-unsafe): only the main thread reports errors */
+            fprintf(stderr, "moeinf: %s: %s\n", a->stats_json, strerror(errno));
+            return CLI_EXIT_FAIL;
+        }
+    }
+    return CLI_EXIT_OK;
+}
+
+void expert_args_announce(const struct moeinf_context *ctx) {
+    struct moeinf_expert_cache_info info;
+    struct moeinf_error err = {0};
+    if (moeinf_context_expert_cache(ctx, &info, &err) != MOEINF_OK) return;
+    double mib = 1024.0 * 1024.0;
+    fprintf(stderr,
+            "moeinf: expert cache: %d of %d experts (%.1f%%), %d slots x %.2f MiB = %.1f MiB; "
+            "resident weights %.1f MiB, KV cache and scratch %.1f MiB; policy %s; %s\n",
+            info.slots, info.n_experts_total, 100.0 * info.slots / info.n_experts_total, info.slots,
+            (double)info.slot_bytes / mib, (double)info.slot_bytes * info.slots / mib,
+            (double)info.resident_bytes / mib, (double)info.context_bytes / mib, info.policy,
+            info.io_note ? info.io_note : "");
+}
+
+static double ratio(uint64_t a, uint64_t b) {
+    return b ? (double)a / (double)b : 0.0;
+}
+
+static void json_counters(FILE *f, const struct moeinf_expert_stats *s) {
+    fprintf(f,
+            "\"accesses\": %llu, \"hits\": %llu, \"hit_ratio\": ", (unsigned long long)s->accesses,
+            (unsigned long long)s->hits);
+    if (s->accesses) {
+        fprintf(f, "%.6f", ratio(s->hits, s->accesses));
+    } else {
+        fprintf(f, "null");
+    }
+    fprintf(f,
+            ", \"misses\": %llu, \"prefetches\": %llu, \"prefetch_hits\": %llu, "
+            "\"late_prefetches\": %llu, \"wasted_prefetches\": %llu, "
+            "\"dropped_prefetches\": %llu, \"bytes_read\": %llu, \"expert_bytes\": %llu, "
+            "\"read_seconds\": %.6f, \"stall_seconds\": %.6f",
+            (unsigned long long)s->misses, (unsigned long long)s->prefetches,
+            (unsigned long long)s->prefetch_hits, (unsigned long long)s->late_prefetches,
+            (unsigned long long)s->wasted_prefetches, (unsigned long long)s->dropped_prefetches,
+            (unsigned long long)s->bytes_read, (unsigned long long)s->expert_bytes,
+            s->read_seconds, s->stall_seconds);
+}
+
+static void json_prediction(FILE *f, const char *name, uint64_t predicted, uint64_t correct,
+                            uint64_t actual) {
+    fprintf(f, "\"%s\": {\"predicted\": %llu, \"correct\": %llu, \"actual\": %llu}", name,
+            (unsigned long long)predicted, (unsigned long long)correct,
+            (unsigned long long)actual);
+}
+
+/* "precision 0.812 recall 0.655 (123 named)" or "none named". */
+static void print_prediction(const char *name, uint64_t predicted, uint64_t correct,
+                             uint64_t actual) {
+    if (!predicted) {
+        fprintf(stderr, "%s: none named\n", name);
+        return;
+    }
+    fprintf(stderr, "%s: precision %.3f, recall %.3f (%llu experts named)\n", name,
+            ratio(correct, predicted), ratio(correct, actual), (unsigned long long)predicted);
+}
+
+/* s as a JSON string (quotes and backslashes escaped, control bytes as \u00XX). */
+static void json_string(FILE *f, const char *s) {
+    fputc('"', f);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '"' || *p == '\\') {
+            fprintf(f, "\\%c", *p);
+        } else if (*p < 0x20) {
+            fprintf(f, "\\u%04x", *p);
+        } else {
+            fputc(*p, f);
+        }
+    }
+    fputc('"', f);
+}
+
+bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx, double seconds) {
+    struct moeinf_expert_cache_info info;
+    struct moeinf_expert_stats total;
+    struct moeinf_error err = {0};
+    if (!a->cache) return true;
+    if (moeinf_context_expert_cache(ctx, &info, &err) != MOEINF_OK ||
+        moeinf_context_expert_stats(ctx, -1, &total, &err) != MOEINF_OK) {
+        expert_args_close(a);
+        cli_fail(&err);
+        return false;
+    }
+    int n_layers = 0;
+    struct moeinf_expert_stats ls;
+    while (moeinf_context_expert_stats(ctx, n_layers, &ls, &err) == MOEINF_OK)
+        n_layers++;
+    double tps = seconds > 0 ? (double)total.tokens / seconds : 0.0;
+    if (a->stats) {
+        fprintf(stderr, "\nexpert cache (%s, %d slots):\n", info.policy, info.slots);
+        if (a->routing) fprintf(stderr, "routing replayed from %s\n", a->routing);
+        fprintf(stderr, "%-6s %9s %9s %9s %6s %9s %9s %7s %7s %7s %10s %9s %9s\n", "layer",
+                "accesses", "hits", "misses", "hit", "prefetch", "pf hits", "late", "wasted",
+                "dropped", "MiB read", "read s", "stall s");
+        for (int il = 0; il <= n_layers; il++) {
+            if (il < n_layers) {
+                moeinf_context_expert_stats(ctx, il, &ls, &err);
+            } else {
+                ls = total;
+            }
+            char name[16];
+            snprintf(name, sizeof name, il < n_layers ? "%d" : "total", il);
+            fprintf(stderr,
+                    "%-6s %9llu %9llu %9llu %6.3f %9llu %9llu %7llu %7llu %7llu %10.1f %9.3f "
+                    "%9.3f\n",
+                    name, (unsigned long long)ls.accesses, (unsigned long long)ls.hits,
+                    (unsigned long long)ls.misses, ratio(ls.hits, ls.accesses),
+                    (unsigned long long)ls.prefetches, (unsigned long long)ls.prefetch_hits,
+                    (unsigned long long)ls.late_prefetches,
+                    (unsigned long long)ls.wasted_prefetches,
+                    (unsigned long long)ls.dropped_prefetches,
+                    (double)ls.bytes_read / (1024.0 * 1024.0), ls.read_seconds,
+                    ls.stall_seconds);
+        }
+        fprintf(stderr, "%llu tokens (%llu decode) in %.3f s: %.2f tokens/s\n",
+                (unsigned long long)total.tokens, (unsigned long long)total.decode_tokens, seconds,
+                tps);
+        if (total.tokens && seconds > 0) {
+            fprintf(stderr, "reads %.1f MiB/s; stall %.2f ms per token (%.0f%% of the time)\n",
+                    (double)total.bytes_read / (1024.0 * 1024.0) / seconds,
+                    1e3 * total.stall_seconds / (double)total.tokens,
+                    100.0 * total.stall_seconds / seconds);
+        }
+        print_prediction("policy prefetch", total.policy_predicted, total.policy_correct,
+                         total.policy_actual);
+        print_prediction("gate lookahead", total.lookahead_predicted, total.lookahead_correct,
+                         total.lookahead_actual);
+    }
+    if (!a->json) return true;
+    FILE *f = a->json;
+    a->json = NULL;
+    fprintf(f,
+            "{\"policy\": \"%s\", \"cache_experts\": %d, \"experts_total\": %d, "
+            "\"slot_bytes\": %llu, \"direct_io\": %s, ",
+            info.policy, info.slots, info.n_experts_total, (unsigned long long)info.slot_bytes,
+            info.direct_io ? "true" : "false");
+    if (a->routing) {
+        fprintf(f, "\"routing_replayed_from\": ");
+        json_string(f, a->routing);
+        fprintf(f, ", ");
+    }
+    json_counters(f, &total);
+    fprintf(f,
+            ", \"tokens\": %llu, \"decode_tokens\": %llu, \"seconds\": %.6f, "
+            "\"tokens_per_second\": %.4f, ",
+            (unsigned long long)total.tokens, (unsigned long long)total.decode_tokens, seconds,
+            tps);
+    json_prediction(f, "policy_prediction", total.policy_predicted, total.policy_correct,
+                    total.policy_actual);
+    fprintf(f, ", ");
+    json_prediction(f, "lookahead_prediction", total.lookahead_predicted,
+                    total.lookahead_correct, total.lookahead_actual);
+    fprintf(f, ", \"layers\": [");
+    for (int il = 0; il < n_layers; il++) {
+        moeinf_context_expert_stats(ctx, il, &ls, &err);
+        fprintf(f, "%s{\"layer\": %d, ", il ? ", " : "", il);
+        json_counters(f, &ls);
+        fprintf(f, "}");
+    }
+    fprintf(f, "]}\n");
+    bool ok = !ferror(f);
+    if (fclose(f) != 0) ok = false;
+    if (!ok) fprintf(stderr, "moeinf: %s: write failed\n", a->stats_json);
+    return ok;
+}
+
+void expert_args_close(struct expert_args *a) {
+    if (a->json) fclose(a->json);
+    a->json = NULL;
+}

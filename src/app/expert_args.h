@@ -1,0 +1,79 @@
+/* expert_args.h - the expert-cache options of run, logits and bench, and the --stats report. */
+#ifndef MOEINF_APP_EXPERT_ARGS_H
+#define MOEINF_APP_EXPERT_ARGS_H
+
+#include <stdbool.h>
+#include <stdio.h>
+
+#include "moeinf.h"
+
+struct expert_args {
+    const char *cache;      /* --expert-cache SIZE|P%|auto, NULL: experts resident */
+    const char *policy;     /* --policy NAME */
+    const char *io;         /* --expert-io direct|cached */
+    bool stats;             /* --stats */
+    const char *stats_json; /* --stats-json FILE */
+    const char *io_threads; /* --io-threads N (NULL: the default) */
+    const char *prefetch;   /* --prefetch K */
+    const char *lookahead;  /* --lookahead N */
+    FILE *json;             /* opened before the work, so that a bad path fails first */
+    const char *routing;    /* set by bench --route-trace: where the replayed routing came
+                               from, reported by --stats and --stats-json; NULL otherwise */
+    const char *eamc;       /* --eamc FILE: the cache policy's learned state (warm_start.c) */
+};
+
+/* Consumes argv[*i] if it is one of the options above. Returns 1 if consumed, 0 if not one of
+ * them, -1 on a bad value (message printed). */
+int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **argv, int *i);
+
+/* Checks the options and sets the model and context params they imply. Returns CLI_EXIT_OK,
+ * or prints the error and returns CLI_EXIT_USAGE (a bad value) or CLI_EXIT_FAIL (a
+ * --stats-json path that cannot be written). */
+int expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_model_params *mp,
+                      struct moeinf_context_params *cp);
+
+/* Once the context exists: the cache's size and how it reads, one line on stderr. */
+void expert_args_announce(const struct moeinf_context *ctx);
+
+/* The report of --stats (stderr) and --stats-json (the file), for `seconds` of work. Returns
+ * false (message printed) if the JSON file cannot be written. Closes the JSON file. */
+bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx, double seconds);
+
+/* Closes the JSON file without writing (a failed run). */
+void expert_args_close(struct expert_args *a);
+
+/* warm_start.c: --eamc FILE loaded into the context (a missing file: a cold start, the file
+ * is written at the end). Returns CLI_EXIT_OK, or prints why and returns CLI_EXIT_FAIL (a bad
+ * file) or CLI_EXIT_USAGE (a policy that learns nothing). Nothing without --eamc. */
+int expert_args_warm_start(const struct expert_args *a, struct moeinf_context *ctx);
+/* Saves the state to --eamc FILE atomically; false (message printed) if it could not. True
+ * without --eamc. */
+bool expert_args_save_state(const struct expert_args *a, struct moeinf_context *ctx);
+
+/* When a signal asked the work to stop (cli_stop_on_signal): saves --eamc and dies of the
+ * signal; returns true only if the save failed (message printed). False when no signal came. */
+bool expert_args_stopped(const struct expert_args *a, struct moeinf_context *ctx);
+
+/* The help lines of those options. */
+#define EXPERT_ARGS_HELP                                                                           \
+    "  --expert-cache SIZE  run routed experts from the file through a cache of SIZE:\n"           \
+    "                       bytes with K/M/G/T (powers of 1024), P% of all experts\n"              \
+    "                       (layers x experts), or auto (the cgroup limit or MemAvailable,\n"      \
+    "                       less resident weights, KV cache, scratch and 64 MiB); other\n"         \
+    "                       weights are read into memory once. Default: all resident\n"            \
+    "  --policy NAME        expert cache policy (default reuse; `moeinf sim --help` lists "        \
+    "them)\n"                                                                                      \
+    "  --io-threads N       threads reading experts (default 4; 0: read on the compute\n"          \
+    "                       thread when needed, nothing read ahead)\n"                            \
+    "  --prefetch K         after each layer, prefetch up to K experts the policy predicts\n"      \
+    "                       (default 0)\n"                                                        \
+    "  --lookahead N        during decode, prefetch the top-k experts that the next N layers'\n"  \
+    "                       routers choose for the current hidden state (default 0)\n"            \
+    "  --stats              the expert cache's counters per layer, on stderr at the end\n"         \
+    "  --stats-json FILE    the same as one JSON object in FILE\n"                                 \
+    "  --eamc FILE          warm start: the cache policy's learned state (the file of\n"           \
+    "                       `moeinf sim --eamc`), read at start (a missing file: cold\n"           \
+    "                       start) and written atomically at exit and on SIGINT/SIGTERM\n"
+extern const char expert_args_help[];
+
+#endif

@@ -1,0 +1,101 @@
+/* model_args.c - the -m/-c/-t/-b/--kv-type options and opening a model with them. */
+#include "app/model_args.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "app/args.h"
+#include "app/default_model.h"
+#include "app/progress.h"
+
+const char model_args_help[] =
+    "  -m MODEL        GGUF model file (default: the embedded default model, written on\n"
+    "                  first use to $XDG_CACHE_HOME/moeinf or ~/.cache/moeinf)\n"
+    "  -c N            context size in tokens (default: run 4096, bench P + N + 1)\n"
+    "  -t N            threads (default: the CPUs this process may use)\n"
+    "  -b N            prefill micro-batch (default 512)\n"
+    "  --kv-type T     KV cache type f16|f32 (default f16)\n"
+    "  --no-mmap       read the model into memory (default when it fits with room to\n"
+    "                  spare: faster decode, on huge pages)\n"
+    "  --mmap          map the model file instead (default when it does not fit: no\n"
+    "                  copy, pages shared with other processes)\n" EXPERT_ARGS_HELP;
+
+int model_args_parse(const char *cmd, struct model_args *a, int argc, char **argv, int *i) {
+    const char *opt = argv[*i];
+    long v;
+    a->cmd = cmd;
+    int er = expert_args_parse(cmd, &a->experts, argc, argv, i);
+    if (er != 0) return er;
+    if (!strcmp(opt, "--no-mmap") || !strcmp(opt, "--mmap")) {
+        a->model.load_mode = !strcmp(opt, "--mmap") ? MOEINF_LOAD_MAP : MOEINF_LOAD_READ;
+        return 1;
+    }
+    if (strcmp(opt, "-m") != 0 && strcmp(opt, "--model") != 0 && strcmp(opt, "-c") != 0 &&
+        strcmp(opt, "-t") != 0 && strcmp(opt, "-b") != 0 && strcmp(opt, "--kv-type") != 0) {
+        return 0;
+    }
+    const char *val = cli_option_value(cmd, argc, argv, i);
+    if (!val) return -1;
+    if (!strcmp(opt, "-m") || !strcmp(opt, "--model")) {
+        a->model_path = val;
+    } else if (!strcmp(opt, "-c")) {
+        if (!cli_parse_long(cmd, opt, val, 1, 1 << 24, &v)) return -1;
+        a->ctx.n_ctx = (int)v;
+    } else if (!strcmp(opt, "-t")) {
+        if (!cli_parse_long(cmd, opt, val, 1, 1024, &v)) return -1;
+        a->ctx.n_threads = (int)v;
+    } else if (!strcmp(opt, "-b")) {
+        if (!cli_parse_long(cmd, opt, val, 1, 1 << 16, &v)) return -1;
+        a->ctx.n_batch = (int)v;
+    } else if (!strcmp(val, "f16")) {
+        a->ctx.kv_type = MOEINF_KV_F16;
+    } else if (!strcmp(val, "f32")) {
+        a->ctx.kv_type = MOEINF_KV_F32;
+    } else {
+        fprintf(stderr, "moeinf %s: --kv-type must be f16 or f32, not '%s'\n", cmd, val);
+        return -1;
+    }
+    return 1;
+}
+
+int model_args_open(struct model_args *a, struct moeinf_model **model,
+                    struct moeinf_context **ctx) {
+    struct moeinf_error err = {0};
+    char default_path[1024];
+    const char *path = a->model_path;
+    if (!path) {
+        if (!cli_default_model(default_path, sizeof default_path, &err)) {
+            cli_fail(&err);
+            return CLI_EXIT_FAIL;
+        }
+        path = default_path;
+    }
+    int rc = expert_args_apply(a->cmd ? a->cmd : "run", &a->experts, &a->model, &a->ctx);
+    if (rc != CLI_EXIT_OK) return rc;
+    struct cli_progress progress = cli_progress_start();
+    a->model.progress = cli_progress_bytes;
+    a->model.progress_user = &progress;
+    enum moeinf_status lst = moeinf_model_load(path, &a->model, model, &err);
+    cli_progress_end(&progress);
+    a->model.progress = NULL;
+    a->model.progress_user = NULL;
+    if (lst != MOEINF_OK) {
+        cli_fail(&err);
+        return CLI_EXIT_FAIL;
+    }
+    if (moeinf_context_init(*model, &a->ctx, ctx, &err) != MOEINF_OK) {
+        moeinf_model_free(*model);
+        *model = NULL;
+        cli_fail(&err);
+        return CLI_EXIT_FAIL;
+    }
+    if (a->experts.cache) expert_args_announce(*ctx);
+    rc = expert_args_warm_start(&a->experts, *ctx);
+    if (rc != CLI_EXIT_OK) {
+        moeinf_context_free(*ctx);
+        moeinf_model_free(*model);
+        *ctx = NULL;
+        *model = NULL;
+    }
+    return rc;
+}

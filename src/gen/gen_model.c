@@ -1,0 +1,798 @@
+/*
+ * gen_model.c - moeinf_gen_model: a GGUF model with random weights, in the layout llama.cpp
+ * loads for arch "llama" (Mixtral-style routed experts, or dense Llama when n_expert = 0),
+ * "qwen2moe" (q/k/v biases ~ N(0, 0.2), one shared expert of width n_expert_shared x n_ff
+ * behind its sigmoid gate), "qwen3moe" (per-head q/k RMSNorm) and "olmoe" (q/k RMSNorm over
+ * the whole projection). It sits in src/gen/ with its tensor types (quant_mix.c), not in
+ * src/gguf/: it writes through the GGUF writer and quantises through quant/, which the GGUF
+ * reader does not depend on.
+ *
+ * DESIGN. The tensor list and the metadata are built first (small), then every tensor is
+ * generated and written in chunks of whole rows through the streaming GGUF writer, so memory
+ * stays at a few MB per thread whatever the model size. Chunks are generated in parallel
+ * (round by round: threads fill their chunk, this thread writes the round in order), each from
+ * its own PRNG stream keyed by (seed, tensor, chunk), so the bytes depend only on the
+ * parameters, not on the thread count or timing. Weight scales follow
+ * ../shared/testdata/README.md 1.6: matrices ~ N(0, 1/sqrt(fan_in)) (router x2), RMSNorm
+ * weights 1 + 0.1 N(0,1), token_embd ~ N(0, 0.1), untied output.weight ~ N(0, 8/sqrt(n_embd));
+ * with a tied lm_head, output_norm is scaled by 80/sqrt(n_embd) so that logits again have a
+ * standard deviation near 8 (0.1 * sqrt(n_embd) * w = 8) instead of crowding around zero.
+ */
+#include <assert.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "base/rng.h"
+#include "base/status.h"
+#include "base/tensor_type.h"
+#include "gguf/gguf.h"
+#include "gguf/gguf_writer.h"
+#include "gen/quant_mix.h"
+#include "moeinf.h"
+#include "quant/quant.h"
+
+#define CHUNK_ELEMS (1 << 18) /* weights per chunk (at least one row): 1 MB of floats */
+#define MAX_THREADS 64
+#define MAX_DIM     (1 << 20) /* bound on every width, to keep all products far from overflow */
+
+struct moeinf_gen_params moeinf_gen_params_default(void) {
+    struct moeinf_gen_params p = {0};
+    p.arch = "llama";
+    p.n_layer = 4;
+    p.n_expert = 8;
+    p.n_expert_used = 2;
+    p.n_expert_shared = 0;
+    p.n_embd = 256;
+    p.n_ff = 512;
+    p.n_head = 8;
+    p.n_head_kv = 4;
+    p.n_ctx_train = 4096;
+    p.type = MOEINF_TYPE_Q8_0;
+    p.seed = 42;
+    p.vocab_from = NULL;
+    p.n_embd_head = 0;
+    p.tied_output = false;
+    p.rope_freq_base = 1e6f;
+    p.rms_eps = 1e-5f;
+    p.n_threads = 0;
+    return p;
+}
+
+enum gen_arch {
+    ARCH_LLAMA,
+    ARCH_QWEN2MOE,
+    ARCH_QWEN3MOE,
+    ARCH_OLMOE,
+    ARCH_UNKNOWN
+};
+
+static const char *const arch_names[] = {"llama", "qwen2moe", "qwen3moe", "olmoe"};
+
+static enum gen_arch arch_of(const struct moeinf_gen_params *p) {
+    if (!p->arch) return ARCH_LLAMA;
+    for (int a = 0; a < ARCH_UNKNOWN; a++) {
+        if (!strcmp(p->arch, arch_names[a])) return (enum gen_arch)a;
+    }
+    return ARCH_UNKNOWN;
+}
+
+static int head_dim(const struct moeinf_gen_params *p) {
+    return p->n_embd_head > 0 ? p->n_embd_head : p->n_embd / p->n_head;
+}
+
+static bool in_range(int v, int lo, int hi) {
+    return v >= lo && v <= hi;
+}
+
+enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
+                                           struct moeinf_error *err) {
+    const enum moeinf_status arg = MOEINF_ERR_ARG;
+    const enum gen_arch arch = arch_of(p);
+    if (arch == ARCH_UNKNOWN) {
+        return moeinf_fail(err, arg,
+                           "gen-model: arch '%s' is not supported (llama, qwen2moe, qwen3moe, "
+                           "olmoe)",
+                           p->arch);
+    }
+    if (!in_range(p->n_layer, 1, 4096)) {
+        return moeinf_fail(err, arg, "gen-model: layers %d not in [1, 4096]", p->n_layer);
+    }
+    if (!in_range(p->n_embd, 1, MAX_DIM) || !in_range(p->n_ff, 1, MAX_DIM)) {
+        return moeinf_fail(err, arg, "gen-model: n_embd %d / n_ff %d not in [1, %d]", p->n_embd,
+                           p->n_ff, MAX_DIM);
+    }
+    if (!in_range(p->n_head, 1, 4096) || !in_range(p->n_head_kv, 1, 4096)) {
+        return moeinf_fail(err, arg, "gen-model: heads %d / kv heads %d not in [1, 4096]",
+                           p->n_head, p->n_head_kv);
+    }
+    if (p->n_embd_head < 0 || p->n_embd_head > 65536) {
+        return moeinf_fail(err, arg, "gen-model: head dim %d not in [0, 65536]", p->n_embd_head);
+    }
+    if (p->n_embd_head == 0 && p->n_embd % p->n_head != 0) {
+        return moeinf_fail(err, arg, "gen-model: %d heads do not divide n_embd %d", p->n_head,
+                           p->n_embd);
+    }
+    if (head_dim(p) % 2 != 0) {
+        return moeinf_fail(err, arg, "gen-model: head dim %d is odd (RoPE rotates pairs)",
+                           head_dim(p));
+    }
+    if ((int64_t)p->n_head * head_dim(p) > MAX_DIM) {
+        return moeinf_fail(err, arg, "gen-model: heads x head dim is too large");
+    }
+    if (p->n_head % p->n_head_kv != 0) {
+        return moeinf_fail(err, arg, "gen-model: %d kv heads do not divide %d heads", p->n_head_kv,
+                           p->n_head);
+    }
+    if (!in_range(p->n_expert, 0, 4096)) {
+        return moeinf_fail(err, arg, "gen-model: experts %d not in [0, 4096]", p->n_expert);
+    }
+    if (p->n_expert > 0 && !in_range(p->n_expert_used, 1, p->n_expert)) {
+        return moeinf_fail(err, arg, "gen-model: top-k %d not in [1, experts = %d]",
+                           p->n_expert_used, p->n_expert);
+    }
+    if (p->n_expert == 0 && p->n_expert_used != 0) {
+        return moeinf_fail(err, arg, "gen-model: top-k %d given for a dense model (0 experts)",
+                           p->n_expert_used);
+    }
+    if (arch != ARCH_LLAMA && p->n_expert == 0) {
+        return moeinf_fail(err, arg, "gen-model: arch '%s' needs routed experts (got 0)",
+                           arch_names[arch]);
+    }
+    if (arch == ARCH_QWEN2MOE && !in_range(p->n_expert_shared, 1, 64)) {
+        return moeinf_fail(err, arg,
+                           "gen-model: arch 'qwen2moe' needs 1 to 64 shared experts (got %d)",
+                           p->n_expert_shared);
+    }
+    if (arch != ARCH_QWEN2MOE && p->n_expert_shared != 0) {
+        return moeinf_fail(err, arg, "gen-model: arch '%s' has no shared experts (got %d)",
+                           arch_names[arch], p->n_expert_shared);
+    }
+    if ((int64_t)p->n_expert_shared * p->n_ff > MAX_DIM) {
+        return moeinf_fail(err, arg, "gen-model: the shared expert is too wide");
+    }
+    if (p->n_threads < 0) {
+        return moeinf_fail(err, arg, "gen-model: threads %d < 0", p->n_threads);
+    }
+    if (p->n_ctx_train < 1) {
+        return moeinf_fail(err, arg, "gen-model: context length %d < 1", p->n_ctx_train);
+    }
+    const bool mix = p->type == MOEINF_GEN_TYPE_Q4_K_M;
+    if (!mix && !moeinf_gen_type_is_plain(p->type)) {
+        return moeinf_fail(err, arg, "gen-model: type %d is not one of %s", p->type,
+                           moeinf_gen_type_names());
+    }
+    /* Every quantized row (ne[0]) must be whole blocks: the mix falls back to 32-element
+     * types where a row is not whole super-blocks, as llama-quantize does. */
+    const int64_t block = mix ? 32 : moeinf_type_traits_get(p->type)->block_size;
+    if (block > 1) {
+        int rows[3] = {p->n_embd, p->n_ff, p->n_head * head_dim(p)};
+        const char *what[3] = {"n_embd", "n_ff", "heads x head dim"};
+        for (int i = 0; i < 3; i++) {
+            if (rows[i] % block != 0) {
+                return moeinf_fail(
+                    err, arg, "gen-model: %s = %d is not a multiple of %d (needed by %s)", what[i],
+                    rows[i], (int)block, mix ? "q4_k_m" : moeinf_type_name(p->type));
+            }
+        }
+    }
+    if (!(p->rope_freq_base > 0) || !(p->rms_eps > 0) || !isfinite(p->rope_freq_base) ||
+        !isfinite(p->rms_eps)) {
+        return moeinf_fail(err, arg, "gen-model: rope base and rms epsilon must be positive");
+    }
+    return MOEINF_OK;
+}
+
+/* ---- random numbers ------------------------------------------------------------------- */
+
+/*
+ * Every chunk of rows of every tensor has its own stream: xoshiro256** seeded through
+ * splitmix64 from (seed, tensor index, chunk index). Chunks are therefore generated in any
+ * order, by any number of threads, with the same bytes as a result.
+ */
+struct rng {
+    uint64_t s[4];
+};
+
+static void rng_seed(struct rng *r, uint64_t seed, uint64_t tensor, uint64_t chunk) {
+    uint64_t x = seed;
+    uint64_t mix = moeinf_splitmix64(&x) ^ (tensor * 0xd1342543de82ef95ull) ^
+                   (chunk * 0x9e3779b97f4a7c15ull + 0x632be59bd9b4e019ull);
+    for (int i = 0; i < 4; i++)
+        r->s[i] = moeinf_splitmix64(&mix);
+}
+
+static uint64_t rng_next(struct rng *r) {
+    return moeinf_xoshiro256ss(r->s);
+}
+
+/* Uniform in (0, 1), never 0 (it goes into log). */
+static double rng_uniform(struct rng *r) {
+    return ((double)(rng_next(r) >> 11) + 0.5) * 0x1p-53;
+}
+
+/*
+ * N(0, 1) by the ziggurat method of Marsaglia and Tsang (2000), 128 layers: about one
+ * random number and one compare per sample, against a log, a sqrt and a sin/cos for
+ * Box-Muller, which made generation CPU-bound at ~30 ns per weight. The layer index takes
+ * the low 7 bits and the value the high 32 bits of one 64-bit draw, so the two are
+ * independent (the original shared bits between them).
+ */
+#define ZIG_R 3.442619855899      /* start of the tail */
+#define ZIG_V 9.91256303526217e-3 /* area of each layer */
+
+struct zig {
+    uint32_t k[128]; /* |hz| below k[i]: inside the rectangle, accept at once */
+    double w[128];   /* value scale of layer i */
+    double f[128];   /* density at the layer edges */
+};
+
+static void zig_init(struct zig *z) {
+    const double m1 = 2147483648.0; /* 2^31 */
+    double dn = ZIG_R;
+    double tn = dn;
+    double q = ZIG_V / exp(-0.5 * dn * dn);
+    z->k[0] = (uint32_t)((dn / q) * m1);
+    z->k[1] = 0;
+    z->w[0] = q / m1;
+    z->w[127] = dn / m1;
+    z->f[0] = 1.0;
+    z->f[127] = exp(-0.5 * dn * dn);
+    for (int i = 126; i >= 1; i--) {
+        dn = sqrt(-2.0 * log(ZIG_V / dn + exp(-0.5 * dn * dn)));
+        z->k[i + 1] = (uint32_t)((dn / tn) * m1);
+        tn = dn;
+        z->f[i] = exp(-0.5 * dn * dn);
+        z->w[i] = dn / m1;
+    }
+}
+
+static double rng_normal(struct rng *r, const struct zig *z) {
+    for (;;) {
+        uint64_t u = rng_next(r);
+        int i = (int)(u & 127);
+        int32_t hz = (int32_t)(uint32_t)(u >> 32);
+        uint32_t ahz = hz < 0 ? 0u - (uint32_t)hz : (uint32_t)hz;
+        double x = hz * z->w[i];
+        if (ahz < z->k[i]) return x;
+        if (i == 0) { /* the tail beyond ZIG_R, by Marsaglia's exponential method */
+            double xt;
+            double y;
+            do {
+                xt = -log(rng_uniform(r)) / ZIG_R;
+                y = -log(rng_uniform(r));
+            } while (y + y < xt * xt);
+            return hz > 0 ? ZIG_R + xt : -ZIG_R - xt;
+        }
+        if (z->f[i] + rng_uniform(r) * (z->f[i - 1] - z->f[i]) < exp(-0.5 * x * x)) return x;
+    }
+}
+
+/* ---- vocabulary ----------------------------------------------------------------------- */
+
+/* llama.cpp token types */
+#define TOK_NORMAL  1
+#define TOK_UNKNOWN 2
+#define TOK_CONTROL 3
+#define TOK_BYTE    6
+
+struct vocab {
+    char **text;
+    float *scores;
+    int32_t *types;
+    uint64_t n, cap;
+};
+
+static void vocab_free(struct vocab *v) {
+    for (uint64_t i = 0; i < v->n; i++)
+        free(v->text[i]);
+    free(v->text);
+    free(v->scores);
+    free(v->types);
+}
+
+/* Adds a token unless already there; false only when out of memory. */
+static bool vocab_add(struct vocab *v, const char *s, float score, int32_t type) {
+    for (uint64_t i = 0; i < v->n; i++) {
+        if (!strcmp(v->text[i], s)) return true;
+    }
+    if (v->n == v->cap) {
+        uint64_t cap = v->cap ? v->cap * 2 : 1024;
+        char **t = realloc(v->text, cap * sizeof *t);
+        if (!t) return false;
+        v->text = t;
+        float *sc = realloc(v->scores, cap * sizeof *sc);
+        if (!sc) return false;
+        v->scores = sc;
+        int32_t *ty = realloc(v->types, cap * sizeof *ty);
+        if (!ty) return false;
+        v->types = ty;
+        v->cap = cap;
+    }
+    char *copy = strdup(s);
+    if (!copy) return false;
+    v->text[v->n] = copy;
+    v->scores[v->n] = score;
+    v->types[v->n] = type;
+    v->n++;
+    return true;
+}
+
+#define SPM_SPACE "\xe2\x96\x81" /* U+2581, SentencePiece's word-start mark */
+
+/*
+ * A SentencePiece-style ("llama") vocabulary: <unk>, <s>, </s>, the 256 byte tokens, then
+ * pieces: single printable characters, "▁" + letter/digit, and common words, each word with
+ * all its prefixes so that the tokenizer's pair merges can reach it. Piece scores decrease
+ * in the order added (SentencePiece scores are log-probabilities; higher merges first).
+ */
+static bool vocab_build(struct vocab *v) {
+    static const char *const words[] = {
+        "the",     "of",   "and",    "to",      "in",     "is",     "that",   "for",    "it",
+        "as",      "was",  "with",   "be",      "by",     "on",     "not",    "he",     "this",
+        "are",     "or",   "his",    "from",    "at",     "which",  "but",    "have",   "an",
+        "had",     "they", "you",    "were",    "their",  "one",    "all",    "we",     "can",
+        "her",     "has",  "there",  "been",    "if",     "more",   "when",   "will",   "would",
+        "who",     "so",   "no",     "she",     "other",  "its",    "may",    "these",  "about",
+        "what",    "time", "out",    "up",      "into",   "than",   "them",   "only",   "some",
+        "could",   "new",  "two",    "first",   "world",  "hello",  "model",  "expert", "cache",
+        "token",   "def",  "return", "int",     "float",  "void",   "const",  "struct", "class",
+        "import",  "self", "print",  "while",   "else",   "true",   "false",  "null",   "value",
+        "data",    "file", "name",   "list",    "string", "number", "test",   "error",  "use",
+        "make",    "like", "just",   "over",    "also",   "after",  "people", "year",   "good",
+        "day",     "way",  "how",    "because", "any",    "each",   "most",   "very",   "where",
+        "through", "back", "much",   "before",  "go",     "right",  "think",  "say",    "help",
+    };
+    if (!vocab_add(v, "<unk>", 0, TOK_UNKNOWN) || !vocab_add(v, "<s>", 0, TOK_CONTROL) ||
+        !vocab_add(v, "</s>", 0, TOK_CONTROL)) {
+        return false;
+    }
+    for (int b = 0; b < 256; b++) {
+        char t[8];
+        snprintf(t, sizeof t, "<0x%02X>", b);
+        if (!vocab_add(v, t, 0, TOK_BYTE)) return false;
+    }
+    float score = 0;
+    if (!vocab_add(v, SPM_SPACE, score--, TOK_NORMAL)) return false;
+    char t[64];
+    for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
+        size_t len = strlen(words[w]);
+        for (size_t k = 1; k <= len; k++) {
+            snprintf(t, sizeof t, SPM_SPACE "%.*s", (int)k, words[w]);
+            if (!vocab_add(v, t, score--, TOK_NORMAL)) return false;
+            if (k >= 2) {
+                snprintf(t, sizeof t, "%.*s", (int)k, words[w]);
+                if (!vocab_add(v, t, score--, TOK_NORMAL)) return false;
+            }
+        }
+    }
+    for (int c = 0x21; c < 0x7f; c++) {
+        snprintf(t, sizeof t, "%c", c);
+        if (!vocab_add(v, t, score--, TOK_NORMAL)) return false;
+        if ((c >= '0' && c <= '9') || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z')) {
+            snprintf(t, sizeof t, SPM_SPACE "%c", c);
+            if (!vocab_add(v, t, score--, TOK_NORMAL)) return false;
+        }
+    }
+    return true;
+}
+
+/* ---- the tensor plan ------------------------------------------------------------------ */
+
+enum init_kind {
+    INIT_NORMAL, /* N(0, scale / sqrt(ne[0])): matrices, fan_in = ne[0] */
+    INIT_NORM,   /* scale * (1 + 0.1 N(0, 1)): RMSNorm weights */
+    INIT_EMBED,  /* N(0, scale) */
+};
+
+struct tplan {
+    char name[64];
+    int type;
+    int n_dims;
+    int64_t ne[3];
+    enum init_kind kind;
+    double scale;
+};
+
+struct plan {
+    struct tplan *t;
+    int n, cap;
+};
+
+/* Tensor "<name>.weight", or "blk.<layer>.<name>.weight" for layer >= 0; a name that ends in
+ * ".bias" is used as it is (after the layer prefix). */
+static bool plan_add(struct plan *pl, const char *name, int layer, int type, int n_dims,
+                     int64_t ne0, int64_t ne1, int64_t ne2, enum init_kind kind, double scale) {
+    if (pl->n == pl->cap) {
+        int cap = pl->cap ? pl->cap * 2 : 64;
+        struct tplan *t = realloc(pl->t, (size_t)cap * sizeof *t);
+        if (!t) return false;
+        pl->t = t;
+        pl->cap = cap;
+    }
+    struct tplan *t = &pl->t[pl->n++];
+    size_t len = strlen(name);
+    const char *suffix = len > 5 && !strcmp(name + len - 5, ".bias") ? "" : ".weight";
+    if (layer >= 0) {
+        snprintf(t->name, sizeof t->name, "blk.%d.%s%s", layer, name, suffix);
+    } else {
+        snprintf(t->name, sizeof t->name, "%s%s", name, suffix);
+    }
+    t->type = type;
+    t->n_dims = n_dims;
+    t->ne[0] = ne0;
+    t->ne[1] = ne1;
+    t->ne[2] = ne2;
+    t->kind = kind;
+    t->scale = scale;
+    return true;
+}
+
+/* What qwen2moe, qwen3moe and olmoe add to a layer's attention and FFN (ne order). */
+static bool plan_arch_extras(struct plan *pl, const struct moeinf_gen_params *p, int l) {
+    const enum gen_arch arch = arch_of(p);
+    const int q = p->type;
+    const int f32 = MOEINF_TYPE_F32;
+    const int64_t e = p->n_embd;
+    const int64_t hd = head_dim(p);
+    const int64_t dq = (int64_t)p->n_head * hd;
+    const int64_t dkv = (int64_t)p->n_head_kv * hd;
+    const int64_t fs = (int64_t)p->n_expert_shared * p->n_ff;
+    switch (arch) {
+    case ARCH_QWEN2MOE:
+        return plan_add(pl, "attn_q.bias", l, f32, 1, dq, 1, 1, INIT_EMBED, 0.2) &&
+               plan_add(pl, "attn_k.bias", l, f32, 1, dkv, 1, 1, INIT_EMBED, 0.2) &&
+               plan_add(pl, "attn_v.bias", l, f32, 1, dkv, 1, 1, INIT_EMBED, 0.2) &&
+               plan_add(pl, "ffn_gate_inp_shexp", l, f32, 1, e, 1, 1, INIT_NORMAL, 1) &&
+               plan_add(pl, "ffn_gate_shexp", l, q, 2, e, fs, 1, INIT_NORMAL, 1) &&
+               plan_add(pl, "ffn_up_shexp", l, q, 2, e, fs, 1, INIT_NORMAL, 1) &&
+               plan_add(pl, "ffn_down_shexp", l, q, 2, fs, e, 1, INIT_NORMAL, 1);
+    case ARCH_QWEN3MOE:
+        return plan_add(pl, "attn_q_norm", l, f32, 1, hd, 1, 1, INIT_NORM, 1) &&
+               plan_add(pl, "attn_k_norm", l, f32, 1, hd, 1, 1, INIT_NORM, 1);
+    case ARCH_OLMOE:
+        return plan_add(pl, "attn_q_norm", l, f32, 1, dq, 1, 1, INIT_NORM, 1) &&
+               plan_add(pl, "attn_k_norm", l, f32, 1, dkv, 1, 1, INIT_NORM, 1);
+    default:
+        return true;
+    }
+}
+
+/* Replaces the mix's placeholder type of the big matrices by llama-quantize's Q4_K_M choice. */
+static void apply_q4_k_m(struct plan *pl, const struct moeinf_gen_params *p) {
+    for (int i = 0; i < pl->n; i++) {
+        struct tplan *t = &pl->t[i];
+        if (t->type != MOEINF_GEN_TYPE_Q4_K_M) continue;
+        int layer = -1; /* "blk.N." */
+        if (!strncmp(t->name, "blk.", 4)) layer = (int)strtol(t->name + 4, NULL, 10);
+        bool lm_head = !strcmp(t->name, "output.weight") ||
+                       (p->tied_output && !strcmp(t->name, "token_embd.weight"));
+        char base[64];
+        snprintf(base, sizeof base, "%s", t->name);
+        char *dot = strrchr(base, '.');
+        if (dot) *dot = '\0'; /* without ".weight" */
+        t->type = moeinf_q4_k_m_type(base, layer, p->n_layer, p->n_expert, t->ne[0], lm_head);
+    }
+}
+
+/* Tensor names and shapes as llama.cpp's loader expects them for the arch (ne order). */
+static bool plan_build(struct plan *pl, const struct moeinf_gen_params *p, int64_t n_vocab) {
+    const int q = p->type; /* big matrices */
+    const int64_t e = p->n_embd;
+    const int64_t f = p->n_ff;
+    const int64_t x = p->n_expert;
+    const int64_t dq = (int64_t)p->n_head * head_dim(p);
+    const int64_t dkv = (int64_t)p->n_head_kv * head_dim(p);
+    bool ok = plan_add(pl, "token_embd", -1, q, 2, e, n_vocab, 1, INIT_EMBED, 0.1);
+    double out_norm = p->tied_output ? 80.0 / sqrt((double)e) : 1.0;
+    ok = ok && plan_add(pl, "output_norm", -1, MOEINF_TYPE_F32, 1, e, 1, 1, INIT_NORM, out_norm);
+    if (!p->tied_output) ok = ok && plan_add(pl, "output", -1, q, 2, e, n_vocab, 1, INIT_NORMAL, 8);
+    for (int l = 0; ok && l < p->n_layer; l++) {
+        ok = plan_add(pl, "attn_norm", l, MOEINF_TYPE_F32, 1, e, 1, 1, INIT_NORM, 1) &&
+             plan_add(pl, "attn_q", l, q, 2, e, dq, 1, INIT_NORMAL, 1) &&
+             plan_add(pl, "attn_k", l, q, 2, e, dkv, 1, INIT_NORMAL, 1) &&
+             plan_add(pl, "attn_v", l, q, 2, e, dkv, 1, INIT_NORMAL, 1) &&
+             plan_add(pl, "attn_output", l, q, 2, dq, e, 1, INIT_NORMAL, 1) &&
+             plan_add(pl, "ffn_norm", l, MOEINF_TYPE_F32, 1, e, 1, 1, INIT_NORM, 1);
+        if (!ok) break;
+        if (x > 0) {
+            ok = plan_add(pl, "ffn_gate_inp", l, MOEINF_TYPE_F32, 2, e, x, 1, INIT_NORMAL, 2) &&
+                 plan_add(pl, "ffn_gate_exps", l, q, 3, e, f, x, INIT_NORMAL, 1) &&
+                 plan_add(pl, "ffn_up_exps", l, q, 3, e, f, x, INIT_NORMAL, 1) &&
+                 plan_add(pl, "ffn_down_exps", l, q, 3, f, e, x, INIT_NORMAL, 1);
+        } else {
+            ok = plan_add(pl, "ffn_gate", l, q, 2, e, f, 1, INIT_NORMAL, 1) &&
+                 plan_add(pl, "ffn_up", l, q, 2, e, f, 1, INIT_NORMAL, 1) &&
+                 plan_add(pl, "ffn_down", l, q, 2, f, e, 1, INIT_NORMAL, 1);
+        }
+        ok = ok && plan_arch_extras(pl, p, l);
+    }
+    if (ok && p->type == MOEINF_GEN_TYPE_Q4_K_M) apply_q4_k_m(pl, p);
+    return ok;
+}
+
+/* ---- metadata ------------------------------------------------------------------------- */
+
+/* An "<arch>.<suffix>" key into buf. */
+static const char *akey(char *buf, size_t size, const char *arch, const char *suffix) {
+    snprintf(buf, size, "%s.%s", arch, suffix);
+    return buf;
+}
+
+static enum moeinf_status add_hparams(struct moeinf_gguf_writer *w,
+                                      const struct moeinf_gen_params *p, uint32_t n_vocab,
+                                      struct moeinf_error *err) {
+    const enum gen_arch arch = arch_of(p);
+    const char *an = arch_names[arch];
+    char k[96];
+#define U32(suffix, v)                                                                             \
+    moeinf_gguf_writer_add_u32(w, akey(k, sizeof k, an, suffix), (uint32_t)(v), err)
+    /* Errors are sticky in the writer: checking the last call checks them all. */
+    moeinf_gguf_writer_add_str(w, "general.architecture", an, err);
+    moeinf_gguf_writer_add_str(w, "general.name", "moeinf random MoE", err);
+    moeinf_gguf_writer_add_u32(w, "general.file_type", moeinf_gen_file_type(p->type), err);
+    moeinf_gguf_writer_add_u32(w, "general.quantization_version", 2, err);
+    U32("context_length", p->n_ctx_train);
+    U32("embedding_length", p->n_embd);
+    U32("block_count", p->n_layer);
+    /* feed_forward_length: the expert width for llama and olmoe; qwen2moe's converter writes
+     * the shared expert's width there, qwen3moe's a dense-equivalent (top-k x expert) */
+    U32("feed_forward_length", arch == ARCH_QWEN2MOE   ? p->n_expert_shared * p->n_ff
+                               : arch == ARCH_QWEN3MOE ? p->n_expert_used * p->n_ff
+                                                       : p->n_ff);
+    if (arch == ARCH_QWEN2MOE || arch == ARCH_QWEN3MOE) U32("expert_feed_forward_length", p->n_ff);
+    if (arch == ARCH_QWEN2MOE) {
+        U32("expert_shared_feed_forward_length", p->n_expert_shared * p->n_ff);
+    }
+    U32("attention.head_count", p->n_head);
+    U32("attention.head_count_kv", p->n_head_kv);
+    U32("attention.key_length", head_dim(p));
+    U32("attention.value_length", head_dim(p));
+    U32("rope.dimension_count", head_dim(p));
+    moeinf_gguf_writer_add_f32(w, akey(k, sizeof k, an, "rope.freq_base"), p->rope_freq_base, err);
+    moeinf_gguf_writer_add_f32(w, akey(k, sizeof k, an, "attention.layer_norm_rms_epsilon"),
+                               p->rms_eps, err);
+    if (p->n_expert > 0) {
+        U32("expert_count", p->n_expert);
+        U32("expert_used_count", p->n_expert_used);
+    }
+    return U32("vocab_size", n_vocab);
+#undef U32
+}
+
+static enum moeinf_status add_own_vocab(struct moeinf_gguf_writer *w, const struct vocab *v,
+                                        struct moeinf_error *err) {
+    moeinf_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", err);
+    moeinf_gguf_writer_add_str(w, "tokenizer.ggml.pre", "default", err);
+    moeinf_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", (const char *const *)v->text, NULL,
+                                   v->n, err);
+    moeinf_gguf_writer_add_arr(w, "tokenizer.ggml.scores", MOEINF_GGUF_TYPE_FLOAT32, v->scores,
+                               v->n, err);
+    moeinf_gguf_writer_add_arr(w, "tokenizer.ggml.token_type", MOEINF_GGUF_TYPE_INT32, v->types,
+                               v->n, err);
+    moeinf_gguf_writer_add_u32(w, "tokenizer.ggml.bos_token_id", 1, err);
+    moeinf_gguf_writer_add_u32(w, "tokenizer.ggml.eos_token_id", 2, err);
+    moeinf_gguf_writer_add_u32(w, "tokenizer.ggml.unknown_token_id", 0, err);
+    moeinf_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", true, err);
+    return moeinf_gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token", false, err);
+}
+
+/* Copies every tokenizer.* entry of another GGUF; *n_vocab from its token list. */
+static enum moeinf_status add_vocab_from(struct moeinf_gguf_writer *w, const char *path,
+                                         uint32_t *n_vocab, struct moeinf_error *err) {
+    struct moeinf_gguf *src = NULL;
+    enum moeinf_status st = moeinf_gguf_open(path, &src, err);
+    if (st) return st;
+    const struct moeinf_gguf_kv *tokens = NULL;
+    st = moeinf_gguf_get_arr(src, "tokenizer.ggml.tokens", MOEINF_GGUF_TYPE_STRING, &tokens, err);
+    if (!st && (tokens->n_elem == 0 || tokens->n_elem > INT32_MAX)) {
+        st = moeinf_fail(err, MOEINF_ERR_FORMAT, "%s: %" PRIu64 " tokens", path, tokens->n_elem);
+    }
+    if (!st) {
+        *n_vocab = (uint32_t)tokens->n_elem;
+        for (uint64_t i = 0; i < src->n_kv && !st; i++) {
+            const struct moeinf_gguf_str *k = &src->kv[i].key;
+            if (k->len > 10 && memcmp(k->data, "tokenizer.", 10) == 0) {
+                st = moeinf_gguf_writer_add_kv(w, &src->kv[i], err);
+            }
+        }
+    }
+    moeinf_gguf_free(src);
+    return st;
+}
+
+/* ---- weights -------------------------------------------------------------------------- */
+
+/* One chunk of rows of one tensor: generated, then converted to the tensor's type. Each
+ * job is touched by one thread between pthread_create and pthread_join. */
+struct job {
+    const struct tplan *t;
+    const struct zig *zig;
+    uint64_t seed, tensor;
+    int64_t chunk, row0, n_rows;
+    float *x;   /* [cap_elems] */
+    uint8_t *y; /* [cap_elems * 4] */
+    size_t n_bytes;
+};
+
+static void gen_chunk(struct job *j) {
+    const struct tplan *t = j->t;
+    struct rng r;
+    rng_seed(&r, j->seed, j->tensor, (uint64_t)j->chunk);
+    int64_t ne0 = t->ne[0];
+    int64_t n = j->n_rows * ne0;
+    double sigma = t->kind == INIT_NORMAL ? t->scale / sqrt((double)ne0) : t->scale;
+    for (int64_t i = 0; i < n; i++) {
+        double z = rng_normal(&r, j->zig);
+        j->x[i] = (float)(t->kind == INIT_NORM ? t->scale * (1.0 + 0.1 * z) : sigma * z);
+    }
+    /* F32 copies, F16 rounds to nearest even, Q8_0/Q4_0 as llama-quantize does. */
+    moeinf_quantize_row_ref((enum moeinf_type)t->type, j->x, j->y, n);
+    j->n_bytes = moeinf_row_bytes((enum moeinf_type)t->type, n);
+}
+
+static void *gen_thread(void *arg) {
+    gen_chunk(arg);
+    return NULL;
+}
+
+/*
+ * Writes one tensor: chunks of CHUNK_ELEMS (at least one row) are generated by up to
+ * n_jobs threads at a time, then written in order by this thread. The chunking depends on
+ * the shape only, never on the thread count, so the bytes do not either. Threads are
+ * created per round and joined before the write; a round costs milliseconds of compute, so
+ * the creation cost (tens of microseconds) is noise and no pool is needed.
+ */
+static enum moeinf_status write_tensor(struct moeinf_gguf_writer *w, struct job *jobs, int n_jobs,
+                                       const struct tplan *t, uint64_t tensor, int64_t cap_elems,
+                                       struct moeinf_error *err) {
+    int64_t ne0 = t->ne[0];
+    int64_t rows = t->ne[1] * t->ne[2];
+    int64_t chunk_rows = CHUNK_ELEMS / ne0 > 0 ? CHUNK_ELEMS / ne0 : 1;
+    (void)cap_elems;
+    assert(chunk_rows * ne0 <= cap_elems);
+    int64_t n_chunks = (rows + chunk_rows - 1) / chunk_rows;
+    for (int64_t c0 = 0; c0 < n_chunks; c0 += n_jobs) {
+        int m = n_chunks - c0 < n_jobs ? (int)(n_chunks - c0) : n_jobs;
+        pthread_t tid[MAX_THREADS];
+        bool started[MAX_THREADS] = {false};
+        for (int k = 0; k < m; k++) {
+            struct job *j = &jobs[k];
+            j->t = t;
+            j->tensor = tensor;
+            j->chunk = c0 + k;
+            j->row0 = j->chunk * chunk_rows;
+            j->n_rows = rows - j->row0 < chunk_rows ? rows - j->row0 : chunk_rows;
+            if (k > 0) started[k] = pthread_create(&tid[k], NULL, gen_thread, j) == 0;
+        }
+        gen_chunk(&jobs[0]);
+        for (int k = 1; k < m; k++) {
+            if (started[k]) {
+                pthread_join(tid[k], NULL);
+            } else {
+                gen_chunk(&jobs[k]); /* no thread to be had: do it here */
+            }
+        }
+        for (int k = 0; k < m; k++) {
+            enum moeinf_status st = moeinf_gguf_writer_write(w, jobs[k].y, jobs[k].n_bytes, err);
+            if (st) return st;
+        }
+    }
+    return MOEINF_OK;
+}
+
+/* Fails early, before hours of writing, when the file cannot fit on its filesystem. */
+static enum moeinf_status check_space(const char *path, const struct moeinf_gguf_writer *w,
+                                      uint64_t n_tensors, struct moeinf_error *err) {
+    uint64_t need = 0;
+    for (uint64_t i = 0; i < n_tensors; i++)
+        need += moeinf_gguf_writer_tensor_bytes(w, i);
+    char *copy = strdup(path);
+    if (!copy) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    /* The folder part, cut in place (dirname() may use static storage). */
+    char *slash = strrchr(copy, '/');
+    const char *dir = ".";
+    if (slash == copy) {
+        dir = "/";
+    } else if (slash) {
+        *slash = '\0';
+        dir = copy;
+    }
+    struct statvfs vfs;
+    int rc = statvfs(dir, &vfs);
+    free(copy);
+    if (rc != 0) return MOEINF_OK; /* unknown: let the writes tell */
+    uint64_t avail = (uint64_t)vfs.f_bavail * (uint64_t)vfs.f_frsize;
+    if (need > avail) {
+        return moeinf_fail(err, MOEINF_ERR_IO,
+                           "%s: the model needs %" PRIu64 " bytes, the filesystem has %" PRIu64
+                           " free",
+                           path, need, avail);
+    }
+    return MOEINF_OK;
+}
+
+static int thread_count(int requested) {
+    long n = requested > 0 ? requested : sysconf(_SC_NPROCESSORS_ONLN);
+    if (n < 1) n = 1;
+    return n > MAX_THREADS ? MAX_THREADS : (int)n;
+}
+
+enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *p, const char *path,
+                                    struct moeinf_error *err) {
+    enum moeinf_status st = moeinf_gen_params_check(p, err);
+    if (st) return st;
+    struct moeinf_gguf_writer *w = NULL;
+    struct vocab vocab = {0};
+    struct plan plan = {0};
+    struct zig *zig = NULL;
+    struct job jobs[MAX_THREADS] = {0};
+    int n_jobs = thread_count(p->n_threads);
+    int n_alloc = 0;
+    uint32_t n_vocab = 0;
+
+    st = moeinf_gguf_writer_open(path, 32, &w, err);
+    if (st) goto fail;
+    if (p->vocab_from) {
+        st = add_vocab_from(w, p->vocab_from, &n_vocab, err);
+    } else if (!vocab_build(&vocab)) {
+        st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    } else {
+        n_vocab = (uint32_t)vocab.n;
+        st = add_own_vocab(w, &vocab, err);
+    }
+    if (st) goto fail;
+    if ((st = add_hparams(w, p, n_vocab, err))) goto fail;
+    if (!plan_build(&plan, p, n_vocab)) {
+        st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    int64_t cap = CHUNK_ELEMS;
+    for (int i = 0; i < plan.n; i++) {
+        const struct tplan *t = &plan.t[i];
+        if (t->ne[0] > cap) cap = t->ne[0];
+        st = moeinf_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, err);
+        if (st) goto fail;
+    }
+    if ((st = check_space(path, w, (uint64_t)plan.n, err))) goto fail;
+    zig = malloc(sizeof *zig);
+    if (!zig) {
+        st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+        goto fail;
+    }
+    zig_init(zig);
+    for (; n_alloc < n_jobs; n_alloc++) {
+        struct job *j = &jobs[n_alloc]; /* zeroed at its declaration */
+        j->zig = zig;
+        j->seed = p->seed;
+        j->x = malloc((size_t)cap * sizeof *j->x);
+        j->y = malloc((size_t)cap * 4); /* no type takes over 4 bytes per weight */
+        if (!j->x || !j->y) {
+            free(j->x);
+            free(j->y);
+            st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+            goto fail;
+        }
+    }
+    for (int i = 0; i < plan.n; i++) {
+        st = write_tensor(w, jobs, n_jobs, &plan.t[i], (uint64_t)i, cap, err);
+        if (st) goto fail;
+    }
+    st = moeinf_gguf_writer_finish(w, err);
+
+fail:
+    moeinf_gguf_writer_free(w); /* removes the temp file unless finish succeeded */
+    for (int i = 0; i < n_alloc; i++) {
+        free(jobs[i].x);
+        free(jobs[i].y);
+    }
+    free(zig);
+    vocab_free(&vocab);
+    free(plan.t);
+    return st;
+}
