@@ -25,6 +25,20 @@
 extern "C" {
 #endif
 
+/* The library's version; moeinf_version() gives the same as a string. CMake reads the project
+ * version from these three lines. */
+#define MOEINF_VERSION_MAJOR 0
+#define MOEINF_VERSION_MINOR 1
+#define MOEINF_VERSION_PATCH 0
+
+/* Marks the functions libmoeinf.so exports; it is built with hidden visibility, so nothing
+ * else in it is visible to a program that links it. */
+#if defined(__GNUC__) || defined(__clang__)
+#    define MOEINF_API __attribute__((visibility("default")))
+#else
+#    define MOEINF_API
+#endif
+
 /* ---- status ---------------------------------------------------------------------------- */
 
 enum moeinf_status {
@@ -45,7 +59,7 @@ struct moeinf_error {
 };
 
 /* Short constant name of a status ("ok", "format error", ...). */
-const char *moeinf_status_str(enum moeinf_status status);
+MOEINF_API const char *moeinf_status_str(enum moeinf_status status);
 
 /* ---- token phase --------------------------------------------------------------------------- */
 
@@ -91,44 +105,20 @@ struct moeinf_gen_params {
  * (arch llama, 4 layers, 8 experts, top-2, n_embd 256, n_ff 512, 8 heads, 4 KV heads, Q8_0,
  * its own 1010-token vocabulary; about 15 MB) with random weights. (The embedded default model
  * of the CLI is another file: trained weights, models/trained-moe-Q8_0.gguf.) */
-struct moeinf_gen_params moeinf_gen_params_default(void);
+MOEINF_API struct moeinf_gen_params moeinf_gen_params_default(void);
 
 /* Checks a geometry without writing anything: MOEINF_ERR_ARG naming the first problem
  * (heads not dividing n_embd, KV heads not dividing heads, top-k > experts, rows not a
  * multiple of the type's block: 32, or 256 for the K-quants; an unknown arch, shared experts
  * where the arch has none, ...). */
-enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *params,
-                                           struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *params,
+                                                      struct moeinf_error *err);
 
 /* Writes a GGUF with random weights, streaming to `path` (via a temp file and rename), one
  * row chunk at a time: memory stays a few MB whatever the model size. Deterministic: the
  * same params (seed included) give the same bytes. On failure no file is left at `path`. */
-enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *params, const char *path,
-                                    struct moeinf_error *err);
-
-/* ---- outputs (base module) ---------------------------------------------------------------- */
-
-/*
- * Files moeinf writes (gen-model, traces, heatmaps, EAMC files) replace a regular file (or
- * create a new one) atomically: they are written to "<path>.tmp.<pid>" and renamed over path
- * only when complete. A character device or FIFO (/dev/null, a named pipe) is written in
- * place instead; a directory, block device or socket is refused.
- */
-
-/* Checks, before any work, that an output can be written at path: a new or regular file needs
- * an existing folder it may write in; a device or FIFO must be writable. MOEINF_ERR_IO with a
- * line naming the path and the problem. */
-enum moeinf_status moeinf_file_check_output(const char *path, struct moeinf_error *err);
-
-/* The temp file an atomic write of path by this process uses, into buf (truncated to size);
- * returns its full length. A front end that may be killed mid-write removes it in its signal
- * handler (unlink is async-signal-safe). */
-size_t moeinf_file_temp_path(const char *path, char *buf, size_t size);
-
-/* Writes size bytes to path atomically (the temp file above, fsync, rename over path, fsync of
- * the folder): readers see the old file or the whole new one, never a part. */
-enum moeinf_status moeinf_file_write_atomic(const char *path, const void *data, size_t size,
-                                            struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *params,
+                                               const char *path, struct moeinf_error *err);
 
 /* ---- engine: model, context, decode (engine.c) ------------------------------------------- */
 
@@ -205,8 +195,9 @@ struct moeinf_expert_cache_size {
 
 /* Parses SIZE (bytes, with an optional K, M, G or T suffix meaning powers of 1024), P% (0 <
  * P <= 100) or "auto". MOEINF_ERR_ARG naming the text otherwise. */
-enum moeinf_status moeinf_expert_cache_parse(const char *text, struct moeinf_expert_cache_size *out,
-                                             struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_expert_cache_parse(const char *text,
+                                                        struct moeinf_expert_cache_size *out,
+                                                        struct moeinf_error *err);
 
 /*
  * The rules of each field are checked in one place, moeinf_context_params_check (which
@@ -249,37 +240,40 @@ struct moeinf_context_params {
 #define MOEINF_EXPERT_IO_THREADS_MAX     64
 #define MOEINF_EXPERT_PREFETCH_MAX       64
 
-struct moeinf_model_params moeinf_model_params_default(void);
-struct moeinf_context_params moeinf_context_params_default(void);
+MOEINF_API struct moeinf_model_params moeinf_model_params_default(void);
+MOEINF_API struct moeinf_context_params moeinf_context_params_default(void);
 
-enum moeinf_status moeinf_model_load(const char *path, const struct moeinf_model_params *params,
-                                     struct moeinf_model **out, struct moeinf_error *err);
-void moeinf_model_free(struct moeinf_model *model);
+MOEINF_API enum moeinf_status moeinf_model_load(const char *path,
+                                                const struct moeinf_model_params *params,
+                                                struct moeinf_model **out,
+                                                struct moeinf_error *err);
+MOEINF_API void moeinf_model_free(struct moeinf_model *model);
 
-int moeinf_model_n_vocab(const struct moeinf_model *model);
-int moeinf_model_n_ctx_train(const struct moeinf_model *model);
+MOEINF_API int moeinf_model_n_vocab(const struct moeinf_model *model);
+MOEINF_API int moeinf_model_n_ctx_train(const struct moeinf_model *model);
 /* How the model's weights were loaded: MAP or READ (AUTO resolved); with offload_experts,
  * READ (the non-expert weights are read, the experts go through the expert cache). */
-enum moeinf_load_mode moeinf_model_load_mode(const struct moeinf_model *model);
+MOEINF_API enum moeinf_load_mode moeinf_model_load_mode(const struct moeinf_model *model);
 /* One line describing the model (arch, layers, experts, types) into buf. */
-void moeinf_model_desc(const struct moeinf_model *model, char *buf, size_t size);
+MOEINF_API void moeinf_model_desc(const struct moeinf_model *model, char *buf, size_t size);
 /* Weight bytes one decode token reads: every dense matrix, the router, n_expert_used experts
  * per MoE layer, one embedding row and the lm_head (the memory-bandwidth bound of decode). */
-uint64_t moeinf_model_decode_bytes(const struct moeinf_model *model);
+MOEINF_API uint64_t moeinf_model_decode_bytes(const struct moeinf_model *model);
 
 /* Checks every field of params (the rules above). With model NULL, the rules that need no
  * model (a front end checks its options before loading one; expert_lookahead is then bounded
  * by the largest layer count a file may have); with a model, all of them, as
  * moeinf_context_init does: whether an expert cache may or must be asked for, lookahead below
  * its layers. MOEINF_ERR_ARG with "<field>: <why>". */
-enum moeinf_status moeinf_context_params_check(const struct moeinf_context_params *params,
-                                               const struct moeinf_model *model,
-                                               struct moeinf_error *err);
+MOEINF_API enum moeinf_status
+moeinf_context_params_check(const struct moeinf_context_params *params,
+                            const struct moeinf_model *model, struct moeinf_error *err);
 
-enum moeinf_status moeinf_context_init(struct moeinf_model *model,
-                                       const struct moeinf_context_params *params,
-                                       struct moeinf_context **out, struct moeinf_error *err);
-void moeinf_context_free(struct moeinf_context *ctx);
+MOEINF_API enum moeinf_status moeinf_context_init(struct moeinf_model *model,
+                                                  const struct moeinf_context_params *params,
+                                                  struct moeinf_context **out,
+                                                  struct moeinf_error *err);
+MOEINF_API void moeinf_context_free(struct moeinf_context *ctx);
 
 /* What a context's expert cache is. */
 struct moeinf_expert_cache_info {
@@ -317,16 +311,17 @@ struct moeinf_expert_stats {
 };
 
 /* MOEINF_ERR_ARG when the context has no expert cache. */
-enum moeinf_status moeinf_context_expert_cache(const struct moeinf_context *ctx,
-                                               struct moeinf_expert_cache_info *out,
-                                               struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_context_expert_cache(const struct moeinf_context *ctx,
+                                                          struct moeinf_expert_cache_info *out,
+                                                          struct moeinf_error *err);
 /* Counters of MoE layer `layer` (0-based), or of all layers for -1 (tokens are counted in
  * both). MOEINF_ERR_ARG without an expert cache or for a layer out of range. */
-enum moeinf_status moeinf_context_expert_stats(const struct moeinf_context *ctx, int layer,
-                                               struct moeinf_expert_stats *out,
-                                               struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_context_expert_stats(const struct moeinf_context *ctx,
+                                                          int layer,
+                                                          struct moeinf_expert_stats *out,
+                                                          struct moeinf_error *err);
 /* Zeroes the counters (the cache keeps its contents). */
-void moeinf_context_expert_stats_reset(struct moeinf_context *ctx);
+MOEINF_API void moeinf_context_expert_stats_reset(struct moeinf_context *ctx);
 
 /*
  * Warm starts: what the context's expert-cache policy has learned, in the versioned file of
@@ -347,24 +342,26 @@ void moeinf_context_expert_stats_reset(struct moeinf_context *ctx);
  * Both: MOEINF_ERR_ARG without an expert cache or for a policy that keeps no learned state
  * (lru, lfu, count).
  */
-enum moeinf_status moeinf_context_expert_state_load(struct moeinf_context *ctx, const char *path,
-                                                    bool *loaded, struct moeinf_error *err);
-enum moeinf_status moeinf_context_expert_state_save(struct moeinf_context *ctx, const char *path,
-                                                    struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_context_expert_state_load(struct moeinf_context *ctx,
+                                                               const char *path, bool *loaded,
+                                                               struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_context_expert_state_save(struct moeinf_context *ctx,
+                                                               const char *path,
+                                                               struct moeinf_error *err);
 
 /* Tells the expert cache's policy that the current request is over: it learns from it now
  * rather than when the next request starts. The next decode starts a new request even when
  * it continues the KV cache (a server that keeps a shared prefix). No effect without an
  * expert cache or outside a request. */
-void moeinf_context_request_end(struct moeinf_context *ctx);
+MOEINF_API void moeinf_context_request_end(struct moeinf_context *ctx);
 
 /* Forgets the KV cache: the next decode starts at position 0 and a new request. The expert
  * cache keeps its contents and what its policy learned. */
-void moeinf_context_reset(struct moeinf_context *ctx);
-int moeinf_context_n_past(const struct moeinf_context *ctx);
-int moeinf_context_n_threads(const struct moeinf_context *ctx);
+MOEINF_API void moeinf_context_reset(struct moeinf_context *ctx);
+MOEINF_API int moeinf_context_n_past(const struct moeinf_context *ctx);
+MOEINF_API int moeinf_context_n_threads(const struct moeinf_context *ctx);
 /* Name of the CPU kernel table in use ("avx512", "avx2", "scalar"). */
-const char *moeinf_context_kernels(const struct moeinf_context *ctx);
+MOEINF_API const char *moeinf_context_kernels(const struct moeinf_context *ctx);
 
 /*
  * Runs `n` tokens through the model, appending them to the context (prefill when n > 1, in
@@ -375,8 +372,9 @@ const char *moeinf_context_kernels(const struct moeinf_context *ctx);
  * computes NaN or infinity (weights that hold them, or activations that overflow), naming
  * the first layer whose output is not finite (the micro-batch is not appended).
  */
-enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids, int n,
-                                 float *logits, bool all_logits, struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids, int n,
+                                            float *logits, bool all_logits,
+                                            struct moeinf_error *err);
 
 /*
  * Routing record: from now on every token this context evaluates appends its expert choices
@@ -386,10 +384,11 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
  * prefill (P), single tokens decode (D). `tag` names the requests (no whitespace; NULL: "-").
  * MOEINF_ERR_ARG for a dense model or a record already open.
  */
-enum moeinf_status moeinf_context_record_open(struct moeinf_context *ctx, const char *path,
-                                              const char *tag, struct moeinf_error *err);
-enum moeinf_status moeinf_context_record_close(struct moeinf_context *ctx,
-                                               struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_context_record_open(struct moeinf_context *ctx,
+                                                         const char *path, const char *tag,
+                                                         struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_context_record_close(struct moeinf_context *ctx,
+                                                          struct moeinf_error *err);
 
 /* ---- tokenizer (tokenizer module) -------------------------------------------------------- */
 
@@ -398,19 +397,20 @@ enum moeinf_status moeinf_context_record_close(struct moeinf_context *ctx,
  * metadata asks for it. parse_special: text that spells a control token becomes that token.
  * On success *out_ids is malloc'ed (caller frees with free()) and *n_out set.
  */
-enum moeinf_status moeinf_tokenize(const struct moeinf_model *model, const char *text, size_t len,
-                                   bool add_special, bool parse_special, int32_t **out_ids,
-                                   size_t *n_out, struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_tokenize(const struct moeinf_model *model, const char *text,
+                                              size_t len, bool add_special, bool parse_special,
+                                              int32_t **out_ids, size_t *n_out,
+                                              struct moeinf_error *err);
 
 /* The bytes a token stands for (byte tokens decoded, the SentencePiece space restored). The
  * returned pointer borrows the model's storage. Control tokens give their text iff special. */
-const char *moeinf_token_piece(const struct moeinf_model *model, int32_t id, bool special,
-                               size_t *len);
+MOEINF_API const char *moeinf_token_piece(const struct moeinf_model *model, int32_t id,
+                                          bool special, size_t *len);
 
-int32_t moeinf_token_bos(const struct moeinf_model *model); /* -1 if none */
-int32_t moeinf_token_eos(const struct moeinf_model *model); /* -1 if none */
+MOEINF_API int32_t moeinf_token_bos(const struct moeinf_model *model); /* -1 if none */
+MOEINF_API int32_t moeinf_token_eos(const struct moeinf_model *model); /* -1 if none */
 /* True for every end-of-generation token the vocabulary marks (EOS, EOT, ...). */
-bool moeinf_token_is_eog(const struct moeinf_model *model, int32_t id);
+MOEINF_API bool moeinf_token_is_eog(const struct moeinf_model *model, int32_t id);
 
 /*
  * Streaming text of generated ids: feed ids one at a time and print what comes back; bytes
@@ -421,14 +421,15 @@ bool moeinf_token_is_eog(const struct moeinf_model *model, int32_t id);
  */
 struct moeinf_text_stream;
 
-enum moeinf_status moeinf_text_stream_init(const struct moeinf_model *model,
-                                           struct moeinf_text_stream **out,
-                                           struct moeinf_error *err);
-void moeinf_text_stream_free(struct moeinf_text_stream *s);
-const char *moeinf_text_stream_push(struct moeinf_text_stream *s, int32_t id, size_t *len);
+MOEINF_API enum moeinf_status moeinf_text_stream_init(const struct moeinf_model *model,
+                                                      struct moeinf_text_stream **out,
+                                                      struct moeinf_error *err);
+MOEINF_API void moeinf_text_stream_free(struct moeinf_text_stream *s);
+MOEINF_API const char *moeinf_text_stream_push(struct moeinf_text_stream *s, int32_t id,
+                                               size_t *len);
 /* Ends the text: a character still incomplete at the end of generation comes out as one
  * U+FFFD (nothing when none is held). */
-const char *moeinf_text_stream_flush(struct moeinf_text_stream *s, size_t *len);
+MOEINF_API const char *moeinf_text_stream_flush(struct moeinf_text_stream *s, size_t *len);
 
 /* ---- sampler (sampler module) ------------------------------------------------------------ */
 
@@ -452,18 +453,19 @@ struct moeinf_sampler_params {
     uint64_t seed;        /* same seed, same choices */
 };
 
-struct moeinf_sampler_params moeinf_sampler_params_default(void); /* seed 0xC0FFEE */
+MOEINF_API struct moeinf_sampler_params moeinf_sampler_params_default(void); /* seed 0xC0FFEE */
 /* MOEINF_ERR_ARG for n_vocab <= 0, temp < 0 or not finite, top_k < 0, top_p outside (0, 1],
  * min_p outside [0, 1], repeat_penalty <= 0 or not finite, repeat_last_n < 0. params may be
  * NULL (defaults). */
-enum moeinf_status moeinf_sampler_init(const struct moeinf_sampler_params *params, int n_vocab,
-                                       struct moeinf_sampler **out, struct moeinf_error *err);
-void moeinf_sampler_free(struct moeinf_sampler *s);
+MOEINF_API enum moeinf_status moeinf_sampler_init(const struct moeinf_sampler_params *params,
+                                                  int n_vocab, struct moeinf_sampler **out,
+                                                  struct moeinf_error *err);
+MOEINF_API void moeinf_sampler_free(struct moeinf_sampler *s);
 /* Picks a token from one row of logits (not modified). */
-int32_t moeinf_sampler_sample(struct moeinf_sampler *s, const float *logits);
+MOEINF_API int32_t moeinf_sampler_sample(struct moeinf_sampler *s, const float *logits);
 /* Tells the sampler a token was emitted or fed (for the repetition penalty); ids outside the
  * vocabulary are ignored. */
-void moeinf_sampler_accept(struct moeinf_sampler *s, int32_t id);
+MOEINF_API void moeinf_sampler_accept(struct moeinf_sampler *s, int32_t id);
 
 /* ---- chat templates (chat module) -------------------------------------------------------- */
 
@@ -488,41 +490,43 @@ struct moeinf_chat_message {
 };
 
 /* The template names above, NULL-terminated. */
-const char *const *moeinf_chat_template_names(void);
+MOEINF_API const char *const *moeinf_chat_template_names(void);
 
 /* The built-in template a Jinja chat template is written for, by the markers it holds, or
  * NULL when it is none of them. */
-const char *moeinf_chat_template_detect(const char *jinja);
+MOEINF_API const char *moeinf_chat_template_detect(const char *jinja);
 
 /* The model's own template (tokenizer.chat_template) as a malloc'ed copy (caller frees with
  * free()) in *out, or *out = NULL when the model has none. */
-enum moeinf_status moeinf_model_chat_template(const struct moeinf_model *model, char **out,
-                                              struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_model_chat_template(const struct moeinf_model *model,
+                                                         char **out, struct moeinf_error *err);
 
 /* Which template to use: `name` when not NULL (MOEINF_ERR_ARG naming it and the known names
  * when it is not one of them), else the model's own (MOEINF_ERR_UNSUPPORTED when the model
  * has none, or one that is none of the built-in ones). *out is one of the static names. */
-enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_model *model, const char *name,
-                                                const char **out, struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_model *model,
+                                                           const char *name, const char **out,
+                                                           struct moeinf_error *err);
 
 /* Writes the conversation through template `name`; add_assistant ends it with the opening of
  * the assistant's turn (the prompt of a generation). *out is malloc'ed and NUL-terminated
  * (caller frees), *out_len its length (may be NULL). MOEINF_ERR_ARG for an unknown template
  * name or a role other than system, user and assistant (naming the message). */
-enum moeinf_status moeinf_chat_apply(const char *name, const struct moeinf_chat_message *msgs,
-                                     size_t n_msgs, bool add_assistant, char **out, size_t *out_len,
-                                     struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_chat_apply(const char *name,
+                                                const struct moeinf_chat_message *msgs,
+                                                size_t n_msgs, bool add_assistant, char **out,
+                                                size_t *out_len, struct moeinf_error *err);
 
 /* ---- KV cache reuse and version (engine_kv.c) -------------------------------------------- */
 
 /* Keeps the first n_keep tokens of the context and forgets the rest, so that a prompt that
  * shares them (a chat that resends its history) decodes only what follows. MOEINF_ERR_ARG
  * unless 0 <= n_keep <= moeinf_context_n_past. */
-enum moeinf_status moeinf_context_truncate(struct moeinf_context *ctx, int n_keep,
-                                           struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_context_truncate(struct moeinf_context *ctx, int n_keep,
+                                                      struct moeinf_error *err);
 
 /* The library's version, "MAJOR.MINOR.PATCH". */
-const char *moeinf_version(void);
+MOEINF_API const char *moeinf_version(void);
 
 #ifdef __cplusplus
 }

@@ -60,40 +60,41 @@ struct moeinf_sim_result {
     int n_layers;
     int n_experts;
     int top_k;
-    int cache_experts;           /* the cache size used (after rounding a percentage) */
-    uint64_t requests;           /* counted requests, tokens and decode tokens */
+    int cache_experts; /* the cache size used (after rounding a percentage) */
+    uint64_t requests; /* counted requests, tokens and decode tokens */
     uint64_t tokens;
     uint64_t decode_tokens;
-    uint64_t iterations;         /* counted forward iterations (decode tokens + prefill
-                                    micro-batches; = tokens when batch <= 1) */
-    uint64_t accesses;           /* counted demand accesses, every phase */
-    uint64_t hits;               /* of them, found resident (prefetched or not) */
-    uint64_t decode_accesses;    /* the part in decode tokens */
+    uint64_t iterations;      /* counted forward iterations (decode tokens + prefill
+                                 micro-batches; = tokens when batch <= 1) */
+    uint64_t accesses;        /* counted demand accesses, every phase */
+    uint64_t hits;            /* of them, found resident (prefetched or not) */
+    uint64_t decode_accesses; /* the part in decode tokens */
     uint64_t decode_hits;
-    uint64_t prefetch_loads;     /* experts a prefetch brought in */
-    uint64_t prefetch_hits;      /* demand hits on an expert a prefetch brought in (once each) */
-    uint64_t wasted_prefetches;  /* prefetched experts evicted or left at the end unused */
-    bool timed;                  /* the time model ran */
-    double ms_per_token;         /* time model: mean over counted tokens (0 if none) */
-    double decode_ms_per_token;  /* time model: mean over counted decode tokens (0 if none) */
+    uint64_t prefetch_loads;    /* experts a prefetch brought in */
+    uint64_t prefetch_hits;     /* demand hits on an expert a prefetch brought in (once each) */
+    uint64_t wasted_prefetches; /* prefetched experts evicted or left at the end unused */
+    bool timed;                 /* the time model ran */
+    double ms_per_token;        /* time model: mean over counted tokens (0 if none) */
+    double decode_ms_per_token; /* time model: mean over counted decode tokens (0 if none) */
 };
 
 /* Defaults: no trace, default policy, no cache size (one must be set), no prefetch, no
  * warmup, time model off. */
-struct moeinf_sim_params moeinf_sim_params_default(void);
+MOEINF_API struct moeinf_sim_params moeinf_sim_params_default(void);
 
 /* Runs one replay. MOEINF_ERR_ARG for an unknown policy, a missing cache size or one smaller
  * than top_k; MOEINF_ERR_FORMAT (message "<path>:<line>: <defect>: ...") for a malformed
  * trace; MOEINF_ERR_IO when it cannot be read. */
-enum moeinf_status moeinf_sim_run(const struct moeinf_sim_params *params,
-                                  struct moeinf_sim_result *out, struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_sim_run(const struct moeinf_sim_params *params,
+                                             struct moeinf_sim_result *out,
+                                             struct moeinf_error *err);
 
 /* The policies the simulator knows, by index (NULL past the end): name and one-line summary.
  * The strings are static. */
-const char *moeinf_sim_policy_name(size_t i);
-const char *moeinf_sim_policy_summary(size_t i);
+MOEINF_API const char *moeinf_sim_policy_name(size_t i);
+MOEINF_API const char *moeinf_sim_policy_summary(size_t i);
 /* The policy used when params.policy is NULL. */
-const char *moeinf_sim_default_policy(void);
+MOEINF_API const char *moeinf_sim_default_policy(void);
 
 /* ---- trace tools (trace module) ---------------------------------------------------------- */
 
@@ -124,13 +125,14 @@ struct moeinf_trace_eam {
 /* Reads one request of a trace: the one with id `request_id` when it is >= 0, else the one at
  * position `index` (0-based). Reads up to the end of that request only. MOEINF_ERR_ARG when
  * the trace has no such request (the message says what it has). */
-enum moeinf_status moeinf_trace_eam_load(const char *path, int64_t request_id, int64_t index,
-                                         struct moeinf_trace_eam **out, struct moeinf_error *err);
-void moeinf_trace_eam_free(struct moeinf_trace_eam *m);
+MOEINF_API enum moeinf_status moeinf_trace_eam_load(const char *path, int64_t request_id,
+                                                    int64_t index, struct moeinf_trace_eam **out,
+                                                    struct moeinf_error *err);
+MOEINF_API void moeinf_trace_eam_free(struct moeinf_trace_eam *m);
 
 /* M[l][e] of one phase (ALL: prefill + decode). */
-uint32_t moeinf_trace_eam_count(const struct moeinf_trace_eam *m, enum moeinf_phase phase,
-                                int layer, int expert);
+MOEINF_API uint32_t moeinf_trace_eam_count(const struct moeinf_trace_eam *m,
+                                           enum moeinf_phase phase, int layer, int expert);
 
 /*
  * How concentrated a request's routing is, per layer: the share of the layer's accesses
@@ -149,9 +151,10 @@ struct moeinf_trace_skew {
 };
 
 /* Skew of one phase of a request, for one layer or (layer -1) averaged over the layers. */
-enum moeinf_status moeinf_trace_eam_skew(const struct moeinf_trace_eam *m, enum moeinf_phase phase,
-                                         int layer, struct moeinf_trace_skew *out,
-                                         struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_trace_eam_skew(const struct moeinf_trace_eam *m,
+                                                    enum moeinf_phase phase, int layer,
+                                                    struct moeinf_trace_skew *out,
+                                                    struct moeinf_error *err);
 
 /*
  * Filter: copies the requests that pass every given test, in file order, to a new trace (the
@@ -171,7 +174,7 @@ struct moeinf_trace_filter_params {
     const char *note;             /* for the "derived" header line; NULL = none */
 };
 
-struct moeinf_trace_filter_params moeinf_trace_filter_params_default(void);
+MOEINF_API struct moeinf_trace_filter_params moeinf_trace_filter_params_default(void);
 
 /* What a filter or concat wrote. */
 struct moeinf_trace_copy_result {
@@ -180,10 +183,10 @@ struct moeinf_trace_copy_result {
     int64_t n_shifted;   /* concat: inputs whose request ids were shifted */
 };
 
-enum moeinf_status moeinf_trace_filter(const char *in_path, const char *out_path,
-                                       const struct moeinf_trace_filter_params *params,
-                                       struct moeinf_trace_copy_result *out,
-                                       struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_trace_filter(const char *in_path, const char *out_path,
+                                                  const struct moeinf_trace_filter_params *params,
+                                                  struct moeinf_trace_copy_result *out,
+                                                  struct moeinf_error *err);
 
 /*
  * Concat: writes the requests of n_in traces one after another (header lines of the first;
@@ -192,9 +195,10 @@ enum moeinf_status moeinf_trace_filter(const char *in_path, const char *out_path
  * first id is above the last id written keeps its ids; otherwise all its ids are shifted up
  * by the same amount, so that its first id is the last written + 1 (gaps kept).
  */
-enum moeinf_status moeinf_trace_concat(const char *const *in_paths, int n_in, const char *out_path,
-                                       const char *note, struct moeinf_trace_copy_result *out,
-                                       struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_trace_concat(const char *const *in_paths, int n_in,
+                                                  const char *out_path, const char *note,
+                                                  struct moeinf_trace_copy_result *out,
+                                                  struct moeinf_error *err);
 
 /* mean, min and max over layers; NaN where there is nothing to measure */
 struct moeinf_trace_spread {
@@ -236,8 +240,8 @@ struct moeinf_trace_stats {
     double similarity_best[3];
 };
 
-enum moeinf_status moeinf_trace_stats(const char *path, struct moeinf_trace_stats *out,
-                                      struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_trace_stats(const char *path, struct moeinf_trace_stats *out,
+                                                 struct moeinf_error *err);
 
 #ifdef __cplusplus
 }

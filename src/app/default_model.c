@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 
 #include "app/default_model.h"
+#include "app/output.h"
 #include "app/interrupt.h"
 
 /* Generated at build time (build/<preset>/generated/default_model_data.c). */

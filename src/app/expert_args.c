@@ -1,5 +1,6 @@
 /* expert_args.c - --expert-cache, --policy, --stats, --stats-json (see expert_args.h). */
 #include "app/expert_args.h"
+#include "app/output.h"
 
 #include <errno.h>
 #include <stdlib.h>

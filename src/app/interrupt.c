@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "app/interrupt.h"
+#include "app/output.h"
 #include "moeinf.h"
 
 static const int signals[] = {SIGINT, SIGTERM, SIGHUP};

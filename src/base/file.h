@@ -86,7 +86,26 @@ enum moeinf_status moeinf_atomic_open(const char *path, struct moeinf_atomic_fil
 enum moeinf_status moeinf_atomic_commit(struct moeinf_atomic_file *f, struct moeinf_error *err);
 void moeinf_atomic_abort(struct moeinf_atomic_file *f);
 
-/* moeinf_file_temp_path and moeinf_file_check_output, the parts a front end needs, are
- * declared in moeinf.h. */
+/*
+ * Files moeinf writes (gen-model, traces, heatmaps, EAMC files) replace a regular file (or
+ * create a new one) atomically: they are written to "<path>.tmp.<pid>" and renamed over path
+ * only when complete. A character device or FIFO (/dev/null, a named pipe) is written in
+ * place instead; a directory, block device or socket is refused.
+ */
+
+/* Checks, before any work, that an output can be written at path: a new or regular file needs
+ * an existing folder it may write in; a device or FIFO must be writable. MOEINF_ERR_IO with a
+ * line naming the path and the problem. */
+enum moeinf_status moeinf_file_check_output(const char *path, struct moeinf_error *err);
+
+/* The temp file an atomic write of path by this process uses, into buf (truncated to size);
+ * returns its full length. A front end that may be killed mid-write removes it in its signal
+ * handler (unlink is async-signal-safe). */
+size_t moeinf_file_temp_path(const char *path, char *buf, size_t size);
+
+/* Writes size bytes to path atomically (the temp file above, fsync, rename over path, fsync of
+ * the folder): readers see the old file or the whole new one, never a part. */
+enum moeinf_status moeinf_file_write_atomic(const char *path, const void *data, size_t size,
+                                            struct moeinf_error *err);
 
 #endif

@@ -14,6 +14,7 @@
 #include "app/args.h"
 #include "app/default_model.h"
 #include "app/interrupt.h"
+#include "app/output.h"
 #include "app/progress.h"
 
 int cmd_inspect(int argc, char **argv);

@@ -2,9 +2,8 @@
 #include "base/status.h"
 #include "engine/engine.h"
 
-#ifndef MOEINF_VERSION_STRING
-#    define MOEINF_VERSION_STRING "unknown"
-#endif
+#define STR(x)     #x
+#define VERSION(x) STR(x)
 
 enum moeinf_status moeinf_context_truncate(struct moeinf_context *ctx, int n_keep,
                                            struct moeinf_error *err) {
@@ -19,5 +18,6 @@ enum moeinf_status moeinf_context_truncate(struct moeinf_context *ctx, int n_kee
 }
 
 const char *moeinf_version(void) {
-    return MOEINF_VERSION_STRING;
+    return VERSION(MOEINF_VERSION_MAJOR) "." VERSION(MOEINF_VERSION_MINOR) "." VERSION(
+        MOEINF_VERSION_PATCH);
 }
