@@ -29,9 +29,8 @@ static long long json_int(const char *json, const char *key) {
 static int run_fox(const char *model, const char *extra, char *out, size_t out_size, char *errbuf,
                    size_t err_size) {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd,
-             "%s run -m %s -p 'The quick brown fox' -n 12 --temp 0 --print-ids %s", bin(), model,
-             extra);
+    snprintf(cmd, sizeof cmd, "%s run -m %s -p 'The quick brown fox' -n 12 --temp 0 --print-ids %s",
+             bin(), model, extra);
     return run_cmd(cmd, out, out_size, errbuf, err_size);
 }
 
@@ -250,15 +249,22 @@ static void test_bad_values(void) {
         {"--policy lru", 2, "need --expert-cache"},
         {"--stats", 2, "need --expert-cache"},
         {"--expert-cache 25% --expert-io sideways", 2, "--expert-io must be direct or cached"},
-        {"--expert-cache 25% --policy nosuch", 1, "unknown cache policy 'nosuch'"},
-        {"--expert-cache 25% --policy belady", 1, "belady is offline"},
+        {"--expert-cache 25% --policy nosuch", 2, "--policy: unknown cache policy 'nosuch'"},
+        {"--expert-cache 25% --policy belady", 2, "belady is offline"},
         {"--expert-cache 1K", 1, "at least 2 slots"},
         {"--expert-cache 25% --stats-json /no/such/dir/s.json", 1, "/no/such/dir/s.json"},
         {"--prefetch 2", 2, "need --expert-cache"},
-        {"--expert-cache 25% --prefetch -1", 2, "--prefetch"},
-        {"--expert-cache 25% --lookahead 65", 2, "--lookahead"},
+        {"--expert-cache 25% --prefetch -1", 2, "--prefetch: -1 is not in [0, 64]"},
+        {"--expert-cache 25% --prefetch 65", 2, "--prefetch: 65 is not in [0, 64]"},
+        /* past the model's layers: known once the model is loaded */
+        {"--expert-cache 25% --lookahead 2", 1, "--lookahead: 2 is not in [0, 1]"},
+        {"--expert-cache 25% --lookahead 4096", 2, "--lookahead: 4096 is not in [0, 4095]"},
         {"--expert-cache 25% --io-threads x", 2, "--io-threads"},
-        {"--expert-cache 25% --io-threads 0 --lookahead 1", 2, "need --io-threads of at least 1"},
+        {"--expert-cache 25% --io-threads 0 --lookahead 1", 2,
+         "--lookahead: reading ahead runs on I/O threads: it needs --io-threads of at least 1"},
+        {"--expert-cache 25% --io-threads 65", 2, "--io-threads: 65 is not in [0, 64]"},
+        {"-c 0", 2, "-c: 0 is not in [1, 16777216]"},
+        {"-t -1", 2, "-t: -1 is not in [0, 1024]"},
     };
 
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {

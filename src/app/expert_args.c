@@ -3,10 +3,12 @@
 #include "app/output.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "app/args.h"
+#include "app/param_flags.h"
 
 const char expert_args_help[] = EXPERT_ARGS_HELP;
 
@@ -26,8 +28,8 @@ int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **a
     const char *val = cli_option_value(cmd, argc, argv, i);
     if (!val) return -1;
     if (is_count) {
-        long n;
-        if (!cli_parse_long(cmd, opt, val, 0, 64, &n)) return -1;
+        long n; /* a number here; its rule is moeinf_context_params_check's (expert_args_apply) */
+        if (!cli_parse_long(cmd, opt, val, INT_MIN, INT_MAX, &n)) return -1;
         if (!strcmp(opt, "--io-threads")) {
             a->io_threads = val;
         } else if (!strcmp(opt, "--prefetch")) {
@@ -56,38 +58,43 @@ int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **a
     return 1;
 }
 
+/* The library's rules of the context parameters, before the model is loaded (the ones that
+ * need the model are checked again by moeinf_context_init); a bad value is a usage error
+ * naming the option. */
+static int check_params(const char *cmd, const struct moeinf_context_params *cp) {
+    struct moeinf_error err = {0};
+    if (moeinf_context_params_check(cp, NULL, &err) == MOEINF_OK) return CLI_EXIT_OK;
+    return cli_param_fail(cmd, &err, CLI_EXIT_USAGE);
+}
+
 int expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_model_params *mp,
                       struct moeinf_context_params *cp) {
     struct moeinf_error err = {0};
     if (!a->cache) {
-        if (a->policy || a->io || a->stats || a->stats_json || a->io_threads ||
-            a->prefetch || a->lookahead || a->eamc) {
+        if (a->policy || a->io || a->stats || a->stats_json || a->io_threads || a->prefetch ||
+            a->lookahead || a->eamc) {
             fprintf(stderr,
                     "moeinf %s: --policy, --expert-io, --io-threads, --prefetch, --lookahead, "
                     "--stats, --stats-json and --eamc need --expert-cache\n",
                     cmd);
             return CLI_EXIT_USAGE;
         }
-        return CLI_EXIT_OK;
+        return check_params(cmd, cp);
     }
     if (moeinf_expert_cache_parse(a->cache, &cp->expert_cache, &err) != MOEINF_OK) {
         fprintf(stderr, "moeinf %s: %s\n", cmd, err.msg);
         return CLI_EXIT_USAGE;
     }
     cp->expert_policy = a->policy;
-    /* the values were checked by expert_args_parse */
+    /* integers, parsed by expert_args_parse; their rules are check_params' */
     if (a->io_threads) cp->expert_io_threads = (int)strtol(a->io_threads, NULL, 10);
     if (a->prefetch) cp->expert_prefetch = (int)strtol(a->prefetch, NULL, 10);
     if (a->lookahead) cp->expert_lookahead = (int)strtol(a->lookahead, NULL, 10);
-    if (cp->expert_io_threads == 0 && (a->prefetch || a->lookahead) &&
-        (cp->expert_prefetch > 0 || cp->expert_lookahead > 0)) {
-        fprintf(stderr, "moeinf %s: --prefetch and --lookahead read ahead on I/O threads: they "
-                        "need --io-threads of at least 1\n", cmd);
-        return CLI_EXIT_USAGE;
-    }
     cp->expert_io =
         a->io && !strcmp(a->io, "cached") ? MOEINF_EXPERT_IO_CACHED : MOEINF_EXPERT_IO_DIRECT;
     mp->offload_experts = true;
+    int rc = check_params(cmd, cp);
+    if (rc != CLI_EXIT_OK) return rc;
     if (a->eamc && moeinf_file_check_output(a->eamc, &err) != MOEINF_OK) {
         return cli_fail(&err); /* before loading the model, not at exit */
     }
@@ -137,15 +144,14 @@ static void json_counters(FILE *f, const struct moeinf_expert_stats *s) {
             (unsigned long long)s->misses, (unsigned long long)s->prefetches,
             (unsigned long long)s->prefetch_hits, (unsigned long long)s->late_prefetches,
             (unsigned long long)s->wasted_prefetches, (unsigned long long)s->dropped_prefetches,
-            (unsigned long long)s->bytes_read, (unsigned long long)s->expert_bytes,
-            s->read_seconds, s->stall_seconds);
+            (unsigned long long)s->bytes_read, (unsigned long long)s->expert_bytes, s->read_seconds,
+            s->stall_seconds);
 }
 
 static void json_prediction(FILE *f, const char *name, uint64_t predicted, uint64_t correct,
                             uint64_t actual) {
     fprintf(f, "\"%s\": {\"predicted\": %llu, \"correct\": %llu, \"actual\": %llu}", name,
-            (unsigned long long)predicted, (unsigned long long)correct,
-            (unsigned long long)actual);
+            (unsigned long long)predicted, (unsigned long long)correct, (unsigned long long)actual);
 }
 
 /* "precision 0.812 recall 0.655 (123 named)" or "none named". */
@@ -213,8 +219,7 @@ bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx,
                     (unsigned long long)ls.late_prefetches,
                     (unsigned long long)ls.wasted_prefetches,
                     (unsigned long long)ls.dropped_prefetches,
-                    (double)ls.bytes_read / (1024.0 * 1024.0), ls.read_seconds,
-                    ls.stall_seconds);
+                    (double)ls.bytes_read / (1024.0 * 1024.0), ls.read_seconds, ls.stall_seconds);
         }
         fprintf(stderr, "%llu tokens (%llu decode) in %.3f s: %.2f tokens/s\n",
                 (unsigned long long)total.tokens, (unsigned long long)total.decode_tokens, seconds,
@@ -252,8 +257,8 @@ bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx,
     json_prediction(f, "policy_prediction", total.policy_predicted, total.policy_correct,
                     total.policy_actual);
     fprintf(f, ", ");
-    json_prediction(f, "lookahead_prediction", total.lookahead_predicted,
-                    total.lookahead_correct, total.lookahead_actual);
+    json_prediction(f, "lookahead_prediction", total.lookahead_predicted, total.lookahead_correct,
+                    total.lookahead_actual);
     fprintf(f, ", \"layers\": [");
     for (int il = 0; il < n_layers; il++) {
         moeinf_context_expert_stats(ctx, il, &ls, &err);

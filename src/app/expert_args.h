@@ -26,9 +26,10 @@ struct expert_args {
  * them, -1 on a bad value (message printed). */
 int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **argv, int *i);
 
-/* Checks the options and sets the model and context params they imply. Returns CLI_EXIT_OK,
- * or prints the error and returns CLI_EXIT_USAGE (a bad value) or CLI_EXIT_FAIL (a
- * --stats-json path that cannot be written). */
+/* Sets the model and context params the options imply and checks the context params (all of
+ * them, -c/-t/-b too, by moeinf_context_params_check: the one place their rules live). Returns
+ * CLI_EXIT_OK, or prints the error, naming the option, and returns CLI_EXIT_USAGE (a bad
+ * value) or CLI_EXIT_FAIL (a --stats-json path that cannot be written). */
 int expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_model_params *mp,
                       struct moeinf_context_params *cp);
 
@@ -63,12 +64,14 @@ bool expert_args_stopped(const struct expert_args *a, struct moeinf_context *ctx
     "                       weights are read into memory once. Default: all resident\n"            \
     "  --policy NAME        expert cache policy (default reuse; `moeinf sim --help` lists "        \
     "them)\n"                                                                                      \
+    "  --expert-io MODE     how experts are read: direct (O_DIRECT, past the page cache; the\n"    \
+    "                       default) or cached (through the page cache, which keeps them)\n"       \
     "  --io-threads N       threads reading experts (default 4; 0: read on the compute\n"          \
-    "                       thread when needed, nothing read ahead)\n"                            \
+    "                       thread when needed, nothing read ahead)\n"                             \
     "  --prefetch K         after each layer, prefetch up to K experts the policy predicts\n"      \
-    "                       (default 0)\n"                                                        \
-    "  --lookahead N        during decode, prefetch the top-k experts that the next N layers'\n"  \
-    "                       routers choose for the current hidden state (default 0)\n"            \
+    "                       (default 0)\n"                                                         \
+    "  --lookahead N        during decode, prefetch the top-k experts that the next N layers'\n"   \
+    "                       routers choose for the current hidden state (default 0)\n"             \
     "  --stats              the expert cache's counters per layer, on stderr at the end\n"         \
     "  --stats-json FILE    the same as one JSON object in FILE\n"                                 \
     "  --eamc FILE          warm start: the cache policy's learned state (the file of\n"           \

@@ -1,11 +1,13 @@
 /* model_args.c - the -m/-c/-t/-b/--kv-type options and opening a model with them. */
 #include "app/model_args.h"
 
+#include <limits.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "app/args.h"
 #include "app/default_model.h"
+#include "app/param_flags.h"
 #include "app/progress.h"
 
 const char model_args_help[] =
@@ -39,13 +41,13 @@ int model_args_parse(const char *cmd, struct model_args *a, int argc, char **arg
     if (!strcmp(opt, "-m") || !strcmp(opt, "--model")) {
         a->model_path = val;
     } else if (!strcmp(opt, "-c")) {
-        if (!cli_parse_long(cmd, opt, val, 1, 1 << 24, &v)) return -1;
+        if (!cli_parse_long(cmd, opt, val, INT_MIN, INT_MAX, &v)) return -1;
         a->ctx.n_ctx = (int)v;
     } else if (!strcmp(opt, "-t")) {
-        if (!cli_parse_long(cmd, opt, val, 1, 1024, &v)) return -1;
+        if (!cli_parse_long(cmd, opt, val, INT_MIN, INT_MAX, &v)) return -1;
         a->ctx.n_threads = (int)v;
     } else if (!strcmp(opt, "-b")) {
-        if (!cli_parse_long(cmd, opt, val, 1, 1 << 16, &v)) return -1;
+        if (!cli_parse_long(cmd, opt, val, INT_MIN, INT_MAX, &v)) return -1;
         a->ctx.n_batch = (int)v;
     } else if (!strcmp(val, "f16")) {
         a->ctx.kv_type = MOEINF_KV_F16;
@@ -86,8 +88,7 @@ int model_args_open(struct model_args *a, struct moeinf_model **model,
     if (moeinf_context_init(*model, &a->ctx, ctx, &err) != MOEINF_OK) {
         moeinf_model_free(*model);
         *model = NULL;
-        cli_fail(&err);
-        return CLI_EXIT_FAIL;
+        return cli_param_fail(a->cmd ? a->cmd : "run", &err, CLI_EXIT_FAIL);
     }
     if (a->experts.cache) expert_args_announce(*ctx);
     rc = expert_args_warm_start(&a->experts, *ctx);

@@ -1,10 +1,12 @@
 /* cmd_logits.c - moeinf logits: every position's logits of one prompt, raw float32. */
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "app/expert_args.h"
+#include "app/param_flags.h"
 #include "cli/cli.h"
 
 static void usage(FILE *out) {
@@ -107,13 +109,13 @@ static int parse(int argc, char **argv, struct logits_opts *o) {
                 return CLI_EXIT_USAGE;
             }
         } else if (!strcmp(a, "-t")) {
-            if (!cli_parse_long("logits", a, val, 1, 1024, &v)) return CLI_EXIT_USAGE;
+            if (!cli_parse_long("logits", a, val, INT_MIN, INT_MAX, &v)) return CLI_EXIT_USAGE;
             o->cp.n_threads = (int)v;
         } else if (!strcmp(a, "-c")) {
-            if (!cli_parse_long("logits", a, val, 1, 1 << 24, &v)) return CLI_EXIT_USAGE;
+            if (!cli_parse_long("logits", a, val, INT_MIN, INT_MAX, &v)) return CLI_EXIT_USAGE;
             o->cp.n_ctx = (int)v;
         } else if (!strcmp(a, "-b")) {
-            if (!cli_parse_long("logits", a, val, 1, 1 << 16, &v)) return CLI_EXIT_USAGE;
+            if (!cli_parse_long("logits", a, val, INT_MIN, INT_MAX, &v)) return CLI_EXIT_USAGE;
             o->cp.n_batch = (int)v;
         }
     }
@@ -199,7 +201,7 @@ int cmd_logits(int argc, char **argv) {
     rc = CLI_EXIT_OK;
     if (!expert_args_report(&ea, ctx, seconds)) rc = CLI_EXIT_FAIL; /* message out */
 done:
-    if (rc == CLI_EXIT_FAIL && err.msg[0]) cli_fail(&err);
+    if (rc == CLI_EXIT_FAIL && err.msg[0]) cli_param_fail("logits", &err, rc);
     expert_args_close(&ea);
     free(logits);
     free(ids);

@@ -2,7 +2,7 @@
  * engine_replay.h - routing replay, for benchmarks on recorded routing (internal: not in
  * moeinf.h; `moeinf bench --route-trace` is its user).
  *
- * A benchmark loads some requests of a moe-trace v1 file (sim/trace.h reads it) and runs
+ * A benchmark loads some requests of a moe-trace v1 file (trace/trace.h reads it) and runs
  * each through a context with the trace's prompt and decode lengths; before each decode call
  * it hands the engine the recorded experts of that call's tokens, which replace the router's
  * choice in the forward pass (moeinf_fwd_set_route_replay). The router still runs and mixes

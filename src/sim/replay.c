@@ -311,7 +311,7 @@ enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
     }
     if (params->batch > 1 && ops->set_future) {
         return moeinf_fail(err, MOEINF_ERR_ARG,
-                           "policy '%s' is offline and replays per token: --batch needs an "
+                           "policy '%s' is offline and replays per token: batch needs an "
                            "online policy",
                            ops->name);
     }
