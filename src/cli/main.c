@@ -29,8 +29,9 @@ static void usage(FILE *out) {
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
         fprintf(out, "  %-10s %s\n", commands[i].name, commands[i].summary);
     }
-    fprintf(out, "\nWith no -m, run/bench use a small generated MoE model (written on first "
-                 "use to\n$XDG_CACHE_HOME/moeinf, else ~/.cache/moeinf).\n"
+    fprintf(out, "\nWith no -m, run, bench, chat and serve use the embedded default model (a "
+                 "small\ntrained MoE, written on first use to $XDG_CACHE_HOME/moeinf, else "
+                 "~/.cache/moeinf).\n"
                  "Exit codes: 0 success, 1 a bad file or a runtime failure, 2 a bad option or "
                  "value.\n");
 }
