@@ -121,6 +121,12 @@ enum moeinf_status moeinf_arch_bind_qk_norm(struct moeinf_arch_loader *ld,
 enum moeinf_status moeinf_arch_bind_dense_ffn(struct moeinf_arch_loader *ld,
                                               const struct moeinf_hparams *hp, int il,
                                               struct moeinf_layer *lw);
+/* The layer of llama, qwen2moe, qwen3moe and olmoe: full attention with its q/k/v biases
+ * (required, or each optional) and the q/k norm hp->qk_norm says, then the routed-expert FFN,
+ * or the dense one when the model has no experts. */
+enum moeinf_status moeinf_arch_bind_std_layer(struct moeinf_arch_loader *ld,
+                                              const struct moeinf_hparams *hp, int il,
+                                              bool bias_required, struct moeinf_layer *lw);
 /* ffn_norm, the router (F32) and the routed experts (ffn_gate/up/down_exps; gate and up must
  * share an activation type), plus the shared expert when hp->n_ff_shexp > 0
  * (ffn_gate_inp_shexp, ffn_gate/up/down_shexp). */

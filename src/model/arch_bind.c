@@ -233,3 +233,16 @@ enum moeinf_status moeinf_arch_bind_moe_ffn(struct moeinf_arch_loader *ld,
     if (hp->n_ff_shexp > 0) return bind_shared_expert(ld, hp, il, lw);
     return MOEINF_OK;
 }
+
+enum moeinf_status moeinf_arch_bind_std_layer(struct moeinf_arch_loader *ld,
+                                              const struct moeinf_hparams *hp, int il,
+                                              bool bias_required, struct moeinf_layer *lw) {
+    enum moeinf_status st;
+    if ((st = moeinf_arch_bind_attention(ld, hp, il, lw)) ||
+        (st = moeinf_arch_bind_qkv_bias(ld, hp, il, bias_required, lw)) ||
+        (st = moeinf_arch_bind_qk_norm(ld, hp, il, lw))) {
+        return st;
+    }
+    if (hp->n_expert > 0) return moeinf_arch_bind_moe_ffn(ld, hp, il, lw);
+    return moeinf_arch_bind_dense_ffn(ld, hp, il, lw);
+}

@@ -22,13 +22,7 @@ static enum moeinf_status read_hparams(struct moeinf_arch_loader *ld, struct moe
 
 static enum moeinf_status bind_layer(struct moeinf_arch_loader *ld, const struct moeinf_hparams *hp,
                                      int il, struct moeinf_layer *lw) {
-    enum moeinf_status st;
-    if ((st = moeinf_arch_bind_attention(ld, hp, il, lw)) ||
-        (st = moeinf_arch_bind_qkv_bias(ld, hp, il, false, lw)) ||
-        (st = moeinf_arch_bind_qk_norm(ld, hp, il, lw))) {
-        return st;
-    }
-    return moeinf_arch_bind_moe_ffn(ld, hp, il, lw);
+    return moeinf_arch_bind_std_layer(ld, hp, il, false, lw);
 }
 
 const struct moeinf_arch moeinf_arch_olmoe = {
