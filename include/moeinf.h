@@ -120,7 +120,7 @@ MOEINF_API enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_pa
 MOEINF_API enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *params,
                                                const char *path, struct moeinf_error *err);
 
-/* ---- engine: model, context, decode (engine.c) ------------------------------------------- */
+/* ---- engine: model (engine_model.c), context and decode (engine.c, engine_params.c) ---- */
 
 struct moeinf_model;   /* weights + vocabulary; read-only after load, shareable */
 struct moeinf_context; /* KV cache, scratch, threads; one request stream */

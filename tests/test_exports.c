@@ -71,7 +71,7 @@ static void declared_in(const char *rel, struct names *out) {
 }
 
 static void test_exports_are_the_public_api(void) {
-    const char *lib = getenv("MOEINF_SHARED_LIB");
+    const char *lib = getenv("MOEINF_SHARED_LIB"); // NOLINT(concurrency-mt-unsafe): one thread
     if (!lib || !*lib) {
         test_skip("MOEINF_SHARED_LIB is not set (ctest sets it)");
         return;

@@ -212,10 +212,8 @@ struct golden_outcome {
     char first_failure[256];
 };
 
-static void outcome_fail(struct golden_outcome *o, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static void outcome_fail(struct golden_outcome *o, const char *fmt, ...) {
+__attribute__((format(printf, 2, 3))) static void outcome_fail(struct golden_outcome *o,
+                                                              const char *fmt, ...) {
     if (o->n_failed++ == 0) {
         va_list ap;
         va_start(ap, fmt);

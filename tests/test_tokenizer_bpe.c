@@ -3,7 +3,7 @@
  * every BPE vocabulary in ../shared/testdata/tokenizer, the prompt tokens and pieces of the
  * tiny-qwen2moe goldens; the pre-tokenizers without vectors (qwen2, llama3, olmo,
  * deepseek-v3) against splits Python's `regex` module made with the published patterns
- * (tests/data/pretok, tools/pretok_cases.py); hand-made vocabularies for merge order, the
+ * (tests/data/pretok, tools/tokenizer/pretok_cases.py); hand-made vocabularies for merge order, the
  * fallbacks, special tokens, detokenizing; hostile metadata and input.
  */
 #include <stdint.h>

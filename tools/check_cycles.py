@@ -25,6 +25,9 @@ Calls through function pointers (ops tables) are not calls here: that is how a t
 loop. For includes every file is its own node; an include resolves against the including
 file's folder, then src/, then include/; system headers are left out.
 
+One layering rule too: files of src/cli and src/serve (the programs) include only the public
+headers (include/), src/app and their own; any other include is printed and fails the check.
+
 Every strongly connected group of two or more files in either graph is a cycle. Each is printed
 with its files and the edges inside it (for calls, which function calls which), and the exit
 status is 1. An allow-list file (--allow) names known cycles, one per line as the files of the
@@ -282,6 +285,25 @@ def report(kind, groups, labels, allowed):
     return failed, passed
 
 
+# The programs (the moeinf command, its server) reach the library through its public headers
+# and the programs' own library, src/app, only: a program that needed an internal header would
+# mean the public API lacks something.
+PROGRAMS = ("src/cli/", "src/serve/")
+PROGRAMS_MAY_INCLUDE = ("include/", "src/app/", "src/cli/", "src/serve/")
+
+
+def programs_rule(inc_labels):
+    failed = 0
+    for src, targets in sorted(inc_labels.items()):
+        if not src.startswith(PROGRAMS):
+            continue
+        for dst in sorted(targets):
+            if not dst.startswith(PROGRAMS_MAY_INCLUDE):
+                print(f"programs rule: {src} includes {dst}, an internal header of the library")
+                failed += 1
+    return failed
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--root", default=os.path.join(os.path.dirname(__file__), ".."))
@@ -346,7 +368,7 @@ def main():
                 inc_labels.setdefault(f, {}).setdefault(target, set()).add(f'#include "{text}"')
 
     allowed = read_allow(args.allow)
-    failed, passed = 0, 0
+    failed, passed = programs_rule(inc_labels), 0
     for kind, labels in (("include", inc_labels), ("call", call_labels)):
         edges = {src: set(dst) for src, dst in labels.items()}
         nodes = files if kind == "include" else sorted({module_of(f, known) for f in files})
@@ -357,7 +379,7 @@ def main():
     print(f"check_cycles: {len(files)} files, {n_inc} include edges, {n_call_edges} call edges "
           f"({n_calls} calls across files; cscope hits: {n_dropped} outside any definition, "
           f"{n_moved} moved to their file, {n_scan_only} calls it missed): "
-          + (f"{failed} cycle(s)" if failed else "no cycle")
+          + (f"{failed} cycle(s) or rule breach(es)" if failed else "no cycle")
           + (f", {passed} allowed" if passed else ""))
     return 1 if failed else 0
 

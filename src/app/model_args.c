@@ -63,17 +63,18 @@ int model_args_parse(const char *cmd, struct model_args *a, int argc, char **arg
 int model_args_open(struct model_args *a, struct moeinf_model **model,
                     struct moeinf_context **ctx) {
     struct moeinf_error err = {0};
+    const char *cmd = a->cmd ? a->cmd : "run";
+    *model = NULL;
+    *ctx = NULL;
+    /* the options first: a bad value writes nothing, not even the default model */
+    int rc = expert_args_apply(cmd, &a->experts, &a->model, &a->ctx);
+    if (rc != CLI_EXIT_OK) return rc;
     char default_path[1024];
     const char *path = a->model_path;
     if (!path) {
-        if (!cli_default_model(default_path, sizeof default_path, &err)) {
-            cli_fail(&err);
-            return CLI_EXIT_FAIL;
-        }
+        if (!cli_default_model(default_path, sizeof default_path, &err)) goto fail;
         path = default_path;
     }
-    int rc = expert_args_apply(a->cmd ? a->cmd : "run", &a->experts, &a->model, &a->ctx);
-    if (rc != CLI_EXIT_OK) return rc;
     struct cli_progress progress = cli_progress_start();
     a->model.progress = cli_progress_bytes;
     a->model.progress_user = &progress;
@@ -81,15 +82,8 @@ int model_args_open(struct model_args *a, struct moeinf_model **model,
     cli_progress_end(&progress);
     a->model.progress = NULL;
     a->model.progress_user = NULL;
-    if (lst != MOEINF_OK) {
-        cli_fail(&err);
-        return CLI_EXIT_FAIL;
-    }
-    if (moeinf_context_init(*model, &a->ctx, ctx, &err) != MOEINF_OK) {
-        moeinf_model_free(*model);
-        *model = NULL;
-        return cli_param_fail(a->cmd ? a->cmd : "run", &err, CLI_EXIT_FAIL);
-    }
+    if (lst != MOEINF_OK) goto fail;
+    if (moeinf_context_init(*model, &a->ctx, ctx, &err) != MOEINF_OK) goto fail;
     if (a->experts.cache) expert_args_announce(*ctx);
     rc = expert_args_warm_start(&a->experts, *ctx);
     if (rc != CLI_EXIT_OK) {
@@ -97,6 +91,13 @@ int model_args_open(struct model_args *a, struct moeinf_model **model,
         moeinf_model_free(*model);
         *ctx = NULL;
         *model = NULL;
+        expert_args_close(&a->experts);
     }
     return rc;
+fail:
+    moeinf_model_free(*model);
+    *model = NULL;
+    expert_args_close(&a->experts);
+    /* a parameter the loaded model refuses is named by its option */
+    return cli_param_fail(cmd, &err, CLI_EXIT_FAIL);
 }

@@ -2,7 +2,7 @@
  * chat_template.c - the chat templates of moeinf.h: detecting which family a model's Jinja
  * template is written for, and writing a conversation in that family's format. Each writer
  * produces what llama.cpp's template code produces for the family (olmoe: what the model's
- * Jinja template renders); tests/test_chat_template.c checks both against those references.
+ * Jinja template renders); tests/test_serve_chat_template.c checks both against those references.
  */
 #include <stdlib.h>
 #include <string.h>

@@ -5,9 +5,13 @@
  *
  * The cache, the policies and the step schedule (src/experts/) never see slot memory: they
  * deal in expert ids and slot numbers. So a tier in another memory (GPU memory, planned) is
- * one more table of these operations, chosen in offload/tier.c; nothing else changes. Today
- * there is one, the RAM tier (fast_tier_ram.c): slots in anonymous memory, on huge pages
- * where the kernel allows, computed by the CPU kernels.
+ * one more table of these operations, chosen in offload/tier.c, and the cache, policy and step
+ * code do not change. What it must add: the store reads with pread straight into the address
+ * `slot` returns, so that address must be CPU-writable; a device tier whose slots are not
+ * (plain device memory) needs a staging buffer per read in flight and an upload when the read
+ * completes, an operation this table does not have yet. Today there is one tier, the RAM tier
+ * (fast_tier_ram.c): slots in anonymous memory, on huge pages where the kernel allows,
+ * computed by the CPU kernels.
  *
  * Threads: `slot` is called from the I/O threads (reads of distinct slots, or of distinct
  * parts of one slot, run at once) and must only compute an address; `compute` runs on the

@@ -23,8 +23,8 @@
  * caller's thread (the synchronous behaviour). No lock is held during a read: the queue lock
  * guards only the queues and state changes.
  */
-#ifndef MOEINF_EXPERTS_LOADER_H
-#define MOEINF_EXPERTS_LOADER_H
+#ifndef MOEINF_OFFLOAD_LOADER_H
+#define MOEINF_OFFLOAD_LOADER_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -18,8 +18,8 @@
  * store reads through the page cache and leaves the pages there: repeated runs then hit
  * memory, which the memory budget does not count.
  */
-#ifndef MOEINF_EXPERTS_STORE_H
-#define MOEINF_EXPERTS_STORE_H
+#ifndef MOEINF_OFFLOAD_STORE_H
+#define MOEINF_OFFLOAD_STORE_H
 
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The independent reference for tests/test_chat_template.c.
+"""The independent reference for tests/test_serve_chat_template.c.
 
 Reads {"name": N, "template": JINJA or null, "messages": [[role, content], ...], "add": bool}
 objects, one per line, on stdin; writes one JSON string per line: the prompt llama.cpp's
