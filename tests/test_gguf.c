@@ -227,11 +227,11 @@ static void test_bad_key_rules(void) {
     gguf_bytes_kv_u32(&b, "a", 3);
     expect_bad(&b, "dup-key.gguf", "duplicate key 'a'");
 
-    /* A key holding a newline is shown without breaking the one-line message. */
+    /* A key holding a newline is shown escaped, without breaking the one-line message. */
     gguf_bytes_header(&b, 3, 0, 2);
     gguf_bytes_kv_u32(&b, "x\ny", 1);
     gguf_bytes_kv_u32(&b, "x\ny", 2);
-    expect_bad(&b, "dup-key-nl.gguf", "duplicate key 'x?y'");
+    expect_bad(&b, "dup-key-nl.gguf", "duplicate key 'x\\ny'");
 
     uint32_t aligns[] = {0, 3, 48};
     for (int i = 0; i < 3; i++) {

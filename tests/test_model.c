@@ -344,6 +344,10 @@ static void test_rope_scaling(void) {
     struct moeinf_model_params mp = moeinf_model_params_default();
     CHECK_EQ_INT(moeinf_model_load(dst, &mp, &model, &err), MOEINF_ERR_UNSUPPORTED);
     CHECK_STR_CONTAINS(err.msg, "RoPE scaling 'yarn' is not supported yet");
+    /* the file's string is escaped in the message (no terminal escape, one line) */
+    if (!write_with_rope_scaling(src, dst, "ya\x1b[2Jrn\n", 4.0f)) return;
+    CHECK_EQ_INT(moeinf_model_load(dst, &mp, &model, &err), MOEINF_ERR_UNSUPPORTED);
+    CHECK_STR_CONTAINS(err.msg, "RoPE scaling 'ya\\x1b[2Jrn\\n' is not supported yet");
     /* linear scaling is supported (freq_scale = 1 / factor in model/model.c) */
     if (!write_with_rope_scaling(src, dst, "linear", 2.0f)) return;
     CHECK_MSG(moeinf_model_load(dst, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);

@@ -9,6 +9,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "base/escape.h"
 #include "base/le.h"
 #include "base/tensor_type.h"
 #include "gguf/gguf.h"
@@ -26,18 +27,8 @@ static void print_str(FILE *out, const char *s, uint64_t len) {
     }
     fputc('"', out);
     for (uint64_t i = 0; i < n; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        if (ch == '"' || ch == '\\') {
-            fprintf(out, "\\%c", ch);
-        } else if (ch == '\n') {
-            fputs("\\n", out);
-        } else if (ch == '\t') {
-            fputs("\\t", out);
-        } else if (ch < 0x20 || ch == 0x7f) {
-            fprintf(out, "\\x%02x", ch);
-        } else {
-            fputc(ch, out);
-        }
+        char e[4];
+        fwrite(e, 1, moeinf_escape_byte((unsigned char)s[i], e), out);
     }
     fputc('"', out);
     if (n < len) fprintf(out, "...(%" PRIu64 " bytes)", len);

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/escape.h"
+
 const char *moeinf_status_str(enum moeinf_status status) {
     switch (status) {
     case MOEINF_OK: return "ok";
@@ -23,14 +25,26 @@ const char *moeinf_status_str(enum moeinf_status status) {
 enum moeinf_status moeinf_fail(struct moeinf_error *err, enum moeinf_status status,
                                const char *fmt, ...) {
     if (err) {
+        char raw[sizeof err->msg];
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+        vsnprintf(raw, sizeof raw, fmt, ap);
         va_end(ap);
-        /* One line: a newline in a quoted name must not split the message. */
-        for (char *p = err->msg; *p; p++) {
-            if (*p == '\n' || *p == '\r') *p = ' ';
+        /* One line and no terminal escapes: a control byte that reached the message (a name
+         * the caller did not escape) is written as inspect writes it, \n or \x1b; the text is
+         * cut before an escape that would not fit. */
+        size_t o = 0;
+        for (const char *p = raw; *p; p++) {
+            unsigned char c = (unsigned char)*p;
+            char e[4];
+            size_t k = 1;
+            e[0] = *p;
+            if (c < 0x20 || c == 0x7f) k = moeinf_escape_byte(c, e);
+            if (o + k >= sizeof err->msg) break;
+            memcpy(err->msg + o, e, k);
+            o += k;
         }
+        err->msg[o] = '\0';
         err->status = status;
     }
     return status;

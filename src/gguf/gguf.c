@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/escape.h"
 #include "base/le.h"
 #include "base/status.h"
 #include "base/tensor_type.h"
@@ -83,21 +84,10 @@ int64_t moeinf_gguf_load_int(enum moeinf_gguf_type t, const uint8_t *p, bool *bi
 
 /* ---- messages ------------------------------------------------------------------------- */
 
-/* A bounded, printable copy of file bytes for a one-line message (keys and names in a hostile
- * file may hold newlines or anything else). */
+/* A bounded, escaped copy of file bytes for a one-line message (keys and names in a hostile
+ * file may hold newlines, terminal escapes or anything else). */
 const char *moeinf_gguf_shown(const char *s, uint64_t len, char *buf, size_t size) {
-    size_t max = size - 4;
-    size_t j = 0;
-    for (uint64_t i = 0; i < len && j < max; i++) {
-        unsigned char ch = (unsigned char)s[i];
-        buf[j++] = (char)((ch >= 0x20 && ch < 0x7f) ? ch : '?');
-    }
-    if (len > max) {
-        memcpy(buf + j, "...", 3);
-        j += 3;
-    }
-    buf[j] = '\0';
-    return buf;
+    return moeinf_escape(s, (size_t)len, buf, size);
 }
 
 struct cursor {

@@ -175,8 +175,9 @@ bool moeinf_gguf_type_is_signed(enum moeinf_gguf_type t);
 /* An integer value of type t at p as a signed value (0 for a non-integer type); a u64 above
  * INT64_MAX gives INT64_MAX and sets *big. */
 int64_t moeinf_gguf_load_int(enum moeinf_gguf_type t, const uint8_t *p, bool *big);
-/* A bounded, printable copy of len file bytes in buf (size >= 4 bytes): bytes outside
- * printable ASCII become '?', and a text longer than size - 4 is cut and ends in "...". */
+/* A bounded, escaped copy of len file bytes in buf (size >= 8 bytes), as moeinf_escape
+ * (base/escape.h) writes it: control bytes as \n, \t or \xNN, '"' and '\\' with a backslash;
+ * a text cut to fit ends in "...". */
 const char *moeinf_gguf_shown(const char *s, uint64_t len, char *buf, size_t size);
 
 #endif

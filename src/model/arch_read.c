@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/escape.h"
 #include "base/status.h"
 #include "model/arch.h"
 
@@ -66,8 +67,8 @@ static enum moeinf_status read_rope_scaling(struct moeinf_arch_loader *ld,
     if (kind.data && !moeinf_gguf_str_eq(kind, "none")) {
         if (!moeinf_gguf_str_eq(kind, "linear")) {
             return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
-                               "%s: RoPE scaling '%.*s' is not supported yet (none and linear are)",
-                               ld->g->path, (int)(kind.len > 32 ? 32 : kind.len), kind.data);
+                               "%s: RoPE scaling '%s' is not supported yet (none and linear are)",
+                               ld->g->path, moeinf_esc(kind.data, (size_t)kind.len).s);
         }
         st = moeinf_arch_get_float(ld, "rope.scaling.factor", false, &factor);
     } else {

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/escape.h"
 #include "base/status.h"
 #include "model/arch.h"
 
@@ -23,8 +24,8 @@ static enum moeinf_status find_arch(const struct moeinf_gguf *g, const struct mo
     char known[160];
     moeinf_arch_names(known, sizeof known);
     return moeinf_fail(err, MOEINF_ERR_UNSUPPORTED,
-                       "%s: architecture '%.*s' is not supported yet (%s are)", g->path,
-                       (int)(name.len > 40 ? 40 : name.len), name.data, known);
+                       "%s: architecture '%s' is not supported yet (%s are)", g->path,
+                       moeinf_esc(name.data, (size_t)name.len).s, known);
 }
 
 /* token_embd, output_norm and output (the lm_head, tied to token_embd when absent). */

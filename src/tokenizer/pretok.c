@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/escape.h"
 #include "base/status.h"
 
 #define MAX_PATTERNS 6
@@ -183,8 +184,8 @@ enum moeinf_status moeinf_pretok_create(const char *name, struct moeinf_pretok *
     const struct spec *s = find_spec(name ? name : "default");
     if (!s)
         return moeinf_fail(err, MOEINF_ERR_UNSUPPORTED,
-                           "unknown pre-tokenizer '%.64s' (tokenizer.ggml.pre); known: %s", name,
-                           moeinf_pretok_known_names());
+                           "unknown pre-tokenizer '%s' (tokenizer.ggml.pre); known: %s",
+                           moeinf_esc_str(name).s, moeinf_pretok_known_names());
     struct moeinf_pretok *p = calloc(1, sizeof *p);
     if (!p) return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory for the pre-tokenizer");
     p->spec = s;

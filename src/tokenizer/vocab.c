@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/escape.h"
 #include "base/status.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/vocab_impl.h"
@@ -385,9 +386,9 @@ static enum moeinf_status find_tokenizer(const struct moeinf_vocab_desc *d, cons
     else if (strcmp(m, "none") == 0 || strcmp(m, "no_vocab") == 0)
         kind = " (no vocabulary)";
     return moeinf_fail(err, MOEINF_ERR_UNSUPPORTED,
-                       "%s: %.40s%s vocabularies are not supported yet (only llama/SentencePiece "
+                       "%s: %s%s vocabularies are not supported yet (only llama/SentencePiece "
                        "and gpt2/byte-level BPE)",
-                       src, m, kind);
+                       src, moeinf_esc_str(m).s, kind);
 }
 
 static size_t text_len_of(const struct moeinf_vocab_desc *d, uint32_t i) {
@@ -433,8 +434,8 @@ static enum moeinf_status load_texts(struct moeinf_vocab *v, const struct moeinf
         int32_t dup = table_insert(v, (int32_t)i);
         if (dup != NO_ID)
             return moeinf_fail(err, MOEINF_ERR_FORMAT,
-                               "%s: duplicate token in vocabulary: '%.40s' has ids %d and %u",
-                               v->source, dst, dup, i);
+                               "%s: duplicate token in vocabulary: '%s' has ids %d and %u",
+                               v->source, moeinf_esc(dst, n).s, dup, i);
     }
     return MOEINF_OK;
 }
@@ -451,8 +452,8 @@ static enum moeinf_status load_tokens(struct moeinf_vocab *v, const struct moein
         if ((t->attr & MOEINF_TOKEN_ATTR_BYTE) &&
             byte_of_text(tok_text(v, (int32_t)i), t->text_len) < 0)
             return moeinf_fail(err, MOEINF_ERR_FORMAT,
-                               "%s: token %u has type byte but its text '%.40s' is not <0xXX>",
-                               v->source, i, tok_text(v, (int32_t)i));
+                               "%s: token %u has type byte but its text '%s' is not <0xXX>",
+                               v->source, i, moeinf_esc(tok_text(v, (int32_t)i), t->text_len).s);
     }
     for (int b = 0; b < 256; b++) {
         char hex[7];

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/escape.h"
 #include "base/status.h"
 #include "gguf/gguf.h"
 #include "tokenizer/vocab.h"
@@ -48,8 +49,8 @@ static enum moeinf_status read_bpe_keys(const struct moeinf_gguf *g, struct moei
     if (s.data) {
         if (s.len >= pre_size)
             return moeinf_fail(err, MOEINF_ERR_UNSUPPORTED,
-                               "%s: unknown pre-tokenizer '%.64s...' (tokenizer.ggml.pre)", g->path,
-                               s.data);
+                               "%s: unknown pre-tokenizer '%s' (tokenizer.ggml.pre)", g->path,
+                               moeinf_esc(s.data, (size_t)s.len).s);
         copy_str(pre, pre_size, s);
         d->pre = pre;
     }
