@@ -489,19 +489,55 @@ static void test_hostile_merges(void) {
     struct moeinf_error err;
     /* Merges naming texts that are no tokens, a merge without a space, an empty one, a
      * duplicate (the first rank counts): defined, no error. "c a" makes "ca", which is not a
-     * token: its characters' tokens stand for it. */
+     * token: the tokens of its single bytes stand for it (llama.cpp). */
     const char *const m[] = {"zz yy", "nospace", "", "c a", "a b", "c a", " x"};
     struct moeinf_vocab *v = hand_bpe(m, 7, "gpt-2", &err, &st);
     CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
     if (!v) return;
     expect_ids(v, "cab", false, (int32_t[]){H_C, H_A, H_B}, 3);
     expect_ids(v, "ab", false, (int32_t[]){H_AB}, 1);
-    /* A character without a token and no unknown token: a clear error. */
-    int32_t *ids = NULL;
-    size_t n = 0;
-    CHECK_EQ_INT(moeinf_vocab_tokenize(v, "az", 2, false, false, &ids, &n, &err),
-                 MOEINF_ERR_FORMAT);
-    CHECK_STR_CONTAINS(err.msg, "'z' has no token");
+    /* A character without a token is dropped, as llama.cpp drops a piece none of whose
+     * bytes is a token: no error, no unknown token. */
+    expect_ids(v, "az", false, (int32_t[]){H_A}, 1);
+    expect_ids(v, "z", false, NULL, 0);
+    moeinf_vocab_free(v);
+}
+
+/* Falcon's vocabulary has no character for 14 control bytes. llama.cpp drops them (a piece
+ * that is not a token leaves only those of its bytes that are tokens), so one stray \v does
+ * not fail the text: "Hello<byte> world" is "Hello world" (9856 1079 in llama.cpp's falcon
+ * vectors), and every other ASCII byte is a token of its own. */
+static void test_falcon_bytes_without_tokens(void) {
+    struct moeinf_vocab *v = load_vocab("testdata/tokenizer/ggml-vocab-falcon.gguf");
+    if (!v) return;
+    static const unsigned char missing[] = {0x03, 0x04, 0x05, 0x0B, 0x11, 0x13, 0x14,
+                                            0x15, 0x16, 0x17, 0x19, 0x1C, 0x1D, 0x1E};
+    for (unsigned b = 0; b < 0x80; b++) {
+        bool gone = memchr(missing, (int)b, sizeof missing) != NULL;
+        char text[] = "Hello? world";
+        text[5] = (char)b;
+        size_t n = 0;
+        int32_t *ids = NULL;
+        struct moeinf_error err;
+        enum moeinf_status st =
+            moeinf_vocab_tokenize(v, text, sizeof text - 1, false, false, &ids, &n, &err);
+        CHECK_MSG(st == MOEINF_OK, "byte 0x%02X: %s", b, err.msg);
+        if (st == MOEINF_OK && gone)
+            CHECK_MSG(n == 2 && ids[0] == 9856 && ids[1] == 1079, "byte 0x%02X: %zu ids", b, n);
+        free(ids);
+        char one = (char)b;
+        ids = NULL;
+        n = 0;
+        st = moeinf_vocab_tokenize(v, &one, 1, false, false, &ids, &n, &err);
+        CHECK_MSG(st == MOEINF_OK, "byte 0x%02X alone: %s", b, err.msg);
+        CHECK_MSG(gone ? n == 0 : n == 1, "byte 0x%02X alone: %zu ids", b, n);
+        if (n == 1) {
+            size_t k = 0;
+            const char *p = moeinf_vocab_piece(v, ids[0], false, &k);
+            CHECK_MSG(k == 1 && p[0] == one, "byte 0x%02X: piece of %zu bytes", b, k);
+        }
+        free(ids);
+    }
     moeinf_vocab_free(v);
 }
 
@@ -776,6 +812,7 @@ int main(void) {
     RUN(test_pretok_names);
     RUN(test_merge_order);
     RUN(test_hostile_merges);
+    RUN(test_falcon_bytes_without_tokens);
     RUN(test_invalid_utf8_and_specials);
     RUN(test_llama3_ignore_merges_and_bos);
     RUN(test_detokenize_clean_spaces);

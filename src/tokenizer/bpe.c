@@ -4,10 +4,10 @@
  * words, every byte of a word becomes its GPT-2 character (printable bytes stand for
  * themselves, the other 68 for U+0100..U+0143 in byte order), and adjacent symbols merge by
  * the rank of their pair in tokenizer.ggml.merges (lowest rank first, ties leftmost) until no
- * pair has a rank. Each final symbol is its token; a symbol that is not a token (only merges
- * that make non-tokens can leave one) falls back to the tokens of its characters, else the
- * unknown token, else an error (llama.cpp looks up its single bytes instead and silently
- * drops what it does not find; the two agree on every vocabulary whose merges make tokens).
+ * pair has a rank. Each final symbol is its token; a symbol that is not a token (a character
+ * the vocabulary lacks, or what a merge that makes a non-token leaves) becomes, as in
+ * llama.cpp, the tokens of those of its single bytes that are tokens, and the rest is dropped
+ * (no unknown token, no error: one stray control byte does not fail the text).
  * Reached through its table, moeinf_tokenizer_bpe (tokenizer.h), at the end of this file.
  */
 #include <stdatomic.h>
@@ -291,29 +291,17 @@ static bool add_bigram(struct session *s, int left, int right) {
     return moeinf_bigram_push(&s->q, (struct moeinf_bigram){left, right, rank, l->n + r->n});
 }
 
-static size_t utf8_char_len(unsigned char c) {
-    return c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
-}
-
-/* The tokens of a symbol that is not a token itself: one per character. */
-static enum moeinf_status emit_chars(const struct moeinf_vocab *v, const char *t, size_t n,
-                                     struct moeinf_ids *out, struct moeinf_error *err) {
-    for (size_t i = 0; i < n;) {
-        size_t k = utf8_char_len((unsigned char)t[i]);
-        if (k > n - i) k = n - i;
-        int32_t id = moeinf_vocab_find(v, t + i, k);
-        if (id < 0) id = v->unk;
-        if (id < 0)
-            return moeinf_fail(err, MOEINF_ERR_FORMAT,
-                               "%s: the character '%.*s' has no token and there is no unknown "
-                               "token to stand for it",
-                               v->source, (int)k, t + i);
-        if (!moeinf_ids_push(out, id))
-            return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory while tokenizing",
-                               v->source);
-        i += k;
+/* A symbol that is not a token, as llama.cpp's BPE session does it: each of its bytes that
+ * is a token by itself, the others dropped without a word. Only printable ASCII stands for
+ * itself in a byte-level vocabulary, so a byte whose character the vocabulary lacks (Falcon
+ * has none for 14 control bytes) leaves no token rather than failing the text. */
+static bool emit_bytes(const struct moeinf_vocab *v, const char *t, size_t n,
+                       struct moeinf_ids *out) {
+    for (size_t i = 0; i < n; i++) {
+        int32_t id = moeinf_vocab_find(v, t + i, 1);
+        if (id >= 0 && !moeinf_ids_push(out, id)) return false;
     }
-    return MOEINF_OK;
+    return true;
 }
 
 static enum moeinf_status fail_nomem(const struct moeinf_vocab *v, struct moeinf_error *err) {
@@ -363,8 +351,7 @@ static enum moeinf_status bpe_word(struct session *s, const char *text, size_t n
             if (!moeinf_ids_push(out, id)) goto nomem;
             continue;
         }
-        enum moeinf_status st = emit_chars(v, s->word + y->off, y->n, out, err);
-        if (st != MOEINF_OK) return st;
+        if (!emit_bytes(v, s->word + y->off, y->n, out)) goto nomem;
     }
     return MOEINF_OK;
 
