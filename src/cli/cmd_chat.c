@@ -3,7 +3,9 @@
  * the whole history goes through the chat template (as `moeinf serve` does) and the context
  * keeps the tokens the history shares with the last turn, so each turn decodes only what is
  * new. Ctrl-C stops the answer being written (the part written stays in the history); /exit
- * or end of input quits.
+ * or end of input quits. A conversation that outgrows the context loses its oldest turns (a
+ * user message and its answer at a time; the system message stays) until it leaves room for
+ * the answer; a message too long for the context even alone is refused and the session goes on.
  */
 #include <errno.h>
 #include <signal.h>
@@ -20,7 +22,10 @@ static void usage(FILE *out) {
     fprintf(out,
             "usage: moeinf chat [-m MODEL] [--chat-template T] [options]\n\n"
             "An interactive chat: type a message and Enter; the answer streams. Ctrl-C stops an\n"
-            "answer; /exit or end of input (Ctrl-D) quits.\n"
+            "answer; /exit or end of input (Ctrl-D) quits. A conversation that outgrows the\n"
+            "context (-c) loses its oldest turns, the system message kept, until the answer has\n"
+            "room (-n tokens, at most half the context; a quarter of it without -n); a message\n"
+            "too long for the context alone is not sent, and the chat goes on.\n"
             "  --chat-template T  mistral|chatml|llama3|deepseek2|deepseek3|olmoe; default: the\n"
             "                     model's own (tokenizer.chat_template)\n"
             "  --system TEXT      a system message first\n"
@@ -115,6 +120,14 @@ static bool history_add(struct history *h, const char *role, const char *text, s
     return true;
 }
 
+/* Removes n messages from index i on. */
+static void history_remove(struct history *h, size_t i, size_t n) {
+    for (size_t k = i; k < i + n; k++)
+        free((char *)h->msgs[k].content);
+    memmove(h->msgs + i, h->msgs + i + n, (h->n - i - n) * sizeof *h->msgs);
+    h->n -= n;
+}
+
 static void history_free(struct history *h) {
     for (size_t i = 0; i < h->n; i++)
         free((char *)h->msgs[i].content);
@@ -131,30 +144,98 @@ struct session {
     int kv_n, n_ctx;
     float *logits;
     struct moeinf_sampler *smp;
+    bool dropped; /* turns were dropped once (said once on stderr) */
 };
 
-/* One answer to the history, streamed to stdout and returned in *answer (malloc'ed). */
-static bool answer(struct session *s, const struct history *h, char **answer, size_t *answer_len,
-                   struct moeinf_error *err) {
+/* The tokens of msgs[0, n) through the template, the assistant's turn opened (*ids
+ * malloc'ed). */
+static enum moeinf_status conversation_tokens(const struct session *s,
+                                              const struct moeinf_chat_message *msgs, size_t n,
+                                              int32_t **ids, size_t *n_ids,
+                                              struct moeinf_error *err) {
     char *prompt = NULL;
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
+    *ids = NULL;
+    *n_ids = 0;
+    enum moeinf_status st = moeinf_chat_apply(s->tmpl, msgs, n, true, &prompt, NULL, err);
+    if (st == MOEINF_OK)
+        st = moeinf_tokenize(s->model, prompt, strlen(prompt), true, true, ids, n_ids, err);
+    free(prompt);
+    return st;
+}
+
+enum fit { FIT_OK, FIT_REFUSED, FIT_FAIL };
+
+/* The history's tokens (*ids, malloc'ed) once they fit the context: while the conversation
+ * leaves less room than the answer's share (-n N, at most half the context; without -n a
+ * quarter of it), its oldest user message and answer are dropped, the system message kept.
+ * FIT_REFUSED (the message in err): the last message, with the system message alone, leaves
+ * no room for an answer token; the history is unchanged. FIT_FAIL: out of memory. */
+static enum fit fit_context(struct session *s, struct history *h, int32_t **ids, size_t *n_ids,
+                            struct moeinf_error *err) {
+    size_t first = s->o->system ? 1 : 0; /* the oldest message that may go */
+    size_t n_ctx = (size_t)s->n_ctx;
+    size_t room = n_ctx / 4;
+    if (s->o->n_predict) {
+        room = (size_t)s->o->n_predict;
+        if (room > n_ctx / 2) room = n_ctx / 2;
+    }
+    enum moeinf_status st = conversation_tokens(s, h->msgs, h->n, ids, n_ids, err);
+    if (st == MOEINF_OK && *n_ids + room <= n_ctx) return FIT_OK;
+    if (st == MOEINF_ERR_NOMEM) return FIT_FAIL;
+    if (st == MOEINF_OK) {
+        /* Alone with the system message, does the message leave room for an answer? */
+        free(*ids);
+        struct moeinf_chat_message alone[2];
+        if (first) alone[0] = h->msgs[0];
+        alone[first] = h->msgs[h->n - 1];
+        st = conversation_tokens(s, alone, first + 1, ids, n_ids, err);
+        if (st == MOEINF_ERR_NOMEM) return FIT_FAIL;
+        if (st == MOEINF_OK && *n_ids >= n_ctx) {
+            snprintf(err->msg, sizeof err->msg,
+                     "this message takes %zu tokens in the chat template%s; the context "
+                     "(-c %d) has no room for it and an answer, so it is not sent",
+                     *n_ids, first ? " with the system message" : "", s->n_ctx);
+            st = MOEINF_ERR_CONTEXT;
+        }
+    }
+    if (st != MOEINF_OK) {
+        free(*ids);
+        *ids = NULL;
+        return FIT_REFUSED;
+    }
+    /* It fits alone: drop the oldest turns until the whole fits (or only it is left). */
+    for (;;) {
+        free(*ids);
+        if (h->n - first >= 3) {
+            history_remove(h, first, 2);
+            if (!s->dropped) {
+                fprintf(stderr,
+                        "moeinf chat: the conversation outgrew the context (-c %d): its oldest "
+                        "turns are dropped from now on%s\n",
+                        s->n_ctx, first ? ", the system message kept" : "");
+                s->dropped = true;
+            }
+        }
+        st = conversation_tokens(s, h->msgs, h->n, ids, n_ids, err);
+        if (st != MOEINF_OK) {
+            free(*ids);
+            *ids = NULL;
+            return st == MOEINF_ERR_NOMEM ? FIT_FAIL : FIT_REFUSED;
+        }
+        if (*n_ids + room <= n_ctx || h->n - first < 3) return FIT_OK;
+    }
+}
+
+/* One answer to the history, whose tokens are ids[0, n_ids) (fewer than the context holds),
+ * streamed to stdout and returned in *answer (malloc'ed). */
+static bool answer(struct session *s, const int32_t *ids, size_t n_ids, char **answer,
+                   size_t *answer_len, struct moeinf_error *err) {
     struct moeinf_text_stream *detok = NULL;
     bool ok = false;
     char *text = NULL;
     size_t len = 0;
     size_t cap = 0;
-    if (moeinf_chat_apply(s->tmpl, h->msgs, h->n, true, &prompt, NULL, err) != MOEINF_OK ||
-        moeinf_tokenize(s->model, prompt, strlen(prompt), true, true, &ids, &n_ids, err) !=
-            MOEINF_OK ||
-        moeinf_text_stream_init(s->model, &detok, err) != MOEINF_OK) {
-        goto done;
-    }
-    if (n_ids == 0 || n_ids > (size_t)s->n_ctx) {
-        snprintf(err->msg, sizeof err->msg,
-                 "the conversation has %zu tokens, more than the context (-c %d)", n_ids, s->n_ctx);
-        goto done;
-    }
+    if (moeinf_text_stream_init(s->model, &detok, err) != MOEINF_OK) goto done;
     int keep = 0;
     while (keep < s->kv_n && keep < (int)n_ids - 1 && s->kv[keep] == ids[keep])
         keep++;
@@ -216,8 +297,6 @@ static bool answer(struct session *s, const struct history *h, char **answer, si
 done:
     free(text);
     moeinf_text_stream_free(detok);
-    free(ids);
-    free(prompt);
     return ok;
 }
 
@@ -299,10 +378,24 @@ int cmd_chat(int argc, char **argv) {
         if (!strcmp(line, "/exit")) break;
         if (!line[0]) continue;
         if (!history_add(&h, "user", line, strlen(line))) goto done;
+        int32_t *ids = NULL;
+        size_t n_ids = 0;
+        enum fit fit = fit_context(&s, &h, &ids, &n_ids, &err);
+        if (fit == FIT_FAIL) {
+            cli_fail(&err);
+            goto done;
+        }
+        if (fit == FIT_REFUSED) { /* the session goes on without this message */
+            fprintf(stderr, "moeinf chat: %s\n", err.msg);
+            history_remove(&h, h.n - 1, 1);
+            continue;
+        }
         char *text = NULL;
         size_t len = 0;
         interrupted = 0;
-        if (!answer(&s, &h, &text, &len, &err)) {
+        bool answered = answer(&s, ids, n_ids, &text, &len, &err);
+        free(ids);
+        if (!answered) {
             cli_fail(&err);
             goto done;
         }
