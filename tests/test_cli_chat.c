@@ -29,6 +29,12 @@ static int chat(const char *input, const char *opts, char *out, size_t out_size,
     return test_run_shell("cli-chat", cmd, out, out_size, err, err_size);
 }
 
+/* Appends s to buf (size bytes), cut to fit. */
+static void append(char *buf, size_t size, const char *s) {
+    size_t n = strlen(buf);
+    snprintf(buf + n, size - n, "%s", s);
+}
+
 static int count(const char *hay, const char *needle) {
     int n = 0;
     for (const char *p = strstr(hay, needle); p; p = strstr(p + 1, needle))
@@ -98,7 +104,7 @@ static char *greedy_answer(struct moeinf_model *m, struct moeinf_context *ctx,
 static void test_message_too_long(void) {
     char longmsg[2048] = "";
     for (int i = 0; i < 100; i++)
-        strcat(longmsg, "word ");
+        append(longmsg, sizeof longmsg, "word ");
     char input[4096];
     snprintf(input, sizeof input, "%s\\nHi there\\n", longmsg);
     char out[8192];
@@ -127,8 +133,8 @@ static void test_oldest_turns_dropped(void) {
     const char *sys = "Answer briefly";
     char input[2048] = "";
     for (int i = 0; i < N_USERS; i++) {
-        strcat(input, users[i]);
-        strcat(input, "\\n");
+        append(input, sizeof input, users[i]);
+        append(input, sizeof input, "\\n");
     }
     char opts[256];
     snprintf(opts, sizeof opts, "--system '%s'", sys);
@@ -172,8 +178,8 @@ static void test_oldest_turns_dropped(void) {
         turns_with_drops += dropped;
         answers[t] = greedy_answer(m, ctx, h, n);
         if (!answers[t]) break;
-        strcat(expected, answers[t]);
-        strcat(expected, "\n");
+        append(expected, sizeof expected, answers[t]);
+        append(expected, sizeof expected, "\n");
         h[n++] = (struct moeinf_chat_message){"assistant", answers[t]};
     }
     /* the script is meant to drop at more than one turn (the notice stays single) */

@@ -46,7 +46,8 @@ static void test_escape_bytes(void) {
     moeinf_escape(longs, sizeof longs, buf, sizeof buf);
     CHECK_EQ_INT(strlen(buf), MOEINF_ESC_SHOWN + 3);
     CHECK(!strcmp(buf + MOEINF_ESC_SHOWN, "..."));
-    memcpy(longs + 63, "\xc3\xa9", 2);
+    longs[63] = (char)0xc3; /* U+00E9 across the 64-byte cut */
+    longs[64] = (char)0xa9;
     moeinf_escape(longs, sizeof longs, buf, sizeof buf);
     CHECK(!strcmp(buf + 63, "..."));
     char small[10];
