@@ -117,7 +117,8 @@ def run_cscope(root, files, names):
         callers = calls.setdefault(names[q], [])
         for line in lines[i:i + n]:
             parts = line.split(" ", 3)
-            callers.append((os.path.normpath(parts[0]), parts[1], int(parts[2])))
+            text = parts[3] if len(parts) > 3 else ""
+            callers.append((os.path.normpath(parts[0]), parts[1], int(parts[2]), text))
         i += n
         q += 1
     if q != len(names):
@@ -129,8 +130,9 @@ def checked_calls(root, name, hits, spans):
     """cscope's hits on name, each checked against the source: the line it names must hold
     the name. cscope 15.9 has been seen to give a line of one file under the name of the file
     before it; such a hit moves to the one file whose line holds the name inside a function
-    of the name cscope gave. Returns ([(file, line)], how many moved); RuntimeError when a
-    hit fits no file or several."""
+    of the name cscope gave, or, where it named the wrong function too, to the one file whose
+    line is the text cscope quoted. Returns ([(file, line)], how many moved); RuntimeError when
+    a hit fits no file or several."""
     texts = {}
 
     def holds(path, line):
@@ -141,13 +143,19 @@ def checked_calls(root, name, hits, spans):
         return 0 < line <= len(lines) and re.search(r"\b" + re.escape(name) + r"\b",
                                                      lines[line - 1]) is not None
 
+    def same_text(path, line, text):
+        lines = texts[path]
+        return " ".join(lines[line - 1].split()) == " ".join(text.split())
+
     out, moved = [], 0
-    for path, caller, line in hits:
+    for path, caller, line, text in hits:
         if path not in spans or holds(path, line):
             out.append((path, line))
             continue
         fits = [f for f in spans if holds(f, line)
                 and any(first <= line <= last and n == caller for first, last, n in spans[f])]
+        if not fits and text:
+            fits = [f for f in spans if holds(f, line) and same_text(f, line, text)]
         if len(fits) != 1:
             raise RuntimeError(f"cscope puts a call to {name}() in {caller}() at {path}:{line}, "
                                f"which does not hold it ({len(fits)} files fit)")
