@@ -136,10 +136,17 @@ char *serve_metrics_text(struct serve_worker *w);
 
 /* ---- the server (server.c) --------------------------------------------------------------- */
 
+#define SERVE_MAX_CORS 16 /* --cors origins */
+
 struct serve_options {
     const char *host;
-    int port;             /* 0: any free port */
-    const char *api_key;  /* NULL: no key */
+    int port;                         /* 0: any free port */
+    const char *api_key;              /* NULL: no key */
+    const char *cors[SERVE_MAX_CORS]; /* allowed origins ("*": any); none: no CORS headers */
+    int n_cors;
+    int max_conns_per_ip; /* 0: no limit */
+    int request_timeout;  /* seconds a request may take to arrive complete */
+    int idle_timeout;     /* seconds an idle connection is kept */
     const char *model_id; /* the name /v1/models gives */
     const char *chat_template;
     int queue_max;
@@ -151,11 +158,16 @@ struct serve_options {
 
 #define SERVE_EAMC_EVERY_DEFAULT 16
 
-#define SERVE_QUEUE_DEFAULT    8
-#define SERVE_BODY_MAX_DEFAULT (1u << 20)
+#define SERVE_QUEUE_DEFAULT           8
+#define SERVE_BODY_MAX_DEFAULT        (1u << 20)
+#define SERVE_CONNS_PER_IP_DEFAULT    8
+#define SERVE_REQUEST_TIMEOUT_DEFAULT 10
+#define SERVE_IDLE_TIMEOUT_DEFAULT    5
 
 /* Serves until SIGINT or SIGTERM; prints "moeinf: listening on http://HOST:PORT" on stdout
- * once ready. Returns 0, or 1 after printing why it could not start. */
+ * once ready (an IPv6 HOST in brackets). On the signal, the running and the waiting requests
+ * are answered 503 before the listener closes. Returns 0, or 1 after printing why it could not
+ * start. */
 int serve_run(const struct serve_options *o, struct moeinf_model *model,
               struct moeinf_context *ctx);
 

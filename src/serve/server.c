@@ -1,23 +1,38 @@
 /*
  * server.c - the HTTP side of `moeinf serve`, on libmicrohttpd with a thread per connection:
- * a handler reads the body (up to body_max), checks route, method and API key, parses the
+ * a handler reads the body (up to body_max), checks the API key, route and method, parses the
  * request, queues a job and waits for it (non-streamed) or answers with server-sent events
  * that a content-reader callback writes as the worker publishes text. While it waits, a
- * handler peeks at its socket: a client that closed it cancels its job.
+ * handler peeks at its socket: a client that left cancels its job (one that only half-closed
+ * is told apart, below).
+ *
+ * Connections. A thread per connection stays because the handlers block (on the worker, and
+ * in the stream's reader); libmicrohttpd's epoll thread pool would need them rewritten
+ * around suspend/resume. The threads are bounded instead: at most capacity (queue + 16)
+ * connections are served, SERVE_CONN_RESERVE more are taken only to answer 503, and the
+ * library closes the rest at accept, as it does a client's connections past
+ * --max-conns-per-ip. A reaper thread shuts down a connection whose request has not arrived
+ * complete within request_timeout of its opening (or of its last answer), or that stayed
+ * silent for idle_timeout, so slow or idle clients cannot keep the slots.
  */
 #include <arpa/inet.h>
 #include <cjson/cJSON.h>
 #include <errno.h>
 #include <microhttpd.h>
 #include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 
 #include "serve/serve.h"
+
+#define SERVE_CONN_RESERVE 16 /* connections past capacity taken only to answer 503 */
 
 enum route {
     ROUTE_NONE,
@@ -28,16 +43,28 @@ enum route {
     ROUTE_METRICS
 };
 
+/* A GET route also answers HEAD (libmicrohttpd leaves the body out). */
 static const struct {
     const char *path;
     enum route route;
     const char *method;
+    const char *allow; /* the Allow header of a 405 */
 } routes[] = {
-    {"/health", ROUTE_HEALTH, "GET"},
-    {"/v1/models", ROUTE_MODELS, "GET"},
-    {"/v1/completions", ROUTE_COMPLETIONS, "POST"},
-    {"/v1/chat/completions", ROUTE_CHAT, "POST"},
-    {"/metrics", ROUTE_METRICS, "GET"},
+    {"/health", ROUTE_HEALTH, "GET", "GET, HEAD"},
+    {"/v1/models", ROUTE_MODELS, "GET", "GET, HEAD"},
+    {"/v1/completions", ROUTE_COMPLETIONS, "POST", "POST"},
+    {"/v1/chat/completions", ROUTE_CHAT, "POST", "POST"},
+    {"/metrics", ROUTE_METRICS, "GET", "GET, HEAD"},
+};
+
+/* One open connection, from libmicrohttpd's NOTIFY_CONNECTION (its socket context). */
+struct tracked {
+    int fd;
+    bool busy;    /* a complete request is being answered */
+    bool over;    /* opened past capacity: its request is answered 503 */
+    bool reaped;  /* shut down by the reaper */
+    double since; /* when it opened, or its last answer ended (monotonic seconds) */
+    struct tracked *prev, *next;
 };
 
 struct server {
@@ -45,6 +72,15 @@ struct server {
     struct serve_worker w;
     uint64_t next_id; /* under w.mu */
     long started;     /* wall-clock seconds, for "created" of /v1/models */
+    int capacity;     /* connections served; SERVE_CONN_RESERVE more get 503 */
+    /* under conn_mu */
+    pthread_mutex_t conn_mu;
+    pthread_cond_t conn_changed; /* the reaper's tick and stop; answers sent (shutdown) */
+    struct tracked *conns;
+    int n_conns;
+    int answering; /* generation requests not yet answered to the end */
+    bool reaper_stop;
+    pthread_t reaper;
 };
 
 /* Per request. */
@@ -52,12 +88,59 @@ struct conn {
     char *body;
     size_t len, cap;
     bool too_big;
+    bool http11;     /* HTTP/1.1: may be sent a 100 (Continue) as a probe */
+    bool probed;     /* the client half-closed and was probed */
+    bool generation; /* counted in server.answering */
 };
+
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void count_error(struct server *s) {
+    pthread_mutex_lock(&s->w.mu);
+    s->w.m.http_errors++;
+    pthread_mutex_unlock(&s->w.mu);
+}
+
+/* ---- CORS ---------------------------------------------------------------------------------- */
+
+/* The Access-Control-Allow-Origin of this request: "*" (--cors '*'), the configured origin the
+ * request's Origin matches, or NULL (CORS off, or an origin not allowed). */
+static const char *cors_origin(const struct server *s, struct MHD_Connection *c) {
+    const char *origin = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Origin");
+    for (int i = 0; i < s->o->n_cors; i++) {
+        if (!strcmp(s->o->cors[i], "*")) return "*";
+        if (origin && !strcasecmp(origin, s->o->cors[i])) return s->o->cors[i];
+    }
+    return NULL;
+}
+
+static void add_cors(const struct server *s, struct MHD_Connection *c, struct MHD_Response *r) {
+    if (s->o->n_cors == 0) return;
+    const char *allow = cors_origin(s, c);
+    if (!allow || strcmp(allow, "*") != 0) MHD_add_response_header(r, "Vary", "Origin");
+    if (allow) MHD_add_response_header(r, "Access-Control-Allow-Origin", allow);
+}
 
 /* ---- responses ----------------------------------------------------------------------------- */
 
-static enum MHD_Result send_buffer(struct server *s, struct MHD_Connection *c, unsigned status,
-                                   char *buf, const char *type) {
+/* Queues r (with the CORS headers) and counts 4xx and 5xx as errors. */
+static enum MHD_Result respond(struct server *s, struct MHD_Connection *c, unsigned status,
+                               struct MHD_Response *r) {
+    add_cors(s, c, r);
+    enum MHD_Result ret = MHD_queue_response(c, status, r);
+    MHD_destroy_response(r);
+    if (status >= 400) count_error(s);
+    return ret;
+}
+
+/* buf (malloc'ed, taken) as the body; one extra header when name is not NULL. */
+static enum MHD_Result send_buffer_h(struct server *s, struct MHD_Connection *c, unsigned status,
+                                     char *buf, const char *type, const char *name,
+                                     const char *value) {
     if (!buf) return MHD_NO;
     struct MHD_Response *r =
         MHD_create_response_from_buffer(strlen(buf), buf, MHD_RESPMEM_MUST_FREE);
@@ -66,15 +149,13 @@ static enum MHD_Result send_buffer(struct server *s, struct MHD_Connection *c, u
         return MHD_NO;
     }
     MHD_add_response_header(r, "Content-Type", type);
-    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
-    enum MHD_Result ret = MHD_queue_response(c, status, r);
-    MHD_destroy_response(r);
-    if (status >= 400) {
-        pthread_mutex_lock(&s->w.mu);
-        s->w.m.http_errors++;
-        pthread_mutex_unlock(&s->w.mu);
-    }
-    return ret;
+    if (name) MHD_add_response_header(r, name, value);
+    return respond(s, c, status, r);
+}
+
+static enum MHD_Result send_buffer(struct server *s, struct MHD_Connection *c, unsigned status,
+                                   char *buf, const char *type) {
+    return send_buffer_h(s, c, status, buf, type, NULL, NULL);
 }
 
 static const char *error_type(unsigned status) {
@@ -114,40 +195,16 @@ static enum MHD_Result send_json(struct server *s, struct MHD_Connection *c, cJS
     return send_buffer(s, c, MHD_HTTP_OK, text, "application/json");
 }
 
-static enum MHD_Result send_preflight(struct MHD_Connection *c) {
+/* A CORS preflight (only with --cors): 204, allowing the origin when it is one of --cors. */
+static enum MHD_Result send_preflight(struct server *s, struct MHD_Connection *c) {
     struct MHD_Response *r = MHD_create_response_from_buffer(0, NULL, MHD_RESPMEM_PERSISTENT);
     if (!r) return MHD_NO;
-    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
-    MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, POST, OPTIONS");
-    MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
-    MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
-    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_NO_CONTENT, r);
-    MHD_destroy_response(r);
-    return ret;
-}
-
-static enum MHD_Result send_method_not_allowed(struct server *s, struct MHD_Connection *c,
-                                               const char *allow, const char *method,
-                                               const char *url) {
-    char msg[200];
-    snprintf(msg, sizeof msg, "%s takes %s, not %.32s", url, allow, method);
-    char *text = error_json(405, msg);
-    if (!text) return MHD_NO;
-    struct MHD_Response *r =
-        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
-    if (!r) {
-        free(text);
-        return MHD_NO;
+    if (cors_origin(s, c)) {
+        MHD_add_response_header(r, "Access-Control-Allow-Methods", "GET, HEAD, POST, OPTIONS");
+        MHD_add_response_header(r, "Access-Control-Allow-Headers", "Authorization, Content-Type");
+        MHD_add_response_header(r, "Access-Control-Max-Age", "86400");
     }
-    MHD_add_response_header(r, "Content-Type", "application/json");
-    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
-    MHD_add_response_header(r, "Allow", allow);
-    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_METHOD_NOT_ALLOWED, r);
-    MHD_destroy_response(r);
-    pthread_mutex_lock(&s->w.mu);
-    s->w.m.http_errors++;
-    pthread_mutex_unlock(&s->w.mu);
-    return ret;
+    return respond(s, c, MHD_HTTP_NO_CONTENT, r);
 }
 
 /* ---- completion bodies ------------------------------------------------------------------- */
@@ -199,12 +256,33 @@ static void fill_choice(cJSON *choice, bool chat, bool chunk, const char *role, 
 
 /* ---- waiting on a job -------------------------------------------------------------------- */
 
-/* True when the peer has closed its end (EOF on a peek; data waiting is not a close). */
-static bool peer_closed(int fd) {
-    if (fd < 0) return false;
+/*
+ * Where the client stands. A peek that reads EOF means the client shut down its sending side:
+ * either it left, or it half-closed (shutdown(SHUT_WR)) and still waits for the answer. Only a
+ * write tells them apart: a client that left answers it with a reset, which puts the socket
+ * out of CLOSE_WAIT (TCP_INFO). So EOF is PEER_HALF_CLOSED until the caller has written
+ * something harmless (a probe) and the state says whether anyone read it.
+ */
+enum peer {
+    PEER_OPEN,
+    PEER_HALF_CLOSED, /* EOF read; the connection still stands */
+    PEER_GONE
+};
+
+static enum peer peer_state(int fd) {
+    if (fd < 0) return PEER_OPEN;
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) == 0 && ti.tcpi_state != TCP_ESTABLISHED &&
+        ti.tcpi_state != TCP_CLOSE_WAIT) {
+        return PEER_GONE; /* reset, or closed */
+    }
     char b;
     ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+    if (r > 0 || (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))) {
+        return PEER_OPEN;
+    }
+    return r == 0 ? PEER_HALF_CLOSED : PEER_GONE;
 }
 
 static void wait_tick(struct serve_worker *w) {
@@ -219,10 +297,23 @@ static void wait_tick(struct serve_worker *w) {
 }
 
 /* Waits (under w->mu) until the job started (or ended) or, with `to_end`, ended. False when
- * the client went away (the job is cancelled). */
-static bool wait_job(struct serve_worker *w, struct serve_job *job, int fd, bool to_end) {
+ * the client went away (the job is cancelled). A client that half-closed is sent an interim
+ * "100 Continue" (which HTTP/1.1 clients must accept before any answer) as the probe; the
+ * answer has not begun, so nothing else is on the wire. An HTTP/1.0 client may not be sent
+ * one: its EOF counts as leaving. */
+static bool wait_job(struct serve_worker *w, struct serve_job *job, struct conn *cn, int fd,
+                     bool to_end) {
+    static const char probe[] = "HTTP/1.1 100 Continue\r\n\r\n";
     while (job->state != JOB_DONE && (to_end || !job->started)) {
-        if (peer_closed(fd)) {
+        enum peer p = peer_state(fd);
+        if (p == PEER_HALF_CLOSED && !cn->probed) {
+            cn->probed = true;
+            if (!cn->http11 || send(fd, probe, sizeof probe - 1, MSG_NOSIGNAL | MSG_DONTWAIT) !=
+                                   (ssize_t)(sizeof probe - 1)) {
+                p = PEER_GONE;
+            }
+        }
+        if (p == PEER_GONE) {
             job->cancelled = true;
             return false;
         }
@@ -253,10 +344,20 @@ struct stream {
     int fd;
     char id[48];
     enum stream_phase phase;
+    bool probed;   /* the client half-closed and was sent a comment as the probe */
     size_t sent;   /* bytes of job->text already sent */
     char *pending; /* an event not yet fully copied out */
     size_t plen, poff;
 };
+
+/* st->pending = text (copied); false when out of memory. */
+static bool stream_set_text(struct stream *st, const char *text) {
+    free(st->pending);
+    st->pending = strdup(text);
+    st->plen = st->pending ? strlen(st->pending) : 0;
+    st->poff = 0;
+    return st->pending != NULL;
+}
 
 static void stream_set(struct stream *st, cJSON *root) {
     char *json = cJSON_PrintUnformatted(root);
@@ -294,7 +395,13 @@ static bool stream_next(struct stream *st) {
         pthread_mutex_lock(&w->mu);
         struct serve_job *job = st->job;
         while (job->len == st->sent && job->state != JOB_DONE) {
-            if (peer_closed(st->fd)) {
+            enum peer p = peer_state(st->fd);
+            if (p == PEER_HALF_CLOSED && !st->probed) { /* an SSE comment as the probe */
+                st->probed = true;
+                pthread_mutex_unlock(&w->mu);
+                return stream_set_text(st, ":\n\n");
+            }
+            if (p == PEER_GONE) {
                 job->cancelled = true;
                 pthread_mutex_unlock(&w->mu);
                 return false;
@@ -318,13 +425,14 @@ static bool stream_next(struct stream *st) {
         }
         pthread_mutex_unlock(&w->mu);
         st->phase = SP_USAGE;
-        if (job->http_status) { /* failed after the stream began: an error event */
+        if (job->http_status) { /* failed after the stream began: an error event, no [DONE] */
+            count_error(st->s);
             char *e = error_json((unsigned)job->http_status, job->error);
             cJSON *root = e ? cJSON_Parse(e) : NULL;
             free(e);
             if (!root) return false;
             stream_set(st, root);
-            st->phase = SP_DONE_LINE;
+            st->phase = SP_END;
             return true;
         }
         cJSON *root = envelope(st->s, st->id, chat, true, &choice);
@@ -343,11 +451,7 @@ static bool stream_next(struct stream *st) {
     }
     if (st->phase == SP_DONE_LINE) {
         st->phase = SP_END;
-        free(st->pending);
-        st->pending = strdup("data: [DONE]\n\n");
-        st->plen = st->pending ? strlen(st->pending) : 0;
-        st->poff = 0;
-        return st->pending != NULL;
+        return stream_set_text(st, "data: [DONE]\n\n");
     }
     return false;
 }
@@ -397,24 +501,37 @@ static enum MHD_Result generate(struct server *s, struct MHD_Connection *c, stru
                              &req, msg, sizeof msg)) {
         return send_error(s, c, 400, msg);
     }
+    pthread_mutex_lock(&s->conn_mu);
+    s->answering++; /* until on_completed: the shutdown waits for this answer */
+    cn->generation = true;
+    pthread_mutex_unlock(&s->conn_mu);
     struct serve_job *job = serve_worker_submit(&s->w, &req);
     if (!job) {
         serve_request_free(&req);
-        snprintf(msg, sizeof msg, "the server is busy: %d requests already wait (--queue)",
-                 s->o->queue_max);
+        pthread_mutex_lock(&s->w.mu);
+        bool stopping = s->w.stopping;
+        pthread_mutex_unlock(&s->w.mu);
+        if (stopping) {
+            snprintf(msg, sizeof msg, "the server is stopping");
+        } else {
+            snprintf(msg, sizeof msg, "the server is busy: %d requests already wait (--queue)",
+                     s->o->queue_max);
+        }
         return send_error(s, c, 503, msg);
     }
     int fd = connection_fd(c);
     pthread_mutex_lock(&s->w.mu);
-    bool present = wait_job(&s->w, job, fd, !job->req.stream);
+    bool present = wait_job(&s->w, job, cn, fd, !job->req.stream);
     int status = job->http_status;
+    bool started = job->started;
     snprintf(msg, sizeof msg, "%s", job->error);
     pthread_mutex_unlock(&s->w.mu);
     if (!present) {
         serve_job_release(&s->w, job);
         return MHD_NO; /* the client is gone: close */
     }
-    if (status) {
+    /* A stream begins once the prompt is accepted; what fails later is an error event. */
+    if (status && !(job->req.stream && started)) {
         serve_job_release(&s->w, job);
         return send_error(s, c, (unsigned)status, msg);
     }
@@ -437,6 +554,7 @@ static enum MHD_Result generate(struct server *s, struct MHD_Connection *c, stru
     st->s = s;
     st->job = job;
     st->fd = fd;
+    st->probed = cn->probed;
     snprintf(st->id, sizeof st->id, "%s", id);
     struct MHD_Response *r =
         MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, st, stream_free);
@@ -446,10 +564,7 @@ static enum MHD_Result generate(struct server *s, struct MHD_Connection *c, stru
     }
     MHD_add_response_header(r, "Content-Type", "text/event-stream");
     MHD_add_response_header(r, "Cache-Control", "no-cache");
-    MHD_add_response_header(r, "Access-Control-Allow-Origin", "*");
-    enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, r);
-    MHD_destroy_response(r);
-    return ret;
+    return respond(s, c, MHD_HTTP_OK, r);
 }
 
 /* ---- the other endpoints ----------------------------------------------------------------- */
@@ -475,36 +590,58 @@ static enum MHD_Result models(struct server *s, struct MHD_Connection *c) {
 
 /* ---- dispatch ---------------------------------------------------------------------------- */
 
-static bool authorized(const struct server *s, struct MHD_Connection *c) {
-    if (!s->o->api_key) return true;
+static enum MHD_Result count_authorization(void *cls, enum MHD_ValueKind kind, const char *key,
+                                           const char *value) {
+    (void)kind;
+    (void)value;
+    if (key && !strcasecmp(key, "Authorization")) ++*(int *)cls;
+    return MHD_YES;
+}
+
+/* 0 when the request may go on; else the status that refuses it: 400 for two Authorization
+ * headers, 401 for a missing or wrong key. The scheme is case-insensitive ("bearer"). */
+static unsigned check_key(const struct server *s, struct MHD_Connection *c) {
+    if (!s->o->api_key) return 0;
+    int n = 0;
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_authorization, &n);
+    if (n > 1) return 400;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Authorization");
-    if (!h || strncmp(h, "Bearer ", 7) != 0) return false;
+    if (!h || strncasecmp(h, "Bearer", 6) != 0 || (h[6] != ' ' && h[6] != '\t')) return 401;
+    h += 6;
+    while (*h == ' ' || *h == '\t')
+        h++;
     const char *key = s->o->api_key;
-    size_t a = strlen(h + 7);
+    size_t a = strlen(h);
     size_t b = strlen(key);
     unsigned diff = a != b;
     for (size_t i = 0; i < a && i < b; i++) /* no early exit: the time does not tell the key */
-        diff |= (unsigned)(h[7 + i] ^ key[i]);
-    return diff == 0;
+        diff |= (unsigned)(h[i] ^ key[i]);
+    return diff == 0 ? 0 : 401;
 }
 
 static enum MHD_Result dispatch(struct server *s, struct MHD_Connection *c, const char *url,
                                 const char *method, struct conn *cn) {
-    if (!strcmp(method, "OPTIONS")) return send_preflight(c); /* CORS preflight */
+    /* a browser's preflight carries no key */
+    if (s->o->n_cors > 0 && !strcmp(method, "OPTIONS")) return send_preflight(s, c);
     size_t i = 0;
     const size_t n_routes = sizeof routes / sizeof routes[0];
     while (i < n_routes && strcmp(url, routes[i].path) != 0)
         i++;
-    if (i == n_routes) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "no route %.100s", url);
-        return send_error(s, c, 404, msg);
+    /* The key first: without it, no answer says which paths or methods exist. */
+    if (i == n_routes || routes[i].route != ROUTE_HEALTH) {
+        unsigned refused = check_key(s, c);
+        if (refused == 400) return send_error(s, c, 400, "more than one Authorization header");
+        if (refused) {
+            return send_error(s, c, 401, "missing or wrong API key (Authorization: Bearer KEY)");
+        }
     }
-    if (strcmp(method, routes[i].method) != 0) {
-        return send_method_not_allowed(s, c, routes[i].method, method, url);
-    }
-    if (routes[i].route != ROUTE_HEALTH && !authorized(s, c)) {
-        return send_error(s, c, 401, "missing or wrong API key (Authorization: Bearer KEY)");
+    if (i == n_routes) return send_error(s, c, 404, "no such path");
+    bool head_as_get = !strcmp(method, "HEAD") && !strcmp(routes[i].method, "GET");
+    if (strcmp(method, routes[i].method) != 0 && !head_as_get) {
+        char msg[64];
+        snprintf(msg, sizeof msg, "this path takes %s", routes[i].allow);
+        return send_buffer_h(s, c, MHD_HTTP_METHOD_NOT_ALLOWED, error_json(405, msg),
+                             "application/json", "Allow", routes[i].allow);
     }
     if (cn->too_big) {
         char msg[128];
@@ -523,23 +660,127 @@ static enum MHD_Result dispatch(struct server *s, struct MHD_Connection *c, cons
     case ROUTE_CHAT:
         return generate(s, c, cn, true);
     default:
-        return send_error(s, c, 404, "no such route");
+        return send_error(s, c, 404, "no such path");
     }
+}
+
+/* ---- connections ------------------------------------------------------------------------- */
+
+static struct tracked *tracked_of(struct MHD_Connection *c) {
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* The request is complete (busy) or answered (the deadlines start again). */
+static void set_busy(struct server *s, struct MHD_Connection *c, bool busy) {
+    struct tracked *t = tracked_of(c);
+    if (!t) return;
+    pthread_mutex_lock(&s->conn_mu);
+    t->busy = busy;
+    t->since = mono_now();
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+    struct server *s = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        int fd = connection_fd(c);
+        struct tracked *t = calloc(1, sizeof *t);
+        if (!t) { /* untracked would mean no deadline: refuse it */
+            if (fd >= 0) shutdown(fd, SHUT_RDWR);
+            return;
+        }
+        t->fd = fd;
+        t->since = mono_now();
+        pthread_mutex_lock(&s->conn_mu);
+        t->next = s->conns;
+        if (s->conns) s->conns->prev = t;
+        s->conns = t;
+        t->over = ++s->n_conns > s->capacity;
+        pthread_mutex_unlock(&s->conn_mu);
+        *socket_context = t;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+        /* before libmicrohttpd closes the socket: the reaper never shuts down a reused fd */
+        struct tracked *t = *socket_context;
+        if (!t) return;
+        pthread_mutex_lock(&s->conn_mu);
+        if (t->prev) {
+            t->prev->next = t->next;
+        } else {
+            s->conns = t->next;
+        }
+        if (t->next) t->next->prev = t->prev;
+        s->n_conns--;
+        pthread_mutex_unlock(&s->conn_mu);
+        free(t);
+        *socket_context = NULL;
+    }
+}
+
+/* Milliseconds since the client last sent data (or connected). */
+static unsigned silent_ms(int fd) {
+    struct tcp_info ti;
+    socklen_t len = sizeof ti;
+    if (getsockopt(fd, IPPROTO_TCP, TCP_INFO, &ti, &len) != 0) return 0;
+    return ti.tcpi_last_data_recv;
+}
+
+/* Shuts down the connections that are not answering a request and whose request is late or
+ * that are idle; libmicrohttpd then reads EOF and closes them. */
+static void *reaper_main(void *arg) {
+    struct server *s = arg;
+    const double late = s->o->request_timeout;
+    const double idle = s->o->idle_timeout;
+    pthread_mutex_lock(&s->conn_mu);
+    while (!s->reaper_stop) {
+        double t = mono_now();
+        for (struct tracked *c = s->conns; c; c = c->next) {
+            if (c->busy || c->reaped || c->fd < 0) continue;
+            double age = t - c->since;
+            if (age >= late || (age >= idle && silent_ms(c->fd) >= (unsigned)(idle * 1000))) {
+                shutdown(c->fd, SHUT_RDWR);
+                c->reaped = true;
+            }
+        }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100L * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->conn_changed, &s->conn_mu, &ts);
+    }
+    pthread_mutex_unlock(&s->conn_mu);
+    return NULL;
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls) {
-    (void)version;
     struct server *s = cls;
     struct conn *cn = *con_cls;
     if (!cn) { /* the headers are in; the body follows */
         cn = calloc(1, sizeof *cn);
         if (!cn) return MHD_NO;
         *con_cls = cn;
+        cn->http11 = version && !strcmp(version, MHD_HTTP_VERSION_1_1);
         pthread_mutex_lock(&s->w.mu);
         s->w.m.http_requests++;
         pthread_mutex_unlock(&s->w.mu);
+        struct tracked *t = tracked_of(c);
+        pthread_mutex_lock(&s->conn_mu);
+        bool over = t && t->over;
+        pthread_mutex_unlock(&s->conn_mu);
+        if (over) { /* past capacity: answered now, and closed */
+            set_busy(s, c, true);
+            char msg[96];
+            snprintf(msg, sizeof msg, "the server has too many open connections (%d)", s->capacity);
+            return send_buffer_h(s, c, 503, error_json(503, msg), "application/json", "Connection",
+                                 "close");
+        }
         const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
         if (cl && strtoull(cl, NULL, 10) > s->o->body_max) cn->too_big = true;
         return MHD_YES;
@@ -565,24 +806,49 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         cn->body[cn->len] = '\0';
         return MHD_YES;
     }
+    set_busy(s, c, true); /* the request is complete: no deadline while it is answered */
     return dispatch(s, c, url, method, cn);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
                          enum MHD_RequestTerminationCode why) {
-    (void)cls;
-    (void)c;
     (void)why;
+    struct server *s = cls;
+    set_busy(s, c, false);
     struct conn *cn = *con_cls;
     if (!cn) return;
+    if (cn->generation) {
+        pthread_mutex_lock(&s->conn_mu);
+        s->answering--;
+        pthread_cond_broadcast(&s->conn_changed);
+        pthread_mutex_unlock(&s->conn_mu);
+    }
     free(cn->body);
     free(cn);
     *con_cls = NULL;
 }
 
+/* After the signal: the worker has failed what ran and what waited (503); their answers go out
+ * before the listener closes (within request_timeout, for a client that does not read). */
+static void drain(struct server *s) {
+    double until = mono_now() + s->o->request_timeout;
+    pthread_mutex_lock(&s->conn_mu);
+    while (s->answering > 0 && mono_now() < until) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 50L * 1000 * 1000;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&s->conn_changed, &s->conn_mu, &ts);
+    }
+    pthread_mutex_unlock(&s->conn_mu);
+}
+
 int serve_run(const struct serve_options *o, struct moeinf_model *model,
               struct moeinf_context *ctx) {
-    struct server s = {.o = o, .started = (long)time(NULL)};
+    struct server s = {.o = o, .started = (long)time(NULL), .capacity = o->queue_max + 16};
     struct addrinfo hints = {
         .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
@@ -600,13 +866,19 @@ int serve_run(const struct serve_options *o, struct moeinf_model *model,
         fprintf(stderr, "moeinf: %s\n", err.msg);
         return 1;
     }
+    pthread_mutex_init(&s.conn_mu, NULL);
+    pthread_cond_init(&s.conn_changed, NULL);
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                      MHD_USE_AUTO | MHD_USE_ERROR_LOG;
     if (ai->ai_family == AF_INET6) flags |= MHD_USE_IPv6;
+    /* libmicrohttpd's own idle timeout is a backstop (a client that stops reading an
+     * answer); the reaper applies request_timeout and idle_timeout */
     struct MHD_Daemon *d = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, &s, MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)(o->queue_max + 16), MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, &s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        &s, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(s.capacity + SERVE_CONN_RESERVE),
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)o->max_conns_per_ip,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)60, MHD_OPTION_END);
     freeaddrinfo(ai);
     if (!d) {
         fprintf(stderr,
@@ -615,10 +887,16 @@ int serve_run(const struct serve_options *o, struct moeinf_model *model,
                 o->host, o->port);
         serve_worker_stop(&s.w);
         serve_worker_destroy(&s.w);
+        pthread_cond_destroy(&s.conn_changed);
+        pthread_mutex_destroy(&s.conn_mu);
         return 1;
     }
+    bool reaping = pthread_create(&s.reaper, NULL, reaper_main, &s) == 0;
+    if (!reaping) fprintf(stderr, "moeinf: cannot start the connection reaper; no deadlines\n");
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_BIND_PORT);
-    printf("moeinf: listening on http://%s:%u\n", o->host, di ? (unsigned)di->port : 0u);
+    bool v6 = strchr(o->host, ':') != NULL; /* an IPv6 address goes in brackets in a URL */
+    printf("moeinf: listening on http://%s%s%s:%u\n", v6 ? "[" : "", o->host, v6 ? "]" : "",
+           di ? (unsigned)di->port : 0u);
     fflush(stdout);
 
     /* SIGINT and SIGTERM were blocked in every thread (cmd_serve): wait for one here. */
@@ -629,8 +907,18 @@ int serve_run(const struct serve_options *o, struct moeinf_model *model,
     int sig = 0;
     sigwait(&set, &sig);
     fprintf(stderr, "moeinf: stopping\n");
-    serve_worker_stop(&s.w); /* fails what waits, so the handlers return */
+    serve_worker_stop(&s.w); /* fails what runs and what waits (503), so the handlers return */
+    drain(&s);
     MHD_stop_daemon(d);
+    if (reaping) {
+        pthread_mutex_lock(&s.conn_mu);
+        s.reaper_stop = true;
+        pthread_cond_broadcast(&s.conn_changed);
+        pthread_mutex_unlock(&s.conn_mu);
+        pthread_join(s.reaper, NULL);
+    }
     serve_worker_destroy(&s.w);
+    pthread_cond_destroy(&s.conn_changed);
+    pthread_mutex_destroy(&s.conn_mu);
     return 0;
 }

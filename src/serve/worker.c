@@ -129,7 +129,8 @@ static enum moeinf_status prefill(struct serve_worker *w, struct serve_job *job,
 }
 
 /* Samples and decodes until an end token, a stop string, max_tokens, the context's end, a
- * cancel or an error; returns the finish reason ("stop" or "length"). */
+ * cancel or an error; returns the finish reason ("stop" or "length"), or NULL when cancelled
+ * (the client left, or the server stops). */
 static const char *generate(struct serve_worker *w, struct serve_job *job, struct gen *g,
                             struct moeinf_sampler *smp, struct moeinf_text_stream *detok,
                             bool penalties, int *n_out) {
@@ -138,7 +139,7 @@ static const char *generate(struct serve_worker *w, struct serve_job *job, struc
     struct moeinf_error err = {0};
     const char *finish = "length";
     for (;;) {
-        if (cancelled(w, job)) break;
+        if (cancelled(w, job)) return NULL;
         const float *row = g->logits;
         if (penalties) {
             memcpy(g->row, g->logits, (size_t)n_vocab * sizeof(float));
@@ -248,6 +249,7 @@ static void run_job(struct serve_worker *w, struct serve_job *job) {
         moeinf_sampler_accept(smp, ids[i]);
     int n_out = 0;
     const char *finish = generate(w, job, &g, smp, detok, penalties, &n_out);
+    if (!finish) goto done; /* not an answer: worker_main fails it with 503 */
     if (!strcmp(finish, "length")) {
         size_t n;
         const char *tail = moeinf_text_stream_flush(detok, &n);
@@ -309,7 +311,8 @@ static void *worker_main(void *arg) {
         if (job->cancelled) w->m.cancelled++;
         if (!job->finish_reason && !job->http_status) { /* cancelled, or the server stops */
             job->http_status = 503;
-            snprintf(job->error, sizeof job->error, "the request was cancelled");
+            snprintf(job->error, sizeof job->error, "%s",
+                     w->stopping ? "the server is stopping" : "the request was cancelled");
         }
         job->state = JOB_DONE;
         w->busy = false;
