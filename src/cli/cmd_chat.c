@@ -136,7 +136,6 @@ struct session {
 /* One answer to the history, streamed to stdout and returned in *answer (malloc'ed). */
 static bool answer(struct session *s, const struct history *h, char **answer, size_t *answer_len,
                    struct moeinf_error *err) {
-    char *prompt = NULL;
     int32_t *ids = NULL;
     size_t n_ids = 0;
     struct moeinf_text_stream *detok = NULL;
@@ -144,8 +143,7 @@ static bool answer(struct session *s, const struct history *h, char **answer, si
     char *text = NULL;
     size_t len = 0;
     size_t cap = 0;
-    if (moeinf_chat_apply(s->tmpl, h->msgs, h->n, true, &prompt, NULL, err) != MOEINF_OK ||
-        moeinf_tokenize(s->model, prompt, strlen(prompt), true, true, &ids, &n_ids, err) !=
+    if (moeinf_chat_tokenize(s->model, s->tmpl, h->msgs, h->n, true, &ids, &n_ids, err) !=
             MOEINF_OK ||
         moeinf_text_stream_init(s->model, &detok, err) != MOEINF_OK) {
         goto done;
@@ -217,7 +215,6 @@ done:
     free(text);
     moeinf_text_stream_free(detok);
     free(ids);
-    free(prompt);
     return ok;
 }
 
