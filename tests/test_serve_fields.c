@@ -147,8 +147,8 @@ static bool reference(const char *prompt, int steps, const float *bias, struct s
     size_t n_ids = 0;
     const int n_vocab = moeinf_model_n_vocab(model);
     float *logits = malloc((size_t)n_vocab * sizeof *logits);
-    double *lp = malloc((size_t)n_vocab * sizeof *lp);
-    bool ok = logits && lp && moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK &&
+    double *lp = calloc((size_t)n_vocab, sizeof *lp);
+    bool ok = n_vocab > 0 && logits && lp && moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK &&
               moeinf_tokenize(model, prompt, strlen(prompt), true, false, &ids, &n_ids, &err) ==
                   MOEINF_OK &&
               moeinf_decode(ctx, ids, (int)n_ids, logits, false, &err) == MOEINF_OK;

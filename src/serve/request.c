@@ -261,7 +261,8 @@ static bool parse_sampling(const cJSON *root, struct serve_request *r, uint64_t 
 static char *message_content(const cJSON *m, size_t i, char *msg, size_t size) {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
     if (!c || cJSON_IsNull(c) || cJSON_IsString(c)) {
-        char *d = dup_string(cJSON_IsString(c) ? c->valuestring : "");
+        const char *text = c && cJSON_IsString(c) ? c->valuestring : "";
+        char *d = dup_string(text);
         if (!d) fail(msg, size, "out of memory");
         return d;
     }

@@ -87,6 +87,7 @@ struct gen {
 
 static bool lp_push(struct serve_logprob **a, size_t *n, size_t *cap,
                     const struct serve_logprob *e, size_t count) {
+    if (count == 0) return true;
     if (*n + count > *cap) {
         size_t c = *cap ? *cap : 16;
         while (c < *n + count)
