@@ -129,6 +129,7 @@ struct step {
     double lp;
     int32_t top_id[MAX_TOP]; /* by log-probability, lowest id first on ties */
     double top_lp[MAX_TOP];
+    double max, eos, prev; /* the best logit, EOS's, the previous step's token's */
 };
 
 static struct moeinf_model *model;
@@ -168,6 +169,9 @@ static bool reference(const char *prompt, int steps, const float *bias, struct s
             if (bi > bb) best = i;
         }
         struct step *st = &out[s];
+        st->max = max;
+        st->eos = (double)logits[moeinf_token_eos(model)];
+        st->prev = s > 0 ? (double)logits[out[s - 1].id] : NAN;
         st->id = best;
         st->lp = lp[best];
         for (int k = 0; k < MAX_TOP; k++) { /* selection: MAX_TOP passes */
@@ -503,6 +507,53 @@ static void test_logit_bias(void) {
     cJSON_Delete(root);
 }
 
+/* ---- text held back by a stop string, at an end token ---------------------------------- */
+
+/* A generation that ends with an end token shows the text a stop string held back. With
+ * logit_bias, the greedy first token t0 is raised by B and EOS by E so that t0 still wins the
+ * first step and EOS the second (t0 is less likely after itself); the stop string is the
+ * text's last character followed by characters that never come. */
+static void test_held_text_at_end_token(void) {
+    if (!up) return;
+    struct step ref[2];
+    int n = 0;
+    if (!reference(PROMPT, 2, NULL, ref, &n) || n < 2) {
+        CHECK(false);
+        return;
+    }
+    const double x0 = ref[0].max - ref[0].eos; /* t0 over EOS, step 0 */
+    const double x1 = ref[1].prev - ref[1].eos; /* t0 over EOS, step 1 */
+    if (!(x1 + 1.0 < x0 - 1.0)) {               /* margins far above the logits' noise */
+        test_skip("the first token is not less likely after itself");
+        return;
+    }
+    const double d = (x0 + x1) / 2;                         /* E - B */
+    const double e = fmax(ref[1].max - ref[1].eos, d) + 5; /* EOS beats the rest at step 1 */
+    const double b = e - d;
+    size_t len;
+    const char *p = moeinf_token_piece(model, ref[0].id, true, &len);
+    if (len == 0 || len > 64 || (unsigned char)p[len - 1] >= 0x80 || p[len - 1] == '"' ||
+        p[len - 1] == '\\' || e > 100 || b > 100) {
+        test_skip("the first token does not end in a plain ASCII character");
+        return;
+    }
+    char body[512];
+    snprintf(body, sizeof body,
+             "{\"prompt\": \"" PROMPT "\", \"temperature\": 0, \"max_tokens\": 8, "
+             "\"stop\": \"%c~~~\", \"logit_bias\": {\"%d\": %.3f, \"%d\": %.3f}}",
+             p[len - 1], (int)ref[0].id, b, (int)moeinf_token_eos(model), e);
+    cJSON *root = post_json("/v1/completions", body);
+    cJSON *t = cJSON_GetObjectItem(choice0(root), "text");
+    cJSON *f = cJSON_GetObjectItem(choice0(root), "finish_reason");
+    char want[80];
+    snprintf(want, sizeof want, "%.*s", (int)len, p);
+    CHECK_MSG(cJSON_IsString(t) && !strcmp(t->valuestring, want), "[%s], want [%s] (%s)",
+              cJSON_IsString(t) ? t->valuestring : "", want, body);
+    CHECK(cJSON_IsString(f) && !strcmp(f->valuestring, "stop"));
+    CHECK_EQ_INT(usage(root, "completion_tokens"), 2); /* t0 and the end token */
+    cJSON_Delete(root);
+}
+
 /* ---- special tokens in chat messages ----------------------------------------------------- */
 
 /* "</s>" typed in a message is text: the server and `moeinf chat` see what `moeinf run` sees
@@ -561,6 +612,7 @@ int main(void) {
     RUN(test_refused_fields);
     RUN(test_logprobs);
     RUN(test_logit_bias);
+    RUN(test_held_text_at_end_token);
     RUN(test_chat_special_tokens);
     if (up) CHECK_EQ_INT(server_stop(&srv), 0);
     moeinf_model_free(model);
