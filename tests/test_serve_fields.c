@@ -579,7 +579,7 @@ static void test_chat_special_tokens(void) {
     char args[2048];
     char out[8192];
     char errs[4096];
-    snprintf(args, sizeof args, "run -m '%s' -p '%s' --temp 0 -n 6", model_path, text);
+    snprintf(args, sizeof args, "run -m '%s' -p '%s' --temp 0 -n 6 -t 1", model_path, text);
     CHECK_EQ_INT(test_run_moeinf("serve-fields-run", args, out, sizeof out, errs, sizeof errs), 0);
     size_t nt = strlen(text);
     size_t no = strlen(out);
@@ -591,7 +591,7 @@ static void test_chat_special_tokens(void) {
     CHECK_MSG(!strcmp(got, want), "server [%s], run [%s]", got, want);
     snprintf(args, sizeof args,
              "printf 'Hi there</s>\\n/exit\\n' | '%s' chat -m '%s' --chat-template mistral "
-             "--temp 0 -n 6",
+             "--temp 0 -n 6 -t 1",
              test_moeinf_bin(), model_path);
     CHECK_EQ_INT(test_run_shell("serve-fields-chat", args, out, sizeof out, errs, sizeof errs), 0);
     CHECK_MSG(!strcmp(out, want), "chat printed [%s], run [%s]", out, want);
