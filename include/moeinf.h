@@ -523,12 +523,10 @@ MOEINF_API enum moeinf_status moeinf_chat_apply(const char *name,
  * message's text tokenized as text (no control token is recognised in it or across its
  * edges; user-defined tokens are, as without parse_special). *out_ids is malloc'ed (caller
  * frees). Errors as moeinf_chat_apply and moeinf_tokenize. */
-MOEINF_API enum moeinf_status moeinf_chat_tokenize(const struct moeinf_model *model,
-                                                   const char *name,
-                                                   const struct moeinf_chat_message *msgs,
-                                                   size_t n_msgs, bool add_assistant,
-                                                   int32_t **out_ids, size_t *n_out,
-                                                   struct moeinf_error *err);
+MOEINF_API enum moeinf_status
+moeinf_chat_tokenize(const struct moeinf_model *model, const char *name,
+                     const struct moeinf_chat_message *msgs, size_t n_msgs, bool add_assistant,
+                     int32_t **out_ids, size_t *n_out, struct moeinf_error *err);
 
 /* ---- KV cache reuse and version (engine_kv.c) -------------------------------------------- */
 

@@ -293,8 +293,7 @@ static void test_chat_tokenize(void) {
     CHECK_EQ_INT(moeinf_chat_apply("mistral", plain, 4, true, &text, NULL, &err), MOEINF_OK);
     got = want = NULL;
     n_got = n_want = 0;
-    CHECK_EQ_INT(moeinf_chat_tokenize(m, "mistral", plain, 4, true, &got, &n_got, &err),
-                 MOEINF_OK);
+    CHECK_EQ_INT(moeinf_chat_tokenize(m, "mistral", plain, 4, true, &got, &n_got, &err), MOEINF_OK);
     CHECK(text && append_text(m, &want, &n_want, text, true, true));
     check_ids("mistral, plain", got, n_got, want, n_want);
     free(text);

@@ -149,7 +149,8 @@ static bool reference(const char *prompt, int steps, const float *bias, struct s
     const int n_vocab = moeinf_model_n_vocab(model);
     float *logits = malloc((size_t)n_vocab * sizeof *logits);
     double *lp = calloc((size_t)n_vocab, sizeof *lp);
-    bool ok = n_vocab > 0 && logits && lp && moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK &&
+    bool ok = n_vocab > 0 && logits && lp &&
+              moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK &&
               moeinf_tokenize(model, prompt, strlen(prompt), true, false, &ids, &n_ids, &err) ==
                   MOEINF_OK &&
               moeinf_decode(ctx, ids, (int)n_ids, logits, false, &err) == MOEINF_OK;
@@ -219,6 +220,7 @@ static void check_bytes(cJSON *e, int32_t id, const char *what) {
 
 static void test_max_tokens_aliases(void) {
     if (!up) return;
+
     static const struct {
         const char *path, *body;
         int tokens;
@@ -240,6 +242,7 @@ static void test_max_tokens_aliases(void) {
          "\"n_predict\": 2, \"stream\": true}",
          -1}, /* streamed: counted from the chunks below */
     };
+
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         if (cases[i].tokens < 0) {
             char resp[65536];
@@ -263,6 +266,7 @@ static void test_max_tokens_aliases(void) {
 
 static void test_refused_fields(void) {
     if (!up) return;
+
     static const struct {
         bool chat;
         const char *fields, *says;
@@ -297,6 +301,7 @@ static void test_refused_fields(void) {
          "'response_format'"},
         {true, "\"response_format\": \"text\"", "'response_format'"},
     };
+
     char body[1024];
     char resp[8192];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -434,8 +439,8 @@ static void test_logprobs(void) {
     /* logprobs 0: the tokens' own, no alternatives */
     cJSON *root = post_json("/v1/completions", "{\"prompt\": \"" PROMPT "\", \"temperature\": 0, "
                                                "\"max_tokens\": 2, \"logprobs\": 0}");
-    check_completion_logprobs(cJSON_GetObjectItem(choice0(root), "logprobs"), ref, n < 2 ? n : 2,
-                              0, "completions, 0");
+    check_completion_logprobs(cJSON_GetObjectItem(choice0(root), "logprobs"), ref, n < 2 ? n : 2, 0,
+                              "completions, 0");
     cJSON_Delete(root);
 
     if (!reference(CHAT, 3, NULL, ref, &n)) return;
@@ -521,13 +526,13 @@ static void test_held_text_at_end_token(void) {
         CHECK(false);
         return;
     }
-    const double x0 = ref[0].max - ref[0].eos; /* t0 over EOS, step 0 */
+    const double x0 = ref[0].max - ref[0].eos;  /* t0 over EOS, step 0 */
     const double x1 = ref[1].prev - ref[1].eos; /* t0 over EOS, step 1 */
     if (!(x1 + 1.0 < x0 - 1.0)) {               /* margins far above the logits' noise */
         test_skip("the first token is not less likely after itself");
         return;
     }
-    const double d = (x0 + x1) / 2;                         /* E - B */
+    const double d = (x0 + x1) / 2;                        /* E - B */
     const double e = fmax(ref[1].max - ref[1].eos, d) + 5; /* EOS beats the rest at step 1 */
     const double b = e - d;
     size_t len;

@@ -44,8 +44,7 @@ static size_t utf8_char(const unsigned char *s, size_t n) {
 
 /* The token's text with invalid bytes as U+FFFD (malloc'ed; NULL when out of memory), and
  * its exact bytes in *raw, *n. */
-static char *token_text(const struct moeinf_model *model, int32_t id, const char **raw,
-                        size_t *n) {
+static char *token_text(const struct moeinf_model *model, int32_t id, const char **raw, size_t *n) {
     const char *p = moeinf_token_piece(model, id, true, n);
     *raw = p;
     char *text = malloc(3 * *n + 1);

@@ -211,7 +211,8 @@ static bool refuse_unsupported(const cJSON *root, char *msg, size_t size) {
     const cJSON *rf = cJSON_GetObjectItemCaseSensitive(root, "response_format");
     if (rf && !cJSON_IsNull(rf)) {
         const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
-        if (!cJSON_IsObject(rf) || !cJSON_IsString(type) || strcmp(type->valuestring, "text") != 0) {
+        if (!cJSON_IsObject(rf) || !cJSON_IsString(type) ||
+            strcmp(type->valuestring, "text") != 0) {
             return fail(msg, size,
                         "'response_format' is not supported beyond {\"type\": \"text\"} "
                         "(no JSON mode or schema)");

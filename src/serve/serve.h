@@ -19,9 +19,9 @@
 
 #include "moeinf.h"
 
-#define SERVE_MAX_STOP        4  /* OpenAI's limit on stop strings */
-#define SERVE_MAX_TOP_LOGPROBS 20 /* OpenAI's limit on top_logprobs */
-#define SERVE_LOGIT_BIAS_MAX  100 /* OpenAI's range of a logit_bias value: [-100, 100] */
+#define SERVE_MAX_STOP         4   /* OpenAI's limit on stop strings */
+#define SERVE_MAX_TOP_LOGPROBS 20  /* OpenAI's limit on top_logprobs */
+#define SERVE_LOGIT_BIAS_MAX   100 /* OpenAI's range of a logit_bias value: [-100, 100] */
 
 /* ---- requests (request.c) ---------------------------------------------------------------- */
 
@@ -117,7 +117,7 @@ struct serve_job {
     int refs;       /* the HTTP handler and the worker */
     char *text;     /* the text the client may be shown so far */
     size_t len, cap;
-    struct serve_logprob *lp;  /* the shown tokens' log-probabilities (req.logprobs) */
+    struct serve_logprob *lp; /* the shown tokens' log-probabilities (req.logprobs) */
     size_t n_lp, lp_cap;
     const char *finish_reason; /* "stop" or "length" once done */
     int http_status;           /* non-zero: the request failed with this status */

@@ -309,8 +309,8 @@ static bool stream_next(struct stream *st) {
         }
         if (job->len > st->sent || job->n_lp > st->lp_sent) {
             char *piece = malloc(job->len - st->sent + 1);
-            if (piece) {
-                memcpy(piece, job->text + st->sent, job->len - st->sent);
+            if (piece) { /* no text yet when the first tokens print nothing */
+                if (job->len > st->sent) memcpy(piece, job->text + st->sent, job->len - st->sent);
                 piece[job->len - st->sent] = '\0';
             }
             st->sent = job->len;

@@ -85,8 +85,8 @@ struct gen {
     size_t n_lp, lp_cap, lp_shown;
 };
 
-static bool lp_push(struct serve_logprob **a, size_t *n, size_t *cap,
-                    const struct serve_logprob *e, size_t count) {
+static bool lp_push(struct serve_logprob **a, size_t *n, size_t *cap, const struct serve_logprob *e,
+                    size_t count) {
     if (count == 0) return true;
     if (*n + count > *cap) {
         size_t c = *cap ? *cap : 16;
@@ -131,9 +131,9 @@ static bool publish(struct serve_worker *w, struct serve_job *job, struct gen *g
         lp_upto++;
     if (upto > g->shown || lp_upto > g->lp_shown) {
         pthread_mutex_lock(&w->mu);
-        bool ok = job_append(job, g->raw + g->shown, upto - g->shown) &&
-                  lp_push(&job->lp, &job->n_lp, &job->lp_cap, g->lp + g->lp_shown,
-                          lp_upto - g->lp_shown);
+        bool ok =
+            job_append(job, g->raw + g->shown, upto - g->shown) &&
+            lp_push(&job->lp, &job->n_lp, &job->lp_cap, g->lp + g->lp_shown, lp_upto - g->lp_shown);
         pthread_cond_broadcast(&w->changed);
         pthread_mutex_unlock(&w->mu);
         if (!ok) job_fail(w, job, 500, "out of memory");
@@ -230,11 +230,10 @@ static void run_job(struct serve_worker *w, struct serve_job *job) {
     struct moeinf_text_stream *detok = NULL;
     char msg[320];
     const int n_vocab = moeinf_model_n_vocab(w->model);
-    enum moeinf_status tst =
-        r->chat ? moeinf_chat_tokenize(w->model, r->tmpl, r->msgs, r->n_msgs, true, &ids, &n_ids,
-                                       &err)
-                : moeinf_tokenize(w->model, r->prompt, strlen(r->prompt), true, false, &ids,
-                                  &n_ids, &err);
+    enum moeinf_status tst = r->chat ? moeinf_chat_tokenize(w->model, r->tmpl, r->msgs, r->n_msgs,
+                                                            true, &ids, &n_ids, &err)
+                                     : moeinf_tokenize(w->model, r->prompt, strlen(r->prompt), true,
+                                                       false, &ids, &n_ids, &err);
     if (tst != MOEINF_OK) {
         job_fail(w, job, 400, err.msg);
         return;
