@@ -443,6 +443,27 @@ static void test_logprobs(void) {
                               "completions, 0");
     cJSON_Delete(root);
 
+    /* tokens that print nothing (BOS forced with logit_bias): no text, but their entries,
+     * streamed and not, with the control token spelled out */
+    for (int stream = 0; stream < 2; stream++) {
+        snprintf(body, sizeof body,
+                 "{\"prompt\": \"" PROMPT "\", \"max_tokens\": 2, \"logprobs\": 1, "
+                 "\"logit_bias\": {\"%d\": 100}, \"stream\": %s}",
+                 (int)moeinf_token_bos(model), stream ? "true" : "false");
+        CHECK_EQ_INT(post("/v1/completions", body, resp, sizeof resp), 200);
+        root = stream ? NULL : cJSON_Parse(resp);
+        cJSON *lp = stream ? stream_logprobs(resp, false)
+                           : cJSON_DetachItemFromObject(choice0(root), "logprobs");
+        cJSON *tokens = cJSON_GetObjectItem(lp, "tokens");
+        CHECK_MSG(cJSON_GetArraySize(tokens) == 2 &&
+                      !strcmp(cJSON_GetArrayItem(tokens, 1)->valuestring, "<s>") &&
+                      cJSON_GetArrayItem(cJSON_GetObjectItem(lp, "text_offset"), 1)->valuedouble ==
+                          0,
+                  "stream %d: %s", stream, resp);
+        cJSON_Delete(lp);
+        cJSON_Delete(root);
+    }
+
     if (!reference(CHAT, 3, NULL, ref, &n)) return;
     for (int stream = 0; stream < 2; stream++) {
         snprintf(body, sizeof body,
