@@ -473,8 +473,9 @@ MOEINF_API void moeinf_sampler_accept(struct moeinf_sampler *s, int32_t id);
  * A conversation becomes one prompt text through a chat template. moeinf writes the templates
  * of the families it runs itself (no Jinja interpreter); each writes the text llama.cpp's
  * template code writes for it (olmoe: the text the model's own Jinja template renders, which
- * llama.cpp has no template for). The text holds control tokens such as <|im_start|>, so it
- * is tokenized with parse_special (and add_special for the BOS the model asks for).
+ * llama.cpp has no template for). The text holds control tokens such as <|im_start|>:
+ * moeinf_chat_tokenize parses them in the template's own markup only, and tokenizes the
+ * messages' texts as text, so that a message cannot forge a role boundary or an end token.
  *
  *   mistral    [INST] user [/INST]answer</s>   (Mistral, Mixtral; llama.cpp's "llama2"; a
  *              system message is put before the first user message, then a newline)
@@ -516,6 +517,16 @@ MOEINF_API enum moeinf_status moeinf_chat_apply(const char *name,
                                                 const struct moeinf_chat_message *msgs,
                                                 size_t n_msgs, bool add_assistant, char **out,
                                                 size_t *out_len, struct moeinf_error *err);
+
+/* The conversation through template `name` (as moeinf_chat_apply) as token ids: BOS when the
+ * model asks for one, the template's markup with its control tokens recognised, and each
+ * message's text tokenized as text (no control token is recognised in it or across its
+ * edges; user-defined tokens are, as without parse_special). *out_ids is malloc'ed (caller
+ * frees). Errors as moeinf_chat_apply and moeinf_tokenize. */
+MOEINF_API enum moeinf_status
+moeinf_chat_tokenize(const struct moeinf_model *model, const char *name,
+                     const struct moeinf_chat_message *msgs, size_t n_msgs, bool add_assistant,
+                     int32_t **out_ids, size_t *n_out, struct moeinf_error *err);
 
 /* ---- KV cache reuse and version (engine_kv.c) -------------------------------------------- */
 

@@ -43,7 +43,9 @@ static int count(const char *hay, const char *needle) {
 }
 
 /* The tokens of a conversation as the chat gives them to the model: the template's text with
- * the assistant's turn opened, BOS added, special tokens parsed. */
+ * the assistant's turn opened, BOS added, special tokens parsed. (The chat parses them in the
+ * template's markup only, moeinf_chat_tokenize; this test's messages hold no control token's
+ * text, so parsing the whole text gives the same tokens by an independent path.) */
 static int32_t *conversation(const struct moeinf_model *m, const struct moeinf_chat_message *msgs,
                              size_t n, size_t *n_ids) {
     char *prompt = NULL;

@@ -1,5 +1,8 @@
-/* test_serve_text.c - stop strings held back while they may still match, and OpenAI's
- * frequency/presence penalties, against hand-worked cases. */
+/* test_serve_text.c - stop strings held back while they may still match, OpenAI's
+ * frequency/presence penalties and logit_bias, and the log-probabilities of a row (ties,
+ * NaN, a token of probability 0), against hand-worked cases. */
+#include <math.h>
+
 #include "serve/serve.h"
 #include "test.h"
 
@@ -45,8 +48,48 @@ static void test_penalties(void) {
     CHECK_NEAR(logits[3], 0.5, 0);
 }
 
+static void test_logit_bias(void) {
+    float logits[4] = {1.0f, 2.0f, -1.0f, 0.5f};
+    const struct serve_logit_bias bias[] = {{0, -100.0f}, {3, 2.5f}};
+    serve_apply_logit_bias(logits, bias, 2);
+    CHECK_NEAR(logits[0], -99.0, 1e-5);
+    CHECK_NEAR(logits[1], 2.0, 0);
+    CHECK_NEAR(logits[2], -1.0, 0);
+    CHECK_NEAR(logits[3], 3.0, 0);
+}
+
+static void test_logprobs(void) {
+    /* log-softmax of {0, ln 2, ln 2, NaN, -inf}: probabilities 1/5, 2/5, 2/5, 0, 0 */
+    const float logits[5] = {0.0f, (float)M_LN2, (float)M_LN2, NAN, -INFINITY};
+    int32_t top_id[5];
+    double top_lp[5];
+    double lp = serve_logprobs(logits, 5, 0, 5, top_id, top_lp);
+    const double lse = log(1.0 + 2.0 * exp((double)(float)M_LN2));
+    CHECK_NEAR(lp, -lse, 1e-12);
+    /* ties go to the lower id; NaN counts as -inf; probability 0 reads -9999 */
+    CHECK_EQ_INT(top_id[0], 1);
+    CHECK_EQ_INT(top_id[1], 2);
+    CHECK_EQ_INT(top_id[2], 0);
+    CHECK_EQ_INT(top_id[3], 3);
+    CHECK_EQ_INT(top_id[4], 4);
+    CHECK_NEAR(top_lp[0], (double)(float)M_LN2 - lse, 1e-12);
+    CHECK_NEAR(top_lp[1], top_lp[0], 0);
+    CHECK_NEAR(top_lp[2], -lse, 1e-12);
+    CHECK_NEAR(top_lp[3], -9999.0, 0);
+    CHECK_NEAR(top_lp[4], -9999.0, 0);
+    CHECK_NEAR(serve_logprobs(logits, 5, 3, 0, top_id, top_lp), -9999.0, 0);
+    /* fewer alternatives than the vocabulary: the best ones */
+    const float row[4] = {3.0f, -2.0f, 5.0f, 4.0f};
+    serve_logprobs(row, 4, 1, 2, top_id, top_lp);
+    CHECK_EQ_INT(top_id[0], 2);
+    CHECK_EQ_INT(top_id[1], 3);
+    CHECK_NEAR(top_lp[0] - top_lp[1], 1.0, 1e-12);
+}
+
 int main(void) {
     RUN(test_stop_scan);
     RUN(test_penalties);
+    RUN(test_logit_bias);
+    RUN(test_logprobs);
     return test_report();
 }

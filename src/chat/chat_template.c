@@ -9,6 +9,7 @@
 
 #include "base/status.h"
 #include "engine/engine.h"
+#include "tokenizer/vocab.h"
 
 static const char *const template_names[] = {"mistral",   "chatml", "llama3", "deepseek2",
                                              "deepseek3", "olmoe",  NULL};
@@ -104,7 +105,9 @@ enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_model *model
 struct text {
     char *buf;
     size_t len, cap;
-    bool failed; /* out of memory */
+    bool failed;  /* out of memory */
+    size_t *span; /* the messages' texts: [span[2i], span[2i + 1]) */
+    size_t n_span, span_cap;
 };
 
 static void put_n(struct text *t, const char *s, size_t n) {
@@ -134,6 +137,31 @@ static bool is_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
+/* A message's text (content): put, and its range noted, so that moeinf_chat_tokenize
+ * tokenizes it as text. */
+static void put_content_n(struct text *t, const char *s, size_t n) {
+    size_t start = t->len;
+    put_n(t, s, n);
+    if (t->failed || n == 0) return;
+    if (t->n_span == t->span_cap) {
+        size_t cap = t->span_cap ? 2 * t->span_cap : 8;
+        size_t *p = realloc(t->span, 2 * cap * sizeof *p);
+        if (!p) {
+            t->failed = true;
+            return;
+        }
+        t->span = p;
+        t->span_cap = cap;
+    }
+    t->span[2 * t->n_span] = start;
+    t->span[2 * t->n_span + 1] = t->len;
+    t->n_span++;
+}
+
+static void put_content(struct text *t, const char *s) {
+    put_content_n(t, s ? s : "", s ? strlen(s) : 0);
+}
+
 /* The content without leading and trailing whitespace (llama3 trims every message). */
 static void put_trimmed(struct text *t, const char *s) {
     size_t n = strlen(s);
@@ -143,7 +171,7 @@ static void put_trimmed(struct text *t, const char *s) {
     }
     while (n && is_space(s[n - 1]))
         n--;
-    put_n(t, s, n);
+    put_content_n(t, s, n);
 }
 
 enum role {
@@ -167,7 +195,7 @@ static void write_mistral(struct text *t, const enum role *roles,
             put(t, "[INST] ");
             in_turn = true;
         }
-        put(t, c);
+        put_content(t, c);
         if (roles[i] == ROLE_ASSISTANT) {
             put(t, "</s>");
             in_turn = false;
@@ -183,7 +211,7 @@ static void write_chatml(struct text *t, const struct moeinf_chat_message *m, si
         put(t, "<|im_start|>");
         put(t, m[i].role);
         put(t, "\n");
-        put(t, m[i].content ? m[i].content : "");
+        put_content(t, m[i].content);
         put(t, "<|im_end|>\n");
     }
     if (add_assistant) put(t, "<|im_start|>assistant\n");
@@ -212,15 +240,15 @@ static void write_deepseek(struct text *t, bool v3, const enum role *roles,
     for (size_t i = 0; i < n; i++) {
         const char *c = m[i].content ? m[i].content : "";
         if (roles[i] == ROLE_SYSTEM) {
-            put(t, c);
+            put_content(t, c);
             put(t, "\n\n");
         } else if (roles[i] == ROLE_USER) {
             put(t, user);
-            put(t, c);
+            put_content(t, c);
             if (!v3) put(t, "\n\n");
         } else {
             put(t, assistant);
-            put(t, c);
+            put_content(t, c);
             put(t, DS_EOS);
         }
     }
@@ -232,7 +260,7 @@ static void write_olmoe(struct text *t, const enum role *roles, const struct moe
     static const char *const heads[] = {"<|system|>\n", "<|user|>\n", "<|assistant|>\n"};
     for (size_t i = 0; i < n; i++) {
         put(t, heads[roles[i]]);
-        put(t, m[i].content ? m[i].content : "");
+        put_content(t, m[i].content);
         if (roles[i] == ROLE_ASSISTANT) put(t, "<|endoftext|>");
         if (roles[i] != ROLE_ASSISTANT || i + 1 < n) put(t, "\n");
     }
@@ -240,9 +268,10 @@ static void write_olmoe(struct text *t, const enum role *roles, const struct moe
     if (add_assistant && n > 0) put(t, "<|assistant|>\n");
 }
 
-enum moeinf_status moeinf_chat_apply(const char *name, const struct moeinf_chat_message *msgs,
-                                     size_t n_msgs, bool add_assistant, char **out, size_t *out_len,
-                                     struct moeinf_error *err) {
+/* Writes the conversation into t (t->failed: out of memory). */
+static enum moeinf_status render(const char *name, const struct moeinf_chat_message *msgs,
+                                 size_t n_msgs, bool add_assistant, struct text *t,
+                                 struct moeinf_error *err) {
     const char *k = name ? known_name(name) : NULL;
     if (!k) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "unknown chat template '%s'",
@@ -266,25 +295,49 @@ enum moeinf_status moeinf_chat_apply(const char *name, const struct moeinf_chat_
                                i, r);
         }
     }
-    struct text t = {0};
-    put(&t, ""); /* an empty conversation is an empty string, not NULL */
+    put(t, ""); /* an empty conversation is an empty string, not NULL */
     if (!strcmp(k, "mistral")) {
-        write_mistral(&t, roles, msgs, n_msgs);
+        write_mistral(t, roles, msgs, n_msgs);
     } else if (!strcmp(k, "chatml")) {
-        write_chatml(&t, msgs, n_msgs, add_assistant);
+        write_chatml(t, msgs, n_msgs, add_assistant);
     } else if (!strcmp(k, "llama3")) {
-        write_llama3(&t, msgs, n_msgs, add_assistant);
+        write_llama3(t, msgs, n_msgs, add_assistant);
     } else if (!strcmp(k, "deepseek2") || !strcmp(k, "deepseek3")) {
-        write_deepseek(&t, !strcmp(k, "deepseek3"), roles, msgs, n_msgs, add_assistant);
+        write_deepseek(t, !strcmp(k, "deepseek3"), roles, msgs, n_msgs, add_assistant);
     } else {
-        write_olmoe(&t, roles, msgs, n_msgs, add_assistant);
+        write_olmoe(t, roles, msgs, n_msgs, add_assistant);
     }
     free(roles);
-    if (t.failed) {
+    if (t->failed) return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory (chat)");
+    return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_chat_apply(const char *name, const struct moeinf_chat_message *msgs,
+                                     size_t n_msgs, bool add_assistant, char **out, size_t *out_len,
+                                     struct moeinf_error *err) {
+    struct text t = {0};
+    enum moeinf_status st = render(name, msgs, n_msgs, add_assistant, &t, err);
+    free(t.span);
+    if (st != MOEINF_OK) {
         free(t.buf);
-        return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory (chat)");
+        return st;
     }
     *out = t.buf;
     if (out_len) *out_len = t.len;
     return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_chat_tokenize(const struct moeinf_model *model, const char *name,
+                                        const struct moeinf_chat_message *msgs, size_t n_msgs,
+                                        bool add_assistant, int32_t **out_ids, size_t *n_out,
+                                        struct moeinf_error *err) {
+    struct text t = {0};
+    enum moeinf_status st = render(name, msgs, n_msgs, add_assistant, &t, err);
+    if (st == MOEINF_OK) {
+        st = moeinf_vocab_tokenize_mixed(model->vocab, t.buf, t.len, true, t.span, t.n_span,
+                                         out_ids, n_out, err);
+    }
+    free(t.span);
+    free(t.buf);
+    return st;
 }

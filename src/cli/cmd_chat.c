@@ -153,14 +153,10 @@ static enum moeinf_status conversation_tokens(const struct session *s,
                                               const struct moeinf_chat_message *msgs, size_t n,
                                               int32_t **ids, size_t *n_ids,
                                               struct moeinf_error *err) {
-    char *prompt = NULL;
     *ids = NULL;
     *n_ids = 0;
-    enum moeinf_status st = moeinf_chat_apply(s->tmpl, msgs, n, true, &prompt, NULL, err);
-    if (st == MOEINF_OK)
-        st = moeinf_tokenize(s->model, prompt, strlen(prompt), true, true, ids, n_ids, err);
-    free(prompt);
-    return st;
+    /* the template's markup with control tokens parsed, the messages' text as text */
+    return moeinf_chat_tokenize(s->model, s->tmpl, msgs, n, true, ids, n_ids, err);
 }
 
 enum fit { FIT_OK, FIT_REFUSED, FIT_FAIL };

@@ -8,6 +8,7 @@
 #include <cjson/cJSON.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -95,6 +96,131 @@ static bool parse_stop(const cJSON *root, struct serve_request *r, char *msg, si
     return true;
 }
 
+/* max_tokens (OpenAI's older name), max_completion_tokens (its newer one) and n_predict
+ * (llama.cpp's; -1 there means no limit) all give the limit; two that disagree are a 400. */
+static bool parse_max_tokens(const cJSON *root, struct serve_request *r, char *msg, size_t size) {
+    static const char *const keys[] = {"max_tokens", "max_completion_tokens", "n_predict"};
+    const char *given = NULL;
+    double limit = -1;
+    for (int k = 0; k < 3; k++) {
+        double d = NAN;
+        if (k == 2) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, keys[k]);
+            if (cJSON_IsNumber(v) && v->valuedouble == -1) {
+                d = -1;
+            } else if (!get_integer(root, keys[k], 1, 1 << 24, &d, msg, size)) {
+                return fail(msg, size, "'n_predict' must be -1 (no limit) or an integer in [1, %d]",
+                            1 << 24);
+            }
+        } else if (!get_integer(root, keys[k], 1, 1 << 24, &d, msg, size)) {
+            return false;
+        }
+        if (isnan(d)) continue;
+        if (given && d != limit) {
+            return fail(msg, size, "'%s' (%.0f) and '%s' (%.0f) disagree: give one of them", given,
+                        limit, keys[k], d);
+        }
+        given = keys[k];
+        limit = d;
+    }
+    r->max_tokens = limit < 0 ? -1 : (long)limit;
+    return true;
+}
+
+static int cmp_bias(const void *a, const void *b) {
+    int32_t x = ((const struct serve_logit_bias *)a)->id;
+    int32_t y = ((const struct serve_logit_bias *)b)->id;
+    return (x > y) - (x < y);
+}
+
+/* logit_bias: {"TOKEN_ID": bias in [-100, 100], ...}; the ids' range is the worker's check. */
+static bool parse_logit_bias(const cJSON *root, struct serve_request *r, char *msg, size_t size) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "logit_bias");
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsObject(v)) {
+        return fail(msg, size, "'logit_bias' must be an object of token ids to numbers");
+    }
+    int n = cJSON_GetArraySize(v);
+    if (n == 0) return true;
+    r->bias = malloc((size_t)n * sizeof *r->bias);
+    if (!r->bias) return fail(msg, size, "out of memory");
+    const cJSON *e;
+    cJSON_ArrayForEach(e, v) {
+        const char *key = e->string;
+        size_t len = strlen(key);
+        bool digits = len > 0 && len <= 10 && strspn(key, "0123456789") == len;
+        long long id = digits ? strtoll(key, NULL, 10) : -1;
+        if (!digits || id > INT32_MAX || (len > 1 && key[0] == '0')) {
+            return fail(msg, size, "'logit_bias' key '%.40s' is not a token id", key);
+        }
+        if (!cJSON_IsNumber(e) || !isfinite(e->valuedouble) ||
+            fabs(e->valuedouble) > SERVE_LOGIT_BIAS_MAX) {
+            return fail(msg, size, "'logit_bias' value of token %lld must be a number in [%d, %d]",
+                        id, -SERVE_LOGIT_BIAS_MAX, SERVE_LOGIT_BIAS_MAX);
+        }
+        r->bias[r->n_bias++] = (struct serve_logit_bias){(int32_t)id, (float)e->valuedouble};
+    }
+    qsort(r->bias, (size_t)r->n_bias, sizeof *r->bias, cmp_bias);
+    for (int i = 1; i < r->n_bias; i++) {
+        if (r->bias[i].id == r->bias[i - 1].id) {
+            return fail(msg, size, "'logit_bias' names token %d twice", (int)r->bias[i].id);
+        }
+    }
+    return true;
+}
+
+/* Chat: logprobs (true/false) and top_logprobs (0..20, only with logprobs). Completions:
+ * logprobs, the number of alternatives (0..20; OpenAI's legacy form). */
+static bool parse_logprobs(const cJSON *root, struct serve_request *r, char *msg, size_t size) {
+    double d = NAN;
+    if (!r->chat) {
+        if (!get_integer(root, "logprobs", 0, SERVE_MAX_TOP_LOGPROBS, &d, msg, size)) return false;
+        r->logprobs = !isnan(d);
+        r->top_logprobs = isnan(d) ? 0 : (int)d;
+        return true;
+    }
+    if (!get_bool(root, "logprobs", &r->logprobs, msg, size)) return false;
+    if (!get_integer(root, "top_logprobs", 0, SERVE_MAX_TOP_LOGPROBS, &d, msg, size)) return false;
+    if (!isnan(d) && !r->logprobs) {
+        return fail(msg, size, "'top_logprobs' needs 'logprobs': true");
+    }
+    r->top_logprobs = isnan(d) ? 0 : (int)d;
+    return true;
+}
+
+/* Tool calling and structured output are not implemented: a request for them is a 400 naming
+ * the field rather than an answer that silently ignores it. An empty tools list, tool_choice
+ * "none" and response_format {"type": "text"} ask for nothing and pass. */
+static bool refuse_unsupported(const cJSON *root, char *msg, size_t size) {
+    static const char *const lists[] = {"tools", "functions"};
+    static const char *const choices[] = {"tool_choice", "function_call"};
+    for (int i = 0; i < 2; i++) {
+        const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, lists[i]);
+        if (v && !cJSON_IsNull(v) && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0)) {
+            return fail(msg, size, "'%s' is not supported: moeinf serve has no tool calling",
+                        lists[i]);
+        }
+        v = cJSON_GetObjectItemCaseSensitive(root, choices[i]);
+        if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && !strcmp(v->valuestring, "none"))) {
+            return fail(msg, size,
+                        "'%s' is not supported: moeinf serve has no tool calling (only "
+                        "\"none\")",
+                        choices[i]);
+        }
+    }
+    const cJSON *rf = cJSON_GetObjectItemCaseSensitive(root, "response_format");
+    if (rf && !cJSON_IsNull(rf)) {
+        const cJSON *type = cJSON_GetObjectItemCaseSensitive(rf, "type");
+        if (!cJSON_IsObject(rf) || !cJSON_IsString(type) ||
+            strcmp(type->valuestring, "text") != 0) {
+            return fail(msg, size,
+                        "'response_format' is not supported beyond {\"type\": \"text\"} "
+                        "(no JSON mode or schema)");
+        }
+    }
+    return true;
+}
+
 static bool parse_sampling(const cJSON *root, struct serve_request *r, uint64_t seed, char *msg,
                            size_t size) {
     r->sp = moeinf_sampler_params_default();
@@ -114,13 +240,7 @@ static bool parse_sampling(const cJSON *root, struct serve_request *r, uint64_t 
     d = -1;
     if (!get_integer(root, "top_k", 0, 1 << 24, &d, msg, size)) return false;
     if (d >= 0) r->sp.top_k = (int)d;
-    d = -1;
-    if (!get_integer(root, "max_tokens", 1, 1 << 24, &d, msg, size)) return false;
-    if (r->chat && d < 0 &&
-        !get_integer(root, "max_completion_tokens", 1, 1 << 24, &d, msg, size)) {
-        return false;
-    }
-    r->max_tokens = d < 0 ? -1 : (long)d;
+    if (!parse_max_tokens(root, r, msg, size)) return false;
     d = NAN;
     /* OpenAI's seed is a signed 64-bit integer; doubles hold integers exactly up to 2^53. */
     if (!get_integer(root, "seed", -9007199254740992.0, 9007199254740992.0, &d, msg, size)) {
@@ -134,14 +254,19 @@ static bool parse_sampling(const cJSON *root, struct serve_request *r, uint64_t 
         if (!cJSON_IsObject(so)) return fail(msg, size, "'stream_options' must be an object");
         if (!get_bool(so, "include_usage", &r->include_usage, msg, size)) return false;
     }
-    return parse_stop(root, r, msg, size);
+    return parse_logit_bias(root, r, msg, size) && parse_logprobs(root, r, msg, size) &&
+           (!r->chat || refuse_unsupported(root, msg, size)) && parse_stop(root, r, msg, size);
 }
 
 /* A message's content: a string, null, or an array of parts whose text parts are joined. */
 static char *message_content(const cJSON *m, size_t i, char *msg, size_t size) {
     const cJSON *c = cJSON_GetObjectItemCaseSensitive(m, "content");
-    if (!c || cJSON_IsNull(c)) return dup_string("");
-    if (cJSON_IsString(c)) return dup_string(c->valuestring);
+    if (!c || cJSON_IsNull(c) || cJSON_IsString(c)) {
+        const char *text = c && cJSON_IsString(c) ? c->valuestring : "";
+        char *d = dup_string(text);
+        if (!d) fail(msg, size, "out of memory");
+        return d;
+    }
     if (!cJSON_IsArray(c)) {
         fail(msg, size, "messages[%zu].content must be a string or an array of parts", i);
         return NULL;
@@ -162,7 +287,10 @@ static char *message_content(const cJSON *m, size_t i, char *msg, size_t size) {
         total += strlen(text->valuestring);
     }
     char *s = malloc(total);
-    if (!s) return NULL;
+    if (!s) {
+        fail(msg, size, "out of memory");
+        return NULL;
+    }
     s[0] = '\0';
     size_t at = 0;
     cJSON_ArrayForEach(p, c) {
@@ -183,33 +311,28 @@ static bool parse_messages(const cJSON *root, const char *tmpl, struct serve_req
     if (n == 0) return fail(msg, size, "'messages' is empty");
     struct moeinf_chat_message *chat = calloc((size_t)n, sizeof *chat);
     if (!chat) return fail(msg, size, "out of memory");
-    bool ok = true;
+    r->msgs = chat; /* role and content owned; freed by serve_request_free, also on failure */
+    r->n_msgs = (size_t)n;
+    r->tmpl = tmpl;
     size_t i = 0;
     const cJSON *m;
     cJSON_ArrayForEach(m, ms) {
         const cJSON *role = cJSON_GetObjectItemCaseSensitive(m, "role");
         if (!cJSON_IsObject(m) || !cJSON_IsString(role)) {
-            ok = fail(msg, size, "messages[%zu] must be an object with a string 'role'", i);
-            break;
+            return fail(msg, size, "messages[%zu] must be an object with a string 'role'", i);
         }
-        chat[i].role = role->valuestring;
         chat[i].content = message_content(m, i, msg, size);
-        if (!chat[i].content) {
-            ok = false;
-            break;
-        }
+        if (!chat[i].content) return false;
+        chat[i].role = dup_string(role->valuestring);
+        if (!chat[i].role) return fail(msg, size, "out of memory");
         i++;
     }
-    if (ok) {
-        struct moeinf_error err = {0};
-        if (moeinf_chat_apply(tmpl, chat, (size_t)n, true, &r->prompt, NULL, &err) != MOEINF_OK) {
-            ok = fail(msg, size, "%s", err.msg);
-        }
-    }
-    for (int k = 0; k < n; k++)
-        free((char *)chat[k].content);
-    free(chat);
-    return ok;
+    /* the roles and the template are checked now, for a 400 before the queue */
+    struct moeinf_error err = {0};
+    char *text = NULL;
+    bool ok = moeinf_chat_apply(tmpl, chat, (size_t)n, true, &text, NULL, &err) == MOEINF_OK;
+    free(text);
+    return ok ? true : fail(msg, size, "%s", err.msg);
 }
 
 static bool parse_prompt(const cJSON *root, struct serve_request *r, char *msg, size_t size) {
@@ -259,6 +382,16 @@ bool serve_request_parse(const char *body, size_t len, bool chat, const char *tm
 void serve_request_free(struct serve_request *r) {
     free(r->prompt);
     r->prompt = NULL;
+    for (size_t k = 0; k < r->n_msgs; k++) {
+        free((char *)r->msgs[k].role);
+        free((char *)r->msgs[k].content);
+    }
+    free(r->msgs);
+    r->msgs = NULL;
+    r->n_msgs = 0;
+    free(r->bias);
+    r->bias = NULL;
+    r->n_bias = 0;
     for (int i = 0; i < r->n_stop; i++)
         free(r->stop[i]);
     r->n_stop = 0;

@@ -19,19 +19,36 @@
 
 #include "moeinf.h"
 
-#define SERVE_MAX_STOP 4 /* OpenAI's limit on stop strings */
+#define SERVE_MAX_STOP         4   /* OpenAI's limit on stop strings */
+#define SERVE_MAX_TOP_LOGPROBS 20  /* OpenAI's limit on top_logprobs */
+#define SERVE_LOGIT_BIAS_MAX   100 /* OpenAI's range of a logit_bias value: [-100, 100] */
 
 /* ---- requests (request.c) ---------------------------------------------------------------- */
 
+struct serve_logit_bias {
+    int32_t id; /* checked against the vocabulary by the worker */
+    float bias;
+};
+
 struct serve_request {
     bool chat;    /* /v1/chat/completions (else /v1/completions) */
-    char *prompt; /* the prompt text (chat: through the template) */
+    char *prompt; /* completions: the prompt text */
+    /* chat: the messages (role and content malloc'ed) and the template's (static) name; the
+     * worker tokenizes them with moeinf_chat_tokenize (message texts as text) */
+    struct moeinf_chat_message *msgs;
+    size_t n_msgs;
+    const char *tmpl;
     bool stream;
     bool include_usage; /* stream_options.include_usage */
-    long max_tokens;    /* -1: until an end token or the context's end */
+    long max_tokens;    /* max_tokens, max_completion_tokens or n_predict; -1: until an end
+                           token or the context's end */
     struct moeinf_sampler_params sp;
     float frequency_penalty;
     float presence_penalty;
+    struct serve_logit_bias *bias; /* logit_bias, sorted by id (no id twice) */
+    int n_bias;
+    bool logprobs;    /* chat: logprobs true; completions: logprobs given (an integer) */
+    int top_logprobs; /* alternatives per token: chat's top_logprobs, completions' logprobs */
     char *stop[SERVE_MAX_STOP];
     int n_stop;
 };
@@ -59,6 +76,30 @@ size_t serve_stop_scan(const char *text, size_t len, size_t shown, char *const *
 void serve_apply_penalties(float *logits, const int32_t *counts, int n_vocab, float frequency,
                            float presence);
 
+/* OpenAI's logit_bias: logits[id] += bias for each of the n entries (ids within n_vocab). */
+void serve_apply_logit_bias(float *logits, const struct serve_logit_bias *bias, int n);
+
+/*
+ * The log-probability of token `id` under the model's distribution softmax(logits), in
+ * float64 (NaN logits count as -inf), and the n_top most likely tokens (by logit, the lower id
+ * first on ties) with theirs into top_id/top_lp. A log-probability that is not finite (a
+ * token of probability 0) is given as -9999, as OpenAI gives it.
+ */
+double serve_logprobs(const float *logits, int n_vocab, int32_t id, int n_top, int32_t *top_id,
+                      double *top_lp);
+
+/* ---- log-probabilities in a response (logprobs.c) ---------------------------------------- */
+
+/* One generated token's log-probability and its alternatives. */
+struct serve_logprob {
+    int32_t id;
+    double logprob;
+    size_t offset; /* bytes of the generated text before this token's */
+    int n_top;
+    int32_t top_id[SERVE_MAX_TOP_LOGPROBS];
+    double top_lp[SERVE_MAX_TOP_LOGPROBS];
+};
+
 /* ---- the generation worker (worker.c) --------------------------------------------------- */
 
 enum job_state {
@@ -76,6 +117,8 @@ struct serve_job {
     int refs;       /* the HTTP handler and the worker */
     char *text;     /* the text the client may be shown so far */
     size_t len, cap;
+    struct serve_logprob *lp; /* the shown tokens' log-probabilities (req.logprobs) */
+    size_t n_lp, lp_cap;
     const char *finish_reason; /* "stop" or "length" once done */
     int http_status;           /* non-zero: the request failed with this status */
     char error[256];
@@ -128,6 +171,13 @@ void serve_worker_destroy(struct serve_worker *w);
  * _release. */
 struct serve_job *serve_worker_submit(struct serve_worker *w, struct serve_request *req);
 void serve_job_release(struct serve_worker *w, struct serve_job *job);
+
+/* choices[].logprobs for the job's tokens [from, to) in OpenAI's form: chat {"content": [{token,
+ * logprob, bytes, top_logprobs}]}, completions {tokens, token_logprobs, top_logprobs,
+ * text_offset}; NULL (JSON null) when the request asked for none. Under w->mu (or once the job
+ * is done). */
+struct cJSON *serve_logprobs_json(const struct moeinf_model *model, const struct serve_job *job,
+                                  size_t from, size_t to);
 
 /* ---- metrics (metrics.c) ----------------------------------------------------------------- */
 

@@ -236,9 +236,10 @@ static cJSON *envelope(struct server *s, const char *id, bool chat, bool chunk, 
     return root;
 }
 
-/* One choice: text (completion) or message/delta (chat); finish NULL while streaming. */
+/* One choice: text (completion) or message/delta (chat); finish NULL while streaming;
+ * logprobs (taken) NULL for null. */
 static void fill_choice(cJSON *choice, bool chat, bool chunk, const char *role, const char *text,
-                        const char *finish) {
+                        cJSON *logprobs, const char *finish) {
     if (!chat) {
         cJSON_AddStringToObject(choice, "text", text ? text : "");
     } else {
@@ -246,7 +247,11 @@ static void fill_choice(cJSON *choice, bool chat, bool chunk, const char *role, 
         if (role) cJSON_AddStringToObject(m, "role", role);
         if (text) cJSON_AddStringToObject(m, "content", text);
     }
-    cJSON_AddNullToObject(choice, "logprobs");
+    if (logprobs) {
+        cJSON_AddItemToObject(choice, "logprobs", logprobs);
+    } else {
+        cJSON_AddNullToObject(choice, "logprobs");
+    }
     if (finish) {
         cJSON_AddStringToObject(choice, "finish_reason", finish);
     } else {
@@ -346,6 +351,7 @@ struct stream {
     enum stream_phase phase;
     bool probed;   /* the client half-closed and was sent a comment as the probe */
     size_t sent;   /* bytes of job->text already sent */
+    size_t lp_sent; /* entries of job->lp already sent */
     char *pending; /* an event not yet fully copied out */
     size_t plen, poff;
 };
@@ -386,7 +392,7 @@ static bool stream_next(struct stream *st) {
         st->phase = SP_TEXT;
         if (chat) {
             cJSON *root = envelope(st->s, st->id, true, true, &choice);
-            fill_choice(choice, true, true, "assistant", "", NULL);
+            fill_choice(choice, true, true, "assistant", "", NULL, NULL);
             stream_set(st, root);
             return true;
         }
@@ -394,7 +400,7 @@ static bool stream_next(struct stream *st) {
     if (st->phase == SP_TEXT) {
         pthread_mutex_lock(&w->mu);
         struct serve_job *job = st->job;
-        while (job->len == st->sent && job->state != JOB_DONE) {
+        while (job->len == st->sent && job->n_lp == st->lp_sent && job->state != JOB_DONE) {
             enum peer p = peer_state(st->fd);
             if (p == PEER_HALF_CLOSED && !st->probed) { /* an SSE comment as the probe */
                 st->probed = true;
@@ -408,17 +414,22 @@ static bool stream_next(struct stream *st) {
             }
             wait_tick(w);
         }
-        if (job->len > st->sent) {
+        if (job->len > st->sent || job->n_lp > st->lp_sent) {
             char *piece = malloc(job->len - st->sent + 1);
-            if (piece) {
-                memcpy(piece, job->text + st->sent, job->len - st->sent);
+            if (piece) { /* no text yet when the first tokens print nothing */
+                if (job->len > st->sent) memcpy(piece, job->text + st->sent, job->len - st->sent);
                 piece[job->len - st->sent] = '\0';
             }
             st->sent = job->len;
+            cJSON *lp = serve_logprobs_json(w->model, job, st->lp_sent, job->n_lp);
+            st->lp_sent = job->n_lp;
             pthread_mutex_unlock(&w->mu);
-            if (!piece) return false;
+            if (!piece) {
+                cJSON_Delete(lp);
+                return false;
+            }
             cJSON *root = envelope(st->s, st->id, chat, true, &choice);
-            fill_choice(choice, chat, true, NULL, piece, NULL);
+            fill_choice(choice, chat, true, NULL, piece, lp, NULL);
             free(piece);
             stream_set(st, root);
             return true;
@@ -436,7 +447,7 @@ static bool stream_next(struct stream *st) {
             return true;
         }
         cJSON *root = envelope(st->s, st->id, chat, true, &choice);
-        fill_choice(choice, chat, true, NULL, chat ? NULL : "", job->finish_reason);
+        fill_choice(choice, chat, true, NULL, chat ? NULL : "", NULL, job->finish_reason);
         stream_set(st, root);
         return true;
     }
@@ -541,7 +552,7 @@ static enum MHD_Result generate(struct server *s, struct MHD_Connection *c, stru
         cJSON *choice;
         cJSON *root = envelope(s, id, chat, false, &choice);
         fill_choice(choice, chat, false, "assistant", job->text ? job->text : "",
-                    job->finish_reason);
+                    serve_logprobs_json(s->w.model, job, 0, job->n_lp), job->finish_reason);
         add_usage(root, job);
         serve_job_release(&s->w, job);
         return send_json(s, c, root);

@@ -21,6 +21,7 @@ static double now(void) {
 
 static void job_free(struct serve_job *job) {
     serve_request_free(&job->req);
+    free(job->lp);
     free(job->text);
     free(job);
 }
@@ -80,7 +81,26 @@ struct gen {
     size_t len, cap, shown;
     int32_t *counts; /* per token, for the frequency/presence penalties; NULL when off */
     float *logits, *row;
+    struct serve_logprob *lp; /* each generated token's (req.logprobs), offsets into raw */
+    size_t n_lp, lp_cap, lp_shown;
 };
+
+static bool lp_push(struct serve_logprob **a, size_t *n, size_t *cap, const struct serve_logprob *e,
+                    size_t count) {
+    if (count == 0) return true;
+    if (*n + count > *cap) {
+        size_t c = *cap ? *cap : 16;
+        while (c < *n + count)
+            c *= 2;
+        struct serve_logprob *p = realloc(*a, c * sizeof *p);
+        if (!p) return false;
+        *a = p;
+        *cap = c;
+    }
+    memcpy(*a + *n, e, count * sizeof *e);
+    *n += count;
+    return true;
+}
 
 static bool raw_append(struct gen *g, const char *s, size_t n) {
     if (!g->raw || g->len + n + 1 > g->cap) {
@@ -98,18 +118,27 @@ static bool raw_append(struct gen *g, const char *s, size_t n) {
     return true;
 }
 
-/* Shows what the stop strings allow (all of it when `final`); true when a stop matched. */
+/* Shows what the stop strings allow (all of it when `final`), with the log-probabilities of
+ * the tokens whose text starts in what is shown (all of them when final and no stop matched);
+ * true when a stop matched. */
 static bool publish(struct serve_worker *w, struct serve_job *job, struct gen *g, bool final) {
     bool stopped = false;
     size_t upto = serve_stop_scan(g->raw ? g->raw : "", g->len, g->shown, job->req.stop,
                                   job->req.n_stop, &stopped);
     if (final && !stopped) upto = g->len;
-    if (upto > g->shown) {
+    size_t lp_upto = g->lp_shown;
+    while (lp_upto < g->n_lp && (g->lp[lp_upto].offset < upto || (final && !stopped)))
+        lp_upto++;
+    if (upto > g->shown || lp_upto > g->lp_shown) {
         pthread_mutex_lock(&w->mu);
-        job_append(job, g->raw + g->shown, upto - g->shown);
+        bool ok =
+            job_append(job, g->raw + g->shown, upto - g->shown) &&
+            lp_push(&job->lp, &job->n_lp, &job->lp_cap, g->lp + g->lp_shown, lp_upto - g->lp_shown);
         pthread_cond_broadcast(&w->changed);
         pthread_mutex_unlock(&w->mu);
+        if (!ok) job_fail(w, job, 500, "out of memory");
         g->shown = upto;
+        g->lp_shown = lp_upto;
     }
     return stopped;
 }
@@ -128,12 +157,12 @@ static enum moeinf_status prefill(struct serve_worker *w, struct serve_job *job,
     return MOEINF_OK;
 }
 
-/* Samples and decodes until an end token, a stop string, max_tokens, the context's end, a
- * cancel or an error; returns the finish reason ("stop" or "length"), or NULL when cancelled
- * (the client left, or the server stops). */
+/* Samples and decodes until an end token, a stop string (*stop_matched), max_tokens, the
+ * context's end, a cancel or an error; returns the finish reason ("stop" or "length"), or NULL
+ * when cancelled (the client left, or the server stops). */
 static const char *generate(struct serve_worker *w, struct serve_job *job, struct gen *g,
                             struct moeinf_sampler *smp, struct moeinf_text_stream *detok,
-                            bool penalties, int *n_out) {
+                            bool penalties, int *n_out, bool *stop_matched) {
     struct serve_request *r = &job->req;
     const int n_vocab = moeinf_model_n_vocab(w->model);
     struct moeinf_error err = {0};
@@ -141,10 +170,13 @@ static const char *generate(struct serve_worker *w, struct serve_job *job, struc
     for (;;) {
         if (cancelled(w, job)) return NULL;
         const float *row = g->logits;
-        if (penalties) {
+        if (penalties || r->n_bias > 0) { /* on a copy: g->logits stays the model's */
             memcpy(g->row, g->logits, (size_t)n_vocab * sizeof(float));
-            serve_apply_penalties(g->row, g->counts, n_vocab, r->frequency_penalty,
-                                  r->presence_penalty);
+            if (penalties) {
+                serve_apply_penalties(g->row, g->counts, n_vocab, r->frequency_penalty,
+                                      r->presence_penalty);
+            }
+            serve_apply_logit_bias(g->row, r->bias, r->n_bias);
             row = g->row;
         }
         int32_t id = moeinf_sampler_sample(smp, row);
@@ -155,6 +187,15 @@ static const char *generate(struct serve_worker *w, struct serve_job *job, struc
             finish = "stop";
             break;
         }
+        if (r->logprobs) { /* the model's distribution, before bias, penalties and sampling */
+            struct serve_logprob e = {.id = id, .offset = g->len};
+            e.n_top = r->top_logprobs < n_vocab ? r->top_logprobs : n_vocab;
+            e.logprob = serve_logprobs(g->logits, n_vocab, id, e.n_top, e.top_id, e.top_lp);
+            if (!lp_push(&g->lp, &g->n_lp, &g->lp_cap, &e, 1)) {
+                job_fail(w, job, 500, "out of memory");
+                break;
+            }
+        }
         size_t n;
         const char *piece = moeinf_text_stream_push(detok, id, &n);
         if (!raw_append(g, piece, n)) {
@@ -163,6 +204,7 @@ static const char *generate(struct serve_worker *w, struct serve_job *job, struc
         }
         if (publish(w, job, g, false)) {
             finish = "stop";
+            *stop_matched = true;
             break;
         }
         if (r->max_tokens > 0 && *n_out >= r->max_tokens) break;
@@ -189,10 +231,21 @@ static void run_job(struct serve_worker *w, struct serve_job *job) {
     struct moeinf_text_stream *detok = NULL;
     char msg[320];
     const int n_vocab = moeinf_model_n_vocab(w->model);
-    if (moeinf_tokenize(w->model, r->prompt, strlen(r->prompt), true, r->chat, &ids, &n_ids,
-                        &err) != MOEINF_OK) {
+    enum moeinf_status tst = r->chat ? moeinf_chat_tokenize(w->model, r->tmpl, r->msgs, r->n_msgs,
+                                                            true, &ids, &n_ids, &err)
+                                     : moeinf_tokenize(w->model, r->prompt, strlen(r->prompt), true,
+                                                       false, &ids, &n_ids, &err);
+    if (tst != MOEINF_OK) {
         job_fail(w, job, 400, err.msg);
         return;
+    }
+    for (int i = 0; i < r->n_bias; i++) {
+        if (r->bias[i].id >= n_vocab) {
+            snprintf(msg, sizeof msg, "'logit_bias' names token %d; the vocabulary has %d",
+                     (int)r->bias[i].id, n_vocab);
+            job_fail(w, job, 400, msg);
+            goto done;
+        }
     }
     if (n_ids == 0) {
         job_fail(w, job, 400, "the prompt is empty and the model adds no BOS");
@@ -248,9 +301,10 @@ static void run_job(struct serve_worker *w, struct serve_job *job) {
     for (int i = 0; i < n_prompt; i++)
         moeinf_sampler_accept(smp, ids[i]);
     int n_out = 0;
-    const char *finish = generate(w, job, &g, smp, detok, penalties, &n_out);
+    bool stop_matched = false;
+    const char *finish = generate(w, job, &g, smp, detok, penalties, &n_out, &stop_matched);
     if (!finish) goto done; /* not an answer: worker_main fails it with 503 */
-    if (!strcmp(finish, "length")) {
+    if (!stop_matched) {    /* what stop strings held back, at an end token too */
         size_t n;
         const char *tail = moeinf_text_stream_flush(detok, &n);
         if (raw_append(&g, tail, n) && publish(w, job, &g, true)) finish = "stop";
@@ -276,6 +330,7 @@ done:
     free(g.counts);
     free(g.logits);
     free(g.row);
+    free(g.lp);
     free(ids);
 }
 

@@ -2,7 +2,8 @@
  * tokenize.c - moeinf_vocab_tokenize: special tokens are split out of the text first (as
  * llama.cpp's tokenizer_st_partition), then each text fragment goes to the vocabulary's
  * tokenizer through its table (tokenizer.h: spm.c or bpe.c); BOS/EOS around it when
- * add_special asks.
+ * add_special asks. moeinf_vocab_tokenize_mixed leaves control tokens unrecognised in given
+ * ranges (a chat's message texts), so only the template's own markup can hold them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -41,20 +42,50 @@ static bool is_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
 }
 
-/* Splits raw fragment f around every occurrence of special token id into out. */
+/* Ranges of the text where control tokens are not recognised (moeinf_vocab_tokenize_mixed):
+ * r[2i] <= byte < r[2i + 1], sorted and disjoint. */
+struct plain {
+    const size_t *r;
+    size_t n;
+};
+
+/* True when [at, at + n) overlaps a plain range. */
+static bool in_plain(const struct plain *p, size_t at, size_t n) {
+    if (!p) return false;
+    size_t lo = 0;
+    size_t hi = p->n;
+    while (lo < hi) { /* the first range that ends after `at` */
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->r[2 * mid + 1] <= at) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo < p->n && p->r[2 * lo] < at + n;
+}
+
+/* Splits raw fragment f around every occurrence of special token id into out; occurrences
+ * that overlap a plain range stay text when the token is a control one. */
 static bool split_fragment(const struct moeinf_vocab *v, const char *text, struct frag f,
-                           int32_t id, struct frags *out) {
+                           int32_t id, const struct plain *plain, struct frags *out) {
     const struct moeinf_vocab_token *t = &v->tokens[id];
     const char *tt = v->text_arena + t->text_off;
+    const bool control = t->attr & (MOEINF_TOKEN_ATTR_CONTROL | MOEINF_TOKEN_ATTR_UNKNOWN);
     size_t pos = f.off;
+    size_t search = pos;
     size_t end = f.off + f.len;
     for (;;) {
-        const char *m = memmem(text + pos, end - pos, tt, t->text_len);
+        const char *m = search < end ? memmem(text + search, end - search, tt, t->text_len) : NULL;
         if (!m) {
             if (end > pos && !frags_push(out, (struct frag){-1, pos, end - pos})) return false;
             return true;
         }
         size_t at = (size_t)(m - text);
+        if (control && in_plain(plain, at, t->text_len)) {
+            search = at + 1; /* the text of a message: not a token */
+            continue;
+        }
         size_t left = at - pos;
         if (t->attr & MOEINF_TOKEN_ATTR_LSTRIP)
             while (left > 0 && is_space(text[pos + left - 1]))
@@ -66,6 +97,7 @@ static bool split_fragment(const struct moeinf_vocab *v, const char *text, struc
         if (t->attr & MOEINF_TOKEN_ATTR_RSTRIP)
             while (pos < end && is_space(text[pos]))
                 pos++;
+        search = pos;
     }
 }
 
@@ -90,7 +122,7 @@ static bool may_occur(const uint64_t *bits, const char *t, size_t n) {
 }
 
 static bool partition(const struct moeinf_vocab *v, const char *text, size_t len,
-                      bool parse_special, struct frags *cur) {
+                      bool parse_special, const struct plain *plain, struct frags *cur) {
     if (len == 0) return true; /* text may then be NULL */
     struct frags next = {0};
     uint64_t *bits = NULL;
@@ -114,7 +146,7 @@ static bool partition(const struct moeinf_vocab *v, const char *text, size_t len
             if (cur->data[i].id >= 0)
                 ok = frags_push(&next, cur->data[i]);
             else
-                ok = split_fragment(v, text, cur->data[i], id, &next);
+                ok = split_fragment(v, text, cur->data[i], id, plain, &next);
         }
         struct frags tmp = *cur;
         *cur = next;
@@ -125,9 +157,9 @@ static bool partition(const struct moeinf_vocab *v, const char *text, size_t len
     return ok;
 }
 
-enum moeinf_status moeinf_vocab_tokenize(const struct moeinf_vocab *v, const char *text, size_t len,
-                                         bool add_special, bool parse_special, int32_t **out,
-                                         size_t *n_out, struct moeinf_error *err) {
+static enum moeinf_status tokenize(const struct moeinf_vocab *v, const char *text, size_t len,
+                                   bool add_special, bool parse_special, const struct plain *plain,
+                                   int32_t **out, size_t *n_out, struct moeinf_error *err) {
     enum moeinf_status st = MOEINF_OK;
     struct moeinf_ids res = {0};
     struct frags frags = {0};
@@ -138,7 +170,7 @@ enum moeinf_status moeinf_vocab_tokenize(const struct moeinf_vocab *v, const cha
     if (!moeinf_ids_push(&res, 0)) goto nomem; /* reserve: the result is never NULL */
     res.n = 0;
     if (add_special && v->add_bos && !moeinf_ids_push(&res, v->bos)) goto nomem;
-    if (!partition(v, text, len, parse_special, &frags)) goto nomem;
+    if (!partition(v, text, len, parse_special, plain, &frags)) goto nomem;
 
     bool prev_special = true; /* the first fragment gets the space prefix too */
     for (size_t i = 0; i < frags.n; i++) {
@@ -165,4 +197,26 @@ fail:
     free(frags.data);
     free(res.data);
     return st;
+}
+
+enum moeinf_status moeinf_vocab_tokenize(const struct moeinf_vocab *v, const char *text, size_t len,
+                                         bool add_special, bool parse_special, int32_t **out,
+                                         size_t *n_out, struct moeinf_error *err) {
+    return tokenize(v, text, len, add_special, parse_special, NULL, out, n_out, err);
+}
+
+enum moeinf_status moeinf_vocab_tokenize_mixed(const struct moeinf_vocab *v, const char *text,
+                                               size_t len, bool add_special, const size_t *plain,
+                                               size_t n_plain, int32_t **out, size_t *n_out,
+                                               struct moeinf_error *err) {
+    for (size_t i = 0; i < n_plain; i++) {
+        if (plain[2 * i] > plain[2 * i + 1] || plain[2 * i + 1] > len ||
+            (i > 0 && plain[2 * i] < plain[2 * i - 1])) {
+            return moeinf_fail(err, MOEINF_ERR_ARG,
+                               "%s: plain range %zu [%zu, %zu) is not sorted within the text",
+                               v->source, i, plain[2 * i], plain[2 * i + 1]);
+        }
+    }
+    struct plain p = {plain, n_plain};
+    return tokenize(v, text, len, add_special, true, &p, out, n_out, err);
 }

@@ -164,6 +164,20 @@ enum moeinf_status moeinf_vocab_tokenize(const struct moeinf_vocab *v, const cha
                                          bool add_special, bool parse_special, int32_t **out,
                                          size_t *n_out, struct moeinf_error *err);
 
+/*
+ * As moeinf_vocab_tokenize with parse_special, except that a control (or unknown) token whose
+ * text overlaps one of the n_plain byte ranges [plain[2i], plain[2i + 1]) is not recognised
+ * there: that text is tokenized as text, as without parse_special (user-defined tokens are
+ * split out everywhere, as they are without parse_special). The ranges must be sorted and
+ * disjoint (MOEINF_ERR_ARG otherwise). The fragments between the recognised special tokens are
+ * the same as the whole text's, so a text whose plain ranges hold no control token's text
+ * tokenizes exactly as with parse_special.
+ */
+enum moeinf_status moeinf_vocab_tokenize_mixed(const struct moeinf_vocab *v, const char *text,
+                                               size_t len, bool add_special, const size_t *plain,
+                                               size_t n_plain, int32_t **out, size_t *n_out,
+                                               struct moeinf_error *err);
+
 /* The bytes of a token (rules above); borrowed from v, not NUL-terminated. An id outside the
  * vocabulary gives "" with *len = 0. */
 const char *moeinf_vocab_piece(const struct moeinf_vocab *v, int32_t id, bool special, size_t *len);

@@ -2,7 +2,9 @@
 """The `openai` Python client against `moeinf serve` (tests/test_serve.c runs it).
 
 usage: openai_client.py BASE_URL API_KEY MODEL EXPECTED_TEXT PIP_TARGET
-Completes one chat greedily, not streamed and streamed, and checks both give EXPECTED_TEXT.
+Completes one chat greedily, not streamed and streamed, and checks both give EXPECTED_TEXT;
+the same with logprobs (the client's types parse them; the tokens' bytes spell the text);
+tools refused with a 400.
 Installs openai from PyPI into PIP_TARGET when it is not importable; exit code 77 (a skip)
 when it cannot be installed."""
 import importlib
@@ -45,4 +47,18 @@ try:
     raise AssertionError("an empty conversation was accepted")
 except openai.BadRequestError:
     pass
+r = client.chat.completions.create(model=model, messages=messages, max_completion_tokens=10,
+                                   temperature=0, logprobs=True, top_logprobs=2)
+content = r.choices[0].logprobs.content
+assert r.choices[0].message.content == expected, r.choices[0].message.content
+assert len(content) == 10, content
+assert b"".join(bytes(e.bytes) for e in content) == expected.encode(), content
+assert all(e.logprob <= 0 and len(e.top_logprobs) == 2 for e in content), content
+assert all(e.top_logprobs[0].logprob >= e.logprob for e in content), content
+try:
+    client.chat.completions.create(model=model, messages=messages, max_tokens=1, tools=[
+        {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}])
+    raise AssertionError("tools were accepted")
+except openai.BadRequestError as e:
+    assert "'tools'" in str(e), e
 print("openai client ok")
