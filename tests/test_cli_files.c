@@ -238,6 +238,10 @@ static void test_output_is_input(void) {
         {"bench -m {A} --route-trace {D} --expert-cache 50% --stats-json {D}",
          "--stats-json {D} is the file of --route-trace {D}"},
         {"bench -m {A} -n 1 -r 1 --expert-cache 50% --eamc {A}", "is the file of -m"},
+        {"trace filter --trace {D} -o {D}", "trace filter: -o {D} is the file of --trace {D}"},
+        {"trace concat {E} {D} -o {D}", "trace concat: -o {D} is the file of the input {D}"},
+        {"trace heatmap --trace {D} --index 0 -o {D}", "-o {D} is the file of --trace {D}"},
+        {"sim --trace {D} --cache 4 --eamc {D}", "sim: --eamc {D} is the file of --trace {D}"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[2048];
@@ -252,6 +256,9 @@ static void test_output_is_input(void) {
     }
     CHECK_MSG(model_bytes && file_is(model, model_bytes, model_size), "the model was changed");
     CHECK_MSG(file_is(text, prompt, strlen(prompt)), "the prompt file was changed");
+    char head[64];
+    test_read_text(trace, head, sizeof head);
+    CHECK_MSG(strncmp(head, "# moe-trace v1\n", 15) == 0, "the trace was changed");
     CHECK(!test_file_exists(newf));
     free(model_bytes);
     remove(link);
