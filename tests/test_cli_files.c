@@ -140,9 +140,10 @@ static void test_interrupted_run_writes(void) {
     test_tmp_path("files_sig.err", errfile, sizeof errfile);
     remove(json);
     remove(trace);
-    prompt[0] = '\0';
-    for (int i = 0; i < 280; i++)
-        strcat(prompt, " representation implementation"); /* 8400 bytes, 561 tokens */
+    const char word[] = " representation implementation"; /* 30 bytes, 2 tokens */
+    for (int i = 0; i < 280; i++) /* 8400 bytes, some 560 tokens */
+        memcpy(prompt + (size_t)i * 30, word, 30);
+    prompt[(size_t)280 * 30] = 0;
     int32_t *ids = NULL;
     const int n_prompt = lib_tokenize(prompt, strlen(prompt), &ids);
     free(ids);
@@ -449,7 +450,7 @@ static void test_text_from_file(void) {
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 2);
     CHECK_STR_CONTAINS(err, "give the text once");
     /* 200 KiB of text: more than one argument may hold */
-    const size_t big_n = 200 * 1024;
+    const size_t big_n = (size_t)200 * 1024;
     char *big = malloc(big_n);
     CHECK(big != NULL);
     if (!big) return;
@@ -461,7 +462,7 @@ static void test_text_from_file(void) {
     free(big);
     snprintf(cmd, sizeof cmd, "%s tokenize -m %s -f %s | wc -w", bin(), model, file);
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
-    CHECK_MSG(atoi(out) == n && n > 10000, "%s ids, the library %d", out, n);
+    CHECK_MSG(strtol(out, NULL, 10) == n && n > 10000, "%s ids, the library %d", out, n);
     /* run: -f gives the same text as -p */
     CHECK(write_file(file, "The function\n", 13));
     char want_run[16384];

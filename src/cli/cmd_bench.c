@@ -251,6 +251,54 @@ static void print_summary(const struct moeinf_model *model, struct run_times *t,
     }
 }
 
+/* -f: the prompt's ids (*ids, malloc'ed) and count, and the context sized to them unless -c
+ * was given; prints why it failed and returns the exit code. */
+static int file_prompt(const struct bench_opts *o, struct model_args *ma,
+                       const struct moeinf_model *model, int32_t **ids, long *n_prompt) {
+    struct moeinf_error err = {0};
+    char *text = NULL;
+    size_t len = 0;
+    size_t n = 0;
+    enum moeinf_status st = cli_read_text_file(o->prompt_file, &text, &len, &err);
+    if (st == MOEINF_OK) st = moeinf_tokenize(model, text, len, true, false, ids, &n, &err);
+    free(text);
+    if (st != MOEINF_OK) return cli_fail(&err);
+    *n_prompt = (long)n;
+    if (!o->ctx_set) ma->ctx.n_ctx = (int)(*n_prompt + o->n_gen + 1);
+    if (*n_prompt + o->n_gen + 1 > ma->ctx.n_ctx) {
+        fprintf(stderr, "moeinf bench: -f's %ld tokens + -n must fit in the context (-c %d)\n",
+                *n_prompt, ma->ctx.n_ctx);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* The model (the outputs checked against the inputs first), the prompt of -f and the context;
+ * prints why it failed and returns the exit code (nothing left to free then). */
+static int open_bench(const struct bench_opts *o, struct model_args *ma,
+                      struct moeinf_model **model, struct moeinf_context **ctx,
+                      int32_t **prompt_ids, long *n_prompt) {
+    ma->outputs[0] = (struct cli_file){"--record-routing", o->record_path};
+    if (o->prompt_file && strcmp(o->prompt_file, "-") != 0) {
+        ma->inputs[0] = (struct cli_file){"-f", o->prompt_file};
+    }
+    int rc = model_args_load(ma, model);
+    if (rc != CLI_EXIT_OK) return rc;
+    if (o->prompt_file) rc = file_prompt(o, ma, *model, prompt_ids, n_prompt);
+    if (rc == CLI_EXIT_OK) rc = model_args_context(ma, *model, ctx);
+    if (rc != CLI_EXIT_OK) {
+        free(*prompt_ids);
+        *prompt_ids = NULL;
+        moeinf_model_free(*model);
+        *model = NULL;
+        return rc;
+    }
+    /* with an output written at the end, a signal stops the runs so that what was measured is
+     * written (the routing, --stats-json) or saved (--eamc) before the process dies of it */
+    if (ma->experts.eamc || ma->experts.stats_json || o->record_path) cli_stop_on_signal(true);
+    return CLI_EXIT_OK;
+}
+
 int cmd_bench(int argc, char **argv) {
     struct bench_opts o = {
         .ma = {.ctx = moeinf_context_params_default(), .model = moeinf_model_params_default()},
@@ -280,43 +328,8 @@ int cmd_bench(int argc, char **argv) {
     struct moeinf_context *ctx = NULL;
     struct moeinf_error err = {0};
     int32_t *prompt_ids = NULL; /* -f: the file's tokens */
-    /* checked with the model and the expert options' files before the model loads */
-    ma.outputs[0] = (struct cli_file){"--record-routing", o.record_path};
-    if (o.prompt_file && strcmp(o.prompt_file, "-") != 0) {
-        ma.inputs[0] = (struct cli_file){"-f", o.prompt_file};
-    }
-    int orc = model_args_load(&ma, &model);
+    int orc = open_bench(&o, &ma, &model, &ctx, &prompt_ids, &n_prompt);
     if (orc != CLI_EXIT_OK) return orc;
-    if (o.prompt_file) {
-        char *text = NULL;
-        size_t len = 0;
-        size_t n = 0;
-        enum moeinf_status st = cli_read_text_file(o.prompt_file, &text, &len, &err);
-        if (st == MOEINF_OK) st = moeinf_tokenize(model, text, len, true, false, &prompt_ids, &n, &err);
-        free(text);
-        if (st != MOEINF_OK) {
-            moeinf_model_free(model);
-            return cli_fail(&err);
-        }
-        n_prompt = (long)n;
-        if (!ctx_set) ma.ctx.n_ctx = (int)(n_prompt + n_gen + 1);
-        if (n_prompt + n_gen + 1 > ma.ctx.n_ctx) {
-            fprintf(stderr, "moeinf bench: -f's %ld tokens + -n must fit in the context (-c %d)\n",
-                    n_prompt, ma.ctx.n_ctx);
-            free(prompt_ids);
-            moeinf_model_free(model);
-            return CLI_EXIT_USAGE;
-        }
-    }
-    orc = model_args_context(&ma, model, &ctx);
-    if (orc != CLI_EXIT_OK) {
-        free(prompt_ids);
-        moeinf_model_free(model);
-        return orc;
-    }
-    /* with an output written at the end, a signal stops the runs so that what was measured is
-     * written (the routing, --stats-json) or saved (--eamc) before the process dies of it */
-    if (ma.experts.eamc || ma.experts.stats_json || o.record_path) cli_stop_on_signal(true);
     const int n_vocab = moeinf_model_n_vocab(model);
     int32_t *ids = malloc((size_t)(n_prompt + n_gen + 1) * sizeof *ids);
     double *t_pp = calloc((size_t)reps, sizeof(double));

@@ -132,6 +132,35 @@ static void write_bytes(const char *s, size_t n) {
     }
 }
 
+/* The model and context (model_args_open, the outputs checked against the inputs first), and
+ * the prompt of -f; prints why it failed and returns the exit code. */
+static int open_run(struct run_opts *o, struct moeinf_model **model, struct moeinf_context **ctx) {
+    o->model.outputs[0] = (struct cli_file){"--record-routing", o->record_path};
+    if (o->prompt_file && strcmp(o->prompt_file, "-") != 0) {
+        o->model.inputs[0] = (struct cli_file){"-f", o->prompt_file};
+    }
+    int rc = model_args_open(&o->model, model, ctx);
+    if (rc != CLI_EXIT_OK) return rc;
+    if (o->prompt_file) {
+        struct moeinf_error err = {0};
+        if (cli_read_text_file(o->prompt_file, &o->prompt_buf, &o->prompt_len, &err) !=
+            MOEINF_OK) {
+            moeinf_context_free(*ctx);
+            moeinf_model_free(*model);
+            *ctx = NULL;
+            *model = NULL;
+            return cli_fail(&err);
+        }
+        o->prompt = o->prompt_buf;
+    }
+    /* with an output written at the end, a signal stops generation so that what was done is
+     * written (the routing, --stats-json) or saved (--eamc) before the process dies of it */
+    if (o->model.experts.eamc || o->model.experts.stats_json || o->record_path) {
+        cli_stop_on_signal(true);
+    }
+    return CLI_EXIT_OK;
+}
+
 int cmd_run(int argc, char **argv) {
     struct run_opts o = {.sp = moeinf_sampler_params_default(), .n_predict = 128};
     o.model.ctx = moeinf_context_params_default();
@@ -143,26 +172,8 @@ int cmd_run(int argc, char **argv) {
     struct moeinf_model *model = NULL;
     struct moeinf_context *ctx = NULL;
     struct moeinf_error err = {0};
-    /* checked with the model and the expert options' files before the model loads */
-    o.model.outputs[0] = (struct cli_file){"--record-routing", o.record_path};
-    if (o.prompt_file && strcmp(o.prompt_file, "-") != 0) {
-        o.model.inputs[0] = (struct cli_file){"-f", o.prompt_file};
-    }
-    int orc = model_args_open(&o.model, &model, &ctx);
+    int orc = open_run(&o, &model, &ctx);
     if (orc != CLI_EXIT_OK) return orc;
-    if (o.prompt_file) {
-        if (cli_read_text_file(o.prompt_file, &o.prompt_buf, &o.prompt_len, &err) != MOEINF_OK) {
-            moeinf_context_free(ctx);
-            moeinf_model_free(model);
-            return cli_fail(&err);
-        }
-        o.prompt = o.prompt_buf;
-    }
-    /* with an output written at the end, a signal stops generation so that what was done is
-     * written (the routing, --stats-json) or saved (--eamc) before the process dies of it */
-    if (o.model.experts.eamc || o.model.experts.stats_json || o.record_path) {
-        cli_stop_on_signal(true);
-    }
     struct moeinf_sampler *smp = NULL;
     struct moeinf_text_stream *detok = NULL;
     int32_t *prompt = NULL;
