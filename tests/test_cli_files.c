@@ -141,7 +141,7 @@ static void test_interrupted_run_writes(void) {
     remove(json);
     remove(trace);
     const char word[] = " representation implementation"; /* 30 bytes, 2 tokens */
-    for (int i = 0; i < 280; i++) /* 8400 bytes, some 560 tokens */
+    for (int i = 0; i < 280; i++)                         /* 8400 bytes, some 560 tokens */
         memcpy(prompt + (size_t)i * 30, word, 30);
     prompt[(size_t)280 * 30] = 0;
     int32_t *ids = NULL;
@@ -221,6 +221,7 @@ static void test_output_is_input(void) {
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
     /* {A} the model, {B} its link, {C} the text, {D} the trace, {E} a new file */
     const char *const vals[5] = {model, link, text, trace, newf};
+
     struct {
         const char *args;
         const char *msg;
@@ -244,6 +245,7 @@ static void test_output_is_input(void) {
         {"trace heatmap --trace {D} --index 0 -o {D}", "-o {D} is the file of --trace {D}"},
         {"sim --trace {D} --cache 4 --eamc {D}", "sim: --eamc {D} is the file of --trace {D}"},
     };
+
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[2048];
         char msg[1024];

@@ -24,8 +24,7 @@ static bool read_geometry(const struct moeinf_gguf *g, struct geometry *out) {
     struct moeinf_gguf_str arch;
     char key[160];
     struct moeinf_error err = {0};
-    if (moeinf_gguf_get_str(g, "general.architecture", &arch, &err) != MOEINF_OK ||
-        arch.len > 64) {
+    if (moeinf_gguf_get_str(g, "general.architecture", &arch, &err) != MOEINF_OK || arch.len > 64) {
         return false;
     }
     const char *names[3] = {"block_count", "expert_count", "expert_used_count"};
@@ -52,7 +51,9 @@ static bool read_geometry(const struct moeinf_gguf *g, struct geometry *out) {
             layers[il].bytes[p] = t->n_bytes / out->n_expert;
         }
     }
-    if (ok) out->slot_bytes = moeinf_store_slot_bytes_for(layers, (int)out->n_layer, (int)out->n_expert);
+    if (ok)
+        out->slot_bytes =
+            moeinf_store_slot_bytes_for(layers, (int)out->n_layer, (int)out->n_expert);
     free(layers);
     return ok && out->slot_bytes > 0;
 }
@@ -60,8 +61,8 @@ static bool read_geometry(const struct moeinf_gguf *g, struct geometry *out) {
 int expert_args_check_cache(const char *cmd, const char *path,
                             const struct moeinf_context_params *cp) {
     const struct moeinf_expert_cache_size *size = &cp->expert_cache;
-    if (!path || (size->kind != MOEINF_EXPERT_CACHE_BYTES &&
-                  size->kind != MOEINF_EXPERT_CACHE_PERCENT)) {
+    if (!path ||
+        (size->kind != MOEINF_EXPERT_CACHE_BYTES && size->kind != MOEINF_EXPERT_CACHE_PERCENT)) {
         return CLI_EXIT_OK;
     }
     struct moeinf_gguf *g = NULL;

@@ -88,9 +88,9 @@ bool expert_args_stopped(const struct expert_args *a, struct moeinf_context *ctx
     "  --lookahead N        during decode, prefetch the top-k experts that the next N layers'\n"   \
     "                       routers choose for the current hidden state (default 0)\n"             \
     "  --stats              the expert cache's counters per layer, on stderr at the end\n"         \
-    "  --stats-json FILE    the same as one JSON object in FILE, written atomically at the\n"     \
-    "                       end (also when SIGINT/SIGTERM stops the run; a failed run\n"         \
-    "                       leaves FILE as it was)\n"                                             \
+    "  --stats-json FILE    the same as one JSON object in FILE, written atomically at the\n"      \
+    "                       end (also when SIGINT/SIGTERM stops the run; a failed run\n"           \
+    "                       leaves FILE as it was)\n"                                              \
     "  --eamc FILE          warm start: the cache policy's learned state (the file of\n"           \
     "                       `moeinf sim --eamc`), read at start (a missing file: cold\n"           \
     "                       start) and written atomically at exit and on SIGINT/SIGTERM\n"

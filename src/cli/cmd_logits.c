@@ -92,8 +92,8 @@ static int parse(int argc, char **argv, struct logits_opts *o) {
         if (er < 0) return CLI_EXIT_USAGE;
         if (er > 0) continue;
         if (!strcmp(a, "-m") || !strcmp(a, "--ids") || !strcmp(a, "-o") || !strcmp(a, "-f") ||
-            !strcmp(a, "--file") ||
-            !strcmp(a, "--kv-type") || !strcmp(a, "-t") || !strcmp(a, "-c") || !strcmp(a, "-b")) {
+            !strcmp(a, "--file") || !strcmp(a, "--kv-type") || !strcmp(a, "-t") ||
+            !strcmp(a, "-c") || !strcmp(a, "-b")) {
             if (!(val = cli_option_value("logits", argc, argv, &i))) return CLI_EXIT_USAGE;
         } else {
             fprintf(stderr, "moeinf logits: unknown argument '%s'\n", a);

@@ -54,9 +54,8 @@ static enum moeinf_status slots_for(const struct moeinf_tier_params *p, uint64_t
                            "are needed",
                            (unsigned long long)(p->budget_bytes >> 20),
                            p->budget_bytes >> 20 == 1 ? "s" : "", (unsigned long long)n,
-                           n == 1 ? "" : "s",
-                           (double)slot_bytes / (1024.0 * 1024.0), p->top_k, p->top_k,
-                           (double)slot_bytes * p->top_k / (1024.0 * 1024.0));
+                           n == 1 ? "" : "s", (double)slot_bytes / (1024.0 * 1024.0), p->top_k,
+                           p->top_k, (double)slot_bytes * p->top_k / (1024.0 * 1024.0));
     }
     *slots = (int)(n < total ? n : total);
     return MOEINF_OK;
