@@ -12,19 +12,19 @@
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: moeinf logits -m MODEL (--ids \"ID ID ...\" | -f TEXTFILE) -o FILE\n"
+            "usage: moeinf logits -m MODEL (--ids \"ID ID ...\" | -f TEXT_FILE) -o FILE\n"
             "                     [--kv-type f16|f32] [-t N] [-c N] [-b N]\n\n"
             "Evaluates the ids as one prompt in a fresh context and writes (replacing FILE\n"
             "atomically at the end; a failed run leaves it as it was) the logits of every\n"
             "position: n_ids x n_vocab float32, little-endian, row-major, no header.\n"
-            "  --ids \"ID ...\"  the prompt as token ids\n"
-            "  -f, --file F   the prompt as the tokens of F's text, BOS as the model asks\n"
-            "                 (- for standard input; one final newline dropped)\n"
-            "  -o FILE        the output; it may not be -m, -f or --stats-json's file\n"
-            "  --kv-type T  KV cache type (default f16)\n"
-            "  -t N         threads (default: the CPUs this process may use)\n"
-            "  -c N         context size (default: the number of ids)\n"
-            "  -b N         prefill micro-batch (default 512)\n"
+            "  --ids \"ID ...\" the prompt as token ids\n"
+            "  -f FILE       (--file) the prompt as the tokens of FILE's text, BOS as the\n"
+            "                model asks (- for standard input; one final newline dropped)\n"
+            "  -o FILE       the output; it may not be -m's, -f's or --stats-json's file\n"
+            "  --kv-type T   KV cache type (default f16)\n"
+            "  -t N          threads (default: the CPUs this process may use)\n"
+            "  -c N          context size (default: the number of ids)\n"
+            "  -b N          prefill micro-batch (default 512)\n"
             "%s",
             expert_args_help);
 }
