@@ -256,8 +256,8 @@ static void test_bad_values(void) {
         {"--prefetch 2", 2, "need --expert-cache"},
         {"--expert-cache 25% --prefetch -1", 2, "--prefetch: -1 is not in [0, 64]"},
         {"--expert-cache 25% --prefetch 65", 2, "--prefetch: 65 is not in [0, 64]"},
-        /* past the model's layers: known once the model is loaded, still a bad value */
-        {"--expert-cache 25% --lookahead 2", 2, "--lookahead: 2 is not in [0, 1]"},
+        /* past the model's layers: known once the model is loaded */
+        {"--expert-cache 25% --lookahead 2", 1, "--lookahead: 2 is not in [0, 1]"},
         {"--expert-cache 25% --lookahead 4096", 2, "--lookahead: 4096 is not in [0, 4095]"},
         {"--expert-cache 25% --io-threads x", 2, "--io-threads"},
         {"--expert-cache 25% --io-threads 0 --lookahead 1", 2,

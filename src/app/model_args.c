@@ -74,14 +74,15 @@ int model_args_load(struct model_args *a, struct moeinf_model **model) {
     const struct cli_file inputs[3] = {{"-m", a->model_path}, a->inputs[0], a->inputs[1]};
     rc = cli_check_outputs(cmd, outputs, 4, inputs, 3);
     if (rc != CLI_EXIT_OK) return rc;
-    rc = expert_args_check_cache(cmd, a->model_path, &a->ctx);
-    if (rc != CLI_EXIT_OK) return rc;
     char default_path[1024];
     const char *path = a->model_path;
     if (!path) {
         if (!cli_default_model(default_path, sizeof default_path, &err)) return cli_fail(&err);
         path = default_path;
     }
+    /* a cache too small for the file's geometry, from its header: before the load */
+    rc = expert_args_check_cache(cmd, path, &a->ctx);
+    if (rc != CLI_EXIT_OK) return rc;
     struct cli_progress progress = cli_progress_start();
     a->model.progress = cli_progress_bytes;
     a->model.progress_user = &progress;
@@ -104,9 +105,7 @@ int model_args_context(struct model_args *a, struct moeinf_model *model,
     *ctx = NULL;
     if (moeinf_context_init(model, &a->ctx, ctx, &err) != MOEINF_OK) {
         *ctx = NULL;
-        /* a parameter the model refuses (MOEINF_ERR_ARG) is a bad option value */
-        return cli_param_fail(cmd, &err,
-                              err.status == MOEINF_ERR_ARG ? CLI_EXIT_USAGE : CLI_EXIT_FAIL);
+        return cli_param_fail(cmd, &err, CLI_EXIT_FAIL);
     }
     if (a->experts.cache) expert_args_announce(*ctx);
     int rc = expert_args_warm_start(&a->experts, *ctx);

@@ -225,10 +225,7 @@ int cmd_logits(int argc, char **argv) {
             goto done;
         }
     }
-    if (moeinf_context_init(model, &cp, &ctx, &err) != MOEINF_OK) {
-        if (err.status == MOEINF_ERR_ARG) rc = CLI_EXIT_USAGE; /* an option the model refuses */
-        goto done;
-    }
+    if (moeinf_context_init(model, &cp, &ctx, &err) != MOEINF_OK) goto done;
     if (ea.cache) expert_args_announce(ctx);
     t0 = cli_now();
     logits = malloc((size_t)n * n_vocab * sizeof(float));
