@@ -302,27 +302,49 @@ static void test_read_only_output(void) {
     char err_path[512];
     char cmd[4096];
     char err[4096];
-    test_tmp_path("files_ro", dir, sizeof dir);
-    mkdir(dir, 0777);
+    char exe[512];
+    char mdl[512];
+    /* under /tmp, with copies of the binary and the model: the build tree may be out of the
+     * other user's reach */
+    snprintf(dir, sizeof dir, "/tmp/moeinf-files-ro-XXXXXX");
+    CHECK(mkdtemp(dir) != NULL);
     CHECK(chmod(dir, 0777) == 0); /* whatever the umask */
-    snprintf(ro, sizeof ro, "%s/ro.out", dir);
-    snprintf(eamc, sizeof eamc, "%s/ro.eamc", dir);
+    snprintf(exe, sizeof exe, "%s/moeinf", dir);
+    snprintf(mdl, sizeof mdl, "%s/model.gguf", dir);
+    size_t n = 0;
+    char *bytes = golden_read_file(bin(), &n);
+    CHECK(bytes && write_file(exe, bytes, n) && chmod(exe, 0755) == 0);
+    free(bytes);
+    bytes = golden_read_file(model, &n);
+    CHECK(bytes && write_file(mdl, bytes, n) && chmod(mdl, 0644) == 0);
+    free(bytes);
+    const uid_t as = geteuid() == 0 ? 65534 : 0; /* nobody, or this user */
     snprintf(out_path, sizeof out_path, "%s/stdout.txt", dir);
     snprintf(err_path, sizeof err_path, "%s/stderr.txt", dir);
-    remove(eamc);
+    snprintf(cmd, sizeof cmd, "%s --version", exe);
+    if (run_as(as, cmd, out_path, err_path) != 0) {
+        test_skip("the binary does not run as the other user here (/tmp noexec?)");
+        remove(exe);
+        remove(mdl);
+        remove(out_path);
+        remove(err_path);
+        rmdir(dir);
+        return;
+    }
+    snprintf(ro, sizeof ro, "%s/ro.out", dir);
+    snprintf(eamc, sizeof eamc, "%s/ro.eamc", dir);
     /* a valid state file, so that --eamc gets as far as saving it */
     snprintf(cmd, sizeof cmd, "%s run -m %s -p 'The function' -n 2 --expert-cache 50%% --eamc %s",
-             bin(), model, eamc);
+             exe, mdl, eamc);
     CHECK_EQ_INT(run_as(0, cmd, out_path, err_path), 0);
     size_t eamc_size = 0;
     char *eamc_bytes = golden_read_file(eamc, &eamc_size);
     CHECK(eamc_bytes != NULL);
     const char keep[] = "KEEP\n";
     CHECK(write_file(ro, keep, strlen(keep)));
-    const uid_t as = geteuid() == 0 ? 65534 : 0; /* nobody, or this user */
     const mode_t mode = as ? 0644 : 0444;
     CHECK(chmod(ro, mode) == 0 && chmod(eamc, mode) == 0);
-    const char *const vals[5] = {model, ro, "", "", ""};
+    const char *const vals[5] = {mdl, ro, "", "", ""};
     const char *cases[] = {
         "run -m {A} -p 'The function' -n 2 --record-routing {B}",
         "run -m {A} -p 'The function' -n 2 --expert-cache 50% --stats-json {B}",
@@ -332,7 +354,7 @@ static void test_read_only_output(void) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[2048];
         expand(cases[i], vals, args, sizeof args);
-        snprintf(cmd, sizeof cmd, "%s %s", bin(), args);
+        snprintf(cmd, sizeof cmd, "%s %s", exe, args);
         int rc = run_as(as, cmd, out_path, err_path);
         test_read_text(err_path, err, sizeof err);
         CHECK_MSG(rc == 1, "%s: exit %d: %s", args, rc, err);
@@ -341,7 +363,7 @@ static void test_read_only_output(void) {
         CHECK_MSG(file_is(ro, keep, strlen(keep)), "%s: the file was changed", args);
     }
     snprintf(cmd, sizeof cmd, "%s run -m %s -p 'The function' -n 2 --expert-cache 50%% --eamc %s",
-             bin(), model, eamc);
+             exe, mdl, eamc);
     int rc = run_as(as, cmd, out_path, err_path);
     test_read_text(err_path, err, sizeof err);
     CHECK_MSG(rc == 1, "--eamc: exit %d: %s", rc, err);
@@ -350,6 +372,8 @@ static void test_read_only_output(void) {
     free(eamc_bytes);
     remove(ro);
     remove(eamc);
+    remove(exe);
+    remove(mdl);
     remove(out_path);
     remove(err_path);
     rmdir(dir);
