@@ -194,7 +194,8 @@ struct moeinf_expert_cache_size {
 };
 
 /* Parses SIZE (bytes, with an optional K, M, G or T suffix meaning powers of 1024), P% (0 <
- * P <= 100) or "auto". MOEINF_ERR_ARG naming the text otherwise. */
+ * P <= 100) or "auto"; spaces around the text are ignored. MOEINF_ERR_ARG naming the text
+ * otherwise. */
 MOEINF_API enum moeinf_status moeinf_expert_cache_parse(const char *text,
                                                         struct moeinf_expert_cache_size *out,
                                                         struct moeinf_error *err);
@@ -389,6 +390,9 @@ MOEINF_API enum moeinf_status moeinf_context_record_open(struct moeinf_context *
                                                          struct moeinf_error *err);
 MOEINF_API enum moeinf_status moeinf_context_record_close(struct moeinf_context *ctx,
                                                           struct moeinf_error *err);
+/* Drops the open record without writing it: the file at its path stays as it was (for a run
+ * that failed). Nothing when no record is open. */
+MOEINF_API void moeinf_context_record_discard(struct moeinf_context *ctx);
 
 /* ---- tokenizer (tokenizer module) -------------------------------------------------------- */
 

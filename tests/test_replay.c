@@ -394,6 +394,7 @@ static void test_errors(void) {
          1, ":5: "},
         {"not a trace\n", "", 1, "moe-trace v1"},
         {NULL, "--trace-requests 3-9", 2, "has 3 requests (positions 0-2): none at positions 3-9"},
+        {NULL, "--trace-requests 0-999999", 2, "(positions 0-2): none at positions 3-999999"},
         {NULL, "--trace-requests 2-1", 2, "invalid value '2-1' for --trace-requests"},
         {NULL, "--trace-requests x", 2, "invalid value 'x' for --trace-requests"},
         {NULL, "-n 4", 2, "-n does not go with --route-trace"},

@@ -2,7 +2,6 @@
 #include "app/expert_args.h"
 #include "app/output.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,20 +92,12 @@ int expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_mode
     cp->expert_io =
         a->io && !strcmp(a->io, "cached") ? MOEINF_EXPERT_IO_CACHED : MOEINF_EXPERT_IO_DIRECT;
     mp->offload_experts = true;
-    int rc = check_params(cmd, cp);
-    if (rc != CLI_EXIT_OK) return rc;
-    if (a->eamc && moeinf_file_check_output(a->eamc, &err) != MOEINF_OK) {
-        return cli_fail(&err); /* before loading the model, not at exit */
-    }
-    if (a->stats_json) {
-        a->json = fopen(a->stats_json, "w");
-        if (!a->json) {
-            /* NOLINTNEXTLINE(concurrency-mt-unsafe): only the main thread reports errors */
-            fprintf(stderr, "moeinf: %s: %s\n", a->stats_json, strerror(errno));
-            return CLI_EXIT_FAIL;
-        }
-    }
-    return CLI_EXIT_OK;
+    return check_params(cmd, cp);
+}
+
+void expert_args_outputs(const struct expert_args *a, struct cli_file out[2]) {
+    out[0] = (struct cli_file){"--stats-json", a->stats_json};
+    out[1] = (struct cli_file){"--eamc", a->eamc};
 }
 
 void expert_args_announce(const struct moeinf_context *ctx) {
@@ -187,7 +178,6 @@ bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx,
     if (!a->cache) return true;
     if (moeinf_context_expert_cache(ctx, &info, &err) != MOEINF_OK ||
         moeinf_context_expert_stats(ctx, -1, &total, &err) != MOEINF_OK) {
-        expert_args_close(a);
         cli_fail(&err);
         return false;
     }
@@ -235,9 +225,13 @@ bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx,
         print_prediction("gate lookahead", total.lookahead_predicted, total.lookahead_correct,
                          total.lookahead_actual);
     }
-    if (!a->json) return true;
-    FILE *f = a->json;
-    a->json = NULL;
+    if (!a->stats_json) return true;
+    struct moeinf_atomic_file af = {0};
+    if (moeinf_atomic_open(a->stats_json, &af, &err) != MOEINF_OK) {
+        cli_fail(&err);
+        return false;
+    }
+    FILE *f = af.fp;
     fprintf(f,
             "{\"policy\": \"%s\", \"cache_experts\": %d, \"experts_total\": %d, "
             "\"slot_bytes\": %llu, \"direct_io\": %s, ",
@@ -267,13 +261,13 @@ bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx,
         fprintf(f, "}");
     }
     fprintf(f, "]}\n");
-    bool ok = !ferror(f);
-    if (fclose(f) != 0) ok = false;
-    if (!ok) fprintf(stderr, "moeinf: %s: write failed\n", a->stats_json);
-    return ok;
+    if (moeinf_atomic_commit(&af, &err) != MOEINF_OK) {
+        cli_fail(&err);
+        return false;
+    }
+    return true;
 }
 
 void expert_args_close(struct expert_args *a) {
-    if (a->json) fclose(a->json);
-    a->json = NULL;
+    (void)a;
 }

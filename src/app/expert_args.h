@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdio.h>
 
+#include "app/output.h"
 #include "moeinf.h"
 
 struct expert_args {
@@ -16,7 +17,6 @@ struct expert_args {
     const char *io_threads; /* --io-threads N (NULL: the default) */
     const char *prefetch;   /* --prefetch K */
     const char *lookahead;  /* --lookahead N */
-    FILE *json;             /* opened before the work, so that a bad path fails first */
     const char *routing;    /* set by bench --route-trace: where the replayed routing came
                                from, reported by --stats and --stats-json; NULL otherwise */
     const char *eamc;       /* --eamc FILE: the cache policy's learned state (warm_start.c) */
@@ -29,18 +29,33 @@ int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **a
 /* Sets the model and context params the options imply and checks the context params (all of
  * them, -c/-t/-b too, by moeinf_context_params_check: the one place their rules live). Returns
  * CLI_EXIT_OK, or prints the error, naming the option, and returns CLI_EXIT_USAGE (a bad
- * value) or CLI_EXIT_FAIL (a --stats-json path that cannot be written). */
+ * value). The output files (--stats-json, --eamc) are the caller's to check, with its inputs
+ * (expert_args_outputs, cli_check_outputs). */
 int expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_model_params *mp,
                       struct moeinf_context_params *cp);
+
+/* Before the model loads (cache_check.c): an --expert-cache size that gives fewer slots than
+ * the model's top-k experts, counted from the GGUF header of path (NULL: nothing checked).
+ * Returns CLI_EXIT_USAGE (message printed) then, else CLI_EXIT_OK; a header that does not tell
+ * (or auto) is left to the library's check when the context is made. */
+int expert_args_check_cache(const char *cmd, const char *path,
+                            const struct moeinf_context_params *cp);
 
 /* Once the context exists: the cache's size and how it reads, one line on stderr. */
 void expert_args_announce(const struct moeinf_context *ctx);
 
-/* The report of --stats (stderr) and --stats-json (the file), for `seconds` of work. Returns
- * false (message printed) if the JSON file cannot be written. Closes the JSON file. */
+/* The outputs these options name (--stats-json, --eamc; a NULL path when not given), into
+ * out[2], for cli_check_outputs. */
+void expert_args_outputs(const struct expert_args *a, struct cli_file out[2]);
+
+/* The report of --stats (stderr) and --stats-json (the file, written atomically: a temp file
+ * renamed over it, so that a run that fails before the report leaves an existing file as it
+ * was), for `seconds` of work. Returns false (message printed) if the JSON file cannot be
+ * written. */
 bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx, double seconds);
 
-/* Closes the JSON file without writing (a failed run). */
+/* A failed run: nothing is written (kept for the callers; the JSON file is written only by
+ * expert_args_report). */
 void expert_args_close(struct expert_args *a);
 
 /* warm_start.c: --eamc FILE loaded into the context (a missing file: a cold start, the file
@@ -73,7 +88,9 @@ bool expert_args_stopped(const struct expert_args *a, struct moeinf_context *ctx
     "  --lookahead N        during decode, prefetch the top-k experts that the next N layers'\n"   \
     "                       routers choose for the current hidden state (default 0)\n"             \
     "  --stats              the expert cache's counters per layer, on stderr at the end\n"         \
-    "  --stats-json FILE    the same as one JSON object in FILE\n"                                 \
+    "  --stats-json FILE    the same as one JSON object in FILE, written atomically at the\n"      \
+    "                       end (also when SIGINT/SIGTERM stops the run; a failed run\n"           \
+    "                       leaves FILE as it was)\n"                                              \
     "  --eamc FILE          warm start: the cache policy's learned state (the file of\n"           \
     "                       `moeinf sim --eamc`), read at start (a missing file: cold\n"           \
     "                       start) and written atomically at exit and on SIGINT/SIGTERM\n"

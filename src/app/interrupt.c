@@ -5,7 +5,8 @@
  * would leave the partial temp file (hundreds of MB for a large model). The handler unlinks it and
  * dies of the same signal, so the shell still sees the interrupt. (2) Stops a run in order
  * (cli_stop_on_signal): the handler only notes the signal; the main loop sees it, saves what must
- * survive (--eamc) and then dies of the same signal (cli_stop_finish).
+ * survive (--record-routing, --stats-json, --eamc) and then dies of the same signal
+ * (cli_stop_finish).
  */
 #include <signal.h>
 #include <stdio.h>

@@ -60,21 +60,29 @@ int model_args_parse(const char *cmd, struct model_args *a, int argc, char **arg
     return 1;
 }
 
-int model_args_open(struct model_args *a, struct moeinf_model **model,
-                    struct moeinf_context **ctx) {
+int model_args_load(struct model_args *a, struct moeinf_model **model) {
     struct moeinf_error err = {0};
     const char *cmd = a->cmd ? a->cmd : "run";
     *model = NULL;
-    *ctx = NULL;
     /* the options first: a bad value writes nothing, not even the default model */
     int rc = expert_args_apply(cmd, &a->experts, &a->model, &a->ctx);
+    if (rc != CLI_EXIT_OK) return rc;
+    /* the outputs are written after the work: one that cannot be, or that would replace an
+     * input, is refused before the model loads */
+    struct cli_file outputs[4] = {a->outputs[0], a->outputs[1]};
+    expert_args_outputs(&a->experts, outputs + 2);
+    const struct cli_file inputs[3] = {{"-m", a->model_path}, a->inputs[0], a->inputs[1]};
+    rc = cli_check_outputs(cmd, outputs, 4, inputs, 3);
     if (rc != CLI_EXIT_OK) return rc;
     char default_path[1024];
     const char *path = a->model_path;
     if (!path) {
-        if (!cli_default_model(default_path, sizeof default_path, &err)) goto fail;
+        if (!cli_default_model(default_path, sizeof default_path, &err)) return cli_fail(&err);
         path = default_path;
     }
+    /* a cache too small for the file's geometry, from its header: before the load */
+    rc = expert_args_check_cache(cmd, path, &a->ctx);
+    if (rc != CLI_EXIT_OK) return rc;
     struct cli_progress progress = cli_progress_start();
     a->model.progress = cli_progress_bytes;
     a->model.progress_user = &progress;
@@ -82,22 +90,40 @@ int model_args_open(struct model_args *a, struct moeinf_model **model,
     cli_progress_end(&progress);
     a->model.progress = NULL;
     a->model.progress_user = NULL;
-    if (lst != MOEINF_OK) goto fail;
-    if (moeinf_context_init(*model, &a->ctx, ctx, &err) != MOEINF_OK) goto fail;
+    if (lst != MOEINF_OK) {
+        *model = NULL;
+        /* a parameter the loaded model refuses is named by its option */
+        return cli_param_fail(cmd, &err, CLI_EXIT_FAIL);
+    }
+    return CLI_EXIT_OK;
+}
+
+int model_args_context(struct model_args *a, struct moeinf_model *model,
+                       struct moeinf_context **ctx) {
+    struct moeinf_error err = {0};
+    const char *cmd = a->cmd ? a->cmd : "run";
+    *ctx = NULL;
+    if (moeinf_context_init(model, &a->ctx, ctx, &err) != MOEINF_OK) {
+        *ctx = NULL;
+        return cli_param_fail(cmd, &err, CLI_EXIT_FAIL);
+    }
     if (a->experts.cache) expert_args_announce(*ctx);
-    rc = expert_args_warm_start(&a->experts, *ctx);
+    int rc = expert_args_warm_start(&a->experts, *ctx);
     if (rc != CLI_EXIT_OK) {
         moeinf_context_free(*ctx);
-        moeinf_model_free(*model);
         *ctx = NULL;
-        *model = NULL;
-        expert_args_close(&a->experts);
     }
     return rc;
-fail:
-    moeinf_model_free(*model);
-    *model = NULL;
-    expert_args_close(&a->experts);
-    /* a parameter the loaded model refuses is named by its option */
-    return cli_param_fail(cmd, &err, CLI_EXIT_FAIL);
+}
+
+int model_args_open(struct model_args *a, struct moeinf_model **model,
+                    struct moeinf_context **ctx) {
+    *ctx = NULL;
+    int rc = model_args_load(a, model);
+    if (rc == CLI_EXIT_OK) rc = model_args_context(a, *model, ctx);
+    if (rc != CLI_EXIT_OK) {
+        moeinf_model_free(*model);
+        *model = NULL;
+    }
+    return rc;
 }

@@ -21,6 +21,17 @@ enum moeinf_status cli_route_trace_load(const char *path, int64_t first, int64_t
         free(rt);
         return st;
     }
+    /* a range that runs past the file's end is as wrong as one that starts there: it names
+     * requests that do not exist (the selection would be silently shorter than asked) */
+    if (last >= rt->t.n_file_requests) {
+        const long long n = (long long)rt->t.n_file_requests;
+        st = moeinf_fail(err, MOEINF_ERR_ARG,
+                         "%s: the trace has %lld requests (positions 0-%lld): none at "
+                         "positions %lld-%lld",
+                         path, n, n - 1, (long long)rt->t.n_file_requests, (long long)last);
+        cli_route_trace_free(rt);
+        return st;
+    }
     *out = rt;
     return MOEINF_OK;
 }

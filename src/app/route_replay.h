@@ -25,7 +25,8 @@ struct cli_route_request {
 
 /* Reads the whole trace at path and keeps the requests at positions first..last in file
  * order (last < 0: to the end). MOEINF_ERR_FORMAT for a malformed trace, MOEINF_ERR_ARG when
- * the range selects no request or a request is too long (moeinf_route_trace_load). */
+ * the range selects no request or goes past the file's last request, or a request is too long
+ * (moeinf_route_trace_load). */
 enum moeinf_status cli_route_trace_load(const char *path, int64_t first, int64_t last,
                                         struct cli_route_trace **out, struct moeinf_error *err);
 void cli_route_trace_free(struct cli_route_trace *t);

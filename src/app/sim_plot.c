@@ -2,12 +2,11 @@
  * sim_plot.c - the plot of a simulator sweep (`moeinf sim --sweep --plot`, svg.h): hit ratio
  * against cache size, one line per policy.
  */
-#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 
 #include "app/svg.h"
-#include "base/status.h"
+#include "base/file.h"
 
 static const char *const colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#7f7f7f",
                                      "#9467bd", "#ff7f0e", "#8c564b", "#e377c2"};
@@ -23,12 +22,11 @@ static int size_at(const struct moeinf_sim_plot *p, int s, int q) {
 
 enum moeinf_status moeinf_sim_plot_svg(const struct moeinf_sim_plot *pl, const char *path,
                                        struct moeinf_error *err) {
-    FILE *f = fopen(path, "w");
-    if (!f) {
-        char buf[128];
-        return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path,
-                           moeinf_strerror(errno, buf, sizeof buf));
-    }
+    /* a temp file renamed over path when complete, as every output */
+    struct moeinf_atomic_file af = {0};
+    enum moeinf_status st = moeinf_atomic_open(path, &af, err);
+    if (st != MOEINF_OK) return st;
+    FILE *f = af.fp;
     const double w = 720;
     const double h = 440;
     const double left = 70;
@@ -110,7 +108,5 @@ enum moeinf_status moeinf_sim_plot_svg(const struct moeinf_sim_plot *pl, const c
         fprintf(f, "</text>\n");
     }
     fprintf(f, "</svg>\n");
-    if (ferror(f) | (fclose(f) != 0))
-        return moeinf_fail(err, MOEINF_ERR_IO, "%s: write failed", path);
-    return MOEINF_OK;
+    return moeinf_atomic_commit(&af, err);
 }

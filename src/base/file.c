@@ -250,6 +250,13 @@ enum moeinf_status moeinf_atomic_open(const char *path, struct moeinf_atomic_fil
         return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s, not a regular file: cannot write there",
                            path, file_kind(st.st_mode));
     }
+    /* An existing file the user may not write is not replaced, though the folder would let
+     * the rename do it. */
+    if (stat(path, &st) == 0 && access(path, W_OK) != 0) {
+        char eb[64];
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot write: %s", path,
+                           moeinf_strerror(errno, eb, sizeof eb));
+    }
     char *target = replace_target(path);
     size_t n = (target ? strlen(target) : 0) + 32;
     char *tmp = target ? malloc(n) : NULL;
@@ -292,6 +299,11 @@ enum moeinf_status moeinf_file_check_output(const char *path, struct moeinf_erro
         if (!S_ISREG(st.st_mode))
             return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s, not a regular file: cannot write there",
                                path, file_kind(st.st_mode));
+        /* The rename could replace a file the user may not write (the folder's permission is
+         * enough for it): refused, as writing in place would be. */
+        if (access(path, W_OK) != 0)
+            return moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot write: %s", path,
+                               moeinf_strerror(errno, eb, sizeof eb));
     } else if (errno != ENOENT) {
         return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path,
                            moeinf_strerror(errno, eb, sizeof eb));

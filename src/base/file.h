@@ -73,7 +73,8 @@ enum moeinf_status moeinf_file_pread(int fd, void *buf, size_t n, uint64_t offse
  * Only a regular file (or a new path) is replaced this way; a symbolic link to a regular file
  * keeps its link (the file it names is replaced). An existing character device or FIFO
  * (/dev/null, a named pipe with a reader) is written in place, with nothing to rename; a
- * directory, block device or socket is refused.
+ * directory, block device or socket is refused, and so is an existing file this process may
+ * not write (access W_OK), which the rename could otherwise replace.
  */
 struct moeinf_atomic_file {
     FILE *fp;
@@ -94,8 +95,10 @@ void moeinf_atomic_abort(struct moeinf_atomic_file *f);
  */
 
 /* Checks, before any work, that an output can be written at path: a new or regular file needs
- * an existing folder it may write in; a device or FIFO must be writable. MOEINF_ERR_IO with a
- * line naming the path and the problem. */
+ * an existing folder it may write in, and an existing file must be writable by this process
+ * (access W_OK: the rename must not replace a file the user could not write in place); a
+ * device or FIFO must be writable. MOEINF_ERR_IO with a line naming the path and the
+ * problem. */
 enum moeinf_status moeinf_file_check_output(const char *path, struct moeinf_error *err);
 
 /* The temp file an atomic write of path by this process uses, into buf (truncated to size);

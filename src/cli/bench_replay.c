@@ -173,17 +173,22 @@ int bench_replay(struct model_args *ma, const char *trace, int64_t first, int64_
         snprintf(err.msg, sizeof err.msg, "out of memory");
         goto done;
     }
-    for (int i = 0; i < n_requests; i++) {
+    /* with --stats-json, a signal stops the replay so that what was measured is written */
+    if (ma->experts.stats_json) cli_stop_on_signal(true);
+    for (int i = 0; i < n_requests && !cli_stop_signal(); i++) {
         if (replay_request(&rr, i, &tot, &err) != MOEINF_OK) goto done;
     }
-    bench_print_header(model, ctx, rr.cached, no_logits, rr.chunk);
-    printf("routing:  replayed from %s\n", what);
-    print_results(&tot, rr.cached);
+    if (!cli_stop_signal()) {
+        bench_print_header(model, ctx, rr.cached, no_logits, rr.chunk);
+        printf("routing:  replayed from %s\n", what);
+        print_results(&tot, rr.cached);
+    }
     rc = CLI_EXIT_OK;
     if (!expert_args_report(&ma->experts, ctx, tot.ph[0].seconds + tot.ph[1].seconds)) {
         rc = CLI_EXIT_FAIL; /* the message is out */
         err.msg[0] = '\0';
     }
+    if (rc == CLI_EXIT_OK) cli_stop_finish(); /* a signal stopped it: all written, die of it */
 done:
     if (rc != CLI_EXIT_OK && err.msg[0]) cli_fail(&err);
     expert_args_close(&ma->experts);

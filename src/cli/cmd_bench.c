@@ -10,18 +10,22 @@
 #include <time.h>
 
 #include "app/model_args.h"
+#include "app/text_file.h"
 #include "cli/bench.h"
 #include "cli/cli.h"
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: moeinf bench [-m MODEL] [-p 64] [-n 32] [-r 3] [options]\n\n"
+            "usage: moeinf bench [-m MODEL] [-p 64 | -f FILE] [-n 32] [-r 3] [options]\n\n"
             "Prefill: a prompt of P tokens in a fresh context. Decode: N tokens one at a time\n"
             "after it. Each test runs once as a warm-up (discarded), then R times; the median\n"
             "is printed, with the decode rate against the weight bytes each token reads.\n"
             "Every prefill micro-batch (-b) and every decoded token computes the logits of its\n"
             "last position, as llama.cpp's eval does.\n"
             "  -p P          prompt tokens (default 64; 0 skips prefill)\n"
+            "  -f FILE       (--file) the prompt: the tokens of FILE's text (- for standard\n"
+            "                input; one final newline dropped) instead of P pseudo-random\n"
+            "                ids; P is their count. Every run feeds the same prompt\n"
             "  -n N          decoded tokens (default 32; 0 skips decode)\n"
             "  -r R          repetitions (default 3)\n"
             "  --no-logits   stop before the final norm and the lm_head (less work than\n"
@@ -33,7 +37,9 @@ static void usage(FILE *out) {
             "  --record-routing F  write the expert routing of every run (the warm-up\n"
             "                      included, one request each) to F as a moe-trace v1 file,\n"
             "                      so that `moeinf sim` replays the runs' exact accesses\n"
-            "                      (e.g. --policy belady for the fewest misses possible)\n"
+            "                      (e.g. --policy belady for the fewest misses possible);\n"
+            "                      written atomically at the end (also when SIGINT/SIGTERM\n"
+            "                      stops the runs; a failed run leaves F as it was)\n"
             "Routing replay (a cache study on real routing):\n"
             "  --route-trace FILE     run requests of a moe-trace v1 file (what `moeinf sim`\n"
             "                         reads), each once, in file order, in one context: its\n"
@@ -42,7 +48,7 @@ static void usage(FILE *out) {
             "                         choice (mixed with the router's own probabilities of\n"
             "                         them). The trace's MoE layers, experts and top-k must be\n"
             "                         the model's (`moeinf gen-model` makes such a model).\n"
-            "                         Not with -p, -n or -r. Gate lookahead is off (the\n"
+            "                         Not with -p, -f, -n or -r. Gate lookahead is off (the\n"
             "                         model's routers did not make the recorded choices)\n"
             "  --trace-requests A-B   only the requests at positions A..B in the file (from 0;\n"
             "                         or A: that one). Default: all\n"
@@ -88,7 +94,9 @@ struct bench_opts {
     struct model_args ma;
     long n_prompt, n_gen, reps;
     bool ctx_set, no_logits;
-    const char *lengths_opt;    /* the first of -p, -n, -r given, or NULL */
+    const char *lengths_opt;    /* the first of -p, -f, -n, -r given, or NULL */
+    const char *prompt_file;    /* -f FILE, or NULL */
+    bool prompt_set;            /* -p given */
     const char *route_trace;    /* --route-trace FILE, or NULL */
     const char *record_path;    /* --record-routing FILE, or NULL */
     const char *trace_requests; /* --trace-requests A-B as given, or NULL */
@@ -138,6 +146,13 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
             o->no_logits = true;
             continue;
         }
+        if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            if (!(o->prompt_file = cli_option_value("bench", argc, argv, &i))) {
+                return CLI_EXIT_USAGE;
+            }
+            if (!o->lengths_opt) o->lengths_opt = a;
+            continue;
+        }
         if (!strcmp(a, "--route-trace") || !strcmp(a, "--trace-requests") ||
             !strcmp(a, "--record-routing")) {
             const char *v = cli_option_value("bench", argc, argv, &i);
@@ -167,10 +182,15 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
             return CLI_EXIT_USAGE;
         }
         if (!o->lengths_opt) o->lengths_opt = a;
+        if (dst == &o->n_prompt) o->prompt_set = true;
         if (!(val = cli_option_value("bench", argc, argv, &i))) return CLI_EXIT_USAGE;
         if (!cli_parse_long("bench", a, val, dst == &o->reps ? 1 : 0, 1 << 20, dst)) {
             return CLI_EXIT_USAGE;
         }
+    }
+    if (o->prompt_set && o->prompt_file) {
+        fprintf(stderr, "moeinf bench: -p and -f both give the prompt: use one\n");
+        return CLI_EXIT_USAGE;
     }
     if (o->trace_requests && !o->route_trace) {
         fprintf(stderr, "moeinf bench: --trace-requests needs --route-trace\n");
@@ -231,6 +251,54 @@ static void print_summary(const struct moeinf_model *model, struct run_times *t,
     }
 }
 
+/* -f: the prompt's ids (*ids, malloc'ed) and count, and the context sized to them unless -c
+ * was given; prints why it failed and returns the exit code. */
+static int file_prompt(const struct bench_opts *o, struct model_args *ma,
+                       const struct moeinf_model *model, int32_t **ids, long *n_prompt) {
+    struct moeinf_error err = {0};
+    char *text = NULL;
+    size_t len = 0;
+    size_t n = 0;
+    enum moeinf_status st = cli_read_text_file(o->prompt_file, &text, &len, &err);
+    if (st == MOEINF_OK) st = moeinf_tokenize(model, text, len, true, false, ids, &n, &err);
+    free(text);
+    if (st != MOEINF_OK) return cli_fail(&err);
+    *n_prompt = (long)n;
+    if (!o->ctx_set) ma->ctx.n_ctx = (int)(*n_prompt + o->n_gen + 1);
+    if (*n_prompt + o->n_gen + 1 > ma->ctx.n_ctx) {
+        fprintf(stderr, "moeinf bench: -f's %ld tokens + -n must fit in the context (-c %d)\n",
+                *n_prompt, ma->ctx.n_ctx);
+        return CLI_EXIT_USAGE;
+    }
+    return CLI_EXIT_OK;
+}
+
+/* The model (the outputs checked against the inputs first), the prompt of -f and the context;
+ * prints why it failed and returns the exit code (nothing left to free then). */
+static int open_bench(const struct bench_opts *o, struct model_args *ma,
+                      struct moeinf_model **model, struct moeinf_context **ctx,
+                      int32_t **prompt_ids, long *n_prompt) {
+    ma->outputs[0] = (struct cli_file){"--record-routing", o->record_path};
+    if (o->prompt_file && strcmp(o->prompt_file, "-") != 0) {
+        ma->inputs[0] = (struct cli_file){"-f", o->prompt_file};
+    }
+    int rc = model_args_load(ma, model);
+    if (rc != CLI_EXIT_OK) return rc;
+    if (o->prompt_file) rc = file_prompt(o, ma, *model, prompt_ids, n_prompt);
+    if (rc == CLI_EXIT_OK) rc = model_args_context(ma, *model, ctx);
+    if (rc != CLI_EXIT_OK) {
+        free(*prompt_ids);
+        *prompt_ids = NULL;
+        moeinf_model_free(*model);
+        *model = NULL;
+        return rc;
+    }
+    /* with an output written at the end, a signal stops the runs so that what was measured is
+     * written (the routing, --stats-json) or saved (--eamc) before the process dies of it */
+    if (ma->experts.eamc || ma->experts.stats_json || o->record_path) cli_stop_on_signal(true);
+    return CLI_EXIT_OK;
+}
+
 int cmd_bench(int argc, char **argv) {
     struct bench_opts o = {
         .ma = {.ctx = moeinf_context_params_default(), .model = moeinf_model_params_default()},
@@ -242,28 +310,26 @@ int cmd_bench(int argc, char **argv) {
     if (prc < 0) return CLI_EXIT_OK;
     if (prc > 0) return prc;
     if (o.route_trace) {
+        o.ma.inputs[0] = (struct cli_file){"--route-trace", o.route_trace};
         return bench_replay(&o.ma, o.route_trace, o.first, o.last, o.ctx_set, o.no_logits);
     }
     struct model_args ma = o.ma;
-    const long n_prompt = o.n_prompt;
+    long n_prompt = o.n_prompt;
     const long n_gen = o.n_gen;
     const long reps = o.reps;
     const bool ctx_set = o.ctx_set;
     const bool no_logits = o.no_logits;
     if (!ctx_set) ma.ctx.n_ctx = (int)(n_prompt + n_gen + 1);
-    if (n_prompt + n_gen + 1 > ma.ctx.n_ctx) {
+    if (!o.prompt_file && n_prompt + n_gen + 1 > ma.ctx.n_ctx) {
         fprintf(stderr, "moeinf bench: -p + -n must fit in the context (-c %d)\n", ma.ctx.n_ctx);
         return CLI_EXIT_USAGE;
     }
     struct moeinf_model *model = NULL;
     struct moeinf_context *ctx = NULL;
     struct moeinf_error err = {0};
-    if (o.record_path && moeinf_file_check_output(o.record_path, &err) != MOEINF_OK) {
-        return cli_fail(&err); /* before loading the model, not after the runs */
-    }
-    int orc = model_args_open(&ma, &model, &ctx);
+    int32_t *prompt_ids = NULL; /* -f: the file's tokens */
+    int orc = open_bench(&o, &ma, &model, &ctx, &prompt_ids, &n_prompt);
     if (orc != CLI_EXIT_OK) return orc;
-    if (ma.experts.eamc) cli_stop_on_signal(true); /* a signal stops the runs: save first */
     const int n_vocab = moeinf_model_n_vocab(model);
     int32_t *ids = malloc((size_t)(n_prompt + n_gen + 1) * sizeof *ids);
     double *t_pp = calloc((size_t)reps, sizeof(double));
@@ -290,6 +356,7 @@ int cmd_bench(int argc, char **argv) {
         /* the same ids every run, but different ones per run through a cache, so that
          * repeated prompts do not flatter it */
         bench_fill_ids(ids, n_prompt + n_gen + 1, cached ? (uint64_t)(r + 1) : 0, n_vocab);
+        if (prompt_ids) memcpy(ids, prompt_ids, (size_t)n_prompt * sizeof *ids);
         moeinf_context_reset(ctx);
         struct moeinf_expert_stats s0;
         struct moeinf_expert_stats s1;
@@ -319,21 +386,26 @@ int cmd_bench(int argc, char **argv) {
             t_tg[r] = t2 - t1;
         }
     }
-    if (expert_args_stopped(&ma.experts, ctx)) goto done; /* returns only if the save failed */
     double t_total = now_s() - t_start;
     if (moeinf_context_record_close(ctx, &err) != MOEINF_OK) goto done;
-    bench_print_header(model, ctx, cached, no_logits, chunk);
-    struct run_times times = {t_pp, t_tg, reps, n_prompt, n_gen};
-    print_summary(model, &times, no_logits, cached ? cold : NULL, warm);
+    /* stopped by a signal: no summary of runs that did not all happen, but the outputs */
+    if (!cli_stop_signal()) {
+        bench_print_header(model, ctx, cached, no_logits, chunk);
+        struct run_times times = {t_pp, t_tg, reps, n_prompt, n_gen};
+        print_summary(model, &times, no_logits, cached ? cold : NULL, warm);
+    }
     rc = expert_args_save_state(&ma.experts, ctx) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     if (!expert_args_report(&ma.experts, ctx, t_total)) {
         rc = CLI_EXIT_FAIL; /* the message is out */
         err.msg[0] = '\0';
     }
+    if (rc == CLI_EXIT_OK) cli_stop_finish(); /* a signal stopped it: all written, die of it */
 done:
     cli_progress_end(&prog);
     if (rc != CLI_EXIT_OK && err.msg[0]) cli_fail(&err);
+    if (rc != CLI_EXIT_OK) moeinf_context_record_discard(ctx); /* the file stays as it was */
     expert_args_close(&ma.experts);
+    free(prompt_ids);
     free(warm);
     free(ids);
     free(t_pp);

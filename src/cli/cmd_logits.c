@@ -7,19 +7,24 @@
 
 #include "app/expert_args.h"
 #include "app/param_flags.h"
+#include "app/text_file.h"
 #include "cli/cli.h"
 
 static void usage(FILE *out) {
     fprintf(out,
-            "usage: moeinf logits -m MODEL --ids \"ID ID ...\" -o FILE [--kv-type f16|f32]\n"
-            "                     [-t N] [-c N] [-b N]\n\n"
-            "Evaluates the ids as one prompt in a fresh context and writes (overwriting FILE)\n"
-            "the logits of every position: n_ids x n_vocab float32, little-endian, row-major,\n"
-            "no header.\n"
-            "  --kv-type T  KV cache type (default f16)\n"
-            "  -t N         threads (default: the CPUs this process may use)\n"
-            "  -c N         context size (default: the number of ids)\n"
-            "  -b N         prefill micro-batch (default 512)\n"
+            "usage: moeinf logits -m MODEL (--ids \"ID ID ...\" | -f TEXT_FILE) -o FILE\n"
+            "                     [--kv-type f16|f32] [-t N] [-c N] [-b N]\n\n"
+            "Evaluates the ids as one prompt in a fresh context and writes (replacing FILE\n"
+            "atomically at the end; a failed run leaves it as it was) the logits of every\n"
+            "position: n_ids x n_vocab float32, little-endian, row-major, no header.\n"
+            "  --ids \"ID ...\" the prompt as token ids\n"
+            "  -f FILE       (--file) the prompt as the tokens of FILE's text, BOS as the\n"
+            "                model asks (- for standard input; one final newline dropped)\n"
+            "  -o FILE       the output; it may not be -m's, -f's or --stats-json's file\n"
+            "  --kv-type T   KV cache type (default f16)\n"
+            "  -t N          threads (default: the CPUs this process may use)\n"
+            "  -c N          context size (default: the number of ids)\n"
+            "  -b N          prefill micro-batch (default 512)\n"
             "%s",
             expert_args_help);
 }
@@ -66,6 +71,7 @@ static bool parse_ids(const char *s, int32_t **out, int *n_out) {
 struct logits_opts {
     const char *model_path;
     const char *ids_arg;
+    const char *text_path; /* -f FILE */
     const char *out_path;
     struct moeinf_context_params cp;
     struct moeinf_model_params mp;
@@ -85,8 +91,9 @@ static int parse(int argc, char **argv, struct logits_opts *o) {
         int er = expert_args_parse("logits", &o->ea, argc, argv, &i);
         if (er < 0) return CLI_EXIT_USAGE;
         if (er > 0) continue;
-        if (!strcmp(a, "-m") || !strcmp(a, "--ids") || !strcmp(a, "-o") ||
-            !strcmp(a, "--kv-type") || !strcmp(a, "-t") || !strcmp(a, "-c") || !strcmp(a, "-b")) {
+        if (!strcmp(a, "-m") || !strcmp(a, "--ids") || !strcmp(a, "-o") || !strcmp(a, "-f") ||
+            !strcmp(a, "--file") || !strcmp(a, "--kv-type") || !strcmp(a, "-t") ||
+            !strcmp(a, "-c") || !strcmp(a, "-b")) {
             if (!(val = cli_option_value("logits", argc, argv, &i))) return CLI_EXIT_USAGE;
         } else {
             fprintf(stderr, "moeinf logits: unknown argument '%s'\n", a);
@@ -97,6 +104,8 @@ static int parse(int argc, char **argv, struct logits_opts *o) {
             o->model_path = val;
         } else if (!strcmp(a, "--ids")) {
             o->ids_arg = val;
+        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            o->text_path = val;
         } else if (!strcmp(a, "-o")) {
             o->out_path = val;
         } else if (!strcmp(a, "--kv-type")) {
@@ -122,6 +131,26 @@ static int parse(int argc, char **argv, struct logits_opts *o) {
     return 0;
 }
 
+/* The prompt of -f: the tokens of the file's text (BOS as the model asks). */
+static enum moeinf_status file_ids(const struct moeinf_model *model, const char *path,
+                                   int32_t **ids, int *n, struct moeinf_error *err) {
+    char *text = NULL;
+    size_t len = 0;
+    size_t count = 0;
+    enum moeinf_status st = cli_read_text_file(path, &text, &len, err);
+    if (st == MOEINF_OK) st = moeinf_tokenize(model, text, len, true, false, ids, &count, err);
+    free(text);
+    if (st == MOEINF_OK && (count == 0 || count > INT32_MAX)) {
+        free(*ids);
+        *ids = NULL;
+        snprintf(err->msg, sizeof err->msg, "%s: %s", path,
+                 count ? "too many tokens" : "no tokens (an empty text and no BOS)");
+        return MOEINF_ERR_ARG;
+    }
+    *n = (int)count;
+    return st;
+}
+
 int cmd_logits(int argc, char **argv) {
     struct logits_opts o = {.cp = moeinf_context_params_default(),
                             .mp = moeinf_model_params_default()};
@@ -130,12 +159,15 @@ int cmd_logits(int argc, char **argv) {
     if (prc < 0) return CLI_EXIT_OK;
     if (prc > 0) return prc;
     const char *model_path = o.model_path;
-    const char *ids_arg = o.ids_arg;
     const char *out_path = o.out_path;
     struct moeinf_context_params cp = o.cp;
     struct moeinf_model_params mp = o.mp;
     struct expert_args ea = o.ea;
-    if (!model_path || !ids_arg || !out_path) {
+    if (o.ids_arg && o.text_path) {
+        fprintf(stderr, "moeinf logits: --ids and -f both give the prompt: use one\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (!model_path || (!o.ids_arg && !o.text_path) || !out_path) {
         usage(stderr);
         return CLI_EXIT_USAGE;
     }
@@ -145,14 +177,29 @@ int cmd_logits(int argc, char **argv) {
     }
     int32_t *ids = NULL;
     int n = 0;
-    if (!parse_ids(ids_arg, &ids, &n)) return CLI_EXIT_USAGE;
-    if (n == 0) {
-        free(ids);
-        fprintf(stderr, "moeinf logits: --ids must be a non-empty list of token ids\n");
-        return CLI_EXIT_USAGE;
+    if (o.ids_arg) {
+        if (!parse_ids(o.ids_arg, &ids, &n)) return CLI_EXIT_USAGE;
+        if (n == 0) {
+            free(ids);
+            fprintf(stderr, "moeinf logits: --ids must be a non-empty list of token ids\n");
+            return CLI_EXIT_USAGE;
+        }
+        if (cp.n_ctx == 0) cp.n_ctx = n;
     }
-    if (cp.n_ctx == 0) cp.n_ctx = n;
+    const int n_ctx_asked = cp.n_ctx;
+    if (cp.n_ctx == 0) cp.n_ctx = 1; /* -f: the prompt's length, once it is known */
     int arc = expert_args_apply("logits", &ea, &mp, &cp);
+    if (arc != CLI_EXIT_OK) {
+        free(ids);
+        return arc;
+    }
+    /* the outputs are written after the work: checked now, also against the inputs */
+    struct cli_file outputs[3] = {{"-o", out_path}};
+    expert_args_outputs(&ea, outputs + 1);
+    const char *text_in = o.text_path && strcmp(o.text_path, "-") != 0 ? o.text_path : NULL;
+    const struct cli_file inputs[2] = {{"-m", model_path}, {"-f", text_in}};
+    arc = cli_check_outputs("logits", outputs, 3, inputs, 2);
+    if (arc == CLI_EXIT_OK) arc = expert_args_check_cache("logits", model_path, &cp);
     if (arc != CLI_EXIT_OK) {
         free(ids);
         return arc;
@@ -163,8 +210,11 @@ int cmd_logits(int argc, char **argv) {
     float *logits = NULL;
     int rc = CLI_EXIT_FAIL;
     double t0 = 0.0;
-    if (moeinf_file_check_output(out_path, &err) != MOEINF_OK) goto done;
     if (moeinf_model_load(model_path, &mp, &model, &err) != MOEINF_OK) goto done;
+    if (o.text_path) {
+        if (file_ids(model, o.text_path, &ids, &n, &err) != MOEINF_OK) goto done;
+        cp.n_ctx = n_ctx_asked ? n_ctx_asked : n;
+    }
     size_t n_vocab = (size_t)moeinf_model_n_vocab(model);
     for (int i = 0; i < n; i++) { /* a bad id is a bad option value, whatever its size */
         if ((size_t)ids[i] >= n_vocab) {
@@ -185,23 +235,15 @@ int cmd_logits(int argc, char **argv) {
     }
     if (moeinf_decode(ctx, ids, n, logits, true, &err) != MOEINF_OK) goto done;
     double seconds = cli_now() - t0;
-    FILE *fp = fopen(out_path, "wb");
-    if (!fp) {
-        /* NOLINTNEXTLINE(concurrency-mt-unsafe): only the main thread reports errors */
-        snprintf(err.msg, sizeof err.msg, "%s: %s", out_path, strerror(errno));
-        goto done;
-    }
-    size_t count = (size_t)n * n_vocab;
-    bool ok = fwrite(logits, sizeof(float), count, fp) == count;
-    ok &= fclose(fp) == 0;
-    if (!ok) {
-        snprintf(err.msg, sizeof err.msg, "%s: write failed", out_path);
+    /* a temp file renamed over out_path when complete: a failure leaves the old file */
+    if (moeinf_file_write_atomic(out_path, logits, (size_t)n * n_vocab * sizeof(float), &err) !=
+        MOEINF_OK) {
         goto done;
     }
     rc = CLI_EXIT_OK;
     if (!expert_args_report(&ea, ctx, seconds)) rc = CLI_EXIT_FAIL; /* message out */
 done:
-    if (rc == CLI_EXIT_FAIL && err.msg[0]) cli_param_fail("logits", &err, rc);
+    if (rc != CLI_EXIT_OK && err.msg[0]) cli_param_fail("logits", &err, rc);
     expert_args_close(&ea);
     free(logits);
     free(ids);

@@ -5,14 +5,17 @@
 #include <unistd.h>
 
 #include "app/model_args.h"
+#include "app/text_file.h"
 #include "cli/cli.h"
 
 static void usage(FILE *out) {
     struct moeinf_sampler_params d = moeinf_sampler_params_default();
     fprintf(out,
-            "usage: moeinf run [-m MODEL] -p TEXT [-n N] [options]\n\n"
-            "Streams the text generated after the prompt TEXT.\n"
+            "usage: moeinf run [-m MODEL] (-p TEXT | -f FILE) [-n N] [options]\n\n"
+            "Streams the text generated after the prompt.\n"
             "  -p TEXT            the prompt\n"
+            "  -f, --file FILE    the prompt from FILE (- for standard input; one final\n"
+            "                     newline dropped), instead of -p\n"
             "  -n N               tokens to generate (default 128)\n"
             "%s"
             "Sampling (applied in this order: repetition penalty, then greedy if temp is 0,\n"
@@ -25,10 +28,13 @@ static void usage(FILE *out) {
             "  --seed S           random seed: same seed, same text (default %llu)\n"
             "  --print-ids        end with a line 'ids: ID ID ...' of the generated ids\n"
             "  --record-routing F write the expert routing of every token (prompt and\n"
-            "                     generated) to F as a moe-trace v1 file for `moeinf sim`\n"
+            "                     generated) to F as a moe-trace v1 file for `moeinf sim`,\n"
+            "                     atomically at the end (also when SIGINT/SIGTERM stops the\n"
+            "                     generation; a failed run leaves F as it was)\n"
             "  --record-tag TAG   the request's tag in F (one word; default moeinf/run)\n"
             "Generation stops at any end-of-generation token, after N tokens, or when the\n"
-            "context (-c) is full (a note on stderr says so).\n",
+            "context (-c) is full (a note on stderr says so). An output (--record-routing,\n"
+            "--stats-json, --eamc) may not be an input (-m, -f) or another output.\n",
             model_args_help, d.repeat_last_n, (double)d.repeat_penalty, (double)d.temp, d.top_k,
             (double)d.top_p, (double)d.min_p, (unsigned long long)d.seed);
 }
@@ -37,6 +43,9 @@ struct run_opts {
     struct model_args model;
     struct moeinf_sampler_params sp;
     const char *prompt;
+    size_t prompt_len;
+    const char *prompt_file; /* -f FILE */
+    char *prompt_buf;        /* its text, malloc'ed */
     const char *record_path;
     const char *record_tag;
     long n_predict;
@@ -58,7 +67,7 @@ static int parse(int argc, char **argv, struct run_opts *o) {
             continue;
         }
         const char *val = NULL;
-        if (!strcmp(a, "-p") || !strcmp(a, "-n") || !strcmp(a, "--temp") || !strcmp(a, "--top-k") ||
+        if (!strcmp(a, "-p") || !strcmp(a, "-f") || !strcmp(a, "--file") || !strcmp(a, "-n") || !strcmp(a, "--temp") || !strcmp(a, "--top-k") ||
             !strcmp(a, "--top-p") || !strcmp(a, "--min-p") || !strcmp(a, "--repeat-penalty") ||
             !strcmp(a, "--seed") || !strcmp(a, "--record-routing") || !strcmp(a, "--record-tag")) {
             if (!(val = cli_option_value("run", argc, argv, &i))) return CLI_EXIT_USAGE;
@@ -71,6 +80,8 @@ static int parse(int argc, char **argv, struct run_opts *o) {
         bool ok = true;
         if (!strcmp(a, "-p")) {
             o->prompt = val;
+        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            o->prompt_file = val;
         } else if (!strcmp(a, "--record-routing")) {
             o->record_path = val;
         } else if (!strcmp(a, "--record-tag")) {
@@ -97,11 +108,16 @@ static int parse(int argc, char **argv, struct run_opts *o) {
         }
         if (!ok) return CLI_EXIT_USAGE;
     }
-    if (!o->prompt) {
-        fprintf(stderr, "moeinf run: -p TEXT is required\n");
+    if (o->prompt && o->prompt_file) {
+        fprintf(stderr, "moeinf run: -p and -f both give the prompt: use one\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (!o->prompt && !o->prompt_file) {
+        fprintf(stderr, "moeinf run: -p TEXT or -f FILE is required\n");
         usage(stderr);
         return CLI_EXIT_USAGE;
     }
+    if (o->prompt) o->prompt_len = strlen(o->prompt);
     if (o->record_tag && !o->record_path) {
         fprintf(stderr, "moeinf run: --record-tag needs --record-routing FILE\n");
         return CLI_EXIT_USAGE;
@@ -116,6 +132,35 @@ static void write_bytes(const char *s, size_t n) {
     }
 }
 
+/* The model and context (model_args_open, the outputs checked against the inputs first), and
+ * the prompt of -f; prints why it failed and returns the exit code. */
+static int open_run(struct run_opts *o, struct moeinf_model **model, struct moeinf_context **ctx) {
+    o->model.outputs[0] = (struct cli_file){"--record-routing", o->record_path};
+    if (o->prompt_file && strcmp(o->prompt_file, "-") != 0) {
+        o->model.inputs[0] = (struct cli_file){"-f", o->prompt_file};
+    }
+    int rc = model_args_open(&o->model, model, ctx);
+    if (rc != CLI_EXIT_OK) return rc;
+    if (o->prompt_file) {
+        struct moeinf_error err = {0};
+        if (cli_read_text_file(o->prompt_file, &o->prompt_buf, &o->prompt_len, &err) !=
+            MOEINF_OK) {
+            moeinf_context_free(*ctx);
+            moeinf_model_free(*model);
+            *ctx = NULL;
+            *model = NULL;
+            return cli_fail(&err);
+        }
+        o->prompt = o->prompt_buf;
+    }
+    /* with an output written at the end, a signal stops generation so that what was done is
+     * written (the routing, --stats-json) or saved (--eamc) before the process dies of it */
+    if (o->model.experts.eamc || o->model.experts.stats_json || o->record_path) {
+        cli_stop_on_signal(true);
+    }
+    return CLI_EXIT_OK;
+}
+
 int cmd_run(int argc, char **argv) {
     struct run_opts o = {.sp = moeinf_sampler_params_default(), .n_predict = 128};
     o.model.ctx = moeinf_context_params_default();
@@ -127,13 +172,8 @@ int cmd_run(int argc, char **argv) {
     struct moeinf_model *model = NULL;
     struct moeinf_context *ctx = NULL;
     struct moeinf_error err = {0};
-    if (o.record_path && moeinf_file_check_output(o.record_path, &err) != MOEINF_OK) {
-        return cli_fail(&err); /* before loading the model, not after generating */
-    }
-    int orc = model_args_open(&o.model, &model, &ctx);
+    int orc = open_run(&o, &model, &ctx);
     if (orc != CLI_EXIT_OK) return orc;
-    /* with --eamc a signal stops generation so that the state can be saved */
-    if (o.model.experts.eamc) cli_stop_on_signal(true);
     struct moeinf_sampler *smp = NULL;
     struct moeinf_text_stream *detok = NULL;
     int32_t *prompt = NULL;
@@ -148,7 +188,7 @@ int cmd_run(int argc, char **argv) {
     const int n_vocab = moeinf_model_n_vocab(model);
     if (moeinf_sampler_init(&o.sp, n_vocab, &smp, &err) != MOEINF_OK ||
         moeinf_text_stream_init(model, &detok, &err) != MOEINF_OK ||
-        moeinf_tokenize(model, o.prompt, strlen(o.prompt), true, false, &prompt, &n_prompt,
+        moeinf_tokenize(model, o.prompt, o.prompt_len, true, false, &prompt, &n_prompt,
                         &err) != MOEINF_OK ||
         (o.record_path &&
          moeinf_context_record_open(ctx, o.record_path, o.record_tag ? o.record_tag : "moeinf/run",
@@ -170,7 +210,7 @@ int cmd_run(int argc, char **argv) {
                  n_prompt, o.model.ctx.n_ctx);
         goto done;
     }
-    write_bytes(o.prompt, strlen(o.prompt));
+    write_bytes(o.prompt, o.prompt_len);
     wrote = true;
     /* a progress line only when the text goes elsewhere than the terminal */
     prog = cli_progress_start();
@@ -213,20 +253,22 @@ int cmd_run(int argc, char **argv) {
         err.msg[0] = '\0'; /* the message is out */
         goto done;
     }
-    cli_stop_finish(); /* a signal stopped it: die of it, the state saved */
     rc = CLI_EXIT_OK;
     if (!expert_args_report(&o.model.experts, ctx, seconds)) {
         rc = CLI_EXIT_FAIL; /* the message is out */
         err.msg[0] = '\0';
     }
+    if (rc == CLI_EXIT_OK) cli_stop_finish(); /* a signal stopped it: all written, die of it */
 done:
     cli_progress_end(&prog);
     if (rc != CLI_EXIT_OK) {
         if (wrote) printf("\n");
         fflush(stdout);
         if (err.msg[0]) cli_fail(&err);
+        moeinf_context_record_discard(ctx); /* a failed run leaves the file as it was */
     }
     expert_args_close(&o.model.experts);
+    free(o.prompt_buf);
     free(logits);
     free(out_ids);
     free(prompt);

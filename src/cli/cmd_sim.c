@@ -483,14 +483,12 @@ int cmd_sim(int argc, char **argv) {
     o.params = moeinf_sim_params_default();
     int code = CLI_EXIT_USAGE;
     if (parse_args(argc, argv, &o, &code) < 0) return code;
-    /* outputs are written after the replay: a path that cannot be written fails now */
-    const char *outputs[2] = {o.plot, o.params.eamc_path};
-    for (int i = 0; i < 2; i++) {
-        struct moeinf_error err = {0};
-        if (outputs[i] && moeinf_file_check_output(outputs[i], &err) != MOEINF_OK) {
-            return cli_fail(&err);
-        }
-    }
+    /* outputs are written after the replay: a path that cannot be written, or that is the
+     * trace, fails now */
+    const struct cli_file outputs[2] = {{"--plot", o.plot}, {"--eamc", o.params.eamc_path}};
+    const struct cli_file input = {"--trace", o.params.trace_path};
+    code = cli_check_outputs("sim", outputs, 2, &input, 1);
+    if (code != CLI_EXIT_OK) return code;
     if (o.sweep) return run_sweep(&o);
     set_cache(&o.params, &o.cache);
     struct moeinf_sim_result res;

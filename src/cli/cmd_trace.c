@@ -245,7 +245,10 @@ static int cmd_heatmap(int argc, char **argv) {
     struct moeinf_error err;
     memset(&err, 0, sizeof err);
     struct moeinf_trace_eam *m = NULL;
-    if (out && moeinf_file_check_output(out, &err) != MOEINF_OK) return cli_fail(&err);
+    const struct cli_file output = {"-o", out};
+    const struct cli_file input = {"--trace", trace};
+    int rc = cli_check_outputs("trace heatmap", &output, 1, &input, 1);
+    if (rc != CLI_EXIT_OK) return rc;
     if (moeinf_trace_eam_load(trace, request, index, &m, &err) != MOEINF_OK) {
         return fail("heatmap", &err);
     }
@@ -367,6 +370,10 @@ static int cmd_filter(int argc, char **argv) {
     }
     if (!trace) return usage_error("filter", filter_usage, "--trace is required");
     if (!out) return usage_error("filter", filter_usage, "-o is required");
+    const struct cli_file output = {"-o", out};
+    const struct cli_file input = {"--trace", trace};
+    int rc = cli_check_outputs("trace filter", &output, 1, &input, 1);
+    if (rc != CLI_EXIT_OK) return rc;
     char derived[NOTE_BYTES + 300];
     snprintf(derived, sizeof derived, "moeinf trace filter of %s:%s", base_name(trace), note);
     prm.tag_prefixes = prefixes;
@@ -430,6 +437,12 @@ static int cmd_concat(int argc, char **argv) {
     if (n_in == 0) {
         code = usage_error("concat", concat_usage, "no input traces");
         goto done;
+    }
+    const struct cli_file output = {"-o", out};
+    for (int i = 0; i < n_in; i++) { /* -o is written at the end: not one of the inputs */
+        const struct cli_file input = {"the input", inputs[i]};
+        code = cli_check_outputs(sub, &output, 1, &input, 1);
+        if (code != CLI_EXIT_OK) goto done;
     }
     char note[NOTE_BYTES];
     size_t len = (size_t)snprintf(note, sizeof note, "moeinf trace concat of");

@@ -15,7 +15,23 @@
 enum moeinf_status moeinf_expert_cache_parse(const char *text, struct moeinf_expert_cache_size *out,
                                              struct moeinf_error *err) {
     memset(out, 0, sizeof *out);
-    if (!text || !*text) return moeinf_fail(err, MOEINF_ERR_ARG, "empty expert cache size");
+    if (!text) return moeinf_fail(err, MOEINF_ERR_ARG, "empty expert cache size");
+    /* Spaces around the size (a quoting slip: '50% ', ' 50%') are dropped, so that both
+     * sides parse alike (strtod alone would take leading ones and refuse trailing ones). */
+    const char *const given = text;
+    char trimmed[64];
+    while (isspace((unsigned char)*text))
+        text++;
+    size_t n_text = strlen(text);
+    while (n_text > 0 && isspace((unsigned char)text[n_text - 1]))
+        n_text--;
+    if (n_text >= sizeof trimmed) {
+        return moeinf_fail(err, MOEINF_ERR_ARG, "invalid expert cache size '%.64s...'", given);
+    }
+    memcpy(trimmed, text, n_text);
+    trimmed[n_text] = '\0';
+    text = trimmed;
+    if (!*text) return moeinf_fail(err, MOEINF_ERR_ARG, "empty expert cache size");
     if (!strcmp(text, "auto")) {
         out->kind = MOEINF_EXPERT_CACHE_AUTO;
         return MOEINF_OK;
@@ -28,7 +44,7 @@ enum moeinf_status moeinf_expert_cache_parse(const char *text, struct moeinf_exp
         if (end != text + len - 1 || end == text || errno || !(p > 0.0) || p > 100.0) {
             return moeinf_fail(err, MOEINF_ERR_ARG,
                                "invalid expert cache size '%s': a percentage must be in (0, 100]",
-                               text);
+                               given);
         }
         out->kind = MOEINF_EXPERT_CACHE_PERCENT;
         out->percent = p;
@@ -52,7 +68,7 @@ bad:
     return moeinf_fail(err, MOEINF_ERR_ARG,
                        "invalid expert cache size '%s': bytes with an optional K/M/G/T suffix "
                        "(powers of 1024), P%%, or auto",
-                       text);
+                       given);
 }
 
 /* The fast tier's byte budget for the size asked: bytes as given; a percentage of every

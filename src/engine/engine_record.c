@@ -59,6 +59,13 @@ enum moeinf_status moeinf_context_record_close(struct moeinf_context *ctx,
     return st;
 }
 
+void moeinf_context_record_discard(struct moeinf_context *ctx) {
+    if (!ctx || !ctx->record) return;
+    moeinf_trace_writer_abort(ctx->record);
+    ctx->record = NULL;
+    record_buffers_free(ctx);
+}
+
 /* Appends the routing of the m tokens the last eval ran; n_past is where they started. */
 enum moeinf_status moeinf_record_eval(struct moeinf_context *ctx, int m, int n_past, bool prefill,
                                       struct moeinf_error *err) {

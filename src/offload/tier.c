@@ -49,12 +49,13 @@ static enum moeinf_status slots_for(const struct moeinf_tier_params *p, uint64_t
     const uint64_t n = p->budget_bytes / slot_bytes;
     if (n < (uint64_t)p->top_k) {
         return moeinf_fail(err, MOEINF_ERR_ARG,
-                           "expert_cache: %llu MiB hold %llu slots of %.2f MiB, too small: one "
-                           "token uses %d experts per layer, so at least %d slots (%.1f MiB) "
+                           "expert_cache: %llu MiB hold%s %llu slot%s of %.2f MiB, too small: "
+                           "one token uses %d experts per layer, so at least %d slots (%.1f MiB) "
                            "are needed",
-                           (unsigned long long)(p->budget_bytes >> 20), (unsigned long long)n,
-                           (double)slot_bytes / (1024.0 * 1024.0), p->top_k, p->top_k,
-                           (double)slot_bytes * p->top_k / (1024.0 * 1024.0));
+                           (unsigned long long)(p->budget_bytes >> 20),
+                           p->budget_bytes >> 20 == 1 ? "s" : "", (unsigned long long)n,
+                           n == 1 ? "" : "s", (double)slot_bytes / (1024.0 * 1024.0), p->top_k,
+                           p->top_k, (double)slot_bytes * p->top_k / (1024.0 * 1024.0));
     }
     *slots = (int)(n < total ? n : total);
     return MOEINF_OK;
