@@ -63,11 +63,12 @@ static void test_probe_reads_parts_at_the_engines_depth(void) {
             break;
         }
         CHECK_MSG(rc == 0, "%s: %s", body, err);
-        double gbps = 0;
-        int depth = -1;
-        long bytes = -1;
-        CHECK_MSG(sscanf(out, "%lf %d %ld", &gbps, &depth, &bytes) == 3, "probe printed '%s'", out);
-        CHECK(gbps > 0);
+        /* "GB/s depth part_bytes" */
+        char *end = NULL;
+        double gbps = strtod(out, &end);
+        long depth = strtol(end, &end, 10);
+        long bytes = strtol(end, &end, 10);
+        CHECK_MSG(gbps > 0 && (*end == '\n' || *end == '\0'), "probe printed '%s'", out);
         CHECK_EQ_INT(depth, depths[i][1]);
         CHECK_EQ_INT(bytes, part);
         /* what bench_disk_read itself says it did */
@@ -101,8 +102,8 @@ static void test_io_threads_of_the_runs(void) {
             test_skip("bench_disk_read is not beside MOEINF_BIN (run under ctest)");
             return;
         }
-        CHECK_MSG(rc == 0 && atoi(out) == cases[i].want, "'%s': '%s', want %d", cases[i].args, out,
-                  cases[i].want);
+        CHECK_MSG(rc == 0 && strtol(out, NULL, 10) == cases[i].want, "'%s': '%s', want %d",
+                  cases[i].args, out, cases[i].want);
     }
 }
 

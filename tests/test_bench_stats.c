@@ -18,7 +18,7 @@ static void test_every_field_is_set(void) {
     a.accesses = 10, b.accesses = 25;
     a.hits = 4, b.hits = 9;
     a.misses = 6, b.misses = 16;
-    a.bytes_read = 4096, b.bytes_read = 3 * 4096;
+    a.bytes_read = 4096, b.bytes_read = 12288;
     a.expert_bytes = 3000, b.expert_bytes = 7000;
     a.read_seconds = 0.25, b.read_seconds = 1.0;
     a.stall_seconds = 0.5, b.stall_seconds = 0.75;
