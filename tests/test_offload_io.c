@@ -5,7 +5,7 @@
  *     to where the file system refuses O_DIRECT) or direct, the pages of the file's routed
  *     experts are no more resident than before the decode (mincore over a mapping of the
  *     file); with cached they are (the control: where it fails, this file system cannot show
- *     residency, and the case is a skip, not a pass);
+ *     residency, and the case is a skip, not a pass); the CLI takes --expert-io nocache;
  *   - stall time: with the reads on the compute thread (expert_io_threads 0) every read happens
  *     while the forward pass waits for it, so the stall is at least the read time (the waits
  *     contain the reads), at most the decode's wall time (the decode contains the waits), and
@@ -322,8 +322,27 @@ static void test_stall_is_the_read_time_without_io_threads(void) {
     CHECK_MSG(stall <= 1.5 * read + 5e-3, "stall %.6f s against %.6f s of reads", stall, read);
 }
 
+/* The CLI takes --expert-io nocache and says how it reads. */
+static void test_cli_nocache(void) {
+    const char *path = model_file();
+    if (!path) return;
+    char args[1024];
+    snprintf(args, sizeof args,
+             "run -m '%s' --expert-cache 50%% --expert-io nocache -p 'Once' -n 2 -t 1", path);
+    char out[4096];
+    char err[4096];
+    int rc = test_run_moeinf("offload-io-cli", args, out, sizeof out, err, sizeof err);
+    if (rc == -1) {
+        test_skip("MOEINF_BIN is not set (run under ctest)");
+        return;
+    }
+    CHECK_MSG(rc == 0, "%s: %s", args, err);
+    CHECK_STR_CONTAINS(err, "buffered reads without readahead, dropped from the page cache");
+}
+
 int main(void) {
     RUN(test_reads_leave_no_expert_pages_cached);
+    RUN(test_cli_nocache);
     RUN(test_stall_is_the_read_time_without_io_threads);
     if (model_path[0]) unlink(model_path);
     return test_report();
