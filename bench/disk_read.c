@@ -5,12 +5,15 @@
  * (O_DIRECT bypasses it where the file system allows; otherwise the figure is the page
  * cache's and says so).
  *
- *   bench_disk_read FILE [size_bytes=6291456] [seconds=3] [depth=1] [pread|uring]
+ *   bench_disk_read FILE [size_bytes=6291456] [seconds=3] [depth=4] [pread|uring]
  *
  * depth reads in flight: `pread` runs depth threads, each reading one window at a time (what
- * the expert loader's I/O threads do); `uring` (built when liburing is found) keeps depth
- * reads queued on one io_uring from one thread. Comparing the two at the same depth says
- * whether io_uring would read experts faster than pread threads on this disk.
+ * the expert loader's I/O threads do: the default depth is the engine's default number of
+ * them, MOEINF_EXPERT_IO_THREADS_DEFAULT; each reads one part of an expert, a third of a
+ * slot, at a time, which is how bench/lib/disk_probe.sh calls this); `uring` (built when
+ * liburing is found) keeps depth reads queued on one io_uring from one thread. Comparing the
+ * two at the same depth says whether io_uring would read experts faster than pread threads on
+ * this disk. The line on stderr says what was read: the read size and how many at once.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -27,6 +30,7 @@
 #endif
 
 #include "base/rng.h"
+#include "moeinf.h"
 
 static double now_s(void) {
     struct timespec ts;
@@ -131,7 +135,7 @@ int main(int argc, char **argv) {
     }
     size_t size = argc > 2 ? (size_t)strtoull(argv[2], NULL, 10) : (size_t)6 << 20;
     double seconds = argc > 3 ? strtod(argv[3], NULL) : 3.0;
-    int depth = argc > 4 ? (int)strtol(argv[4], NULL, 10) : 1;
+    int depth = argc > 4 ? (int)strtol(argv[4], NULL, 10) : MOEINF_EXPERT_IO_THREADS_DEFAULT;
     const char *how = argc > 5 ? argv[5] : "pread";
     if (depth < 1 || depth > 64 || (strcmp(how, "pread") != 0 && strcmp(how, "uring") != 0)) {
         fprintf(stderr, "bench_disk_read: depth 1-64, pread or uring\n");

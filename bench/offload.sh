@@ -4,8 +4,9 @@
 # mmap path and llama.cpp (llama-cpp-python, default mmap), the last three inside the same
 # memory cgroup on the same file, evicted from the page cache before each run; and the limit
 # no cache can beat at the bytes the cache read: max(compute time per token, from the resident
-# run; the bytes read per token over the disk bandwidth measured here), since reads on I/O
-# threads overlap compute; and the same limit at the fewest misses any cache of that size
+# run; the bytes read per token over the disk bandwidth measured here as the engine reads:
+# bench/lib/disk_probe.sh, O_DIRECT reads of one expert part, as many at once as the runs'
+# --io-threads), since reads on I/O threads overlap compute; and the same limit at the fewest misses any cache of that size
 # could have on the same accesses: the first round records its routing (`bench
 # --record-routing`) and `moeinf sim --policy belady` replays it.
 #
@@ -74,16 +75,20 @@ trap cleanup EXIT
 field() { awk -v k="$1" -v c="$2" '$1 == k && $2 ~ /^[0-9.]+$/ { print $c }' "$3"; }
 
 # ---- the limits of this machine, measured in this run --------------------------------------
-# The disk (O_DIRECT reads of one expert slot at random offsets) and the compute time of a
-# token (a resident run, the whole file in the page cache, no limit) are measured before and
-# after the cgroup runs; the best of each makes the limit, so that it is an upper bound.
+# The disk (as the engine reads: O_DIRECT reads of one expert part at random offsets, as many
+# at once as the runs' --io-threads; bench/lib/disk_probe.sh) and the compute time of a token
+# (a resident run, the whole file in the page cache, no limit) are measured before and after
+# the cgroup runs; the best of each makes the limit, so that it is an upper bound.
+. bench/lib/disk_probe.sh
+io_threads=$(disk_probe_io_threads "${extra[@]}")
 dd if="$model" iflag=nocache count=0 status=none
-expert_bytes=$("$bin" bench -m "$model" -t "$threads" -p 1 -n 1 -r 1 --expert-cache 50% 2>&1 |
-               sed -n 's/.* slots x \([0-9.]*\) MiB.*/\1/p')
-slot=$(awk -v m="$expert_bytes" 'BEGIN{printf "%d", m*1048576}')
+expert_bytes=$("$bin" bench -m "$model" -t "$threads" -p 1 -n 1 -r 1 --expert-cache 50% \
+               --stats-json "$out/probe.json" 2>&1 | sed -n 's/.* slots x \([0-9.]*\) MiB.*/\1/p')
+slot=$(sed -n 's/.*"slot_bytes": \([0-9]*\).*/\1/p' "$out/probe.json")
 measure_limits() { # appends "disk GB/s" and "resident decode tok/s" to $out/limits.txt
   dd if="$model" iflag=nocache count=0 status=none
-  echo "disk $(build/release/bench_disk_read "$model" "$slot" 4 2>/dev/null)" >>"$out/limits.txt"
+  read -r d depth part < <(disk_probe "$model" "$slot" "$io_threads" 4 2>/dev/null)
+  echo "disk $d" >>"$out/limits.txt"
   cat "$model" >/dev/null
   "$bin" bench -m "$model" -t "$threads" -p "$prompt" -n "$gen" -r 2 >"$out/resident.txt"
   echo "resident $(field decode 4 "$out/resident.txt")" >>"$out/limits.txt"
@@ -136,8 +141,9 @@ disk=$(best disk)
 res=$(best resident)
 
 echo "model: $model ($(awk -v s="$size" 'BEGIN{printf "%.2f GB", s/1e9}')), threads $threads"
-echo "disk: O_DIRECT reads of one expert slot (${expert_bytes} MiB) at random offsets," \
-  "best of 2: $disk GB/s"
+echo "disk: O_DIRECT reads of one expert part ($(awk -v p="$part" 'BEGIN{printf "%.2f", p/1048576}')" \
+  "MiB, a third of a ${expert_bytes} MiB slot) at random offsets, $depth at once (the runs'" \
+  "--io-threads $io_threads), best of 2: $disk GB/s"
 echo "resident decode (no limit, file in the page cache), best of 2: $res tok/s"
 echo "llama.cpp: llama-cpp-python $(python3 -c 'import llama_cpp; print(llama_cpp.__version__)')"
 if [ "$slow_gen" -eq "$gen" ]; then

@@ -10,11 +10,16 @@
 #                           offline-optimal misses x expert bytes / disk bandwidth / tokens)
 # with the offline-optimal misses from `moeinf sim --policy belady` on the same requests and
 # capacity, compute from a resident run of the same requests (the model in memory, no
-# cache), and the disk bandwidth from bench/disk_read.c (O_DIRECT reads of one expert slot at
-# random offsets, the file evicted from the page cache first). Prints one table.
+# cache), and the disk bandwidth from bench/disk_read.c as the engine reads
+# (bench/lib/disk_probe.sh: O_DIRECT reads of one expert part at random offsets, as many at
+# once as the runs have I/O threads, the file evicted from the page cache first). Prints one
+# table.
 #
-#   PREFETCH="0 2" ROUNDS=3 POLICIES="lru reuse" bench/trace_replay.sh [-t THREADS] [--models DIR]
+#   PREFETCH="0 2" ROUNDS=3 POLICIES="lru reuse" IO_THREADS=4 bench/trace_replay.sh [-t THREADS]
+#                                                                             [--models DIR]
 #
+# IO_THREADS (default 4, the engine's default) is every run's --io-threads and the probe's
+# number of reads at once.
 # ROUNDS (default 1) runs every cell that many times, the policies in a rotated order each
 # round (this machine's disk and memory bandwidth drift over minutes, and a policy always run
 # last in its cell would take the drift alone); the table shows the round with the median
@@ -60,6 +65,8 @@ while [ $# -gt 0 ]; do
 done
 prefetch_list=${PREFETCH:-0}
 rounds=${ROUNDS:-1}
+. bench/lib/disk_probe.sh
+io_threads=${IO_THREADS:-$disk_probe_default_io_threads}
 sizes="10 25"
 policies=${POLICIES:-lru moe-infinity reuse}
 traces=../shared/traces
@@ -106,20 +113,25 @@ for trace in "$traces"/*.txt; do
   echo "  $name: requests $subset, model $model" >>"$out/models.txt"
   sub=$out/$name-sub.txt
   "$bin" trace filter --trace "$trace" -o "$sub" --indices "$subset" >/dev/null
-  run=("$bin" bench -m "$model" -t "$threads" -b 1 --route-trace "$trace" --trace-requests "$subset")
-  # one expert's bytes (the slot size the disk is measured with) from a one-request run
+  run=("$bin" bench -m "$model" -t "$threads" -b 1 --route-trace "$trace" --trace-requests "$subset"
+       --io-threads "$io_threads")
+  # one expert's bytes and the slot size (a third of it is the probe's read) from a one-request
+  # run
   first=${subset%-*}
   "$bin" bench -m "$model" -t "$threads" -b 1 --route-trace "$trace" --trace-requests "$first" \
-    --expert-cache 10% --prefetch 0 --lookahead 0 --stats-json "$out/probe.json" >/dev/null 2>&1
+    --io-threads "$io_threads" --expert-cache 10% --prefetch 0 --lookahead 0 \
+    --stats-json "$out/probe.json" >/dev/null 2>&1
   read -r slot eb misses0 < <(jget "$out/probe.json" slot_bytes expert_bytes misses)
   expert_bytes=$((eb / misses0))
-  # disk bandwidth: the best of two measurements, the file evicted first
+  # disk bandwidth as the engine reads: the best of two measurements, the file evicted first
   disk=0
   for _ in 1 2; do
     dd if="$model" iflag=nocache count=0 status=none
-    d=$(build/release/bench_disk_read "$model" "$slot" 3 2>/dev/null)
+    read -r d depth part < <(disk_probe "$model" "$slot" "$io_threads" 3 2>/dev/null)
     disk=$(awk -v a="$d" -v b="$disk" 'BEGIN { print (a > b) ? a : b }')
   done
+  echo "  $name: disk probe: O_DIRECT reads of $part bytes (one expert part), $depth at once" \
+    "(--io-threads $io_threads): $disk GB/s" >>"$out/models.txt"
   # compute per token: the same requests, resident (the file read into the page cache first)
   cat "$model" >/dev/null
   "${run[@]}" >"$out/resident.txt"
@@ -166,7 +178,8 @@ done
 t_end=$(date +%s)
 load1=$(cut -d' ' -f1-3 /proc/loadavg)
 
-echo "moeinf bench --route-trace, -b 1, $threads threads, $(nproc) CPUs; $((t_end - t_start)) s;" \
+echo "moeinf bench --route-trace, -b 1, $threads threads, --io-threads $io_threads, $(nproc) CPUs;" \
+  "$((t_end - t_start)) s;" \
   "load average $load0 at the start, $load1 at the end"
 printf "%-32s %5s %6s %-13s %6s %8s %6s %9s %9s %9s %-12s %9s %7s %s\n" trace cache slots policy ahead \
   "tok/s" hit "stall ms" "MiB/tok" "misses" "engine=sim" "limit t/s" "of lim" \
@@ -199,7 +212,7 @@ while IFS='|' read -r a b; do
       n, s, sl, p, pf, tps, h, 1000 * ss / t, by / t / 1048576, m, c, l, 100 * tps / l, r }'
 done < <(median_rows)
 echo
-echo "models (trace-shape-LAYERSxEXPERTS-topK-eEMBD-fFFN):"
+echo "models (trace-shape-LAYERSxEXPERTS-topK-eEMBD-fFFN) and disk probes:"
 cat "$out/models.txt"
 echo "limit = 1 / max(compute s/token, belady misses x expert bytes / disk / tokens):"
 awk -F'|' '{ split($1, a, " "); split($2, b, " ");

@@ -179,12 +179,13 @@ enum moeinf_expert_cache_kind {
 
 /* How the expert cache reads experts from the file. */
 enum moeinf_expert_io {
-    MOEINF_EXPERT_IO_DIRECT = 0, /* O_DIRECT, bypassing the page cache (where the file system
-                                    refuses it: buffered reads, then dropped from the page
-                                    cache); the default */
-    MOEINF_EXPERT_IO_CACHED = 1, /* buffered reads left in the page cache: fast when the file
-                                    fits in memory (tests, repeated runs), but the page cache is
-                                    then outside the budget */
+    MOEINF_EXPERT_IO_DIRECT = 0,  /* O_DIRECT, bypassing the page cache (where the file system
+                                     refuses it: as NOCACHE); the default */
+    MOEINF_EXPERT_IO_CACHED = 1,  /* buffered reads left in the page cache: fast when the file
+                                     fits in memory (tests, repeated runs), but the page cache
+                                     is then outside the budget */
+    MOEINF_EXPERT_IO_NOCACHE = 2, /* buffered reads without readahead, each read's pages
+                                     dropped from the page cache after it */
 };
 
 struct moeinf_expert_cache_size {

@@ -72,14 +72,14 @@ struct test_store {
 };
 
 static inline enum moeinf_status store_open(const struct moeinf_store_layer *l, int n_slots,
-                                            bool page_cache, struct test_store *ts,
+                                            enum moeinf_expert_io io, struct test_store *ts,
                                             struct moeinf_error *err) {
     memset(ts, 0, sizeof *ts);
     uint64_t slot_bytes = moeinf_store_slot_bytes_for(l, N_LAYERS, N_EXPERTS);
     enum moeinf_status st =
         moeinf_fast_tier_init(&moeinf_fast_tier_ram, slot_bytes, n_slots, &ts->fast, err);
     if (st == MOEINF_OK) {
-        st = moeinf_store_open(path, l, N_LAYERS, N_EXPERTS, ts->fast, page_cache, &ts->s, err);
+        st = moeinf_store_open(path, l, N_LAYERS, N_EXPERTS, ts->fast, io, &ts->s, err);
     }
     if (st != MOEINF_OK) {
         moeinf_fast_tier_free(ts->fast);

@@ -248,7 +248,7 @@ static void test_bad_values(void) {
         {"--expert-cache", 2, "--expert-cache"},
         {"--policy lru", 2, "need --expert-cache"},
         {"--stats", 2, "need --expert-cache"},
-        {"--expert-cache 25% --expert-io sideways", 2, "--expert-io must be direct or cached"},
+        {"--expert-cache 25% --expert-io sideways", 2, "--expert-io must be direct, cached or nocache"},
         {"--expert-cache 25% --policy nosuch", 2, "--policy: unknown cache policy 'nosuch'"},
         {"--expert-cache 25% --policy belady", 2, "belady is offline"},
         {"--expert-cache 1K", 2, "at least 2 slots"}, /* from the header, before the load */

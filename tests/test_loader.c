@@ -26,14 +26,14 @@ static bool slot_holds(const struct moeinf_store *s, const struct moeinf_store_l
     return parts_hold(parts, l, il, e);
 }
 
-static void check_all_reads(int n_threads, bool page_cache) {
+static void check_all_reads(int n_threads, enum moeinf_expert_io mode) {
     struct moeinf_store_layer l[N_LAYERS];
     layout(l);
     const int n_slots = N_LAYERS * N_EXPERTS;
     struct test_store ts;
     struct moeinf_loader *ld = NULL;
     struct moeinf_error err = {0};
-    CHECK_MSG(store_open(l, n_slots, page_cache, &ts, &err) == MOEINF_OK, "%s", err.msg);
+    CHECK_MSG(store_open(l, n_slots, mode, &ts, &err) == MOEINF_OK, "%s", err.msg);
     struct moeinf_store *s = ts.s;
     if (!s) return;
     CHECK(moeinf_loader_init(s, n_threads, &ld, &err) == MOEINF_OK);
@@ -71,8 +71,9 @@ static void check_all_reads(int n_threads, bool page_cache) {
 
 static void test_reads_land_in_their_slots(void) {
     for (int t = 0; t <= 3; t++) {
-        check_all_reads(t, false);
-        check_all_reads(t, true);
+        check_all_reads(t, MOEINF_EXPERT_IO_DIRECT);
+        check_all_reads(t, MOEINF_EXPERT_IO_CACHED);
+        check_all_reads(t, MOEINF_EXPERT_IO_NOCACHE);
     }
 }
 
@@ -83,7 +84,7 @@ static void test_cancel_and_synchronous_wait(void) {
     struct test_store ts;
     struct moeinf_loader *ld = NULL;
     struct moeinf_error err = {0};
-    CHECK(store_open(l, 4, false, &ts, &err) == MOEINF_OK);
+    CHECK(store_open(l, 4, MOEINF_EXPERT_IO_DIRECT, &ts, &err) == MOEINF_OK);
     struct moeinf_store *s = ts.s;
     if (!s) return;
     CHECK(moeinf_loader_init(s, 0, &ld, &err) == MOEINF_OK);
@@ -121,7 +122,7 @@ static void test_short_file_is_an_error(void) {
     struct test_store ts;
     struct moeinf_loader *ld = NULL;
     struct moeinf_error err = {0};
-    CHECK(store_open(l, 2, false, &ts, &err) == MOEINF_OK);
+    CHECK(store_open(l, 2, MOEINF_EXPERT_IO_DIRECT, &ts, &err) == MOEINF_OK);
     struct moeinf_store *s = ts.s;
     if (!s) return;
     CHECK(moeinf_loader_init(s, 2, &ld, &err) == MOEINF_OK);
@@ -154,7 +155,7 @@ static void test_free_with_reads_queued(void) {
         struct test_store ts;
         struct moeinf_loader *ld = NULL;
         struct moeinf_error err = {0};
-        CHECK(store_open(l, n_slots, true, &ts, &err) == MOEINF_OK);
+        CHECK(store_open(l, n_slots, MOEINF_EXPERT_IO_CACHED, &ts, &err) == MOEINF_OK);
         struct moeinf_store *s = ts.s;
         if (!s) return;
         CHECK(moeinf_loader_init(s, 1 + round % 3, &ld, &err) == MOEINF_OK);

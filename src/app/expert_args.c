@@ -43,9 +43,10 @@ int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **a
     } else if (!strcmp(opt, "--policy")) {
         a->policy = val;
     } else if (!strcmp(opt, "--expert-io")) {
-        if (strcmp(val, "direct") != 0 && strcmp(val, "cached") != 0) {
-            fprintf(stderr, "moeinf %s: --expert-io must be direct or cached, not '%s'\n", cmd,
-                    val);
+        if (strcmp(val, "direct") != 0 && strcmp(val, "cached") != 0 &&
+            strcmp(val, "nocache") != 0) {
+            fprintf(stderr, "moeinf %s: --expert-io must be direct, cached or nocache, not '%s'\n",
+                    cmd, val);
             return -1;
         }
         a->io = val;
@@ -89,8 +90,10 @@ int expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_mode
     if (a->io_threads) cp->expert_io_threads = (int)strtol(a->io_threads, NULL, 10);
     if (a->prefetch) cp->expert_prefetch = (int)strtol(a->prefetch, NULL, 10);
     if (a->lookahead) cp->expert_lookahead = (int)strtol(a->lookahead, NULL, 10);
-    cp->expert_io =
-        a->io && !strcmp(a->io, "cached") ? MOEINF_EXPERT_IO_CACHED : MOEINF_EXPERT_IO_DIRECT;
+    cp->expert_io = !a->io                      ? MOEINF_EXPERT_IO_DIRECT
+                    : !strcmp(a->io, "cached")  ? MOEINF_EXPERT_IO_CACHED
+                    : !strcmp(a->io, "nocache") ? MOEINF_EXPERT_IO_NOCACHE
+                                                : MOEINF_EXPERT_IO_DIRECT;
     mp->offload_experts = true;
     return check_params(cmd, cp);
 }

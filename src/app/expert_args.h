@@ -80,7 +80,9 @@ bool expert_args_stopped(const struct expert_args *a, struct moeinf_context *ctx
     "  --policy NAME        expert cache policy (default reuse; `moeinf sim --help` lists "        \
     "them)\n"                                                                                      \
     "  --expert-io MODE     how experts are read: direct (O_DIRECT, past the page cache; the\n"    \
-    "                       default) or cached (through the page cache, which keeps them)\n"       \
+    "                       default; where refused, as nocache), cached (through the page\n"       \
+    "                       cache, which keeps them) or nocache (through the page cache\n"         \
+    "                       without readahead, each read dropped from it after)\n"                 \
     "  --io-threads N       threads reading experts (default 4; 0: read on the compute\n"          \
     "                       thread when needed, nothing read ahead)\n"                             \
     "  --prefetch K         after each layer, prefetch up to K experts the policy predicts\n"      \

@@ -85,7 +85,7 @@ enum moeinf_status moeinf_file_map_mode(const char *path, enum moeinf_map_mode m
     const uint8_t *data = NULL;
     const size_t size = (size_t)file_size;
     if (size > 0) {
-        void *p = mode == MOEINF_MAP_FILE ? mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0)
+        void *p = mode != MOEINF_MAP_READ ? mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0)
                                           : moeinf_huge_alloc(size);
         if (!p) {
             close(fd);
@@ -97,6 +97,11 @@ enum moeinf_status moeinf_file_map_mode(const char *path, enum moeinf_map_mode m
             close(fd);
             return moeinf_fail(err, e == ENOMEM ? MOEINF_ERR_NOMEM : MOEINF_ERR_IO, "%s: mmap: %s",
                                path, moeinf_strerror(e, eb, sizeof eb));
+        }
+        if (mode == MOEINF_MAP_FILE_RANDOM) {
+            /* hints: where refused, the reads are only larger */
+            (void)madvise(p, size, MADV_RANDOM);
+            (void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
         }
         if (mode == MOEINF_MAP_READ) {
             /* in chunks, so that a long read can report its progress */

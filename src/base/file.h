@@ -22,6 +22,11 @@ struct moeinf_mapping {
 enum moeinf_map_mode {
     MOEINF_MAP_FILE = 0, /* mmap of the file: pages come from the page cache on first touch */
     MOEINF_MAP_READ = 1, /* read once into anonymous memory (huge pages where the kernel can) */
+    /* MOEINF_MAP_FILE without readahead, for a file read in parts (an offloaded model: its
+     * metadata through the mapping, its weights by pread): a fault reads only its page and a
+     * pread only its range (MADV_RANDOM, POSIX_FADV_RANDOM), so that nothing around them,
+     * above all no expert, lands in the page cache after the loader has dropped it. */
+    MOEINF_MAP_FILE_RANDOM = 2,
 };
 
 /*

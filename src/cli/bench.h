@@ -15,7 +15,7 @@ struct phase_stats {
     struct moeinf_expert_stats d; /* counters of the phase alone */
 };
 
-/* ps = the counters from a to b, and the phase's seconds. */
+/* ps = the counters from a to b, and the phase's seconds; every other field of ps is 0. */
 void bench_phase_stats_set(struct phase_stats *ps, const struct moeinf_expert_stats *a,
                            const struct moeinf_expert_stats *b, double seconds);
 

@@ -3,16 +3,19 @@
  * pseudo-random token ids. Kept apart so that the two call this file and not each other. */
 #include <stdint.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "cli/bench.h"
 
 void bench_phase_stats_set(struct phase_stats *ps, const struct moeinf_expert_stats *a,
                            const struct moeinf_expert_stats *b, double seconds) {
+    memset(ps, 0, sizeof *ps); /* every field is defined: the replay sums them all */
     ps->seconds = seconds;
     ps->d.accesses = b->accesses - a->accesses;
     ps->d.hits = b->hits - a->hits;
     ps->d.misses = b->misses - a->misses;
     ps->d.bytes_read = b->bytes_read - a->bytes_read;
+    ps->d.expert_bytes = b->expert_bytes - a->expert_bytes;
     ps->d.read_seconds = b->read_seconds - a->read_seconds;
     ps->d.stall_seconds = b->stall_seconds - a->stall_seconds;
 }

@@ -128,7 +128,7 @@ enum moeinf_status moeinf_engine_expert_cache_init(struct moeinf_context *ctx,
         .n_experts = hp->n_expert,
         .top_k = hp->n_expert_used,
         .policy = ctx->params.expert_policy,
-        .page_cache = ctx->params.expert_io == MOEINF_EXPERT_IO_CACHED,
+        .io = ctx->params.expert_io,
         .io_threads = ctx->params.expert_io_threads,
         .prefetch = ctx->params.expert_prefetch,
     };

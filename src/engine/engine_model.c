@@ -34,7 +34,9 @@ enum moeinf_status moeinf_model_load(const char *path, const struct moeinf_model
     if (offload || vocab_only) load = MOEINF_LOAD_MAP; /* only parts of the file are read */
     if (load == MOEINF_LOAD_AUTO) load = auto_load_mode(path);
     m->load_mode = offload ? MOEINF_LOAD_READ : load;
-    enum moeinf_map_mode mode = load == MOEINF_LOAD_READ ? MOEINF_MAP_READ : MOEINF_MAP_FILE;
+    enum moeinf_map_mode mode = load == MOEINF_LOAD_READ ? MOEINF_MAP_READ
+                                : offload                ? MOEINF_MAP_FILE_RANDOM
+                                                         : MOEINF_MAP_FILE;
     enum moeinf_status st = moeinf_gguf_open_mode(path, mode, &progress, &m->gguf, err);
     if (st == MOEINF_OK && !vocab_only) st = moeinf_llm_init(m->gguf, &m->llm, err);
     if (st == MOEINF_OK && offload && !vocab_only) {

@@ -138,7 +138,8 @@ enum moeinf_status moeinf_context_params_check(const struct moeinf_context_param
     if (p->kv_type != MOEINF_KV_F16 && p->kv_type != MOEINF_KV_F32) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "kv_type: unknown type %d", (int)p->kv_type);
     }
-    if (p->expert_io != MOEINF_EXPERT_IO_DIRECT && p->expert_io != MOEINF_EXPERT_IO_CACHED) {
+    if (p->expert_io != MOEINF_EXPERT_IO_DIRECT && p->expert_io != MOEINF_EXPERT_IO_CACHED &&
+        p->expert_io != MOEINF_EXPERT_IO_NOCACHE) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "expert_io: unknown mode %d", (int)p->expert_io);
     }
     const int n_layer = model && model->llm ? model->llm->hp.n_layer : MAX_LAYERS;

@@ -17,7 +17,7 @@ struct moeinf_store {
     char *path;
     int fd; /* O_DIRECT when direct, else buffered */
     bool direct;
-    bool page_cache; /* buffered reads left in the page cache */
+    bool page_cache; /* buffered reads left in the page cache (else dropped after each read) */
     char note[160];
     uint64_t file_size;
     int n_layers, n_experts, n_slots;
@@ -70,8 +70,8 @@ static bool try_direct(struct moeinf_store *s) {
     int fd = open(s->path, O_RDONLY | O_CLOEXEC | O_DIRECT);
     if (fd < 0) {
         snprintf(s->note, sizeof s->note,
-                 "O_DIRECT refused by the file system (%s): buffered reads + "
-                 "posix_fadvise(DONTNEED)",
+                 "O_DIRECT refused by the file system (%s): buffered reads without readahead, "
+                 "dropped from the page cache",
                  moeinf_strerror(errno, eb, sizeof eb));
         return false;
     }
@@ -82,7 +82,8 @@ static bool try_direct(struct moeinf_store *s) {
     if (r < 0) {
         close(fd);
         snprintf(s->note, sizeof s->note,
-                 "O_DIRECT reads fail here (%s): buffered reads + posix_fadvise(DONTNEED)",
+                 "O_DIRECT reads fail here (%s): buffered reads without readahead, dropped from "
+                 "the page cache",
                  moeinf_strerror(e, eb, sizeof eb));
         return false;
     }
@@ -93,7 +94,7 @@ static bool try_direct(struct moeinf_store *s) {
 
 enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store_layer *layers,
                                      int n_layers, int n_experts,
-                                     const struct moeinf_fast_tier *fast, bool page_cache,
+                                     const struct moeinf_fast_tier *fast, enum moeinf_expert_io io,
                                      struct moeinf_store **out, struct moeinf_error *err) {
     char eb[64];
     const int n_slots = fast->n_slots;
@@ -115,12 +116,16 @@ enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
     }
     memcpy(s->layers, layers, (size_t)n_layers * sizeof *layers);
-    s->page_cache = page_cache;
-    if (page_cache) {
+    s->page_cache = io == MOEINF_EXPERT_IO_CACHED;
+    if (s->page_cache) {
         snprintf(s->note, sizeof s->note,
                  "buffered reads kept in the page cache (not counted by the budget)");
+    } else if (io == MOEINF_EXPERT_IO_NOCACHE) {
+        snprintf(s->note, sizeof s->note,
+                 "buffered reads without readahead, dropped from the page cache (expert_io "
+                 "nocache)");
     }
-    if (page_cache || !try_direct(s)) {
+    if (io != MOEINF_EXPERT_IO_DIRECT || !try_direct(s)) {
         s->fd = open(path, O_RDONLY | O_CLOEXEC);
         if (s->fd < 0) {
             int e = errno;
@@ -128,6 +133,10 @@ enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store
             return moeinf_fail(err, MOEINF_ERR_IO, "%s: %s", path,
                                moeinf_strerror(e, eb, sizeof eb));
         }
+        /* Readahead would fill the page cache with the neighbours of each part (up to the
+         * device's read_ahead_kb), which the drop after each read does not cover: this fd
+         * reads only what is asked. A hint: where it is refused the drop still runs. */
+        if (!s->page_cache) (void)posix_fadvise(s->fd, 0, 0, POSIX_FADV_RANDOM);
     } else {
         s->direct = true;
     }
@@ -246,7 +255,12 @@ enum moeinf_status moeinf_store_load_part(struct moeinf_store *s, int slot, int 
                            expert, layer, moeinf_strerror(e, eb, sizeof eb));
     }
     if (!s->direct && !s->page_cache) {
-        (void)posix_fadvise(s->fd, (off_t)off, (off_t)l->bytes[part], POSIX_FADV_DONTNEED);
+        /* DONTNEED drops only the whole pages inside its range: the part's page-aligned
+         * window, so that its first and last pages go too (a neighbour read at once by
+         * another thread only reads those again). */
+        uint64_t lo = align_down(off);
+        (void)posix_fadvise(s->fd, (off_t)lo, (off_t)(align_up(off + l->bytes[part]) - lo),
+                            POSIX_FADV_DONTNEED);
     }
     s->skew[(size_t)slot * MOEINF_EXPERT_PARTS + (size_t)part] = (uint32_t)(off - align_down(off));
     counters->bytes += (uint64_t)got;

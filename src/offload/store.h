@@ -12,11 +12,14 @@
  * Reads use O_DIRECT where the file system allows it: each part is read as the 4 KiB-aligned
  * window around it, into a 4 KiB-aligned region, and the kernels are pointed at the part's
  * offset inside the window; a window that runs past the end of the file reads short, which is
- * fine as long as the part itself was read. Where O_DIRECT is refused, the store falls back to
- * buffered reads of exactly the part, followed by posix_fadvise(DONTNEED) so that the page
- * cache does not keep the file (store->note says which happened). On request (page_cache) the
- * store reads through the page cache and leaves the pages there: repeated runs then hit
- * memory, which the memory budget does not count.
+ * fine as long as the part itself was read. Where O_DIRECT is refused, or on request
+ * (MOEINF_EXPERT_IO_NOCACHE), the store reads exactly the part through the page cache, on an
+ * fd marked POSIX_FADV_RANDOM (no readahead: the kernel reads only the part's pages), and then
+ * drops the part's page-aligned window with posix_fadvise(DONTNEED), so that the page cache
+ * does not keep the file (store->note says which happened; DONTNEED drops nothing on tmpfs,
+ * whose pages are the file). On request (MOEINF_EXPERT_IO_CACHED) the store reads through the
+ * page cache and leaves the pages there: repeated runs then hit memory, which the memory
+ * budget does not count.
  */
 #ifndef MOEINF_OFFLOAD_STORE_H
 #define MOEINF_OFFLOAD_STORE_H
@@ -54,12 +57,12 @@ struct moeinf_store;
 /*
  * Opens `path` for the experts of n_layers layers of n_experts each (layers[] copied), reading
  * into the slots of `fast` (borrowed: it must outlive the store; its slots at least
- * moeinf_store_slot_bytes_for bytes). MOEINF_ERR_IO if the file cannot be opened;
- * MOEINF_ERR_FORMAT if an expert lies past the end of the file; MOEINF_ERR_NOMEM.
+ * moeinf_store_slot_bytes_for bytes), reading as `io` says (above). MOEINF_ERR_IO if the file
+ * cannot be opened; MOEINF_ERR_FORMAT if an expert lies past the end of the file; MOEINF_ERR_NOMEM.
  */
 enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store_layer *layers,
                                      int n_layers, int n_experts,
-                                     const struct moeinf_fast_tier *fast, bool page_cache,
+                                     const struct moeinf_fast_tier *fast, enum moeinf_expert_io io,
                                      struct moeinf_store **out, struct moeinf_error *err);
 void moeinf_store_free(struct moeinf_store *s);
 

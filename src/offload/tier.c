@@ -112,7 +112,7 @@ enum moeinf_status moeinf_tier_init(const struct moeinf_tier_params *p, struct m
     if (st == MOEINF_OK) st = moeinf_fast_tier_init(fast, slot_bytes, n_slots, &t->fast, err);
     if (st == MOEINF_OK) {
         st = moeinf_store_open(p->path, p->layers, p->n_layers, p->n_experts, t->fast,
-                               p->page_cache, &t->store, err);
+                               p->io, &t->store, err);
     }
     if (st == MOEINF_OK) st = moeinf_loader_init(t->store, p->io_threads, &t->loader, err);
     if (st == MOEINF_OK) st = tier_buffers(t, err);

@@ -106,7 +106,7 @@ struct moeinf_tier_params {
     int n_layers, n_experts, top_k;
     uint64_t budget_bytes;
     const char *policy;                      /* a registered online policy; NULL: the default */
-    bool page_cache;                         /* see store.h */
+    enum moeinf_expert_io io;                /* how the store reads (store.h) */
     int io_threads;                          /* 0: reads on the forward pass's thread */
     int prefetch;                            /* policy proposals admitted per step; 0 without
                                                 I/O threads */
