@@ -253,9 +253,19 @@ static void check_model(const char *path) {
                              policy, sizes[si], batches[bi], t, ahead);
                     CHECK_MSG(got.slots == sizes[si], "%s: %d slots", what, got.slots);
                     compare(what, &ref, &got);
-                    /* hits + misses = accesses; a full cache misses each used expert once */
-                    CHECK_EQ_INT((long long)(got.stats.hits + got.stats.misses),
+                    /* hits + late prefetches + misses = accesses; every read queued is
+                     * finished, in flight or cancelled (no read fails here); a full cache
+                     * misses each used expert once */
+                    CHECK_EQ_INT((long long)(got.stats.hits + got.stats.late_prefetches +
+                                             got.stats.misses),
                                  (long long)got.stats.accesses);
+                    CHECK_EQ_INT((long long)(got.stats.misses + got.stats.prefetches),
+                                 (long long)(got.stats.reads + got.stats.reads_in_flight +
+                                             got.stats.dropped_prefetches));
+                    CHECK(got.stats.dropped_prefetches <= got.stats.wasted_prefetches);
+                    CHECK(got.stats.prefetch_hits + got.stats.late_prefetches +
+                              got.stats.wasted_prefetches <=
+                          got.stats.prefetches);
                     if (sizes[si] == total) {
                         int distinct = 0;
                         for (int il = 0; il < g.n_layer; il++)
