@@ -289,8 +289,8 @@ struct moeinf_expert_cache_info {
 
 /* Counters since the context was made (or since moeinf_context_expert_stats_reset). */
 struct moeinf_expert_stats {
-    uint64_t accesses; /* one per distinct expert per layer and forward iteration: hits +
-                          late_prefetches + misses */
+    uint64_t accesses;           /* one per distinct expert per layer and forward iteration: hits +
+                                    late_prefetches + misses */
     uint64_t hits;               /* the expert was in its slot, read: the step did not wait */
     uint64_t misses;             /* demand reads: the step had to wait for them */
     uint64_t prefetches;         /* experts read ahead of need (policy or lookahead) */

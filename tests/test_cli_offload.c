@@ -122,9 +122,9 @@ static void test_reading_ahead(void) {
     CHECK_EQ_INT(json_int(json, "hits") + late + json_int(json, "misses"),
                  json_int(json, "accesses"));
     CHECK_EQ_INT(json_int(json, "prefetch_hits") + late + json_int(json, "wasted_prefetches"), pf);
-    CHECK_EQ_INT(json_int(json, "misses") + pf,
-                 json_int(json, "reads") + json_int(json, "reads_in_flight") +
-                     json_int(json, "dropped_prefetches"));
+    CHECK_EQ_INT(json_int(json, "misses") + pf, json_int(json, "reads") +
+                                                    json_int(json, "reads_in_flight") +
+                                                    json_int(json, "dropped_prefetches"));
     remove(json_path);
 
     /* the trained default model: measured precision 0.65 at lookahead 1 (seed 2: 27 decode

@@ -197,8 +197,8 @@ static void test_text_sweep_and_plot(void) {
     snprintf(args, sizeof args, "--trace %s --sweep --sizes 2,4,100%% --plot %s", trace_path(),
              svg);
     CHECK_EQ_INT(sim(args), 0);
-    CHECK_STR_CONTAINS(out_buf,
-                       "| cache | lru | lfu | count | reuse | moe-infinity | belady | freq-oracle |");
+    CHECK_STR_CONTAINS(
+        out_buf, "| cache | lru | lfu | count | reuse | moe-infinity | belady | freq-oracle |");
     CHECK_STR_CONTAINS(out_buf,
                        "| 4 (50.0%) | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 |");
     CHECK_STR_CONTAINS(out_buf, "| 8 (100.0%) |");

@@ -256,9 +256,9 @@ static void check_model(const char *path) {
                     /* hits + late prefetches + misses = accesses; every read queued is
                      * finished, in flight or cancelled (no read fails here); a full cache
                      * misses each used expert once */
-                    CHECK_EQ_INT((long long)(got.stats.hits + got.stats.late_prefetches +
-                                             got.stats.misses),
-                                 (long long)got.stats.accesses);
+                    CHECK_EQ_INT(
+                        (long long)(got.stats.hits + got.stats.late_prefetches + got.stats.misses),
+                        (long long)got.stats.accesses);
                     CHECK_EQ_INT((long long)(got.stats.misses + got.stats.prefetches),
                                  (long long)(got.stats.reads + got.stats.reads_in_flight +
                                              got.stats.dropped_prefetches));

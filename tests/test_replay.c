@@ -334,14 +334,13 @@ static void check_against_sim_k(const char *trace, const char *sim_trace, const 
     CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
     if (st != MOEINF_OK) return;
     const unsigned long long late = json_u64(json, "late_prefetches");
-    CHECK_MSG(json_u64(json, "accesses") == res.accesses &&
-                  json_u64(json, "hits") + late == res.hits &&
-                  json_u64(json, "misses") == res.accesses - res.hits,
-              "%s, %d slots, prefetch %d %s: sim %llu/%llu, bench %llu+%llu late/%llu "
-              "hits/accesses",
-              policy, slots, prefetch, extra, (unsigned long long)res.hits,
-              (unsigned long long)res.accesses, json_u64(json, "hits"), late,
-              json_u64(json, "accesses"));
+    CHECK_MSG(
+        json_u64(json, "accesses") == res.accesses && json_u64(json, "hits") + late == res.hits &&
+            json_u64(json, "misses") == res.accesses - res.hits,
+        "%s, %d slots, prefetch %d %s: sim %llu/%llu, bench %llu+%llu late/%llu "
+        "hits/accesses",
+        policy, slots, prefetch, extra, (unsigned long long)res.hits,
+        (unsigned long long)res.accesses, json_u64(json, "hits"), late, json_u64(json, "accesses"));
     CHECK_MSG(json_u64(json, "prefetches") == res.prefetch_loads &&
                   json_u64(json, "prefetch_hits") + late == res.prefetch_hits &&
                   json_u64(json, "wasted_prefetches") == res.wasted_prefetches,

@@ -120,8 +120,8 @@ struct moeinf_policy_ops {
      * phase before the first event: counts[(r * 2 + phase) * n_ids + id] = tokens of the r-th
      * request (the index of on_request_begin) in that phase (enum moeinf_phase: PREFILL 0,
      * DECODE 1) whose router chose id; borrowed for the call only */
-    enum moeinf_status (*set_request_counts)(void *state, const uint32_t *counts,
-                                             size_t n_requests, struct moeinf_error *err);
+    enum moeinf_status (*set_request_counts)(void *state, const uint32_t *counts, size_t n_requests,
+                                             struct moeinf_error *err);
 };
 
 /* An offline policy: it is told the future before replay (simulator only). */

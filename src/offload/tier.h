@@ -55,21 +55,21 @@
 
 /* Counters of one layer (or of all). */
 struct moeinf_tier_counters {
-    uint64_t accesses;           /* expert accesses: one per distinct expert per step, =
-                                    hits + late_prefetches + misses */
-    uint64_t hits;               /* resident, its bytes there: the step did not wait */
-    uint64_t misses;             /* demand reads */
-    uint64_t prefetches;         /* prefetch reads queued */
-    uint64_t prefetch_hits;      /* hits on an expert a prefetch brought in (first use) */
-    uint64_t late_prefetches;    /* accesses to an expert a prefetch admitted whose read was
-                                    queued or running: the step waited (the cache's, and the
-                                    simulator's, hit; not in hits) */
-    uint64_t wasted_prefetches;  /* prefetched experts evicted before any demand, and (in a
-                                    report) those resident and still unused: the simulator's */
-    uint64_t dropped_prefetches; /* of the wasted, those whose read was cancelled before it
-                                    started (the expert was evicted first) */
-    uint64_t reads_in_flight;    /* (a report only) reads queued or running, not yet in io */
-    uint64_t stall_ns;           /* time the forward pass waited for reads */
+    uint64_t accesses;               /* expert accesses: one per distinct expert per step, =
+                                        hits + late_prefetches + misses */
+    uint64_t hits;                   /* resident, its bytes there: the step did not wait */
+    uint64_t misses;                 /* demand reads */
+    uint64_t prefetches;             /* prefetch reads queued */
+    uint64_t prefetch_hits;          /* hits on an expert a prefetch brought in (first use) */
+    uint64_t late_prefetches;        /* accesses to an expert a prefetch admitted whose read was
+                                        queued or running: the step waited (the cache's, and the
+                                        simulator's, hit; not in hits) */
+    uint64_t wasted_prefetches;      /* prefetched experts evicted before any demand, and (in a
+                                        report) those resident and still unused: the simulator's */
+    uint64_t dropped_prefetches;     /* of the wasted, those whose read was cancelled before it
+                                        started (the expert was evicted first) */
+    uint64_t reads_in_flight;        /* (a report only) reads queued or running, not yet in io */
+    uint64_t stall_ns;               /* time the forward pass waited for reads */
     struct moeinf_store_counters io; /* reads finished (demand and prefetch) */
 };
 

@@ -160,7 +160,8 @@ static enum moeinf_status read_request_counts(const char *path, uint32_t **out, 
         uint32_t *phase_row = row + (tok.phase == MOEINF_PHASE_DECODE ? n_ids : 0);
         for (int l = 0; l < h->n_layers; l++) {
             for (int j = 0; j < h->top_k; j++)
-                phase_row[(size_t)l * (size_t)h->n_experts + (size_t)tok.experts[l * h->top_k + j]]++;
+                phase_row[(size_t)l * (size_t)h->n_experts +
+                          (size_t)tok.experts[l * h->top_k + j]]++;
         }
     }
     moeinf_trace_close(r);
