@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
+#include "experts/policy.h"
 #include "gguf/gguf.h"
 #include "moeinf.h"
 #include "moeinf_sim.h"
@@ -229,7 +230,7 @@ static void check_model(const char *path) {
     for (size_t pi = 0;; pi++) {
         const char *policy = moeinf_sim_policy_name(pi);
         if (!policy) break;
-        if (!strcmp(policy, "belady")) continue; /* offline: the engine refuses it */
+        if (!moeinf_policy_find(policy)) continue; /* offline: the engine refuses it */
         for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
             for (size_t bi = 0; bi < 2; bi++) {
                 int max_threads = !strcmp(policy, "reuse") ? 3 : 1;
