@@ -392,13 +392,13 @@ static void test_cache_counts_equal_sim(void) {
 }
 
 /* (b') With --prefetch K the engine's cache decides what `moeinf sim --prefetch K` decides:
- * same misses, same prefetches, same victims, whatever the reads' timing. Run three times
+ * same misses, same prefetches, same victims, whatever the reads' timing. Run twice
  * each, since a timing-dependent decision would show on some runs only. */
 static void test_prefetch_counts_equal_sim(void) {
     sim_prefetched = 0;
     const char *policies[] = {"reuse", "moe-infinity"};
     const int sizes[] = {TOP_K, 6, 12, 24};
-    for (int rep = 0; rep < 3; rep++) {
+    for (int rep = 0; rep < 2; rep++) {
         for (size_t pi = 0; pi < 2; pi++) {
             for (size_t si = 0; si < 4; si++) {
                 check_against_sim_k(trace_path, trace_path, "", policies[pi], sizes[si], 2);
