@@ -291,14 +291,20 @@ struct moeinf_expert_cache_info {
 
 /* Counters since the context was made (or since moeinf_context_expert_stats_reset). */
 struct moeinf_expert_stats {
-    uint64_t accesses; /* one per distinct expert per layer and forward iteration */
-    uint64_t hits;
+    uint64_t accesses;           /* one per distinct expert per layer and forward iteration: hits +
+                                    late_prefetches + misses */
+    uint64_t hits;               /* the expert was in its slot, read: the step did not wait */
     uint64_t misses;             /* demand reads: the step had to wait for them */
     uint64_t prefetches;         /* experts read ahead of need (policy or lookahead) */
-    uint64_t prefetch_hits;      /* accesses that found a prefetched expert already read */
-    uint64_t late_prefetches;    /* accesses that waited for a prefetch still being read */
-    uint64_t wasted_prefetches;  /* prefetched experts evicted before any access */
-    uint64_t dropped_prefetches; /* prefetches cancelled before their read started */
+    uint64_t prefetch_hits;      /* of the hits, first uses of a prefetched expert */
+    uint64_t late_prefetches;    /* accesses that waited for a prefetch still being read (not
+                                    hits; `moeinf sim` counts them as hits) */
+    uint64_t wasted_prefetches;  /* prefetched experts evicted before any access, and those
+                                    still unused in the cache now (as `moeinf sim` counts) */
+    uint64_t dropped_prefetches; /* of the wasted, those whose read was cancelled unstarted */
+    uint64_t reads;              /* expert reads finished (demand and prefetch) */
+    uint64_t reads_in_flight;    /* reads queued or running now: not yet in reads, bytes_read,
+                                    expert_bytes or read_seconds */
     uint64_t bytes_read;         /* from the file, alignment windows included */
     uint64_t expert_bytes;       /* of them, the experts' own bytes */
     double read_seconds;         /* time spent in reads, summed over I/O threads */

@@ -113,7 +113,18 @@ static void test_reading_ahead(void) {
         CHECK(correct >= 0 && correct <= 22);
     }
     long long pf = json_int(json, "prefetches");
-    CHECK(pf >= 0 && json_int(json, "prefetch_hits") <= pf);
+    CHECK(pf > 0 && json_int(json, "prefetch_hits") <= pf);
+    /* late prefetches are neither hits nor misses; every prefetched expert was used (hit or
+     * late), or is wasted (evicted, or unused at the end, as `moeinf sim` counts); every read
+     * queued finished, is still in flight, or was cancelled (dropped) */
+    long long late = json_int(json, "late_prefetches");
+    CHECK(late >= 0);
+    CHECK_EQ_INT(json_int(json, "hits") + late + json_int(json, "misses"),
+                 json_int(json, "accesses"));
+    CHECK_EQ_INT(json_int(json, "prefetch_hits") + late + json_int(json, "wasted_prefetches"), pf);
+    CHECK_EQ_INT(json_int(json, "misses") + pf, json_int(json, "reads") +
+                                                    json_int(json, "reads_in_flight") +
+                                                    json_int(json, "dropped_prefetches"));
     remove(json_path);
 
     /* the trained default model: measured precision 0.65 at lookahead 1 (seed 2: 27 decode

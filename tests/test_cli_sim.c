@@ -197,8 +197,10 @@ static void test_text_sweep_and_plot(void) {
     snprintf(args, sizeof args, "--trace %s --sweep --sizes 2,4,100%% --plot %s", trace_path(),
              svg);
     CHECK_EQ_INT(sim(args), 0);
-    CHECK_STR_CONTAINS(out_buf, "| cache | lru | lfu | count | reuse | moe-infinity | belady |");
-    CHECK_STR_CONTAINS(out_buf, "| 4 (50.0%) | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 |");
+    CHECK_STR_CONTAINS(
+        out_buf, "| cache | lru | lfu | count | reuse | moe-infinity | belady | freq-oracle |");
+    CHECK_STR_CONTAINS(out_buf,
+                       "| 4 (50.0%) | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 | 0.500 |");
     CHECK_STR_CONTAINS(out_buf, "| 8 (100.0%) |");
     char body[1 << 15];
     test_read_text(svg, body, sizeof body);
@@ -207,7 +209,7 @@ static void test_text_sweep_and_plot(void) {
     int lines = 0;
     for (const char *p = body; (p = strstr(p, "<polyline")); p++)
         lines++;
-    CHECK_EQ_INT(lines, 6); /* one per policy */
+    CHECK_EQ_INT(lines, 7); /* one per policy */
     snprintf(args, sizeof args, "--trace %s --sweep --sizes 4 --policies lru,nope", trace_path());
     CHECK_EQ_INT(sim(args), 2);
 }

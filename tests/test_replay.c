@@ -289,10 +289,15 @@ static unsigned long long json_u64(const char *json, const char *key) {
     return p ? strtoull(p + strlen(pat), NULL, 10) : ~0ull;
 }
 
-/* bench --route-trace through the cache against the simulator (no reading ahead: the
- * simulator's replay without prefetch). */
-static void check_against_sim(const char *trace, const char *sim_trace, const char *extra,
-                              const char *policy, int slots) {
+/* bench --route-trace through the cache against the simulator at the same prefetch K (no gate
+ * lookahead, which the simulator does not model). With K > 0 the reads ahead run on I/O
+ * threads: whether a prefetch has arrived when its expert is demanded depends on timing, so
+ * the engine splits the simulator's hits into hits (arrived) and late prefetches (waited for);
+ * everything the cache decides (admissions, victims) is the simulator's. */
+static unsigned long long sim_prefetched; /* the simulator's prefetches, summed over checks */
+
+static void check_against_sim_k(const char *trace, const char *sim_trace, const char *extra,
+                                const char *policy, int slots, int prefetch) {
     char json_path[512];
     char name[64];
     snprintf(name, sizeof name, "replay-stats-%d.json", (int)getpid());
@@ -300,9 +305,9 @@ static void check_against_sim(const char *trace, const char *sim_trace, const ch
     char args[2048];
     snprintf(args, sizeof args,
              "bench -m '%s' --route-trace '%s' %s --expert-cache %.6f%% --policy %s -b %d -t 1 "
-             "--prefetch 0 --lookahead 0 --stats-json '%s'",
+             "--prefetch %d --io-threads 2 --lookahead 0 --stats-json '%s'",
              model_path, trace, extra, 100.0 * slots / (N_LAYER * N_EXPERT), policy, N_BATCH,
-             json_path);
+             prefetch, json_path);
     char out[8192];
     char errs[4096];
     int rc = test_run_moeinf("replay-sim", args, out, sizeof out, errs, sizeof errs);
@@ -322,15 +327,31 @@ static void check_against_sim(const char *trace, const char *sim_trace, const ch
     sp.policy = policy;
     sp.cache_experts = slots;
     sp.batch = N_BATCH;
+    sp.prefetch = prefetch;
     struct moeinf_sim_result res;
     struct moeinf_error err = {0};
     enum moeinf_status st = moeinf_sim_run(&sp, &res, &err);
     CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
     if (st != MOEINF_OK) return;
-    CHECK_MSG(json_u64(json, "accesses") == res.accesses && json_u64(json, "hits") == res.hits,
-              "%s, %d slots %s: sim %llu/%llu, bench %llu/%llu hits/accesses", policy, slots,
-              extra, (unsigned long long)res.hits, (unsigned long long)res.accesses,
-              json_u64(json, "hits"), json_u64(json, "accesses"));
+    const unsigned long long late = json_u64(json, "late_prefetches");
+    CHECK_MSG(
+        json_u64(json, "accesses") == res.accesses && json_u64(json, "hits") + late == res.hits &&
+            json_u64(json, "misses") == res.accesses - res.hits,
+        "%s, %d slots, prefetch %d %s: sim %llu/%llu, bench %llu+%llu late/%llu "
+        "hits/accesses",
+        policy, slots, prefetch, extra, (unsigned long long)res.hits,
+        (unsigned long long)res.accesses, json_u64(json, "hits"), late, json_u64(json, "accesses"));
+    CHECK_MSG(json_u64(json, "prefetches") == res.prefetch_loads &&
+                  json_u64(json, "prefetch_hits") + late == res.prefetch_hits &&
+                  json_u64(json, "wasted_prefetches") == res.wasted_prefetches,
+              "%s, %d slots, prefetch %d %s: sim prefetched %llu, used %llu, wasted %llu; bench "
+              "%llu, %llu+%llu late, %llu",
+              policy, slots, prefetch, extra, (unsigned long long)res.prefetch_loads,
+              (unsigned long long)res.prefetch_hits, (unsigned long long)res.wasted_prefetches,
+              json_u64(json, "prefetches"), json_u64(json, "prefetch_hits"), late,
+              json_u64(json, "wasted_prefetches"));
+    if (prefetch == 0) CHECK_EQ_INT((long long)late, 0);
+    sim_prefetched += res.prefetch_loads;
     CHECK_EQ_INT((long long)json_u64(json, "tokens"), (long long)res.tokens);
     /* both outcomes occur, except with one layer's worth of slots: the next step is
      * another layer, whose experts are other cache entries */
@@ -338,6 +359,11 @@ static void check_against_sim(const char *trace, const char *sim_trace, const ch
         CHECK_MSG(res.hits > 0 && res.hits < res.accesses, "%s, %d slots: %llu/%llu hits",
                   policy, slots, (unsigned long long)res.hits, (unsigned long long)res.accesses);
     }
+}
+
+static void check_against_sim(const char *trace, const char *sim_trace, const char *extra,
+                              const char *policy, int slots) {
+    check_against_sim_k(trace, sim_trace, extra, policy, slots, 0);
 }
 
 /* (b) Hits and misses through the engine's cache equal the simulator's. */
@@ -363,6 +389,24 @@ static void test_cache_counts_equal_sim(void) {
     check_against_sim(trace_path, sub, "--trace-requests 1-2", "moe-infinity", 12);
     check_against_sim(trace_path, sub, "--trace-requests 1-2", "lru", TOP_K);
     remove(sub);
+}
+
+/* (b') With --prefetch K the engine's cache decides what `moeinf sim --prefetch K` decides:
+ * same misses, same prefetches, same victims, whatever the reads' timing. Run twice
+ * each, since a timing-dependent decision would show on some runs only. */
+static void test_prefetch_counts_equal_sim(void) {
+    sim_prefetched = 0;
+    const char *policies[] = {"reuse", "moe-infinity"};
+    const int sizes[] = {TOP_K, 6, 12, 24};
+    for (int rep = 0; rep < 2; rep++) {
+        for (size_t pi = 0; pi < 2; pi++) {
+            for (size_t si = 0; si < 4; si++) {
+                check_against_sim_k(trace_path, trace_path, "", policies[pi], sizes[si], 2);
+                check_against_sim_k(trace_path, trace_path, "", policies[pi], sizes[si], 5);
+            }
+        }
+    }
+    CHECK_MSG(sim_prefetched > 0, "no prefetch happened: the comparison says nothing");
 }
 
 /* (c) Clear errors: geometry, malformed traces, selections, options and ids. */
@@ -459,6 +503,7 @@ int main(void) {
     RUN(test_routing_is_the_trace);
     RUN(test_own_routing_replays_bit_identical);
     RUN(test_cache_counts_equal_sim);
+    RUN(test_prefetch_counts_equal_sim);
     RUN(test_errors);
     remove(model_path);
     remove(trace_path);

@@ -511,6 +511,12 @@ static void test_queue_cancel_expert_cache(void) {
           metric(resp, "moeinf_expert_cache_misses_total"));
     CHECK(metric(resp, "moeinf_expert_cache_read_bytes_total") > 0);
     CHECK(metric(resp, "moeinf_expert_cache_stall_seconds_total") >= 0);
+    /* no reading ahead: nothing late, and hits + late + misses = accesses */
+    CHECK(metric(resp, "moeinf_expert_cache_late_prefetches_total") == 0);
+    CHECK(metric(resp, "moeinf_expert_cache_hits_total") +
+              metric(resp, "moeinf_expert_cache_late_prefetches_total") +
+              metric(resp, "moeinf_expert_cache_misses_total") ==
+          metric(resp, "moeinf_expert_cache_accesses_total"));
     /* a client that asks for 4000 tokens, streamed, and leaves after a second */
     snprintf(cmd, sizeof cmd,
              "(curl -s -N -o /dev/null --max-time 1 -d '{\"prompt\": \"Go\", \"max_tokens\": "

@@ -84,7 +84,8 @@ struct ref_counts {
 enum ref_policy {
     REF_LRU,
     REF_LFU,
-    REF_COUNT
+    REF_COUNT,
+    REF_FREQ_ORACLE /* smallest (uses in the current request's phase, all of it; last use) */
 };
 
 /* Is `id` needed by the step of access p? */
@@ -108,6 +109,13 @@ static struct ref_counts ref_replay(const struct mem_trace *t, enum ref_policy p
     bool resident[MAX_IDS] = {false}, prefetched[MAX_IDS] = {false}, pf_counted[MAX_IDS] = {false};
     long last[MAX_IDS] = {0};
     long count[MAX_IDS] = {0};
+    static long req_count[8][2][MAX_IDS]; /* freq-oracle: uses per request (at most 5) and
+                                             phase (decode 1) */
+    if (pol == REF_FREQ_ORACLE) {
+        memset(req_count, 0, sizeof req_count);
+        for (int p = 0; p < t->n; p++)
+            req_count[t->req[p]][t->decode[p]][t->ids[p]]++;
+    }
     long clock = 0;
     long n_access = 0;
     int n_res = 0;
@@ -125,7 +133,11 @@ static struct ref_counts ref_replay(const struct mem_trace *t, enum ref_policy p
                     if (!resident[i] || ref_pinned(t, p, (uint32_t)i)) continue;
                     bool better = v < 0;
                     if (!better && pol == REF_LRU) better = last[i] < last[v];
-                    if (!better && pol != REF_LRU) {
+                    if (!better && pol == REF_FREQ_ORACLE) {
+                        const long *rq = req_count[t->req[p]][t->decode[p]];
+                        better = rq[i] < rq[v] || (rq[i] == rq[v] && last[i] < last[v]);
+                    }
+                    if (!better && (pol == REF_LFU || pol == REF_COUNT)) {
                         better = count[i] < count[v] || (count[i] == count[v] && last[i] < last[v]);
                     }
                     if (better) v = i;
@@ -222,7 +234,7 @@ static void test_online_policies_match_references(void) {
     uint64_t rng = 7;
     char path[512];
     test_tmp_path("sim_random.txt", path, sizeof path);
-    static const char *const names[] = {"lru", "lfu", "count"};
+    static const char *const names[] = {"lru", "lfu", "count", "freq-oracle"};
     int n_cases = 0;
     for (int round = 0; round < 40; round++) {
         int n_layers = 1 + (int)(moeinf_splitmix64(&rng) % 4);
@@ -232,7 +244,7 @@ static void test_online_policies_match_references(void) {
                    path, &t);
         int warmup = round % 4 == 3 ? 1 : 0;
         for (int cap = top_k; cap <= n_layers * n_experts; cap += 1 + cap / 3) {
-            for (int pol = 0; pol < 3; pol++) {
+            for (int pol = 0; pol < 4; pol++) {
                 enum moeinf_status st;
                 struct moeinf_sim_result r = sim(path, names[pol], cap, warmup, &st);
                 struct ref_counts rc = ref_replay(&t, (enum ref_policy)pol, cap, warmup, NULL, 0);
@@ -250,7 +262,71 @@ static void test_online_policies_match_references(void) {
             }
         }
     }
-    CHECK(n_cases > 300);
+    CHECK(n_cases > 400);
+}
+
+/* The frequency oracle by hand: one layer of 6 experts, top-1, 2 slots, decode tokens only.
+ * Request 0 uses 0 0 0 1 2 1 2 0 (counts 0: 4, 1: 2, 2: 2): 0 misses, hits twice; 1 misses;
+ * 2 misses and evicts 1 (2 < 4); 1 misses and evicts 2; 2 misses and evicts 1; 0 hits: 3
+ * hits, 5 misses (LRU has 4 hits; Belady would evict 0, never used again).
+ * Request 1 uses 3 4 3 5 4 (counts 3: 2, 4: 2, 5: 1; 0 and 2 count 0 now): 3 misses and evicts
+ * 2 (count 0 like 0, used less recently); 4 misses and evicts 0; 3 hits; 5 misses and evicts
+ * 4 (count 2 like 3, used less recently; evicting the lower id would keep 4); 4 misses and
+ * evicts 5 (1 < 2): 1 hit, 4 misses.
+ * Then a request whose prompt uses 0 0 0 0 and whose decode uses 1 2 1 2 1 2: the prompt
+ * misses once; in decode 0 counts 0 (its prefill uses are the other phase's), so 1 takes the
+ * free slot, 2 evicts 0, and the rest hit: 7 hits, 3 misses. (Counting the whole request, 0
+ * would count 4 against 3 and stay, and every decode token would miss.) */
+static void test_freq_oracle_hand_computed(void) {
+    char path[512];
+    test_tmp_path("sim_oracle.txt", path, sizeof path);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fprintf(f, "# moe-trace v1\n# n_layers: 1\n# n_experts: 6\n# top_k: 1\n");
+    const int req0[8] = {0, 0, 0, 1, 2, 1, 2, 0};
+    const int req1[5] = {3, 4, 3, 5, 4};
+    for (int i = 0; i < 8; i++)
+        fprintf(f, "0 D %d %d\n", i, req0[i]);
+    for (int i = 0; i < 5; i++)
+        fprintf(f, "1 D %d %d\n", i, req1[i]);
+    CHECK(fclose(f) == 0);
+    enum moeinf_status st;
+    struct moeinf_sim_result r = sim(path, "freq-oracle", 2, 0, &st);
+    CHECK_EQ_INT(st, MOEINF_OK);
+    CHECK_EQ_INT(r.accesses, 13);
+    CHECK_EQ_INT(r.hits, 4);
+    CHECK_EQ_INT(r.decode_accesses, 13);
+    CHECK_EQ_INT(r.decode_hits, 4);
+    r = sim(path, "freq-oracle", 2, 1, &st); /* request 1 alone counted */
+    CHECK_EQ_INT(r.accesses, 5);
+    CHECK_EQ_INT(r.hits, 1);
+    r = sim(path, "lru", 2, 0, &st);
+    CHECK_EQ_INT(r.hits, 5); /* 4 in request 0, 1 in request 1 */
+    /* it knows requests, not steps: it replays prefill micro-batches too (belady does not) */
+    struct moeinf_sim_params p = moeinf_sim_params_default();
+    p.trace_path = path;
+    p.policy = "freq-oracle";
+    p.cache_experts = 2;
+    p.batch = 4;
+    struct moeinf_error err;
+    CHECK_EQ_INT(moeinf_sim_run(&p, &r, &err), MOEINF_OK);
+    CHECK_EQ_INT(r.hits, 4);
+    f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fprintf(f, "# moe-trace v1\n# n_layers: 1\n# n_experts: 6\n# top_k: 1\n");
+    for (int i = 0; i < 10; i++)
+        fprintf(f, "0 %c %d %d\n", i < 4 ? 'P' : 'D', i, i < 4 ? 0 : 1 + i % 2);
+    CHECK(fclose(f) == 0);
+    r = sim(path, "freq-oracle", 2, 0, &st);
+    CHECK_EQ_INT(st, MOEINF_OK);
+    CHECK_EQ_INT(r.accesses, 10);
+    CHECK_EQ_INT(r.hits, 7);
+    CHECK_EQ_INT(r.decode_hits, 4);
+    CHECK_EQ_INT(moeinf_sim_run(&p, &r, &err), MOEINF_OK); /* the prompt in one micro-batch */
+    CHECK_EQ_INT(r.hits, 4);
+    remove(path);
 }
 
 static void test_belady_is_the_exhaustive_optimum(void) {
@@ -555,9 +631,9 @@ static void test_registry_and_parameters(void) {
         const struct moeinf_policy_ops *ops = moeinf_sim_policy_find(name);
         CHECK(ops && !strcmp(ops->name, name) && moeinf_sim_policy_summary(i));
         /* the engine's registry has exactly the online ones */
-        CHECK_EQ_INT(moeinf_policy_find(name) != NULL, ops->set_future == NULL);
+        CHECK_EQ_INT(moeinf_policy_find(name) != NULL, !moeinf_policy_ops_offline(ops));
     }
-    CHECK_EQ_INT(n, 6); /* lru, lfu, count, reuse, moe-infinity, belady */
+    CHECK_EQ_INT(n, 7); /* lru, lfu, count, reuse, moe-infinity, belady, freq-oracle */
     CHECK(!strcmp(moeinf_sim_default_policy(), MOEINF_POLICY_DEFAULT));
     struct moeinf_policy *p = NULL;
     CHECK_EQ_INT(moeinf_policy_create("belady", &g, &p, &err), MOEINF_ERR_ARG);
@@ -617,6 +693,7 @@ static void test_registry_and_parameters(void) {
 
 int main(void) {
     RUN(test_online_policies_match_references);
+    RUN(test_freq_oracle_hand_computed);
     RUN(test_belady_is_the_exhaustive_optimum);
     RUN(test_belady_larger_traces);
     RUN(test_prefetch_hand_computed);

@@ -4,7 +4,9 @@
  * over the synthetic file of expert_file.h: each moeinf_tier_wave_wait_next returns with more
  * of the wave's experts arrived (without I/O threads: exactly one more), until all are in their
  * slots with the file's bytes; moeinf_tier_wave_wait then retires every read without waiting;
- * a wave of hits needs no call; a failed read ends the wave with the read's error.
+ * a wave of hits needs no call; a failed read ends the wave with the read's error. And the
+ * counters of prefetches: late ones are not hits, wasted ones are the simulator's, reads in
+ * flight are reported.
  */
 #include <stdint.h>
 #include <string.h>
@@ -145,6 +147,78 @@ static void test_failed_read_ends_the_wave(void) {
     }
 }
 
+/* One decode step of layer il choosing sel[0..TOP_K), with gate-lookahead hints of layer
+ * hint_layer (n_hint of them) prefetched behind its demand reads; waited for and ended. */
+static void hinted_step(struct moeinf_tier *t, int il, const int32_t sel[TOP_K], int hint_layer,
+                        const int *hint, int n_hint) {
+    struct moeinf_error err = {0};
+    moeinf_tier_iteration_begin(t, MOEINF_PHASE_DECODE, 1);
+    moeinf_tier_layer_begin(t, il, sel, 1, TOP_K);
+    if (n_hint > 0) moeinf_tier_hint(t, hint_layer, hint, n_hint);
+    const uint32_t *ids = NULL;
+    int n = 0;
+    CHECK(moeinf_tier_wave(t, &ids, &n, &err) == MOEINF_OK);
+    CHECK_EQ_INT(n, TOP_K);
+    CHECK_MSG(moeinf_tier_wave_wait(t, &err) == MOEINF_OK, "%s", err.msg);
+    moeinf_tier_wave_end(t);
+    CHECK(moeinf_tier_layer_end(t, &err) == MOEINF_OK);
+    moeinf_tier_iteration_end(t);
+}
+
+/*
+ * Without I/O threads a prefetch stays queued until a step needs it, so what is late is
+ * known. LRU, 6 slots: layer 0's experts 0, 1, 2 are read; a step of layer 0 hints experts 3
+ * and 4 of layer 1 (queued, unread: in flight, and wasted as of now); layer 0 again (hits:
+ * 3 and 4 are now the least recent); then layer 1 uses 3, 5 and 6: 3 is a late prefetch (the
+ * step reads it and waits: not a hit), 5 takes the free slot and 6 evicts 4, the least
+ * recent unpinned expert, whose queued read is cancelled (wasted and dropped). The cache
+ * decides as the simulator does: 4 is evicted whatever its read's state.
+ */
+static void test_late_and_wasted_prefetches(void) {
+    struct moeinf_tier *t = tier_open(0);
+    if (!t) return;
+    const int32_t first[TOP_K] = {0, 1, 2};
+    const int32_t second[TOP_K] = {3, 5, 6};
+    const int hint[2] = {3, 4};
+    moeinf_tier_request_begin(t);
+    hinted_step(t, 0, first, 0, NULL, 0);
+    hinted_step(t, 0, first, 1, hint, 2);
+    struct moeinf_tier_report r;
+    moeinf_tier_report(t, -1, &r);
+    CHECK_EQ_INT(r.counters.misses, 3);
+    CHECK_EQ_INT(r.counters.hits, 3);
+    CHECK_EQ_INT(r.counters.prefetches, 2);
+    CHECK_EQ_INT(r.counters.io.loads, 3);
+    CHECK_EQ_INT(r.counters.reads_in_flight, 2);
+    CHECK_EQ_INT(r.counters.wasted_prefetches, 2); /* as of now: resident, unused */
+    CHECK_EQ_INT(layer_report(t, 1).reads_in_flight, 2);
+    CHECK_EQ_INT(layer_report(t, 0).reads_in_flight, 0);
+    hinted_step(t, 0, first, 0, NULL, 0);
+    hinted_step(t, 1, second, 0, NULL, 0);
+    struct moeinf_tier_counters c = layer_report(t, 1);
+    CHECK_EQ_INT(c.accesses, 3);
+    CHECK_EQ_INT(c.hits, 0);
+    CHECK_EQ_INT(c.late_prefetches, 1);
+    CHECK_EQ_INT(c.misses, 2);
+    CHECK_EQ_INT(c.prefetch_hits, 0);
+    CHECK_EQ_INT(c.wasted_prefetches, 1);
+    CHECK_EQ_INT(c.dropped_prefetches, 1);
+    CHECK_EQ_INT(c.reads_in_flight, 0);
+    CHECK_EQ_INT(c.io.loads, 3); /* 3, 5 and 6 */
+    moeinf_tier_report(t, -1, &r);
+    CHECK_EQ_INT(r.counters.hits, 6);
+    CHECK_EQ_INT(r.counters.accesses, 12);
+    /* a prefetch the cache is emptied of was wasted too */
+    const int hint7[1] = {7};
+    hinted_step(t, 0, first, 1, hint7, 1);
+    CHECK_EQ_INT(layer_report(t, 1).wasted_prefetches, 2);
+    moeinf_tier_evict_all(t);
+    CHECK_EQ_INT(layer_report(t, 1).wasted_prefetches, 2);
+    CHECK_EQ_INT(layer_report(t, 1).reads_in_flight, 0);
+    moeinf_tier_request_end(t);
+    moeinf_tier_free(t);
+}
+
 int main(void) {
     if (!write_file("tier-wave")) {
         fprintf(stderr, "cannot write %s\n", path);
@@ -152,6 +226,7 @@ int main(void) {
     }
     RUN(test_reads_arrive_one_by_one);
     RUN(test_failed_read_ends_the_wave);
+    RUN(test_late_and_wasted_prefetches);
     remove(path);
     return test_report();
 }

@@ -133,11 +133,13 @@ static void json_counters(FILE *f, const struct moeinf_expert_stats *s) {
     fprintf(f,
             ", \"misses\": %llu, \"prefetches\": %llu, \"prefetch_hits\": %llu, "
             "\"late_prefetches\": %llu, \"wasted_prefetches\": %llu, "
-            "\"dropped_prefetches\": %llu, \"bytes_read\": %llu, \"expert_bytes\": %llu, "
+            "\"dropped_prefetches\": %llu, \"reads\": %llu, \"reads_in_flight\": %llu, "
+            "\"bytes_read\": %llu, \"expert_bytes\": %llu, "
             "\"read_seconds\": %.6f, \"stall_seconds\": %.6f",
             (unsigned long long)s->misses, (unsigned long long)s->prefetches,
             (unsigned long long)s->prefetch_hits, (unsigned long long)s->late_prefetches,
             (unsigned long long)s->wasted_prefetches, (unsigned long long)s->dropped_prefetches,
+            (unsigned long long)s->reads, (unsigned long long)s->reads_in_flight,
             (unsigned long long)s->bytes_read, (unsigned long long)s->expert_bytes, s->read_seconds,
             s->stall_seconds);
 }
@@ -213,6 +215,12 @@ bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx,
                     (unsigned long long)ls.wasted_prefetches,
                     (unsigned long long)ls.dropped_prefetches,
                     (double)ls.bytes_read / (1024.0 * 1024.0), ls.read_seconds, ls.stall_seconds);
+        }
+        if (total.late_prefetches || total.reads_in_flight) {
+            fprintf(stderr,
+                    "late: accesses that waited for a prefetch still being read (not hits); "
+                    "%llu reads still in flight (not in MiB read)\n",
+                    (unsigned long long)total.reads_in_flight);
         }
         fprintf(stderr, "%llu tokens (%llu decode) in %.3f s: %.2f tokens/s\n",
                 (unsigned long long)total.tokens, (unsigned long long)total.decode_tokens, seconds,

@@ -180,6 +180,8 @@ enum moeinf_status moeinf_context_expert_stats(const struct moeinf_context *ctx,
     out->late_prefetches = c->late_prefetches;
     out->wasted_prefetches = c->wasted_prefetches;
     out->dropped_prefetches = c->dropped_prefetches;
+    out->reads = c->io.loads;
+    out->reads_in_flight = c->reads_in_flight;
     out->bytes_read = c->io.bytes;
     out->expert_bytes = c->io.part_bytes;
     out->read_seconds = (double)c->io.read_ns * 1e-9;

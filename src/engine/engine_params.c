@@ -93,7 +93,7 @@ static enum moeinf_status check_policy(const struct moeinf_context_params *p,
     if (!moeinf_policy_find(p->expert_policy)) {
         return moeinf_fail(err, MOEINF_ERR_ARG,
                            "expert_policy: unknown cache policy '%s' (the engine runs the online "
-                           "policies; belady is offline, simulator only)",
+                           "policies; belady is offline, simulator only, as is freq-oracle)",
                            p->expert_policy);
     }
     return MOEINF_OK;

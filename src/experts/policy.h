@@ -31,9 +31,10 @@
  * policy) owns the pins, which mark the experts the current step needs. choose_victim is
  * called only when such an expert exists, and it must return one (the cache checks).
  *
- * Policies see each event only when it happens. An offline policy (ops->set_future non-NULL,
- * Belady) is the exception: the simulator hands it the whole demand-access sequence before
- * replay, and the engine refuses it. No policy parameter may depend on anything but the
+ * Policies see each event only when it happens. An offline policy is the exception: the
+ * simulator hands it the whole demand-access sequence (ops->set_future, Belady) or every
+ * request's expert counts (ops->set_request_counts, freq-oracle) before replay, and the engine
+ * refuses it. No policy parameter may depend on anything but the
  * geometry below (never on a trace's name or other header fields).
  *
  * Registering a policy: write policy_<name>.c defining
@@ -115,7 +116,18 @@ struct moeinf_policy_ops {
      * replay order, before the first event; `ids` is borrowed for the call only */
     enum moeinf_status (*set_future)(void *state, const uint32_t *ids, size_t n,
                                      struct moeinf_error *err);
+    /* (optional; offline policies only, simulator only) every request's expert counts by
+     * phase before the first event: counts[(r * 2 + phase) * n_ids + id] = tokens of the r-th
+     * request (the index of on_request_begin) in that phase (enum moeinf_phase: PREFILL 0,
+     * DECODE 1) whose router chose id; borrowed for the call only */
+    enum moeinf_status (*set_request_counts)(void *state, const uint32_t *counts, size_t n_requests,
+                                             struct moeinf_error *err);
 };
+
+/* An offline policy: it is told the future before replay (simulator only). */
+static inline bool moeinf_policy_ops_offline(const struct moeinf_policy_ops *ops) {
+    return ops->set_future || ops->set_request_counts;
+}
 
 /* A policy instance: its table, its geometry and its opaque state. */
 struct moeinf_policy {

@@ -26,8 +26,9 @@ struct moeinf_tier {
     uint64_t n_requests;
     struct moeinf_tier_counters *layer; /* (n_layers) */
     uint64_t tokens, decode_tokens;
-    /* reads in flight (forward thread only); a slot's expert is the cache's, pinned while
-     * its read is in flight */
+    /* reads in flight (forward thread only). They pin nothing: the cache decides as if every
+     * read had arrived (as the simulator does), and a slot whose read is still in flight when
+     * the cache gives it to another expert is released first (release_slot). */
     int *inflight; /* (capacity) slots with a job not yet retired */
     int n_inflight;
     uint8_t *slot_busy; /* (capacity) 1 while the slot is in inflight[] */
@@ -148,19 +149,25 @@ static int layer_of(const struct moeinf_tier *t, uint32_t id) {
     return (int)(id / (uint32_t)t->n_experts);
 }
 
-/* Removes inflight[i]: the slot's pin goes, and a failed read makes the cache forget the
- * expert (its slot holds no valid bytes). */
-static enum moeinf_status retire_at(struct moeinf_tier *t, int i, struct moeinf_error *err) {
+/* Removes inflight[i], a finished read of expert `id` (the one its slot held when the read
+ * was queued): its counters go to id's layer, and a failed read makes the cache forget the
+ * expert if it still holds it (its slot holds no valid bytes). */
+static enum moeinf_status retire_read(struct moeinf_tier *t, int i, uint32_t id,
+                                      struct moeinf_error *err) {
     int slot = t->inflight[i];
-    uint32_t id = moeinf_cache_slot_expert(t->cache, slot); /* pinned: still there */
     struct moeinf_store_counters io;
     enum moeinf_status st = moeinf_loader_retire(t->loader, slot, &io, err);
     moeinf_store_counters_add(&t->layer[layer_of(t, id)].io, &io);
-    moeinf_cache_unpin(t->cache, id);
-    if (st != MOEINF_OK) moeinf_cache_drop(t->cache, t->policy, id);
+    if (st != MOEINF_OK && moeinf_cache_slot_expert(t->cache, slot) == id) {
+        moeinf_cache_drop(t->cache, t->policy, id);
+    }
     t->slot_busy[slot] = 0;
     t->inflight[i] = t->inflight[--t->n_inflight];
     return st;
+}
+
+static enum moeinf_status retire_at(struct moeinf_tier *t, int i, struct moeinf_error *err) {
+    return retire_read(t, i, moeinf_cache_slot_expert(t->cache, t->inflight[i]), err);
 }
 
 /* Retires every finished read (failed prefetches are simply forgotten). */
@@ -176,30 +183,35 @@ static void reap(struct moeinf_tier *t) {
 }
 
 static void submit(struct moeinf_tier *t, int slot, uint32_t id, bool prefetch) {
-    moeinf_cache_pin(t->cache, id);
+    assert(!t->slot_busy[slot]);
     t->slot_busy[slot] = 1;
     t->inflight[t->n_inflight++] = slot;
     moeinf_loader_submit(t->loader, slot, layer_of(t, id), (int)(id % (uint32_t)t->n_experts),
                          prefetch);
 }
 
-/* Cancels a queued prefetch of the slot; true if it had not started (the expert is gone). */
-static bool drop_queued(struct moeinf_tier *t, int i) {
-    int slot = t->inflight[i];
-    if (!moeinf_loader_cancel(t->loader, slot)) return false;
-    uint32_t id = moeinf_cache_slot_expert(t->cache, slot);
-    moeinf_cache_unpin(t->cache, id);
-    moeinf_cache_drop(t->cache, t->policy, id);
-    t->layer[layer_of(t, id)].dropped_prefetches++;
-    t->slot_busy[slot] = 0;
-    t->inflight[i] = t->inflight[--t->n_inflight];
-    return true;
+/* The cache has just given `slot` to another expert, evicting `old` (a prefetched expert:
+ * demand reads are retired before their wave ends), whose read is still in flight: a queued
+ * read is cancelled (a dropped prefetch), a running one waited for (the current step's stall)
+ * and retired, so that the slot is free for the new expert's read. */
+static void release_slot(struct moeinf_tier *t, int slot, uint32_t old) {
+    int i = 0;
+    while (i < t->n_inflight && t->inflight[i] != slot)
+        i++;
+    assert(i < t->n_inflight);
+    if (moeinf_loader_cancel(t->loader, slot)) {
+        t->layer[layer_of(t, old)].dropped_prefetches++;
+        t->slot_busy[slot] = 0;
+        t->inflight[i] = t->inflight[--t->n_inflight];
+        return;
+    }
+    uint64_t ns;
+    (void)moeinf_loader_wait(t->loader, slot, &ns, NULL);
+    t->layer[t->step.layer].stall_ns += ns;
+    (void)retire_read(t, i, old, NULL); /* a failed read of an evicted expert changes nothing */
 }
 
 void moeinf_tier_quiesce(struct moeinf_tier *t) {
-    for (int i = 0; i < t->n_inflight;) {
-        if (!moeinf_loader_is_prefetch(t->loader, t->inflight[i]) || !drop_queued(t, i)) i++;
-    }
     for (int i = 0; i < t->n_inflight; i++) {
         uint64_t ns;
         (void)moeinf_loader_wait(t->loader, t->inflight[i], &ns, NULL);
@@ -208,18 +220,20 @@ void moeinf_tier_quiesce(struct moeinf_tier *t) {
     reap(t);
 }
 
-/* Admits `id` ahead of need and queues its read; nothing if it is resident, if the cache has
- * no unpinned victim, or if so many reads are in flight that a step's experts might not find
- * unpinned slots. */
+/* Admits `id` ahead of need and queues its read; nothing if it is resident or if the cache
+ * has no unpinned victim: what the simulator's moeinf_cache_prefetch does, whatever the reads
+ * in flight. */
 static enum moeinf_status prefetch_one(struct moeinf_tier *t, uint32_t id,
                                        struct moeinf_error *err) {
-    if (t->n_inflight + t->top_k >= t->capacity) return MOEINF_OK;
     struct moeinf_cache_event ev;
     enum moeinf_status st = moeinf_cache_prefetch(t->cache, t->policy, id, &ev, err);
     if (st != MOEINF_OK || !ev.admitted) return st;
     struct moeinf_tier_counters *c = &t->layer[layer_of(t, id)];
     if (ev.evicted != MOEINF_EXPERT_NONE && ev.evicted_unused_prefetch) {
         t->layer[layer_of(t, ev.evicted)].wasted_prefetches++;
+    }
+    if (ev.evicted != MOEINF_EXPERT_NONE && t->slot_busy[ev.slot]) {
+        release_slot(t, ev.slot, ev.evicted);
     }
     c->prefetches++;
     submit(t, ev.slot, id, true);
@@ -282,17 +296,8 @@ void moeinf_tier_layer_begin(struct moeinf_tier *t, int layer, const int32_t *se
         t->in_step[t->step.ids[i] - base] = 1;
     score(t, layer);
     reap(t);
-    /* A prefetch for this layer that has not started and that the step does not use came
-     * too late to matter: drop it so that it neither occupies the disk nor a slot. */
-    for (int i = 0; i < t->n_inflight;) {
-        int slot = t->inflight[i];
-        uint32_t id = moeinf_cache_slot_expert(t->cache, slot);
-        if (layer_of(t, id) == layer && !t->in_step[id - base] &&
-            moeinf_loader_is_prefetch(t->loader, slot) && drop_queued(t, i)) {
-            continue;
-        }
-        i++;
-    }
+    /* A prefetch this step does not use stays, read or not: the cache keeps the expert, as the
+     * simulator's does (only an eviction cancels its read, release_slot). */
     moeinf_step_begin(&t->step, t->cache, t->policy);
     t->n_hints = 0;
 }
@@ -310,10 +315,6 @@ void moeinf_tier_hint(struct moeinf_tier *t, int layer, const int *experts, int 
 
 enum moeinf_status moeinf_tier_wave(struct moeinf_tier *t, const uint32_t **ids, int *n,
                                     struct moeinf_error *err) {
-    int left = t->step.n - t->step.pos;
-    int size = left < t->capacity ? left : t->capacity;
-    /* The wave pins up to `size` experts: reads in flight (pinned too) must leave room. */
-    if (size > 0 && t->n_inflight + size > t->capacity) moeinf_tier_quiesce(t);
     enum moeinf_status st =
         moeinf_step_wave(&t->step, t->cache, t->policy, &t->wave_ids, t->events, &t->wave_n, err);
     if (st != MOEINF_OK) return st;
@@ -324,21 +325,26 @@ enum moeinf_status moeinf_tier_wave(struct moeinf_tier *t, const uint32_t **ids,
         const struct moeinf_cache_event *ev = &t->events[i];
         c->accesses++;
         if (ev->hit) {
-            c->hits++;
+            /* A resident expert whose prefetch read has not finished is a hit for the cache
+             * (and the simulator) but the step waits for it: a late prefetch, not a hit. */
             bool arriving = t->slot_busy[ev->slot] &&
                             moeinf_loader_state(t->loader, ev->slot) != MOEINF_JOB_DONE;
             if (arriving) {
                 c->late_prefetches++;
                 moeinf_loader_promote(t->loader, ev->slot);
                 t->wait_slots[n_wait++] = ev->slot;
-            } else if (ev->prefetch_hit) {
-                c->prefetch_hits++;
+            } else {
+                c->hits++;
+                c->prefetch_hits += ev->prefetch_hit;
             }
             continue;
         }
         c->misses++;
         if (ev->evicted != MOEINF_EXPERT_NONE && ev->evicted_unused_prefetch) {
             t->layer[layer_of(t, ev->evicted)].wasted_prefetches++;
+        }
+        if (ev->evicted != MOEINF_EXPERT_NONE && t->slot_busy[ev->slot]) {
+            release_slot(t, ev->slot, ev->evicted);
         }
         submit(t, ev->slot, t->wave_ids[i], false);
         t->wait_slots[n_wait++] = ev->slot;
@@ -463,6 +469,19 @@ void moeinf_tier_report(const struct moeinf_tier *t, int layer, struct moeinf_ti
     for (int il = 0; il < t->n_layers; il++) {
         if (layer == -1 || layer == il) counters_add(&out->counters, &t->layer[il]);
     }
+    /* As the simulator counts at the end of a replay: a prefetched expert that no step has
+     * used yet is wasted as of now (if a later step uses it, the next report counts a
+     * prefetch hit instead). */
+    for (int slot = 0; slot < t->capacity; slot++) {
+        uint32_t id = moeinf_cache_slot_expert(t->cache, slot);
+        if (id == MOEINF_EXPERT_NONE || (layer != -1 && layer_of(t, id) != layer)) continue;
+        out->counters.wasted_prefetches += moeinf_cache_is_prefetched(t->cache, id);
+    }
+    /* Reads queued or running: their bytes and time are not in counters.io yet. */
+    for (int i = 0; i < t->n_inflight; i++) {
+        uint32_t id = moeinf_cache_slot_expert(t->cache, t->inflight[i]);
+        if (layer == -1 || layer_of(t, id) == layer) out->counters.reads_in_flight++;
+    }
     out->tokens = t->tokens;
     out->decode_tokens = t->decode_tokens;
     memcpy(out->prediction, t->prediction, sizeof out->prediction);
@@ -491,6 +510,8 @@ void moeinf_tier_evict_all(struct moeinf_tier *t) {
     moeinf_tier_quiesce(t); /* no pin is left once every read is retired */
     for (int slot = 0; slot < t->capacity; slot++) {
         uint32_t id = moeinf_cache_slot_expert(t->cache, slot);
-        if (id != MOEINF_EXPERT_NONE) moeinf_cache_drop(t->cache, t->policy, id);
+        if (id == MOEINF_EXPERT_NONE) continue;
+        if (moeinf_cache_is_prefetched(t->cache, id)) t->layer[layer_of(t, id)].wasted_prefetches++;
+        moeinf_cache_drop(t->cache, t->policy, id);
     }
 }

@@ -27,14 +27,17 @@
  * computing each expert as it arrives while the next ones are read; those waits are the stall
  * time. Prefetches come from two sources and are
  * admitted to the cache exactly as the simulator admits them (moeinf_cache_prefetch, same
- * victims), their reads queued behind every demand read:
+ * victims), their reads queued behind every demand read. The cache decides at the same
+ * points as the simulator and never looks at the reads: what is admitted and what is evicted
+ * depends only on the accesses, never on timing; only whether a prefetch has arrived when
+ * its expert is demanded does (a hit, or a late prefetch the step waits for):
  *   - the policy's proposals after each step (moeinf_tier_layer_end: up to `prefetch` per
  *     step, what the simulator's prefetch means);
  *   - gate lookahead hints from the forward pass (the routers of the next layers applied to
  *     the current hidden state), issued right after the wave's demand reads are queued.
- * An expert whose read is in flight is pinned (never a victim) until the read is retired. A
- * prefetch for layer l still queued (not started) when layer l's step begins without it is
- * dropped: the read is cancelled and the cache forgets the expert. The cache and the
+ * A read in flight pins nothing. When the cache evicts a prefetched expert whose read is
+ * still in flight, a queued read is cancelled (a dropped prefetch) and a running one waited
+ * for, before the slot is read into again. The cache and the
  * policy are only touched by the forward pass's thread; the I/O threads only read.
  */
 #ifndef MOEINF_OFFLOAD_TIER_H
@@ -52,14 +55,20 @@
 
 /* Counters of one layer (or of all). */
 struct moeinf_tier_counters {
-    uint64_t accesses;               /* expert accesses: one per distinct expert per step */
-    uint64_t hits;                   /* the cache's view: resident (possibly still arriving) */
+    uint64_t accesses;               /* expert accesses: one per distinct expert per step, =
+                                        hits + late_prefetches + misses */
+    uint64_t hits;                   /* resident, its bytes there: the step did not wait */
     uint64_t misses;                 /* demand reads */
     uint64_t prefetches;             /* prefetch reads queued */
-    uint64_t prefetch_hits;          /* demanded experts a prefetch had brought in, read complete */
-    uint64_t late_prefetches;        /* demanded while the prefetch read was queued or running */
-    uint64_t wasted_prefetches;      /* prefetched experts evicted before any demand */
-    uint64_t dropped_prefetches;     /* prefetches cancelled before their read started */
+    uint64_t prefetch_hits;          /* hits on an expert a prefetch brought in (first use) */
+    uint64_t late_prefetches;        /* accesses to an expert a prefetch admitted whose read was
+                                        queued or running: the step waited (the cache's, and the
+                                        simulator's, hit; not in hits) */
+    uint64_t wasted_prefetches;      /* prefetched experts evicted before any demand, and (in a
+                                        report) those resident and still unused: the simulator's */
+    uint64_t dropped_prefetches;     /* of the wasted, those whose read was cancelled before it
+                                        started (the expert was evicted first) */
+    uint64_t reads_in_flight;        /* (a report only) reads queued or running, not yet in io */
     uint64_t stall_ns;               /* time the forward pass waited for reads */
     struct moeinf_store_counters io; /* reads finished (demand and prefetch) */
 };
@@ -177,9 +186,8 @@ void moeinf_tier_wave_end(struct moeinf_tier *t);
  * that names an invalid victim). */
 enum moeinf_status moeinf_tier_layer_end(struct moeinf_tier *t, struct moeinf_error *err);
 
-/* Cancels the prefetches not yet started (dropping their experts), waits for every other
- * read in flight and retires it: before the counters are reset, and inside a wave whose pins
- * would not fit beside those of the reads in flight. */
+/* Waits for every read in flight and retires it (the cache keeps its contents): before the
+ * counters are reset and before the cache is emptied. */
 void moeinf_tier_quiesce(struct moeinf_tier *t);
 
 #endif

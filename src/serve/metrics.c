@@ -79,8 +79,11 @@ char *serve_metrics_text(struct serve_worker *w) {
         metric(&o, "moeinf_expert_cache_accesses_total", "counter",
                "expert uses (one per distinct expert per layer and forward pass)",
                (double)m.experts.accesses);
-        metric(&o, "moeinf_expert_cache_hits_total", "counter", "expert uses found in the cache",
-               (double)m.experts.hits);
+        metric(&o, "moeinf_expert_cache_hits_total", "counter",
+               "expert uses found in the cache, read", (double)m.experts.hits);
+        metric(&o, "moeinf_expert_cache_late_prefetches_total", "counter",
+               "expert uses that waited for a prefetch still being read (not hits)",
+               (double)m.experts.late_prefetches);
         metric(&o, "moeinf_expert_cache_misses_total", "counter",
                "experts read from the model file", (double)m.experts.misses);
         metric(&o, "moeinf_expert_cache_read_bytes_total", "counter",

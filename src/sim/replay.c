@@ -19,6 +19,7 @@
 
 static const struct moeinf_policy_ops *const offline[] = {
     &moeinf_policy_belady,
+    &moeinf_policy_freq_oracle,
 };
 
 #define N_OFFLINE (sizeof offline / sizeof offline[0])
@@ -119,6 +120,57 @@ static enum moeinf_status read_future(const char *path, uint32_t **out, size_t *
 fail:
     moeinf_trace_close(r);
     free(ids);
+    return st;
+}
+
+/* Every request's expert counts by phase, for an offline policy that knows them:
+ * (*out)[(r * 2 + phase) * n_ids + id] for the r-th request of the trace. */
+static enum moeinf_status read_request_counts(const char *path, uint32_t **out, size_t *n_out,
+                                              struct moeinf_error *err) {
+    struct moeinf_trace_reader *r = NULL;
+    uint32_t *counts = NULL;
+    size_t n_req = 0;
+    size_t cap = 0;
+    enum moeinf_status st = moeinf_trace_open(path, &r, err);
+    if (st != MOEINF_OK) return st;
+    const struct moeinf_trace_header *h = moeinf_trace_header(r);
+    const size_t n_ids = (size_t)h->n_layers * (size_t)h->n_experts;
+    uint32_t *row = NULL;
+    for (;;) {
+        struct moeinf_trace_token tok;
+        bool end = false;
+        if ((st = moeinf_trace_read(r, &tok, &end, err)) != MOEINF_OK) goto fail;
+        if (end) break;
+        if (tok.request_begins || !row) {
+            if (n_req == cap) {
+                size_t new_cap = cap ? cap * 2 : 64;
+                uint32_t *grown = realloc(counts, new_cap * 2 * n_ids * sizeof *grown);
+                if (!grown) {
+                    st = moeinf_fail(err, MOEINF_ERR_NOMEM,
+                                     "%s: out of memory for the expert counts of %zu requests",
+                                     path, new_cap);
+                    goto fail;
+                }
+                counts = grown;
+                cap = new_cap;
+            }
+            row = counts + n_req++ * 2 * n_ids;
+            memset(row, 0, 2 * n_ids * sizeof *row);
+        }
+        uint32_t *phase_row = row + (tok.phase == MOEINF_PHASE_DECODE ? n_ids : 0);
+        for (int l = 0; l < h->n_layers; l++) {
+            for (int j = 0; j < h->top_k; j++)
+                phase_row[(size_t)l * (size_t)h->n_experts +
+                          (size_t)tok.experts[l * h->top_k + j]]++;
+        }
+    }
+    moeinf_trace_close(r);
+    *out = counts;
+    *n_out = n_req;
+    return MOEINF_OK;
+fail:
+    moeinf_trace_close(r);
+    free(counts);
     return st;
 }
 
@@ -332,6 +384,16 @@ enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
         size_t n = 0;
         if ((st = read_future(params->trace_path, &future, &n, err)) != MOEINF_OK) goto done;
         st = ops->set_future(rp.policy->state, future, n, err);
+        free(future);
+        future = NULL;
+        if (st != MOEINF_OK) goto done;
+    }
+    if (ops->set_request_counts) {
+        size_t n = 0;
+        if ((st = read_request_counts(params->trace_path, &future, &n, err)) != MOEINF_OK) {
+            goto done;
+        }
+        st = ops->set_request_counts(rp.policy->state, future, n, err);
         free(future);
         future = NULL;
         if (st != MOEINF_OK) goto done;

@@ -10,6 +10,7 @@
 
 /* Offline policies, known to the simulator only. */
 extern const struct moeinf_policy_ops moeinf_policy_belady;
+extern const struct moeinf_policy_ops moeinf_policy_freq_oracle; /* policy_freq_oracle.c */
 
 /* A policy the simulator accepts (online registry first, then offline), or NULL. */
 const struct moeinf_policy_ops *moeinf_sim_policy_find(const char *name);
