@@ -20,6 +20,8 @@ struct moeinf_model {
     struct moeinf_resident *resident; /* offload_experts: the weights read into memory and
                                          where the experts lie; NULL otherwise */
     enum moeinf_load_mode load_mode;  /* MAP or READ: how it was loaded */
+    struct moeinf_model_id id;        /* a MoE model's identity (its routers, experts/eam.h):
+                                         what its saved expert-cache state names */
 };
 
 struct moeinf_context {
