@@ -1,6 +1,7 @@
 /* engine_model.c - the model half of moeinf.h: loading a model (the GGUF file, its
  * architecture's weights, the resident copies when experts are offloaded, the vocabulary)
  * and what it tells about itself. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -71,6 +72,7 @@ enum moeinf_status moeinf_model_load(const char *path, const struct moeinf_model
                                      struct moeinf_model **out, struct moeinf_error *err) {
     struct moeinf_model *m = calloc(1, sizeof *m);
     if (!m) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    atomic_init(&m->expert_held, 0);
     bool offload = params && params->offload_experts;
     struct moeinf_progress progress = {params ? params->progress : NULL,
                                        params ? params->progress_user : NULL};
