@@ -89,8 +89,8 @@ static bool probe(struct moeinf_model *m, uint64_t *slot, uint64_t *resident, ui
     *ctxb = info.context_bytes;
     CHECK_EQ_INT(info.n_experts_total, 32);
     /* the limits below need room for 8 slots and more than 8 left to cut */
-    CHECK_MSG(*ctxb < 16 * *slot, "KV cache and scratch %llu, slot %llu",
-              (unsigned long long)*ctxb, (unsigned long long)*slot);
+    CHECK_MSG(*ctxb < 16 * *slot, "KV cache and scratch %llu, slot %llu", (unsigned long long)*ctxb,
+              (unsigned long long)*slot);
     return *slot > 0 && *ctxb < 16 * *slot;
 }
 
@@ -198,8 +198,10 @@ static void test_auto_contexts_at_once(void) {
     uint64_t total = 0;
     for (int i = 0; i < 3; i++) {
         pthread_join(th[i], NULL);
-        if (r[i].st == MOEINF_OK) ok++;
-        else CHECK_EQ_INT(r[i].st, MOEINF_ERR_NOMEM);
+        if (r[i].st == MOEINF_OK)
+            ok++;
+        else
+            CHECK_EQ_INT(r[i].st, MOEINF_ERR_NOMEM);
         if (r[i].ctx) total += held_by(r[i].ctx);
     }
     pthread_barrier_destroy(&start);

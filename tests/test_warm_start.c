@@ -373,8 +373,9 @@ static void test_cli_sim_and_run_share_the_file(void) {
     remove(bare_state);
     snprintf(cmd, sizeof cmd, "grep -c '^# model_id: [0-9a-f]\\{16\\}$' %s", trace);
     CHECK_EQ_INT(shell(cmd, out, sizeof out, err, sizeof err), 0);
-    snprintf(cmd, sizeof cmd, "grep -v '^# model_id:' %s >%s && %s sim --trace %s --cache 4 --eamc %s",
-             trace, bare, bin, bare, bare_state);
+    snprintf(cmd, sizeof cmd,
+             "grep -v '^# model_id:' %s >%s && %s sim --trace %s --cache 4 --eamc %s", trace, bare,
+             bin, bare, bare_state);
     CHECK_EQ_INT(shell(cmd, out, sizeof out, err, sizeof err), 0);
     snprintf(cmd, sizeof cmd,
              "%s run -m %s -p 'Once upon a time' -n 2 --expert-cache 25%% --expert-io cached "

@@ -61,10 +61,9 @@ bad:
  * `held` (their slots, KV caches and scratch): the resident weights (under a hard limit;
  * MemAvailable already lacks them), this context's KV cache and scratch (allocated, not yet
  * touched) and the margin. */
-static enum moeinf_status auto_budget(const struct moeinf_context *ctx, uint64_t limit,
-                                      bool cgroup, const char *source, uint64_t held,
-                                      uint64_t slot_bytes, uint64_t *budget,
-                                      struct moeinf_error *err) {
+static enum moeinf_status auto_budget(const struct moeinf_context *ctx, uint64_t limit, bool cgroup,
+                                      const char *source, uint64_t held, uint64_t slot_bytes,
+                                      uint64_t *budget, struct moeinf_error *err) {
     const uint64_t resident = ctx->model->resident->bytes;
     uint64_t used = moeinf_fwd_bytes(ctx->fwd) + MOEINF_EXPERT_CACHE_MARGIN + held;
     if (cgroup) used += resident;

@@ -52,7 +52,8 @@ static void model_identity(struct moeinf_model *m) {
     uint64_t h = id_mix(0xcbf29ce484222325ull, geo, sizeof geo);
     for (int il = 0; il < hp->n_layer; il++) {
         const struct moeinf_weight *r = &m->llm->layers[il].router;
-        if (m->llm->layers[il].ffn == MOEINF_FFN_MOE && r->data) h = id_mix(h, r->data, r->mat_bytes);
+        if (m->llm->layers[il].ffn == MOEINF_FFN_MOE && r->data)
+            h = id_mix(h, r->data, r->mat_bytes);
     }
     m->id.kind = MOEINF_MODEL_ID_ROUTERS;
     m->id.hash = h;
@@ -60,8 +61,8 @@ static void model_identity(struct moeinf_model *m) {
     char label[MOEINF_MODEL_NAME_BYTES];
     if (moeinf_gguf_get_str_opt(m->gguf, "general.name", &name, NULL) == MOEINF_OK && name.data &&
         name.len > 0) {
-        snprintf(label, sizeof label, "%.*s", (int)(name.len < sizeof label ? name.len : sizeof label),
-                 name.data);
+        snprintf(label, sizeof label, "%.*s",
+                 (int)(name.len < sizeof label ? name.len : sizeof label), name.data);
     } else {
         snprintf(label, sizeof label, "%s", moeinf_llm_arch_name(m->llm));
     }

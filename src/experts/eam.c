@@ -20,10 +20,10 @@ static const char *errno_text(int errnum, char *buf, size_t size) {
 #define N_PHASES 2
 
 static const char magic[8] = {'M', 'O', 'E', 'I', 'E', 'A', 'M', 'C'};
-#define VERSION        3u /* the model's identity, the collection, the named policy's section */
-#define HEADER_SIZE    32u
-#define MODEL_HEAD     (16u + MOEINF_MODEL_NAME_BYTES) /* kind, 0, hash, name */
-#define POLICY_HEAD    24u /* policy name (16 bytes, NUL-padded) + u64 length */
+#define VERSION     3u /* the model's identity, the collection, the named policy's section */
+#define HEADER_SIZE 32u
+#define MODEL_HEAD  (16u + MOEINF_MODEL_NAME_BYTES) /* kind, 0, hash, name */
+#define POLICY_HEAD 24u /* policy name (16 bytes, NUL-padded) + u64 length */
 
 struct moeinf_eamc {
     int n_layers;
@@ -362,7 +362,7 @@ static enum moeinf_status write_file(const struct moeinf_eamc *c, FILE *f, const
             return moeinf_fail(err, MOEINF_ERR_ARG, "%s: policy name '%s' is too long", what,
                                policy);
         }
-        memcpy(pol, policy, name_len);
+        memcpy(pol, policy, name_len + 1); /* with its NUL; the rest of the field stays NUL */
         moeinf_le_put_u64(pol + MOEINF_EAMC_POLICY_NAME, (uint64_t)len);
     }
     emit(&w, head, sizeof head);
@@ -509,12 +509,12 @@ static enum moeinf_status read_model_head(struct reader *r, const char *what,
                                           enum moeinf_eamc_defect *defect,
                                           struct moeinf_error *err) {
     uint8_t mh[MODEL_HEAD];
+    memset(out, 0, sizeof *out);
     if (!take(r, mh, sizeof mh)) {
         if (ferror(r->f)) return moeinf_fail(err, MOEINF_ERR_IO, "%s: read failed", what);
         return defect_fail(err, defect, MOEINF_EAMC_TRUNCATED, what, "header cut short");
     }
     uint32_t kind = moeinf_le_u32(mh);
-    memset(out, 0, sizeof *out);
     out->hash = moeinf_le_u64(mh + 8);
     memcpy(out->name, mh + 16, MOEINF_MODEL_NAME_BYTES);
     bool ok = kind <= MOEINF_MODEL_ID_TRACE && moeinf_le_u32(mh + 4) == 0 &&
@@ -545,6 +545,23 @@ static const char *describe(const struct moeinf_model_id *id, char *buf, size_t 
     return buf;
 }
 
+static enum moeinf_status check_version(uint32_t version, const char *what,
+                                        enum moeinf_eamc_defect *defect, struct moeinf_error *err) {
+    char detail[160];
+    if (version == VERSION) return MOEINF_OK;
+    if (version == 1 || version == 2) {
+        /* No model identity: it could be any model's of the geometry (eam.h). */
+        snprintf(detail, sizeof detail,
+                 "version %u does not name its model, this build reads version %u only: delete "
+                 "it (a cold start) or rebuild it",
+                 version, VERSION);
+    } else {
+        snprintf(detail, sizeof detail, "version %u, this build reads version %u", version,
+                 VERSION);
+    }
+    return defect_fail(err, defect, MOEINF_EAMC_BAD_VERSION, what, detail);
+}
+
 static bool same_model(const struct moeinf_model_id *a, const struct moeinf_model_id *b) {
     return a->kind == b->kind && a->hash == b->hash;
 }
@@ -572,20 +589,8 @@ static enum moeinf_status read_file(const struct moeinf_policy_geometry *geom, F
         return defect_fail(err, defect, MOEINF_EAMC_TRUNCATED, what, "header cut short");
     }
     r.hash = fnv1a(r.hash, head, sizeof head);
-    uint32_t version = moeinf_le_u32(head + 8);
-    if (version == 1 || version == 2) {
-        /* No model identity: it could be any model's of the geometry (eam.h). */
-        snprintf(detail, sizeof detail,
-                 "version %u does not name its model, this build reads version %u only: delete "
-                 "it (a cold start) or rebuild it",
-                 version, VERSION);
-        return defect_fail(err, defect, MOEINF_EAMC_BAD_VERSION, what, detail);
-    }
-    if (version != VERSION) {
-        snprintf(detail, sizeof detail, "version %u, this build reads version %u", version,
-                 VERSION);
-        return defect_fail(err, defect, MOEINF_EAMC_BAD_VERSION, what, detail);
-    }
+    enum moeinf_status hst = check_version(moeinf_le_u32(head + 8), what, defect, err);
+    if (hst != MOEINF_OK) return hst;
     uint32_t n_layers = moeinf_le_u32(head + 12);
     uint32_t n_experts = moeinf_le_u32(head + 16);
     uint32_t top_k = moeinf_le_u32(head + 20);
@@ -598,8 +603,8 @@ static enum moeinf_status read_file(const struct moeinf_policy_geometry *geom, F
                  n_experts, top_k, size, capacity);
         return defect_fail(err, defect, MOEINF_EAMC_BAD_HEADER, what, detail);
     }
-    struct moeinf_model_id model;
-    enum moeinf_status hst = read_model_head(&r, what, &model, defect, err);
+    struct moeinf_model_id model = {MOEINF_MODEL_ID_NONE, 0, ""};
+    hst = read_model_head(&r, what, &model, defect, err);
     if (hst != MOEINF_OK) return hst;
     char owner[MOEINF_EAMC_POLICY_NAME + 1] = "";
     uint64_t sec_len = 0;
@@ -731,7 +736,8 @@ void moeinf_model_id_set_name(struct moeinf_model_id *out, const char *name) {
     size_t i = 0;
     for (; name && name[i] && i < MOEINF_MODEL_NAME_BYTES - 1; i++) {
         const unsigned char ch = (unsigned char)name[i];
-        out->name[i] = ch >= ' ' && ch < 0x7f ? (char)ch : '?';
+        out->name[i] = name[i];
+        if (ch < ' ' || ch >= 0x7f) out->name[i] = '?';
     }
     memset(out->name + i, 0, MOEINF_MODEL_NAME_BYTES - i);
 }

@@ -83,7 +83,6 @@ struct moeinf_policy_geometry {
     struct moeinf_model_id model;
 };
 
-
 struct moeinf_policy_ops {
     const char *name;    /* registry key: "lru", "lfu", ... */
     const char *summary; /* one line for --help */

@@ -85,8 +85,8 @@ struct moeinf_trace_header {
     int n_layers;
     int n_experts;
     int top_k;
-    char model[256];    /* the "model" value, truncated; empty when absent */
-    bool has_model_id;  /* "model_id": the recording model's identity (experts/eam.h) */
+    char model[256];   /* the "model" value, truncated; empty when absent */
+    bool has_model_id; /* "model_id": the recording model's identity (experts/eam.h) */
     uint64_t model_id;
     int64_t n_requests; /* the header's totals, -1 when absent */
     int64_t n_tokens;
