@@ -169,9 +169,13 @@ enum moeinf_expert_cache_kind {
     MOEINF_EXPERT_CACHE_BYTES,    /* at most `bytes` of expert slots */
     MOEINF_EXPERT_CACHE_PERCENT,  /* `percent` % of all routed experts (layers x experts),
                                      rounded to the nearest */
-    MOEINF_EXPERT_CACHE_AUTO,     /* what this process may use (cgroup limit, else
-                                     MemAvailable) minus resident weights, KV cache, scratch
-                                     and MOEINF_EXPERT_CACHE_MARGIN */
+    MOEINF_EXPERT_CACHE_AUTO,     /* what this process may use (the cgroup limit or the
+                                     environment's MOEINF_MEMORY_LIMIT, decimal bytes, the
+                                     smaller; else MemAvailable) minus resident weights, KV cache,
+                                     scratch, what the model's other contexts hold (their
+                                     slots, KV caches and scratch) and
+                                     MOEINF_EXPERT_CACHE_MARGIN: a model's contexts share one
+                                     budget */
 };
 
 /* Memory `auto` leaves for what it does not count: code, stacks, allocator slack. */
@@ -342,9 +346,11 @@ MOEINF_API void moeinf_context_expert_stats_reset(struct moeinf_context *ctx);
  *
  * load: a missing file is no error (*loaded = false, nothing changes; loaded may be NULL). A
  * file that is corrupt, truncated, of another version, written by another policy or for
- * another model (layers, experts, top_k) is MOEINF_ERR_FORMAT, one line naming the file and
- * the defect; it is read into a new state that replaces the old only when every check passed,
- * so a refused file leaves the context as it was.
+ * another model (layers, experts, top_k; or, with those equal, another model's routers: the
+ * file names its model, and the message names both) is MOEINF_ERR_FORMAT, one line naming the
+ * file and the defect; it is read into a new state that replaces the old only when every
+ * check passed, so a refused file leaves the context as it was. A file `moeinf sim` built
+ * from a trace is this model's when the trace was recorded by it (its "# model_id:" line).
  * save: atomic (a temp file in the same folder, fsync, rename, fsync of the folder): the file
  * is the old one or the whole new one, never a part.
  * Both: MOEINF_ERR_ARG without an expert cache or for a policy that keeps no learned state

@@ -95,7 +95,7 @@ struct decisions {
  * order. */
 static void drive(const char *name, const struct mtrace *t, int cap, int prefetch,
                   struct decisions *d) {
-    struct moeinf_policy_geometry g = {ML, ME, MK, cap};
+    struct moeinf_policy_geometry g = {ML, ME, MK, cap, {0}};
     struct moeinf_policy *p = NULL;
     struct moeinf_cache *c = NULL;
     struct moeinf_error err;
@@ -484,7 +484,7 @@ static void test_policies_match_references(void) {
 static void test_moe_infinity_by_hand(void) {
     static struct mtrace t;
     memset(&t, 0, sizeof t);
-    struct moeinf_policy_geometry g = {2, 3, 1, 2};
+    struct moeinf_policy_geometry g = {2, 3, 1, 2, {0}};
     struct moeinf_policy *p = NULL;
     struct moeinf_cache *c = NULL;
     struct moeinf_error err;
@@ -579,7 +579,7 @@ static void test_same_decisions_in_simulator_and_direct(void) {
 static void test_reuse_prefetch_contract(void) {
     static struct mtrace t;
     make(&t, 77, 60);
-    struct moeinf_policy_geometry g = {ML, ME, MK, 6};
+    struct moeinf_policy_geometry g = {ML, ME, MK, 6, {0}};
     struct moeinf_policy *p = NULL;
     struct moeinf_cache *c = NULL;
     struct moeinf_error err;

@@ -18,6 +18,9 @@
 #include "trace/trace.h"
 #include "test.h"
 
+/* Bytes before the first record of an EAMC file: header, model block, policy block (eam.h). */
+#define HEAD 120
+
 /* Feeds one token (phase, one expert per layer given as `experts[l]`, top_k 1). */
 static void token1(struct moeinf_eamc *c, enum moeinf_phase ph, int n_experts, const int *experts,
                    int n_layers) {
@@ -27,7 +30,7 @@ static void token1(struct moeinf_eamc *c, enum moeinf_phase ph, int n_experts, c
 }
 
 static void test_predict_hand_computed(void) {
-    struct moeinf_policy_geometry g = {2, 4, 1, 0};
+    struct moeinf_policy_geometry g = {2, 4, 1, 0, {0}};
     struct moeinf_eamc *c = NULL;
     struct moeinf_error err;
     CHECK_EQ_INT(moeinf_eamc_init(&g, 4, &c, &err), MOEINF_OK);
@@ -153,7 +156,7 @@ static void test_match_and_replacement_brute_force(void) {
     const int n_layers = L3;
     const int n_experts = E9;
     const int top_k = 2;
-    struct moeinf_policy_geometry g = {n_layers, n_experts, top_k, 0};
+    struct moeinf_policy_geometry g = {n_layers, n_experts, top_k, 0, {0}};
     struct moeinf_eamc *c = NULL;
     struct moeinf_error err;
     CHECK_EQ_INT(moeinf_eamc_init(&g, CAP, &c, &err), MOEINF_OK);
@@ -269,7 +272,7 @@ static bool same_collection(const struct moeinf_eamc *a, const struct moeinf_eam
 }
 
 static void test_file_round_trip(void) {
-    struct moeinf_policy_geometry g = {3, 9, 2, 0};
+    struct moeinf_policy_geometry g = {3, 9, 2, 0, {0}};
     char path[512];
     test_tmp_path("eam_round_trip.eamc", path, sizeof path);
     struct moeinf_error err;
@@ -296,7 +299,7 @@ static void test_file_round_trip(void) {
         /* the file's size is what the format says */
         struct stat st;
         CHECK_EQ_INT(stat(path, &st), 0);
-        CHECK_EQ_INT(st.st_size, 32 + moeinf_eamc_size(a) * (8 + 2 * 27 * 4) + 8);
+        CHECK_EQ_INT(st.st_size, HEAD + moeinf_eamc_size(a) * (8 + 2 * 27 * 4) + 8);
         moeinf_eamc_free(a);
         moeinf_eamc_free(b);
     }
@@ -304,7 +307,7 @@ static void test_file_round_trip(void) {
 }
 
 static void test_crash_before_rename_keeps_old_file(void) {
-    struct moeinf_policy_geometry g = {3, 9, 2, 0};
+    struct moeinf_policy_geometry g = {3, 9, 2, 0, {0}};
     char path[512];
     test_tmp_path("eam_atomic.eamc", path, sizeof path);
     struct moeinf_error err;
@@ -394,7 +397,7 @@ static enum moeinf_eamc_defect load_defect(const struct moeinf_policy_geometry *
 }
 
 static void test_defects_are_named(void) {
-    struct moeinf_policy_geometry g = {3, 9, 2, 0};
+    struct moeinf_policy_geometry g = {3, 9, 2, 0, {0}};
     char good[512];
     char bad[512];
     test_tmp_path("eam_good.eamc", good, sizeof good);
@@ -407,7 +410,7 @@ static void test_defects_are_named(void) {
     static uint8_t buf[1 << 14];
     static uint8_t mod[1 << 14];
     size_t n = slurp(good, buf, sizeof buf);
-    CHECK_EQ_INT(n, 32 + 4 * (8 + 2 * 27 * 4) + 8);
+    CHECK_EQ_INT(n, HEAD + 4 * (8 + 2 * 27 * 4) + 8);
     CHECK_EQ_INT(load_defect(&g, good, &err), MOEINF_EAMC_OK);
 
     struct {
@@ -420,21 +423,29 @@ static void test_defects_are_named(void) {
         {"magic", 0, 0, 0, MOEINF_EAMC_BAD_MAGIC},
         {"empty", 0, 1, 0, MOEINF_EAMC_BAD_MAGIC},
         {"half header", 20, 1, 0, MOEINF_EAMC_TRUNCATED},
-        {"version", 8, 3, 3, MOEINF_EAMC_BAD_VERSION},
+        {"version", 8, 3, 4, MOEINF_EAMC_BAD_VERSION},
+        {"version 2, no model", 8, 3, 2, MOEINF_EAMC_BAD_VERSION},
+        {"model kind", 32, 3, 3, MOEINF_EAMC_BAD_HEADER},
+        {"model reserved word", 36, 3, 1, MOEINF_EAMC_BAD_HEADER},
+        {"model name unprintable", 48, 3, 0x1b, MOEINF_EAMC_BAD_HEADER},
+        {"model name unterminated", 92, 3, 0x41414141u, MOEINF_EAMC_BAD_HEADER},
+        {"section with no policy", 112, 3, 4, MOEINF_EAMC_BAD_HEADER},
         {"capacity 0", 24, 3, 0, MOEINF_EAMC_BAD_HEADER},
         {"capacity huge", 24, 3, 1u << 30, MOEINF_EAMC_BAD_HEADER},
         {"entries > capacity", 28, 3, 7, MOEINF_EAMC_BAD_HEADER},
         {"top_k > experts", 20, 3, 10, MOEINF_EAMC_BAD_HEADER},
-        {"entries cut", 32 + 100, 1, 0, MOEINF_EAMC_TRUNCATED},
+        {"entries cut", HEAD + 100, 1, 0, MOEINF_EAMC_TRUNCATED},
+        {"model block cut", 60, 1, 0, MOEINF_EAMC_TRUNCATED},
         {"checksum cut", n - 3, 1, 0, MOEINF_EAMC_TRUNCATED},
         {"one more byte", n, 2, 0, MOEINF_EAMC_TRAILING},
-        {"body byte", 32 + 8 + 13, 0, 0, MOEINF_EAMC_CHECKSUM},
-        {"token count", 32, 0, 0, MOEINF_EAMC_CHECKSUM},
+        {"body byte", HEAD + 8 + 13, 0, 0, MOEINF_EAMC_CHECKSUM},
+        {"token count", HEAD, 0, 0, MOEINF_EAMC_CHECKSUM},
+        {"model hash byte", 41, 0, 0, MOEINF_EAMC_CHECKSUM},
         {"checksum byte", n - 1, 0, 0, MOEINF_EAMC_CHECKSUM},
         {"n_layers, resealed", 12, 3, 4, MOEINF_EAMC_TRUNCATED}, /* size now differs */
-        {"NaN count, resealed", 32 + 8 + 4, 3, 0x7fc00000u, MOEINF_EAMC_BAD_VALUE},
-        {"negative count, resealed", 32 + 8 + 8, 3, 0xbf800000u, MOEINF_EAMC_BAD_VALUE},
-        {"infinite count, resealed", 32 + 8 + 12, 3, 0x7f800000u, MOEINF_EAMC_BAD_VALUE},
+        {"NaN count, resealed", HEAD + 8 + 4, 3, 0x7fc00000u, MOEINF_EAMC_BAD_VALUE},
+        {"negative count, resealed", HEAD + 8 + 8, 3, 0xbf800000u, MOEINF_EAMC_BAD_VALUE},
+        {"infinite count, resealed", HEAD + 8 + 12, 3, 0x7f800000u, MOEINF_EAMC_BAD_VALUE},
     };
 
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -460,11 +471,18 @@ static void test_defects_are_named(void) {
         CHECK_STR_CONTAINS(err.msg, bad);
         CHECK_STR_CONTAINS(err.msg, moeinf_eamc_defect_name(cases[i].expect));
     }
+    /* an old version says why it is refused */
+    memcpy(mod, buf, n);
+    moeinf_le_put_u32(mod + 8, 2);
+    reseal(mod, n);
+    spit(bad, mod, n);
+    CHECK_EQ_INT(load_defect(&g, bad, &err), MOEINF_EAMC_BAD_VERSION);
+    CHECK_STR_CONTAINS(err.msg, "version 2 does not name its model");
     /* a clean file for another model */
-    struct moeinf_policy_geometry other = {3, 9, 3, 0};
+    struct moeinf_policy_geometry other = {3, 9, 3, 0, {0}};
     CHECK_EQ_INT(load_defect(&other, good, &err), MOEINF_EAMC_GEOMETRY);
     CHECK_STR_CONTAINS(err.msg, "geometry mismatch");
-    other = (struct moeinf_policy_geometry){2, 9, 2, 0};
+    other = (struct moeinf_policy_geometry){2, 9, 2, 0, {0}};
     CHECK_EQ_INT(load_defect(&other, good, &err), MOEINF_EAMC_GEOMETRY);
     /* a damaged file for another model reports the damage */
     memcpy(mod, buf, n);
@@ -477,9 +495,67 @@ static void test_defects_are_named(void) {
     remove(bad);
 }
 
+/* The file names its model: a reader with another identity (another model of the same
+ * geometry, or a trace that names no model) refuses it naming both; the same identity, or a
+ * reader with none, reads it. */
+static void test_model_identity(void) {
+    struct moeinf_policy_geometry ga = {3, 9, 2, 0, {0}};
+    ga.model.kind = MOEINF_MODEL_ID_ROUTERS;
+    ga.model.hash = 0x0123456789abcdefull;
+    moeinf_model_id_set_name(&ga.model, "Model A\x1b[31m");
+    struct moeinf_policy_geometry gb = ga;
+    gb.model.hash = 0xfedcba9876543210ull;
+    moeinf_model_id_set_name(&gb.model, "Model B");
+    char path[512];
+    test_tmp_path("eam_identity.eamc", path, sizeof path);
+    struct moeinf_error err;
+    struct moeinf_eamc *a = sample(&ga, 6, 3, 7);
+    if (!a) return;
+    CHECK_EQ_INT(moeinf_eamc_save(a, path, &err), MOEINF_OK);
+    moeinf_eamc_free(a);
+    CHECK_EQ_INT(load_defect(&ga, path, &err), MOEINF_EAMC_OK);
+    CHECK_EQ_INT(load_defect(&gb, path, &err), MOEINF_EAMC_MODEL);
+    CHECK_STR_CONTAINS(err.msg, path);
+    CHECK_STR_CONTAINS(err.msg, "another model's state: this is 'Model B' (model id "
+                                "fedcba9876543210), the file was written for 'Model A?[31m' "
+                                "(model id 0123456789abcdef)");
+    CHECK(!strchr(err.msg, '\x1b'));
+    /* the same name is not the same model */
+    moeinf_model_id_set_name(&gb.model, "Model A?[31m");
+    CHECK_EQ_INT(load_defect(&gb, path, &err), MOEINF_EAMC_MODEL);
+    /* a reader with no identity reads it and keeps the file's */
+    struct moeinf_policy_geometry g0 = {3, 9, 2, 0, {0}};
+    struct moeinf_eamc *c = NULL;
+    CHECK_EQ_INT(moeinf_eamc_load(&g0, path, &c, NULL, &err), MOEINF_OK);
+    char again[512];
+    test_tmp_path("eam_identity2.eamc", again, sizeof again);
+    if (c) CHECK_EQ_INT(moeinf_eamc_save(c, again, &err), MOEINF_OK);
+    moeinf_eamc_free(c);
+    CHECK_EQ_INT(load_defect(&ga, again, &err), MOEINF_EAMC_OK);
+    /* a trace's identity: its model_id when it has one, else its model line (which no
+     * model's identity is, even with the same hash) */
+    struct moeinf_policy_geometry gt = ga;
+    moeinf_model_id_for_trace("llama: 3 layers", true, ga.model.hash, &gt.model);
+    CHECK_EQ_INT(load_defect(&gt, path, &err), MOEINF_EAMC_OK);
+    moeinf_model_id_for_trace("Model A", false, 0, &gt.model);
+    CHECK_EQ_INT(gt.model.kind, MOEINF_MODEL_ID_TRACE);
+    CHECK_EQ_INT(load_defect(&gt, path, &err), MOEINF_EAMC_MODEL);
+    CHECK_STR_CONTAINS(err.msg, "this is a trace of 'Model A' (no model_id), the file");
+    gt.model.hash = ga.model.hash;
+    CHECK_EQ_INT(load_defect(&gt, path, &err), MOEINF_EAMC_MODEL);
+    /* a file built from such a trace is refused by a model */
+    a = sample(&gt, 6, 2, 9);
+    if (a) CHECK_EQ_INT(moeinf_eamc_save(a, again, &err), MOEINF_OK);
+    moeinf_eamc_free(a);
+    CHECK_EQ_INT(load_defect(&ga, again, &err), MOEINF_EAMC_MODEL);
+    CHECK_STR_CONTAINS(err.msg, "the file was written for a trace of 'Model A' (no model_id)");
+    remove(path);
+    remove(again);
+}
+
 /* A policy's EAMC is replaced only by a good file; a bad one leaves it as it was. */
 static void test_policy_state_all_or_nothing(void) {
-    struct moeinf_policy_geometry g = {3, 9, 2, 12};
+    struct moeinf_policy_geometry g = {3, 9, 2, 12, {0}};
     char a[512];
     char b[512];
     char c2[512];
@@ -596,7 +672,7 @@ static void empty_cache(struct moeinf_cache *c, struct moeinf_policy *p) {
  * then save the same bytes.
  */
 static void test_policy_state_round_trip(void) {
-    struct moeinf_policy_geometry g = {4, 12, 2, 10};
+    struct moeinf_policy_geometry g = {4, 12, 2, 10, {0}};
     char a[512];
     char b[512];
     test_tmp_path("eam_trip_a.eamc", a, sizeof a);
@@ -733,7 +809,7 @@ static void test_sim_eamc_option(void) {
         /* missing file: same as no file, and the file appears */
         CHECK_EQ_INT(moeinf_sim_run(&sp, &saved, &err), MOEINF_OK);
         CHECK_EQ_INT(saved.hits, cold.hits);
-        struct moeinf_policy_geometry g = {4, 12, 2, 0};
+        struct moeinf_policy_geometry g = {4, 12, 2, 0, {0}};
         struct moeinf_eamc *c = NULL;
         CHECK_EQ_INT(moeinf_eamc_load(&g, state, &c, NULL, &err), MOEINF_OK);
         if (c) CHECK_EQ_INT(moeinf_eamc_size(c), 30); /* 30 requests, capacity 256 */
@@ -756,7 +832,7 @@ static void test_sim_eamc_option(void) {
     sp.policy = "reuse";
     sp.eamc_capacity = 4;
     CHECK_EQ_INT(moeinf_sim_run(&sp, &warm, &err), MOEINF_OK);
-    struct moeinf_policy_geometry g = {4, 12, 2, 0};
+    struct moeinf_policy_geometry g = {4, 12, 2, 0, {0}};
     struct moeinf_eamc *small = NULL;
     CHECK_EQ_INT(moeinf_eamc_load(&g, state, &small, NULL, &err), MOEINF_OK);
     if (small) {
@@ -786,6 +862,7 @@ int main(void) {
     RUN(test_file_round_trip);
     RUN(test_crash_before_rename_keeps_old_file);
     RUN(test_defects_are_named);
+    RUN(test_model_identity);
     RUN(test_policy_state_all_or_nothing);
     RUN(test_policy_state_round_trip);
     RUN(test_sim_eamc_option);

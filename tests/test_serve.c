@@ -543,7 +543,7 @@ static void test_queue_cancel_expert_cache(void) {
 
 /* Requests in the EAMC file (-1 when it does not load). */
 static int eamc_entries(const char *path) {
-    struct moeinf_policy_geometry g = {2, 8, 2, 0}; /* tiny-mixtral */
+    struct moeinf_policy_geometry g = {2, 8, 2, 0, {0}}; /* tiny-mixtral */
     struct moeinf_eamc *c = NULL;
     struct moeinf_error err;
     if (moeinf_eamc_load(&g, path, &c, NULL, &err) != MOEINF_OK) return -1;

@@ -556,7 +556,7 @@ static uint32_t choose_bad(void *state, const struct moeinf_cache *cache) {
 }
 
 static void test_cache_pins_and_errors(void) {
-    struct moeinf_policy_geometry g = {2, 4, 2, 3};
+    struct moeinf_policy_geometry g = {2, 4, 2, 3, {0}};
     struct moeinf_cache *c = NULL;
     struct moeinf_policy *p = NULL;
     struct moeinf_error err;
@@ -623,7 +623,7 @@ static void test_cache_pins_and_errors(void) {
 }
 
 static void test_registry_and_parameters(void) {
-    struct moeinf_policy_geometry g = {2, 4, 2, 2};
+    struct moeinf_policy_geometry g = {2, 4, 2, 2, {0}};
     struct moeinf_error err;
     int n = 0;
     for (size_t i = 0; moeinf_sim_policy_name(i); i++, n++) {

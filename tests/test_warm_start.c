@@ -247,7 +247,7 @@ static void test_refused_files(void) {
     CHECK_EQ_INT(moeinf_context_expert_state_save(other, bad, &err), MOEINF_OK);
     expect_refused(ctx, bad, "written by policy 'moe-infinity', this is 'reuse'", mine);
     /* another model's: a collection for 2 x 8 experts top-3 */
-    struct moeinf_policy_geometry g3 = {2, 8, 3, 0};
+    struct moeinf_policy_geometry g3 = {2, 8, 3, 0, {0}};
     struct moeinf_eamc *c3 = NULL;
     CHECK_EQ_INT(moeinf_eamc_init(&g3, 8, &c3, &err), MOEINF_OK);
     if (c3) CHECK_EQ_INT(moeinf_eamc_save(c3, bad, &err), MOEINF_OK);
@@ -270,6 +270,63 @@ done:
     remove(mine);
 }
 
+/* Another model of the same geometry (2 x 8 experts, top-2: random weights, other routers)
+ * refuses tiny-mixtral's file naming both models; tiny-mixtral quantized otherwise (Q4_0: the
+ * same F32 routers) reads it as its own. */
+static void test_other_model_refused(void) {
+    char q8[1024];
+    char q4[1024];
+    if (!test_shared_path(TINY, q8, sizeof q8)) return;
+    if (!test_shared_path("testdata/models/tiny-mixtral-Q4_0.gguf", q4, sizeof q4)) return;
+    char state[512];
+    char mine[512];
+    char other_path[512];
+    test_tmp_path("warm_model_a.eamc", state, sizeof state);
+    test_tmp_path("warm_model_b.eamc", mine, sizeof mine);
+    test_tmp_path("warm_model_other.gguf", other_path, sizeof other_path);
+    struct moeinf_gen_params gp = moeinf_gen_params_default();
+    gp.n_layer = 2;
+    gp.n_expert = 8;
+    gp.n_expert_used = 2;
+    gp.n_embd = 64;
+    gp.n_ff = 64;
+    gp.n_head = 4;
+    gp.n_head_kv = 2;
+    gp.seed = 5;
+    gp.n_threads = 1;
+    struct moeinf_error err = {0};
+    CHECK_MSG(moeinf_gen_model(&gp, other_path, &err) == MOEINF_OK, "%s", err.msg);
+    struct moeinf_model *ma = open_model(q8);
+    struct moeinf_model *mq = open_model(q4);
+    struct moeinf_model *mb = open_model(other_path);
+    struct moeinf_context *ca = ma ? open_ctx(ma, "reuse") : NULL;
+    struct moeinf_context *cq = mq ? open_ctx(mq, "reuse") : NULL;
+    struct moeinf_context *cb = mb ? open_ctx(mb, "reuse") : NULL;
+    if (!ca || !cq || !cb) goto done;
+    CHECK(requests(ca, 0, 3));
+    CHECK(requests(cb, 0, 3));
+    CHECK_EQ_INT(moeinf_context_expert_state_save(ca, state, &err), MOEINF_OK);
+    CHECK_EQ_INT(moeinf_context_expert_state_save(cb, mine, &err), MOEINF_OK);
+    expect_refused(cb, state, "another model's state: this is '", mine);
+    bool loaded = false;
+    CHECK_EQ_INT(moeinf_context_expert_state_load(cb, state, &loaded, &err), MOEINF_ERR_FORMAT);
+    CHECK_STR_CONTAINS(err.msg, "(model id ");
+    CHECK_STR_CONTAINS(err.msg, "), the file was written for '");
+    /* the same routers: the other quantization's warm start */
+    CHECK_EQ_INT(moeinf_context_expert_state_load(cq, state, &loaded, &err), MOEINF_OK);
+    CHECK(loaded);
+done:
+    moeinf_context_free(ca);
+    moeinf_context_free(cq);
+    moeinf_context_free(cb);
+    moeinf_model_free(ma);
+    moeinf_model_free(mq);
+    moeinf_model_free(mb);
+    remove(state);
+    remove(mine);
+    remove(other_path);
+}
+
 /* ---- the command line ------------------------------------------------------------------ */
 
 static int shell(const char *cmd, char *out, size_t out_size, char *err, size_t err_size) {
@@ -277,7 +334,7 @@ static int shell(const char *cmd, char *out, size_t out_size, char *err, size_t 
 }
 
 static int eamc_entries(const char *path, int n_layers, int n_experts, int top_k) {
-    struct moeinf_policy_geometry g = {n_layers, n_experts, top_k, 0};
+    struct moeinf_policy_geometry g = {n_layers, n_experts, top_k, 0, {0}};
     struct moeinf_eamc *c = NULL;
     struct moeinf_error err;
     if (moeinf_eamc_load(&g, path, &c, NULL, &err) != MOEINF_OK) return -1;
@@ -306,6 +363,40 @@ static void test_cli_sim_and_run_share_the_file(void) {
     snprintf(cmd, sizeof cmd, "%s sim --trace %s --cache 4 --eamc %s", bin, trace, state);
     CHECK_EQ_INT(shell(cmd, out, sizeof out, err, sizeof err), 0);
     CHECK_EQ_INT(eamc_entries(state, 2, 8, 2), 1);
+    /* the recorded trace names the model (model_id); without that line the simulator's file
+     * names only the trace's model line, and run refuses it, giving its own id, which a
+     * model_id line claims */
+    char bare[512];
+    char bare_state[512];
+    test_tmp_path("warm_cli_bare.trace", bare, sizeof bare);
+    test_tmp_path("warm_cli_bare.eamc", bare_state, sizeof bare_state);
+    remove(bare_state);
+    snprintf(cmd, sizeof cmd, "grep -c '^# model_id: [0-9a-f]\\{16\\}$' %s", trace);
+    CHECK_EQ_INT(shell(cmd, out, sizeof out, err, sizeof err), 0);
+    snprintf(cmd, sizeof cmd,
+             "grep -v '^# model_id:' %s >%s && %s sim --trace %s --cache 4 --eamc %s", trace, bare,
+             bin, bare, bare_state);
+    CHECK_EQ_INT(shell(cmd, out, sizeof out, err, sizeof err), 0);
+    snprintf(cmd, sizeof cmd,
+             "%s run -m %s -p 'Once upon a time' -n 2 --expert-cache 25%% --expert-io cached "
+             "--eamc %s",
+             bin, model, bare_state);
+    CHECK_EQ_INT(shell(cmd, out, sizeof out, err, sizeof err), 1);
+    CHECK_STR_CONTAINS(err, "another model's state: this is '");
+    CHECK_STR_CONTAINS(err, "the file was written for a trace of 'llama: 2 layers");
+    const char *id = strstr(err, "(model id ");
+    CHECK(id != NULL);
+    if (id) {
+        snprintf(cmd, sizeof cmd,
+                 "sed -i '2i # model_id: %.16s' %s && rm %s && %s sim --trace %s --cache 4 "
+                 "--eamc %s && %s run -m %s -p 'Once upon a time' -n 2 --expert-cache 25%% "
+                 "--expert-io cached --eamc %s",
+                 id + 10, bare, bare_state, bin, bare, bare_state, bin, model, bare_state);
+        CHECK_EQ_INT(shell(cmd, out, sizeof out, err, sizeof err), 0);
+        CHECK_STR_CONTAINS(err, "loaded (warm start)");
+    }
+    remove(bare);
+    remove(bare_state);
     /* run starts from it and adds its request */
     snprintf(cmd, sizeof cmd,
              "%s run -m %s -p 'Once upon a time' -n 6 --temp 0 --expert-cache 25%% "
@@ -429,6 +520,7 @@ static void test_cli_sigterm_saves(void) {
 int main(void) {
     RUN(test_round_trip);
     RUN(test_refused_files);
+    RUN(test_other_model_refused);
     RUN(test_cli_sim_and_run_share_the_file);
     RUN(test_cli_refuses_bad_file_and_keeps_it);
     RUN(test_cli_sigterm_saves);

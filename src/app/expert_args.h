@@ -74,8 +74,9 @@ bool expert_args_stopped(const struct expert_args *a, struct moeinf_context *ctx
 #define EXPERT_ARGS_HELP                                                                           \
     "  --expert-cache SIZE  run routed experts from the file through a cache of SIZE:\n"           \
     "                       bytes with K/M/G/T (powers of 1024), P% of all experts\n"              \
-    "                       (layers x experts), or auto (the cgroup limit or MemAvailable,\n"      \
-    "                       less resident weights, KV cache, scratch and 64 MiB); other\n"         \
+    "                       (layers x experts), or auto (the cgroup limit or\n"                    \
+    "                       MOEINF_MEMORY_LIMIT=BYTES, the smaller, else MemAvailable, less\n"     \
+    "                       resident weights, KV cache, scratch and 64 MiB); other\n"              \
     "                       weights are read into memory once. Default: all resident\n"            \
     "  --policy NAME        expert cache policy (default reuse; `moeinf sim --help` lists "        \
     "them)\n"                                                                                      \
@@ -94,8 +95,9 @@ bool expert_args_stopped(const struct expert_args *a, struct moeinf_context *ctx
     "                       end (also when SIGINT/SIGTERM stops the run; a failed run\n"           \
     "                       leaves FILE as it was)\n"                                              \
     "  --eamc FILE          warm start: the cache policy's learned state (the file of\n"           \
-    "                       `moeinf sim --eamc`), read at start (a missing file: cold\n"           \
-    "                       start) and written atomically at exit and on SIGINT/SIGTERM\n"
+    "                       `moeinf sim --eamc`; it names its model: another model's is\n"         \
+    "                       refused), read at start (a missing file: cold start) and\n"            \
+    "                       written atomically at exit and on SIGINT/SIGTERM\n"
 extern const char expert_args_help[];
 
 #endif

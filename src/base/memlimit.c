@@ -103,9 +103,34 @@ static bool mem_available(uint64_t *out) {
     return found;
 }
 
+/* MOEINF_MEMORY_LIMIT: 1 when set to a number of bytes (into *out), 0 when unset, -1 when
+ * set to anything else. */
+static int env_limit(uint64_t *out) {
+    /* NOLINTNEXTLINE(concurrency-mt-unsafe): moeinf never calls setenv */
+    const char *v = getenv("MOEINF_MEMORY_LIMIT");
+    if (!v || !*v) return 0;
+    char *end;
+    unsigned long long n = strtoull(v, &end, 10);
+    if (v[0] < '0' || v[0] > '9' || *end != '\0' || n == 0 || n >= (1ull << 62)) return -1;
+    *out = n;
+    return 1;
+}
+
 enum moeinf_status moeinf_memory_limit(uint64_t *limit, bool *from_cgroup, char *source,
                                        size_t source_size, struct moeinf_error *err) {
-    if (cgroup_limit(limit, source, source_size)) {
+    uint64_t env = 0;
+    int got_env = env_limit(&env);
+    if (got_env < 0) {
+        return moeinf_fail(err, MOEINF_ERR_ARG,
+                           "MOEINF_MEMORY_LIMIT is not a number of bytes (1 or more)");
+    }
+    bool cg = cgroup_limit(limit, source, source_size);
+    if (got_env && (!cg || env < *limit)) {
+        *limit = env;
+        snprintf(source, source_size, "MOEINF_MEMORY_LIMIT");
+        cg = true; /* a hard limit on all the process holds, as a cgroup's */
+    }
+    if (cg) {
         *from_cgroup = true;
         return MOEINF_OK;
     }
@@ -126,8 +151,11 @@ bool moeinf_memory_room(uint64_t *bytes) {
     char source[300];
     bool have_cg = cgroup_limit(&cg, source, sizeof source);
     bool have_avail = mem_available(&avail);
+    uint64_t env = UINT64_MAX;
+    bool have_env = env_limit(&env) > 0;
     *bytes = cg < avail ? cg : avail;
-    return have_cg || have_avail;
+    if (env < *bytes) *bytes = env;
+    return have_cg || have_avail || have_env;
 }
 
 bool moeinf_load_fits(uint64_t file_bytes, uint64_t limit) {

@@ -14,14 +14,17 @@
 #include "moeinf.h"
 
 /* *limit: the cgroup limit in bytes when one applies (*from_cgroup true), else MemAvailable.
- * `source` receives a short description (the file the figure came from). MOEINF_ERR_IO when
- * neither can be read. */
+ * The environment variable MOEINF_MEMORY_LIMIT (decimal bytes), when set, is a limit of the
+ * same kind as a cgroup's (*from_cgroup true): the smaller of it and the cgroup's applies. It
+ * fakes a limit for tests and lets a user cap `--expert-cache auto` below the cgroup's.
+ * `source` receives a short description (the file the figure came from, or the variable).
+ * MOEINF_ERR_IO when none can be read; MOEINF_ERR_ARG for a variable that is not a number. */
 enum moeinf_status moeinf_memory_limit(uint64_t *limit, bool *from_cgroup, char *source,
                                        size_t source_size, struct moeinf_error *err);
 
-/* The smaller of the cgroup limit (when one applies) and MemAvailable (when readable): what a
- * new allocation can take without pushing anything out. false when neither is known (*bytes
- * is then UINT64_MAX). */
+/* The smallest of the cgroup limit (when one applies), MOEINF_MEMORY_LIMIT (when set to a
+ * number) and MemAvailable (when readable): what a new allocation can take without pushing
+ * anything out. false when none is known (*bytes is then UINT64_MAX). */
 bool moeinf_memory_room(uint64_t *bytes);
 
 /* Whether reading a file of `file_bytes` into memory leaves room to spare under `limit`

@@ -47,6 +47,7 @@ void moeinf_context_free(struct moeinf_context *ctx) {
     moeinf_context_record_close(ctx, NULL);
     if (ctx->tier) moeinf_tier_request_end(ctx->tier);
     moeinf_tier_free(ctx->tier);
+    moeinf_engine_expert_cache_release(ctx);
     moeinf_fwd_free(ctx->fwd);
     moeinf_pool_free(ctx->pool);
     free(ctx);

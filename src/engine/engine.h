@@ -2,6 +2,9 @@
 #ifndef MOEINF_ENGINE_H
 #define MOEINF_ENGINE_H
 
+#include <stdatomic.h>
+#include <stdint.h>
+
 #include "compute/pool.h"
 #include "offload/tier.h"
 #include "gguf/gguf.h"
@@ -20,6 +23,13 @@ struct moeinf_model {
     struct moeinf_resident *resident; /* offload_experts: the weights read into memory and
                                          where the experts lie; NULL otherwise */
     enum moeinf_load_mode load_mode;  /* MAP or READ: how it was loaded */
+    struct moeinf_model_id id;        /* a MoE model's identity (its routers, experts/eam.h):
+                                         what its saved expert-cache state names */
+    /* The memory budget the contexts of this model share (engine_experts.c): bytes their
+     * expert caches' slots and their KV caches and scratch hold, added by context init and
+     * taken back by context free, from any thread. Relaxed order: it is a count, read and
+     * changed by compare-and-swap alone, and guards no other memory. */
+    _Atomic uint64_t expert_held;
 };
 
 struct moeinf_context {
@@ -29,6 +39,7 @@ struct moeinf_context {
     const struct moeinf_kernels *kern;
     struct moeinf_fwd *fwd;
     struct moeinf_tier *tier; /* the expert cache, or NULL (experts resident) */
+    uint64_t expert_held;     /* what this context adds to model->expert_held */
     int n_past;
     struct moeinf_trace_writer *record; /* routing record, or NULL */
     char *record_tag;
@@ -44,6 +55,8 @@ struct moeinf_context {
  * experts are offloaded, which needs one). */
 enum moeinf_status moeinf_engine_expert_cache_init(struct moeinf_context *ctx,
                                                    struct moeinf_error *err);
+/* engine_experts.c: gives back what the context held of the model's budget (context free). */
+void moeinf_engine_expert_cache_release(struct moeinf_context *ctx);
 
 /* engine_record.c: appends the last eval's routing to the open record. */
 enum moeinf_status moeinf_record_eval(struct moeinf_context *ctx, int m, int n_past, bool prefill,

@@ -1,10 +1,12 @@
 /*
  * engine_experts.c - the expert-cache half of moeinf.h: sizing a context's cache (bytes, a
- * percentage of all experts, or what memory allows), making its tier, and its counters.
+ * percentage of all experts, or what memory allows) from the budget its model's contexts share,
+ * making its tier, and its counters.
  */
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -71,45 +73,81 @@ bad:
                        given);
 }
 
-/* The fast tier's byte budget for the size asked: bytes as given; a percentage of every
- * expert, rounded to whole slots; auto, what this process may use less what it already has. */
+/* `auto`: what this process may use less what it holds, given that the model's contexts hold
+ * `held` (their slots, KV caches and scratch): the resident weights (under a hard limit;
+ * MemAvailable already lacks them), this context's KV cache and scratch (allocated, not yet
+ * touched) and the margin. */
+static enum moeinf_status auto_budget(const struct moeinf_context *ctx, uint64_t limit, bool cgroup,
+                                      const char *source, uint64_t held, uint64_t slot_bytes,
+                                      uint64_t *budget, struct moeinf_error *err) {
+    const uint64_t resident = ctx->model->resident->bytes;
+    uint64_t used = moeinf_fwd_bytes(ctx->fwd) + MOEINF_EXPERT_CACHE_MARGIN + held;
+    if (cgroup) used += resident;
+    if (limit < used + slot_bytes) {
+        return moeinf_fail(err, MOEINF_ERR_NOMEM,
+                           "expert_cache auto: %llu MiB may be used (%s) but resident weights, "
+                           "KV cache, scratch, the model's other contexts (%llu MiB) and a "
+                           "%llu MiB margin take %llu MiB",
+                           (unsigned long long)(limit >> 20), source,
+                           (unsigned long long)(held >> 20),
+                           (unsigned long long)(MOEINF_EXPERT_CACHE_MARGIN >> 20),
+                           (unsigned long long)((used + (cgroup ? 0 : resident)) >> 20));
+    }
+    *budget = limit - used;
+    return MOEINF_OK;
+}
+
+/*
+ * The fast tier's byte budget for the size asked, taken from the model's budget: bytes as
+ * given; a percentage of every expert, rounded to whole slots; auto, what is left (above).
+ * Each is cut to every expert's slots. The context then holds its budget and its KV cache and
+ * scratch (ctx->expert_held), added to model->expert_held by compare-and-swap, so that
+ * contexts made at once on several threads never take the same bytes.
+ */
 static enum moeinf_status budget_for(struct moeinf_context *ctx, uint64_t slot_bytes, int total,
                                      uint64_t *budget, struct moeinf_error *err) {
     const struct moeinf_expert_cache_size *size = &ctx->params.expert_cache;
-    switch (size->kind) {
-    case MOEINF_EXPERT_CACHE_BYTES:
-        *budget = size->bytes;
-        return MOEINF_OK;
-    case MOEINF_EXPERT_CACHE_PERCENT:
-        *budget = (uint64_t)llround(size->percent / 100.0 * (double)total) * slot_bytes;
-        return MOEINF_OK;
-    case MOEINF_EXPERT_CACHE_AUTO: {
-        uint64_t limit;
-        bool cgroup;
-        char source[300];
+    uint64_t limit = 0;
+    bool cgroup = false;
+    char source[300] = "";
+    if (size->kind == MOEINF_EXPERT_CACHE_AUTO) {
         enum moeinf_status st = moeinf_memory_limit(&limit, &cgroup, source, sizeof source, err);
         if (st != MOEINF_OK) return st;
-        /* A cgroup limit counts the resident weights already read; MemAvailable already
-         * lacks them. The KV cache and scratch are allocated but not yet touched. */
-        uint64_t used = moeinf_fwd_bytes(ctx->fwd) + MOEINF_EXPERT_CACHE_MARGIN;
-        if (cgroup) used += ctx->model->resident->bytes;
-        if (limit < used + slot_bytes) {
-            return moeinf_fail(
-                err, MOEINF_ERR_NOMEM,
-                "expert_cache auto: %llu MiB may be used (%s) but resident "
-                "weights, KV cache, scratch and a %llu MiB margin take %llu MiB",
-                (unsigned long long)(limit >> 20), source,
-                (unsigned long long)(MOEINF_EXPERT_CACHE_MARGIN >> 20),
-                (unsigned long long)((used + (cgroup ? 0 : ctx->model->resident->bytes)) >> 20));
+    }
+    const uint64_t own = moeinf_fwd_bytes(ctx->fwd);
+    const uint64_t every = (uint64_t)total * slot_bytes;
+    _Atomic uint64_t *held = &ctx->model->expert_held;
+    uint64_t before = atomic_load_explicit(held, memory_order_relaxed);
+    uint64_t want = 0;
+    do {
+        switch (size->kind) {
+        case MOEINF_EXPERT_CACHE_BYTES:
+            want = size->bytes;
+            break;
+        case MOEINF_EXPERT_CACHE_PERCENT:
+            want = (uint64_t)llround(size->percent / 100.0 * (double)total) * slot_bytes;
+            break;
+        case MOEINF_EXPERT_CACHE_AUTO: {
+            enum moeinf_status st =
+                auto_budget(ctx, limit, cgroup, source, before, slot_bytes, &want, err);
+            if (st != MOEINF_OK) return st;
+            break;
         }
-        *budget = limit - used;
-        return MOEINF_OK;
-    }
-    case MOEINF_EXPERT_CACHE_NONE:
-        break;
-    }
-    *budget = 0;
+        case MOEINF_EXPERT_CACHE_NONE:
+            want = 0;
+            break;
+        }
+        if (want > every) want = every;
+    } while (!atomic_compare_exchange_weak_explicit(held, &before, before + want + own,
+                                                    memory_order_relaxed, memory_order_relaxed));
+    ctx->expert_held = want + own;
+    *budget = want;
     return MOEINF_OK;
+}
+
+void moeinf_engine_expert_cache_release(struct moeinf_context *ctx) {
+    atomic_fetch_sub_explicit(&ctx->model->expert_held, ctx->expert_held, memory_order_relaxed);
+    ctx->expert_held = 0;
 }
 
 /* The parameters were checked (moeinf_context_params_check): a cache is asked for exactly
@@ -127,6 +165,7 @@ enum moeinf_status moeinf_engine_expert_cache_init(struct moeinf_context *ctx,
         .n_layers = hp->n_layer,
         .n_experts = hp->n_expert,
         .top_k = hp->n_expert_used,
+        .model = model->id,
         .policy = ctx->params.expert_policy,
         .io = ctx->params.expert_io,
         .io_threads = ctx->params.expert_io_threads,
@@ -134,8 +173,18 @@ enum moeinf_status moeinf_engine_expert_cache_init(struct moeinf_context *ctx,
     };
     enum moeinf_status st =
         budget_for(ctx, slot_bytes, hp->n_layer * hp->n_expert, &tp.budget_bytes, err);
-    if (st == MOEINF_OK) st = moeinf_tier_init(&tp, &ctx->tier, err);
     if (st != MOEINF_OK) return st;
+    st = moeinf_tier_init(&tp, &ctx->tier, err);
+    if (st != MOEINF_OK) return st; /* context free gives the budget back */
+    /* the tier takes whole slots: the rest of the budget goes back */
+    struct moeinf_tier_info info;
+    moeinf_tier_info(ctx->tier, &info);
+    const uint64_t slots = (uint64_t)info.slots * info.slot_bytes;
+    if (slots < tp.budget_bytes) {
+        atomic_fetch_sub_explicit(&ctx->model->expert_held, tp.budget_bytes - slots,
+                                  memory_order_relaxed);
+        ctx->expert_held -= tp.budget_bytes - slots;
+    }
     moeinf_fwd_set_tier(ctx->fwd, ctx->tier);
     moeinf_fwd_set_lookahead(ctx->fwd, -1, ctx->params.expert_lookahead);
     return MOEINF_OK;

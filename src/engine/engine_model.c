@@ -1,14 +1,17 @@
 /* engine_model.c - the model half of moeinf.h: loading a model (the GGUF file, its
  * architecture's weights, the resident copies when experts are offloaded, the vocabulary)
  * and what it tells about itself. */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/le.h"
 #include "base/memlimit.h"
 #include "base/status.h"
 #include "engine/engine.h"
+#include "experts/eam.h"
 #include "tokenizer/vocab.h"
 
 /* READ when the file and room to spare fit in the memory this process may use (see
@@ -22,10 +25,55 @@ static enum moeinf_load_mode auto_load_mode(const char *path) {
     return moeinf_load_fits((uint64_t)sb.st_size, room) ? MOEINF_LOAD_READ : MOEINF_LOAD_MAP;
 }
 
+/* The model's identity for the EAMC file (experts/eam.h says why the routers): a hash of the
+ * geometry and of every MoE layer's router weights, in the manner of FNV-1a 64 but over 8-byte
+ * words with a shift that carries high bits down (tens of MiB on a large model); the label is
+ * general.name, else the architecture. The routers are in memory already (resident, or pages
+ * of the mapping the first token reads anyway). */
+static uint64_t id_mix(uint64_t h, const uint8_t *p, size_t n) {
+    const uint64_t prime = 0x100000001b3ull;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        h = (h ^ moeinf_le_u64(p + i)) * prime;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++)
+        h = (h ^ p[i]) * prime;
+    return h;
+}
+
+static void model_identity(struct moeinf_model *m) {
+    const struct moeinf_hparams *hp = &m->llm->hp;
+    uint8_t geo[16];
+    moeinf_le_put_u32(geo, (uint32_t)hp->n_layer);
+    moeinf_le_put_u32(geo + 4, (uint32_t)hp->n_expert);
+    moeinf_le_put_u32(geo + 8, (uint32_t)hp->n_expert_used);
+    moeinf_le_put_u32(geo + 12, (uint32_t)hp->n_embd);
+    uint64_t h = id_mix(0xcbf29ce484222325ull, geo, sizeof geo);
+    for (int il = 0; il < hp->n_layer; il++) {
+        const struct moeinf_weight *r = &m->llm->layers[il].router;
+        if (m->llm->layers[il].ffn == MOEINF_FFN_MOE && r->data)
+            h = id_mix(h, r->data, r->mat_bytes);
+    }
+    m->id.kind = MOEINF_MODEL_ID_ROUTERS;
+    m->id.hash = h;
+    struct moeinf_gguf_str name = {NULL, 0};
+    char label[MOEINF_MODEL_NAME_BYTES];
+    if (moeinf_gguf_get_str_opt(m->gguf, "general.name", &name, NULL) == MOEINF_OK && name.data &&
+        name.len > 0) {
+        snprintf(label, sizeof label, "%.*s",
+                 (int)(name.len < sizeof label ? name.len : sizeof label), name.data);
+    } else {
+        snprintf(label, sizeof label, "%s", moeinf_llm_arch_name(m->llm));
+    }
+    moeinf_model_id_set_name(&m->id, label);
+}
+
 enum moeinf_status moeinf_model_load(const char *path, const struct moeinf_model_params *params,
                                      struct moeinf_model **out, struct moeinf_error *err) {
     struct moeinf_model *m = calloc(1, sizeof *m);
     if (!m) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    atomic_init(&m->expert_held, 0);
     bool offload = params && params->offload_experts;
     struct moeinf_progress progress = {params ? params->progress : NULL,
                                        params ? params->progress_user : NULL};
@@ -52,6 +100,7 @@ enum moeinf_status moeinf_model_load(const char *path, const struct moeinf_model
         moeinf_model_free(m);
         return st;
     }
+    if (m->llm && m->llm->hp.n_expert > 0) model_identity(m);
     *out = m;
     return MOEINF_OK;
 }

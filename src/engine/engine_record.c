@@ -1,5 +1,6 @@
 /* engine_record.c - recording the engine's own expert routing as a moe-trace v1 file, so
  * that `moeinf sim` can replay what a real run did. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -41,6 +42,14 @@ enum moeinf_status moeinf_context_record_open(struct moeinf_context *ctx, const 
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
     }
     enum moeinf_status st = moeinf_trace_writer_open(path, &meta, &ctx->record, err);
+    if (st == MOEINF_OK) {
+        /* the model's identity, which `moeinf sim --eamc` gives the EAMC it builds from this
+         * trace, so that this model reads that file as its own (experts/eam.h) */
+        char id[24];
+        snprintf(id, sizeof id, "%016llx", (unsigned long long)ctx->model->id.hash);
+        st = moeinf_trace_writer_header(ctx->record, "model_id", id, err);
+        if (st != MOEINF_OK) moeinf_trace_writer_abort(ctx->record);
+    }
     if (st != MOEINF_OK) {
         ctx->record = NULL;
         record_buffers_free(ctx);

@@ -20,10 +20,10 @@ static const char *errno_text(int errnum, char *buf, size_t size) {
 #define N_PHASES 2
 
 static const char magic[8] = {'M', 'O', 'E', 'I', 'E', 'A', 'M', 'C'};
-#define VERSION_EAMC   1u /* the collection alone */
-#define VERSION_POLICY 2u /* the collection, then the named policy's own section */
-#define HEADER_SIZE    32u
-#define POLICY_HEAD    24u /* version 2: policy name (16 bytes, NUL-padded) + u64 length */
+#define VERSION     3u /* the model's identity, the collection, the named policy's section */
+#define HEADER_SIZE 32u
+#define MODEL_HEAD  (16u + MOEINF_MODEL_NAME_BYTES) /* kind, 0, hash, name */
+#define POLICY_HEAD 24u /* policy name (16 bytes, NUL-padded) + u64 length */
 
 struct moeinf_eamc {
     int n_layers;
@@ -32,6 +32,7 @@ struct moeinf_eamc {
     uint32_t n_ids;
     int capacity;
     int size;
+    struct moeinf_model_id model; /* whose routing the collection holds (the geometry's) */
     /* The collection, expert-major so that one record touches one contiguous row:
      * col[ph][id * capacity + m] is entry m's count of expert id in phase ph. */
     float *col[N_PHASES];
@@ -69,6 +70,8 @@ const char *moeinf_eamc_defect_name(enum moeinf_eamc_defect d) {
         return "geometry mismatch";
     case MOEINF_EAMC_FOREIGN:
         return "another policy's state";
+    case MOEINF_EAMC_MODEL:
+        return "another model's state";
     }
     return "unknown defect";
 }
@@ -104,6 +107,7 @@ enum moeinf_status moeinf_eamc_init(const struct moeinf_policy_geometry *geom, i
     c->top_k = geom->top_k;
     c->n_ids = (uint32_t)geom->n_layers * (uint32_t)geom->n_experts;
     c->capacity = capacity;
+    c->model = geom->model;
     c->phase = MOEINF_PHASE_PREFILL;
     size_t cells = (size_t)c->n_ids * (size_t)capacity;
     for (int ph = 0; ph < N_PHASES; ph++) {
@@ -336,26 +340,32 @@ static enum moeinf_status write_file(const struct moeinf_eamc *c, FILE *f, const
                                      const char *policy, const uint8_t *section, size_t len,
                                      struct moeinf_error *err) {
     struct writer w = {f, FNV_OFFSET, false};
-    uint8_t head[HEADER_SIZE + POLICY_HEAD];
+    uint8_t head[HEADER_SIZE + MODEL_HEAD + POLICY_HEAD];
     memset(head, 0, sizeof head);
     memcpy(head, magic, sizeof magic);
-    moeinf_le_put_u32(head + 8, policy ? VERSION_POLICY : VERSION_EAMC);
+    moeinf_le_put_u32(head + 8, VERSION);
     moeinf_le_put_u32(head + 12, (uint32_t)c->n_layers);
     moeinf_le_put_u32(head + 16, (uint32_t)c->n_experts);
     moeinf_le_put_u32(head + 20, (uint32_t)c->top_k);
     moeinf_le_put_u32(head + 24, (uint32_t)c->capacity);
     moeinf_le_put_u32(head + 28, (uint32_t)c->size);
+    uint8_t *mh = head + HEADER_SIZE; /* the model: kind, 0, hash, name (NUL-padded) */
+    moeinf_le_put_u32(mh, (uint32_t)c->model.kind);
+    moeinf_le_put_u64(mh + 8, c->model.hash);
+    struct moeinf_model_id label;
+    moeinf_model_id_set_name(&label, c->model.name); /* printable, NUL-terminated */
+    memcpy(mh + 16, label.name, strlen(label.name));
+    uint8_t *pol = mh + MODEL_HEAD; /* the policy: name (NUL-padded; none: all NUL), length */
     if (policy) {
         size_t name_len = strlen(policy);
         if (name_len >= MOEINF_EAMC_POLICY_NAME) {
             return moeinf_fail(err, MOEINF_ERR_ARG, "%s: policy name '%s' is too long", what,
                                policy);
         }
-        for (size_t i = 0; i < name_len; i++) /* the rest of the field stays NUL */
-            head[HEADER_SIZE + i] = (uint8_t)policy[i];
-        moeinf_le_put_u64(head + HEADER_SIZE + MOEINF_EAMC_POLICY_NAME, (uint64_t)len);
+        memcpy(pol, policy, name_len + 1); /* with its NUL; the rest of the field stays NUL */
+        moeinf_le_put_u64(pol + MOEINF_EAMC_POLICY_NAME, (uint64_t)len);
     }
-    emit(&w, head, policy ? sizeof head : HEADER_SIZE);
+    emit(&w, head, sizeof head);
     uint8_t buf[4096];
     for (int m = 0; m < c->size && !w.failed; m++) {
         uint8_t tok[8];
@@ -479,14 +489,81 @@ static enum moeinf_status read_policy_head(struct reader *r, const char *what,
     memcpy(owner, ph, MOEINF_EAMC_POLICY_NAME);
     owner[MOEINF_EAMC_POLICY_NAME] = '\0';
     *len = moeinf_le_u64(ph + MOEINF_EAMC_POLICY_NAME);
-    bool name_ok = owner[0] != '\0' && ph[MOEINF_EAMC_POLICY_NAME - 1] == 0;
+    bool name_ok = ph[MOEINF_EAMC_POLICY_NAME - 1] == 0;
     for (size_t i = 0; name_ok && owner[i]; i++)
         name_ok = owner[i] > ' ' && owner[i] < 0x7f;
     if (!name_ok) {
         return defect_fail(err, defect, MOEINF_EAMC_BAD_HEADER, what,
                            "the policy name is not a short printable word");
     }
+    if (!owner[0] && *len != 0) {
+        return defect_fail(err, defect, MOEINF_EAMC_BAD_HEADER, what,
+                           "a policy section with no policy name");
+    }
     return MOEINF_OK;
+}
+
+/* The model block: kind, a zero word, hash, name (printable ASCII, NUL-padded). */
+static enum moeinf_status read_model_head(struct reader *r, const char *what,
+                                          struct moeinf_model_id *out,
+                                          enum moeinf_eamc_defect *defect,
+                                          struct moeinf_error *err) {
+    uint8_t mh[MODEL_HEAD];
+    memset(out, 0, sizeof *out);
+    if (!take(r, mh, sizeof mh)) {
+        if (ferror(r->f)) return moeinf_fail(err, MOEINF_ERR_IO, "%s: read failed", what);
+        return defect_fail(err, defect, MOEINF_EAMC_TRUNCATED, what, "header cut short");
+    }
+    uint32_t kind = moeinf_le_u32(mh);
+    out->hash = moeinf_le_u64(mh + 8);
+    memcpy(out->name, mh + 16, MOEINF_MODEL_NAME_BYTES);
+    bool ok = kind <= MOEINF_MODEL_ID_TRACE && moeinf_le_u32(mh + 4) == 0 &&
+              out->name[MOEINF_MODEL_NAME_BYTES - 1] == '\0';
+    for (size_t i = 0; ok && out->name[i]; i++)
+        ok = out->name[i] >= ' ' && out->name[i] < 0x7f;
+    if (!ok) {
+        return defect_fail(err, defect, MOEINF_EAMC_BAD_HEADER, what,
+                           "the model block is not a known kind and a printable name");
+    }
+    out->kind = (enum moeinf_model_id_kind)kind;
+    return MOEINF_OK;
+}
+
+/* "'NAME' (model id HEX)", "a trace of 'NAME' (no model_id)" or "no model", into buf. */
+static const char *describe(const struct moeinf_model_id *id, char *buf, size_t size) {
+    switch (id->kind) {
+    case MOEINF_MODEL_ID_ROUTERS:
+        snprintf(buf, size, "'%s' (model id %016llx)", id->name, (unsigned long long)id->hash);
+        break;
+    case MOEINF_MODEL_ID_TRACE:
+        snprintf(buf, size, "a trace of '%s' (no model_id)", id->name);
+        break;
+    case MOEINF_MODEL_ID_NONE:
+        snprintf(buf, size, "no model");
+        break;
+    }
+    return buf;
+}
+
+static enum moeinf_status check_version(uint32_t version, const char *what,
+                                        enum moeinf_eamc_defect *defect, struct moeinf_error *err) {
+    char detail[160];
+    if (version == VERSION) return MOEINF_OK;
+    if (version == 1 || version == 2) {
+        /* No model identity: it could be any model's of the geometry (eam.h). */
+        snprintf(detail, sizeof detail,
+                 "version %u does not name its model, this build reads version %u only: delete "
+                 "it (a cold start) or rebuild it",
+                 version, VERSION);
+    } else {
+        snprintf(detail, sizeof detail, "version %u, this build reads version %u", version,
+                 VERSION);
+    }
+    return defect_fail(err, defect, MOEINF_EAMC_BAD_VERSION, what, detail);
+}
+
+static bool same_model(const struct moeinf_model_id *a, const struct moeinf_model_id *b) {
+    return a->kind == b->kind && a->hash == b->hash;
 }
 
 /*
@@ -501,7 +578,7 @@ static enum moeinf_status read_file(const struct moeinf_policy_geometry *geom, F
     struct reader r = {f, FNV_OFFSET};
     struct moeinf_eamc *c = NULL;
     uint8_t *sec = NULL;
-    char detail[160];
+    char detail[240];
     uint8_t head[HEADER_SIZE];
     size_t got = fread(head, 1, sizeof head, f);
     if (got < sizeof magic || memcmp(head, magic, sizeof magic) != 0) {
@@ -512,12 +589,8 @@ static enum moeinf_status read_file(const struct moeinf_policy_geometry *geom, F
         return defect_fail(err, defect, MOEINF_EAMC_TRUNCATED, what, "header cut short");
     }
     r.hash = fnv1a(r.hash, head, sizeof head);
-    uint32_t version = moeinf_le_u32(head + 8);
-    if (version != VERSION_EAMC && version != VERSION_POLICY) {
-        snprintf(detail, sizeof detail, "version %u, this build reads %u and %u", version,
-                 VERSION_EAMC, VERSION_POLICY);
-        return defect_fail(err, defect, MOEINF_EAMC_BAD_VERSION, what, detail);
-    }
+    enum moeinf_status hst = check_version(moeinf_le_u32(head + 8), what, defect, err);
+    if (hst != MOEINF_OK) return hst;
     uint32_t n_layers = moeinf_le_u32(head + 12);
     uint32_t n_experts = moeinf_le_u32(head + 16);
     uint32_t top_k = moeinf_le_u32(head + 20);
@@ -530,12 +603,13 @@ static enum moeinf_status read_file(const struct moeinf_policy_geometry *geom, F
                  n_experts, top_k, size, capacity);
         return defect_fail(err, defect, MOEINF_EAMC_BAD_HEADER, what, detail);
     }
+    struct moeinf_model_id model = {MOEINF_MODEL_ID_NONE, 0, ""};
+    hst = read_model_head(&r, what, &model, defect, err);
+    if (hst != MOEINF_OK) return hst;
     char owner[MOEINF_EAMC_POLICY_NAME + 1] = "";
     uint64_t sec_len = 0;
-    if (version == VERSION_POLICY) {
-        enum moeinf_status st = read_policy_head(&r, what, owner, &sec_len, defect, err);
-        if (st != MOEINF_OK) return st;
-    }
+    hst = read_policy_head(&r, what, owner, &sec_len, defect, err);
+    if (hst != MOEINF_OK) return hst;
     const bool same = (int)n_layers == geom->n_layers && (int)n_experts == geom->n_experts &&
                       (int)top_k == geom->top_k;
     const bool mine = policy && !strcmp(owner, policy);
@@ -589,6 +663,16 @@ static enum moeinf_status read_file(const struct moeinf_policy_geometry *geom, F
                  n_layers, n_experts, top_k, geom->n_layers, geom->n_experts, geom->top_k);
         return defect_fail(err, defect, MOEINF_EAMC_GEOMETRY, what, detail);
     }
+    if (geom->model.kind != MOEINF_MODEL_ID_NONE && !same_model(&model, &geom->model)) {
+        moeinf_eamc_free(c);
+        free(sec);
+        char a[120];
+        char b[120];
+        /* this model's first: a long path cuts the end of the message */
+        snprintf(detail, sizeof detail, "this is %s, the file was written for %s",
+                 describe(&geom->model, b, sizeof b), describe(&model, a, sizeof a));
+        return defect_fail(err, defect, MOEINF_EAMC_MODEL, what, detail);
+    }
     if (late != MOEINF_EAMC_OK || !c) {
         moeinf_eamc_free(c);
         free(sec);
@@ -596,6 +680,7 @@ static enum moeinf_status read_file(const struct moeinf_policy_geometry *geom, F
                            "a count is negative, NaN or infinite");
     }
     c->size = (int)size;
+    if (geom->model.kind == MOEINF_MODEL_ID_NONE) c->model = model; /* a tool's read: keep it */
     if (defect) *defect = MOEINF_EAMC_OK;
     *out = c;
     if (section) *section = sec;
@@ -643,6 +728,26 @@ enum moeinf_status moeinf_eamc_load(const struct moeinf_policy_geometry *geom, c
     st = moeinf_eamc_read(geom, f, path, out, defect, err);
     fclose(f);
     return st;
+}
+
+/* ---- model identities ------------------------------------------------------------------ */
+
+void moeinf_model_id_set_name(struct moeinf_model_id *out, const char *name) {
+    size_t i = 0;
+    for (; name && name[i] && i < MOEINF_MODEL_NAME_BYTES - 1; i++) {
+        const unsigned char ch = (unsigned char)name[i];
+        out->name[i] = name[i];
+        if (ch < ' ' || ch >= 0x7f) out->name[i] = '?';
+    }
+    memset(out->name + i, 0, MOEINF_MODEL_NAME_BYTES - i);
+}
+
+void moeinf_model_id_for_trace(const char *name, bool has_id, uint64_t id,
+                               struct moeinf_model_id *out) {
+    memset(out, 0, sizeof *out);
+    out->kind = has_id ? MOEINF_MODEL_ID_ROUTERS : MOEINF_MODEL_ID_TRACE;
+    out->hash = has_id ? id : fnv1a(FNV_OFFSET, (const uint8_t *)name, strlen(name));
+    moeinf_model_id_set_name(out, name);
 }
 
 /* ---- policy state files ---------------------------------------------------------------- */

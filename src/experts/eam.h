@@ -21,29 +21,54 @@
  * expert use, a contiguous row: the collection is stored expert-major), so a prediction
  * costs O(entries + n_match x n_ids) and never rescans the collection.
  *
- * The EAMC file (version 1), all integers little-endian:
+ * The EAMC file (version 3), all integers little-endian:
  *
  *   offset  size  field
  *   0       8     magic "MOEIEAMC"
- *   8       4     u32 version = 1
+ *   8       4     u32 version = 3
  *   12      4     u32 n_layers
  *   16      4     u32 n_experts
  *   20      4     u32 top_k
  *   24      4     u32 capacity       entries the collection may hold (1..MOEINF_EAMC_MAX_CAPACITY)
  *   28      4     u32 n_entries      entries that follow (<= capacity)
- *   32      ...   n_entries records, oldest slot first, each:
+ *   32      4     u32 model kind     whose routing this is (enum moeinf_model_id_kind, 0..2)
+ *   36      4     u32 0
+ *   40      8     u64 model hash
+ *   48      48    model name         a label for messages (printable ASCII, NUL-padded)
+ *   96      16    policy name        the policy that wrote it (ASCII, NUL-padded, "reuse");
+ *                                    all NUL: the collection alone (moeinf_eamc_write)
+ *   112     8     u64 section_len    bytes of the policy's section (0 with no policy name)
+ *   120     ...   n_entries records, oldest slot first, each:
  *                   u32 prefill_tokens, u32 decode_tokens,
  *                   f32 prefill[n_ids], f32 decode[n_ids]   (finite, >= 0)
+ *           ...   section_len bytes of the policy's section
  *   end-8   8     u64 FNV-1a 64 of every byte before it
  *
- * Version 2 is version 1 with a policy's own learned state: after the 32 header bytes,
- *   32      16    policy name        the policy that wrote it (ASCII, NUL-padded, "reuse")
- *   48      8     u64 section_len    bytes of the policy's section
- *   56      ...   the records as above, then section_len bytes of the policy's section
- *   end-8   8     u64 FNV-1a 64 of every byte before it
  * The section's layout is the policy's (policy_reuse.c, policy_eam.c); a policy reads only a
- * version 2 file that names it (another policy's is MOEINF_EAMC_FOREIGN) or a version 1 file
- * (the collection alone, which every EAMC policy shares; its own tables then start empty).
+ * file that names it (another policy's is MOEINF_EAMC_FOREIGN) or names no policy (the
+ * collection alone, which every EAMC policy shares; its own tables then start empty).
+ *
+ * The model. What a policy learned is about one model's routing, and another model of the
+ * same geometry (a fine-tune, another model of that shape) routes differently, so a file names
+ * its model and a reader refuses another model's (MOEINF_EAMC_MODEL, naming both). The
+ * identity is the policy geometry's `model` (policy.h):
+ *   - the engine's (MOEINF_MODEL_ID_ROUTERS): an FNV-1a 64 hash of the geometry and of every
+ *     MoE layer's router weights, computed once when the model loads with offloaded experts
+ *     (engine_model.c). The routers are what choose the experts; they are resident already
+ *     (no expert weight is read for it), and quantizing a model leaves them F32, so two
+ *     quantizations of one model share their state while a retrained router does not. A hash
+ *     of the tensor table (names, types, shapes, offsets) would be cheaper still, but it is the
+ *     same for every fine-tune of a base model and differs between its quantizations;
+ *   - the simulator's (`moeinf sim --eamc`), from its trace: a trace recorded by the engine
+ *     (`run --record-routing`) carries "# model_id: HEX", the recording model's hash, and the
+ *     simulator's file then has that identity (the engine reads it as its own); a trace that
+ *     names no model_id gives MOEINF_MODEL_ID_TRACE with the hash of its "model" line, which no
+ *     engine model matches: the engine refuses it, and the message gives the engine's id, which
+ *     a "# model_id:" line added to the trace's header would claim;
+ *   - MOEINF_MODEL_ID_NONE: a reader with no identity (tests, tools) checks none, and takes
+ *     the file's.
+ * Versions 1 and 2 named no model; they are refused (MOEINF_EAMC_BAD_VERSION) rather than
+ * taken on geometry alone: the learned state is relearned in a few dozen requests.
  *
  * The file's size is fixed by its header, so a truncated or extended file is caught before
  * any record is parsed; a file is parsed into a new collection that replaces the old one only
@@ -79,16 +104,17 @@ enum moeinf_eamc_defect {
     MOEINF_EAMC_CHECKSUM,    /* the bytes do not match the stored checksum */
     MOEINF_EAMC_BAD_VALUE,   /* a count that is negative, NaN or infinite */
     MOEINF_EAMC_GEOMETRY,    /* written for another model (layers, experts or top_k) */
-    MOEINF_EAMC_FOREIGN,     /* version 2 written by another policy */
+    MOEINF_EAMC_FOREIGN,     /* written by another policy */
+    MOEINF_EAMC_MODEL,       /* written for another model of the same geometry */
 };
 
-/* Bytes of the policy name field of a version 2 file (names are shorter: one NUL at least). */
+/* Bytes of the policy name field of the file (names are shorter: one NUL at least). */
 #define MOEINF_EAMC_POLICY_NAME 16
 
 const char *moeinf_eamc_defect_name(enum moeinf_eamc_defect d);
 
 /* An empty collection of `capacity` entries (1..MOEINF_EAMC_MAX_CAPACITY) for this geometry
- * (geom->capacity, the cache size, is not used). */
+ * and its model (geom->capacity, the cache size, is not used). */
 enum moeinf_status moeinf_eamc_init(const struct moeinf_policy_geometry *geom, int capacity,
                                     struct moeinf_eamc **out, struct moeinf_error *err);
 void moeinf_eamc_free(struct moeinf_eamc *c);
@@ -146,7 +172,8 @@ enum moeinf_phase moeinf_eamc_phase(const struct moeinf_eamc *c);
  * `layer` runs next (layers behind the current one run in the next token). */
 double moeinf_eam_proximity(int layer, int current, int n_layers);
 
-/* Writes the collection in the file format above to f (a stream, no atomicity). */
+/* Writes the collection in the file format above, with no policy, to f (a stream, no
+ * atomicity). */
 enum moeinf_status moeinf_eamc_write(const struct moeinf_eamc *c, FILE *f, const char *what,
                                      struct moeinf_error *err);
 /*
@@ -159,22 +186,33 @@ enum moeinf_status moeinf_eamc_read(const struct moeinf_policy_geometry *geom, F
                                     const char *what, struct moeinf_eamc **out,
                                     enum moeinf_eamc_defect *defect, struct moeinf_error *err);
 
-/* Version 2: the collection, then `len` bytes of `policy`'s own section. */
+/* The collection, then `len` bytes of `policy`'s own section. */
 enum moeinf_status moeinf_eamc_write_policy(const struct moeinf_eamc *c, FILE *f, const char *what,
                                             const char *policy, const uint8_t *section, size_t len,
                                             struct moeinf_error *err);
 /*
- * moeinf_eamc_read for `policy`: a version 2 file must name it (else MOEINF_EAMC_FOREIGN) and
- * hold a section of 0 or section_len bytes (else MOEINF_EAMC_BAD_HEADER); a non-empty section
- * comes back in *section (malloc'ed; NULL for a version 1 file or an empty section). Checks
- * run in this order: the bytes (magic, version, header, size, checksum), the policy, the
- * geometry, the counts. moeinf_eamc_read reads either version and ignores the section.
+ * moeinf_eamc_read for `policy`: a file that names a policy must name this one (else
+ * MOEINF_EAMC_FOREIGN) and hold a section of 0 or section_len bytes (else
+ * MOEINF_EAMC_BAD_HEADER); a non-empty section comes back in *section (malloc'ed; NULL for a
+ * file with no policy or an empty section). Checks run in this order: the bytes (magic,
+ * version, header, size, checksum), the policy, the geometry, the model (unless geom->model is
+ * MOEINF_MODEL_ID_NONE), the counts. moeinf_eamc_read reads any policy's file and ignores the
+ * section.
  */
 enum moeinf_status moeinf_eamc_read_policy(const struct moeinf_policy_geometry *geom, FILE *f,
                                            const char *what, const char *policy,
                                            uint64_t section_len, struct moeinf_eamc **out,
                                            uint8_t **section, enum moeinf_eamc_defect *defect,
                                            struct moeinf_error *err);
+
+/* The identity of a trace's routing (moeinf sim's): the trace's model_id when its header
+ * has one (has_id), else MOEINF_MODEL_ID_TRACE with the FNV-1a 64 hash of `name`, its model
+ * line ("" when absent), which is also the label. */
+void moeinf_model_id_for_trace(const char *name, bool has_id, uint64_t id,
+                               struct moeinf_model_id *out);
+/* Sets out->name from `name` (NULL: empty): at most MOEINF_MODEL_NAME_BYTES - 1 bytes, each
+ * byte outside printable ASCII written as '?'. */
+void moeinf_model_id_set_name(struct moeinf_model_id *out, const char *name);
 
 /* Atomic save to `path`: temp file, fsync, rename; on failure `path` is untouched. */
 enum moeinf_status moeinf_eamc_save(const struct moeinf_eamc *c, const char *path,

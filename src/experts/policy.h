@@ -58,12 +58,30 @@
 
 struct moeinf_cache;
 
-/* Everything a policy may be parameterised by. */
+/* Which model a policy's saved state (the EAMC file, experts/eam.h) was learned on. */
+enum moeinf_model_id_kind {
+    MOEINF_MODEL_ID_NONE = 0,    /* unknown: a reader with none checks no file's identity */
+    MOEINF_MODEL_ID_ROUTERS = 1, /* a model: hash of its geometry and router weights */
+    MOEINF_MODEL_ID_TRACE = 2,   /* a trace that names no model_id: hash of its model line */
+};
+
+/* Bytes of a model identity's name (a label for messages: printable ASCII, NUL-terminated). */
+#define MOEINF_MODEL_NAME_BYTES 48
+
+struct moeinf_model_id {
+    enum moeinf_model_id_kind kind;
+    uint64_t hash;
+    char name[MOEINF_MODEL_NAME_BYTES];
+};
+
+/* Everything a policy may be parameterised by. `model` is not a parameter: policies carry it
+ * into their saved state and never decide anything by it. */
 struct moeinf_policy_geometry {
     int n_layers;  /* MoE layers L */
     int n_experts; /* routed experts per layer E */
     int top_k;     /* experts the router selects per token and layer */
     int capacity;  /* cache slots C, top_k <= C */
+    struct moeinf_model_id model;
 };
 
 struct moeinf_policy_ops {

@@ -98,7 +98,7 @@ enum moeinf_status moeinf_tier_init(const struct moeinf_tier_params *p, struct m
     int n_slots = 0;
     enum moeinf_status st = slots_for(p, slot_bytes, &n_slots, err);
     if (st != MOEINF_OK) return st;
-    struct moeinf_policy_geometry g = {p->n_layers, p->n_experts, p->top_k, n_slots};
+    struct moeinf_policy_geometry g = {p->n_layers, p->n_experts, p->top_k, n_slots, p->model};
     struct moeinf_tier *t = calloc(1, sizeof *t);
     if (!t) return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory for the expert cache");
     t->n_layers = p->n_layers;

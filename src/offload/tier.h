@@ -113,6 +113,7 @@ struct moeinf_tier_params {
     const char *path;                        /* the model file */
     const struct moeinf_store_layer *layers; /* [n_layers] where each layer's experts lie */
     int n_layers, n_experts, top_k;
+    struct moeinf_model_id model; /* the policy's (its saved state names it) */
     uint64_t budget_bytes;
     const char *policy;                      /* a registered online policy; NULL: the default */
     enum moeinf_expert_io io;                /* how the store reads (store.h) */

@@ -369,7 +369,9 @@ enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
     }
     if ((st = moeinf_trace_open(params->trace_path, &r, err)) != MOEINF_OK) return st;
     const struct moeinf_trace_header *h = moeinf_trace_header(r);
-    struct moeinf_policy_geometry g = {h->n_layers, h->n_experts, h->top_k, 0};
+    struct moeinf_policy_geometry g = {h->n_layers, h->n_experts, h->top_k, 0, {0}};
+    /* the EAMC's model: the trace's model_id, else its model line (experts/eam.h) */
+    moeinf_model_id_for_trace(h->model, h->has_model_id, h->model_id, &g.model);
     uint32_t n_ids = (uint32_t)g.n_layers * (uint32_t)g.n_experts;
     if ((st = moeinf_sim_cache_size(params, n_ids, &g.capacity, err)) != MOEINF_OK) goto done;
     if (g.capacity < g.top_k) {

@@ -111,6 +111,7 @@ enum key_bit {
     KEY_N_PREFILL = 1u << 5,
     KEY_N_DECODE = 1u << 6,
     KEY_MODEL = 1u << 7,
+    KEY_MODEL_ID = 1u << 8,
 };
 
 /* Remembers a failure so that later reads repeat it. */
@@ -333,6 +334,7 @@ static enum moeinf_status header_line(struct moeinf_trace_reader *r, char *s, ui
         {"n_prefill_tokens", KEY_N_PREFILL},
         {"n_decode_tokens", KEY_N_DECODE},
         {"model", KEY_MODEL},
+        {"model_id", KEY_MODEL_ID},
     };
 
     unsigned bit = 0;
@@ -356,6 +358,16 @@ static enum moeinf_status header_line(struct moeinf_trace_reader *r, char *s, ui
     case KEY_MODEL:
         snprintf(h->model, sizeof h->model, "%s", value);
         return MOEINF_OK;
+    case KEY_MODEL_ID: {
+        size_t n = strspn(value, "0123456789abcdefABCDEF");
+        if (n == 0 || n > 16 || value[n] != '\0') {
+            return defect(r, err, MOEINF_TRACE_BAD_HEADER, line,
+                          "model_id '%.40s' is not 1 to 16 hex digits", value);
+        }
+        h->model_id = strtoull(value, NULL, 16);
+        h->has_model_id = true;
+        return MOEINF_OK;
+    }
     case KEY_N_REQUESTS:
         total = &h->n_requests;
         break;

@@ -12,7 +12,9 @@
  *        top_k      experts per token per layer K (1..E)
  *      Checked against the file at its end when present:
  *        n_requests, n_tokens, n_prefill_tokens, n_decode_tokens
- *      Kept as text: model. Any other key is provenance and is skipped.
+ *      Kept as text: model. Kept as a number: model_id, 1 to 16 hex digits, the identity of
+ *      the model that recorded it (the engine writes it; experts/eam.h). Any other key is
+ *      provenance and is skipped.
  *    - "# req <request_id> <tag> prefill=<n> decode=<n>", one per request in file order
  *      (optional; when present, there is exactly one per request, in the same order, and
  *      each request's token lines must agree with its counts). tag has no spaces.
@@ -83,7 +85,9 @@ struct moeinf_trace_header {
     int n_layers;
     int n_experts;
     int top_k;
-    char model[256];    /* the "model" value, truncated; empty when absent */
+    char model[256];   /* the "model" value, truncated; empty when absent */
+    bool has_model_id; /* "model_id": the recording model's identity (experts/eam.h) */
+    uint64_t model_id;
     int64_t n_requests; /* the header's totals, -1 when absent */
     int64_t n_tokens;
     int64_t n_prefill_tokens;

@@ -55,7 +55,8 @@ static bool one_line(const char *s) {
 enum moeinf_status moeinf_trace_writer_open(const char *path, const struct moeinf_trace_meta *meta,
                                             struct moeinf_trace_writer **out,
                                             struct moeinf_error *err) {
-    struct moeinf_policy_geometry g = {meta->n_layers, meta->n_experts, meta->top_k, meta->top_k};
+    struct moeinf_policy_geometry g = {
+        meta->n_layers, meta->n_experts, meta->top_k, meta->top_k, {0}};
     enum moeinf_status st = moeinf_policy_geometry_check(&g, path, err);
     if (st != MOEINF_OK) return st;
     if (meta->model && !one_line(meta->model)) {
