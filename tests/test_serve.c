@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "experts/eam.h"
+#include "serve_proc.h"
 #include "test.h"
 
 #define MODEL "testdata/models/tiny-mixtral-Q8_0.gguf"
@@ -23,59 +24,12 @@
 
 static char model_path[1024];
 
-struct server {
-    pid_t pid;
-    int port;
-};
-
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-/* Starts `moeinf serve ARGS --port 0` and reads the port it prints. */
+/* Starts `moeinf serve ARGS --port 0` on the test model and reads the port it prints. */
 static bool server_start(struct server *s, const char *tag, const char *args) {
-    char out[512];
-    char name[128];
-    char cmd[2048];
-    snprintf(name, sizeof name, "%s-serve.out", tag);
-    test_tmp_path(name, out, sizeof out);
-    remove(out);
-    snprintf(cmd, sizeof cmd, "exec '%s' serve -m '%s' --host 127.0.0.1 --port 0 %s >'%s'",
-             test_moeinf_bin(), model_path, args, out);
-    s->pid = fork();
-    if (s->pid == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    for (double t0 = now(); now() - t0 < 60;) {
-        char text[512];
-        test_read_text(out, text, sizeof text);
-        const char *p = strstr(text, "listening on http://127.0.0.1:");
-        if (p) {
-            s->port = (int)strtol(p + strlen("listening on http://127.0.0.1:"), NULL, 10);
-            return s->port > 0;
-        }
-        int st;
-        if (waitpid(s->pid, &st, WNOHANG) == s->pid) return false;
-        usleep(20000);
-    }
-    return false;
+    return serve_proc_start(s, tag, NULL, "127.0.0.1", model_path, args, NULL, 0);
 }
 
-/* SIGTERM, then the exit code (-1 when it did not exit by itself within 60 s). */
-static int server_stop(struct server *s) {
-    kill(s->pid, SIGTERM);
-    for (double t0 = now(); now() - t0 < 60;) {
-        int st;
-        if (waitpid(s->pid, &st, WNOHANG) == s->pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        usleep(20000);
-    }
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, NULL, 0);
-    return -1;
-}
+static int server_stop(struct server *s) { return serve_proc_stop(s); }
 
 /* One request through curl: returns the HTTP status (0: none), the body into out. */
 static int http(const struct server *s, const char *method, const char *path, const char *body,
@@ -446,9 +400,9 @@ static void test_load(void) {
              "-w '%%{http_code} %%{time_total}' -d \"$body\" "
              "http://127.0.0.1:%d/v1/completions); echo \"$kind $r\"; done) & done; wait)",
              clients, per_client, AUTH, srv.port);
-    double t0 = now();
+    double t0 = serve_now();
     test_run_shell("serve-load", cmd, out, sizeof out, err, sizeof err);
-    double wall = now() - t0;
+    double wall = serve_now() - t0;
     double lat[64];
     int n_good = 0;
     int n_lines = 0;
@@ -527,7 +481,7 @@ static void test_queue_cancel_expert_cache(void) {
     test_run_shell("serve-cancel", cmd, out, sizeof out, err, sizeof err);
     CHECK_MSG(strtol(out, NULL, 10) == 503, "with a generation running and no queue: %s", out);
     double cancelled = -1;
-    for (double t0 = now(); now() - t0 < 30; usleep(50000)) {
+    for (double t0 = serve_now(); serve_now() - t0 < 30; usleep(50000)) {
         http(&b, "GET", "/metrics", NULL, NULL, resp, sizeof resp);
         cancelled = metric(resp, "moeinf_requests_cancelled_total");
         if (cancelled >= 1 && metric(resp, "moeinf_busy") == 0) break;
@@ -577,7 +531,7 @@ static void test_eamc(void) {
     CHECK(!test_file_exists(state)); /* one request: not yet */
     CHECK_EQ_INT(http(&e, "POST", "/v1/completions", bodies[1], NULL, resp, sizeof resp), 200);
     int n = -1;
-    for (double t0 = now(); now() - t0 < 30 && n < 0; usleep(20000))
+    for (double t0 = serve_now(); serve_now() - t0 < 30 && n < 0; usleep(20000))
         n = eamc_entries(state); /* written after the answer */
     CHECK_EQ_INT(n, 2);
     CHECK_EQ_INT(http(&e, "POST", "/v1/completions", bodies[2], NULL, resp, sizeof resp), 200);

@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "moeinf.h"
+#include "serve_proc.h"
 #include "test.h"
 
 #define MODEL  "testdata/models/tiny-mixtral-Q8_0.gguf"
@@ -24,58 +25,15 @@
 
 static char model_path[1024];
 
-struct server {
-    pid_t pid;
-    int port;
-};
 
 static struct server srv;
 static bool up;
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static bool server_start(struct server *s, const char *args) {
-    char out[512];
-    char cmd[2048];
-    test_tmp_path("serve-fields.out", out, sizeof out);
-    remove(out);
-    snprintf(cmd, sizeof cmd, "exec '%s' serve -m '%s' --host 127.0.0.1 --port 0 %s >'%s'",
-             test_moeinf_bin(), model_path, args, out);
-    s->pid = fork();
-    if (s->pid == 0) {
-        execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-        _exit(127);
-    }
-    for (double t0 = now(); now() - t0 < 60;) {
-        char text[512];
-        test_read_text(out, text, sizeof text);
-        const char *p = strstr(text, "listening on http://127.0.0.1:");
-        if (p) {
-            s->port = (int)strtol(p + strlen("listening on http://127.0.0.1:"), NULL, 10);
-            return s->port > 0;
-        }
-        int st;
-        if (waitpid(s->pid, &st, WNOHANG) == s->pid) return false;
-        usleep(20000);
-    }
-    return false;
+    return serve_proc_start(s, "serve-fields", NULL, "127.0.0.1", model_path, args, NULL, 0);
 }
 
-static int server_stop(struct server *s) {
-    kill(s->pid, SIGTERM);
-    for (double t0 = now(); now() - t0 < 60;) {
-        int st;
-        if (waitpid(s->pid, &st, WNOHANG) == s->pid) return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-        usleep(20000);
-    }
-    kill(s->pid, SIGKILL);
-    waitpid(s->pid, NULL, 0);
-    return -1;
-}
+static int server_stop(struct server *s) { return serve_proc_stop(s); }
 
 /* POST body to path: the HTTP status, the response body into out. */
 static int post(const char *path, const char *body, char *out, size_t out_size) {
