@@ -193,6 +193,42 @@ static void test_oldest_turns_dropped(void) {
     moeinf_model_free(m);
 }
 
+/* The first number after "KEY": in a JSON text, or -1. */
+static long json_long(const char *text, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\"%s\":", key);
+    const char *p = strstr(text, pat);
+    return p ? strtol(p + strlen(pat), NULL, 10) : -1;
+}
+
+/* --stats and --stats-json report the whole session once, when it ends: two answers of
+ * N_ANSWER tokens each decode N_ANSWER - 1 tokens (the last one sampled is not fed back;
+ * neither answer of the tiny model meets an end token first), and the counters add up. */
+static void test_session_stats(void) {
+    char json_path[512];
+    test_tmp_path("cli-chat-stats.json", json_path, sizeof json_path);
+    remove(json_path);
+    char opts[1024];
+    snprintf(opts, sizeof opts, "--expert-cache 50%% --stats --stats-json '%s'", json_path);
+    char out[8192];
+    char err[8192];
+    CHECK_EQ_INT(chat("Hello there\\nHow are you\\n/exit\\n", opts, out, sizeof out, err,
+                      sizeof err),
+                 0);
+    CHECK_STR_CONTAINS(err, "expert cache (reuse, 8 slots):");
+    char json[16384];
+    json[0] = '\0';
+    test_read_text(json_path, json, sizeof json);
+    CHECK_MSG(json[0] != '\0', "no %s written", json_path);
+    if (!json[0]) return;
+    CHECK_EQ_INT(json_long(json, "decode_tokens"), 2 * (N_ANSWER - 1));
+    long accesses = json_long(json, "accesses");
+    CHECK(accesses > 0);
+    CHECK_EQ_INT(accesses, json_long(json, "hits") + json_long(json, "late_prefetches") +
+                               json_long(json, "misses"));
+    remove(json_path);
+}
+
 int main(void) {
     if (!getenv("MOEINF_BIN")) { /* NOLINT(concurrency-mt-unsafe): main thread */
         test_skip("MOEINF_BIN unset (run through ctest)");
@@ -201,5 +237,6 @@ int main(void) {
     if (!test_shared_path(MODEL, model_path, sizeof model_path)) return test_report();
     RUN(test_message_too_long);
     RUN(test_oldest_turns_dropped);
+    RUN(test_session_stats);
     return test_report();
 }

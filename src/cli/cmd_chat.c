@@ -370,6 +370,7 @@ int cmd_chat(int argc, char **argv) {
      * Ctrl-C stays the answer's interrupt, /exit or end of input the session's end) */
     if (o.model.experts.eamc) cli_stop_on_signal(false);
     bool tty = isatty(STDIN_FILENO);
+    double answering = 0; /* seconds spent answering: --stats' time, not the user's typing */
     while (read_line(&line, &line_cap, tty)) {
         if (!strcmp(line, "/exit")) break;
         if (!line[0]) continue;
@@ -389,7 +390,9 @@ int cmd_chat(int argc, char **argv) {
         char *text = NULL;
         size_t len = 0;
         interrupted = 0;
+        double t0 = cli_now();
         bool answered = answer(&s, ids, n_ids, &text, &len, &err);
+        answering += cli_now() - t0;
         free(ids);
         if (!answered) {
             cli_fail(&err);
@@ -401,7 +404,11 @@ int cmd_chat(int argc, char **argv) {
         moeinf_context_request_end(s.ctx); /* each answer is one request for the cache */
         if (cli_stop_signal()) break;
     }
-    rc = expert_args_save_state(&o.model.experts, s.ctx) ? CLI_EXIT_OK : CLI_EXIT_FAIL;
+    /* the session's expert statistics (--stats, --stats-json), then the warm state */
+    rc = expert_args_report(&o.model.experts, s.ctx, answering) &&
+                 expert_args_save_state(&o.model.experts, s.ctx)
+             ? CLI_EXIT_OK
+             : CLI_EXIT_FAIL;
     if (rc == CLI_EXIT_OK) cli_stop_finish();
 done:
     signal(SIGINT, SIG_DFL);
