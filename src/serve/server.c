@@ -290,16 +290,17 @@ static enum peer peer_state(int fd) {
     return r == 0 ? PEER_HALF_CLOSED : PEER_GONE;
 }
 
-static void wait_tick(struct serve_worker *w) {
+/* Waits on cv (mu held) for a signal or ms milliseconds, whichever comes first. */
+static void wait_at_most(pthread_cond_t *cv, pthread_mutex_t *mu, long ms) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    ts.tv_nsec += 50L * 1000 * 1000;
-    if (ts.tv_nsec >= 1000000000L) {
-        ts.tv_sec++;
-        ts.tv_nsec -= 1000000000L;
-    }
-    pthread_cond_timedwait(&w->changed, &w->mu, &ts);
+    ts.tv_nsec += ms * 1000 * 1000;
+    ts.tv_sec += ts.tv_nsec / 1000000000L;
+    ts.tv_nsec %= 1000000000L;
+    pthread_cond_timedwait(cv, mu, &ts);
 }
+
+static void wait_tick(struct serve_worker *w) { wait_at_most(&w->changed, &w->mu, 50); }
 
 /* Waits (under w->mu) until the job started (or ended) or, with `to_end`, ended. False when
  * the client went away (the job is cancelled). A client that half-closed is sent an interim
@@ -755,14 +756,7 @@ static void *reaper_main(void *arg) {
                 c->reaped = true;
             }
         }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100L * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&s->conn_changed, &s->conn_mu, &ts);
+        wait_at_most(&s->conn_changed, &s->conn_mu, 100);
     }
     pthread_mutex_unlock(&s->conn_mu);
     return NULL;
@@ -845,14 +839,7 @@ static void drain(struct server *s) {
     double until = mono_now() + s->o->request_timeout;
     pthread_mutex_lock(&s->conn_mu);
     while (s->answering > 0 && mono_now() < until) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 50L * 1000 * 1000;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&s->conn_changed, &s->conn_mu, &ts);
+        wait_at_most(&s->conn_changed, &s->conn_mu, 50);
     }
     pthread_mutex_unlock(&s->conn_mu);
 }
