@@ -1,7 +1,7 @@
 /*
  * serve_proc.h - `moeinf serve` as a child process, for the server's tests (test_serve.c,
- * test_serve_conn.c, test_serve_fields.c): start it on port 0, read the port it prints, stop it
- * with SIGTERM and read its exit code.
+ * test_serve_conn.c, test_serve_fields.c): start it on port 0, read the port it prints, send it
+ * requests through curl, stop it with SIGTERM and read its exit code.
  */
 #ifndef MOEINF_TEST_SERVE_PROC_H
 #define MOEINF_TEST_SERVE_PROC_H
@@ -84,6 +84,44 @@ static inline int serve_proc_stop(struct server *s) {
     kill(s->pid, SIGKILL);
     waitpid(s->pid, NULL, 0);
     return -1;
+}
+
+/* One request through curl to the server s: METHOD PATH with the JSON body (NULL: none) and
+ * EXTRA curl options (NULL: none). Returns the HTTP status (0: no answer), the body into out. */
+static inline int serve_http(const struct server *s, const char *method, const char *path,
+                             const char *body, const char *extra, char *out, size_t out_size) {
+    static int n; /* the pid too: the server tests run side by side in one folder */
+    char body_path[512];
+    char resp_path[512];
+    char name[64];
+    char cmd[4096];
+    char status[64];
+    char err[1024];
+    snprintf(name, sizeof name, "serve-body-%d-%d", (int)getpid(), n);
+    test_tmp_path(name, body_path, sizeof body_path);
+    snprintf(name, sizeof name, "serve-resp-%d-%d", (int)getpid(), n++);
+    test_tmp_path(name, resp_path, sizeof resp_path);
+    if (body) {
+        FILE *f = fopen(body_path, "w");
+        if (f) {
+            fputs(body, f);
+            fclose(f);
+        }
+    }
+    snprintf(cmd, sizeof cmd,
+             "curl -s -N --max-time 120 -X %s %s %s%s%s -o '%s' -w '%%{http_code}' "
+             "http://127.0.0.1:%d%s",
+             method, extra ? extra : "",
+             body ? "-H 'Content-Type: application/json' "
+                    "--data-binary @'"
+                  : "",
+             body ? body_path : "", body ? "'" : "", resp_path, s->port, path);
+    snprintf(name, sizeof name, "serve-curl-%d", (int)getpid());
+    test_run_shell(name, cmd, status, sizeof status, err, sizeof err);
+    test_read_text(resp_path, out, out_size);
+    remove(body_path);
+    remove(resp_path);
+    return (int)strtol(status, NULL, 10);
 }
 
 #endif

@@ -31,42 +31,6 @@ static bool server_start(struct server *s, const char *tag, const char *args) {
 
 static int server_stop(struct server *s) { return serve_proc_stop(s); }
 
-/* One request through curl: returns the HTTP status (0: none), the body into out. */
-static int http(const struct server *s, const char *method, const char *path, const char *body,
-                const char *extra, char *out, size_t out_size) {
-    static int n;
-    char body_path[512];
-    char resp_path[512];
-    char name[64];
-    char cmd[4096];
-    char status[64];
-    char err[1024];
-    snprintf(name, sizeof name, "serve-body-%d", n);
-    test_tmp_path(name, body_path, sizeof body_path);
-    snprintf(name, sizeof name, "serve-resp-%d", n++);
-    test_tmp_path(name, resp_path, sizeof resp_path);
-    if (body) {
-        FILE *f = fopen(body_path, "w");
-        if (f) {
-            fputs(body, f);
-            fclose(f);
-        }
-    }
-    snprintf(cmd, sizeof cmd,
-             "curl -s -N --max-time 120 -X %s %s %s%s%s -o '%s' -w '%%{http_code}' "
-             "http://127.0.0.1:%d%s",
-             method, extra ? extra : "",
-             body ? "-H 'Content-Type: application/json' "
-                    "--data-binary @'"
-                  : "",
-             body ? body_path : "", body ? "'" : "", resp_path, s->port, path);
-    test_run_shell("serve-curl", cmd, status, sizeof status, err, sizeof err);
-    test_read_text(resp_path, out, out_size);
-    remove(body_path);
-    remove(resp_path);
-    return (int)strtol(status, NULL, 10);
-}
-
 /* The text `moeinf run` generates (its stdout less the prompt and the final newline). */
 static bool run_text(const char *prompt, const char *opts, char *text, size_t size) {
     char args[2048];
@@ -153,7 +117,7 @@ static void check_generation(bool chat, const char *prompt_json, const char *sam
     for (int stream = 0; stream < 2; stream++) {
         snprintf(body, sizeof body, "{%s, %s, \"stream\": %s}", prompt_json, sampling,
                  stream ? "true" : "false");
-        int st = http(&srv, "POST", chat ? "/v1/chat/completions" : "/v1/completions", body, AUTH,
+        int st = serve_http(&srv, "POST", chat ? "/v1/chat/completions" : "/v1/completions", body, AUTH,
                       resp, sizeof resp);
         CHECK_EQ_INT(st, 200);
         cJSON *usage = NULL;
@@ -205,7 +169,7 @@ static void test_generation_matches_run(void) {
     char text[4096];
     char finish[32];
     CHECK(run_text("Once upon a time, far away", "--temp 0 -n 8", expected, sizeof expected));
-    int st = http(&srv, "POST", "/v1/completions",
+    int st = serve_http(&srv, "POST", "/v1/completions",
                   "{\"prompt\": \"Once upon a time, far away\", \"temperature\": 0, "
                   "\"max_tokens\": 8}",
                   AUTH, resp, sizeof resp);
@@ -276,7 +240,7 @@ static void test_bad_input(void) {
 
     char resp[65536];
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        int st = http(&srv, cases[i].method, cases[i].path, cases[i].body, cases[i].extra, resp,
+        int st = serve_http(&srv, cases[i].method, cases[i].path, cases[i].body, cases[i].extra, resp,
                       sizeof resp);
         CHECK_MSG(st == cases[i].status, "case %zu (%s %s): status %d, want %d: %s", i,
                   cases[i].method, cases[i].path, st, cases[i].status, resp);
@@ -285,7 +249,7 @@ static void test_bad_input(void) {
         CHECK_MSG(cJSON_IsString(msg) && strstr(msg->valuestring, cases[i].says),
                   "case %zu: error body %s lacks '%s'", i, resp, cases[i].says);
         cJSON_Delete(root);
-        CHECK_EQ_INT(http(&srv, "GET", "/health", NULL, NULL, resp, sizeof resp), 200);
+        CHECK_EQ_INT(serve_http(&srv, "GET", "/health", NULL, NULL, resp, sizeof resp), 200);
     }
 }
 
@@ -295,18 +259,18 @@ static void test_endpoints_cors_metrics(void) {
     char out[4096];
     char err[1024];
     char cmd[512];
-    CHECK_EQ_INT(http(&srv, "GET", "/health", NULL, NULL, resp, sizeof resp), 200);
+    CHECK_EQ_INT(serve_http(&srv, "GET", "/health", NULL, NULL, resp, sizeof resp), 200);
     CHECK_STR_CONTAINS(resp, "\"status\":\"ok\"");
-    CHECK_EQ_INT(http(&srv, "GET", "/v1/models", NULL, AUTH, resp, sizeof resp), 200);
+    CHECK_EQ_INT(serve_http(&srv, "GET", "/v1/models", NULL, AUTH, resp, sizeof resp), 200);
     CHECK_STR_CONTAINS(resp, "\"id\":\"tiny-mixtral-Q8_0\"");
-    CHECK_EQ_INT(http(&srv, "GET", "/v1/models", NULL, NULL, resp, sizeof resp), 401);
+    CHECK_EQ_INT(serve_http(&srv, "GET", "/v1/models", NULL, NULL, resp, sizeof resp), 401);
     /* no --cors: no CORS headers (test_serve_conn.c checks --cors) */
     snprintf(cmd, sizeof cmd,
              "curl -s -i -H 'Origin: http://example.test' http://127.0.0.1:%d/health", srv.port);
     test_run_shell("serve-cors", cmd, out, sizeof out, err, sizeof err);
     CHECK_STR_CONTAINS(out, " 200");
     CHECK_MSG(!strstr(out, "Access-Control-"), "CORS headers without --cors: %s", out);
-    CHECK_EQ_INT(http(&srv, "GET", "/metrics", NULL, AUTH, resp, sizeof resp), 200);
+    CHECK_EQ_INT(serve_http(&srv, "GET", "/metrics", NULL, AUTH, resp, sizeof resp), 200);
     CHECK(metric(resp, "moeinf_completions_total") >= 8);
     CHECK(metric(resp, "moeinf_completion_tokens_total") >= 80);
     CHECK(metric(resp, "moeinf_prompt_tokens_cached_total") >= 5);
@@ -367,7 +331,7 @@ static void test_chat_cli(void) {
              "you\"}], \"temperature\": 0, \"max_tokens\": 10}",
              h1);
     free(h1);
-    CHECK_EQ_INT(http(&srv, "POST", "/v1/chat/completions", body, AUTH, resp, sizeof resp), 200);
+    CHECK_EQ_INT(serve_http(&srv, "POST", "/v1/chat/completions", body, AUTH, resp, sizeof resp), 200);
     CHECK(response_text(resp, true, a2, sizeof a2, finish, NULL));
     char expected[8192];
     snprintf(expected, sizeof expected, "%s\n%s\n", greedy_chat, a2);
@@ -435,7 +399,7 @@ static void test_load(void) {
                 n_lines, n_good, clients, wall, n_lines / wall, lat[n_good / 2],
                 lat[(n_good * 9) / 10], lat[n_good - 1]);
     }
-    CHECK_EQ_INT(http(&srv, "GET", "/health", NULL, NULL, out, sizeof out), 200);
+    CHECK_EQ_INT(serve_http(&srv, "GET", "/health", NULL, NULL, out, sizeof out), 200);
 }
 
 /* srv second server: no queue, an expert cache, and a long generation that its client leaves. */
@@ -453,13 +417,13 @@ static void test_queue_cancel_expert_cache(void) {
     char out[256];
     char err[256];
     CHECK(run_text("Once upon a time", "--temp 0 -n 12", expected, sizeof expected));
-    CHECK_EQ_INT(http(&b, "POST", "/v1/completions",
+    CHECK_EQ_INT(serve_http(&b, "POST", "/v1/completions",
                       "{\"prompt\": \"Once upon a time\", \"temperature\": 0, \"max_tokens\": 12}",
                       NULL, resp, sizeof resp),
                  200);
     CHECK(response_text(resp, false, text, sizeof text, finish, NULL));
     CHECK_MSG(!strcmp(text, expected), "through the cache [%s] != run [%s]", text, expected);
-    CHECK_EQ_INT(http(&b, "GET", "/metrics", NULL, NULL, resp, sizeof resp), 200);
+    CHECK_EQ_INT(serve_http(&b, "GET", "/metrics", NULL, NULL, resp, sizeof resp), 200);
     CHECK(metric(resp, "moeinf_expert_cache_misses_total") > 0);
     CHECK(metric(resp, "moeinf_expert_cache_accesses_total") >=
           metric(resp, "moeinf_expert_cache_misses_total"));
@@ -482,14 +446,14 @@ static void test_queue_cancel_expert_cache(void) {
     CHECK_MSG(strtol(out, NULL, 10) == 503, "with a generation running and no queue: %s", out);
     double cancelled = -1;
     for (double t0 = serve_now(); serve_now() - t0 < 30; usleep(50000)) {
-        http(&b, "GET", "/metrics", NULL, NULL, resp, sizeof resp);
+        serve_http(&b, "GET", "/metrics", NULL, NULL, resp, sizeof resp);
         cancelled = metric(resp, "moeinf_requests_cancelled_total");
         if (cancelled >= 1 && metric(resp, "moeinf_busy") == 0) break;
     }
     CHECK_MSG(cancelled == 1, "cancelled %g", cancelled);
     CHECK_EQ_INT(metric(resp, "moeinf_requests_rejected_total"), 1);
     CHECK(metric(resp, "moeinf_completion_tokens_total") < 4000 + 12);
-    CHECK_EQ_INT(http(&b, "POST", "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 2}", NULL,
+    CHECK_EQ_INT(serve_http(&b, "POST", "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 2}", NULL,
                       resp, sizeof resp),
                  200);
     CHECK_EQ_INT(server_stop(&b), 0);
@@ -526,22 +490,22 @@ static void test_eamc(void) {
         "{\"prompt\": \"The quick brown fox\", \"temperature\": 0, \"max_tokens\": 4}",
         "{\"prompt\": \"Hello\", \"temperature\": 0, \"max_tokens\": 4}",
     };
-    CHECK_EQ_INT(http(&e, "POST", "/v1/completions", bodies[0], NULL, resp, sizeof resp), 200);
+    CHECK_EQ_INT(serve_http(&e, "POST", "/v1/completions", bodies[0], NULL, resp, sizeof resp), 200);
     usleep(200000);
     CHECK(!test_file_exists(state)); /* one request: not yet */
-    CHECK_EQ_INT(http(&e, "POST", "/v1/completions", bodies[1], NULL, resp, sizeof resp), 200);
+    CHECK_EQ_INT(serve_http(&e, "POST", "/v1/completions", bodies[1], NULL, resp, sizeof resp), 200);
     int n = -1;
     for (double t0 = serve_now(); serve_now() - t0 < 30 && n < 0; usleep(20000))
         n = eamc_entries(state); /* written after the answer */
     CHECK_EQ_INT(n, 2);
-    CHECK_EQ_INT(http(&e, "POST", "/v1/completions", bodies[2], NULL, resp, sizeof resp), 200);
+    CHECK_EQ_INT(serve_http(&e, "POST", "/v1/completions", bodies[2], NULL, resp, sizeof resp), 200);
     CHECK_EQ_INT(server_stop(&e), 0);
     CHECK_EQ_INT(eamc_entries(state), 3);
     /* a restart loads it, and saves one more at shutdown */
     up = server_start(&e, "serve-e", args);
     CHECK(up);
     if (!up) return;
-    CHECK_EQ_INT(http(&e, "POST", "/v1/completions", bodies[0], NULL, resp, sizeof resp), 200);
+    CHECK_EQ_INT(serve_http(&e, "POST", "/v1/completions", bodies[0], NULL, resp, sizeof resp), 200);
     CHECK_EQ_INT(server_stop(&e), 0);
     CHECK_EQ_INT(eamc_entries(state), 4);
     remove(state);

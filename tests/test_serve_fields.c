@@ -37,27 +37,7 @@ static int server_stop(struct server *s) { return serve_proc_stop(s); }
 
 /* POST body to path: the HTTP status, the response body into out. */
 static int post(const char *path, const char *body, char *out, size_t out_size) {
-    char body_path[512];
-    char resp_path[512];
-    char cmd[2048];
-    char status[64];
-    char err[1024];
-    test_tmp_path("serve-fields-body", body_path, sizeof body_path);
-    test_tmp_path("serve-fields-resp", resp_path, sizeof resp_path);
-    FILE *f = fopen(body_path, "w");
-    if (f) {
-        fputs(body, f);
-        fclose(f);
-    }
-    snprintf(cmd, sizeof cmd,
-             "curl -s -N --max-time 120 -H 'Content-Type: application/json' --data-binary "
-             "@'%s' -o '%s' -w '%%{http_code}' http://127.0.0.1:%d%s",
-             body_path, resp_path, srv.port, path);
-    test_run_shell("serve-fields-curl", cmd, status, sizeof status, err, sizeof err);
-    test_read_text(resp_path, out, out_size);
-    remove(body_path);
-    remove(resp_path);
-    return (int)strtol(status, NULL, 10);
+    return serve_http(&srv, "POST", path, body, NULL, out, out_size);
 }
 
 /* A non-streamed answer as JSON (NULL unless 200 and JSON). */
