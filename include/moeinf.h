@@ -545,6 +545,59 @@ moeinf_chat_tokenize(const struct moeinf_model *model, const char *name,
                      const struct moeinf_chat_message *msgs, size_t n_msgs, bool add_assistant,
                      int32_t **out_ids, size_t *n_out, struct moeinf_error *err);
 
+/* ---- reasoning (chat module, reasoning.c) ------------------------------------------------ */
+
+/*
+ * A model that thinks writes its reasoning between two markers before the answer (<think> and
+ * </think> for Qwen3, Qwen3.5 and DeepSeek-R1). A reasoning splitter takes the generated text
+ * piece by piece, as it streams, and gives back what may be shown of the thinking and of the
+ * answer, as llama.cpp's server splits reasoning_content from content:
+ *   - the thinking block counts only at the very start of the generated text, or when the
+ *     prompt opened it: the prompt, less trailing whitespace, ends with the start marker
+ *     (Qwen3.5's generation prompt "<think>\n"). A prompt that ends with the end marker
+ *     (thinking switched off: "<think>\n\n</think>\n\n") leaves everything to the answer;
+ *   - the thinking loses its leading and trailing whitespace (whitespace only: none), the
+ *     answer its leading whitespace after the end marker; the markers are not shown;
+ *   - a marker split across pieces, and whitespace that may still end the thinking, are held
+ *     until the text tells; thinking that is never closed (max_tokens) is all thinking;
+ *   - an end marker without an opening, or a start marker after other text, is answer text.
+ * With extract false (llama.cpp's --reasoning-format none) everything is answer, preceded by
+ * the prompt's opening (its text from the start marker on) when the prompt opened thinking.
+ */
+struct moeinf_reasoning;
+
+/* The text of one push or flush; both borrowed until the next call (length 0: none). */
+struct moeinf_reasoning_text {
+    const char *thinking;
+    size_t thinking_len;
+    const char *answer;
+    size_t answer_len;
+};
+
+/* The markers the models of chat template `name` think between: "<think>", "</think>" (the
+ * families that think, and any template this version does not know), or NULL, NULL for the
+ * families that do not (mistral, llama3, deepseek2, olmoe). */
+MOEINF_API void moeinf_chat_reasoning_markers(const char *name, const char **start,
+                                              const char **end);
+
+/* A splitter for text generated after `prompt` (prompt_len bytes; may be NULL when 0).
+ * start and end NULL (a model that does not think): everything is answer. MOEINF_ERR_ARG when
+ * only one of them is given, or one is empty. */
+MOEINF_API enum moeinf_status moeinf_reasoning_init(const char *start, const char *end,
+                                                    const char *prompt, size_t prompt_len,
+                                                    bool extract, struct moeinf_reasoning **out,
+                                                    struct moeinf_error *err);
+MOEINF_API void moeinf_reasoning_free(struct moeinf_reasoning *r);
+/* The next piece of generated text. MOEINF_ERR_ARG after moeinf_reasoning_flush. */
+MOEINF_API enum moeinf_status moeinf_reasoning_push(struct moeinf_reasoning *r, const char *text,
+                                                    size_t len, struct moeinf_reasoning_text *out,
+                                                    struct moeinf_error *err);
+/* The end of the text: what was held back (a partial marker is text; trailing whitespace of
+ * the thinking is dropped). */
+MOEINF_API enum moeinf_status moeinf_reasoning_flush(struct moeinf_reasoning *r,
+                                                     struct moeinf_reasoning_text *out,
+                                                     struct moeinf_error *err);
+
 /* ---- KV cache reuse and version (engine_kv.c) -------------------------------------------- */
 
 /* Keeps the first n_keep tokens of the context and forgets the rest, so that a prompt that
