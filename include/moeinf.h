@@ -587,6 +587,14 @@ MOEINF_API enum moeinf_status moeinf_reasoning_init(const char *start, const cha
                                                     const char *prompt, size_t prompt_len,
                                                     bool extract, struct moeinf_reasoning **out,
                                                     struct moeinf_error *err);
+/* The same for the answer to a chat prompt given as tokens (moeinf_chat_tokenize's): the markers
+ * of chat template `name` (moeinf_chat_reasoning_markers) and the prompt's tail as the text of
+ * its last tokens (control tokens as their text), so that it works for any template. */
+MOEINF_API enum moeinf_status moeinf_chat_reasoning_init(const struct moeinf_model *model,
+                                                         const char *name, const int32_t *ids,
+                                                         size_t n_ids, bool extract,
+                                                         struct moeinf_reasoning **out,
+                                                         struct moeinf_error *err);
 MOEINF_API void moeinf_reasoning_free(struct moeinf_reasoning *r);
 /* The next piece of generated text. MOEINF_ERR_ARG after moeinf_reasoning_flush. */
 MOEINF_API enum moeinf_status moeinf_reasoning_push(struct moeinf_reasoning *r, const char *text,

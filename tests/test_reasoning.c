@@ -79,8 +79,8 @@ static void check_split_with(const char *start, const char *end, const char *pro
             cuts[n_cuts++] = c - 1;
         }
         if (!split(start, end, prompt, extract, text, cuts, n_cuts, &a)) break;
-        bool same = !strcmp(a.thinking, thinking) && !strcmp(a.answer, answer) &&
-                    !a.thinking_after_answer;
+        bool same =
+            !strcmp(a.thinking, thinking) && !strcmp(a.answer, answer) && !a.thinking_after_answer;
         CHECK_MSG(same,
                   "text \"%s\" (%s): thinking \"%s\" (want \"%s\"), answer \"%s\" (want \"%s\")%s",
                   text,
@@ -148,15 +148,15 @@ static void test_prompt_closed(void) {
     check_split(PROMPT_CLOSED, "Hello", "", "Hello");
     check_split(PROMPT_CLOSED, "<think>x</think>y", "", "<think>x</think>y");
     /* a prompt that mentions the marker earlier does not open anything */
-    check_split("<|im_start|>user\nsay <think><|im_end|>\n<|im_start|>assistant\n", "a</think>b", "",
-                "a</think>b");
+    check_split("<|im_start|>user\nsay <think><|im_end|>\n<|im_start|>assistant\n", "a</think>b",
+                "", "a</think>b");
 }
 
 static void test_not_extracted(void) {
     /* --reasoning-format none: everything is answer, with the prompt's opening first (as
      * llama.cpp's content is "<think>\nI'm\nthinking\n</think>..." for Qwen3.5) */
-    check_split_with("<think>", "</think>", PROMPT_OPEN, false, "I'm\nthinking\n</think>\n\nHi",
-                     "", "<think>\nI'm\nthinking\n</think>\n\nHi");
+    check_split_with("<think>", "</think>", PROMPT_OPEN, false, "I'm\nthinking\n</think>\n\nHi", "",
+                     "<think>\nI'm\nthinking\n</think>\n\nHi");
     check_split_with("<think>", "</think>", PROMPT_PLAIN, false, "<think> a </think> b", "",
                      "<think> a </think> b");
     check_split_with("<think>", "</think>", PROMPT_CLOSED, false, "x", "", "x");
@@ -229,6 +229,60 @@ static void test_markers_and_errors(void) {
     moeinf_reasoning_free(NULL);
 }
 
+/* The chat form reads the prompt's tail from its tokens (a Qwen3 vocabulary, where <think> is
+ * one token; the prompt longer than the tail it reads). */
+static void test_chat_tokens(void) {
+    char path[1024];
+    test_src_path("tests/data/models/tiny-qwen3moe-F32.gguf", path, sizeof path);
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    struct moeinf_model *m = NULL;
+    struct moeinf_error err = {0};
+    CHECK_EQ_INT(moeinf_model_load(path, &mp, &m, &err), MOEINF_OK);
+    if (!m) return;
+
+    static const struct {
+        const char *prompt, *tmpl, *thinking, *answer;
+        bool extract;
+    } cases[] = {
+        {PROMPT_OPEN, "chatml", "a", "b", true},
+        {PROMPT_OPEN, "chatml", "", "<think>\na</think>\nb", false},
+        {PROMPT_CLOSED, "chatml", "", "a</think>\nb", true},
+        {PROMPT_PLAIN, "chatml", "", "a</think>\nb", true},
+        {PROMPT_OPEN, "mistral", "", "a</think>\nb", true}, /* no markers: no split */
+    };
+
+    char prompt[4096];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        /* a long conversation before the tail */
+        snprintf(prompt, sizeof prompt, "%s%s",
+                 "<|im_start|>system\nOne two three four five six seven eight nine ten eleven "
+                 "twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty "
+                 "twenty-one twenty-two twenty-three twenty-four<|im_end|>\n",
+                 cases[c].prompt);
+        int32_t *ids = NULL;
+        size_t n = 0;
+        CHECK_EQ_INT(moeinf_tokenize(m, prompt, strlen(prompt), false, true, &ids, &n, &err),
+                     MOEINF_OK);
+        CHECK(n > 40);
+        struct moeinf_reasoning *r = NULL;
+        struct moeinf_reasoning_text t1, t2;
+        CHECK_EQ_INT(
+            moeinf_chat_reasoning_init(m, cases[c].tmpl, ids, n, cases[c].extract, &r, &err),
+            MOEINF_OK);
+        free(ids);
+        if (!r) continue;
+        struct acc a = {0};
+        CHECK(moeinf_reasoning_push(r, "a</think>\nb", 11, &t1, &err) == MOEINF_OK);
+        acc_add(&a, &t1);
+        CHECK(moeinf_reasoning_flush(r, &t2, &err) == MOEINF_OK);
+        acc_add(&a, &t2);
+        CHECK_MSG(!strcmp(a.thinking, cases[c].thinking) && !strcmp(a.answer, cases[c].answer),
+                  "case %zu: thinking \"%s\", answer \"%s\"", c, a.thinking, a.answer);
+        moeinf_reasoning_free(r);
+    }
+    moeinf_model_free(m);
+}
+
 int main(void) {
     RUN(test_generated_block);
     RUN(test_prompt_opened);
@@ -236,5 +290,6 @@ int main(void) {
     RUN(test_not_extracted);
     RUN(test_held_back);
     RUN(test_markers_and_errors);
+    RUN(test_chat_tokens);
     return test_report();
 }
