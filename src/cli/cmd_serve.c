@@ -35,6 +35,10 @@ static void usage(FILE *out) {
             "  --idle-timeout S   close a connection that sends nothing for S seconds between\n"
             "                     requests (default %d)\n"
             "  --chat-template T  %s; default: the model's own\n"
+            "  --reasoning-format F  none|auto|deepseek: auto and deepseek (default: auto)\n"
+            "                     return a thinking model's thinking in reasoning_content and\n"
+            "                     the answer in content; none leaves both in content. A request\n"
+            "                     may give its own reasoning_format\n"
             "  --queue N          requests that may wait while one runs (default %d); more get\n"
             "                     503. N + 16 connections are served; 16 more get 503\n"
             "  --max-body BYTES   largest request body (default %u); larger get 413\n"
@@ -162,6 +166,7 @@ static int parse(int argc, char **argv, struct serve_cli *o) {
                                                  "--max-conns-per-ip",
                                                  "--request-timeout",
                                                  "--idle-timeout",
+                                                 "--reasoning-format",
                                                  NULL};
         if (!cli_is_one_of(a, with_value)) return cli_bad_argument("serve", a, usage);
         const char *val = cli_option_value("serve", argc, argv, &i);
@@ -216,6 +221,13 @@ static int parse(int argc, char **argv, struct serve_cli *o) {
             o->so.eamc_every = (int)v;
         } else if (!strcmp(a, "--chat-template")) {
             o->template_name = val;
+        } else if (!strcmp(a, "--reasoning-format")) {
+            if (!serve_reasoning_format_parse(val, &o->so.reasoning_format)) {
+                fprintf(stderr,
+                        "moeinf serve: --reasoning-format '%s' is not none, auto or deepseek\n",
+                        val);
+                return CLI_EXIT_USAGE;
+            }
         } else {
             o->so.model_id = val;
         }
@@ -243,6 +255,7 @@ int cmd_serve(int argc, char **argv) {
     o.so.max_conns_per_ip = SERVE_CONNS_PER_IP_DEFAULT;
     o.so.request_timeout = SERVE_REQUEST_TIMEOUT_DEFAULT;
     o.so.idle_timeout = SERVE_IDLE_TIMEOUT_DEFAULT;
+    o.so.reasoning_format = SERVE_REASONING_AUTO;
     int prc = parse(argc, argv, &o);
     if (prc < 0) return CLI_EXIT_OK;
     if (prc > 0) return prc;

@@ -221,6 +221,17 @@ static bool refuse_unsupported(const cJSON *root, char *msg, size_t size) {
     return true;
 }
 
+/* Chat: reasoning_format, llama.cpp's per-request --reasoning-format (absent: the server's). */
+static bool parse_reasoning_format(const cJSON *root, struct serve_request *r, char *msg,
+                                   size_t size) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(root, "reasoning_format");
+    if (!v || cJSON_IsNull(v)) return true;
+    if (!cJSON_IsString(v) || !serve_reasoning_format_parse(v->valuestring, &r->reasoning)) {
+        return fail(msg, size, "'reasoning_format' must be \"none\", \"auto\" or \"deepseek\"");
+    }
+    return true;
+}
+
 static bool parse_sampling(const cJSON *root, struct serve_request *r, uint64_t seed, char *msg,
                            size_t size) {
     r->sp = moeinf_sampler_params_default();
@@ -255,7 +266,9 @@ static bool parse_sampling(const cJSON *root, struct serve_request *r, uint64_t 
         if (!get_bool(so, "include_usage", &r->include_usage, msg, size)) return false;
     }
     return parse_logit_bias(root, r, msg, size) && parse_logprobs(root, r, msg, size) &&
-           (!r->chat || refuse_unsupported(root, msg, size)) && parse_stop(root, r, msg, size);
+           (!r->chat ||
+            (refuse_unsupported(root, msg, size) && parse_reasoning_format(root, r, msg, size))) &&
+           parse_stop(root, r, msg, size);
 }
 
 /* A message's content: a string, null, or an array of parts whose text parts are joined. */

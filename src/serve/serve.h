@@ -5,6 +5,7 @@
  *   request.c   a request body (cJSON) into struct serve_request, with OpenAI's defaults
  *   worker.c    the one generation thread, its bounded queue and the KV prefix it keeps
  *   text.c      stop strings and OpenAI's frequency/presence penalties (pure, unit-tested)
+ *   reply.c     a chat answer's thinking split from its content, and the choice objects
  *   metrics.c   GET /metrics in Prometheus text format
  *
  * One generation runs at a time (one context); other requests wait in a bounded queue.
@@ -24,6 +25,13 @@
 #define SERVE_LOGIT_BIAS_MAX   100 /* OpenAI's range of a logit_bias value: [-100, 100] */
 
 /* ---- requests (request.c) ---------------------------------------------------------------- */
+
+/* --reasoning-format and a request's reasoning_format, in llama.cpp's names. */
+enum serve_reasoning_format {
+    SERVE_REASONING_UNSET, /* a request without the field: the server's */
+    SERVE_REASONING_NONE,  /* "none": the thinking stays in content, markers and all */
+    SERVE_REASONING_AUTO   /* "auto" or "deepseek": the thinking in reasoning_content */
+};
 
 struct serve_logit_bias {
     int32_t id; /* checked against the vocabulary by the worker */
@@ -51,6 +59,7 @@ struct serve_request {
     int top_logprobs; /* alternatives per token: chat's top_logprobs, completions' logprobs */
     char *stop[SERVE_MAX_STOP];
     int n_stop;
+    enum serve_reasoning_format reasoning; /* chat: reasoning_format */
 };
 
 /* Parses a body (body[len] must be NUL); on failure returns false with a one-line message in msg (a
@@ -100,6 +109,36 @@ struct serve_logprob {
     double top_lp[SERVE_MAX_TOP_LOGPROBS];
 };
 
+/* ---- a chat answer's parts and the choice objects (reply.c) ------------------------------- */
+
+/* "none", "auto" or "deepseek" (llama.cpp's names; deepseek splits as auto does) into *out;
+ * false for any other name. */
+bool serve_reasoning_format_parse(const char *name, enum serve_reasoning_format *out);
+
+struct serve_job;
+struct cJSON;
+
+/* Gives the client n more bytes of the generated text (s may be NULL when n is 0); `end`: the
+ * text ended, so what the splitter held comes out. With job->split the bytes are split into
+ * job->reasoning and job->text, else they go to job->text. Under the worker's mutex (or before
+ * the job is shared). False when out of memory. */
+bool serve_job_show(struct serve_job *job, const char *s, size_t n, bool end);
+
+/* The next piece of a streamed job from the bytes of its thinking and answer already sent
+ * (*reasoning_sent, *text_sent, advanced): the thinking's new bytes first, else the answer's;
+ * *thinking says which. Malloc'ed and NUL-terminated ("" when nothing is new), NULL when out
+ * of memory. Under the worker's mutex. */
+char *serve_job_next_piece(const struct serve_job *job, size_t *reasoning_sent, size_t *text_sent,
+                           bool *thinking);
+
+/* Fills one choice as llama.cpp's server writes it: completions {"text"}; chat {"message"} or,
+ * with `chunk`, {"delta"}, holding role when not NULL, "content" when content is not NULL
+ * (always in a message) and "reasoning_content" when reasoning is neither NULL nor ""; then
+ * logprobs (taken; NULL for null) and finish_reason (NULL: null). */
+void serve_fill_choice(struct cJSON *choice, bool chat, bool chunk, const char *role,
+                       const char *content, const char *reasoning, struct cJSON *logprobs,
+                       const char *finish);
+
 /* ---- the generation worker (worker.c) --------------------------------------------------- */
 
 enum job_state {
@@ -115,9 +154,12 @@ struct serve_job {
     bool started;   /* the prompt was accepted: a stream may begin */
     bool cancelled; /* the client went away (or the server stops) */
     int refs;       /* the HTTP handler and the worker */
-    char *text;     /* the text the client may be shown so far */
+    char *text;     /* the text the client may be shown so far (chat: the answer) */
     size_t len, cap;
-    struct serve_logprob *lp; /* the shown tokens' log-probabilities (req.logprobs) */
+    char *reasoning; /* chat: the thinking shown so far (reasoning_content) */
+    size_t r_len, r_cap;
+    struct moeinf_reasoning *split; /* chat: the splitter (worker thread); NULL: no split */
+    struct serve_logprob *lp;       /* the shown tokens' log-probabilities (req.logprobs) */
     size_t n_lp, lp_cap;
     const char *finish_reason; /* "stop" or "length" once done */
     int http_status;           /* non-zero: the request failed with this status */
@@ -199,6 +241,7 @@ struct serve_options {
     int idle_timeout;     /* seconds an idle connection is kept */
     const char *model_id; /* the name /v1/models gives */
     const char *chat_template;
+    enum serve_reasoning_format reasoning_format; /* for requests that give none */
     int queue_max;
     size_t body_max;
     int n_ctx, n_batch;

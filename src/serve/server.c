@@ -236,29 +236,6 @@ static cJSON *envelope(struct server *s, const char *id, bool chat, bool chunk, 
     return root;
 }
 
-/* One choice: text (completion) or message/delta (chat); finish NULL while streaming;
- * logprobs (taken) NULL for null. */
-static void fill_choice(cJSON *choice, bool chat, bool chunk, const char *role, const char *text,
-                        cJSON *logprobs, const char *finish) {
-    if (!chat) {
-        cJSON_AddStringToObject(choice, "text", text ? text : "");
-    } else {
-        cJSON *m = cJSON_AddObjectToObject(choice, chunk ? "delta" : "message");
-        if (role) cJSON_AddStringToObject(m, "role", role);
-        if (text) cJSON_AddStringToObject(m, "content", text);
-    }
-    if (logprobs) {
-        cJSON_AddItemToObject(choice, "logprobs", logprobs);
-    } else {
-        cJSON_AddNullToObject(choice, "logprobs");
-    }
-    if (finish) {
-        cJSON_AddStringToObject(choice, "finish_reason", finish);
-    } else {
-        cJSON_AddNullToObject(choice, "finish_reason");
-    }
-}
-
 /* ---- waiting on a job -------------------------------------------------------------------- */
 
 /*
@@ -350,10 +327,11 @@ struct stream {
     int fd;
     char id[48];
     enum stream_phase phase;
-    bool probed;   /* the client half-closed and was sent a comment as the probe */
-    size_t sent;   /* bytes of job->text already sent */
+    bool probed;    /* the client half-closed and was sent a comment as the probe */
+    size_t sent;    /* bytes of job->text already sent */
+    size_t rsent;   /* bytes of job->reasoning already sent */
     size_t lp_sent; /* entries of job->lp already sent */
-    char *pending; /* an event not yet fully copied out */
+    char *pending;  /* an event not yet fully copied out */
     size_t plen, poff;
 };
 
@@ -393,7 +371,7 @@ static bool stream_next(struct stream *st) {
         st->phase = SP_TEXT;
         if (chat) {
             cJSON *root = envelope(st->s, st->id, true, true, &choice);
-            fill_choice(choice, true, true, "assistant", "", NULL, NULL);
+            serve_fill_choice(choice, true, true, "assistant", "", NULL, NULL, NULL);
             stream_set(st, root);
             return true;
         }
@@ -401,7 +379,8 @@ static bool stream_next(struct stream *st) {
     if (st->phase == SP_TEXT) {
         pthread_mutex_lock(&w->mu);
         struct serve_job *job = st->job;
-        while (job->len == st->sent && job->n_lp == st->lp_sent && job->state != JOB_DONE) {
+        while (job->len == st->sent && job->r_len == st->rsent && job->n_lp == st->lp_sent &&
+               job->state != JOB_DONE) {
             enum peer p = peer_state(st->fd);
             if (p == PEER_HALF_CLOSED && !st->probed) { /* an SSE comment as the probe */
                 st->probed = true;
@@ -415,13 +394,10 @@ static bool stream_next(struct stream *st) {
             }
             wait_tick(w);
         }
-        if (job->len > st->sent || job->n_lp > st->lp_sent) {
-            char *piece = malloc(job->len - st->sent + 1);
-            if (piece) { /* no text yet when the first tokens print nothing */
-                if (job->len > st->sent) memcpy(piece, job->text + st->sent, job->len - st->sent);
-                piece[job->len - st->sent] = '\0';
-            }
-            st->sent = job->len;
+        if (job->len > st->sent || job->r_len > st->rsent || job->n_lp > st->lp_sent) {
+            /* the thinking's new bytes first; "" when the first tokens print nothing */
+            bool thinking;
+            char *piece = serve_job_next_piece(job, &st->rsent, &st->sent, &thinking);
             cJSON *lp = serve_logprobs_json(w->model, job, st->lp_sent, job->n_lp);
             st->lp_sent = job->n_lp;
             pthread_mutex_unlock(&w->mu);
@@ -430,7 +406,8 @@ static bool stream_next(struct stream *st) {
                 return false;
             }
             cJSON *root = envelope(st->s, st->id, chat, true, &choice);
-            fill_choice(choice, chat, true, NULL, piece, lp, NULL);
+            serve_fill_choice(choice, chat, true, NULL, thinking ? NULL : piece,
+                              thinking ? piece : NULL, lp, NULL);
             free(piece);
             stream_set(st, root);
             return true;
@@ -448,7 +425,8 @@ static bool stream_next(struct stream *st) {
             return true;
         }
         cJSON *root = envelope(st->s, st->id, chat, true, &choice);
-        fill_choice(choice, chat, true, NULL, chat ? NULL : "", NULL, job->finish_reason);
+        serve_fill_choice(choice, chat, true, NULL, chat ? NULL : "", NULL, NULL,
+                          job->finish_reason);
         stream_set(st, root);
         return true;
     }
@@ -513,6 +491,7 @@ static enum MHD_Result generate(struct server *s, struct MHD_Connection *c, stru
                              &req, msg, sizeof msg)) {
         return send_error(s, c, 400, msg);
     }
+    if (req.reasoning == SERVE_REASONING_UNSET) req.reasoning = s->o->reasoning_format;
     pthread_mutex_lock(&s->conn_mu);
     s->answering++; /* until on_completed: the shutdown waits for this answer */
     cn->generation = true;
@@ -552,8 +531,9 @@ static enum MHD_Result generate(struct server *s, struct MHD_Connection *c, stru
     if (!job->req.stream) { /* the job is done: only this thread reads it now */
         cJSON *choice;
         cJSON *root = envelope(s, id, chat, false, &choice);
-        fill_choice(choice, chat, false, "assistant", job->text ? job->text : "",
-                    serve_logprobs_json(s->w.model, job, 0, job->n_lp), job->finish_reason);
+        serve_fill_choice(choice, chat, false, "assistant", job->text ? job->text : "",
+                          job->reasoning, serve_logprobs_json(s->w.model, job, 0, job->n_lp),
+                          job->finish_reason);
         add_usage(root, job);
         serve_job_release(&s->w, job);
         return send_json(s, c, root);

@@ -23,6 +23,8 @@ static void job_free(struct serve_job *job) {
     serve_request_free(&job->req);
     free(job->lp);
     free(job->text);
+    free(job->reasoning);
+    moeinf_reasoning_free(job->split);
     free(job);
 }
 
@@ -35,23 +37,6 @@ void serve_job_release(struct serve_worker *w, struct serve_job *job) {
     pthread_mutex_lock(&w->mu);
     job_unref(job);
     pthread_mutex_unlock(&w->mu);
-}
-
-/* Appends shown text; under w->mu. False when out of memory. */
-static bool job_append(struct serve_job *job, const char *s, size_t n) {
-    if (job->len + n + 1 > job->cap) {
-        size_t cap = job->cap ? job->cap : 256;
-        while (cap < job->len + n + 1)
-            cap *= 2;
-        char *t = realloc(job->text, cap);
-        if (!t) return false;
-        job->text = t;
-        job->cap = cap;
-    }
-    memcpy(job->text + job->len, s, n);
-    job->len += n;
-    job->text[job->len] = '\0';
-    return true;
 }
 
 static bool cancelled(struct serve_worker *w, struct serve_job *job) {
@@ -132,7 +117,7 @@ static bool publish(struct serve_worker *w, struct serve_job *job, struct gen *g
     if (upto > g->shown || lp_upto > g->lp_shown) {
         pthread_mutex_lock(&w->mu);
         bool ok =
-            job_append(job, g->raw + g->shown, upto - g->shown) &&
+            serve_job_show(job, g->raw + g->shown, upto - g->shown, false) &&
             lp_push(&job->lp, &job->n_lp, &job->lp_cap, g->lp + g->lp_shown, lp_upto - g->lp_shown);
         pthread_cond_broadcast(&w->changed);
         pthread_mutex_unlock(&w->mu);
@@ -280,6 +265,13 @@ static void run_job(struct serve_worker *w, struct serve_job *job) {
         job_fail(w, job, 500, err.msg);
         goto done;
     }
+    /* a chat answer's thinking apart (the prompt's tail says whether it opened the block) */
+    if (r->chat && moeinf_chat_reasoning_init(w->model, r->tmpl, ids, n_ids,
+                                              r->reasoning != SERVE_REASONING_NONE, &job->split,
+                                              &err) != MOEINF_OK) {
+        job_fail(w, job, 500, err.msg);
+        goto done;
+    }
     pthread_mutex_lock(&w->mu);
     job->started = true;
     job->prompt_tokens = n_prompt;
@@ -309,6 +301,11 @@ static void run_job(struct serve_worker *w, struct serve_job *job) {
         const char *tail = moeinf_text_stream_flush(detok, &n);
         if (raw_append(&g, tail, n) && publish(w, job, &g, true)) finish = "stop";
     }
+    pthread_mutex_lock(&w->mu); /* the text ended: what the splitter held */
+    bool shown = serve_job_show(job, NULL, 0, true);
+    pthread_cond_broadcast(&w->changed);
+    pthread_mutex_unlock(&w->mu);
+    if (!shown) job_fail(w, job, 500, "out of memory");
     double t2 = now();
     pthread_mutex_lock(&w->mu);
     job->finish_reason = finish;
