@@ -22,6 +22,15 @@ bool serve_reasoning_format_parse(const char *name, enum serve_reasoning_format 
     return true;
 }
 
+bool serve_job_split_init(struct serve_job *job, const struct moeinf_model *model,
+                          const int32_t *ids, size_t n_ids, struct moeinf_error *err) {
+    const struct serve_request *r = &job->req;
+    if (!r->chat) return true;
+    return moeinf_chat_reasoning_init(model, r->tmpl, ids, n_ids,
+                                      r->reasoning != SERVE_REASONING_NONE, &job->split,
+                                      err) == MOEINF_OK;
+}
+
 /* Appends s[0, n) to the NUL-terminated buffer *p. */
 static bool add(char **p, size_t *len, size_t *cap, const char *s, size_t n) {
     if (*len + n + 1 > *cap) {

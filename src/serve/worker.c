@@ -265,10 +265,7 @@ static void run_job(struct serve_worker *w, struct serve_job *job) {
         job_fail(w, job, 500, err.msg);
         goto done;
     }
-    /* a chat answer's thinking apart (the prompt's tail says whether it opened the block) */
-    if (r->chat && moeinf_chat_reasoning_init(w->model, r->tmpl, ids, n_ids,
-                                              r->reasoning != SERVE_REASONING_NONE, &job->split,
-                                              &err) != MOEINF_OK) {
+    if (!serve_job_split_init(job, w->model, ids, n_ids, &err)) {
         job_fail(w, job, 500, err.msg);
         goto done;
     }

@@ -1,0 +1,327 @@
+/*
+ * test_serve_reasoning.c - a chat answer's thinking in `moeinf serve`. The server's own pieces
+ * (reply.c) are fed generated text in pieces, cut at every byte, as the worker feeds them:
+ * the message must hold reasoning_content and content as llama.cpp's server gives them for
+ * the same text (its Qwen3.5 case), the stream's deltas must add up to the same, the thinking's
+ * chunks all before the answer's and no chunk holding both; with reasoning_format none the
+ * thinking stays in content. Then through HTTP against the in-tree tiny qwen3moe (chatml, whose
+ * random answers do not think): the answer is the same text with and without the split,
+ * streamed or not, no reasoning_content appears, and reasoning_format and
+ * --reasoning-format refuse unknown names.
+ */
+// ctest-labels: threads
+#include <cjson/cJSON.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "serve/serve.h"
+#include "serve_proc.h"
+#include "test.h"
+
+#define PROMPT_OPEN "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n"
+#define THOUGHT     "I'm\nthinking\n</think>\n\nHello, world!\nWhat's up?"
+
+static const char *str_field(const cJSON *o, const char *key) {
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    return cJSON_IsString(v) ? v->valuestring : NULL;
+}
+
+struct streamed {
+    char reasoning[512], content[512];
+    bool content_seen, reasoning_after_content, both_in_one, empty_chunk;
+};
+
+/* The chunks the server would send now (serve_job_next_piece and serve_fill_choice, as
+ * server.c's stream_next), added up. */
+static void drain(struct serve_job *job, size_t *rsent, size_t *sent, struct streamed *out) {
+    while (job->r_len > *rsent || job->len > *sent) {
+        bool thinking;
+        char *piece = serve_job_next_piece(job, rsent, sent, &thinking);
+        if (!piece) abort();
+        cJSON *choice = cJSON_CreateObject();
+        serve_fill_choice(choice, true, true, NULL, thinking ? NULL : piece,
+                          thinking ? piece : NULL, NULL, NULL);
+        free(piece);
+        const cJSON *delta = cJSON_GetObjectItemCaseSensitive(choice, "delta");
+        const char *r = str_field(delta, "reasoning_content");
+        const char *c = str_field(delta, "content");
+        if (r && c) out->both_in_one = true;
+        if ((r && !r[0]) || (c && !c[0]) || (!r && !c)) out->empty_chunk = true;
+        if (r) {
+            if (out->content_seen) out->reasoning_after_content = true;
+            strncat(out->reasoning, r, sizeof out->reasoning - strlen(out->reasoning) - 1);
+        }
+        if (c) {
+            out->content_seen = true;
+            strncat(out->content, c, sizeof out->content - strlen(out->content) - 1);
+        }
+        cJSON_Delete(choice);
+    }
+}
+
+/* THOUGHT after PROMPT_OPEN, in pieces ending at `cut` and at every `step` bytes after it: the
+ * non-streamed message and the stream's sum. */
+static void feed(bool extract, size_t cut, size_t step, cJSON **message, struct streamed *st) {
+    struct serve_job job = {0};
+    memset(st, 0, sizeof *st);
+    CHECK(moeinf_reasoning_init("<think>", "</think>", PROMPT_OPEN, strlen(PROMPT_OPEN), extract,
+                                &job.split, NULL) == MOEINF_OK);
+    size_t rsent = 0;
+    size_t sent = 0;
+    const size_t n = strlen(THOUGHT);
+    for (size_t at = 0; at < n;) {
+        size_t to = at < cut ? cut : at + step;
+        if (to > n) to = n;
+        CHECK(serve_job_show(&job, THOUGHT + at, to - at, false));
+        drain(&job, &rsent, &sent, st);
+        at = to;
+    }
+    CHECK(serve_job_show(&job, NULL, 0, true));
+    drain(&job, &rsent, &sent, st);
+    cJSON *choice = cJSON_CreateObject();
+    serve_fill_choice(choice, true, false, "assistant", job.text ? job.text : "", job.reasoning,
+                      NULL, "stop");
+    *message = choice;
+    free(job.text);
+    free(job.reasoning);
+    moeinf_reasoning_free(job.split);
+}
+
+static void test_split_reply(void) {
+    const size_t n = strlen(THOUGHT);
+    for (size_t cut = 0; cut <= n; cut++) {
+        for (size_t step = 1; step <= 4; step += 3) {
+            cJSON *choice = NULL;
+            struct streamed st;
+            feed(true, cut, step, &choice, &st);
+            const cJSON *m = cJSON_GetObjectItemCaseSensitive(choice, "message");
+            const char *role = str_field(m, "role");
+            const char *content = str_field(m, "content");
+            const char *reasoning = str_field(m, "reasoning_content");
+            bool ok = role && !strcmp(role, "assistant") && content &&
+                      !strcmp(content, "Hello, world!\nWhat's up?") && reasoning &&
+                      !strcmp(reasoning, "I'm\nthinking");
+            CHECK_MSG(ok, "cut %zu step %zu: message content \"%s\", reasoning_content \"%s\"", cut,
+                      step, content ? content : "(none)", reasoning ? reasoning : "(none)");
+            ok = ok && !strcmp(st.content, content) && !strcmp(st.reasoning, reasoning) &&
+                 !st.reasoning_after_content && !st.both_in_one && !st.empty_chunk;
+            CHECK_MSG(ok, "cut %zu step %zu: stream content \"%s\", reasoning \"%s\"%s%s%s", cut,
+                      step, st.content, st.reasoning,
+                      st.reasoning_after_content ? ", thinking after the answer" : "",
+                      st.both_in_one ? ", a chunk with both" : "",
+                      st.empty_chunk ? ", an empty chunk" : "");
+            cJSON_Delete(choice);
+            if (!ok) return;
+        }
+    }
+}
+
+static void test_not_split(void) {
+    /* reasoning_format none: all in content, the prompt's "<think>\n" first, as llama.cpp */
+    cJSON *choice = NULL;
+    struct streamed st;
+    feed(false, 5, 2, &choice, &st);
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(choice, "message");
+    const char *content = str_field(m, "content");
+    CHECK(content && !strcmp(content, "<think>\n" THOUGHT));
+    CHECK(!cJSON_GetObjectItemCaseSensitive(m, "reasoning_content"));
+    CHECK(!strcmp(st.content, "<think>\n" THOUGHT) && !st.reasoning[0]);
+    cJSON_Delete(choice);
+    /* no split (completions): the text as it comes */
+    struct serve_job job = {0};
+    CHECK(serve_job_show(&job, "a</think>b", 10, false) && serve_job_show(&job, NULL, 0, true));
+    CHECK(job.text && !strcmp(job.text, "a</think>b") && job.r_len == 0);
+    choice = cJSON_CreateObject();
+    serve_fill_choice(choice, false, false, NULL, job.text, NULL, NULL, "stop");
+    const char *text = str_field(choice, "text");
+    CHECK(text && !strcmp(text, "a</think>b"));
+    cJSON_Delete(choice);
+    free(job.text);
+    /* a message without thinking has content (even empty) and no reasoning_content */
+    choice = cJSON_CreateObject();
+    serve_fill_choice(choice, true, false, "assistant", "", "", NULL, "length");
+    m = cJSON_GetObjectItemCaseSensitive(choice, "message");
+    content = str_field(m, "content");
+    CHECK(content && !content[0] && !cJSON_GetObjectItemCaseSensitive(m, "reasoning_content"));
+    cJSON_Delete(choice);
+}
+
+static void test_format_names(void) {
+    enum serve_reasoning_format f = SERVE_REASONING_UNSET;
+    CHECK(serve_reasoning_format_parse("none", &f) && f == SERVE_REASONING_NONE);
+    CHECK(serve_reasoning_format_parse("auto", &f) && f == SERVE_REASONING_AUTO);
+    f = SERVE_REASONING_UNSET;
+    CHECK(serve_reasoning_format_parse("deepseek", &f) && f == SERVE_REASONING_AUTO);
+    CHECK(!serve_reasoning_format_parse("deepseek-legacy", &f));
+    CHECK(!serve_reasoning_format_parse("None", &f));
+}
+
+/* The worker's splitter from the request: the template, the prompt's tokens, the format. */
+static void test_job_split_init(void) {
+    char path[1024];
+    test_src_path("tests/data/models/tiny-qwen3moe-F32.gguf", path, sizeof path);
+    struct moeinf_model *m = NULL;
+    struct moeinf_error err = {0};
+    CHECK_EQ_INT(moeinf_model_load(path, NULL, &m, &err), MOEINF_OK);
+    if (!m) return;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    CHECK_EQ_INT(
+        moeinf_tokenize(m, PROMPT_OPEN, strlen(PROMPT_OPEN), true, true, &ids, &n_ids, &err),
+        MOEINF_OK);
+
+    static const struct {
+        bool chat;
+        const char *tmpl;
+        enum serve_reasoning_format format;
+        const char *reasoning, *content;
+    } cases[] = {
+        {true, "chatml", SERVE_REASONING_AUTO, "I'm\nthinking", "Hello, world!\nWhat's up?"},
+        {true, "chatml", SERVE_REASONING_NONE, "", "<think>\n" THOUGHT},
+        {true, "deepseek3", SERVE_REASONING_AUTO, "I'm\nthinking", "Hello, world!\nWhat's up?"},
+        {true, "mistral", SERVE_REASONING_AUTO, "", THOUGHT}, /* a family that does not think */
+        {false, NULL, SERVE_REASONING_AUTO, "", THOUGHT},     /* completions */
+    };
+
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0] && ids; c++) {
+        struct serve_job job = {0};
+        job.req.chat = cases[c].chat;
+        job.req.tmpl = cases[c].tmpl;
+        job.req.reasoning = cases[c].format;
+        CHECK(serve_job_split_init(&job, m, ids, n_ids, &err));
+        CHECK(serve_job_show(&job, THOUGHT, strlen(THOUGHT), false));
+        CHECK(serve_job_show(&job, NULL, 0, true));
+        const char *r = job.reasoning ? job.reasoning : "";
+        const char *t = job.text ? job.text : "";
+        CHECK_MSG(!strcmp(r, cases[c].reasoning) && !strcmp(t, cases[c].content),
+                  "case %zu: reasoning \"%s\", content \"%s\"", c, r, t);
+        free(job.text);
+        free(job.reasoning);
+        moeinf_reasoning_free(job.split);
+    }
+    free(ids);
+    moeinf_model_free(m);
+}
+
+/* A request's reasoning_format (chat only; absent: the server's). */
+static void test_request_field(void) {
+    struct serve_request r;
+    char msg[320];
+    static const char *const bodies[] = {
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"reasoning_format\": "
+        "\"none\"}",
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], \"reasoning_format\": "
+        "\"deepseek\"}",
+    };
+
+    static const enum serve_reasoning_format want[] = {SERVE_REASONING_UNSET, SERVE_REASONING_NONE,
+                                                       SERVE_REASONING_AUTO};
+
+    for (int i = 0; i < 3; i++) {
+        bool ok = serve_request_parse(bodies[i], strlen(bodies[i]), true, "chatml", 1, &r, msg,
+                                      sizeof msg);
+        CHECK_MSG(ok, "%s: %s", bodies[i], msg);
+        if (!ok) continue;
+        CHECK_EQ_INT((int)r.reasoning, (int)want[i]);
+        serve_request_free(&r);
+    }
+    const char *bad = "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
+                      "\"reasoning_format\": \"think\"}";
+    CHECK(!serve_request_parse(bad, strlen(bad), true, "chatml", 1, &r, msg, sizeof msg));
+    CHECK_STR_CONTAINS(msg, "'reasoning_format' must be \"none\", \"auto\" or \"deepseek\"");
+}
+
+/* ---- through HTTP ------------------------------------------------------------------------ */
+
+static struct server srv;
+
+#define CHAT_BODY                                                                                  \
+    "{\"messages\": [{\"role\": \"user\", \"content\": \"Hello there\"}], \"max_tokens\": 12, "    \
+    "\"temperature\": 0, \"seed\": 7"
+
+/* The answer's content and reasoning_content (NULL when absent) of a non-streamed chat. */
+static bool chat(const char *extra, char *content, size_t size, bool *has_reasoning) {
+    static char resp[1 << 16];
+    char body[512];
+    snprintf(body, sizeof body, "%s%s}", CHAT_BODY, extra);
+    int st = serve_http(&srv, "POST", "/v1/chat/completions", body, NULL, resp, sizeof resp);
+    CHECK_MSG(st == 200, "status %d: %s", st, resp);
+    cJSON *root = cJSON_Parse(resp);
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0), "message");
+    const char *c = str_field(m, "content");
+    *has_reasoning = cJSON_GetObjectItemCaseSensitive(m, "reasoning_content") != NULL;
+    if (c) snprintf(content, size, "%s", c);
+    cJSON_Delete(root);
+    return st == 200 && c;
+}
+
+static void test_http(void) {
+    char path[1024];
+    test_src_path("tests/data/models/tiny-qwen3moe-F32.gguf", path, sizeof path);
+    char err[2048];
+    bool up = serve_proc_start(&srv, "serve-reasoning", NULL, "127.0.0.1", path,
+                               "--chat-template chatml -c 256", err, sizeof err);
+    CHECK_MSG(up, "the server did not start: %s", err);
+    if (!up) return;
+    char split[1024] = "";
+    char raw[1024] = "";
+    bool r1 = true;
+    bool r2 = true;
+    /* a random model does not open a thinking block: the same answer either way */
+    if (chat("", split, sizeof split, &r1) &&
+        chat(", \"reasoning_format\": \"none\"", raw, sizeof raw, &r2)) {
+        CHECK_MSG(strncmp(raw, "<think>", 7) != 0, "the tiny model thinks: \"%s\"", raw);
+        CHECK_MSG(!strcmp(split, raw), "split \"%s\" vs none \"%s\"", split, raw);
+        CHECK(!r1 && !r2);
+        CHECK(raw[0]); /* a non-empty answer, or the comparison says little */
+    }
+    /* streamed: the deltas add up to the same content, none with reasoning_content */
+    static char resp[1 << 16];
+    int st = serve_http(&srv, "POST", "/v1/chat/completions",
+                        CHAT_BODY ", \"reasoning_format\": \"deepseek\", \"stream\": true}", NULL,
+                        resp, sizeof resp);
+    CHECK_EQ_INT(st, 200);
+    char sum[1024] = "";
+    bool reasoning_seen = false;
+    for (char *line = strtok(resp, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "data: {", 7) != 0) continue;
+        cJSON *chunk = cJSON_Parse(line + 6);
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(chunk, "choices"), 0), "delta");
+        const char *c = str_field(d, "content");
+        if (c) strncat(sum, c, sizeof sum - strlen(sum) - 1);
+        if (cJSON_GetObjectItemCaseSensitive(d, "reasoning_content")) reasoning_seen = true;
+        cJSON_Delete(chunk);
+    }
+    CHECK_MSG(!strcmp(sum, raw), "streamed \"%s\" vs \"%s\"", sum, raw);
+    CHECK(!reasoning_seen);
+    /* unknown names are refused, naming the field */
+    st = serve_http(&srv, "POST", "/v1/chat/completions",
+                    CHAT_BODY ", \"reasoning_format\": \"deepseek-legacy\"}", NULL, resp,
+                    sizeof resp);
+    CHECK_EQ_INT(st, 400);
+    CHECK_STR_CONTAINS(resp, "'reasoning_format' must be");
+    st = serve_http(&srv, "POST", "/v1/chat/completions", CHAT_BODY ", \"reasoning_format\": 1}",
+                    NULL, resp, sizeof resp);
+    CHECK_EQ_INT(st, 400);
+    CHECK_EQ_INT(serve_proc_stop(&srv), 0);
+    /* and the server's option */
+    char out[1024];
+    char args[1200];
+    snprintf(args, sizeof args, "serve -m '%s' --reasoning-format deepseek-legacy", path);
+    int rc = test_run_moeinf("serve-reasoning-opt", args, out, sizeof out, err, sizeof err);
+    CHECK_EQ_INT(rc, 2);
+    CHECK_STR_CONTAINS(err, "--reasoning-format 'deepseek-legacy' is not none, auto or deepseek");
+}
+
+int main(void) {
+    RUN(test_format_names);
+    RUN(test_split_reply);
+    RUN(test_not_split);
+    RUN(test_job_split_init);
+    RUN(test_request_field);
+    RUN(test_http);
+    return test_report();
+}
