@@ -4,10 +4,12 @@
  * the message must hold reasoning_content and content as llama.cpp's server gives them for
  * the same text (its Qwen3.5 case), the stream's deltas must add up to the same, the thinking's
  * chunks all before the answer's and no chunk holding both; with reasoning_format none the
- * thinking stays in content. Then through HTTP against the in-tree tiny qwen3moe (chatml, whose
- * random answers do not think): the answer is the same text with and without the split,
- * streamed or not, no reasoning_content appears, and reasoning_format and
- * --reasoning-format refuse unknown names.
+ * thinking stays in content. Then through HTTP against the in-tree model that thinks by script
+ * (tests/data/models/thinking-qwen3moe-F32.gguf, chatml): the fields of the message and of
+ * the stream, streamed and not, for auto, deepseek and none given by the request or by
+ * --reasoning-format, at max_tokens inside the thinking, with a stop string that cuts the end
+ * marker, a template family that does not think, the completions endpoint unchanged, and
+ * unknown names refused.
  */
 // ctest-labels: threads
 #include <cjson/cJSON.h>
@@ -234,81 +236,156 @@ static void test_request_field(void) {
 
 /* ---- through HTTP ------------------------------------------------------------------------ */
 
+/* The in-tree model that writes RAW after any prompt (tests/data/README.md). */
+#define THINKING_MODEL "tests/data/models/thinking-qwen3moe-F32.gguf"
+#define RAW            "<think> hmm, ok</think>  Hello"
+
 static struct server srv;
 
-#define CHAT_BODY                                                                                  \
-    "{\"messages\": [{\"role\": \"user\", \"content\": \"Hello there\"}], \"max_tokens\": 12, "    \
-    "\"temperature\": 0, \"seed\": 7"
+#define USER "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi\"}], \"temperature\": 0"
 
-/* The answer's content and reasoning_content (NULL when absent) of a non-streamed chat. */
-static bool chat(const char *extra, char *content, size_t size, bool *has_reasoning) {
+struct answer {
+    int status;
+    char content[256], reasoning[256], finish[16];
+    bool has_content, has_reasoning;
+    bool reasoning_after_content, both_in_one; /* streamed */
+    int chunks;
+};
+
+static void take(struct answer *a, const cJSON *m, const cJSON *choice, bool chunk) {
+    const char *c = str_field(m, "content");
+    const char *r = str_field(m, "reasoning_content");
+    const char *f = str_field(choice, "finish_reason");
+    if (c && r && chunk) a->both_in_one = true;
+    if (r && a->has_content && a->content[0]) a->reasoning_after_content = true;
+    if (c) {
+        a->has_content = true;
+        strncat(a->content, c, sizeof a->content - strlen(a->content) - 1);
+    }
+    if (r) {
+        a->has_reasoning = true;
+        strncat(a->reasoning, r, sizeof a->reasoning - strlen(a->reasoning) - 1);
+    }
+    if (f) snprintf(a->finish, sizeof a->finish, "%s", f);
+}
+
+/* POST USER + extra + "}" to /v1/chat/completions; a stream's deltas are added up. */
+static struct answer ask(const char *extra) {
     static char resp[1 << 16];
     char body[512];
-    snprintf(body, sizeof body, "%s%s}", CHAT_BODY, extra);
-    int st = serve_http(&srv, "POST", "/v1/chat/completions", body, NULL, resp, sizeof resp);
-    CHECK_MSG(st == 200, "status %d: %s", st, resp);
-    cJSON *root = cJSON_Parse(resp);
-    const cJSON *m = cJSON_GetObjectItemCaseSensitive(
-        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0), "message");
-    const char *c = str_field(m, "content");
-    *has_reasoning = cJSON_GetObjectItemCaseSensitive(m, "reasoning_content") != NULL;
-    if (c) snprintf(content, size, "%s", c);
-    cJSON_Delete(root);
-    return st == 200 && c;
+    struct answer a = {0};
+    snprintf(body, sizeof body, "%s%s}", USER, extra);
+    a.status = serve_http(&srv, "POST", "/v1/chat/completions", body, NULL, resp, sizeof resp);
+    if (a.status != 200) return a;
+    if (!strstr(extra, "\"stream\": true")) {
+        cJSON *root = cJSON_Parse(resp);
+        const cJSON *choice =
+            cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0);
+        take(&a, cJSON_GetObjectItemCaseSensitive(choice, "message"), choice, false);
+        cJSON_Delete(root);
+        return a;
+    }
+    for (char *line = strtok(resp, "\n"); line; line = strtok(NULL, "\n")) {
+        if (strncmp(line, "data: {", 7) != 0) continue;
+        cJSON *chunk = cJSON_Parse(line + 6);
+        const cJSON *choice =
+            cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(chunk, "choices"), 0);
+        if (choice) {
+            take(&a, cJSON_GetObjectItemCaseSensitive(choice, "delta"), choice, true);
+            a.chunks++;
+        }
+        cJSON_Delete(chunk);
+    }
+    return a;
+}
+
+static void check_answer(const char *extra, const struct answer *a, const char *reasoning,
+                         const char *content, const char *finish) {
+    bool ok =
+        a->status == 200 && !strcmp(a->content, content) &&
+        (reasoning ? a->has_reasoning && !strcmp(a->reasoning, reasoning) : !a->has_reasoning) &&
+        !strcmp(a->finish, finish) && !a->reasoning_after_content && !a->both_in_one;
+    CHECK_MSG(ok, "%s: status %d, reasoning_content %s\"%s\", content \"%s\", finish %s%s%s", extra,
+              a->status, a->has_reasoning ? "" : "(absent) ", a->reasoning, a->content, a->finish,
+              a->reasoning_after_content ? ", thinking after the answer" : "",
+              a->both_in_one ? ", a chunk with both" : "");
+}
+
+static bool start(const char *path, const char *args) {
+    char err[2048];
+    bool up =
+        serve_proc_start(&srv, "serve-reasoning", NULL, "127.0.0.1", path, args, err, sizeof err);
+    CHECK_MSG(up, "the server did not start: %s", err);
+    return up;
 }
 
 static void test_http(void) {
     char path[1024];
-    test_src_path("tests/data/models/tiny-qwen3moe-F32.gguf", path, sizeof path);
-    char err[2048];
-    bool up = serve_proc_start(&srv, "serve-reasoning", NULL, "127.0.0.1", path,
-                               "--chat-template chatml -c 256", err, sizeof err);
-    CHECK_MSG(up, "the server did not start: %s", err);
-    if (!up) return;
-    char split[1024] = "";
-    char raw[1024] = "";
-    bool r1 = true;
-    bool r2 = true;
-    /* a random model does not open a thinking block: the same answer either way */
-    if (chat("", split, sizeof split, &r1) &&
-        chat(", \"reasoning_format\": \"none\"", raw, sizeof raw, &r2)) {
-        CHECK_MSG(strncmp(raw, "<think>", 7) != 0, "the tiny model thinks: \"%s\"", raw);
-        CHECK_MSG(!strcmp(split, raw), "split \"%s\" vs none \"%s\"", split, raw);
-        CHECK(!r1 && !r2);
-        CHECK(raw[0]); /* a non-empty answer, or the comparison says little */
+    test_src_path(THINKING_MODEL, path, sizeof path);
+    if (!start(path, "--chat-template chatml -c 256")) return;
+
+    static const struct {
+        const char *extra, *reasoning, *content, *finish;
+    } cases[] = {
+        /* the default: llama.cpp's auto */
+        {"", "hmm, ok", "Hello", "stop"},
+        {", \"stream\": true", "hmm, ok", "Hello", "stop"},
+        {", \"reasoning_format\": \"deepseek\", \"stream\": true", "hmm, ok", "Hello", "stop"},
+        /* none: as generated, markers and all */
+        {", \"reasoning_format\": \"none\"", NULL, RAW, "stop"},
+        {", \"reasoning_format\": \"none\", \"stream\": true", NULL, RAW, "stop"},
+        /* max_tokens inside the thinking: all thinking, an empty answer */
+        {", \"max_tokens\": 3", "hmm, ok", "", "length"},
+        {", \"max_tokens\": 3, \"stream\": true", "hmm, ok", "", "length"},
+        /* a stop string that cuts the end marker: what was held is thinking text */
+        {", \"stop\": [\"nk>  \"]", "hmm, ok</thi", "", "stop"},
+        {", \"stop\": [\"nk>  \"], \"stream\": true", "hmm, ok</thi", "", "stop"},
+    };
+
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        struct answer a = ask(cases[c].extra);
+        check_answer(cases[c].extra, &a, cases[c].reasoning, cases[c].content, cases[c].finish);
+        if (strstr(cases[c].extra, "stream") && cases[c].reasoning) {
+            CHECK_MSG(a.chunks >= 4, "%s: %d chunks", cases[c].extra, a.chunks);
+        }
     }
-    /* streamed: the deltas add up to the same content, none with reasoning_content */
+    /* the completions endpoint is unchanged */
     static char resp[1 << 16];
-    int st = serve_http(&srv, "POST", "/v1/chat/completions",
-                        CHAT_BODY ", \"reasoning_format\": \"deepseek\", \"stream\": true}", NULL,
-                        resp, sizeof resp);
+    int st = serve_http(&srv, "POST", "/v1/completions", "{\"prompt\": \"Hi\", \"temperature\": 0}",
+                        NULL, resp, sizeof resp);
     CHECK_EQ_INT(st, 200);
-    char sum[1024] = "";
-    bool reasoning_seen = false;
-    for (char *line = strtok(resp, "\n"); line; line = strtok(NULL, "\n")) {
-        if (strncmp(line, "data: {", 7) != 0) continue;
-        cJSON *chunk = cJSON_Parse(line + 6);
-        const cJSON *d = cJSON_GetObjectItemCaseSensitive(
-            cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(chunk, "choices"), 0), "delta");
-        const char *c = str_field(d, "content");
-        if (c) strncat(sum, c, sizeof sum - strlen(sum) - 1);
-        if (cJSON_GetObjectItemCaseSensitive(d, "reasoning_content")) reasoning_seen = true;
-        cJSON_Delete(chunk);
-    }
-    CHECK_MSG(!strcmp(sum, raw), "streamed \"%s\" vs \"%s\"", sum, raw);
-    CHECK(!reasoning_seen);
+    cJSON *root = cJSON_Parse(resp);
+    const char *text =
+        str_field(cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(root, "choices"), 0), "text");
+    CHECK_MSG(text && !strcmp(text, RAW), "completions: \"%s\"", text ? text : "(none)");
+    cJSON_Delete(root);
     /* unknown names are refused, naming the field */
     st = serve_http(&srv, "POST", "/v1/chat/completions",
-                    CHAT_BODY ", \"reasoning_format\": \"deepseek-legacy\"}", NULL, resp,
-                    sizeof resp);
+                    USER ", \"reasoning_format\": \"deepseek-legacy\"}", NULL, resp, sizeof resp);
     CHECK_EQ_INT(st, 400);
     CHECK_STR_CONTAINS(resp, "'reasoning_format' must be");
-    st = serve_http(&srv, "POST", "/v1/chat/completions", CHAT_BODY ", \"reasoning_format\": 1}",
-                    NULL, resp, sizeof resp);
+    st = serve_http(&srv, "POST", "/v1/chat/completions", USER ", \"reasoning_format\": 1}", NULL,
+                    resp, sizeof resp);
     CHECK_EQ_INT(st, 400);
     CHECK_EQ_INT(serve_proc_stop(&srv), 0);
-    /* and the server's option */
+
+    /* --reasoning-format none is the default of requests that give none */
+    if (start(path, "--chat-template chatml -c 256 --reasoning-format none")) {
+        struct answer a = ask("");
+        check_answer("--reasoning-format none", &a, NULL, RAW, "stop");
+        a = ask(", \"reasoning_format\": \"auto\"");
+        check_answer("--reasoning-format none, request auto", &a, "hmm, ok", "Hello", "stop");
+        CHECK_EQ_INT(serve_proc_stop(&srv), 0);
+    }
+    /* a family that does not think (mistral) is not split */
+    if (start(path, "--chat-template mistral -c 256")) {
+        struct answer a = ask("");
+        check_answer("--chat-template mistral", &a, NULL, RAW, "stop");
+        CHECK_EQ_INT(serve_proc_stop(&srv), 0);
+    }
+    /* and the server's option refuses unknown names */
     char out[1024];
+    char err[1024];
     char args[1200];
     snprintf(args, sizeof args, "serve -m '%s' --reasoning-format deepseek-legacy", path);
     int rc = test_run_moeinf("serve-reasoning-opt", args, out, sizeof out, err, sizeof err);
