@@ -6,6 +6,8 @@
  * or end of input quits. A conversation that outgrows the context loses its oldest turns (a
  * user message and its answer at a time; the system message stays) until it leaves room for
  * the answer; a message too long for the context even alone is refused and the session goes on.
+ * A model that thinks (<think>...</think>) shows only its answer unless --show-thinking; the
+ * history keeps the answer only.
  */
 #include <errno.h>
 #include <signal.h>
@@ -29,6 +31,11 @@ static void usage(FILE *out) {
             "  --chat-template T  mistral|chatml|llama3|deepseek2|deepseek3|olmoe; default: the\n"
             "                     model's own (tokenizer.chat_template)\n"
             "  --system TEXT      a system message first\n"
+            "  --show-thinking    show a thinking model's thinking before its answer, between\n"
+            "                     [Start thinking] and [End thinking] (dimmed on a terminal);\n"
+            "                     by default only the answer shows\n"
+            "  --reasoning-format F  auto|deepseek (default: the answer apart from the\n"
+            "                     thinking) or none (the text as generated, markers and all)\n"
             "  -n N               at most N tokens per answer (default: until an end token or\n"
             "                     the context's end)\n"
             "  --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S\n"
@@ -45,6 +52,8 @@ struct chat_opts {
     const char *template_name;
     const char *system;
     long n_predict; /* 0: no limit */
+    bool show_thinking;
+    bool split; /* --reasoning-format other than none */
 };
 
 static int parse(int argc, char **argv, struct chat_opts *o) {
@@ -57,9 +66,21 @@ static int parse(int argc, char **argv, struct chat_opts *o) {
         int r = model_args_parse("chat", &o->model, argc, argv, &i);
         if (r < 0) return CLI_EXIT_USAGE;
         if (r > 0) continue;
-        static const char *const with_value[] = {
-            "--chat-template", "--system", "-n",     "--temp",           "--top-k",
-            "--top-p",         "--min-p",  "--seed", "--repeat-penalty", NULL};
+        if (!strcmp(a, "--show-thinking")) {
+            o->show_thinking = true;
+            continue;
+        }
+        static const char *const with_value[] = {"--chat-template",
+                                                 "--system",
+                                                 "-n",
+                                                 "--temp",
+                                                 "--top-k",
+                                                 "--top-p",
+                                                 "--min-p",
+                                                 "--seed",
+                                                 "--repeat-penalty",
+                                                 "--reasoning-format",
+                                                 NULL};
         if (!cli_is_one_of(a, with_value)) return cli_bad_argument("chat", a, usage);
         const char *val = cli_option_value("chat", argc, argv, &i);
         if (!val) return CLI_EXIT_USAGE;
@@ -69,6 +90,14 @@ static int parse(int argc, char **argv, struct chat_opts *o) {
             o->template_name = val;
         } else if (!strcmp(a, "--system")) {
             o->system = val;
+        } else if (!strcmp(a, "--reasoning-format")) {
+            o->split = strcmp(val, "none") != 0;
+            if (o->split && strcmp(val, "auto") != 0 && strcmp(val, "deepseek") != 0) {
+                fprintf(stderr,
+                        "moeinf chat: --reasoning-format '%s' is not none, auto or deepseek\n",
+                        val);
+                return CLI_EXIT_USAGE;
+            }
         } else if (!strcmp(a, "-n")) {
             ok = cli_parse_long("chat", a, val, 1, 1 << 24, &o->n_predict);
         } else if (!strcmp(a, "--temp")) {
@@ -222,16 +251,62 @@ static enum fit fit_context(struct session *s, struct history *h, int32_t **ids,
     }
 }
 
+/* What an answer shows on stdout, and its text for the history (the answer without the
+ * thinking, or with --reasoning-format none the text as generated). */
+struct shown {
+    char *text;
+    size_t len, cap;
+    bool thinking; /* [Start thinking] printed, [End thinking] not yet */
+    bool tty;
+};
+
+static void end_thinking(struct shown *sh) {
+    if (!sh->thinking) return;
+    printf("\n[End thinking]%s\n\n", sh->tty ? "\033[0m" : "");
+    sh->thinking = false;
+}
+
+/* Prints what the splitter gave (the thinking only with --show-thinking) and keeps the answer.
+ * False when out of memory. */
+static bool show(struct shown *sh, const struct chat_opts *o,
+                 const struct moeinf_reasoning_text *t) {
+    if (t->thinking_len && o->show_thinking) {
+        if (!sh->thinking) printf("%s[Start thinking]\n", sh->tty ? "\033[2m" : "");
+        sh->thinking = true;
+        fwrite(t->thinking, 1, t->thinking_len, stdout);
+    }
+    if (t->answer_len) {
+        end_thinking(sh);
+        fwrite(t->answer, 1, t->answer_len, stdout);
+        if (sh->len + t->answer_len + 1 > sh->cap) {
+            size_t cap = (sh->len + t->answer_len + 1) * 2;
+            char *p = realloc(sh->text, cap);
+            if (!p) return false;
+            sh->text = p;
+            sh->cap = cap;
+        }
+        memcpy(sh->text + sh->len, t->answer, t->answer_len);
+        sh->len += t->answer_len;
+    }
+    fflush(stdout);
+    return true;
+}
+
 /* One answer to the history, whose tokens are ids[0, n_ids) (fewer than the context holds),
  * streamed to stdout and returned in *answer (malloc'ed). */
 static bool answer(struct session *s, const int32_t *ids, size_t n_ids, char **answer,
                    size_t *answer_len, struct moeinf_error *err) {
     struct moeinf_text_stream *detok = NULL;
+    struct moeinf_reasoning *split = NULL;
+    struct moeinf_reasoning_text t;
+    struct shown sh = {.tty = isatty(STDOUT_FILENO)};
     bool ok = false;
-    char *text = NULL;
-    size_t len = 0;
-    size_t cap = 0;
     if (moeinf_text_stream_init(s->model, &detok, err) != MOEINF_OK) goto done;
+    /* the thinking apart from the answer (the prompt's tail says whether it opened it) */
+    if (moeinf_chat_reasoning_init(s->model, s->tmpl, ids, n_ids, s->o->split, &split, err) !=
+        MOEINF_OK) {
+        goto done;
+    }
     int keep = 0;
     while (keep < s->kv_n && keep < (int)n_ids - 1 && s->kv[keep] == ids[keep])
         keep++;
@@ -255,20 +330,12 @@ static bool answer(struct session *s, const int32_t *ids, size_t n_ids, char **a
         if (moeinf_token_is_eog(s->model, id)) break;
         size_t n;
         const char *piece = moeinf_text_stream_push(detok, id, &n);
-        if (!text || len + n + 1 > cap) {
-            cap = (len + n + 1) * 2;
-            char *t = realloc(text, cap);
-            if (!t) goto done;
-            text = t;
+        if (moeinf_reasoning_push(split, piece, n, &t, err) != MOEINF_OK || !show(&sh, s->o, &t)) {
+            goto nomem;
         }
-        if (n > 0) {
-            memcpy(text + len, piece, n);
-            fwrite(piece, 1, n, stdout);
-        }
-        len += n;
-        fflush(stdout);
         if (s->o->n_predict && n_out >= s->o->n_predict) break;
         if (moeinf_context_n_past(s->ctx) >= s->n_ctx) {
+            end_thinking(&sh);
             fprintf(stderr, "\nmoeinf: context full (-c %d): the answer stops here\n", s->n_ctx);
             break;
         }
@@ -277,21 +344,27 @@ static bool answer(struct session *s, const int32_t *ids, size_t n_ids, char **a
     }
     size_t n;
     const char *tail = moeinf_text_stream_flush(detok, &n);
-    fwrite(tail, 1, n, stdout);
-    char *t = realloc(text, len + n + 1);
-    if (!t) goto done;
-    text = t;
-    memcpy(text + len, tail, n);
-    len += n;
-    text[len] = '\0';
+    if (moeinf_reasoning_push(split, tail, n, &t, err) != MOEINF_OK || !show(&sh, s->o, &t) ||
+        moeinf_reasoning_flush(split, &t, err) != MOEINF_OK || !show(&sh, s->o, &t)) {
+        goto nomem;
+    }
+    end_thinking(&sh); /* a thinking never closed */
+    char *text = realloc(sh.text, sh.len + 1);
+    if (!text) goto nomem;
+    text[sh.len] = '\0';
     printf("\n");
     fflush(stdout);
     *answer = text;
-    *answer_len = len;
-    text = NULL;
+    *answer_len = sh.len;
+    sh.text = NULL;
     ok = true;
+    goto done;
+nomem:
+    end_thinking(&sh);
+    snprintf(err->msg, sizeof err->msg, "out of memory");
 done:
-    free(text);
+    free(sh.text);
+    moeinf_reasoning_free(split);
     moeinf_text_stream_free(detok);
     return ok;
 }
@@ -323,7 +396,7 @@ static bool read_line(char **line, size_t *cap, bool tty) {
 }
 
 int cmd_chat(int argc, char **argv) {
-    struct chat_opts o = {.sp = moeinf_sampler_params_default()};
+    struct chat_opts o = {.sp = moeinf_sampler_params_default(), .split = true};
     o.model.ctx = moeinf_context_params_default();
     o.model.model = moeinf_model_params_default();
     int prc = parse(argc, argv, &o);

@@ -1,0 +1,78 @@
+/*
+ * test_cli_chat_thinking.c - `moeinf chat` with a model that thinks (the in-tree
+ * thinking-qwen3moe-F32.gguf, which writes "<think> hmm, ok</think>  Hello" after any prompt),
+ * on piped input: by default only the answer shows, turn after turn; --show-thinking shows the
+ * thinking first, between [Start thinking] and [End thinking]; --reasoning-format none shows
+ * the text as generated; -n inside the thinking leaves an empty answer; unknown names are
+ * refused.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "test.h"
+
+#define MODEL "tests/data/models/thinking-qwen3moe-F32.gguf"
+
+/* `printf 'INPUT' | moeinf chat -m MODEL --chat-template chatml OPTS`: the exit code. */
+static int chat(const char *input, const char *opts, char *out, size_t out_size, char *err,
+                size_t err_size) {
+    char path[1024];
+    char cmd[4096];
+    test_src_path(MODEL, path, sizeof path);
+    snprintf(cmd, sizeof cmd, "printf '%s' | '%s' chat -m '%s' --chat-template chatml -c 256 %s",
+             input, test_moeinf_bin(), path, opts);
+    return test_run_shell("cli-chat-thinking", cmd, out, out_size, err, err_size);
+}
+
+static void check_chat(const char *input, const char *opts, const char *want) {
+    char out[4096];
+    char err[4096];
+    int rc = chat(input, opts, out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 0 && !strcmp(out, want), "chat %s: exit %d, stdout \"%s\" (want \"%s\"): %s",
+              opts, rc, out, want, err);
+}
+
+static void test_answer_only(void) {
+    check_chat("Hi\\nAgain\\n", "", "Hello\nHello\n");
+    check_chat("Hi\\n", "--reasoning-format auto --temp 1", "Hello\n");
+    check_chat("Hi\\n", "--reasoning-format deepseek", "Hello\n");
+}
+
+static void test_show_thinking(void) {
+    check_chat("Hi\\nAgain\\n", "--show-thinking",
+               "[Start thinking]\nhmm, ok\n[End thinking]\n\nHello\n"
+               "[Start thinking]\nhmm, ok\n[End thinking]\n\nHello\n");
+    /* stopped inside the thinking (-n 3: "<think>", " hmm,", " ok") */
+    check_chat("Hi\\n", "--show-thinking -n 3", "[Start thinking]\nhmm, ok\n[End thinking]\n\n\n");
+    check_chat("Hi\\n", "-n 3", "\n");
+}
+
+static void test_as_generated(void) {
+    check_chat("Hi\\n", "--reasoning-format none", "<think> hmm, ok</think>  Hello\n");
+    /* a template family that does not think: no split */
+    char path[1024];
+    char cmd[4096];
+    char out[4096];
+    char err[4096];
+    test_src_path(MODEL, path, sizeof path);
+    snprintf(cmd, sizeof cmd, "printf 'Hi\\n' | '%s' chat -m '%s' --chat-template mistral -c 256",
+             test_moeinf_bin(), path);
+    int rc = test_run_shell("cli-chat-thinking", cmd, out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 0 && !strcmp(out, "<think> hmm, ok</think>  Hello\n"), "mistral: %d \"%s\"", rc,
+              out);
+}
+
+static void test_bad_name(void) {
+    char out[4096];
+    char err[4096];
+    CHECK_EQ_INT(chat("Hi\\n", "--reasoning-format think", out, sizeof out, err, sizeof err), 2);
+    CHECK_STR_CONTAINS(err, "--reasoning-format 'think' is not none, auto or deepseek");
+}
+
+int main(void) {
+    RUN(test_answer_only);
+    RUN(test_show_thinking);
+    RUN(test_as_generated);
+    RUN(test_bad_name);
+    return test_report();
+}
