@@ -265,7 +265,8 @@ static void test_chat_tokens(void) {
                      MOEINF_OK);
         CHECK(n > 40);
         struct moeinf_reasoning *r = NULL;
-        struct moeinf_reasoning_text t1, t2;
+        struct moeinf_reasoning_text t1;
+        struct moeinf_reasoning_text t2;
         CHECK_EQ_INT(
             moeinf_chat_reasoning_init(m, cases[c].tmpl, ids, n, cases[c].extract, &r, &err),
             MOEINF_OK);

@@ -173,21 +173,20 @@ static void test_job_split_init(void) {
         MOEINF_OK);
 
     static const struct {
-        bool chat;
-        const char *tmpl;
-        enum serve_reasoning_format format;
+        const char *tmpl; /* NULL: completions */
         const char *reasoning, *content;
+        enum serve_reasoning_format format;
     } cases[] = {
-        {true, "chatml", SERVE_REASONING_AUTO, "I'm\nthinking", "Hello, world!\nWhat's up?"},
-        {true, "chatml", SERVE_REASONING_NONE, "", "<think>\n" THOUGHT},
-        {true, "deepseek3", SERVE_REASONING_AUTO, "I'm\nthinking", "Hello, world!\nWhat's up?"},
-        {true, "mistral", SERVE_REASONING_AUTO, "", THOUGHT}, /* a family that does not think */
-        {false, NULL, SERVE_REASONING_AUTO, "", THOUGHT},     /* completions */
+        {"chatml", "I'm\nthinking", "Hello, world!\nWhat's up?", SERVE_REASONING_AUTO},
+        {"chatml", "", "<think>\n" THOUGHT, SERVE_REASONING_NONE},
+        {"deepseek3", "I'm\nthinking", "Hello, world!\nWhat's up?", SERVE_REASONING_AUTO},
+        {"mistral", "", THOUGHT, SERVE_REASONING_AUTO}, /* a family that does not think */
+        {NULL, "", THOUGHT, SERVE_REASONING_AUTO},      /* completions */
     };
 
     for (size_t c = 0; c < sizeof cases / sizeof cases[0] && ids; c++) {
         struct serve_job job = {0};
-        job.req.chat = cases[c].chat;
+        job.req.chat = cases[c].tmpl != NULL;
         job.req.tmpl = cases[c].tmpl;
         job.req.reasoning = cases[c].format;
         CHECK(serve_job_split_init(&job, m, ids, n_ids, &err));
@@ -285,7 +284,8 @@ static struct answer ask(const char *extra) {
         cJSON_Delete(root);
         return a;
     }
-    for (char *line = strtok(resp, "\n"); line; line = strtok(NULL, "\n")) {
+    char *save = NULL;
+    for (char *line = strtok_r(resp, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
         if (strncmp(line, "data: {", 7) != 0) continue;
         cJSON *chunk = cJSON_Parse(line + 6);
         const cJSON *choice =

@@ -278,7 +278,7 @@ static bool show(struct shown *sh, const struct chat_opts *o,
     if (t->answer_len) {
         end_thinking(sh);
         fwrite(t->answer, 1, t->answer_len, stdout);
-        if (sh->len + t->answer_len + 1 > sh->cap) {
+        if (!sh->text || sh->len + t->answer_len + 1 > sh->cap) {
             size_t cap = (sh->len + t->answer_len + 1) * 2;
             char *p = realloc(sh->text, cap);
             if (!p) return false;
