@@ -345,7 +345,8 @@ static void test_http(void) {
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         struct answer a = ask(cases[c].extra);
         check_answer(cases[c].extra, &a, cases[c].reasoning, cases[c].content, cases[c].finish);
-        if (strstr(cases[c].extra, "stream") && cases[c].reasoning) {
+        /* role, thinking, answer and finish: the thinking and the answer never share one */
+        if (strstr(cases[c].extra, "stream") && cases[c].reasoning && cases[c].content[0]) {
             CHECK_MSG(a.chunks >= 4, "%s: %d chunks", cases[c].extra, a.chunks);
         }
     }
