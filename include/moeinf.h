@@ -574,22 +574,12 @@ struct moeinf_reasoning_text {
     size_t answer_len;
 };
 
-/* The markers the models of chat template `name` think between: "<think>", "</think>" (the
- * families that think, and any template this version does not know), or NULL, NULL for the
- * families that do not (mistral, llama3, deepseek2, olmoe). */
-MOEINF_API void moeinf_chat_reasoning_markers(const char *name, const char **start,
-                                              const char **end);
-
-/* A splitter for text generated after `prompt` (prompt_len bytes; may be NULL when 0).
- * start and end NULL (a model that does not think): everything is answer. MOEINF_ERR_ARG when
- * only one of them is given, or one is empty. */
-MOEINF_API enum moeinf_status moeinf_reasoning_init(const char *start, const char *end,
-                                                    const char *prompt, size_t prompt_len,
-                                                    bool extract, struct moeinf_reasoning **out,
-                                                    struct moeinf_error *err);
-/* The same for the answer to a chat prompt given as tokens (moeinf_chat_tokenize's): the markers
- * of chat template `name` (moeinf_chat_reasoning_markers) and the prompt's tail as the text of
- * its last tokens (control tokens as their text), so that it works for any template. */
+/* A splitter for the answer to a chat prompt given as tokens (moeinf_chat_tokenize's): the
+ * markers of chat template `name` ("<think>", "</think>" for the families that think, and any
+ * template this version does not name; none for mistral, llama3, deepseek2 and olmoe, whose
+ * text is all answer) and the prompt's tail read from the text of its last tokens (control
+ * tokens as their text), so that it works for any template. extract false: llama.cpp's
+ * --reasoning-format none (above). MOEINF_ERR_ARG for ids NULL with n_ids > 0. */
 MOEINF_API enum moeinf_status moeinf_chat_reasoning_init(const struct moeinf_model *model,
                                                          const char *name, const int32_t *ids,
                                                          size_t n_ids, bool extract,

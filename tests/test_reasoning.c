@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/reasoning.h"
 #include "moeinf.h"
 #include "test.h"
 

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "chat/reasoning.h"
 #include "serve/serve.h"
 #include "serve_proc.h"
 #include "test.h"

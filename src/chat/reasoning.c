@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/status.h"
+#include "chat/reasoning.h"
 
 enum phase {
     PHASE_EXPECT, /* at the start of the text: a start marker may open the thinking */

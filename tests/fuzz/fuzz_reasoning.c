@@ -12,6 +12,7 @@
  */
 #include <string.h>
 
+#include "chat/reasoning.h"
 #include "fuzz.h"
 #include "moeinf.h"
 
