@@ -263,6 +263,7 @@ static void run_job(struct serve_worker *w, struct serve_job *job) {
     while (keep < w->kv_n && keep < n_prompt - 1 && w->kv_tokens[keep] == ids[keep])
         keep++;
     moeinf_context_truncate(w->ctx, keep, NULL);
+    keep = moeinf_context_n_past(w->ctx); /* fewer with a recurrent state (a checkpoint's) */
     w->kv_n = keep;
     g.logits = malloc((size_t)n_vocab * sizeof(float));
     g.row = malloc((size_t)n_vocab * sizeof(float));
