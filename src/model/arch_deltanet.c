@@ -35,7 +35,7 @@ enum moeinf_status moeinf_arch_read_deltanet(struct moeinf_arch_loader *ld,
     enum moeinf_status st;
     int d_inner = 0;
     if ((st = drop_nextn_layers(ld, hp)) ||
-        (st = moeinf_arch_get_int(ld, "ssm.conv_kernel", true, 64, &hp->ssm_d_conv)) ||
+        (st = moeinf_arch_get_int(ld, "ssm.conv_kernel", true, 16, &hp->ssm_d_conv)) ||
         (st = moeinf_arch_get_int(ld, "ssm.inner_size", true, 1 << 20, &d_inner)) ||
         (st = moeinf_arch_get_int(ld, "ssm.state_size", true, 4096, &hp->ssm_head_dim)) ||
         (st = moeinf_arch_get_int(ld, "ssm.time_step_rank", true, 4096, &hp->ssm_n_v_heads)) ||

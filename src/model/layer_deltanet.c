@@ -19,18 +19,40 @@
 #include "compute/pool.h"
 #include "model/fwd_state.h"
 
-/* Eight partial sums, so that the compiler keeps them in vector lanes without reassociating
- * a single running sum. */
-static float dot(const float *a, const float *b, int n) {
+/* row *= decay, then returns row . k: one pass over the row. Eight partial sums, so that the
+ * compiler keeps them in vector lanes without reassociating a single running sum. */
+static float decay_dot(float *row, float decay, const float *k, int n) {
     float acc[8] = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8) {
-        for (int l = 0; l < 8; l++)
-            acc[l] += a[i + l] * b[i + l];
+        for (int l = 0; l < 8; l++) {
+            row[i + l] *= decay;
+            acc[l] += row[i + l] * k[i + l];
+        }
     }
     float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; i < n; i++)
-        s += a[i] * b[i];
+    for (; i < n; i++) {
+        row[i] *= decay;
+        s += row[i] * k[i];
+    }
+    return s;
+}
+
+/* row += d k, then returns row . q: one pass over the row. */
+static float update_dot(float *row, const float *k, float d, const float *q, int n) {
+    float acc[8] = {0};
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (int l = 0; l < 8; l++) {
+            row[i + l] += k[i + l] * d;
+            acc[l] += row[i + l] * q[i + l];
+        }
+    }
+    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) {
+        row[i] += k[i] * d;
+        s += row[i] * q[i];
+    }
     return s;
 }
 
@@ -89,7 +111,8 @@ static void project(struct moeinf_fwd *f, const struct moeinf_layer *lw, int m) 
                 const size_t vw = (size_t)ratio * hd;
                 memcpy(mix + (size_t)kh * hd, s, (size_t)hd * sizeof(float));
                 memcpy(mix + f->ssm_key_dim + (size_t)kh * hd, s + hd, (size_t)hd * sizeof(float));
-                memcpy(mix + 2 * (size_t)f->ssm_key_dim + kh * vw, s + 2 * (size_t)hd, vw * sizeof(float));
+                memcpy(mix + 2 * (size_t)f->ssm_key_dim + kh * vw, s + 2 * (size_t)hd,
+                       vw * sizeof(float));
                 memcpy(z + kh * vw, s + 2 * (size_t)hd + vw, vw * sizeof(float));
             }
         }
@@ -115,28 +138,60 @@ struct conv_job {
     int m;
 };
 
+/* Channels per block of the conv: its weights transposed fit in a few KiB of stack (the
+ * loader refuses a kernel over CONV_MAX_KERNEL, arch_deltanet.c). */
+#define CONV_BLOCK      64
+#define CONV_MAX_KERNEL 16
+
 /* The causal conv of each channel over its last d_conv inputs (state then this batch), SiLU,
- * and the state moved on. Channels are independent: split among the threads. */
+ * and the state moved on. Channels are independent: split among the threads in blocks, and
+ * within a block the loop runs over channels, so that it vectorises. */
 static void conv_channels(void *arg, int ith, int nth) {
     const struct conv_job *job = arg;
     struct moeinf_fwd *f = job->f;
     const int d_conv = f->llm->hp.ssm_d_conv;
+    const int n_hist = d_conv - 1;
     const int n_c = f->ssm_conv_dim;
-    const int c0 = (int)((int64_t)n_c * ith / nth);
-    const int c1 = (int)((int64_t)n_c * (ith + 1) / nth);
-    float *state = layer_state(f, job->lw); /* [d_conv - 1][conv_dim] */
-    for (int c = c0; c < c1; c++) {
-        const float *w = (const float *)job->lw->ssm_conv1d.data + (size_t)c * d_conv;
-        for (int j = 0; j < job->m; j++) {
-            const float in = f->ssm_mix[(size_t)j * n_c + c];
-            float sum = 0.0f;
-            for (int t = 0; t < d_conv - 1; t++)
-                sum += state[(size_t)t * n_c + c] * w[t];
-            sum += in * w[d_conv - 1];
-            for (int t = 0; t + 1 < d_conv - 1; t++)
-                state[(size_t)t * n_c + c] = state[(size_t)(t + 1) * n_c + c];
-            if (d_conv > 1) state[(size_t)(d_conv - 2) * n_c + c] = in;
-            f->ssm_conv[(size_t)j * n_c + c] = sum / (1.0f + expf(-sum));
+    const int m = job->m;
+    const int n_blocks = (n_c + CONV_BLOCK - 1) / CONV_BLOCK;
+    const int b0 = (int)((int64_t)n_blocks * ith / nth);
+    const int b1 = (int)((int64_t)n_blocks * (ith + 1) / nth);
+    float *state = layer_state(f, job->lw); /* [d_conv - 1][conv_dim], oldest first */
+    const float *weights = (const float *)job->lw->ssm_conv1d.data;
+    float wt[CONV_MAX_KERNEL][CONV_BLOCK];
+    for (int b = b0; b < b1; b++) {
+        const int c0 = b * CONV_BLOCK;
+        const int nb = n_c - c0 < CONV_BLOCK ? n_c - c0 : CONV_BLOCK;
+        for (int c = 0; c < nb; c++) {
+            for (int t = 0; t < d_conv; t++)
+                wt[t][c] = weights[(size_t)(c0 + c) * d_conv + t];
+        }
+        for (int j = 0; j < m; j++) {
+            float *out = f->ssm_conv + (size_t)j * n_c + c0;
+            for (int c = 0; c < nb; c++)
+                out[c] = 0.0f;
+            for (int t = 0; t < d_conv; t++) {
+                /* input t of token j's window: token j - n_hist + t of the batch, or of the
+                 * state when that is before the batch */
+                const int src = j - n_hist + t;
+                const float *in = src >= 0 ? f->ssm_mix + (size_t)src * n_c + c0
+                                           : state + (size_t)(n_hist + src) * n_c + c0;
+                for (int c = 0; c < nb; c++)
+                    out[c] += in[c] * wt[t][c];
+            }
+            for (int c = 0; c < nb; c++)
+                out[c] = out[c] / (1.0f + expf(-out[c]));
+        }
+        /* the state becomes the last n_hist inputs: older state rows first, when the batch
+         * is shorter than the history */
+        for (int t = 0; t < n_hist; t++) {
+            const int src = m - n_hist + t;
+            float *dst = state + (size_t)t * n_c + c0;
+            if (src >= 0) {
+                memcpy(dst, f->ssm_mix + (size_t)src * n_c + c0, (size_t)nb * sizeof(float));
+            } else {
+                memmove(dst, state + (size_t)(n_hist + src) * n_c + c0, (size_t)nb * sizeof(float));
+            }
         }
     }
 }
@@ -188,12 +243,8 @@ static void delta_heads(void *arg, int ith, int nth) {
             float *o = f->ssm_o + (size_t)j * f->ssm_value_dim + (size_t)h * hd;
             for (int r = 0; r < hd; r++) {
                 float *row = state + (size_t)r * hd;
-                for (int i = 0; i < hd; i++)
-                    row[i] *= decay;
-                const float d = (v[r] - dot(row, k, hd)) * beta;
-                for (int i = 0; i < hd; i++)
-                    row[i] += k[i] * d;
-                o[r] = dot(row, q, hd) * scale;
+                const float d = (v[r] - decay_dot(row, decay, k, hd)) * beta;
+                o[r] = update_dot(row, k, d, q, hd) * scale;
             }
         }
     }
