@@ -81,7 +81,8 @@ def forward(arch, hp, t, tokens):
     x = t["token_embd.weight"][tokens].astype(np.float64)
     n_k, n_v, dh = hp["ssm.group_count"], hp["ssm.time_step_rank"], hp["ssm.state_size"]
     ratio, d_conv = n_v // n_k, hp["ssm.conv_kernel"]
-    n_head, n_kv, hd = hp["attention.head_count"], hp["attention.head_count_kv"], hp["attention.key_length"]
+    n_head, n_kv = hp["attention.head_count"], hp["attention.head_count_kv"]
+    hd = hp["attention.key_length"]
     n_rot, base = hp["rope.dimension_count"], hp["rope.freq_base"]
     n_used = hp["expert_used_count"]
     layers, routing = [], []
@@ -156,10 +157,12 @@ def forward(arch, hp, t, tokens):
         for j in range(n):
             wsel = pr[j, top[j]] / pr[j, top[j]].sum()
             for e, we in zip(top[j], wsel):
-                a = silu(t[p + "ffn_gate_exps.weight"][e] @ y[j]) * (t[p + "ffn_up_exps.weight"][e] @ y[j])
+                a = silu(t[p + "ffn_gate_exps.weight"][e] @ y[j]) * (
+                    t[p + "ffn_up_exps.weight"][e] @ y[j])
                 moe[j] += we * (t[p + "ffn_down_exps.weight"][e] @ a)
         sh = silu(y @ t[p + "ffn_gate_shexp.weight"].T) * (y @ t[p + "ffn_up_shexp.weight"].T)
-        sh = (sh @ t[p + "ffn_down_shexp.weight"].T) * sigmoid(y @ t[p + "ffn_gate_inp_shexp.weight"])[:, None]
+        sh_gate = sigmoid(y @ t[p + "ffn_gate_inp_shexp.weight"])[:, None]
+        sh = (sh @ t[p + "ffn_down_shexp.weight"].T) * sh_gate
         x = h_ + moe + sh
         layers.append((mix, x))
         routing.append((pr, top))
