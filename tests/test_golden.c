@@ -3,6 +3,8 @@
  * (../shared/testdata/golden, format and llama.cpp's arithmetic in its README), for the
  * trained default model (models/trained-moe-Q8_0.gguf) and for tiny-olmoe-F32 (../shared)
  * and tiny-qwen3moe-F32 (tests/data/models, made by tools/goldens/make_tiny_qwen3moe.py),
+ * tiny-qwen35moe and tiny-qwen3next, F32 and Q4_K_M (tests/data/models, made by
+ * tools/goldens/make_tiny_qwen35.py and llamacpp_quantize.py; tolerances not yet measured),
  * whose goldens were made the same way by llama-cpp-python with
  * tools/goldens/llamacpp_goldens.py (in tests/data/golden, tests/data/README.md): prompt token
  * ids identical; every logit of every prompt position and the five logits llama.cpp kept at
@@ -145,6 +147,23 @@ static const struct golden_bound golden_bounds[] = {
     {"tiny-olmoe-F32",    false, 3.94e-2, 9.9e-2, ROUTER_ROW,    1,    0.25,  0.59,  SHARED,    true,  false, 0}, /* 0.46 */
     {"tiny-qwen3moe-F32", true,  1.52e-3, 3.8e-3, ROUTER_ROW,    1,    7e-4,  0.023, TEST_DATA, true,  false, 0}, /* 0.019 */
     {"tiny-qwen3moe-F32", false, 9.45e-2, 0.236,  ROUTER_ROW,    1,    0.018, 1.42,  TEST_DATA, true,  true, 0}, /* 0.44 */
+    /* TODO(issue 25): placeholders, not measured. These four models and their goldens are in
+     * tests/data (tools/goldens/make_tiny_qwen35.py, tests/data/README.md); moeinf's forward
+     * for qwen35moe and qwen3next was not merged when they were added. Once it is: run this
+     * test, read each mode's largest "max |logit diff|" off its output into `measured`, set
+     * tol to 2.5x that, pick inject_scale so that the injection gives about 10x measured and
+     * inject_max at 15x, decide skip_ties / tie_gap from the near-ties met, and add the figures
+     * to the comment above. measured < 0 marks a row as not measured: check_model and
+     * test_injected_error fail on it (pending_arch skips the rows while moeinf refuses the
+     * architecture). */
+    {"tiny-qwen35moe-F32",    true,  -1, 0, ROUTER_ROW, 1, 0, 0, TEST_DATA, true, false, 0},
+    {"tiny-qwen35moe-F32",    false, -1, 0, ROUTER_ROW, 1, 0, 0, TEST_DATA, true, false, 0},
+    {"tiny-qwen35moe-Q4_K_M", true,  -1, 0, ROUTER_ROW, 1, 0, 0, TEST_DATA, true, false, 0},
+    {"tiny-qwen35moe-Q4_K_M", false, -1, 0, ROUTER_ROW, 1, 0, 0, TEST_DATA, true, false, 0},
+    {"tiny-qwen3next-F32",    true,  -1, 0, ROUTER_ROW, 1, 0, 0, TEST_DATA, true, false, 0},
+    {"tiny-qwen3next-F32",    false, -1, 0, ROUTER_ROW, 1, 0, 0, TEST_DATA, true, false, 0},
+    {"tiny-qwen3next-Q4_K_M", true,  -1, 0, ROUTER_ROW, 1, 0, 0, TEST_DATA, true, false, 0},
+    {"tiny-qwen3next-Q4_K_M", false, -1, 0, ROUTER_ROW, 1, 0, 0, TEST_DATA, true, false, 0},
 };
 
 /* clang-format on */
@@ -484,7 +503,18 @@ static bool compare_golden(struct moeinf_model *model, const struct golden *g, d
     return ran;
 }
 
-static struct moeinf_model *load_model(const struct golden_bound *b, char *dir, size_t dir_size) {
+/* TODO(issue 25): true for the models of an architecture whose forward pass is not merged
+ * yet (qwen35moe, qwen3next): while moeinf refuses it (MOEINF_ERR_UNSUPPORTED), their cases
+ * are skipped rather than failed. Remove this once the forward lands. */
+static bool pending_arch(const char *stem) {
+    return !strncmp(stem, "tiny-qwen35moe-", 15) || !strncmp(stem, "tiny-qwen3next-", 15);
+}
+
+/* b's model and its goldens' folder; NULL when it cannot load (a failure), when ../shared is
+ * absent (a skip) or while b's architecture is pending (a skip; with `pending` given, *pending
+ * is set and only a note is printed, so that the cases that did run are not called skipped). */
+static struct moeinf_model *load_model(const struct golden_bound *b, char *dir, size_t dir_size,
+                                       bool *pending) {
     char model_rel[256];
     char dir_rel[256];
     char model_path[1024];
@@ -507,6 +537,18 @@ static struct moeinf_model *load_model(const struct golden_bound *b, char *dir, 
     struct moeinf_model *model = NULL;
     struct moeinf_model_params mp = moeinf_model_params_default();
     enum moeinf_status st = moeinf_model_load(model_path, &mp, &model, &err);
+    if (st == MOEINF_ERR_UNSUPPORTED && pending_arch(b->model)) {
+        char why[400];
+        snprintf(why, sizeof why, "%s: %s (TODO issue 25: the forward is not merged)", b->model,
+                 err.msg);
+        if (pending) {
+            fprintf(stderr, "  not compared: %s\n", why);
+            *pending = true;
+        } else {
+            test_skip(why);
+        }
+        return NULL;
+    }
     CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
     return model;
 }
@@ -568,12 +610,16 @@ static void check_model(const char *stem) {
     }
     CHECK_MSG(first != NULL, "%s: no tolerance", stem);
     if (!first) return;
-    struct moeinf_model *model = load_model(first, dir, sizeof dir);
+    struct moeinf_model *model = load_model(first, dir, sizeof dir, NULL);
     if (!model) return;
     int n_compared = 0;
     int n_json = 0;
     for (size_t i = 0; i < sizeof golden_bounds / sizeof golden_bounds[0]; i++) {
         if (strcmp(golden_bounds[i].model, stem) != 0) continue;
+        CHECK_MSG(golden_bounds[i].measured > 0,
+                  "%s kv_f32=%d: tolerance not set (measured < 0): set it from the figures "
+                  "printed below",
+                  stem, golden_bounds[i].kv_f32);
         struct mode_outcome m;
         compare_mode(model, dir, &golden_bounds[i], true, &m);
         CHECK_MSG(m.n_failed == 0, "%d comparisons outside %.3g, first: %s", m.n_failed,
@@ -633,6 +679,28 @@ static void test_qwen3moe_f32(void) {
     check_model("tiny-qwen3moe-F32");
 }
 
+/* qwen35moe: Gated DeltaNet layers (2 key / 4 value heads, tiled) and one gated full-attention
+ * layer with IMRoPE over 16 of 64 dims, 8 experts top-2 and a shared expert (model and goldens
+ * made here, tests/data/README.md). */
+static void test_qwen35moe_f32(void) {
+    check_model("tiny-qwen35moe-F32");
+}
+
+/* The same quantized by llama.cpp's Q4_K_M: Q4_K, Q5_K, Q6_K, Q8_0 and Q5_0 tensors. */
+static void test_qwen35moe_q4_k_m(void) {
+    check_model("tiny-qwen35moe-Q4_K_M");
+}
+
+/* qwen3next: as qwen35moe but the value heads repeat each key head, beta and alpha come from
+ * the fused ssm_ba, NEOX RoPE, 10 experts top-4. */
+static void test_qwen3next_f32(void) {
+    check_model("tiny-qwen3next-F32");
+}
+
+static void test_qwen3next_q4_k_m(void) {
+    check_model("tiny-qwen3next-Q4_K_M");
+}
+
 /* A weight view of a loaded model pointed at a copy of its data, for the injection test to
  * edit (the mapped file and the other views of it stay as they are). */
 struct weight_patch {
@@ -689,8 +757,16 @@ static void test_injected_error(void) {
     for (size_t i = 0; i < sizeof golden_bounds / sizeof golden_bounds[0]; i++) {
         const struct golden_bound *b = &golden_bounds[i];
         char dir[1024];
-        struct moeinf_model *model = load_model(b, dir, sizeof dir);
+        bool pending = false;
+        struct moeinf_model *model = load_model(b, dir, sizeof dir, &pending);
+        if (pending) continue;
         if (!model) return;
+        if (b->measured <= 0) { /* not measured yet: check_model names it */
+            CHECK_MSG(false, "%s kv_f32=%d: no injection without a measured tolerance", b->model,
+                      b->kv_f32);
+            moeinf_model_free(model);
+            continue;
+        }
         struct mode_outcome clean;
         struct mode_outcome injected;
         compare_mode(model, dir, b, false, &clean);
@@ -736,7 +812,7 @@ static void check_ablation(const char *stem, enum ablation what) {
     CHECK_MSG(b != NULL, "%s: no F32 KV tolerance", stem);
     if (!b) return;
     char dir[1024];
-    struct moeinf_model *model = load_model(b, dir, sizeof dir);
+    struct moeinf_model *model = load_model(b, dir, sizeof dir, NULL);
     if (!model) return;
     struct moeinf_hparams *hp = &model->llm->hp;
     const struct moeinf_hparams saved = *hp;
@@ -784,6 +860,10 @@ int main(void) {
     RUN(test_qwen2moe_q4_k_m);
     RUN(test_olmoe_f32);
     RUN(test_qwen3moe_f32);
+    RUN(test_qwen35moe_f32);
+    RUN(test_qwen35moe_q4_k_m);
+    RUN(test_qwen3next_f32);
+    RUN(test_qwen3next_q4_k_m);
     RUN(test_injected_error);
     RUN(test_ablations);
     return test_report();
