@@ -778,6 +778,7 @@ enum ablation {
     NO_QK_NORM,       /* q/k RMSNorm skipped */
     FLIP_RENORM,      /* top-k renormalisation dropped (qwen3moe) or added (qwen2moe, olmoe) */
     NO_SHARED_EXPERT, /* qwen2moe's shared expert skipped */
+    SWAP_DELTA_HEADS, /* the other hybrid architecture's value-to-key head mapping */
 };
 
 static void check_ablation(const char *stem, enum ablation what) {
@@ -793,7 +794,7 @@ static void check_ablation(const char *stem, enum ablation what) {
     struct moeinf_hparams *hp = &model->llm->hp;
     const struct moeinf_hparams saved = *hp;
     static const char *const names[] = {"q/k norm dropped", "top-k renormalisation flipped",
-                                        "shared expert dropped"};
+                                        "shared expert dropped", "DeltaNet head mapping swapped"};
     switch (what) {
     case NO_QK_NORM:
         CHECK(hp->qk_norm != MOEINF_QK_NORM_NONE);
@@ -805,6 +806,11 @@ static void check_ablation(const char *stem, enum ablation what) {
     case NO_SHARED_EXPERT:
         CHECK(hp->n_ff_shexp > 0);
         hp->n_ff_shexp = 0;
+        break;
+    case SWAP_DELTA_HEADS:
+        CHECK(hp->n_recurrent > 0 && hp->ssm_n_v_heads > hp->ssm_n_k_heads);
+        hp->ssm_heads = hp->ssm_heads == MOEINF_DELTA_HEADS_TILED ? MOEINF_DELTA_HEADS_GROUPED
+                                                                  : MOEINF_DELTA_HEADS_TILED;
         break;
     }
     struct mode_outcome m;
@@ -824,6 +830,11 @@ static void test_ablations(void) {
     check_ablation("tiny-olmoe-F32", FLIP_RENORM);
     check_ablation("tiny-qwen2moe-F32", FLIP_RENORM);
     check_ablation("tiny-qwen2moe-F32", NO_SHARED_EXPERT);
+    check_ablation("tiny-qwen35moe-F32", NO_QK_NORM);
+    check_ablation("tiny-qwen35moe-F32", NO_SHARED_EXPERT);
+    check_ablation("tiny-qwen35moe-F32", SWAP_DELTA_HEADS);
+    check_ablation("tiny-qwen3next-F32", SWAP_DELTA_HEADS);
+    check_ablation("tiny-qwen3next-F32", FLIP_RENORM);
 }
 
 int main(void) {
