@@ -143,7 +143,8 @@ enum moeinf_status moeinf_arch_bind_moe_ffn_norm(struct moeinf_arch_loader *ld,
 /* ---- hybrid Gated DeltaNet architectures (arch_deltanet.c) -------------------------------- */
 
 /* nextn_predict_layers (blocks after the rest, left unbound), the ssm.* keys into hp->ssm_*,
- * and full_attention_interval (default 4) with the count of recurrent layers. */
+ * and which layers are recurrent (attention.recurrent_layers, else full_attention_interval,
+ * default 4) with their count. */
 enum moeinf_status moeinf_arch_read_deltanet(struct moeinf_arch_loader *ld,
                                              struct moeinf_hparams *hp);
 /* What qwen35moe and qwen3next share: the geometry, experts and a shared expert (its width

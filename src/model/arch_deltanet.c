@@ -30,10 +30,30 @@ static enum moeinf_status drop_nextn_layers(struct moeinf_arch_loader *ld,
     return MOEINF_OK;
 }
 
+/* attention.recurrent_layers: one bool per block (the converter writes it from the model's
+ * layer_types), which llama.cpp prefers to full_attention_interval when present. */
+static enum moeinf_status read_recurrent_layers(struct moeinf_arch_loader *ld,
+                                                struct moeinf_hparams *hp, int n_blocks) {
+    char key[NAME_MAX_LEN];
+    snprintf(key, sizeof key, "%s.attention.recurrent_layers", ld->arch);
+    hp->recurrent_layers = NULL;
+    if (moeinf_gguf_find_key(ld->g, key) < 0) return MOEINF_OK;
+    const struct moeinf_gguf_kv *kv;
+    enum moeinf_status st = moeinf_gguf_get_arr(ld->g, key, MOEINF_GGUF_TYPE_BOOL, &kv, ld->err);
+    if (st != MOEINF_OK) return st;
+    if (kv->n_elem != (uint64_t)n_blocks) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: '%s' has %llu values for %d blocks",
+                           ld->g->path, key, (unsigned long long)kv->n_elem, n_blocks);
+    }
+    hp->recurrent_layers = kv->data;
+    return MOEINF_OK;
+}
+
 enum moeinf_status moeinf_arch_read_deltanet(struct moeinf_arch_loader *ld,
                                              struct moeinf_hparams *hp) {
     enum moeinf_status st;
     int d_inner = 0;
+    const int n_blocks = hp->n_layer; /* block_count, the prediction heads included */
     if ((st = drop_nextn_layers(ld, hp)) ||
         (st = moeinf_arch_get_int(ld, "ssm.conv_kernel", true, 16, &hp->ssm_d_conv)) ||
         (st = moeinf_arch_get_int(ld, "ssm.inner_size", true, 1 << 20, &d_inner)) ||
@@ -51,14 +71,7 @@ enum moeinf_status moeinf_arch_read_deltanet(struct moeinf_arch_loader *ld,
                            ld->g->path, hp->ssm_d_conv, d_inner, hp->ssm_head_dim,
                            hp->ssm_n_v_heads, hp->ssm_n_k_heads);
     }
-    char key[NAME_MAX_LEN];
-    snprintf(key, sizeof key, "%s.attention.recurrent_layers", ld->arch);
-    if (moeinf_gguf_find_key(ld->g, key) >= 0) {
-        return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
-                           "%s: '%s' (a per-layer list of recurrent layers) is not supported yet; "
-                           "full_attention_interval is",
-                           ld->g->path, key);
-    }
+    if ((st = read_recurrent_layers(ld, hp, n_blocks))) return st;
     hp->full_attn_interval = 4; /* llama.cpp's default */
     if ((st = moeinf_arch_get_int(ld, "full_attention_interval", false, 4096,
                                   &hp->full_attn_interval))) {
@@ -75,6 +88,7 @@ enum moeinf_status moeinf_arch_read_deltanet(struct moeinf_arch_loader *ld,
 }
 
 bool moeinf_arch_layer_recurrent(const struct moeinf_hparams *hp, int il) {
+    if (hp->recurrent_layers) return hp->recurrent_layers[il] != 0;
     return hp->full_attn_interval > 0 && (il + 1) % hp->full_attn_interval != 0;
 }
 

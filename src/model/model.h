@@ -162,7 +162,9 @@ struct moeinf_hparams {
     /* Gated DeltaNet layers (n_recurrent > 0); ssm.conv_kernel, ssm.group_count (key heads),
      * ssm.time_step_rank (value heads), ssm.state_size (head_dim of both) */
     int n_recurrent;        /* layers with a recurrent state */
-    int full_attn_interval; /* layer il is full attention iff (il + 1) % this == 0 */
+    int full_attn_interval; /* layer il is full attention iff (il + 1) % this == 0, unless */
+    const uint8_t *recurrent_layers; /* not NULL: layer il is recurrent iff [il] != 0 (a GGUF
+                                        bool array in the file's mapping) */
     int ssm_d_conv;
     int ssm_n_k_heads;
     int ssm_n_v_heads;
