@@ -19,43 +19,6 @@
 #include "compute/pool.h"
 #include "model/fwd_state.h"
 
-/* row *= decay, then returns row . k: one pass over the row. Eight partial sums, so that the
- * compiler keeps them in vector lanes without reassociating a single running sum. */
-static float decay_dot(float *row, float decay, const float *k, int n) {
-    float acc[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        for (int l = 0; l < 8; l++) {
-            row[i + l] *= decay;
-            acc[l] += row[i + l] * k[i + l];
-        }
-    }
-    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; i < n; i++) {
-        row[i] *= decay;
-        s += row[i] * k[i];
-    }
-    return s;
-}
-
-/* row += d k, then returns row . q: one pass over the row. */
-static float update_dot(float *row, const float *k, float d, const float *q, int n) {
-    float acc[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8) {
-        for (int l = 0; l < 8; l++) {
-            row[i + l] += k[i + l] * d;
-            acc[l] += row[i + l] * q[i + l];
-        }
-    }
-    float s = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    for (; i < n; i++) {
-        row[i] += k[i] * d;
-        s += row[i] * q[i];
-    }
-    return s;
-}
-
 static float sigmoid(float x) {
     return 1.0f / (1.0f + expf(-x));
 }
@@ -215,9 +178,10 @@ struct delta_job {
     int m;
 };
 
-/* The delta rule of a range of value heads over the micro-batch's tokens, in order. Each row
- * of a head's state is updated on its own (decay, its element of S k, the rank-one update,
- * its element of S q), which is llama.cpp's arithmetic for that row in one pass. */
+/* The delta rule of a range of value heads over the micro-batch's tokens, in order, by the
+ * kernel table's delta_rule_f32: each row of a head's state is updated on its own (decay, its
+ * element of S k, the rank-one update, its element of S q), which is llama.cpp's arithmetic
+ * for that row. */
 static void delta_heads(void *arg, int ith, int nth) {
     const struct delta_job *job = arg;
     struct moeinf_fwd *f = job->f;
@@ -228,6 +192,7 @@ static void delta_heads(void *arg, int ith, int nth) {
     const int ratio = n_v / n_k;
     const float scale = 1.0f / sqrtf((float)hd);
     float *delta_state = layer_state(f, job->lw) + f->rs_conv_floats;
+    const moeinf_delta_rule_fn rule = f->p.kern->delta_rule_f32;
     const int h0 = (int)((int64_t)n_v * ith / nth);
     const int h1 = (int)((int64_t)n_v * (ith + 1) / nth);
     for (int h = h0; h < h1; h++) {
@@ -241,11 +206,7 @@ static void delta_heads(void *arg, int ith, int nth) {
             const float beta = f->ssm_beta[(size_t)j * n_v + h];
             const float decay = expf(f->ssm_g[(size_t)j * n_v + h]);
             float *o = f->ssm_o + (size_t)j * f->ssm_value_dim + (size_t)h * hd;
-            for (int r = 0; r < hd; r++) {
-                float *row = state + (size_t)r * hd;
-                const float d = (v[r] - decay_dot(row, decay, k, hd)) * beta;
-                o[r] = update_dot(row, k, d, q, hd) * scale;
-            }
+            rule(state, hd, q, k, v, decay, beta, scale, o);
         }
     }
 }
