@@ -503,6 +503,15 @@ MOEINF_API void moeinf_sampler_accept(struct moeinf_sampler *s, int32_t id);
  *   deepseek2  User: text\n\nAssistant: answer<｜end▁of▁sentence｜>   (DeepSeek-V2)
  *   deepseek3  <｜User｜>text<｜Assistant｜>answer<｜end▁of▁sentence｜>   (DeepSeek-V3)
  *   olmoe      <|user|>\ntext\n<|assistant|>\nanswer<|endoftext|>\n   (OLMoE, Tulu)
+ *   qwen35     <|im_start|>role\ntext<|im_end|>\n   (Qwen3.5, Qwen3.6: the model's Jinja
+ *              template as jinja2 renders it, tools and images aside. Texts are trimmed; an
+ *              answer after the last user message keeps its thinking as
+ *              <think>\nthought\n</think>\n\n before the answer, earlier answers lose it;
+ *              the prompt of a generation ends "<|im_start|>assistant\n<think>\n", so the
+ *              model's output starts inside its thinking and closes it with </think>, or with
+ *              MOEINF_CHAT_NO_THINKING "<think>\n\n</think>\n\n", an answer without thinking.
+ *              No messages, no user message, or a system message after the first is
+ *              MOEINF_ERR_ARG, as the template raises.)
  */
 struct moeinf_chat_message {
     const char *role;    /* "system", "user" or "assistant" */
@@ -528,13 +537,21 @@ MOEINF_API enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_m
                                                            const char *name, const char **out,
                                                            struct moeinf_error *err);
 
-/* Writes the conversation through template `name`; add_assistant ends it with the opening of
- * the assistant's turn (the prompt of a generation). *out is malloc'ed and NUL-terminated
- * (caller frees), *out_len its length (may be NULL). MOEINF_ERR_ARG for an unknown template
- * name or a role other than system, user and assistant (naming the message). */
+/* Flags of moeinf_chat_apply and moeinf_chat_tokenize, OR'ed (0: none). */
+/* End with the opening of the assistant's turn (the prompt of a generation). */
+#define MOEINF_CHAT_ADD_ASSISTANT 1u
+/* With ADD_ASSISTANT, for a model that thinks before it answers (qwen35): open the turn with
+ * an empty thinking block, for an answer without thinking (chat_template_kwargs'
+ * enable_thinking = false); the other templates have no thinking and ignore it. */
+#define MOEINF_CHAT_NO_THINKING 2u
+
+/* Writes the conversation through template `name` with `flags` (MOEINF_CHAT_*; true is
+ * MOEINF_CHAT_ADD_ASSISTANT). *out is malloc'ed and NUL-terminated (caller frees), *out_len its
+ * length (may be NULL). MOEINF_ERR_ARG for an unknown template name or flag, a role other than
+ * system, user and assistant (naming the message), or a conversation the template refuses. */
 MOEINF_API enum moeinf_status moeinf_chat_apply(const char *name,
                                                 const struct moeinf_chat_message *msgs,
-                                                size_t n_msgs, bool add_assistant, char **out,
+                                                size_t n_msgs, unsigned flags, char **out,
                                                 size_t *out_len, struct moeinf_error *err);
 
 /* The conversation through template `name` (as moeinf_chat_apply) as token ids: BOS when the
@@ -542,10 +559,11 @@ MOEINF_API enum moeinf_status moeinf_chat_apply(const char *name,
  * message's text tokenized as text (no control token is recognised in it or across its
  * edges; user-defined tokens are, as without parse_special). *out_ids is malloc'ed (caller
  * frees). Errors as moeinf_chat_apply and moeinf_tokenize. */
-MOEINF_API enum moeinf_status
-moeinf_chat_tokenize(const struct moeinf_model *model, const char *name,
-                     const struct moeinf_chat_message *msgs, size_t n_msgs, bool add_assistant,
-                     int32_t **out_ids, size_t *n_out, struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_chat_tokenize(const struct moeinf_model *model,
+                                                   const char *name,
+                                                   const struct moeinf_chat_message *msgs,
+                                                   size_t n_msgs, unsigned flags, int32_t **out_ids,
+                                                   size_t *n_out, struct moeinf_error *err);
 
 /* ---- KV cache reuse and version (engine_kv.c) -------------------------------------------- */
 

@@ -232,7 +232,7 @@ static void run_job(struct serve_worker *w, struct serve_job *job) {
     char msg[320];
     const int n_vocab = moeinf_model_n_vocab(w->model);
     enum moeinf_status tst = r->chat ? moeinf_chat_tokenize(w->model, r->tmpl, r->msgs, r->n_msgs,
-                                                            true, &ids, &n_ids, &err)
+                                                            r->chat_flags, &ids, &n_ids, &err)
                                      : moeinf_tokenize(w->model, r->prompt, strlen(r->prompt), true,
                                                        false, &ids, &n_ids, &err);
     if (tst != MOEINF_OK) {
