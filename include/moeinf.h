@@ -78,12 +78,13 @@ enum moeinf_phase {
 
 /* Geometry of a model that moeinf_gen_model writes with random weights. */
 struct moeinf_gen_params {
-    const char *arch;    /* "llama" (Mixtral family), "qwen2moe", "qwen3moe" or "olmoe" */
+    const char *arch;    /* "llama" (Mixtral family), "qwen2moe", "qwen3moe", "olmoe", or the
+                            hybrid linear-attention archs "qwen35moe" and "qwen3next" */
     int n_layer;         /* transformer blocks */
     int n_expert;        /* routed experts per layer; 0 = dense model */
     int n_expert_used;   /* top-k */
-    int n_expert_shared; /* shared experts: qwen2moe needs >= 1 (one shared FFN of width
-                            n_expert_shared x n_ff), the other archs 0 */
+    int n_expert_shared; /* shared experts: qwen2moe, qwen35moe and qwen3next need >= 1 (one
+                            shared FFN of width n_expert_shared x n_ff), the other archs 0 */
     int n_embd;          /* model width */
     int n_ff;            /* FFN width of one expert (or of the dense FFN) */
     int n_head;          /* query heads */
@@ -99,6 +100,17 @@ struct moeinf_gen_params {
     float rope_freq_base;   /* RoPE base theta (default 1e6, as Mixtral) */
     float rms_eps;          /* RMSNorm epsilon (default 1e-5) */
     int n_threads;          /* generator threads; 0 = the online CPUs (bytes do not depend on it) */
+    int n_vocab;            /* 0: the vocabulary's own size; larger: gen-model's own vocabulary
+                               is padded with unused tokens to this size (vocab_from: ignored) */
+    /* qwen35moe and qwen3next only (the other archs ignore them): */
+    int n_rot;              /* rotary dims of the full-attention layers; 0 = head dim */
+    int rope_sections[4];   /* qwen35moe's rope.dimension_sections; all 0 = n_rot/2 split as
+                               [11, 11, 10, 0] / 32 */
+    int ssm_d_conv;         /* linear-attention conv kernel (default 4) */
+    int ssm_d_state;        /* head dim of the linear-attention key and value heads */
+    int ssm_n_group;        /* linear-attention key heads */
+    int ssm_dt_rank;        /* linear-attention value heads (a multiple of the key heads) */
+    int full_attn_interval; /* layer i is full attention iff (i + 1) % interval == 0 */
 };
 
 /* The defaults, what `moeinf gen-model` writes without options: a small Mixtral-style MoE
