@@ -78,12 +78,13 @@ enum moeinf_phase {
 
 /* Geometry of a model that moeinf_gen_model writes with random weights. */
 struct moeinf_gen_params {
-    const char *arch;    /* "llama" (Mixtral family), "qwen2moe", "qwen3moe" or "olmoe" */
+    const char *arch;    /* "llama" (Mixtral family), "qwen2moe", "qwen3moe", "olmoe", or the
+                            hybrid linear-attention archs "qwen35moe" and "qwen3next" */
     int n_layer;         /* transformer blocks */
     int n_expert;        /* routed experts per layer; 0 = dense model */
     int n_expert_used;   /* top-k */
-    int n_expert_shared; /* shared experts: qwen2moe needs >= 1 (one shared FFN of width
-                            n_expert_shared x n_ff), the other archs 0 */
+    int n_expert_shared; /* shared experts: qwen2moe, qwen35moe and qwen3next need >= 1 (one
+                            shared FFN of width n_expert_shared x n_ff), the other archs 0 */
     int n_embd;          /* model width */
     int n_ff;            /* FFN width of one expert (or of the dense FFN) */
     int n_head;          /* query heads */
@@ -99,6 +100,17 @@ struct moeinf_gen_params {
     float rope_freq_base;   /* RoPE base theta (default 1e6, as Mixtral) */
     float rms_eps;          /* RMSNorm epsilon (default 1e-5) */
     int n_threads;          /* generator threads; 0 = the online CPUs (bytes do not depend on it) */
+    int n_vocab;            /* 0: the vocabulary's own size; larger: gen-model's own vocabulary
+                               is padded with unused tokens to this size (vocab_from: ignored) */
+    /* qwen35moe and qwen3next only (the other archs ignore them): */
+    int n_rot;              /* rotary dims of the full-attention layers; 0 = head dim */
+    int rope_sections[4];   /* qwen35moe's rope.dimension_sections; all 0 = n_rot/2 split as
+                               [11, 11, 10, 0] / 32 */
+    int ssm_d_conv;         /* linear-attention conv kernel (default 4) */
+    int ssm_d_state;        /* head dim of the linear-attention key and value heads */
+    int ssm_n_group;        /* linear-attention key heads */
+    int ssm_dt_rank;        /* linear-attention value heads (a multiple of the key heads) */
+    int full_attn_interval; /* layer i is full attention iff (i + 1) % interval == 0 */
 };
 
 /* The defaults, what `moeinf gen-model` writes without options: a small Mixtral-style MoE
@@ -369,8 +381,9 @@ MOEINF_API enum moeinf_status moeinf_context_expert_state_save(struct moeinf_con
  * expert cache or outside a request. */
 MOEINF_API void moeinf_context_request_end(struct moeinf_context *ctx);
 
-/* Forgets the KV cache: the next decode starts at position 0 and a new request. The expert
- * cache keeps its contents and what its policy learned. */
+/* Forgets the KV cache (and a recurrent state with its checkpoints): the next decode starts at
+ * position 0 and a new request. The expert cache keeps its contents and what its policy
+ * learned. */
 MOEINF_API void moeinf_context_reset(struct moeinf_context *ctx);
 MOEINF_API int moeinf_context_n_past(const struct moeinf_context *ctx);
 MOEINF_API int moeinf_context_n_threads(const struct moeinf_context *ctx);
@@ -384,7 +397,8 @@ MOEINF_API const char *moeinf_context_kernels(const struct moeinf_context *ctx);
  * MOEINF_ERR_CONTEXT if n_past + n would exceed n_ctx (nothing is appended then);
  * MOEINF_ERR_ARG for a token id outside the vocabulary; MOEINF_ERR_FORMAT when the model
  * computes NaN or infinity (weights that hold them, or activations that overflow), naming
- * the first layer whose output is not finite (the micro-batch is not appended).
+ * the first layer whose output is not finite (the micro-batch is not appended; a model with
+ * recurrent layers goes back to its latest state checkpoint, as moeinf_context_truncate does).
  */
 MOEINF_API enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids, int n,
                                             float *logits, bool all_logits,
@@ -501,6 +515,15 @@ MOEINF_API void moeinf_sampler_accept(struct moeinf_sampler *s, int32_t id);
  *   deepseek2  User: text\n\nAssistant: answer<｜end▁of▁sentence｜>   (DeepSeek-V2)
  *   deepseek3  <｜User｜>text<｜Assistant｜>answer<｜end▁of▁sentence｜>   (DeepSeek-V3)
  *   olmoe      <|user|>\ntext\n<|assistant|>\nanswer<|endoftext|>\n   (OLMoE, Tulu)
+ *   qwen35     <|im_start|>role\ntext<|im_end|>\n   (Qwen3.5, Qwen3.6: the model's Jinja
+ *              template as jinja2 renders it, tools and images aside. Texts are trimmed; an
+ *              answer after the last user message keeps its thinking as
+ *              <think>\nthought\n</think>\n\n before the answer, earlier answers lose it;
+ *              the prompt of a generation ends "<|im_start|>assistant\n<think>\n", so the
+ *              model's output starts inside its thinking and closes it with </think>, or with
+ *              MOEINF_CHAT_NO_THINKING "<think>\n\n</think>\n\n", an answer without thinking.
+ *              No messages, no user message, or a system message after the first is
+ *              MOEINF_ERR_ARG, as the template raises.)
  */
 struct moeinf_chat_message {
     const char *role;    /* "system", "user" or "assistant" */
@@ -526,13 +549,21 @@ MOEINF_API enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_m
                                                            const char *name, const char **out,
                                                            struct moeinf_error *err);
 
-/* Writes the conversation through template `name`; add_assistant ends it with the opening of
- * the assistant's turn (the prompt of a generation). *out is malloc'ed and NUL-terminated
- * (caller frees), *out_len its length (may be NULL). MOEINF_ERR_ARG for an unknown template
- * name or a role other than system, user and assistant (naming the message). */
+/* Flags of moeinf_chat_apply and moeinf_chat_tokenize, OR'ed (0: none). */
+/* End with the opening of the assistant's turn (the prompt of a generation). */
+#define MOEINF_CHAT_ADD_ASSISTANT 1u
+/* With ADD_ASSISTANT, for a model that thinks before it answers (qwen35): open the turn with
+ * an empty thinking block, for an answer without thinking (chat_template_kwargs'
+ * enable_thinking = false); the other templates have no thinking and ignore it. */
+#define MOEINF_CHAT_NO_THINKING 2u
+
+/* Writes the conversation through template `name` with `flags` (MOEINF_CHAT_*; true is
+ * MOEINF_CHAT_ADD_ASSISTANT). *out is malloc'ed and NUL-terminated (caller frees), *out_len its
+ * length (may be NULL). MOEINF_ERR_ARG for an unknown template name or flag, a role other than
+ * system, user and assistant (naming the message), or a conversation the template refuses. */
 MOEINF_API enum moeinf_status moeinf_chat_apply(const char *name,
                                                 const struct moeinf_chat_message *msgs,
-                                                size_t n_msgs, bool add_assistant, char **out,
+                                                size_t n_msgs, unsigned flags, char **out,
                                                 size_t *out_len, struct moeinf_error *err);
 
 /* The conversation through template `name` (as moeinf_chat_apply) as token ids: BOS when the
@@ -540,10 +571,11 @@ MOEINF_API enum moeinf_status moeinf_chat_apply(const char *name,
  * message's text tokenized as text (no control token is recognised in it or across its
  * edges; user-defined tokens are, as without parse_special). *out_ids is malloc'ed (caller
  * frees). Errors as moeinf_chat_apply and moeinf_tokenize. */
-MOEINF_API enum moeinf_status
-moeinf_chat_tokenize(const struct moeinf_model *model, const char *name,
-                     const struct moeinf_chat_message *msgs, size_t n_msgs, bool add_assistant,
-                     int32_t **out_ids, size_t *n_out, struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_chat_tokenize(const struct moeinf_model *model,
+                                                   const char *name,
+                                                   const struct moeinf_chat_message *msgs,
+                                                   size_t n_msgs, unsigned flags, int32_t **out_ids,
+                                                   size_t *n_out, struct moeinf_error *err);
 
 /* ---- reasoning (chat module, reasoning.c) ------------------------------------------------ */
 
@@ -600,7 +632,11 @@ MOEINF_API enum moeinf_status moeinf_reasoning_flush(struct moeinf_reasoning *r,
 
 /* Keeps the first n_keep tokens of the context and forgets the rest, so that a prompt that
  * shares them (a chat that resends its history) decodes only what follows. MOEINF_ERR_ARG
- * unless 0 <= n_keep <= moeinf_context_n_past. */
+ * unless 0 <= n_keep <= moeinf_context_n_past. A model with recurrent layers (Gated DeltaNet:
+ * qwen35moe, qwen3next) cannot forget a suffix of its state: the context goes back to the
+ * latest state checkpoint at or before n_keep (one is taken after each micro-batch of a
+ * multi-token decode, the last 4 kept), possibly 0, so read moeinf_context_n_past after and
+ * decode from there. */
 MOEINF_API enum moeinf_status moeinf_context_truncate(struct moeinf_context *ctx, int n_keep,
                                                       struct moeinf_error *err);
 

@@ -2,7 +2,8 @@
 /*
  * test_gen_model.c - moeinf_gen_model: tiny models written to scratch files and read back
  * with the GGUF reader. Checks the metadata and tensor layout llama.cpp expects for arch
- * "llama" (and for qwen2moe, qwen3moe and olmoe, which the engine then runs), the weight statistics
+ * "llama" (and for qwen2moe, qwen3moe and olmoe, which the engine then runs; qwen35moe and
+ * qwen3next key by key and tensor by tensor), the weight statistics
  * of README 1.6 (moments and normal tail masses computed here in float64, weights decoded from
  * F32/F16/Q8_0/Q4_0 by this file's own decoders), determinism (seed, thread count), the vocabulary,
  * and that failures leave no file.
@@ -17,6 +18,7 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include "gen/quant_mix.h"
 #include "gguf/gguf.h"
 #include "moeinf.h"
 #include "quant/quant.h"
@@ -36,6 +38,24 @@ static struct moeinf_gen_params tiny(int type) {
     p.type = type;
     p.seed = 1234;
     p.n_threads = 2;
+    return p;
+}
+
+/* A tiny hybrid model: 4 layers (three Gated DeltaNet, then full attention at layer 3 with
+ * the default interval 4), n_embd 64, 4 experts top-2 of width 32 plus a shared one, 4 heads
+ * of 64 (2 KV), 64 rotary dims, linear attention 2 key / 4 value heads of 16. */
+static struct moeinf_gen_params tiny_hybrid(const char *arch, int type) {
+    struct moeinf_gen_params p = tiny(type);
+    p.arch = arch;
+    p.n_layer = 4;
+    p.n_expert = 4;
+    p.n_ff = 32;
+    p.n_expert_shared = 1;
+    p.n_embd_head = 64;
+    p.n_rot = 64;
+    p.ssm_d_state = 16;
+    p.ssm_n_group = 2;
+    p.ssm_dt_rank = 4;
     return p;
 }
 
@@ -659,6 +679,14 @@ static void test_bad_params(void) {
     BAD(p.n_embd_head = 7, "odd");
     BAD(p.n_ctx_train = 0, "context length");
     BAD(p.rms_eps = 0, "rms epsilon");
+    BAD(p = tiny_hybrid("qwen35moe", 0); p.n_expert_shared = 0,
+        "arch 'qwen35moe' needs 1 to 64 shared experts (got 0)");
+    BAD(p = tiny_hybrid("qwen3next", 0); p.ssm_dt_rank = 3, "2 linear key heads do not divide 3");
+    BAD(p = tiny_hybrid("qwen35moe", 0); p.rope_sections[0] = 1,
+        "rope sections sum to 1, not rotary dims / 2 = 32");
+    BAD(p = tiny_hybrid("qwen35moe", 0); p.n_rot = 66, "rotary dims 66");
+    BAD(p = tiny_hybrid("qwen3next", 8); p.ssm_d_state = 20, "linear head dim x value heads");
+    BAD(p = tiny_hybrid("qwen3next", 0); p.full_attn_interval = 0, "full attention interval 0");
 #undef BAD
     /* Any width works for F32/F16. */
     p = tiny(0);
@@ -810,6 +838,170 @@ static void test_archs(void) {
     check_arch_file("olmoe", 0);
 }
 
+/* qwen35moe and qwen3next: every metadata key and tensor (name, type, shape in ne order) that
+ * llama.cpp's loader reads (src/models/qwen35moe.cpp, qwen3next.cpp), written out here by
+ * hand for this geometry; ssm_a is negative; no tensor beyond these. */
+static void check_hybrid_file(const char *arch) {
+    const bool next = !strcmp(arch, "qwen3next");
+    struct moeinf_gen_params p = tiny_hybrid(arch, 8);
+    char name[64];
+    char path[512];
+    char key[96];
+    snprintf(name, sizeof name, "gen-%s.gguf", arch);
+    struct moeinf_gguf *g = gen_open(&p, name, path, sizeof path);
+    if (!g) return;
+    struct moeinf_gguf_str s;
+    struct moeinf_error err = {0};
+    CHECK_EQ_INT(moeinf_gguf_get_str(g, "general.architecture", &s, &err), MOEINF_OK);
+    CHECK(moeinf_gguf_str_eq(s, arch));
+#define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
+    static const struct {
+        const char *k;
+        uint32_t v;
+    } keys[] = {{"block_count", 4},
+                {"embedding_length", 64},
+                {"expert_count", 4},
+                {"expert_used_count", 2},
+                {"expert_feed_forward_length", 32},
+                {"expert_shared_feed_forward_length", 32},
+                {"feed_forward_length", 64},
+                {"attention.head_count", 4},
+                {"attention.head_count_kv", 2},
+                {"attention.key_length", 64},
+                {"attention.value_length", 64},
+                {"rope.dimension_count", 64},
+                {"ssm.conv_kernel", 4},
+                {"ssm.state_size", 16},
+                {"ssm.group_count", 2},
+                {"ssm.time_step_rank", 4},
+                {"ssm.inner_size", 64},
+                {"full_attention_interval", 4}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+        CHECK_MSG(u32_of(g, KEY(keys[i].k)) == keys[i].v, "%s", key);
+    }
+    const struct moeinf_gguf_kv *sec = NULL;
+    enum moeinf_status st =
+        moeinf_gguf_get_arr(g, KEY("rope.dimension_sections"), MOEINF_GGUF_TYPE_INT32, &sec, &err);
+    if (next) {
+        CHECK(st != MOEINF_OK); /* plain NEOX RoPE: no sections */
+    } else {
+        CHECK_MSG(st == MOEINF_OK && sec->n_elem == 4, "%s", err.msg);
+        int32_t v[4] = {0};
+        if (st == MOEINF_OK) memcpy(v, sec->data, sizeof v);
+        /* 64 rotary dims: Qwen3.5's mrope_section [11, 11, 10] (+ 0) */
+        CHECK(v[0] == 11 && v[1] == 11 && v[2] == 10 && v[3] == 0);
+    }
+#undef KEY
+    const int f32 = MOEINF_TYPE_F32;
+    const int q = MOEINF_TYPE_Q8_0;
+    int n_expected = 3;
+    check_tensor(g, "token_embd.weight", q, 2, 64, 1010, 1);
+    check_tensor(g, "output.weight", q, 2, 64, 1010, 1);
+    check_tensor(g, "output_norm.weight", f32, 1, 64, 1, 1);
+    for (int l = 0; l < 4; l++) {
+        char n[64];
+#define T(suffix, type, dims, a, b, c)                                                                 (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), check_tensor(g, n, type, dims, a, b, c),            n_expected++)
+#define ABSENT(suffix)                                                                             \
+    do {                                                                                           \
+        snprintf(n, sizeof n, "blk.%d.%s", l, suffix);                                             \
+        CHECK_MSG(moeinf_gguf_find_tensor(g, n) == NULL, "unexpected %s", n);                      \
+    } while (0)
+        T("attn_norm.weight", f32, 1, 64, 1, 1);
+        T("post_attention_norm.weight", f32, 1, 64, 1, 1);
+        ABSENT("ffn_norm.weight");
+        T("ffn_gate_inp.weight", f32, 2, 64, 4, 1);
+        T("ffn_gate_exps.weight", q, 3, 64, 32, 4);
+        T("ffn_up_exps.weight", q, 3, 64, 32, 4);
+        T("ffn_down_exps.weight", q, 3, 32, 64, 4);
+        T("ffn_gate_inp_shexp.weight", f32, 1, 64, 1, 1);
+        T("ffn_gate_shexp.weight", q, 2, 64, 32, 1);
+        T("ffn_up_shexp.weight", q, 2, 64, 32, 1);
+        T("ffn_down_shexp.weight", q, 2, 32, 64, 1);
+        if (l == 3) { /* full attention: q and its gate, 2 x 4 heads x 64 */
+            T("attn_q.weight", q, 2, 64, 512, 1);
+            T("attn_k.weight", q, 2, 64, 128, 1);
+            T("attn_v.weight", q, 2, 64, 128, 1);
+            T("attn_output.weight", q, 2, 256, 64, 1);
+            T("attn_q_norm.weight", f32, 1, 64, 1, 1);
+            T("attn_k_norm.weight", f32, 1, 64, 1, 1);
+            ABSENT("attn_qkv.weight");
+            ABSENT("ssm_a");
+            continue;
+        }
+        /* Gated DeltaNet: key_dim 2 x 16, value_dim 4 x 16, conv over q, k, v = 128 */
+        T("attn_qkv.weight", q, 2, 64, 128, 1);
+        T("attn_gate.weight", q, 2, 64, 64, 1);
+        T("ssm_conv1d.weight", f32, 2, 4, 128, 1);
+        T("ssm_dt.bias", f32, 1, 4, 1, 1);
+        T("ssm_a", f32, 1, 4, 1, 1);
+        T("ssm_norm.weight", f32, 1, 16, 1, 1);
+        T("ssm_out.weight", q, 2, 64, 64, 1);
+        if (next) {
+            T("ssm_ba.weight", q, 2, 64, 8, 1);
+            ABSENT("ssm_beta.weight");
+        } else {
+            T("ssm_beta.weight", q, 2, 64, 4, 1);
+            T("ssm_alpha.weight", q, 2, 64, 4, 1);
+            ABSENT("ssm_ba.weight");
+        }
+        ABSENT("attn_q.weight");
+        snprintf(n, sizeof n, "blk.%d.ssm_a", l);
+        const struct moeinf_gguf_tensor *a = moeinf_gguf_find_tensor(g, n);
+        for (int h = 0; a && a->type == f32 && h < 4; h++) {
+            float v;
+            memcpy(&v, a->data + 4 * h, sizeof v);
+            CHECK_MSG(v < 0 && v > -20, "%s[%d] = %g", n, h, v); /* a decay rate: negative */
+        }
+#undef T
+#undef ABSENT
+    }
+    CHECK_EQ_INT(g->n_tensors, n_expected);
+    moeinf_gguf_free(g);
+    remove(path);
+}
+
+static void test_hybrid_archs(void) {
+    check_hybrid_file("qwen35moe");
+    check_hybrid_file("qwen3next");
+
+    /* The vocabulary padded to a real model's size with unused tokens. */
+    struct moeinf_gen_params p = tiny_hybrid("qwen35moe", 8);
+    p.n_vocab = 2048;
+    char path[512];
+    struct moeinf_gguf *g = gen_open(&p, "gen-hybrid-vocab.gguf", path, sizeof path);
+    if (g) {
+        check_tensor(g, "token_embd.weight", 8, 2, 64, 2048, 1);
+        CHECK_EQ_INT(u32_of(g, "qwen35moe.vocab_size"), 2048);
+        const struct moeinf_gguf_kv *types = NULL;
+        struct moeinf_error err;
+        CHECK(moeinf_gguf_get_arr(g, "tokenizer.ggml.token_type", MOEINF_GGUF_TYPE_INT32, &types,
+                                  &err) == MOEINF_OK);
+        if (types) {
+            CHECK_EQ_INT(types->n_elem, 2048);
+            int32_t first = 0;
+            int32_t last = 0;
+            memcpy(&first, types->data + 4 * 1010, 4); /* the first padding token */
+            memcpy(&last, types->data + 4 * 2047, 4);
+            CHECK(first == 5 && last == 5); /* llama.cpp's UNUSED */
+        }
+        moeinf_gguf_free(g);
+        remove(path);
+    }
+    struct moeinf_error err;
+    p.n_vocab = 1000; /* below the own vocabulary's 1010 tokens */
+    CHECK_EQ_INT(moeinf_gen_model(&p, path, &err), MOEINF_ERR_ARG);
+    CHECK_STR_CONTAINS(err.msg, "below the 1010 tokens");
+    CHECK(!test_file_exists(path));
+
+    /* Q4_K_M: llama.cpp counts attn_qkv as an attn_v, and conv1d stays F32 (the mix of a
+     * whole file is also compared with llama-quantize's by hand: see the report) */
+    CHECK_EQ_INT(moeinf_q4_k_m_type("blk.3.attn_qkv", 3, 8, 256, 2048, false), MOEINF_TYPE_Q6_K);
+    CHECK_EQ_INT(moeinf_q4_k_m_type("blk.2.attn_qkv", 2, 8, 256, 2048, false), MOEINF_TYPE_Q4_K);
+    CHECK_EQ_INT(moeinf_q4_k_m_type("blk.2.ssm_out", 2, 8, 256, 4096, false), MOEINF_TYPE_Q4_K);
+    CHECK_EQ_INT(moeinf_q4_k_m_type("blk.0.ffn_down_shexp", 0, 8, 256, 512, false),
+                 MOEINF_TYPE_Q6_K);
+}
+
 static void test_default_model(void) {
     struct moeinf_gen_params p = moeinf_gen_params_default();
     CHECK(p.arch && !strcmp(p.arch, "llama"));
@@ -844,6 +1036,7 @@ int main(void) {
     RUN(test_bad_params);
     RUN(test_failures_leave_nothing);
     RUN(test_archs);
+    RUN(test_hybrid_archs);
     RUN(test_default_model);
     return test_report();
 }

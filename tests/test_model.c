@@ -13,9 +13,9 @@
 #include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
-#include "model/arch.h"
 #include "gguf_bytes.h"
 #include "golden.h"
+#include "model/arch.h"
 #include "moeinf.h"
 #include "test.h"
 
@@ -128,7 +128,8 @@ static void test_unsupported_arch(void) {
     /* NOLINTNEXTLINE(bugprone-not-null-terminated-result): bytes in a file image */
     if (at) memcpy(b + at + 4 + 8, "gemma", 5);
     expect_load_error(b, size, "m_arch.gguf", MOEINF_ERR_UNSUPPORTED,
-                      "'gemma' is not supported yet (llama, qwen2moe, qwen3moe, olmoe are)");
+                      "'gemma' is not supported yet (llama, qwen2moe, qwen3moe, olmoe, qwen35moe, "
+                      "qwen3next are)");
     free(b);
 }
 
@@ -137,8 +138,9 @@ static void test_unsupported_arch(void) {
 static void test_arch_table(void) {
     char names[160];
     moeinf_arch_names(names, sizeof names);
-    CHECK(!strcmp(names, "llama, qwen2moe, qwen3moe, olmoe"));
-    static const char *const known[] = {"llama", "qwen2moe", "qwen3moe", "olmoe"};
+    CHECK(!strcmp(names, "llama, qwen2moe, qwen3moe, olmoe, qwen35moe, qwen3next"));
+    static const char *const known[] = {"llama", "qwen2moe",  "qwen3moe",
+                                        "olmoe", "qwen35moe", "qwen3next"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
         const struct moeinf_arch *a = moeinf_arch_find(known[i], strlen(known[i]));
         CHECK_MSG(a && !strcmp(a->name, known[i]), "%s not found", known[i]);

@@ -4,8 +4,9 @@
  * logits, to the bit, as the fully resident run: for every online policy, cache sizes from
  * the minimum (top_k slots, which forces a prefill micro-batch into many waves) up to every
  * expert, micro-batches of 512 and 3 tokens, 1 to 3 threads, two requests in one context
- * (the cache outlives moeinf_context_reset); Mixtral-style models and qwen2moe (whose
- * shared expert stays resident). Also: the bytes read are exactly the misses'
+ * (the cache outlives moeinf_context_reset); Mixtral-style models, qwen2moe (whose
+ * shared expert stays resident) and the hybrid qwen35moe and qwen3next (whose Gated DeltaNet
+ * layers keep a recurrent state). Also: the bytes read are exactly the misses'
  * experts (plus their 4 KiB windows under O_DIRECT), computed here from the GGUF tensor
  * table; the simulator replaying the engine's recorded routing with --batch at the same
  * capacity and policy counts exactly the engine's hits and misses; bad sizes and a file
@@ -370,6 +371,51 @@ static void test_identical_tiny_qwen2moe(void) {
     check_model(path);
 }
 
+/* qwen35moe and qwen3next (tests/data/models): the Gated DeltaNet layers' weights, the gated
+ * attention's and the shared expert stay resident copies while the routed experts go through
+ * the cache; the recurrent state is the context's, untouched by the cache. */
+static void hybrid_model(const char *rel) {
+    char path[1024];
+    test_src_path(rel, path, sizeof path);
+    const struct moeinf_model *m = model_for(path, true);
+    CHECK_MSG(m != NULL, "%s", rel);
+    if (!m) return;
+    const uint8_t *lo = m->gguf->map.data;
+    const uint8_t *hi = lo + m->gguf->map.size;
+    int recurrent = 0;
+    for (int il = 0; il < m->llm->hp.n_layer; il++) {
+        const struct moeinf_layer *lw = &m->llm->layers[il];
+        const void *deltanet[] = {lw->ssm_qkv.data, lw->ssm_z.data, lw->ssm_conv1d.data, lw->ssm_a,
+                                  lw->ssm_dt_bias,  lw->ssm_norm,   lw->ssm_out.data};
+        const void *attn[] = {lw->wq.data, lw->wk.data, lw->wv.data, lw->wo.data, lw->q_norm};
+        const void *ffn[] = {lw->gate_shexp.data, lw->up_shexp.data, lw->down_shexp.data,
+                             lw->gate_inp_shexp,  lw->router.data,   lw->ffn_norm,
+                             lw->attn_norm};
+        const bool is_rec = lw->attn == MOEINF_ATTN_DELTANET;
+        recurrent += is_rec;
+        const void *const *ps = is_rec ? deltanet : attn;
+        size_t n = is_rec ? sizeof deltanet / sizeof deltanet[0] : sizeof attn / sizeof attn[0];
+        for (size_t i = 0; i < n + sizeof ffn / sizeof ffn[0]; i++) {
+            const uint8_t *p = i < n ? ps[i] : ffn[i - n];
+            CHECK_MSG(p && !(p >= lo && p < hi), "%s layer %d weight %zu is not resident", rel, il,
+                      i);
+        }
+        CHECK(lw->gate_exps.data == NULL && lw->down_exps.data == NULL);
+    }
+    CHECK_EQ_INT(recurrent, 3); /* 4 layers, full attention every 4th */
+    check_model(path);
+}
+
+static void test_identical_tiny_qwen35moe(void) {
+    hybrid_model("tests/data/models/tiny-qwen35moe-F32.gguf");
+    hybrid_model("tests/data/models/tiny-qwen35moe-Q4_K_M.gguf");
+}
+
+static void test_identical_tiny_qwen3next(void) {
+    hybrid_model("tests/data/models/tiny-qwen3next-F32.gguf");
+    hybrid_model("tests/data/models/tiny-qwen3next-Q4_K_M.gguf");
+}
+
 static void test_identical_generated(void) {
     check_model(generated_model());
 }
@@ -607,6 +653,8 @@ int main(void) {
     RUN(test_identical_tiny_q8_0);
     RUN(test_identical_tiny_q4_0);
     RUN(test_identical_tiny_qwen2moe);
+    RUN(test_identical_tiny_qwen35moe);
+    RUN(test_identical_tiny_qwen3next);
     RUN(test_identical_generated);
     RUN(test_bytes_read_are_the_misses);
     RUN(test_sim_replays_engine_counts);

@@ -918,7 +918,11 @@ static void test_simd_from_float(void) {
  * block, a subnormal maximum (the scale overflows to infinity) and random bit patterns. */
 static void test_q8_k_activation_cases(void) {
     const struct moeinf_kernels *ref = moeinf_kernels_scalar();
-    enum { NB = 9 };
+
+    enum {
+        NB = 9
+    };
+
     float x[NB * 256];
     for (int j = 0; j < 256; j++) /* ties: max -127 makes the scale 1 */
         x[j] = (float)(j % 64) - 31.5f;
@@ -1265,6 +1269,61 @@ static void test_axpy(void) {
     }
 }
 
+/* delta_rule_f32 on every table against a float64 computation of the same rule (sizes with
+ * and without a tail of 8), to a bound of rounding: the tables differ only in the order of
+ * the dot products' sums. */
+static void test_delta_rule(void) {
+    static const int sizes[] = {5, 16, 37, 128};
+    for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
+        const int n = sizes[si];
+        float *s0 = malloc((size_t)n * n * sizeof(float));
+        float *s = malloc((size_t)n * n * sizeof(float));
+        double *sd = malloc((size_t)n * n * sizeof(double));
+        float q[128], k[128], v[128], out[128];
+        double want[128];
+        for (int i = 0; i < n * n; i++)
+            s0[i] = (float)(rng_uniform() - 0.5);
+        for (int i = 0; i < n; i++) {
+            q[i] = (float)(rng_uniform() - 0.5);
+            k[i] = (float)(rng_uniform() - 0.5);
+            v[i] = (float)(rng_uniform() - 0.5);
+        }
+        const float decay = 0.9f, beta = 0.7f, scale = 0.125f;
+        for (int i = 0; i < n * n; i++)
+            sd[i] = s0[i];
+        for (int r = 0; r < n; r++) {
+            double *row = sd + (size_t)r * n;
+            double sk = 0;
+            for (int i = 0; i < n; i++) {
+                row[i] *= decay;
+                sk += row[i] * k[i];
+            }
+            double d = (v[r] - sk) * beta;
+            double sq = 0;
+            for (int i = 0; i < n; i++) {
+                row[i] += k[i] * d;
+                sq += row[i] * q[i];
+            }
+            want[r] = sq * scale;
+        }
+        for (int ti = 0; ti < n_tables; ti++) {
+            memcpy(s, s0, (size_t)n * n * sizeof(float));
+            tables[ti]->delta_rule_f32(s, n, q, k, v, decay, beta, scale, out);
+            double worst = 0;
+            for (int r = 0; r < n; r++)
+                worst = fmax(worst, fabs(out[r] - want[r]));
+            for (int i = 0; i < n * n; i++)
+                worst = fmax(worst, fabs(s[i] - sd[i]));
+            /* values of order 1, n-term sums: float rounding is n * 2^-24 at most */
+            CHECK_MSG(worst < 1e-6 * n, "%s delta_rule_f32 n=%d: off by %g", tables[ti]->name, n,
+                      worst);
+        }
+        free(s0);
+        free(s);
+        free(sd);
+    }
+}
+
 /* ---- real data: llama-quantize's outputs ------------------------------------------------------
  */
 
@@ -1492,6 +1551,7 @@ int main(void) {
     RUN(test_vec_dot_rows);
     RUN(test_vec_dot_rows_extremes);
     RUN(test_axpy);
+    RUN(test_delta_rule);
     RUN(test_kernels_best);
     RUN(test_probe_matches_cpuinfo);
     RUN(test_real_data);

@@ -4,8 +4,11 @@
  * llama_chat_apply_template (mistral = llama.cpp's "llama2", chatml, llama3, deepseek2,
  * deepseek3), and jinja2 rendering the OLMoE (Tulu) Jinja template, which llama.cpp has no
  * template for. Skips those comparisons when python3, llama_cpp or jinja2 is missing
- * (tests/scripts/chat_template_ref.py exits 77). moeinf_chat_tokenize against the tokenizer
- * run on the pieces: markup with its control tokens, messages' texts as text.
+ * (tests/scripts/chat_template_ref.py exits 77). qwen35 against the Qwen3.5 model's own Jinja
+ * template (tests/data/chat_templates) rendered by jinja2 as transformers does, with
+ * enable_thinking absent, true and false, and detected from that text. moeinf_chat_tokenize
+ * against the tokenizer run on the pieces: markup with its control tokens, messages' texts as
+ * text.
  */
 #include <cjson/cJSON.h>
 
@@ -179,6 +182,194 @@ static void test_against_references(void) {
     remove(out_path);
 }
 
+/* ---- qwen35 against the model's Jinja template ------------------------------------------- */
+
+/* Conversations for qwen35: system + user; earlier turns' thinking dropped; an answer after
+ * the last question (its thinking kept, empty or not); several <think> tags; Unicode
+ * whitespace (Python's strip: U+3000, U+00A0, U+001F) and newlines around texts; a user
+ * message that is a <tool_response> (not a question); answers in a row. Then what the
+ * template refuses: no messages, no user message, a late system message, only a
+ * <tool_response>. */
+static const char *const qwen_convs[][18] = {
+    {"system", "You are terse.", "user", "Hi", NULL},
+    {"user", "Hi", "assistant", "<think>\nThe user greets.\n</think>\n\nHello!", "user", "2+2?",
+     NULL},
+    {"system", " Be brief. \n", "user", "\xe3\x80\x80wide\xc2\xa0", "assistant", "plain", NULL},
+    {"user", "q", "assistant", "<think>a</think>b<think>c</think>d", NULL},
+    {"user", "x", "assistant", "  \n<think>\n\n  r  \n\n</think>\n\n\n  c  ", NULL},
+    {"user", "q1", "assistant", "<think>r1</think>a1", "user", "<tool_response>t</tool_response>",
+     "assistant", "<think>r2</think>a2", NULL},
+    {"user", "a", "assistant", "b", "assistant", "c", "user", "d", NULL},
+    {"user", "caf\xc3\xa9 \xe6\x97\xa5\xe6\x9c\xac\x1f", "assistant", "\n\n</think>\n\nonly answer",
+     "user", "<think>not markup</think>", NULL},
+    {NULL},
+    {"system", "s", NULL},
+    {"user", "a", "system", "s", NULL},
+    {"user", " <tool_response>x</tool_response>\n", NULL},
+};
+#define N_QWEN_CONV   (sizeof qwen_convs / sizeof qwen_convs[0])
+#define N_QWEN_REFUSE 4 /* the last four */
+
+static size_t qwen_messages(size_t c, struct moeinf_chat_message *m) {
+    size_t n = 0;
+    for (; qwen_convs[c][2 * n]; n++) {
+        m[n].role = qwen_convs[c][2 * n];
+        m[n].content = qwen_convs[c][2 * n + 1];
+    }
+    return n;
+}
+
+/* thinking: 0 absent, 1 enable_thinking true, 2 false */
+static void write_qwen_query(FILE *f, const char *tmpl_file, size_t c, bool add, int thinking) {
+    cJSON *q = cJSON_CreateObject();
+    cJSON_AddStringToObject(q, "name", "hf");
+    cJSON_AddStringToObject(q, "template_file", tmpl_file);
+    cJSON *ms = cJSON_AddArrayToObject(q, "messages");
+    struct moeinf_chat_message m[8];
+    size_t n = qwen_messages(c, m);
+    for (size_t i = 0; i < n; i++) {
+        const char *pair[2] = {m[i].role, m[i].content};
+        cJSON_AddItemToArray(ms, cJSON_CreateStringArray(pair, 2));
+    }
+    cJSON_AddBoolToObject(q, "add", add);
+    cJSON *kw = cJSON_AddObjectToObject(q, "kwargs");
+    if (thinking) cJSON_AddBoolToObject(kw, "enable_thinking", thinking == 1);
+    char *s = cJSON_PrintUnformatted(q);
+    fprintf(f, "%s\n", s);
+    free(s);
+    cJSON_Delete(q);
+}
+
+static void test_qwen35_against_jinja(void) {
+    char tmpl_file[512];
+    char in_path[512];
+    char out_path[512];
+    char cmd[2048];
+    char src[512];
+    test_src_path("tests/data/chat_templates/Qwen3.5-4B.jinja", tmpl_file, sizeof tmpl_file);
+    test_src_path("tests/scripts/chat_template_ref.py", src, sizeof src);
+    /* the model's Jinja text is detected as qwen35 */
+    static char jinja[1 << 14];
+    test_read_text(tmpl_file, jinja, sizeof jinja);
+    CHECK(strlen(jinja) > 7000);
+    const char *d = moeinf_chat_template_detect(jinja);
+    CHECK_MSG(d && !strcmp(d, "qwen35"), "detect gave %s", d ? d : "NULL");
+
+    test_tmp_path("qwen35-queries.jsonl", in_path, sizeof in_path);
+    test_tmp_path("qwen35-refs.jsonl", out_path, sizeof out_path);
+    FILE *f = fopen(in_path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    for (size_t c = 0; c < N_QWEN_CONV; c++)
+        for (int add = 0; add < 2; add++)
+            for (int thinking = 0; thinking < 3; thinking++)
+                write_qwen_query(f, tmpl_file, c, add, thinking);
+    fclose(f);
+    snprintf(cmd, sizeof cmd, "python3 '%s' < '%s' > '%s'", src, in_path, out_path);
+    int st = system(cmd); // NOLINT(concurrency-mt-unsafe): main thread
+    int code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    if (code == 77 || code == 127) {
+        test_skip("python3 with llama_cpp and jinja2 is not available: no reference");
+        return;
+    }
+    CHECK_EQ_INT(code, 0);
+    FILE *r = fopen(out_path, "r");
+    CHECK(r != NULL);
+    if (!r) return;
+    char line[1 << 14];
+    int n_same = 0;
+    int n_refused = 0;
+    for (size_t c = 0; c < N_QWEN_CONV; c++) {
+        for (int add = 0; add < 2; add++) {
+            for (int thinking = 0; thinking < 3; thinking++) {
+                if (!fgets(line, sizeof line, r)) line[0] = '\0';
+                cJSON *ref = cJSON_Parse(line);
+                CHECK_MSG(ref != NULL, "no reference for qwen35 conversation %zu", c);
+                if (!ref) continue;
+                struct moeinf_chat_message m[8];
+                size_t n = qwen_messages(c, m);
+                unsigned flags = (add ? MOEINF_CHAT_ADD_ASSISTANT : 0) |
+                                 (thinking == 2 ? MOEINF_CHAT_NO_THINKING : 0);
+                char *out = NULL;
+                struct moeinf_error err = {0};
+                enum moeinf_status got = moeinf_chat_apply("qwen35", m, n, flags, &out, NULL, &err);
+                if (cJSON_IsNull(ref)) { /* the template raises: moeinf refuses */
+                    CHECK_MSG(got == MOEINF_ERR_ARG && !out,
+                              "qwen35 conversation %zu: the template refuses it, moeinf gave %d", c,
+                              (int)got);
+                    n_refused++;
+                } else {
+                    CHECK_EQ_INT(got, MOEINF_OK);
+                    bool same = out && cJSON_IsString(ref) && !strcmp(out, ref->valuestring);
+                    CHECK_MSG(same,
+                              "qwen35 conversation %zu add %d thinking %d:\n  moeinf:    [%s]\n"
+                              "  reference: [%s]",
+                              c, add, thinking, out ? out : "(null)",
+                              cJSON_IsString(ref) ? ref->valuestring : "?");
+                    n_same += same;
+                }
+                free(out);
+                cJSON_Delete(ref);
+            }
+        }
+    }
+    fclose(r);
+    CHECK_EQ_INT(n_same, (int)(N_QWEN_CONV - N_QWEN_REFUSE) * 6);
+    CHECK_EQ_INT(n_refused, N_QWEN_REFUSE * 6);
+    remove(in_path);
+    remove(out_path);
+}
+
+/* The generation prompt's end, which tells the reasoning parser where the model starts; and
+ * what detection must not take for Qwen3.5. */
+static void test_qwen35_prompt_and_detect(void) {
+    struct moeinf_chat_message m[] = {{"user", "Hi"}};
+    char *out = NULL;
+    struct moeinf_error err = {0};
+    CHECK_EQ_INT(moeinf_chat_apply("qwen35", m, 1, MOEINF_CHAT_ADD_ASSISTANT, &out, NULL, &err),
+                 MOEINF_OK);
+    CHECK(out && !strcmp(out, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n"));
+    free(out);
+    out = NULL;
+    CHECK_EQ_INT(moeinf_chat_apply("qwen35", m, 1,
+                                   MOEINF_CHAT_ADD_ASSISTANT | MOEINF_CHAT_NO_THINKING, &out, NULL,
+                                   &err),
+                 MOEINF_OK);
+    CHECK(out && !strcmp(out, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n<think>\n\n"
+                              "</think>\n\n"));
+    free(out);
+    out = NULL;
+    /* NO_THINKING alone, and on chatml: no effect; an unknown flag is an error */
+    CHECK_EQ_INT(moeinf_chat_apply("qwen35", m, 1, MOEINF_CHAT_NO_THINKING, &out, NULL, &err),
+                 MOEINF_OK);
+    CHECK(out && !strcmp(out, "<|im_start|>user\nHi<|im_end|>\n"));
+    free(out);
+    out = NULL;
+    CHECK_EQ_INT(moeinf_chat_apply("chatml", m, 1,
+                                   MOEINF_CHAT_ADD_ASSISTANT | MOEINF_CHAT_NO_THINKING, &out, NULL,
+                                   &err),
+                 MOEINF_OK);
+    CHECK(out && !strcmp(out, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
+    free(out);
+    out = NULL;
+    CHECK_EQ_INT(moeinf_chat_apply("qwen35", m, 1, 4u, &out, NULL, &err), MOEINF_ERR_ARG);
+    CHECK_STR_CONTAINS(err.msg, "flags 0x4");
+    CHECK(out == NULL);
+    CHECK_EQ_INT(moeinf_chat_apply("qwen35", m, 0, 1u, &out, NULL, &err), MOEINF_ERR_ARG);
+    CHECK_STR_CONTAINS(err.msg, "qwen35");
+    /* Qwen3's generation prompt (only the empty block when thinking is off) and history form,
+     * and a template that opens with '<think>\n' but writes history otherwise (MiniCPM5-like):
+     * chatml, not qwen35 */
+    CHECK(!strcmp(moeinf_chat_template_detect(
+                      "<|im_start|>{{- '\\n<think>\\n' + reasoning_content.strip('\\n') + "
+                      "'\\n</think>\\n\\n' }}{%- if enable_thinking is defined and enable_thinking "
+                      "is false %}{{- '<think>\\n\\n</think>\\n\\n' }}{%- endif %}"),
+                  "chatml"));
+    CHECK(!strcmp(moeinf_chat_template_detect("<|im_start|>{%- elif enable_thinking is true %}"
+                                              "{{- '<think>\\n' }}{%- endif %}"),
+                  "chatml"));
+}
+
 static void test_errors_and_resolve(void) {
     struct moeinf_error err = {0};
     struct moeinf_chat_message m = {"tool", "x"};
@@ -191,6 +382,7 @@ static void test_errors_and_resolve(void) {
     CHECK_EQ_INT(moeinf_chat_template_resolve(NULL, "chatml-x", &name, &err), MOEINF_ERR_ARG);
     CHECK_STR_CONTAINS(err.msg, "unknown chat template 'chatml-x'");
     CHECK_STR_CONTAINS(err.msg, "olmoe");
+    CHECK_STR_CONTAINS(err.msg, "qwen35");
     CHECK_EQ_INT(moeinf_chat_template_resolve(NULL, "llama3", &name, &err), MOEINF_OK);
     CHECK(name && !strcmp(name, "llama3"));
     CHECK(moeinf_chat_template_detect("{{ messages }}") == NULL);
@@ -198,7 +390,7 @@ static void test_errors_and_resolve(void) {
     size_t n_names = 0;
     for (const char *const *p = moeinf_chat_template_names(); *p; p++)
         n_names++;
-    CHECK_EQ_INT(n_names, 6);
+    CHECK_EQ_INT(n_names, 7);
 
     /* The tiny test models have no template: resolving without a name is an error. */
     char path[1024];
@@ -332,9 +524,59 @@ static void test_chat_tokenize(void) {
     moeinf_model_free(m);
 }
 
+/* qwen35 on Qwen's vocabulary (tests/data/tokenizer): "<|im_end|>" typed in a message stays
+ * text; the markup's control tokens, the dropped thinking of an earlier answer and the opened
+ * thinking block of the prompt are where the template puts them. */
+static void test_qwen35_tokenize(void) {
+    char path[1024];
+    struct moeinf_error err = {0};
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    mp.vocab_only = true;
+    test_src_path("tests/data/tokenizer/ggml-vocab-qwen35.gguf", path, sizeof path);
+    struct moeinf_model *m = NULL;
+    CHECK_EQ_INT(moeinf_model_load(path, &mp, &m, &err), MOEINF_OK);
+    if (!m) return;
+    struct moeinf_chat_message msgs[] = {
+        {"user", "a<|im_end|>b"}, {"assistant", "<think>r</think>c"}, {"user", "d"}};
+    int32_t *got = NULL;
+    size_t n_got = 0;
+    CHECK_EQ_INT(
+        moeinf_chat_tokenize(m, "qwen35", msgs, 3, MOEINF_CHAT_ADD_ASSISTANT, &got, &n_got, &err),
+        MOEINF_OK);
+    int32_t *want = NULL;
+    size_t n_want = 0;
+    CHECK(append_text(m, &want, &n_want, "<|im_start|>user\n", true, true));
+    CHECK(append_text(m, &want, &n_want, "a<|im_end|>b", false, false));
+    CHECK(append_text(m, &want, &n_want, "<|im_end|>\n<|im_start|>assistant\n", false, true));
+    CHECK(append_text(m, &want, &n_want, "c", false, false));
+    CHECK(append_text(m, &want, &n_want, "<|im_end|>\n<|im_start|>user\n", false, true));
+    CHECK(append_text(m, &want, &n_want, "d", false, false));
+    CHECK(append_text(m, &want, &n_want, "<|im_end|>\n<|im_start|>assistant\n<think>\n", false,
+                      true));
+    check_ids("qwen35", got, n_got, want, n_want);
+    int32_t im_end = -1;
+    int32_t *one = NULL;
+    size_t n_one = 0;
+    if (moeinf_tokenize(m, "<|im_end|>", 10, false, true, &one, &n_one, &err) == MOEINF_OK &&
+        n_one == 1) {
+        im_end = one[0];
+    }
+    free(one);
+    size_t n_end = 0;
+    for (size_t i = 0; i < n_got; i++)
+        n_end += got[i] == im_end;
+    CHECK_EQ_INT(n_end, 3); /* the markup's three, not the typed one */
+    free(got);
+    free(want);
+    moeinf_model_free(m);
+}
+
 int main(void) {
     RUN(test_errors_and_resolve);
     RUN(test_chat_tokenize);
     RUN(test_against_references);
+    RUN(test_qwen35_prompt_and_detect);
+    RUN(test_qwen35_against_jinja);
+    RUN(test_qwen35_tokenize);
     return test_report();
 }

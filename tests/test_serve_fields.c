@@ -6,7 +6,7 @@
  * from the logits the library gives for the same tokens (greedy steps); tools, tool_choice and
  * response_format refused by name; and a chat message that spells the end token "</s>",
  * which must reach the model as text (as `moeinf run` tokenizes it), in the server and in
- * `moeinf chat`.
+ * `moeinf chat`; chat_template_kwargs.enable_thinking through the qwen35 template.
  */
 // ctest-labels: threads
 #include <cjson/cJSON.h>
@@ -25,7 +25,6 @@
 
 static char model_path[1024];
 
-
 static struct server srv;
 static bool up;
 
@@ -33,7 +32,9 @@ static bool server_start(struct server *s, const char *args) {
     return serve_proc_start(s, "serve-fields", NULL, "127.0.0.1", model_path, args, NULL, 0);
 }
 
-static int server_stop(struct server *s) { return serve_proc_stop(s); }
+static int server_stop(struct server *s) {
+    return serve_proc_stop(s);
+}
 
 /* POST body to path: the HTTP status, the response body into out. */
 static int post(const char *path, const char *body, char *out, size_t out_size) {
@@ -238,6 +239,9 @@ static void test_refused_fields(void) {
         {true, "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {}}",
          "'response_format'"},
         {true, "\"response_format\": \"text\"", "'response_format'"},
+        {true, "\"chat_template_kwargs\": [1]", "'chat_template_kwargs' must be an object"},
+        {true, "\"chat_template_kwargs\": {\"enable_thinking\": \"no\"}",
+         "'chat_template_kwargs.enable_thinking' must be true or false"},
     };
 
     char body[1024];
@@ -561,6 +565,58 @@ static void test_chat_special_tokens(void) {
     CHECK_MSG(!strcmp(out, want), "chat printed [%s], run [%s]", out, want);
 }
 
+/* ---- chat_template_kwargs.enable_thinking ----------------------------------------------- */
+
+/* With the qwen35 template, enable_thinking false ends the prompt with an empty thinking block
+ * ("<think>\n\n</think>\n\n" instead of "<think>\n"): the server's prompt_tokens are those
+ * of moeinf_chat_tokenize with and without MOEINF_CHAT_NO_THINKING, which differ. */
+static void test_enable_thinking(void) {
+    if (!up) return;
+    struct server q;
+    bool q_up = serve_proc_start(&q, "serve-fields-qwen35", NULL, "127.0.0.1", model_path,
+                                 "--chat-template qwen35 -c 256 -t 1", NULL, 0);
+    CHECK(q_up);
+    if (!q_up) return;
+    struct moeinf_chat_message msg = {"user", "Hi there"};
+    size_t n_tokens[2] = {0, 0}; /* thinking on, off */
+    for (int off = 0; off < 2; off++) {
+        int32_t *ids = NULL;
+        struct moeinf_error err = {0};
+        unsigned flags = MOEINF_CHAT_ADD_ASSISTANT | (off ? MOEINF_CHAT_NO_THINKING : 0);
+        CHECK_EQ_INT(
+            moeinf_chat_tokenize(model, "qwen35", &msg, 1, flags, &ids, &n_tokens[off], &err),
+            MOEINF_OK);
+        free(ids);
+    }
+    CHECK(n_tokens[1] > n_tokens[0]);
+
+    static const struct {
+        const char *kwargs;
+        int off;
+    } cases[] = {{"", 0},
+                 {", \"chat_template_kwargs\": {\"enable_thinking\": true}", 0},
+                 {", \"chat_template_kwargs\": {\"enable_thinking\": false}", 1},
+                 {", \"chat_template_kwargs\": {\"enable_thinking\": false, \"other\": 1}", 1},
+                 {", \"chat_template_kwargs\": {}", 0},
+                 {", \"chat_template_kwargs\": null", 0}};
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi there\"}], "
+                 "\"max_tokens\": 1%s}",
+                 cases[i].kwargs);
+        static char resp[1 << 16];
+        int st = serve_http(&q, "POST", "/v1/chat/completions", body, NULL, resp, sizeof resp);
+        cJSON *root = st == 200 ? cJSON_Parse(resp) : NULL;
+        CHECK_MSG(root && usage(root, "prompt_tokens") == (double)n_tokens[cases[i].off],
+                  "%s: status %d, prompt_tokens %g, want %zu", body, st,
+                  root ? usage(root, "prompt_tokens") : -1.0, n_tokens[cases[i].off]);
+        cJSON_Delete(root);
+    }
+    CHECK_EQ_INT(serve_proc_stop(&q), 0);
+}
+
 int main(void) {
     if (!test_shared_path(MODEL, model_path, sizeof model_path)) return test_report();
     if (!getenv("MOEINF_BIN")) { // NOLINT(concurrency-mt-unsafe): main thread
@@ -578,6 +634,7 @@ int main(void) {
     RUN(test_logit_bias);
     RUN(test_held_text_at_end_token);
     RUN(test_chat_special_tokens);
+    RUN(test_enable_thinking);
     if (up) CHECK_EQ_INT(server_stop(&srv), 0);
     moeinf_model_free(model);
     return test_report();

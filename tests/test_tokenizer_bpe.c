@@ -1,10 +1,11 @@
 /*
  * test_tokenizer_bpe.c - the byte-level BPE tokenizer against llama.cpp: its test vectors for
- * every BPE vocabulary in ../shared/testdata/tokenizer, the prompt tokens and pieces of the
- * tiny-qwen2moe goldens; the pre-tokenizers without vectors (qwen2, llama3, olmo,
- * deepseek-v3) against splits Python's `regex` module made with the published patterns
- * (tests/data/pretok, tools/tokenizer/pretok_cases.py); hand-made vocabularies for merge order, the
- * fallbacks, special tokens, detokenizing; hostile metadata and input.
+ * every BPE vocabulary in ../shared/testdata/tokenizer and for qwen35 and qwen2
+ * (tests/data/tokenizer, with more strings llama.cpp tokenized), the prompt tokens and pieces of
+ * the tiny-qwen2moe goldens; the pre-tokenizers without vectors in ../shared (qwen2, qwen35,
+ * llama3, olmo, deepseek-v3) against splits Python's `regex` module made with the published
+ * patterns (tests/data/pretok, tools/tokenizer/pretok_cases.py); hand-made vocabularies for merge
+ * order, the fallbacks, special tokens, detokenizing; hostile metadata and input.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -93,19 +94,17 @@ static char *concat_pieces(const struct moeinf_vocab *v, const int32_t *ids, siz
 
 #define SEP "\n__ggml_vocab_test__\n"
 
-static void run_vectors(const char *name) {
-    char rel[256];
+/* Tokenizes each string of the .inp file (vectors_path + ".inp") with v and compares the ids
+ * with the .out file's line; frees v. */
+static void run_vectors_on(struct moeinf_vocab *v, const char *name, const char *vectors_path) {
     char path[1024];
-    snprintf(rel, sizeof rel, "testdata/tokenizer/ggml-vocab-%s.gguf", name);
-    struct moeinf_vocab *v = load_vocab(rel);
-    if (!v) return;
-    snprintf(rel, sizeof rel, "testdata/tokenizer/ggml-vocab-%s.gguf.inp", name);
+    snprintf(path, sizeof path, "%s.inp", vectors_path);
     size_t n_inp = 0;
     size_t n_out = 0;
-    char *inp = test_shared_path(rel, path, sizeof path) ? golden_read_file(path, &n_inp) : NULL;
-    snprintf(rel, sizeof rel, "testdata/tokenizer/ggml-vocab-%s.gguf.out", name);
-    char *outp = test_shared_path(rel, path, sizeof path) ? golden_read_file(path, &n_out) : NULL;
-    CHECK(inp && outp);
+    char *inp = golden_read_file(path, &n_inp);
+    snprintf(path, sizeof path, "%s.out", vectors_path);
+    char *outp = golden_read_file(path, &n_out);
+    CHECK_MSG(inp && outp, "cannot read %s.inp and .out", vectors_path);
     int n_strings = 0;
     int n_ok = 0;
     int n_round = 0;
@@ -166,6 +165,17 @@ static void run_vectors(const char *name) {
     moeinf_vocab_free(v);
 }
 
+/* The vectors of ../shared's ggml-vocab-NAME.gguf. */
+static void run_vectors(const char *name) {
+    char rel[256];
+    char path[1024];
+    snprintf(rel, sizeof rel, "testdata/tokenizer/ggml-vocab-%s.gguf", name);
+    struct moeinf_vocab *v = load_vocab(rel);
+    if (!v) return;
+    test_shared_path(rel, path, sizeof path);
+    run_vectors_on(v, name, path);
+}
+
 static void test_vectors_gpt2(void) {
     run_vectors("gpt-2");
 }
@@ -192,6 +202,89 @@ static void test_vectors_starcoder(void) {
 
 static void test_vectors_refact(void) {
     run_vectors("refact");
+}
+
+/* ---- qwen35 and qwen2: tests/data/tokenizer (not in ../shared: over its 4 MiB) ------------ */
+
+/* llama.cpp's ggml-vocab-qwen35.gguf is its ggml-vocab-qwen2.gguf (Qwen1.5's 151936 tokens)
+ * with tokenizer.ggml.pre "qwen35": the patterns differ, the vocabulary does not. */
+static char *read_qwen35_gguf(size_t *size) {
+    char path[1024];
+    test_src_path("tests/data/tokenizer/ggml-vocab-qwen35.gguf", path, sizeof path);
+    char *b = golden_read_file(path, size);
+    CHECK_MSG(b != NULL, "cannot read %s", path);
+    return b;
+}
+
+static struct moeinf_vocab *open_vocab_buffer(const char *b, size_t size, const char *what) {
+    struct moeinf_gguf *g = NULL;
+    struct moeinf_vocab *v = NULL;
+    struct moeinf_error err;
+    enum moeinf_status st = moeinf_gguf_open_buffer(b, size, what, &g, &err);
+    CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
+    if (st == MOEINF_OK) st = moeinf_vocab_init_from_gguf(g, &v, &err);
+    CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
+    moeinf_gguf_free(g);
+    return v;
+}
+
+static void test_vectors_qwen35(void) {
+    size_t size = 0;
+    char *b = read_qwen35_gguf(&size);
+    if (!b) return;
+    struct moeinf_vocab *v = open_vocab_buffer(b, size, "ggml-vocab-qwen35.gguf");
+    if (!v) {
+        free(b);
+        return;
+    }
+    CHECK_EQ_INT(moeinf_vocab_n_tokens(v), 151936);
+    CHECK(!moeinf_vocab_add_bos(v));
+    char path[1024];
+    run_vectors_on(v, "qwen35",
+                   test_src_path("tests/data/tokenizer/ggml-vocab-qwen35.gguf", path, sizeof path));
+    /* llama.cpp's vectors give the same ids with the qwen2 split; these (made by llama.cpp,
+     * tools/tokenizer/qwen_vectors.py) hold texts with combining marks on which they differ */
+    v = open_vocab_buffer(b, size, "ggml-vocab-qwen35.gguf");
+    if (v) {
+        run_vectors_on(v, "qwen35 (more)",
+                       test_src_path("tests/data/tokenizer/qwen35-more.gguf", path, sizeof path));
+    }
+    free(b);
+}
+
+/* Qwen3-Next files name "qwen2" (their tokenizer is Qwen3's): llama.cpp's qwen2 vectors, on the
+ * same file with its tokenizer.ggml.pre rewritten to "qwen2", which gives back llama.cpp's
+ * ggml-vocab-qwen2.gguf byte for byte. */
+static void test_vectors_qwen2(void) {
+    size_t size = 0;
+    char *b = read_qwen35_gguf(&size);
+    if (!b) return;
+    static const char key[] = "tokenizer.ggml.pre";
+    char *at = NULL;
+    for (size_t i = 0; i + sizeof key + 18 < size && !at; i++)
+        if (memcmp(b + i, key, sizeof key - 1) == 0) at = b + i + sizeof key - 1;
+    /* at: type (4 bytes), length (8), "qwen35" */
+    CHECK(at && memcmp(at + 12, "qwen35", 6) == 0);
+    if (!at || memcmp(at + 12, "qwen35", 6) != 0) {
+        free(b);
+        return;
+    }
+    at[4] = 5;
+    memcpy(at + 12, "qwen2", 5);
+    memmove(at + 17, at + 18, size - (size_t)(at + 18 - b));
+    char path[1024];
+    struct moeinf_vocab *v = open_vocab_buffer(b, size - 1, "ggml-vocab-qwen2.gguf");
+    if (v) {
+        run_vectors_on(
+            v, "qwen2",
+            test_src_path("tests/data/tokenizer/ggml-vocab-qwen2.gguf", path, sizeof path));
+    }
+    v = open_vocab_buffer(b, size - 1, "ggml-vocab-qwen2.gguf");
+    if (v) {
+        run_vectors_on(v, "qwen2 (more)",
+                       test_src_path("tests/data/tokenizer/qwen2-more.gguf", path, sizeof path));
+    }
+    free(b);
 }
 
 /* ---- goldens: tiny-qwen2moe's prompts with BOS (deepseek-coder's vocabulary) ------------- */
@@ -401,7 +494,16 @@ static void test_pretok_names(void) {
     CHECK_EQ_INT(moeinf_pretok_create("qwen3-imaginary", &p, &err), MOEINF_ERR_UNSUPPORTED);
     CHECK_STR_CONTAINS(err.msg, "unknown pre-tokenizer 'qwen3-imaginary'");
     CHECK_STR_CONTAINS(err.msg, "qwen2");
+    CHECK_STR_CONTAINS(err.msg, "qwen35");
     CHECK(p == NULL);
+    /* qwen35 keeps spaces before punctuation when detokenizing (llama.cpp: clean_spaces off) */
+    CHECK_EQ_INT(moeinf_pretok_create("qwen35", &p, &err), MOEINF_OK);
+    if (p) {
+        struct moeinf_pretok_flags f = moeinf_pretok_flags(p);
+        CHECK(!f.ignore_merges && !f.add_bos && !f.clean_spaces);
+    }
+    moeinf_pretok_free(p);
+    p = NULL;
     /* Empty text: no words, a real (freeable) array. */
     CHECK_EQ_INT(moeinf_pretok_create("qwen2", &p, &err), MOEINF_OK);
     if (p) {
@@ -807,6 +909,8 @@ int main(void) {
     RUN(test_vectors_mpt);
     RUN(test_vectors_starcoder);
     RUN(test_vectors_refact);
+    RUN(test_vectors_qwen35);
+    RUN(test_vectors_qwen2);
     RUN(test_golden_prompts);
     RUN(test_pretok_cases);
     RUN(test_pretok_names);

@@ -1,8 +1,9 @@
 /*
  * chat_template.c - the chat templates of moeinf.h: detecting which family a model's Jinja
  * template is written for, and writing a conversation in that family's format. Each writer
- * produces what llama.cpp's template code produces for the family (olmoe: what the model's
- * Jinja template renders); tests/test_serve_chat_template.c checks both against those references.
+ * produces what llama.cpp's template code produces for the family (olmoe and qwen35: what the
+ * model's Jinja template renders with jinja2); tests/test_serve_chat_template.c checks both
+ * against those references.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -12,7 +13,8 @@
 #include "tokenizer/vocab.h"
 
 static const char *const template_names[] = {"mistral",   "chatml", "llama3", "deepseek2",
-                                             "deepseek3", "olmoe",  NULL};
+                                             "deepseek3", "olmoe",  "qwen35", NULL};
+#define KNOWN_NAMES "mistral, chatml, llama3, deepseek2, deepseek3, olmoe, qwen35"
 
 const char *const *moeinf_chat_template_names(void) {
     return template_names;
@@ -25,7 +27,18 @@ static bool contains(const char *hay, const char *needle) {
 const char *moeinf_chat_template_detect(const char *jinja) {
     if (!jinja) return NULL;
     /* Most specific markers first: several families share words such as "Assistant". */
-    if (contains(jinja, "<|im_start|>")) return "chatml";
+    if (contains(jinja, "<|im_start|>")) {
+        /* Qwen3.5/3.6: the answer opens with '<think>\n' as a string of its own (Qwen3's
+         * template has only '<think>\n\n</think>\n\n' there, QwQ's
+         * '<|im_start|>assistant\n<think>\n'), and past thinking is written back as below
+         * (Qwen3 strips its newlines; MiniCPM5 and Bielik also open with '<think>\n'). The
+         * Jinja text holds each \n as a backslash and an n. */
+        if (contains(jinja, "'<think>\\n'") &&
+            contains(jinja, "'\\n<think>\\n' + reasoning_content + '\\n</think>\\n\\n'")) {
+            return "qwen35";
+        }
+        return "chatml";
+    }
     if (contains(jinja, "<|start_header_id|>") && contains(jinja, "<|end_header_id|>")) {
         return "llama3";
     }
@@ -75,9 +88,7 @@ enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_model *model
         const char *k = known_name(name);
         if (!k) {
             return moeinf_fail(err, MOEINF_ERR_ARG,
-                               "unknown chat template '%s' (known: mistral, chatml, llama3, "
-                               "deepseek2, deepseek3, olmoe)",
-                               name);
+                               "unknown chat template '%s' (known: " KNOWN_NAMES ")", name);
         }
         *out = k;
         return MOEINF_OK;
@@ -92,9 +103,9 @@ enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_model *model
     const char *k = moeinf_chat_template_detect(jinja);
     free(jinja);
     if (!k) {
-        return moeinf_fail(err, MOEINF_ERR_UNSUPPORTED,
-                           "the model's chat template (tokenizer.chat_template) is none of "
-                           "mistral, chatml, llama3, deepseek2, deepseek3, olmoe");
+        return moeinf_fail(
+            err, MOEINF_ERR_UNSUPPORTED,
+            "the model's chat template (tokenizer.chat_template) is none of " KNOWN_NAMES);
     }
     *out = k;
     return MOEINF_OK;
@@ -268,15 +279,181 @@ static void write_olmoe(struct text *t, const enum role *roles, const struct moe
     if (add_assistant && n > 0) put(t, "<|assistant|>\n");
 }
 
+/* ---- qwen35: Qwen3.5 / Qwen3.6 -------------------------------------------------------------
+ * What the model's Jinja template renders (jinja2, as transformers' apply_chat_template runs
+ * it) for string contents without tools: every text goes through Jinja's trim (Python's
+ * str.strip(): Unicode whitespace); an answer's thinking is the text between <think> and the
+ * first </think> of its content, its answer what follows the last </think>.
+ * Thinking opens with "<think>" and closes with "</think>" (user-defined tokens in Qwen's
+ * vocabulary). The prompt of a generation ends "<|im_start|>assistant\n<think>\n": the model
+ * writes its thinking, "</think>", then its answer, so its output holds no opening tag. With
+ * MOEINF_CHAT_NO_THINKING it ends "<think>\n\n</think>\n\n" and the output is the answer. */
+
+/* A piece of a message's text. */
+struct view {
+    const char *s;
+    size_t n;
+};
+
+/* Python's str.isspace for one code point. */
+static bool py_space(uint32_t c) {
+    return (c >= 0x09 && c <= 0x0d) || (c >= 0x1c && c <= 0x20) || c == 0x85 || c == 0xa0 ||
+           c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 || c == 0x2029 ||
+           c == 0x202f || c == 0x205f || c == 0x3000;
+}
+
+/* The code point of the UTF-8 sequence of *len bytes at s (n bytes left); 0xFFFFFFFF (and
+ * *len 1) when it is not valid UTF-8 (never a space then). */
+static uint32_t utf8_at(const unsigned char *s, size_t n, size_t *len) {
+    *len = 1;
+    if (s[0] < 0x80) return s[0];
+    size_t k = s[0] >= 0xf8 ? 0 : s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc0 ? 2 : 0;
+    if (k == 0 || k > n) return 0xFFFFFFFFu;
+    uint32_t c = s[0] & (0x7fu >> k);
+    for (size_t i = 1; i < k; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0xFFFFFFFFu;
+        c = (c << 6) | (s[i] & 0x3fu);
+    }
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000}; /* no overlong forms */
+    if (c < least[k]) return 0xFFFFFFFFu;
+    *len = k;
+    return c;
+}
+
+/* Jinja's trim: Python's whitespace off both ends. */
+static struct view py_strip(struct view v) {
+    size_t k = 0;
+    while (v.n && py_space(utf8_at((const unsigned char *)v.s, v.n, &k))) {
+        v.s += k;
+        v.n -= k;
+    }
+    while (v.n) {
+        size_t start = v.n - 1; /* the first byte of the last character */
+        while (start > 0 && v.n - start < 4 && ((unsigned char)v.s[start] & 0xc0) == 0x80)
+            start--;
+        uint32_t c = utf8_at((const unsigned char *)v.s + start, v.n - start, &k);
+        if (start + k != v.n || !py_space(c)) break;
+        v.n = start;
+    }
+    return v;
+}
+
+/* str.lstrip('\n') and str.rstrip('\n'). */
+static struct view strip_nl_left(struct view v) {
+    while (v.n && v.s[0] == '\n') {
+        v.s++;
+        v.n--;
+    }
+    return v;
+}
+
+static struct view strip_nl_right(struct view v) {
+    while (v.n && v.s[v.n - 1] == '\n')
+        v.n--;
+    return v;
+}
+
+/* Where needle first (last = false) or last occurs in v, or NULL. */
+static const char *find(struct view v, const char *needle, bool last) {
+    size_t k = strlen(needle);
+    const char *hit = NULL;
+    for (size_t i = 0; i + k <= v.n; i++) {
+        if (!memcmp(v.s + i, needle, k)) {
+            hit = v.s + i;
+            if (!last) break;
+        }
+    }
+    return hit;
+}
+
+static struct view trimmed(const char *s) {
+    struct view v = {s ? s : "", s ? strlen(s) : 0};
+    return py_strip(v);
+}
+
+/* Which message is the user's last query (one that is not '<tool_response>...</tool_response>'
+ * once trimmed), or MOEINF_ERR_ARG for what the template refuses. */
+static enum moeinf_status qwen35_check(const enum role *roles, const struct moeinf_chat_message *m,
+                                       size_t n, size_t *last_query, struct moeinf_error *err) {
+    static const char open[] = "<tool_response>";
+    static const char close[] = "</tool_response>";
+    if (n == 0) return moeinf_fail(err, MOEINF_ERR_ARG, "the qwen35 template needs a message");
+    for (size_t i = 1; i < n; i++) {
+        if (roles[i] == ROLE_SYSTEM) {
+            return moeinf_fail(err, MOEINF_ERR_ARG,
+                               "message %zu is a system message; the qwen35 template takes one "
+                               "only as the first message",
+                               i);
+        }
+    }
+    for (size_t i = n; i-- > 0;) {
+        if (roles[i] != ROLE_USER) continue;
+        struct view c = trimmed(m[i].content);
+        bool tool = c.n >= sizeof open - 1 && !memcmp(c.s, open, sizeof open - 1) &&
+                    c.n >= sizeof close - 1 &&
+                    !memcmp(c.s + c.n - (sizeof close - 1), close, sizeof close - 1);
+        if (!tool) {
+            *last_query = i;
+            return MOEINF_OK;
+        }
+    }
+    return moeinf_fail(err, MOEINF_ERR_ARG,
+                       "the qwen35 template needs a user message (other than a "
+                       "<tool_response>)");
+}
+
+static void write_qwen35(struct text *t, const enum role *roles,
+                         const struct moeinf_chat_message *m, size_t n, size_t last_query,
+                         unsigned flags) {
+    for (size_t i = 0; i < n; i++) {
+        struct view c = trimmed(m[i].content);
+        put(t, "<|im_start|>");
+        put(t, m[i].role);
+        put(t, "\n");
+        if (roles[i] == ROLE_ASSISTANT) {
+            struct view thought = {"", 0};
+            const char *end = find(c, "</think>", false);
+            const char *last = find(c, "</think>", true);
+            if (end && last) {
+                struct view before = strip_nl_right((struct view){c.s, (size_t)(end - c.s)});
+                const char *open = find(before, "<think>", true);
+                if (open) {
+                    size_t skip = (size_t)(open - before.s) + strlen("<think>");
+                    before = (struct view){open + strlen("<think>"), before.n - skip};
+                }
+                thought = py_strip(strip_nl_left(before));
+                last += strlen("</think>");
+                c = strip_nl_left((struct view){last, c.n - (size_t)(last - c.s)});
+            }
+            if (i > last_query) { /* answers after the last question keep their thinking */
+                put(t, "<think>\n");
+                put_content_n(t, thought.s, thought.n);
+                put(t, "\n</think>\n\n");
+            }
+        }
+        put_content_n(t, c.s, c.n);
+        put(t, "<|im_end|>\n");
+    }
+    if (flags & MOEINF_CHAT_ADD_ASSISTANT) {
+        put(t, "<|im_start|>assistant\n");
+        put(t, flags & MOEINF_CHAT_NO_THINKING ? "<think>\n\n</think>\n\n" : "<think>\n");
+    }
+}
+
 /* Writes the conversation into t (t->failed: out of memory). */
 static enum moeinf_status render(const char *name, const struct moeinf_chat_message *msgs,
-                                 size_t n_msgs, bool add_assistant, struct text *t,
+                                 size_t n_msgs, unsigned flags, struct text *t,
                                  struct moeinf_error *err) {
     const char *k = name ? known_name(name) : NULL;
     if (!k) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "unknown chat template '%s'",
                            name ? name : "(none)");
     }
+    if (flags & ~(MOEINF_CHAT_ADD_ASSISTANT | MOEINF_CHAT_NO_THINKING)) {
+        return moeinf_fail(err, MOEINF_ERR_ARG, "flags 0x%x has unknown bits (MOEINF_CHAT_*)",
+                           flags);
+    }
+    bool add_assistant = flags & MOEINF_CHAT_ADD_ASSISTANT;
     enum role *roles = malloc((n_msgs ? n_msgs : 1) * sizeof *roles);
     if (!roles) return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory (chat)");
     for (size_t i = 0; i < n_msgs; i++) {
@@ -296,7 +473,15 @@ static enum moeinf_status render(const char *name, const struct moeinf_chat_mess
         }
     }
     put(t, ""); /* an empty conversation is an empty string, not NULL */
-    if (!strcmp(k, "mistral")) {
+    size_t last_query = 0;
+    if (!strcmp(k, "qwen35")) {
+        enum moeinf_status st = qwen35_check(roles, msgs, n_msgs, &last_query, err);
+        if (st != MOEINF_OK) {
+            free(roles);
+            return st;
+        }
+        write_qwen35(t, roles, msgs, n_msgs, last_query, flags);
+    } else if (!strcmp(k, "mistral")) {
         write_mistral(t, roles, msgs, n_msgs);
     } else if (!strcmp(k, "chatml")) {
         write_chatml(t, msgs, n_msgs, add_assistant);
@@ -313,10 +498,10 @@ static enum moeinf_status render(const char *name, const struct moeinf_chat_mess
 }
 
 enum moeinf_status moeinf_chat_apply(const char *name, const struct moeinf_chat_message *msgs,
-                                     size_t n_msgs, bool add_assistant, char **out, size_t *out_len,
+                                     size_t n_msgs, unsigned flags, char **out, size_t *out_len,
                                      struct moeinf_error *err) {
     struct text t = {0};
-    enum moeinf_status st = render(name, msgs, n_msgs, add_assistant, &t, err);
+    enum moeinf_status st = render(name, msgs, n_msgs, flags, &t, err);
     free(t.span);
     if (st != MOEINF_OK) {
         free(t.buf);
@@ -329,10 +514,10 @@ enum moeinf_status moeinf_chat_apply(const char *name, const struct moeinf_chat_
 
 enum moeinf_status moeinf_chat_tokenize(const struct moeinf_model *model, const char *name,
                                         const struct moeinf_chat_message *msgs, size_t n_msgs,
-                                        bool add_assistant, int32_t **out_ids, size_t *n_out,
+                                        unsigned flags, int32_t **out_ids, size_t *n_out,
                                         struct moeinf_error *err) {
     struct text t = {0};
-    enum moeinf_status st = render(name, msgs, n_msgs, add_assistant, &t, err);
+    enum moeinf_status st = render(name, msgs, n_msgs, flags, &t, err);
     if (st == MOEINF_OK) {
         st = moeinf_vocab_tokenize_mixed(model->vocab, t.buf, t.len, true, t.span, t.n_span,
                                          out_ids, n_out, err);

@@ -311,6 +311,7 @@ static bool answer(struct session *s, const int32_t *ids, size_t n_ids, char **a
     while (keep < s->kv_n && keep < (int)n_ids - 1 && s->kv[keep] == ids[keep])
         keep++;
     moeinf_context_truncate(s->ctx, keep, NULL);
+    keep = moeinf_context_n_past(s->ctx); /* fewer with a recurrent state (a checkpoint's) */
     s->kv_n = keep;
     if (moeinf_decode(s->ctx, ids + keep, (int)n_ids - keep, s->logits, false, err) != MOEINF_OK) {
         moeinf_context_reset(s->ctx);

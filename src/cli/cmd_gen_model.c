@@ -14,27 +14,39 @@ static void usage(FILE *out) {
                  "\n"
                  "Writes a GGUF model with random weights that llama.cpp and moeinf load: arch\n"
                  "'llama' (Mixtral-style routed experts, or a dense Llama with --experts 0),\n"
-                 "'qwen2moe' (a shared expert, q/k/v biases), 'qwen3moe' (per-head q/k norm) or\n"
-                 "'olmoe' (q/k norm over the whole projection). The file is\n"
+                 "'qwen2moe' (a shared expert, q/k/v biases), 'qwen3moe' (per-head q/k norm),\n"
+                 "'olmoe' (q/k norm over the whole projection), or the hybrid 'qwen35moe' and\n"
+                 "'qwen3next' (Gated DeltaNet layers, a gated full-attention layer every\n"
+                 "--full-attn-interval, a shared expert). The file is\n"
                  "generated tensor by tensor, so memory stays small whatever its size; the same\n"
                  "options and seed give the same bytes.\n"
                  "\n"
                  "  -o, --output FILE     where to write (required)\n"
                  "  --preset NAME         start from a geometry and arch: default, mixtral-8x7b\n"
                  "                        (llama), olmoe-1b-7b (olmoe), qwen3-30b-a3b (qwen3moe),\n"
-                 "                        qwen1.5-moe-a2.7b (qwen2moe); later options override it\n"
-                 "  --arch NAME           llama, qwen2moe, qwen3moe or olmoe\n"
+                 "                        qwen1.5-moe-a2.7b (qwen2moe), qwen3.6-35b-a3b (qwen35moe),\n"
+                 "                        qwen3-next-80b-a3b (qwen3next); later options override it\n"
+                 "  --arch NAME           llama, qwen2moe, qwen3moe, olmoe, qwen35moe or qwen3next\n"
                  "  --layers N            transformer blocks\n"
                  "  --experts N           routed experts per layer (0 = dense)\n"
                  "  --top-k N             experts used per token\n"
-                 "  --shared-experts N    shared experts: qwen2moe's one shared FFN is N x --ff\n"
-                 "                        wide (N >= 1); 0 for the other archs\n"
+                 "  --shared-experts N    shared experts: the one shared FFN of qwen2moe, qwen35moe\n"
+                 "                        and qwen3next is N x --ff wide (N >= 1); 0 for the others\n"
                  "  --embd N              model width\n"
                  "  --ff N                FFN width of one expert\n"
                  "  --heads N             query heads\n"
                  "  --kv-heads N          key/value heads\n"
                  "  --head-dim N          head dimension (default embd / heads)\n"
                  "  --ctx N               training context length written to the metadata\n"
+                 "  --vocab-size N        pad the vocabulary with unused tokens to N (default: its\n"
+                 "                        own size; --vocab-from's file keeps its own size)\n"
+                 "qwen35moe and qwen3next only:\n"
+                 "  --rope-dims N         rotary dims of the full-attention heads (default: all)\n"
+                 "  --linear-key-heads N  Gated DeltaNet key heads\n"
+                 "  --linear-value-heads N  value heads (a multiple of the key heads)\n"
+                 "  --linear-head-dim N   key and value head dimension\n"
+                 "  --conv-kernel N       causal conv1d width (default 4)\n"
+                 "  --full-attn-interval N  every Nth layer is full attention (default 4)\n"
                  "  --type T              f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k,\n"
                  "                        q4_k, q5_k, q6_k, iq4_nl, iq4_xs or mxfp4 for every big\n"
                  "                        matrix (norms and router stay f32), or q4_k_m:\n"
@@ -121,6 +133,31 @@ static bool apply_preset(const char *name, struct moeinf_gen_params *p) {
         p->rms_eps = 1e-6f;
         return true;
     }
+    if (!strcmp(name, "qwen3.6-35b-a3b") || !strcmp(name, "qwen3-next-80b-a3b")) {
+        const bool next = name[5] == 'n';
+        p->arch = next ? "qwen3next" : "qwen35moe";
+        p->n_layer = next ? 48 : 40;
+        p->n_expert = next ? 512 : 256;
+        p->n_expert_used = next ? 10 : 8;
+        p->n_expert_shared = 1; /* one shared expert as wide as a routed one (512) */
+        p->n_embd = 2048;
+        p->n_ff = 512;
+        p->n_head = 16;
+        p->n_head_kv = 2;
+        p->n_embd_head = 256;
+        p->n_rot = 64; /* partial_rotary_factor 0.25; qwen35moe's sections default to
+                          [11, 11, 10, 0], its mrope_section */
+        p->ssm_d_conv = 4;
+        p->ssm_d_state = 128;
+        p->ssm_n_group = 16;
+        p->ssm_dt_rank = 32;
+        p->full_attn_interval = 4;
+        p->n_vocab = next ? 151936 : 248320;
+        p->n_ctx_train = 262144;
+        p->rope_freq_base = 1e7f;
+        p->rms_eps = 1e-6f;
+        return true;
+    }
     return false;
 }
 
@@ -142,6 +179,13 @@ static const struct int_opt int_opts[] = {
     {"--head-dim", 1, 65536, offsetof(struct moeinf_gen_params, n_embd_head)},
     {"--ctx", 1, 1 << 24, offsetof(struct moeinf_gen_params, n_ctx_train)},
     {"--threads", 0, 64, offsetof(struct moeinf_gen_params, n_threads)},
+    {"--vocab-size", 0, 1 << 22, offsetof(struct moeinf_gen_params, n_vocab)},
+    {"--rope-dims", 0, 65536, offsetof(struct moeinf_gen_params, n_rot)},
+    {"--linear-key-heads", 1, 4096, offsetof(struct moeinf_gen_params, ssm_n_group)},
+    {"--linear-value-heads", 1, 4096, offsetof(struct moeinf_gen_params, ssm_dt_rank)},
+    {"--linear-head-dim", 1, 4096, offsetof(struct moeinf_gen_params, ssm_d_state)},
+    {"--conv-kernel", 1, 64, offsetof(struct moeinf_gen_params, ssm_d_conv)},
+    {"--full-attn-interval", 1, 4096, offsetof(struct moeinf_gen_params, full_attn_interval)},
 };
 
 int cmd_gen_model(int argc, char **argv) {

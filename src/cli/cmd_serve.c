@@ -46,7 +46,7 @@ static void usage(FILE *out) {
             "                     %d), not only at shutdown\n"
             "%s",
             SERVE_CONNS_PER_IP_DEFAULT, SERVE_REQUEST_TIMEOUT_DEFAULT, SERVE_IDLE_TIMEOUT_DEFAULT,
-            "mistral|chatml|llama3|deepseek2|deepseek3|olmoe", SERVE_QUEUE_DEFAULT,
+            "mistral|chatml|llama3|deepseek2|deepseek3|olmoe|qwen35", SERVE_QUEUE_DEFAULT,
             SERVE_BODY_MAX_DEFAULT, SERVE_EAMC_EVERY_DEFAULT, model_args_help);
 }
 
@@ -301,7 +301,7 @@ int cmd_serve(int argc, char **argv) {
             /* completions still work; chat requests get a 400 saying this */
             fprintf(stderr,
                     "moeinf: %s: /v1/chat/completions needs --chat-template NAME "
-                    "(mistral, chatml, llama3, deepseek2, deepseek3, olmoe)\n",
+                    "(mistral, chatml, llama3, deepseek2, deepseek3, olmoe, qwen35)\n",
                     err.msg);
         }
     }

@@ -23,14 +23,14 @@
 struct moeinf_mm_job {
     const uint8_t *w;     /* row 0 of the weight matrix */
     size_t w_row_bytes;
-    enum moeinf_type type;
     int64_t n_in;
     int64_t n_out;
     const uint8_t *x;     /* activation row 0, in type's vec_dot_type */
     size_t x_stride;      /* bytes between activation rows */
-    int m;                /* activation rows */
     float *y;             /* y[j * y_stride + r] = dot(w row r, x row j) */
     size_t y_stride;      /* floats between output rows */
+    enum moeinf_type type;
+    int m;                /* activation rows */
 };
 
 void moeinf_matmul_run(struct moeinf_pool *pool, const struct moeinf_kernels *kern,

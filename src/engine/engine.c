@@ -54,7 +54,7 @@ void moeinf_context_free(struct moeinf_context *ctx) {
 }
 
 void moeinf_context_reset(struct moeinf_context *ctx) {
-    ctx->n_past = 0;
+    ctx->n_past = moeinf_fwd_rewind(ctx->fwd, 0);
 }
 
 int moeinf_context_n_past(const struct moeinf_context *ctx) {
@@ -116,11 +116,16 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
             moeinf_fwd_eval(ctx->fwd, ids + i0, m, ctx->n_past, out, all_logits, err);
         if (replay) moeinf_fwd_set_route_replay(ctx->fwd, NULL);
         if (ctx->tier) moeinf_tier_iteration_end(ctx->tier);
-        if (est != MOEINF_OK) return est;
-        enum moeinf_status fst = moeinf_fwd_check_finite(ctx->fwd, out, all_logits ? m : 1, err);
-        if (fst != MOEINF_OK) return fst; /* rather than sample from NaN: nothing appended */
+        if (est == MOEINF_OK) est = moeinf_fwd_check_finite(ctx->fwd, out, all_logits ? m : 1, err);
+        if (est != MOEINF_OK) {
+            /* nothing appended (rather than sample from NaN); a recurrent state that took part
+             * of the micro-batch goes back to its last checkpoint */
+            ctx->n_past = moeinf_fwd_rewind(ctx->fwd, ctx->n_past);
+            return est;
+        }
         int pos0 = ctx->n_past;
         ctx->n_past += m; /* the tokens are in the context even if recording them fails */
+        if (n > 1) moeinf_fwd_checkpoint(ctx->fwd, ctx->n_past);
         if (ctx->record) {
             enum moeinf_status st = moeinf_record_eval(ctx, m, pos0, prefill, err);
             if (st != MOEINF_OK) return st;

@@ -12,7 +12,9 @@ enum moeinf_status moeinf_context_truncate(struct moeinf_context *ctx, int n_kee
                            n_keep, ctx->n_past);
     }
     /* Attention reads positions below n_past only, so the rows past it are simply rewritten
-     * by the next decode. */
+     * by the next decode. A recurrent state goes back to its latest checkpoint at or before
+     * n_keep (model/recurrent.c). */
+    if (n_keep < ctx->n_past) n_keep = moeinf_fwd_rewind(ctx->fwd, n_keep);
     ctx->n_past = n_keep;
     return MOEINF_OK;
 }

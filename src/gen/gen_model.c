@@ -2,8 +2,10 @@
  * gen_model.c - moeinf_gen_model: a GGUF model with random weights, in the layout llama.cpp
  * loads for arch "llama" (Mixtral-style routed experts, or dense Llama when n_expert = 0),
  * "qwen2moe" (q/k/v biases ~ N(0, 0.2), one shared expert of width n_expert_shared x n_ff
- * behind its sigmoid gate), "qwen3moe" (per-head q/k RMSNorm) and "olmoe" (q/k RMSNorm over
- * the whole projection). It sits in src/gen/ with its tensor types (quant_mix.c), not in
+ * behind its sigmoid gate), "qwen3moe" (per-head q/k RMSNorm), "olmoe" (q/k RMSNorm over
+ * the whole projection), and the hybrid "qwen35moe" and "qwen3next" (Gated DeltaNet layers
+ * with a gated full-attention layer every full_attn_interval, a shared expert; see
+ * plan_layer_hybrid). It sits in src/gen/ with its tensor types (quant_mix.c), not in
  * src/gguf/: it writes through the GGUF writer and quantises through quant/, which the GGUF
  * reader does not depend on.
  *
@@ -61,6 +63,13 @@ struct moeinf_gen_params moeinf_gen_params_default(void) {
     p.rope_freq_base = 1e6f;
     p.rms_eps = 1e-5f;
     p.n_threads = 0;
+    p.n_vocab = 0;
+    p.n_rot = 0;
+    p.ssm_d_conv = 4;
+    p.ssm_d_state = 32;
+    p.ssm_n_group = 2;
+    p.ssm_dt_rank = 4;
+    p.full_attn_interval = 4;
     return p;
 }
 
@@ -69,10 +78,23 @@ enum gen_arch {
     ARCH_QWEN2MOE,
     ARCH_QWEN3MOE,
     ARCH_OLMOE,
+    ARCH_QWEN35MOE,
+    ARCH_QWEN3NEXT,
     ARCH_UNKNOWN
 };
 
-static const char *const arch_names[] = {"llama", "qwen2moe", "qwen3moe", "olmoe"};
+static const char *const arch_names[] = {"llama", "qwen2moe", "qwen3moe", "olmoe", "qwen35moe",
+                                         "qwen3next"};
+
+/* Gated DeltaNet layers with a full-attention layer every full_attn_interval. */
+static bool is_hybrid(enum gen_arch a) {
+    return a == ARCH_QWEN35MOE || a == ARCH_QWEN3NEXT;
+}
+
+/* One shared expert of width n_expert_shared x n_ff behind a sigmoid gate. */
+static bool has_shared_expert(enum gen_arch a) {
+    return a == ARCH_QWEN2MOE || is_hybrid(a);
+}
 
 static enum gen_arch arch_of(const struct moeinf_gen_params *p) {
     if (!p->arch) return ARCH_LLAMA;
@@ -90,6 +112,80 @@ static bool in_range(int v, int lo, int hi) {
     return v >= lo && v <= hi;
 }
 
+/* The hybrid archs' rotary dims (n_rot; 0 = the whole head). */
+static int rot_dims(const struct moeinf_gen_params *p) {
+    return p->n_rot > 0 ? p->n_rot : head_dim(p);
+}
+
+/* qwen35moe's rope.dimension_sections: as given, or n_rot/2 split as the converter's default
+ * [11, 11, 10, 0] (of 32) when all are 0. */
+static void rope_sections(const struct moeinf_gen_params *p, int32_t out[4]) {
+    int given = 0;
+    for (int i = 0; i < 4; i++) {
+        out[i] = p->rope_sections[i];
+        given |= p->rope_sections[i];
+    }
+    if (given) return;
+    const int half = rot_dims(p) / 2;
+    out[0] = out[1] = half * 11 / 32;
+    out[2] = half - 2 * out[0];
+    out[3] = 0;
+}
+
+/* Linear-attention widths: key_dim = d_state x key heads, value_dim = d_state x value heads. */
+static int64_t key_dim(const struct moeinf_gen_params *p) {
+    return (int64_t)p->ssm_d_state * p->ssm_n_group;
+}
+
+static int64_t value_dim(const struct moeinf_gen_params *p) {
+    return (int64_t)p->ssm_d_state * p->ssm_dt_rank;
+}
+
+/* Layer l of a hybrid arch is full attention (else Gated DeltaNet), as llama.cpp reads
+ * full_attention_interval. */
+static bool is_full_attn(const struct moeinf_gen_params *p, int l) {
+    return (l + 1) % p->full_attn_interval == 0;
+}
+
+static enum moeinf_status check_hybrid(const struct moeinf_gen_params *p,
+                                       struct moeinf_error *err) {
+    const enum moeinf_status arg = MOEINF_ERR_ARG;
+    if (p->n_rot < 0 || rot_dims(p) > head_dim(p) || rot_dims(p) % 2 != 0) {
+        return moeinf_fail(err, arg, "gen-model: rotary dims %d not even and in [0, head dim %d]",
+                           p->n_rot, head_dim(p));
+    }
+    if (!in_range(p->ssm_d_conv, 1, 64) || !in_range(p->ssm_d_state, 1, 4096) ||
+        !in_range(p->ssm_n_group, 1, 4096) || !in_range(p->ssm_dt_rank, 1, 4096)) {
+        return moeinf_fail(err, arg,
+                           "gen-model: linear attention conv %d not in [1, 64], or head dim %d / "
+                           "key heads %d / value heads %d not in [1, 4096]",
+                           p->ssm_d_conv, p->ssm_d_state, p->ssm_n_group, p->ssm_dt_rank);
+    }
+    if (p->ssm_dt_rank % p->ssm_n_group != 0) {
+        return moeinf_fail(err, arg, "gen-model: %d linear key heads do not divide %d value heads",
+                           p->ssm_n_group, p->ssm_dt_rank);
+    }
+    if (2 * key_dim(p) + value_dim(p) > MAX_DIM) {
+        return moeinf_fail(err, arg, "gen-model: the linear attention is too wide");
+    }
+    if (!in_range(p->full_attn_interval, 1, 4096)) {
+        return moeinf_fail(err, arg, "gen-model: full attention interval %d not in [1, 4096]",
+                           p->full_attn_interval);
+    }
+    int32_t sec[4];
+    rope_sections(p, sec);
+    int64_t sum = 0;
+    for (int i = 0; i < 4; i++) {
+        if (sec[i] < 0) return moeinf_fail(err, arg, "gen-model: rope section %d < 0", sec[i]);
+        sum += sec[i];
+    }
+    if (arch_of(p) == ARCH_QWEN35MOE && sum * 2 != rot_dims(p)) {
+        return moeinf_fail(err, arg, "gen-model: rope sections sum to %lld, not rotary dims / 2 = %d",
+                           (long long)sum, rot_dims(p) / 2);
+    }
+    return MOEINF_OK;
+}
+
 enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
                                            struct moeinf_error *err) {
     const enum moeinf_status arg = MOEINF_ERR_ARG;
@@ -97,7 +193,7 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
     if (arch == ARCH_UNKNOWN) {
         return moeinf_fail(err, arg,
                            "gen-model: arch '%s' is not supported (llama, qwen2moe, qwen3moe, "
-                           "olmoe)",
+                           "olmoe, qwen35moe, qwen3next)",
                            p->arch);
     }
     if (!in_range(p->n_layer, 1, 4096)) {
@@ -144,12 +240,12 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
         return moeinf_fail(err, arg, "gen-model: arch '%s' needs routed experts (got 0)",
                            arch_names[arch]);
     }
-    if (arch == ARCH_QWEN2MOE && !in_range(p->n_expert_shared, 1, 64)) {
+    if (has_shared_expert(arch) && !in_range(p->n_expert_shared, 1, 64)) {
         return moeinf_fail(err, arg,
-                           "gen-model: arch 'qwen2moe' needs 1 to 64 shared experts (got %d)",
-                           p->n_expert_shared);
+                           "gen-model: arch '%s' needs 1 to 64 shared experts (got %d)",
+                           arch_names[arch], p->n_expert_shared);
     }
-    if (arch != ARCH_QWEN2MOE && p->n_expert_shared != 0) {
+    if (!has_shared_expert(arch) && p->n_expert_shared != 0) {
         return moeinf_fail(err, arg, "gen-model: arch '%s' has no shared experts (got %d)",
                            arch_names[arch], p->n_expert_shared);
     }
@@ -162,6 +258,14 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
     if (p->n_ctx_train < 1) {
         return moeinf_fail(err, arg, "gen-model: context length %d < 1", p->n_ctx_train);
     }
+    if (!in_range(p->n_vocab, 0, 1 << 22)) {
+        return moeinf_fail(err, arg, "gen-model: vocabulary size %d not in [0, %d]", p->n_vocab,
+                           1 << 22);
+    }
+    if (is_hybrid(arch)) {
+        enum moeinf_status st = check_hybrid(p, err);
+        if (st) return st;
+    }
     const bool mix = p->type == MOEINF_GEN_TYPE_Q4_K_M;
     if (!mix && !moeinf_gen_type_is_plain(p->type)) {
         return moeinf_fail(err, arg, "gen-model: type %d is not one of %s", p->type,
@@ -171,9 +275,12 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
      * types where a row is not whole super-blocks, as llama-quantize does. */
     const int64_t block = mix ? 32 : moeinf_type_traits_get(p->type)->block_size;
     if (block > 1) {
-        int rows[3] = {p->n_embd, p->n_ff, p->n_head * head_dim(p)};
-        const char *what[3] = {"n_embd", "n_ff", "heads x head dim"};
-        for (int i = 0; i < 3; i++) {
+        /* the hybrid archs' ssm_out rows are value_dim (in range: check_hybrid bounds it) */
+        int rows[4] = {p->n_embd, p->n_ff, p->n_head * head_dim(p),
+                       is_hybrid(arch) ? (int)value_dim(p) : p->n_embd};
+        const char *what[4] = {"n_embd", "n_ff", "heads x head dim",
+                               "linear head dim x value heads"};
+        for (int i = 0; i < 4; i++) {
             if (rows[i] % block != 0) {
                 return moeinf_fail(
                     err, arg, "gen-model: %s = %d is not a multiple of %d (needed by %s)", what[i],
@@ -279,6 +386,7 @@ static double rng_normal(struct rng *r, const struct zig *z) {
 #define TOK_NORMAL  1
 #define TOK_UNKNOWN 2
 #define TOK_CONTROL 3
+#define TOK_UNUSED  5
 #define TOK_BYTE    6
 
 struct vocab {
@@ -296,11 +404,8 @@ static void vocab_free(struct vocab *v) {
     free(v->types);
 }
 
-/* Adds a token unless already there; false only when out of memory. */
-static bool vocab_add(struct vocab *v, const char *s, float score, int32_t type) {
-    for (uint64_t i = 0; i < v->n; i++) {
-        if (!strcmp(v->text[i], s)) return true;
-    }
+/* Appends a token (the caller knows it is new); false only when out of memory. */
+static bool vocab_push(struct vocab *v, const char *s, float score, int32_t type) {
     if (v->n == v->cap) {
         uint64_t cap = v->cap ? v->cap * 2 : 1024;
         char **t = realloc(v->text, cap * sizeof *t);
@@ -320,6 +425,25 @@ static bool vocab_add(struct vocab *v, const char *s, float score, int32_t type)
     v->scores[v->n] = score;
     v->types[v->n] = type;
     v->n++;
+    return true;
+}
+
+/* Adds a token unless already there; false only when out of memory. */
+static bool vocab_add(struct vocab *v, const char *s, float score, int32_t type) {
+    for (uint64_t i = 0; i < v->n; i++) {
+        if (!strcmp(v->text[i], s)) return true;
+    }
+    return vocab_push(v, s, score, type);
+}
+
+/* Pads to n tokens with unused ones ("<unused_N>", which no piece merges into), so that
+ * token_embd and output have a real model's row count. */
+static bool vocab_pad(struct vocab *v, uint64_t n) {
+    char t[32];
+    for (uint64_t i = v->n; i < n; i++) {
+        snprintf(t, sizeof t, "<unused_%" PRIu64 ">", i);
+        if (!vocab_push(v, t, 0, TOK_UNUSED)) return false;
+    }
     return true;
 }
 
@@ -388,6 +512,7 @@ enum init_kind {
     INIT_NORMAL, /* N(0, scale / sqrt(ne[0])): matrices, fan_in = ne[0] */
     INIT_NORM,   /* scale * (1 + 0.1 N(0, 1)): RMSNorm weights */
     INIT_EMBED,  /* N(0, scale) */
+    INIT_NEG_LOGNORMAL, /* -exp(scale N(0, 1)): ssm_a, the (negative) log-decay rate */
 };
 
 struct tplan {
@@ -405,7 +530,8 @@ struct plan {
 };
 
 /* Tensor "<name>.weight", or "blk.<layer>.<name>.weight" for layer >= 0; a name that ends in
- * ".bias" is used as it is (after the layer prefix). */
+ * ".bias", and "ssm_a" (llama.cpp names it without a suffix), are used as they are (after the
+ * layer prefix). */
 static bool plan_add(struct plan *pl, const char *name, int layer, int type, int n_dims,
                      int64_t ne0, int64_t ne1, int64_t ne2, enum init_kind kind, double scale) {
     if (pl->n == pl->cap) {
@@ -417,7 +543,8 @@ static bool plan_add(struct plan *pl, const char *name, int layer, int type, int
     }
     struct tplan *t = &pl->t[pl->n++];
     size_t len = strlen(name);
-    const char *suffix = len > 5 && !strcmp(name + len - 5, ".bias") ? "" : ".weight";
+    const bool bare = (len > 5 && !strcmp(name + len - 5, ".bias")) || !strcmp(name, "ssm_a");
+    const char *suffix = bare ? "" : ".weight";
     if (layer >= 0) {
         snprintf(t->name, sizeof t->name, "blk.%d.%s%s", layer, name, suffix);
     } else {
@@ -480,6 +607,63 @@ static void apply_q4_k_m(struct plan *pl, const struct moeinf_gen_params *p) {
     }
 }
 
+/*
+ * One layer of qwen35moe or qwen3next (ne order), as llama.cpp's loader reads them: the two
+ * norms (post_attention_norm is the pre-FFN norm; there is no ffn_norm), then a gated full
+ * attention (attn_q is q and its gate, 2 x head dim per head; q/k RMSNorm per head) or a Gated
+ * DeltaNet (fused qkv, z gate, depthwise conv1d, dt bias, A, beta/alpha - fused as ssm_ba in
+ * qwen3next -, the gated RMSNorm over a value head, the output projection), then the router,
+ * the routed experts and the shared expert. conv1d, dt, A and the norms stay F32, as
+ * llama-quantize leaves them (1-D, *_norm, or ssm_conv1d).
+ */
+static bool plan_layer_hybrid(struct plan *pl, const struct moeinf_gen_params *p, int l) {
+    const int q = p->type;
+    const int f32 = MOEINF_TYPE_F32;
+    const int64_t e = p->n_embd;
+    const int64_t f = p->n_ff;
+    const int64_t x = p->n_expert;
+    const int64_t fs = (int64_t)p->n_expert_shared * p->n_ff;
+    const int64_t hd = head_dim(p);
+    const int64_t dq = (int64_t)p->n_head * hd;
+    const int64_t dkv = (int64_t)p->n_head_kv * hd;
+    const int64_t kd = key_dim(p);
+    const int64_t vd = value_dim(p);
+    const int64_t nv = p->ssm_dt_rank;
+    bool ok = plan_add(pl, "attn_norm", l, f32, 1, e, 1, 1, INIT_NORM, 1);
+    if (is_full_attn(p, l)) {
+        ok = ok && plan_add(pl, "attn_q", l, q, 2, e, 2 * dq, 1, INIT_NORMAL, 1) &&
+             plan_add(pl, "attn_k", l, q, 2, e, dkv, 1, INIT_NORMAL, 1) &&
+             plan_add(pl, "attn_v", l, q, 2, e, dkv, 1, INIT_NORMAL, 1) &&
+             plan_add(pl, "attn_output", l, q, 2, dq, e, 1, INIT_NORMAL, 1) &&
+             plan_add(pl, "attn_q_norm", l, f32, 1, hd, 1, 1, INIT_NORM, 1) &&
+             plan_add(pl, "attn_k_norm", l, f32, 1, hd, 1, 1, INIT_NORM, 1);
+    } else {
+        ok = ok && plan_add(pl, "attn_qkv", l, q, 2, e, 2 * kd + vd, 1, INIT_NORMAL, 1) &&
+             plan_add(pl, "attn_gate", l, q, 2, e, vd, 1, INIT_NORMAL, 1) &&
+             plan_add(pl, "ssm_conv1d", l, f32, 2, p->ssm_d_conv, 2 * kd + vd, 1, INIT_NORMAL,
+                      1) &&
+             plan_add(pl, "ssm_dt.bias", l, f32, 1, nv, 1, 1, INIT_EMBED, 0.1) &&
+             plan_add(pl, "ssm_a", l, f32, 1, nv, 1, 1, INIT_NEG_LOGNORMAL, 0.5);
+        if (arch_of(p) == ARCH_QWEN3NEXT) {
+            ok = ok && plan_add(pl, "ssm_ba", l, q, 2, e, 2 * nv, 1, INIT_NORMAL, 1);
+        } else {
+            ok = ok && plan_add(pl, "ssm_beta", l, q, 2, e, nv, 1, INIT_NORMAL, 1) &&
+                 plan_add(pl, "ssm_alpha", l, q, 2, e, nv, 1, INIT_NORMAL, 1);
+        }
+        ok = ok && plan_add(pl, "ssm_norm", l, f32, 1, p->ssm_d_state, 1, 1, INIT_NORM, 1) &&
+             plan_add(pl, "ssm_out", l, q, 2, vd, e, 1, INIT_NORMAL, 1);
+    }
+    return ok && plan_add(pl, "post_attention_norm", l, f32, 1, e, 1, 1, INIT_NORM, 1) &&
+           plan_add(pl, "ffn_gate_inp", l, f32, 2, e, x, 1, INIT_NORMAL, 2) &&
+           plan_add(pl, "ffn_gate_exps", l, q, 3, e, f, x, INIT_NORMAL, 1) &&
+           plan_add(pl, "ffn_up_exps", l, q, 3, e, f, x, INIT_NORMAL, 1) &&
+           plan_add(pl, "ffn_down_exps", l, q, 3, f, e, x, INIT_NORMAL, 1) &&
+           plan_add(pl, "ffn_gate_inp_shexp", l, f32, 1, e, 1, 1, INIT_NORMAL, 1) &&
+           plan_add(pl, "ffn_gate_shexp", l, q, 2, e, fs, 1, INIT_NORMAL, 1) &&
+           plan_add(pl, "ffn_up_shexp", l, q, 2, e, fs, 1, INIT_NORMAL, 1) &&
+           plan_add(pl, "ffn_down_shexp", l, q, 2, fs, e, 1, INIT_NORMAL, 1);
+}
+
 /* Tensor names and shapes as llama.cpp's loader expects them for the arch (ne order). */
 static bool plan_build(struct plan *pl, const struct moeinf_gen_params *p, int64_t n_vocab) {
     const int q = p->type; /* big matrices */
@@ -493,6 +677,10 @@ static bool plan_build(struct plan *pl, const struct moeinf_gen_params *p, int64
     ok = ok && plan_add(pl, "output_norm", -1, MOEINF_TYPE_F32, 1, e, 1, 1, INIT_NORM, out_norm);
     if (!p->tied_output) ok = ok && plan_add(pl, "output", -1, q, 2, e, n_vocab, 1, INIT_NORMAL, 8);
     for (int l = 0; ok && l < p->n_layer; l++) {
+        if (is_hybrid(arch_of(p))) {
+            ok = plan_layer_hybrid(pl, p, l);
+            continue;
+        }
         ok = plan_add(pl, "attn_norm", l, MOEINF_TYPE_F32, 1, e, 1, 1, INIT_NORM, 1) &&
              plan_add(pl, "attn_q", l, q, 2, e, dq, 1, INIT_NORMAL, 1) &&
              plan_add(pl, "attn_k", l, q, 2, e, dkv, 1, INIT_NORMAL, 1) &&
@@ -541,19 +729,36 @@ static enum moeinf_status add_hparams(struct moeinf_gguf_writer *w,
     U32("embedding_length", p->n_embd);
     U32("block_count", p->n_layer);
     /* feed_forward_length: the expert width for llama and olmoe; qwen2moe's converter writes
-     * the shared expert's width there, qwen3moe's a dense-equivalent (top-k x expert) */
-    U32("feed_forward_length", arch == ARCH_QWEN2MOE   ? p->n_expert_shared * p->n_ff
-                               : arch == ARCH_QWEN3MOE ? p->n_expert_used * p->n_ff
-                                                       : p->n_ff);
-    if (arch == ARCH_QWEN2MOE || arch == ARCH_QWEN3MOE) U32("expert_feed_forward_length", p->n_ff);
-    if (arch == ARCH_QWEN2MOE) {
+     * the shared expert's width there, qwen3moe's and the hybrid archs' a dense-equivalent
+     * (top-k x expert: Qwen3-Next's config has intermediate_size 5120 = top-10 x 512);
+     * llama.cpp reads the expert widths of the hybrid archs from the two keys below */
+    const bool dense_equiv = arch == ARCH_QWEN3MOE || is_hybrid(arch);
+    U32("feed_forward_length", arch == ARCH_QWEN2MOE ? p->n_expert_shared * p->n_ff
+                               : dense_equiv         ? p->n_expert_used * p->n_ff
+                                                     : p->n_ff);
+    if (arch == ARCH_QWEN2MOE || dense_equiv) U32("expert_feed_forward_length", p->n_ff);
+    if (has_shared_expert(arch)) {
         U32("expert_shared_feed_forward_length", p->n_expert_shared * p->n_ff);
     }
     U32("attention.head_count", p->n_head);
     U32("attention.head_count_kv", p->n_head_kv);
     U32("attention.key_length", head_dim(p));
     U32("attention.value_length", head_dim(p));
-    U32("rope.dimension_count", head_dim(p));
+    U32("rope.dimension_count", is_hybrid(arch) ? rot_dims(p) : head_dim(p));
+    if (is_hybrid(arch)) {
+        U32("ssm.conv_kernel", p->ssm_d_conv);
+        U32("ssm.state_size", p->ssm_d_state);
+        U32("ssm.group_count", p->ssm_n_group);
+        U32("ssm.time_step_rank", p->ssm_dt_rank);
+        U32("ssm.inner_size", value_dim(p));
+        U32("full_attention_interval", p->full_attn_interval);
+    }
+    if (arch == ARCH_QWEN35MOE) {
+        int32_t sec[4];
+        rope_sections(p, sec);
+        moeinf_gguf_writer_add_arr(w, akey(k, sizeof k, an, "rope.dimension_sections"),
+                                   MOEINF_GGUF_TYPE_INT32, sec, 4, err);
+    }
     moeinf_gguf_writer_add_f32(w, akey(k, sizeof k, an, "rope.freq_base"), p->rope_freq_base, err);
     moeinf_gguf_writer_add_f32(w, akey(k, sizeof k, an, "attention.layer_norm_rms_epsilon"),
                                p->rms_eps, err);
@@ -629,7 +834,10 @@ static void gen_chunk(struct job *j) {
     double sigma = t->kind == INIT_NORMAL ? t->scale / sqrt((double)ne0) : t->scale;
     for (int64_t i = 0; i < n; i++) {
         double z = rng_normal(&r, j->zig);
-        j->x[i] = (float)(t->kind == INIT_NORM ? t->scale * (1.0 + 0.1 * z) : sigma * z);
+        double v = sigma * z;
+        if (t->kind == INIT_NORM) v = t->scale * (1.0 + 0.1 * z);
+        if (t->kind == INIT_NEG_LOGNORMAL) v = -exp(t->scale * z);
+        j->x[i] = (float)v;
     }
     /* F32 copies, F16 rounds to nearest even, Q8_0/Q4_0 as llama-quantize does. */
     moeinf_quantize_row_ref((enum moeinf_type)t->type, j->x, j->y, n);
@@ -741,6 +949,13 @@ enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *p, const cha
     if (p->vocab_from) {
         st = add_vocab_from(w, p->vocab_from, &n_vocab, err);
     } else if (!vocab_build(&vocab)) {
+        st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    } else if (p->n_vocab > 0 && (uint64_t)p->n_vocab < vocab.n) {
+        st = moeinf_fail(err, MOEINF_ERR_ARG,
+                         "gen-model: vocabulary size %d is below the %" PRIu64
+                         " tokens of gen-model's own vocabulary",
+                         p->n_vocab, vocab.n);
+    } else if (!vocab_pad(&vocab, (uint64_t)p->n_vocab)) {
         st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
     } else {
         n_vocab = (uint32_t)vocab.n;

@@ -82,7 +82,7 @@ int moeinf_q4_k_m_type(const char *name, int layer, int n_layer, int n_expert, i
     const bool whole = ne0 % 256 == 0;
     if (is_lm_head) return whole ? MOEINF_TYPE_Q6_K : MOEINF_TYPE_Q8_0;
     int t = MOEINF_TYPE_Q4_K;
-    if (ends_with(name, "attn_v")) {
+    if (ends_with(name, "attn_v") || ends_with(name, "attn_qkv")) {
         if (n_expert == 8)
             t = MOEINF_TYPE_Q8_0;
         else if (use_more_bits(layer, n_layer))

@@ -29,11 +29,14 @@ uint32_t moeinf_gen_file_type(int type);
 /* The type llama-quantize's Q4_K_M gives a large matrix (no imatrix), as llama.cpp's
  * llama_tensor_get_type decides it for a Mixtral-family model:
  *   - the lm_head (output, or token_embd when tied): Q6_K
- *   - attn_v: Q8_0 with 8 experts, else Q6_K on the layers use_more_bits picks, else Q4_K
+ *   - attn_v and attn_qkv (llama.cpp counts both as attn_v; a hybrid layer has one of the
+ *     two, so its counter is the layer): Q8_0 with 8 experts, else Q6_K on the layers
+ *     use_more_bits picks, else Q4_K
  *   - attn_k: Q8_0 with 8 experts, else Q4_K
  *   - attn_output: Q5_K with 8 experts, else Q4_K
- *   - ffn_down(_exps): Q6_K on the layers use_more_bits picks, else Q4_K
- *   - everything else (token_embd untied, attn_q, ffn_gate/up(_exps)): Q4_K
+ *   - ffn_down(_exps, _shexp): Q6_K on the layers use_more_bits picks, else Q4_K
+ *   - everything else (token_embd untied, attn_q, ffn_gate/up(_exps), attn_gate, ssm_out,
+ *     ssm_beta/alpha/ba): Q4_K
  * use_more_bits(i, n): i < n/8, or i >= 7n/8, or (i - n/8) % 3 == 2 (integer division).
  * A row (ne0) that is not whole 256-element super-blocks falls back as llama-quantize does:
  * Q4_K -> Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0 (and the lm_head goes straight to Q8_0).

@@ -9,6 +9,8 @@ static const struct moeinf_arch *const registry[] = {
     &moeinf_arch_qwen2moe,
     &moeinf_arch_qwen3moe,
     &moeinf_arch_olmoe,
+    &moeinf_arch_qwen35moe,
+    &moeinf_arch_qwen3next,
 };
 
 const struct moeinf_arch *moeinf_arch_find(const char *name, size_t len) {

@@ -42,10 +42,12 @@ struct moeinf_arch {
 };
 
 /* The registered architectures (arch.c), one per file of src/model/arch/. */
-extern const struct moeinf_arch moeinf_arch_llama;    /* arch/llama.c */
-extern const struct moeinf_arch moeinf_arch_qwen2moe; /* arch/qwen2moe.c */
-extern const struct moeinf_arch moeinf_arch_qwen3moe; /* arch/qwen3moe.c */
-extern const struct moeinf_arch moeinf_arch_olmoe;    /* arch/olmoe.c */
+extern const struct moeinf_arch moeinf_arch_llama;     /* arch/llama.c */
+extern const struct moeinf_arch moeinf_arch_qwen2moe;  /* arch/qwen2moe.c */
+extern const struct moeinf_arch moeinf_arch_qwen3moe;  /* arch/qwen3moe.c */
+extern const struct moeinf_arch moeinf_arch_olmoe;     /* arch/olmoe.c */
+extern const struct moeinf_arch moeinf_arch_qwen35moe; /* arch/qwen35moe.c */
+extern const struct moeinf_arch moeinf_arch_qwen3next; /* arch/qwen3next.c */
 
 /* The architecture registered under `name` (len bytes, not NUL-terminated), or NULL. */
 const struct moeinf_arch *moeinf_arch_find(const char *name, size_t len);
@@ -133,5 +135,42 @@ enum moeinf_status moeinf_arch_bind_std_layer(struct moeinf_arch_loader *ld,
 enum moeinf_status moeinf_arch_bind_moe_ffn(struct moeinf_arch_loader *ld,
                                             const struct moeinf_hparams *hp, int il,
                                             struct moeinf_layer *lw);
+/* The same with the pre-FFN norm named `norm` ("blk.<il>." is prefixed) instead of ffn_norm. */
+enum moeinf_status moeinf_arch_bind_moe_ffn_norm(struct moeinf_arch_loader *ld,
+                                                 const struct moeinf_hparams *hp, int il,
+                                                 const char *norm, struct moeinf_layer *lw);
+
+/* ---- hybrid Gated DeltaNet architectures (arch_deltanet.c) -------------------------------- */
+
+/* nextn_predict_layers (blocks after the rest, left unbound), the ssm.* keys into hp->ssm_*,
+ * and which layers are recurrent (attention.recurrent_layers, else full_attention_interval,
+ * default 4) with their count. */
+enum moeinf_status moeinf_arch_read_deltanet(struct moeinf_arch_loader *ld,
+                                             struct moeinf_hparams *hp);
+/* What qwen35moe and qwen3next share: the geometry, experts and a shared expert (its width
+ * expert_shared_feed_forward_length, else feed_forward_length), moeinf_arch_read_deltanet,
+ * q/k RMSNorm per head and softmax routing renormalised by default. RoPE is the caller's. */
+enum moeinf_status moeinf_arch_read_hybrid(struct moeinf_arch_loader *ld,
+                                           struct moeinf_hparams *hp);
+/* Whether layer il is a Gated DeltaNet layer (else gated full attention). */
+bool moeinf_arch_layer_recurrent(const struct moeinf_hparams *hp, int il);
+/* rope.dimension_sections: hp->rope = MOEINF_ROPE_IMROPE, or MOEINF_ERR_UNSUPPORTED when a
+ * text token would leave a pair unrotated (see model.h). */
+enum moeinf_status moeinf_arch_read_imrope(struct moeinf_arch_loader *ld,
+                                           struct moeinf_hparams *hp);
+/* attn_norm, attn_q (q and gate per head), attn_k, attn_v, attn_output, q/k norm per head. */
+enum moeinf_status moeinf_arch_bind_gated_attention(struct moeinf_arch_loader *ld,
+                                                    const struct moeinf_hparams *hp, int il,
+                                                    struct moeinf_layer *lw);
+/* attn_norm and a Gated DeltaNet layer's tensors; `next` selects qwen3next's layout (fused
+ * ssm_ba, and the older ssm_in accepted for attn_qkv + attn_gate). */
+enum moeinf_status moeinf_arch_bind_deltanet(struct moeinf_arch_loader *ld,
+                                             const struct moeinf_hparams *hp, int il, bool next,
+                                             struct moeinf_layer *lw);
+/* Layer il of qwen35moe / qwen3next: Gated DeltaNet or gated full attention as the pattern
+ * says, then post_attention_norm and the routed experts with the shared expert. */
+enum moeinf_status moeinf_arch_bind_hybrid_layer(struct moeinf_arch_loader *ld,
+                                                 const struct moeinf_hparams *hp, int il, bool next,
+                                                 struct moeinf_layer *lw);
 
 #endif

@@ -201,13 +201,19 @@ static enum moeinf_status bind_shared_expert(struct moeinf_arch_loader *ld,
 enum moeinf_status moeinf_arch_bind_moe_ffn(struct moeinf_arch_loader *ld,
                                             const struct moeinf_hparams *hp, int il,
                                             struct moeinf_layer *lw) {
+    return moeinf_arch_bind_moe_ffn_norm(ld, hp, il, "ffn_norm.weight", lw);
+}
+
+enum moeinf_status moeinf_arch_bind_moe_ffn_norm(struct moeinf_arch_loader *ld,
+                                                 const struct moeinf_hparams *hp, int il,
+                                                 const char *norm, struct moeinf_layer *lw) {
     char name[NAME_MAX_LEN];
     const int64_t n_embd = hp->n_embd;
     const int64_t n_ff = hp->n_ff;
     const int64_t n_expert = hp->n_expert;
     enum moeinf_status st;
     lw->ffn = MOEINF_FFN_MOE;
-    if ((st = moeinf_arch_bind_vec(ld, layer_name(name, il, "ffn_norm.weight"), n_embd, false,
+    if ((st = moeinf_arch_bind_vec(ld, layer_name(name, il, norm), n_embd, false,
                                    &lw->ffn_norm)) ||
         (st = moeinf_arch_bind(ld, layer_name(name, il, "ffn_gate_inp.weight"), n_embd, n_expert, 1,
                                false, &lw->router)) ||

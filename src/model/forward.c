@@ -26,11 +26,16 @@ enum moeinf_status moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int
     for (int j = 0; j < m; j++) {
         embed(moeinf_weight_row(&llm->tok_embd, 0, ids[j]), f->x + (size_t)j * n_embd, n_embd);
     }
+    if (n_past == 0) moeinf_fwd_recurrent_clear(f);
     for (int il = 0; il < hp->n_layer; il++) {
         const struct moeinf_layer *lw = &llm->layers[il];
         switch (lw->attn) {
         case MOEINF_ATTN_FULL:
+        case MOEINF_ATTN_GATED:
             moeinf_fwd_attention(f, il, m, n_past);
+            break;
+        case MOEINF_ATTN_DELTANET:
+            moeinf_fwd_deltanet(f, il, m);
             break;
         }
         for (int j = 0; j < m; j++) {
@@ -109,6 +114,38 @@ static void *alloc_array(struct moeinf_fwd *f, size_t n, size_t size, bool *fail
     return p;
 }
 
+/* The Gated DeltaNet layers' buffers, their recurrent state and its checkpoints. */
+static void alloc_recurrent(struct moeinf_fwd *f, bool *failed) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    const size_t n_b = (size_t)f->p.n_batch;
+    const size_t n_v = (size_t)hp->ssm_n_v_heads;
+    f->ssm_mix = alloc_array(f, n_b * f->ssm_conv_dim, sizeof(float), failed);
+    f->ssm_conv = alloc_array(f, n_b * f->ssm_conv_dim, sizeof(float), failed);
+    f->ssm_z = alloc_array(f, n_b * f->ssm_value_dim, sizeof(float), failed);
+    f->ssm_beta = alloc_array(f, n_b * n_v, sizeof(float), failed);
+    f->ssm_g = alloc_array(f, n_b * n_v, sizeof(float), failed);
+    bool legacy = false;
+    bool fused_ba = false;
+    for (int il = 0; il < hp->n_layer; il++) {
+        legacy |= f->llm->layers[il].ssm_in.data != NULL;
+        fused_ba |= f->llm->layers[il].ssm_ba.data != NULL;
+    }
+    if (legacy) {
+        f->ssm_proj = alloc_array(f, n_b * ((size_t)f->ssm_conv_dim + f->ssm_value_dim),
+                                  sizeof(float), failed);
+    }
+    if (fused_ba) f->ssm_ba = alloc_array(f, n_b * 2 * n_v, sizeof(float), failed);
+    f->ssm_o = alloc_array(f, n_b * f->ssm_value_dim, sizeof(float), failed);
+    f->rs_conv_floats = (size_t)(hp->ssm_d_conv - 1) * f->ssm_conv_dim;
+    f->rs_delta_floats = n_v * (size_t)hp->ssm_head_dim * hp->ssm_head_dim;
+    f->rs_floats = (size_t)hp->n_recurrent * (f->rs_conv_floats + f->rs_delta_floats);
+    f->rs = alloc_array(f, f->rs_floats, sizeof(float), failed);
+    for (int i = 0; i < MOEINF_FWD_CHECKPOINTS; i++) {
+        f->ckpt[i] = alloc_array(f, f->rs_floats, sizeof(float), failed);
+        f->ckpt_pos[i] = -1;
+    }
+}
+
 enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
                                    const struct moeinf_fwd_params *params, struct moeinf_fwd **out,
                                    struct moeinf_error *err) {
@@ -129,6 +166,10 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     if (f->n_q > f->max_width) f->max_width = f->n_q;
     if (hp->n_ff > f->max_width) f->max_width = hp->n_ff;
     if (hp->n_ff_shexp > f->max_width) f->max_width = hp->n_ff_shexp;
+    f->ssm_key_dim = hp->ssm_n_k_heads * hp->ssm_head_dim;
+    f->ssm_value_dim = hp->ssm_n_v_heads * hp->ssm_head_dim;
+    f->ssm_conv_dim = 2 * f->ssm_key_dim + f->ssm_value_dim;
+    if (f->ssm_value_dim > f->max_width) f->max_width = f->ssm_value_dim;
     f->kv_elem = params->kv_f16 ? 2 : 4;
     const int n_used = hp->n_expert > 0 ? hp->n_expert_used : 1;
     const size_t slots = n_b * (size_t)n_used;
@@ -159,6 +200,12 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     f->hg = alloc_array(f, h_floats, sizeof(float), &failed);
     f->hu = alloc_array(f, h_floats, sizeof(float), &failed);
     if (hp->n_ff_shexp > 0) f->sh_out = alloc_array(f, n_b * hp->n_embd, sizeof(float), &failed);
+    for (int il = 0; il < hp->n_layer; il++) {
+        if (llm->layers[il].attn != MOEINF_ATTN_GATED || f->qg) continue;
+        f->qg = alloc_array(f, n_b * 2 * f->n_q, sizeof(float), &failed);
+        f->gate = alloc_array(f, n_b * f->n_q, sizeof(float), &failed);
+    }
+    if (hp->n_recurrent > 0) alloc_recurrent(f, &failed);
     int n_threads = moeinf_pool_size(params->pool);
     f->attn_scratch_stride =
         moeinf_attn_scratch_floats((int)n_c, hp->n_head, hp->n_head_kv, hp->head_dim);
@@ -209,6 +256,19 @@ void moeinf_fwd_free(struct moeinf_fwd *f) {
     free(f->k);
     free(f->v);
     free(f->att);
+    free(f->qg);
+    free(f->gate);
+    free(f->ssm_mix);
+    free(f->ssm_conv);
+    free(f->ssm_z);
+    free(f->ssm_beta);
+    free(f->ssm_g);
+    free(f->ssm_proj);
+    free(f->ssm_ba);
+    free(f->ssm_o);
+    free(f->rs);
+    for (int i = 0; i < MOEINF_FWD_CHECKPOINTS; i++)
+        free(f->ckpt[i]);
     free(f->tmp);
     free(f->hg);
     free(f->hu);

@@ -48,7 +48,22 @@ void moeinf_fwd_free(struct moeinf_fwd *f);
 enum moeinf_status moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int m, int n_past,
                                    float *logits, bool all_logits, struct moeinf_error *err);
 
-/* Bytes the pass allocated (KV cache and scratch). */
+/*
+ * The recurrent state of Gated DeltaNet layers (model/recurrent.c). It always holds the state
+ * after the tokens evaluated so far; an eval at position 0 clears it first.
+ *   moeinf_fwd_recurrent     whether the model has any (else the others do nothing)
+ *   moeinf_fwd_checkpoint    keeps a copy as the state after `pos` tokens
+ *   moeinf_fwd_rewind        forgets the copies after n_keep tokens and restores the latest
+ *                            one at or before it; returns its position (0: cleared), from
+ *                            where the caller evaluates the tokens again. Without recurrent
+ *                            layers it returns n_keep.
+ */
+bool moeinf_fwd_recurrent(const struct moeinf_fwd *f);
+void moeinf_fwd_recurrent_clear(struct moeinf_fwd *f);
+void moeinf_fwd_checkpoint(struct moeinf_fwd *f, int pos);
+int moeinf_fwd_rewind(struct moeinf_fwd *f, int n_keep);
+
+/* Bytes the pass allocated (KV cache, recurrent state and its checkpoints, scratch). */
 uint64_t moeinf_fwd_bytes(const struct moeinf_fwd *f);
 /* Routes experts through `tier` from now on (NULL: the weights themselves). */
 void moeinf_fwd_set_tier(struct moeinf_fwd *f, struct moeinf_tier *tier);

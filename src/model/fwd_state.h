@@ -2,7 +2,8 @@
  * fwd_state.h - the forward pass's state, shared by the files that make up the pass
  * (internal to src/model): forward.c (the layer loop, the KV cache, allocation),
  * layer_attn.c (attention), layer_ffn.c (dense SwiGLU FFN, shared expert), layer_moe.c
- * (routing and routed experts) and fwd_ops.c (activation conversion and matmul helpers).
+ * (routing and routed experts), layer_deltanet.c (Gated DeltaNet), recurrent.c (the recurrent
+ * state and its checkpoints) and fwd_ops.c (activation conversion and matmul helpers).
  */
 #ifndef MOEINF_MODEL_FWD_STATE_H
 #define MOEINF_MODEL_FWD_STATE_H
@@ -14,6 +15,9 @@
 #include "compute/matmul.h"
 #include "model/forward.h"
 #include "model/model.h"
+
+/* Recurrent-state checkpoints a context keeps (recurrent.c). */
+#define MOEINF_FWD_CHECKPOINTS 4
 
 /* Activation rows converted to one vec_dot_type, valid for one source buffer at a time. */
 struct moeinf_fwd_act {
@@ -37,6 +41,8 @@ struct moeinf_fwd {
     float *k;             /* [n_batch][n_kv] */
     float *v;             /* [n_batch][n_kv] */
     float *att;           /* [n_batch][n_q] */
+    float *qg;            /* [n_batch][2 n_q] a gated layer's q and gate, per head */
+    float *gate;          /* [n_batch][n_q] its output gate */
     float *tmp;           /* [n_batch][n_embd] sub-layer output */
     float *hg;            /* [n_batch * n_used][n_ff] gate, then swiglu */
     float *hu;            /* [n_batch * n_used][n_ff] up */
@@ -63,6 +69,30 @@ struct moeinf_fwd {
     uint8_t *wave_done;              /* [n_expert] the wave's i-th expert was computed */
     uint64_t bytes;                  /* allocated: KV cache and scratch */
     int nonfinite_layer; /* first layer of the last eval whose output was not finite; -1 */
+    /* Gated DeltaNet (hp->n_recurrent > 0) */
+    int ssm_key_dim;   /* n_k_heads * head_dim */
+    int ssm_value_dim; /* n_v_heads * head_dim */
+    int ssm_conv_dim;  /* 2 * key_dim + value_dim */
+    float *ssm_mix;    /* [n_batch][conv_dim] q, k, v projected */
+    float *ssm_conv;   /* [n_batch][conv_dim] after the conv and SiLU; q, k normalised */
+    float *ssm_z;      /* [n_batch][value_dim] output gate */
+    float *ssm_beta;   /* [n_batch][n_v_heads] sigmoid(beta) */
+    float *ssm_g;      /* [n_batch][n_v_heads] log decay, softplus(alpha + dt) * a */
+    float *ssm_proj;   /* [n_batch][conv_dim + value_dim] a legacy ssm_in's q, k, v, z */
+    float *ssm_ba;     /* [n_batch][2 n_v_heads] a fused ssm_ba's betas and alphas */
+    float *ssm_o;      /* [n_batch][value_dim] the delta rule's output, then gated-normed */
+    /* the recurrent state of every Gated DeltaNet layer, at position state_pos: per layer
+     * rs_conv_floats (the last d_conv - 1 conv inputs, oldest first) then rs_delta_floats (per
+     * value head a [head_dim][head_dim] matrix, row r for value element r) */
+    float *rs;
+    size_t rs_conv_floats;
+    size_t rs_delta_floats;
+    size_t rs_floats; /* all layers */
+    /* checkpoints of rs (recurrent.c): ckpt[i] holds the state after ckpt_pos[i] tokens */
+    float *ckpt[MOEINF_FWD_CHECKPOINTS];
+    int ckpt_pos[MOEINF_FWD_CHECKPOINTS]; /* -1: empty */
+    unsigned ckpt_clock;                  /* age order: ckpt_age[i] higher is newer */
+    unsigned ckpt_age[MOEINF_FWD_CHECKPOINTS];
 };
 
 /* ---- fwd_ops.c --------------------------------------------------------------------------- */
@@ -88,6 +118,8 @@ void moeinf_fwd_attention(struct moeinf_fwd *f, int il, int m, int n_past);
 void moeinf_fwd_dense_ffn(struct moeinf_fwd *f, int il, int m);
 /* layer_ffn.c: the shared expert of the normed rows in xb, into sh_out. */
 void moeinf_fwd_shared_expert(struct moeinf_fwd *f, const struct moeinf_layer *lw, int m);
+/* layer_deltanet.c: x += Wo GatedDeltaNet(norm(x)) for m tokens, its recurrent state advanced. */
+void moeinf_fwd_deltanet(struct moeinf_fwd *f, int il, int m);
 /* layer_moe.c: x += the routed experts (and the shared expert) of the normed rows in xb. Fails
  * only with the expert cache's read errors. */
 enum moeinf_status moeinf_fwd_moe(struct moeinf_fwd *f, int il, int m, struct moeinf_error *err);

@@ -1,9 +1,10 @@
 /*
- * layer_attn.c - the attention block of a layer (lw->attn; full attention is the only kind
- * today): RMSNorm, q/k/v in one dispatch, the biases and q/k RMSNorm the architecture has,
- * RoPE (hp->rope), K and V appended to the layer's cache, causal grouped-query attention over
- * it, the output projection and the residual add.
+ * layer_attn.c - the full-attention block of a layer (MOEINF_ATTN_FULL and _GATED): RMSNorm,
+ * q/k/v in one dispatch, the biases and q/k RMSNorm the architecture has, RoPE (hp->rope), K
+ * and V appended to the layer's cache, causal grouped-query attention over it, the output
+ * gate of a gated layer, the output projection and the residual add.
  */
+#include <math.h>
 #include <string.h>
 
 #include "compute/attention.h"
@@ -67,6 +68,7 @@ static void qkv_bias_norm(const struct moeinf_hparams *hp, const struct moeinf_l
 static void rope(const struct moeinf_hparams *hp, float *q, float *k, int pos) {
     switch (hp->rope) {
     case MOEINF_ROPE_NEOX:
+    case MOEINF_ROPE_IMROPE: /* a text token's sections share its position (model.h) */
         moeinf_rope_neox(q, hp->n_head, hp->head_dim, hp->n_rot, pos, hp->rope_base,
                          hp->rope_freq_scale);
         moeinf_rope_neox(k, hp->n_head_kv, hp->head_dim, hp->n_rot, pos, hp->rope_base,
@@ -78,6 +80,20 @@ static void rope(const struct moeinf_hparams *hp, float *q, float *k, int pos) {
         moeinf_rope_norm(k, hp->n_head_kv, hp->head_dim, hp->n_rot, pos, hp->rope_base,
                          hp->rope_freq_scale);
         break;
+    }
+}
+
+/* A gated layer's wq gives, per head, head_dim of q then head_dim of its output gate: q to
+ * f->q, the gate to f->gate. */
+static void split_q_gate(struct moeinf_fwd *f, int m) {
+    const int hd = f->llm->hp.head_dim;
+    for (int j = 0; j < m; j++) {
+        for (int h = 0; h < f->llm->hp.n_head; h++) {
+            const float *src = f->qg + ((size_t)j * f->n_q + (size_t)h * hd) * 2;
+            size_t dst = (size_t)j * f->n_q + (size_t)h * hd;
+            memcpy(f->q + dst, src, (size_t)hd * sizeof(float));
+            memcpy(f->gate + dst, src + hd, (size_t)hd * sizeof(float));
+        }
     }
 }
 
@@ -96,12 +112,15 @@ void moeinf_fwd_attention(struct moeinf_fwd *f, int il, int m, int n_past) {
     const uint8_t *xq = moeinf_fwd_act(f, lw->wq.type, f->xb, m, hp->n_embd, &rq);
     const uint8_t *xk = moeinf_fwd_act(f, lw->wk.type, f->xb, m, hp->n_embd, &rk);
     const uint8_t *xv = moeinf_fwd_act(f, lw->wv.type, f->xb, m, hp->n_embd, &rv);
+    const bool gated = lw->attn == MOEINF_ATTN_GATED;
     struct moeinf_mm_job jobs[3] = {
-        moeinf_fwd_job(&lw->wq, 0, xq, rq, m, f->q, (size_t)f->n_q),
+        gated ? moeinf_fwd_job(&lw->wq, 0, xq, rq, m, f->qg, 2 * (size_t)f->n_q)
+              : moeinf_fwd_job(&lw->wq, 0, xq, rq, m, f->q, (size_t)f->n_q),
         moeinf_fwd_job(&lw->wk, 0, xk, rk, m, f->k, (size_t)f->n_kv),
         moeinf_fwd_job(&lw->wv, 0, xv, rv, m, f->v, (size_t)f->n_kv),
     };
     moeinf_matmul_run(f->p.pool, f->p.kern, jobs, 3);
+    if (gated) split_q_gate(f, m);
     for (int j = 0; j < m; j++) {
         float *q = f->q + (size_t)j * f->n_q;
         float *k = f->k + (size_t)j * f->n_kv;
@@ -126,6 +145,10 @@ void moeinf_fwd_attention(struct moeinf_fwd *f, int il, int m, int n_past) {
         .kern = f->p.kern,
     };
     moeinf_attention(f->p.pool, &a);
+    if (gated) {
+        for (size_t i = 0; i < (size_t)m * (size_t)f->n_q; i++)
+            f->att[i] *= 1.0f / (1.0f + expf(-f->gate[i]));
+    }
     moeinf_fwd_matmul(f, &lw->wo, f->att, m, f->tmp, (size_t)hp->n_embd);
     for (size_t i = 0; i < (size_t)m * hp->n_embd; i++)
         f->x[i] += f->tmp[i];

@@ -32,11 +32,26 @@ struct moeinf_weight {
     size_t mat_bytes; /* n_out * row_bytes: the stride between experts */
 };
 
-/* How a layer mixes tokens. Only full causal attention over a KV cache of whole K and V is
- * implemented; sliding-window, linear (Gated DeltaNet) and latent (MLA) attention are planned
- * with the architectures that need them. */
+/* How a layer mixes tokens: causal attention over a KV cache of whole K and V, plain or gated,
+ * or Gated DeltaNet linear attention over a recurrent state. Sliding-window and latent (MLA)
+ * attention are planned with the architectures that need them. */
 enum moeinf_attn_kind {
     MOEINF_ATTN_FULL,
+    /* full attention whose output is multiplied by sigmoid(gate), the gate projected by wq
+     * beside q: wq's rows are, per head, head_dim of q then head_dim of gate (Qwen3.5,
+     * Qwen3-Next) */
+    MOEINF_ATTN_GATED,
+    /* Gated DeltaNet: a causal depthwise conv over the q/k/v projection, then per value head
+     * the delta rule on a [head_dim x head_dim] state, the output RMS-normed and gated by
+     * SiLU(z) (model/layer_deltanet.c) */
+    MOEINF_ATTN_DELTANET,
+};
+
+/* Which key head a Gated DeltaNet value head reads, when there are more value heads than key
+ * heads (ratio = n_v_heads / n_k_heads). */
+enum moeinf_delta_heads {
+    MOEINF_DELTA_HEADS_TILED,   /* value head h reads key head h % n_k_heads (qwen35moe) */
+    MOEINF_DELTA_HEADS_GROUPED, /* value head h reads key head h / ratio (qwen3next) */
 };
 
 /* A layer's feed-forward block: SwiGLU, dense or through routed experts. */
@@ -58,7 +73,25 @@ struct moeinf_layer {
     const float *bv;         /* [n_head_kv * head_dim] or NULL */
     const float *q_norm;     /* RMSNorm of q before RoPE, or NULL: [head_dim] per head */
     const float *k_norm;     /* or [n_q] / [n_kv] over the whole projection; qk_norm */
-    const float *ffn_norm;   /* [n_embd] */
+    const float *ffn_norm;   /* [n_embd] (post_attention_norm in qwen35moe and qwen3next) */
+    /* Gated DeltaNet (MOEINF_ATTN_DELTANET); key_dim = n_k_heads * head_dim, value_dim =
+     * n_v_heads * head_dim, conv_dim = 2 * key_dim + value_dim */
+    struct moeinf_weight ssm_qkv;    /* attn_qkv [n_embd, conv_dim]: q, k, v */
+    struct moeinf_weight ssm_z;      /* attn_gate [n_embd, value_dim]: the output gate z */
+    struct moeinf_weight ssm_in;     /* or, in older qwen3next files instead of both, ssm_in
+                                        [n_embd, conv_dim + value_dim] laid out per key head:
+                                        q, k, then its ratio value heads' v and z */
+    struct moeinf_weight ssm_beta;   /* [n_embd, n_v_heads] */
+    struct moeinf_weight ssm_alpha;  /* [n_embd, n_v_heads] */
+    struct moeinf_weight ssm_ba;     /* or fused ssm_ba [n_embd, 2 n_v_heads], per key head its
+                                        ratio betas then its ratio alphas (qwen3next) */
+    struct moeinf_weight ssm_conv1d; /* [d_conv, conv_dim] F32: per channel d_conv weights,
+                                        oldest input first */
+    const float *ssm_dt_bias;        /* [n_v_heads] */
+    const float *ssm_a;              /* [n_v_heads], -exp(A_log): the decay rate, < 0 */
+    const float *ssm_norm;           /* [head_dim] gated RMSNorm weight */
+    struct moeinf_weight ssm_out;    /* [value_dim, n_embd] */
+    int recurrent_index;             /* which of the model's recurrent states is this layer's */
     /* routed experts (MOEINF_FFN_MOE) */
     struct moeinf_weight router;    /* [n_embd, n_expert], F32 */
     struct moeinf_weight gate_exps; /* [n_embd, n_ff, n_expert] */
@@ -81,6 +114,10 @@ struct moeinf_arch; /* model/arch.h */
 enum moeinf_rope_kind {
     MOEINF_ROPE_NORM, /* adjacent pairs (x[2i], x[2i + 1]) */
     MOEINF_ROPE_NEOX, /* half-split pairs (x[i], x[i + n_rot / 2]) */
+    /* Qwen3.5's interleaved multi-section RoPE (rope.dimension_sections). A text token has the
+     * same position in its time, height and width sections, so it rotates as NEOX; the model
+     * is refused at load when the sections leave a pair to the fourth (vision) section. */
+    MOEINF_ROPE_IMROPE,
 };
 
 /* How the router turns its logits into the chosen experts and their weights. */
@@ -122,6 +159,17 @@ struct moeinf_hparams {
     enum moeinf_router_kind router;
     bool expert_weights_norm;   /* renormalise the top-k router probabilities to sum 1 */
     float expert_weights_scale; /* multiplies the expert weights; 0 or 1 = none */
+    /* Gated DeltaNet layers (n_recurrent > 0); ssm.conv_kernel, ssm.group_count (key heads),
+     * ssm.time_step_rank (value heads), ssm.state_size (head_dim of both) */
+    int n_recurrent;        /* layers with a recurrent state */
+    int full_attn_interval; /* layer il is full attention iff (il + 1) % this == 0, unless */
+    const uint8_t *recurrent_layers; /* not NULL: layer il is recurrent iff [il] != 0 (a GGUF
+                                        bool array in the file's mapping) */
+    int ssm_d_conv;
+    int ssm_n_k_heads;
+    int ssm_n_v_heads;
+    int ssm_head_dim;
+    enum moeinf_delta_heads ssm_heads;
 };
 
 /* A tensor the model bound, so that code which handles every weight (model/resident.c copies

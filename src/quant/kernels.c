@@ -55,6 +55,7 @@ static const struct moeinf_kernels scalar_table = {
     REF_BLOCK(MOEINF_TYPE_IQ4_XS, iq4_xs),
     REF_BLOCK(MOEINF_TYPE_MXFP4, mxfp4),
     .axpy_f32 = moeinf_ref_axpy_f32,
+    .delta_rule_f32 = moeinf_ref_delta_rule_f32,
 };
 
 const struct moeinf_kernels *moeinf_kernels_scalar(void) {

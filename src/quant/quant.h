@@ -289,6 +289,15 @@ typedef void (*moeinf_gemm_fn)(int64_t n, int64_t nr, int m, float *y, size_t y_
  * (the weighted sum of V rows); x and y must not overlap. */
 typedef void (*moeinf_axpy_fn)(int64_t n, float a, const float *x, float *y);
 
+/* One token of the Gated DeltaNet delta rule on one value head's state s (n rows of n
+ * floats, row r for value element r), in place: for each row,
+ *   row *= decay;  d = (v[r] - row . k) * beta;  row += d k;  out[r] = (row . q) * scale
+ * Float helper of model/layer_deltanet.c. The tables sum the dot products in different
+ * orders: they agree to rounding, not to the bit. */
+typedef void (*moeinf_delta_rule_fn)(float *s, int n, const float *q, const float *k,
+                                     const float *v, float decay, float beta, float scale,
+                                     float *out);
+
 /* A kernel table: static constant data, valid for the life of the process; every function
  * is pure (no state), so any number of threads may call them at once. Unsupported types
  * have NULL entries, and from_float is NULL for types that are never activations (Q4_0). */
@@ -300,7 +309,8 @@ struct moeinf_kernels {
     moeinf_vec_dot_m_fn vec_dot_m[MOEINF_TYPE_COUNT];       /* indexed by the WEIGHT type */
     moeinf_vec_dot_rows_fn vec_dot_rows[MOEINF_TYPE_COUNT]; /* indexed by the WEIGHT type */
     moeinf_gemm_fn gemm[MOEINF_TYPE_COUNT]; /* by WEIGHT type; NULL: vec_dot_m row by row */
-    moeinf_axpy_fn axpy_f32;                                /* float helper, all tables */
+    moeinf_axpy_fn axpy_f32;                /* float helper, all tables */
+    moeinf_delta_rule_fn delta_rule_f32;    /* float helper, all tables */
 };
 
 const struct moeinf_kernels *moeinf_kernels_scalar(void);

@@ -518,6 +518,25 @@ REF_VEC_DOT_ROWS(q4_1)
 REF_VEC_DOT_ROWS(q5_0)
 REF_VEC_DOT_ROWS(q5_1)
 
+void moeinf_ref_delta_rule_f32(float *s, int n, const float *q, const float *k, const float *v,
+                               float decay, float beta, float scale, float *out) {
+    for (int r = 0; r < n; r++) {
+        float *row = s + (size_t)r * (size_t)n;
+        float sk = 0.0f;
+        for (int i = 0; i < n; i++) {
+            row[i] *= decay;
+            sk += row[i] * k[i];
+        }
+        const float d = (v[r] - sk) * beta;
+        float sq = 0.0f;
+        for (int i = 0; i < n; i++) {
+            row[i] += k[i] * d;
+            sq += row[i] * q[i];
+        }
+        out[r] = sq * scale;
+    }
+}
+
 void moeinf_ref_axpy_f32(int64_t n, float a, const float *x, float *y) {
     for (int64_t i = 0; i < n; i++) {
         float p = a * x[i]; /* separate statements: never contracted to an fma */

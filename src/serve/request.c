@@ -315,8 +315,27 @@ static char *message_content(const cJSON *m, size_t i, char *msg, size_t size) {
     return s;
 }
 
+/* chat_template_kwargs (llama.cpp's server takes it): enable_thinking false asks a template
+ * whose model thinks (qwen35) for an answer without thinking; other keys are ignored, as a
+ * Jinja template ignores variables it does not use. */
+static bool parse_template_kwargs(const cJSON *root, struct serve_request *r, char *msg,
+                                  size_t size) {
+    r->chat_flags = MOEINF_CHAT_ADD_ASSISTANT;
+    const cJSON *kw = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
+    if (!kw || cJSON_IsNull(kw)) return true;
+    if (!cJSON_IsObject(kw)) return fail(msg, size, "'chat_template_kwargs' must be an object");
+    const cJSON *think = cJSON_GetObjectItemCaseSensitive(kw, "enable_thinking");
+    if (!think || cJSON_IsNull(think)) return true;
+    if (!cJSON_IsBool(think)) {
+        return fail(msg, size, "'chat_template_kwargs.enable_thinking' must be true or false");
+    }
+    if (cJSON_IsFalse(think)) r->chat_flags |= MOEINF_CHAT_NO_THINKING;
+    return true;
+}
+
 static bool parse_messages(const cJSON *root, const char *tmpl, struct serve_request *r, char *msg,
                            size_t size) {
+    if (!parse_template_kwargs(root, r, msg, size)) return false;
     const cJSON *ms = cJSON_GetObjectItemCaseSensitive(root, "messages");
     if (!ms) return fail(msg, size, "'messages' is required");
     if (!cJSON_IsArray(ms)) return fail(msg, size, "'messages' must be an array");
@@ -343,7 +362,8 @@ static bool parse_messages(const cJSON *root, const char *tmpl, struct serve_req
     /* the roles and the template are checked now, for a 400 before the queue */
     struct moeinf_error err = {0};
     char *text = NULL;
-    bool ok = moeinf_chat_apply(tmpl, chat, (size_t)n, true, &text, NULL, &err) == MOEINF_OK;
+    bool ok =
+        moeinf_chat_apply(tmpl, chat, (size_t)n, r->chat_flags, &text, NULL, &err) == MOEINF_OK;
     free(text);
     return ok ? true : fail(msg, size, "%s", err.msg);
 }

@@ -46,6 +46,8 @@ struct serve_request {
     struct moeinf_chat_message *msgs;
     size_t n_msgs;
     const char *tmpl;
+    unsigned chat_flags; /* the template's MOEINF_CHAT_* flags: ADD_ASSISTANT, and NO_THINKING
+                            for chat_template_kwargs.enable_thinking false */
     bool stream;
     bool include_usage; /* stream_options.include_usage */
     long max_tokens;    /* max_tokens, max_completion_tokens or n_predict; -1: until an end

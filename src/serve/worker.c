@@ -217,7 +217,7 @@ static void run_job(struct serve_worker *w, struct serve_job *job) {
     char msg[320];
     const int n_vocab = moeinf_model_n_vocab(w->model);
     enum moeinf_status tst = r->chat ? moeinf_chat_tokenize(w->model, r->tmpl, r->msgs, r->n_msgs,
-                                                            true, &ids, &n_ids, &err)
+                                                            r->chat_flags, &ids, &n_ids, &err)
                                      : moeinf_tokenize(w->model, r->prompt, strlen(r->prompt), true,
                                                        false, &ids, &n_ids, &err);
     if (tst != MOEINF_OK) {
@@ -248,6 +248,7 @@ static void run_job(struct serve_worker *w, struct serve_job *job) {
     while (keep < w->kv_n && keep < n_prompt - 1 && w->kv_tokens[keep] == ids[keep])
         keep++;
     moeinf_context_truncate(w->ctx, keep, NULL);
+    keep = moeinf_context_n_past(w->ctx); /* fewer with a recurrent state (a checkpoint's) */
     w->kv_n = keep;
     g.logits = malloc((size_t)n_vocab * sizeof(float));
     g.row = malloc((size_t)n_vocab * sizeof(float));

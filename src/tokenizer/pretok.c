@@ -70,8 +70,15 @@ static const char deepseek_v3_words[] =
     "[!\"#$%&'()*+,\\-./:;<=>?@\\[\\\\\\]^_`{|}~][A-Za-z]+|[^\\r\\n\\p{L}\\p{P}\\p{S}]?"
     "[\\p{L}\\p{M}]+| ?[\\p{P}\\p{S}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
+/* qwen35's (Qwen3.5, Qwen3.6): qwen2's, with combining marks (\p{M}) inside letter runs and
+ * out of the symbol runs, so that a letter and its accents stay one word. */
+#define QWEN35                                                                                     \
+    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?"             \
+    "[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
 static const char llama3[] = LLAMA3;
 static const char qwen2[] = QWEN2;
+static const char qwen35[] = QWEN35;
 
 struct spec {
     const char *name;
@@ -98,6 +105,7 @@ static const struct spec specs[] = {
     {"llama3", {"llama-v3", "llama-bpe", "falcon3", NULL}, {llama3}, {true, true, true}},
     {"dbrx", {"smaug-bpe", NULL}, {llama3}, {false, true, false}},
     {"qwen2", {"deepseek-r1-qwen", NULL}, {qwen2}, {false, false, false}},
+    {"qwen35", {NULL}, {qwen35}, {false, false, false}},
     {"stablelm2", {"megrez", NULL}, {qwen2}, {false, true, false}},
     {"deepseek-llm",
      {NULL},
@@ -125,8 +133,8 @@ struct moeinf_pretok {
 
 const char *moeinf_pretok_known_names(void) {
     return "default, gpt-2, phi-2, mpt, olmo, starcoder, refact, falcon, llama3, llama-v3, "
-           "llama-bpe, falcon3, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, stablelm2, megrez, "
-           "deepseek-llm, deepseek-coder, deepseek-v3";
+           "llama-bpe, falcon3, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, qwen35, stablelm2, "
+           "megrez, deepseek-llm, deepseek-coder, deepseek-v3";
 }
 
 static const struct spec *find_spec(const char *name) {

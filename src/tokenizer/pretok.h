@@ -16,8 +16,8 @@
  *     replaced by a stand-in for its category, and its stand-in pattern for \p{S} misses
  *     ASCII '~' (a math symbol); here '~' is \p{S}, as in the published patterns (this
  *     matters for deepseek-v3: "~" next to a letter or other punctuation).
- *   - llama.cpp's own code for the gpt-2 and llama3 patterns does not count unassigned code
- *     points as [^\s\p{L}\p{N}]; PCRE2 does, as the patterns say.
+ *   - llama.cpp's own code for the gpt-2, llama3, qwen2 and qwen35 patterns does not count
+ *     unassigned code points as [^\s\p{L}\p{N}]; PCRE2 does, as the patterns say.
  *   - Unicode properties are PCRE2's (Unicode 14 in Debian 12's 10.42), llama.cpp's are its
  *     own table's: characters assigned in between may be classified differently.
  *

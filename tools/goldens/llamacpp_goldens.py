@@ -18,7 +18,12 @@ section 2.1 says:
      (ffn_moe_probs-L), chosen experts (ffn_moe_topk-L) and final weights (the last of
      ffn_moe_weights-L, ffn_moe_weights_norm-L, ffn_moe_weights_scaled-L that llama.cpp
      computes: architectures without renormalisation have no _norm tensor); its logits
-     are compared with run 4/5.
+     are compared with run 4/5;
+  7. for a hybrid model (recurrent layers, llama_model_is_hybrid: qwen35moe, qwen3next) and
+     an F32 K/V cache, the same re-run also records, for every prompt position, each layer's mixer output (the
+     Gated DeltaNet layer's linear_attn_out-L or the attention layer's attn_output-L, before
+     the residual) and its output l_out-L, in OUT_DIR/<prompt_id>.layers.f32 (float32,
+     [n_layer][2][n_tokens][n_embd]; the JSON's "layer_outputs" names the tensors).
 """
 
 import ctypes
@@ -162,17 +167,24 @@ def run(model, vocab, n_vocab, text, kv_f32):
     return tokens, logits, greedy, top, margin, top1, info
 
 
-def routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, greedy_top):
-    """Router tensors of a teacher-forced re-run; the largest logit difference to run 4/5."""
+def routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, greedy_top, hybrid):
+    """Router tensors of a teacher-forced re-run; the largest logit difference to run 4/5;
+    for a hybrid model, each layer's mixer output and output at the prompt positions."""
     calls = []  # per decode: {layer: {"probs", "topk", "weights"}}
     want = re.compile(r"ffn_moe_(probs|topk|weights|weights_norm|weights_scaled)-(\d+)$")
+    want_layer = re.compile(r"(linear_attn_out|attn_output|l_out)-(\d+)$")
+    layer_out = {}  # (kind, layer) -> [n_tokens][n_embd], prompt decode only
 
     @L.ggml_backend_sched_eval_callback
     def cb(t, ask, user):
         name = _ggml.ggml_get_name(t).decode()
         m = want.match(name)
+        ml = want_layer.match(name) if hybrid else None
         if ask:
-            return m is not None
+            return m is not None or ml is not None
+        if ml and len(calls) == 1:
+            kind = "l_out" if ml.group(1) == "l_out" else "mixer"
+            layer_out[(kind, int(ml.group(2)))] = (ml.group(0), tensor_rows(t))
         if m:
             kind = m.group(1)
             rows = tensor_rows(t)
@@ -203,7 +215,15 @@ def routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, greedy_top)
         rows = [layer_rows(c, il) for c in calls[1:]]
         steps[str(il)] = {k: [r[k][0] for r in rows] if k != "weights_from" else rows[0][k]
                           for k in ("topk", "weights", "weights_from", "probs")}
-    return {"logits_max_abs_diff_vs_main_run": diff, "prompt": prompt, "greedy_steps": steps}
+    route = {"logits_max_abs_diff_vs_main_run": diff, "prompt": prompt, "greedy_steps": steps}
+    layers = None
+    if hybrid:
+        names = [layer_out[(k, il)][0] for il in range(n_layer) for k in ("mixer", "l_out")]
+        layers = np.stack([layer_out[(k, il)][1] for il in range(n_layer) for k in ("mixer", "l_out")])
+        if layers.shape[1] != len(tokens):
+            raise RuntimeError(f"layer outputs of {layers.shape[1]} rows for {len(tokens)} tokens")
+        layers = (names, layers.reshape(n_layer, 2, len(tokens), -1).astype(np.float32))
+    return route, layers
 
 
 def tidy(x):
@@ -231,13 +251,15 @@ def main():
     vocab = L.llama_model_get_vocab(model)
     n_vocab = L.llama_vocab_n_tokens(vocab)
     n_layer = L.llama_model_n_layer(model)
+    hybrid = bool(L.llama_model_is_hybrid(model))
     for pid, text in PROMPTS.items():
         for kv_f32 in (False, True):
             gid = pid + ("-kvf32-nofa" if kv_f32 else "")
             if only and gid not in only:
                 continue
             tokens, logits, greedy, top, margin, top1, info = run(model, vocab, n_vocab, text, kv_f32)
-            route = routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, top)
+            route, layers = routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, top,
+                                    hybrid and kv_f32)
             g = {
                 "format": "llamacpp-golden-v1",
                 "llama_cpp_commit": None,
@@ -255,6 +277,10 @@ def main():
                            "pieces_hex": [piece(vocab, t) for t in greedy], "top5": top},
                 "routing": route,
             }
+            if layers is not None:
+                g["layer_outputs"] = {"file": gid + ".layers.f32", "dtype": "float32-le",
+                                      "shape": list(layers[1].shape), "tensors": layers[0]}
+                layers[1].astype("<f4").tofile(os.path.join(out_dir, gid + ".layers.f32"))
             logits.astype("<f4").tofile(os.path.join(out_dir, gid + ".logits.f32"))
             with open(os.path.join(out_dir, gid + ".json"), "w") as f:
                 f.write(json.dumps(tidy(g), indent=1))

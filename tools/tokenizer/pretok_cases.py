@@ -24,6 +24,10 @@ PATTERNS = {
     # Qwen2 / Qwen2-MoE / Qwen3-MoE (tokenizer.json of Qwen/Qwen1.5-MoE-A2.7B, Qwen3-30B-A3B)
     "qwen2": [CONTRACTIONS_I + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
               r"|\s*[\r\n]+|\s+(?!\S)|\s+"],
+    # Qwen3.5 / Qwen3.6 (llama.cpp's "qwen35", from Qwen3.5's tokenizer.json): qwen2's with
+    # combining marks (\p{M}) inside letter runs and out of symbol runs
+    "qwen35": [CONTRACTIONS_I + r"|[^\r\n\p{L}\p{N}]?[\p{L}\p{M}]+|\p{N}"
+               r"| ?[^\s\p{L}\p{M}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"],
     # Llama 3 (tokenizer.json of meta-llama/Meta-Llama-3-8B)
     "llama3": [CONTRACTIONS_I + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
                r"|\s*[\r\n]+|\s+(?!\S)|\s+"],
@@ -45,6 +49,10 @@ TEXTS = [
     "I'm here", "DON'T", "we'Ve", "it's they'll she'd", "'s", "rock 'n' roll", "O'Neil's",
     # letters: accents (composed and combining), Cyrillic, Greek
     "Café naïve", "Cafe\u0301 nai\u0308ve", "нещо на Български", "Ελληνικά", "Äpfel",
+    # combining marks: Thai, Vietnamese, Arabic harakat, Devanagari; after a space, a digit,
+    # punctuation; at the start
+    "สวัสดี", "tie\u0302\u0301ng Vie\u0323\u0302t", "لُغَة", "नमस्ते", "x \u0301y", "1\u0301",
+    "!\u0301?", "\u0301abc", "ti\u00ea\u0301ng Vi\u00ea\u0323t",
     # CJK, kana, Hangul
     "我想在apple工作1314151天", "こんにちは世界", "カタカナとひらがな", "안녕하세요 세계",
     "日本語テキスト123", "中文，标点。",
