@@ -606,17 +606,16 @@ struct moeinf_reasoning_text {
     size_t answer_len;
 };
 
-/* A splitter for the answer to a chat prompt given as tokens (moeinf_chat_tokenize's): the
- * markers of chat template `name` ("<think>", "</think>" for the families that think, and any
- * template this version does not name; none for mistral, llama3, deepseek2 and olmoe, whose
- * text is all answer) and the prompt's tail read from the text of its last tokens (control
- * tokens as their text), so that it works for any template. extract false: llama.cpp's
- * --reasoning-format none (above). MOEINF_ERR_ARG for ids NULL with n_ids > 0. */
-MOEINF_API enum moeinf_status moeinf_chat_reasoning_init(const struct moeinf_model *model,
-                                                         const char *name, const int32_t *ids,
-                                                         size_t n_ids, bool extract,
-                                                         struct moeinf_reasoning **out,
-                                                         struct moeinf_error *err);
+/* A splitter for the answer to a conversation: the markers of chat template `name` ("<think>",
+ * "</think>" for the families that think, and any template this version does not name; none
+ * for mistral, llama3, deepseek2 and olmoe, whose text is all answer) and the tail of the
+ * prompt the template writes for msgs with `flags` (as moeinf_chat_apply; the prompt of a
+ * generation has MOEINF_CHAT_ADD_ASSISTANT), so that it works for any template. extract
+ * false: llama.cpp's --reasoning-format none (above). Errors as moeinf_chat_apply. */
+MOEINF_API enum moeinf_status
+moeinf_chat_reasoning_init(const char *name, const struct moeinf_chat_message *msgs, size_t n_msgs,
+                           unsigned flags, bool extract, struct moeinf_reasoning **out,
+                           struct moeinf_error *err);
 MOEINF_API void moeinf_reasoning_free(struct moeinf_reasoning *r);
 /* The next piece of generated text. MOEINF_ERR_ARG after moeinf_reasoning_flush. */
 MOEINF_API enum moeinf_status moeinf_reasoning_push(struct moeinf_reasoning *r, const char *text,

@@ -3,7 +3,8 @@
  * thinking-qwen3moe-F32.gguf, which writes "<think> hmm, ok</think>  Hello" after any prompt),
  * on piped input: by default only the answer shows, turn after turn; --show-thinking shows the
  * thinking first, between [Start thinking] and [End thinking]; --reasoning-format none shows
- * the text as generated; -n inside the thinking leaves an empty answer; unknown names are
+ * the text as generated; -n inside the thinking leaves an empty answer; with the qwen35
+ * template, whose prompt opens the block, all before </think> is thinking; unknown names are
  * refused.
  */
 #include <stdio.h>
@@ -47,6 +48,22 @@ static void test_show_thinking(void) {
     check_chat("Hi\\n", "-n 3", "\n");
 }
 
+/* qwen35's prompt opens the block: all before "</think>" is thinking */
+static void test_prompt_opened(void) {
+    char path[1024];
+    char cmd[4096];
+    char out[4096];
+    char err[4096];
+    test_src_path(MODEL, path, sizeof path);
+    snprintf(cmd, sizeof cmd,
+             "printf 'Hi\\n' | '%s' chat -m '%s' --chat-template qwen35 -c 256 --show-thinking",
+             test_moeinf_bin(), path);
+    int rc = test_run_shell("cli-chat-thinking", cmd, out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 0 &&
+                  !strcmp(out, "[Start thinking]\n<think> hmm, ok\n[End thinking]\n\nHello\n"),
+              "qwen35: %d \"%s\": %s", rc, out, err);
+}
+
 static void test_as_generated(void) {
     check_chat("Hi\\n", "--reasoning-format none", "<think> hmm, ok</think>  Hello\n");
     /* a template family that does not think: no split */
@@ -72,6 +89,7 @@ static void test_bad_name(void) {
 int main(void) {
     RUN(test_answer_only);
     RUN(test_show_thinking);
+    RUN(test_prompt_opened);
     RUN(test_as_generated);
     RUN(test_bad_name);
     return test_report();

@@ -230,59 +230,52 @@ static void test_markers_and_errors(void) {
     moeinf_reasoning_free(NULL);
 }
 
-/* The chat form reads the prompt's tail from its tokens (a Qwen3 vocabulary, where <think> is
- * one token; the prompt longer than the tail it reads). */
-static void test_chat_tokens(void) {
-    char path[1024];
-    test_src_path("tests/data/models/tiny-qwen3moe-F32.gguf", path, sizeof path);
-    struct moeinf_model_params mp = moeinf_model_params_default();
-    struct moeinf_model *m = NULL;
-    struct moeinf_error err = {0};
-    CHECK_EQ_INT(moeinf_model_load(path, &mp, &m, &err), MOEINF_OK);
-    if (!m) return;
+/* The chat form reads the tail of the prompt its template writes for the messages. */
+static void test_chat_prompt(void) {
+    const struct moeinf_chat_message msgs[] = {{"system", "Be brief."}, {"user", "Hi"}};
 
     static const struct {
-        const char *prompt, *tmpl, *thinking, *answer;
+        const char *tmpl;
+        const char *thinking, *answer;
+        unsigned flags;
         bool extract;
     } cases[] = {
-        {PROMPT_OPEN, "chatml", "a", "b", true},
-        {PROMPT_OPEN, "chatml", "", "<think>\na</think>\nb", false},
-        {PROMPT_CLOSED, "chatml", "", "a</think>\nb", true},
-        {PROMPT_PLAIN, "chatml", "", "a</think>\nb", true},
-        {PROMPT_OPEN, "mistral", "", "a</think>\nb", true}, /* no markers: no split */
+        /* qwen35 opens the block in the prompt */
+        {"qwen35", "a", "b", MOEINF_CHAT_ADD_ASSISTANT, true},
+        {"qwen35", "", "<think>\na</think>\nb", MOEINF_CHAT_ADD_ASSISTANT, false},
+        /* ... or closes it (enable_thinking false) */
+        {"qwen35", "", "a</think>\nb", MOEINF_CHAT_ADD_ASSISTANT | MOEINF_CHAT_NO_THINKING, true},
+        /* chatml (Qwen3) leaves it to the model: no opening here */
+        {"chatml", "", "a</think>\nb", MOEINF_CHAT_ADD_ASSISTANT, true},
+        {"mistral", "", "a</think>\nb", MOEINF_CHAT_ADD_ASSISTANT, true}, /* no markers */
     };
 
-    char prompt[4096];
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        /* a long conversation before the tail */
-        snprintf(prompt, sizeof prompt, "%s%s",
-                 "<|im_start|>system\nOne two three four five six seven eight nine ten eleven "
-                 "twelve thirteen fourteen fifteen sixteen seventeen eighteen nineteen twenty "
-                 "twenty-one twenty-two twenty-three twenty-four<|im_end|>\n",
-                 cases[c].prompt);
-        int32_t *ids = NULL;
-        size_t n = 0;
-        CHECK_EQ_INT(moeinf_tokenize(m, prompt, strlen(prompt), false, true, &ids, &n, &err),
-                     MOEINF_OK);
-        CHECK(n > 40);
         struct moeinf_reasoning *r = NULL;
-        struct moeinf_reasoning_text t1;
-        struct moeinf_reasoning_text t2;
-        CHECK_EQ_INT(
-            moeinf_chat_reasoning_init(m, cases[c].tmpl, ids, n, cases[c].extract, &r, &err),
-            MOEINF_OK);
-        free(ids);
+        struct moeinf_reasoning_text t;
+        struct moeinf_error err = {0};
+        CHECK_EQ_INT(moeinf_chat_reasoning_init(cases[c].tmpl, msgs, 2, cases[c].flags,
+                                                cases[c].extract, &r, &err),
+                     MOEINF_OK);
         if (!r) continue;
         struct acc a = {0};
-        CHECK(moeinf_reasoning_push(r, "a</think>\nb", 11, &t1, &err) == MOEINF_OK);
-        acc_add(&a, &t1);
-        CHECK(moeinf_reasoning_flush(r, &t2, &err) == MOEINF_OK);
-        acc_add(&a, &t2);
+        CHECK(moeinf_reasoning_push(r, "a</think>\nb", 11, &t, &err) == MOEINF_OK);
+        acc_add(&a, &t);
+        CHECK(moeinf_reasoning_flush(r, &t, &err) == MOEINF_OK);
+        acc_add(&a, &t);
         CHECK_MSG(!strcmp(a.thinking, cases[c].thinking) && !strcmp(a.answer, cases[c].answer),
-                  "case %zu: thinking \"%s\", answer \"%s\"", c, a.thinking, a.answer);
+                  "case %zu (%s): thinking \"%s\", answer \"%s\"", c, cases[c].tmpl, a.thinking,
+                  a.answer);
         moeinf_reasoning_free(r);
     }
-    moeinf_model_free(m);
+    /* the template's errors come through */
+    struct moeinf_reasoning *r = NULL;
+    struct moeinf_error err = {0};
+    const struct moeinf_chat_message bad = {"robot", "x"};
+    CHECK_EQ_INT(
+        moeinf_chat_reasoning_init("chatml", &bad, 1, MOEINF_CHAT_ADD_ASSISTANT, true, &r, &err),
+        MOEINF_ERR_ARG);
+    CHECK(r == NULL);
 }
 
 int main(void) {
@@ -292,6 +285,6 @@ int main(void) {
     RUN(test_not_extracted);
     RUN(test_held_back);
     RUN(test_markers_and_errors);
-    RUN(test_chat_tokens);
+    RUN(test_chat_prompt);
     return test_report();
 }

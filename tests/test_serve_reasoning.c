@@ -8,7 +8,8 @@
  * (tests/data/models/thinking-qwen3moe-F32.gguf, chatml): the fields of the message and of
  * the stream, streamed and not, for auto, deepseek and none given by the request or by
  * --reasoning-format, at max_tokens inside the thinking, with a stop string that cuts the end
- * marker, a template family that does not think, the completions endpoint unchanged, and
+ * marker, the qwen35 template whose prompt opens the block (or closes it: enable_thinking
+ * false), a template family that does not think, the completions endpoint unchanged, and
  * unknown names refused.
  */
 // ctest-labels: threads
@@ -159,38 +160,35 @@ static void test_format_names(void) {
     CHECK(!serve_reasoning_format_parse("None", &f));
 }
 
-/* The worker's splitter from the request: the template, the prompt's tokens, the format. */
+/* The worker's splitter from the request: the template, its prompt, the format. */
 static void test_job_split_init(void) {
-    char path[1024];
-    test_src_path("tests/data/models/tiny-qwen3moe-F32.gguf", path, sizeof path);
-    struct moeinf_model *m = NULL;
-    struct moeinf_error err = {0};
-    CHECK_EQ_INT(moeinf_model_load(path, NULL, &m, &err), MOEINF_OK);
-    if (!m) return;
-    int32_t *ids = NULL;
-    size_t n_ids = 0;
-    CHECK_EQ_INT(
-        moeinf_tokenize(m, PROMPT_OPEN, strlen(PROMPT_OPEN), true, true, &ids, &n_ids, &err),
-        MOEINF_OK);
+    struct moeinf_chat_message msg = {"user", "Hi"};
+    const unsigned add = MOEINF_CHAT_ADD_ASSISTANT;
 
     static const struct {
         const char *tmpl; /* NULL: completions */
         const char *reasoning, *content;
         enum serve_reasoning_format format;
+        unsigned no_thinking;
     } cases[] = {
-        {"chatml", "I'm\nthinking", "Hello, world!\nWhat's up?", SERVE_REASONING_AUTO},
-        {"chatml", "", "<think>\n" THOUGHT, SERVE_REASONING_NONE},
-        {"deepseek3", "I'm\nthinking", "Hello, world!\nWhat's up?", SERVE_REASONING_AUTO},
-        {"mistral", "", THOUGHT, SERVE_REASONING_AUTO}, /* a family that does not think */
-        {NULL, "", THOUGHT, SERVE_REASONING_AUTO},      /* completions */
+        {"qwen35", "I'm\nthinking", "Hello, world!\nWhat's up?", SERVE_REASONING_AUTO, 0},
+        {"qwen35", "", "<think>\n" THOUGHT, SERVE_REASONING_NONE, 0},
+        {"qwen35", "", THOUGHT, SERVE_REASONING_AUTO, MOEINF_CHAT_NO_THINKING},
+        {"chatml", "", THOUGHT, SERVE_REASONING_AUTO, 0},  /* the prompt opens nothing */
+        {"mistral", "", THOUGHT, SERVE_REASONING_AUTO, 0}, /* a family that does not think */
+        {NULL, "", THOUGHT, SERVE_REASONING_AUTO, 0},      /* completions */
     };
 
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0] && ids; c++) {
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         struct serve_job job = {0};
+        struct moeinf_error err = {0};
         job.req.chat = cases[c].tmpl != NULL;
         job.req.tmpl = cases[c].tmpl;
+        job.req.msgs = &msg;
+        job.req.n_msgs = 1;
+        job.req.chat_flags = add | cases[c].no_thinking;
         job.req.reasoning = cases[c].format;
-        CHECK(serve_job_split_init(&job, m, ids, n_ids, &err));
+        CHECK_MSG(serve_job_split_init(&job, &err), "%s", err.msg);
         CHECK(serve_job_show(&job, THOUGHT, strlen(THOUGHT), false));
         CHECK(serve_job_show(&job, NULL, 0, true));
         const char *r = job.reasoning ? job.reasoning : "";
@@ -201,8 +199,6 @@ static void test_job_split_init(void) {
         free(job.reasoning);
         moeinf_reasoning_free(job.split);
     }
-    free(ids);
-    moeinf_model_free(m);
 }
 
 /* A request's reasoning_format (chat only; absent: the server's). */
@@ -377,6 +373,20 @@ static void test_http(void) {
         check_answer("--reasoning-format none", &a, NULL, RAW, "stop");
         a = ask(", \"reasoning_format\": \"auto\"");
         check_answer("--reasoning-format none, request auto", &a, "hmm, ok", "Hello", "stop");
+        CHECK_EQ_INT(serve_proc_stop(&srv), 0);
+    }
+    /* qwen35: its prompt opens the block ("<think>\n"), so everything before "</think>" is
+     * thinking, the model's own "<think>" included; enable_thinking false closes it in the
+     * prompt, and all is answer */
+    if (start(path, "--chat-template qwen35 -c 256")) {
+        struct answer a = ask("");
+        check_answer("qwen35", &a, "<think> hmm, ok", "Hello", "stop");
+        a = ask(", \"stream\": true");
+        check_answer("qwen35 streamed", &a, "<think> hmm, ok", "Hello", "stop");
+        a = ask(", \"reasoning_format\": \"none\"");
+        check_answer("qwen35 none", &a, NULL, "<think>\n" RAW, "stop");
+        a = ask(", \"chat_template_kwargs\": {\"enable_thinking\": false}");
+        check_answer("qwen35 without thinking", &a, NULL, RAW, "stop");
         CHECK_EQ_INT(serve_proc_stop(&srv), 0);
     }
     /* a family that does not think (mistral) is not split */

@@ -132,31 +132,22 @@ nomem:
     return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory (reasoning splitter)");
 }
 
-/* Tokens of the prompt read for its tail: enough for "<think>\n\n</think>\n\n" in any
- * vocabulary that has the markers as tokens, or spells them in a few pieces. */
-#define PROMPT_TAIL_TOKENS 32
-
-enum moeinf_status moeinf_chat_reasoning_init(const struct moeinf_model *model, const char *name,
-                                              const int32_t *ids, size_t n_ids, bool extract,
+enum moeinf_status moeinf_chat_reasoning_init(const char *name,
+                                              const struct moeinf_chat_message *msgs, size_t n_msgs,
+                                              unsigned flags, bool extract,
                                               struct moeinf_reasoning **out,
                                               struct moeinf_error *err) {
-    if (n_ids > 0 && !ids)
-        return moeinf_fail(err, MOEINF_ERR_ARG, "ids: NULL with n_ids %zu", n_ids);
     const char *start;
     const char *end;
     moeinf_chat_reasoning_markers(name, &start, &end);
-    struct text_buf tail = {0};
-    size_t from = n_ids > PROMPT_TAIL_TOKENS ? n_ids - PROMPT_TAIL_TOKENS : 0;
-    for (size_t i = from; start && i < n_ids; i++) {
-        size_t n = 0;
-        const char *piece = moeinf_token_piece(model, ids[i], true, &n);
-        if (piece && !buf_add(&tail, piece, n)) {
-            free(tail.p);
-            return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory (reasoning splitter)");
-        }
+    char *prompt = NULL;
+    size_t len = 0;
+    if (start) { /* the prompt's text, as the template writes it */
+        enum moeinf_status st = moeinf_chat_apply(name, msgs, n_msgs, flags, &prompt, &len, err);
+        if (st != MOEINF_OK) return st;
     }
-    enum moeinf_status st = moeinf_reasoning_init(start, end, tail.p, tail.n, extract, out, err);
-    free(tail.p);
+    enum moeinf_status st = moeinf_reasoning_init(start, end, prompt, len, extract, out, err);
+    free(prompt);
     return st;
 }
 

@@ -292,10 +292,10 @@ static bool show(struct shown *sh, const struct chat_opts *o,
     return true;
 }
 
-/* One answer to the history, whose tokens are ids[0, n_ids) (fewer than the context holds),
+/* One answer to the history h, whose tokens are ids[0, n_ids) (fewer than the context holds),
  * streamed to stdout and returned in *answer (malloc'ed). */
-static bool answer(struct session *s, const int32_t *ids, size_t n_ids, char **answer,
-                   size_t *answer_len, struct moeinf_error *err) {
+static bool answer(struct session *s, const struct history *h, const int32_t *ids, size_t n_ids,
+                   char **answer, size_t *answer_len, struct moeinf_error *err) {
     struct moeinf_text_stream *detok = NULL;
     struct moeinf_reasoning *split = NULL;
     struct moeinf_reasoning_text t;
@@ -303,8 +303,8 @@ static bool answer(struct session *s, const int32_t *ids, size_t n_ids, char **a
     bool ok = false;
     if (moeinf_text_stream_init(s->model, &detok, err) != MOEINF_OK) goto done;
     /* the thinking apart from the answer (the prompt's tail says whether it opened it) */
-    if (moeinf_chat_reasoning_init(s->model, s->tmpl, ids, n_ids, s->o->split, &split, err) !=
-        MOEINF_OK) {
+    if (moeinf_chat_reasoning_init(s->tmpl, h->msgs, h->n, MOEINF_CHAT_ADD_ASSISTANT, s->o->split,
+                                   &split, err) != MOEINF_OK) {
         goto done;
     }
     int keep = 0;
@@ -465,7 +465,7 @@ int cmd_chat(int argc, char **argv) {
         size_t len = 0;
         interrupted = 0;
         double t0 = cli_now();
-        bool answered = answer(&s, ids, n_ids, &text, &len, &err);
+        bool answered = answer(&s, &h, ids, n_ids, &text, &len, &err);
         answering += cli_now() - t0;
         free(ids);
         if (!answered) {

@@ -22,11 +22,10 @@ bool serve_reasoning_format_parse(const char *name, enum serve_reasoning_format 
     return true;
 }
 
-bool serve_job_split_init(struct serve_job *job, const struct moeinf_model *model,
-                          const int32_t *ids, size_t n_ids, struct moeinf_error *err) {
+bool serve_job_split_init(struct serve_job *job, struct moeinf_error *err) {
     const struct serve_request *r = &job->req;
     if (!r->chat) return true;
-    return moeinf_chat_reasoning_init(model, r->tmpl, ids, n_ids,
+    return moeinf_chat_reasoning_init(r->tmpl, r->msgs, r->n_msgs, r->chat_flags,
                                       r->reasoning != SERVE_REASONING_NONE, &job->split,
                                       err) == MOEINF_OK;
 }

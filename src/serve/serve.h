@@ -120,11 +120,10 @@ bool serve_reasoning_format_parse(const char *name, enum serve_reasoning_format 
 struct serve_job;
 struct cJSON;
 
-/* A chat job's splitter (job->split) for the answer to the prompt ids[0, n_ids): its
- * template's markers, the prompt's tail, the request's reasoning format (none: the thinking
- * stays in content). Completions get none. False (err set) when out of memory. */
-bool serve_job_split_init(struct serve_job *job, const struct moeinf_model *model,
-                          const int32_t *ids, size_t n_ids, struct moeinf_error *err);
+/* A chat job's splitter (job->split) for the answer to its messages: its template's markers,
+ * the tail of the prompt the template writes, the request's reasoning format (none: the
+ * thinking stays in content). Completions get none. False with err set on failure. */
+bool serve_job_split_init(struct serve_job *job, struct moeinf_error *err);
 
 /* Gives the client n more bytes of the generated text (s may be NULL when n is 0); `end`: the
  * text ended, so what the splitter held comes out. With job->split the bytes are split into

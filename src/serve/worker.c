@@ -266,7 +266,7 @@ static void run_job(struct serve_worker *w, struct serve_job *job) {
         job_fail(w, job, 500, err.msg);
         goto done;
     }
-    if (!serve_job_split_init(job, w->model, ids, n_ids, &err)) {
+    if (!serve_job_split_init(job, &err)) {
         job_fail(w, job, 500, err.msg);
         goto done;
     }
