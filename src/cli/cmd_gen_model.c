@@ -134,7 +134,7 @@ static bool apply_preset(const char *name, struct moeinf_gen_params *p) {
         return true;
     }
     if (!strcmp(name, "qwen3.6-35b-a3b") || !strcmp(name, "qwen3-next-80b-a3b")) {
-        const bool next = name[5] == 'n';
+        const bool next = !strcmp(name, "qwen3-next-80b-a3b");
         p->arch = next ? "qwen3next" : "qwen35moe";
         p->n_layer = next ? 48 : 40;
         p->n_expert = next ? 512 : 256;

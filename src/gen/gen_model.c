@@ -770,6 +770,22 @@ static enum moeinf_status add_hparams(struct moeinf_gguf_writer *w,
 #undef U32
 }
 
+/* gen-model's own vocabulary, padded to n_vocab tokens when that is larger. */
+static enum moeinf_status build_own_vocab(struct vocab *v, int n_vocab, const char *path,
+                                          struct moeinf_error *err) {
+    if (!vocab_build(v)) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    if (n_vocab > 0 && (uint64_t)n_vocab < v->n) {
+        return moeinf_fail(err, MOEINF_ERR_ARG,
+                           "gen-model: vocabulary size %d is below the %" PRIu64
+                           " tokens of gen-model's own vocabulary",
+                           n_vocab, v->n);
+    }
+    if (!vocab_pad(v, (uint64_t)n_vocab)) {
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    }
+    return MOEINF_OK;
+}
+
 static enum moeinf_status add_own_vocab(struct moeinf_gguf_writer *w, const struct vocab *v,
                                         struct moeinf_error *err) {
     moeinf_gguf_writer_add_str(w, "tokenizer.ggml.model", "llama", err);
@@ -948,18 +964,12 @@ enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *p, const cha
     if (st) goto fail;
     if (p->vocab_from) {
         st = add_vocab_from(w, p->vocab_from, &n_vocab, err);
-    } else if (!vocab_build(&vocab)) {
-        st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
-    } else if (p->n_vocab > 0 && (uint64_t)p->n_vocab < vocab.n) {
-        st = moeinf_fail(err, MOEINF_ERR_ARG,
-                         "gen-model: vocabulary size %d is below the %" PRIu64
-                         " tokens of gen-model's own vocabulary",
-                         p->n_vocab, vocab.n);
-    } else if (!vocab_pad(&vocab, (uint64_t)p->n_vocab)) {
-        st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
     } else {
-        n_vocab = (uint32_t)vocab.n;
-        st = add_own_vocab(w, &vocab, err);
+        st = build_own_vocab(&vocab, p->n_vocab, path, err);
+        if (!st) {
+            n_vocab = (uint32_t)vocab.n;
+            st = add_own_vocab(w, &vocab, err);
+        }
     }
     if (st) goto fail;
     if ((st = add_hparams(w, p, n_vocab, err))) goto fail;
