@@ -42,7 +42,7 @@
 #               heads, 2 KV heads, head dim 256) every 4th; the real model's 40 layers cut to
 #               --qwen36-layers (default 8), and gen-model's own vocabulary padded to the real
 #               248320 tokens (not the llama one: the lm_head is a fifth of a token's bytes
-#               here); the Done-when row of issue 25 is qwen36-q4_k_m (Q4_K_M, 4.9 GB at 8 layers)
+#               here); the Done-when row of issue 25 is qwen36-q4_k_m (Q4_K_M, 4.8 GB at 8 layers)
 # Installs the pinned llama-cpp-python when needed (bench/lib/llamacpp.sh; bench/README.md
 # says how long each step takes). Ratios are measured in one run: these
 # machines are shared and noisy, so compare ratios, not absolute figures across runs.

@@ -25,6 +25,9 @@
 # --limits are GiB (decimals allowed). --engines "llama" runs only llama.cpp's side (and
 # skips the resident run), --engines "moeinf" only moeinf's. Needs root (cgroups).
 #
+# llama.cpp runs with mmap and its weight repacking off (llamacpp_bench.py --no-repack): it
+# copies the Q4_K weights it repacks into anonymous memory at load, which a cgroup smaller than
+# the file cannot evict, and was killed (out of memory) at 1 and 0.5 GiB on a 2.75 GB cut.
 # llama.cpp pages its weights in through mmap; at 4 GiB each token's ~2 GB of weights mostly
 # come from the disk again, so its runs are slow (minutes a token on a slow disk): keep -n
 # small. gen-model's random routers route unevenly (a few experts take most tokens), so the
@@ -137,7 +140,7 @@ for l in $limits; do
   fi
   if has llama; then
     p=$(run_in_cgroup "$limit" "$out/llama-$l.txt" python3 bench/llamacpp_bench.py -m "$model" \
-        -t "$threads" -p "$prompt" -n "$gen" -r "$reps" --mmap)
+        -t "$threads" -p "$prompt" -n "$gen" -r "$reps" --mmap --no-repack)
     peak[llama-$l]=$((p >> 20))
     pp[llama-$l]=$(row prefill 2 "$out/llama-$l.txt")
     tg[llama-$l]=$(row decode 2 "$out/llama-$l.txt")
@@ -149,7 +152,9 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", a
 echo "model: $model ($(awk -v s="$size" 'BEGIN { printf "%.2f GB", s / 1e9 }')), threads $threads"
 echo "every run: a $prompt-token prompt, then $gen decoded tokens; one warm-up run and $reps" \
   "measured (equal work for both engines); the file evicted from the page cache before each"
-has llama && echo "llama.cpp: llama-cpp-python $LLAMA_CPP_PYTHON_VERSION, mmap"
+has llama && echo "llama.cpp: llama-cpp-python $LLAMA_CPP_PYTHON_VERSION, mmap, weight" \
+  "repacking off (repacked Q4_K copies are anonymous memory the cgroup cannot evict: with" \
+  "them llama.cpp is killed at these limits)"
 if has moeinf; then
   echo "moeinf resident: prefill $res_pp, decode $res_tg tok/s: NOT MEASURED, scaled from the" \
     "cut model $cut run resident (prefill $(row prefill 4 "$out/resident-cut.txt"), decode" \

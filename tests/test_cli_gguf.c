@@ -167,6 +167,7 @@ static void test_gen_model_hybrid_presets(void) {
         CHECK_EQ_INT(run(args), 0);
         snprintf(args, sizeof args, "inspect '%s'", path);
         CHECK_EQ_INT(run(args), 0);
+
         static const struct {
             const char *key, *type, *value;
         } kv[] = {{"attention.head_count", "u32", "16"},
@@ -182,6 +183,7 @@ static void test_gen_model_hybrid_presets(void) {
                   {"full_attention_interval", "u32", "4"},
                   {"context_length", "u32", "262144"},
                   {"expert_shared_feed_forward_length", "u32", "64"}};
+
         char key[96];
         snprintf(key, sizeof key, "\"%s\"", arch);
         CHECK_MSG(has_kv("general.architecture", "string", key), "%s", arch);

@@ -847,6 +847,7 @@ static void check_hybrid_file(const char *arch) {
     CHECK_EQ_INT(moeinf_gguf_get_str(g, "general.architecture", &s, &err), MOEINF_OK);
     CHECK(moeinf_gguf_str_eq(s, arch));
 #define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
+
     static const struct {
         const char *k;
         uint32_t v;
@@ -868,6 +869,7 @@ static void check_hybrid_file(const char *arch) {
                 {"ssm.time_step_rank", 4},
                 {"ssm.inner_size", 64},
                 {"full_attention_interval", 4}};
+
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         CHECK_MSG(u32_of(g, KEY(keys[i].k)) == keys[i].v, "%s", key);
     }
@@ -892,7 +894,9 @@ static void check_hybrid_file(const char *arch) {
     check_tensor(g, "output_norm.weight", f32, 1, 64, 1, 1);
     for (int l = 0; l < 4; l++) {
         char n[64];
-#define T(suffix, type, dims, a, b, c)                                                                 (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), check_tensor(g, n, type, dims, a, b, c),            n_expected++)
+#define T(suffix, type, dims, a, b, c)                                                             \
+    (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), check_tensor(g, n, type, dims, a, b, c),       \
+     n_expected++)
 #define ABSENT(suffix)                                                                             \
     do {                                                                                           \
         snprintf(n, sizeof n, "blk.%d.%s", l, suffix);                                             \

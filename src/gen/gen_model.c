@@ -83,8 +83,8 @@ enum gen_arch {
     ARCH_UNKNOWN
 };
 
-static const char *const arch_names[] = {"llama", "qwen2moe", "qwen3moe", "olmoe", "qwen35moe",
-                                         "qwen3next"};
+static const char *const arch_names[] = {"llama", "qwen2moe",  "qwen3moe",
+                                         "olmoe", "qwen35moe", "qwen3next"};
 
 /* Gated DeltaNet layers with a full-attention layer every full_attn_interval. */
 static bool is_hybrid(enum gen_arch a) {
@@ -180,7 +180,8 @@ static enum moeinf_status check_hybrid(const struct moeinf_gen_params *p,
         sum += sec[i];
     }
     if (arch_of(p) == ARCH_QWEN35MOE && sum * 2 != rot_dims(p)) {
-        return moeinf_fail(err, arg, "gen-model: rope sections sum to %lld, not rotary dims / 2 = %d",
+        return moeinf_fail(err, arg,
+                           "gen-model: rope sections sum to %lld, not rotary dims / 2 = %d",
                            (long long)sum, rot_dims(p) / 2);
     }
     return MOEINF_OK;
@@ -241,8 +242,7 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
                            arch_names[arch]);
     }
     if (has_shared_expert(arch) && !in_range(p->n_expert_shared, 1, 64)) {
-        return moeinf_fail(err, arg,
-                           "gen-model: arch '%s' needs 1 to 64 shared experts (got %d)",
+        return moeinf_fail(err, arg, "gen-model: arch '%s' needs 1 to 64 shared experts (got %d)",
                            arch_names[arch], p->n_expert_shared);
     }
     if (!has_shared_expert(arch) && p->n_expert_shared != 0) {
@@ -509,9 +509,9 @@ static bool vocab_build(struct vocab *v) {
 /* ---- the tensor plan ------------------------------------------------------------------ */
 
 enum init_kind {
-    INIT_NORMAL, /* N(0, scale / sqrt(ne[0])): matrices, fan_in = ne[0] */
-    INIT_NORM,   /* scale * (1 + 0.1 N(0, 1)): RMSNorm weights */
-    INIT_EMBED,  /* N(0, scale) */
+    INIT_NORMAL,        /* N(0, scale / sqrt(ne[0])): matrices, fan_in = ne[0] */
+    INIT_NORM,          /* scale * (1 + 0.1 N(0, 1)): RMSNorm weights */
+    INIT_EMBED,         /* N(0, scale) */
     INIT_NEG_LOGNORMAL, /* -exp(scale N(0, 1)): ssm_a, the (negative) log-decay rate */
 };
 
@@ -640,8 +640,7 @@ static bool plan_layer_hybrid(struct plan *pl, const struct moeinf_gen_params *p
     } else {
         ok = ok && plan_add(pl, "attn_qkv", l, q, 2, e, 2 * kd + vd, 1, INIT_NORMAL, 1) &&
              plan_add(pl, "attn_gate", l, q, 2, e, vd, 1, INIT_NORMAL, 1) &&
-             plan_add(pl, "ssm_conv1d", l, f32, 2, p->ssm_d_conv, 2 * kd + vd, 1, INIT_NORMAL,
-                      1) &&
+             plan_add(pl, "ssm_conv1d", l, f32, 2, p->ssm_d_conv, 2 * kd + vd, 1, INIT_NORMAL, 1) &&
              plan_add(pl, "ssm_dt.bias", l, f32, 1, nv, 1, 1, INIT_EMBED, 0.1) &&
              plan_add(pl, "ssm_a", l, f32, 1, nv, 1, 1, INIT_NEG_LOGNORMAL, 0.5);
         if (arch_of(p) == ARCH_QWEN3NEXT) {
