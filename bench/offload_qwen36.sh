@@ -109,16 +109,6 @@ gb_per_token() { sed -n 's/.*decode reads \([0-9.]*\) GB.*/\1/p' "$1"; }
 if has moeinf; then
   cat "$cut" >/dev/null # the whole cut file in the page cache: the resident speed
   "$bin" bench -m "$cut" -t "$threads" -p "$prompt" -n "$gen" -r 2 >"$out/resident-cut.txt"
-  # the full file's bytes per token: the header of a run that loads only its non-expert
-  # weights (one prompt token, nothing decoded)
-  "$bin" bench -m "$model" -t "$threads" -p 1 -n 0 -r 1 --expert-cache 1% >"$out/full-header.txt"
-  gb_cut=$(gb_per_token "$out/resident-cut.txt")
-  gb_full=$(gb_per_token "$out/full-header.txt")
-  scale=$(awk -v c="$gb_cut" -v f="$gb_full" 'BEGIN { printf "%.6f", c / f }')
-  res_pp=$(awk -v t="$(row prefill 4 "$out/resident-cut.txt")" -v s="$scale" \
-           'BEGIN { printf "%.2f", t * s }')
-  res_tg=$(awk -v t="$(row decode 4 "$out/resident-cut.txt")" -v s="$scale" \
-           'BEGIN { printf "%.2f", t * s }')
 fi
 
 # ---- the cgroup runs -------------------------------------------------------------------------
@@ -146,6 +136,18 @@ for l in $limits; do
     tg[llama-$l]=$(row decode 2 "$out/llama-$l.txt")
   fi
 done
+
+# the resident speed of the full file: the cut's, scaled by bytes per token (the full file's
+# from the header of its first cache run)
+if has moeinf; then
+  gb_cut=$(gb_per_token "$out/resident-cut.txt")
+  gb_full=$(gb_per_token "$out/moeinf-${limits%% *}.txt")
+  scale=$(awk -v c="$gb_cut" -v f="$gb_full" 'BEGIN { printf "%.6f", c / f }')
+  res_pp=$(awk -v t="$(row prefill 4 "$out/resident-cut.txt")" -v s="$scale" \
+           'BEGIN { printf "%.2f", t * s }')
+  res_tg=$(awk -v t="$(row decode 4 "$out/resident-cut.txt")" -v s="$scale" \
+           'BEGIN { printf "%.2f", t * s }')
+fi
 
 # ---- the table -------------------------------------------------------------------------------
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", a / b; else print "-" }'; }
