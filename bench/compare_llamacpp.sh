@@ -41,8 +41,10 @@
 #               layers (16 key / 32 value heads of 128) with a gated full-attention layer (16
 #               heads, 2 KV heads, head dim 256) every 4th; the real model's 40 layers cut to
 #               --qwen36-layers (default 8), and gen-model's own vocabulary padded to the real
-#               248320 tokens (not the llama one: the lm_head is a fifth of a token's bytes
-#               here); the Done-when row of issue 25 is qwen36-q4_k_m (Q4_K_M, 4.8 GB at 8 layers)
+#               248320 tokens (not the llama one: the lm_head, 0.42 GB of Q6_K, is about a
+#               fifth of a token's 2.0 GB of weights in the full model, and over half of the
+#               8-layer cut's 0.73 GB); the Done-when row of issue 25 is qwen36-q4_k_m
+#               (Q4_K_M, 4.8 GB at 8 layers)
 # Installs the pinned llama-cpp-python when needed (bench/lib/llamacpp.sh; bench/README.md
 # says how long each step takes). Ratios are measured in one run: these
 # machines are shared and noisy, so compare ratios, not absolute figures across runs.
