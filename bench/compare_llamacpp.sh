@@ -5,7 +5,7 @@
 #
 #   bench/compare_llamacpp.sh [-t "2 1"] [-p 64] [-n 32] [-r 3] [--rounds 3]
 #                             [--models "mixtral-q8_0 mixtral-q4_0 olmoe-q8_0"] [--olmoe-layers 16]
-#                             [--qwen3-layers 8]
+#                             [--qwen3-layers 8] [--qwen36-layers 8]
 #
 # Equal work: llama-cpp-python's eval computes the last position's logits of every batch, so
 # `moeinf bench` does too (final norm and lm_head after every prefill micro-batch and every
@@ -36,16 +36,25 @@
 #               real model's 48 layers cut to --qwen3-layers (default 8), and the llama
 #               vocabulary (32000 tokens) instead of Qwen's 151936, which leaves the lm_head
 #               a fifth of the real one's
+#   qwen36-*    Qwen3.6-35B-A3B-shaped (--preset qwen3.6-35b-a3b, arch qwen35moe): 256 experts,
+#               top-8, expert FFN 512 plus a shared expert of 512, n_embd 2048, Gated DeltaNet
+#               layers (16 key / 32 value heads of 128) with a gated full-attention layer (16
+#               heads, 2 KV heads, head dim 256) every 4th; the real model's 40 layers cut to
+#               --qwen36-layers (default 8), and gen-model's own vocabulary padded to the real
+#               248320 tokens (not the llama one: the lm_head, 0.42 GB of Q6_K, is about a
+#               fifth of a token's 2.0 GB of weights in the full model, and over half of the
+#               8-layer cut's 0.73 GB); the Done-when row of issue 25 is qwen36-q4_k_m
+#               (Q4_K_M, 4.8 GB at 8 layers)
 # Installs the pinned llama-cpp-python when needed (bench/lib/llamacpp.sh; bench/README.md
 # says how long each step takes). Ratios are measured in one run: these
 # machines are shared and noisy, so compare ratios, not absolute figures across runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-threads=$(nproc) prompt=64 gen=32 reps=3 rounds=3 olmoe_layers=16 qwen3_layers=8
+threads=$(nproc) prompt=64 gen=32 reps=3 rounds=3 olmoe_layers=16 qwen3_layers=8 qwen36_layers=8
 models="mixtral-q8_0 mixtral-q4_0 olmoe-q8_0"
 usage() {
   echo "usage: $0 [-t \"THREADS...\"] [-p N] [-n N] [-r N] [--rounds N] [--models \"...\"]" \
-       "[--olmoe-layers N] [--qwen3-layers N]" >&2
+       "[--olmoe-layers N] [--qwen3-layers N] [--qwen36-layers N]" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -59,6 +68,7 @@ while [ $# -gt 0 ]; do
     --models) models=$2 ;;
     --olmoe-layers) olmoe_layers=$2 ;;
     --qwen3-layers) qwen3_layers=$2 ;;
+    --qwen36-layers) qwen36_layers=$2 ;;
     *) usage ;;
   esac
   shift 2
@@ -73,7 +83,7 @@ vocab=../shared/testdata/tokenizer/ggml-vocab-llama-spm.gguf
 mkdir -p bench/models
 
 model_file() { # name -> path, generating the file on first use
-  local name=$1 shape=${1%-*} type=${1##*-} path
+  local name=$1 shape=${1%-*} type=${1##*-} path voc=$vocab
   case "$shape" in
     mixtral) path=bench/models/mixtral-shape-$type.gguf
              set -- --layers 8 --experts 8 --top-k 2 --embd 2048 --ff 5632 --heads 16 \
@@ -82,10 +92,13 @@ model_file() { # name -> path, generating the file on first use
            set -- --preset olmoe-1b-7b --layers "$olmoe_layers" ;;
     qwen3) path=bench/models/qwen3-shape-L$qwen3_layers-$type.gguf
            set -- --preset qwen3-30b-a3b --layers "$qwen3_layers" ;;
-    *) echo "unknown model '$name' (mixtral-TYPE, olmoe-TYPE or qwen3-TYPE)" >&2; exit 2 ;;
+    qwen36) path=bench/models/qwen36-shape-L$qwen36_layers-$type.gguf voc=""
+            set -- --preset qwen3.6-35b-a3b --layers "$qwen36_layers" ;;
+    *) echo "unknown model '$name' (mixtral-TYPE, olmoe-TYPE, qwen3-TYPE or qwen36-TYPE)" >&2
+       exit 2 ;;
   esac
   if [ ! -f "$path" ]; then
-    "$bin" gen-model -o "$path" "$@" --type "$type" --seed 7 ${vocab:+--vocab-from "$vocab"} \
+    "$bin" gen-model -o "$path" "$@" --type "$type" --seed 7 ${voc:+--vocab-from "$voc"} \
       >/dev/null
   fi
   echo "$path"

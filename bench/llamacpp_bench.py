@@ -9,6 +9,11 @@ eval (logits_all off) computes the logits of the last position of every n_batch 
 copies them out, as `moeinf bench` does without --no-logits.
 
 --system-info prints llama.cpp's build line (which SIMD it was compiled with) and exits.
+
+--no-repack turns off llama.cpp's weight repacking (llama_model_params.use_extra_bufts, which
+llama-cpp-python's Llama does not expose): the CPU backend copies the types it repacks (Q4_K
+among them, on AVX2) into anonymous memory at load, so with --mmap such weights are not paged
+from the file but held, which a memory cgroup smaller than the file cannot evict.
 """
 import argparse
 import statistics
@@ -25,6 +30,7 @@ def main():
     ap.add_argument("-t", type=int, default=2)
     ap.add_argument("-r", type=int, default=3)
     ap.add_argument("--mmap", action="store_true", help="page weights in through mmap (default: load)")
+    ap.add_argument("--no-repack", action="store_true", help="no weight repacking (see the top)")
     a = ap.parse_args()
     import llama_cpp
 
@@ -33,6 +39,18 @@ def main():
         return 0
     if not a.m:
         ap.error("-m is required")
+    if a.no_repack:
+        import llama_cpp.llama as llama_py
+
+        low = llama_py.llama_cpp  # the ctypes module Llama takes its default params from
+        defaults = low.llama_model_default_params
+
+        def no_repack_params():
+            p = defaults()
+            p.use_extra_bufts = False
+            return p
+
+        low.llama_model_default_params = no_repack_params
 
     llm = llama_cpp.Llama(model_path=a.m, n_ctx=a.p + a.n + 8, n_batch=512, n_threads=a.t,
                           n_threads_batch=a.t, use_mmap=a.mmap, verbose=False)

@@ -143,6 +143,69 @@ static void test_gen_model(void) {
     remove(path);
 }
 
+/* The line `moeinf inspect` prints for a metadata key. */
+static bool has_kv(const char *key, const char *type, const char *value) {
+    char line[256];
+    snprintf(line, sizeof line, "  %-40s %-14s = %s\n", key, type, value);
+    return strstr(out_text, line) != NULL;
+}
+
+/* The presets of the hybrid archs keep their real geometry where no option overrides it:
+ * here everything but the layers, experts and widths (so that the files stay small, with a
+ * tied lm_head; the vocabulary keeps its real size, padded: the largest part of the time, a
+ * few seconds under ASan). Expected values: the models' config.json. */
+static void test_gen_model_hybrid_presets(void) {
+    char path[512];
+    char args[1024];
+    test_tmp_path("cli-hybrid.gguf", path, sizeof path);
+    for (int next = 0; next < 2; next++) {
+        const char *arch = next ? "qwen3next" : "qwen35moe";
+        snprintf(args, sizeof args,
+                 "gen-model -o '%s' --preset %s --layers 4 --experts 4 --top-k 2 --embd 32 "
+                 "--ff 32 --type f16 --tied",
+                 path, next ? "qwen3-next-80b-a3b" : "qwen3.6-35b-a3b");
+        if (run(args) < 0) return;
+        CHECK_EQ_INT(run(args), 0);
+        snprintf(args, sizeof args, "inspect '%s'", path);
+        CHECK_EQ_INT(run(args), 0);
+
+        static const struct {
+            const char *key, *type, *value;
+        } kv[] = {{"attention.head_count", "u32", "16"},
+                  {"attention.head_count_kv", "u32", "2"},
+                  {"attention.key_length", "u32", "256"},
+                  {"rope.dimension_count", "u32", "64"},
+                  {"rope.freq_base", "f32", "10000000"},
+                  {"ssm.conv_kernel", "u32", "4"},
+                  {"ssm.state_size", "u32", "128"},
+                  {"ssm.group_count", "u32", "16"},
+                  {"ssm.time_step_rank", "u32", "32"},
+                  {"ssm.inner_size", "u32", "4096"},
+                  {"full_attention_interval", "u32", "4"},
+                  {"context_length", "u32", "262144"},
+                  {"expert_shared_feed_forward_length", "u32", "32"}};
+
+        char key[96];
+        snprintf(key, sizeof key, "\"%s\"", arch);
+        CHECK_MSG(has_kv("general.architecture", "string", key), "%s", arch);
+        for (size_t i = 0; i < sizeof kv / sizeof kv[0]; i++) {
+            snprintf(key, sizeof key, "%s.%s", arch, kv[i].key);
+            CHECK_MSG(has_kv(key, kv[i].type, kv[i].value), "%s = %s", key, kv[i].value);
+        }
+        snprintf(key, sizeof key, "%s.vocab_size", arch);
+        CHECK_MSG(has_kv(key, "u32", next ? "151936" : "248320"), "%s", key);
+        snprintf(key, sizeof key, "%s.rope.dimension_sections", arch);
+        if (next) {
+            CHECK(strstr(out_text, key) == NULL);
+        } else {
+            CHECK(has_kv(key, "i32[4]", "[11, 11, 10, 0]"));
+        }
+        CHECK_STR_CONTAINS(out_text, next ? "blk.0.ssm_ba.weight" : "blk.0.ssm_alpha.weight");
+        CHECK_STR_CONTAINS(out_text, "blk.3.attn_q_norm.weight");
+    }
+    remove(path);
+}
+
 /* SIGINT while gen-model streams a large file: the partial "<out>.tmp.<pid>" is removed and
  * the process still dies of SIGINT (as a shell expects). The model is 2 GB, so generating
  * takes seconds; the signal comes as soon as the temp file appears. */
@@ -183,6 +246,7 @@ static void test_interrupt_removes_temp(void) {
 int main(void) {
     RUN(test_inspect);
     RUN(test_gen_model);
+    RUN(test_gen_model_hybrid_presets);
     RUN(test_interrupt_removes_temp);
     return test_report();
 }

@@ -679,14 +679,6 @@ static void test_bad_params(void) {
     BAD(p.n_embd_head = 7, "odd");
     BAD(p.n_ctx_train = 0, "context length");
     BAD(p.rms_eps = 0, "rms epsilon");
-    BAD(p = tiny_hybrid("qwen35moe", 0); p.n_expert_shared = 0,
-        "arch 'qwen35moe' needs 1 to 64 shared experts (got 0)");
-    BAD(p = tiny_hybrid("qwen3next", 0); p.ssm_dt_rank = 3, "2 linear key heads do not divide 3");
-    BAD(p = tiny_hybrid("qwen35moe", 0); p.rope_sections[0] = 1,
-        "rope sections sum to 1, not rotary dims / 2 = 32");
-    BAD(p = tiny_hybrid("qwen35moe", 0); p.n_rot = 66, "rotary dims 66");
-    BAD(p = tiny_hybrid("qwen3next", 8); p.ssm_d_state = 20, "linear head dim x value heads");
-    BAD(p = tiny_hybrid("qwen3next", 0); p.full_attn_interval = 0, "full attention interval 0");
 #undef BAD
     /* Any width works for F32/F16. */
     p = tiny(0);
@@ -855,6 +847,7 @@ static void check_hybrid_file(const char *arch) {
     CHECK_EQ_INT(moeinf_gguf_get_str(g, "general.architecture", &s, &err), MOEINF_OK);
     CHECK(moeinf_gguf_str_eq(s, arch));
 #define KEY(suffix) (snprintf(key, sizeof key, "%s.%s", arch, suffix), key)
+
     static const struct {
         const char *k;
         uint32_t v;
@@ -876,6 +869,7 @@ static void check_hybrid_file(const char *arch) {
                 {"ssm.time_step_rank", 4},
                 {"ssm.inner_size", 64},
                 {"full_attention_interval", 4}};
+
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
         CHECK_MSG(u32_of(g, KEY(keys[i].k)) == keys[i].v, "%s", key);
     }
@@ -900,7 +894,9 @@ static void check_hybrid_file(const char *arch) {
     check_tensor(g, "output_norm.weight", f32, 1, 64, 1, 1);
     for (int l = 0; l < 4; l++) {
         char n[64];
-#define T(suffix, type, dims, a, b, c)                                                                 (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), check_tensor(g, n, type, dims, a, b, c),            n_expected++)
+#define T(suffix, type, dims, a, b, c)                                                             \
+    (snprintf(n, sizeof n, "blk.%d.%s", l, suffix), check_tensor(g, n, type, dims, a, b, c),       \
+     n_expected++)
 #define ABSENT(suffix)                                                                             \
     do {                                                                                           \
         snprintf(n, sizeof n, "blk.%d.%s", l, suffix);                                             \
@@ -949,7 +945,7 @@ static void check_hybrid_file(const char *arch) {
         const struct moeinf_gguf_tensor *a = moeinf_gguf_find_tensor(g, n);
         for (int h = 0; a && a->type == f32 && h < 4; h++) {
             float v;
-            memcpy(&v, a->data + 4 * h, sizeof v);
+            memcpy(&v, a->data + (size_t)4 * h, sizeof v);
             CHECK_MSG(v < 0 && v > -20, "%s[%d] = %g", n, h, v); /* a decay rate: negative */
         }
 #undef T
@@ -958,6 +954,42 @@ static void check_hybrid_file(const char *arch) {
     CHECK_EQ_INT(g->n_tensors, n_expected);
     moeinf_gguf_free(g);
     remove(path);
+}
+
+/* A geometry the check refuses, naming the problem; nothing is written. */
+static void check_bad_hybrid(const struct moeinf_gen_params *p, const char *phrase) {
+    char path[512];
+    test_tmp_path("gen-bad-hybrid.gguf", path, sizeof path);
+    remove(path);
+    struct moeinf_error err;
+    CHECK_EQ_INT(moeinf_gen_params_check(p, &err), MOEINF_ERR_ARG);
+    CHECK_STR_CONTAINS(err.msg, phrase);
+    CHECK_EQ_INT(moeinf_gen_model(p, path, &err), MOEINF_ERR_ARG);
+    CHECK(!test_file_exists(path));
+}
+
+static void test_bad_hybrid_params(void) {
+    struct moeinf_gen_params p = tiny_hybrid("qwen35moe", 0);
+    p.n_expert_shared = 0;
+    check_bad_hybrid(&p, "arch 'qwen35moe' needs 1 to 64 shared experts (got 0)");
+    p = tiny_hybrid("qwen3next", 0);
+    p.ssm_dt_rank = 3;
+    check_bad_hybrid(&p, "2 linear key heads do not divide 3");
+    p = tiny_hybrid("qwen35moe", 0);
+    p.rope_sections[0] = 1;
+    check_bad_hybrid(&p, "rope sections sum to 1, not rotary dims / 2 = 32");
+    p = tiny_hybrid("qwen35moe", 0);
+    p.n_rot = 66;
+    check_bad_hybrid(&p, "rotary dims 66");
+    p = tiny_hybrid("qwen3next", 8);
+    p.ssm_d_state = 20;
+    check_bad_hybrid(&p, "linear head dim x value heads = 80 is not a multiple of 32");
+    p = tiny_hybrid("qwen3next", 0);
+    p.full_attn_interval = 0;
+    check_bad_hybrid(&p, "full attention interval 0");
+    p = tiny_hybrid("qwen3next", 0);
+    struct moeinf_error err;
+    CHECK_EQ_INT(moeinf_gen_params_check(&p, &err), MOEINF_OK);
 }
 
 static void test_hybrid_archs(void) {
@@ -980,8 +1012,8 @@ static void test_hybrid_archs(void) {
             CHECK_EQ_INT(types->n_elem, 2048);
             int32_t first = 0;
             int32_t last = 0;
-            memcpy(&first, types->data + 4 * 1010, 4); /* the first padding token */
-            memcpy(&last, types->data + 4 * 2047, 4);
+            memcpy(&first, types->data + (size_t)4 * 1010, 4); /* the first padding token */
+            memcpy(&last, types->data + (size_t)4 * 2047, 4);
             CHECK(first == 5 && last == 5); /* llama.cpp's UNUSED */
         }
         moeinf_gguf_free(g);
@@ -1037,6 +1069,7 @@ int main(void) {
     RUN(test_failures_leave_nothing);
     RUN(test_archs);
     RUN(test_hybrid_archs);
+    RUN(test_bad_hybrid_params);
     RUN(test_default_model);
     return test_report();
 }

@@ -83,8 +83,8 @@ enum gen_arch {
     ARCH_UNKNOWN
 };
 
-static const char *const arch_names[] = {"llama", "qwen2moe", "qwen3moe", "olmoe", "qwen35moe",
-                                         "qwen3next"};
+static const char *const arch_names[] = {"llama", "qwen2moe",  "qwen3moe",
+                                         "olmoe", "qwen35moe", "qwen3next"};
 
 /* Gated DeltaNet layers with a full-attention layer every full_attn_interval. */
 static bool is_hybrid(enum gen_arch a) {
@@ -180,7 +180,8 @@ static enum moeinf_status check_hybrid(const struct moeinf_gen_params *p,
         sum += sec[i];
     }
     if (arch_of(p) == ARCH_QWEN35MOE && sum * 2 != rot_dims(p)) {
-        return moeinf_fail(err, arg, "gen-model: rope sections sum to %lld, not rotary dims / 2 = %d",
+        return moeinf_fail(err, arg,
+                           "gen-model: rope sections sum to %lld, not rotary dims / 2 = %d",
                            (long long)sum, rot_dims(p) / 2);
     }
     return MOEINF_OK;
@@ -241,8 +242,7 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
                            arch_names[arch]);
     }
     if (has_shared_expert(arch) && !in_range(p->n_expert_shared, 1, 64)) {
-        return moeinf_fail(err, arg,
-                           "gen-model: arch '%s' needs 1 to 64 shared experts (got %d)",
+        return moeinf_fail(err, arg, "gen-model: arch '%s' needs 1 to 64 shared experts (got %d)",
                            arch_names[arch], p->n_expert_shared);
     }
     if (!has_shared_expert(arch) && p->n_expert_shared != 0) {
@@ -509,9 +509,9 @@ static bool vocab_build(struct vocab *v) {
 /* ---- the tensor plan ------------------------------------------------------------------ */
 
 enum init_kind {
-    INIT_NORMAL, /* N(0, scale / sqrt(ne[0])): matrices, fan_in = ne[0] */
-    INIT_NORM,   /* scale * (1 + 0.1 N(0, 1)): RMSNorm weights */
-    INIT_EMBED,  /* N(0, scale) */
+    INIT_NORMAL,        /* N(0, scale / sqrt(ne[0])): matrices, fan_in = ne[0] */
+    INIT_NORM,          /* scale * (1 + 0.1 N(0, 1)): RMSNorm weights */
+    INIT_EMBED,         /* N(0, scale) */
     INIT_NEG_LOGNORMAL, /* -exp(scale N(0, 1)): ssm_a, the (negative) log-decay rate */
 };
 
@@ -640,8 +640,7 @@ static bool plan_layer_hybrid(struct plan *pl, const struct moeinf_gen_params *p
     } else {
         ok = ok && plan_add(pl, "attn_qkv", l, q, 2, e, 2 * kd + vd, 1, INIT_NORMAL, 1) &&
              plan_add(pl, "attn_gate", l, q, 2, e, vd, 1, INIT_NORMAL, 1) &&
-             plan_add(pl, "ssm_conv1d", l, f32, 2, p->ssm_d_conv, 2 * kd + vd, 1, INIT_NORMAL,
-                      1) &&
+             plan_add(pl, "ssm_conv1d", l, f32, 2, p->ssm_d_conv, 2 * kd + vd, 1, INIT_NORMAL, 1) &&
              plan_add(pl, "ssm_dt.bias", l, f32, 1, nv, 1, 1, INIT_EMBED, 0.1) &&
              plan_add(pl, "ssm_a", l, f32, 1, nv, 1, 1, INIT_NEG_LOGNORMAL, 0.5);
         if (arch_of(p) == ARCH_QWEN3NEXT) {
@@ -768,6 +767,22 @@ static enum moeinf_status add_hparams(struct moeinf_gguf_writer *w,
     }
     return U32("vocab_size", n_vocab);
 #undef U32
+}
+
+/* gen-model's own vocabulary, padded to n_vocab tokens when that is larger. */
+static enum moeinf_status build_own_vocab(struct vocab *v, int n_vocab, const char *path,
+                                          struct moeinf_error *err) {
+    if (!vocab_build(v)) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    if (n_vocab > 0 && (uint64_t)n_vocab < v->n) {
+        return moeinf_fail(err, MOEINF_ERR_ARG,
+                           "gen-model: vocabulary size %d is below the %" PRIu64
+                           " tokens of gen-model's own vocabulary",
+                           n_vocab, v->n);
+    }
+    if (!vocab_pad(v, (uint64_t)n_vocab)) {
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    }
+    return MOEINF_OK;
 }
 
 static enum moeinf_status add_own_vocab(struct moeinf_gguf_writer *w, const struct vocab *v,
@@ -948,18 +963,12 @@ enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *p, const cha
     if (st) goto fail;
     if (p->vocab_from) {
         st = add_vocab_from(w, p->vocab_from, &n_vocab, err);
-    } else if (!vocab_build(&vocab)) {
-        st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
-    } else if (p->n_vocab > 0 && (uint64_t)p->n_vocab < vocab.n) {
-        st = moeinf_fail(err, MOEINF_ERR_ARG,
-                         "gen-model: vocabulary size %d is below the %" PRIu64
-                         " tokens of gen-model's own vocabulary",
-                         p->n_vocab, vocab.n);
-    } else if (!vocab_pad(&vocab, (uint64_t)p->n_vocab)) {
-        st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
     } else {
-        n_vocab = (uint32_t)vocab.n;
-        st = add_own_vocab(w, &vocab, err);
+        st = build_own_vocab(&vocab, p->n_vocab, path, err);
+        if (!st) {
+            n_vocab = (uint32_t)vocab.n;
+            st = add_own_vocab(w, &vocab, err);
+        }
     }
     if (st) goto fail;
     if ((st = add_hparams(w, p, n_vocab, err))) goto fail;
