@@ -4,8 +4,8 @@
  * on piped input: by default only the answer shows, turn after turn; --show-thinking shows the
  * thinking first, between [Start thinking] and [End thinking]; --reasoning-format none shows
  * the text as generated; -n inside the thinking leaves an empty answer; with the qwen35
- * template, whose prompt opens the block, all before </think> is thinking; unknown names are
- * refused.
+ * template, whose prompt opens the block, all before </think> is thinking, and with --reasoning
+ * off, whose prompt closes it, all is answer; unknown names are refused.
  */
 #include <stdio.h>
 #include <string.h>
@@ -64,6 +64,25 @@ static void test_prompt_opened(void) {
               "qwen35: %d \"%s\": %s", rc, out, err);
 }
 
+/* --reasoning off: qwen35's prompt closes an empty block (enable_thinking false), so what the
+ * model writes is all answer, even with --show-thinking */
+static void test_reasoning_off(void) {
+    char path[1024];
+    char cmd[4096];
+    char out[4096];
+    char err[4096];
+    test_src_path(MODEL, path, sizeof path);
+    snprintf(cmd, sizeof cmd,
+             "printf 'Hi\\n' | '%s' chat -m '%s' --chat-template qwen35 -c 256 --show-thinking "
+             "--reasoning off",
+             test_moeinf_bin(), path);
+    int rc = test_run_shell("cli-chat-thinking", cmd, out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 0 && !strcmp(out, "<think> hmm, ok</think>  Hello\n"), "off: %d \"%s\": %s", rc,
+              out, err);
+    CHECK_EQ_INT(chat("Hi\\n", "--reasoning maybe", out, sizeof out, err, sizeof err), 2);
+    CHECK_STR_CONTAINS(err, "--reasoning 'maybe' is not on, off or auto");
+}
+
 static void test_as_generated(void) {
     check_chat("Hi\\n", "--reasoning-format none", "<think> hmm, ok</think>  Hello\n");
     /* a template family that does not think: no split */
@@ -90,6 +109,7 @@ int main(void) {
     RUN(test_answer_only);
     RUN(test_show_thinking);
     RUN(test_prompt_opened);
+    RUN(test_reasoning_off);
     RUN(test_as_generated);
     RUN(test_bad_name);
     return test_report();

@@ -36,6 +36,9 @@ static void usage(FILE *out) {
             "                     by default only the answer shows\n"
             "  --reasoning-format F  auto|deepseek (default: the answer apart from the\n"
             "                     thinking) or none (the text as generated, markers and all)\n"
+            "  --reasoning on|off|auto  off asks the template for an answer without thinking\n"
+            "                     (Qwen3.5's enable_thinking false); on and auto (default)\n"
+            "                     leave it to the template\n"
             "  -n N               at most N tokens per answer (default: until an end token or\n"
             "                     the context's end)\n"
             "  --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S\n"
@@ -53,7 +56,8 @@ struct chat_opts {
     const char *system;
     long n_predict; /* 0: no limit */
     bool show_thinking;
-    bool split; /* --reasoning-format other than none */
+    bool split;          /* --reasoning-format other than none */
+    unsigned chat_flags; /* MOEINF_CHAT_*: ADD_ASSISTANT, NO_THINKING with --reasoning off */
 };
 
 static int parse(int argc, char **argv, struct chat_opts *o) {
@@ -70,17 +74,10 @@ static int parse(int argc, char **argv, struct chat_opts *o) {
             o->show_thinking = true;
             continue;
         }
-        static const char *const with_value[] = {"--chat-template",
-                                                 "--system",
-                                                 "-n",
-                                                 "--temp",
-                                                 "--top-k",
-                                                 "--top-p",
-                                                 "--min-p",
-                                                 "--seed",
-                                                 "--repeat-penalty",
-                                                 "--reasoning-format",
-                                                 NULL};
+        static const char *const with_value[] = {
+            "--chat-template", "--system", "-n",     "--temp",           "--top-k",
+            "--top-p",         "--min-p",  "--seed", "--repeat-penalty", "--reasoning-format",
+            "--reasoning",     NULL};
         if (!cli_is_one_of(a, with_value)) return cli_bad_argument("chat", a, usage);
         const char *val = cli_option_value("chat", argc, argv, &i);
         if (!val) return CLI_EXIT_USAGE;
@@ -96,6 +93,15 @@ static int parse(int argc, char **argv, struct chat_opts *o) {
                 fprintf(stderr,
                         "moeinf chat: --reasoning-format '%s' is not none, auto or deepseek\n",
                         val);
+                return CLI_EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "--reasoning")) {
+            if (!strcmp(val, "off")) {
+                o->chat_flags |= MOEINF_CHAT_NO_THINKING;
+            } else if (!strcmp(val, "on") || !strcmp(val, "auto")) {
+                o->chat_flags &= ~(unsigned)MOEINF_CHAT_NO_THINKING;
+            } else {
+                fprintf(stderr, "moeinf chat: --reasoning '%s' is not on, off or auto\n", val);
                 return CLI_EXIT_USAGE;
             }
         } else if (!strcmp(a, "-n")) {
@@ -185,10 +191,14 @@ static enum moeinf_status conversation_tokens(const struct session *s,
     *ids = NULL;
     *n_ids = 0;
     /* the template's markup with control tokens parsed, the messages' text as text */
-    return moeinf_chat_tokenize(s->model, s->tmpl, msgs, n, true, ids, n_ids, err);
+    return moeinf_chat_tokenize(s->model, s->tmpl, msgs, n, s->o->chat_flags, ids, n_ids, err);
 }
 
-enum fit { FIT_OK, FIT_REFUSED, FIT_FAIL };
+enum fit {
+    FIT_OK,
+    FIT_REFUSED,
+    FIT_FAIL
+};
 
 /* The history's tokens (*ids, malloc'ed) once they fit the context: while the conversation
  * leaves less room than the answer's share (-n N, at most half the context; without -n a
@@ -303,8 +313,8 @@ static bool answer(struct session *s, const struct history *h, const int32_t *id
     bool ok = false;
     if (moeinf_text_stream_init(s->model, &detok, err) != MOEINF_OK) goto done;
     /* the thinking apart from the answer (the prompt's tail says whether it opened it) */
-    if (moeinf_chat_reasoning_init(s->tmpl, h->msgs, h->n, MOEINF_CHAT_ADD_ASSISTANT, s->o->split,
-                                   &split, err) != MOEINF_OK) {
+    if (moeinf_chat_reasoning_init(s->tmpl, h->msgs, h->n, s->o->chat_flags, s->o->split, &split,
+                                   err) != MOEINF_OK) {
         goto done;
     }
     int keep = 0;
@@ -397,7 +407,9 @@ static bool read_line(char **line, size_t *cap, bool tty) {
 }
 
 int cmd_chat(int argc, char **argv) {
-    struct chat_opts o = {.sp = moeinf_sampler_params_default(), .split = true};
+    struct chat_opts o = {.sp = moeinf_sampler_params_default(),
+                          .split = true,
+                          .chat_flags = MOEINF_CHAT_ADD_ASSISTANT};
     o.model.ctx = moeinf_context_params_default();
     o.model.model = moeinf_model_params_default();
     int prc = parse(argc, argv, &o);
