@@ -615,6 +615,28 @@ static void test_enable_thinking(void) {
         cJSON_Delete(root);
     }
     CHECK_EQ_INT(serve_proc_stop(&q), 0);
+
+    /* --reasoning off: enable_thinking false for the requests that do not say */
+    q_up = serve_proc_start(&q, "serve-fields-qwen35-off", NULL, "127.0.0.1", model_path,
+                            "--chat-template qwen35 --reasoning off -c 256 -t 1", NULL, 0);
+    CHECK(q_up);
+    if (!q_up) return;
+    for (size_t i = 0; i < 3; i++) {
+        char body[512];
+        snprintf(body, sizeof body,
+                 "{\"messages\": [{\"role\": \"user\", \"content\": \"Hi there\"}], "
+                 "\"max_tokens\": 1%s}",
+                 cases[i].kwargs);
+        static char resp[1 << 16];
+        int st = serve_http(&q, "POST", "/v1/chat/completions", body, NULL, resp, sizeof resp);
+        cJSON *root = st == 200 ? cJSON_Parse(resp) : NULL;
+        size_t want = n_tokens[i == 1 ? 0 : 1]; /* only an explicit true thinks */
+        CHECK_MSG(root && usage(root, "prompt_tokens") == (double)want,
+                  "--reasoning off, %s: status %d, prompt_tokens %g, want %zu", body, st,
+                  root ? usage(root, "prompt_tokens") : -1.0, want);
+        cJSON_Delete(root);
+    }
+    CHECK_EQ_INT(serve_proc_stop(&q), 0);
 }
 
 int main(void) {

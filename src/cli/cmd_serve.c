@@ -38,6 +38,9 @@ static void usage(FILE *out) {
             "  --reasoning-format F  auto (default) or deepseek: a thinking model's thinking in\n"
             "                     reasoning_content, its answer in content; none: all in\n"
             "                     content, as generated. A request's reasoning_format wins\n"
+            "  --reasoning on|off|auto  off: answers without thinking (enable_thinking false,\n"
+            "                     Qwen3.5) unless a request's chat_template_kwargs says;\n"
+            "                     on and auto (default) leave it to the template\n"
             "  --queue N          requests that may wait while one runs (default %d); more get\n"
             "                     503. N + 16 connections are served; 16 more get 503\n"
             "  --max-body BYTES   largest request body (default %u); larger get 413\n"
@@ -166,6 +169,7 @@ static int parse(int argc, char **argv, struct serve_cli *o) {
                                                  "--request-timeout",
                                                  "--idle-timeout",
                                                  "--reasoning-format",
+                                                 "--reasoning",
                                                  NULL};
         if (!cli_is_one_of(a, with_value)) return cli_bad_argument("serve", a, usage);
         const char *val = cli_option_value("serve", argc, argv, &i);
@@ -220,6 +224,12 @@ static int parse(int argc, char **argv, struct serve_cli *o) {
             o->so.eamc_every = (int)v;
         } else if (!strcmp(a, "--chat-template")) {
             o->template_name = val;
+        } else if (!strcmp(a, "--reasoning")) {
+            if (strcmp(val, "on") && strcmp(val, "off") && strcmp(val, "auto")) {
+                fprintf(stderr, "moeinf serve: --reasoning '%s' is not on, off or auto\n", val);
+                return CLI_EXIT_USAGE;
+            }
+            o->so.no_thinking = !strcmp(val, "off");
         } else if (!strcmp(a, "--reasoning-format")) {
             if (!serve_reasoning_format_parse(val, &o->so.reasoning_format)) {
                 fprintf(stderr,

@@ -329,6 +329,7 @@ static bool parse_template_kwargs(const cJSON *root, struct serve_request *r, ch
     if (!cJSON_IsBool(think)) {
         return fail(msg, size, "'chat_template_kwargs.enable_thinking' must be true or false");
     }
+    r->thinking_set = true;
     if (cJSON_IsFalse(think)) r->chat_flags |= MOEINF_CHAT_NO_THINKING;
     return true;
 }

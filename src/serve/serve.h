@@ -48,6 +48,7 @@ struct serve_request {
     const char *tmpl;
     unsigned chat_flags; /* the template's MOEINF_CHAT_* flags: ADD_ASSISTANT, and NO_THINKING
                             for chat_template_kwargs.enable_thinking false */
+    bool thinking_set;   /* chat_template_kwargs.enable_thinking given (else the server's) */
     bool stream;
     bool include_usage; /* stream_options.include_usage */
     long max_tokens;    /* max_tokens, max_completion_tokens or n_predict; -1: until an end
@@ -249,6 +250,7 @@ struct serve_options {
     const char *model_id; /* the name /v1/models gives */
     const char *chat_template;
     enum serve_reasoning_format reasoning_format; /* for requests that give none */
+    bool no_thinking; /* --reasoning off: enable_thinking false for requests that give none */
     int queue_max;
     size_t body_max;
     int n_ctx, n_batch;

@@ -492,6 +492,7 @@ static enum MHD_Result generate(struct server *s, struct MHD_Connection *c, stru
         return send_error(s, c, 400, msg);
     }
     if (req.reasoning == SERVE_REASONING_UNSET) req.reasoning = s->o->reasoning_format;
+    if (!req.thinking_set && s->o->no_thinking) req.chat_flags |= MOEINF_CHAT_NO_THINKING;
     pthread_mutex_lock(&s->conn_mu);
     s->answering++; /* until on_completed: the shutdown waits for this answer */
     cn->generation = true;
