@@ -1279,7 +1279,17 @@ static void test_delta_rule(void) {
         float *s0 = malloc((size_t)n * n * sizeof(float));
         float *s = malloc((size_t)n * n * sizeof(float));
         double *sd = malloc((size_t)n * n * sizeof(double));
-        float q[128], k[128], v[128], out[128];
+        CHECK(s0 && s && sd);
+        if (!s0 || !s || !sd) {
+            free(s0);
+            free(s);
+            free(sd);
+            return;
+        }
+        float q[128];
+        float k[128];
+        float v[128];
+        float out[128];
         double want[128];
         for (int i = 0; i < n * n; i++)
             s0[i] = (float)(rng_uniform() - 0.5);
@@ -1288,7 +1298,9 @@ static void test_delta_rule(void) {
             k[i] = (float)(rng_uniform() - 0.5);
             v[i] = (float)(rng_uniform() - 0.5);
         }
-        const float decay = 0.9f, beta = 0.7f, scale = 0.125f;
+        const float decay = 0.9f;
+        const float beta = 0.7f;
+        const float scale = 0.125f;
         for (int i = 0; i < n * n; i++)
             sd[i] = s0[i];
         for (int r = 0; r < n; r++) {

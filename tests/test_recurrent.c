@@ -65,6 +65,10 @@ static void rewinds(const char *rel, bool recurrent) {
     const int n_vocab = moeinf_model_n_vocab(model);
     float *ref = malloc((size_t)N_IDS * (size_t)n_vocab * sizeof(float));
     CHECK(ref != NULL);
+    if (!ref) {
+        moeinf_model_free(model);
+        return;
+    }
     struct moeinf_error err = {0};
     struct moeinf_context *fresh = context(model, 64);
     CHECK(moeinf_decode(fresh, ids, N_IDS, ref, true, &err) == MOEINF_OK);
@@ -159,6 +163,12 @@ static void test_recurrent_layers_key(void) {
     float *ref = malloc((size_t)N_IDS * (size_t)n_vocab * sizeof(float));
     float *got = malloc((size_t)N_IDS * (size_t)n_vocab * sizeof(float));
     CHECK(ref && got);
+    if (!ref || !got) {
+        free(ref);
+        free(got);
+        moeinf_model_free(base);
+        return;
+    }
     struct moeinf_context *ctx = context(base, 64);
     CHECK(moeinf_decode(ctx, ids, N_IDS, ref, true, &err) == MOEINF_OK);
     moeinf_context_free(ctx);

@@ -225,7 +225,7 @@ static int parse(int argc, char **argv, struct serve_cli *o) {
         } else if (!strcmp(a, "--chat-template")) {
             o->template_name = val;
         } else if (!strcmp(a, "--reasoning")) {
-            if (strcmp(val, "on") && strcmp(val, "off") && strcmp(val, "auto")) {
+            if (strcmp(val, "on") != 0 && strcmp(val, "off") != 0 && strcmp(val, "auto") != 0) {
                 fprintf(stderr, "moeinf serve: --reasoning '%s' is not on, off or auto\n", val);
                 return CLI_EXIT_USAGE;
             }
