@@ -116,7 +116,7 @@ echo "bw: bench_bandwidth over a buffer of one token's weight bytes (the model's
 for t in $threads; do
   for name in $models; do
     model=$(model_file "$name")
-    size=$(stat -c %s "$model")
+    size=$(stat -L -c %s "$model")
     pp_o=0 tg_o=0 pp_l=0 tg_l=0 bw=0 ratios=""
     # one token's weight bytes, as the buffer of the streaming read (see the top)
     gbtok=$("$bin" bench -m "$model" -t "$t" -p 1 -n 1 -r 1 |
