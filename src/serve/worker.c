@@ -206,6 +206,18 @@ static const char *generate(struct serve_worker *w, struct serve_job *job, struc
 }
 
 /* Runs one job to its end; the caller marks it done. */
+/* Keeps the longest common prefix of the context and the prompt, less at least one token to
+ * give the next logits; a recurrent state keeps fewer (its checkpoint's). Returns the tokens
+ * kept. */
+static int keep_prefix(struct serve_worker *w, const int32_t *ids, int n_prompt) {
+    int keep = 0;
+    while (keep < w->kv_n && keep < n_prompt - 1 && w->kv_tokens[keep] == ids[keep])
+        keep++;
+    moeinf_context_truncate(w->ctx, keep, NULL);
+    w->kv_n = moeinf_context_n_past(w->ctx);
+    return w->kv_n;
+}
+
 static void run_job(struct serve_worker *w, struct serve_job *job) {
     struct serve_request *r = &job->req;
     struct moeinf_error err = {0};
@@ -243,13 +255,7 @@ static void run_job(struct serve_worker *w, struct serve_job *job) {
         goto done;
     }
     const int n_prompt = (int)n_ids;
-    /* Keep the longest common prefix, less at least one token to give the next logits. */
-    int keep = 0;
-    while (keep < w->kv_n && keep < n_prompt - 1 && w->kv_tokens[keep] == ids[keep])
-        keep++;
-    moeinf_context_truncate(w->ctx, keep, NULL);
-    keep = moeinf_context_n_past(w->ctx); /* fewer with a recurrent state (a checkpoint's) */
-    w->kv_n = keep;
+    const int keep = keep_prefix(w, ids, n_prompt);
     g.logits = malloc((size_t)n_vocab * sizeof(float));
     g.row = malloc((size_t)n_vocab * sizeof(float));
     bool penalties = r->frequency_penalty != 0.0f || r->presence_penalty != 0.0f;
