@@ -830,18 +830,9 @@ static void test_archs(void) {
     check_arch_file("olmoe", 0);
 }
 
-/* qwen35moe and qwen3next: every metadata key and tensor (name, type, shape in ne order) that
- * llama.cpp's loader reads (src/models/qwen35moe.cpp, qwen3next.cpp), written out here by
- * hand for this geometry; ssm_a is negative; no tensor beyond these. */
-static void check_hybrid_file(const char *arch) {
-    const bool next = !strcmp(arch, "qwen3next");
-    struct moeinf_gen_params p = tiny_hybrid(arch, 8);
-    char name[64];
-    char path[512];
+/* The metadata of check_hybrid_file's geometry, key by key. */
+static void check_hybrid_keys(const struct moeinf_gguf *g, const char *arch, bool next) {
     char key[96];
-    snprintf(name, sizeof name, "gen-%s.gguf", arch);
-    struct moeinf_gguf *g = gen_open(&p, name, path, sizeof path);
-    if (!g) return;
     struct moeinf_gguf_str s;
     struct moeinf_error err = {0};
     CHECK_EQ_INT(moeinf_gguf_get_str(g, "general.architecture", &s, &err), MOEINF_OK);
@@ -886,6 +877,20 @@ static void check_hybrid_file(const char *arch) {
         CHECK(v[0] == 11 && v[1] == 11 && v[2] == 10 && v[3] == 0);
     }
 #undef KEY
+}
+
+/* qwen35moe and qwen3next: every metadata key and tensor (name, type, shape in ne order) that
+ * llama.cpp's loader reads (src/models/qwen35moe.cpp, qwen3next.cpp), written out here by
+ * hand for this geometry; ssm_a is negative; no tensor beyond these. */
+static void check_hybrid_file(const char *arch) {
+    const bool next = !strcmp(arch, "qwen3next");
+    struct moeinf_gen_params p = tiny_hybrid(arch, 8);
+    char name[64];
+    char path[512];
+    snprintf(name, sizeof name, "gen-%s.gguf", arch);
+    struct moeinf_gguf *g = gen_open(&p, name, path, sizeof path);
+    if (!g) return;
+    check_hybrid_keys(g, arch, next);
     const int f32 = MOEINF_TYPE_F32;
     const int q = MOEINF_TYPE_Q8_0;
     int n_expected = 3;
