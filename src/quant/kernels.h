@@ -19,6 +19,10 @@
 #if defined(__x86_64__)
 const struct moeinf_kernels *moeinf_kernels_avx2_table(void);
 const struct moeinf_kernels *moeinf_kernels_avx512_table(void);
+/* The delta rule (quant.h's moeinf_delta_rule_fn) in 8 lanes with FMA, for both x86 tables
+ * (delta_rule_avx2.c). */
+void moeinf_delta_rule_f32_avx2(float *s, int n, const float *q, const float *k, const float *v,
+                                float decay, float beta, float scale, float *out);
 #endif
 
 #endif

@@ -1108,49 +1108,6 @@ static void axpy_f32(int64_t n, float a, const float *x, float *y) {
     }
 }
 
-static float hsum256(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
-/* The delta rule (quant.h): each row in two passes of 8 lanes (decay and S k; the update and
- * S q), with a scalar tail for n not a multiple of 8. */
-static void delta_rule_f32(float *s, int n, const float *q, const float *k, const float *v,
-                           float decay, float beta, float scale, float *out) {
-    const __m256 vdecay = _mm256_set1_ps(decay);
-    const int n8 = n & ~7;
-    for (int r = 0; r < n; r++) {
-        float *row = s + (size_t)r * (size_t)n;
-        __m256 acc = _mm256_setzero_ps();
-        for (int i = 0; i < n8; i += 8) {
-            __m256 x = _mm256_mul_ps(_mm256_loadu_ps(row + i), vdecay);
-            _mm256_storeu_ps(row + i, x);
-            acc = _mm256_fmadd_ps(x, _mm256_loadu_ps(k + i), acc);
-        }
-        float sk = hsum256(acc);
-        for (int i = n8; i < n; i++) {
-            row[i] *= decay;
-            sk += row[i] * k[i];
-        }
-        const float d = (v[r] - sk) * beta;
-        const __m256 vd = _mm256_set1_ps(d);
-        acc = _mm256_setzero_ps();
-        for (int i = 0; i < n8; i += 8) {
-            __m256 x = _mm256_fmadd_ps(_mm256_loadu_ps(k + i), vd, _mm256_loadu_ps(row + i));
-            _mm256_storeu_ps(row + i, x);
-            acc = _mm256_fmadd_ps(x, _mm256_loadu_ps(q + i), acc);
-        }
-        float sq = hsum256(acc);
-        for (int i = n8; i < n; i++) {
-            row[i] += k[i] * d;
-            sq += row[i] * q[i];
-        }
-        out[r] = sq * scale;
-    }
-}
-
 /* ---- activation conversion (from_float) --------------------------------------------------------
  */
 
@@ -1440,7 +1397,7 @@ static void to_float_iq4_xs(const void *x, float *y, int64_t n) {
         .gemm[MOEINF_TYPE_Q8_0] = gemm_q8_0, .gemm[MOEINF_TYPE_Q4_0] = gemm_q4_0,                  \
         .gemm[MOEINF_TYPE_Q5_0] = gemm_q5_0, .gemm[MOEINF_TYPE_Q4_K] = gemm_q4_k,                  \
         .gemm[MOEINF_TYPE_Q5_K] = gemm_q5_k, .gemm[MOEINF_TYPE_Q6_K] = gemm_q6_k,                  \
-        .axpy_f32 = axpy_f32, .delta_rule_f32 = delta_rule_f32,                                    \
+        .axpy_f32 = axpy_f32, .delta_rule_f32 = moeinf_delta_rule_f32_avx2,                        \
     }
 
 #endif
