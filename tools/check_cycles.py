@@ -156,8 +156,11 @@ def checked_calls(root, name, hits, spans):
     the name. cscope 15.9 has been seen to give a line of one file under the name of the file
     before it; such a hit moves to the one file whose line holds the name inside a function
     of the name cscope gave, or, where it named the wrong function too, to the one file whose
-    line is the text cscope quoted. Returns ([(file, line)], how many moved); RuntimeError when
-    a hit fits no file or several."""
+    line is the text cscope quoted. A hit that fits no file is dropped (cscope has also been
+    seen to name a line that holds the name in no file, and which one depends on the order it
+    indexed the files in); the text scan of scan_calls still finds every real call. Returns
+    ([(file, line)], how many moved, how many dropped); RuntimeError when a hit fits several
+    files."""
     texts = {}
 
     def holds(path, line):
@@ -172,7 +175,7 @@ def checked_calls(root, name, hits, spans):
         lines = texts[path]
         return " ".join(lines[line - 1].split()) == " ".join(text.split())
 
-    out, moved = [], 0
+    out, moved, unplaced = [], 0, 0
     for path, caller, line, text in hits:
         if path not in spans or holds(path, line):
             out.append((path, line))
@@ -181,12 +184,15 @@ def checked_calls(root, name, hits, spans):
                 and any(first <= line <= last and n == caller for first, last, n in spans[f])]
         if not fits and text:
             fits = [f for f in spans if holds(f, line) and same_text(f, line, text)]
+        if not fits:
+            unplaced += 1
+            continue
         if len(fits) != 1:
             raise RuntimeError(f"cscope puts a call to {name}() in {caller}() at {path}:{line}, "
                                f"which does not hold it ({len(fits)} files fit)")
         out.append((fits[0], line))
         moved += 1
-    return out, moved
+    return out, moved, unplaced
 
 
 def blank_comments_and_strings(text):
@@ -362,14 +368,15 @@ def main():
         return 2
 
     scanned = scan_calls(root, files, names)
-    call_labels, n_calls, n_dropped, n_moved, n_scan_only = {}, 0, 0, 0, 0
+    call_labels, n_calls, n_dropped, n_moved, n_scan_only, n_unplaced = {}, 0, 0, 0, 0, 0
     for name in names:
         try:
-            hits, moved = checked_calls(root, name, calls.get(name, ()), spans)
+            hits, moved, unplaced = checked_calls(root, name, calls.get(name, ()), spans)
         except RuntimeError as e:
             print(f"check_cycles: {e}", file=sys.stderr)
             return 2
         n_moved += moved
+        n_unplaced += unplaced
         targets = sorted({f for f, st in defs[name] if not st or f.endswith(".h")})
         if len(targets) > 1:
             print(f"check_cycles: warning: {name}() is defined in {', '.join(targets)}",
@@ -411,7 +418,8 @@ def main():
     n_call_edges = sum(len(d) for d in call_labels.values())
     print(f"check_cycles: {len(files)} files, {n_inc} include edges, {n_call_edges} call edges "
           f"({n_calls} calls across files; cscope hits: {n_dropped} outside any definition, "
-          f"{n_moved} moved to their file, {n_scan_only} calls it missed"
+          f"{n_moved} moved to their file, {n_unplaced} in no file, dropped, {n_scan_only} calls "
+          f"it missed"
           + (f", {len(crashed)} queries it crashed on, left to the scan" if crashed else "")
           + "): "
           + (f"{failed} cycle(s) or rule breach(es)" if failed else "no cycle")
