@@ -83,6 +83,11 @@ enum moeinf_status moeinf_arch_read_geometry(struct moeinf_arch_loader *ld,
 enum moeinf_status moeinf_arch_read_experts(struct moeinf_arch_loader *ld,
                                             struct moeinf_hparams *hp, bool required);
 
+/* The shared expert's width: expert_shared_feed_forward_length, else `fallback` (the
+ * architecture's feed_forward_length); MOEINF_ERR_FORMAT when neither gives one. */
+enum moeinf_status moeinf_arch_read_shared_expert(struct moeinf_arch_loader *ld,
+                                                  struct moeinf_hparams *hp, int fallback);
+
 /* The width of one routed expert: expert_feed_forward_length, else `fallback` (what the
  * architecture derives from feed_forward_length); MOEINF_ERR_FORMAT when neither gives one. */
 enum moeinf_status moeinf_arch_read_expert_width(struct moeinf_arch_loader *ld,
@@ -111,6 +116,10 @@ enum moeinf_status moeinf_arch_bind_vec(struct moeinf_arch_loader *ld, const cha
 enum moeinf_status moeinf_arch_bind_attention(struct moeinf_arch_loader *ld,
                                               const struct moeinf_hparams *hp, int il,
                                               struct moeinf_layer *lw);
+/* The same with attn_q q_rows rows (2 n_head head_dim for a gated layer's q and gate). */
+enum moeinf_status moeinf_arch_bind_attention_q(struct moeinf_arch_loader *ld,
+                                                const struct moeinf_hparams *hp, int il,
+                                                int64_t q_rows, struct moeinf_layer *lw);
 /* attn_q.bias, attn_k.bias, attn_v.bias: all three required, or each optional. */
 enum moeinf_status moeinf_arch_bind_qkv_bias(struct moeinf_arch_loader *ld,
                                              const struct moeinf_hparams *hp, int il, bool required,

@@ -92,9 +92,9 @@ static const char *layer_name(char *buf, int il, const char *suffix) {
     return buf;
 }
 
-enum moeinf_status moeinf_arch_bind_attention(struct moeinf_arch_loader *ld,
-                                              const struct moeinf_hparams *hp, int il,
-                                              struct moeinf_layer *lw) {
+enum moeinf_status moeinf_arch_bind_attention_q(struct moeinf_arch_loader *ld,
+                                                const struct moeinf_hparams *hp, int il,
+                                                int64_t q_rows, struct moeinf_layer *lw) {
     char name[NAME_MAX_LEN];
     const int64_t n_embd = hp->n_embd;
     const int64_t n_q_dim = (int64_t)hp->n_head * hp->head_dim;
@@ -103,7 +103,7 @@ enum moeinf_status moeinf_arch_bind_attention(struct moeinf_arch_loader *ld,
     lw->attn = MOEINF_ATTN_FULL;
     if ((st = moeinf_arch_bind_vec(ld, layer_name(name, il, "attn_norm.weight"), n_embd, false,
                                    &lw->attn_norm)) ||
-        (st = moeinf_arch_bind(ld, layer_name(name, il, "attn_q.weight"), n_embd, n_q_dim, 1, false,
+        (st = moeinf_arch_bind(ld, layer_name(name, il, "attn_q.weight"), n_embd, q_rows, 1, false,
                                &lw->wq)) ||
         (st = moeinf_arch_bind(ld, layer_name(name, il, "attn_k.weight"), n_embd, n_kv_dim, 1,
                                false, &lw->wk)) ||
@@ -114,6 +114,12 @@ enum moeinf_status moeinf_arch_bind_attention(struct moeinf_arch_loader *ld,
         return st;
     }
     return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_arch_bind_attention(struct moeinf_arch_loader *ld,
+                                              const struct moeinf_hparams *hp, int il,
+                                              struct moeinf_layer *lw) {
+    return moeinf_arch_bind_attention_q(ld, hp, il, (int64_t)hp->n_head * hp->head_dim, lw);
 }
 
 enum moeinf_status moeinf_arch_bind_qkv_bias(struct moeinf_arch_loader *ld,
@@ -213,8 +219,7 @@ enum moeinf_status moeinf_arch_bind_moe_ffn_norm(struct moeinf_arch_loader *ld,
     const int64_t n_expert = hp->n_expert;
     enum moeinf_status st;
     lw->ffn = MOEINF_FFN_MOE;
-    if ((st = moeinf_arch_bind_vec(ld, layer_name(name, il, norm), n_embd, false,
-                                   &lw->ffn_norm)) ||
+    if ((st = moeinf_arch_bind_vec(ld, layer_name(name, il, norm), n_embd, false, &lw->ffn_norm)) ||
         (st = moeinf_arch_bind(ld, layer_name(name, il, "ffn_gate_inp.weight"), n_embd, n_expert, 1,
                                false, &lw->router)) ||
         (st = bind_as(ld, layer_name(name, il, "ffn_gate_exps.weight"), n_embd, n_ff, n_expert,

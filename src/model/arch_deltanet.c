@@ -142,25 +142,13 @@ enum moeinf_status moeinf_arch_read_imrope(struct moeinf_arch_loader *ld,
 enum moeinf_status moeinf_arch_bind_gated_attention(struct moeinf_arch_loader *ld,
                                                     const struct moeinf_hparams *hp, int il,
                                                     struct moeinf_layer *lw) {
-    char name[NAME_MAX_LEN];
-    const int64_t n_embd = hp->n_embd;
-    const int64_t n_q_dim = (int64_t)hp->n_head * hp->head_dim;
-    const int64_t n_kv_dim = (int64_t)hp->n_head_kv * hp->head_dim;
     enum moeinf_status st;
-    lw->attn = MOEINF_ATTN_GATED;
-    if ((st = moeinf_arch_bind_vec(ld, layer_name(name, il, "attn_norm.weight"), n_embd, false,
-                                   &lw->attn_norm)) ||
-        (st = moeinf_arch_bind(ld, layer_name(name, il, "attn_q.weight"), n_embd, 2 * n_q_dim, 1,
-                               false, &lw->wq)) ||
-        (st = moeinf_arch_bind(ld, layer_name(name, il, "attn_k.weight"), n_embd, n_kv_dim, 1,
-                               false, &lw->wk)) ||
-        (st = moeinf_arch_bind(ld, layer_name(name, il, "attn_v.weight"), n_embd, n_kv_dim, 1,
-                               false, &lw->wv)) ||
-        (st = moeinf_arch_bind(ld, layer_name(name, il, "attn_output.weight"), n_q_dim, n_embd, 1,
-                               false, &lw->wo)) ||
+    if ((st = moeinf_arch_bind_attention_q(ld, hp, il, 2 * (int64_t)hp->n_head * hp->head_dim,
+                                           lw)) ||
         (st = moeinf_arch_bind_qk_norm(ld, hp, il, lw))) {
         return st;
     }
+    lw->attn = MOEINF_ATTN_GATED;
     return MOEINF_OK;
 }
 
@@ -268,17 +256,7 @@ enum moeinf_status moeinf_arch_read_hybrid(struct moeinf_arch_loader *ld,
         (st = moeinf_arch_read_experts(ld, hp, true))) {
         return st;
     }
-    hp->n_ff_shexp = ff_len;
-    if ((st = moeinf_arch_get_int(ld, "expert_shared_feed_forward_length", false, 1 << 22,
-                                  &hp->n_ff_shexp))) {
-        return st;
-    }
-    if (hp->n_ff_shexp <= 0) {
-        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
-                           "%s: %s needs expert_shared_feed_forward_length (or "
-                           "feed_forward_length) for its shared expert",
-                           ld->g->path, ld->arch);
-    }
+    if ((st = moeinf_arch_read_shared_expert(ld, hp, ff_len))) return st;
     if ((st = moeinf_arch_read_expert_width(ld, hp, ff_len / hp->n_expert_used)) ||
         (st = moeinf_arch_read_deltanet(ld, hp))) {
         return st;

@@ -167,6 +167,21 @@ enum moeinf_status moeinf_arch_read_experts(struct moeinf_arch_loader *ld,
     return MOEINF_OK;
 }
 
+enum moeinf_status moeinf_arch_read_shared_expert(struct moeinf_arch_loader *ld,
+                                                  struct moeinf_hparams *hp, int fallback) {
+    hp->n_ff_shexp = fallback;
+    enum moeinf_status st = moeinf_arch_get_int(ld, "expert_shared_feed_forward_length", false,
+                                                1 << 22, &hp->n_ff_shexp);
+    if (st != MOEINF_OK) return st;
+    if (hp->n_ff_shexp <= 0) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                           "%s: %s needs expert_shared_feed_forward_length (or "
+                           "feed_forward_length) for its shared expert",
+                           ld->g->path, ld->arch);
+    }
+    return MOEINF_OK;
+}
+
 enum moeinf_status moeinf_arch_read_expert_width(struct moeinf_arch_loader *ld,
                                                  struct moeinf_hparams *hp, int fallback) {
     int n_ff_exp = 0;

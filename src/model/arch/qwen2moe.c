@@ -6,7 +6,6 @@
  *              else feed_forward_length); an expert is expert_feed_forward_length wide, else
  *              feed_forward_length / expert_used_count
  */
-#include "base/status.h"
 #include "model/arch.h"
 
 static enum moeinf_status read_hparams(struct moeinf_arch_loader *ld, struct moeinf_hparams *hp) {
@@ -16,17 +15,7 @@ static enum moeinf_status read_hparams(struct moeinf_arch_loader *ld, struct moe
         (st = moeinf_arch_read_experts(ld, hp, true))) {
         return st;
     }
-    hp->n_ff_shexp = ff_len;
-    if ((st = moeinf_arch_get_int(ld, "expert_shared_feed_forward_length", false, 1 << 22,
-                                  &hp->n_ff_shexp))) {
-        return st;
-    }
-    if (hp->n_ff_shexp <= 0) {
-        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
-                           "%s: qwen2moe needs expert_shared_feed_forward_length (or "
-                           "feed_forward_length) for its shared expert",
-                           ld->g->path);
-    }
+    if ((st = moeinf_arch_read_shared_expert(ld, hp, ff_len))) return st;
     if ((st = moeinf_arch_read_expert_width(ld, hp, ff_len / hp->n_expert_used))) return st;
     hp->rope = MOEINF_ROPE_NEOX;
     hp->qk_norm = MOEINF_QK_NORM_NONE;
