@@ -92,6 +92,17 @@ static void rewinds(const char *rel, bool recurrent) {
     CHECK(moeinf_context_truncate(ctx, 3, &err) == MOEINF_OK);
     CHECK_EQ_INT(moeinf_context_n_past(ctx), recurrent ? 0 : 3);
     decode_check(ctx, moeinf_context_n_past(ctx), N_IDS, ref, n_vocab, "after truncate(3)");
+    /* micro-batches of 2 take 6 checkpoints (2 .. 12); only the newest 4 stay (6 .. 12), so
+     * keeping 5 finds none and keeping 7 goes back to 6 */
+    moeinf_context_free(ctx);
+    ctx = context(model, 2);
+    decode_check(ctx, 0, 12, ref, n_vocab, "prefill by 2");
+    CHECK(moeinf_context_truncate(ctx, 7, &err) == MOEINF_OK);
+    CHECK_EQ_INT(moeinf_context_n_past(ctx), recurrent ? 6 : 7);
+    decode_check(ctx, moeinf_context_n_past(ctx), 12, ref, n_vocab, "after truncate(7)");
+    CHECK(moeinf_context_truncate(ctx, 5, &err) == MOEINF_OK);
+    CHECK_EQ_INT(moeinf_context_n_past(ctx), recurrent ? 0 : 5);
+    decode_check(ctx, moeinf_context_n_past(ctx), N_IDS, ref, n_vocab, "after truncate(5)");
     /* keeping all: nothing to restore */
     CHECK(moeinf_context_truncate(ctx, N_IDS, &err) == MOEINF_OK);
     CHECK_EQ_INT(moeinf_context_n_past(ctx), N_IDS);

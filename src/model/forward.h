@@ -51,14 +51,15 @@ enum moeinf_status moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int
 /*
  * The recurrent state of Gated DeltaNet layers (model/recurrent.c). It always holds the state
  * after the tokens evaluated so far; an eval at position 0 clears it first.
- *   moeinf_fwd_recurrent     whether the model has any (else the others do nothing)
+ * Without recurrent layers the functions below do nothing.
+ *   moeinf_fwd_recurrent_clear  zeroes it (the eval at position 0 calls it)
  *   moeinf_fwd_checkpoint    keeps a copy as the state after `pos` tokens
  *   moeinf_fwd_rewind        forgets the copies after n_keep tokens and restores the latest
- *                            one at or before it; returns its position (0: cleared), from
+ *                            one at or before it; returns its position (0: none, and
+ *                            the eval at 0 clears the state), from
  *                            where the caller evaluates the tokens again. Without recurrent
  *                            layers it returns n_keep.
  */
-bool moeinf_fwd_recurrent(const struct moeinf_fwd *f);
 void moeinf_fwd_recurrent_clear(struct moeinf_fwd *f);
 void moeinf_fwd_checkpoint(struct moeinf_fwd *f, int pos);
 int moeinf_fwd_rewind(struct moeinf_fwd *f, int n_keep);

@@ -91,8 +91,6 @@ struct moeinf_fwd {
     /* checkpoints of rs (recurrent.c): ckpt[i] holds the state after ckpt_pos[i] tokens */
     float *ckpt[MOEINF_FWD_CHECKPOINTS];
     int ckpt_pos[MOEINF_FWD_CHECKPOINTS]; /* -1: empty */
-    unsigned ckpt_clock;                  /* age order: ckpt_age[i] higher is newer */
-    unsigned ckpt_age[MOEINF_FWD_CHECKPOINTS];
 };
 
 /* ---- fwd_ops.c --------------------------------------------------------------------------- */

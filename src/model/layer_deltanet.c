@@ -95,7 +95,8 @@ static void project(struct moeinf_fwd *f, const struct moeinf_layer *lw, int m) 
     }
 }
 
-struct conv_job {
+/* What the conv and the delta rule run over, split among the threads. */
+struct layer_job {
     struct moeinf_fwd *f;
     const struct moeinf_layer *lw;
     int m;
@@ -110,7 +111,7 @@ struct conv_job {
  * and the state moved on. Channels are independent: split among the threads in blocks, and
  * within a block the loop runs over channels, so that it vectorises. */
 static void conv_channels(void *arg, int ith, int nth) {
-    const struct conv_job *job = arg;
+    const struct layer_job *job = arg;
     struct moeinf_fwd *f = job->f;
     const int d_conv = f->llm->hp.ssm_d_conv;
     const int n_hist = d_conv - 1;
@@ -172,18 +173,12 @@ static void l2_norm(float *x, int n, float eps) {
         x[i] = x[i] * scale * inv_sqrt_n;
 }
 
-struct delta_job {
-    struct moeinf_fwd *f;
-    const struct moeinf_layer *lw;
-    int m;
-};
-
 /* The delta rule of a range of value heads over the micro-batch's tokens, in order, by the
  * kernel table's delta_rule_f32: each row of a head's state is updated on its own (decay, its
  * element of S k, the rank-one update, its element of S q), which is llama.cpp's arithmetic
  * for that row. */
 static void delta_heads(void *arg, int ith, int nth) {
-    const struct delta_job *job = arg;
+    const struct layer_job *job = arg;
     struct moeinf_fwd *f = job->f;
     const struct moeinf_hparams *hp = &f->llm->hp;
     const int n_v = hp->ssm_n_v_heads;
@@ -221,15 +216,14 @@ void moeinf_fwd_deltanet(struct moeinf_fwd *f, int il, int m) {
     }
     moeinf_fwd_acts_invalidate(f);
     project(f, lw, m);
-    struct conv_job cj = {f, lw, m};
-    moeinf_pool_run(f->p.pool, conv_channels, &cj);
+    struct layer_job job = {f, lw, m};
+    moeinf_pool_run(f->p.pool, conv_channels, &job);
     for (int j = 0; j < m; j++) {
         float *c = f->ssm_conv + (size_t)j * f->ssm_conv_dim;
         for (int kh = 0; kh < 2 * hp->ssm_n_k_heads; kh++) /* q heads, then k heads */
             l2_norm(c + (size_t)kh * hd, hd, hp->rms_eps);
     }
-    struct delta_job dj = {f, lw, m};
-    moeinf_pool_run(f->p.pool, delta_heads, &dj);
+    moeinf_pool_run(f->p.pool, delta_heads, &job);
     for (int j = 0; j < m; j++) {
         for (int h = 0; h < hp->ssm_n_v_heads; h++) {
             size_t off = (size_t)j * f->ssm_value_dim + (size_t)h * hd;
