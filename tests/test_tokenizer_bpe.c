@@ -3,9 +3,10 @@
  * every BPE vocabulary in ../shared/testdata/tokenizer and for qwen35 and qwen2
  * (tests/data/tokenizer, with more strings llama.cpp tokenized), the prompt tokens and pieces of
  * the tiny-qwen2moe goldens; the pre-tokenizers without vectors in ../shared (qwen2, qwen35,
- * llama3, olmo, deepseek-v3) against splits Python's `regex` module made with the published
- * patterns (tests/data/pretok, tools/tokenizer/pretok_cases.py); hand-made vocabularies for merge
- * order, the fallbacks, special tokens, detokenizing; hostile metadata and input.
+ * llama3, olmo, deepseek-v3, gpt-4o) against splits Python's `regex` module made with the
+ * published patterns (gpt-4o: llama.cpp's spelling of it) (tests/data/pretok,
+ * tools/tokenizer/pretok_cases.py); hand-made vocabularies for merge order, the fallbacks, special
+ * tokens, detokenizing; hostile metadata and input.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -504,6 +505,18 @@ static void test_pretok_names(void) {
     }
     moeinf_pretok_free(p);
     p = NULL;
+    /* gpt-4o and the names llama.cpp gives the same split: no space cleaning, no BOS, merges
+     * always run (llama.cpp's flags for them) */
+    static const char *const o200k_names[] = {"gpt-4o", "llama4", "kanana2", "talkie"};
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ_INT(moeinf_pretok_create(o200k_names[i], &p, &err), MOEINF_OK);
+        if (!p) continue;
+        CHECK(strcmp(moeinf_pretok_name(p), "gpt-4o") == 0);
+        struct moeinf_pretok_flags f = moeinf_pretok_flags(p);
+        CHECK(!f.ignore_merges && !f.add_bos && !f.clean_spaces);
+        moeinf_pretok_free(p);
+        p = NULL;
+    }
     /* Empty text: no words, a real (freeable) array. */
     CHECK_EQ_INT(moeinf_pretok_create("qwen2", &p, &err), MOEINF_OK);
     if (p) {
