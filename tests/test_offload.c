@@ -5,8 +5,8 @@
  * the minimum (top_k slots, which forces a prefill micro-batch into many waves) up to every
  * expert, micro-batches of 512 and 3 tokens, 1 to 3 threads, two requests in one context
  * (the cache outlives moeinf_context_reset); Mixtral-style models, qwen2moe (whose
- * shared expert stays resident) and the hybrid qwen35moe and qwen3next (whose Gated DeltaNet
- * layers keep a recurrent state). Also: the bytes read are exactly the misses'
+ * shared expert stays resident), the hybrid qwen35moe and qwen3next (whose Gated DeltaNet
+ * layers keep a recurrent state) and gpt-oss (sinks, biases, sliding-window rings). Also: the bytes read are exactly the misses'
  * experts (plus their 4 KiB windows under O_DIRECT), computed here from the GGUF tensor
  * table; the simulator replaying the engine's recorded routing with --batch at the same
  * capacity and policy counts exactly the engine's hits and misses; bad sizes and a file
@@ -416,6 +416,41 @@ static void test_identical_tiny_qwen3next(void) {
     hybrid_model("tests/data/models/tiny-qwen3next-Q4_K_M.gguf");
 }
 
+/* gpt-oss (tests/data/models): the sinks, every bias (attention, router, experts) and the
+ * router stay resident copies while the routed experts' matrices go through the cache; the
+ * sliding layers' rings are the context's. */
+static void gptoss_model(const char *rel) {
+    char path[1024];
+    test_src_path(rel, path, sizeof path);
+    const struct moeinf_model *m = model_for(path, true);
+    CHECK_MSG(m != NULL, "%s", rel);
+    if (!m) return;
+    const uint8_t *lo = m->gguf->map.data;
+    const uint8_t *hi = lo + m->gguf->map.size;
+    int sliding = 0;
+    for (int il = 0; il < m->llm->hp.n_layer; il++) {
+        const struct moeinf_layer *lw = &m->llm->layers[il];
+        const void *ps[] = {lw->attn_sinks,  lw->bq,         lw->bk,          lw->bv,
+                            lw->bo,          lw->router.data, lw->router_b,   lw->gate_exps_b,
+                            lw->up_exps_b,   lw->down_exps_b, lw->ffn_norm,   lw->attn_norm,
+                            lw->wq.data,     lw->wo.data};
+        for (size_t i = 0; i < sizeof ps / sizeof ps[0]; i++) {
+            const uint8_t *p = ps[i];
+            CHECK_MSG(p && !(p >= lo && p < hi), "%s layer %d weight %zu is not resident", rel, il,
+                      i);
+        }
+        CHECK(lw->gate_exps.data == NULL && lw->down_exps.data == NULL);
+        sliding += lw->swa;
+    }
+    CHECK_EQ_INT(sliding, 2); /* 4 layers, every other one slides */
+    check_model(path);
+}
+
+static void test_identical_tiny_gptoss(void) {
+    gptoss_model("tests/data/models/tiny-gptoss-F32.gguf");
+    gptoss_model("tests/data/models/tiny-gptoss-MXFP4.gguf");
+}
+
 static void test_identical_generated(void) {
     check_model(generated_model());
 }
@@ -655,6 +690,7 @@ int main(void) {
     RUN(test_identical_tiny_qwen2moe);
     RUN(test_identical_tiny_qwen35moe);
     RUN(test_identical_tiny_qwen3next);
+    RUN(test_identical_tiny_gptoss);
     RUN(test_identical_generated);
     RUN(test_bytes_read_are_the_misses);
     RUN(test_sim_replays_engine_counts);
