@@ -749,6 +749,41 @@ static void test_failures_leave_nothing(void) {
     remove(path);
 }
 
+/* The engine loads the file and decodes n tokens (ids 1, then 300, 400, 500, ..., so the
+ * window of a sliding layer is passed when n exceeds it) to finite logits, not all zero. */
+static void check_engine_runs(const char *path, const char *arch, int n) {
+    struct moeinf_error err = {0};
+    n = n > 64 ? 64 : n;
+    struct moeinf_model *model = NULL;
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
+    char desc[256];
+    if (model) {
+        moeinf_model_desc(model, desc, sizeof desc);
+        CHECK_STR_CONTAINS(desc, arch);
+        struct moeinf_context_params cp = moeinf_context_params_default();
+        cp.n_ctx = 64;
+        cp.n_threads = 2;
+        struct moeinf_context *ctx = NULL;
+        const int n_vocab = moeinf_model_n_vocab(model);
+        float *logits = malloc((size_t)n_vocab * n * sizeof(float));
+        int32_t ids[64];
+        for (int i = 0; i < n && i < 64; i++)
+            ids[i] = i ? 200 + 100 * (i % 8) : 1;
+        bool ran = logits && moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK &&
+                   moeinf_decode(ctx, ids, n, logits, true, &err) == MOEINF_OK;
+        CHECK_MSG(ran, "%s: %s", arch, err.msg);
+        double sum2 = 0;
+        for (int i = 0; ran && i < n * n_vocab; i++)
+            sum2 += (double)logits[i] * logits[i];
+        /* finite, and not all zero (decode already fails on NaN or infinity) */
+        CHECK_MSG(sum2 > 0 && isfinite(sum2), "%s: logits sum of squares %g", arch, sum2);
+        free(logits);
+        moeinf_context_free(ctx);
+    }
+    moeinf_model_free(model);
+}
+
 /* qwen2moe, qwen3moe and olmoe: the tensors and metadata llama.cpp's loader wants for each
  * (shapes in ne order), and the engine loads the file and decodes finite logits. */
 static void check_arch_file(const char *arch, int n_shared) {
@@ -796,32 +831,7 @@ static void check_arch_file(const char *arch, int n_shared) {
     }
 #undef KEY
     moeinf_gguf_free(g);
-    struct moeinf_model *model = NULL;
-    struct moeinf_model_params mp = moeinf_model_params_default();
-    CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
-    char desc[256];
-    if (model) {
-        moeinf_model_desc(model, desc, sizeof desc);
-        CHECK_STR_CONTAINS(desc, arch);
-        struct moeinf_context_params cp = moeinf_context_params_default();
-        cp.n_ctx = 16;
-        cp.n_threads = 2;
-        struct moeinf_context *ctx = NULL;
-        const int n_vocab = moeinf_model_n_vocab(model);
-        float *logits = malloc((size_t)n_vocab * 3 * sizeof(float));
-        const int32_t ids[3] = {1, 300, 400};
-        bool ran = logits && moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK &&
-                   moeinf_decode(ctx, ids, 3, logits, true, &err) == MOEINF_OK;
-        CHECK_MSG(ran, "%s: %s", arch, err.msg);
-        double sum2 = 0;
-        for (int i = 0; ran && i < 3 * n_vocab; i++)
-            sum2 += (double)logits[i] * logits[i];
-        /* finite, and not all zero (decode already fails on NaN or infinity) */
-        CHECK_MSG(sum2 > 0 && isfinite(sum2), "%s: logits sum of squares %g", arch, sum2);
-        free(logits);
-        moeinf_context_free(ctx);
-    }
-    moeinf_model_free(model);
+    check_engine_runs(path, arch, 3);
     remove(path);
 }
 
@@ -1172,6 +1182,8 @@ static void test_gpt_oss(void) {
         CHECK_MSG(n6 > 0 && n6 < n / 50, "%lld of %lld at +-6", (long long)n6, (long long)n);
     }
     moeinf_gguf_free(g);
+
+    check_engine_runs(path, "gpt-oss", 20); /* 20 tokens: past the window of 8 */
 
     char src[512];
     char cmd[1536];
