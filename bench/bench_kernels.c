@@ -6,7 +6,9 @@
  *   bench_kernels [MiB [type [n]]]   (weight matrix size, default 256: larger than the
  *                                     caches; 0.5 fits in L2 and shows the compute cost;
  *                                     type: only that one, e.g. q4_0; "stream": only the
- *                                     stream line; n: row length, default 4096)
+ *                                     stream line; n: row length, default 4096, a
+ *                                     multiple of 256, or with a type named of its block:
+ *                                     bench_kernels 1024 mxfp4 2880 for gpt-oss's experts)
  *
  * For each type and each kernel table this CPU runs, it times vec_dot over every row of a
  * weight matrix (one activation row that stays in L1) and vec_dot_rows over all rows at once

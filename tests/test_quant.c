@@ -1253,16 +1253,17 @@ static void test_vec_dot_rows_codebook_extremes(void) {
     uint8_t wn[NR][NB * 18];
     uint8_t x[NB * 34];
     const uint16_t one = 0x3c00;
-    for (int b = 0; b < NB; b++) {
+    for (size_t b = 0; b < NB; b++) {
         memcpy(x + b * 34, &one, 2);
         memset(x + b * 34 + 2, b % 3 ? 0x7f : 0x81, 32); /* 127, or -127 in every third block */
     }
     for (int r = 0; r < NR; r++) {
-        for (int b = 0; b < NB; b++) {
-            wm[r][b * 17] = 128;                                       /* E8M0 2^1, halved: 1 */
-            memset(&wm[r][b * 17 + 1], (r + b) % 2 ? 0x77 : 0xff, 16); /* codes 7 (+12), 15 (-12) */
+        for (size_t b = 0; b < NB; b++) {
+            wm[r][b * 17] = 128; /* E8M0 2^1, halved: 1 */
+            memset(&wm[r][b * 17 + 1], (r + (int)b) % 2 ? 0x77 : 0xff,
+                   16); /* codes 7 (+12), 15 (-12) */
             memcpy(&wn[r][b * 18], &one, 2);
-            memset(&wn[r][b * 18 + 2], (r + b) % 2 ? 0x00 : 0xff, 16); /* -127 or 113 */
+            memset(&wn[r][b * 18 + 2], (r + (int)b) % 2 ? 0x00 : 0xff, 16); /* -127 or 113 */
         }
     }
     for (int ti = 0; ti < n_tables; ti++) {
@@ -1306,10 +1307,10 @@ static void test_mxfp4_small_scales(void) {
     uint8_t x[M][NB * 34];
     float xf[32 * NB];
     for (int r = 0; r < NR; r++)
-        for (int b = 0; b < NB; b++) {
-            for (int k = 0; k < 17; k++)
+        for (size_t b = 0; b < NB; b++) {
+            for (size_t k = 0; k < 17; k++)
                 w[r][b * 17 + k] = (uint8_t)rng_u64();
-            w[r][b * 17] = (uint8_t)((r + b) % 4);
+            w[r][b * 17] = (uint8_t)(((size_t)r + b) % 4);
         }
     for (int j = 0; j < M; j++) {
         for (int i = 0; i < 32 * NB; i++)

@@ -132,10 +132,10 @@ INLINE __m256 cb_row(enum cbkind k, const uint8_t *w, const struct xq4_group *xg
     return acc;
 }
 
-/* Rows read side by side and the software prefetch distance of the decode driver: 3, 4 and 8
- * streams measured within the noise of each other on MXFP4 rows of 2880 from DRAM; the
- * prefetch measured about 10 % faster than none (docs/PERFORMANCE.md, 2026-12-04, MXFP4
- * decode kernels). */
+/* Rows read side by side and the software prefetch distance of the decode driver: 3 and 4
+ * streams measured within the noise of each other on MXFP4 rows of 2880 from DRAM, 8 slower;
+ * the prefetch measured about 10 % faster than none (docs/PERFORMANCE.md, 2026-12-04, MXFP4,
+ * IQ4_NL and IQ4_XS decode kernels). */
 #define CB_STREAMS 4
 #define CB_PF      K_PREFETCH
 
