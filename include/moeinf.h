@@ -524,6 +524,15 @@ MOEINF_API void moeinf_sampler_accept(struct moeinf_sampler *s, int32_t id);
  *              MOEINF_CHAT_NO_THINKING "<think>\n\n</think>\n\n", an answer without thinking.
  *              No messages, no user message, or a system message after the first is
  *              MOEINF_ERR_ARG, as the template raises.)
+ *   harmony    <|start|>role<|message|>text<|end|>   (gpt-oss: the model's Jinja template as
+ *              jinja2 renders it, tools aside. A system message of its own first, with the
+ *              date (MOEINF_CHAT_DATE, YYYY-MM-DD, else today's local date) and the reasoning
+ *              effort (MOEINF_CHAT_EFFORT_*; default medium, low with NO_THINKING); a first
+ *              system or developer message becomes the developer's instructions, later ones
+ *              are dropped as the template drops them; answers go to the final channel, their
+ *              thinking dropped except in a last answer without ADD_ASSISTANT; the prompt of a
+ *              generation ends "<|start|>assistant". Roles also "developer". No messages, or
+ *              channel markup in an answer, is MOEINF_ERR_ARG, as the template raises.)
  */
 struct moeinf_chat_message {
     const char *role;    /* "system", "user" or "assistant" */
@@ -556,6 +565,12 @@ MOEINF_API enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_m
  * an empty thinking block, for an answer without thinking (chat_template_kwargs'
  * enable_thinking = false); the other templates have no thinking and ignore it. */
 #define MOEINF_CHAT_NO_THINKING 2u
+/* The reasoning effort a template asks for (harmony's "Reasoning: low|medium|high"; the other
+ * templates ignore it): one of these, or none for the template's default. */
+#define MOEINF_CHAT_EFFORT_LOW    4u
+#define MOEINF_CHAT_EFFORT_MEDIUM 8u
+#define MOEINF_CHAT_EFFORT_HIGH   12u
+#define MOEINF_CHAT_EFFORT_MASK   12u
 
 /* Writes the conversation through template `name` with `flags` (MOEINF_CHAT_*; true is
  * MOEINF_CHAT_ADD_ASSISTANT). *out is malloc'ed and NUL-terminated (caller frees), *out_len its
