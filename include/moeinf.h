@@ -610,6 +610,12 @@ MOEINF_API enum moeinf_status moeinf_chat_tokenize(const struct moeinf_model *mo
  *   - an end marker without an opening, or a start marker after other text, is answer text.
  * With extract false (llama.cpp's --reasoning-format none) everything is answer, preceded by
  * the prompt's opening (its text from the start marker on) when the prompt opened thinking.
+ * harmony (gpt-oss) writes channels instead: "<|channel|>analysis<|message|>thinking<|end|>
+ * <|start|>assistant<|channel|>final<|message|>answer". A message's body runs to <|end|>,
+ * <|start|>, <|return|> or <|call|> (so with <|end|> shown or not); the analysis channel is
+ * thinking, any other (final, a commentary preamble) answer, each part's bodies joined by a
+ * newline; headers are not shown, nor is a header the text ends in; text before any header is
+ * answer; whitespace as above, per body.
  */
 struct moeinf_reasoning;
 
@@ -622,8 +628,8 @@ struct moeinf_reasoning_text {
 };
 
 /* A splitter for the answer to a conversation: the markers of chat template `name` ("<think>",
- * "</think>" for the families that think, and any template this version does not name; none
- * for mistral, llama3, deepseek2 and olmoe, whose text is all answer) and the tail of the
+ * "</think>" for the families that think, and any template this version does not name;
+ * harmony's channels; none for mistral, llama3, deepseek2 and olmoe, whose text is all answer) and the tail of the
  * prompt the template writes for msgs with `flags` (as moeinf_chat_apply; the prompt of a
  * generation has MOEINF_CHAT_ADD_ASSISTANT), so that it works for any template. extract
  * false: llama.cpp's --reasoning-format none (above). Errors as moeinf_chat_apply. */
