@@ -6,8 +6,8 @@
  * or end of input quits. A conversation that outgrows the context loses its oldest turns (a
  * user message and its answer at a time; the system message stays) until it leaves room for
  * the answer; a message too long for the context even alone is refused and the session goes on.
- * A model that thinks (<think>...</think>) shows only its answer unless --show-thinking; the
- * history keeps the answer only.
+ * A model that thinks (<think>...</think>, or gpt-oss's analysis channel) shows only its answer
+ * (gpt-oss's final channel) unless --show-thinking; the history keeps the answer only.
  */
 #include <errno.h>
 #include <signal.h>
@@ -28,8 +28,8 @@ static void usage(FILE *out) {
             "context (-c) loses its oldest turns, the system message kept, until the answer has\n"
             "room (-n tokens, at most half the context; a quarter of it without -n); a message\n"
             "too long for the context alone is not sent, and the chat goes on.\n"
-            "  --chat-template T  mistral|chatml|llama3|deepseek2|deepseek3|olmoe; default: the\n"
-            "                     model's own (tokenizer.chat_template)\n"
+            "  --chat-template T  mistral|chatml|llama3|deepseek2|deepseek3|olmoe|qwen35|harmony;\n"
+            "                     default: the model's own (tokenizer.chat_template)\n"
             "  --system TEXT      a system message first\n"
             "  --show-thinking    show a thinking model's thinking before its answer, between\n"
             "                     [Start thinking] and [End thinking] (dimmed on a terminal);\n"
@@ -37,8 +37,12 @@ static void usage(FILE *out) {
             "  --reasoning-format F  auto|deepseek (default: the answer apart from the\n"
             "                     thinking) or none (the text as generated, markers and all)\n"
             "  --reasoning on|off|auto  off asks the template for an answer without thinking\n"
-            "                     (Qwen3.5's enable_thinking false); on and auto (default)\n"
-            "                     leave it to the template\n"
+            "                     (Qwen3.5's enable_thinking false; gpt-oss, which always\n"
+            "                     thinks, gets low effort); on and auto (default) leave it to\n"
+            "                     the template\n"
+            "  --reasoning-effort E  low|medium|high: how hard gpt-oss (harmony) thinks\n"
+            "                     (default: medium, low with --reasoning off); other\n"
+            "                     templates ignore it\n"
             "  -n N               at most N tokens per answer (default: until an end token or\n"
             "                     the context's end)\n"
             "  --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S\n"
@@ -57,7 +61,8 @@ struct chat_opts {
     long n_predict; /* 0: no limit */
     bool show_thinking;
     bool split;          /* --reasoning-format other than none */
-    unsigned chat_flags; /* MOEINF_CHAT_*: ADD_ASSISTANT, NO_THINKING with --reasoning off */
+    unsigned chat_flags; /* MOEINF_CHAT_*: ADD_ASSISTANT, NO_THINKING with --reasoning off,
+                            EFFORT_* with --reasoning-effort */
 };
 
 static int parse(int argc, char **argv, struct chat_opts *o) {
@@ -77,7 +82,7 @@ static int parse(int argc, char **argv, struct chat_opts *o) {
         static const char *const with_value[] = {
             "--chat-template", "--system", "-n",     "--temp",           "--top-k",
             "--top-p",         "--min-p",  "--seed", "--repeat-penalty", "--reasoning-format",
-            "--reasoning",     NULL};
+            "--reasoning",     "--reasoning-effort", NULL};
         if (!cli_is_one_of(a, with_value)) return cli_bad_argument("chat", a, usage);
         const char *val = cli_option_value("chat", argc, argv, &i);
         if (!val) return CLI_EXIT_USAGE;
@@ -95,6 +100,18 @@ static int parse(int argc, char **argv, struct chat_opts *o) {
                         val);
                 return CLI_EXIT_USAGE;
             }
+        } else if (!strcmp(a, "--reasoning-effort")) {
+            static const char *const efforts[] = {"low", "medium", "high"};
+            int e = 0;
+            while (e < 3 && strcmp(val, efforts[e]) != 0)
+                e++;
+            if (e == 3) {
+                fprintf(stderr,
+                        "moeinf chat: --reasoning-effort '%s' is not low, medium or high\n", val);
+                return CLI_EXIT_USAGE;
+            }
+            o->chat_flags &= ~(unsigned)MOEINF_CHAT_EFFORT_MASK;
+            o->chat_flags |= MOEINF_CHAT_EFFORT_LOW * (unsigned)(e + 1);
         } else if (!strcmp(a, "--reasoning")) {
             if (!strcmp(val, "off")) {
                 o->chat_flags |= MOEINF_CHAT_NO_THINKING;
