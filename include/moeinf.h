@@ -629,9 +629,9 @@ struct moeinf_reasoning_text {
 
 /* A splitter for the answer to a conversation: the markers of chat template `name` ("<think>",
  * "</think>" for the families that think, and any template this version does not name;
- * harmony's channels; none for mistral, llama3, deepseek2 and olmoe, whose text is all answer) and the tail of the
- * prompt the template writes for msgs with `flags` (as moeinf_chat_apply; the prompt of a
- * generation has MOEINF_CHAT_ADD_ASSISTANT), so that it works for any template. extract
+ * harmony's channels; none for mistral, llama3, deepseek2 and olmoe, whose text is all answer) and
+ * the tail of the prompt the template writes for msgs with `flags` (as moeinf_chat_apply; the
+ * prompt of a generation has MOEINF_CHAT_ADD_ASSISTANT), so that it works for any template. extract
  * false: llama.cpp's --reasoning-format none (above). Errors as moeinf_chat_apply. */
 MOEINF_API enum moeinf_status
 moeinf_chat_reasoning_init(const char *name, const struct moeinf_chat_message *msgs, size_t n_msgs,

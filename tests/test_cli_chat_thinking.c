@@ -121,6 +121,7 @@ static void test_harmony_effort(void) {
     struct moeinf_error merr = {0};
     CHECK_EQ_INT(moeinf_model_load(path, NULL, &model, &merr), MOEINF_OK);
     if (!model) return;
+
     static const struct {
         const char *opts;
         unsigned flags;
@@ -131,6 +132,7 @@ static void test_harmony_effort(void) {
         {"--reasoning off", MOEINF_CHAT_NO_THINKING},
         {"--reasoning off --reasoning-effort medium", MOEINF_CHAT_EFFORT_MEDIUM},
     };
+
     size_t n[5] = {0};
     for (size_t i = 0; i < 5; i++) {
         struct moeinf_chat_message user = {"user", "Hi"};

@@ -215,22 +215,23 @@ static void test_held_back(void) {
 
 static void test_markers_and_errors(void) {
     const struct moeinf_reasoning_syntax *syn = moeinf_chat_reasoning_syntax("chatml"); /* Qwen3 */
-    CHECK(syn && syn->start && !strcmp(syn->start, "<think>") && !strcmp(syn->ends[0], "</think>") &&
-          !syn->ends[1] && !syn->head_end);
+    CHECK(syn && syn->start && !strcmp(syn->start, "<think>") &&
+          !strcmp(syn->ends[0], "</think>") && !syn->ends[1] && !syn->head_end);
     syn = moeinf_chat_reasoning_syntax("deepseek3"); /* DeepSeek-R1 */
     CHECK(syn && syn->start && !strcmp(syn->start, "<think>"));
     syn = moeinf_chat_reasoning_syntax("a-template-added-later");
     CHECK(syn && syn->start && !strcmp(syn->start, "<think>"));
     syn = moeinf_chat_reasoning_syntax("harmony");
-    CHECK(syn && !syn->start && syn->head_end && !strcmp(syn->think_channel, "<|channel|>analysis"));
+    CHECK(syn && !syn->start && syn->head_end &&
+          !strcmp(syn->think_channel, "<|channel|>analysis"));
     static const char *const none[] = {"mistral", "llama3", "deepseek2", "olmoe"};
     for (int i = 0; i < 4; i++)
         CHECK_MSG(!moeinf_chat_reasoning_syntax(none[i]), "%s has markers", none[i]);
     /* syntaxes that cannot work */
     static const struct moeinf_reasoning_syntax bad[] = {
-        {"<think>", {NULL}, {NULL}, NULL, NULL},                /* no end */
-        {"<think>", {"</think>", ""}, {NULL}, NULL, NULL},      /* an empty end */
-        {NULL, {"</think>"}, {NULL}, NULL, NULL},               /* neither start nor channels */
+        {"<think>", {NULL}, {NULL}, NULL, NULL},                 /* no end */
+        {"<think>", {"</think>", ""}, {NULL}, NULL, NULL},       /* an empty end */
+        {NULL, {"</think>"}, {NULL}, NULL, NULL},                /* neither start nor channels */
         {"<t>", {"<|end|>"}, {"<|start|>"}, "<|message|>", "a"}, /* both */
         {NULL, {"<|end|>"}, {NULL}, "<|message|>", "a"},         /* channels without heads */
         {NULL, {"<|end|>"}, {"<|start|>"}, "<|message|>", ""},   /* an empty channel */
@@ -308,8 +309,8 @@ static void test_chat_prompt(void) {
 #define H_FINAL        "<|start|>assistant<|channel|>final<|message|>"
 
 static void check_harmony(const char *text, const char *thinking, const char *answer) {
-    check_split_syntax(moeinf_chat_reasoning_syntax("harmony"), HARMONY_PROMPT, true, text, thinking,
-                       answer);
+    check_split_syntax(moeinf_chat_reasoning_syntax("harmony"), HARMONY_PROMPT, true, text,
+                       thinking, answer);
 }
 
 /* gpt-oss writes "<|channel|>analysis<|message|>thinking<|end|><|start|>assistant<|channel|>
@@ -317,7 +318,8 @@ static void check_harmony(const char *text, const char *thinking, const char *an
  * parser in common/parsers/gpt-oss.cpp reads the same form). */
 static void test_harmony(void) {
     /* <|end|> shown, and not shown (the tokenizer may render it or not) */
-    check_harmony(H_ANALYSIS "I think.<|end|>" H_FINAL "Hello, world!", "I think.", "Hello, world!");
+    check_harmony(H_ANALYSIS "I think.<|end|>" H_FINAL "Hello, world!", "I think.",
+                  "Hello, world!");
     check_harmony(H_ANALYSIS "I think." H_FINAL "Hello, world!", "I think.", "Hello, world!");
     /* the answer alone; plain text without channels is answer */
     check_harmony("<|channel|>final<|message|>Hi", "", "Hi");
@@ -340,8 +342,8 @@ static void test_harmony(void) {
                   "C");
     check_harmony("<|channel|>final <|constrain|>json<|message|>{\"a\": 1}", "", "{\"a\": 1}");
     /* marker-like text in the thinking and the answer */
-    check_harmony(H_ANALYSIS "a <|en b <|sta <|channel|> c<|end|>" H_FINAL "x <|st y", "a <|en b <|sta <|channel|> c",
-                  "x <|st y");
+    check_harmony(H_ANALYSIS "a <|en b <|sta <|channel|> c<|end|>" H_FINAL "x <|st y",
+                  "a <|en b <|sta <|channel|> c", "x <|st y");
     check_harmony(H_ANALYSIS "\xc3\xa9t\xc3\xa9" H_FINAL "\xe2\x82\xac", "\xc3\xa9t\xc3\xa9",
                   "\xe2\x82\xac");
     /* --reasoning-format none: the text as generated */
@@ -357,15 +359,17 @@ static void test_harmony_held_back(void) {
     CHECK(moeinf_chat_reasoning_init("harmony", &(struct moeinf_chat_message){"user", "Hi"}, 1,
                                      MOEINF_CHAT_ADD_ASSISTANT, true, &r, NULL) == MOEINF_OK);
     if (!r) return;
+
     static const struct {
         const char *piece, *thinking, *answer;
     } steps[] = {
-        {"<|channel|>", "", ""},  {"analysis", "", ""},   {"<|message|>", "", ""},
-        {"Let", "Let", ""},       {" me", " me", ""},     {" see <|", " see", ""},
-        {"x", " <|x", ""},        {"<|end|>", "", ""},    {"<|start|>", "", ""},
-        {"assistant", "", ""},    {"<|channel|>", "", ""}, {"final", "", ""},
-        {"<|message|>", "", ""}, {"Hi", "", "Hi"},       {" there", "", " there"},
+        {"<|channel|>", "", ""}, {"analysis", "", ""},    {"<|message|>", "", ""},
+        {"Let", "Let", ""},      {" me", " me", ""},      {" see <|", " see", ""},
+        {"x", " <|x", ""},       {"<|end|>", "", ""},     {"<|start|>", "", ""},
+        {"assistant", "", ""},   {"<|channel|>", "", ""}, {"final", "", ""},
+        {"<|message|>", "", ""}, {"Hi", "", "Hi"},        {" there", "", " there"},
     };
+
     for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
         CHECK(moeinf_reasoning_push(r, steps[i].piece, strlen(steps[i].piece), &t, NULL) ==
               MOEINF_OK);

@@ -671,8 +671,8 @@ static void test_harmony_against_jinja(void) {
         } else {
             CHECK_EQ_INT(got, MOEINF_OK);
             bool same = out && cJSON_IsString(ref) && !strcmp(out, ref->valuestring);
-            CHECK_MSG(same, "harmony add %d effort %s:\n  moeinf:    [%s]\n  reference: [%s]",
-                      add, effort ? effort : "-", out ? out : err.msg,
+            CHECK_MSG(same, "harmony add %d effort %s:\n  moeinf:    [%s]\n  reference: [%s]", add,
+                      effort ? effort : "-", out ? out : err.msg,
                       cJSON_IsString(ref) ? ref->valuestring : "?");
             n_same += same;
             n_dropped += same && thought;
@@ -712,6 +712,7 @@ static void test_harmony_prompt(void) {
     CHECK(out && !strcmp(out, want));
     free(out);
     out = NULL;
+
     static const struct {
         unsigned flags;
         const char *effort;
@@ -721,6 +722,7 @@ static void test_harmony_prompt(void) {
         {MOEINF_CHAT_NO_THINKING | MOEINF_CHAT_EFFORT_MEDIUM, "medium"},
         {MOEINF_CHAT_EFFORT_LOW, "low"},
     };
+
     for (size_t i = 0; i < sizeof efforts / sizeof efforts[0]; i++) {
         CHECK_EQ_INT(moeinf_chat_apply("harmony", m, 2,
                                        MOEINF_CHAT_ADD_ASSISTANT | efforts[i].flags, &out, NULL,
@@ -752,9 +754,9 @@ static void test_harmony_prompt(void) {
     /* developer is harmony's; the effort is harmony's only */
     CHECK_EQ_INT(moeinf_chat_apply("chatml", m, 2, 1u, &out, NULL, &err), MOEINF_ERR_ARG);
     CHECK_STR_CONTAINS(err.msg, "role 'developer'");
-    CHECK_EQ_INT(moeinf_chat_apply("chatml", m + 1, 1, 1u | MOEINF_CHAT_EFFORT_HIGH, &out, NULL,
-                                   &err),
-                 MOEINF_OK);
+    CHECK_EQ_INT(
+        moeinf_chat_apply("chatml", m + 1, 1, 1u | MOEINF_CHAT_EFFORT_HIGH, &out, NULL, &err),
+        MOEINF_OK);
     CHECK(out && !strcmp(out, "<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\n"));
     free(out);
     out = NULL;

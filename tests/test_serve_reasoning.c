@@ -67,10 +67,10 @@ static void drain(struct serve_job *job, size_t *rsent, size_t *sent, struct str
 
 /* gpt-oss's form of THOUGHT after the harmony template's prompt (<|end|> shown or not) */
 #define HARMONY_THOUGHT                                                                            \
-    "<|channel|>analysis<|message|>I'm\nthinking\n<|end|><|start|>assistant<|channel|>final"      \
+    "<|channel|>analysis<|message|>I'm\nthinking\n<|end|><|start|>assistant<|channel|>final"       \
     "<|message|>Hello, world!\nWhat's up?"
 #define HARMONY_THOUGHT_NO_END                                                                     \
-    "<|channel|>analysis<|message|>I'm\nthinking\n<|start|>assistant<|channel|>final"             \
+    "<|channel|>analysis<|message|>I'm\nthinking\n<|start|>assistant<|channel|>final"              \
     "<|message|>Hello, world!\nWhat's up?"
 
 /* `text` (THOUGHT after PROMPT_OPEN when tmpl is NULL, else after the prompt of template tmpl
@@ -273,6 +273,7 @@ static void test_request_field(void) {
  * as in llama.cpp) into the template's flags; "none" asks for no thinking; others are a 400. */
 static void test_request_effort(void) {
 #define MSGS "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]"
+
     static const struct {
         const char *body;
         unsigned flags; /* besides ADD_ASSISTANT */
@@ -289,6 +290,7 @@ static void test_request_effort(void) {
               "\"reasoning_effort\": \"low\"}",
          MOEINF_CHAT_EFFORT_LOW},
     };
+
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         struct serve_request r;
         char msg[320];
@@ -301,6 +303,7 @@ static void test_request_effort(void) {
         CHECK(r.thinking_set == ((cases[i].flags & MOEINF_CHAT_NO_THINKING) != 0));
         serve_request_free(&r);
     }
+
     static const struct {
         const char *body, *field;
     } bad[] = {
@@ -310,6 +313,7 @@ static void test_request_effort(void) {
         {MSGS ", \"chat_template_kwargs\": {\"reasoning_effort\": \"\"}}",
          "'chat_template_kwargs.reasoning_effort' must be"},
     };
+
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct serve_request r;
         char msg[320];
@@ -492,6 +496,7 @@ static void test_http(void) {
     if (model && start(path, "--chat-template harmony -c 1024")) {
         struct answer a = ask("");
         check_answer("harmony", &a, NULL, RAW, "stop");
+
         static const struct {
             const char *extra;
             unsigned flags;
@@ -501,6 +506,7 @@ static void test_http(void) {
             {", \"reasoning_effort\": \"high\"", MOEINF_CHAT_EFFORT_HIGH},
             {", \"reasoning_effort\": \"none\"", MOEINF_CHAT_NO_THINKING},
         };
+
         size_t counts[4] = {0};
         for (size_t i = 0; i < 4; i++) {
             struct moeinf_chat_message user = {"user", "Hi"};
@@ -512,8 +518,8 @@ static void test_http(void) {
             free(ids);
             char body[512];
             snprintf(body, sizeof body, "%s, \"max_tokens\": 1%s}", USER, efforts[i].extra);
-            int code = serve_http(&srv, "POST", "/v1/chat/completions", body, NULL, resp,
-                                  sizeof resp);
+            int code =
+                serve_http(&srv, "POST", "/v1/chat/completions", body, NULL, resp, sizeof resp);
             cJSON *got = code == 200 ? cJSON_Parse(resp) : NULL;
             const cJSON *n = cJSON_GetObjectItemCaseSensitive(
                 cJSON_GetObjectItemCaseSensitive(got, "usage"), "prompt_tokens");

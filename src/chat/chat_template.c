@@ -15,8 +15,8 @@
 #include "engine/engine.h"
 #include "tokenizer/vocab.h"
 
-static const char *const template_names[] = {"mistral",   "chatml", "llama3", "deepseek2",
-                                             "deepseek3", "olmoe",  "qwen35", "harmony", NULL};
+static const char *const template_names[] = {
+    "mistral", "chatml", "llama3", "deepseek2", "deepseek3", "olmoe", "qwen35", "harmony", NULL};
 #define KNOWN_NAMES "mistral, chatml, llama3, deepseek2, deepseek3, olmoe, qwen35, harmony"
 
 const char *const *moeinf_chat_template_names(void) {
@@ -568,8 +568,7 @@ static enum moeinf_status render(const char *name, const struct moeinf_chat_mess
         return moeinf_fail(err, MOEINF_ERR_ARG, "unknown chat template '%s'",
                            name ? name : "(none)");
     }
-    if (flags &
-        ~(MOEINF_CHAT_ADD_ASSISTANT | MOEINF_CHAT_NO_THINKING | MOEINF_CHAT_EFFORT_MASK)) {
+    if (flags & ~(MOEINF_CHAT_ADD_ASSISTANT | MOEINF_CHAT_NO_THINKING | MOEINF_CHAT_EFFORT_MASK)) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "flags 0x%x has unknown bits (MOEINF_CHAT_*)",
                            flags);
     }

@@ -42,11 +42,11 @@ struct moeinf_reasoning {
     size_t n_ends, n_heads;
     struct mark head_end, think_channel;
     enum phase phase;
-    bool lead;               /* whitespace at the start of this part is dropped */
-    bool sep;                /* channels: a newline before this body's first text (the part
-                                already has text from an earlier body) */
-    bool raw;                /* extract off: everything is answer, as generated */
-    bool flushed;            /* the text ended */
+    bool lead;                /* whitespace at the start of this part is dropped */
+    bool sep;                 /* channels: a newline before this body's first text (the part
+                                 already has text from an earlier body) */
+    bool raw;                 /* extract off: everything is answer, as generated */
+    bool flushed;             /* the text ended */
     size_t n_thought, n_said; /* bytes of thinking and answer given so far */
     char *open; /* extract off: the prompt's opening, given before the text (NULL: given) */
     size_t n_open;
@@ -57,8 +57,8 @@ struct moeinf_reasoning {
 /* The families whose templates have no thinking block (moeinf_chat_template_names). */
 static const char *const no_thinking[] = {"mistral", "llama3", "deepseek2", "olmoe", NULL};
 
-static const struct moeinf_reasoning_syntax think_block = {"<think>", {"</think>", NULL}, {NULL},
-                                                           NULL, NULL};
+static const struct moeinf_reasoning_syntax think_block = {
+    "<think>", {"</think>", NULL}, {NULL}, NULL, NULL};
 
 /* gpt-oss: "<|channel|>analysis<|message|>" thinking "<|end|>" "<|start|>assistant<|channel|>
  * final<|message|>" answer, ended by <|return|> (or <|call|>). The tokenizer may or may not
@@ -133,8 +133,8 @@ static enum moeinf_status check_syntax(const struct moeinf_reasoning_syntax *syn
                                        struct moeinf_error *err) {
     size_t n_ends = list_len(syn->ends, MAX_ENDS);
     if (n_ends == 0 || n_ends == SIZE_MAX) {
-        return moeinf_fail(err, MOEINF_ERR_ARG,
-                           "syn->ends: give 1 to %d end markers, none empty", MAX_ENDS);
+        return moeinf_fail(err, MOEINF_ERR_ARG, "syn->ends: give 1 to %d end markers, none empty",
+                           MAX_ENDS);
     }
     if (!syn->head_end) {
         if (!syn->start || !syn->start[0] || syn->heads[0] || syn->think_channel) {
@@ -156,8 +156,8 @@ static enum moeinf_status check_syntax(const struct moeinf_reasoning_syntax *syn
 }
 
 enum moeinf_status moeinf_reasoning_init_syntax(const struct moeinf_reasoning_syntax *syn,
-                                                const char *prompt, size_t prompt_len,
-                                                bool extract, struct moeinf_reasoning **out,
+                                                const char *prompt, size_t prompt_len, bool extract,
+                                                struct moeinf_reasoning **out,
                                                 struct moeinf_error *err) {
     if (syn) {
         enum moeinf_status st = check_syntax(syn, err);
@@ -227,8 +227,7 @@ enum moeinf_status moeinf_reasoning_init(const char *start, const char *end, con
         return moeinf_fail(err, MOEINF_ERR_ARG, "start, end: a marker is empty");
     }
     struct moeinf_reasoning_syntax syn = {start, {end, NULL}, {NULL}, NULL, NULL};
-    return moeinf_reasoning_init_syntax(start ? &syn : NULL, prompt, prompt_len, extract, out,
-                                        err);
+    return moeinf_reasoning_init_syntax(start ? &syn : NULL, prompt, prompt_len, extract, out, err);
 }
 
 enum moeinf_status moeinf_chat_reasoning_init(const char *name,

@@ -37,8 +37,8 @@ const struct moeinf_reasoning_syntax *moeinf_chat_reasoning_syntax(const char *n
  * describes. MOEINF_ERR_ARG for a syntax without an end marker, with an empty marker, with a
  * start and channels or neither, or prompt NULL with prompt_len > 0. */
 enum moeinf_status moeinf_reasoning_init_syntax(const struct moeinf_reasoning_syntax *syn,
-                                                const char *prompt, size_t prompt_len,
-                                                bool extract, struct moeinf_reasoning **out,
+                                                const char *prompt, size_t prompt_len, bool extract,
+                                                struct moeinf_reasoning **out,
                                                 struct moeinf_error *err);
 
 /* moeinf_reasoning_init_syntax for the block form with one start and one end marker.

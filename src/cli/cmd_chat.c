@@ -79,10 +79,19 @@ static int parse(int argc, char **argv, struct chat_opts *o) {
             o->show_thinking = true;
             continue;
         }
-        static const char *const with_value[] = {
-            "--chat-template", "--system", "-n",     "--temp",           "--top-k",
-            "--top-p",         "--min-p",  "--seed", "--repeat-penalty", "--reasoning-format",
-            "--reasoning",     "--reasoning-effort", NULL};
+        static const char *const with_value[] = {"--chat-template",
+                                                 "--system",
+                                                 "-n",
+                                                 "--temp",
+                                                 "--top-k",
+                                                 "--top-p",
+                                                 "--min-p",
+                                                 "--seed",
+                                                 "--repeat-penalty",
+                                                 "--reasoning-format",
+                                                 "--reasoning",
+                                                 "--reasoning-effort",
+                                                 NULL};
         if (!cli_is_one_of(a, with_value)) return cli_bad_argument("chat", a, usage);
         const char *val = cli_option_value("chat", argc, argv, &i);
         if (!val) return CLI_EXIT_USAGE;
@@ -106,8 +115,8 @@ static int parse(int argc, char **argv, struct chat_opts *o) {
             while (e < 3 && strcmp(val, efforts[e]) != 0)
                 e++;
             if (e == 3) {
-                fprintf(stderr,
-                        "moeinf chat: --reasoning-effort '%s' is not low, medium or high\n", val);
+                fprintf(stderr, "moeinf chat: --reasoning-effort '%s' is not low, medium or high\n",
+                        val);
                 return CLI_EXIT_USAGE;
             }
             o->chat_flags &= ~(unsigned)MOEINF_CHAT_EFFORT_MASK;

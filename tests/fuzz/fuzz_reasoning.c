@@ -137,7 +137,8 @@ static struct out reference_harmony(bool extract, const char *text, size_t n) {
     bool first = true;
     while (at < n || first) {
         bool think = false;
-        bool head = starts(text + at, n - at, "<|start|>") || starts(text + at, n - at, "<|channel|>");
+        bool head =
+            starts(text + at, n - at, "<|start|>") || starts(text + at, n - at, "<|channel|>");
         if (head) {
             const char *h = find(text + at, n - at, "<|message|>");
             if (!h) break;
@@ -196,7 +197,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     bool harmony = data[0] & 0x80;
     const char *text = (const char *)data + 1;
     size_t n = size - 1;
-    struct out want = harmony ? reference_harmony(extract, text, n) : reference(kind, extract, text, n);
+    struct out want =
+        harmony ? reference_harmony(extract, text, n) : reference(kind, extract, text, n);
     const size_t pieces[] = {0, 1, piece};
     for (int i = 0; i < 3; i++) {
         struct out got = run(harmony, harmony ? "<|start|>assistant" : prompts[kind], extract, text,
