@@ -486,9 +486,29 @@ static void test_http(void) {
         check_answer("qwen35 without thinking", &a, NULL, RAW, "stop");
         CHECK_EQ_INT(serve_proc_stop(&srv), 0);
     }
-    /* harmony: the prompt's reasoning effort is the request's (prompt_tokens as
-     * moeinf_chat_tokenize counts them with that effort, the date fixed for both); this model
-     * writes no channels, so all is answer; a bad effort is a 400 */
+    /* a family that does not think (mistral) is not split */
+    if (start(path, "--chat-template mistral -c 256")) {
+        struct answer a = ask("");
+        check_answer("--chat-template mistral", &a, NULL, RAW, "stop");
+        CHECK_EQ_INT(serve_proc_stop(&srv), 0);
+    }
+    /* and the server's option refuses unknown names */
+    char out[1024];
+    char err[1024];
+    char args[1200];
+    snprintf(args, sizeof args, "serve -m '%s' --reasoning-format deepseek-legacy", path);
+    int rc = test_run_moeinf("serve-reasoning-opt", args, out, sizeof out, err, sizeof err);
+    CHECK_EQ_INT(rc, 2);
+    CHECK_STR_CONTAINS(err, "--reasoning-format 'deepseek-legacy' is not none, auto or deepseek");
+}
+
+/* harmony: the prompt's reasoning effort is the request's (prompt_tokens as
+ * moeinf_chat_tokenize counts them with that effort, the date fixed for both); this model
+ * writes no channels, so all is answer; a bad effort is a 400 */
+static void test_http_harmony(void) {
+    static char resp[1 << 16];
+    char path[1024];
+    test_src_path(THINKING_MODEL, path, sizeof path);
     setenv("MOEINF_CHAT_DATE", "2026-01-15", 1); // NOLINT(concurrency-mt-unsafe): one thread
     struct moeinf_model *model = NULL;
     struct moeinf_error merr = {0};
@@ -539,20 +559,6 @@ static void test_http(void) {
     }
     moeinf_model_free(model);
     unsetenv("MOEINF_CHAT_DATE"); // NOLINT(concurrency-mt-unsafe): one thread
-    /* a family that does not think (mistral) is not split */
-    if (start(path, "--chat-template mistral -c 256")) {
-        struct answer a = ask("");
-        check_answer("--chat-template mistral", &a, NULL, RAW, "stop");
-        CHECK_EQ_INT(serve_proc_stop(&srv), 0);
-    }
-    /* and the server's option refuses unknown names */
-    char out[1024];
-    char err[1024];
-    char args[1200];
-    snprintf(args, sizeof args, "serve -m '%s' --reasoning-format deepseek-legacy", path);
-    int rc = test_run_moeinf("serve-reasoning-opt", args, out, sizeof out, err, sizeof err);
-    CHECK_EQ_INT(rc, 2);
-    CHECK_STR_CONTAINS(err, "--reasoning-format 'deepseek-legacy' is not none, auto or deepseek");
 }
 
 int main(void) {
@@ -563,5 +569,6 @@ int main(void) {
     RUN(test_request_field);
     RUN(test_request_effort);
     RUN(test_http);
+    RUN(test_http_harmony);
     return test_report();
 }

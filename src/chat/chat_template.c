@@ -536,7 +536,7 @@ static void write_harmony(struct text *t, const enum role *roles,
     put(t, "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every "
            "message.<|end|>");
     size_t first = 0;
-    if (roles[0] == ROLE_SYSTEM || roles[0] == ROLE_DEVELOPER) {
+    if (n > 0 && (roles[0] == ROLE_SYSTEM || roles[0] == ROLE_DEVELOPER)) {
         first = 1;
         if (m[0].content && m[0].content[0]) {
             put(t, "<|start|>developer<|message|># Instructions\n\n");

@@ -195,7 +195,7 @@ enum moeinf_status moeinf_reasoning_init_syntax(const struct moeinf_reasoning_sy
         while (p > 0 && is_space(prompt[p - 1]))
             p--;
         /* the end first: with markers where one ends the other, the later one counts */
-        bool closed = ends_with(prompt, p, end->s, end->n);
+        bool closed = end->s && ends_with(prompt, p, end->s, end->n);
         bool opened = !closed && ends_with(prompt, p, r->start.s, r->start.n);
         r->phase = opened ? PHASE_THINK : closed ? PHASE_ANSWER : PHASE_EXPECT;
         r->lead = opened;
