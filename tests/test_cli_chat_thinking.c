@@ -164,6 +164,16 @@ static void test_harmony_effort(void) {
     int rc = test_run_shell("cli-chat-thinking", cmd, out, sizeof out, err, sizeof err);
     CHECK_MSG(rc == 0 && !strcmp(out, "<think> hmm, ok</think>  Hello\n"), "harmony: %d \"%s\": %s",
               rc, out, err);
+    /* --reasoning-format none: the history keeps the final channel (here: all of it), turn
+     * after turn */
+    snprintf(cmd, sizeof cmd,
+             "printf 'Hi\\nAgain\\n' | '%s' chat -m '%s' --chat-template harmony -c 1024 "
+             "--reasoning-format none",
+             test_moeinf_bin(), path);
+    rc = test_run_shell("cli-chat-thinking", cmd, out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 0 && !strcmp(out, "<think> hmm, ok</think>  Hello\n<think> hmm, ok</think>  "
+                                      "Hello\n"),
+              "harmony none: %d \"%s\": %s", rc, out, err);
     CHECK_EQ_INT(chat("Hi\\n", "--reasoning-effort max", out, sizeof out, err, sizeof err), 2);
     CHECK_STR_CONTAINS(err, "--reasoning-effort 'max' is not low, medium or high");
 }

@@ -288,7 +288,8 @@ static enum fit fit_context(struct session *s, struct history *h, int32_t **ids,
 }
 
 /* What an answer shows on stdout, and its text for the history (the answer without the
- * thinking, or with --reasoning-format none the text as generated). */
+ * thinking, or with --reasoning-format none the text as generated, except for harmony: its
+ * final channel). */
 struct shown {
     char *text;
     size_t len, cap;
@@ -302,10 +303,25 @@ static void end_thinking(struct shown *sh) {
     sh->thinking = false;
 }
 
-/* Prints what the splitter gave (the thinking only with --show-thinking) and keeps the answer.
- * False when out of memory. */
-static bool show(struct shown *sh, const struct chat_opts *o,
-                 const struct moeinf_reasoning_text *t) {
+/* Appends an answer's text to what the history keeps; false when out of memory. */
+static bool keep_text(struct shown *sh, const char *s, size_t n) {
+    if (n == 0) return true;
+    if (!sh->text || sh->len + n + 1 > sh->cap) {
+        size_t cap = (sh->len + n + 1) * 2;
+        char *p = realloc(sh->text, cap);
+        if (!p) return false;
+        sh->text = p;
+        sh->cap = cap;
+    }
+    memcpy(sh->text + sh->len, s, n);
+    sh->len += n;
+    return true;
+}
+
+/* Prints what the splitter gave (the thinking only with --show-thinking) and, unless `kept`
+ * (another splitter gives the history's text), keeps the answer. False when out of memory. */
+static bool show(struct shown *sh, const struct chat_opts *o, const struct moeinf_reasoning_text *t,
+                 bool kept) {
     if (t->thinking_len && o->show_thinking) {
         if (!sh->thinking) printf("%s[Start thinking]\n", sh->tty ? "\033[2m" : "");
         sh->thinking = true;
@@ -314,18 +330,24 @@ static bool show(struct shown *sh, const struct chat_opts *o,
     if (t->answer_len) {
         end_thinking(sh);
         fwrite(t->answer, 1, t->answer_len, stdout);
-        if (!sh->text || sh->len + t->answer_len + 1 > sh->cap) {
-            size_t cap = (sh->len + t->answer_len + 1) * 2;
-            char *p = realloc(sh->text, cap);
-            if (!p) return false;
-            sh->text = p;
-            sh->cap = cap;
-        }
-        memcpy(sh->text + sh->len, t->answer, t->answer_len);
-        sh->len += t->answer_len;
+        if (!kept && !keep_text(sh, t->answer, t->answer_len)) return false;
     }
     fflush(stdout);
     return true;
+}
+
+/* The piece through the shown splitter and, when there is one, the history's (hist). */
+static bool take(struct shown *sh, const struct chat_opts *o, struct moeinf_reasoning *split,
+                 struct moeinf_reasoning *hist, const char *piece, size_t n, bool flush,
+                 struct moeinf_error *err) {
+    struct moeinf_reasoning_text t;
+    enum moeinf_status st = flush ? moeinf_reasoning_flush(split, &t, err)
+                                  : moeinf_reasoning_push(split, piece, n, &t, err);
+    if (st != MOEINF_OK || !show(sh, o, &t, hist != NULL)) return false;
+    if (!hist) return true;
+    st = flush ? moeinf_reasoning_flush(hist, &t, err)
+               : moeinf_reasoning_push(hist, piece, n, &t, err);
+    return st == MOEINF_OK && keep_text(sh, t.answer, t.answer_len);
 }
 
 /* One answer to the history h, whose tokens are ids[0, n_ids) (fewer than the context holds),
@@ -334,13 +356,20 @@ static bool answer(struct session *s, const struct history *h, const int32_t *id
                    char **answer, size_t *answer_len, struct moeinf_error *err) {
     struct moeinf_text_stream *detok = NULL;
     struct moeinf_reasoning *split = NULL;
-    struct moeinf_reasoning_text t;
+    struct moeinf_reasoning *hist = NULL;
     struct shown sh = {.tty = isatty(STDOUT_FILENO)};
     bool ok = false;
     if (moeinf_text_stream_init(s->model, &detok, err) != MOEINF_OK) goto done;
     /* the thinking apart from the answer (the prompt's tail says whether it opened it) */
     if (moeinf_chat_reasoning_init(s->tmpl, h->msgs, h->n, s->o->chat_flags, s->o->split, &split,
                                    err) != MOEINF_OK) {
+        goto done;
+    }
+    /* harmony refuses an answer with channel markup: with --reasoning-format none the history
+     * keeps the final channel, as an extracting splitter gives it */
+    if (!s->o->split && !strcmp(s->tmpl, "harmony") &&
+        moeinf_chat_reasoning_init(s->tmpl, h->msgs, h->n, s->o->chat_flags, true, &hist, err) !=
+            MOEINF_OK) {
         goto done;
     }
     int keep = 0;
@@ -367,9 +396,7 @@ static bool answer(struct session *s, const struct history *h, const int32_t *id
         if (moeinf_token_is_eog(s->model, id)) break;
         size_t n;
         const char *piece = moeinf_text_stream_push(detok, id, &n);
-        if (moeinf_reasoning_push(split, piece, n, &t, err) != MOEINF_OK || !show(&sh, s->o, &t)) {
-            goto nomem;
-        }
+        if (!take(&sh, s->o, split, hist, piece, n, false, err)) goto nomem;
         if (s->o->n_predict && n_out >= s->o->n_predict) break;
         if (moeinf_context_n_past(s->ctx) >= s->n_ctx) {
             end_thinking(&sh);
@@ -381,8 +408,8 @@ static bool answer(struct session *s, const struct history *h, const int32_t *id
     }
     size_t n;
     const char *tail = moeinf_text_stream_flush(detok, &n);
-    if (moeinf_reasoning_push(split, tail, n, &t, err) != MOEINF_OK || !show(&sh, s->o, &t) ||
-        moeinf_reasoning_flush(split, &t, err) != MOEINF_OK || !show(&sh, s->o, &t)) {
+    if (!take(&sh, s->o, split, hist, tail, n, false, err) ||
+        !take(&sh, s->o, split, hist, NULL, 0, true, err)) {
         goto nomem;
     }
     end_thinking(&sh); /* a thinking never closed */
@@ -402,6 +429,7 @@ nomem:
 done:
     free(sh.text);
     moeinf_reasoning_free(split);
+    moeinf_reasoning_free(hist);
     moeinf_text_stream_free(detok);
     return ok;
 }
