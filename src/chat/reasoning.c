@@ -34,7 +34,6 @@ struct mark {
 #define MAX_HEADS 2
 
 struct moeinf_reasoning {
-    bool thinks;   /* a syntax was given (else all is answer) */
     bool channels; /* the channel form (else the block form) */
     struct mark start;
     struct mark ends[MAX_ENDS];
@@ -173,7 +172,6 @@ enum moeinf_status moeinf_reasoning_init_syntax(const struct moeinf_reasoning_sy
     if (!r->hold.p) goto nomem;
     r->hold.cap = 64;
     if (syn) {
-        r->thinks = true;
         r->channels = syn->head_end != NULL;
         for (; syn->ends[r->n_ends]; r->n_ends++) {
             if (!mark_set(&r->ends[r->n_ends], syn->ends[r->n_ends])) goto nomem;
