@@ -582,6 +582,33 @@ static void test_o200k_harmony_rules(void) {
     moeinf_vocab_free(v);
 }
 
+/* Long words for the gpt-4o split, whose upper- and lower-case runs overlap on non-ASCII
+ * letters (a run of them is matched by backing off one letter) and on nothing else: 256 KiB of
+ * one letter, of an ASCII upper-case run and of alternating case, each one word or many, give
+ * back their text (a quadratic backtrack would not finish). */
+static void test_o200k_long_words(void) {
+    struct moeinf_vocab *v = open_o200k();
+    if (!v) return;
+    static const char *const units[] = {"\xc3\xa9", "A", "aA", "Ab", "e\xcc\x81"};
+    const size_t len = (size_t)1 << 18;
+    char *text = malloc(len);
+    for (size_t u = 0; text && u < sizeof units / sizeof units[0]; u++) {
+        size_t k = strlen(units[u]);
+        size_t n_text = len / k * k;
+        for (size_t i = 0; i < n_text; i += k)
+            memcpy(text + i, units[u], k);
+        size_t n = 0;
+        int32_t *ids = tok(v, text, n_text, false, false, &n);
+        size_t n_back = 0;
+        char *back = ids ? concat_pieces(v, ids, n, &n_back) : NULL;
+        CHECK_MSG(back && n_back == n_text && memcmp(back, text, n_text) == 0, "unit %zu", u);
+        free(back);
+        free(ids);
+    }
+    free(text);
+    moeinf_vocab_free(v);
+}
+
 /* ---- pre-tokenizers without vectors: splits made by Python's regex module ----------------- */
 
 static void test_pretok_cases(void) {
@@ -1090,6 +1117,7 @@ int main(void) {
     RUN(test_vectors_qwen2);
     RUN(test_vectors_o200k);
     RUN(test_o200k_harmony_rules);
+    RUN(test_o200k_long_words);
     RUN(test_golden_prompts);
     RUN(test_pretok_cases);
     RUN(test_pretok_names);
