@@ -502,13 +502,19 @@ static void test_o200k_harmony_rules(void) {
     for (char *line = data ? strtok_r(data, "\n", &save) : NULL; line;
          line = strtok_r(NULL, "\n", &save)) {
         if (line[0] == '#') continue;
-        int id = 0;
-        char text[64];
-        unsigned attr = 0;
-        int eog = 0;
-        char hex[2][128];
-        CHECK(sscanf(line, "%d %63s %u %d %127s %127s", &id, text, &attr, &eog, hex[0], hex[1]) ==
-              6);
+        /* id text attr eog piece piece: six fields separated by single spaces */
+        char *f[6] = {NULL};
+        char *fsave = NULL;
+        int n_f = 0;
+        for (char *x = strtok_r(line, " ", &fsave); x && n_f < 6; x = strtok_r(NULL, " ", &fsave))
+            f[n_f++] = x;
+        CHECK_EQ_INT(n_f, 6);
+        if (n_f != 6) break;
+        const int32_t id = (int32_t)strtol(f[0], NULL, 10);
+        const char *text = f[1];
+        const unsigned attr = (unsigned)strtoul(f[2], NULL, 10);
+        const int eog = f[3][0] == '1';
+        const char *hex[2] = {f[4], f[5]};
         n_lines++;
         n_eog += eog;
         size_t n_text = 0;
