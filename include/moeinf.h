@@ -381,8 +381,8 @@ MOEINF_API enum moeinf_status moeinf_context_expert_state_save(struct moeinf_con
  * expert cache or outside a request. */
 MOEINF_API void moeinf_context_request_end(struct moeinf_context *ctx);
 
-/* Forgets the KV cache (and a recurrent state with its checkpoints): the next decode starts at
- * position 0 and a new request. The expert cache keeps its contents and what its policy
+/* Forgets the KV cache (and a recurrent state, sliding windows and their checkpoints): the next
+ * decode starts at position 0 and a new request. The expert cache keeps its contents and what its policy
  * learned. */
 MOEINF_API void moeinf_context_reset(struct moeinf_context *ctx);
 MOEINF_API int moeinf_context_n_past(const struct moeinf_context *ctx);
@@ -398,7 +398,8 @@ MOEINF_API const char *moeinf_context_kernels(const struct moeinf_context *ctx);
  * MOEINF_ERR_ARG for a token id outside the vocabulary; MOEINF_ERR_FORMAT when the model
  * computes NaN or infinity (weights that hold them, or activations that overflow), naming
  * the first layer whose output is not finite (the micro-batch is not appended; a model with
- * recurrent layers goes back to its latest state checkpoint, as moeinf_context_truncate does).
+ * recurrent layers goes back to its latest state checkpoint, as moeinf_context_truncate does;
+ * sliding windows stay in place).
  */
 MOEINF_API enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids, int n,
                                             float *logits, bool all_logits,
@@ -635,7 +636,9 @@ MOEINF_API enum moeinf_status moeinf_reasoning_flush(struct moeinf_reasoning *r,
  * qwen35moe, qwen3next) cannot forget a suffix of its state: the context goes back to the
  * latest state checkpoint at or before n_keep (one is taken after each micro-batch of a
  * multi-token decode, the last 4 kept), possibly 0, so read moeinf_context_n_past after and
- * decode from there. */
+ * decode from there. A model with sliding-window layers (gpt-oss) keeps only the last
+ * window + n_batch - 1 positions of them: it goes back in place by up to n_batch tokens, and
+ * further to the latest checkpoint of its windows at or before n_keep, as above. */
 MOEINF_API enum moeinf_status moeinf_context_truncate(struct moeinf_context *ctx, int n_keep,
                                                       struct moeinf_error *err);
 

@@ -141,13 +141,14 @@ static void test_ring_size(void) {
     struct moeinf_model *model = load(true);
     if (!model) return;
     struct moeinf_error err = {0};
-    struct moeinf_expert_cache_info small;
-    struct moeinf_expert_cache_info large;
+    struct moeinf_expert_cache_info small = {0};
+    struct moeinf_expert_cache_info large = {0};
     struct moeinf_context *a = context(model, 256, 8, 50);
     struct moeinf_context *b = context(model, 512, 8, 50);
-    CHECK(a && b && moeinf_context_expert_cache(a, &small, &err) == MOEINF_OK &&
-          moeinf_context_expert_cache(b, &large, &err) == MOEINF_OK);
-    if (a && b) {
+    const bool ok = a && b && moeinf_context_expert_cache(a, &small, &err) == MOEINF_OK &&
+                    moeinf_context_expert_cache(b, &large, &err) == MOEINF_OK;
+    CHECK_MSG(ok, "%s", err.msg);
+    if (ok) {
         const struct moeinf_hparams *hp = &model->llm->hp;
         int n_full = 0;
         for (int il = 0; il < hp->n_layer; il++)
