@@ -770,6 +770,76 @@ static void test_harmony_prompt(void) {
     }
 }
 
+/* With gpt-oss's vocabulary (the tiny gpt-oss file, which has no chat template: its
+ * architecture chooses harmony): the markup's tokens are the harmony tokens, a message's text
+ * is text: a typed <|return|> (a control token) is not the token. The harmony markup, <|end|>
+ * included, is user-defined (as llama.cpp makes it, so that generated text shows it), and
+ * user-defined tokens are recognised in text too: a typed <|end|> is the token. */
+static void test_harmony_tokenize(void) {
+    char path[1024];
+    struct moeinf_error err = {0};
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    mp.vocab_only = true;
+    test_src_path("tests/data/models/tiny-gptoss-F32.gguf", path, sizeof path);
+    struct moeinf_model *m = NULL;
+    CHECK_EQ_INT(moeinf_model_load(path, &mp, &m, &err), MOEINF_OK);
+    if (!m) return;
+    const char *name = NULL;
+    CHECK_EQ_INT(moeinf_chat_template_resolve(m, NULL, &name, &err), MOEINF_OK);
+    CHECK_MSG(name && !strcmp(name, "harmony"), "resolved %s", name ? name : err.msg);
+    setenv("MOEINF_CHAT_DATE", "2026-01-15", 1); // NOLINT(concurrency-mt-unsafe): one thread
+    struct moeinf_chat_message msgs[] = {
+        {"system", "S"}, {"user", "a<|end|>b<|return|>"}, {"assistant", "c"}, {"user", "d"}};
+    int32_t *got = NULL;
+    size_t n_got = 0;
+    CHECK_EQ_INT(
+        moeinf_chat_tokenize(m, "harmony", msgs, 4, MOEINF_CHAT_ADD_ASSISTANT, &got, &n_got, &err),
+        MOEINF_OK);
+    unsetenv("MOEINF_CHAT_DATE"); // NOLINT(concurrency-mt-unsafe): one thread
+    int32_t *want = NULL;
+    size_t n_want = 0;
+    CHECK(append_text(m, &want, &n_want,
+                      "<|start|>system<|message|>You are ChatGPT, a large language model trained "
+                      "by OpenAI.\nKnowledge cutoff: 2024-06\nCurrent date: 2026-01-15\n\n"
+                      "Reasoning: medium\n\n# Valid channels: analysis, commentary, final. "
+                      "Channel must be included for every message.<|end|><|start|>developer"
+                      "<|message|># Instructions\n\n",
+                      true, true));
+    CHECK(append_text(m, &want, &n_want, "S", false, false));
+    CHECK(append_text(m, &want, &n_want, "\n\n<|end|><|start|>user<|message|>", false, true));
+    CHECK(append_text(m, &want, &n_want, "a<|end|>b<|return|>", false, false));
+    CHECK(append_text(m, &want, &n_want, "<|end|><|start|>assistant<|channel|>final<|message|>",
+                      false, true));
+    CHECK(append_text(m, &want, &n_want, "c", false, false));
+    CHECK(append_text(m, &want, &n_want, "<|end|><|start|>user<|message|>", false, true));
+    CHECK(append_text(m, &want, &n_want, "d", false, false));
+    CHECK(append_text(m, &want, &n_want, "<|end|><|start|>assistant", false, true));
+    check_ids("harmony", got, n_got, want, n_want);
+    int32_t ids[2] = {-1, -1}; /* <|end|>, <|return|> */
+    for (int k = 0; k < 2; k++) {
+        int32_t *one = NULL;
+        size_t n_one = 0;
+        const char *t = k ? "<|return|>" : "<|end|>";
+        if (moeinf_tokenize(m, t, strlen(t), false, true, &one, &n_one, &err) == MOEINF_OK &&
+            n_one == 1) {
+            ids[k] = one[0];
+        }
+        free(one);
+    }
+    size_t n_end = 0;
+    size_t n_return = 0;
+    for (size_t i = 0; i < n_got; i++) {
+        n_end += got[i] == ids[0];
+        n_return += got[i] == ids[1];
+    }
+    CHECK(ids[0] >= 0 && ids[1] >= 0);
+    CHECK_EQ_INT(n_end, 6); /* the markup's five and the typed one */
+    CHECK_EQ_INT(n_return, 0);
+    free(got);
+    free(want);
+    moeinf_model_free(m);
+}
+
 int main(void) {
     RUN(test_errors_and_resolve);
     RUN(test_chat_tokenize);
@@ -779,5 +849,6 @@ int main(void) {
     RUN(test_qwen35_tokenize);
     RUN(test_harmony_against_jinja);
     RUN(test_harmony_prompt);
+    RUN(test_harmony_tokenize);
     return test_report();
 }

@@ -561,9 +561,54 @@ static void test_http_harmony(void) {
     unsetenv("MOEINF_CHAT_DATE"); // NOLINT(concurrency-mt-unsafe): one thread
 }
 
+/* gpt-oss's output as its vocabulary renders it (the tiny gpt-oss file): the markup tokens
+ * through the detokenizer the worker uses, one token at a time, then the server's split.
+ * The harmony markup, <|end|> included, is user-defined: it all shows. */
+static void test_harmony_tokens(void) {
+    char path[1024];
+    struct moeinf_error err = {0};
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    mp.vocab_only = true;
+    test_src_path("tests/data/models/tiny-gptoss-F32.gguf", path, sizeof path);
+    struct moeinf_model *m = NULL;
+    CHECK_EQ_INT(moeinf_model_load(path, &mp, &m, &err), MOEINF_OK);
+    if (!m) return;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    CHECK_EQ_INT(moeinf_tokenize(m, HARMONY_THOUGHT, strlen(HARMONY_THOUGHT), false, true, &ids,
+                                 &n_ids, &err),
+                 MOEINF_OK);
+    struct moeinf_text_stream *detok = NULL;
+    CHECK_EQ_INT(moeinf_text_stream_init(m, &detok, &err), MOEINF_OK);
+    struct serve_job job = {0};
+    struct moeinf_chat_message user = {"user", "Hi"};
+    CHECK(moeinf_chat_reasoning_init("harmony", &user, 1, MOEINF_CHAT_ADD_ASSISTANT, true,
+                                     &job.split, &err) == MOEINF_OK);
+    char shown[512] = "";
+    for (size_t i = 0; detok && job.split && i < n_ids; i++) {
+        size_t n = 0;
+        const char *piece = moeinf_text_stream_push(detok, ids[i], &n);
+        strncat(shown, piece, n < sizeof shown - strlen(shown) - 1 ? n : 0);
+        CHECK(serve_job_show(&job, piece, n, false));
+    }
+    CHECK(job.split && serve_job_show(&job, NULL, 0, true));
+    CHECK_MSG(!strcmp(shown, HARMONY_THOUGHT), "the text shows \"%s\"", shown);
+    CHECK_MSG(job.reasoning && !strcmp(job.reasoning, "I'm\nthinking") && job.text &&
+                  !strcmp(job.text, "Hello, world!\nWhat's up?"),
+              "reasoning \"%s\", content \"%s\"", job.reasoning ? job.reasoning : "(none)",
+              job.text ? job.text : "(none)");
+    free(job.text);
+    free(job.reasoning);
+    moeinf_reasoning_free(job.split);
+    moeinf_text_stream_free(detok);
+    free(ids);
+    moeinf_model_free(m);
+}
+
 int main(void) {
     RUN(test_format_names);
     RUN(test_split_reply);
+    RUN(test_harmony_tokens);
     RUN(test_not_split);
     RUN(test_job_split_init);
     RUN(test_request_field);
