@@ -5,7 +5,7 @@
 #
 #   bench/compare_llamacpp.sh [-t "2 1"] [-p 64] [-n 32] [-r 3] [--rounds 3]
 #                             [--models "mixtral-q8_0 mixtral-q4_0 olmoe-q8_0"] [--olmoe-layers 16]
-#                             [--qwen3-layers 8] [--qwen36-layers 8]
+#                             [--qwen3-layers 8] [--qwen36-layers 8] [--gptoss-layers 24]
 #
 # Equal work: llama-cpp-python's eval computes the last position's logits of every batch, so
 # `moeinf bench` does too (final norm and lm_head after every prefill micro-batch and every
@@ -45,16 +45,23 @@
 #               fifth of a token's 2.0 GB of weights in the full model, and over half of the
 #               8-layer cut's 0.73 GB); the Done-when row of issue 25 is qwen36-q4_k_m
 #               (Q4_K_M, 4.8 GB at 8 layers)
+#   gptoss20b-* gpt-oss-20b-shaped (--preset gpt-oss-20b, arch gpt-oss): 24 layers (cut with
+#               --gptoss-layers), 32 experts, top-4, n_embd and expert FFN 2880, 64 heads of
+#               64, 8 KV heads, sliding window 128 on every other layer, biases and sinks;
+#               gen-model's own vocabulary padded to the real 201088 tokens. The published
+#               files' types are gptoss20b-mxfp4_moe (experts MXFP4, the rest Q8_0: 12.1 GB,
+#               of which a decoded token reads about 2.6 GB), the row of issue 26
 # Installs the pinned llama-cpp-python when needed (bench/lib/llamacpp.sh; bench/README.md
 # says how long each step takes). Ratios are measured in one run: these
 # machines are shared and noisy, so compare ratios, not absolute figures across runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=$(nproc) prompt=64 gen=32 reps=3 rounds=3 olmoe_layers=16 qwen3_layers=8 qwen36_layers=8
+gptoss_layers=24
 models="mixtral-q8_0 mixtral-q4_0 olmoe-q8_0"
 usage() {
   echo "usage: $0 [-t \"THREADS...\"] [-p N] [-n N] [-r N] [--rounds N] [--models \"...\"]" \
-       "[--olmoe-layers N] [--qwen3-layers N] [--qwen36-layers N]" >&2
+       "[--olmoe-layers N] [--qwen3-layers N] [--qwen36-layers N] [--gptoss-layers N]" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -69,6 +76,7 @@ while [ $# -gt 0 ]; do
     --olmoe-layers) olmoe_layers=$2 ;;
     --qwen3-layers) qwen3_layers=$2 ;;
     --qwen36-layers) qwen36_layers=$2 ;;
+    --gptoss-layers) gptoss_layers=$2 ;;
     *) usage ;;
   esac
   shift 2
@@ -94,7 +102,10 @@ model_file() { # name -> path, generating the file on first use
            set -- --preset qwen3-30b-a3b --layers "$qwen3_layers" ;;
     qwen36) path=bench/models/qwen36-shape-L$qwen36_layers-$type.gguf voc=""
             set -- --preset qwen3.6-35b-a3b --layers "$qwen36_layers" ;;
-    *) echo "unknown model '$name' (mixtral-TYPE, olmoe-TYPE, qwen3-TYPE or qwen36-TYPE)" >&2
+    gptoss20b) path=bench/models/gptoss20b-shape-L$gptoss_layers-$type.gguf voc=""
+               set -- --preset gpt-oss-20b --layers "$gptoss_layers" ;;
+    *) echo "unknown model '$name' (mixtral-TYPE, olmoe-TYPE, qwen3-TYPE, qwen36-TYPE or" \
+            "gptoss20b-TYPE)" >&2
        exit 2 ;;
   esac
   if [ ! -f "$path" ]; then
@@ -110,7 +121,13 @@ field() { awk -v k="$1" -v c="$2" '$1 == k { print $c; exit }'; }
 
 echo "llama.cpp: llama-cpp-python $LLAMA_CPP_PYTHON_VERSION, $(python3 bench/llamacpp_bench.py \
   --system-info)"
-echo "CPU: $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1), $(nproc) CPUs"
+# the CPU: its name (a virtual machine's may be as generic as "Intel(R) Xeon(R) Processor"), and
+# family / model / stepping and the widest vector extension, which tell the generations apart
+cpu_field() { sed -n "s/^$1[[:space:]]*: //p" /proc/cpuinfo | head -1; }
+cpu_simd=$(grep -qw avx512f /proc/cpuinfo && echo AVX-512 ||
+           { grep -qw avx2 /proc/cpuinfo && echo AVX2 || echo "no AVX2"; })
+echo "CPU: $(cpu_field 'model name') (family $(cpu_field 'cpu family'), model $(cpu_field model)," \
+  "stepping $(cpu_field stepping), $cpu_simd), $(nproc) CPUs"
 echo "prompt $prompt tokens, $gen decoded tokens, $rounds alternating rounds of 1 + $reps runs"
 echo "bw: bench_bandwidth over a buffer of one token's weight bytes (the model's 'decode reads')"
 for t in $threads; do

@@ -2,8 +2,9 @@
 /*
  * test_gen_model.c - moeinf_gen_model: tiny models written to scratch files and read back
  * with the GGUF reader. Checks the metadata and tensor layout llama.cpp expects for arch
- * "llama" (and for qwen2moe, qwen3moe and olmoe, which the engine then runs; qwen35moe and
- * qwen3next key by key and tensor by tensor), the weight statistics
+ * "llama" (and for qwen2moe, qwen3moe and olmoe, which the engine then runs; qwen35moe,
+ * qwen3next and gpt-oss key by key and tensor by tensor, gpt-oss also loaded by llama.cpp
+ * through llama-cpp-python, and its presets), the weight statistics
  * of README 1.6 (moments and normal tail masses computed here in float64, weights decoded from
  * F32/F16/Q8_0/Q4_0 by this file's own decoders), determinism (seed, thread count), the vocabulary,
  * and that failures leave no file.
@@ -748,6 +749,41 @@ static void test_failures_leave_nothing(void) {
     remove(path);
 }
 
+/* The engine loads the file and decodes n tokens (ids 1, then 300, 400, 500, ..., so the
+ * window of a sliding layer is passed when n exceeds it) to finite logits, not all zero. */
+static void check_engine_runs(const char *path, const char *arch, int n) {
+    struct moeinf_error err = {0};
+    n = n > 64 ? 64 : n;
+    struct moeinf_model *model = NULL;
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
+    char desc[256];
+    if (model) {
+        moeinf_model_desc(model, desc, sizeof desc);
+        CHECK_STR_CONTAINS(desc, arch);
+        struct moeinf_context_params cp = moeinf_context_params_default();
+        cp.n_ctx = 64;
+        cp.n_threads = 2;
+        struct moeinf_context *ctx = NULL;
+        const int n_vocab = moeinf_model_n_vocab(model);
+        float *logits = malloc((size_t)n_vocab * n * sizeof(float));
+        int32_t ids[64];
+        for (int i = 0; i < n && i < 64; i++)
+            ids[i] = i ? 200 + 100 * (i % 8) : 1;
+        bool ran = logits && moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK &&
+                   moeinf_decode(ctx, ids, n, logits, true, &err) == MOEINF_OK;
+        CHECK_MSG(ran, "%s: %s", arch, err.msg);
+        double sum2 = 0;
+        for (int i = 0; ran && i < n * n_vocab; i++)
+            sum2 += (double)logits[i] * logits[i];
+        /* finite, and not all zero (decode already fails on NaN or infinity) */
+        CHECK_MSG(sum2 > 0 && isfinite(sum2), "%s: logits sum of squares %g", arch, sum2);
+        free(logits);
+        moeinf_context_free(ctx);
+    }
+    moeinf_model_free(model);
+}
+
 /* qwen2moe, qwen3moe and olmoe: the tensors and metadata llama.cpp's loader wants for each
  * (shapes in ne order), and the engine loads the file and decodes finite logits. */
 static void check_arch_file(const char *arch, int n_shared) {
@@ -795,32 +831,7 @@ static void check_arch_file(const char *arch, int n_shared) {
     }
 #undef KEY
     moeinf_gguf_free(g);
-    struct moeinf_model *model = NULL;
-    struct moeinf_model_params mp = moeinf_model_params_default();
-    CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
-    char desc[256];
-    if (model) {
-        moeinf_model_desc(model, desc, sizeof desc);
-        CHECK_STR_CONTAINS(desc, arch);
-        struct moeinf_context_params cp = moeinf_context_params_default();
-        cp.n_ctx = 16;
-        cp.n_threads = 2;
-        struct moeinf_context *ctx = NULL;
-        const int n_vocab = moeinf_model_n_vocab(model);
-        float *logits = malloc((size_t)n_vocab * 3 * sizeof(float));
-        const int32_t ids[3] = {1, 300, 400};
-        bool ran = logits && moeinf_context_init(model, &cp, &ctx, &err) == MOEINF_OK &&
-                   moeinf_decode(ctx, ids, 3, logits, true, &err) == MOEINF_OK;
-        CHECK_MSG(ran, "%s: %s", arch, err.msg);
-        double sum2 = 0;
-        for (int i = 0; ran && i < 3 * n_vocab; i++)
-            sum2 += (double)logits[i] * logits[i];
-        /* finite, and not all zero (decode already fails on NaN or infinity) */
-        CHECK_MSG(sum2 > 0 && isfinite(sum2), "%s: logits sum of squares %g", arch, sum2);
-        free(logits);
-        moeinf_context_free(ctx);
-    }
-    moeinf_model_free(model);
+    check_engine_runs(path, arch, 3);
     remove(path);
 }
 
@@ -1039,6 +1050,207 @@ static void test_hybrid_archs(void) {
                  MOEINF_TYPE_Q6_K);
 }
 
+/* ---- gpt-oss -------------------------------------------------------------------------- */
+
+/* A tiny gpt-oss: 2 layers, 4 experts top-2 of width 64, n_embd 64, 4 heads of 16 (2 KV),
+ * a sliding window of 8 (so that a short prompt passes it), experts MXFP4, the rest Q8_0. */
+static struct moeinf_gen_params tiny_gpt_oss(void) {
+    struct moeinf_gen_params p = tiny(MOEINF_GEN_TYPE_MXFP4_MOE);
+    p.arch = "gpt-oss";
+    p.n_expert = 4;
+    p.n_ff = 64;
+    p.n_embd_head = 16;
+    p.n_swa = 8;
+    return p;
+}
+
+/* Element i of an MXFP4 tensor, decoded here: E2M1 value of the code times 2^(e - 127). */
+static double mxfp4_weight(const struct moeinf_gguf_tensor *t, int64_t i) {
+    static const double e2m1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+    const uint8_t *b = t->data + (i / 32) * 17;
+    int j = (int)(i % 32);
+    int code = j < 16 ? (b[1 + j] & 15) : (b[1 + j - 16] >> 4);
+    double v = e2m1[code & 7] * ldexp(1.0, b[0] - 127);
+    return code & 8 ? -v : v;
+}
+
+/* Every tensor llama.cpp's gpt-oss loader requires (src/models/openai-moe.cpp:
+ * load_arch_tensors), with its shape in ne order and the type of ggml-org's
+ * gpt-oss-20b-mxfp4.gguf (experts MXFP4, other matrices Q8_0, router, norms, sinks and
+ * biases F32); no other tensor. Returns how many were checked. */
+static int check_gpt_oss_tensors(const struct moeinf_gguf *g, int n_layer, int64_t e,
+                                 int64_t f, int64_t x, int64_t dq, int64_t dkv, int64_t n_head,
+                                 int64_t n_vocab) {
+    const int f32 = MOEINF_TYPE_F32;
+    const int q8 = MOEINF_TYPE_Q8_0;
+    const int mx = MOEINF_TYPE_MXFP4;
+    int n = 3;
+    check_tensor(g, "token_embd.weight", q8, 2, e, n_vocab, 1);
+    check_tensor(g, "output.weight", q8, 2, e, n_vocab, 1);
+    check_tensor(g, "output_norm.weight", f32, 1, e, 1, 1);
+    for (int l = 0; l < n_layer; l++) {
+        char nm[64];
+#define T(suffix, type, dims, a, b, c)                                                             \
+    (snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix), check_tensor(g, nm, type, dims, a, b, c), n++)
+        T("attn_norm.weight", f32, 1, e, 1, 1);
+        T("post_attention_norm.weight", f32, 1, e, 1, 1);
+        T("attn_q.weight", q8, 2, e, dq, 1);
+        T("attn_k.weight", q8, 2, e, dkv, 1);
+        T("attn_v.weight", q8, 2, e, dkv, 1);
+        T("attn_output.weight", q8, 2, dq, e, 1);
+        T("attn_q.bias", f32, 1, dq, 1, 1);
+        T("attn_k.bias", f32, 1, dkv, 1, 1);
+        T("attn_v.bias", f32, 1, dkv, 1, 1);
+        T("attn_output.bias", f32, 1, e, 1, 1);
+        T("attn_sinks.weight", f32, 1, n_head, 1, 1);
+        T("ffn_gate_inp.weight", f32, 2, e, x, 1);
+        T("ffn_gate_inp.bias", f32, 1, x, 1, 1);
+        T("ffn_gate_exps.weight", mx, 3, e, f, x);
+        T("ffn_up_exps.weight", mx, 3, e, f, x);
+        T("ffn_down_exps.weight", mx, 3, f, e, x);
+        T("ffn_gate_exps.bias", f32, 2, f, x, 1);
+        T("ffn_up_exps.bias", f32, 2, f, x, 1);
+        T("ffn_down_exps.bias", f32, 2, e, x, 1);
+#undef T
+    }
+    CHECK_EQ_INT(g->n_tensors, n);
+    return n;
+}
+
+/* gpt-oss: the keys llama.cpp's loader reads (and the published files carry: the sliding
+ * window, YaRN's type, factor and original context, no rope.dimension_count), the tensors,
+ * the directly drawn MXFP4 experts (a valid E8M0 scale, weights of the standard deviation of
+ * the other types), and llama.cpp itself loads the file and decodes finite logits over a
+ * prompt four windows long. */
+static void test_gpt_oss(void) {
+    struct moeinf_gen_params p = tiny_gpt_oss();
+    char path[512];
+    struct moeinf_gguf *g = gen_open(&p, "gen-gpt-oss.gguf", path, sizeof path);
+    if (!g) return;
+    struct moeinf_gguf_str s;
+    struct moeinf_error err = {0};
+    CHECK_EQ_INT(moeinf_gguf_get_str(g, "general.architecture", &s, &err), MOEINF_OK);
+    CHECK(moeinf_gguf_str_eq(s, "gpt-oss"));
+    CHECK_EQ_INT(u32_of(g, "general.file_type"), 38); /* LLAMA_FTYPE_MOSTLY_MXFP4_MOE */
+    static const struct {
+        const char *k;
+        uint32_t v;
+    } keys[] = {{"gpt-oss.block_count", 2},
+                {"gpt-oss.context_length", 512},
+                {"gpt-oss.embedding_length", 64},
+                {"gpt-oss.feed_forward_length", 64},
+                {"gpt-oss.expert_feed_forward_length", 64},
+                {"gpt-oss.expert_count", 4},
+                {"gpt-oss.expert_used_count", 2},
+                {"gpt-oss.attention.head_count", 4},
+                {"gpt-oss.attention.head_count_kv", 2},
+                {"gpt-oss.attention.key_length", 16},
+                {"gpt-oss.attention.value_length", 16},
+                {"gpt-oss.attention.sliding_window", 8},
+                {"gpt-oss.rope.scaling.original_context_length", 4096}};
+    for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
+        CHECK_MSG(u32_of(g, keys[i].k) == keys[i].v, "%s", keys[i].k);
+    float factor = 0;
+    CHECK(moeinf_gguf_get_f32(g, "gpt-oss.rope.scaling.factor", &factor, &err) == MOEINF_OK &&
+          factor == 32.0f);
+    CHECK(moeinf_gguf_get_str(g, "gpt-oss.rope.scaling.type", &s, &err) == MOEINF_OK &&
+          moeinf_gguf_str_eq(s, "yarn"));
+    uint32_t v = 0;
+    CHECK(moeinf_gguf_get_u32(g, "gpt-oss.rope.dimension_count", &v, &err) != MOEINF_OK);
+    check_gpt_oss_tensors(g, 2, 64, 64, 4, 64, 32, 4, 1010);
+
+    /* [64, 64, 4] = 16384 weights of N(0, 1/8) drawn as codes: e = 127 + floor(log2(1/12)) */
+    const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(g, "blk.1.ffn_up_exps.weight");
+    if (t && t->type == MOEINF_TYPE_MXFP4) {
+        int64_t n = t->ne[0] * t->ne[1] * t->ne[2];
+        bool scales_ok = true;
+        for (int64_t b = 0; b < n / 32; b++)
+            scales_ok = scales_ok && t->data[b * 17] == 123;
+        CHECK(scales_ok);
+        double sum = 0;
+        double sum2 = 0;
+        int64_t n6 = 0;
+        for (int64_t i = 0; i < n; i++) {
+            double w = mxfp4_weight(t, i);
+            sum += w;
+            sum2 += w * w;
+            n6 += fabs(w) == 6.0 / 16; /* +-6 E2M1 units: beyond 2.5 sigma */
+        }
+        const double sigma = 1.0 / 8.0;
+        CHECK_NEAR(sum / (double)n, 0.0, 4 * sigma / sqrt((double)n));
+        CHECK_NEAR(sqrt(sum2 / (double)n), sigma, 0.05 * sigma);
+        CHECK_MSG(n6 > 0 && n6 < n / 50, "%lld of %lld at +-6", (long long)n6, (long long)n);
+    }
+    moeinf_gguf_free(g);
+
+    check_engine_runs(path, "gpt-oss", 20); /* 20 tokens: past the window of 8 */
+
+    char src[512];
+    char cmd[1536];
+    char out[4096];
+    char errs[4096];
+    test_src_path("tests/scripts/llama_load.py", src, sizeof src);
+    snprintf(cmd, sizeof cmd, "python3 '%s' '%s' 33", src, path);
+    int rc = test_run_shell("gen-gpt-oss-load", cmd, out, sizeof out, errs, sizeof errs);
+    if (rc == 77 || rc == 127) {
+        test_skip("python3 with llama_cpp and numpy is not available: no loader check");
+    } else {
+        CHECK_MSG(rc == 0, "llama.cpp: %s", errs);
+        CHECK_STR_CONTAINS(out, "loaded 1010 finite");
+    }
+    remove(path);
+}
+
+/* The presets through the command line, cut to 2 layers and narrower matrices: the rest of
+ * the real geometry (openai/gpt-oss-20b's and -120b's config.json: 32 / 128 experts top-4,
+ * 64 heads of 64, 8 KV heads, window 128, rope theta 150000, YaRN 32 over 4096, context
+ * 131072, vocabulary 201088) stays, and every tensor has the published files' type. */
+static void test_gpt_oss_presets(void) {
+    char path[512];
+    char args[1024];
+    char out[4096];
+    char errs[4096];
+    test_tmp_path("gen-gpt-oss-preset.gguf", path, sizeof path);
+    for (int big = 0; big < 2; big++) {
+        /* the 120b with a small vocabulary: the padded one costs seconds under ASan */
+        snprintf(args, sizeof args,
+                 "gen-model -o '%s' --preset %s --layers 2 --embd 64 --ff 32 %s --threads 2",
+                 path, big ? "gpt-oss-120b" : "gpt-oss-20b", big ? "--vocab-size 2048" : "");
+        int rc = test_run_moeinf("gen-gpt-oss-preset", args, out, sizeof out, errs, sizeof errs);
+        if (rc < 0) {
+            test_skip("MOEINF_BIN unset (run through ctest)");
+            return;
+        }
+        CHECK_MSG(rc == 0, "%s", errs);
+        struct moeinf_gguf *g = NULL;
+        struct moeinf_error err = {0};
+        CHECK_MSG(moeinf_gguf_open(path, &g, &err) == MOEINF_OK, "%s", err.msg);
+        if (!g) continue;
+        const uint32_t n_expert = big ? 128 : 32;
+        CHECK_EQ_INT(u32_of(g, "gpt-oss.block_count"), 2);
+        CHECK_EQ_INT(u32_of(g, "gpt-oss.expert_count"), n_expert);
+        CHECK_EQ_INT(u32_of(g, "gpt-oss.expert_used_count"), 4);
+        CHECK_EQ_INT(u32_of(g, "gpt-oss.attention.head_count"), 64);
+        CHECK_EQ_INT(u32_of(g, "gpt-oss.attention.head_count_kv"), 8);
+        CHECK_EQ_INT(u32_of(g, "gpt-oss.attention.key_length"), 64);
+        CHECK_EQ_INT(u32_of(g, "gpt-oss.attention.sliding_window"), 128);
+        CHECK_EQ_INT(u32_of(g, "gpt-oss.context_length"), 131072);
+        CHECK_EQ_INT(u32_of(g, "gpt-oss.rope.scaling.original_context_length"), 4096);
+        CHECK_EQ_INT(u32_of(g, "gpt-oss.vocab_size"), big ? 2048 : 201088);
+        CHECK_EQ_INT(u32_of(g, "general.file_type"), 38);
+        float theta = 0;
+        float eps = 0;
+        CHECK(moeinf_gguf_get_f32(g, "gpt-oss.rope.freq_base", &theta, &err) == MOEINF_OK &&
+              theta == 150000.0f);
+        CHECK(moeinf_gguf_get_f32(g, "gpt-oss.attention.layer_norm_rms_epsilon", &eps, &err) ==
+                  MOEINF_OK &&
+              eps == 1e-5f);
+        check_gpt_oss_tensors(g, 2, 64, 32, n_expert, 4096, 512, 64, big ? 2048 : 201088);
+        moeinf_gguf_free(g);
+    }
+    remove(path);
+}
+
 static void test_default_model(void) {
     struct moeinf_gen_params p = moeinf_gen_params_default();
     CHECK(p.arch && !strcmp(p.arch, "llama"));
@@ -1075,6 +1287,8 @@ int main(void) {
     RUN(test_archs);
     RUN(test_hybrid_archs);
     RUN(test_bad_hybrid_params);
+    RUN(test_gpt_oss);
+    RUN(test_gpt_oss_presets);
     RUN(test_default_model);
     return test_report();
 }

@@ -129,7 +129,7 @@ static void test_unsupported_arch(void) {
     if (at) memcpy(b + at + 4 + 8, "gemma", 5);
     expect_load_error(b, size, "m_arch.gguf", MOEINF_ERR_UNSUPPORTED,
                       "'gemma' is not supported yet (llama, qwen2moe, qwen3moe, olmoe, qwen35moe, "
-                      "qwen3next are)");
+                      "qwen3next, gpt-oss are)");
     free(b);
 }
 
@@ -138,9 +138,9 @@ static void test_unsupported_arch(void) {
 static void test_arch_table(void) {
     char names[160];
     moeinf_arch_names(names, sizeof names);
-    CHECK(!strcmp(names, "llama, qwen2moe, qwen3moe, olmoe, qwen35moe, qwen3next"));
-    static const char *const known[] = {"llama", "qwen2moe",  "qwen3moe",
-                                        "olmoe", "qwen35moe", "qwen3next"};
+    CHECK(!strcmp(names, "llama, qwen2moe, qwen3moe, olmoe, qwen35moe, qwen3next, gpt-oss"));
+    static const char *const known[] = {"llama",     "qwen2moe",  "qwen3moe", "olmoe",
+                                        "qwen35moe", "qwen3next", "gpt-oss"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
         const struct moeinf_arch *a = moeinf_arch_find(known[i], strlen(known[i]));
         CHECK_MSG(a && !strcmp(a->name, known[i]), "%s not found", known[i]);
@@ -339,19 +339,22 @@ static void test_rope_scaling(void) {
     char src[1024];
     char dst[512];
     if (!test_shared_path("testdata/models/tiny-mixtral-F32.gguf", src, sizeof src)) return;
-    test_tmp_path("m_yarn.gguf", dst, sizeof dst);
-    if (!write_with_rope_scaling(src, dst, "yarn", 4.0f)) return;
+    test_tmp_path("m_rope.gguf", dst, sizeof dst);
+    if (!write_with_rope_scaling(src, dst, "longrope", 4.0f)) return;
     struct moeinf_model *model = NULL;
     struct moeinf_error err = {0};
     struct moeinf_model_params mp = moeinf_model_params_default();
     CHECK_EQ_INT(moeinf_model_load(dst, &mp, &model, &err), MOEINF_ERR_UNSUPPORTED);
-    CHECK_STR_CONTAINS(err.msg, "RoPE scaling 'yarn' is not supported yet");
+    CHECK_STR_CONTAINS(err.msg, "RoPE scaling 'longrope' is not supported yet");
     /* the file's string is escaped in the message (no terminal escape, one line) */
     if (!write_with_rope_scaling(src, dst, "ya\x1b[2Jrn\n", 4.0f)) return;
     CHECK_EQ_INT(moeinf_model_load(dst, &mp, &model, &err), MOEINF_ERR_UNSUPPORTED);
     CHECK_STR_CONTAINS(err.msg, "RoPE scaling 'ya\\x1b[2Jrn\\n' is not supported yet");
-    /* linear scaling is supported (freq_scale = 1 / factor in model/model.c) */
+    /* linear and YaRN scaling are supported (freq_scale = 1 / factor in model/model.c) */
     if (!write_with_rope_scaling(src, dst, "linear", 2.0f)) return;
+    CHECK_MSG(moeinf_model_load(dst, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
+    moeinf_model_free(model);
+    if (!write_with_rope_scaling(src, dst, "yarn", 4.0f)) return;
     CHECK_MSG(moeinf_model_load(dst, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
     moeinf_model_free(model);
 }

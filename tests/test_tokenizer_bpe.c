@@ -3,9 +3,10 @@
  * every BPE vocabulary in ../shared/testdata/tokenizer and for qwen35 and qwen2
  * (tests/data/tokenizer, with more strings llama.cpp tokenized), the prompt tokens and pieces of
  * the tiny-qwen2moe goldens; the pre-tokenizers without vectors in ../shared (qwen2, qwen35,
- * llama3, olmo, deepseek-v3) against splits Python's `regex` module made with the published
- * patterns (tests/data/pretok, tools/tokenizer/pretok_cases.py); hand-made vocabularies for merge
- * order, the fallbacks, special tokens, detokenizing; hostile metadata and input.
+ * llama3, olmo, deepseek-v3, gpt-4o) against splits Python's `regex` module made with the
+ * published patterns (gpt-4o: llama.cpp's spelling of it) (tests/data/pretok,
+ * tools/tokenizer/pretok_cases.py); hand-made vocabularies for merge order, the fallbacks, special
+ * tokens, detokenizing; hostile metadata and input.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -67,13 +68,13 @@ static void expect_ids(const struct moeinf_vocab *v, const char *s, bool parse_s
     free(ids);
 }
 
-/* The pieces of ids concatenated (special = false); malloc'ed. */
-static char *concat_pieces(const struct moeinf_vocab *v, const int32_t *ids, size_t n,
-                           size_t *len) {
+/* The pieces of ids concatenated (special tokens rendered iff special); malloc'ed. */
+static char *concat_pieces_sp(const struct moeinf_vocab *v, const int32_t *ids, size_t n,
+                              bool special, size_t *len) {
     size_t total = 0;
     for (size_t i = 0; i < n; i++) {
         size_t k;
-        moeinf_vocab_piece(v, ids[i], false, &k);
+        moeinf_vocab_piece(v, ids[i], special, &k);
         total += k;
     }
     char *s = malloc(total + 1);
@@ -81,7 +82,7 @@ static char *concat_pieces(const struct moeinf_vocab *v, const int32_t *ids, siz
     size_t pos = 0;
     for (size_t i = 0; i < n; i++) {
         size_t k;
-        const char *p = moeinf_vocab_piece(v, ids[i], false, &k);
+        const char *p = moeinf_vocab_piece(v, ids[i], special, &k);
         memcpy(s + pos, p, k);
         pos += k;
     }
@@ -90,13 +91,19 @@ static char *concat_pieces(const struct moeinf_vocab *v, const int32_t *ids, siz
     return s;
 }
 
+static char *concat_pieces(const struct moeinf_vocab *v, const int32_t *ids, size_t n,
+                           size_t *len) {
+    return concat_pieces_sp(v, ids, n, false, len);
+}
+
 /* ---- llama.cpp test vectors ------------------------------------------------------------- */
 
 #define SEP "\n__ggml_vocab_test__\n"
 
-/* Tokenizes each string of the .inp file (vectors_path + ".inp") with v and compares the ids
- * with the .out file's line; frees v. */
-static void run_vectors_on(struct moeinf_vocab *v, const char *name, const char *vectors_path) {
+/* Tokenizes each string of the .inp file (vectors_path + ".inp") with v, special tokens parsed
+ * iff special, and compares the ids with the .out file's line; frees v. */
+static void run_vectors_sp(struct moeinf_vocab *v, const char *name, const char *vectors_path,
+                           bool special) {
     char path[1024];
     snprintf(path, sizeof path, "%s.inp", vectors_path);
     size_t n_inp = 0;
@@ -133,7 +140,7 @@ static void run_vectors_on(struct moeinf_vocab *v, const char *name, const char 
         line = eol + 1;
 
         size_t n = 0;
-        int32_t *ids = tok(v, s, len, false, false, &n);
+        int32_t *ids = tok(v, s, len, false, special, &n);
         if (!ids) continue;
         if (n == n_want && (n == 0 || memcmp(ids, want, n * sizeof *ids) == 0)) {
             n_ok++;
@@ -146,7 +153,7 @@ static void run_vectors_on(struct moeinf_vocab *v, const char *name, const char 
         }
         /* Byte-level BPE is lossless: the pieces give back the text exactly. */
         size_t n_text = 0;
-        char *text = concat_pieces(v, ids, n, &n_text);
+        char *text = concat_pieces_sp(v, ids, n, special, &n_text);
         if (text && n_text == len && memcmp(text, s, len) == 0)
             n_round++;
         else
@@ -163,6 +170,10 @@ static void run_vectors_on(struct moeinf_vocab *v, const char *name, const char 
     free(inp);
     free(outp);
     moeinf_vocab_free(v);
+}
+
+static void run_vectors_on(struct moeinf_vocab *v, const char *name, const char *vectors_path) {
+    run_vectors_sp(v, name, vectors_path, false);
 }
 
 /* The vectors of ../shared's ggml-vocab-NAME.gguf. */
@@ -417,6 +428,193 @@ static void test_golden_prompts(void) {
     moeinf_vocab_free(b);
 }
 
+/* ---- gpt-oss's o200k_harmony: a synthetic vocabulary (tests/data/tokenizer) -------------- */
+
+/* o200k-synthetic.gguf (tools/tokenizer/o200k_synthetic.py): pre-tokenizer gpt-4o, 256 byte
+ * tokens and 800 merges of a tiny BPE, then harmony's 16 special tokens (all control in the
+ * file), BOS <|startoftext|>, EOS <|return|>. Its .inp/.out (special tokens as text, and
+ * -special: parsed) and .special (per special token: attributes, end of generation, pieces)
+ * were made by llama.cpp from the same file. */
+#define O200K               "tests/data/tokenizer/o200k-synthetic.gguf"
+#define O200K_FIRST_SPECIAL 1056
+#define O200K_N_SPECIAL     16
+
+static struct moeinf_vocab *open_o200k(void) {
+    char path[1024];
+    test_src_path(O200K, path, sizeof path);
+    struct moeinf_gguf *g = NULL;
+    struct moeinf_vocab *v = NULL;
+    struct moeinf_error err;
+    enum moeinf_status st = moeinf_gguf_open(path, &g, &err);
+    CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
+    if (st == MOEINF_OK) st = moeinf_vocab_init_from_gguf(g, &v, &err);
+    CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
+    moeinf_gguf_free(g);
+    return v;
+}
+
+static int32_t find_text(const struct moeinf_vocab *v, const char *s) {
+    return moeinf_vocab_find(v, s, strlen(s));
+}
+
+static void test_vectors_o200k(void) {
+    struct moeinf_vocab *v = open_o200k();
+    if (!v) return;
+    CHECK_EQ_INT(moeinf_vocab_n_tokens(v), O200K_FIRST_SPECIAL + O200K_N_SPECIAL);
+    CHECK_EQ_INT(moeinf_vocab_bos(v), find_text(v, "<|startoftext|>"));
+    CHECK_EQ_INT(moeinf_vocab_eos(v), find_text(v, "<|return|>"));
+    CHECK(!moeinf_vocab_add_bos(v) && !moeinf_vocab_add_eos(v));
+    char path[1024];
+    run_vectors_sp(v, "o200k", test_src_path(O200K, path, sizeof path), false);
+    v = open_o200k();
+    if (v)
+        run_vectors_sp(
+            v, "o200k (special)",
+            test_src_path("tests/data/tokenizer/o200k-synthetic-special.gguf", path, sizeof path),
+            true);
+}
+
+/* The pieces of ids as one string, as a generation streams them (special = false). */
+static bool pieces_are(const struct moeinf_vocab *v, const int32_t *ids, size_t n,
+                       const char *want) {
+    size_t k = 0;
+    char *got = concat_pieces(v, ids, n, &k);
+    bool same = got && k == strlen(want) && memcmp(got, want, k) == 0;
+    if (!same) fprintf(stderr, "pieces: got \"%s\", want \"%s\"\n", got ? got : "", want);
+    free(got);
+    return same;
+}
+
+/* llama.cpp's rules for o200k_harmony, by token text: <|return|> and <|call|> end generation
+ * and take <|end|> out of that set; <|channel|>, <|message|>, <|start|>, <|constrain|> and
+ * <|end|> become user-defined, so they are split out of any text and always rendered. */
+static void test_o200k_harmony_rules(void) {
+    struct moeinf_vocab *v = open_o200k();
+    if (!v) return;
+    char gguf_path[1024];
+    char path[1100];
+    snprintf(path, sizeof path, "%s.special", test_src_path(O200K, gguf_path, sizeof gguf_path));
+    char *data = golden_read_file(path, NULL);
+    CHECK_MSG(data != NULL, "cannot read %s", path);
+    int n_lines = 0;
+    int n_eog = 0;
+    char *save = NULL;
+    for (char *line = data ? strtok_r(data, "\n", &save) : NULL; line;
+         line = strtok_r(NULL, "\n", &save)) {
+        if (line[0] == '#') continue;
+        /* id text attr eog piece piece: six fields separated by single spaces */
+        char *f[6] = {NULL};
+        char *fsave = NULL;
+        int n_f = 0;
+        for (char *x = strtok_r(line, " ", &fsave); x && n_f < 6; x = strtok_r(NULL, " ", &fsave))
+            f[n_f++] = x;
+        CHECK_EQ_INT(n_f, 6);
+        if (n_f != 6) break;
+        const int32_t id = (int32_t)strtol(f[0], NULL, 10);
+        const char *text = f[1];
+        const unsigned attr = (unsigned)strtoul(f[2], NULL, 10);
+        const int eog = f[3][0] == '1';
+        const char *hex[2] = {f[4], f[5]};
+        n_lines++;
+        n_eog += eog;
+        size_t n_text = 0;
+        const char *t = moeinf_vocab_text(v, id, &n_text);
+        CHECK_MSG(t && n_text == strlen(text) && memcmp(t, text, n_text) == 0, "id %d", id);
+        CHECK_MSG(moeinf_vocab_attr(v, id) == attr, "%s: attributes %u, llama.cpp %u", text,
+                  moeinf_vocab_attr(v, id), attr);
+        CHECK_MSG(moeinf_vocab_is_eog(v, id) == (eog != 0),
+                  "%s: end of generation %d, llama.cpp %d", text, moeinf_vocab_is_eog(v, id), eog);
+        for (int special = 0; special < 2; special++) {
+            char want[64];
+            size_t n_want = hex[special][0] == '-' ? 0 : unhex(hex[special], want, sizeof want);
+            size_t n = 0;
+            const char *p = moeinf_vocab_piece(v, id, special != 0, &n);
+            CHECK_MSG(n == n_want && memcmp(p, want, n) == 0, "%s: piece (special %d)", text,
+                      special);
+        }
+    }
+    CHECK_EQ_INT(n_lines, O200K_N_SPECIAL);
+    CHECK_EQ_INT(n_eog, 3); /* <|endoftext|>, <|return|>, <|call|> */
+    /* no other token ends generation */
+    for (int32_t id = 0; id < O200K_FIRST_SPECIAL; id++)
+        if (moeinf_vocab_is_eog(v, id)) CHECK_MSG(false, "token %d ends generation", id);
+    free(data);
+
+    /* Without parse_special the markup is still split out; control tokens stay text. */
+    const int32_t channel = find_text(v, "<|channel|>");
+    const int32_t message = find_text(v, "<|message|>");
+    const int32_t ret = find_text(v, "<|return|>");
+    expect_ids(v, "<|channel|><|message|>", false, (int32_t[]){channel, message}, 2);
+    size_t n = 0;
+    int32_t *ids = tok(v, "<|return|>", 10, false, false, &n);
+    CHECK(ids && n > 1 && ids[0] != ret);
+    free(ids);
+    expect_ids(v, "<|return|>", true, (int32_t[]){ret}, 1);
+
+    /* A harmony answer as the model writes it: generation stops at <|return|> (the first token
+     * that ends it: <|end|> does not), and the text streamed before it shows the analysis
+     * channel, <|end|>, the next header and the final channel. */
+    static const char answer[] = "<|channel|>analysis<|message|>We need to answer.<|end|>"
+                                 "<|start|>assistant<|channel|>final<|message|>Hello!<|return|>";
+    ids = tok(v, answer, sizeof answer - 1, false, true, &n);
+    size_t stop = 0;
+    while (ids && stop < n && !moeinf_vocab_is_eog(v, ids[stop]))
+        stop++;
+    CHECK(ids && n > 0 && stop == n - 1 && ids[stop] == ret);
+    if (ids)
+        CHECK(pieces_are(v, ids, stop,
+                         "<|channel|>analysis<|message|>We need to answer.<|end|>"
+                         "<|start|>assistant<|channel|>final<|message|>Hello!"));
+    char *out = NULL;
+    size_t n_out = 0;
+    struct moeinf_error err;
+    if (ids) {
+        CHECK_EQ_INT(moeinf_vocab_detokenize(v, ids, n, true, false, &out, &n_out, &err),
+                     MOEINF_OK);
+        CHECK(out && strcmp(out, "<|channel|>analysis<|message|>We need to answer.<|end|>"
+                                 "<|start|>assistant<|channel|>final<|message|>Hello!") == 0);
+        free(out);
+    }
+    free(ids);
+    /* A tool call ends at <|call|>; <|constrain|> is shown. */
+    static const char call[] = "<|channel|>commentary to=functions.f <|constrain|>json<|message|>"
+                               "{}<|call|>";
+    ids = tok(v, call, sizeof call - 1, false, true, &n);
+    CHECK(ids && n > 1 && moeinf_vocab_is_eog(v, ids[n - 1]));
+    if (ids)
+        CHECK(pieces_are(v, ids, n - 1,
+                         "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}"));
+    free(ids);
+    moeinf_vocab_free(v);
+}
+
+/* Long words for the gpt-4o split, whose upper- and lower-case runs overlap on non-ASCII
+ * letters (a run of them is matched by backing off one letter) and on nothing else: 256 KiB of
+ * one letter, of an ASCII upper-case run and of alternating case, each one word or many, give
+ * back their text (a quadratic backtrack would not finish). */
+static void test_o200k_long_words(void) {
+    struct moeinf_vocab *v = open_o200k();
+    if (!v) return;
+    static const char *const units[] = {"\xc3\xa9", "A", "aA", "Ab", "e\xcc\x81"};
+    const size_t len = (size_t)1 << 18;
+    char *text = malloc(len);
+    for (size_t u = 0; text && u < sizeof units / sizeof units[0]; u++) {
+        size_t k = strlen(units[u]);
+        size_t n_text = len / k * k;
+        for (size_t i = 0; i < n_text; i += k)
+            memcpy(text + i, units[u], k);
+        size_t n = 0;
+        int32_t *ids = tok(v, text, n_text, false, false, &n);
+        size_t n_back = 0;
+        char *back = ids ? concat_pieces(v, ids, n, &n_back) : NULL;
+        CHECK_MSG(back && n_back == n_text && memcmp(back, text, n_text) == 0, "unit %zu", u);
+        free(back);
+        free(ids);
+    }
+    free(text);
+    moeinf_vocab_free(v);
+}
+
 /* ---- pre-tokenizers without vectors: splits made by Python's regex module ----------------- */
 
 static void test_pretok_cases(void) {
@@ -504,6 +702,18 @@ static void test_pretok_names(void) {
     }
     moeinf_pretok_free(p);
     p = NULL;
+    /* gpt-4o and the names llama.cpp gives the same split: no space cleaning, no BOS, merges
+     * always run (llama.cpp's flags for them) */
+    static const char *const o200k_names[] = {"gpt-4o", "llama4", "kanana2", "talkie"};
+    for (int i = 0; i < 4; i++) {
+        CHECK_EQ_INT(moeinf_pretok_create(o200k_names[i], &p, &err), MOEINF_OK);
+        if (!p) continue;
+        CHECK(strcmp(moeinf_pretok_name(p), "gpt-4o") == 0);
+        struct moeinf_pretok_flags f = moeinf_pretok_flags(p);
+        CHECK(!f.ignore_merges && !f.add_bos && !f.clean_spaces);
+        moeinf_pretok_free(p);
+        p = NULL;
+    }
     /* Empty text: no words, a real (freeable) array. */
     CHECK_EQ_INT(moeinf_pretok_create("qwen2", &p, &err), MOEINF_OK);
     if (p) {
@@ -911,6 +1121,9 @@ int main(void) {
     RUN(test_vectors_refact);
     RUN(test_vectors_qwen35);
     RUN(test_vectors_qwen2);
+    RUN(test_vectors_o200k);
+    RUN(test_o200k_harmony_rules);
+    RUN(test_o200k_long_words);
     RUN(test_golden_prompts);
     RUN(test_pretok_cases);
     RUN(test_pretok_names);

@@ -15,7 +15,8 @@ static void usage(FILE *out) {
                  "Writes a GGUF model with random weights that llama.cpp and moeinf load: arch\n"
                  "'llama' (Mixtral-style routed experts, or a dense Llama with --experts 0),\n"
                  "'qwen2moe' (a shared expert, q/k/v biases), 'qwen3moe' (per-head q/k\n"
-                 "norm), 'olmoe' (q/k norm over the whole projection), or the hybrid\n"
+                 "norm), 'olmoe' (q/k norm over the whole projection), 'gpt-oss' (biases,\n"
+                 "attention sinks, a sliding window, YaRN), or the hybrid\n"
                  "'qwen35moe' and 'qwen3next' (Gated DeltaNet layers, a gated full-attention\n"
                  "layer every --full-attn-interval, a shared expert). The file is generated\n"
                  "tensor by tensor, so memory stays small whatever its size; the same options\n"
@@ -26,9 +27,10 @@ static void usage(FILE *out) {
                  "                        (llama), olmoe-1b-7b (olmoe), qwen3-30b-a3b\n"
                  "                        (qwen3moe), qwen1.5-moe-a2.7b (qwen2moe),\n"
                  "                        qwen3.6-35b-a3b (qwen35moe), qwen3-next-80b-a3b\n"
-                 "                        (qwen3next); later options override it\n"
-                 "  --arch NAME           llama, qwen2moe, qwen3moe, olmoe, qwen35moe or\n"
-                 "                        qwen3next\n"
+                 "                        (qwen3next), gpt-oss-20b and gpt-oss-120b (gpt-oss,\n"
+                 "                        --type mxfp4_moe); later options override it\n"
+                 "  --arch NAME           llama, qwen2moe, qwen3moe, olmoe, qwen35moe,\n"
+                 "                        qwen3next or gpt-oss\n"
                  "  --layers N            transformer blocks\n"
                  "  --experts N           routed experts per layer (0 = dense)\n"
                  "  --top-k N             experts used per token\n"
@@ -52,15 +54,18 @@ static void usage(FILE *out) {
                  "  --conv-kernel N       causal conv1d width (default 4)\n"
                  "  --full-attn-interval N\n"
                  "                        every Nth layer is full attention (default 4)\n"
+                 "gpt-oss only:\n"
+                 "  --sliding-window N    attention window of layers 0, 2, 4, .. (default 128)\n"
                  "  --type T              f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k,\n"
                  "                        q4_k, q5_k, q6_k, iq4_nl, iq4_xs or mxfp4 for every big\n"
-                 "                        matrix (norms and router stay f32), or q4_k_m:\n"
-                 "                        llama-quantize's Q4_K_M mix of types per tensor. The\n"
-                 "                        iq4 types are quantized simply, not as llama-quantize\n"
-                 "                        does: each weight the nearest codebook value for a\n"
-                 "                        scale set by its block's largest weight; mxfp4 as\n"
-                 "                        ggml's reference (E8M0 scale from the block maximum,\n"
-                 "                        nearest E2M1 value)\n"
+                 "                        matrix (norms and router stay f32), or a mix of\n"
+                 "                        llama-quantize's: q4_k_m, or mxfp4_moe (experts\n"
+                 "                        mxfp4, the other matrices q8_0). The iq4 types are\n"
+                 "                        quantized simply, not as llama-quantize does: each\n"
+                 "                        weight the nearest codebook value for a scale set by\n"
+                 "                        its block's largest weight; mxfp4 codes are drawn at\n"
+                 "                        random as a normal weight's nearest E2M1 value, under\n"
+                 "                        one E8M0 scale per tensor\n"
                  "  --tied                no output.weight: the lm_head is token_embd\n"
                  "  --seed S              random seed (default 42)\n"
                  "  --threads N           generator threads (default: all CPUs; same bytes)\n"
@@ -163,6 +168,27 @@ static bool apply_preset(const char *name, struct moeinf_gen_params *p) {
         p->rms_eps = 1e-6f;
         return true;
     }
+    if (!strcmp(name, "gpt-oss-20b") || !strcmp(name, "gpt-oss-120b")) {
+        const bool big = !strcmp(name, "gpt-oss-120b");
+        p->arch = "gpt-oss";
+        p->n_layer = big ? 36 : 24;
+        p->n_expert = big ? 128 : 32;
+        p->n_expert_used = 4;
+        p->n_embd = 2880;
+        p->n_ff = 2880;
+        p->n_head = 64;
+        p->n_head_kv = 8;
+        p->n_embd_head = 64;
+        p->n_vocab = 201088; /* o200k_harmony, padded */
+        p->n_ctx_train = 131072;
+        p->rope_freq_base = 150000.0f;
+        p->rms_eps = 1e-5f;
+        p->n_swa = 128;
+        p->rope_yarn_factor = 32.0f;
+        p->rope_yarn_orig_ctx = 4096;
+        p->type = MOEINF_GEN_TYPE_MXFP4_MOE; /* as ggml-org's gpt-oss-*-mxfp4.gguf */
+        return true;
+    }
     return false;
 }
 
@@ -191,6 +217,7 @@ static const struct int_opt int_opts[] = {
     {"--linear-head-dim", 1, 4096, offsetof(struct moeinf_gen_params, ssm_d_state)},
     {"--conv-kernel", 1, 64, offsetof(struct moeinf_gen_params, ssm_d_conv)},
     {"--full-attn-interval", 1, 4096, offsetof(struct moeinf_gen_params, full_attn_interval)},
+    {"--sliding-window", 1, 1 << 24, offsetof(struct moeinf_gen_params, n_swa)},
 };
 
 int cmd_gen_model(int argc, char **argv) {

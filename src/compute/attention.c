@@ -12,7 +12,7 @@ size_t moeinf_attn_scratch_floats(int n_ctx, int n_head, int n_head_kv, int head
 
 static const float *cache_row(const struct moeinf_attn_args *a, const void *base, int t, int kh,
                               float *buf) {
-    size_t row = (size_t)t * (size_t)a->n_head_kv * (size_t)a->head_dim + (size_t)kh * a->head_dim;
+    size_t row = (size_t)(t % a->ring) * (size_t)a->n_head_kv * (size_t)a->head_dim + (size_t)kh * a->head_dim;
     if (!a->kv_f16) return (const float *)base + row;
     a->kern->to_float[MOEINF_TYPE_F16]((const uint16_t *)base + row, buf, a->head_dim);
     return buf;
@@ -24,7 +24,9 @@ static const float *cache_row(const struct moeinf_attn_args *a, const void *base
 static void attend(const struct moeinf_attn_args *a, int j, int kh, float *scratch) {
     const int group = a->n_head / a->n_head_kv;
     const int hd = a->head_dim;
-    const int n_kv = a->pos0 + j + 1; /* causal: positions 0 .. pos0 + j */
+    const int pos = a->pos0 + j;
+    const int t0 = a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0;
+    const int n_kv = pos + 1 - t0; /* causal: positions t0 .. pos */
     const int q_stride = a->n_head * hd;
     float *row = scratch + (size_t)group * (size_t)(a->pos0 + a->m);
     const float scale = 1.0f / sqrtf((float)hd);
@@ -34,7 +36,7 @@ static void attend(const struct moeinf_attn_args *a, int j, int kh, float *scrat
     const moeinf_vec_dot_m_fn dot_m = a->kern->vec_dot_m[MOEINF_TYPE_F32];
     const float *q0 = a->q + (size_t)j * q_stride + (size_t)kh * group * hd;
     for (int t = 0; t < n_kv; t++) {
-        const float *k = cache_row(a, a->k, t, kh, row);
+        const float *k = cache_row(a, a->k, t0 + t, kh, row);
         for (int g0 = 0; g0 < group; g0 += ATTN_GROUP_CHUNK) {
             const int gn = group - g0 < ATTN_GROUP_CHUNK ? group - g0 : ATTN_GROUP_CHUNK;
             float s[ATTN_GROUP_CHUNK];
@@ -45,9 +47,10 @@ static void attend(const struct moeinf_attn_args *a, int j, int kh, float *scrat
     }
     for (int g = 0; g < group; g++) {
         float *s = scratch + (size_t)g * n_kv;
-        float max = -INFINITY;
+        const float *sink = a->sinks ? a->sinks + (size_t)kh * group + g : NULL;
+        float max = sink ? *sink : -INFINITY;
         for (int t = 0; t < n_kv; t++) max = s[t] > max ? s[t] : max;
-        double sum = 0.0;
+        double sum = sink ? (double)expf(*sink - max) : 0.0;
         for (int t = 0; t < n_kv; t++) {
             s[t] = expf(s[t] - max);
             sum += s[t];
@@ -59,7 +62,7 @@ static void attend(const struct moeinf_attn_args *a, int j, int kh, float *scrat
     }
     const moeinf_axpy_fn axpy = a->kern->axpy_f32; /* the same bits on every table */
     for (int t = 0; t < n_kv; t++) {
-        const float *v = cache_row(a, a->v, t, kh, row);
+        const float *v = cache_row(a, a->v, t0 + t, kh, row);
         for (int g = 0; g < group; g++) {
             float *o = a->out + (size_t)j * q_stride + (size_t)(kh * group + g) * hd;
             axpy(hd, scratch[(size_t)g * n_kv + t], v, o);

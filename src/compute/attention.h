@@ -1,8 +1,12 @@
 /*
  * attention.h - causal grouped-query attention of m new tokens against the KV cache of one
- * layer. The cache holds n_ctx rows of n_head_kv * head_dim values (F16 or F32); the new
- * tokens' K and V rows must already be stored at positions pos0 .. pos0 + m - 1.
- * Query head h reads KV head h / (n_head / n_head_kv).
+ * layer. The cache holds rows of n_head_kv * head_dim values (F16 or F32), position t in row
+ * t % ring; the new tokens' K and V rows must already be stored at positions
+ * pos0 .. pos0 + m - 1. Query head h reads KV head h / (n_head / n_head_kv).
+ * With a window w > 0 the query at position p sees positions p - w + 1 .. p only (a
+ * sliding-window layer, whose ring needs w - 1 + m rows); with sinks, head h's softmax
+ * denominator also holds exp(sinks[h]), which takes weight from every position and gives it to
+ * none (gpt-oss).
  */
 #ifndef MOEINF_ATTENTION_H
 #define MOEINF_ATTENTION_H
@@ -23,6 +27,9 @@ struct moeinf_attn_args {
     int n_head;
     int n_head_kv;
     int head_dim;
+    int ring;            /* rows of the cache */
+    int window;          /* 0: every earlier position */
+    const float *sinks;  /* [n_head] or NULL */
     float *out;         /* [m][n_head * head_dim] */
     float *scratch;     /* per thread: moeinf_attn_scratch_floats() floats */
     size_t scratch_stride;

@@ -23,6 +23,16 @@ static struct moeinf_mm_job job(const uint8_t *w, const struct moeinf_expert_mat
     return j;
 }
 
+/* gpt-oss's constants (llama.cpp's LLM_FFN_SWIGLU_OAI_MOE) */
+#define OAI_ALPHA 1.702f
+#define OAI_LIMIT 7.0f
+
+static void add_bias(float *y, const float *b, int64_t n) {
+    if (!b) return;
+    for (int64_t k = 0; k < n; k++)
+        y[k] += b[k];
+}
+
 void moeinf_expert_ffn_run(struct moeinf_pool *pool, const struct moeinf_kernels *kern,
                            const struct moeinf_expert_ffn *a) {
     const struct moeinf_expert_mat *down = &a->mat[MOEINF_EXPERT_DOWN];
@@ -41,7 +51,16 @@ void moeinf_expert_ffn_run(struct moeinf_pool *pool, const struct moeinf_kernels
     for (int i = 0; i < a->n; i++) {
         for (int s = a->row0[i]; s < a->row0[i] + a->rows[i]; s++) {
             float *hg = a->hg + (size_t)s * (size_t)n_ff;
-            moeinf_swiglu(hg, hg, a->hu + (size_t)s * (size_t)n_ff, (int)n_ff);
+            float *hu = a->hu + (size_t)s * (size_t)n_ff;
+            if (a->bias) {
+                add_bias(hg, a->bias[i][MOEINF_EXPERT_GATE], n_ff);
+                add_bias(hu, a->bias[i][MOEINF_EXPERT_UP], n_ff);
+            }
+            if (a->glu == MOEINF_GLU_SWIGLU_OAI) {
+                moeinf_swiglu_oai(hg, hg, hu, (int)n_ff, OAI_ALPHA, OAI_LIMIT);
+            } else {
+                moeinf_swiglu(hg, hg, hu, (int)n_ff);
+            }
         }
     }
     /* The down input, converted per run of consecutive rows (one run when the call holds
@@ -65,4 +84,9 @@ void moeinf_expert_ffn_run(struct moeinf_pool *pool, const struct moeinf_kernels
                             a->rows[i], a->out + (size_t)r0 * (size_t)n_embd, (size_t)n_embd);
     }
     moeinf_matmul_run(pool, kern, a->jobs, nj);
+    if (!a->bias) return;
+    for (int i = 0; i < a->n; i++) {
+        for (int s = a->row0[i]; s < a->row0[i] + a->rows[i]; s++)
+            add_bias(a->out + (size_t)s * (size_t)n_embd, a->bias[i][MOEINF_EXPERT_DOWN], n_embd);
+    }
 }

@@ -1,5 +1,6 @@
 /*
- * expert_ffn.h - the SwiGLU FFN of several routed experts of one layer over the token rows
+ * expert_ffn.h - the gated FFN (SwiGLU, or gpt-oss's clamped form, with biases where the model
+ * has them) of several routed experts of one layer over the token rows
  * routed to each, on the CPU: every expert's gate and up in one pool dispatch, SwiGLU, the
  * down input converted, every down in a second dispatch. The resident experts of the forward
  * pass and the RAM fast tier of the expert cache (offload/fast_tier.h) both run it.
@@ -15,6 +16,7 @@
 #include <stdint.h>
 
 #include "compute/matmul.h"
+#include "compute/ops.h"
 #include "compute/pool.h"
 #include "quant/quant.h"
 
@@ -37,6 +39,8 @@ struct moeinf_expert_ffn {
                                          n_embd]; gate and up share a vec_dot_type */
     int n;                            /* experts */
     const uint8_t *const (*parts)[3]; /* [n] each expert's gate, up and down matrices */
+    const float *const (*bias)[3];    /* NULL, or [n] each expert's gate, up and down bias */
+    enum moeinf_glu glu;
     const int *row0;                  /* [n] its first row */
     const int *rows;                  /* [n] its row count (> 0) */
     const uint8_t *x;                 /* input rows in gate's vec_dot_type */

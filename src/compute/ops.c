@@ -5,6 +5,10 @@
 #include <stddef.h>
 #include <string.h>
 
+#ifndef M_PI
+#define M_PI 3.14159265358979323846
+#endif
+
 void moeinf_rmsnorm(float *y, const float *x, const float *w, int n, float eps) {
     double sum = 0.0;
     for (int i = 0; i < n; i++) sum += (double)x[i] * (double)x[i];
@@ -29,6 +33,63 @@ void moeinf_swiglu(float *y, const float *g, const float *u, int n) {
     for (int i = 0; i < n; i++) {
         float v = g[i];
         y[i] = v / (1.0f + expf(-v)) * u[i];
+    }
+}
+
+void moeinf_swiglu_oai(float *y, const float *g, const float *u, int n, float alpha, float limit) {
+    for (int i = 0; i < n; i++) {
+        const float x = g[i] < limit ? g[i] : limit;
+        const float v = u[i] < -limit ? -limit : (u[i] > limit ? limit : u[i]);
+        y[i] = x / (1.0f + expf(alpha * -x)) * (v + 1.0f);
+    }
+}
+
+/* The pair index whose wavelength fits n_turns times into orig_ctx positions. */
+static float yarn_corr_dim(int n_rot, int orig_ctx, float n_turns, float base) {
+    return (float)n_rot * logf((float)orig_ctx / (n_turns * 2.0f * (float)M_PI)) /
+           (2.0f * logf(base));
+}
+
+void moeinf_rope_yarn_corr(int n_rot, int orig_ctx, float base, float beta_fast, float beta_slow,
+                           float corr[2]) {
+    const float lo = floorf(yarn_corr_dim(n_rot, orig_ctx, beta_fast, base));
+    const float hi = ceilf(yarn_corr_dim(n_rot, orig_ctx, beta_slow, base));
+    corr[0] = lo > 0.0f ? lo : 0.0f;
+    corr[1] = hi < (float)(n_rot - 1) ? hi : (float)(n_rot - 1);
+}
+
+void moeinf_rope_yarn_angles(float *cs, int n_rot, int pos, float base, float freq_scale,
+                             const float corr[2], float mscale) {
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    const float span = corr[1] - corr[0] > 0.001f ? corr[1] - corr[0] : 0.001f;
+    const float scale = mscale * (1.0f + 0.1f * logf(1.0f / freq_scale));
+    float theta_extrap = (float)pos;
+    for (int i = 0; i < n_rot / 2; i++) {
+        float y = ((float)i - corr[0]) / span;
+        y = y < 0.0f ? 0.0f : (y > 1.0f ? 1.0f : y);
+        const float ramp = 1.0f - y; /* 1: unscaled, 0: scaled */
+        const float theta_interp = freq_scale * theta_extrap;
+        const float theta = theta_interp * (1.0f - ramp) + theta_extrap * ramp;
+        cs[2 * (size_t)i] = cosf(theta) * scale;
+        cs[2 * (size_t)i + 1] = sinf(theta) * scale;
+        theta_extrap *= theta_scale;
+    }
+}
+
+void moeinf_rope_cs(float *x, int n_heads, int head_dim, int n_rot, const float *cs, bool neox) {
+    const int half = n_rot / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        for (int i = 0; i < half; i++) {
+            const int i0 = neox ? i : 2 * i;
+            const int i1 = neox ? i + half : 2 * i + 1;
+            const float x0 = v[i0];
+            const float x1 = v[i1];
+            const float c = cs[2 * (size_t)i];
+            const float sn = cs[2 * (size_t)i + 1];
+            v[i0] = x0 * c - x1 * sn;
+            v[i1] = x0 * sn + x1 * c;
+        }
     }
 }
 

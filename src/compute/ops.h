@@ -32,6 +32,33 @@ void moeinf_rope_norm(float *x, int n_heads, int head_dim, int n_rot, int pos, f
 void moeinf_rope_neox(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
                       float freq_scale);
 
+/* The gated linear unit of an FFN. */
+enum moeinf_glu {
+    MOEINF_GLU_SWIGLU, /* silu(gate) * up */
+    /* gpt-oss's clamped variant: g = min(gate, 7), u = clamp(up, -7, 7),
+     * g * sigmoid(1.702 g) * (u + 1) (moeinf_swiglu_oai) */
+    MOEINF_GLU_SWIGLU_OAI,
+};
+
+/* y[i] = min(g, limit) * sigmoid(alpha * min(g, limit)) * (clamp(u, -limit, limit) + 1): the
+ * clamped SwiGLU of gpt-oss (alpha 1.702, limit 7), y may alias g */
+void moeinf_swiglu_oai(float *y, const float *g, const float *u, int n, float alpha, float limit);
+
+/* YaRN's pair range: pairs below corr[0] keep their unscaled angle, pairs above corr[1] take
+ * the scaled one, those between a linear blend (llama.cpp's ggml_rope_yarn_corr_dims). */
+void moeinf_rope_yarn_corr(int n_rot, int orig_ctx, float base, float beta_fast, float beta_slow,
+                           float corr[2]);
+
+/* The n_rot / 2 (cos, sin) pairs of RoPE at position pos with YaRN: pair i's unscaled angle
+ * pos * base^(-2i/n_rot) blended with it times freq_scale by the ramp over corr, both
+ * multiplied by mscale * (1 + 0.1 ln(1 / freq_scale)). */
+void moeinf_rope_yarn_angles(float *cs, int n_rot, int pos, float base, float freq_scale,
+                             const float corr[2], float mscale);
+
+/* RoPE of n_heads heads with precomputed (cos, sin) pairs: NEOX pairs (x[i], x[i + n_rot/2])
+ * when neox, else adjacent ones (x[2i], x[2i + 1]). */
+void moeinf_rope_cs(float *x, int n_heads, int head_dim, int n_rot, const float *cs, bool neox);
+
 /* True when none of x[0..n) is NaN or infinity. Tests the exponent bits as integers, so the
  * answer does not depend on floating-point flags, at about the cost of one read of x. */
 bool moeinf_all_finite(const float *x, size_t n);

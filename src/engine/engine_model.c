@@ -134,12 +134,18 @@ void moeinf_model_desc(const struct moeinf_model *model, char *buf, size_t size)
     const struct moeinf_hparams *hp = &model->llm->hp;
     const struct moeinf_layer *lw = &model->llm->layers[0];
     const struct moeinf_weight *ffn = hp->n_expert > 0 ? &lw->gate_exps : &lw->ffn_gate;
-    snprintf(buf, size,
-             "%s: %d layers, n_embd %d, %d heads (%d kv, dim %d), %d experts (top %d), "
-             "ff %d, vocab %d, ffn type %s",
-             moeinf_llm_arch_name(model->llm), hp->n_layer, hp->n_embd, hp->n_head, hp->n_head_kv,
-             hp->head_dim, hp->n_expert, hp->n_expert_used, hp->n_ff, hp->n_vocab,
-             moeinf_type_traits_get(ffn->type)->name);
+    int n = snprintf(buf, size,
+                     "%s: %d layers, n_embd %d, %d heads (%d kv, dim %d), %d experts (top %d), "
+                     "ff %d, vocab %d, ffn type %s",
+                     moeinf_llm_arch_name(model->llm), hp->n_layer, hp->n_embd, hp->n_head,
+                     hp->n_head_kv, hp->head_dim, hp->n_expert, hp->n_expert_used, hp->n_ff,
+                     hp->n_vocab, moeinf_type_traits_get(ffn->type)->name);
+    int n_swa = 0;
+    for (int il = 0; il < hp->n_layer; il++)
+        n_swa += model->llm->layers[il].swa;
+    if (n_swa > 0 && n > 0 && (size_t)n < size) {
+        snprintf(buf + n, size - (size_t)n, ", sliding window %d on %d layers", hp->n_swa, n_swa);
+    }
 }
 
 uint64_t moeinf_model_decode_bytes(const struct moeinf_model *model) {
@@ -150,6 +156,9 @@ uint64_t moeinf_model_decode_bytes(const struct moeinf_model *model) {
     for (int il = 0; il < hp->n_layer; il++) {
         const struct moeinf_layer *lw = &llm->layers[il];
         total += lw->wq.mat_bytes + lw->wk.mat_bytes + lw->wv.mat_bytes + lw->wo.mat_bytes;
+        total += lw->ssm_qkv.mat_bytes + lw->ssm_z.mat_bytes + lw->ssm_in.mat_bytes +
+                 lw->ssm_beta.mat_bytes + lw->ssm_alpha.mat_bytes + lw->ssm_ba.mat_bytes +
+                 lw->ssm_out.mat_bytes;
         if (lw->ffn == MOEINF_FFN_MOE) {
             total += lw->router.mat_bytes;
             total += (uint64_t)hp->n_expert_used *

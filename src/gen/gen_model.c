@@ -3,7 +3,8 @@
  * loads for arch "llama" (Mixtral-style routed experts, or dense Llama when n_expert = 0),
  * "qwen2moe" (q/k/v biases ~ N(0, 0.2), one shared expert of width n_expert_shared x n_ff
  * behind its sigmoid gate), "qwen3moe" (per-head q/k RMSNorm), "olmoe" (q/k RMSNorm over
- * the whole projection), and the hybrid "qwen35moe" and "qwen3next" (Gated DeltaNet layers
+ * the whole projection), "gpt-oss" (biases, attention sinks, a sliding window, YaRN; see
+ * plan_layer_gpt_oss), and the hybrid "qwen35moe" and "qwen3next" (Gated DeltaNet layers
  * with a gated full-attention layer every full_attn_interval, a shared expert; see
  * plan_layer_hybrid). It sits in src/gen/ with its tensor types (quant_mix.c), not in
  * src/gguf/: it writes through the GGUF writer and quantises through quant/, which the GGUF
@@ -70,6 +71,9 @@ struct moeinf_gen_params moeinf_gen_params_default(void) {
     p.ssm_n_group = 2;
     p.ssm_dt_rank = 4;
     p.full_attn_interval = 4;
+    p.n_swa = 128;
+    p.rope_yarn_factor = 32.0f;
+    p.rope_yarn_orig_ctx = 4096;
     return p;
 }
 
@@ -80,11 +84,12 @@ enum gen_arch {
     ARCH_OLMOE,
     ARCH_QWEN35MOE,
     ARCH_QWEN3NEXT,
+    ARCH_GPT_OSS,
     ARCH_UNKNOWN
 };
 
-static const char *const arch_names[] = {"llama", "qwen2moe",  "qwen3moe",
-                                         "olmoe", "qwen35moe", "qwen3next"};
+static const char *const arch_names[] = {"llama",     "qwen2moe",  "qwen3moe", "olmoe",
+                                         "qwen35moe", "qwen3next", "gpt-oss"};
 
 /* Gated DeltaNet layers with a full-attention layer every full_attn_interval. */
 static bool is_hybrid(enum gen_arch a) {
@@ -194,7 +199,7 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
     if (arch == ARCH_UNKNOWN) {
         return moeinf_fail(err, arg,
                            "gen-model: arch '%s' is not supported (llama, qwen2moe, qwen3moe, "
-                           "olmoe, qwen35moe, qwen3next)",
+                           "olmoe, qwen35moe, qwen3next, gpt-oss)",
                            p->arch);
     }
     if (!in_range(p->n_layer, 1, 4096)) {
@@ -266,7 +271,15 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
         enum moeinf_status st = check_hybrid(p, err);
         if (st) return st;
     }
-    const bool mix = p->type == MOEINF_GEN_TYPE_Q4_K_M;
+    if (arch == ARCH_GPT_OSS &&
+        (!in_range(p->n_swa, 1, 1 << 24) || !in_range(p->rope_yarn_orig_ctx, 1, 1 << 24) ||
+         !(p->rope_yarn_factor >= 1.0f) || !isfinite(p->rope_yarn_factor))) {
+        return moeinf_fail(err, arg,
+                           "gen-model: sliding window %d or YaRN original context %d not in "
+                           "[1, %d], or YaRN factor %g below 1",
+                           p->n_swa, p->rope_yarn_orig_ctx, 1 << 24, (double)p->rope_yarn_factor);
+    }
+    const bool mix = moeinf_gen_type_is_mix(p->type);
     if (!mix && !moeinf_gen_type_is_plain(p->type)) {
         return moeinf_fail(err, arg, "gen-model: type %d is not one of %s", p->type,
                            moeinf_gen_type_names());
@@ -284,7 +297,8 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
             if (rows[i] % block != 0) {
                 return moeinf_fail(
                     err, arg, "gen-model: %s = %d is not a multiple of %d (needed by %s)", what[i],
-                    rows[i], (int)block, mix ? "q4_k_m" : moeinf_type_name(p->type));
+                    rows[i], (int)block,
+                    mix ? moeinf_gen_type_name(p->type) : moeinf_type_name(p->type));
             }
         }
     }
@@ -590,10 +604,11 @@ static bool plan_arch_extras(struct plan *pl, const struct moeinf_gen_params *p,
     }
 }
 
-/* Replaces the mix's placeholder type of the big matrices by llama-quantize's Q4_K_M choice. */
-static void apply_q4_k_m(struct plan *pl, const struct moeinf_gen_params *p) {
+/* Replaces the mix's placeholder type of the big matrices by llama-quantize's choice. */
+static void apply_mix(struct plan *pl, const struct moeinf_gen_params *p) {
     for (int i = 0; i < pl->n; i++) {
         struct tplan *t = &pl->t[i];
+        if (t->type == MOEINF_GEN_TYPE_MXFP4_MOE) t->type = moeinf_mxfp4_moe_type(t->ne[2]);
         if (t->type != MOEINF_GEN_TYPE_Q4_K_M) continue;
         int layer = -1; /* "blk.N." */
         if (!strncmp(t->name, "blk.", 4)) layer = (int)strtol(t->name + 4, NULL, 10);
@@ -663,6 +678,42 @@ static bool plan_layer_hybrid(struct plan *pl, const struct moeinf_gen_params *p
            plan_add(pl, "ffn_down_shexp", l, q, 2, fs, e, 1, INIT_NORMAL, 1);
 }
 
+/*
+ * One gpt-oss layer (ne order), as llama.cpp's loader reads them (src/models/openai-moe.cpp):
+ * the pre-attention norm, q/k/v/o with biases, a sink logit per head, post_attention_norm (the
+ * pre-FFN norm; no ffn_norm), the router with its bias, the experts with a bias per expert
+ * row. Biases ~ N(0, 0.1) (q/k/v 0.2 as qwen2moe's, the router's 0.5), the sinks ~ N(0, 1):
+ * a logit of the same order as the attention scores. All F32, as in the published files.
+ */
+static bool plan_layer_gpt_oss(struct plan *pl, const struct moeinf_gen_params *p, int l) {
+    const int q = p->type;
+    const int f32 = MOEINF_TYPE_F32;
+    const int64_t e = p->n_embd;
+    const int64_t f = p->n_ff;
+    const int64_t x = p->n_expert;
+    const int64_t dq = (int64_t)p->n_head * head_dim(p);
+    const int64_t dkv = (int64_t)p->n_head_kv * head_dim(p);
+    return plan_add(pl, "attn_norm", l, f32, 1, e, 1, 1, INIT_NORM, 1) &&
+           plan_add(pl, "attn_q", l, q, 2, e, dq, 1, INIT_NORMAL, 1) &&
+           plan_add(pl, "attn_q.bias", l, f32, 1, dq, 1, 1, INIT_EMBED, 0.2) &&
+           plan_add(pl, "attn_k", l, q, 2, e, dkv, 1, INIT_NORMAL, 1) &&
+           plan_add(pl, "attn_k.bias", l, f32, 1, dkv, 1, 1, INIT_EMBED, 0.2) &&
+           plan_add(pl, "attn_v", l, q, 2, e, dkv, 1, INIT_NORMAL, 1) &&
+           plan_add(pl, "attn_v.bias", l, f32, 1, dkv, 1, 1, INIT_EMBED, 0.2) &&
+           plan_add(pl, "attn_output", l, q, 2, dq, e, 1, INIT_NORMAL, 1) &&
+           plan_add(pl, "attn_output.bias", l, f32, 1, e, 1, 1, INIT_EMBED, 0.1) &&
+           plan_add(pl, "attn_sinks", l, f32, 1, p->n_head, 1, 1, INIT_EMBED, 1) &&
+           plan_add(pl, "post_attention_norm", l, f32, 1, e, 1, 1, INIT_NORM, 1) &&
+           plan_add(pl, "ffn_gate_inp", l, f32, 2, e, x, 1, INIT_NORMAL, 2) &&
+           plan_add(pl, "ffn_gate_inp.bias", l, f32, 1, x, 1, 1, INIT_EMBED, 0.5) &&
+           plan_add(pl, "ffn_gate_exps", l, q, 3, e, f, x, INIT_NORMAL, 1) &&
+           plan_add(pl, "ffn_gate_exps.bias", l, f32, 2, f, x, 1, INIT_EMBED, 0.1) &&
+           plan_add(pl, "ffn_up_exps", l, q, 3, e, f, x, INIT_NORMAL, 1) &&
+           plan_add(pl, "ffn_up_exps.bias", l, f32, 2, f, x, 1, INIT_EMBED, 0.1) &&
+           plan_add(pl, "ffn_down_exps", l, q, 3, f, e, x, INIT_NORMAL, 1) &&
+           plan_add(pl, "ffn_down_exps.bias", l, f32, 2, e, x, 1, INIT_EMBED, 0.1);
+}
+
 /* Tensor names and shapes as llama.cpp's loader expects them for the arch (ne order). */
 static bool plan_build(struct plan *pl, const struct moeinf_gen_params *p, int64_t n_vocab) {
     const int q = p->type; /* big matrices */
@@ -678,6 +729,10 @@ static bool plan_build(struct plan *pl, const struct moeinf_gen_params *p, int64
     for (int l = 0; ok && l < p->n_layer; l++) {
         if (is_hybrid(arch_of(p))) {
             ok = plan_layer_hybrid(pl, p, l);
+            continue;
+        }
+        if (arch_of(p) == ARCH_GPT_OSS) {
+            ok = plan_layer_gpt_oss(pl, p, l);
             continue;
         }
         ok = plan_add(pl, "attn_norm", l, MOEINF_TYPE_F32, 1, e, 1, 1, INIT_NORM, 1) &&
@@ -699,7 +754,7 @@ static bool plan_build(struct plan *pl, const struct moeinf_gen_params *p, int64
         }
         ok = ok && plan_arch_extras(pl, p, l);
     }
-    if (ok && p->type == MOEINF_GEN_TYPE_Q4_K_M) apply_q4_k_m(pl, p);
+    if (ok && moeinf_gen_type_is_mix(p->type)) apply_mix(pl, p);
     return ok;
 }
 
@@ -735,7 +790,9 @@ static enum moeinf_status add_hparams(struct moeinf_gguf_writer *w,
     U32("feed_forward_length", arch == ARCH_QWEN2MOE ? p->n_expert_shared * p->n_ff
                                : dense_equiv         ? p->n_expert_used * p->n_ff
                                                      : p->n_ff);
-    if (arch == ARCH_QWEN2MOE || dense_equiv) U32("expert_feed_forward_length", p->n_ff);
+    if (arch == ARCH_QWEN2MOE || dense_equiv || arch == ARCH_GPT_OSS) {
+        U32("expert_feed_forward_length", p->n_ff);
+    }
     if (has_shared_expert(arch)) {
         U32("expert_shared_feed_forward_length", p->n_expert_shared * p->n_ff);
     }
@@ -743,7 +800,18 @@ static enum moeinf_status add_hparams(struct moeinf_gguf_writer *w,
     U32("attention.head_count_kv", p->n_head_kv);
     U32("attention.key_length", head_dim(p));
     U32("attention.value_length", head_dim(p));
-    U32("rope.dimension_count", is_hybrid(arch) ? rot_dims(p) : head_dim(p));
+    /* gpt-oss's converter writes no rope.dimension_count (llama.cpp takes the head dim), but
+     * the sliding window and YaRN's type, factor and original context (the betas are left to
+     * llama.cpp's defaults, 32 and 1, which are gpt-oss's) */
+    if (arch != ARCH_GPT_OSS) {
+        U32("rope.dimension_count", is_hybrid(arch) ? rot_dims(p) : head_dim(p));
+    } else {
+        U32("attention.sliding_window", p->n_swa);
+        moeinf_gguf_writer_add_str(w, akey(k, sizeof k, an, "rope.scaling.type"), "yarn", err);
+        moeinf_gguf_writer_add_f32(w, akey(k, sizeof k, an, "rope.scaling.factor"),
+                                   p->rope_yarn_factor, err);
+        U32("rope.scaling.original_context_length", p->rope_yarn_orig_ctx);
+    }
     if (is_hybrid(arch)) {
         U32("ssm.conv_kernel", p->ssm_d_conv);
         U32("ssm.state_size", p->ssm_d_state);
@@ -833,6 +901,8 @@ static enum moeinf_status add_vocab_from(struct moeinf_gguf_writer *w, const cha
 struct job {
     const struct tplan *t;
     const struct zig *zig;
+    const uint8_t *mx_codes; /* MXFP4 drawn directly (mx_table): the codes, or NULL */
+    uint8_t mx_e;            /* and the tensor's E8M0 scale */
     uint64_t seed, tensor;
     int64_t chunk, row0, n_rows;
     float *x;   /* [cap_elems] */
@@ -840,13 +910,66 @@ struct job {
     size_t n_bytes;
 };
 
+/* The standard deviation of an INIT_NORMAL or INIT_EMBED tensor's weights. */
+static double sigma_of(const struct tplan *t) {
+    return t->kind == INIT_NORMAL ? t->scale / sqrt((double)t->ne[0]) : t->scale;
+}
+
+/*
+ * MXFP4 without floats. Quantizing N(0, sigma) weights one at a time was nearly all of the
+ * time of a gpt-oss-shaped file (its experts are 90 % of it). Instead the codes are drawn
+ * directly, 16 random bits each, from the distribution that N(0, sigma) rounded to the
+ * nearest E2M1 value has, under one E8M0 scale for the whole tensor: 2^(e-127) with
+ * e = 127 + floor(log2(sigma / 1.5)), so that sigma is 1.5 to 3 E2M1 units and the largest
+ * value, 6, is 2 to 4 standard deviations out (ggml's quantizer puts a block's maximum at 4 to
+ * 8 units, and clips at 6). mx_table fills codes[65536]: bit 15 of a draw is the sign, the
+ * low 15 bits pick the magnitude by its probability. Returns e.
+ */
+static uint8_t mx_table(double sigma, uint8_t codes[65536]) {
+    static const double mid[7] = {0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5.0}; /* E2M1 midpoints */
+    int e = 127 + (int)floor(log2(sigma / 1.5));
+    e = e < 1 ? 1 : e > 254 ? 254 : e;
+    const double units = sigma / ldexp(1.0, e - 127); /* sigma in E2M1 units */
+    uint32_t bound[8];
+    for (int k = 0; k < 7; k++) /* P(|z| < mid / units) in 2^-15 steps */
+        bound[k] = (uint32_t)lrint(erf(mid[k] / units / sqrt(2.0)) * 32768.0);
+    bound[7] = 32768;
+    int k = 0;
+    for (uint32_t u = 0; u < 32768; u++) {
+        while (u >= bound[k])
+            k++;
+        codes[u] = (uint8_t)k;
+        codes[u | 32768] = (uint8_t)(k | 8); /* code 8 + k is -value[k] */
+    }
+    return (uint8_t)e;
+}
+
+/* A chunk of MXFP4 blocks from mx_table's codes: one 64-bit draw for two bytes of codes. */
+static void gen_chunk_mxfp4(struct job *j, struct rng *r, int64_t n) {
+    uint8_t *y = j->y;
+    for (int64_t b = 0; b < n / 32; b++, y += sizeof(struct moeinf_block_mxfp4)) {
+        y[0] = j->mx_e;
+        for (int i = 0; i < 16; i += 2) {
+            uint64_t u = rng_next(r);
+            y[1 + i] = (uint8_t)(j->mx_codes[u & 0xffff] | j->mx_codes[(u >> 16) & 0xffff] << 4);
+            y[2 + i] =
+                (uint8_t)(j->mx_codes[(u >> 32) & 0xffff] | j->mx_codes[(u >> 48) & 0xffff] << 4);
+        }
+    }
+    j->n_bytes = moeinf_row_bytes(MOEINF_TYPE_MXFP4, n);
+}
+
 static void gen_chunk(struct job *j) {
     const struct tplan *t = j->t;
     struct rng r;
     rng_seed(&r, j->seed, j->tensor, (uint64_t)j->chunk);
     int64_t ne0 = t->ne[0];
     int64_t n = j->n_rows * ne0;
-    double sigma = t->kind == INIT_NORMAL ? t->scale / sqrt((double)ne0) : t->scale;
+    if (j->mx_codes) {
+        gen_chunk_mxfp4(j, &r, n);
+        return;
+    }
+    double sigma = sigma_of(t);
     for (int64_t i = 0; i < n; i++) {
         double z = rng_normal(&r, j->zig);
         double v = sigma * z;
@@ -873,8 +996,15 @@ static void *gen_thread(void *arg) {
  */
 static enum moeinf_status write_tensor(struct moeinf_gguf_writer *w, struct job *jobs, int n_jobs,
                                        const struct tplan *t, uint64_t tensor, int64_t cap_elems,
-                                       struct moeinf_error *err) {
+                                       uint8_t *mx_codes, struct moeinf_error *err) {
     int64_t ne0 = t->ne[0];
+    const bool direct =
+        t->type == MOEINF_TYPE_MXFP4 && (t->kind == INIT_NORMAL || t->kind == INIT_EMBED);
+    const uint8_t e = direct ? mx_table(sigma_of(t), mx_codes) : 0;
+    for (int k = 0; k < n_jobs; k++) {
+        jobs[k].mx_codes = direct ? mx_codes : NULL;
+        jobs[k].mx_e = e;
+    }
     int64_t rows = t->ne[1] * t->ne[2];
     int64_t chunk_rows = CHUNK_ELEMS / ne0 > 0 ? CHUNK_ELEMS / ne0 : 1;
     (void)cap_elems;
@@ -954,6 +1084,7 @@ enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *p, const cha
     struct vocab vocab = {0};
     struct plan plan = {0};
     struct zig *zig = NULL;
+    uint8_t *mx_codes = NULL;
     struct job jobs[MAX_THREADS] = {0};
     int n_jobs = thread_count(p->n_threads);
     int n_alloc = 0;
@@ -985,7 +1116,8 @@ enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *p, const cha
     }
     if ((st = check_space(path, w, (uint64_t)plan.n, err))) goto fail;
     zig = malloc(sizeof *zig);
-    if (!zig) {
+    mx_codes = malloc(65536);
+    if (!zig || !mx_codes) {
         st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
         goto fail;
     }
@@ -1004,7 +1136,7 @@ enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *p, const cha
         }
     }
     for (int i = 0; i < plan.n; i++) {
-        st = write_tensor(w, jobs, n_jobs, &plan.t[i], (uint64_t)i, cap, err);
+        st = write_tensor(w, jobs, n_jobs, &plan.t[i], (uint64_t)i, cap, mx_codes, err);
         if (st) goto fail;
     }
     st = moeinf_gguf_writer_finish(w, err);
@@ -1016,6 +1148,7 @@ fail:
         free(jobs[i].y);
     }
     free(zig);
+    free(mx_codes);
     vocab_free(&vocab);
     free(plan.t);
     return st;

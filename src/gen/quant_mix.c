@@ -33,7 +33,8 @@ static const struct {
     {"iq4_nl", MOEINF_TYPE_IQ4_NL, 25},     /* MOSTLY_IQ4_NL */
     {"iq4_xs", MOEINF_TYPE_IQ4_XS, 30},     /* MOSTLY_IQ4_XS */
     {"mxfp4", MOEINF_TYPE_MXFP4, 38},       /* MOSTLY_MXFP4_MOE */
-    {"q4_k_m", MOEINF_GEN_TYPE_Q4_K_M, 15}, /* MOSTLY_Q4_K_M */
+    {"q4_k_m", MOEINF_GEN_TYPE_Q4_K_M, 15},       /* MOSTLY_Q4_K_M */
+    {"mxfp4_moe", MOEINF_GEN_TYPE_MXFP4_MOE, 38}, /* MOSTLY_MXFP4_MOE */
 };
 
 #define N_GEN_TYPES (sizeof gen_types / sizeof gen_types[0])
@@ -52,13 +53,21 @@ const char *moeinf_gen_type_name(int type) {
 
 const char *moeinf_gen_type_names(void) {
     return "f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k, q4_k, q5_k, q6_k, iq4_nl, "
-           "iq4_xs, mxfp4, q4_k_m";
+           "iq4_xs, mxfp4, q4_k_m, mxfp4_moe";
 }
 
 bool moeinf_gen_type_is_plain(int type) {
     for (size_t i = 0; i < N_GEN_TYPES; i++)
-        if (gen_types[i].type == type) return type != MOEINF_GEN_TYPE_Q4_K_M;
+        if (gen_types[i].type == type) return !moeinf_gen_type_is_mix(type);
     return false;
+}
+
+bool moeinf_gen_type_is_mix(int type) {
+    return type == MOEINF_GEN_TYPE_Q4_K_M || type == MOEINF_GEN_TYPE_MXFP4_MOE;
+}
+
+int moeinf_mxfp4_moe_type(int64_t ne2) {
+    return ne2 > 1 ? MOEINF_TYPE_MXFP4 : MOEINF_TYPE_Q8_0;
 }
 
 uint32_t moeinf_gen_file_type(int type) {

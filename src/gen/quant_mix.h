@@ -1,6 +1,7 @@
 /*
  * quant_mix.h - the tensor types gen-model writes: one type for every large matrix, or
- * llama-quantize's Q4_K_M mix (quant_mix.c), and llama.cpp's general.file_type of each.
+ * llama-quantize's Q4_K_M or MXFP4_MOE mix (quant_mix.c), and llama.cpp's general.file_type of
+ * each.
  */
 #ifndef MOEINF_GEN_QUANT_MIX_H
 #define MOEINF_GEN_QUANT_MIX_H
@@ -20,8 +21,16 @@ const char *moeinf_gen_type_name(int type);
 /* The names moeinf_gen_type_by_name knows, for messages: "f32, f16, ...". */
 const char *moeinf_gen_type_names(void);
 
-/* True if `type` is a single tensor type gen-model can write (not the mix). */
+/* True if `type` is a single tensor type gen-model can write (not a mix). */
 bool moeinf_gen_type_is_plain(int type);
+
+/* True for the mixes: MOEINF_GEN_TYPE_Q4_K_M and MOEINF_GEN_TYPE_MXFP4_MOE. */
+bool moeinf_gen_type_is_mix(int type);
+
+/* The type llama-quantize's MXFP4_MOE gives a large matrix: MXFP4 for the experts (a 3-D
+ * tensor, ne[2] > 1), Q8_0 for every other one, the lm_head included (llama.cpp's
+ * llama_tensor_get_type; the router stays F32, as every type leaves it). */
+int moeinf_mxfp4_moe_type(int64_t ne2);
 
 /* llama.cpp's general.file_type (enum llama_ftype) of a gen-model type or mix. */
 uint32_t moeinf_gen_file_type(int type);

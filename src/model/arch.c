@@ -11,6 +11,7 @@ static const struct moeinf_arch *const registry[] = {
     &moeinf_arch_olmoe,
     &moeinf_arch_qwen35moe,
     &moeinf_arch_qwen3next,
+    &moeinf_arch_gptoss,
 };
 
 const struct moeinf_arch *moeinf_arch_find(const char *name, size_t len) {

@@ -48,6 +48,7 @@ extern const struct moeinf_arch moeinf_arch_qwen3moe;  /* arch/qwen3moe.c */
 extern const struct moeinf_arch moeinf_arch_olmoe;     /* arch/olmoe.c */
 extern const struct moeinf_arch moeinf_arch_qwen35moe; /* arch/qwen35moe.c */
 extern const struct moeinf_arch moeinf_arch_qwen3next; /* arch/qwen3next.c */
+extern const struct moeinf_arch moeinf_arch_gptoss;    /* arch/gptoss.c */
 
 /* The architecture registered under `name` (len bytes, not NUL-terminated), or NULL. */
 const struct moeinf_arch *moeinf_arch_find(const char *name, size_t len);
@@ -101,6 +102,16 @@ enum moeinf_status moeinf_arch_read_expert_width(struct moeinf_arch_loader *ld,
 enum moeinf_status moeinf_arch_read_softmax_routing(struct moeinf_arch_loader *ld,
                                                     struct moeinf_hparams *hp, bool norm_default);
 
+/* attention.sliding_window (required when `required`, then > 0) into hp->n_swa, and which
+ * layers slide: attention.sliding_window_pattern, an array of one bool per layer or an integer
+ * n (default default_pattern: every n-th layer, the last of each n, sees everything; llama.cpp's
+ * set_swa_pattern). */
+enum moeinf_status moeinf_arch_read_sliding_window(struct moeinf_arch_loader *ld,
+                                                   struct moeinf_hparams *hp, bool required,
+                                                   int default_pattern);
+/* Whether layer il attends within the sliding window (hp->n_swa > 0 and the pattern says so). */
+bool moeinf_arch_layer_sliding(const struct moeinf_hparams *hp, int il);
+
 /* ---- binding tensors (arch_bind.c) ----------------------------------------------------- */
 
 /* Tensor `name` with shape (ne0, ne1, ne2; 0 = any, for the vocabulary dimension) and a type
@@ -111,6 +122,14 @@ enum moeinf_status moeinf_arch_bind(struct moeinf_arch_loader *ld, const char *n
 /* A 1-D F32 vector of n elements (norm weights, biases); *out NULL when absent and optional. */
 enum moeinf_status moeinf_arch_bind_vec(struct moeinf_arch_loader *ld, const char *name, int64_t n,
                                         bool optional, const float **out);
+
+/* moeinf_arch_bind_vec of "blk.<il>.<suffix>". */
+enum moeinf_status moeinf_arch_bind_layer_vec(struct moeinf_arch_loader *ld, int il,
+                                              const char *suffix, int64_t n, bool optional,
+                                              const float **out);
+/* A required F32 tensor [ne0, ne1] (e.g. per-expert biases, one row of ne0 per expert). */
+enum moeinf_status moeinf_arch_bind_f32(struct moeinf_arch_loader *ld, const char *name,
+                                        int64_t ne0, int64_t ne1, const float **out);
 
 /* Layer il's attention: attn_norm, attn_q, attn_k, attn_v, attn_output (lw->attn full). */
 enum moeinf_status moeinf_arch_bind_attention(struct moeinf_arch_loader *ld,

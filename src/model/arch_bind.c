@@ -92,6 +92,27 @@ static const char *layer_name(char *buf, int il, const char *suffix) {
     return buf;
 }
 
+enum moeinf_status moeinf_arch_bind_layer_vec(struct moeinf_arch_loader *ld, int il,
+                                              const char *suffix, int64_t n, bool optional,
+                                              const float **out) {
+    char name[NAME_MAX_LEN];
+    return moeinf_arch_bind_vec(ld, layer_name(name, il, suffix), n, optional, out);
+}
+
+enum moeinf_status moeinf_arch_bind_f32(struct moeinf_arch_loader *ld, const char *name,
+                                        int64_t ne0, int64_t ne1, const float **out) {
+    struct moeinf_weight w;
+    enum moeinf_status st = view(ld, name, ne0, ne1, 1, false, &w);
+    if (st != MOEINF_OK) return st;
+    if (w.type != MOEINF_TYPE_F32) {
+        return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED, "%s: tensor '%s' must be f32",
+                           ld->g->path, name);
+    }
+    *out = (const float *)w.data;
+    record(ld, NULL, out, (size_t)ne0 * (size_t)ne1 * sizeof(float), false);
+    return MOEINF_OK;
+}
+
 enum moeinf_status moeinf_arch_bind_attention_q(struct moeinf_arch_loader *ld,
                                                 const struct moeinf_hparams *hp, int il,
                                                 int64_t q_rows, struct moeinf_layer *lw) {

@@ -54,7 +54,46 @@ enum moeinf_status moeinf_arch_get_bool(struct moeinf_arch_loader *ld, const cha
     return moeinf_gguf_get_bool_opt(ld->g, arch_key(key, ld->arch, suffix), out, ld->err);
 }
 
-/* rope.scaling.type none or linear (with rope.scaling.factor), or the older
+/* YaRN's keys, with llama.cpp's defaults: the original context (context_length), the betas
+ * (32 and 1) and the attention factor (1). A yarn_log_multiplier (the DeepSeek form of the
+ * attention factor) is refused. */
+static enum moeinf_status read_yarn(struct moeinf_arch_loader *ld, struct moeinf_hparams *hp) {
+    enum moeinf_status st;
+    float log_mul = 0.0f;
+    hp->rope_scaling = MOEINF_ROPE_SCALING_YARN;
+    hp->yarn_orig_ctx = hp->n_ctx_train;
+    hp->yarn_beta_fast = 32.0f;
+    hp->yarn_beta_slow = 1.0f;
+    hp->yarn_attn_factor = 1.0f;
+    if ((st = moeinf_arch_get_int(ld, "rope.scaling.original_context_length", false, 1 << 30,
+                                  &hp->yarn_orig_ctx)) ||
+        (st = moeinf_arch_get_float(ld, "rope.scaling.yarn_beta_fast", false,
+                                    &hp->yarn_beta_fast)) ||
+        (st = moeinf_arch_get_float(ld, "rope.scaling.yarn_beta_slow", false,
+                                    &hp->yarn_beta_slow)) ||
+        (st = moeinf_arch_get_float(ld, "rope.scaling.attn_factor", false,
+                                    &hp->yarn_attn_factor)) ||
+        (st = moeinf_arch_get_float(ld, "rope.scaling.yarn_log_multiplier", false, &log_mul))) {
+        return st;
+    }
+    if (log_mul != 0.0f) {
+        return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
+                           "%s: YaRN with rope.scaling.yarn_log_multiplier is not supported yet",
+                           ld->g->path);
+    }
+    if (hp->yarn_orig_ctx < 1 || !(hp->yarn_beta_fast > 0.0f) || !(hp->yarn_beta_slow > 0.0f) ||
+        !(hp->yarn_attn_factor > 0.0f && hp->yarn_attn_factor < 1e3f) ||
+        hp->n_rot > MOEINF_MAX_ROT) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                           "%s: invalid YaRN parameters (original context %d, betas %g and %g, "
+                           "attention factor %g, %d rotated dimensions)",
+                           ld->g->path, hp->yarn_orig_ctx, (double)hp->yarn_beta_fast,
+                           (double)hp->yarn_beta_slow, (double)hp->yarn_attn_factor, hp->n_rot);
+    }
+    return MOEINF_OK;
+}
+
+/* rope.scaling.type none, linear or yarn (with rope.scaling.factor), or the older
  * rope.scale_linear; hp->rope_freq_scale is 1 / factor. */
 static enum moeinf_status read_rope_scaling(struct moeinf_arch_loader *ld,
                                             struct moeinf_hparams *hp) {
@@ -65,16 +104,20 @@ static enum moeinf_status read_rope_scaling(struct moeinf_arch_loader *ld,
     if (st != MOEINF_OK) return st;
     float factor = 1.0f;
     if (kind.data && !moeinf_gguf_str_eq(kind, "none")) {
-        if (!moeinf_gguf_str_eq(kind, "linear")) {
+        if (moeinf_gguf_str_eq(kind, "yarn")) {
+            st = read_yarn(ld, hp);
+        } else if (!moeinf_gguf_str_eq(kind, "linear")) {
             return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
-                               "%s: RoPE scaling '%s' is not supported yet (none and linear are)",
+                               "%s: RoPE scaling '%s' is not supported yet (none, linear and yarn "
+                               "are)",
                                ld->g->path, moeinf_esc(kind.data, (size_t)kind.len).s);
         }
-        st = moeinf_arch_get_float(ld, "rope.scaling.factor", false, &factor);
+        if (st == MOEINF_OK) st = moeinf_arch_get_float(ld, "rope.scaling.factor", false, &factor);
     } else {
         st = moeinf_arch_get_float(ld, "rope.scale_linear", false, &factor); /* older files */
     }
     if (st != MOEINF_OK) return st;
+    if (factor == 0.0f) factor = 1.0f; /* llama.cpp reads 0 as none */
     if (!(factor >= 1.0f && factor <= 1024.0f)) {
         return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: RoPE scaling factor %g is invalid",
                            ld->g->path, (double)factor);
@@ -229,4 +272,43 @@ enum moeinf_status moeinf_arch_read_softmax_routing(struct moeinf_arch_loader *l
                            ld->g->path, gating, ld->arch);
     }
     return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_arch_read_sliding_window(struct moeinf_arch_loader *ld,
+                                                   struct moeinf_hparams *hp, bool required,
+                                                   int default_pattern) {
+    char key[KEY_MAX];
+    enum moeinf_status st =
+        moeinf_arch_get_int(ld, "attention.sliding_window", required, 1 << 30, &hp->n_swa);
+    if (st != MOEINF_OK) return st;
+    if (required && hp->n_swa <= 0) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: invalid attention.sliding_window %d",
+                           ld->g->path, hp->n_swa);
+    }
+    hp->swa_pattern = default_pattern;
+    hp->swa_layers = NULL;
+    arch_key(key, ld->arch, "attention.sliding_window_pattern");
+    int64_t at = moeinf_gguf_find_key(ld->g, key);
+    if (at >= 0 && ld->g->kv[at].type == MOEINF_GGUF_TYPE_ARRAY) {
+        const struct moeinf_gguf_kv *kv;
+        if ((st = moeinf_gguf_get_arr(ld->g, key, MOEINF_GGUF_TYPE_BOOL, &kv, ld->err))) return st;
+        if (kv->n_elem != (uint64_t)hp->n_layer) {
+            return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: '%s' has %llu values for %d layers",
+                               ld->g->path, key, (unsigned long long)kv->n_elem, hp->n_layer);
+        }
+        hp->swa_layers = kv->data;
+        return MOEINF_OK;
+    }
+    if ((st = moeinf_arch_get_int(ld, "attention.sliding_window_pattern", false, 1 << 16,
+                                  &hp->swa_pattern))) {
+        return st;
+    }
+    return MOEINF_OK;
+}
+
+bool moeinf_arch_layer_sliding(const struct moeinf_hparams *hp, int il) {
+    if (hp->n_swa <= 0) return false;
+    if (hp->swa_layers) return hp->swa_layers[il] != 0;
+    /* llama.cpp: pattern 0 slides every layer */
+    return hp->swa_pattern == 0 || il % hp->swa_pattern < hp->swa_pattern - 1;
 }

@@ -27,6 +27,7 @@ enum moeinf_status moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int
         embed(moeinf_weight_row(&llm->tok_embd, 0, ids[j]), f->x + (size_t)j * n_embd, n_embd);
     }
     if (n_past == 0) moeinf_fwd_recurrent_clear(f);
+    f->pos = n_past + m; /* before the layers: a failed eval may have stored some of its rows */
     for (int il = 0; il < hp->n_layer; il++) {
         const struct moeinf_layer *lw = &llm->layers[il];
         switch (lw->attn) {
@@ -96,6 +97,31 @@ const float *moeinf_fwd_routing_weights(const struct moeinf_fwd *f, int il, int 
     return f->sel_w + ((size_t)il * f->p.n_batch + j) * f->llm->hp.n_expert_used;
 }
 
+/* Rows of each layer's KV cache (fwd_state.h) and where they begin; returns the values of
+ * all layers. Sliding-window layers keep a ring of n_swa - 1 + n_batch rows: a micro-batch of
+ * m <= n_batch tokens stores its rows before attending, so its first query still finds the
+ * n_swa - 1 positions before it. */
+static size_t kv_layout(struct moeinf_fwd *f) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    size_t off = 0;
+    f->n_swa_layers = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const struct moeinf_layer *lw = &f->llm->layers[il];
+        int rows = f->p.n_ctx;
+        if (lw->attn == MOEINF_ATTN_DELTANET) {
+            rows = 0;
+        } else if (lw->swa && hp->n_swa > 0) {
+            int ring = hp->n_swa - 1 + f->p.n_batch;
+            if (ring < rows) rows = ring;
+            f->n_swa_layers++;
+        }
+        f->kv_rows[il] = rows;
+        f->kv_off[il] = off;
+        off += (size_t)rows * (size_t)f->n_kv;
+    }
+    return off;
+}
+
 /* Allocates the activation buffer of w's vec_dot_type (once per type). */
 static void need_act(struct moeinf_fwd *f, const struct moeinf_weight *w, size_t rows,
                      bool *failed) {
@@ -140,9 +166,18 @@ static void alloc_recurrent(struct moeinf_fwd *f, bool *failed) {
     f->rs_delta_floats = n_v * (size_t)hp->ssm_head_dim * hp->ssm_head_dim;
     f->rs_floats = (size_t)hp->n_recurrent * (f->rs_conv_floats + f->rs_delta_floats);
     f->rs = alloc_array(f, f->rs_floats, sizeof(float), failed);
+}
+
+/* The checkpoints of the state that moving n_past back cannot restore: the recurrent state
+ * and the sliding layers' windows (recurrent.c). */
+static void alloc_checkpoints(struct moeinf_fwd *f, bool *failed) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    const int w = hp->n_swa > 1 ? hp->n_swa - 1 : 0;
+    f->ckpt_bytes = f->rs_floats * sizeof(float) +
+                    (size_t)f->n_swa_layers * 2 * (size_t)w * (size_t)f->n_kv * f->kv_elem;
     for (int i = 0; i < MOEINF_FWD_CHECKPOINTS; i++) {
-        f->ckpt[i] = alloc_array(f, f->rs_floats, sizeof(float), failed);
         f->ckpt_pos[i] = -1;
+        if (f->ckpt_bytes > 0) f->ckpt[i] = alloc_array(f, f->ckpt_bytes, 1, failed);
     }
 }
 
@@ -184,7 +219,14 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
                            "layers of %d values per token)",
                            params->n_ctx, hp->n_layer, hp->n_head_kv * hp->head_dim);
     }
-    size_t kv_bytes = (size_t)hp->n_layer * n_c * kv_row_bytes;
+    f->kv_off = alloc_array(f, (size_t)hp->n_layer, sizeof *f->kv_off, &failed);
+    f->kv_rows = alloc_array(f, (size_t)hp->n_layer, sizeof *f->kv_rows, &failed);
+    if (failed) {
+        moeinf_fwd_free(f);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory for the context");
+    }
+    size_t kv_values = kv_layout(f);
+    size_t kv_bytes = kv_values * f->kv_elem;
     f->k_cache = alloc_array(f, kv_bytes, 1, &failed);
     f->v_cache = alloc_array(f, kv_bytes, 1, &failed);
     f->x = alloc_array(f, n_b * hp->n_embd, sizeof(float), &failed);
@@ -206,6 +248,7 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
         f->gate = alloc_array(f, n_b * f->n_q, sizeof(float), &failed);
     }
     if (hp->n_recurrent > 0) alloc_recurrent(f, &failed);
+    alloc_checkpoints(f, &failed);
     int n_threads = moeinf_pool_size(params->pool);
     f->attn_scratch_stride =
         moeinf_attn_scratch_floats((int)n_c, hp->n_head, hp->n_head_kv, hp->head_dim);
@@ -228,6 +271,7 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
         f->wave_rows = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_rows, &failed);
         f->wave_index = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_index, &failed);
         f->wave_parts = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_parts, &failed);
+        f->wave_bias = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_bias, &failed);
         f->wave_done = alloc_array(f, (size_t)hp->n_expert, 1, &failed);
     }
     need_act(f, &llm->output, slots, &failed); /* the tied lm_head was not bound */
@@ -250,6 +294,8 @@ void moeinf_fwd_free(struct moeinf_fwd *f) {
     if (!f) return;
     free(f->k_cache);
     free(f->v_cache);
+    free(f->kv_off);
+    free(f->kv_rows);
     free(f->x);
     free(f->xb);
     free(f->q);
@@ -291,6 +337,7 @@ void moeinf_fwd_free(struct moeinf_fwd *f) {
     free(f->wave_index);
     free(f->wave_done);
     free(f->wave_parts);
+    free(f->wave_bias);
     for (int t = 0; t < MOEINF_TYPE_COUNT; t++)
         free(f->acts[t].buf);
     free(f);

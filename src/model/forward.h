@@ -49,16 +49,18 @@ enum moeinf_status moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int
                                    float *logits, bool all_logits, struct moeinf_error *err);
 
 /*
- * The recurrent state of Gated DeltaNet layers (model/recurrent.c). It always holds the state
- * after the tokens evaluated so far; an eval at position 0 clears it first.
- * Without recurrent layers the functions below do nothing.
- *   moeinf_fwd_recurrent_clear  zeroes it (the eval at position 0 calls it)
- *   moeinf_fwd_checkpoint    keeps a copy as the state after `pos` tokens
- *   moeinf_fwd_rewind        forgets the copies after n_keep tokens and restores the latest
- *                            one at or before it; returns its position (0: none, and
- *                            the eval at 0 clears the state), from
- *                            where the caller evaluates the tokens again. Without recurrent
- *                            layers it returns n_keep.
+ * The state that moving n_past back cannot restore (model/recurrent.c): the recurrent state
+ * of Gated DeltaNet layers, which always holds the state after the tokens evaluated so far
+ * (an eval at position 0 clears it first), and the sliding-window layers' rings, which hold
+ * only their last n_swa - 1 + n_batch positions.
+ *   moeinf_fwd_recurrent_clear  zeroes the recurrent state (the eval at position 0 calls it)
+ *   moeinf_fwd_checkpoint    keeps a copy of that state as the one after `pos` tokens
+ *   moeinf_fwd_rewind        forgets the copies after n_keep tokens; a model whose only such
+ *                            state is windows goes back in place by up to n_batch tokens;
+ *                            otherwise it restores the latest copy at or before n_keep and
+ *                            returns its position (0: none, and the eval at 0 clears the
+ *                            state), from where the caller evaluates the tokens again. A model
+ *                            with neither returns n_keep and the functions do nothing.
  */
 void moeinf_fwd_recurrent_clear(struct moeinf_fwd *f);
 void moeinf_fwd_checkpoint(struct moeinf_fwd *f, int pos);

@@ -33,8 +33,13 @@ struct moeinf_fwd {
     int n_q;          /* n_head * head_dim */
     int max_width;    /* widest activation row */
     size_t kv_elem;   /* bytes per cached value */
-    uint8_t *k_cache; /* [n_layer][n_ctx][n_kv] */
+    uint8_t *k_cache; /* per attention layer kv_rows[il] rows of n_kv values */
     uint8_t *v_cache;
+    size_t *kv_off;   /* [n_layer] where layer il's rows begin, in values */
+    int *kv_rows;     /* [n_layer] n_ctx; a sliding layer's ring (n_swa - 1 + n_batch rows,
+                         position t in row t % rows); 0 for a recurrent layer */
+    int n_swa_layers; /* sliding-window layers */
+    int pos;          /* tokens evaluated (the next eval's n_past, unless the caller goes back) */
     float *x;             /* [n_batch][n_embd] residual stream */
     float *xb;            /* [n_batch][n_embd] normed input */
     float *q;             /* [n_batch][n_q] */
@@ -66,6 +71,7 @@ struct moeinf_fwd {
     int *wave_rows;                  /* [n_expert] their row count */
     int *wave_index;                 /* [n_expert] position of an expert in the tier's wave */
     const uint8_t *(*wave_parts)[3]; /* [n_expert] their gate, up, down matrices */
+    const float *(*wave_bias)[3];    /* [n_expert] their gate, up, down biases */
     uint8_t *wave_done;              /* [n_expert] the wave's i-th expert was computed */
     uint64_t bytes;                  /* allocated: KV cache and scratch */
     int nonfinite_layer; /* first layer of the last eval whose output was not finite; -1 */
@@ -88,8 +94,10 @@ struct moeinf_fwd {
     size_t rs_conv_floats;
     size_t rs_delta_floats;
     size_t rs_floats; /* all layers */
-    /* checkpoints of rs (recurrent.c): ckpt[i] holds the state after ckpt_pos[i] tokens */
-    float *ckpt[MOEINF_FWD_CHECKPOINTS];
+    /* checkpoints (recurrent.c): ckpt[i] holds the state after ckpt_pos[i] tokens, rs then
+     * each sliding layer's last n_swa - 1 K rows and V rows, oldest first */
+    uint8_t *ckpt[MOEINF_FWD_CHECKPOINTS];
+    size_t ckpt_bytes; /* 0: nothing to keep (a KV cache alone goes back by moving n_past) */
     int ckpt_pos[MOEINF_FWD_CHECKPOINTS]; /* -1: empty */
 };
 

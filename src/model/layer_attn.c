@@ -1,8 +1,10 @@
 /*
  * layer_attn.c - the full-attention block of a layer (MOEINF_ATTN_FULL and _GATED): RMSNorm,
- * q/k/v in one dispatch, the biases and q/k RMSNorm the architecture has, RoPE (hp->rope), K
- * and V appended to the layer's cache, causal grouped-query attention over it, the output
- * gate of a gated layer, the output projection and the residual add.
+ * q/k/v in one dispatch, the biases and q/k RMSNorm the architecture has, RoPE (hp->rope,
+ * YaRN-scaled where hp->rope_scaling says), K and V stored in the layer's cache (a ring for a
+ * sliding-window layer), causal grouped-query attention over it (within the window, with the
+ * layer's sinks), the output gate of a gated layer, the output projection with its bias and
+ * the residual add.
  */
 #include <math.h>
 #include <string.h>
@@ -12,9 +14,8 @@
 #include "model/fwd_state.h"
 
 static void store_kv(struct moeinf_fwd *f, int il, int m, int n_past) {
-    size_t layer_off = (size_t)il * (size_t)f->p.n_ctx * (size_t)f->n_kv;
     for (int j = 0; j < m; j++) {
-        size_t off = layer_off + (size_t)(n_past + j) * (size_t)f->n_kv;
+        size_t off = f->kv_off[il] + (size_t)((n_past + j) % f->kv_rows[il]) * (size_t)f->n_kv;
         const float *k = f->k + (size_t)j * f->n_kv;
         const float *v = f->v + (size_t)j * f->n_kv;
         if (f->p.kv_f16) {
@@ -66,6 +67,18 @@ static void qkv_bias_norm(const struct moeinf_hparams *hp, const struct moeinf_l
 
 /* RoPE of one token's q and k at position pos. */
 static void rope(const struct moeinf_hparams *hp, float *q, float *k, int pos) {
+    if (hp->rope_scaling == MOEINF_ROPE_SCALING_YARN) { /* n_rot <= MOEINF_MAX_ROT (load) */
+        float corr[2];
+        float cs[MOEINF_MAX_ROT];
+        moeinf_rope_yarn_corr(hp->n_rot, hp->yarn_orig_ctx, hp->rope_base, hp->yarn_beta_fast,
+                              hp->yarn_beta_slow, corr);
+        moeinf_rope_yarn_angles(cs, hp->n_rot, pos, hp->rope_base, hp->rope_freq_scale, corr,
+                                hp->yarn_attn_factor);
+        const bool neox = hp->rope != MOEINF_ROPE_NORM; /* IMRoPE: as NEOX for text */
+        moeinf_rope_cs(q, hp->n_head, hp->head_dim, hp->n_rot, cs, neox);
+        moeinf_rope_cs(k, hp->n_head_kv, hp->head_dim, hp->n_rot, cs, neox);
+        return;
+    }
     switch (hp->rope) {
     case MOEINF_ROPE_NEOX:
     case MOEINF_ROPE_IMROPE: /* a text token's sections share its position (model.h) */
@@ -128,11 +141,14 @@ void moeinf_fwd_attention(struct moeinf_fwd *f, int il, int m, int n_past) {
         rope(hp, q, k, n_past + j);
     }
     store_kv(f, il, m, n_past);
-    size_t layer_off = (size_t)il * (size_t)f->p.n_ctx * (size_t)f->n_kv * f->kv_elem;
+    size_t layer_off = f->kv_off[il] * f->kv_elem;
     struct moeinf_attn_args a = {
         .q = f->q,
         .k = f->k_cache + layer_off,
         .v = f->v_cache + layer_off,
+        .ring = f->kv_rows[il],
+        .window = lw->swa ? hp->n_swa : 0,
+        .sinks = lw->attn_sinks,
         .kv_f16 = f->p.kv_f16,
         .m = m,
         .pos0 = n_past,
@@ -150,6 +166,8 @@ void moeinf_fwd_attention(struct moeinf_fwd *f, int il, int m, int n_past) {
             f->att[i] *= 1.0f / (1.0f + expf(-f->gate[i]));
     }
     moeinf_fwd_matmul(f, &lw->wo, f->att, m, f->tmp, (size_t)hp->n_embd);
+    for (int j = 0; j < m; j++)
+        add_bias(f->tmp + (size_t)j * hp->n_embd, lw->bo, hp->n_embd);
     for (size_t i = 0; i < (size_t)m * hp->n_embd; i++)
         f->x[i] += f->tmp[i];
 }

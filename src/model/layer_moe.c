@@ -3,7 +3,8 @@
  * (or a replayed one), the batch's (token, rank) pairs grouped by expert so that each selected
  * expert's matrices are read once per micro-batch for all its tokens, the experts computed
  * from the weights (resident) or from the expert cache's slots in the waves it allows
- * (offloaded), the shared expert, and the weighted sum in router-rank order.
+ * (offloaded), the shared expert, and the weighted sum in router-rank order. Biases (router,
+ * experts) are added where the model has them.
  */
 #include <string.h>
 
@@ -12,65 +13,81 @@
 #include "model/fwd_state.h"
 #include "offload/tier.h"
 
+/* Layer il's router logits of the m rows of x into out (n_expert each), its bias added. */
+static void router_logits(struct moeinf_fwd *f, int il, const float *x, int m, float *out) {
+    const struct moeinf_layer *lw = &f->llm->layers[il];
+    const int n_expert = f->llm->hp.n_expert;
+    moeinf_fwd_matmul(f, &lw->router, x, m, out, (size_t)n_expert);
+    if (!lw->router_b) return;
+    for (int j = 0; j < m; j++) {
+        float *p = out + (size_t)j * n_expert;
+        for (int e = 0; e < n_expert; e++)
+            p[e] += lw->router_b[e];
+    }
+}
+
+/* The mixing weights of the n_used experts chosen (sel) from one token's router row p: for a
+ * softmax router p holds probabilities, renormalised over the chosen when
+ * expert_weights_norm (equal weights when they all underflow to 0); for the top-k router p
+ * holds logits, and the weights are their softmax over the chosen. Then expert_weights_scale. */
+static void mix_weights(const struct moeinf_hparams *hp, const float *p, const int32_t *sel,
+                        float *w) {
+    const int n_used = hp->n_expert_used;
+    for (int r = 0; r < n_used; r++)
+        w[r] = p[sel[r]];
+    switch (hp->router) {
+    case MOEINF_ROUTER_SOFTMAX:
+        if (hp->expert_weights_norm) {
+            float sum = 0.0f;
+            for (int r = 0; r < n_used; r++)
+                sum += w[r];
+            for (int r = 0; r < n_used; r++)
+                w[r] = sum > 0.0f ? w[r] / sum : 1.0f / (float)n_used;
+        }
+        break;
+    case MOEINF_ROUTER_TOPK_SOFTMAX:
+        moeinf_softmax(w, n_used);
+        break;
+    }
+    if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f) {
+        for (int r = 0; r < n_used; r++)
+            w[r] *= hp->expert_weights_scale;
+    }
+}
+
 /* The router's choice for the m tokens: hp->router. */
 static void route(struct moeinf_fwd *f, int il, int m) {
     const struct moeinf_hparams *hp = &f->llm->hp;
     const int n_expert = hp->n_expert;
     const int n_used = hp->n_expert_used;
-    moeinf_fwd_matmul(f, &f->llm->layers[il].router, f->xb, m, f->router, (size_t)n_expert);
+    router_logits(f, il, f->xb, m, f->router);
     for (int j = 0; j < m; j++) {
         float *p = f->router + (size_t)j * n_expert;
         int idx[MOEINF_MAX_EXPERT_USED];
-        switch (hp->router) {
-        case MOEINF_ROUTER_SOFTMAX:
-            moeinf_softmax(p, n_expert);
-            moeinf_top_k(p, n_expert, n_used, idx);
-            break;
-        }
+        if (hp->router == MOEINF_ROUTER_SOFTMAX) moeinf_softmax(p, n_expert);
+        moeinf_top_k(p, n_expert, n_used, idx); /* the same order on logits or probabilities */
         int32_t *sel = f->sel + ((size_t)il * f->p.n_batch + j) * n_used;
-        float *w = f->sel_w + ((size_t)il * f->p.n_batch + j) * n_used;
-        float sum = 0.0f;
         for (int r = 0; r < n_used; r++)
-            sum += p[idx[r]];
-        for (int r = 0; r < n_used; r++) {
             sel[r] = idx[r];
-            w[r] = hp->expert_weights_norm ? p[idx[r]] / sum : p[idx[r]];
-            if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
-                w[r] *= hp->expert_weights_scale;
-        }
+        mix_weights(hp, p, sel, f->sel_w + ((size_t)il * f->p.n_batch + j) * n_used);
     }
 }
 
 /*
  * Routing replay (forward.h): layer il's choice of the m tokens replaced by the recorded
- * experts. route() left the router's probabilities (softmax over all experts) in f->router;
- * the weights are the recorded experts' probabilities, renormalised over them and scaled as
- * route() does for its own choice (hp->expert_weights_norm, expert_weights_scale). When every
- * recorded expert's probability underflows to 0 the renormalised weights are equal (rather
- * than 0/0).
+ * experts. route() left the router's row in f->router (probabilities of a softmax router,
+ * logits of a top-k one); the weights are those of the recorded experts, mixed as route()
+ * mixes its own choice.
  */
 static void replay_routing(struct moeinf_fwd *f, int il, int m) {
     const struct moeinf_hparams *hp = &f->llm->hp;
-    const int n_expert = hp->n_expert;
     const int n_used = hp->n_expert_used;
     for (int j = 0; j < m; j++) {
-        const float *p = f->router + (size_t)j * n_expert;
         const int32_t *rec = f->p.route_replay + ((size_t)j * hp->n_layer + il) * n_used;
         int32_t *sel = f->sel + ((size_t)il * f->p.n_batch + j) * n_used;
-        float *w = f->sel_w + ((size_t)il * f->p.n_batch + j) * n_used;
-        float sum = 0.0f;
-        for (int r = 0; r < n_used; r++)
-            sum += p[rec[r]];
-        for (int r = 0; r < n_used; r++) {
-            sel[r] = rec[r];
-            if (hp->expert_weights_norm) {
-                w[r] = sum > 0.0f ? p[rec[r]] / sum : 1.0f / (float)n_used;
-            } else {
-                w[r] = p[rec[r]];
-            }
-            if (hp->expert_weights_scale != 0.0f && hp->expert_weights_scale != 1.0f)
-                w[r] *= hp->expert_weights_scale;
-        }
+        memcpy(sel, rec, (size_t)n_used * sizeof *sel);
+        mix_weights(hp, f->router + (size_t)j * hp->n_expert, sel,
+                    f->sel_w + ((size_t)il * f->p.n_batch + j) * n_used);
     }
 }
 
@@ -84,15 +101,26 @@ static struct moeinf_expert_mat mat_of(const struct moeinf_weight *w) {
 static void experts_run(struct moeinf_fwd *f, const struct moeinf_layer *lw, int n, size_t rb,
                         bool from_cache) {
     const int *first = f->expert_first;
+    const bool biased = lw->gate_exps_b || lw->up_exps_b || lw->down_exps_b;
+    const int64_t n_ff = lw->gate_exps.n_out;
+    const int64_t n_embd = lw->down_exps.n_out;
     for (int i = 0; i < n; i++) {
-        f->wave_row0[i] = first[f->wave[i]];
-        f->wave_rows[i] = first[f->wave[i] + 1] - first[f->wave[i]];
+        const int e = f->wave[i];
+        f->wave_row0[i] = first[e];
+        f->wave_rows[i] = first[e + 1] - first[e];
+        if (!biased) continue;
+        f->wave_bias[i][MOEINF_EXPERT_GATE] = lw->gate_exps_b ? lw->gate_exps_b + e * n_ff : NULL;
+        f->wave_bias[i][MOEINF_EXPERT_UP] = lw->up_exps_b ? lw->up_exps_b + e * n_ff : NULL;
+        f->wave_bias[i][MOEINF_EXPERT_DOWN] =
+            lw->down_exps_b ? lw->down_exps_b + e * n_embd : NULL;
     }
     const enum moeinf_type down_vt = moeinf_type_cpu_get(lw->down_exps.type)->vec_dot_type;
     struct moeinf_expert_ffn a = {
         .mat = {mat_of(&lw->gate_exps), mat_of(&lw->up_exps), mat_of(&lw->down_exps)},
         .n = n,
         .parts = (const uint8_t *const(*)[3])f->wave_parts,
+        .bias = biased ? (const float *const(*)[3])f->wave_bias : NULL,
+        .glu = f->llm->hp.glu,
         .row0 = f->wave_row0,
         .rows = f->wave_rows,
         .x = f->ex_in,
@@ -134,8 +162,7 @@ static void experts_resident(struct moeinf_fwd *f, const struct moeinf_layer *lw
 static void lookahead_hints(struct moeinf_fwd *f, int il) {
     const struct moeinf_hparams *hp = &f->llm->hp;
     for (int d = 1; d <= f->lookahead_depth[il] && il + d < hp->n_layer; d++) {
-        moeinf_fwd_matmul(f, &f->llm->layers[il + d].router, f->xb, 1, f->lookahead,
-                          (size_t)hp->n_expert);
+        router_logits(f, il + d, f->xb, 1, f->lookahead);
         int idx[MOEINF_MAX_EXPERT_USED];
         moeinf_top_k(f->lookahead, hp->n_expert, hp->n_expert_used, idx);
         moeinf_tier_hint(f->p.tier, il + d, idx, hp->n_expert_used);

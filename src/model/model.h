@@ -16,11 +16,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "compute/ops.h"
 #include "gguf/gguf.h"
 #include "moeinf.h"
 #include "quant/quant.h"
 
 #define MOEINF_MAX_EXPERT_USED 64
+#define MOEINF_MAX_ROT         1024 /* the widest rope.dimension_count YaRN is applied to */
 
 struct moeinf_weight {
     const uint8_t *data; /* first row; NULL when the tensor is absent */
@@ -32,9 +34,9 @@ struct moeinf_weight {
     size_t mat_bytes; /* n_out * row_bytes: the stride between experts */
 };
 
-/* How a layer mixes tokens: causal attention over a KV cache of whole K and V, plain or gated,
- * or Gated DeltaNet linear attention over a recurrent state. Sliding-window and latent (MLA)
- * attention are planned with the architectures that need them. */
+/* How a layer mixes tokens: causal attention over a KV cache of whole K and V, plain or gated
+ * (a layer's swa flag limits it to a sliding window), or Gated DeltaNet linear attention over a
+ * recurrent state. Latent (MLA) attention is planned with the architectures that need it. */
 enum moeinf_attn_kind {
     MOEINF_ATTN_FULL,
     /* full attention whose output is multiplied by sigmoid(gate), the gate projected by wq
@@ -54,7 +56,7 @@ enum moeinf_delta_heads {
     MOEINF_DELTA_HEADS_GROUPED, /* value head h reads key head h / ratio (qwen3next) */
 };
 
-/* A layer's feed-forward block: SwiGLU, dense or through routed experts. */
+/* A layer's feed-forward block: a gated linear unit, dense or through routed experts. */
 enum moeinf_ffn_kind {
     MOEINF_FFN_DENSE, /* ffn_gate, ffn_up, ffn_down */
     MOEINF_FFN_MOE,   /* router, gate/up/down_exps, optionally the shared expert */
@@ -73,7 +75,11 @@ struct moeinf_layer {
     const float *bv;         /* [n_head_kv * head_dim] or NULL */
     const float *q_norm;     /* RMSNorm of q before RoPE, or NULL: [head_dim] per head */
     const float *k_norm;     /* or [n_q] / [n_kv] over the whole projection; qk_norm */
-    const float *ffn_norm;   /* [n_embd] (post_attention_norm in qwen35moe and qwen3next) */
+    const float *bo;         /* [n_embd] attn_output bias or NULL */
+    const float *attn_sinks; /* [n_head] or NULL: a learned logit per head that joins each
+                                softmax's denominator (gpt-oss) */
+    bool swa;                /* attention limited to the last hp->n_swa positions */
+    const float *ffn_norm;   /* [n_embd] (post_attention_norm in qwen35moe, qwen3next, gpt-oss) */
     /* Gated DeltaNet (MOEINF_ATTN_DELTANET); key_dim = n_k_heads * head_dim, value_dim =
      * n_v_heads * head_dim, conv_dim = 2 * key_dim + value_dim */
     struct moeinf_weight ssm_qkv;    /* attn_qkv [n_embd, conv_dim]: q, k, v */
@@ -94,6 +100,12 @@ struct moeinf_layer {
     int recurrent_index;             /* which of the model's recurrent states is this layer's */
     /* routed experts (MOEINF_FFN_MOE) */
     struct moeinf_weight router;    /* [n_embd, n_expert], F32 */
+    const float *router_b;          /* [n_expert] router bias or NULL */
+    /* per-expert biases or NULL: [n_expert][n_ff] for gate and up, [n_expert][n_embd] for down,
+       resident (small next to the matrices) */
+    const float *gate_exps_b;
+    const float *up_exps_b;
+    const float *down_exps_b;
     struct moeinf_weight gate_exps; /* [n_embd, n_ff, n_expert] */
     struct moeinf_weight up_exps;   /* [n_embd, n_ff, n_expert] */
     struct moeinf_weight down_exps; /* [n_ff, n_embd, n_expert] */
@@ -120,12 +132,25 @@ enum moeinf_rope_kind {
     MOEINF_ROPE_IMROPE,
 };
 
+/* How RoPE angles are scaled beyond the training context (rope.scaling.type). */
+enum moeinf_rope_scaling {
+    MOEINF_ROPE_SCALING_NONE,   /* also linear: every angle times rope_freq_scale */
+    /* YaRN: each pair's angle blends the scaled and the unscaled one by a ramp over the pair
+     * index set by yarn_beta_fast/slow and yarn_orig_ctx, and q and k are multiplied by
+     * yarn_attn_factor * (1 + 0.1 ln(1 / rope_freq_scale)) (llama.cpp's arithmetic) */
+    MOEINF_ROPE_SCALING_YARN,
+};
+
 /* How the router turns its logits into the chosen experts and their weights. */
 enum moeinf_router_kind {
     /* softmax over every expert, the top k, renormalised when expert_weights_norm, then
      * scaled by expert_weights_scale */
     MOEINF_ROUTER_SOFTMAX,
+    /* the top k of the logits, then a softmax over those k (gpt-oss) */
+    MOEINF_ROUTER_TOPK_SOFTMAX,
 };
+
+
 
 /* Where q/k RMSNorm applies (its weights in the layer's q_norm, k_norm). */
 enum moeinf_qk_norm {
@@ -157,6 +182,15 @@ struct moeinf_hparams {
     enum moeinf_rope_kind rope;
     enum moeinf_qk_norm qk_norm;
     enum moeinf_router_kind router;
+    enum moeinf_glu glu; /* of the routed experts (compute/ops.h) */
+    enum moeinf_rope_scaling rope_scaling;
+    int yarn_orig_ctx; /* rope.scaling.original_context_length (default context_length) */
+    float yarn_beta_fast;
+    float yarn_beta_slow;
+    float yarn_attn_factor; /* rope.scaling.attn_factor (default 1) */
+    int n_swa;              /* attention.sliding_window: the positions a sliding layer sees */
+    int swa_pattern;        /* layer il slides iff il % swa_pattern < swa_pattern - 1, unless */
+    const uint8_t *swa_layers; /* not NULL: layer il slides iff [il] != 0 (a GGUF bool array) */
     bool expert_weights_norm;   /* renormalise the top-k router probabilities to sum 1 */
     float expert_weights_scale; /* multiplies the expert weights; 0 or 1 = none */
     /* Gated DeltaNet layers (n_recurrent > 0); ssm.conv_kernel, ssm.group_count (key heads),

@@ -76,9 +76,25 @@ static const char deepseek_v3_words[] =
     "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?"             \
     "[\\p{L}\\p{M}]+|\\p{N}| ?[^\\s\\p{L}\\p{M}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+/* gpt-4o's (o200k: gpt-oss, Llama 4), as llama.cpp runs it: an optional non-letter, a run of
+ * "upper" letters and a run of "lower" ones (one of the two runs may be empty), then an
+ * optional contraction; digits by up to three; punctuation with the newlines and slashes after
+ * it. llama.cpp spells the published classes ([\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}] and
+ * [\p{Ll}\p{Lm}\p{Lo}\p{M}]) as "a letter but not a-z" and "a letter but not A-Z"
+ * ((?=[\p{L}])[^a-z]): only ASCII letters have a case there, and combining marks are no
+ * letters (pretok.h). [^a-z\P{L}] is that class without a lookahead per character. */
+#define GPT4O_UPPER       "[^a-z\\P{L}]"
+#define GPT4O_LOWER       "[^A-Z\\P{L}]"
+#define GPT4O_CONTRACTION "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+#define GPT4O                                                                                      \
+    "[^\\r\\n\\p{L}\\p{N}]?" GPT4O_UPPER "*" GPT4O_LOWER "+" GPT4O_CONTRACTION                     \
+    "|[^\\r\\n\\p{L}\\p{N}]?" GPT4O_UPPER "+" GPT4O_LOWER "*" GPT4O_CONTRACTION                    \
+    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
 static const char llama3[] = LLAMA3;
 static const char qwen2[] = QWEN2;
 static const char qwen35[] = QWEN35;
+static const char gpt4o[] = GPT4O;
 
 struct spec {
     const char *name;
@@ -106,6 +122,7 @@ static const struct spec specs[] = {
     {"dbrx", {"smaug-bpe", NULL}, {llama3}, {false, true, false}},
     {"qwen2", {"deepseek-r1-qwen", NULL}, {qwen2}, {false, false, false}},
     {"qwen35", {NULL}, {qwen35}, {false, false, false}},
+    {"gpt-4o", {"llama4", "kanana2", "talkie", NULL}, {gpt4o}, {false, false, false}},
     {"stablelm2", {"megrez", NULL}, {qwen2}, {false, true, false}},
     {"deepseek-llm",
      {NULL},
@@ -133,7 +150,8 @@ struct moeinf_pretok {
 
 const char *moeinf_pretok_known_names(void) {
     return "default, gpt-2, phi-2, mpt, olmo, starcoder, refact, falcon, llama3, llama-v3, "
-           "llama-bpe, falcon3, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, qwen35, stablelm2, "
+           "llama-bpe, falcon3, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, qwen35, gpt-4o, llama4, "
+           "kanana2, talkie, stablelm2, "
            "megrez, deepseek-llm, deepseek-coder, deepseek-v3";
 }
 

@@ -21,6 +21,13 @@
  *   - Unicode properties are PCRE2's (Unicode 14 in Debian 12's 10.42), llama.cpp's are its
  *     own table's: characters assigned in between may be classified differently.
  *
+ * Where this, like llama.cpp, differs from a published pattern: gpt-4o (o200k, gpt-oss's
+ * vocabulary) is llama.cpp's spelling of it, in which only ASCII letters have a case (any other
+ * letter may sit in an upper- or a lower-case run, so "ПриветМир" is one word, where o200k
+ * gives "Привет" "Мир") and combining marks are not letters (so "Cafe\u0301" is "Cafe" and
+ * the mark, and Indic, Thai and Arabic words break at their vowel signs, where o200k keeps
+ * them whole). tools/tokenizer/pretok_cases.py --published lists such texts.
+ *
  * A pre-tokenizer is read-only once made and may be used by several threads at once.
  */
 #ifndef MOEINF_TOKENIZER_PRETOK_H

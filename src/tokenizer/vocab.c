@@ -241,11 +241,23 @@ static void find_eog(struct moeinf_vocab *v, int32_t *fim) {
         v->eog[id] = 1;
         v->tokens[id].attr |= MOEINF_TOKEN_ATTR_CONTROL;
     }
+    /* gpt-oss (o200k_harmony): the markup of its channels is user-defined, so that it is
+     * always rendered and the generated text shows "<|channel|>analysis<|message|>..."; as in
+     * llama.cpp, by text and in any vocabulary, every other attribute dropped. */
+    static const char *const harmony_markup[] = {"<|channel|>", "<|message|>", "<|start|>",
+                                                 "<|constrain|>"};
+    for (size_t i = 0; i < sizeof harmony_markup / sizeof harmony_markup[0]; i++) {
+        int32_t id = find_cstr(v, harmony_markup[i]);
+        if (id == NO_ID) continue;
+        v->tokens[id].attr = MOEINF_TOKEN_ATTR_USER_DEFINED;
+        v->tokens[id].markup = true;
+    }
     if (v->eos != NO_ID) v->eog[v->eos] = 1;
     if (v->eot != NO_ID) v->eog[v->eot] = 1;
     if (v->eom != NO_ID) v->eog[v->eom] = 1;
 
-    /* gpt-oss / solar-open: "<|end|>" separates turns there and must not stop generation. */
+    /* gpt-oss / solar-open: "<|end|>" separates turns there and must not stop generation; it
+     * becomes user-defined (rendered) too. */
     int32_t end = find_cstr(v, "<|end|>");
     if (end != NO_ID && v->eog[end]) {
         int32_t ret = find_cstr(v, "<|return|>");
@@ -258,6 +270,7 @@ static void find_eog(struct moeinf_vocab *v, int32_t *fim) {
         if ((has_ret && has_call) || (has_call && has_flush)) {
             v->eog[end] = 0;
             v->tokens[end].attr = MOEINF_TOKEN_ATTR_USER_DEFINED;
+            v->tokens[end].markup = true;
         }
     }
     /* gemma4 / paddleocr: "</s>" is ordinary text when "<|tool_response>" exists. */

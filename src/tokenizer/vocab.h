@@ -33,10 +33,17 @@
  * (for BPE vocabularies whose pre-tokenizer asks for it, its clean_up_tokenization_spaces).
  *
  * End of generation (moeinf_vocab_is_eog): EOS, EOT, EOM, FIM pad/repo/file-separator (from
- * metadata, else found by their usual texts, lowest id first), and every token whose text is one of
- * llama.cpp's end-of- generation texts ("</s>", "<|endoftext|>", "<|im_end|>", "<|eot_id|>",
- * "<|end|>",
- * "<end_of_turn>", ...); those tokens are treated as control tokens, as llama.cpp does.
+ * metadata, else found by their usual texts, lowest id first), and every token whose text is
+ * one of llama.cpp's end-of-generation texts ("</s>", "<|endoftext|>", "<|im_end|>",
+ * "<|eot_id|>", "<|end|>", "<|return|>", "<|call|>", "<end_of_turn>", ...); those tokens are
+ * treated as control tokens, as llama.cpp does. llama.cpp's exceptions, by text: when
+ * "<|return|>" and "<|call|>" (or "<|calls|>" and "<|flush|>") end generation, "<|end|>" does
+ * not and is user-defined (gpt-oss's o200k_harmony, solar-open); "<|channel|>", "<|message|>",
+ * "<|start|>" and "<|constrain|>" are always user-defined, so a gpt-oss answer streams as
+ * "<|channel|>analysis<|message|>...<|end|><|start|>assistant<|channel|>final<|message|>..."
+ * up to the "<|return|>" that ends it (and, being user-defined, they are split out of any
+ * text, with or without parse_special); "</s>" is a normal token when "<|tool_response>" ends
+ * generation (gemma4).
  *
  * A vocabulary is read-only after init and may be shared between threads.
  */

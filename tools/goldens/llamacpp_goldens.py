@@ -16,14 +16,19 @@ section 2.1 says:
   6. routing: a second context with an eval callback decodes the same prompt and the same
      greedy tokens (teacher-forced) and records each layer's router probabilities
      (ffn_moe_probs-L), chosen experts (ffn_moe_topk-L) and final weights (the last of
-     ffn_moe_weights-L, ffn_moe_weights_norm-L, ffn_moe_weights_scaled-L that llama.cpp
-     computes: architectures without renormalisation have no _norm tensor); its logits
+     ffn_moe_weights-L, ffn_moe_weights_softmax-L, ffn_moe_weights_norm-L,
+     ffn_moe_weights_scaled-L that llama.cpp computes: architectures without
+     renormalisation have no _norm tensor; gpt-oss takes the softmax of the k selected
+     router logits, _softmax, and its "probs" are the biased router logits); its logits
      are compared with run 4/5;
-  7. for a hybrid model (recurrent layers, llama_model_is_hybrid: qwen35moe, qwen3next) and
-     an F32 K/V cache, the same re-run also records, for every prompt position, each layer's mixer output (the
-     Gated DeltaNet layer's linear_attn_out-L or the attention layer's attn_output-L, before
-     the residual) and its output l_out-L, in OUT_DIR/<prompt_id>.layers.f32 (float32,
+  7. for a hybrid model (recurrent layers, llama_model_is_hybrid: qwen35moe, qwen3next) or
+     gpt-oss and an F32 K/V cache, the same re-run also records, for every prompt position,
+     each layer's mixer output (the Gated DeltaNet layer's linear_attn_out-L or the attention
+     layer's attn_output-L, gpt-oss's attn_out-L: after wo and its bias, before the residual)
+     and its output l_out-L, in OUT_DIR/<prompt_id>.layers.f32 (float32,
      [n_layer][2][n_tokens][n_embd]; the JSON's "layer_outputs" names the tensors).
+Models of an architecture in ARCH_PROMPTS get those prompts too (gpt-oss: prompts several
+sliding windows long).
 """
 
 import ctypes
@@ -42,7 +47,23 @@ PROMPTS = {
     "code": "def add(a, b):\n    return a + b\n",
     "unicode": "Caf\u00e9 na\u00efve \u65e5\u672c\u8a9e \U0001f680\U0001f525!",
 }
+# prompts several times gpt-oss's sliding window long (the tiny model's is 16 tokens)
+ARCH_PROMPTS = {
+    "gpt-oss": {
+        "window": "The model reads the file and returns the tokens of the text. A new list holds "
+                  "the items in the order of the sequence; the function adds each item to the "
+                  "list, and the window slides over the last sixteen tokens while the sink takes "
+                  "what the keys do not.",
+        "long": "It's 2026 and we've got 128 experts, 36 layers and 4096 positions. def main():\n"
+                "    for item in items:\n        print(item)\n    return 0\nThe cat sat on the "
+                "mat. We went to the caf\u00e9 and had a coffee, then read the file again: every "
+                "token attends to the sixteen before it in the sliding layers and to all of them "
+                "in the full ones. Small models are fast, and the tests run them in a second; if "
+                "a > b: return a, else: return b.",
+    },
+}
 N_GREEDY = 16
+MAX_TOKENS = 400  # the prompt and its greedy tokens fit the default context (512)
 GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_I32 = 0, 1, 26
 
 _ggml = ctypes.CDLL(os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-base.so"))
@@ -147,8 +168,10 @@ def argmax(row):
 
 def run(model, vocab, n_vocab, text, kv_f32):
     raw = text.encode("utf-8")
-    toks = (L.llama_token * 256)()
-    n = L.llama_tokenize(vocab, raw, len(raw), toks, 256, True, False)
+    toks = (L.llama_token * MAX_TOKENS)()
+    n = L.llama_tokenize(vocab, raw, len(raw), toks, MAX_TOKENS, True, False)
+    if n < 0:
+        raise RuntimeError(f"prompt of more than {MAX_TOKENS} tokens")
     tokens = [toks[i] for i in range(n)]
     ctx, info = make_context(model, kv_f32)
     logits = decode(ctx, tokens, 0, True, n_vocab)
@@ -171,8 +194,8 @@ def routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, greedy_top,
     """Router tensors of a teacher-forced re-run; the largest logit difference to run 4/5;
     for a hybrid model, each layer's mixer output and output at the prompt positions."""
     calls = []  # per decode: {layer: {"probs", "topk", "weights"}}
-    want = re.compile(r"ffn_moe_(probs|topk|weights|weights_norm|weights_scaled)-(\d+)$")
-    want_layer = re.compile(r"(linear_attn_out|attn_output|l_out)-(\d+)$")
+    want = re.compile(r"ffn_moe_(probs|topk|weights|weights_softmax|weights_norm|weights_scaled)-(\d+)$")
+    want_layer = re.compile(r"(linear_attn_out|attn_output|attn_out|l_out)-(\d+)$")
     layer_out = {}  # (kind, layer) -> [n_tokens][n_embd], prompt decode only
 
     @L.ggml_backend_sched_eval_callback
@@ -205,7 +228,8 @@ def routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, greedy_top,
 
     def layer_rows(call, il):
         got = call[il]
-        final = [k for k in ("weights_scaled", "weights_norm", "weights") if k in got][0]
+        final = [k for k in ("weights_scaled", "weights_norm", "weights_softmax", "weights")
+                 if k in got][0]
         return {"topk": got["topk"].tolist(), "weights": got[final].reshape(got["topk"].shape).tolist(),
                 "weights_from": f"ffn_moe_{final}-{il}", "probs": got["probs"].tolist()}
 
@@ -251,15 +275,18 @@ def main():
     vocab = L.llama_model_get_vocab(model)
     n_vocab = L.llama_vocab_n_tokens(vocab)
     n_layer = L.llama_model_n_layer(model)
-    hybrid = bool(L.llama_model_is_hybrid(model))
-    for pid, text in PROMPTS.items():
+    buf = ctypes.create_string_buffer(64)
+    L.llama_model_meta_val_str(model, b"general.architecture", buf, len(buf))
+    arch = buf.value.decode()
+    layers_wanted = bool(L.llama_model_is_hybrid(model)) or arch == "gpt-oss"
+    for pid, text in {**PROMPTS, **ARCH_PROMPTS.get(arch, {})}.items():
         for kv_f32 in (False, True):
             gid = pid + ("-kvf32-nofa" if kv_f32 else "")
             if only and gid not in only:
                 continue
             tokens, logits, greedy, top, margin, top1, info = run(model, vocab, n_vocab, text, kv_f32)
             route, layers = routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, top,
-                                    hybrid and kv_f32)
+                                    layers_wanted and kv_f32)
             g = {
                 "format": "llamacpp-golden-v1",
                 "llama_cpp_commit": None,

@@ -11,8 +11,14 @@ Writes tests/data/pretok/cases.tsv: one line per (name, text):
     <pre name> TAB <text as hex> TAB <word as hex>,<word as hex>,...
 tests/test_tokenizer_bpe.c holds moeinf's pre-tokenizers (PCRE2) to these splits.
 
+gpt-4o's pattern is the one llama.cpp runs, which parts from o200k's published one on
+non-ASCII case changes and combining marks; `--published` prints the texts where the two split
+differently. On every text here, these gpt-4o splits are the ones llama.cpp's own
+unicode_regex_split gives (checked by linking its src/unicode.cpp, 0.3.36).
+
     pip install regex   # 2026.5.9 made the committed file
     python3 tools/tokenizer/pretok_cases.py > tests/data/pretok/cases.tsv
+    python3 tools/tokenizer/pretok_cases.py --published
 """
 import sys
 
@@ -33,6 +39,15 @@ PATTERNS = {
                r"|\s*[\r\n]+|\s+(?!\S)|\s+"],
     # OLMo / OLMoE: GPT-2's (tokenizer.json of allenai/OLMoE-1B-7B-0924, GPT-NeoX based)
     "olmo": [r"'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"],
+    # gpt-oss's o200k_harmony, Llama 4 (llama.cpp's "gpt-4o"): the pattern as llama.cpp's
+    # llama-vocab.cpp runs it, which spells the published o200k classes as "a letter but not
+    # a-z" for the upper-case runs and "a letter but not A-Z" for the lower-case ones, and
+    # leaves out \p{M}; PUBLISHED_O200K below is the pattern of the tokenizer.json
+    "gpt-4o": [r"[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))*((?=[\p{L}])([^A-Z]))+"
+               r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+               r"|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*"
+               r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
+               r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"],
     # DeepSeek-V3 (tokenizer.json of deepseek-ai/DeepSeek-V3: a Sequence of three Splits)
     "deepseek-v3": [
         r"\p{N}{1,3}",
@@ -69,6 +84,32 @@ TEXTS = [
     "def add(a, b):\n    return a + b\n", "Hello world", " Hello World!",
 ]
 
+# The pattern of o200k's tokenizer.json (and tiktoken's), for --published: where it and
+# llama.cpp's spelling part (a non-ASCII letter next to one of the other case, combining
+# marks), the cases follow llama.cpp.
+PUBLISHED_O200K = [
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+"
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*"
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+]
+
+# More texts, for every name (qwen_vectors.py uses TEXTS only): what tells gpt-4o from llama3
+# and qwen35 (case changes inside words, contractions kept on their word, '/' and newlines
+# after punctuation, digit runs beside letters), and non-ASCII case runs.
+EXTRA_TEXTS = [
+    "camelCaseWord", "HTTPServer", "getHTTPResponse", "iPhone", "ABC", "ABCdef", "abcDEF",
+    "I'm", "DON'T stop", "you'RE we've", "Bob's", "x's'", "'ll", "l'été", "it’s",
+    "path/to/file", "a/b/", "https://example.com/a?b=1", "</div>\n", "x,\n\ny", "1/2",
+    "a //b", "-->\r\n/x", "?!\n/", "abc123def", "v1.2.3-rc4", "12345678901", "x 123 456",
+    "ÄpfelBaum", "ПриветМир", "straßeSTRASSE", "ΑθήναΑΘΗΝΑ", "aÉ", "éA", "ǅemal", "ǈ",
+    "Ωmega ωMEGA", "éAb", "ñAndú", "ÉCOLEs", "xÀy", "ⅫⅣ", "ʰello", "日本Japan語", "한국Korean", "אבגABC", "ﬁne",
+    "Cafe\u0301s", "A\u0301B", "\u0301A", "e\u0301\u0301\u0301", "ক্ষমা", "తెలుగు",
+    "😀Smile", "🇫🇷France", "a\u200bb", "a\u00a0\u00a0b", "\t\n \n", "  \n\n  ", "x  \t",
+    "<|start|>assistant<|channel|>final<|message|>Hi<|end|>",
+]
+
 
 def split(patterns, text):
     pieces = [text] if text else []
@@ -91,8 +132,17 @@ def split(patterns, text):
 
 
 def main():
+    if sys.argv[1:] == ["--published"]:
+        # texts on which llama.cpp's spelling of the gpt-4o pattern and o200k's published
+        # one split differently
+        for text in TEXTS + EXTRA_TEXTS:
+            a = split(PATTERNS["gpt-4o"], text)
+            b = split(PUBLISHED_O200K, text)
+            if a != b:
+                sys.stdout.write("%r\n  llama.cpp %r\n  published %r\n" % (text, a, b))
+        return
     for name, pats in PATTERNS.items():
-        for text in TEXTS:
+        for text in TEXTS + EXTRA_TEXTS:
             words = split(pats, text)
             assert "".join(words) == text
             hexwords = ",".join(w.encode("utf-8").hex() for w in words)
