@@ -101,8 +101,10 @@ if [ "$shape" = 20b ]; then
   done
   what="limits: percent of the file"
 else
-  n_layer=$("$bin" inspect "$model" | awk '$1 == "gpt-oss.block_count" { print $4; exit }')
-  layer=$("$bin" inspect "$model" | awk '$2 ~ /^blk\.0\./ { s += $NF } END { printf "%.0f", s }')
+  # the whole listing first: awk quitting early would end inspect by SIGPIPE (pipefail)
+  listing=$("$bin" inspect "$model")
+  n_layer=$(awk '$1 == "gpt-oss.block_count" { n = $4 } END { print n }' <<<"$listing")
+  layer=$(awk '$2 ~ /^blk\.0\./ { s += $NF } END { printf "%.0f", s }' <<<"$listing")
   full=$(awk -v s="$size" -v n="$n_layer" -v l="$layer" 'BEGIN { printf "%.0f", s + (36 - n) * l }')
   limits=cut
   limit_bytes[cut]=$(awk -v s="$size" -v f="$full" -v g="$memory_gib" \
