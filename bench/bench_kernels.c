@@ -6,7 +6,9 @@
  *   bench_kernels [MiB [type [n]]]   (weight matrix size, default 256: larger than the
  *                                     caches; 0.5 fits in L2 and shows the compute cost;
  *                                     type: only that one, e.g. q4_0; "stream": only the
- *                                     stream line; n: row length, default 4096)
+ *                                     stream line; n: row length, default 4096, a
+ *                                     multiple of 256, or with a type named of its block:
+ *                                     bench_kernels 1024 mxfp4 2880 for gpt-oss's experts)
  *
  * For each type and each kernel table this CPU runs, it times vec_dot over every row of a
  * weight matrix (one activation row that stays in L1) and vec_dot_rows over all rows at once
@@ -179,23 +181,31 @@ static void bench_stream(void) {
 int main(int argc, char **argv) {
     double mib = argc > 1 ? strtod(argv[1], NULL) : 256;
     const int64_t n = argc > 3 ? (int64_t)strtoll(argv[3], NULL, 10) : 4096;
-    if (!(mib >= 0.25 && mib <= 65536) || n < 256 || n % 256 != 0) {
-        fprintf(stderr, "usage: bench_kernels [MiB >= 0.25 [type [n: a multiple of 256]]]\n");
+    const char *only = argc > 2 ? argv[2] : NULL;
+    /* With one type named, n need only be a multiple of its block (gpt-oss: 2880 = 90 x 32). */
+    int64_t n_unit = 256;
+    for (int t = 0; only && t < MOEINF_TYPE_COUNT; t++) {
+        const struct moeinf_type_traits *tr = moeinf_type_traits_get(t);
+        if (tr && moeinf_type_cpu_get(t) && strcmp(tr->name, only) == 0) n_unit = tr->block_size;
+    }
+    if (!(mib >= 0.25 && mib <= 65536) || n < n_unit || n % n_unit != 0) {
+        fprintf(stderr, "usage: bench_kernels [MiB >= 0.25 [type [n: a multiple of 256, or of "
+                        "the named type's block]]]\n");
         return 2;
     }
     const int n_passes = mib < 16 ? 25 : 5;
 
     const enum moeinf_type types[] = {
-        MOEINF_TYPE_Q4_K, MOEINF_TYPE_Q5_K, MOEINF_TYPE_Q6_K, MOEINF_TYPE_Q4_0, MOEINF_TYPE_Q8_0,
-        MOEINF_TYPE_Q5_0, MOEINF_TYPE_Q4_1, MOEINF_TYPE_Q5_1, MOEINF_TYPE_Q2_K, MOEINF_TYPE_Q3_K,
-        MOEINF_TYPE_BF16, MOEINF_TYPE_F16,  MOEINF_TYPE_F32};
+        MOEINF_TYPE_Q4_K, MOEINF_TYPE_Q5_K,  MOEINF_TYPE_Q6_K,   MOEINF_TYPE_Q4_0,
+        MOEINF_TYPE_Q8_0, MOEINF_TYPE_Q5_0,  MOEINF_TYPE_Q4_1,   MOEINF_TYPE_Q5_1,
+        MOEINF_TYPE_Q2_K, MOEINF_TYPE_Q3_K,  MOEINF_TYPE_BF16,   MOEINF_TYPE_F16,
+        MOEINF_TYPE_F32,  MOEINF_TYPE_MXFP4, MOEINF_TYPE_IQ4_NL, MOEINF_TYPE_IQ4_XS};
     const struct moeinf_kernels *tables[3] = {moeinf_kernels_scalar(), moeinf_kernels_avx2(),
                                               moeinf_kernels_avx512()};
     printf("rows of %lld elements, %g MiB weight matrix, 1 thread, best of %d (CPU time)\n",
            (long long)n, mib, n_passes);
     printf("%-8s %-8s %9s %13s %14s %14s %10s\n", "type", "table", "vec_dot", "vec_dot_rows",
            "vec_dot_m m=4", "vec_dot_m m=8", "ns/row");
-    const char *only = argc > 2 ? argv[2] : NULL;
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         enum moeinf_type type = types[ti];
         const struct moeinf_type_traits *tr = moeinf_type_traits_get((int)type);

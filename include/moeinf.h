@@ -388,8 +388,8 @@ MOEINF_API enum moeinf_status moeinf_context_expert_state_save(struct moeinf_con
  * expert cache or outside a request. */
 MOEINF_API void moeinf_context_request_end(struct moeinf_context *ctx);
 
-/* Forgets the KV cache (and a recurrent state with its checkpoints): the next decode starts at
- * position 0 and a new request. The expert cache keeps its contents and what its policy
+/* Forgets the KV cache (and a recurrent state, sliding windows and their checkpoints): the next
+ * decode starts at position 0 and a new request. The expert cache keeps its contents and what its policy
  * learned. */
 MOEINF_API void moeinf_context_reset(struct moeinf_context *ctx);
 MOEINF_API int moeinf_context_n_past(const struct moeinf_context *ctx);
@@ -405,7 +405,8 @@ MOEINF_API const char *moeinf_context_kernels(const struct moeinf_context *ctx);
  * MOEINF_ERR_ARG for a token id outside the vocabulary; MOEINF_ERR_FORMAT when the model
  * computes NaN or infinity (weights that hold them, or activations that overflow), naming
  * the first layer whose output is not finite (the micro-batch is not appended; a model with
- * recurrent layers goes back to its latest state checkpoint, as moeinf_context_truncate does).
+ * recurrent layers goes back to its latest state checkpoint, as moeinf_context_truncate does;
+ * sliding windows stay in place).
  */
 MOEINF_API enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids, int n,
                                             float *logits, bool all_logits,
@@ -531,6 +532,15 @@ MOEINF_API void moeinf_sampler_accept(struct moeinf_sampler *s, int32_t id);
  *              MOEINF_CHAT_NO_THINKING "<think>\n\n</think>\n\n", an answer without thinking.
  *              No messages, no user message, or a system message after the first is
  *              MOEINF_ERR_ARG, as the template raises.)
+ *   harmony    <|start|>role<|message|>text<|end|>   (gpt-oss: the model's Jinja template as
+ *              jinja2 renders it, tools aside. A system message of its own first, with the
+ *              date (MOEINF_CHAT_DATE, YYYY-MM-DD, else today's local date) and the reasoning
+ *              effort (MOEINF_CHAT_EFFORT_*; default medium, low with NO_THINKING); a first
+ *              system or developer message becomes the developer's instructions, later ones
+ *              are dropped as the template drops them; answers go to the final channel, their
+ *              thinking dropped except in a last answer without ADD_ASSISTANT; the prompt of a
+ *              generation ends "<|start|>assistant". Roles also "developer". No messages, or
+ *              channel markup in an answer, is MOEINF_ERR_ARG, as the template raises.)
  */
 struct moeinf_chat_message {
     const char *role;    /* "system", "user" or "assistant" */
@@ -563,6 +573,12 @@ MOEINF_API enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_m
  * an empty thinking block, for an answer without thinking (chat_template_kwargs'
  * enable_thinking = false); the other templates have no thinking and ignore it. */
 #define MOEINF_CHAT_NO_THINKING 2u
+/* The reasoning effort a template asks for (harmony's "Reasoning: low|medium|high"; the other
+ * templates ignore it): one of these, or none for the template's default. */
+#define MOEINF_CHAT_EFFORT_LOW    4u
+#define MOEINF_CHAT_EFFORT_MEDIUM 8u
+#define MOEINF_CHAT_EFFORT_HIGH   12u
+#define MOEINF_CHAT_EFFORT_MASK   12u
 
 /* Writes the conversation through template `name` with `flags` (MOEINF_CHAT_*; true is
  * MOEINF_CHAT_ADD_ASSISTANT). *out is malloc'ed and NUL-terminated (caller frees), *out_len its
@@ -602,6 +618,12 @@ MOEINF_API enum moeinf_status moeinf_chat_tokenize(const struct moeinf_model *mo
  *   - an end marker without an opening, or a start marker after other text, is answer text.
  * With extract false (llama.cpp's --reasoning-format none) everything is answer, preceded by
  * the prompt's opening (its text from the start marker on) when the prompt opened thinking.
+ * harmony (gpt-oss) writes channels instead: "<|channel|>analysis<|message|>thinking<|end|>
+ * <|start|>assistant<|channel|>final<|message|>answer". A message's body runs to <|end|>,
+ * <|start|>, <|return|> or <|call|> (so with <|end|> shown or not); the analysis channel is
+ * thinking, any other (final, a commentary preamble) answer, each part's bodies joined by a
+ * newline; headers are not shown, nor is a header the text ends in; text before any header is
+ * answer; whitespace as above, per body.
  */
 struct moeinf_reasoning;
 
@@ -614,10 +636,10 @@ struct moeinf_reasoning_text {
 };
 
 /* A splitter for the answer to a conversation: the markers of chat template `name` ("<think>",
- * "</think>" for the families that think, and any template this version does not name; none
- * for mistral, llama3, deepseek2 and olmoe, whose text is all answer) and the tail of the
- * prompt the template writes for msgs with `flags` (as moeinf_chat_apply; the prompt of a
- * generation has MOEINF_CHAT_ADD_ASSISTANT), so that it works for any template. extract
+ * "</think>" for the families that think, and any template this version does not name;
+ * harmony's channels; none for mistral, llama3, deepseek2 and olmoe, whose text is all answer) and
+ * the tail of the prompt the template writes for msgs with `flags` (as moeinf_chat_apply; the
+ * prompt of a generation has MOEINF_CHAT_ADD_ASSISTANT), so that it works for any template. extract
  * false: llama.cpp's --reasoning-format none (above). Errors as moeinf_chat_apply. */
 MOEINF_API enum moeinf_status
 moeinf_chat_reasoning_init(const char *name, const struct moeinf_chat_message *msgs, size_t n_msgs,
@@ -642,7 +664,9 @@ MOEINF_API enum moeinf_status moeinf_reasoning_flush(struct moeinf_reasoning *r,
  * qwen35moe, qwen3next) cannot forget a suffix of its state: the context goes back to the
  * latest state checkpoint at or before n_keep (one is taken after each micro-batch of a
  * multi-token decode, the last 4 kept), possibly 0, so read moeinf_context_n_past after and
- * decode from there. */
+ * decode from there. A model with sliding-window layers (gpt-oss) keeps only the last
+ * window + n_batch - 1 positions of them: it goes back in place by up to n_batch tokens, and
+ * further to the latest checkpoint of its windows at or before n_keep, as above. */
 MOEINF_API enum moeinf_status moeinf_context_truncate(struct moeinf_context *ctx, int n_keep,
                                                       struct moeinf_error *err);
 

@@ -5,11 +5,15 @@
  * thinking first, between [Start thinking] and [End thinking]; --reasoning-format none shows
  * the text as generated; -n inside the thinking leaves an empty answer; with the qwen35
  * template, whose prompt opens the block, all before </think> is thinking, and with --reasoning
- * off, whose prompt closes it, all is answer; unknown names are refused.
+ * off, whose prompt closes it, all is answer; unknown names are refused. With the harmony
+ * template (gpt-oss), --reasoning-effort and --reasoning off reach the prompt (the token count
+ * that a too-small context reports equals moeinf_chat_tokenize's with that effort).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "moeinf.h"
 #include "test.h"
 
 #define MODEL "tests/data/models/thinking-qwen3moe-F32.gguf"
@@ -105,6 +109,75 @@ static void test_bad_name(void) {
     CHECK_STR_CONTAINS(err, "--reasoning-format 'think' is not none, auto or deepseek");
 }
 
+/* harmony: the effort in the prompt. With -c 16 the message is refused, and the refusal names
+ * the prompt's tokens: they must be those of the template with that effort. */
+static void test_harmony_effort(void) {
+    char path[1024];
+    char cmd[4096];
+    char out[4096];
+    char err[4096];
+    test_src_path(MODEL, path, sizeof path);
+    struct moeinf_model *model = NULL;
+    struct moeinf_error merr = {0};
+    CHECK_EQ_INT(moeinf_model_load(path, NULL, &model, &merr), MOEINF_OK);
+    if (!model) return;
+
+    static const struct {
+        const char *opts;
+        unsigned flags;
+    } cases[] = {
+        {"", 0},
+        {"--reasoning-effort low", MOEINF_CHAT_EFFORT_LOW},
+        {"--reasoning-effort high", MOEINF_CHAT_EFFORT_HIGH},
+        {"--reasoning off", MOEINF_CHAT_NO_THINKING},
+        {"--reasoning off --reasoning-effort medium", MOEINF_CHAT_EFFORT_MEDIUM},
+    };
+
+    size_t n[5] = {0};
+    for (size_t i = 0; i < 5; i++) {
+        struct moeinf_chat_message user = {"user", "Hi"};
+        int32_t *ids = NULL;
+        setenv("MOEINF_CHAT_DATE", "2026-01-15", 1); // NOLINT(concurrency-mt-unsafe): one thread
+        CHECK_EQ_INT(moeinf_chat_tokenize(model, "harmony", &user, 1,
+                                          MOEINF_CHAT_ADD_ASSISTANT | cases[i].flags, &ids, &n[i],
+                                          &merr),
+                     MOEINF_OK);
+        free(ids);
+        snprintf(cmd, sizeof cmd,
+                 "printf 'Hi\\n' | MOEINF_CHAT_DATE=2026-01-15 '%s' chat -m '%s' "
+                 "--chat-template harmony -c 16 %s",
+                 test_moeinf_bin(), path, cases[i].opts);
+        int rc = test_run_shell("cli-chat-thinking", cmd, out, sizeof out, err, sizeof err);
+        char want[128];
+        snprintf(want, sizeof want, "this message takes %zu tokens in the chat template", n[i]);
+        CHECK_MSG(rc == 0 && strstr(err, want), "%s: exit %d, stderr \"%s\" (want \"%s\")",
+                  cases[i].opts, rc, err, want);
+    }
+    unsetenv("MOEINF_CHAT_DATE"); // NOLINT(concurrency-mt-unsafe): one thread
+    moeinf_model_free(model);
+    /* the efforts differ; off is low, unless an effort is given */
+    CHECK(n[1] != n[0] && n[2] != n[0] && n[3] == n[1] && n[4] == n[0]);
+    /* this model writes no channels: all is answer */
+    snprintf(cmd, sizeof cmd,
+             "printf 'Hi\\n' | '%s' chat -m '%s' --chat-template harmony -c 1024 --show-thinking",
+             test_moeinf_bin(), path);
+    int rc = test_run_shell("cli-chat-thinking", cmd, out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 0 && !strcmp(out, "<think> hmm, ok</think>  Hello\n"), "harmony: %d \"%s\": %s",
+              rc, out, err);
+    /* --reasoning-format none: the history keeps the final channel (here: all of it), turn
+     * after turn */
+    snprintf(cmd, sizeof cmd,
+             "printf 'Hi\\nAgain\\n' | '%s' chat -m '%s' --chat-template harmony -c 1024 "
+             "--reasoning-format none",
+             test_moeinf_bin(), path);
+    rc = test_run_shell("cli-chat-thinking", cmd, out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 0 && !strcmp(out, "<think> hmm, ok</think>  Hello\n<think> hmm, ok</think>  "
+                                      "Hello\n"),
+              "harmony none: %d \"%s\": %s", rc, out, err);
+    CHECK_EQ_INT(chat("Hi\\n", "--reasoning-effort max", out, sizeof out, err, sizeof err), 2);
+    CHECK_STR_CONTAINS(err, "--reasoning-effort 'max' is not low, medium or high");
+}
+
 int main(void) {
     RUN(test_answer_only);
     RUN(test_show_thinking);
@@ -112,5 +185,6 @@ int main(void) {
     RUN(test_reasoning_off);
     RUN(test_as_generated);
     RUN(test_bad_name);
+    RUN(test_harmony_effort);
     return test_report();
 }

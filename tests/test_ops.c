@@ -52,8 +52,8 @@ static void test_yarn(void) {
         double theta = theta_extrap / 32 * (1 - ramp) + theta_extrap * ramp;
         /* float angles of up to 1000 radians: a relative error of 1e-6 in theta */
         double tol = 2e-6 * theta * mscale + 1e-6;
-        CHECK_NEAR(cs[2 * i], cos(theta) * mscale, tol);
-        CHECK_NEAR(cs[2 * i + 1], sin(theta) * mscale, tol);
+        CHECK_NEAR(cs[2 * (size_t)i], cos(theta) * mscale, tol);
+        CHECK_NEAR(cs[2 * (size_t)i + 1], sin(theta) * mscale, tol);
     }
 }
 
@@ -89,8 +89,8 @@ static void test_window_sinks(void) {
     float kring[RING * HD];
     float vring[RING * HD];
     for (int t = 8; t <= 12; t++) { /* the ring after storing 10..12 */
-        memcpy(kring + (t % RING) * HD, kpos + t * HD, sizeof(float) * HD);
-        memcpy(vring + (t % RING) * HD, vpos + t * HD, sizeof(float) * HD);
+        memcpy(kring + (size_t)(t % RING) * HD, kpos + (size_t)t * HD, sizeof(float) * HD);
+        memcpy(vring + (size_t)(t % RING) * HD, vpos + (size_t)t * HD, sizeof(float) * HD);
     }
     float q[M * 2 * HD];
     for (int i = 0; i < M * 2 * HD; i++) q[i] = cosf(0.11f * (float)i + 1.0f);
@@ -110,9 +110,9 @@ static void test_window_sinks(void) {
         for (int h = 0; h < 2; h++) {
             double want[HD];
             const int p = 10 + j;
-            reference(q + (j * 2 + h) * HD, kpos, vpos, p - W + 1, p, HD, h == 0 ? &sinks[0] : NULL,
-                      want);
-            for (int i = 0; i < HD; i++) CHECK_NEAR(out[(j * 2 + h) * HD + i], want[i], 1e-5);
+            const size_t row = (size_t)(j * 2 + h) * HD;
+            reference(q + row, kpos, vpos, p - W + 1, p, HD, h == 0 ? &sinks[0] : NULL, want);
+            for (int i = 0; i < HD; i++) CHECK_NEAR(out[row + i], want[i], 1e-5);
         }
     }
     moeinf_pool_free(pool);

@@ -1139,9 +1139,13 @@ static void test_gemm(void) {
             }
         }
     }
-    /* Every x86 table that this CPU runs has the K-quant tiles. */
-    for (int ti = 0; ti < n_tables; ti++)
-        if (tables[ti] != ref) CHECK(tables[ti]->gemm[MOEINF_TYPE_Q4_K] != NULL);
+    /* Every x86 table that this CPU runs has the K-quant and codebook tiles. */
+    for (int ti = 0; ti < n_tables; ti++) {
+        if (tables[ti] == ref) continue;
+        CHECK(tables[ti]->gemm[MOEINF_TYPE_Q4_K] != NULL);
+        CHECK(tables[ti]->gemm[MOEINF_TYPE_MXFP4] != NULL);
+        CHECK(tables[ti]->gemm[MOEINF_TYPE_IQ4_NL] != NULL);
+    }
     fprintf(stderr, "gemm: %d tiles checked\n", n_checked);
 }
 
@@ -1159,7 +1163,10 @@ static void test_vec_dot_rows(void) {
             for (int a = 0; a < 8; a++) {
                 int64_t n = blk ? len_for(t, ns[a]) : ns[a];
                 int64_t nr = nrs[(a + ti) % 6];
-                if (n > 16384 && t != MOEINF_TYPE_Q8_0 && t != MOEINF_TYPE_Q4_0) nr = 2;
+                /* the types with a chunked path for long rows keep their nr */
+                if (n > 16384 && t != MOEINF_TYPE_Q8_0 && t != MOEINF_TYPE_Q4_0 &&
+                    t != MOEINF_TYPE_MXFP4 && t != MOEINF_TYPE_IQ4_NL)
+                    nr = 2;
                 size_t rb = row_bytes(t, n);
                 /* F32/F16/BF16 rows must stay aligned to their element. */
                 size_t stride = rb + (blk ? 5 : 12);
@@ -1227,6 +1234,116 @@ static void test_vec_dot_rows_extremes(void) {
         moeinf_kernels_scalar()->vec_dot[MOEINF_TYPE_Q8_0](n, &one, w8, x);
         k->vec_dot_rows[MOEINF_TYPE_Q8_0](n, 1, &s, w8, sizeof w8, x);
         CHECK(f_bits(s) == f_bits(one));
+    }
+}
+
+/* The codebook rows kernels at the ends of their integer ranges, with exact expected values
+ * (all scales 1): every MXFP4 code +-12 (the offset codebook's largest unsigned value, 24, and
+ * its smallest, 0) and every IQ4_NL code -127 (its largest magnitude) or 113, against
+ * activations of +-127 in every position, 9 rows (every stream and the rows left over) of 24
+ * blocks (3 whole groups) and 27 blocks (a partial group). A kernel that reduced in int16 past
+ * its bound, or saturated in vpmaddubsw, gives other values. */
+static void test_vec_dot_rows_codebook_extremes(void) {
+    enum {
+        NB = 27,
+        NR = 9
+    };
+
+    uint8_t wm[NR][NB * 17];
+    uint8_t wn[NR][NB * 18];
+    uint8_t x[NB * 34];
+    const uint16_t one = 0x3c00;
+    for (size_t b = 0; b < NB; b++) {
+        memcpy(x + b * 34, &one, 2);
+        memset(x + b * 34 + 2, b % 3 ? 0x7f : 0x81, 32); /* 127, or -127 in every third block */
+    }
+    for (int r = 0; r < NR; r++) {
+        for (size_t b = 0; b < NB; b++) {
+            wm[r][b * 17] = 128; /* E8M0 2^1, halved: 1 */
+            memset(&wm[r][b * 17 + 1], (r + (int)b) % 2 ? 0x77 : 0xff,
+                   16); /* codes 7 (+12), 15 (-12) */
+            memcpy(&wn[r][b * 18], &one, 2);
+            memset(&wn[r][b * 18 + 2], (r + (int)b) % 2 ? 0x00 : 0xff, 16); /* -127 or 113 */
+        }
+    }
+    for (int ti = 0; ti < n_tables; ti++) {
+        const struct moeinf_kernels *k = tables[ti];
+        for (int nb = 24; nb <= NB; nb += NB - 24) {
+            float sm[NR];
+            float sn[NR];
+            k->vec_dot_rows[MOEINF_TYPE_MXFP4]((int64_t)32 * nb, NR, sm, wm, sizeof wm[0], x);
+            k->vec_dot_rows[MOEINF_TYPE_IQ4_NL]((int64_t)32 * nb, NR, sn, wn, sizeof wn[0], x);
+            for (int r = 0; r < NR; r++) {
+                double em = 0;
+                double en = 0;
+                for (int b = 0; b < nb; b++) {
+                    const double xs = b % 3 ? 127.0 * 32 : -127.0 * 32;
+                    em += ((r + b) % 2 ? 12.0 : -12.0) * xs;
+                    en += ((r + b) % 2 ? -127.0 : 113.0) * xs;
+                }
+                CHECK_MSG(sm[r] == (float)em, "%s mxfp4 extremes nb=%d row %d: %g, want %g",
+                          k->name, nb, r, (double)sm[r], em);
+                CHECK_MSG(sn[r] == (float)en, "%s iq4_nl extremes nb=%d row %d: %g, want %g",
+                          k->name, nb, r, (double)sn[r], en);
+            }
+        }
+    }
+}
+
+/* MXFP4 rows whose E8M0 scales are all 0..3 (2^-128 and 2^-127 are subnormal floats, the
+ * vector decoding takes another branch for them) against large activations, so that the
+ * products d_w * d_x are normal and these blocks alone make the result: vec_dot, vec_dot_rows,
+ * vec_dot_m and gemm of every table against the scalar vec_dot, bit for bit. (The random rows
+ * of the other tests have such blocks too, but beside blocks 2^100 larger.) */
+static void test_mxfp4_small_scales(void) {
+    enum {
+        NB = 27,
+        NR = 9,
+        M = 3
+    };
+
+    const int64_t n = (int64_t)32 * NB;
+    uint8_t w[NR][NB * 17];
+    uint8_t x[M][NB * 34];
+    float xf[32 * NB];
+    for (int r = 0; r < NR; r++)
+        for (size_t b = 0; b < NB; b++) {
+            for (size_t k = 0; k < 17; k++)
+                w[r][b * 17 + k] = (uint8_t)rng_u64();
+            w[r][b * 17] = (uint8_t)(((size_t)r + b) % 4);
+        }
+    for (int j = 0; j < M; j++) {
+        for (int i = 0; i < 32 * NB; i++)
+            xf[i] = (float)((double)(rng_u64() % 2001) - 1000.0) * 30.0f;
+        moeinf_kernels_scalar()->from_float[MOEINF_TYPE_Q8_0](xf, x[j], n);
+    }
+    const struct moeinf_kernels *ref = moeinf_kernels_scalar();
+    for (int ti = 0; ti < n_tables; ti++) {
+        const struct moeinf_kernels *k = tables[ti];
+        float rows[NR];
+        float y[M * NR];
+        int bad = 0;
+        int nonzero = 0;
+        for (int j = 0; j < M; j++) {
+            k->vec_dot_rows[MOEINF_TYPE_MXFP4](n, NR, rows, w, sizeof w[0], x[j]);
+            if (k->gemm[MOEINF_TYPE_MXFP4])
+                k->gemm[MOEINF_TYPE_MXFP4](n, NR, M, y, NR, w, sizeof w[0], x, sizeof x[0]);
+            for (int r = 0; r < NR; r++) {
+                float want = NAN;
+                float one = NAN;
+                float m1[M];
+                ref->vec_dot[MOEINF_TYPE_MXFP4](n, &want, w[r], x[j]);
+                k->vec_dot[MOEINF_TYPE_MXFP4](n, &one, w[r], x[j]);
+                k->vec_dot_m[MOEINF_TYPE_MXFP4](n, M, m1, w[r], x, sizeof x[0]);
+                nonzero += want != 0.0f;
+                bad += f_bits(rows[r]) != f_bits(want);
+                bad += f_bits(one) != f_bits(want);
+                bad += f_bits(m1[j]) != f_bits(want);
+                if (k->gemm[MOEINF_TYPE_MXFP4]) bad += f_bits(y[j * NR + r]) != f_bits(want);
+            }
+        }
+        CHECK_MSG(bad == 0, "%s mxfp4 small scales: %d results differ", k->name, bad);
+        CHECK(nonzero == M * NR);
     }
 }
 
@@ -1562,6 +1679,8 @@ int main(void) {
     RUN(test_gemm);
     RUN(test_vec_dot_rows);
     RUN(test_vec_dot_rows_extremes);
+    RUN(test_vec_dot_rows_codebook_extremes);
+    RUN(test_mxfp4_small_scales);
     RUN(test_axpy);
     RUN(test_delta_rule);
     RUN(test_kernels_best);

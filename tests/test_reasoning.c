@@ -3,7 +3,9 @@
  * Qwen3.5 case is llama.cpp's own test-chat.cpp case): each text fed whole, cut in two at every
  * byte, and byte by byte, which must all give the same thinking and answer, the thinking
  * wholly before the answer; what is held back while a marker may be forming; the prompt's
- * opening and closing; the families' markers; the errors.
+ * opening and closing; the families' markers; the errors. harmony (gpt-oss) channels against
+ * hand-worked splits of llama.cpp's gpt-oss output form, with and without <|end|> shown, fed
+ * the same ways.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -36,14 +38,15 @@ static void acc_add(struct acc *a, const struct moeinf_reasoning_text *t) {
     a->answer[a->na] = '\0';
 }
 
-/* Splits `text` fed in pieces that end at the offsets cuts[0, n_cuts) (then the rest). */
-static bool split(const char *start, const char *end, const char *prompt, bool extract,
+/* Splits `text` fed in pieces that end at the offsets cuts[0, n_cuts) (then the rest), in
+ * syntax syn (NULL: no thinking). */
+static bool split(const struct moeinf_reasoning_syntax *syn, const char *prompt, bool extract,
                   const char *text, const size_t *cuts, size_t n_cuts, struct acc *a) {
     memset(a, 0, sizeof *a);
     struct moeinf_reasoning *r = NULL;
     struct moeinf_error err = {0};
     struct moeinf_reasoning_text t;
-    if (moeinf_reasoning_init(start, end, prompt, prompt ? strlen(prompt) : 0, extract, &r, &err) !=
+    if (moeinf_reasoning_init_syntax(syn, prompt, prompt ? strlen(prompt) : 0, extract, &r, &err) !=
         MOEINF_OK) {
         CHECK_MSG(false, "init: %s", err.msg);
         return false;
@@ -64,8 +67,9 @@ static bool split(const char *start, const char *end, const char *prompt, bool e
 }
 
 /* Every way of cutting `text` gives `thinking` and `answer`. */
-static void check_split_with(const char *start, const char *end, const char *prompt, bool extract,
-                             const char *text, const char *thinking, const char *answer) {
+static void check_split_syntax(const struct moeinf_reasoning_syntax *syn, const char *prompt,
+                               bool extract, const char *text, const char *thinking,
+                               const char *answer) {
     size_t n = strlen(text);
     size_t *cuts = malloc((n + 1) * sizeof *cuts);
     if (!cuts) abort();
@@ -79,7 +83,7 @@ static void check_split_with(const char *start, const char *end, const char *pro
         } else if (c > 0) {
             cuts[n_cuts++] = c - 1;
         }
-        if (!split(start, end, prompt, extract, text, cuts, n_cuts, &a)) break;
+        if (!split(syn, prompt, extract, text, cuts, n_cuts, &a)) break;
         bool same =
             !strcmp(a.thinking, thinking) && !strcmp(a.answer, answer) && !a.thinking_after_answer;
         CHECK_MSG(same,
@@ -93,6 +97,12 @@ static void check_split_with(const char *start, const char *end, const char *pro
         if (!same) break;
     }
     free(cuts);
+}
+
+static void check_split_with(const char *start, const char *end, const char *prompt, bool extract,
+                             const char *text, const char *thinking, const char *answer) {
+    struct moeinf_reasoning_syntax syn = {start, {end, NULL}, {NULL}, NULL, NULL};
+    check_split_syntax(start ? &syn : NULL, prompt, extract, text, thinking, answer);
 }
 
 static void check_split(const char *prompt, const char *text, const char *thinking,
@@ -204,19 +214,35 @@ static void test_held_back(void) {
 }
 
 static void test_markers_and_errors(void) {
-    const char *s = "x";
-    const char *e = "x";
-    moeinf_chat_reasoning_markers("chatml", &s, &e); /* Qwen3 */
-    CHECK(s && e && !strcmp(s, "<think>") && !strcmp(e, "</think>"));
-    moeinf_chat_reasoning_markers("deepseek3", &s, &e); /* DeepSeek-R1 */
-    CHECK(s && !strcmp(s, "<think>"));
-    moeinf_chat_reasoning_markers("a-template-added-later", &s, &e);
-    CHECK(s && !strcmp(s, "<think>"));
+    const struct moeinf_reasoning_syntax *syn = moeinf_chat_reasoning_syntax("chatml"); /* Qwen3 */
+    CHECK(syn && syn->start && !strcmp(syn->start, "<think>") &&
+          !strcmp(syn->ends[0], "</think>") && !syn->ends[1] && !syn->head_end);
+    syn = moeinf_chat_reasoning_syntax("deepseek3"); /* DeepSeek-R1 */
+    CHECK(syn && syn->start && !strcmp(syn->start, "<think>"));
+    syn = moeinf_chat_reasoning_syntax("a-template-added-later");
+    CHECK(syn && syn->start && !strcmp(syn->start, "<think>"));
+    syn = moeinf_chat_reasoning_syntax("harmony");
+    CHECK(syn && !syn->start && syn->head_end &&
+          !strcmp(syn->think_channel, "<|channel|>analysis"));
     static const char *const none[] = {"mistral", "llama3", "deepseek2", "olmoe"};
-    for (int i = 0; i < 4; i++) {
-        s = e = "x";
-        moeinf_chat_reasoning_markers(none[i], &s, &e);
-        CHECK_MSG(!s && !e, "%s has markers", none[i]);
+    for (int i = 0; i < 4; i++)
+        CHECK_MSG(!moeinf_chat_reasoning_syntax(none[i]), "%s has markers", none[i]);
+    /* syntaxes that cannot work */
+    static const struct moeinf_reasoning_syntax bad[] = {
+        {"<think>", {NULL}, {NULL}, NULL, NULL},                 /* no end */
+        {"<think>", {"</think>", ""}, {NULL}, NULL, NULL},       /* an empty end */
+        {NULL, {"</think>"}, {NULL}, NULL, NULL},                /* neither start nor channels */
+        {"<t>", {"<|end|>"}, {"<|start|>"}, "<|message|>", "a"}, /* both */
+        {NULL, {"<|end|>"}, {NULL}, "<|message|>", "a"},         /* channels without heads */
+        {NULL, {"<|end|>"}, {"<|start|>"}, "<|message|>", ""},   /* an empty channel */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct moeinf_reasoning *r = (struct moeinf_reasoning *)&bad; /* must stay untouched */
+        struct moeinf_error err = {0};
+        CHECK_MSG(moeinf_reasoning_init_syntax(&bad[i], NULL, 0, true, &r, &err) == MOEINF_ERR_ARG,
+                  "bad syntax %zu accepted", i);
+        CHECK_STR_CONTAINS(err.msg, "syn");
+        CHECK(r == (struct moeinf_reasoning *)&bad);
     }
     struct moeinf_reasoning *r = NULL;
     struct moeinf_error err = {0};
@@ -278,6 +304,87 @@ static void test_chat_prompt(void) {
     CHECK(r == NULL);
 }
 
+#define HARMONY_PROMPT "<|start|>user<|message|>Hi<|end|><|start|>assistant"
+#define H_ANALYSIS     "<|channel|>analysis<|message|>"
+#define H_FINAL        "<|start|>assistant<|channel|>final<|message|>"
+
+static void check_harmony(const char *text, const char *thinking, const char *answer) {
+    check_split_syntax(moeinf_chat_reasoning_syntax("harmony"), HARMONY_PROMPT, true, text,
+                       thinking, answer);
+}
+
+/* gpt-oss writes "<|channel|>analysis<|message|>thinking<|end|><|start|>assistant<|channel|>
+ * final<|message|>answer" after "<|start|>assistant" and ends with <|return|> (llama.cpp's
+ * parser in common/parsers/gpt-oss.cpp reads the same form). */
+static void test_harmony(void) {
+    /* <|end|> shown, and not shown (the tokenizer may render it or not) */
+    check_harmony(H_ANALYSIS "I think.<|end|>" H_FINAL "Hello, world!", "I think.",
+                  "Hello, world!");
+    check_harmony(H_ANALYSIS "I think." H_FINAL "Hello, world!", "I think.", "Hello, world!");
+    /* the answer alone; plain text without channels is answer */
+    check_harmony("<|channel|>final<|message|>Hi", "", "Hi");
+    check_harmony("Hello <|channel|>", "", "Hello <|channel|>");
+    check_harmony("", "", "");
+    /* <|return|> shown at the end */
+    check_harmony(H_ANALYSIS "t<|end|>" H_FINAL "a<|return|>", "t", "a");
+    /* never closed (max_tokens): all thinking; a header cut short is dropped */
+    check_harmony(H_ANALYSIS "still thinking \n", "still thinking", "");
+    check_harmony(H_ANALYSIS "t<|end|><|start|>assistant<|chan", "t", "");
+    check_harmony(H_ANALYSIS "t<|end|><|start|>assistant<|channel|>final<|mess", "t", "");
+    /* whitespace: the thinking trimmed, the answer's leading whitespace dropped */
+    check_harmony(H_ANALYSIS " \n a  b \n<|end|>" H_FINAL " \n c \n", "a  b", "c \n");
+    /* two analysis messages, a commentary preamble (answer, as llama.cpp's content), a stray
+     * commentary before the analysis, a constrained final */
+    check_harmony(H_ANALYSIS "A<|end|><|start|>assistant" H_ANALYSIS "B<|end|>" H_FINAL "C", "A\nB",
+                  "C");
+    check_harmony("<|channel|>commentary<|message|>P<|end|>" H_FINAL "C", "", "P\nC");
+    check_harmony("<|channel|>commentary<|channel|>analysis<|message|>T<|end|>" H_FINAL "C", "T",
+                  "C");
+    check_harmony("<|channel|>final <|constrain|>json<|message|>{\"a\": 1}", "", "{\"a\": 1}");
+    /* marker-like text in the thinking and the answer */
+    check_harmony(H_ANALYSIS "a <|en b <|sta <|channel|> c<|end|>" H_FINAL "x <|st y",
+                  "a <|en b <|sta <|channel|> c", "x <|st y");
+    check_harmony(H_ANALYSIS "\xc3\xa9t\xc3\xa9" H_FINAL "\xe2\x82\xac", "\xc3\xa9t\xc3\xa9",
+                  "\xe2\x82\xac");
+    /* --reasoning-format none: the text as generated */
+    check_split_syntax(moeinf_chat_reasoning_syntax("harmony"), HARMONY_PROMPT, false,
+                       H_ANALYSIS "t<|end|>" H_FINAL "a", "", H_ANALYSIS "t<|end|>" H_FINAL "a");
+}
+
+/* One token at a time, as the server streams gpt-oss: the thinking shows as it comes, a marker
+ * is held until it is known, the answer follows. */
+static void test_harmony_held_back(void) {
+    struct moeinf_reasoning *r = NULL;
+    struct moeinf_reasoning_text t;
+    CHECK(moeinf_chat_reasoning_init("harmony", &(struct moeinf_chat_message){"user", "Hi"}, 1,
+                                     MOEINF_CHAT_ADD_ASSISTANT, true, &r, NULL) == MOEINF_OK);
+    if (!r) return;
+
+    static const struct {
+        const char *piece, *thinking, *answer;
+    } steps[] = {
+        {"<|channel|>", "", ""}, {"analysis", "", ""},    {"<|message|>", "", ""},
+        {"Let", "Let", ""},      {" me", " me", ""},      {" see <|", " see", ""},
+        {"x", " <|x", ""},       {"<|end|>", "", ""},     {"<|start|>", "", ""},
+        {"assistant", "", ""},   {"<|channel|>", "", ""}, {"final", "", ""},
+        {"<|message|>", "", ""}, {"Hi", "", "Hi"},        {" there", "", " there"},
+    };
+
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        CHECK(moeinf_reasoning_push(r, steps[i].piece, strlen(steps[i].piece), &t, NULL) ==
+              MOEINF_OK);
+        bool ok = t.thinking_len == strlen(steps[i].thinking) &&
+                  !memcmp(t.thinking, steps[i].thinking, t.thinking_len) &&
+                  t.answer_len == strlen(steps[i].answer) &&
+                  !memcmp(t.answer, steps[i].answer, t.answer_len);
+        CHECK_MSG(ok, "step %zu \"%s\": thinking \"%.*s\", answer \"%.*s\"", i, steps[i].piece,
+                  (int)t.thinking_len, t.thinking, (int)t.answer_len, t.answer);
+    }
+    CHECK(moeinf_reasoning_flush(r, &t, NULL) == MOEINF_OK);
+    CHECK(t.thinking_len == 0 && t.answer_len == 0);
+    moeinf_reasoning_free(r);
+}
+
 int main(void) {
     RUN(test_generated_block);
     RUN(test_prompt_opened);
@@ -286,5 +393,7 @@ int main(void) {
     RUN(test_held_back);
     RUN(test_markers_and_errors);
     RUN(test_chat_prompt);
+    RUN(test_harmony);
+    RUN(test_harmony_held_back);
     return test_report();
 }

@@ -14,6 +14,7 @@
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
 #include "moeinf.h"
+#include "decode_check.h"
 #include "test.h"
 
 #define N_IDS 16
@@ -43,22 +44,6 @@ static struct moeinf_context *context(struct moeinf_model *model, int n_batch) {
     return ctx;
 }
 
-/* Decodes ids[from, to) (all logits into rows from.. of out) and checks them against ref. */
-static void decode_check(struct moeinf_context *ctx, int from, int to, const float *ref,
-                         int n_vocab, const char *what) {
-    struct moeinf_error err = {0};
-    float *out = malloc((size_t)(to - from) * (size_t)n_vocab * sizeof(float));
-    CHECK(out != NULL);
-    if (!out) return;
-    CHECK_MSG(moeinf_decode(ctx, ids + from, to - from, out, true, &err) == MOEINF_OK, "%s: %s",
-              what, err.msg);
-    CHECK_EQ_INT(moeinf_context_n_past(ctx), to);
-    size_t bytes = (size_t)(to - from) * (size_t)n_vocab * sizeof(float);
-    CHECK_MSG(memcmp(out, ref + (size_t)from * n_vocab, bytes) == 0,
-              "%s: logits of positions %d..%d differ from a fresh context's", what, from, to - 1);
-    free(out);
-}
-
 static void rewinds(const char *rel, bool recurrent) {
     struct moeinf_model *model = load(rel);
     if (!model) return;
@@ -77,38 +62,38 @@ static void rewinds(const char *rel, bool recurrent) {
     /* micro-batches of 4: state checkpoints after 4, 8 and 10 tokens, then two single tokens,
      * which take none */
     struct moeinf_context *ctx = context(model, 4);
-    decode_check(ctx, 0, 10, ref, n_vocab, "prefill");
-    decode_check(ctx, 10, 11, ref, n_vocab, "decode");
-    decode_check(ctx, 11, 12, ref, n_vocab, "decode");
+    decode_check(ctx, ids, 0, 10, ref, n_vocab, "prefill");
+    decode_check(ctx, ids, 10, 11, ref, n_vocab, "decode");
+    decode_check(ctx, ids, 11, 12, ref, n_vocab, "decode");
     CHECK(moeinf_context_truncate(ctx, 9, &err) == MOEINF_OK);
     /* the recurrent state goes back to its checkpoint at 8; the KV cache keeps 9 */
     CHECK_EQ_INT(moeinf_context_n_past(ctx), recurrent ? 8 : 9);
-    decode_check(ctx, moeinf_context_n_past(ctx), N_IDS, ref, n_vocab, "after truncate(9)");
+    decode_check(ctx, ids, moeinf_context_n_past(ctx), N_IDS, ref, n_vocab, "after truncate(9)");
     /* that decode took checkpoints at 12 and 16 (and forgot 10); keeping 11 restores 8 */
     CHECK(moeinf_context_truncate(ctx, 11, &err) == MOEINF_OK);
     CHECK_EQ_INT(moeinf_context_n_past(ctx), recurrent ? 8 : 11);
-    decode_check(ctx, moeinf_context_n_past(ctx), N_IDS, ref, n_vocab, "after truncate(11)");
+    decode_check(ctx, ids, moeinf_context_n_past(ctx), N_IDS, ref, n_vocab, "after truncate(11)");
     /* keeping 3: no checkpoint at or before it, so everything is evaluated again */
     CHECK(moeinf_context_truncate(ctx, 3, &err) == MOEINF_OK);
     CHECK_EQ_INT(moeinf_context_n_past(ctx), recurrent ? 0 : 3);
-    decode_check(ctx, moeinf_context_n_past(ctx), N_IDS, ref, n_vocab, "after truncate(3)");
+    decode_check(ctx, ids, moeinf_context_n_past(ctx), N_IDS, ref, n_vocab, "after truncate(3)");
     /* micro-batches of 2 take 6 checkpoints (2 .. 12); only the newest 4 stay (6 .. 12), so
      * keeping 5 finds none and keeping 7 goes back to 6 */
     moeinf_context_free(ctx);
     ctx = context(model, 2);
-    decode_check(ctx, 0, 12, ref, n_vocab, "prefill by 2");
+    decode_check(ctx, ids, 0, 12, ref, n_vocab, "prefill by 2");
     CHECK(moeinf_context_truncate(ctx, 7, &err) == MOEINF_OK);
     CHECK_EQ_INT(moeinf_context_n_past(ctx), recurrent ? 6 : 7);
-    decode_check(ctx, moeinf_context_n_past(ctx), 12, ref, n_vocab, "after truncate(7)");
+    decode_check(ctx, ids, moeinf_context_n_past(ctx), 12, ref, n_vocab, "after truncate(7)");
     CHECK(moeinf_context_truncate(ctx, 5, &err) == MOEINF_OK);
     CHECK_EQ_INT(moeinf_context_n_past(ctx), recurrent ? 0 : 5);
-    decode_check(ctx, moeinf_context_n_past(ctx), N_IDS, ref, n_vocab, "after truncate(5)");
+    decode_check(ctx, ids, moeinf_context_n_past(ctx), N_IDS, ref, n_vocab, "after truncate(5)");
     /* keeping all: nothing to restore */
     CHECK(moeinf_context_truncate(ctx, N_IDS, &err) == MOEINF_OK);
     CHECK_EQ_INT(moeinf_context_n_past(ctx), N_IDS);
     moeinf_context_reset(ctx);
     CHECK_EQ_INT(moeinf_context_n_past(ctx), 0);
-    decode_check(ctx, 0, N_IDS, ref, n_vocab, "after reset");
+    decode_check(ctx, ids, 0, N_IDS, ref, n_vocab, "after reset");
     moeinf_context_free(ctx);
     free(ref);
     moeinf_model_free(model);

@@ -10,7 +10,9 @@
  * --reasoning-format, at max_tokens inside the thinking, with a stop string that cuts the end
  * marker, the qwen35 template whose prompt opens the block (or closes it: enable_thinking
  * false), a template family that does not think, the completions endpoint unchanged, and
- * unknown names refused.
+ * unknown names refused. harmony (gpt-oss): its channels split in every cut, with <|end|>
+ * shown or not; reasoning_effort parsed, refused when unknown, and through HTTP in the
+ * prompt (prompt_tokens).
  */
 // ctest-labels: threads
 #include <cjson/cJSON.h>
@@ -63,20 +65,36 @@ static void drain(struct serve_job *job, size_t *rsent, size_t *sent, struct str
     }
 }
 
-/* THOUGHT after PROMPT_OPEN, in pieces ending at `cut` and at every `step` bytes after it: the
+/* gpt-oss's form of THOUGHT after the harmony template's prompt (<|end|> shown or not) */
+#define HARMONY_THOUGHT                                                                            \
+    "<|channel|>analysis<|message|>I'm\nthinking\n<|end|><|start|>assistant<|channel|>final"       \
+    "<|message|>Hello, world!\nWhat's up?"
+#define HARMONY_THOUGHT_NO_END                                                                     \
+    "<|channel|>analysis<|message|>I'm\nthinking\n<|start|>assistant<|channel|>final"              \
+    "<|message|>Hello, world!\nWhat's up?"
+
+/* `text` (THOUGHT after PROMPT_OPEN when tmpl is NULL, else after the prompt of template tmpl
+ * for one user message) in pieces ending at `cut` and at every `step` bytes after it: the
  * non-streamed message and the stream's sum. */
-static void feed(bool extract, size_t cut, size_t step, cJSON **message, struct streamed *st) {
+static void feed_text(const char *tmpl, const char *text, bool extract, size_t cut, size_t step,
+                      cJSON **message, struct streamed *st) {
     struct serve_job job = {0};
     memset(st, 0, sizeof *st);
-    CHECK(moeinf_reasoning_init("<think>", "</think>", PROMPT_OPEN, strlen(PROMPT_OPEN), extract,
-                                &job.split, NULL) == MOEINF_OK);
+    struct moeinf_chat_message user = {"user", "Hi"};
+    if (tmpl) {
+        CHECK(moeinf_chat_reasoning_init(tmpl, &user, 1, MOEINF_CHAT_ADD_ASSISTANT, extract,
+                                         &job.split, NULL) == MOEINF_OK);
+    } else {
+        CHECK(moeinf_reasoning_init("<think>", "</think>", PROMPT_OPEN, strlen(PROMPT_OPEN),
+                                    extract, &job.split, NULL) == MOEINF_OK);
+    }
     size_t rsent = 0;
     size_t sent = 0;
-    const size_t n = strlen(THOUGHT);
+    const size_t n = strlen(text);
     for (size_t at = 0; at < n;) {
         size_t to = at < cut ? cut : at + step;
         if (to > n) to = n;
-        CHECK(serve_job_show(&job, THOUGHT + at, to - at, false));
+        CHECK(serve_job_show(&job, text + at, to - at, false));
         drain(&job, &rsent, &sent, st);
         at = to;
     }
@@ -91,13 +109,19 @@ static void feed(bool extract, size_t cut, size_t step, cJSON **message, struct 
     moeinf_reasoning_free(job.split);
 }
 
-static void test_split_reply(void) {
-    const size_t n = strlen(THOUGHT);
+static void feed(bool extract, size_t cut, size_t step, cJSON **message, struct streamed *st) {
+    feed_text(NULL, THOUGHT, extract, cut, step, message, st);
+}
+
+/* The message and the stream's sum for every first cut and two steps: the thinking in
+ * reasoning_content, the answer in content, as llama.cpp's server gives them. */
+static void check_split_reply(const char *tmpl, const char *text) {
+    const size_t n = strlen(text);
     for (size_t cut = 0; cut <= n; cut++) {
         for (size_t step = 1; step <= 4; step += 3) {
             cJSON *choice = NULL;
             struct streamed st;
-            feed(true, cut, step, &choice, &st);
+            feed_text(tmpl, text, true, cut, step, &choice, &st);
             const cJSON *m = cJSON_GetObjectItemCaseSensitive(choice, "message");
             const char *role = str_field(m, "role");
             const char *content = str_field(m, "content");
@@ -120,6 +144,13 @@ static void test_split_reply(void) {
     }
 }
 
+static void test_split_reply(void) {
+    check_split_reply(NULL, THOUGHT);
+    /* gpt-oss: the analysis channel is the thinking, the final channel the answer */
+    check_split_reply("harmony", HARMONY_THOUGHT);
+    check_split_reply("harmony", HARMONY_THOUGHT_NO_END);
+}
+
 static void test_not_split(void) {
     /* reasoning_format none: all in content, the prompt's "<think>\n" first, as llama.cpp */
     cJSON *choice = NULL;
@@ -130,6 +161,14 @@ static void test_not_split(void) {
     CHECK(content && !strcmp(content, "<think>\n" THOUGHT));
     CHECK(!cJSON_GetObjectItemCaseSensitive(m, "reasoning_content"));
     CHECK(!strcmp(st.content, "<think>\n" THOUGHT) && !st.reasoning[0]);
+    cJSON_Delete(choice);
+    /* harmony with none: the channels as generated (llama.cpp gives the same) */
+    feed_text("harmony", HARMONY_THOUGHT, false, 7, 3, &choice, &st);
+    m = cJSON_GetObjectItemCaseSensitive(choice, "message");
+    content = str_field(m, "content");
+    CHECK(content && !strcmp(content, HARMONY_THOUGHT));
+    CHECK(!cJSON_GetObjectItemCaseSensitive(m, "reasoning_content"));
+    CHECK(!strcmp(st.content, HARMONY_THOUGHT) && !st.reasoning[0]);
     cJSON_Delete(choice);
     /* no split (completions): the text as it comes */
     struct serve_job job = {0};
@@ -228,6 +267,64 @@ static void test_request_field(void) {
                       "\"reasoning_format\": \"think\"}";
     CHECK(!serve_request_parse(bad, strlen(bad), true, "chatml", 1, &r, msg, sizeof msg));
     CHECK_STR_CONTAINS(msg, "'reasoning_format' must be \"none\", \"auto\" or \"deepseek\"");
+}
+
+/* A request's reasoning_effort (and chat_template_kwargs.reasoning_effort, which it overrides,
+ * as in llama.cpp) into the template's flags; "none" asks for no thinking; others are a 400. */
+static void test_request_effort(void) {
+#define MSGS "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}]"
+
+    static const struct {
+        const char *body;
+        unsigned flags; /* besides ADD_ASSISTANT */
+    } cases[] = {
+        {MSGS "}", 0},
+        {MSGS ", \"reasoning_effort\": \"low\"}", MOEINF_CHAT_EFFORT_LOW},
+        {MSGS ", \"reasoning_effort\": \"medium\"}", MOEINF_CHAT_EFFORT_MEDIUM},
+        {MSGS ", \"reasoning_effort\": \"high\"}", MOEINF_CHAT_EFFORT_HIGH},
+        {MSGS ", \"reasoning_effort\": null}", 0},
+        {MSGS ", \"reasoning_effort\": \"none\"}", MOEINF_CHAT_NO_THINKING},
+        {MSGS ", \"chat_template_kwargs\": {\"reasoning_effort\": \"high\"}}",
+         MOEINF_CHAT_EFFORT_HIGH},
+        {MSGS ", \"chat_template_kwargs\": {\"reasoning_effort\": \"high\"}, "
+              "\"reasoning_effort\": \"low\"}",
+         MOEINF_CHAT_EFFORT_LOW},
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct serve_request r;
+        char msg[320];
+        bool ok = serve_request_parse(cases[i].body, strlen(cases[i].body), true, "harmony", 1, &r,
+                                      msg, sizeof msg);
+        CHECK_MSG(ok, "%s: %s", cases[i].body, msg);
+        if (!ok) continue;
+        CHECK_MSG(r.chat_flags == (MOEINF_CHAT_ADD_ASSISTANT | cases[i].flags), "%s: flags 0x%x",
+                  cases[i].body, r.chat_flags);
+        CHECK(r.thinking_set == ((cases[i].flags & MOEINF_CHAT_NO_THINKING) != 0));
+        serve_request_free(&r);
+    }
+
+    static const struct {
+        const char *body, *field;
+    } bad[] = {
+        {MSGS ", \"reasoning_effort\": \"max\"}", "'reasoning_effort' must be"},
+        {MSGS ", \"reasoning_effort\": \"Low\"}", "'reasoning_effort' must be"},
+        {MSGS ", \"reasoning_effort\": 2}", "'reasoning_effort' must be"},
+        {MSGS ", \"chat_template_kwargs\": {\"reasoning_effort\": \"\"}}",
+         "'chat_template_kwargs.reasoning_effort' must be"},
+    };
+
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct serve_request r;
+        char msg[320];
+        CHECK_MSG(!serve_request_parse(bad[i].body, strlen(bad[i].body), true, "harmony", 1, &r,
+                                       msg, sizeof msg),
+                  "%s accepted", bad[i].body);
+        CHECK_STR_CONTAINS(msg, bad[i].field);
+        CHECK_STR_CONTAINS(msg, "\"low\", \"medium\", \"high\" or \"none\"");
+        CHECK(!strchr(msg, '\n'));
+    }
+#undef MSGS
 }
 
 /* ---- through HTTP ------------------------------------------------------------------------ */
@@ -405,12 +502,118 @@ static void test_http(void) {
     CHECK_STR_CONTAINS(err, "--reasoning-format 'deepseek-legacy' is not none, auto or deepseek");
 }
 
+/* harmony: the prompt's reasoning effort is the request's (prompt_tokens as
+ * moeinf_chat_tokenize counts them with that effort, the date fixed for both); this model
+ * writes no channels, so all is answer; a bad effort is a 400 */
+static void test_http_harmony(void) {
+    static char resp[1 << 16];
+    char path[1024];
+    test_src_path(THINKING_MODEL, path, sizeof path);
+    setenv("MOEINF_CHAT_DATE", "2026-01-15", 1); // NOLINT(concurrency-mt-unsafe): one thread
+    struct moeinf_model *model = NULL;
+    struct moeinf_error merr = {0};
+    CHECK_EQ_INT(moeinf_model_load(path, NULL, &model, &merr), MOEINF_OK);
+    if (model && start(path, "--chat-template harmony -c 1024")) {
+        struct answer a = ask("");
+        check_answer("harmony", &a, NULL, RAW, "stop");
+
+        static const struct {
+            const char *extra;
+            unsigned flags;
+        } efforts[] = {
+            {"", 0},
+            {", \"reasoning_effort\": \"low\"", MOEINF_CHAT_EFFORT_LOW},
+            {", \"reasoning_effort\": \"high\"", MOEINF_CHAT_EFFORT_HIGH},
+            {", \"reasoning_effort\": \"none\"", MOEINF_CHAT_NO_THINKING},
+        };
+
+        size_t counts[4] = {0};
+        for (size_t i = 0; i < 4; i++) {
+            struct moeinf_chat_message user = {"user", "Hi"};
+            int32_t *ids = NULL;
+            CHECK_EQ_INT(moeinf_chat_tokenize(model, "harmony", &user, 1,
+                                              MOEINF_CHAT_ADD_ASSISTANT | efforts[i].flags, &ids,
+                                              &counts[i], &merr),
+                         MOEINF_OK);
+            free(ids);
+            char body[512];
+            snprintf(body, sizeof body, "%s, \"max_tokens\": 1%s}", USER, efforts[i].extra);
+            int code =
+                serve_http(&srv, "POST", "/v1/chat/completions", body, NULL, resp, sizeof resp);
+            cJSON *got = code == 200 ? cJSON_Parse(resp) : NULL;
+            const cJSON *n = cJSON_GetObjectItemCaseSensitive(
+                cJSON_GetObjectItemCaseSensitive(got, "usage"), "prompt_tokens");
+            CHECK_MSG(cJSON_IsNumber(n) && n->valuedouble == (double)counts[i],
+                      "%s: status %d, prompt_tokens %g, want %zu", body, code,
+                      cJSON_IsNumber(n) ? n->valuedouble : -1.0, counts[i]);
+            cJSON_Delete(got);
+        }
+        /* the efforts differ in the prompt ("none" is low: harmony cannot switch thinking off) */
+        CHECK(counts[0] != counts[1] && counts[0] != counts[2] && counts[3] == counts[1]);
+        CHECK_EQ_INT(serve_http(&srv, "POST", "/v1/chat/completions",
+                                USER ", \"reasoning_effort\": \"extreme\"}", NULL, resp,
+                                sizeof resp),
+                     400);
+        CHECK_STR_CONTAINS(resp, "'reasoning_effort' must be");
+        CHECK_EQ_INT(serve_proc_stop(&srv), 0);
+    }
+    moeinf_model_free(model);
+    unsetenv("MOEINF_CHAT_DATE"); // NOLINT(concurrency-mt-unsafe): one thread
+}
+
+/* gpt-oss's output as its vocabulary renders it (the tiny gpt-oss file): the markup tokens
+ * through the detokenizer the worker uses, one token at a time, then the server's split.
+ * The harmony markup, <|end|> included, is user-defined: it all shows. */
+static void test_harmony_tokens(void) {
+    char path[1024];
+    struct moeinf_error err = {0};
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    mp.vocab_only = true;
+    test_src_path("tests/data/models/tiny-gptoss-F32.gguf", path, sizeof path);
+    struct moeinf_model *m = NULL;
+    CHECK_EQ_INT(moeinf_model_load(path, &mp, &m, &err), MOEINF_OK);
+    if (!m) return;
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    CHECK_EQ_INT(moeinf_tokenize(m, HARMONY_THOUGHT, strlen(HARMONY_THOUGHT), false, true, &ids,
+                                 &n_ids, &err),
+                 MOEINF_OK);
+    struct moeinf_text_stream *detok = NULL;
+    CHECK_EQ_INT(moeinf_text_stream_init(m, &detok, &err), MOEINF_OK);
+    struct serve_job job = {0};
+    struct moeinf_chat_message user = {"user", "Hi"};
+    CHECK(moeinf_chat_reasoning_init("harmony", &user, 1, MOEINF_CHAT_ADD_ASSISTANT, true,
+                                     &job.split, &err) == MOEINF_OK);
+    char shown[512] = "";
+    for (size_t i = 0; detok && job.split && i < n_ids; i++) {
+        size_t n = 0;
+        const char *piece = moeinf_text_stream_push(detok, ids[i], &n);
+        strncat(shown, piece, n < sizeof shown - strlen(shown) - 1 ? n : 0);
+        CHECK(serve_job_show(&job, piece, n, false));
+    }
+    CHECK(job.split && serve_job_show(&job, NULL, 0, true));
+    CHECK_MSG(!strcmp(shown, HARMONY_THOUGHT), "the text shows \"%s\"", shown);
+    CHECK_MSG(job.reasoning && !strcmp(job.reasoning, "I'm\nthinking") && job.text &&
+                  !strcmp(job.text, "Hello, world!\nWhat's up?"),
+              "reasoning \"%s\", content \"%s\"", job.reasoning ? job.reasoning : "(none)",
+              job.text ? job.text : "(none)");
+    free(job.text);
+    free(job.reasoning);
+    moeinf_reasoning_free(job.split);
+    moeinf_text_stream_free(detok);
+    free(ids);
+    moeinf_model_free(m);
+}
+
 int main(void) {
     RUN(test_format_names);
     RUN(test_split_reply);
+    RUN(test_harmony_tokens);
     RUN(test_not_split);
     RUN(test_job_split_init);
     RUN(test_request_field);
+    RUN(test_request_effort);
     RUN(test_http);
+    RUN(test_http_harmony);
     return test_report();
 }

@@ -1,11 +1,13 @@
 // ctest-labels: threads
 /*
  * test_serve_recurrent.c - the server's prefix reuse on a model with a recurrent state (the
- * tiny qwen35moe: Gated DeltaNet layers). A request that shares a prefix with the one before
- * goes back to the latest state checkpoint within that prefix (one after each prefill
- * micro-batch, -b 4 here) and evaluates the rest; its greedy answer and logprobs must be
- * those of a server that never saw the first request, and the cached tokens must be the
- * checkpoint's position.
+ * tiny qwen35moe: Gated DeltaNet layers) and on one with sliding windows (the tiny gpt-oss:
+ * window 16, the prompts longer). A request that shares a prefix with the one before goes
+ * back to the latest state checkpoint within that prefix (one after each prefill
+ * micro-batch, -b 4 here; the 6 tokens generated since put the prefix more than a
+ * micro-batch back, beyond where a window goes back in place) and evaluates the rest; its
+ * greedy answer and logprobs must be those of a server that never saw the first request,
+ * and the cached tokens must be the checkpoint's position.
  */
 #include <cjson/cJSON.h>
 #include <signal.h>
@@ -16,12 +18,9 @@
 #include "serve_proc.h"
 #include "test.h"
 
-#define MODEL "tests/data/models/tiny-qwen35moe-F32.gguf"
 #define ARGS  "-c 256 -b 4 -t 1"
 #define FIRST "The quick brown fox jumps over the lazy dog"
 #define NEXT  FIRST " and the cat sleeps on the mat"
-
-static char model_path[1024];
 
 /* A greedy completion with logprobs: its JSON into out. */
 static bool complete(struct server *s, const char *prompt, char *out, size_t out_size) {
@@ -51,7 +50,9 @@ static char *choice_of(const char *json, int *cached) {
     return s;
 }
 
-static void test_prefix_reuse_matches_fresh(void) {
+static void prefix_reuse_matches_fresh(const char *rel, size_t min_common) {
+    char model_path[1024];
+    test_src_path(rel, model_path, sizeof model_path);
     struct moeinf_model *model = NULL;
     struct moeinf_error err = {0};
     CHECK_EQ_INT(moeinf_model_load(model_path, NULL, &model, &err), MOEINF_OK);
@@ -65,7 +66,8 @@ static void test_prefix_reuse_matches_fresh(void) {
     size_t common = 0;
     while (common < n_first && common < n_next && first[common] == next[common])
         common++;
-    CHECK(common >= 8 && common < n_next);
+    CHECK_MSG(common >= min_common && common < n_next, "%s: a common prefix of %zu tokens", rel,
+              common);
 
     struct server warm;
     struct server fresh;
@@ -102,13 +104,22 @@ static void test_prefix_reuse_matches_fresh(void) {
     moeinf_model_free(model);
 }
 
+static void test_prefix_reuse_recurrent(void) {
+    prefix_reuse_matches_fresh("tests/data/models/tiny-qwen35moe-F32.gguf", 8);
+}
+
+/* the common prefix longer than the window (16) */
+static void test_prefix_reuse_sliding_window(void) {
+    prefix_reuse_matches_fresh("tests/data/models/tiny-gptoss-MXFP4.gguf", 17);
+}
+
 int main(void) {
-    test_src_path(MODEL, model_path, sizeof model_path);
     if (!getenv("MOEINF_BIN")) { // NOLINT(concurrency-mt-unsafe): main thread
         test_skip("MOEINF_BIN unset (run through ctest)");
         return test_report();
     }
     signal(SIGPIPE, SIG_IGN);
-    RUN(test_prefix_reuse_matches_fresh);
+    RUN(test_prefix_reuse_recurrent);
+    RUN(test_prefix_reuse_sliding_window);
     return test_report();
 }

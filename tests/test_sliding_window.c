@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "moeinf.h"
+#include "decode_check.h"
 #include "test.h"
 
 #define N_IDS 48
@@ -52,22 +53,6 @@ static struct moeinf_context *context(struct moeinf_model *model, int n_ctx, int
     return ctx;
 }
 
-/* Decodes ids[from, to) (all logits) and checks them against rows from.. of ref. */
-static void decode_check(struct moeinf_context *ctx, int from, int to, const float *ref,
-                         int n_vocab, const char *what) {
-    struct moeinf_error err = {0};
-    float *out = malloc((size_t)(to - from) * (size_t)n_vocab * sizeof(float));
-    CHECK(out != NULL);
-    if (!out) return;
-    CHECK_MSG(moeinf_decode(ctx, ids + from, to - from, out, true, &err) == MOEINF_OK, "%s: %s",
-              what, err.msg);
-    CHECK_EQ_INT(moeinf_context_n_past(ctx), to);
-    size_t bytes = (size_t)(to - from) * (size_t)n_vocab * sizeof(float);
-    CHECK_MSG(memcmp(out, ref + (size_t)from * n_vocab, bytes) == 0,
-              "%s: logits of positions %d..%d differ from a fresh context's", what, from, to - 1);
-    free(out);
-}
-
 /* Goes back to n_keep, checks where the context landed, and decodes to `to` again. */
 static void back_to(struct moeinf_context *ctx, int n_keep, int expect_past, int to,
                     const float *ref, int n_vocab, const char *what) {
@@ -75,7 +60,7 @@ static void back_to(struct moeinf_context *ctx, int n_keep, int expect_past, int
     CHECK_MSG(moeinf_context_truncate(ctx, n_keep, &err) == MOEINF_OK, "%s", err.msg);
     CHECK_MSG(moeinf_context_n_past(ctx) == expect_past, "%s: n_past %d, expected %d", what,
               moeinf_context_n_past(ctx), expect_past);
-    decode_check(ctx, moeinf_context_n_past(ctx), to, ref, n_vocab, what);
+    decode_check(ctx, ids, moeinf_context_n_past(ctx), to, ref, n_vocab, what);
 }
 
 static void rewinds(double cache) {
@@ -97,9 +82,9 @@ static void rewinds(double cache) {
      * 30); then two single tokens, which take none */
     ctx = context(model, 64, 4, cache);
     if (!ctx) return;
-    decode_check(ctx, 0, 30, ref, n_vocab, "prefill");
-    decode_check(ctx, 30, 31, ref, n_vocab, "decode");
-    decode_check(ctx, 31, 32, ref, n_vocab, "decode");
+    decode_check(ctx, ids, 0, 30, ref, n_vocab, "prefill");
+    decode_check(ctx, ids, 30, 31, ref, n_vocab, "decode");
+    decode_check(ctx, ids, 31, 32, ref, n_vocab, "decode");
     /* back 3 (at most n_batch): in place; the decode to 40 checkpoints 33, 37, 40 (28 stays) */
     back_to(ctx, 29, 29, 40, ref, n_vocab, "back 3 to 29");
     /* back 5 (more than n_batch): the checkpoint at 33; the decode to 44 checkpoints 37, 41
@@ -111,12 +96,12 @@ static void rewinds(double cache) {
     back_to(ctx, 3, 0, N_IDS, ref, n_vocab, "back to 3");
     moeinf_context_reset(ctx);
     CHECK_EQ_INT(moeinf_context_n_past(ctx), 0);
-    decode_check(ctx, 0, N_IDS, ref, n_vocab, "after reset");
+    decode_check(ctx, ids, 0, N_IDS, ref, n_vocab, "after reset");
     moeinf_context_free(ctx);
     /* one token at a time: the ring is n_swa rows, going back 1 is in place */
     ctx = context(model, 64, 1, cache);
     for (int i = 0; i < 20; i++)
-        decode_check(ctx, i, i + 1, ref, n_vocab, "token by token");
+        decode_check(ctx, ids, i, i + 1, ref, n_vocab, "token by token");
     /* decoding 19..24 in one call checkpoints after each micro-batch (20 .. 24; 21 .. 24 kept) */
     back_to(ctx, 19, 19, 24, ref, n_vocab, "back 1, one by one");
     back_to(ctx, 21, 21, 24, ref, n_vocab, "back 3, one by one: the checkpoint at 21");
@@ -141,13 +126,14 @@ static void test_ring_size(void) {
     struct moeinf_model *model = load(true);
     if (!model) return;
     struct moeinf_error err = {0};
-    struct moeinf_expert_cache_info small;
-    struct moeinf_expert_cache_info large;
+    struct moeinf_expert_cache_info small = {0};
+    struct moeinf_expert_cache_info large = {0};
     struct moeinf_context *a = context(model, 256, 8, 50);
     struct moeinf_context *b = context(model, 512, 8, 50);
-    CHECK(a && b && moeinf_context_expert_cache(a, &small, &err) == MOEINF_OK &&
-          moeinf_context_expert_cache(b, &large, &err) == MOEINF_OK);
-    if (a && b) {
+    const bool ok = a && b && moeinf_context_expert_cache(a, &small, &err) == MOEINF_OK &&
+                    moeinf_context_expert_cache(b, &large, &err) == MOEINF_OK;
+    CHECK_MSG(ok, "%s", err.msg);
+    if (ok) {
         const struct moeinf_hparams *hp = &model->llm->hp;
         int n_full = 0;
         for (int il = 0; il < hp->n_layer; il++)

@@ -502,13 +502,19 @@ static void test_o200k_harmony_rules(void) {
     for (char *line = data ? strtok_r(data, "\n", &save) : NULL; line;
          line = strtok_r(NULL, "\n", &save)) {
         if (line[0] == '#') continue;
-        int id = 0;
-        char text[64];
-        unsigned attr = 0;
-        int eog = 0;
-        char hex[2][128];
-        CHECK(sscanf(line, "%d %63s %u %d %127s %127s", &id, text, &attr, &eog, hex[0], hex[1]) ==
-              6);
+        /* id text attr eog piece piece: six fields separated by single spaces */
+        char *f[6] = {NULL};
+        char *fsave = NULL;
+        int n_f = 0;
+        for (char *x = strtok_r(line, " ", &fsave); x && n_f < 6; x = strtok_r(NULL, " ", &fsave))
+            f[n_f++] = x;
+        CHECK_EQ_INT(n_f, 6);
+        if (n_f != 6) break;
+        const int32_t id = (int32_t)strtol(f[0], NULL, 10);
+        const char *text = f[1];
+        const unsigned attr = (unsigned)strtoul(f[2], NULL, 10);
+        const int eog = f[3][0] == '1';
+        const char *hex[2] = {f[4], f[5]};
         n_lines++;
         n_eog += eog;
         size_t n_text = 0;
@@ -579,6 +585,33 @@ static void test_o200k_harmony_rules(void) {
         CHECK(pieces_are(v, ids, n - 1,
                          "<|channel|>commentary to=functions.f <|constrain|>json<|message|>{}"));
     free(ids);
+    moeinf_vocab_free(v);
+}
+
+/* Long words for the gpt-4o split, whose upper- and lower-case runs overlap on non-ASCII
+ * letters (a run of them is matched by backing off one letter) and on nothing else: 256 KiB of
+ * one letter, of an ASCII upper-case run and of alternating case, each one word or many, give
+ * back their text (a quadratic backtrack would not finish). */
+static void test_o200k_long_words(void) {
+    struct moeinf_vocab *v = open_o200k();
+    if (!v) return;
+    static const char *const units[] = {"\xc3\xa9", "A", "aA", "Ab", "e\xcc\x81"};
+    const size_t len = (size_t)1 << 18;
+    char *text = malloc(len);
+    for (size_t u = 0; text && u < sizeof units / sizeof units[0]; u++) {
+        size_t k = strlen(units[u]);
+        size_t n_text = len / k * k;
+        for (size_t i = 0; i < n_text; i += k)
+            memcpy(text + i, units[u], k);
+        size_t n = 0;
+        int32_t *ids = tok(v, text, n_text, false, false, &n);
+        size_t n_back = 0;
+        char *back = ids ? concat_pieces(v, ids, n, &n_back) : NULL;
+        CHECK_MSG(back && n_back == n_text && memcmp(back, text, n_text) == 0, "unit %zu", u);
+        free(back);
+        free(ids);
+    }
+    free(text);
     moeinf_vocab_free(v);
 }
 
@@ -1090,6 +1123,7 @@ int main(void) {
     RUN(test_vectors_qwen2);
     RUN(test_vectors_o200k);
     RUN(test_o200k_harmony_rules);
+    RUN(test_o200k_long_words);
     RUN(test_golden_prompts);
     RUN(test_pretok_cases);
     RUN(test_pretok_names);

@@ -2,19 +2,22 @@
  * chat_template.c - the chat templates of moeinf.h: detecting which family a model's Jinja
  * template is written for, and writing a conversation in that family's format. Each writer
  * produces what llama.cpp's template code produces for the family (olmoe and qwen35: what the
- * model's Jinja template renders with jinja2); tests/test_serve_chat_template.c checks both
- * against those references.
+ * model's Jinja template renders with jinja2; harmony: gpt-oss's, as the renderings in
+ * tests/data/chat_templates hold them); tests/test_serve_chat_template.c checks both against
+ * those references.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/status.h"
 #include "engine/engine.h"
 #include "tokenizer/vocab.h"
 
-static const char *const template_names[] = {"mistral",   "chatml", "llama3", "deepseek2",
-                                             "deepseek3", "olmoe",  "qwen35", NULL};
-#define KNOWN_NAMES "mistral, chatml, llama3, deepseek2, deepseek3, olmoe, qwen35"
+static const char *const template_names[] = {
+    "mistral", "chatml", "llama3", "deepseek2", "deepseek3", "olmoe", "qwen35", "harmony", NULL};
+#define KNOWN_NAMES "mistral, chatml, llama3, deepseek2, deepseek3, olmoe, qwen35, harmony"
 
 const char *const *moeinf_chat_template_names(void) {
     return template_names;
@@ -27,6 +30,10 @@ static bool contains(const char *hay, const char *needle) {
 const char *moeinf_chat_template_detect(const char *jinja) {
     if (!jinja) return NULL;
     /* Most specific markers first: several families share words such as "Assistant". */
+    if (contains(jinja, "<|start|>assistant") && contains(jinja, "<|channel|>") &&
+        contains(jinja, "<|message|>")) {
+        return "harmony"; /* gpt-oss: OpenAI's harmony format */
+    }
     if (contains(jinja, "<|im_start|>")) {
         /* Qwen3.5/3.6: the answer opens with '<think>\n' as a string of its own (Qwen3's
          * template has only '<think>\n\n</think>\n\n' there, QwQ's
@@ -97,6 +104,15 @@ enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_model *model
     enum moeinf_status st = moeinf_model_chat_template(model, &jinja, err);
     if (st != MOEINF_OK) return st;
     if (!jinja) {
+        /* gpt-oss speaks harmony whatever its file says (llama.cpp writes the template into
+         * its conversions, but a file may lack it) */
+        struct moeinf_gguf_str arch = {0};
+        st = moeinf_gguf_get_str_opt(model->gguf, "general.architecture", &arch, err);
+        if (st != MOEINF_OK) return st;
+        if (arch.data && arch.len == 7 && !memcmp(arch.data, "gpt-oss", 7)) {
+            *out = "harmony";
+            return MOEINF_OK;
+        }
         return moeinf_fail(err, MOEINF_ERR_UNSUPPORTED,
                            "the model has no chat template (tokenizer.chat_template)");
     }
@@ -188,7 +204,8 @@ static void put_trimmed(struct text *t, const char *s) {
 enum role {
     ROLE_SYSTEM,
     ROLE_USER,
-    ROLE_ASSISTANT
+    ROLE_ASSISTANT,
+    ROLE_DEVELOPER /* harmony only */
 };
 
 #define DS_EOS                                                                                     \
@@ -440,6 +457,108 @@ static void write_qwen35(struct text *t, const enum role *roles,
     }
 }
 
+/* ---- harmony: gpt-oss ----------------------------------------------------------------------
+ * What gpt-oss's Jinja template (llama.cpp's models/templates/openai-gpt-oss-120b.jinja)
+ * renders with jinja2 for string contents without tools: a system message of its own (the
+ * model identity, the knowledge cutoff, the date, "Reasoning: EFFORT" and the valid channels);
+ * a first message with role system or developer becomes the developer message "# Instructions"
+ * (none when its text is empty); later system and developer messages are dropped, as the
+ * template drops them; user texts as they are; an answer is written to the final channel,
+ * ending with <|end|>, or <|return|> when it is the last message and the assistant's turn is
+ * not opened. The template drops the thinking (analysis channel) of past answers, except in
+ * that last case (a training text); moeinf_chat_message has no thinking to give, so it is
+ * written as the template writes a message without one. An answer whose text holds
+ * "<|channel|>analysis<|message|>" or "<|channel|>final<|message|>" is refused, as the
+ * template raises. The prompt of a generation ends "<|start|>assistant": the
+ * model writes "<|channel|>analysis<|message|>thinking<|end|><|start|>assistant<|channel|>
+ * final<|message|>answer" and ends with <|return|> (reasoning.c splits it). */
+
+#define HARMONY_IDENTITY "You are ChatGPT, a large language model trained by OpenAI."
+
+/* The template's strftime_now("%Y-%m-%d"): MOEINF_CHAT_DATE when set (YYYY-MM-DD, for
+ * reproducible prompts and the tests), else today's local date. */
+static enum moeinf_status harmony_date(char out[16], struct moeinf_error *err) {
+    const char *env = getenv("MOEINF_CHAT_DATE"); // NOLINT(concurrency-mt-unsafe): read only
+    if (env) {
+        static const char form[] = "dddd-dd-dd";
+        bool ok = strlen(env) == sizeof form - 1;
+        for (size_t i = 0; ok && form[i]; i++)
+            ok = form[i] == 'd' ? env[i] >= '0' && env[i] <= '9' : env[i] == form[i];
+        if (!ok) {
+            return moeinf_fail(err, MOEINF_ERR_ARG,
+                               "MOEINF_CHAT_DATE '%.32s' is not a date YYYY-MM-DD", env);
+        }
+        memcpy(out, env, sizeof form);
+        return MOEINF_OK;
+    }
+    time_t now = time(NULL);
+    struct tm tm;
+    if (now == (time_t)-1 || !localtime_r(&now, &tm) ||
+        strftime(out, 16, "%Y-%m-%d", &tm) != sizeof "YYYY-MM-DD" - 1) {
+        return moeinf_fail(err, MOEINF_ERR_IO, "the harmony template: no current date");
+    }
+    return MOEINF_OK;
+}
+
+/* MOEINF_ERR_ARG for what the template raises on: no messages, or channel markup in an
+ * answer's text. */
+static enum moeinf_status harmony_check(const enum role *roles, const struct moeinf_chat_message *m,
+                                        size_t n, struct moeinf_error *err) {
+    static const char *const markup[] = {"<|channel|>analysis<|message|>",
+                                         "<|channel|>final<|message|>"};
+    if (n == 0) return moeinf_fail(err, MOEINF_ERR_ARG, "the harmony template needs a message");
+    for (size_t i = 0; i < n; i++) {
+        if (roles[i] != ROLE_ASSISTANT) continue;
+        for (size_t k = 0; k < 2; k++) {
+            if (m[i].content && strstr(m[i].content, markup[k])) {
+                return moeinf_fail(err, MOEINF_ERR_ARG,
+                                   "message %zu: an answer holds %s; the harmony template takes "
+                                   "the answer without channel markup",
+                                   i, markup[k]);
+            }
+        }
+    }
+    return MOEINF_OK;
+}
+
+static void write_harmony(struct text *t, const enum role *roles,
+                          const struct moeinf_chat_message *m, size_t n, unsigned flags,
+                          const char *date) {
+    static const char *const efforts[] = {NULL, "low", "medium", "high"};
+    const char *effort = efforts[(flags & MOEINF_CHAT_EFFORT_MASK) / MOEINF_CHAT_EFFORT_LOW];
+    if (!effort) effort = flags & MOEINF_CHAT_NO_THINKING ? "low" : "medium";
+    bool add = flags & MOEINF_CHAT_ADD_ASSISTANT;
+    put(t, "<|start|>system<|message|>" HARMONY_IDENTITY "\nKnowledge cutoff: 2024-06\n"
+           "Current date: ");
+    put(t, date);
+    put(t, "\n\nReasoning: ");
+    put(t, effort);
+    put(t, "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every "
+           "message.<|end|>");
+    size_t first = 0;
+    if (n > 0 && (roles[0] == ROLE_SYSTEM || roles[0] == ROLE_DEVELOPER)) {
+        first = 1;
+        if (m[0].content && m[0].content[0]) {
+            put(t, "<|start|>developer<|message|># Instructions\n\n");
+            put_content(t, m[0].content);
+            put(t, "\n\n<|end|>");
+        }
+    }
+    for (size_t i = first; i < n; i++) {
+        if (roles[i] == ROLE_USER) {
+            put(t, "<|start|>user<|message|>");
+            put_content(t, m[i].content);
+            put(t, "<|end|>");
+        } else if (roles[i] == ROLE_ASSISTANT) {
+            bool last = i + 1 == n && !add;
+            put(t, "<|start|>assistant<|channel|>final<|message|>");
+            put_content(t, m[i].content);
+            put(t, last ? "<|return|>" : "<|end|>");
+        }
+    }
+    if (add) put(t, "<|start|>assistant");
+}
+
 /* Writes the conversation into t (t->failed: out of memory). */
 static enum moeinf_status render(const char *name, const struct moeinf_chat_message *msgs,
                                  size_t n_msgs, unsigned flags, struct text *t,
@@ -449,11 +568,12 @@ static enum moeinf_status render(const char *name, const struct moeinf_chat_mess
         return moeinf_fail(err, MOEINF_ERR_ARG, "unknown chat template '%s'",
                            name ? name : "(none)");
     }
-    if (flags & ~(MOEINF_CHAT_ADD_ASSISTANT | MOEINF_CHAT_NO_THINKING)) {
+    if (flags & ~(MOEINF_CHAT_ADD_ASSISTANT | MOEINF_CHAT_NO_THINKING | MOEINF_CHAT_EFFORT_MASK)) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "flags 0x%x has unknown bits (MOEINF_CHAT_*)",
                            flags);
     }
     bool add_assistant = flags & MOEINF_CHAT_ADD_ASSISTANT;
+    bool harmony = !strcmp(k, "harmony");
     enum role *roles = malloc((n_msgs ? n_msgs : 1) * sizeof *roles);
     if (!roles) return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory (chat)");
     for (size_t i = 0; i < n_msgs; i++) {
@@ -464,12 +584,14 @@ static enum moeinf_status render(const char *name, const struct moeinf_chat_mess
             roles[i] = ROLE_USER;
         } else if (!strcmp(r, "assistant")) {
             roles[i] = ROLE_ASSISTANT;
+        } else if (harmony && !strcmp(r, "developer")) {
+            roles[i] = ROLE_DEVELOPER;
         } else {
             free(roles);
             return moeinf_fail(err, MOEINF_ERR_ARG,
-                               "message %zu has role '%.64s'; the roles are system, user and "
+                               "message %zu has role '%.64s'; the roles are system, %suser and "
                                "assistant",
-                               i, r);
+                               i, r, harmony ? "developer, " : "");
         }
     }
     put(t, ""); /* an empty conversation is an empty string, not NULL */
@@ -481,6 +603,15 @@ static enum moeinf_status render(const char *name, const struct moeinf_chat_mess
             return st;
         }
         write_qwen35(t, roles, msgs, n_msgs, last_query, flags);
+    } else if (harmony) {
+        char date[16];
+        enum moeinf_status st = harmony_check(roles, msgs, n_msgs, err);
+        if (st == MOEINF_OK) st = harmony_date(date, err);
+        if (st != MOEINF_OK) {
+            free(roles);
+            return st;
+        }
+        write_harmony(t, roles, msgs, n_msgs, flags, date);
     } else if (!strcmp(k, "mistral")) {
         write_mistral(t, roles, msgs, n_msgs);
     } else if (!strcmp(k, "chatml")) {

@@ -1,9 +1,12 @@
 /*
  * reasoning.c - the thinking of a model that thinks, split from its answer as the text streams
- * (moeinf.h, "reasoning"). The splitter keeps the bytes it cannot place yet (the start of a
- * marker, or whitespace that may still end the thinking) and places them when more text comes
- * or the text ends. tests/test_reasoning.c feeds it every cut of a stream.
+ * (moeinf.h, "reasoning"), for the syntaxes of reasoning.h: a block between markers at the
+ * start (<think>...</think>) or channels (harmony). One state machine serves both: it keeps
+ * the bytes it cannot place yet (the start of a marker, a header not yet ended, or whitespace
+ * that may still end the thinking) and places them when more text comes or the text ends.
+ * tests/test_reasoning.c feeds it every cut of a stream.
  */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,7 +14,8 @@
 #include "chat/reasoning.h"
 
 enum phase {
-    PHASE_EXPECT, /* at the start of the text: a start marker may open the thinking */
+    PHASE_EXPECT, /* where a block (or, with channels, a header) may begin */
+    PHASE_HEAD,   /* channels: in a header, up to its head_end */
     PHASE_THINK,
     PHASE_ANSWER
 };
@@ -21,13 +25,29 @@ struct text_buf {
     size_t n, cap;
 };
 
+struct mark {
+    char *s; /* a copy */
+    size_t n;
+};
+
+#define MAX_ENDS  4
+#define MAX_HEADS 2
+
 struct moeinf_reasoning {
-    char *start, *end; /* copies; NULL when the model does not think */
-    size_t n_start, n_end;
+    bool channels; /* the channel form (else the block form) */
+    struct mark start;
+    struct mark ends[MAX_ENDS];
+    struct mark heads[MAX_HEADS];
+    size_t n_ends, n_heads;
+    struct mark head_end, think_channel;
     enum phase phase;
-    bool lead;    /* whitespace at the start of this part is dropped */
-    bool flushed; /* the text ended */
-    char *open;   /* extract off: the prompt's opening, given before the text (NULL: given) */
+    bool lead;                /* whitespace at the start of this part is dropped */
+    bool sep;                 /* channels: a newline before this body's first text (the part
+                                 already has text from an earlier body) */
+    bool raw;                 /* extract off: everything is answer, as generated */
+    bool flushed;             /* the text ended */
+    size_t n_thought, n_said; /* bytes of thinking and answer given so far */
+    char *open; /* extract off: the prompt's opening, given before the text (NULL: given) */
     size_t n_open;
     struct text_buf hold;             /* bytes not yet placed */
     struct text_buf thinking, answer; /* this call's output */
@@ -36,16 +56,25 @@ struct moeinf_reasoning {
 /* The families whose templates have no thinking block (moeinf_chat_template_names). */
 static const char *const no_thinking[] = {"mistral", "llama3", "deepseek2", "olmoe", NULL};
 
-void moeinf_chat_reasoning_markers(const char *name, const char **start, const char **end) {
+static const struct moeinf_reasoning_syntax think_block = {
+    "<think>", {"</think>", NULL}, {NULL}, NULL, NULL};
+
+/* gpt-oss: "<|channel|>analysis<|message|>" thinking "<|end|>" "<|start|>assistant<|channel|>
+ * final<|message|>" answer, ended by <|return|> (or <|call|>). The tokenizer may or may not
+ * show <|end|>: "<|start|>" ends a body too, and stays to begin the next header. */
+static const struct moeinf_reasoning_syntax harmony = {
+    NULL,
+    {"<|end|>", "<|start|>", "<|return|>", "<|call|>", NULL},
+    {"<|start|>", "<|channel|>", NULL},
+    "<|message|>",
+    "<|channel|>analysis"};
+
+const struct moeinf_reasoning_syntax *moeinf_chat_reasoning_syntax(const char *name) {
     for (size_t i = 0; name && no_thinking[i]; i++) {
-        if (!strcmp(name, no_thinking[i])) {
-            *start = NULL;
-            *end = NULL;
-            return;
-        }
+        if (!strcmp(name, no_thinking[i])) return NULL;
     }
-    *start = "<think>";
-    *end = "</think>";
+    if (name && !strcmp(name, "harmony")) return &harmony;
+    return &think_block;
 }
 
 /* The whitespace llama.cpp trims (isspace in the C locale). */
@@ -83,14 +112,55 @@ static bool ends_with(const char *s, size_t n, const char *tail, size_t n_tail) 
     return n >= n_tail && !memcmp(s + n - n_tail, tail, n_tail);
 }
 
-enum moeinf_status moeinf_reasoning_init(const char *start, const char *end, const char *prompt,
-                                         size_t prompt_len, bool extract,
-                                         struct moeinf_reasoning **out, struct moeinf_error *err) {
-    if (!start != !end) {
-        return moeinf_fail(err, MOEINF_ERR_ARG, "start, end: give both markers or neither");
+/* Copies marker s into m (false when out of memory). */
+static bool mark_set(struct mark *m, const char *s) {
+    m->n = strlen(s);
+    m->s = dup_bytes(s, m->n);
+    return m->s != NULL;
+}
+
+/* A marker list's length, or SIZE_MAX when a marker is empty or there are more than max. */
+static size_t list_len(const char *const *list, size_t max) {
+    size_t n = 0;
+    for (; n <= max && list[n]; n++) {
+        if (!list[n][0]) return SIZE_MAX;
     }
-    if (start && (!start[0] || !end[0])) {
-        return moeinf_fail(err, MOEINF_ERR_ARG, "start, end: a marker is empty");
+    return n > max ? SIZE_MAX : n;
+}
+
+static enum moeinf_status check_syntax(const struct moeinf_reasoning_syntax *syn,
+                                       struct moeinf_error *err) {
+    size_t n_ends = list_len(syn->ends, MAX_ENDS);
+    if (n_ends == 0 || n_ends == SIZE_MAX) {
+        return moeinf_fail(err, MOEINF_ERR_ARG, "syn->ends: give 1 to %d end markers, none empty",
+                           MAX_ENDS);
+    }
+    if (!syn->head_end) {
+        if (!syn->start || !syn->start[0] || syn->heads[0] || syn->think_channel) {
+            return moeinf_fail(err, MOEINF_ERR_ARG,
+                               "syn: the block form takes a start marker (not empty) and no "
+                               "heads or channel");
+        }
+        return MOEINF_OK;
+    }
+    size_t n_heads = list_len(syn->heads, MAX_HEADS);
+    if (syn->start || n_heads == 0 || n_heads == SIZE_MAX || !syn->head_end[0] ||
+        !syn->think_channel || !syn->think_channel[0]) {
+        return moeinf_fail(err, MOEINF_ERR_ARG,
+                           "syn: channels take 1 to %d heads, a head end and a thinking channel "
+                           "(none empty), and no start marker",
+                           MAX_HEADS);
+    }
+    return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_reasoning_init_syntax(const struct moeinf_reasoning_syntax *syn,
+                                                const char *prompt, size_t prompt_len, bool extract,
+                                                struct moeinf_reasoning **out,
+                                                struct moeinf_error *err) {
+    if (syn) {
+        enum moeinf_status st = check_syntax(syn, err);
+        if (st != MOEINF_OK) return st;
     }
     if (prompt_len > 0 && !prompt) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "prompt: NULL with prompt_len %zu", prompt_len);
@@ -101,29 +171,42 @@ enum moeinf_status moeinf_reasoning_init(const char *start, const char *end, con
     r->hold.p = malloc(64); /* never NULL: place() reads it as bytes */
     if (!r->hold.p) goto nomem;
     r->hold.cap = 64;
-    if (start) {
-        r->n_start = strlen(start);
-        r->n_end = strlen(end);
-        r->start = dup_bytes(start, r->n_start);
-        r->end = dup_bytes(end, r->n_end);
-        if (!r->start || !r->end) goto nomem;
+    if (syn) {
+        r->channels = syn->head_end != NULL;
+        for (; syn->ends[r->n_ends]; r->n_ends++) {
+            if (!mark_set(&r->ends[r->n_ends], syn->ends[r->n_ends])) goto nomem;
+        }
+        r->phase = PHASE_EXPECT;
+    }
+    if (syn && r->channels) {
+        for (; syn->heads[r->n_heads]; r->n_heads++) {
+            if (!mark_set(&r->heads[r->n_heads], syn->heads[r->n_heads])) goto nomem;
+        }
+        if (!mark_set(&r->head_end, syn->head_end) ||
+            !mark_set(&r->think_channel, syn->think_channel)) {
+            goto nomem;
+        }
+    } else if (syn) {
+        if (!mark_set(&r->start, syn->start)) goto nomem;
+        const struct mark *end = &r->ends[0];
         size_t p = prompt_len; /* the prompt less its trailing whitespace */
         while (p > 0 && is_space(prompt[p - 1]))
             p--;
         /* the end first: with markers where one ends the other, the later one counts */
-        bool closed = ends_with(prompt, p, end, r->n_end);
-        bool opened = !closed && ends_with(prompt, p, start, r->n_start);
+        bool closed = end->s && ends_with(prompt, p, end->s, end->n);
+        bool opened = !closed && ends_with(prompt, p, r->start.s, r->start.n);
         r->phase = opened ? PHASE_THINK : closed ? PHASE_ANSWER : PHASE_EXPECT;
         r->lead = opened;
         if (opened && !extract) {
-            r->n_open = prompt_len - (p - r->n_start);
-            r->open = dup_bytes(prompt + p - r->n_start, r->n_open);
+            r->n_open = prompt_len - (p - r->start.n);
+            r->open = dup_bytes(prompt + p - r->start.n, r->n_open);
             if (!r->open) goto nomem;
         }
     }
     if (!extract) {
         r->phase = PHASE_ANSWER;
         r->lead = false;
+        r->raw = true;
     }
     *out = r;
     return MOEINF_OK;
@@ -132,29 +215,45 @@ nomem:
     return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory (reasoning splitter)");
 }
 
+enum moeinf_status moeinf_reasoning_init(const char *start, const char *end, const char *prompt,
+                                         size_t prompt_len, bool extract,
+                                         struct moeinf_reasoning **out, struct moeinf_error *err) {
+    if (!start != !end) {
+        return moeinf_fail(err, MOEINF_ERR_ARG, "start, end: give both markers or neither");
+    }
+    if (start && (!start[0] || !end[0])) {
+        return moeinf_fail(err, MOEINF_ERR_ARG, "start, end: a marker is empty");
+    }
+    struct moeinf_reasoning_syntax syn = {start, {end, NULL}, {NULL}, NULL, NULL};
+    return moeinf_reasoning_init_syntax(start ? &syn : NULL, prompt, prompt_len, extract, out, err);
+}
+
 enum moeinf_status moeinf_chat_reasoning_init(const char *name,
                                               const struct moeinf_chat_message *msgs, size_t n_msgs,
                                               unsigned flags, bool extract,
                                               struct moeinf_reasoning **out,
                                               struct moeinf_error *err) {
-    const char *start;
-    const char *end;
-    moeinf_chat_reasoning_markers(name, &start, &end);
+    const struct moeinf_reasoning_syntax *syn = moeinf_chat_reasoning_syntax(name);
     char *prompt = NULL;
     size_t len = 0;
-    if (start) { /* the prompt's text, as the template writes it */
+    if (syn) { /* the prompt's text, as the template writes it */
         enum moeinf_status st = moeinf_chat_apply(name, msgs, n_msgs, flags, &prompt, &len, err);
         if (st != MOEINF_OK) return st;
     }
-    enum moeinf_status st = moeinf_reasoning_init(start, end, prompt, len, extract, out, err);
+    enum moeinf_status st = moeinf_reasoning_init_syntax(syn, prompt, len, extract, out, err);
     free(prompt);
     return st;
 }
 
 void moeinf_reasoning_free(struct moeinf_reasoning *r) {
     if (!r) return;
-    free(r->start);
-    free(r->end);
+    free(r->start.s);
+    for (size_t i = 0; i < MAX_ENDS; i++)
+        free(r->ends[i].s);
+    for (size_t i = 0; i < MAX_HEADS; i++)
+        free(r->heads[i].s);
+    free(r->head_end.s);
+    free(r->think_channel.s);
     free(r->open);
     free(r->hold.p);
     free(r->thinking.p);
@@ -162,20 +261,49 @@ void moeinf_reasoning_free(struct moeinf_reasoning *r) {
     free(r);
 }
 
-/* Where `end` first occurs in s[0, n), or n. */
-static size_t find(const char *s, size_t n, const char *end, size_t n_end) {
-    for (size_t i = 0; i + n_end <= n; i++) {
-        if (s[i] == end[0] && !memcmp(s + i, end, n_end)) return i;
+/* Where a marker of m[0, k) first occurs in s[0, n), or n; *which: that marker. */
+static size_t find_any(const char *s, size_t n, const struct mark *m, size_t k, size_t *which) {
+    for (size_t i = 0; i < n; i++) {
+        for (size_t j = 0; j < k; j++) {
+            if (m[j].n <= n - i && s[i] == m[j].s[0] && !memcmp(s + i, m[j].s, m[j].n)) {
+                *which = j;
+                return i;
+            }
+        }
     }
     return n;
 }
 
-/* The longest tail of s[0, n) that is a proper prefix of `end`. */
-static size_t partial_tail(const char *s, size_t n, const char *end, size_t n_end) {
-    for (size_t k = n_end - 1 < n ? n_end - 1 : n; k > 0; k--) {
-        if (!memcmp(s + n - k, end, k)) return k;
+/* The longest tail of s[0, n) that is a proper prefix of a marker of m[0, k). */
+static size_t partial_tail(const char *s, size_t n, const struct mark *m, size_t k) {
+    size_t best = 0;
+    for (size_t j = 0; j < k; j++) {
+        for (size_t t = m[j].n - 1 < n ? m[j].n - 1 : n; t > best; t--) {
+            if (!memcmp(s + n - t, m[j].s, t)) {
+                best = t;
+                break;
+            }
+        }
     }
-    return 0;
+    return best;
+}
+
+/* Whether end marker e begins a header too (then it stays for the header). */
+static bool is_head(const struct moeinf_reasoning *r, const struct mark *e) {
+    for (size_t i = 0; i < r->n_heads; i++) {
+        if (r->heads[i].n == e->n && !memcmp(r->heads[i].s, e->s, e->n)) return true;
+    }
+    return false;
+}
+
+/* Gives s[0, n) to a part (after the separator a new body owes it); false when out of memory. */
+static bool give(struct moeinf_reasoning *r, bool thinking, const char *s, size_t n) {
+    struct text_buf *b = thinking ? &r->thinking : &r->answer;
+    if (r->sep && !buf_add(b, "\n", 1)) return false;
+    r->sep = false;
+    r->lead = false;
+    *(thinking ? &r->n_thought : &r->n_said) += n;
+    return buf_add(b, s, n);
 }
 
 /* Places what the held bytes allow (all of them when `final`); false when out of memory. */
@@ -184,51 +312,79 @@ static bool place(struct moeinf_reasoning *r, bool final) {
     const size_t n = r->hold.n;
     size_t at = 0;
     for (;;) {
+        const char *t = s + at;
+        size_t m = n - at;
         if (r->phase == PHASE_EXPECT) {
-            size_t m = n - at;
-            size_t k = m < r->n_start ? m : r->n_start;
-            if (memcmp(s + at, r->start, k) != 0 || (m < r->n_start && final)) {
-                r->phase = PHASE_ANSWER; /* text before any marker: no thinking block */
-                continue;
+            /* the block's start marker, or with channels a header's first marker */
+            const struct mark *cand = r->channels ? r->heads : &r->start;
+            size_t n_cand = r->channels ? r->n_heads : 1;
+            bool may = false;
+            const struct mark *hit = NULL;
+            for (size_t j = 0; j < n_cand && !hit; j++) {
+                size_t k = m < cand[j].n ? m : cand[j].n;
+                if (memcmp(t, cand[j].s, k) != 0) continue;
+                if (m >= cand[j].n) hit = &cand[j];
+                may = true;
             }
-            if (m < r->n_start) break; /* may still become the start marker */
-            at += r->n_start;
-            r->phase = PHASE_THINK;
-            r->lead = true;
+            if (hit && r->channels) {
+                r->phase = PHASE_HEAD; /* the marker is the header's */
+            } else if (hit) {
+                at += hit->n;
+                r->phase = PHASE_THINK;
+                r->lead = true;
+            } else if (may && !final) {
+                break; /* may still become a marker */
+            } else {
+                r->phase = PHASE_ANSWER; /* text before any marker: answer */
+                r->sep = r->n_said > 0;
+            }
             continue;
         }
-        if (r->phase == PHASE_THINK) {
-            const char *t = s + at;
-            size_t m = n - at;
-            size_t e = find(t, m, r->end, r->n_end);
-            bool closed = e < m;
-            /* the thinking text that is known: up to the marker, or up to what may begin it */
-            size_t upto = closed || final ? e : m - partial_tail(t, m, r->end, r->n_end);
-            size_t a = 0;
-            while (r->lead && a < upto && is_space(t[a]))
+        if (r->phase == PHASE_HEAD) {
+            size_t w;
+            size_t e = find_any(t, m, &r->head_end, 1, &w);
+            if (e == m) {
+                if (final) at = n; /* a header the text ended in: markup, dropped */
+                break;
+            }
+            size_t k;
+            bool thinking = find_any(t, e, &r->think_channel, 1, &k) < e;
+            at += e + r->head_end.n;
+            r->phase = thinking ? PHASE_THINK : PHASE_ANSWER;
+            r->lead = true;
+            r->sep = (thinking ? r->n_thought : r->n_said) > 0;
+            continue;
+        }
+        if (r->phase == PHASE_ANSWER && (!r->channels || r->raw)) {
+            size_t a = 0; /* the rest is answer */
+            while (r->lead && a < m && is_space(t[a]))
                 a++;
-            size_t b = upto; /* trailing whitespace: dropped at the end, else held */
-            while (b > a && is_space(t[b - 1]))
-                b--;
-            if (b > a) {
-                if (!buf_add(&r->thinking, t + a, b - a)) return false;
-                r->lead = false;
-            }
-            if (closed) {
-                at += e + r->n_end;
-                r->phase = PHASE_ANSWER;
-                r->lead = true; /* the answer's leading whitespace goes */
-                continue;
-            }
-            at += final ? m : b;
+            if (a < m && !give(r, false, t + a, m - a)) return false;
+            at = n;
             break;
         }
-        size_t a = at; /* PHASE_ANSWER */
-        while (r->lead && a < n && is_space(s[a]))
+        /* a thinking block, or with channels a body: up to an end marker */
+        bool thinking = r->phase == PHASE_THINK;
+        size_t which = 0;
+        size_t e = find_any(t, m, r->ends, r->n_ends, &which);
+        bool closed = e < m;
+        /* the text that is known: up to the marker, or up to what may begin one */
+        size_t upto = closed || final ? e : m - partial_tail(t, m, r->ends, r->n_ends);
+        size_t a = 0;
+        while (r->lead && a < upto && is_space(t[a]))
             a++;
-        if (a < n) r->lead = false;
-        if (!buf_add(&r->answer, s + a, n - a)) return false;
-        at = n;
+        size_t b = upto; /* the thinking's trailing whitespace: dropped at the end, else held */
+        while (thinking && b > a && is_space(t[b - 1]))
+            b--;
+        if (b > a && !give(r, thinking, t + a, b - a)) return false;
+        if (closed) {
+            const struct mark *end = &r->ends[which];
+            at += e + (r->channels && is_head(r, end) ? 0 : end->n);
+            r->phase = r->channels ? PHASE_EXPECT : PHASE_ANSWER;
+            r->lead = true; /* the answer's leading whitespace goes */
+            continue;
+        }
+        at += final ? m : b;
         break;
     }
     memmove(r->hold.p, r->hold.p + at, n - at);

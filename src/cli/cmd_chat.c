@@ -6,8 +6,8 @@
  * or end of input quits. A conversation that outgrows the context loses its oldest turns (a
  * user message and its answer at a time; the system message stays) until it leaves room for
  * the answer; a message too long for the context even alone is refused and the session goes on.
- * A model that thinks (<think>...</think>) shows only its answer unless --show-thinking; the
- * history keeps the answer only.
+ * A model that thinks (<think>...</think>, or gpt-oss's analysis channel) shows only its answer
+ * (gpt-oss's final channel) unless --show-thinking; the history keeps the answer only.
  */
 #include <errno.h>
 #include <signal.h>
@@ -28,8 +28,8 @@ static void usage(FILE *out) {
             "context (-c) loses its oldest turns, the system message kept, until the answer has\n"
             "room (-n tokens, at most half the context; a quarter of it without -n); a message\n"
             "too long for the context alone is not sent, and the chat goes on.\n"
-            "  --chat-template T  mistral|chatml|llama3|deepseek2|deepseek3|olmoe; default: the\n"
-            "                     model's own (tokenizer.chat_template)\n"
+            "  --chat-template T  mistral|chatml|llama3|deepseek2|deepseek3|olmoe|qwen35|harmony;\n"
+            "                     default: the model's own (tokenizer.chat_template)\n"
             "  --system TEXT      a system message first\n"
             "  --show-thinking    show a thinking model's thinking before its answer, between\n"
             "                     [Start thinking] and [End thinking] (dimmed on a terminal);\n"
@@ -37,8 +37,12 @@ static void usage(FILE *out) {
             "  --reasoning-format F  auto|deepseek (default: the answer apart from the\n"
             "                     thinking) or none (the text as generated, markers and all)\n"
             "  --reasoning on|off|auto  off asks the template for an answer without thinking\n"
-            "                     (Qwen3.5's enable_thinking false); on and auto (default)\n"
-            "                     leave it to the template\n"
+            "                     (Qwen3.5's enable_thinking false; gpt-oss, which always\n"
+            "                     thinks, gets low effort); on and auto (default) leave it to\n"
+            "                     the template\n"
+            "  --reasoning-effort E  low|medium|high: how hard gpt-oss (harmony) thinks\n"
+            "                     (default: medium, low with --reasoning off); other\n"
+            "                     templates ignore it\n"
             "  -n N               at most N tokens per answer (default: until an end token or\n"
             "                     the context's end)\n"
             "  --temp T, --top-k K, --top-p P, --min-p P, --repeat-penalty R, --seed S\n"
@@ -57,7 +61,8 @@ struct chat_opts {
     long n_predict; /* 0: no limit */
     bool show_thinking;
     bool split;          /* --reasoning-format other than none */
-    unsigned chat_flags; /* MOEINF_CHAT_*: ADD_ASSISTANT, NO_THINKING with --reasoning off */
+    unsigned chat_flags; /* MOEINF_CHAT_*: ADD_ASSISTANT, NO_THINKING with --reasoning off,
+                            EFFORT_* with --reasoning-effort */
 };
 
 static int parse(int argc, char **argv, struct chat_opts *o) {
@@ -74,10 +79,19 @@ static int parse(int argc, char **argv, struct chat_opts *o) {
             o->show_thinking = true;
             continue;
         }
-        static const char *const with_value[] = {
-            "--chat-template", "--system", "-n",     "--temp",           "--top-k",
-            "--top-p",         "--min-p",  "--seed", "--repeat-penalty", "--reasoning-format",
-            "--reasoning",     NULL};
+        static const char *const with_value[] = {"--chat-template",
+                                                 "--system",
+                                                 "-n",
+                                                 "--temp",
+                                                 "--top-k",
+                                                 "--top-p",
+                                                 "--min-p",
+                                                 "--seed",
+                                                 "--repeat-penalty",
+                                                 "--reasoning-format",
+                                                 "--reasoning",
+                                                 "--reasoning-effort",
+                                                 NULL};
         if (!cli_is_one_of(a, with_value)) return cli_bad_argument("chat", a, usage);
         const char *val = cli_option_value("chat", argc, argv, &i);
         if (!val) return CLI_EXIT_USAGE;
@@ -95,6 +109,18 @@ static int parse(int argc, char **argv, struct chat_opts *o) {
                         val);
                 return CLI_EXIT_USAGE;
             }
+        } else if (!strcmp(a, "--reasoning-effort")) {
+            static const char *const efforts[] = {"low", "medium", "high"};
+            int e = 0;
+            while (e < 3 && strcmp(val, efforts[e]) != 0)
+                e++;
+            if (e == 3) {
+                fprintf(stderr, "moeinf chat: --reasoning-effort '%s' is not low, medium or high\n",
+                        val);
+                return CLI_EXIT_USAGE;
+            }
+            o->chat_flags &= ~(unsigned)MOEINF_CHAT_EFFORT_MASK;
+            o->chat_flags |= MOEINF_CHAT_EFFORT_LOW * (unsigned)(e + 1);
         } else if (!strcmp(a, "--reasoning")) {
             if (!strcmp(val, "off")) {
                 o->chat_flags |= MOEINF_CHAT_NO_THINKING;
@@ -262,7 +288,8 @@ static enum fit fit_context(struct session *s, struct history *h, int32_t **ids,
 }
 
 /* What an answer shows on stdout, and its text for the history (the answer without the
- * thinking, or with --reasoning-format none the text as generated). */
+ * thinking, or with --reasoning-format none the text as generated, except for harmony: its
+ * final channel). */
 struct shown {
     char *text;
     size_t len, cap;
@@ -276,10 +303,25 @@ static void end_thinking(struct shown *sh) {
     sh->thinking = false;
 }
 
-/* Prints what the splitter gave (the thinking only with --show-thinking) and keeps the answer.
- * False when out of memory. */
-static bool show(struct shown *sh, const struct chat_opts *o,
-                 const struct moeinf_reasoning_text *t) {
+/* Appends an answer's text to what the history keeps; false when out of memory. */
+static bool keep_text(struct shown *sh, const char *s, size_t n) {
+    if (n == 0) return true;
+    if (!sh->text || sh->len + n + 1 > sh->cap) {
+        size_t cap = (sh->len + n + 1) * 2;
+        char *p = realloc(sh->text, cap);
+        if (!p) return false;
+        sh->text = p;
+        sh->cap = cap;
+    }
+    memcpy(sh->text + sh->len, s, n);
+    sh->len += n;
+    return true;
+}
+
+/* Prints what the splitter gave (the thinking only with --show-thinking) and, unless `kept`
+ * (another splitter gives the history's text), keeps the answer. False when out of memory. */
+static bool show(struct shown *sh, const struct chat_opts *o, const struct moeinf_reasoning_text *t,
+                 bool kept) {
     if (t->thinking_len && o->show_thinking) {
         if (!sh->thinking) printf("%s[Start thinking]\n", sh->tty ? "\033[2m" : "");
         sh->thinking = true;
@@ -288,18 +330,24 @@ static bool show(struct shown *sh, const struct chat_opts *o,
     if (t->answer_len) {
         end_thinking(sh);
         fwrite(t->answer, 1, t->answer_len, stdout);
-        if (!sh->text || sh->len + t->answer_len + 1 > sh->cap) {
-            size_t cap = (sh->len + t->answer_len + 1) * 2;
-            char *p = realloc(sh->text, cap);
-            if (!p) return false;
-            sh->text = p;
-            sh->cap = cap;
-        }
-        memcpy(sh->text + sh->len, t->answer, t->answer_len);
-        sh->len += t->answer_len;
+        if (!kept && !keep_text(sh, t->answer, t->answer_len)) return false;
     }
     fflush(stdout);
     return true;
+}
+
+/* The piece through the shown splitter and, when there is one, the history's (hist). */
+static bool take(struct shown *sh, const struct chat_opts *o, struct moeinf_reasoning *split,
+                 struct moeinf_reasoning *hist, const char *piece, size_t n, bool flush,
+                 struct moeinf_error *err) {
+    struct moeinf_reasoning_text t;
+    enum moeinf_status st = flush ? moeinf_reasoning_flush(split, &t, err)
+                                  : moeinf_reasoning_push(split, piece, n, &t, err);
+    if (st != MOEINF_OK || !show(sh, o, &t, hist != NULL)) return false;
+    if (!hist) return true;
+    st = flush ? moeinf_reasoning_flush(hist, &t, err)
+               : moeinf_reasoning_push(hist, piece, n, &t, err);
+    return st == MOEINF_OK && keep_text(sh, t.answer, t.answer_len);
 }
 
 /* One answer to the history h, whose tokens are ids[0, n_ids) (fewer than the context holds),
@@ -308,13 +356,20 @@ static bool answer(struct session *s, const struct history *h, const int32_t *id
                    char **answer, size_t *answer_len, struct moeinf_error *err) {
     struct moeinf_text_stream *detok = NULL;
     struct moeinf_reasoning *split = NULL;
-    struct moeinf_reasoning_text t;
+    struct moeinf_reasoning *hist = NULL;
     struct shown sh = {.tty = isatty(STDOUT_FILENO)};
     bool ok = false;
     if (moeinf_text_stream_init(s->model, &detok, err) != MOEINF_OK) goto done;
     /* the thinking apart from the answer (the prompt's tail says whether it opened it) */
     if (moeinf_chat_reasoning_init(s->tmpl, h->msgs, h->n, s->o->chat_flags, s->o->split, &split,
                                    err) != MOEINF_OK) {
+        goto done;
+    }
+    /* harmony refuses an answer with channel markup: with --reasoning-format none the history
+     * keeps the final channel, as an extracting splitter gives it */
+    if (!s->o->split && !strcmp(s->tmpl, "harmony") &&
+        moeinf_chat_reasoning_init(s->tmpl, h->msgs, h->n, s->o->chat_flags, true, &hist, err) !=
+            MOEINF_OK) {
         goto done;
     }
     int keep = 0;
@@ -341,9 +396,7 @@ static bool answer(struct session *s, const struct history *h, const int32_t *id
         if (moeinf_token_is_eog(s->model, id)) break;
         size_t n;
         const char *piece = moeinf_text_stream_push(detok, id, &n);
-        if (moeinf_reasoning_push(split, piece, n, &t, err) != MOEINF_OK || !show(&sh, s->o, &t)) {
-            goto nomem;
-        }
+        if (!take(&sh, s->o, split, hist, piece, n, false, err)) goto nomem;
         if (s->o->n_predict && n_out >= s->o->n_predict) break;
         if (moeinf_context_n_past(s->ctx) >= s->n_ctx) {
             end_thinking(&sh);
@@ -355,8 +408,8 @@ static bool answer(struct session *s, const struct history *h, const int32_t *id
     }
     size_t n;
     const char *tail = moeinf_text_stream_flush(detok, &n);
-    if (moeinf_reasoning_push(split, tail, n, &t, err) != MOEINF_OK || !show(&sh, s->o, &t) ||
-        moeinf_reasoning_flush(split, &t, err) != MOEINF_OK || !show(&sh, s->o, &t)) {
+    if (!take(&sh, s->o, split, hist, tail, n, false, err) ||
+        !take(&sh, s->o, split, hist, NULL, 0, true, err)) {
         goto nomem;
     }
     end_thinking(&sh); /* a thinking never closed */
@@ -376,6 +429,7 @@ nomem:
 done:
     free(sh.text);
     moeinf_reasoning_free(split);
+    moeinf_reasoning_free(hist);
     moeinf_text_stream_free(detok);
     return ok;
 }

@@ -47,7 +47,7 @@ static void attend(const struct moeinf_attn_args *a, int j, int kh, float *scrat
     }
     for (int g = 0; g < group; g++) {
         float *s = scratch + (size_t)g * n_kv;
-        const float *sink = a->sinks ? a->sinks + kh * group + g : NULL;
+        const float *sink = a->sinks ? a->sinks + (size_t)kh * group + g : NULL;
         float max = sink ? *sink : -INFINITY;
         for (int t = 0; t < n_kv; t++) max = s[t] > max ? s[t] : max;
         double sum = sink ? (double)expf(*sink - max) : 0.0;

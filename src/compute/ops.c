@@ -70,8 +70,8 @@ void moeinf_rope_yarn_angles(float *cs, int n_rot, int pos, float base, float fr
         const float ramp = 1.0f - y; /* 1: unscaled, 0: scaled */
         const float theta_interp = freq_scale * theta_extrap;
         const float theta = theta_interp * (1.0f - ramp) + theta_extrap * ramp;
-        cs[2 * i] = cosf(theta) * scale;
-        cs[2 * i + 1] = sinf(theta) * scale;
+        cs[2 * (size_t)i] = cosf(theta) * scale;
+        cs[2 * (size_t)i + 1] = sinf(theta) * scale;
         theta_extrap *= theta_scale;
     }
 }
@@ -85,8 +85,10 @@ void moeinf_rope_cs(float *x, int n_heads, int head_dim, int n_rot, const float 
             const int i1 = neox ? i + half : 2 * i + 1;
             const float x0 = v[i0];
             const float x1 = v[i1];
-            v[i0] = x0 * cs[2 * i] - x1 * cs[2 * i + 1];
-            v[i1] = x0 * cs[2 * i + 1] + x1 * cs[2 * i];
+            const float c = cs[2 * (size_t)i];
+            const float sn = cs[2 * (size_t)i + 1];
+            v[i0] = x0 * c - x1 * sn;
+            v[i1] = x0 * sn + x1 * c;
         }
     }
 }

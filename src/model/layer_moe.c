@@ -13,7 +13,7 @@
 #include "model/fwd_state.h"
 #include "offload/tier.h"
 
-/* Layer il's router logits of the m normed rows of xb into f->router, its bias added. */
+/* Layer il's router logits of the m rows of x into out (n_expert each), its bias added. */
 static void router_logits(struct moeinf_fwd *f, int il, const float *x, int m, float *out) {
     const struct moeinf_layer *lw = &f->llm->layers[il];
     const int n_expert = f->llm->hp.n_expert;

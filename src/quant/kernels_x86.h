@@ -224,18 +224,73 @@ static void vec_dot_m_bf16(int64_t n, int m, float *s, const void *w, const void
     fdot_m(FK_BF16, n, m, s, w, x, st);
 }
 
-/* ---- block dots (Q8_0, Q4_0 weights x Q8_0 activations) -------------------------------------- */
+/* ---- codebook lookups (IQ4_NL, IQ4_XS, MXFP4; their kernels are further down) ------------- */
+
+#define IQ4NL_BYTES 18  /* sizeof(struct moeinf_block_iq4_nl): d, qs[16] */
+#define IQ4XS_BYTES 136 /* sizeof(struct moeinf_block_iq4_xs): d, scales_h, scales_l, qs */
+#define MXFP4_BYTES 17  /* sizeof(struct moeinf_block_mxfp4): e, qs[16] */
+
+/* A 16-entry int8 codebook in both 128-bit lanes, for vpshufb. */
+INLINE __m256i iq_codebook(const int8_t table[16]) {
+    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)table));
+}
+
+/* The 32 codebook values of 16 bytes of indices, element order (low nibbles, then high). */
+INLINE __m256i iq_values(__m256i table, const uint8_t *qs) {
+    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)qs));
+    v = _mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4));
+    return _mm256_shuffle_epi8(table, _mm256_and_si256(v, _mm256_set1_epi8(0x0f)));
+}
+
+/* The sum of 8 int32 lanes (exact, any order). */
+INLINE int32_t iq_hsum_epi32(__m256i p) {
+    __m128i r = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
+    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4e));
+    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0xb1));
+    return _mm_cvtsi128_si32(r);
+}
+
+/* MXFP4's halved E8M0 scale, 2^(e-128), as moeinf_e8m0_to_fp32_half. */
+INLINE float iq_e8m0_half(uint8_t e) {
+    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
+    float f;
+    memcpy(&f, &bits, sizeof f);
+    return f;
+}
+
+/* iq_e8m0_half of the 8 E8M0 bytes at p + idx[k] (lane k), exact for every e. The bytes are
+ * read one by one into a 64-bit word (a vpgatherdd of the 8 measured no faster). */
+INLINE __m256 iq_e8m0_half8(const uint8_t *p, __m256i idx) {
+    int32_t o[8];
+    _mm256_storeu_si256((__m256i *)(void *)o, idx);
+    uint64_t b = (uint64_t)p[o[0]] | (uint64_t)p[o[1]] << 8 | (uint64_t)p[o[2]] << 16 |
+                 (uint64_t)p[o[3]] << 24 | (uint64_t)p[o[4]] << 32 | (uint64_t)p[o[5]] << 40 |
+                 (uint64_t)p[o[6]] << 48 | (uint64_t)p[o[7]] << 56;
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)b));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e); /* e < 2 */
+    const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, is_sub));
+}
+
+/* ---- block dots (Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4 weights x Q8_0 activations) --------------- */
 
 enum qkind {
     QK_Q8_0,
     QK_Q4_0,
-    QK_Q5_0
+    QK_Q5_0,
+    QK_IQ4_NL, /* codebook values (int8, |v| <= 127) in the same sign-trick dot */
+    QK_MXFP4
 };
 
 #define Q5_BYTES 22 /* sizeof(struct moeinf_block_q5_0): d, qh[4], qs[16] */
 
 INLINE size_t qk_bytes(enum qkind k) {
-    return k == QK_Q8_0 ? Q8_BYTES : k == QK_Q4_0 ? Q4_BYTES : Q5_BYTES;
+    return k == QK_Q8_0     ? Q8_BYTES
+           : k == QK_Q4_0   ? Q4_BYTES
+           : k == QK_Q5_0   ? Q5_BYTES
+           : k == QK_IQ4_NL ? IQ4NL_BYTES
+                            : MXFP4_BYTES;
 }
 
 /* Eight int32 lanes whose sum is the exact dot of two 32 x int8 blocks. */
@@ -294,16 +349,22 @@ INLINE __m256i unpack_q5_0(const uint8_t *blk) {
     return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
 }
 
-/* The weight side of a group of 8 blocks at wg: quants and scales. */
+/* The weight side of a group of 8 blocks at wg: quants (or codebook values) and scales. */
 INLINE void qprep(enum qkind k, const uint8_t *wg, __m256i wq[8], __m256 *dw) {
     const size_t bs = qk_bytes(k);
+    const __m256i table = iq_codebook(k == QK_MXFP4 ? moeinf_kvalues_mxfp4 : moeinf_kvalues_iq4nl);
     for (int b = 0; b < 8; b++) {
         const uint8_t *blk = wg + (size_t)b * bs;
-        wq[b] = k == QK_Q8_0   ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2))
-                : k == QK_Q4_0 ? unpack_q4_0(blk + 2)
-                               : unpack_q5_0(blk);
+        wq[b] = k == QK_Q8_0     ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2))
+                : k == QK_Q4_0   ? unpack_q4_0(blk + 2)
+                : k == QK_Q5_0   ? unpack_q5_0(blk)
+                : k == QK_IQ4_NL ? iq_values(table, blk + 2)
+                                 : iq_values(table, blk + 1);
     }
-    *dw = load_scales8(wg, bs);
+    if (k == QK_MXFP4)
+        *dw = iq_e8m0_half8(wg, _mm256_setr_epi32(0, 17, 34, 51, 68, 85, 102, 119));
+    else
+        *dw = load_scales8(wg, bs);
 }
 
 /* acc + (d_w * d_x) * isum for the group of 8 Q8_0 activation blocks at xg, whose scales
@@ -432,7 +493,7 @@ static void vec_dot_rows_q5_0(int64_t n, int64_t nr, float *s, const void *w, si
 struct xq4_group {
     _Alignas(32) uint8_t q[4][2][32]; /* pair k: [0] x[0..15] of blocks 2k, 2k+1; [1] x[16..31] */
     float d[8];                       /* scales, lanes in PERM4 order */
-    int32_t s8[8];                    /* 8 * sum of the quants, PERM4 order */
+    int32_t s8[8];                    /* 8 (or prep_pairs's mul) * sum of the quants, PERM4 */
 };
 
 struct xq8_group {
@@ -477,7 +538,9 @@ INLINE const uint8_t *group_src(const uint8_t *x, int nbk, uint8_t tmp[8 * Q8_BY
     return tmp;
 }
 
-static void prep_q4(struct xq4_group *xg, const uint8_t *x, int64_t nb) {
+/* The Q4_0 x side with s8 = mul * (sum of the quants) (Q4_0: 8; the codebook rows kernels,
+ * kernels_x86_iqrows.h, their codebook offsets). */
+INLINE void prep_pairs(struct xq4_group *xg, const uint8_t *x, int64_t nb, int mul) {
     const __m256i ones8 = _mm256_set1_epi8(1);
     const __m256i ones16 = _mm256_set1_epi16(1);
     for (int64_t g = 0; g * 8 < nb; g++) {
@@ -497,12 +560,16 @@ static void prep_q4(struct xq4_group *xg, const uint8_t *x, int64_t nb) {
             _mm256_store_si256((__m256i *)(void *)xg[g].q[k][1],
                                _mm256_permute2x128_si256(v[2 * k], v[2 * k + 1], 0x31));
         }
-        __m256i s8 = _mm256_slli_epi32(sum_lanes8(sums), 3);
+        __m256i s8 = _mm256_mullo_epi32(sum_lanes8(sums), _mm256_set1_epi32(mul));
         _mm256_storeu_si256((__m256i *)(void *)xg[g].s8,
                             _mm256_permutevar8x32_epi32(s8, PERM4_EPI32()));
         _mm256_storeu_ps(xg[g].d,
                          _mm256_permutevar8x32_ps(load_scales8(xb, Q8_BYTES), PERM4_EPI32()));
     }
+}
+
+static void prep_q4(struct xq4_group *xg, const uint8_t *x, int64_t nb) {
+    prep_pairs(xg, x, nb, 8);
 }
 
 /* 16 int16 lanes: [8 lanes of block A | 8 lanes of block B], the unsigned nibbles of the two
@@ -1244,84 +1311,65 @@ static void to_float_q4_0(const void *x, float *y, int64_t n) {
  * gives for finite input). IQ4_XS multiplies each sub-block's int16 pair sums by its scale
  * with vpmaddwd (|pair| <= 2 * 127 * 127, times 32: exact in int32). The float part, one fma
  * into A[b % 8] per block, is the scalar code of quant_ref_iq.c, so the results are the
- * scalar twin's bit for bit; rows and prefill use the BLOCK_KERNELS driver as Q4_1 and Q5_1
- * do (one block at a time, not yet the prepared-activation groups of Q4_0/Q8_0).
+ * scalar twin's bit for bit. IQ4_NL and MXFP4 use the Q4_0/Q8_0 machinery: vec_dot, vec_dot_m
+ * and the prefill tiles are qdot_rows / qgemm with the codebook values unpacked by qprep
+ * (groups of 8 blocks), decode is kernels_x86_iqrows.h (the prepared-activation rows kernel
+ * with an offset codebook). IQ4_XS decodes eight rows at a time (kernels_x86_iqrows.h, the
+ * K-quant driver); its prefill is still one vec_dot per activation row (DOT_M_BY_ROWS).
  */
-
-#define IQ4NL_BYTES 18  /* sizeof(struct moeinf_block_iq4_nl): d, qs[16] */
-#define IQ4XS_BYTES 136 /* sizeof(struct moeinf_block_iq4_xs): d, scales_h, scales_l, qs */
-#define MXFP4_BYTES 17  /* sizeof(struct moeinf_block_mxfp4): e, qs[16] */
-
-/* A 16-entry int8 codebook in both 128-bit lanes, for vpshufb. */
-INLINE __m256i iq_codebook(const int8_t table[16]) {
-    return _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)table));
-}
-
-/* The 32 codebook values of 16 bytes of indices, element order (low nibbles, then high). */
-INLINE __m256i iq_values(__m256i table, const uint8_t *qs) {
-    __m256i v = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)qs));
-    v = _mm256_srlv_epi64(v, _mm256_setr_epi64x(0, 0, 4, 4));
-    return _mm256_shuffle_epi8(table, _mm256_and_si256(v, _mm256_set1_epi8(0x0f)));
-}
-
-/* The sum of 8 int32 lanes (exact, any order). */
-INLINE int32_t iq_hsum_epi32(__m256i p) {
-    __m128i r = _mm_add_epi32(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1));
-    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0x4e));
-    r = _mm_add_epi32(r, _mm_shuffle_epi32(r, 0xb1));
-    return _mm_cvtsi128_si32(r);
-}
-
-/* MXFP4's halved E8M0 scale, 2^(e-128), as moeinf_e8m0_to_fp32_half. */
-INLINE float iq_e8m0_half(uint8_t e) {
-    uint32_t bits = e < 2 ? 0x00200000u << e : (uint32_t)(e - 1) << 23;
-    float f;
-    memcpy(&f, &bits, sizeof f);
-    return f;
-}
 
 /* The 6-bit stored scale of sub-block j of an IQ4_XS block (the factor is this minus 32). */
 INLINE int iq4_xs_scale_at(const uint8_t *wb, int j) {
     return ((wb[4 + j / 2] >> (4 * (j % 2))) & 15) | (((load_u16(wb + 2) >> (2 * j)) & 3) << 4);
 }
 
-INLINE void iq4_nl_step(const uint8_t *wb, const uint8_t *xb, float *a) {
-    __m256i w = iq_values(iq_codebook(moeinf_kvalues_iq4nl), wb + 2);
-    __m256i p = dot_i8(w, _mm256_loadu_si256((const __m256i *)(const void *)(xb + 2)));
-    *a = fmaf(_cvtsh_ss(load_u16(wb)) * _cvtsh_ss(load_u16(xb)), (float)iq_hsum_epi32(p), *a);
-}
-
-INLINE void mxfp4_step(const uint8_t *wb, const uint8_t *xb, float *a) {
-    __m256i w = iq_values(iq_codebook(moeinf_kvalues_mxfp4), wb + 1);
-    __m256i p = dot_i8(w, _mm256_loadu_si256((const __m256i *)(const void *)(xb + 2)));
-    *a = fmaf(iq_e8m0_half(wb[0]) * _cvtsh_ss(load_u16(xb)), (float)iq_hsum_epi32(p), *a);
-}
-
-/* One IQ4_XS super-block against a Q8_K block (d f32, qs[256], bsums). */
-INLINE void iq4_xs_step(const uint8_t *wb, const uint8_t *xb, float *a) {
+/* Int32 lanes that sum to isum of one IQ4_XS super-block against a Q8_K block (d f32,
+ * qs[256], bsums): per sub-block the sign-trick pairs (|pair| <= 2 * 127 * 128) times its
+ * scale minus 32 (vpmaddwd, VNNI: vpdpwssd), exact in int32. */
+INLINE __m256i iq4_xs_lanes(const uint8_t *wb, const uint8_t *xb) {
     const __m256i table = iq_codebook(moeinf_kvalues_iq4nl);
     __m256i acc = _mm256_setzero_si256();
     for (int j = 0; j < 8; j++) {
         __m256i w = iq_values(table, wb + 8 + 16 * (size_t)j);
         __m256i x = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 4 + 32 * (size_t)j));
         __m256i p = _mm256_maddubs_epi16(_mm256_sign_epi8(w, w), _mm256_sign_epi8(x, w));
-        short sc = (short)(iq4_xs_scale_at(wb, j) - 32);
-        acc = _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(sc)));
+        __m256i sc = _mm256_set1_epi16((short)(iq4_xs_scale_at(wb, j) - 32));
+        acc = KQ_DPWSSD(acc, p, sc);
     }
+    return acc;
+}
+
+/* One IQ4_XS super-block into *a, as the scalar twin. */
+INLINE void iq4_xs_step(const uint8_t *wb, const uint8_t *xb, float *a) {
+    const __m256i acc = iq4_xs_lanes(wb, xb);
     float dx;
     memcpy(&dx, xb, sizeof dx);
     *a = fmaf(_cvtsh_ss(load_u16(wb)) * dx, (float)iq_hsum_epi32(acc), *a);
 }
 
-#define IQ4NL_STEP(wb, xb, a) iq4_nl_step((wb), (xb), (a))
-#define MXFP4_STEP(wb, xb, a) mxfp4_step((wb), (xb), (a))
 #define IQ4XS_STEP(wb, xb, a) iq4_xs_step((wb), (xb), (a))
-BLOCK_KERNELS(iq4_nl, 32, IQ4NL_BYTES, Q8_BYTES, IQ4NL_STEP)
-DOT_M_BY_ROWS(iq4_nl)
-BLOCK_KERNELS(mxfp4, 32, MXFP4_BYTES, Q8_BYTES, MXFP4_STEP)
-DOT_M_BY_ROWS(mxfp4)
 BLOCK_KERNELS(iq4_xs, 256, IQ4XS_BYTES, (int)sizeof(struct moeinf_block_q8_k), IQ4XS_STEP)
 DOT_M_BY_ROWS(iq4_xs)
+
+/* IQ4_NL and MXFP4 single dots and prefill rows: the Q8_0/Q4_0 block dots (qdot_rows), with
+ * the codebook values unpacked by qprep; their tiles are in kernels_x86_qprefill.h. */
+static void vec_dot_iq4_nl(int64_t n, float *s, const void *w, const void *x) {
+    qdot_rows(QK_IQ4_NL, n, 1, s, w, x, 0);
+}
+
+static void vec_dot_m_iq4_nl(int64_t n, int m, float *s, const void *w, const void *x, size_t st) {
+    qdot_rows(QK_IQ4_NL, n, m, s, w, x, st);
+}
+
+static void vec_dot_mxfp4(int64_t n, float *s, const void *w, const void *x) {
+    qdot_rows(QK_MXFP4, n, 1, s, w, x, 0);
+}
+
+static void vec_dot_m_mxfp4(int64_t n, int m, float *s, const void *w, const void *x, size_t st) {
+    qdot_rows(QK_MXFP4, n, m, s, w, x, st);
+}
+
+#include "quant/kernels_x86_iqrows.h" /* their vec_dot_rows */
 
 /* Dequantization: the codebook values times the (sub-)block's scale, as the scalar twin. */
 static void to_float_iq4_nl(const void *x, float *y, int64_t n) {
@@ -1391,11 +1439,12 @@ static void to_float_iq4_xs(const void *x, float *y, int64_t n) {
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_IQ4_NL, NULL, to_float_iq4_nl, vec_dot_iq4_nl,            \
                              vec_dot_m_iq4_nl, vec_dot_rows_iq4_nl),                               \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_IQ4_XS, NULL, to_float_iq4_xs, vec_dot_iq4_xs,            \
-                             vec_dot_m_iq4_xs, vec_dot_rows_iq4_xs),                               \
+                             vec_dot_m_iq4_xs, vec_dot_rows8_iq4_xs),                              \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_MXFP4, NULL, to_float_mxfp4, vec_dot_mxfp4,               \
                              vec_dot_m_mxfp4, vec_dot_rows_mxfp4),                                 \
         .gemm[MOEINF_TYPE_Q8_0] = gemm_q8_0, .gemm[MOEINF_TYPE_Q4_0] = gemm_q4_0,                  \
         .gemm[MOEINF_TYPE_Q5_0] = gemm_q5_0, .gemm[MOEINF_TYPE_Q4_K] = gemm_q4_k,                  \
+        .gemm[MOEINF_TYPE_IQ4_NL] = gemm_iq4_nl, .gemm[MOEINF_TYPE_MXFP4] = gemm_mxfp4,            \
         .gemm[MOEINF_TYPE_Q5_K] = gemm_q5_k, .gemm[MOEINF_TYPE_Q6_K] = gemm_q6_k,                  \
         .axpy_f32 = axpy_f32, .delta_rule_f32 = moeinf_delta_rule_f32_avx2,                        \
     }

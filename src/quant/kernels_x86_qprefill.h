@@ -1,7 +1,7 @@
 /*
- * kernels_x86_qprefill.h - the prefill tile (gemm) for Q8_0, Q4_0 and Q5_0 weights x Q8_0
- * activations. Included by kernels_x86.h after qdot_rows, whose helpers it uses; everything
- * here is static.
+ * kernels_x86_qprefill.h - the prefill tile (gemm) for Q8_0, Q4_0, Q5_0, IQ4_NL and MXFP4
+ * weights x Q8_0 activations. Included by kernels_x86.h after qdot_rows, whose helpers it uses;
+ * everything here is static.
  *
  * DESIGN: qdot_rows (vec_dot_m) prepares each group of 8 weight blocks once for 8 activation
  * rows and reads those rows' blocks for every weight row; with long rows (an expert's down
@@ -108,6 +108,16 @@ static void gemm_q4_0(int64_t n, int64_t nr, int m, float *y, size_t y_stride, c
 static void gemm_q5_0(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                       size_t w_stride, const void *x, size_t x_stride) {
     qgemm(QK_Q5_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
+}
+
+static void gemm_iq4_nl(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
+                        size_t w_stride, const void *x, size_t x_stride) {
+    qgemm(QK_IQ4_NL, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
+}
+
+static void gemm_mxfp4(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
+                       size_t w_stride, const void *x, size_t x_stride) {
+    qgemm(QK_MXFP4, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
 }
 
 #endif

@@ -315,23 +315,58 @@ static char *message_content(const cJSON *m, size_t i, char *msg, size_t size) {
     return s;
 }
 
+/* A reasoning_effort value into r's flags: "low", "medium" or "high" (harmony's Reasoning:
+ * line; the other templates ignore it), or "none", as llama.cpp takes it, for an answer without
+ * thinking (MOEINF_CHAT_NO_THINKING). `field` names it in the message. */
+static bool parse_effort(const cJSON *v, const char *field, struct serve_request *r, char *msg,
+                         size_t size) {
+    static const char *const names[] = {"low", "medium", "high"};
+    if (!v || cJSON_IsNull(v)) return true;
+    if (cJSON_IsString(v)) {
+        for (unsigned e = 0; e < 3; e++) {
+            if (!strcmp(v->valuestring, names[e])) {
+                r->chat_flags &= ~(unsigned)MOEINF_CHAT_EFFORT_MASK;
+                r->chat_flags |= MOEINF_CHAT_EFFORT_LOW * (e + 1);
+                return true;
+            }
+        }
+        if (!strcmp(v->valuestring, "none")) {
+            r->thinking_set = true;
+            r->chat_flags |= MOEINF_CHAT_NO_THINKING;
+            return true;
+        }
+    }
+    return fail(msg, size, "'%s' must be \"low\", \"medium\", \"high\" or \"none\"", field);
+}
+
 /* chat_template_kwargs (llama.cpp's server takes it): enable_thinking false asks a template
- * whose model thinks (qwen35) for an answer without thinking; other keys are ignored, as a
- * Jinja template ignores variables it does not use. */
+ * whose model thinks (qwen35) for an answer without thinking, reasoning_effort sets harmony's
+ * effort; other keys are ignored, as a Jinja template ignores variables it does not use. The
+ * request's own reasoning_effort wins over the kwarg, as in llama.cpp. */
 static bool parse_template_kwargs(const cJSON *root, struct serve_request *r, char *msg,
                                   size_t size) {
     r->chat_flags = MOEINF_CHAT_ADD_ASSISTANT;
     const cJSON *kw = cJSON_GetObjectItemCaseSensitive(root, "chat_template_kwargs");
-    if (!kw || cJSON_IsNull(kw)) return true;
-    if (!cJSON_IsObject(kw)) return fail(msg, size, "'chat_template_kwargs' must be an object");
-    const cJSON *think = cJSON_GetObjectItemCaseSensitive(kw, "enable_thinking");
-    if (!think || cJSON_IsNull(think)) return true;
-    if (!cJSON_IsBool(think)) {
-        return fail(msg, size, "'chat_template_kwargs.enable_thinking' must be true or false");
+    if (kw && !cJSON_IsNull(kw)) {
+        if (!cJSON_IsObject(kw)) {
+            return fail(msg, size, "'chat_template_kwargs' must be an object");
+        }
+        const cJSON *think = cJSON_GetObjectItemCaseSensitive(kw, "enable_thinking");
+        if (think && !cJSON_IsNull(think)) {
+            if (!cJSON_IsBool(think)) {
+                return fail(msg, size,
+                            "'chat_template_kwargs.enable_thinking' must be true or false");
+            }
+            r->thinking_set = true;
+            if (cJSON_IsFalse(think)) r->chat_flags |= MOEINF_CHAT_NO_THINKING;
+        }
+        if (!parse_effort(cJSON_GetObjectItemCaseSensitive(kw, "reasoning_effort"),
+                          "chat_template_kwargs.reasoning_effort", r, msg, size)) {
+            return false;
+        }
     }
-    r->thinking_set = true;
-    if (cJSON_IsFalse(think)) r->chat_flags |= MOEINF_CHAT_NO_THINKING;
-    return true;
+    return parse_effort(cJSON_GetObjectItemCaseSensitive(root, "reasoning_effort"),
+                        "reasoning_effort", r, msg, size);
 }
 
 static bool parse_messages(const cJSON *root, const char *tmpl, struct serve_request *r, char *msg,

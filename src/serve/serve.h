@@ -48,7 +48,7 @@ struct serve_request {
     const char *tmpl;
     unsigned chat_flags; /* the template's MOEINF_CHAT_* flags: ADD_ASSISTANT, and NO_THINKING
                             for chat_template_kwargs.enable_thinking false */
-    bool thinking_set;   /* chat_template_kwargs.enable_thinking given (else the server's) */
+    bool thinking_set;   /* enable_thinking or reasoning_effort "none" given (else the server's) */
     bool stream;
     bool include_usage; /* stream_options.include_usage */
     long max_tokens;    /* max_tokens, max_completion_tokens or n_predict; -1: until an end

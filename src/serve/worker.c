@@ -128,16 +128,21 @@ static bool publish(struct serve_worker *w, struct serve_job *job, struct gen *g
     return stopped;
 }
 
-/* Decodes prompt[from..n) in micro-batches (checking for cancellation between them). */
+/* Decodes prompt[from..n) in micro-batches (checking for cancellation between them). The last
+ * one holds at least 2 tokens where it can: the engine keeps a checkpoint of a recurrent state
+ * or sliding windows after each multi-token decode, and the prompt's end is the one a chat's
+ * next turn goes back to. */
 static enum moeinf_status prefill(struct serve_worker *w, struct serve_job *job, const int32_t *ids,
                                   int n, float *logits, struct moeinf_error *err) {
-    for (int i = w->kv_n; i < n; i += w->n_batch) {
+    for (int i = w->kv_n; i < n;) {
         if (cancelled(w, job)) return MOEINF_ERR_ABORTED;
         int m = n - i < w->n_batch ? n - i : w->n_batch;
+        if (n - i - m == 1 && m > 1) m--;
         enum moeinf_status st = moeinf_decode(w->ctx, ids + i, m, logits, false, err);
         if (st != MOEINF_OK) return st;
         memcpy(w->kv_tokens + w->kv_n, ids + i, (size_t)m * sizeof *ids);
         w->kv_n += m;
+        i += m;
     }
     return MOEINF_OK;
 }

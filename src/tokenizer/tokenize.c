@@ -2,8 +2,9 @@
  * tokenize.c - moeinf_vocab_tokenize: special tokens are split out of the text first (as
  * llama.cpp's tokenizer_st_partition), then each text fragment goes to the vocabulary's
  * tokenizer through its table (tokenizer.h: spm.c or bpe.c); BOS/EOS around it when
- * add_special asks. moeinf_vocab_tokenize_mixed leaves control tokens unrecognised in given
- * ranges (a chat's message texts), so only the template's own markup can hold them.
+ * add_special asks. moeinf_vocab_tokenize_mixed leaves control tokens (and the turn markers
+ * made user-defined, vocab_impl.h) unrecognised in given ranges (a chat's message texts), so
+ * only the template's own markup can hold them.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -71,7 +72,8 @@ static bool split_fragment(const struct moeinf_vocab *v, const char *text, struc
                            int32_t id, const struct plain *plain, struct frags *out) {
     const struct moeinf_vocab_token *t = &v->tokens[id];
     const char *tt = v->text_arena + t->text_off;
-    const bool control = t->attr & (MOEINF_TOKEN_ATTR_CONTROL | MOEINF_TOKEN_ATTR_UNKNOWN);
+    const bool control =
+        (t->attr & (MOEINF_TOKEN_ATTR_CONTROL | MOEINF_TOKEN_ATTR_UNKNOWN)) || t->markup;
     size_t pos = f.off;
     size_t search = pos;
     size_t end = f.off + f.len;

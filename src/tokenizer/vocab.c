@@ -248,7 +248,9 @@ static void find_eog(struct moeinf_vocab *v, int32_t *fim) {
                                                  "<|constrain|>"};
     for (size_t i = 0; i < sizeof harmony_markup / sizeof harmony_markup[0]; i++) {
         int32_t id = find_cstr(v, harmony_markup[i]);
-        if (id != NO_ID) v->tokens[id].attr = MOEINF_TOKEN_ATTR_USER_DEFINED;
+        if (id == NO_ID) continue;
+        v->tokens[id].attr = MOEINF_TOKEN_ATTR_USER_DEFINED;
+        v->tokens[id].markup = true;
     }
     if (v->eos != NO_ID) v->eog[v->eos] = 1;
     if (v->eot != NO_ID) v->eog[v->eot] = 1;
@@ -268,6 +270,7 @@ static void find_eog(struct moeinf_vocab *v, int32_t *fim) {
         if ((has_ret && has_call) || (has_call && has_flush)) {
             v->eog[end] = 0;
             v->tokens[end].attr = MOEINF_TOKEN_ATTR_USER_DEFINED;
+            v->tokens[end].markup = true;
         }
     }
     /* gemma4 / paddleocr: "</s>" is ordinary text when "<|tool_response>" exists. */

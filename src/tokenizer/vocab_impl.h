@@ -19,6 +19,9 @@ struct moeinf_vocab_token {
     uint32_t piece_len;
     float score;
     unsigned attr; /* enum moeinf_token_attr bits */
+    bool markup;   /* a turn or channel marker that llama.cpp makes user-defined so that it is
+                      rendered (gpt-oss's <|start|>, <|end|>, ...): still not recognised in a
+                      chat message's text, like a control token (tokenize.c) */
 };
 
 /* tokenizer.ggml.merges: "left right" -> rank (its index; the first of duplicates wins). */

@@ -9,6 +9,8 @@
  *     text or in the prompt, ends at the first </think>, the thinking trimmed of whitespace at
  *     both ends and the answer of its leading whitespace after the marker; with extraction off,
  *     the answer is the text, after the prompt's "<think>\n" when the prompt opened it.
+ * With the first byte's top bit set, harmony's channels instead (reasoning.h): the same three
+ * feedings agree, and equal the channel definition written here on the whole text.
  */
 #include <string.h>
 
@@ -40,13 +42,20 @@ static void take(struct out *o, const struct moeinf_reasoning_text *t) {
     add(&o->answer, &o->na, t->answer, t->answer_len);
 }
 
-/* The splitter over text[0, n) fed in pieces of `piece` bytes (0: whole). */
-static struct out run(const char *prompt, bool extract, const char *text, size_t n, size_t piece) {
+/* The splitter over text[0, n) fed in pieces of `piece` bytes (0: whole); harmony's syntax or
+ * START ... END. */
+static struct out run(bool harmony, const char *prompt, bool extract, const char *text, size_t n,
+                      size_t piece) {
     struct out o = {0};
     struct moeinf_reasoning *r = NULL;
     struct moeinf_reasoning_text t;
-    FUZZ_REQUIRE(moeinf_reasoning_init(START, END, prompt, strlen(prompt), extract, &r, NULL) ==
-                 MOEINF_OK);
+    if (harmony) {
+        FUZZ_REQUIRE(moeinf_reasoning_init_syntax(moeinf_chat_reasoning_syntax("harmony"), prompt,
+                                                  strlen(prompt), extract, &r, NULL) == MOEINF_OK);
+    } else {
+        FUZZ_REQUIRE(moeinf_reasoning_init(START, END, prompt, strlen(prompt), extract, &r, NULL) ==
+                     MOEINF_OK);
+    }
     for (size_t at = 0; at < n;) {
         size_t k = piece == 0 || n - at < piece ? n - at : piece;
         FUZZ_REQUIRE(moeinf_reasoning_push(r, text + at, k, &t, NULL) == MOEINF_OK);
@@ -106,6 +115,66 @@ static struct out reference(int prompt_kind, bool extract, const char *text, siz
     return o;
 }
 
+static bool starts(const char *s, size_t n, const char *m) {
+    size_t k = strlen(m);
+    return n >= k && !memcmp(s, m, k);
+}
+
+/* harmony's channels, on the whole text: a header starts with <|start|> or <|channel|> and
+ * ends at <|message|> (a text that ends inside one drops it); the body runs to the first
+ * <|end|>, <|start|>, <|return|> or <|call|> (a <|start|> stays for the next header); an
+ * analysis body (its header holds <|channel|>analysis) is thinking, trimmed both sides, any
+ * other is answer, less its leading whitespace; text where no header starts is answer, less
+ * its leading whitespace except at the very start; a part's bodies are joined by a newline. */
+static struct out reference_harmony(bool extract, const char *text, size_t n) {
+    static const char *const ends[] = {"<|end|>", "<|start|>", "<|return|>", "<|call|>"};
+    struct out o = {0};
+    if (!extract) {
+        add(&o.answer, &o.na, text, n);
+        return o;
+    }
+    size_t at = 0;
+    bool first = true;
+    while (at < n || first) {
+        bool think = false;
+        bool head =
+            starts(text + at, n - at, "<|start|>") || starts(text + at, n - at, "<|channel|>");
+        if (head) {
+            const char *h = find(text + at, n - at, "<|message|>");
+            if (!h) break;
+            think = find(text + at, (size_t)(h - (text + at)), "<|channel|>analysis") != NULL;
+            at = (size_t)(h - text) + strlen("<|message|>");
+        }
+        size_t e = n; /* the body: [at, e) */
+        size_t which = 0;
+        for (size_t k = 0; k < 4; k++) {
+            const char *m = find(text + at, n - at, ends[k]);
+            if (m && (size_t)(m - text) < e) {
+                e = (size_t)(m - text);
+                which = k;
+            }
+        }
+        size_t b = at;
+        size_t te = e;
+        if (head || !first) {
+            while (b < te && space(text[b]))
+                b++;
+        }
+        if (think) {
+            while (te > b && space(text[te - 1]))
+                te--;
+        }
+        char **part = think ? &o.thinking : &o.answer;
+        size_t *np = think ? &o.nt : &o.na;
+        if (te > b && *np) add(part, np, "\n", 1);
+        add(part, np, text + b, te - b);
+        first = false;
+        if (e == n) break;
+        at = e + (which == 1 ? 0 : strlen(ends[which]));
+    }
+    return o;
+}
+
 static bool same(const struct out *x, const struct out *y) {
     return x->nt == y->nt && x->na == y->na &&
            (x->nt == 0 || !memcmp(x->thinking, y->thinking, x->nt)) &&
@@ -125,13 +194,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int kind = data[0] % 3;
     bool extract = (data[0] / 3) % 2 == 0;
     size_t piece = 2 + (size_t)(data[0] / 6) % 16;
+    bool harmony = data[0] & 0x80;
     const char *text = (const char *)data + 1;
     size_t n = size - 1;
-    struct out want = reference(kind, extract, text, n);
+    struct out want =
+        harmony ? reference_harmony(extract, text, n) : reference(kind, extract, text, n);
     const size_t pieces[] = {0, 1, piece};
     for (int i = 0; i < 3; i++) {
-        struct out got = run(prompts[kind], extract, text, n, pieces[i]);
-        FUZZ_REQUIRE(!got.thinking_after_answer);
+        struct out got = run(harmony, harmony ? "<|start|>assistant" : prompts[kind], extract, text,
+                             n, pieces[i]);
+        FUZZ_REQUIRE(harmony || !got.thinking_after_answer);
         FUZZ_REQUIRE(same(&got, &want));
         release(&got);
     }

@@ -56,9 +56,15 @@ import argparse
 import collections
 import ctypes
 
+import os
+import sys
+
 import numpy as np
 import gguf
 import regex
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tokenizer"))
+from tiny_bpe import gpt2_bytes, learn_merges  # noqa: E402
 
 SEED = 2026
 N_EMBD, N_LAYER = 96, 4
@@ -93,48 +99,14 @@ CORPUS = (
 )
 
 
-def bytes_to_unicode():
-    """GPT-2's printable stand-in for each byte."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, [chr(c) for c in cs]))
-
-
 def vocab():
-    b2u = bytes_to_unicode()
+    b2u = gpt2_bytes()
     tokens = [b2u[b] for b in sorted(b2u, key=lambda b: ord(b2u[b]))]
     text = regex.sub("|".join(regex.escape(s) for s in SPECIALS), "\n", CORPUS)
     words = collections.Counter(tuple(b2u[b] for b in w.encode("utf-8"))
                                 for w in regex.findall(GPT4O_PAT, text))
-    merges = []
-    for _ in range(N_MERGES):
-        pairs = collections.Counter()
-        for w, c in words.items():
-            for a, b in zip(w, w[1:]):
-                pairs[(a, b)] += c
-        if not pairs:
-            break
-        best = min(pairs, key=lambda p: (-pairs[p], p))  # most frequent, then lexicographic
-        merges.append(best)
-        tokens.append(best[0] + best[1])
-        merged = collections.Counter()
-        for w, c in words.items():
-            out, i = [], 0
-            while i < len(w):
-                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
-                    out.append(w[i] + w[i + 1])
-                    i += 2
-                else:
-                    out.append(w[i])
-                    i += 1
-            merged[tuple(out)] += c
-        words = merged
+    merges = learn_merges(words, N_MERGES)
+    tokens += [a + b for a, b in merges]
     if len(set(tokens)) != len(tokens):
         raise RuntimeError("a merge produced a token twice")
     types = [1] * len(tokens) + [3] * len(SPECIALS)

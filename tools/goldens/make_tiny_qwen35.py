@@ -36,8 +36,14 @@ import argparse
 import collections
 import re
 
+import os
+import sys
+
 import numpy as np
 import gguf
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tokenizer"))
+from tiny_bpe import gpt2_bytes, learn_merges  # noqa: E402
 
 N_EMBD, N_LAYER, INTERVAL = 256, 4, 4
 N_HEAD, N_HEAD_KV, HEAD_DIM, N_ROT = 4, 2, 64, 16
@@ -62,49 +68,15 @@ SPECIALS = [("<|endoftext|>", 3), ("<|im_start|>", 3), ("<|im_end|>", 3), ("<thi
             ("</think>", 4)]
 
 
-def bytes_to_unicode():
-    """GPT-2's printable stand-in for each byte."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return dict(zip(bs, [chr(c) for c in cs]))
-
-
 def vocab():
-    b2u = bytes_to_unicode()
+    b2u = gpt2_bytes()
     tokens = [b2u[b] for b in sorted(b2u, key=lambda b: ord(b2u[b]))]
     words = collections.Counter(
         tuple(b2u[b] for b in w.encode("utf-8"))
         for w in re.findall(r"'s|'t|'re|'ve|'m|'ll|'d| ?[^\W\d_]+| ?\d| ?[^\s\w]+|\s+(?!\S)|\s+",
                             CORPUS))
-    merges = []
-    for _ in range(N_MERGES):
-        pairs = collections.Counter()
-        for w, c in words.items():
-            for a, b in zip(w, w[1:]):
-                pairs[(a, b)] += c
-        if not pairs:
-            break
-        best = min(pairs, key=lambda p: (-pairs[p], p))  # most frequent, then lexicographic
-        merges.append(best)
-        tokens.append(best[0] + best[1])
-        merged = collections.Counter()
-        for w, c in words.items():
-            out, i = [], 0
-            while i < len(w):
-                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
-                    out.append(w[i] + w[i + 1])
-                    i += 2
-                else:
-                    out.append(w[i])
-                    i += 1
-            merged[tuple(out)] += c
-        words = merged
+    merges = learn_merges(words, N_MERGES)
+    tokens += [a + b for a, b in merges]
     types = [1] * len(tokens)
     for text, ty in SPECIALS:
         tokens.append(text)

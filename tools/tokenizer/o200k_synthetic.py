@@ -28,6 +28,7 @@ import llama_cpp
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pretok_cases import EXTRA_TEXTS, PATTERNS, TEXTS, split  # noqa: E402
+from tiny_bpe import gpt2_bytes, learn_merges  # noqa: E402
 
 SEP = "\n__ggml_vocab_test__\n"
 N_MERGES = 800
@@ -76,50 +77,13 @@ NOVEL_TEXTS = [
 ]
 
 
-def gpt2_bytes():
-    """GPT-2's byte -> character map."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(0xA1, 0xAD)) + list(range(0xAE, 0x100))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
-
-
 def train(byte_map):
     """A plain byte-level BPE: the most frequent pair first (ties: the smaller pair)."""
     words = collections.Counter()
     for text in CORPUS:
         for w in split(PATTERNS["gpt-4o"], text):
             words[tuple(byte_map[b] for b in w.encode("utf-8"))] += 1
-    merges = []
-    for _ in range(N_MERGES):
-        pairs = collections.Counter()
-        for w, c in words.items():
-            for a, b in zip(w, w[1:]):
-                pairs[(a, b)] += c
-        if not pairs:
-            break
-        best = min(pairs, key=lambda p: (-pairs[p], p))
-        if pairs[best] < 1:
-            break
-        merges.append(best)
-        joined = collections.Counter()
-        for w, c in words.items():
-            out = []
-            i = 0
-            while i < len(w):
-                if i + 1 < len(w) and (w[i], w[i + 1]) == best:
-                    out.append(w[i] + w[i + 1])
-                    i += 2
-                else:
-                    out.append(w[i])
-                    i += 1
-            joined[tuple(out)] += c
-        words = joined
+    merges = learn_merges(words, N_MERGES)
     return merges
 
 
