@@ -123,36 +123,15 @@ cleanup() {
   rm -rf "$out"
 }
 trap cleanup EXIT
+. bench/lib/offload_runs.sh
 
-# row KEY COLUMN FILE: that column of the line whose first field is KEY and second a number
-row() { awk -v k="$1" -v c="$2" '$1 == k && $2 ~ /^[0-9.]+$/ { print $c; exit }' "$3"; }
 
 declare -A pp tg hit mib stall peak
 for l in $limits; do
   limit=${limit_bytes[$l]}
-  if has moeinf; then
-    p=$(run_in_cgroup "$limit" "$out/moeinf-$l.txt" "$bin" bench -m "$model" -t "$threads" \
-        -p "$prompt" -n "$gen" -r "$reps" --expert-cache auto "${extra[@]}")
-    peak[moeinf-$l]=$((p >> 20))
-    for run in cold warm; do
-      pp[$run-$l]=$(row "prefill-$run" 4 "$out/moeinf-$l.txt")
-      tg[$run-$l]=$(row "decode-$run" 4 "$out/moeinf-$l.txt")
-      hit[$run-$l]=$(row "decode-$run" 5 "$out/moeinf-$l.txt")
-      mib[$run-$l]=$(row "decode-$run" 7 "$out/moeinf-$l.txt")
-      stall[$run-$l]=$(awk -v s="$(row "decode-$run" 9 "$out/moeinf-$l.txt")" \
-                       'BEGIN { printf "%.1f", s * 1000 }')
-    done
-  fi
-  if has llama; then
-    p=$(run_in_cgroup "$limit" "$out/llama-$l.txt" python3 bench/llamacpp_bench.py -m "$model" \
-        -t "$threads" -p "$prompt" -n "$gen" -r "$reps" --mmap --no-repack)
-    peak[llama-$l]=$((p >> 20))
-    pp[llama-$l]=$(row prefill 2 "$out/llama-$l.txt")
-    tg[llama-$l]=$(row decode 2 "$out/llama-$l.txt")
-  fi
+  offload_runs "$l" "$limit"
 done
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", a / b; else print "-" }'; }
 label() { # the limit column: percent or the cut's GiB
   awk -v b="${limit_bytes[$1]}" -v l="$1" 'BEGIN { printf "%s", (l == "cut" ? sprintf("%.2fG", b / 1073741824) : l "%") }'
 }
@@ -173,7 +152,8 @@ for l in $limits; do
     for run in cold warm; do
       printf "%-7s %-26s %11s %10s %9s %6s %9s %14s %9s\n" "$(label "$l")" \
         "moeinf expert cache, $run" "${pp[$run-$l]}" "${tg[$run-$l]}" \
-        "$(ratio "${tg[$run-$l]}" "${tg[llama-$l]:-0}")" "${hit[$run-$l]}" "${mib[$run-$l]}" \
+        "$(offload_ratio "${tg[$run-$l]}" "${tg[llama-$l]:-0}")" "${hit[$run-$l]}" \
+        "${mib[$run-$l]}" \
         "${stall[$run-$l]}" "${peak[moeinf-$l]}"
     done
   fi

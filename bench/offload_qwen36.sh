@@ -99,9 +99,8 @@ cleanup() {
   rm -rf "$out"
 }
 trap cleanup EXIT
+. bench/lib/offload_runs.sh
 
-# row KEY COLUMN FILE: that column of the line whose first field is KEY and second a number
-row() { awk -v k="$1" -v c="$2" '$1 == k && $2 ~ /^[0-9.]+$/ { print $c; exit }' "$3"; }
 # the weight bytes (GB) a decoded token reads, from a `moeinf bench` output
 gb_per_token() { sed -n 's/.*decode reads \([0-9.]*\) GB.*/\1/p' "$1"; }
 
@@ -115,26 +114,7 @@ fi
 declare -A pp tg hit mib stall peak
 for l in $limits; do
   limit=$(awk -v g="$l" 'BEGIN { printf "%.0f", g * 1073741824 }')
-  if has moeinf; then
-    p=$(run_in_cgroup "$limit" "$out/moeinf-$l.txt" "$bin" bench -m "$model" -t "$threads" \
-        -p "$prompt" -n "$gen" -r "$reps" --expert-cache auto "${extra[@]}")
-    peak[moeinf-$l]=$((p >> 20))
-    for run in cold warm; do
-      pp[$run-$l]=$(row "prefill-$run" 4 "$out/moeinf-$l.txt")
-      tg[$run-$l]=$(row "decode-$run" 4 "$out/moeinf-$l.txt")
-      hit[$run-$l]=$(row "decode-$run" 5 "$out/moeinf-$l.txt")
-      mib[$run-$l]=$(row "decode-$run" 7 "$out/moeinf-$l.txt")
-      stall[$run-$l]=$(awk -v s="$(row "decode-$run" 9 "$out/moeinf-$l.txt")" \
-                       'BEGIN { printf "%.1f", s * 1000 }')
-    done
-  fi
-  if has llama; then
-    p=$(run_in_cgroup "$limit" "$out/llama-$l.txt" python3 bench/llamacpp_bench.py -m "$model" \
-        -t "$threads" -p "$prompt" -n "$gen" -r "$reps" --mmap --no-repack)
-    peak[llama-$l]=$((p >> 20))
-    pp[llama-$l]=$(row prefill 2 "$out/llama-$l.txt")
-    tg[llama-$l]=$(row decode 2 "$out/llama-$l.txt")
-  fi
+  offload_runs "$l" "$limit"
 done
 
 # the resident speed of the full file: the cut's, scaled by bytes per token (the full file's
@@ -143,14 +123,13 @@ if has moeinf; then
   gb_cut=$(gb_per_token "$out/resident-cut.txt")
   gb_full=$(gb_per_token "$out/moeinf-${limits%% *}.txt")
   scale=$(awk -v c="$gb_cut" -v f="$gb_full" 'BEGIN { printf "%.6f", c / f }')
-  res_pp=$(awk -v t="$(row prefill 4 "$out/resident-cut.txt")" -v s="$scale" \
+  res_pp=$(awk -v t="$(offload_row prefill 4 "$out/resident-cut.txt")" -v s="$scale" \
            'BEGIN { printf "%.2f", t * s }')
-  res_tg=$(awk -v t="$(row decode 4 "$out/resident-cut.txt")" -v s="$scale" \
+  res_tg=$(awk -v t="$(offload_row decode 4 "$out/resident-cut.txt")" -v s="$scale" \
            'BEGIN { printf "%.2f", t * s }')
 fi
 
 # ---- the table -------------------------------------------------------------------------------
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", a / b; else print "-" }'; }
 echo "model: $model ($(awk -v s="$size" 'BEGIN { printf "%.2f GB", s / 1e9 }')), threads $threads"
 echo "every run: a $prompt-token prompt, then $gen decoded tokens; one warm-up run and $reps" \
   "measured (equal work for both engines); the file evicted from the page cache before each"
@@ -159,9 +138,9 @@ has llama && echo "llama.cpp: llama-cpp-python $LLAMA_CPP_PYTHON_VERSION, mmap, 
   "them llama.cpp is killed at these limits)"
 if has moeinf; then
   echo "moeinf resident: prefill $res_pp, decode $res_tg tok/s: NOT MEASURED, scaled from the" \
-    "cut model $cut run resident (prefill $(row prefill 4 "$out/resident-cut.txt"), decode" \
-    "$(row decode 4 "$out/resident-cut.txt") tok/s) by bytes per token ($gb_cut GB cut /" \
-    "$gb_full GB full)"
+    "cut model $cut run resident (prefill $(offload_row prefill 4 "$out/resident-cut.txt")," \
+    "decode $(offload_row decode 4 "$out/resident-cut.txt") tok/s) by bytes per token" \
+    "($gb_cut GB cut / $gb_full GB full)"
 fi
 echo
 printf "%-6s %-26s %11s %10s %9s %11s %6s %9s %14s %9s\n" limit run "prefill t/s" \
@@ -171,13 +150,15 @@ for l in $limits; do
     for run in cold warm; do
       printf "%-6s %-26s %11s %10s %9s %11s %6s %9s %14s %9s\n" "${l}G" \
         "moeinf expert cache, $run" "${pp[$run-$l]}" "${tg[$run-$l]}" \
-        "$(ratio "${tg[$run-$l]}" "${tg[llama-$l]:-0}")" "$(ratio "${tg[$run-$l]}" "$res_tg")" \
+        "$(offload_ratio "${tg[$run-$l]}" "${tg[llama-$l]:-0}")" \
+        "$(offload_ratio "${tg[$run-$l]}" "$res_tg")" \
         "${hit[$run-$l]}" "${mib[$run-$l]}" "${stall[$run-$l]}" "${peak[moeinf-$l]}"
     done
   fi
   if has llama; then
     printf "%-6s %-26s %11s %10s %9s %11s %6s %9s %14s %9s\n" "${l}G" "llama.cpp mmap" \
-      "${pp[llama-$l]}" "${tg[llama-$l]}" "1.00x" "$(ratio "${tg[llama-$l]}" "${res_tg:-0}")" \
+      "${pp[llama-$l]}" "${tg[llama-$l]}" "1.00x" \
+      "$(offload_ratio "${tg[llama-$l]}" "${res_tg:-0}")" \
       "" "" "" "${peak[llama-$l]}"
   fi
 done
