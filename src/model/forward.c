@@ -183,7 +183,8 @@ static void alloc_mla(struct moeinf_fwd *f, int n_threads, bool *failed) {
     f->mla_q = alloc_array(f, n_b * n_h * (size_t)f->n_kv, sizeof(float), failed);
     f->mla_lat = alloc_array(f, n_b * n_h * (size_t)hp->mla_kv, sizeof(float), failed);
     f->mla_act = alloc_array(f, n_b * n_h, act_row, failed);
-    f->mla_row = alloc_array(f, (size_t)n_threads * (size_t)hp->mla_kv, sizeof(float), failed);
+    f->mla_row = alloc_array(f, (size_t)n_threads * ((size_t)hp->mla_kv + n_b), sizeof(float),
+                             failed);
 }
 
 /* The checkpoints of the state that moving n_past back cannot restore: the recurrent state

@@ -53,7 +53,8 @@ struct moeinf_fwd {
     float *mla_q;         /* [n_batch][n_head][mla_kv + n_rot] absorbed queries, RoPE'd part */
     float *mla_lat;       /* [n_batch][n_head][mla_kv] each head's latent output */
     uint8_t *mla_act;     /* [n_batch][n_head] rows converted for wk_b / wv_b */
-    float *mla_row;       /* per thread: mla_kv floats, a dequantized wkv_b row */
+    float *mla_row;       /* per thread: mla_kv + n_batch floats, a dequantized wkv_b row and
+                             its dot products */
     float *gate;          /* [n_batch][n_q] its output gate */
     float *tmp;           /* [n_batch][n_embd] sub-layer output */
     float *hg;            /* [n_batch * n_used][n_ff] gate, then swiglu */

@@ -6,28 +6,18 @@
  * The cache keeps only the row [c, kr] of each token, shared by all heads. Each head's query
  * is absorbed into the latent space, qa = W_kb q_nope, so that its score against position t
  * is [qa, q_rope] . [c_t, kr_t], scaled by hp->attn_scale; its output is the weighted sum of
- * the latents c_t, expanded by W_vb. W_kb and W_vb are attn_k_b and attn_v_b, or the key and
- * value rows of an older file's attn_kv_b: its key rows are used transposed (each row
- * dequantized and added, scaled by its q_nope value), its value rows as a strided view.
+ * the latents c_t, expanded by W_vb. W_kb and W_vb are attn_k_b and attn_v_b (products with
+ * the activations rounded to their vec_dot_type, as llama.cpp's absorbed graph has them), or
+ * the key and value rows of an older file's attn_kv_b. llama.cpp computes such a file's K and V
+ * from c rounded to attn_kv_b's vec_dot_type; moeinf caches that rounded c and multiplies by
+ * the dequantized rows in float (the key rows transposed: each added, scaled by its q_nope
+ * value), which gives llama.cpp's K.q and sum p V up to the order of float sums.
  */
 #include <string.h>
 
 #include "compute/attention.h"
 #include "compute/ops.h"
 #include "model/fwd_state.h"
-
-/* W_vb of head h as a matrix [mla_kv, mla_v]: attn_v_b's, or the value rows of attn_kv_b. */
-static struct moeinf_weight value_weight(const struct moeinf_hparams *hp,
-                                         const struct moeinf_layer *lw) {
-    if (lw->wv_b.data) return lw->wv_b;
-    const int64_t nope = hp->head_dim - hp->n_rot;
-    struct moeinf_weight w = lw->wkv_b;
-    w.data += (size_t)nope * w.row_bytes;
-    w.n_out = hp->mla_v;
-    w.n_mat = hp->n_head;
-    w.mat_bytes = (size_t)(nope + hp->mla_v) * w.row_bytes;
-    return w;
-}
 
 /* RoPE of n_heads parts of n_rot values, stride floats apart, at position pos (adjacent pairs,
  * or YaRN-scaled as hp says). */
@@ -121,6 +111,41 @@ static void absorb_worker(void *arg, int ith, int nth) {
     }
 }
 
+/* An older file's latent as llama.cpp multiplies it by attn_kv_b: rounded to its
+ * vec_dot_type (mla_act is free at this point). */
+static void round_latent(struct moeinf_fwd *f, const struct moeinf_layer *lw, float *c) {
+    const enum moeinf_type vt = moeinf_type_cpu_get(lw->wkv_b.type)->vec_dot_type;
+    if (vt == MOEINF_TYPE_F32) return;
+    const int kv = f->llm->hp.mla_kv;
+    f->p.kern->from_float[vt](c, f->mla_act, kv);
+    f->p.kern->to_float[vt](f->mla_act, c, kv);
+}
+
+/* Older files: each head's output, W_v lat, from attn_kv_b's value rows dequantized one at a
+ * time and dotted in float with the m tokens' latent outputs; a head per item. */
+static void expand_worker(void *arg, int ith, int nth) {
+    const struct absorb_args *a = arg;
+    struct moeinf_fwd *f = a->f;
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    const struct moeinf_weight *w = &a->lw->wkv_b;
+    const int nope = hp->head_dim - hp->n_rot;
+    const int kv = hp->mla_kv;
+    float *buf = f->mla_row + (size_t)ith * (size_t)(kv + f->p.n_batch);
+    float *dots = buf + kv;
+    const moeinf_to_float_fn to_float = f->p.kern->to_float[w->type];
+    const moeinf_vec_dot_m_fn dot_m = f->p.kern->vec_dot_m[MOEINF_TYPE_F32];
+    const size_t att_row = (size_t)hp->n_head * (size_t)hp->mla_v;
+    for (int h = ith; h < hp->n_head; h += nth) {
+        for (int i = 0; i < hp->mla_v; i++) {
+            to_float(moeinf_weight_row(w, 0, (int64_t)h * (nope + hp->mla_v) + nope + i), buf, kv);
+            dot_m(kv, a->m, dots, buf, f->mla_lat + (size_t)h * kv,
+                  (size_t)hp->n_head * (size_t)kv * sizeof(float));
+            for (int j = 0; j < a->m; j++)
+                f->att[(size_t)j * att_row + (size_t)h * hp->mla_v + i] = dots[j];
+        }
+    }
+}
+
 /* The new tokens' latent rows into the layer's cache. */
 static void store_latents(struct moeinf_fwd *f, int il, int m, int n_past) {
     for (int j = 0; j < m; j++) {
@@ -151,6 +176,7 @@ void moeinf_fwd_mla(struct moeinf_fwd *f, int il, int m, int n_past) {
         float *c = f->k + (size_t)j * row;
         float *q = f->q + (size_t)j * f->n_q;
         moeinf_rmsnorm(c, c, lw->kv_a_norm, kv, hp->rms_eps);
+        if (lw->wkv_b.data) round_latent(f, lw, c);
         rope_parts(hp, c + kv, 1, hp->n_rot, n_past + j);
         rope_parts(hp, q + nope, n_head, hp->head_dim, n_past + j);
         for (int h = 0; h < n_head; h++) {
@@ -188,9 +214,13 @@ void moeinf_fwd_mla(struct moeinf_fwd *f, int il, int m, int n_past) {
         .kern = f->p.kern,
     };
     moeinf_attention(f->p.pool, &a);
-    const struct moeinf_weight wv = value_weight(hp, lw);
-    per_head_products(f, &wv, f->mla_lat, (size_t)kv, m, f->att, (size_t)hp->mla_v,
-                      (size_t)n_head * hp->mla_v);
+    if (lw->wv_b.data) {
+        per_head_products(f, &lw->wv_b, f->mla_lat, (size_t)kv, m, f->att, (size_t)hp->mla_v,
+                          (size_t)n_head * hp->mla_v);
+    } else {
+        struct absorb_args e = {f, lw, m};
+        moeinf_pool_run(f->p.pool, expand_worker, &e);
+    }
     moeinf_fwd_acts_invalidate(f); /* mla_act is not one of the cached conversions, att is new */
     moeinf_fwd_matmul(f, &lw->wo, f->att, m, f->tmp, (size_t)hp->n_embd);
     for (size_t i = 0; i < (size_t)m * hp->n_embd; i++)
