@@ -168,6 +168,17 @@ static const struct golden_bound golden_bounds[] = {
     {"tiny-gptoss-F32",       true,  3.7e-5,  9.3e-5, ROUTER_ROW, 1, 1e-4,   0.01,  TEST_DATA, true, false, 0, 0},
     {"tiny-gptoss-MXFP4",     true,  0.293,   0.73,   ROUTER_ROW, 1, 0.05,   4.4,   TEST_DATA, true, false, 0, 0.043},
     {"tiny-gptoss-MXFP4",     false, 1.29,    3.2,    ROUTER_ROW, 1, 1.0,    19.4,  TEST_DATA, true, false, 0, 0},
+    /* deepseek2 and glm4moe */
+    {"tiny-deepseek2-F32",        true,  3.31e-3, 8.3e-3, ROUTER_ROW, 1, 2e-3, 0.05, SHARED,    true, false, 0, 0},
+    {"tiny-deepseek2-F32",        false, 2.37e-2, 5.9e-2, ROUTER_ROW, 1, 0.1,  3.6,  SHARED,    true, false, 0, 0},
+    {"tiny-deepseek2lite-F32",    true,  1.76e-3, 4.4e-3, ROUTER_ROW, 1, 1e-3, 0.05, TEST_DATA, true, false, 0, 0},
+    {"tiny-deepseek2lite-F32",    false, 5.46e-2, 0.137, ROUTER_ROW, 1, 0.01, 4.0,  TEST_DATA, true, false, 0, 0},
+    {"tiny-deepseek2lite-Q4_K_M", true,  0.404,   1.01, ROUTER_ROW, 1, 0.1, 4.0,  TEST_DATA, true, false, 0, 5.1e-3},
+    {"tiny-deepseek2lite-Q4_K_M", false, 3.92,    9.8, ROUTER_ROW, 1, 3.0,  53,   TEST_DATA, true, false, 0, 0},
+    {"tiny-glm4moe-F32",          true,  -1, -1, ROUTER_ROW, 1, 1e-3, 0.05, TEST_DATA, true, false, 0, 0},
+    {"tiny-glm4moe-F32",          false, -1, -1, ROUTER_ROW, 1, 1e-3, 0.5,  TEST_DATA, true, false, 0, 0},
+    {"tiny-glm4moe-Q4_K_M",       true,  -1, -1, ROUTER_ROW, 1, 0.05, 5,    TEST_DATA, true, false, 0, 0},
+    {"tiny-glm4moe-Q4_K_M",       false, -1, -1, ROUTER_ROW, 1, 0.05, 5,    TEST_DATA, true, false, 0, 0},
 };
 
 /* clang-format on */
@@ -247,8 +258,31 @@ __attribute__((format(printf, 2, 3))) static void outcome_fail(struct golden_out
 
 /* Experts chosen at prompt position j in layer il must equal llama.cpp's where the gap
  * between the k-th and (k+1)-th router probability exceeds 1e-3. */
+/* The gap between llama.cpp's k-th and (k+1)-th router value of one token (p, n_expert
+ * values; topk, its n_used choices): the smallest value chosen minus the largest not chosen.
+ * With expert groups only the experts of a group it chose from count: the others were never
+ * candidates. */
+static double router_gap(const struct moeinf_hparams *hp, const double *p, const double *topk) {
+    const int n_expert = hp->n_expert; /* <= 16 (the callers check) */
+    const int per_group = hp->n_expert_groups > 1 ? n_expert / hp->n_expert_groups : n_expert;
+    bool chosen[16] = {false};
+    bool group_used[16] = {false};
+    double kth = INFINITY;
+    for (int r = 0; r < hp->n_expert_used; r++) {
+        const int e = (int)topk[r];
+        if (e < 0 || e >= n_expert) return 0.0;
+        chosen[e] = true;
+        group_used[e / per_group] = true;
+        kth = fmin(kth, p[e]);
+    }
+    double next = -INFINITY;
+    for (int e = 0; e < n_expert; e++)
+        if (!chosen[e] && group_used[e / per_group]) next = fmax(next, p[e]);
+    return kth - next;
+}
+
 static void compare_routing(struct moeinf_context *ctx, const struct golden *g, double weight_tol,
-                            struct golden_outcome *o) {
+                            double tie_gap, struct golden_outcome *o) {
     const struct moeinf_hparams *hp = &ctx->model->llm->hp;
     const int n_expert = hp->n_expert;
     const int n_used = hp->n_expert_used;
@@ -260,6 +294,7 @@ static void compare_routing(struct moeinf_context *ctx, const struct golden *g, 
         return;
     }
     for (int il = 0; il < hp->n_layer; il++) {
+        if (ctx->model->llm->layers[il].ffn != MOEINF_FFN_MOE) continue; /* a dense layer */
         char key[8];
         snprintf(key, sizeof key, "%d", il);
         const char *layer = golden_find(prompt, key);
@@ -275,19 +310,8 @@ static void compare_routing(struct moeinf_context *ctx, const struct golden *g, 
             return;
         }
         for (int j = 0; j < g->n_tokens; j++) {
-            double sorted[16];
-            for (int e = 0; e < n_expert; e++)
-                sorted[e] = probs[j * n_expert + e];
-            for (int a = 0; a < n_expert; a++) {
-                for (int b = a + 1; b < n_expert; b++) {
-                    if (sorted[b] > sorted[a]) {
-                        double t = sorted[a];
-                        sorted[a] = sorted[b];
-                        sorted[b] = t;
-                    }
-                }
-            }
-            if (n_used < n_expert && sorted[n_used - 1] - sorted[n_used] < 1e-3)
+            if (n_used < n_expert &&
+                router_gap(hp, probs + j * n_expert, topk + j * n_used) < fmax(1e-3, tie_gap))
                 continue; /* near tie */
             const int32_t *sel = moeinf_fwd_routing(ctx->fwd, il, j);
             const float *w = moeinf_fwd_routing_weights(ctx->fwd, il, j);
@@ -331,6 +355,7 @@ static bool routing_flipped_at(struct moeinf_context *ctx, const struct golden *
     if (n_expert > 16 || n_used > 8 || n_used >= n_expert) return false;
     const char *prompt = golden_find(golden_find(g->json, "routing"), "prompt");
     for (int il = 0; il < hp->n_layer; il++) {
+        if (ctx->model->llm->layers[il].ffn != MOEINF_FFN_MOE) continue; /* a dense layer */
         char key[8];
         snprintf(key, sizeof key, "%d", il);
         const char *layer = golden_find(prompt, key);
@@ -340,13 +365,6 @@ static bool routing_flipped_at(struct moeinf_context *ctx, const struct golden *
             golden_numbers(golden_find(layer, "probs"), probs, MAX_TOK * 16) !=
                 g->n_tokens * n_expert)
             return false;
-        const double *p = probs + (size_t)j * n_expert;
-        double kth = 1.0; /* the smallest chosen probability, the largest unchosen one */
-        double next = 0.0;
-        for (int r = 0; r < n_used; r++)
-            kth = fmin(kth, p[(int)topk[j * n_used + r]]);
-        for (int e = 0; e < n_expert; e++)
-            if (p[e] < kth) next = fmax(next, p[e]);
         const int32_t *sel = moeinf_fwd_routing(ctx->fwd, il, j);
         bool same = true;
         for (int r = 0; r < n_used; r++) {
@@ -355,7 +373,8 @@ static bool routing_flipped_at(struct moeinf_context *ctx, const struct golden *
                 found = found || sel[r] == (int32_t)topk[j * n_used + q];
             same = same && found;
         }
-        if (!same && kth - next < tie_gap) return true;
+        if (!same && router_gap(hp, probs + (size_t)j * n_expert, topk + (size_t)j * n_used) < tie_gap)
+            return true;
     }
     return false;
 }
@@ -426,21 +445,14 @@ static bool step_near_tie(const struct moeinf_hparams *hp, const struct golden *
         char key[8];
         snprintf(key, sizeof key, "%d", il);
         double probs[MAX_TOK * 16];
-        int np = golden_numbers(golden_find(golden_find(part, key), "probs"), probs, MAX_TOK * 16);
+        const char *layer = golden_find(part, key);
+        if (!layer && il < hp->n_layer_dense_lead) continue; /* a dense layer has no router */
+        int np = golden_numbers(golden_find(layer, "probs"), probs, MAX_TOK * 16);
         if (np < (row + 1) * n_expert) return false;
-        double sorted[16]; /* descending, as compare_routing sorts */
-        for (int e = 0; e < n_expert; e++)
-            sorted[e] = probs[row * n_expert + e];
-        for (int a = 0; a < n_expert; a++) {
-            for (int b = a + 1; b < n_expert; b++) {
-                if (sorted[b] > sorted[a]) {
-                    double t = sorted[a];
-                    sorted[a] = sorted[b];
-                    sorted[b] = t;
-                }
-            }
-        }
-        if (sorted[n_used - 1] - sorted[n_used] < 1e-3) return true;
+        double topk[MAX_TOK * 8];
+        if (golden_numbers(golden_find(layer, "topk"), topk, MAX_TOK * 8) < (row + 1) * n_used)
+            return false;
+        if (router_gap(hp, probs + row * n_expert, topk + row * n_used) < 1e-3) return true;
     }
     return false;
 }
@@ -499,7 +511,7 @@ static bool compare_golden(struct moeinf_model *model, const struct golden *g, d
         if (o->tie_skipped > 1)
             outcome_fail(o, "%s: %d positions with experts flipped at router near-ties", g->name,
                          o->tie_skipped);
-        if (g->kv_f32) compare_routing(ctx, g, routing_tol, o);
+        if (g->kv_f32) compare_routing(ctx, g, routing_tol, tie_gap, o);
         float *last = logits + (size_t)(g->n_tokens - 1) * n_vocab;
         for (int s = 0; ran && s < g->n_greedy; s++) {
             if (s > 0) {
@@ -708,6 +720,33 @@ static void test_gptoss_f32(void) {
 /* The same with MXFP4 experts from llama.cpp's quantizer. */
 static void test_gptoss_mxfp4(void) {
     check_model("tiny-gptoss-MXFP4");
+}
+
+/* deepseek2 (../shared, goldens made here): multi-head latent attention with a low-rank query,
+ * split attn_k_b / attn_v_b, one dense layer then sigmoid routing with a selection bias and
+ * two shared experts. */
+static void test_deepseek2_f32(void) {
+    check_model("tiny-deepseek2-F32");
+}
+
+/* deepseek2 in DeepSeek-V2-Lite's older layout (tests/data/models): attn_kv_b, no low-rank
+ * query, softmax routing in 4 expert groups, YaRN with the log multiplier. */
+static void test_deepseek2lite_f32(void) {
+    check_model("tiny-deepseek2lite-F32");
+}
+
+static void test_deepseek2lite_q4_k_m(void) {
+    check_model("tiny-deepseek2lite-Q4_K_M");
+}
+
+/* glm4moe: q/k/v biases, q/k norms, partial RoPE, a dense layer, sigmoid routing with a
+ * selection bias and a shared expert, a next-token-prediction block left unrun. */
+static void test_glm4moe_f32(void) {
+    check_model("tiny-glm4moe-F32");
+}
+
+static void test_glm4moe_q4_k_m(void) {
+    check_model("tiny-glm4moe-Q4_K_M");
 }
 
 /* A weight view of a loaded model pointed at a copy of its data, for the injection test to
@@ -931,6 +970,11 @@ int main(void) {
     RUN(test_injected_error);
     RUN(test_gptoss_f32);
     RUN(test_gptoss_mxfp4);
+    RUN(test_deepseek2_f32);
+    RUN(test_deepseek2lite_f32);
+    RUN(test_deepseek2lite_q4_k_m);
+    RUN(test_glm4moe_f32);
+    RUN(test_glm4moe_q4_k_m);
     RUN(test_ablations);
     return test_report();
 }

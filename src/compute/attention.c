@@ -10,11 +10,12 @@ size_t moeinf_attn_scratch_floats(int n_ctx, int n_head, int n_head_kv, int head
     return (size_t)group * (size_t)n_ctx + (size_t)head_dim;
 }
 
+/* The width values of KV head kh at position t of a cache whose rows hold row_len values. */
 static const float *cache_row(const struct moeinf_attn_args *a, const void *base, int t, int kh,
-                              float *buf) {
-    size_t row = (size_t)(t % a->ring) * (size_t)a->n_head_kv * (size_t)a->head_dim + (size_t)kh * a->head_dim;
+                              int row_len, int width, float *buf) {
+    size_t row = (size_t)(t % a->ring) * (size_t)row_len + (size_t)kh * (size_t)width;
     if (!a->kv_f16) return (const float *)base + row;
-    a->kern->to_float[MOEINF_TYPE_F16]((const uint16_t *)base + row, buf, a->head_dim);
+    a->kern->to_float[MOEINF_TYPE_F16]((const uint16_t *)base + row, buf, width);
     return buf;
 }
 
@@ -24,19 +25,23 @@ static const float *cache_row(const struct moeinf_attn_args *a, const void *base
 static void attend(const struct moeinf_attn_args *a, int j, int kh, float *scratch) {
     const int group = a->n_head / a->n_head_kv;
     const int hd = a->head_dim;
+    const int vd = a->v_dim > 0 ? a->v_dim : hd;
+    const int k_row = a->k_row > 0 ? a->k_row : a->n_head_kv * hd;
+    const int v_row = a->v_row > 0 ? a->v_row : a->n_head_kv * vd;
+    const int out_stride = a->n_head * vd;
     const int pos = a->pos0 + j;
     const int t0 = a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0;
     const int n_kv = pos + 1 - t0; /* causal: positions t0 .. pos */
     const int q_stride = a->n_head * hd;
     float *row = scratch + (size_t)group * (size_t)(a->pos0 + a->m);
-    const float scale = 1.0f / sqrtf((float)hd);
+    const float scale = a->scale != 0.0f ? a->scale : 1.0f / sqrtf((float)hd);
     /* q.k with the table's F32 dot (as vec_dot_m: one K row against the group's q rows, which
      * are hd floats apart): its summation order is fixed (quant.h), so every table gives the
      * same scores, and SIMD tables run it 32 lanes wide. */
     const moeinf_vec_dot_m_fn dot_m = a->kern->vec_dot_m[MOEINF_TYPE_F32];
     const float *q0 = a->q + (size_t)j * q_stride + (size_t)kh * group * hd;
     for (int t = 0; t < n_kv; t++) {
-        const float *k = cache_row(a, a->k, t0 + t, kh, row);
+        const float *k = cache_row(a, a->k, t0 + t, kh, k_row, hd, row);
         for (int g0 = 0; g0 < group; g0 += ATTN_GROUP_CHUNK) {
             const int gn = group - g0 < ATTN_GROUP_CHUNK ? group - g0 : ATTN_GROUP_CHUNK;
             float s[ATTN_GROUP_CHUNK];
@@ -57,15 +62,15 @@ static void attend(const struct moeinf_attn_args *a, int j, int kh, float *scrat
         }
         const float inv = (float)(1.0 / sum);
         for (int t = 0; t < n_kv; t++) s[t] *= inv;
-        memset(a->out + (size_t)j * q_stride + (size_t)(kh * group + g) * hd, 0,
-               (size_t)hd * sizeof(float));
+        memset(a->out + (size_t)j * out_stride + (size_t)(kh * group + g) * vd, 0,
+               (size_t)vd * sizeof(float));
     }
     const moeinf_axpy_fn axpy = a->kern->axpy_f32; /* the same bits on every table */
     for (int t = 0; t < n_kv; t++) {
-        const float *v = cache_row(a, a->v, t0 + t, kh, row);
+        const float *v = cache_row(a, a->v, t0 + t, kh, v_row, vd, row);
         for (int g = 0; g < group; g++) {
-            float *o = a->out + (size_t)j * q_stride + (size_t)(kh * group + g) * hd;
-            axpy(hd, scratch[(size_t)g * n_kv + t], v, o);
+            float *o = a->out + (size_t)j * out_stride + (size_t)(kh * group + g) * vd;
+            axpy(vd, scratch[(size_t)g * n_kv + t], v, o);
         }
     }
 }

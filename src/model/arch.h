@@ -29,6 +29,8 @@ struct moeinf_arch_loader {
     const char *arch; /* GGUF name: the prefix of its keys ("qwen3moe.block_count") */
     struct moeinf_llm *llm;
     struct moeinf_error *err;
+    bool yarn_log_mul; /* the architecture applies rope.scaling.yarn_log_multiplier (set
+                          before reading the geometry); others refuse it */
 };
 
 struct moeinf_arch {
@@ -49,6 +51,8 @@ extern const struct moeinf_arch moeinf_arch_olmoe;     /* arch/olmoe.c */
 extern const struct moeinf_arch moeinf_arch_qwen35moe; /* arch/qwen35moe.c */
 extern const struct moeinf_arch moeinf_arch_qwen3next; /* arch/qwen3next.c */
 extern const struct moeinf_arch moeinf_arch_gptoss;    /* arch/gptoss.c */
+extern const struct moeinf_arch moeinf_arch_deepseek2; /* arch/deepseek2.c */
+extern const struct moeinf_arch moeinf_arch_glm4moe;   /* arch/glm4moe.c */
 
 /* The architecture registered under `name` (len bytes, not NUL-terminated), or NULL. */
 const struct moeinf_arch *moeinf_arch_find(const char *name, size_t len);
@@ -80,6 +84,18 @@ enum moeinf_status moeinf_arch_read_geometry(struct moeinf_arch_loader *ld,
                                              struct moeinf_hparams *hp, bool ff_required,
                                              int *ff_len);
 
+/* The same, where the value head (attention.value_length, into *v_len) may differ from the key
+ * head (multi-head latent attention). */
+enum moeinf_status moeinf_arch_read_geometry_kv(struct moeinf_arch_loader *ld,
+                                                struct moeinf_hparams *hp, bool ff_required,
+                                                int *ff_len, int *v_len);
+
+/* The layers after block_count - nextn_predict_layers are next-token-prediction heads, which
+ * llama.cpp loads for speculative decoding and never runs in the main pass: hp->n_layer drops
+ * them, and they stay unbound. */
+enum moeinf_status moeinf_arch_drop_nextn_layers(struct moeinf_arch_loader *ld,
+                                                 struct moeinf_hparams *hp);
+
 /* expert_count (required when `required`, then > 0) and, with experts, expert_used_count. */
 enum moeinf_status moeinf_arch_read_experts(struct moeinf_arch_loader *ld,
                                             struct moeinf_hparams *hp, bool required);
@@ -101,6 +117,12 @@ enum moeinf_status moeinf_arch_read_expert_width(struct moeinf_arch_loader *ld,
  */
 enum moeinf_status moeinf_arch_read_softmax_routing(struct moeinf_arch_loader *ld,
                                                     struct moeinf_hparams *hp, bool norm_default);
+
+/* The routing keys of DeepSeek and GLM: expert_gating_func (1 softmax, 2 sigmoid; absent or 0
+ * = gating_default), expert_weights_norm (default false), expert_weights_scale (default none),
+ * expert_group_count and expert_group_used_count (checked as llama.cpp does). */
+enum moeinf_status moeinf_arch_read_routing(struct moeinf_arch_loader *ld,
+                                            struct moeinf_hparams *hp, int gating_default);
 
 /* attention.sliding_window (required when `required`, then > 0) into hp->n_swa, and which
  * layers slide: attention.sliding_window_pattern, an array of one bool per layer or an integer
@@ -147,10 +169,15 @@ enum moeinf_status moeinf_arch_bind_qkv_bias(struct moeinf_arch_loader *ld,
 enum moeinf_status moeinf_arch_bind_qk_norm(struct moeinf_arch_loader *ld,
                                             const struct moeinf_hparams *hp, int il,
                                             struct moeinf_layer *lw);
-/* ffn_norm and the dense SwiGLU FFN (ffn_gate, ffn_up, ffn_down), n_ff wide. */
+/* ffn_norm and the dense SwiGLU FFN (ffn_gate, ffn_up, ffn_down), n_ff_dense wide where the
+ * model has leading dense layers, else n_ff. */
 enum moeinf_status moeinf_arch_bind_dense_ffn(struct moeinf_arch_loader *ld,
                                               const struct moeinf_hparams *hp, int il,
                                               struct moeinf_layer *lw);
+/* The same with the pre-FFN norm named `norm` ("blk.<il>." is prefixed). */
+enum moeinf_status moeinf_arch_bind_dense_ffn_norm(struct moeinf_arch_loader *ld,
+                                                   const struct moeinf_hparams *hp, int il,
+                                                   const char *norm, struct moeinf_layer *lw);
 /* The layer of llama, qwen2moe, qwen3moe and olmoe: full attention with its q/k/v biases
  * (required, or each optional) and the q/k norm hp->qk_norm says, then the routed-expert FFN,
  * or the dense one when the model has no experts. */

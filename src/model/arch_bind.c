@@ -186,12 +186,18 @@ enum moeinf_status moeinf_arch_bind_qk_norm(struct moeinf_arch_loader *ld,
 enum moeinf_status moeinf_arch_bind_dense_ffn(struct moeinf_arch_loader *ld,
                                               const struct moeinf_hparams *hp, int il,
                                               struct moeinf_layer *lw) {
+    return moeinf_arch_bind_dense_ffn_norm(ld, hp, il, "ffn_norm.weight", lw);
+}
+
+enum moeinf_status moeinf_arch_bind_dense_ffn_norm(struct moeinf_arch_loader *ld,
+                                                   const struct moeinf_hparams *hp, int il,
+                                                   const char *norm, struct moeinf_layer *lw) {
     char name[NAME_MAX_LEN];
     const int64_t n_embd = hp->n_embd;
-    const int64_t n_ff = hp->n_ff;
+    const int64_t n_ff = hp->n_ff_dense > 0 ? hp->n_ff_dense : hp->n_ff;
     enum moeinf_status st;
     lw->ffn = MOEINF_FFN_DENSE;
-    if ((st = moeinf_arch_bind_vec(ld, layer_name(name, il, "ffn_norm.weight"), n_embd, false,
+    if ((st = moeinf_arch_bind_vec(ld, layer_name(name, il, norm), n_embd, false,
                                    &lw->ffn_norm)) ||
         (st = moeinf_arch_bind(ld, layer_name(name, il, "ffn_gate.weight"), n_embd, n_ff, 1, false,
                                &lw->ffn_gate)) ||
@@ -204,7 +210,8 @@ enum moeinf_status moeinf_arch_bind_dense_ffn(struct moeinf_arch_loader *ld,
     return MOEINF_OK;
 }
 
-/* The shared expert: its sigmoid gate (a vector) and its SwiGLU matrices, n_ff_shexp wide. */
+/* The shared expert: its sigmoid gate (a vector; none when hp->shexp_ungated) and its SwiGLU
+ * matrices, n_ff_shexp wide. */
 static enum moeinf_status bind_shared_expert(struct moeinf_arch_loader *ld,
                                              const struct moeinf_hparams *hp, int il,
                                              struct moeinf_layer *lw) {
@@ -212,8 +219,9 @@ static enum moeinf_status bind_shared_expert(struct moeinf_arch_loader *ld,
     const int64_t n_embd = hp->n_embd;
     const int64_t n_sh = hp->n_ff_shexp;
     enum moeinf_status st;
-    if ((st = moeinf_arch_bind_vec(ld, layer_name(name, il, "ffn_gate_inp_shexp.weight"), n_embd,
-                                   false, &lw->gate_inp_shexp)) ||
+    if ((!hp->shexp_ungated &&
+         (st = moeinf_arch_bind_vec(ld, layer_name(name, il, "ffn_gate_inp_shexp.weight"), n_embd,
+                                    false, &lw->gate_inp_shexp))) ||
         (st = moeinf_arch_bind(ld, layer_name(name, il, "ffn_gate_shexp.weight"), n_embd, n_sh, 1,
                                false, &lw->gate_shexp)) ||
         (st = moeinf_arch_bind(ld, layer_name(name, il, "ffn_up_shexp.weight"), n_embd, n_sh, 1,

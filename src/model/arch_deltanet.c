@@ -13,23 +13,6 @@ static const char *layer_name(char *buf, int il, const char *suffix) {
     return buf;
 }
 
-/* The layers after block_count - nextn_predict_layers are multi-token-prediction heads, which
- * llama.cpp loads for speculative decoding and never runs in the main pass: moeinf leaves them
- * unbound. */
-static enum moeinf_status drop_nextn_layers(struct moeinf_arch_loader *ld,
-                                            struct moeinf_hparams *hp) {
-    int nextn = 0;
-    enum moeinf_status st = moeinf_arch_get_int(ld, "nextn_predict_layers", false, 4096, &nextn);
-    if (st != MOEINF_OK) return st;
-    if (nextn >= hp->n_layer) {
-        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
-                           "%s: nextn_predict_layers %d leaves none of the %d blocks to run",
-                           ld->g->path, nextn, hp->n_layer);
-    }
-    hp->n_layer -= nextn;
-    return MOEINF_OK;
-}
-
 /* attention.recurrent_layers: one bool per block (the converter writes it from the model's
  * layer_types), which llama.cpp prefers to full_attention_interval when present. */
 static enum moeinf_status read_recurrent_layers(struct moeinf_arch_loader *ld,
@@ -54,7 +37,7 @@ enum moeinf_status moeinf_arch_read_deltanet(struct moeinf_arch_loader *ld,
     enum moeinf_status st;
     int d_inner = 0;
     const int n_blocks = hp->n_layer; /* block_count, the prediction heads included */
-    if ((st = drop_nextn_layers(ld, hp)) ||
+    if ((st = moeinf_arch_drop_nextn_layers(ld, hp)) ||
         (st = moeinf_arch_get_int(ld, "ssm.conv_kernel", true, 16, &hp->ssm_d_conv)) ||
         (st = moeinf_arch_get_int(ld, "ssm.inner_size", true, 1 << 20, &d_inner)) ||
         (st = moeinf_arch_get_int(ld, "ssm.state_size", true, 4096, &hp->ssm_head_dim)) ||

@@ -56,7 +56,7 @@ enum moeinf_status moeinf_arch_get_bool(struct moeinf_arch_loader *ld, const cha
 
 /* YaRN's keys, with llama.cpp's defaults: the original context (context_length), the betas
  * (32 and 1) and the attention factor (1). A yarn_log_multiplier (the DeepSeek form of the
- * attention factor) is refused. */
+ * attention factor) is refused unless the architecture applies it (ld->yarn_log_mul). */
 static enum moeinf_status read_yarn(struct moeinf_arch_loader *ld, struct moeinf_hparams *hp) {
     enum moeinf_status st;
     float log_mul = 0.0f;
@@ -76,11 +76,18 @@ static enum moeinf_status read_yarn(struct moeinf_arch_loader *ld, struct moeinf
         (st = moeinf_arch_get_float(ld, "rope.scaling.yarn_log_multiplier", false, &log_mul))) {
         return st;
     }
-    if (log_mul != 0.0f) {
+    if (log_mul != 0.0f && !ld->yarn_log_mul) {
         return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
-                           "%s: YaRN with rope.scaling.yarn_log_multiplier is not supported yet",
-                           ld->g->path);
+                           "%s: YaRN with rope.scaling.yarn_log_multiplier is not supported for "
+                           "arch '%s'",
+                           ld->g->path, ld->arch);
     }
+    if (!(log_mul >= 0.0f && log_mul < 100.0f)) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                           "%s: invalid rope.scaling.yarn_log_multiplier %g", ld->g->path,
+                           (double)log_mul);
+    }
+    hp->yarn_log_mul = log_mul;
     if (hp->yarn_orig_ctx < 1 || !(hp->yarn_beta_fast > 0.0f) || !(hp->yarn_beta_slow > 0.0f) ||
         !(hp->yarn_attn_factor > 0.0f && hp->yarn_attn_factor < 1e3f) ||
         hp->n_rot > MOEINF_MAX_ROT) {
@@ -126,8 +133,10 @@ static enum moeinf_status read_rope_scaling(struct moeinf_arch_loader *ld,
     return MOEINF_OK;
 }
 
-/* Head size, RoPE dimensions and base, RMSNorm epsilon, RoPE scaling. */
-static enum moeinf_status read_attention(struct moeinf_arch_loader *ld, struct moeinf_hparams *hp) {
+/* Head size, RoPE dimensions and base, RMSNorm epsilon, RoPE scaling. The value head size goes
+ * to *v_out, or must equal the key head size when v_out is NULL. */
+static enum moeinf_status read_attention(struct moeinf_arch_loader *ld, struct moeinf_hparams *hp,
+                                         int *v_out) {
     enum moeinf_status st;
     hp->head_dim = hp->n_embd % hp->n_head == 0 ? hp->n_embd / hp->n_head : 0;
     if ((st = moeinf_arch_get_int(ld, "attention.key_length", false, 1 << 16, &hp->head_dim))) {
@@ -135,7 +144,9 @@ static enum moeinf_status read_attention(struct moeinf_arch_loader *ld, struct m
     }
     int v_len = hp->head_dim;
     if ((st = moeinf_arch_get_int(ld, "attention.value_length", false, 1 << 16, &v_len))) return st;
-    if (hp->head_dim <= 0 || hp->head_dim % 2 != 0 || v_len != hp->head_dim) {
+    if (v_out) *v_out = v_len;
+    if (hp->head_dim <= 0 || hp->head_dim % 2 != 0 || v_len <= 0 ||
+        (!v_out && v_len != hp->head_dim)) {
         return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: invalid head size (key %d, value %d)",
                            ld->g->path, hp->head_dim, v_len);
     }
@@ -160,9 +171,8 @@ static enum moeinf_status read_attention(struct moeinf_arch_loader *ld, struct m
     return read_rope_scaling(ld, hp);
 }
 
-enum moeinf_status moeinf_arch_read_geometry(struct moeinf_arch_loader *ld,
-                                             struct moeinf_hparams *hp, bool ff_required,
-                                             int *ff_len) {
+static enum moeinf_status read_geometry(struct moeinf_arch_loader *ld, struct moeinf_hparams *hp,
+                                        bool ff_required, int *ff_len, int *v_len) {
     enum moeinf_status st;
     *ff_len = 0;
     if ((st = moeinf_arch_get_int(ld, "embedding_length", true, 1 << 20, &hp->n_embd)) ||
@@ -184,7 +194,33 @@ enum moeinf_status moeinf_arch_read_geometry(struct moeinf_arch_loader *ld,
                            ld->g->path, hp->n_embd, hp->n_layer, hp->n_head, hp->n_head_kv,
                            *ff_len);
     }
-    return read_attention(ld, hp);
+    return read_attention(ld, hp, v_len);
+}
+
+enum moeinf_status moeinf_arch_read_geometry(struct moeinf_arch_loader *ld,
+                                             struct moeinf_hparams *hp, bool ff_required,
+                                             int *ff_len) {
+    return read_geometry(ld, hp, ff_required, ff_len, NULL);
+}
+
+enum moeinf_status moeinf_arch_read_geometry_kv(struct moeinf_arch_loader *ld,
+                                                struct moeinf_hparams *hp, bool ff_required,
+                                                int *ff_len, int *v_len) {
+    return read_geometry(ld, hp, ff_required, ff_len, v_len);
+}
+
+enum moeinf_status moeinf_arch_drop_nextn_layers(struct moeinf_arch_loader *ld,
+                                                 struct moeinf_hparams *hp) {
+    int nextn = 0;
+    enum moeinf_status st = moeinf_arch_get_int(ld, "nextn_predict_layers", false, 4096, &nextn);
+    if (st != MOEINF_OK) return st;
+    if (nextn < 0 || nextn >= hp->n_layer) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                           "%s: nextn_predict_layers %d leaves none of the %d blocks to run",
+                           ld->g->path, nextn, hp->n_layer);
+    }
+    hp->n_layer -= nextn;
+    return MOEINF_OK;
 }
 
 enum moeinf_status moeinf_arch_read_experts(struct moeinf_arch_loader *ld,
@@ -270,6 +306,59 @@ enum moeinf_status moeinf_arch_read_softmax_routing(struct moeinf_arch_loader *l
                            "%s: expert_gating_func %d is not supported yet for arch '%s' (1, "
                            "softmax, is)",
                            ld->g->path, gating, ld->arch);
+    }
+    return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_arch_read_routing(struct moeinf_arch_loader *ld,
+                                            struct moeinf_hparams *hp, int gating_default) {
+    enum moeinf_status st;
+    hp->expert_weights_norm = false;
+    if ((st = moeinf_arch_get_bool(ld, "expert_weights_norm", &hp->expert_weights_norm)) ||
+        (st =
+             moeinf_arch_get_float(ld, "expert_weights_scale", false, &hp->expert_weights_scale))) {
+        return st;
+    }
+    if (!(hp->expert_weights_scale >= 0.0f && hp->expert_weights_scale <= 1e6f)) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: expert_weights_scale %g is invalid",
+                           ld->g->path, (double)hp->expert_weights_scale);
+    }
+    int gating = 0;
+    if ((st = moeinf_arch_get_int(ld, "expert_gating_func", false, 16, &gating))) return st;
+    if (gating == 0) gating = gating_default; /* llama.cpp: 0 is "not set" */
+    switch (gating) {
+    case 1:
+        hp->router = MOEINF_ROUTER_SOFTMAX;
+        break;
+    case 2:
+        hp->router = MOEINF_ROUTER_SIGMOID;
+        break;
+    default:
+        return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
+                           "%s: expert_gating_func %d is not supported yet for arch '%s' (1, "
+                           "softmax, and 2, sigmoid, are)",
+                           ld->g->path, gating, ld->arch);
+    }
+    hp->n_expert_groups = 0;
+    hp->n_group_used = 0;
+    if ((st = moeinf_arch_get_int(ld, "expert_group_count", false, 1 << 16,
+                                  &hp->n_expert_groups)) ||
+        (st = moeinf_arch_get_int(ld, "expert_group_used_count", false, 1 << 16,
+                                  &hp->n_group_used))) {
+        return st;
+    }
+    if (hp->n_expert_groups > 1) {
+        /* llama.cpp's checks; a group's score is the sum of its two best, so it needs two */
+        const int per_group = hp->n_expert / hp->n_expert_groups;
+        if (hp->n_expert_groups >= hp->n_expert || hp->n_expert % hp->n_expert_groups != 0 ||
+            hp->n_expert_groups > MOEINF_MAX_EXPERT_GROUPS ||
+            per_group < 2 || hp->n_group_used < 1 || hp->n_group_used >= hp->n_expert_groups ||
+            hp->n_group_used * per_group < hp->n_expert_used) {
+            return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                               "%s: expert groups %d (%d used) do not fit %d experts (top %d)",
+                               ld->g->path, hp->n_expert_groups, hp->n_group_used, hp->n_expert,
+                               hp->n_expert_used);
+        }
     }
     return MOEINF_OK;
 }

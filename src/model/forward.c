@@ -38,6 +38,9 @@ enum moeinf_status moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int
         case MOEINF_ATTN_DELTANET:
             moeinf_fwd_deltanet(f, il, m);
             break;
+        case MOEINF_ATTN_MLA:
+            moeinf_fwd_mla(f, il, m, n_past);
+            break;
         }
         for (int j = 0; j < m; j++) {
             moeinf_rmsnorm(f->xb + (size_t)j * n_embd, f->x + (size_t)j * n_embd, lw->ffn_norm,
@@ -168,6 +171,22 @@ static void alloc_recurrent(struct moeinf_fwd *f, bool *failed) {
     f->rs = alloc_array(f, f->rs_floats, sizeof(float), failed);
 }
 
+/* The buffers of multi-head latent attention (layer_mla.c). */
+static void alloc_mla(struct moeinf_fwd *f, int n_threads, bool *failed) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    const size_t n_b = (size_t)f->p.n_batch;
+    const size_t n_h = (size_t)hp->n_head;
+    const int nope = hp->head_dim - hp->n_rot;
+    /* F32 is the widest vec_dot_type: a row of the wider of nope and mla_kv floats */
+    const size_t act_row = moeinf_row_bytes(MOEINF_TYPE_F32, nope > hp->mla_kv ? nope : hp->mla_kv);
+    f->mla_qa = alloc_array(f, n_b * (size_t)hp->mla_q, sizeof(float), failed);
+    f->mla_q = alloc_array(f, n_b * n_h * (size_t)f->n_kv, sizeof(float), failed);
+    f->mla_lat = alloc_array(f, n_b * n_h * (size_t)hp->mla_kv, sizeof(float), failed);
+    f->mla_act = alloc_array(f, n_b * n_h, act_row, failed);
+    f->mla_row = alloc_array(f, (size_t)n_threads * ((size_t)hp->mla_kv + n_b), sizeof(float),
+                             failed);
+}
+
 /* The checkpoints of the state that moving n_past back cannot restore: the recurrent state
  * and the sliding layers' windows (recurrent.c). */
 static void alloc_checkpoints(struct moeinf_fwd *f, bool *failed) {
@@ -195,12 +214,16 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     if (f->p.n_batch > f->p.n_ctx) f->p.n_batch = f->p.n_ctx;
     const size_t n_b = (size_t)f->p.n_batch;
     const size_t n_c = (size_t)f->p.n_ctx;
-    f->n_kv = hp->n_head_kv * hp->head_dim;
+    const bool mla = hp->mla_kv > 0;
+    /* a latent attention layer caches one row of latent and RoPE'd key per token, no V */
+    f->n_kv = mla ? hp->mla_kv + hp->n_rot : hp->n_head_kv * hp->head_dim;
     f->n_q = hp->n_head * hp->head_dim;
-    f->max_width = hp->n_embd;
-    if (f->n_q > f->max_width) f->max_width = f->n_q;
-    if (hp->n_ff > f->max_width) f->max_width = hp->n_ff;
-    if (hp->n_ff_shexp > f->max_width) f->max_width = hp->n_ff_shexp;
+    const int n_att = mla && hp->n_head * hp->mla_v > f->n_q ? hp->n_head * hp->mla_v : f->n_q;
+    const int widths[] = {hp->n_embd, n_att, hp->n_ff, hp->n_ff_shexp, hp->n_ff_dense, hp->mla_q,
+                          f->n_kv};
+    f->max_width = 0;
+    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
+        if (widths[i] > f->max_width) f->max_width = widths[i];
     f->ssm_key_dim = hp->ssm_n_k_heads * hp->ssm_head_dim;
     f->ssm_value_dim = hp->ssm_n_v_heads * hp->ssm_head_dim;
     f->ssm_conv_dim = 2 * f->ssm_key_dim + f->ssm_value_dim;
@@ -228,17 +251,18 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     size_t kv_values = kv_layout(f);
     size_t kv_bytes = kv_values * f->kv_elem;
     f->k_cache = alloc_array(f, kv_bytes, 1, &failed);
-    f->v_cache = alloc_array(f, kv_bytes, 1, &failed);
+    if (!mla) f->v_cache = alloc_array(f, kv_bytes, 1, &failed);
     f->x = alloc_array(f, n_b * hp->n_embd, sizeof(float), &failed);
     f->xb = alloc_array(f, n_b * hp->n_embd, sizeof(float), &failed);
     f->q = alloc_array(f, n_b * f->n_q, sizeof(float), &failed);
     f->k = alloc_array(f, n_b * f->n_kv, sizeof(float), &failed);
     f->v = alloc_array(f, n_b * f->n_kv, sizeof(float), &failed);
-    f->att = alloc_array(f, n_b * f->n_q, sizeof(float), &failed);
+    f->att = alloc_array(f, n_b * n_att, sizeof(float), &failed);
     f->tmp = alloc_array(f, n_b * hp->n_embd, sizeof(float), &failed);
     /* hg and hu also hold the shared expert's rows */
     size_t h_floats = slots * hp->n_ff;
     if (n_b * (size_t)hp->n_ff_shexp > h_floats) h_floats = n_b * (size_t)hp->n_ff_shexp;
+    if (n_b * (size_t)hp->n_ff_dense > h_floats) h_floats = n_b * (size_t)hp->n_ff_dense;
     f->hg = alloc_array(f, h_floats, sizeof(float), &failed);
     f->hu = alloc_array(f, h_floats, sizeof(float), &failed);
     if (hp->n_ff_shexp > 0) f->sh_out = alloc_array(f, n_b * hp->n_embd, sizeof(float), &failed);
@@ -250,14 +274,16 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     if (hp->n_recurrent > 0) alloc_recurrent(f, &failed);
     alloc_checkpoints(f, &failed);
     int n_threads = moeinf_pool_size(params->pool);
-    f->attn_scratch_stride =
-        moeinf_attn_scratch_floats((int)n_c, hp->n_head, hp->n_head_kv, hp->head_dim);
+    if (mla) alloc_mla(f, n_threads, &failed);
+    f->attn_scratch_stride = moeinf_attn_scratch_floats((int)n_c, hp->n_head, hp->n_head_kv,
+                                                        mla ? f->n_kv : hp->head_dim);
     f->attn_scratch =
         alloc_array(f, f->attn_scratch_stride * (size_t)n_threads, sizeof(float), &failed);
     if (hp->n_expert > 0) {
         f->eo = alloc_array(f, slots * hp->n_embd, sizeof(float), &failed);
         f->router = alloc_array(f, n_b * hp->n_expert, sizeof(float), &failed);
         f->lookahead = alloc_array(f, (size_t)hp->n_expert, sizeof(float), &failed);
+        f->route_scores = alloc_array(f, 2 * (size_t)hp->n_expert, sizeof(float), &failed);
         f->lookahead_depth = alloc_array(f, (size_t)hp->n_layer, sizeof(int), &failed);
         f->ex_in = alloc_array(f, slots, moeinf_row_bytes(MOEINF_TYPE_F32, hp->n_embd), &failed);
         f->sel = alloc_array(f, (size_t)hp->n_layer * slots, sizeof(int32_t), &failed);
@@ -265,7 +291,10 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
         f->slot = alloc_array(f, slots, sizeof(int), &failed);
         f->expert_count = alloc_array(f, (size_t)hp->n_expert, sizeof(int), &failed);
         f->expert_first = alloc_array(f, (size_t)hp->n_expert + 1, sizeof(int), &failed);
-        f->jobs = alloc_array(f, 2 * (size_t)hp->n_expert, sizeof *f->jobs, &failed);
+        /* one job per expert and matrix, or per head of a latent attention layer */
+        size_t n_jobs = 2 * (size_t)hp->n_expert;
+        if ((size_t)hp->n_head > n_jobs) n_jobs = (size_t)hp->n_head;
+        f->jobs = alloc_array(f, n_jobs, sizeof *f->jobs, &failed);
         f->wave = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave, &failed);
         f->wave_row0 = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_row0, &failed);
         f->wave_rows = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_rows, &failed);
@@ -284,7 +313,7 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
         moeinf_fwd_free(f);
         return moeinf_fail(err, MOEINF_ERR_NOMEM,
                            "out of memory for a context of %d tokens (KV cache %zu MiB)",
-                           params->n_ctx, 2 * kv_bytes >> 20);
+                           params->n_ctx, (mla ? kv_bytes : 2 * kv_bytes) >> 20);
     }
     *out = f;
     return MOEINF_OK;
@@ -304,6 +333,12 @@ void moeinf_fwd_free(struct moeinf_fwd *f) {
     free(f->att);
     free(f->qg);
     free(f->gate);
+    free(f->mla_qa);
+    free(f->mla_q);
+    free(f->mla_lat);
+    free(f->mla_act);
+    free(f->mla_row);
+    free(f->route_scores);
     free(f->ssm_mix);
     free(f->ssm_conv);
     free(f->ssm_z);

@@ -47,6 +47,14 @@ struct moeinf_fwd {
     float *v;             /* [n_batch][n_kv] */
     float *att;           /* [n_batch][n_q] */
     float *qg;            /* [n_batch][2 n_q] a gated layer's q and gate, per head */
+    /* multi-head latent attention (hp->mla_kv > 0); n_kv is then mla_kv + n_rot (one row per
+     * token, no V cache) */
+    float *mla_qa;        /* [n_batch][mla_q] the low-rank query */
+    float *mla_q;         /* [n_batch][n_head][mla_kv + n_rot] absorbed queries, RoPE'd part */
+    float *mla_lat;       /* [n_batch][n_head][mla_kv] each head's latent output */
+    uint8_t *mla_act;     /* [n_batch][n_head] rows converted for wk_b / wv_b */
+    float *mla_row;       /* per thread: mla_kv + n_batch floats, a dequantized wkv_b row and
+                             its dot products */
     float *gate;          /* [n_batch][n_q] its output gate */
     float *tmp;           /* [n_batch][n_embd] sub-layer output */
     float *hg;            /* [n_batch * n_used][n_ff] gate, then swiglu */
@@ -55,6 +63,7 @@ struct moeinf_fwd {
     float *sh_out;        /* [n_batch][n_embd] shared expert output (n_ff_shexp > 0) */
     float *router;        /* [n_batch][n_expert] */
     float *lookahead;     /* [n_expert] a later layer's router logits (gate lookahead) */
+    float *route_scores;  /* [2 n_expert] biased selection scores, then group scores */
     int *lookahead_depth; /* [n_layer] layers ahead predicted during that layer's decode step */
     uint8_t *ex_in;       /* [n_batch * n_used] gathered quantized rows */
     float *attn_scratch;  /* per thread */
@@ -120,6 +129,8 @@ void moeinf_fwd_matmul(struct moeinf_fwd *f, const struct moeinf_weight *w, cons
 
 /* layer_attn.c: x += Wo attention(q, K, V) for m tokens at n_past.. (K, V appended). */
 void moeinf_fwd_attention(struct moeinf_fwd *f, int il, int m, int n_past);
+/* layer_mla.c: the same for a multi-head latent attention layer (latents appended). */
+void moeinf_fwd_mla(struct moeinf_fwd *f, int il, int m, int n_past);
 /* layer_ffn.c: x += the dense SwiGLU FFN of the normed rows in xb. */
 void moeinf_fwd_dense_ffn(struct moeinf_fwd *f, int il, int m);
 /* layer_ffn.c: the shared expert of the normed rows in xb, into sh_out. */

@@ -29,17 +29,18 @@ static void swiglu_ffn(struct moeinf_fwd *f, const struct moeinf_weight *gate,
 void moeinf_fwd_dense_ffn(struct moeinf_fwd *f, int il, int m) {
     const struct moeinf_hparams *hp = &f->llm->hp;
     const struct moeinf_layer *lw = &f->llm->layers[il];
-    swiglu_ffn(f, &lw->ffn_gate, &lw->ffn_up, &lw->ffn_down, hp->n_ff, m, f->tmp);
+    swiglu_ffn(f, &lw->ffn_gate, &lw->ffn_up, &lw->ffn_down, (int)lw->ffn_gate.n_out, m, f->tmp);
     for (size_t i = 0; i < (size_t)m * hp->n_embd; i++)
         f->x[i] += f->tmp[i];
 }
 
 /* SwiGLU of width n_ff_shexp scaled per token by sigmoid(gate_inp_shexp . x), the sigmoid
- * computed as llama.cpp does, silu(g) / g. */
+ * computed as llama.cpp does, silu(g) / g; as it is where the layer has no gate. */
 void moeinf_fwd_shared_expert(struct moeinf_fwd *f, const struct moeinf_layer *lw, int m) {
     const struct moeinf_hparams *hp = &f->llm->hp;
     const int n_embd = hp->n_embd;
     swiglu_ffn(f, &lw->gate_shexp, &lw->up_shexp, &lw->down_shexp, hp->n_ff_shexp, m, f->sh_out);
+    if (!lw->gate_inp_shexp) return; /* ungated (hp->shexp_ungated) */
     for (int j = 0; j < m; j++) {
         const float *x = f->xb + (size_t)j * n_embd;
         float g = 0.0f;

@@ -6,6 +6,7 @@
  * (offloaded), the shared expert, and the weighted sum in router-rank order. Biases (router,
  * experts) are added where the model has them.
  */
+#include <math.h>
 #include <string.h>
 
 #include "compute/expert_ffn.h"
@@ -27,7 +28,7 @@ static void router_logits(struct moeinf_fwd *f, int il, const float *x, int m, f
 }
 
 /* The mixing weights of the n_used experts chosen (sel) from one token's router row p: for a
- * softmax router p holds probabilities, renormalised over the chosen when
+ * softmax or sigmoid router p holds probabilities, renormalised over the chosen when
  * expert_weights_norm (equal weights when they all underflow to 0); for the top-k router p
  * holds logits, and the weights are their softmax over the chosen. Then expert_weights_scale. */
 static void mix_weights(const struct moeinf_hparams *hp, const float *p, const int32_t *sel,
@@ -37,6 +38,7 @@ static void mix_weights(const struct moeinf_hparams *hp, const float *p, const i
         w[r] = p[sel[r]];
     switch (hp->router) {
     case MOEINF_ROUTER_SOFTMAX:
+    case MOEINF_ROUTER_SIGMOID:
         if (hp->expert_weights_norm) {
             float sum = 0.0f;
             for (int r = 0; r < n_used; r++)
@@ -55,17 +57,73 @@ static void mix_weights(const struct moeinf_hparams *hp, const float *p, const i
     }
 }
 
+/* One token's router logits p turned in place into what its experts are chosen by and
+ * weighted from: probabilities (softmax or sigmoid over every expert), or logits as they are
+ * for the top-k router. */
+static void router_probs(const struct moeinf_hparams *hp, float *p) {
+    switch (hp->router) {
+    case MOEINF_ROUTER_SOFTMAX:
+        moeinf_softmax(p, hp->n_expert);
+        break;
+    case MOEINF_ROUTER_SIGMOID:
+        for (int e = 0; e < hp->n_expert; e++)
+            p[e] = 1.0f / (1.0f + expf(-p[e]));
+        break;
+    case MOEINF_ROUTER_TOPK_SOFTMAX:
+        break;
+    }
+}
+
+/*
+ * The n_used experts of one token from its router row p (router_probs), best first: the top k
+ * of p plus the layer's selection bias (exp_probs_b, which chooses but does not weigh), and
+ * with expert groups only among the n_group_used groups whose two best scores sum highest,
+ * as llama.cpp chooses. scores: 2 * n_expert floats of scratch.
+ */
+static void choose_experts(const struct moeinf_hparams *hp, const struct moeinf_layer *lw,
+                           const float *p, float *scores, int *idx) {
+    const int n_expert = hp->n_expert;
+    if (!lw->exp_probs_b && hp->n_expert_groups <= 1) {
+        moeinf_top_k(p, n_expert, hp->n_expert_used, idx);
+        return;
+    }
+    for (int e = 0; e < n_expert; e++)
+        scores[e] = lw->exp_probs_b ? p[e] + lw->exp_probs_b[e] : p[e];
+    if (hp->n_expert_groups > 1) {
+        const int n_groups = hp->n_expert_groups;
+        const int per_group = n_expert / n_groups; /* >= 2 (checked at load) */
+        float *group_score = scores + n_expert;
+        for (int g = 0; g < n_groups; g++) {
+            int best[2];
+            moeinf_top_k(scores + (size_t)g * per_group, per_group, 2, best);
+            group_score[g] = scores[g * per_group + best[0]] + scores[g * per_group + best[1]];
+        }
+        int keep[MOEINF_MAX_EXPERT_GROUPS];
+        moeinf_top_k(group_score, n_groups, hp->n_group_used, keep);
+        for (int g = 0; g < n_groups; g++) {
+            bool kept = false;
+            for (int i = 0; i < hp->n_group_used; i++)
+                kept |= keep[i] == g;
+            if (kept) continue;
+            for (int e = g * per_group; e < (g + 1) * per_group; e++)
+                scores[e] = -INFINITY;
+        }
+    }
+    moeinf_top_k(scores, n_expert, hp->n_expert_used, idx);
+}
+
 /* The router's choice for the m tokens: hp->router. */
 static void route(struct moeinf_fwd *f, int il, int m) {
     const struct moeinf_hparams *hp = &f->llm->hp;
+    const struct moeinf_layer *lw = &f->llm->layers[il];
     const int n_expert = hp->n_expert;
     const int n_used = hp->n_expert_used;
     router_logits(f, il, f->xb, m, f->router);
     for (int j = 0; j < m; j++) {
         float *p = f->router + (size_t)j * n_expert;
         int idx[MOEINF_MAX_EXPERT_USED];
-        if (hp->router == MOEINF_ROUTER_SOFTMAX) moeinf_softmax(p, n_expert);
-        moeinf_top_k(p, n_expert, n_used, idx); /* the same order on logits or probabilities */
+        router_probs(hp, p);
+        choose_experts(hp, lw, p, f->route_scores, idx);
         int32_t *sel = f->sel + ((size_t)il * f->p.n_batch + j) * n_used;
         for (int r = 0; r < n_used; r++)
             sel[r] = idx[r];
@@ -162,9 +220,11 @@ static void experts_resident(struct moeinf_fwd *f, const struct moeinf_layer *lw
 static void lookahead_hints(struct moeinf_fwd *f, int il) {
     const struct moeinf_hparams *hp = &f->llm->hp;
     for (int d = 1; d <= f->lookahead_depth[il] && il + d < hp->n_layer; d++) {
+        if (f->llm->layers[il + d].ffn != MOEINF_FFN_MOE) continue;
         router_logits(f, il + d, f->xb, 1, f->lookahead);
         int idx[MOEINF_MAX_EXPERT_USED];
-        moeinf_top_k(f->lookahead, hp->n_expert, hp->n_expert_used, idx);
+        router_probs(hp, f->lookahead);
+        choose_experts(hp, &f->llm->layers[il + d], f->lookahead, f->route_scores, idx);
         moeinf_tier_hint(f->p.tier, il + d, idx, hp->n_expert_used);
     }
 }

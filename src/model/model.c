@@ -61,7 +61,7 @@ enum moeinf_status moeinf_llm_init(const struct moeinf_gguf *g, struct moeinf_ll
         goto fail;
     }
     llm->arch = arch;
-    struct moeinf_arch_loader ld = {g, arch->name, llm, err};
+    struct moeinf_arch_loader ld = {g, arch->name, llm, err, false};
     struct moeinf_hparams *hp = &llm->hp;
     if ((st = arch->read_hparams(&ld, hp)) || (st = bind_io(&ld, llm))) goto fail;
     llm->layers = calloc((size_t)hp->n_layer, sizeof *llm->layers);

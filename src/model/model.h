@@ -22,6 +22,7 @@
 #include "quant/quant.h"
 
 #define MOEINF_MAX_EXPERT_USED 64
+#define MOEINF_MAX_EXPERT_GROUPS 64
 #define MOEINF_MAX_ROT         1024 /* the widest rope.dimension_count YaRN is applied to */
 
 struct moeinf_weight {
@@ -35,8 +36,8 @@ struct moeinf_weight {
 };
 
 /* How a layer mixes tokens: causal attention over a KV cache of whole K and V, plain or gated
- * (a layer's swa flag limits it to a sliding window), or Gated DeltaNet linear attention over a
- * recurrent state. Latent (MLA) attention is planned with the architectures that need it. */
+ * (a layer's swa flag limits it to a sliding window), multi-head latent attention over a cache
+ * of latents, or Gated DeltaNet linear attention over a recurrent state. */
 enum moeinf_attn_kind {
     MOEINF_ATTN_FULL,
     /* full attention whose output is multiplied by sigmoid(gate), the gate projected by wq
@@ -47,6 +48,11 @@ enum moeinf_attn_kind {
      * the delta rule on a [head_dim x head_dim] state, the output RMS-normed and gated by
      * SiLU(z) (model/layer_deltanet.c) */
     MOEINF_ATTN_DELTANET,
+    /* DeepSeek's multi-head latent attention (model/layer_mla.c). The cache holds, per token,
+     * one row of mla_kv latent values then n_rot RoPE'd key values, shared by every head; the
+     * queries are absorbed into the latent space through wk_b (or the key rows of wkv_b) and
+     * each head's latent output is expanded through wv_b (or the value rows of wkv_b) */
+    MOEINF_ATTN_MLA,
 };
 
 /* Which key head a Gated DeltaNet value head reads, when there are more value heads than key
@@ -79,6 +85,17 @@ struct moeinf_layer {
     const float *attn_sinks; /* [n_head] or NULL: a learned logit per head that joins each
                                 softmax's denominator (gpt-oss) */
     bool swa;                /* attention limited to the last hp->n_swa positions */
+    /* multi-head latent attention (MOEINF_ATTN_MLA); k_mla = head_dim = nope + n_rot */
+    struct moeinf_weight wq_a;  /* [n_embd, q_lora], or absent: wq [n_embd, n_head * k_mla] */
+    const float *q_a_norm;      /* [q_lora] */
+    struct moeinf_weight wq_b;  /* [q_lora, n_head * k_mla]: per head nope then n_rot values */
+    struct moeinf_weight wkv_a; /* attn_kv_a_mqa [n_embd, mla_kv + n_rot]: latent, then k_pe */
+    const float *kv_a_norm;     /* [mla_kv] */
+    struct moeinf_weight wk_b;  /* [nope, mla_kv, n_head]: per head the latent rows of q_nope */
+    struct moeinf_weight wv_b;  /* [mla_kv, mla_v, n_head]; or a view of wkv_b's value rows */
+    struct moeinf_weight wkv_b; /* older files instead: [mla_kv, n_head * (nope + mla_v)], per
+                                   head nope key rows then mla_v value rows (NULL data when
+                                   the file has wk_b) */
     const float *ffn_norm;   /* [n_embd] (post_attention_norm in qwen35moe, qwen3next, gpt-oss) */
     /* Gated DeltaNet (MOEINF_ATTN_DELTANET); key_dim = n_k_heads * head_dim, value_dim =
      * n_v_heads * head_dim, conv_dim = 2 * key_dim + value_dim */
@@ -101,6 +118,8 @@ struct moeinf_layer {
     /* routed experts (MOEINF_FFN_MOE) */
     struct moeinf_weight router;    /* [n_embd, n_expert], F32 */
     const float *router_b;          /* [n_expert] router bias or NULL */
+    const float *exp_probs_b;       /* [n_expert] selection bias (exp_probs_b) or NULL: added to
+                                       the probabilities to choose, not to the weights */
     /* per-expert biases or NULL: [n_expert][n_ff] for gate and up, [n_expert][n_embd] for down,
        resident (small next to the matrices) */
     const float *gate_exps_b;
@@ -148,6 +167,9 @@ enum moeinf_router_kind {
     MOEINF_ROUTER_SOFTMAX,
     /* the top k of the logits, then a softmax over those k (gpt-oss) */
     MOEINF_ROUTER_TOPK_SOFTMAX,
+    /* the sigmoid of each logit; the top k of sigmoid + the layer's exp_probs_b; their
+     * sigmoids renormalised when expert_weights_norm, then scaled (DeepSeek-V3, GLM-4.5) */
+    MOEINF_ROUTER_SIGMOID,
 };
 
 
@@ -178,7 +200,15 @@ struct moeinf_hparams {
     float rope_freq_scale; /* 1 / linear scaling factor */
     float rms_eps;
     int n_ff_shexp; /* shared expert width, 0 = none; it runs for every token, scaled by the
-                       sigmoid of its gate (gate_inp_shexp) */
+                       sigmoid of its gate (gate_inp_shexp) unless shexp_ungated */
+    bool shexp_ungated; /* the shared expert's output is added as it is (DeepSeek, GLM) */
+    int n_ff_dense; /* width of the leading dense layers' FFN (leading_dense_block_count), 0 */
+    int n_layer_dense_lead; /* layers 0 .. n_layer_dense_lead - 1 have a dense FFN */
+    /* multi-head latent attention (MOEINF_ATTN_MLA): head_dim is the query/key head (nope +
+     * n_rot), n_head_kv is 1 (the latent row is shared) */
+    int mla_q;  /* attention.q_lora_rank, 0 = queries straight from wq */
+    int mla_kv; /* attention.kv_lora_rank: latent values per token */
+    int mla_v;  /* value head size after expansion (value_length_mla) */
     enum moeinf_rope_kind rope;
     enum moeinf_qk_norm qk_norm;
     enum moeinf_router_kind router;
@@ -191,6 +221,10 @@ struct moeinf_hparams {
     int n_swa;              /* attention.sliding_window: the positions a sliding layer sees */
     int swa_pattern;        /* layer il slides iff il % swa_pattern < swa_pattern - 1, unless */
     const uint8_t *swa_layers; /* not NULL: layer il slides iff [il] != 0 (a GGUF bool array) */
+    float attn_scale; /* multiplies q.k; 0 = 1 / sqrt(head_dim) (MLA: YaRN's mscale^2 too) */
+    float yarn_log_mul; /* rope.scaling.yarn_log_multiplier (DeepSeek's 0.1 mscale_all_dim) */
+    int n_expert_groups; /* > 1: experts in groups; only the n_group_used groups whose two */
+    int n_group_used;    /* best selection scores sum highest are chosen from */
     bool expert_weights_norm;   /* renormalise the top-k router probabilities to sum 1 */
     float expert_weights_scale; /* multiplies the expert weights; 0 or 1 = none */
     /* Gated DeltaNet layers (n_recurrent > 0); ssm.conv_kernel, ssm.group_count (key heads),

@@ -27,6 +27,14 @@ section 2.1 says:
      layer's attn_output-L, gpt-oss's attn_out-L: after wo and its bias, before the residual)
      and its output l_out-L, in OUT_DIR/<prompt_id>.layers.f32 (float32,
      [n_layer][2][n_tokens][n_embd]; the JSON's "layer_outputs" names the tensors).
+     deepseek2 and glm4moe get the same file; their graphs name no tensor between wo and the
+     residual, so the mixer output is the matrix product of blk.L.attn_output.weight and
+     kqv_out-L itself (found by its operands), named "mul_mat(blk.L.attn_output.weight,
+     kqv_out-L)" in "layer_outputs";
+  8. leading dense layers (deepseek2, glm4moe) have no router: the routing has no entry for
+     them, and "dense_layers" lists them; where llama.cpp computes them, each layer's entry
+     also has "probs_biased" (ffn_moe_probs_biased-L: the probabilities plus exp_probs_b, which
+     choose the experts) and "group_topk" (ffn_moe_group_topk-L: the expert groups kept).
 Models of an architecture in ARCH_PROMPTS get those prompts too (gpt-oss: prompts several
 sliding windows long).
 """
@@ -69,6 +77,13 @@ GGML_TYPE_F32, GGML_TYPE_F16, GGML_TYPE_I32 = 0, 1, 26
 _ggml = ctypes.CDLL(os.path.join(os.path.dirname(llama_cpp.__file__), "lib", "libggml-base.so"))
 _ggml.ggml_get_name.restype = ctypes.c_char_p
 _ggml.ggml_get_name.argtypes = [ctypes.c_void_p]
+_ggml.ggml_op_name.restype = ctypes.c_char_p
+_ggml.ggml_op_name.argtypes = [ctypes.c_int]
+# architectures whose per-layer outputs are recorded although they are not hybrid, and how
+# their attention output after wo is found: by its tensor name or as the unnamed product of
+# blk.L.attn_output.weight (WO_PRODUCT)
+WO_PRODUCT = "wo-product"
+LAYER_ARCHS = {"gpt-oss": "name", "deepseek2": WO_PRODUCT, "glm4moe": WO_PRODUCT}
 
 
 class GgmlTensor(ctypes.Structure):
@@ -190,12 +205,28 @@ def run(model, vocab, n_vocab, text, kv_f32):
     return tokens, logits, greedy, top, margin, top1, info
 
 
+def wo_product(ptr):
+    """For the matrix product of blk.L.attn_output.weight and an activation: (L, its name as
+    "mul_mat(WEIGHT, ACTIVATION)"); else None."""
+    t = GgmlTensor.from_address(ptr)
+    if _ggml.ggml_op_name(t.op) != b"MUL_MAT" or not t.src[0] or not t.src[1]:
+        return None
+    w = _ggml.ggml_get_name(t.src[0]).decode()
+    m = re.match(r"blk\.(\d+)\.attn_output\.weight$", w)
+    if not m:
+        return None
+    return int(m.group(1)), f"mul_mat({w}, {_ggml.ggml_get_name(t.src[1]).decode()})"
+
+
 def routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, greedy_top, hybrid):
     """Router tensors of a teacher-forced re-run; the largest logit difference to run 4/5;
-    for a hybrid model, each layer's mixer output and output at the prompt positions."""
+    for a hybrid model (hybrid = "name" or WO_PRODUCT: how the mixer output is found), each
+    layer's mixer output and output at the prompt positions."""
     calls = []  # per decode: {layer: {"probs", "topk", "weights"}}
-    want = re.compile(r"ffn_moe_(probs|topk|weights|weights_softmax|weights_norm|weights_scaled)-(\d+)$")
-    want_layer = re.compile(r"(linear_attn_out|attn_output|attn_out|l_out)-(\d+)$")
+    want = re.compile(r"ffn_moe_(probs|probs_biased|group_topk|topk|weights|weights_softmax|"
+                      r"weights_norm|weights_scaled)-(\d+)$")
+    want_layer = re.compile(r"(linear_attn_out|attn_output|attn_out|l_out)-(\d+)$"
+                            if hybrid == "name" else r"(l_out)-(\d+)$")
     layer_out = {}  # (kind, layer) -> [n_tokens][n_embd], prompt decode only
 
     @L.ggml_backend_sched_eval_callback
@@ -203,8 +234,11 @@ def routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, greedy_top,
         name = _ggml.ggml_get_name(t).decode()
         m = want.match(name)
         ml = want_layer.match(name) if hybrid else None
+        wo = wo_product(t) if hybrid == WO_PRODUCT else None
         if ask:
-            return m is not None or ml is not None
+            return m is not None or ml is not None or wo is not None
+        if wo and len(calls) == 1:
+            layer_out[("mixer", wo[0])] = (wo[1], tensor_rows(t))
         if ml and len(calls) == 1:
             kind = "l_out" if ml.group(1) == "l_out" else "mixer"
             layer_out[(kind, int(ml.group(2)))] = (ml.group(0), tensor_rows(t))
@@ -230,16 +264,24 @@ def routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, greedy_top,
         got = call[il]
         final = [k for k in ("weights_scaled", "weights_norm", "weights_softmax", "weights")
                  if k in got][0]
-        return {"topk": got["topk"].tolist(), "weights": got[final].reshape(got["topk"].shape).tolist(),
-                "weights_from": f"ffn_moe_{final}-{il}", "probs": got["probs"].tolist()}
+        r = {"topk": got["topk"].tolist(), "weights": got[final].reshape(got["topk"].shape).tolist(),
+             "weights_from": f"ffn_moe_{final}-{il}", "probs": got["probs"].tolist()}
+        for k in ("probs_biased", "group_topk"):
+            if k in got:
+                r[k] = got[k].tolist()
+        return r
 
-    prompt = {str(il): layer_rows(calls[0], il) for il in range(n_layer)}
+    moe_layers = [il for il in range(n_layer) if il in calls[0]]
+    prompt = {str(il): layer_rows(calls[0], il) for il in moe_layers}
     steps = {}
-    for il in range(n_layer):
+    for il in moe_layers:
         rows = [layer_rows(c, il) for c in calls[1:]]
         steps[str(il)] = {k: [r[k][0] for r in rows] if k != "weights_from" else rows[0][k]
-                          for k in ("topk", "weights", "weights_from", "probs")}
+                          for k in ("topk", "weights", "weights_from", "probs", "probs_biased",
+                                    "group_topk") if k in rows[0]}
     route = {"logits_max_abs_diff_vs_main_run": diff, "prompt": prompt, "greedy_steps": steps}
+    if len(moe_layers) < n_layer:
+        route["dense_layers"] = [il for il in range(n_layer) if il not in moe_layers]
     layers = None
     if hybrid:
         names = [layer_out[(k, il)][0] for il in range(n_layer) for k in ("mixer", "l_out")]
@@ -278,7 +320,7 @@ def main():
     buf = ctypes.create_string_buffer(64)
     L.llama_model_meta_val_str(model, b"general.architecture", buf, len(buf))
     arch = buf.value.decode()
-    layers_wanted = bool(L.llama_model_is_hybrid(model)) or arch == "gpt-oss"
+    layers_wanted = "name" if L.llama_model_is_hybrid(model) else LAYER_ARCHS.get(arch)
     for pid, text in {**PROMPTS, **ARCH_PROMPTS.get(arch, {})}.items():
         for kv_f32 in (False, True):
             gid = pid + ("-kvf32-nofa" if kv_f32 else "")
@@ -286,7 +328,7 @@ def main():
                 continue
             tokens, logits, greedy, top, margin, top1, info = run(model, vocab, n_vocab, text, kv_f32)
             route, layers = routing(model, n_vocab, n_layer, tokens, greedy, kv_f32, logits, top,
-                                    layers_wanted and kv_f32)
+                                    layers_wanted if kv_f32 else None)
             g = {
                 "format": "llamacpp-golden-v1",
                 "llama_cpp_commit": None,
