@@ -1371,7 +1371,8 @@ static void check_llama_loads(const char *path, int n_vocab) {
  * --dense-ff, --experts, --vocab-size; the heads of deepseek-v3 and kimi-k2, whose 128 / 64
  * heads of a 1536-rank query would weigh tens of MB): the rest of each published config.json
  * stays (deepseek-ai/DeepSeek-V2-Lite, deepseek-ai/DeepSeek-V3, moonshotai/Kimi-K2-Instruct,
- * zai-org/GLM-4.5-Air), key by key and tensor by tensor, and llama.cpp loads each cut.
+ * zai-org/GLM-4.5-Air), key by key and tensor by tensor, and llama.cpp and the engine load
+ * each cut and decode finite logits.
  */
 static void test_ds_presets(void) {
     static const struct {
@@ -1521,6 +1522,7 @@ static void test_ds_presets(void) {
         check_ds_tensors(g, d, MOEINF_TYPE_Q8_0);
         moeinf_gguf_free(g);
         check_llama_loads(path, (int)d->n_vocab);
+        check_engine_runs(path, an, 12);
     }
     remove(path);
 }
