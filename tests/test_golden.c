@@ -171,6 +171,7 @@ static const struct golden_bound golden_bounds[] = {
     /* deepseek2 and glm4moe */
     {"tiny-deepseek2-F32",        true,  3.31e-3, 8.3e-3, ROUTER_ROW, 1, 2e-3, 0.05, SHARED,    true, false, 0, 0},
     {"tiny-deepseek2-F32",        false, 2.37e-2, 5.9e-2, ROUTER_ROW, 1, 0.1,  3.6,  SHARED,    true, false, 0, 0},
+    {"tiny-deepseek2-Q4_K_M",     true,  3.83e-6, 9.6e-6, LM_HEAD_SCALE, 17589, 0, 0.05, TEST_DATA, true, false, 0, 0},
     {"tiny-deepseek2lite-F32",    true,  1.76e-3, 4.4e-3, ROUTER_ROW, 1, 1e-3, 0.05, TEST_DATA, true, false, 0, 0},
     {"tiny-deepseek2lite-F32",    false, 5.46e-2, 0.137, ROUTER_ROW, 1, 0.01, 4.0,  TEST_DATA, true, false, 0, 0},
     {"tiny-deepseek2lite-Q4_K_M", true,  0.404,   1.01, ROUTER_ROW, 1, 0.1, 4.0,  TEST_DATA, true, false, 0, 5.1e-3},
@@ -729,6 +730,12 @@ static void test_deepseek2_f32(void) {
     check_model("tiny-deepseek2-F32");
 }
 
+/* The same quantized by llama.cpp to Q4_K_M (tests/data/models): the absorbed products with
+ * attn_k_b and attn_v_b in their types, activations rounded as llama.cpp rounds them. */
+static void test_deepseek2_q4_k_m(void) {
+    check_model("tiny-deepseek2-Q4_K_M");
+}
+
 /* deepseek2 in DeepSeek-V2-Lite's older layout (tests/data/models): attn_kv_b, no low-rank
  * query, softmax routing in 4 expert groups, YaRN with the log multiplier. */
 static void test_deepseek2lite_f32(void) {
@@ -971,6 +978,7 @@ int main(void) {
     RUN(test_gptoss_f32);
     RUN(test_gptoss_mxfp4);
     RUN(test_deepseek2_f32);
+    RUN(test_deepseek2_q4_k_m);
     RUN(test_deepseek2lite_f32);
     RUN(test_deepseek2lite_q4_k_m);
     RUN(test_glm4moe_f32);

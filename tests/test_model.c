@@ -129,7 +129,7 @@ static void test_unsupported_arch(void) {
     if (at) memcpy(b + at + 4 + 8, "gemma", 5);
     expect_load_error(b, size, "m_arch.gguf", MOEINF_ERR_UNSUPPORTED,
                       "'gemma' is not supported yet (llama, qwen2moe, qwen3moe, olmoe, qwen35moe, "
-                      "qwen3next, gpt-oss are)");
+                      "qwen3next, gpt-oss, deepseek2, glm4moe are)");
     free(b);
 }
 
@@ -138,7 +138,7 @@ static void test_unsupported_arch(void) {
 static void test_arch_table(void) {
     char names[160];
     moeinf_arch_names(names, sizeof names);
-    CHECK(!strcmp(names, "llama, qwen2moe, qwen3moe, olmoe, qwen35moe, qwen3next, gpt-oss"));
+    CHECK(!strcmp(names, "llama, qwen2moe, qwen3moe, olmoe, qwen35moe, qwen3next, gpt-oss, deepseek2, glm4moe"));
     static const char *const known[] = {"llama",     "qwen2moe",  "qwen3moe", "olmoe",
                                         "qwen35moe", "qwen3next", "gpt-oss"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
@@ -156,16 +156,100 @@ static void test_arch_table(void) {
 
 /* deepseek2 (MLA attention, grouped sigmoid routing) is planned, not supported: a real file of
  * that architecture is refused by name, before anything else is read. */
-static void test_deepseek2_refused(void) {
-    char path[1024];
-    if (!test_shared_path("testdata/models/tiny-deepseek2-F32.gguf", path, sizeof path)) return;
+static struct moeinf_model *load_or_fail(const char *path) {
     struct moeinf_model *model = NULL;
     struct moeinf_error err = {0};
     struct moeinf_model_params mp = moeinf_model_params_default();
-    CHECK_EQ_INT(moeinf_model_load(path, &mp, &model, &err), MOEINF_ERR_UNSUPPORTED);
-    CHECK(model == NULL);
-    CHECK_STR_CONTAINS(err.msg, "architecture 'deepseek2' is not supported yet");
-    CHECK(strchr(err.msg, '\n') == NULL);
+    CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
+    return model;
+}
+
+/* deepseek2's hyper-parameters as its README gives them (../shared's MLA file: q_lora 32,
+ * kv_lora 32, heads of 48 = 32 nope + 16 rope, values of 16; one dense layer 128 wide, then 16
+ * experts 32 wide, top 4 by sigmoid + exp_probs_b, renormalised, x2.5, 2 shared experts). */
+static void test_deepseek2_hparams(void) {
+    char path[1024];
+    if (!test_shared_path("testdata/models/tiny-deepseek2-F32.gguf", path, sizeof path)) return;
+    struct moeinf_model *model = load_or_fail(path);
+    if (!model) return;
+    const struct moeinf_hparams *hp = &model->llm->hp;
+    CHECK_EQ_INT(hp->n_layer, 3);
+    CHECK_EQ_INT(hp->mla_q, 32);
+    CHECK_EQ_INT(hp->mla_kv, 32);
+    CHECK_EQ_INT(hp->head_dim, 48);
+    CHECK_EQ_INT(hp->n_rot, 16);
+    CHECK_EQ_INT(hp->mla_v, 16);
+    CHECK_EQ_INT(hp->n_head_kv, 1);
+    CHECK_EQ_INT(hp->n_layer_dense_lead, 1);
+    CHECK_EQ_INT(hp->n_ff_dense, 128);
+    CHECK_EQ_INT(hp->n_ff, 32);
+    CHECK_EQ_INT(hp->n_ff_shexp, 64);
+    CHECK_EQ_INT(hp->router, MOEINF_ROUTER_SIGMOID);
+    CHECK(hp->expert_weights_norm);
+    CHECK(fabs(hp->expert_weights_scale - 2.5) < 1e-6);
+    CHECK(fabs(hp->attn_scale - 1.0 / sqrt(48.0)) < 1e-7); /* no YaRN: 1 / sqrt(head) */
+    CHECK_EQ_INT(model->llm->layers[0].ffn, MOEINF_FFN_DENSE);
+    CHECK_EQ_INT(model->llm->layers[1].ffn, MOEINF_FFN_MOE);
+    CHECK_EQ_INT(model->llm->layers[2].attn, MOEINF_ATTN_MLA);
+    CHECK(model->llm->layers[1].exp_probs_b != NULL && model->llm->layers[1].wk_b.data != NULL);
+    CHECK_EQ_INT(moeinf_n_moe_layers(hp), 2);
+    char desc[320];
+    moeinf_model_desc(model, desc, sizeof desc);
+    CHECK_STR_CONTAINS(desc, "latent attention (kv rank 32, q rank 32), 1 dense layer first");
+    moeinf_model_free(model);
+}
+
+/* The older layout of tests/data/models/tiny-deepseek2lite-F32 (tests/data/README.md): YaRN
+ * factor 4 with yarn_log_multiplier 0.0707 (mscale_all_dim 0.707): the RoPE's attention factor
+ * 1 / (1 + 0.1 ln 4) and the scores scaled by (1 + 0.1 * 0.707 ln 4)^2 / sqrt(64), by hand;
+ * softmax routing in 4 groups of which 2 are kept; a missing attn_kv_b is named. */
+static void test_deepseek2_older_layout(void) {
+    char path[1024];
+    test_src_path("tests/data/models/tiny-deepseek2lite-F32.gguf", path, sizeof path);
+    struct moeinf_model *model = load_or_fail(path);
+    if (!model) return;
+    const struct moeinf_hparams *hp = &model->llm->hp;
+    const double m = 1.0 + 0.1 * 0.707 * log(4.0);
+    CHECK_MSG(fabs(hp->attn_scale - m * m / 8.0) < 1e-6, "%g", (double)hp->attn_scale);
+    CHECK(fabs(hp->yarn_attn_factor - 1.0 / (1.0 + 0.1 * log(4.0))) < 1e-6);
+    CHECK_EQ_INT(hp->rope_scaling, MOEINF_ROPE_SCALING_YARN);
+    CHECK_EQ_INT(hp->router, MOEINF_ROUTER_SOFTMAX);
+    CHECK_EQ_INT(hp->n_expert_groups, 4);
+    CHECK_EQ_INT(hp->n_group_used, 2);
+    CHECK_EQ_INT(hp->mla_q, 0);
+    CHECK(model->llm->layers[1].wkv_b.data != NULL && model->llm->layers[1].wq.data != NULL);
+    moeinf_model_free(model);
+    size_t size = 0;
+    char *b = golden_read_file(path, &size);
+    CHECK(b != NULL);
+    if (!b) return;
+    const char *name = "blk.1.attn_kv_b.weight";
+    size_t at = find_gguf_str(b, size, name);
+    CHECK(at != 0);
+    /* NOLINTNEXTLINE(bugprone-not-null-terminated-result): bytes in a file image */
+    if (at) memcpy(b + at - strlen(name), "blk.1.attn_kv_X.weight", strlen(name));
+    expect_load_error(b, size, "m_kvb.gguf", MOEINF_ERR_FORMAT,
+                      "missing tensor 'blk.1.attn_kv_b.weight'");
+    free(b);
+}
+
+/* glm4moe: the next-token-prediction block is not a layer; partial RoPE, per-head q/k norm,
+ * sigmoid routing with the selection bias (tests/data/models/tiny-glm4moe-F32). */
+static void test_glm4moe_hparams(void) {
+    char path[1024];
+    test_src_path("tests/data/models/tiny-glm4moe-F32.gguf", path, sizeof path);
+    struct moeinf_model *model = load_or_fail(path);
+    if (!model) return;
+    const struct moeinf_hparams *hp = &model->llm->hp;
+    CHECK_EQ_INT(hp->n_layer, 3); /* block_count 4, nextn_predict_layers 1 */
+    CHECK_EQ_INT(hp->n_rot, 16);
+    CHECK_EQ_INT(hp->head_dim, 32);
+    CHECK_EQ_INT(hp->qk_norm, MOEINF_QK_NORM_HEAD);
+    CHECK_EQ_INT(hp->router, MOEINF_ROUTER_SIGMOID);
+    CHECK_EQ_INT(hp->n_ff_shexp, 16);
+    CHECK(model->llm->layers[2].exp_probs_b != NULL && model->llm->layers[2].bq != NULL);
+    CHECK(model->llm->layers[1].gate_inp_shexp == NULL); /* ungated shared expert */
+    moeinf_model_free(model);
 }
 
 /* A qwen2moe file without a shared-expert tensor is refused by name (the real tiny qwen2moe
@@ -603,7 +687,9 @@ int main(void) {
     RUN(test_missing_keys);
     RUN(test_unsupported_arch);
     RUN(test_arch_table);
-    RUN(test_deepseek2_refused);
+    RUN(test_deepseek2_hparams);
+    RUN(test_deepseek2_older_layout);
+    RUN(test_glm4moe_hparams);
     RUN(test_qwen2moe_errors);
     RUN(test_routing_keys);
     RUN(test_bad_tensors);

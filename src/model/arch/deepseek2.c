@@ -95,7 +95,7 @@ static enum moeinf_status read_hparams(struct moeinf_arch_loader *ld, struct moe
                            "not supported yet",
                            ld->g->path);
     }
-    if (hp->n_layer_dense_lead < 0 || hp->n_layer_dense_lead > hp->n_layer || n_shared < 0 ||
+    if (hp->n_layer_dense_lead < 0 || hp->n_layer_dense_lead >= hp->n_layer || n_shared < 0 ||
         (hp->n_layer_dense_lead > 0 && ff_len <= 0)) {
         return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
                            "%s: invalid leading_dense_block_count %d (feed_forward_length %d) or "

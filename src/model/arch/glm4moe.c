@@ -41,7 +41,7 @@ static enum moeinf_status read_hparams(struct moeinf_arch_loader *ld, struct moe
                            "supported yet",
                            ld->g->path);
     }
-    if (hp->n_layer_dense_lead < 0 || hp->n_layer_dense_lead > hp->n_layer || n_shared < 0 ||
+    if (hp->n_layer_dense_lead < 0 || hp->n_layer_dense_lead >= hp->n_layer || n_shared < 0 ||
         (hp->n_layer_dense_lead > 0 && ff_len <= 0)) {
         return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
                            "%s: invalid leading_dense_block_count %d (feed_forward_length %d) or "
@@ -69,7 +69,8 @@ static enum moeinf_status bind_layer(struct moeinf_arch_loader *ld, const struct
     }
     if (il < hp->n_layer_dense_lead) return moeinf_arch_bind_dense_ffn_norm(ld, hp, il, norm, lw);
     if ((st = moeinf_arch_bind_moe_ffn_norm(ld, hp, il, norm, lw))) return st;
-    return moeinf_arch_bind_layer_vec(ld, il, "exp_probs_b.bias", hp->n_expert, true,
+    /* llama.cpp requires the selection bias of every glm4moe MoE layer */
+    return moeinf_arch_bind_layer_vec(ld, il, "exp_probs_b.bias", hp->n_expert, false,
                                       &lw->exp_probs_b);
 }
 
