@@ -8,8 +8,10 @@ golden's tokens through the model written out below from the architecture's defi
 per-layer differences to <id>.layers.f32, whether the experts chosen agree and the smallest
 router gap. Exit status 1 if a logit differs by more than 2e-2 (F32 files) or an expert choice
 differs where the router's gap exceeds 1e-3. For quantized files the weights are dequantized
-exactly but llama.cpp's activations are rounded to Q8_K/Q8_0 in its dot products, which this
-does not copy; the bound is then 1.0. --ablate drops one feature to show that the goldens
+exactly and each matrix product's input is rounded as llama.cpp's CPU dot products round it
+(act_round: Q8_K for K-quant weights, Q8_0 for Q5_0/Q8_0, F16 for F16; not for the MLA
+layout's attn_k_b/attn_v_b); a rounding that lands on a near-tie still moves some logits, so
+the bound is then 1.0. --ablate drops one feature to show that the goldens
 depend on it: groups (no expert-group limit), groupmax (a group's score its largest S, as
 DeepSeek-V2's own group_limited_greedy has it, not the sum of its 2 largest), logmul (YaRN's
 log multiplier ignored in the attention scale), ropescale (cos and sin times 1 + 0.1 ln f
@@ -80,7 +82,8 @@ def load(path, want_arch):
     arch = meta["general.architecture"]
     if arch != want_arch:
         sys.exit(f"{path}: architecture {arch}, not {want_arch}")
-    t, types = {}, {}
+    t, types = Weights(), {}
+    t.types = types
     for ten in r.tensors:
         shape = [int(x) for x in reversed(ten.shape)]  # numpy order
         types[ten.name] = ten.tensor_type.name
@@ -90,6 +93,49 @@ def load(path, want_arch):
             t[ten.name] = dequantize(ten.data, ten.tensor_type).astype(np.float64).reshape(shape)
     hp = {k[len(arch) + 1:]: v for k, v in meta.items() if k.startswith(arch + ".")}
     return meta, hp, t, types
+
+
+class Weights(dict):
+    """Tensors by name (numpy order, float64) with their GGUF types in .types."""
+    types = {}
+
+
+def q8_0(a):
+    """a rounded as ggml's CPU code quantizes it to Q8_0 (x86): per block of 32,
+    q = round(a 127 / max|a|) (half to even), times d = max|a| / 127 rounded to F16."""
+    b = a.reshape(-1, 32).astype(np.float32)
+    amax = np.abs(b).max(1, keepdims=True)
+    d = amax / np.float32(127)
+    idv = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
+    return (np.round(b * idv) * d.astype(np.float16).astype(np.float64)).reshape(a.shape)
+
+
+def q8_k(a):
+    """a rounded as ggml quantizes it to Q8_K: per block of 256, iscale = -127 / m (m the entry
+    of largest magnitude), q = min(127, round(iscale a)), times d = 1 / iscale (float32)."""
+    b = a.reshape(-1, 256).astype(np.float32)
+    m = np.take_along_axis(b, np.abs(b).argmax(1)[:, None], 1)
+    iscale = np.where(m != 0, np.float32(-127) / np.where(m != 0, m, 1), 0).astype(np.float32)
+    q = np.minimum(127, np.round(b * iscale))
+    d = np.where(iscale != 0, np.float32(1) / np.where(iscale != 0, iscale, 1), 0).astype(np.float32)
+    return (q * d.astype(np.float64)).reshape(a.shape)
+
+
+def act_round(a, ty):
+    """A matrix product's input as llama.cpp's CPU backend rounds it for a weight of type ty."""
+    if ty.endswith("_K"):
+        return q8_k(a)
+    if ty in ("Q4_0", "Q5_0", "Q8_0"):
+        return q8_0(a)
+    if ty == "F16":
+        return a.astype(np.float16).astype(np.float64)
+    return a
+
+
+def lin(t, name, a, e=None):
+    """a @ W.T for the weight `name` (expert e of it if given), a rounded as llama.cpp does."""
+    w = t[name] if e is None else t[name][e]
+    return act_round(a, t.types[name]) @ w.T
 
 
 def rms(x, w, eps):
@@ -136,8 +182,8 @@ def silu(a):
 
 
 def ffn(t, p, y, suffix=""):
-    return silu(y @ t[p + f"ffn_gate{suffix}.weight"].T) * (y @ t[p + f"ffn_up{suffix}.weight"].T) \
-        @ t[p + f"ffn_down{suffix}.weight"].T
+    a = silu(lin(t, p + f"ffn_gate{suffix}.weight", y)) * lin(t, p + f"ffn_up{suffix}.weight", y)
+    return lin(t, p + f"ffn_down{suffix}.weight", a)
 
 
 def moe(hp, t, p, y, ablate, default_gating):
@@ -145,7 +191,7 @@ def moe(hp, t, p, y, ablate, default_gating):
     router's probabilities, the experts chosen and the smallest gap at the k-th choice."""
     n_expert, k = hp["expert_count"], hp["expert_used_count"]
     gating = hp.get("expert_gating_func") or default_gating
-    r = y @ t[p + "ffn_gate_inp.weight"].T
+    r = lin(t, p + "ffn_gate_inp.weight", y)
     if gating == 1:
         e = np.exp(r - r.max(1, keepdims=True))
         probs = e / e.sum(1, keepdims=True)
@@ -175,19 +221,16 @@ def moe(hp, t, p, y, ablate, default_gating):
     out = np.zeros_like(y)
     for j in range(len(y)):
         for e_, we in zip(top[j], w[j]):
-            a = silu(t[p + "ffn_gate_exps.weight"][e_] @ y[j]) * (t[p + "ffn_up_exps.weight"][e_] @ y[j])
-            out[j] += we * (t[p + "ffn_down_exps.weight"][e_] @ a)
+            a = silu(lin(t, p + "ffn_gate_exps.weight", y[j], e_)) * lin(t, p + "ffn_up_exps.weight", y[j], e_)
+            out[j] += we * lin(t, p + "ffn_down_exps.weight", a, e_)
     if p + "ffn_up_shexp.weight" in t and ablate != "shared":
         out += ffn(t, p, y, "_shexp")
     return out, probs, top, gap
 
 
-def lm_head(t, types, x, eps):
+def lm_head(t, x, eps):
     name = "output.weight" if "output.weight" in t else "token_embd.weight"
-    y = rms(x, t["output_norm.weight"], eps)
-    if types[name] == "F16":
-        y = y.astype(np.float16).astype(np.float64)
-    return y @ t[name].T
+    return lin(t, name, rms(x, t["output_norm.weight"], eps))
 
 
 def forward(hp, t, types, tokens, ablate=None):
@@ -212,11 +255,12 @@ def forward(hp, t, types, tokens, ablate=None):
         p = f"blk.{il}."
         y = rms(x, t[p + "attn_norm.weight"], eps)
         if hp.get("attention.q_lora_rank"):
-            q = rms(y @ t[p + "attn_q_a.weight"].T, t[p + "attn_q_a_norm.weight"], eps) @ t[p + "attn_q_b.weight"].T
+            q = lin(t, p + "attn_q_b.weight",
+                    rms(lin(t, p + "attn_q_a.weight", y), t[p + "attn_q_a_norm.weight"], eps))
         else:
-            q = y @ t[p + "attn_q.weight"].T
+            q = lin(t, p + "attn_q.weight", y)
         q = q.reshape(n, n_head, k_dim)
-        kv = y @ t[p + "attn_kv_a_mqa.weight"].T
+        kv = lin(t, p + "attn_kv_a_mqa.weight", y)
         cc = rms(kv[:, :kv_lora], t[p + "attn_kv_a_norm.weight"], eps)
         k_r = rope_apply(kv[:, None, kv_lora:], c, s, ablate == "neox")  # [n][1][rope]
         q_pe = rope_apply(q[:, :, nope:], c, s, ablate == "neox")
@@ -226,6 +270,7 @@ def forward(hp, t, types, tokens, ablate=None):
                 wk = t[p + "attn_k_b.weight"]
             wv = t[p + "attn_v_b.weight"]  # [head][v][kv_lora]
         else:
+            cc = act_round(cc, t.types[p + "attn_kv_b.weight"])
             w = t[p + "attn_kv_b.weight"].reshape(n_head, nope + v_dim, kv_lora)
             wk, wv = w[:, :nope], w[:, nope:]
             if ablate == "kvb":
@@ -239,7 +284,7 @@ def forward(hp, t, types, tokens, ablate=None):
             a = np.where(vis, a, -np.inf)
             e = np.exp(a - a.max(1, keepdims=True))
             att[:, h] = (e / e.sum(1, keepdims=True)) @ v[:, h]
-        mix = att.reshape(n, n_head * v_dim) @ t[p + "attn_output.weight"].T
+        mix = lin(t, p + "attn_output.weight", att.reshape(n, n_head * v_dim))
         h_ = x + mix
         y = rms(h_, t[p + "ffn_norm.weight"], eps)
         if il < hp.get("leading_dense_block_count", 0):
@@ -250,7 +295,7 @@ def forward(hp, t, types, tokens, ablate=None):
             routing[il] = (probs, top)
             gaps.append(gap)
         layers.append((mix, x))
-    return lm_head(t, types, x, eps), layers, routing, min(gaps)
+    return lm_head(t, x, eps), layers, routing, min(gaps)
 
 
 def report(model, meta, types):

@@ -35,8 +35,8 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from check_tiny_deepseek2 import (check, ffn, lm_head, load, moe, report, rms,  # noqa: E402
-                                  rope_angles, rope_apply)
+from check_tiny_deepseek2 import (check, ffn, lin, lm_head, load, moe, report,  # noqa: E402
+                                  rms, rope_angles, rope_apply)
 
 ABLATIONS = ["qkbias", "qknorm", "partial", "adjacent", "bias", "wnorm", "scale", "shared"]
 
@@ -61,7 +61,7 @@ def forward(hp, t, types, tokens, ablate=None):
         y = rms(x, t[p + "attn_norm.weight"], eps)
 
         def proj(name, heads):
-            a = y @ t[p + name + ".weight"].T
+            a = lin(t, p + name + ".weight", y)
             if p + name + ".bias" in t and ablate != "qkbias":
                 a = a + t[p + name + ".bias"]
             return a.reshape(n, heads, d)
@@ -79,7 +79,7 @@ def forward(hp, t, types, tokens, ablate=None):
             a = np.where(vis, q[:, h] @ k[:, g].T / np.sqrt(d), -np.inf)
             e = np.exp(a - a.max(1, keepdims=True))
             att[:, h] = (e / e.sum(1, keepdims=True)) @ v[:, g]
-        mix = att.reshape(n, n_head * d) @ t[p + "attn_output.weight"].T
+        mix = lin(t, p + "attn_output.weight", att.reshape(n, n_head * d))
         h_ = x + mix
         y = rms(h_, t[p + "post_attention_norm.weight"], eps)
         if il < hp.get("leading_dense_block_count", 0):
@@ -90,7 +90,7 @@ def forward(hp, t, types, tokens, ablate=None):
             routing[il] = (probs, top)
             gaps.append(gap)
         layers.append((mix, x))
-    return lm_head(t, types, x, eps), layers, routing, min(gaps)
+    return lm_head(t, x, eps), layers, routing, min(gaps)
 
 
 def main():
