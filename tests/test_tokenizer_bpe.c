@@ -714,6 +714,30 @@ static void test_pretok_names(void) {
         moeinf_pretok_free(p);
         p = NULL;
     }
+
+    /* GLM's and Kimi-K2's names, with llama.cpp's flags for them (llama-vocab.cpp): glm4
+     * and glm5 take a word that is a token whole and clean spaces, chatglm-bpe (GLM-4) only
+     * cleans spaces, kimi-k2 does neither; none adds BOS */
+    static const struct {
+        const char *name, *entry;
+        bool ignore_merges, clean_spaces;
+    } glm_kimi[] = {{"glm4", "glm4", true, true},
+                    {"glm5", "glm4", true, true},
+                    {"chatglm-bpe", "chatglm-bpe", false, true},
+                    {"kimi-k2", "kimi-k2", false, false}};
+
+    for (size_t i = 0; i < sizeof glm_kimi / sizeof glm_kimi[0]; i++) {
+        CHECK_EQ_INT(moeinf_pretok_create(glm_kimi[i].name, &p, &err), MOEINF_OK);
+        if (!p) continue;
+        CHECK(strcmp(moeinf_pretok_name(p), glm_kimi[i].entry) == 0);
+        struct moeinf_pretok_flags f = moeinf_pretok_flags(p);
+        CHECK_MSG(f.ignore_merges == glm_kimi[i].ignore_merges &&
+                      f.clean_spaces == glm_kimi[i].clean_spaces && !f.add_bos,
+                  "%s: flags %d %d %d", glm_kimi[i].name, f.ignore_merges, f.clean_spaces,
+                  f.add_bos);
+        moeinf_pretok_free(p);
+        p = NULL;
+    }
     /* Empty text: no words, a real (freeable) array. */
     CHECK_EQ_INT(moeinf_pretok_create("qwen2", &p, &err), MOEINF_OK);
     if (p) {

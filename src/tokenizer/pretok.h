@@ -26,7 +26,10 @@
  * letter may sit in an upper- or a lower-case run, so "ПриветМир" is one word, where o200k
  * gives "Привет" "Мир") and combining marks are not letters (so "Cafe\u0301" is "Cafe" and
  * the mark, and Indic, Thai and Arabic words break at their vowel signs, where o200k keeps
- * them whole). tools/tokenizer/pretok_cases.py --published lists such texts.
+ * them whole). kimi-k2 is likewise llama.cpp's own split, not tokenization_kimi.py's pattern:
+ * any letters but Han make one run (no split at case changes), combining marks are no letters,
+ * and Han is llama.cpp's ranges (not Unicode's Han script: U+3005, U+3007 and the radicals are
+ * not in them). tools/tokenizer/pretok_cases.py --published lists such texts.
  *
  * A pre-tokenizer is read-only once made and may be used by several threads at once.
  */
