@@ -101,7 +101,7 @@ static void check_split_syntax(const struct moeinf_reasoning_syntax *syn, const 
 
 static void check_split_with(const char *start, const char *end, const char *prompt, bool extract,
                              const char *text, const char *thinking, const char *answer) {
-    struct moeinf_reasoning_syntax syn = {start, {end, NULL}, {NULL}, NULL, NULL};
+    struct moeinf_reasoning_syntax syn = {start, {end, NULL}, {NULL}, NULL, NULL, false};
     check_split_syntax(start ? &syn : NULL, prompt, extract, text, thinking, answer);
 }
 
@@ -229,12 +229,12 @@ static void test_markers_and_errors(void) {
         CHECK_MSG(!moeinf_chat_reasoning_syntax(none[i]), "%s has markers", none[i]);
     /* syntaxes that cannot work */
     static const struct moeinf_reasoning_syntax bad[] = {
-        {"<think>", {NULL}, {NULL}, NULL, NULL},                 /* no end */
-        {"<think>", {"</think>", ""}, {NULL}, NULL, NULL},       /* an empty end */
-        {NULL, {"</think>"}, {NULL}, NULL, NULL},                /* neither start nor channels */
-        {"<t>", {"<|end|>"}, {"<|start|>"}, "<|message|>", "a"}, /* both */
-        {NULL, {"<|end|>"}, {NULL}, "<|message|>", "a"},         /* channels without heads */
-        {NULL, {"<|end|>"}, {"<|start|>"}, "<|message|>", ""},   /* an empty channel */
+        {"<think>", {NULL}, {NULL}, NULL, NULL, false},                 /* no end */
+        {"<think>", {"</think>", ""}, {NULL}, NULL, NULL, false},       /* an empty end */
+        {NULL, {"</think>"}, {NULL}, NULL, NULL, false},                /* neither */
+        {"<t>", {"<|end|>"}, {"<|start|>"}, "<|message|>", "a", false}, /* both */
+        {NULL, {"<|end|>"}, {NULL}, "<|message|>", "a", false},         /* no heads */
+        {NULL, {"<|end|>"}, {"<|start|>"}, "<|message|>", "", false},   /* an empty channel */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct moeinf_reasoning *r = (struct moeinf_reasoning *)&bad; /* must stay untouched */

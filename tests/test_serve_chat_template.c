@@ -384,15 +384,26 @@ static void test_errors_and_resolve(void) {
     CHECK_EQ_INT(moeinf_chat_template_resolve(NULL, "chatml-x", &name, &err), MOEINF_ERR_ARG);
     CHECK_STR_CONTAINS(err.msg, "unknown chat template 'chatml-x'");
     CHECK_STR_CONTAINS(err.msg, "olmoe");
+    CHECK_STR_CONTAINS(err.msg, "kimi-k2-thinking");
     CHECK_STR_CONTAINS(err.msg, "qwen35");
     CHECK_EQ_INT(moeinf_chat_template_resolve(NULL, "llama3", &name, &err), MOEINF_OK);
     CHECK(name && !strcmp(name, "llama3"));
     CHECK(moeinf_chat_template_detect("{{ messages }}") == NULL);
     CHECK(moeinf_chat_template_detect("<|user|> <|assistant|> <|end|>") == NULL); /* Phi-3 */
+    /* GLM-4 (glm-4-9b-chat) shares GLM-4.5's markup but none of its markers: not olmoe */
+    CHECK(moeinf_chat_template_detect("[gMASK]<sop>{% for m in messages %}<|{{ m.role }}|>\n"
+                                      "{{ m.content }}{% endfor %}<|user|><|assistant|>") == NULL);
+    /* DeepSeek-V3.1 opens '<think>' without R1's newline: deepseek3 */
+    const char *k = moeinf_chat_template_detect("{{'" DS_USER "' + c}}{{'" DS_ASSISTANT
+                                                "<think>'}}{{'" DS_EOS "'}}");
+    CHECK(k && !strcmp(k, "deepseek3"));
+    k = moeinf_chat_template_detect("{{'" DS_USER "' + c}}{{'" DS_ASSISTANT
+                                    "<think>\\n'}}{{'" DS_EOS "'}}");
+    CHECK(k && !strcmp(k, "deepseek-r1"));
     size_t n_names = 0;
     for (const char *const *p = moeinf_chat_template_names(); *p; p++)
         n_names++;
-    CHECK_EQ_INT(n_names, 8);
+    CHECK_EQ_INT(n_names, 13);
 
     /* The tiny test models have no template: resolving without a name is an error. */
     char path[1024];
@@ -843,6 +854,96 @@ static void test_harmony_tokenize(void) {
     moeinf_model_free(m);
 }
 
+/* ---- GLM-4.5/4.6, GLM-4.7-Flash, Kimi-K2, DeepSeek-R1 against their Jinja templates ---- */
+
+/* Every rendering jinja2 gave of llama.cpp's GLM-4.6, GLM-4.7-Flash, Kimi-K2-Instruct,
+ * moonshotai-Kimi-K2, Kimi-K2-Thinking and DeepSeek-R1 templates
+ * (tests/data/chat_templates/glm-kimi-r1-renderings.json, made by tools/chat/glm_kimi_refs.py),
+ * byte for byte, with and without the generation prompt: enable_thinking false is
+ * MOEINF_CHAT_NO_THINKING, true no flag; absent is no flag too, except for DeepSeek-R1, whose
+ * template (llama.cpp's copy) closes the thinking unless enable_thinking is true. Each template's
+ * text is detected as its family. moonshotai-Kimi-K2.jinja, an earlier Kimi-K2 template, is
+ * detected as kimi-k2 and matches it except for its own default system text, which is compared
+ * only where a conversation gives its own system message or none at all. */
+static void test_glm_kimi_r1_against_jinja(void) {
+    static const struct {
+        const char *file, *name;
+    } tmpls[] = {{"GLM-4.6.jinja", "glm45"},
+                 {"GLM-4.7-Flash.jinja", "glm47"},
+                 {"Kimi-K2-Instruct.jinja", "kimi-k2"},
+                 {"moonshotai-Kimi-K2.jinja", "kimi-k2"},
+                 {"Kimi-K2-Thinking.jinja", "kimi-k2-thinking"},
+                 {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", "deepseek-r1"}};
+
+    char path[512];
+    for (size_t i = 0; i < sizeof tmpls / sizeof tmpls[0]; i++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "tests/data/chat_templates/%s", tmpls[i].file);
+        char *jinja = read_all(test_src_path(rel, path, sizeof path));
+        CHECK_MSG(jinja && strlen(jinja) > 1000, "cannot read %s", rel);
+        const char *d = jinja ? moeinf_chat_template_detect(jinja) : NULL;
+        CHECK_MSG(d && !strcmp(d, tmpls[i].name), "%s: detect gave %s", tmpls[i].file,
+                  d ? d : "NULL");
+        free(jinja);
+    }
+    char *text = read_all(
+        test_src_path("tests/data/chat_templates/glm-kimi-r1-renderings.json", path, sizeof path));
+    CHECK(text != NULL);
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    CHECK(root != NULL);
+    if (!root) return;
+    const cJSON *convs = cJSON_GetObjectItemCaseSensitive(root, "conversations");
+    int n_same = 0;
+    int n_skipped = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(root, "cases")) {
+        const char *name = json_str(c, "name");
+        const char *file = json_str(c, "template");
+        const cJSON *conv = cJSON_GetArrayItem(
+            convs, cJSON_GetObjectItemCaseSensitive(c, "conversation")->valueint);
+        bool add = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add"));
+        const cJSON *think = cJSON_GetObjectItemCaseSensitive(c, "enable_thinking");
+        const cJSON *ref = cJSON_GetObjectItemCaseSensitive(c, "expected");
+        CHECK(name && file && conv && cJSON_IsString(ref));
+        if (!name || !file || !conv || !cJSON_IsString(ref)) break;
+        struct moeinf_chat_message m[8];
+        size_t n = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, conv) {
+            if (n == 8) break;
+            m[n].role = json_str(e, "role");
+            m[n].content = json_str(e, "content");
+            n++;
+        }
+        if (!strcmp(file, "moonshotai-Kimi-K2.jinja") && n > 0 && strcmp(m[0].role, "system")) {
+            n_skipped++;
+            continue;
+        }
+        unsigned flags = add ? MOEINF_CHAT_ADD_ASSISTANT : 0;
+        bool off = cJSON_IsFalse(think) || (cJSON_IsNull(think) && !strcmp(name, "deepseek-r1"));
+        if (off) flags |= MOEINF_CHAT_NO_THINKING;
+        char *out = NULL;
+        struct moeinf_error err = {0};
+        CHECK_EQ_INT(moeinf_chat_apply(name, m, n, flags, &out, NULL, &err), MOEINF_OK);
+        bool same = out && !strcmp(out, ref->valuestring);
+        CHECK_MSG(same,
+                  "%s conversation %d add %d thinking %s:\n  moeinf:    [%s]\n  reference: [%s]",
+                  file, cJSON_GetObjectItemCaseSensitive(c, "conversation")->valueint, add,
+                  cJSON_IsNull(think)   ? "-"
+                  : cJSON_IsTrue(think) ? "on"
+                                        : "off",
+                  out ? out : err.msg, ref->valuestring);
+        n_same += same;
+        free(out);
+    }
+    cJSON_Delete(root);
+    /* 6 templates x 18 conversations x 2 x 3 (tools/chat/glm_kimi_refs.py); moonshotai's 14
+     * conversations that begin with no system message are its default system text's */
+    CHECK_EQ_INT(n_skipped, 14 * 6);
+    CHECK_EQ_INT(n_same, 6 * 18 * 6 - 14 * 6);
+}
+
 int main(void) {
     RUN(test_errors_and_resolve);
     RUN(test_chat_tokenize);
@@ -853,5 +954,6 @@ int main(void) {
     RUN(test_harmony_against_jinja);
     RUN(test_harmony_prompt);
     RUN(test_harmony_tokenize);
+    RUN(test_glm_kimi_r1_against_jinja);
     return test_report();
 }
