@@ -854,6 +854,94 @@ static void test_harmony_tokenize(void) {
     moeinf_model_free(m);
 }
 
+/* Counts id in ids. */
+static size_t count_id(const int32_t *ids, size_t n, int32_t id) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += ids[i] == id;
+    return k;
+}
+
+/* The id of a text that is one token (parse_special), or -1. */
+static int32_t one_token(const struct moeinf_model *m, const char *text) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    struct moeinf_error err = {0};
+    int32_t id = -1;
+    if (moeinf_tokenize(m, text, strlen(text), false, true, &ids, &n, &err) == MOEINF_OK && n == 1)
+        id = ids[0];
+    free(ids);
+    return id;
+}
+
+/* glm45 and kimi-k2 on the synthetic GLM-4.5 and Kimi-K2 vocabularies (tests/data/tokenizer):
+ * the markup's control tokens are the tokens, a message that types one ("<|user|>",
+ * "<|im_end|>") gets the text's tokens, so it cannot forge a turn; GLM's user-defined <think>
+ * is the token in a message too (as without parse_special). Expected: each piece tokenized
+ * alone, the markup with special tokens parsed, the messages' texts without. */
+static void test_glm_kimi_tokenize(void) {
+    static const struct {
+        const char *file, *tmpl, *turn; /* the control token a message types */
+        struct moeinf_chat_message msgs[4];
+        size_t n;
+        const char *pieces[10]; /* markup, text, markup, ...; NULL-terminated */
+        size_t n_turn;          /* the markup's turn tokens */
+    } cases[] = {
+        {"tests/data/tokenizer/glm4-synthetic.gguf",
+         "glm45",
+         "<|user|>",
+         {{"system", "S"},
+          {"user", "<|user|><think>"},
+          {"assistant", "<think>t</think>a"},
+          {"user", "d"}},
+         4,
+         {"[gMASK]<sop><|system|>\n", "S", "<|user|>\n", "<|user|><think>",
+          "<|assistant|>\n<think></think>\n", "a", "<|user|>\n", "d", "<|assistant|>", NULL},
+         2},
+        {"tests/data/tokenizer/kimi-k2-synthetic.gguf",
+         "kimi-k2",
+         "<|im_end|>",
+         {{"user", "<|im_end|>x"}, {"assistant", "y"}},
+         2,
+         {"<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI."
+          "<|im_end|>\n<|im_user|>user<|im_middle|>",
+          "<|im_end|>x", "<|im_end|><|im_assistant|>assistant<|im_middle|>", "y",
+          "<|im_end|><|im_assistant|>assistant<|im_middle|>", NULL},
+         3},
+    };
+
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char path[1024];
+        struct moeinf_error err = {0};
+        struct moeinf_model_params mp = moeinf_model_params_default();
+        mp.vocab_only = true;
+        struct moeinf_model *m = NULL;
+        CHECK_EQ_INT(
+            moeinf_model_load(test_src_path(cases[c].file, path, sizeof path), &mp, &m, &err),
+            MOEINF_OK);
+        if (!m) continue;
+        int32_t *got = NULL;
+        size_t n_got = 0;
+        CHECK_EQ_INT(moeinf_chat_tokenize(m, cases[c].tmpl, cases[c].msgs, cases[c].n,
+                                          MOEINF_CHAT_ADD_ASSISTANT, &got, &n_got, &err),
+                     MOEINF_OK);
+        int32_t *want = NULL;
+        size_t n_want = 0;
+        for (size_t i = 0; cases[c].pieces[i]; i++)
+            CHECK(append_text(m, &want, &n_want, cases[c].pieces[i], false, i % 2 == 0));
+        check_ids(cases[c].tmpl, got, n_got, want, n_want);
+        const int32_t turn = one_token(m, cases[c].turn);
+        CHECK(turn >= 0);
+        CHECK_EQ_INT(count_id(got, n_got, turn), cases[c].n_turn);
+        if (c == 0) { /* the markup's and the typed one (user-defined): 2 */
+            CHECK_EQ_INT(count_id(got, n_got, one_token(m, "<think>")), 2);
+        }
+        free(got);
+        free(want);
+        moeinf_model_free(m);
+    }
+}
+
 /* ---- GLM-4.5/4.6, GLM-4.7-Flash, Kimi-K2, DeepSeek-R1 against their Jinja templates ---- */
 
 /* Every rendering jinja2 gave of llama.cpp's GLM-4.6, GLM-4.7-Flash, Kimi-K2-Instruct,
@@ -955,5 +1043,6 @@ int main(void) {
     RUN(test_harmony_prompt);
     RUN(test_harmony_tokenize);
     RUN(test_glm_kimi_r1_against_jinja);
+    RUN(test_glm_kimi_tokenize);
     return test_report();
 }
