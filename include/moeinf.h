@@ -541,6 +541,22 @@ MOEINF_API void moeinf_sampler_accept(struct moeinf_sampler *s, int32_t id);
  *              thinking dropped except in a last answer without ADD_ASSISTANT; the prompt of a
  *              generation ends "<|start|>assistant". Roles also "developer". No messages, or
  *              channel markup in an answer, is MOEINF_ERR_ARG, as the template raises.)
+ *   deepseek-r1  <｜User｜>text<｜Assistant｜>answer<｜end▁of▁sentence｜>   (DeepSeek-R1: its
+ *              Jinja template as jinja2 renders it, BOS aside: the last system text first, an
+ *              answer's text after its last </think>; the prompt of a generation ends
+ *              "<｜Assistant｜><think>\n", or "<think>\n</think>" with NO_THINKING)
+ *   glm45      [gMASK]<sop><|user|>\ntext<|assistant|>\n<think></think>\nanswer   (GLM-4.5,
+ *              4.6: the Jinja template as jinja2 renders it, tools aside; an answer after the
+ *              last user message keeps its thinking; NO_THINKING appends "/nothink" to user
+ *              texts and ends the prompt "<|assistant|>\n<think></think>")
+ *   glm47      [gMASK]<sop><|user|>text<|assistant|></think>answer   (GLM-4.7-Flash: the same
+ *              without newlines; the prompt ends "<|assistant|><think>", or "</think>" with
+ *              NO_THINKING)
+ *   kimi-k2    <|im_user|>user<|im_middle|>text<|im_end|>   (Kimi-K2-Instruct: the Jinja
+ *              template as jinja2 renders it; Kimi's own system message when the first is not
+ *              a system message)
+ *   kimi-k2-thinking  the same, with "<think></think>" before each past answer (Kimi-K2-
+ *              Thinking; the model opens its thinking itself)
  */
 struct moeinf_chat_message {
     const char *role;    /* "system", "user" or "assistant" */
@@ -569,9 +585,10 @@ MOEINF_API enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_m
 /* Flags of moeinf_chat_apply and moeinf_chat_tokenize, OR'ed (0: none). */
 /* End with the opening of the assistant's turn (the prompt of a generation). */
 #define MOEINF_CHAT_ADD_ASSISTANT 1u
-/* With ADD_ASSISTANT, for a model that thinks before it answers (qwen35): open the turn with
- * an empty thinking block, for an answer without thinking (chat_template_kwargs'
- * enable_thinking = false); the other templates have no thinking and ignore it. */
+/* With ADD_ASSISTANT, for a model that thinks before it answers (qwen35, deepseek-r1, glm45,
+ * glm47): open the turn with an empty or closed thinking block, for an answer without
+ * thinking (chat_template_kwargs' enable_thinking = false; glm45 also marks each user text
+ * "/nothink"); the other templates have no such switch and ignore it. */
 #define MOEINF_CHAT_NO_THINKING 2u
 /* The reasoning effort a template asks for (harmony's "Reasoning: low|medium|high"; the other
  * templates ignore it): one of these, or none for the template's default. */
@@ -604,13 +621,16 @@ MOEINF_API enum moeinf_status moeinf_chat_tokenize(const struct moeinf_model *mo
 
 /*
  * A model that thinks writes its reasoning between two markers before the answer (<think> and
- * </think> for Qwen3, Qwen3.5 and DeepSeek-R1). A reasoning splitter takes the generated text
- * piece by piece, as it streams, and gives back what may be shown of the thinking and of the
- * answer, as llama.cpp's server splits reasoning_content from content:
+ * </think> for Qwen3, Qwen3.5, DeepSeek-R1, GLM-4.5 to 4.7 and Kimi-K2-Thinking). A reasoning
+ * splitter takes the generated text piece by piece, as it streams, and gives back what may be
+ * shown of the thinking and of the answer, as llama.cpp's server splits reasoning_content from
+ * content:
  *   - the thinking block counts only at the very start of the generated text, or when the
  *     prompt opened it: the prompt, less trailing whitespace, ends with the start marker
- *     (Qwen3.5's generation prompt "<think>\n"). A prompt that ends with the end marker
- *     (thinking switched off: "<think>\n\n</think>\n\n") leaves everything to the answer;
+ *     (Qwen3.5's generation prompt "<think>\n", DeepSeek-R1's and GLM-4.7-Flash's); for
+ *     glm45 whitespace may come first (GLM-4.5 writes "\n<think>"). A prompt that ends with
+ *     the end marker (thinking switched off: "<think>\n\n</think>\n\n") leaves everything to
+ *     the answer (for glm45 less its leading whitespace);
  *   - the thinking loses its leading and trailing whitespace (whitespace only: none), the
  *     answer its leading whitespace after the end marker; the markers are not shown;
  *   - a marker split across pieces, and whitespace that may still end the thinking, are held
@@ -637,7 +657,8 @@ struct moeinf_reasoning_text {
 
 /* A splitter for the answer to a conversation: the markers of chat template `name` ("<think>",
  * "</think>" for the families that think, and any template this version does not name;
- * harmony's channels; none for mistral, llama3, deepseek2 and olmoe, whose text is all answer) and
+ * harmony's channels; none for mistral, llama3, deepseek2, olmoe and kimi-k2, whose text is all
+ * answer) and
  * the tail of the prompt the template writes for msgs with `flags` (as moeinf_chat_apply; the
  * prompt of a generation has MOEINF_CHAT_ADD_ASSISTANT), so that it works for any template. extract
  * false: llama.cpp's --reasoning-format none (above). Errors as moeinf_chat_apply. */
