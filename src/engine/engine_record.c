@@ -19,7 +19,7 @@ static void record_buffers_free(struct moeinf_context *ctx) {
 enum moeinf_status moeinf_context_record_open(struct moeinf_context *ctx, const char *path,
                                               const char *tag, struct moeinf_error *err) {
     const struct moeinf_hparams *hp = &ctx->model->llm->hp;
-    if (hp->n_expert == 0) {
+    if (moeinf_n_moe_layers(hp) <= 0) { /* the loader requires one MoE layer in a MoE model */
         return moeinf_fail(err, MOEINF_ERR_ARG, "%s: a dense model has no routing to record", path);
     }
     if (ctx->record)
