@@ -319,7 +319,8 @@ static void compare_routing(struct moeinf_context *ctx, const struct golden *g, 
         }
         for (int j = 0; j < g->n_tokens; j++) {
             if (n_used < n_expert &&
-                router_gap(hp, probs + j * n_expert, topk + j * n_used) < fmax(1e-3, tie_gap))
+                router_gap(hp, probs + (size_t)j * n_expert, topk + (size_t)j * n_used) <
+                    fmax(1e-3, tie_gap))
                 continue; /* near tie */
             const int32_t *sel = moeinf_fwd_routing(ctx->fwd, il, j);
             const float *w = moeinf_fwd_routing_weights(ctx->fwd, il, j);
@@ -460,7 +461,8 @@ static bool step_near_tie(const struct moeinf_hparams *hp, const struct golden *
         double topk[MAX_TOK * 8];
         if (golden_numbers(golden_find(layer, "topk"), topk, MAX_TOK * 8) < (row + 1) * n_used)
             return false;
-        if (router_gap(hp, probs + row * n_expert, topk + row * n_used) < 1e-3) return true;
+        if (router_gap(hp, probs + (size_t)row * n_expert, topk + (size_t)row * n_used) < 1e-3)
+            return true;
     }
     return false;
 }
