@@ -6,6 +6,7 @@
 #   bench/compare_llamacpp.sh [-t "2 1"] [-p 64] [-n 32] [-r 3] [--rounds 3]
 #                             [--models "mixtral-q8_0 mixtral-q4_0 olmoe-q8_0"] [--olmoe-layers 16]
 #                             [--qwen3-layers 8] [--qwen36-layers 8] [--gptoss-layers 24]
+#                             [--dsv2lite-layers 8]
 #
 # Equal work: llama-cpp-python's eval computes the last position's logits of every batch, so
 # `moeinf bench` does too (final norm and lm_head after every prefill micro-batch and every
@@ -51,17 +52,25 @@
 #               gen-model's own vocabulary padded to the real 201088 tokens. The published
 #               files' types are gptoss20b-mxfp4_moe (experts MXFP4, the rest Q8_0: 12.1 GB,
 #               of which a decoded token reads about 2.6 GB), the row of issue 26
+#   dsv2lite-*  DeepSeek-V2-Lite-shaped (--preset deepseek-v2-lite, arch deepseek2): multi-head
+#               latent attention (16 heads, no query compression, a 512-wide latent and a
+#               64-dim rotary key cached per token, the split attn_k_b/attn_v_b layout), one
+#               leading dense layer (FFN 10944), then 64 experts top-6 of width 1408 plus 2
+#               shared; the real model's 27 layers cut to --dsv2lite-layers (default 8: 2.9 GB
+#               at Q4_K_M; 27 is the whole 10.4 GB file), gen-model's own vocabulary padded to
+#               the real 102400 tokens; the Done-when row of issue 27 is dsv2lite-q4_k_m
 # Installs the pinned llama-cpp-python when needed (bench/lib/llamacpp.sh; bench/README.md
 # says how long each step takes). Ratios are measured in one run: these
 # machines are shared and noisy, so compare ratios, not absolute figures across runs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 threads=$(nproc) prompt=64 gen=32 reps=3 rounds=3 olmoe_layers=16 qwen3_layers=8 qwen36_layers=8
-gptoss_layers=24
+gptoss_layers=24 dsv2lite_layers=8
 models="mixtral-q8_0 mixtral-q4_0 olmoe-q8_0"
 usage() {
   echo "usage: $0 [-t \"THREADS...\"] [-p N] [-n N] [-r N] [--rounds N] [--models \"...\"]" \
-       "[--olmoe-layers N] [--qwen3-layers N] [--qwen36-layers N] [--gptoss-layers N]" >&2
+       "[--olmoe-layers N] [--qwen3-layers N] [--qwen36-layers N] [--gptoss-layers N]" \
+       "[--dsv2lite-layers N]" >&2
   exit 2
 }
 while [ $# -gt 0 ]; do
@@ -77,6 +86,7 @@ while [ $# -gt 0 ]; do
     --qwen3-layers) qwen3_layers=$2 ;;
     --qwen36-layers) qwen36_layers=$2 ;;
     --gptoss-layers) gptoss_layers=$2 ;;
+    --dsv2lite-layers) dsv2lite_layers=$2 ;;
     *) usage ;;
   esac
   shift 2
@@ -104,8 +114,10 @@ model_file() { # name -> path, generating the file on first use
             set -- --preset qwen3.6-35b-a3b --layers "$qwen36_layers" ;;
     gptoss20b) path=bench/models/gptoss20b-shape-L$gptoss_layers-$type.gguf voc=""
                set -- --preset gpt-oss-20b --layers "$gptoss_layers" ;;
-    *) echo "unknown model '$name' (mixtral-TYPE, olmoe-TYPE, qwen3-TYPE, qwen36-TYPE or" \
-            "gptoss20b-TYPE)" >&2
+    dsv2lite) path=bench/models/dsv2lite-shape-L$dsv2lite_layers-$type.gguf voc=""
+              set -- --preset deepseek-v2-lite --layers "$dsv2lite_layers" ;;
+    *) echo "unknown model '$name' (mixtral-TYPE, olmoe-TYPE, qwen3-TYPE, qwen36-TYPE," \
+            "gptoss20b-TYPE or dsv2lite-TYPE)" >&2
        exit 2 ;;
   esac
   if [ ! -f "$path" ]; then

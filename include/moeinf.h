@@ -82,12 +82,14 @@ enum moeinf_phase {
 /* Geometry of a model that moeinf_gen_model writes with random weights. */
 struct moeinf_gen_params {
     const char *arch;    /* "llama" (Mixtral family), "qwen2moe", "qwen3moe", "olmoe", "gpt-oss",
-                            or the hybrid linear-attention archs "qwen35moe" and "qwen3next" */
+                            "deepseek2", "glm4moe", or the hybrid linear-attention archs
+                            "qwen35moe" and "qwen3next" */
     int n_layer;         /* transformer blocks */
     int n_expert;        /* routed experts per layer; 0 = dense model */
     int n_expert_used;   /* top-k */
-    int n_expert_shared; /* shared experts: qwen2moe, qwen35moe and qwen3next need >= 1 (one
-                            shared FFN of width n_expert_shared x n_ff), the other archs 0 */
+    int n_expert_shared; /* shared experts: qwen2moe, qwen35moe, qwen3next, deepseek2 and
+                            glm4moe need >= 1 (one shared FFN of width n_expert_shared x n_ff),
+                            the other archs 0 */
     int n_embd;          /* model width */
     int n_ff;            /* FFN width of one expert (or of the dense FFN) */
     int n_head;          /* query heads */
@@ -115,9 +117,28 @@ struct moeinf_gen_params {
     int ssm_dt_rank;        /* linear-attention value heads (a multiple of the key heads) */
     int full_attn_interval; /* layer i is full attention iff (i + 1) % interval == 0 */
     /* gpt-oss only (the other archs ignore them): */
-    int n_swa;               /* attention.sliding_window (default 128) */
-    float rope_yarn_factor;  /* rope.scaling.factor of the YaRN scaling (default 32) */
-    int rope_yarn_orig_ctx;  /* rope.scaling.original_context_length (default 4096) */
+    int n_swa;              /* attention.sliding_window (default 128) */
+    float rope_yarn_factor; /* rope.scaling.factor of the YaRN scaling (default 32) */
+    int rope_yarn_orig_ctx; /* rope.scaling.original_context_length (default 4096) */
+    /* deepseek2 and glm4moe only (the other archs ignore them). deepseek2's heads are MLA's:
+     * n_embd_head is the query/key head (nope + rope), n_rot its rotary part, head_count_kv is
+     * written as 1 whatever n_head_kv; its YaRN keys (rope_yarn_factor, _orig_ctx, _log_mul)
+     * are written when rope_yarn_factor > 1. glm4moe's heads are n_embd_head wide with n_rot
+     * rotary dims and q/k/v biases. In both n_rot 0 is half of the head, and the
+     * n_expert_shared >= 1 shared experts are one FFN of width n_expert_shared x n_ff without
+     * a gate. */
+    int n_dense_lead;           /* leading_dense_block_count: layers below it have a dense FFN */
+    int n_ff_dense;             /* width of those dense FFNs (feed_forward_length) */
+    int n_nextn;                /* glm4moe: trailing next-token-prediction blocks, after n_layer */
+    int q_lora_rank;            /* deepseek2: query compression rank; 0 = a plain attn_q */
+    int kv_lora_rank;           /* deepseek2: width of the compressed KV latent (default 512) */
+    int v_head_dim;             /* deepseek2: value head dim (default 128) */
+    int expert_gating;          /* 1 softmax, 2 sigmoid with the selection bias exp_probs_b */
+    float expert_weights_scale; /* routed weights' scale (1 = none) */
+    bool expert_weights_norm;   /* routed weights normalized to sum 1 */
+    int n_expert_groups;        /* expert_group_count (0 = the key is not written) */
+    int n_group_used;           /* expert_group_used_count */
+    float rope_yarn_log_mul;    /* deepseek2: rope.scaling.yarn_log_multiplier */
 };
 
 /* The defaults, what `moeinf gen-model` writes without options: a small Mixtral-style MoE
@@ -138,6 +159,16 @@ MOEINF_API enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_pa
  * same params (seed included) give the same bytes. On failure no file is left at `path`. */
 MOEINF_API enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *params,
                                                const char *path, struct moeinf_error *err);
+
+/* Calls fn for every tensor moeinf_gen_model would write with these params, in file order,
+ * writing nothing: its name, GGML type (after the type mix), number of dims and ne (unused
+ * dims 1). The vocabulary's size is read from vocab_from's file when given. What a model too
+ * large for the disk would hold. MOEINF_ERR_ARG as moeinf_gen_params_check. */
+MOEINF_API enum moeinf_status
+moeinf_gen_model_tensors(const struct moeinf_gen_params *params,
+                         void (*fn)(void *user, const char *name, int type, int n_dims,
+                                    const int64_t ne[3]),
+                         void *user, struct moeinf_error *err);
 
 /* ---- engine: model (engine_model.c), context and decode (engine.c, engine_params.c) ---- */
 

@@ -5,7 +5,8 @@
  * what the limit leaves once the resident weights, the margin, this context's KV cache and
  * scratch and what the model's other contexts hold are counted; three `auto` contexts, made
  * one after another or on three threads at once, hold in total at most the limit; a context
- * freed gives its share back.
+ * freed gives its share back; a latent-attention (deepseek2) context goes up to its trained
+ * length and its cache gets what that context's latent KV cache leaves.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -214,9 +215,116 @@ static void test_auto_contexts_at_once(void) {
     unsetenv("MOEINF_MEMORY_LIMIT"); /* NOLINT(concurrency-mt-unsafe): no thread runs */
 }
 
+/* A tiny deepseek2 (latent attention) trained to 32768 tokens: 2 MoE layers x 16 experts top-2,
+ * n_embd 128, 4 heads of 48 (32 + 16 rotary), a 64-wide latent, value heads of 32. Its KV
+ * cache holds latent + rotary key per token and layer: (64 + 16) x 2 bytes x 2 layers = 320
+ * bytes a token at F16, where full heads would take 4 x (48 + 32) x 2 x 2 = 1280. */
+#define MLA_CTX_TRAIN 32768
+#define MLA_KV_TOKEN  320u
+
+static char mla_path[512];
+
+static struct moeinf_context *mla_ctx(struct moeinf_model *m, int n_ctx,
+                                      enum moeinf_expert_cache_kind kind, enum moeinf_status *st) {
+    struct moeinf_context_params cp = moeinf_context_params_default();
+    cp.n_ctx = n_ctx;
+    cp.n_batch = 32;
+    cp.n_threads = 1;
+    cp.expert_cache.kind = kind;
+    cp.expert_cache.percent = 100.0;
+    cp.expert_io = MOEINF_EXPERT_IO_CACHED;
+    cp.expert_io_threads = 0;
+    cp.expert_prefetch = 0;
+    cp.expert_lookahead = 0;
+    struct moeinf_context *ctx = NULL;
+    struct moeinf_error err = {0};
+    *st = moeinf_context_init(m, &cp, &ctx, &err);
+    return ctx;
+}
+
+/* `-c` up to the trained length, and `--expert-cache auto` under a fixed limit gives the
+ * experts what the latent KV cache of the chosen context leaves: each context's slots are
+ * (limit - margin - resident - its KV cache and scratch) / slot, and the KV cache grows by the
+ * latent's bytes per token, not by full heads'. */
+static void test_mla_context_budget(void) {
+    snprintf(mla_path, sizeof mla_path, "%s", "");
+    char name[64];
+    snprintf(name, sizeof name, "budget-mla-%d.gguf", (int)getpid());
+    test_tmp_path(name, mla_path, sizeof mla_path);
+    struct moeinf_gen_params gp = moeinf_gen_params_default();
+    gp.arch = "deepseek2";
+    gp.n_layer = 2;
+    gp.n_expert = 16;
+    gp.n_expert_used = 2;
+    gp.n_expert_shared = 1;
+    gp.n_embd = 128;
+    gp.n_ff = 128;
+    gp.n_head = 4;
+    gp.n_head_kv = 1;
+    gp.n_embd_head = 48;
+    gp.n_rot = 16;
+    gp.kv_lora_rank = 64;
+    gp.v_head_dim = 32;
+    gp.expert_gating = 1;
+    gp.n_ctx_train = MLA_CTX_TRAIN;
+    gp.seed = 5;
+    gp.n_threads = 1;
+    struct moeinf_error err = {0};
+    CHECK_MSG(moeinf_gen_model(&gp, mla_path, &err) == MOEINF_OK, "%s", err.msg);
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    mp.offload_experts = true;
+    struct moeinf_model *m = NULL;
+    CHECK_MSG(moeinf_model_load(mla_path, &mp, &m, &err) == MOEINF_OK, "%s", err.msg);
+    if (!m) goto done;
+    CHECK_EQ_INT(moeinf_model_n_ctx_train(m), MLA_CTX_TRAIN);
+    /* probes (every expert cached) at a short context and at the trained length */
+    const int n_ctx[2] = {1024, MLA_CTX_TRAIN};
+    uint64_t ctxb[2] = {0, 0};
+    uint64_t slot = 0;
+    uint64_t resident = 0;
+    for (int i = 0; i < 2; i++) {
+        enum moeinf_status st;
+        struct moeinf_context *ctx = mla_ctx(m, n_ctx[i], MOEINF_EXPERT_CACHE_PERCENT, &st);
+        CHECK_MSG(st == MOEINF_OK, "n_ctx %d: status %d", n_ctx[i], (int)st);
+        if (!ctx) goto done;
+        struct moeinf_expert_cache_info info = info_of(ctx);
+        ctxb[i] = info.context_bytes;
+        slot = info.slot_bytes;
+        resident = info.resident_bytes;
+        moeinf_context_free(ctx);
+    }
+    /* the KV cache grows by the latent and rotary key per token (scratch a little more: a
+     * score per head and position), far below full heads */
+    const double per_token = (double)(ctxb[1] - ctxb[0]) / (MLA_CTX_TRAIN - 1024);
+    CHECK_MSG(per_token >= MLA_KV_TOKEN && per_token < MLA_KV_TOKEN + 64,
+              "KV cache and scratch grow by %.1f bytes a token (latent KV: %u)", per_token,
+              MLA_KV_TOKEN);
+    /* a limit that holds the long context's KV cache and 3.5 slots: at 1024 tokens the
+     * experts get what the long context's cache would have taken */
+    const uint64_t budget = ctxb[1] + 3 * slot + slot / 2;
+    set_limit(MOEINF_EXPERT_CACHE_MARGIN + resident + budget);
+    for (int i = 0; i < 2; i++) {
+        enum moeinf_status st;
+        struct moeinf_context *ctx = mla_ctx(m, n_ctx[i], MOEINF_EXPERT_CACHE_AUTO, &st);
+        CHECK_MSG(st == MOEINF_OK, "auto at n_ctx %d: status %d", n_ctx[i], (int)st);
+        if (!ctx) continue;
+        uint64_t want = (budget - ctxb[i]) / slot;
+        want = want > 32 ? 32 : want;
+        CHECK_EQ_INT(info_of(ctx).slots, (int)want);
+        moeinf_context_free(ctx);
+    }
+    CHECK_MSG((budget - ctxb[0]) / slot >= 3 + 8, "the short context freed %llu slots",
+              (unsigned long long)((budget - ctxb[0]) / slot - 3));
+done:
+    moeinf_model_free(m);
+    unsetenv("MOEINF_MEMORY_LIMIT"); /* NOLINT(concurrency-mt-unsafe): no thread runs */
+    remove(mla_path);
+}
+
 int main(void) {
     RUN(test_three_auto_contexts);
     RUN(test_auto_contexts_at_once);
+    RUN(test_mla_context_budget);
     if (gen_path[0]) remove(gen_path);
     return test_report();
 }

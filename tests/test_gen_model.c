@@ -668,7 +668,7 @@ static void test_bad_params(void) {
     BAD(p.n_embd = 48, "n_embd = 48 is not a multiple of 32");
     BAD(p.n_ff = 100, "n_ff = 100 is not a multiple of 32");
     BAD(p.n_expert_shared = 1, "no shared experts");
-    BAD(p.arch = "deepseek2", "arch 'deepseek2' is not supported");
+    BAD(p.arch = "mistral4", "arch 'mistral4' is not supported");
     BAD(p.arch = "qwen2moe", "arch 'qwen2moe' needs 1 to 64 shared experts (got 0)");
     BAD((p.arch = "olmoe", p.n_expert_shared = 2), "arch 'olmoe' has no shared experts");
     BAD((p.arch = "qwen3moe", p.n_expert = 0, p.n_expert_used = 0), "needs routed experts");
@@ -1078,8 +1078,8 @@ static double mxfp4_weight(const struct moeinf_gguf_tensor *t, int64_t i) {
  * load_arch_tensors), with its shape in ne order and the type of ggml-org's
  * gpt-oss-20b-mxfp4.gguf (experts MXFP4, other matrices Q8_0, router, norms, sinks and
  * biases F32); no other tensor. Returns how many were checked. */
-static int check_gpt_oss_tensors(const struct moeinf_gguf *g, int n_layer, int64_t e,
-                                 int64_t f, int64_t x, int64_t dq, int64_t dkv, int64_t n_head,
+static int check_gpt_oss_tensors(const struct moeinf_gguf *g, int n_layer, int64_t e, int64_t f,
+                                 int64_t x, int64_t dq, int64_t dkv, int64_t n_head,
                                  int64_t n_vocab) {
     const int f32 = MOEINF_TYPE_F32;
     const int q8 = MOEINF_TYPE_Q8_0;
@@ -1132,6 +1132,7 @@ static void test_gpt_oss(void) {
     CHECK_EQ_INT(moeinf_gguf_get_str(g, "general.architecture", &s, &err), MOEINF_OK);
     CHECK(moeinf_gguf_str_eq(s, "gpt-oss"));
     CHECK_EQ_INT(u32_of(g, "general.file_type"), 38); /* LLAMA_FTYPE_MOSTLY_MXFP4_MOE */
+
     static const struct {
         const char *k;
         uint32_t v;
@@ -1148,6 +1149,7 @@ static void test_gpt_oss(void) {
                 {"gpt-oss.attention.value_length", 16},
                 {"gpt-oss.attention.sliding_window", 8},
                 {"gpt-oss.rope.scaling.original_context_length", 4096}};
+
     for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++)
         CHECK_MSG(u32_of(g, keys[i].k) == keys[i].v, "%s", keys[i].k);
     float factor = 0;
@@ -1214,8 +1216,8 @@ static void test_gpt_oss_presets(void) {
     for (int big = 0; big < 2; big++) {
         /* the 120b with a small vocabulary: the padded one costs seconds under ASan */
         snprintf(args, sizeof args,
-                 "gen-model -o '%s' --preset %s --layers 2 --embd 64 --ff 32 %s --threads 2",
-                 path, big ? "gpt-oss-120b" : "gpt-oss-20b", big ? "--vocab-size 2048" : "");
+                 "gen-model -o '%s' --preset %s --layers 2 --embd 64 --ff 32 %s --threads 2", path,
+                 big ? "gpt-oss-120b" : "gpt-oss-20b", big ? "--vocab-size 2048" : "");
         int rc = test_run_moeinf("gen-gpt-oss-preset", args, out, sizeof out, errs, sizeof errs);
         if (rc < 0) {
             test_skip("MOEINF_BIN unset (run through ctest)");
@@ -1249,6 +1251,475 @@ static void test_gpt_oss_presets(void) {
         moeinf_gguf_free(g);
     }
     remove(path);
+}
+
+/* ---- deepseek2 and glm4moe ------------------------------------------------------------ */
+
+/* The geometry a deepseek2 / glm4moe file is checked against (ne order, from llama.cpp's
+ * loaders: src/models/deepseek2.cpp and glm4-moe.cpp, load_arch_tensors). */
+struct ds_shape {
+    bool glm;
+    int n_layer, n_nextn, n_dense;
+    int64_t e, f, fd, x, shared, n_vocab;
+    int64_t heads, heads_kv, k_head, rope, v_head, q_lora, kv_lora; /* k_head: nope + rope */
+    bool probs_bias;
+};
+
+/* Every tensor of the file, shape and type (all big matrices `q`, F32 for norms, router,
+ * biases), and no other. */
+static void check_ds_tensors(const struct moeinf_gguf *g, const struct ds_shape *d, int q) {
+    const int f32 = MOEINF_TYPE_F32;
+    const int64_t e = d->e;
+    int n = 3;
+    check_tensor(g, "token_embd.weight", q, 2, e, d->n_vocab, 1);
+    check_tensor(g, "output.weight", q, 2, e, d->n_vocab, 1);
+    check_tensor(g, "output_norm.weight", f32, 1, e, 1, 1);
+    for (int l = 0; l < d->n_layer + d->n_nextn; l++) {
+        char nm[64];
+#define T(suffix, type, dims, a, b, c)                                                             \
+    (snprintf(nm, sizeof nm, "blk.%d.%s", l, suffix), check_tensor(g, nm, type, dims, a, b, c), n++)
+        T("attn_norm.weight", f32, 1, e, 1, 1);
+        if (d->glm) {
+            const int64_t dq = d->heads * d->k_head;
+            const int64_t dkv = d->heads_kv * d->k_head;
+            T("attn_q.weight", q, 2, e, dq, 1);
+            T("attn_k.weight", q, 2, e, dkv, 1);
+            T("attn_v.weight", q, 2, e, dkv, 1);
+            T("attn_q.bias", f32, 1, dq, 1, 1);
+            T("attn_k.bias", f32, 1, dkv, 1, 1);
+            T("attn_v.bias", f32, 1, dkv, 1, 1);
+            T("attn_output.weight", q, 2, dq, e, 1);
+            T("post_attention_norm.weight", f32, 1, e, 1, 1);
+        } else {
+            if (d->q_lora > 0) {
+                T("attn_q_a.weight", q, 2, e, d->q_lora, 1);
+                T("attn_q_a_norm.weight", f32, 1, d->q_lora, 1, 1);
+                T("attn_q_b.weight", q, 2, d->q_lora, d->heads * d->k_head, 1);
+            } else {
+                T("attn_q.weight", q, 2, e, d->heads * d->k_head, 1);
+            }
+            T("attn_kv_a_mqa.weight", q, 2, e, d->kv_lora + d->rope, 1);
+            T("attn_kv_a_norm.weight", f32, 1, d->kv_lora, 1, 1);
+            T("attn_k_b.weight", q, 3, d->k_head - d->rope, d->kv_lora, d->heads);
+            T("attn_v_b.weight", q, 3, d->kv_lora, d->v_head, d->heads);
+            T("attn_output.weight", q, 2, d->heads * d->v_head, e, 1);
+            T("ffn_norm.weight", f32, 1, e, 1, 1);
+        }
+        if (l < d->n_dense) {
+            T("ffn_gate.weight", q, 2, e, d->fd, 1);
+            T("ffn_up.weight", q, 2, e, d->fd, 1);
+            T("ffn_down.weight", q, 2, d->fd, e, 1);
+        } else {
+            const int64_t fs = d->shared * d->f;
+            T("ffn_gate_inp.weight", f32, 2, e, d->x, 1);
+            if (d->probs_bias) T("exp_probs_b.bias", f32, 1, d->x, 1, 1);
+            T("ffn_gate_exps.weight", q, 3, e, d->f, d->x);
+            T("ffn_up_exps.weight", q, 3, e, d->f, d->x);
+            T("ffn_down_exps.weight", q, 3, d->f, e, d->x);
+            T("ffn_gate_shexp.weight", q, 2, e, fs, 1);
+            T("ffn_up_shexp.weight", q, 2, e, fs, 1);
+            T("ffn_down_shexp.weight", q, 2, fs, e, 1);
+        }
+        if (l >= d->n_layer) {
+            T("nextn.eh_proj.weight", q, 2, 2 * e, e, 1);
+            T("nextn.enorm.weight", f32, 1, e, 1, 1);
+            T("nextn.hnorm.weight", f32, 1, e, 1, 1);
+            T("nextn.shared_head_norm.weight", f32, 1, e, 1, 1);
+        }
+#undef T
+    }
+    CHECK_EQ_INT(g->n_tensors, n);
+}
+
+static float f32_of(const struct moeinf_gguf *g, const char *key) {
+    float v = NAN;
+    struct moeinf_error err;
+    CHECK_MSG(moeinf_gguf_get_f32(g, key, &v, &err) == MOEINF_OK, "%s", err.msg);
+    return v;
+}
+
+static bool bool_of(const struct moeinf_gguf *g, const char *key) {
+    bool v = false;
+    struct moeinf_error err;
+    CHECK_MSG(moeinf_gguf_find_key(g, key) >= 0, "missing key %s", key);
+    CHECK_MSG(moeinf_gguf_get_bool_opt(g, key, &v, &err) == MOEINF_OK, "%s", err.msg);
+    return v;
+}
+
+/* llama.cpp (through llama-cpp-python) loads the file and decodes finite logits: the ground
+ * truth for the layout, since its loader refuses any missing tensor or wrong shape. */
+static void check_llama_loads(const char *path, int n_vocab) {
+    char src[512];
+    char cmd[1536];
+    char out[4096];
+    char errs[4096];
+    char want[64];
+    test_src_path("tests/scripts/llama_load.py", src, sizeof src);
+    snprintf(cmd, sizeof cmd, "python3 '%s' '%s' 12", src, path);
+    int rc = test_run_shell("gen-ds-load", cmd, out, sizeof out, errs, sizeof errs);
+    if (rc == 77 || rc == 127) {
+        test_skip("python3 with llama_cpp and numpy is not available: no loader check");
+        return;
+    }
+    CHECK_MSG(rc == 0, "llama.cpp: %s", errs);
+    snprintf(want, sizeof want, "loaded %d finite", n_vocab);
+    CHECK_STR_CONTAINS(out, want);
+}
+
+/*
+ * The presets through the command line, cut (--layers) and narrowed (--embd, --ff,
+ * --dense-ff, --experts, --vocab-size; the heads of deepseek-v3 and kimi-k2, whose 128 / 64
+ * heads of a 1536-rank query would weigh tens of MB): the rest of each published config.json
+ * stays (deepseek-ai/DeepSeek-V2-Lite, deepseek-ai/DeepSeek-V3, moonshotai/Kimi-K2-Instruct,
+ * zai-org/GLM-4.5-Air), key by key and tensor by tensor, and llama.cpp and the engine load
+ * each cut and decode finite logits.
+ */
+static void test_ds_presets(void) {
+    static const struct {
+        const char *name, *cut;
+        struct ds_shape d;
+        /* published: */
+        uint32_t ctx, top_k, groups, groups_used, q_lora;
+        float theta, eps, scale, yarn, log_mul;
+        bool norm;
+        uint32_t gating;
+    } cases[] = {
+        {"deepseek-v2-lite",
+         "--layers 2",
+         {false, 2, 0, 1, 64, 32, 64, 16, 2, 2048, 16, 1, 192, 64, 128, 0, 512, false},
+         163840,
+         6,
+         1,
+         1,
+         0,
+         10000.0f,
+         1e-6f,
+         1.0f,
+         40.0f,
+         0.0707f,
+         false,
+         1},
+        {"deepseek-v3",
+         "--layers 4 --heads 4",
+         {false, 4, 0, 3, 64, 32, 64, 16, 1, 2048, 4, 1, 192, 64, 128, 1536, 512, true},
+         163840,
+         8,
+         8,
+         4,
+         1536,
+         10000.0f,
+         1e-6f,
+         2.5f,
+         40.0f,
+         0.1f,
+         true,
+         2},
+        {"kimi-k2",
+         "--layers 2 --heads 4",
+         {false, 2, 0, 1, 64, 32, 64, 16, 1, 2048, 4, 1, 192, 64, 128, 1536, 512, true},
+         131072,
+         8,
+         1,
+         1,
+         1536,
+         50000.0f,
+         1e-6f,
+         2.827f,
+         32.0f,
+         0.1f,
+         true,
+         2},
+        {"glm-4.5-air",
+         "--layers 2",
+         {true, 2, 1, 1, 64, 32, 64, 16, 1, 2048, 96, 8, 128, 64, 0, 0, 0, true},
+         131072,
+         8,
+         0,
+         0,
+         0,
+         1e6f,
+         1e-5f,
+         1.0f,
+         0,
+         0,
+         true,
+         2},
+    };
+
+    char path[512];
+    char args[1024];
+    char out[4096];
+    char errs[4096];
+    test_tmp_path("gen-ds-preset.gguf", path, sizeof path);
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        const struct ds_shape *d = &cases[c].d;
+        snprintf(args, sizeof args,
+                 "gen-model -o '%s' --preset %s %s --embd 64 --ff 32 --dense-ff 64 --experts 16 "
+                 "--vocab-size 2048 --threads 2",
+                 path, cases[c].name, cases[c].cut);
+        int rc = test_run_moeinf("gen-ds-preset", args, out, sizeof out, errs, sizeof errs);
+        if (rc < 0) {
+            test_skip("MOEINF_BIN unset (run through ctest)");
+            return;
+        }
+        CHECK_MSG(rc == 0, "%s: %s", cases[c].name, errs);
+        struct moeinf_gguf *g = NULL;
+        struct moeinf_error err = {0};
+        CHECK_MSG(moeinf_gguf_open(path, &g, &err) == MOEINF_OK, "%s", err.msg);
+        if (!g) continue;
+        const char *an = d->glm ? "glm4moe" : "deepseek2";
+        struct moeinf_gguf_str s;
+        CHECK(moeinf_gguf_get_str(g, "general.architecture", &s, &err) == MOEINF_OK &&
+              moeinf_gguf_str_eq(s, an));
+        char k[128];
+#define KEY(suffix) (snprintf(k, sizeof k, "%s.%s", an, suffix), k)
+        CHECK_EQ_INT(u32_of(g, KEY("block_count")), d->n_layer + d->n_nextn);
+        CHECK_EQ_INT(u32_of(g, KEY("context_length")), cases[c].ctx);
+        CHECK_EQ_INT(u32_of(g, KEY("embedding_length")), d->e);
+        CHECK_EQ_INT(u32_of(g, KEY("feed_forward_length")), d->fd);
+        CHECK_EQ_INT(u32_of(g, KEY("expert_feed_forward_length")), d->f);
+        CHECK_EQ_INT(u32_of(g, KEY("expert_count")), d->x);
+        CHECK_EQ_INT(u32_of(g, KEY("expert_used_count")), cases[c].top_k);
+        CHECK_EQ_INT(u32_of(g, KEY("expert_shared_count")), d->shared);
+        CHECK_EQ_INT(u32_of(g, KEY("leading_dense_block_count")), d->n_dense);
+        CHECK_EQ_INT(u32_of(g, KEY("expert_gating_func")), cases[c].gating);
+        CHECK_EQ_INT(u32_of(g, KEY("attention.head_count")), d->heads);
+        CHECK_EQ_INT(u32_of(g, KEY("attention.head_count_kv")), d->heads_kv);
+        CHECK_EQ_INT(u32_of(g, KEY("rope.dimension_count")), d->rope);
+        CHECK_EQ_INT(u32_of(g, KEY("vocab_size")), d->n_vocab);
+        CHECK(f32_of(g, KEY("rope.freq_base")) == cases[c].theta);
+        CHECK(f32_of(g, KEY("attention.layer_norm_rms_epsilon")) == cases[c].eps);
+        CHECK(f32_of(g, KEY("expert_weights_scale")) == cases[c].scale);
+        CHECK(bool_of(g, KEY("expert_weights_norm")) == cases[c].norm);
+        uint32_t v = 0;
+        if (cases[c].groups > 0) {
+            CHECK_EQ_INT(u32_of(g, KEY("expert_group_count")), cases[c].groups);
+            CHECK_EQ_INT(u32_of(g, KEY("expert_group_used_count")), cases[c].groups_used);
+        } else {
+            CHECK(moeinf_gguf_get_u32(g, KEY("expert_group_count"), &v, &err) != MOEINF_OK);
+        }
+        if (d->glm) {
+            CHECK_EQ_INT(u32_of(g, KEY("nextn_predict_layers")), d->n_nextn);
+            CHECK_EQ_INT(u32_of(g, KEY("attention.key_length")), d->k_head);
+            CHECK_EQ_INT(u32_of(g, KEY("attention.value_length")), d->k_head);
+            CHECK(moeinf_gguf_get_str(g, KEY("rope.scaling.type"), &s, &err) != MOEINF_OK);
+        } else {
+            /* MLA as MQA: one KV head of the latent and the rotary key */
+            CHECK_EQ_INT(u32_of(g, KEY("attention.q_lora_rank")), cases[c].q_lora);
+            CHECK_EQ_INT(u32_of(g, KEY("attention.kv_lora_rank")), d->kv_lora);
+            CHECK_EQ_INT(u32_of(g, KEY("attention.key_length")), d->kv_lora + d->rope);
+            CHECK_EQ_INT(u32_of(g, KEY("attention.value_length")), d->kv_lora);
+            CHECK_EQ_INT(u32_of(g, KEY("attention.key_length_mla")), d->k_head);
+            CHECK_EQ_INT(u32_of(g, KEY("attention.value_length_mla")), d->v_head);
+            CHECK(moeinf_gguf_get_str(g, KEY("rope.scaling.type"), &s, &err) == MOEINF_OK &&
+                  moeinf_gguf_str_eq(s, "yarn"));
+            CHECK(f32_of(g, KEY("rope.scaling.factor")) == cases[c].yarn);
+            CHECK_EQ_INT(u32_of(g, KEY("rope.scaling.original_context_length")), 4096);
+            CHECK(f32_of(g, KEY("rope.scaling.yarn_log_multiplier")) == cases[c].log_mul);
+            CHECK(moeinf_gguf_get_u32(g, KEY("nextn_predict_layers"), &v, &err) != MOEINF_OK);
+        }
+#undef KEY
+        check_ds_tensors(g, d, MOEINF_TYPE_Q8_0);
+        moeinf_gguf_free(g);
+        check_llama_loads(path, (int)d->n_vocab);
+        check_engine_runs(path, an, 12);
+    }
+    remove(path);
+}
+
+/* --type q4_k_m on deepseek2 and glm4moe: llama-quantize's choices (src/llama-quant.cpp,
+ * llama_tensor_get_type) where these archs meet rules the others do not: attn_k_b's 128-wide
+ * rows fall back from Q4_K to Q5_0, as the dense ffn_down's 320-wide ones (layer 0 of 2 is not
+ * one of use_more_bits' layers); attn_k_b, attn_v_b, attn_kv_a_mqa and nextn.eh_proj are none
+ * of its categories (Q4_K); use_more_bits counts over all blocks, the prediction block included
+ * (block 2 of 3 gets Q6_K for ffn_down and attn_v). 16 experts: 8 would make attn_v Q8_0. */
+static void test_ds_q4_k_m(void) {
+    struct moeinf_gen_params p = moeinf_gen_params_default();
+    p.arch = "deepseek2";
+    p.n_layer = 2;
+    p.n_dense_lead = 1;
+    p.n_ff_dense = 320;
+    p.n_expert = 16;
+    p.n_expert_used = 2;
+    p.n_expert_shared = 1;
+    p.n_embd = 256;
+    p.n_ff = 256;
+    p.n_head = 2;
+    p.n_head_kv = 1;
+    p.n_embd_head = 192;
+    p.n_rot = 64;
+    p.kv_lora_rank = 256;
+    p.type = MOEINF_GEN_TYPE_Q4_K_M;
+    p.n_threads = 2;
+    char path[512];
+    struct moeinf_gguf *g = gen_open(&p, "gen-ds-q4km.gguf", path, sizeof path);
+    if (g) {
+        const int q4 = MOEINF_TYPE_Q4_K;
+        check_tensor(g, "blk.0.attn_k_b.weight", MOEINF_TYPE_Q5_0, 3, 128, 256, 2);
+        check_tensor(g, "blk.0.attn_v_b.weight", q4, 3, 256, 128, 2);
+        check_tensor(g, "blk.0.attn_kv_a_mqa.weight", q4, 2, 256, 320, 1);
+        check_tensor(g, "blk.0.attn_q.weight", q4, 2, 256, 384, 1);
+        check_tensor(g, "blk.0.ffn_down.weight", MOEINF_TYPE_Q5_0, 2, 320, 256, 1);
+        check_tensor(g, "blk.1.ffn_down_exps.weight", MOEINF_TYPE_Q6_K, 3, 256, 256, 16);
+        check_tensor(g, "blk.1.ffn_down_shexp.weight", MOEINF_TYPE_Q6_K, 2, 256, 256, 1);
+        check_tensor(g, "blk.1.ffn_up_exps.weight", q4, 3, 256, 256, 16);
+        moeinf_gguf_free(g);
+    }
+    remove(path);
+    p.arch = "glm4moe";
+    p.n_layer = 2;
+    p.n_nextn = 1;
+    p.n_head = 4;
+    p.n_head_kv = 2;
+    p.n_embd_head = 64;
+    p.n_rot = 32;
+    g = gen_open(&p, "gen-glm-q4km.gguf", path, sizeof path);
+    if (g) {
+        const int q4 = MOEINF_TYPE_Q4_K;
+        const int q6 = MOEINF_TYPE_Q6_K;
+        /* use_more_bits(i, 3): i < 0, i >= 2, or (i - 0) % 3 == 2: block 2 only */
+        check_tensor(g, "blk.1.attn_v.weight", q4, 2, 256, 128, 1);
+        check_tensor(g, "blk.2.attn_v.weight", q6, 2, 256, 128, 1);
+        check_tensor(g, "blk.1.ffn_down_exps.weight", q4, 3, 256, 256, 16);
+        check_tensor(g, "blk.2.ffn_down_exps.weight", q6, 3, 256, 256, 16);
+        check_tensor(g, "blk.2.nextn.eh_proj.weight", q4, 2, 512, 256, 1);
+        moeinf_gguf_free(g);
+        check_llama_loads(path, 1010);
+    }
+    remove(path);
+}
+
+/* Geometries deepseek2 and glm4moe cannot have, each named in the error. */
+static void test_bad_ds_params(void) {
+    static const struct {
+        const char *arch;
+        int what;
+        const char *msg;
+    } cases[] = {
+        {"deepseek2", 0, "shared experts"},    {"deepseek2", 1, "dense layers"},
+        {"deepseek2", 2, "prediction blocks"}, {"glm4moe", 3, "rotary dims"},
+        {"deepseek2", 4, "expert groups"},     {"deepseek2", 5, "KV rank"},
+        {"glm4moe", 6, "expert gating"},       {"deepseek2", 7, "head dim - rotary dims"},
+    };
+
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct moeinf_gen_params p = tiny(MOEINF_TYPE_Q8_0);
+        p.arch = cases[i].arch;
+        p.n_expert_shared = 1;
+        p.n_embd_head = 64;
+        p.n_rot = 32;
+        switch (cases[i].what) {
+        case 0:
+            p.n_expert_shared = 0;
+            break;
+        case 1:
+            p.n_dense_lead = 3;
+            p.n_ff_dense = 64;
+            break;
+        case 2:
+            p.n_nextn = 1;
+            break;
+        case 3:
+            p.n_rot = 64;
+            break;
+        case 4:
+            p.n_expert_groups = 3;
+            p.n_group_used = 1;
+            break;
+        case 5:
+            p.kv_lora_rank = 0;
+            break;
+        case 6:
+            p.expert_gating = 3;
+            break;
+        case 7:
+            p.n_rot = 48;
+            break; /* nope 16: not whole Q8_0 blocks */
+        default:
+            break;
+        }
+        struct moeinf_error err = {0};
+        CHECK_EQ_INT(moeinf_gen_params_check(&p, &err), MOEINF_ERR_ARG);
+        CHECK_MSG(strstr(err.msg, cases[i].msg) != NULL, "case %zu: %s", i, err.msg);
+        p = tiny(MOEINF_TYPE_Q8_0);
+        p.arch = cases[i].arch;
+        p.n_expert_shared = 1;
+        p.n_embd_head = 64;
+        p.n_rot = 32;
+        CHECK_MSG(moeinf_gen_params_check(&p, &err) == MOEINF_OK, "%s", err.msg);
+    }
+}
+
+/* The whole presets through gen-model --list (nothing written: they are 10 GB to 1.4 TB in
+ * F32): their parameter counts are the published checkpoints' (the safetensors totals of
+ * DeepSeek-V2-Lite, DeepSeek-V3 without its prediction module, and Kimi-K2; GLM-4.5-Air's 46
+ * layers are its "106B" plus the prediction block), and tensors of each kind have the shapes
+ * of the published config.json. */
+static void test_ds_preset_lists(void) {
+    static const struct {
+        const char *name;
+        int n_tensors;
+        unsigned long long params;
+        const char *lines[5];
+    } cases[] = {
+        {"deepseek-v2-lite",
+         404,
+         15706484224ull,
+         {"blk.0.ffn_gate.weight f32 2 [2048, 10944, 1]",
+          "blk.26.attn_q.weight f32 2 [2048, 3072, 1]",
+          "blk.26.attn_k_b.weight f32 3 [128, 512, 16]",
+          "blk.26.ffn_down_exps.weight f32 3 [1408, 2048, 64]",
+          "blk.26.ffn_up_shexp.weight f32 2 [2048, 2816, 1]"}},
+        {"deepseek-v3",
+         1086,
+         671026419200ull,
+         {"blk.2.ffn_gate.weight f32 2 [7168, 18432, 1]",
+          "blk.60.attn_q_b.weight f32 2 [1536, 24576, 1]",
+          "blk.60.attn_kv_a_mqa.weight f32 2 [7168, 576, 1]",
+          "blk.3.ffn_gate_exps.weight f32 3 [7168, 2048, 256]",
+          "blk.60.attn_v_b.weight f32 3 [512, 128, 128]"}},
+        {"kimi-k2",
+         1096,
+         1026408232448ull,
+         {"blk.0.ffn_down.weight f32 2 [18432, 7168, 1]",
+          "blk.1.ffn_gate_exps.weight f32 3 [7168, 2048, 384]",
+          "blk.60.attn_output.weight f32 2 [8192, 7168, 1]",
+          "blk.60.exp_probs_b.bias f32 1 [384, 1, 1]",
+          "token_embd.weight f32 2 [7168, 163840, 1]"}},
+        {"glm-4.5-air",
+         801,
+         109227310848ull,
+         {"blk.0.ffn_up.weight f32 2 [4096, 10944, 1]",
+          "blk.45.attn_q.weight f32 2 [4096, 12288, 1]", "blk.45.attn_k.bias f32 1 [1024, 1, 1]",
+          "blk.46.nextn.eh_proj.weight f32 2 [8192, 4096, 1]",
+          "blk.46.ffn_down_exps.weight f32 3 [1408, 4096, 128]"}},
+    };
+
+    char args[256];
+    static char out[1 << 18];
+    char errs[4096];
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        snprintf(args, sizeof args, "gen-model --preset %s --list --type f32", cases[c].name);
+        int rc = test_run_moeinf("gen-ds-list", args, out, sizeof out, errs, sizeof errs);
+        if (rc < 0) {
+            test_skip("MOEINF_BIN unset (run through ctest)");
+            return;
+        }
+        CHECK_MSG(rc == 0, "%s: %s", cases[c].name, errs);
+        /* the columns squeezed to single spaces */
+        char *w = out;
+        for (const char *r = out; *r; r++)
+            if (*r != ' ' || (w > out && w[-1] != ' ')) *w++ = *r;
+        *w = '\0';
+        char total[128];
+        snprintf(total, sizeof total, "%d tensors, %llu bytes of weights", cases[c].n_tensors,
+                 4 * cases[c].params);
+        CHECK_STR_CONTAINS(out, total);
+        for (int i = 0; i < 5; i++) {
+            CHECK_MSG(strstr(out, cases[c].lines[i]) != NULL, "%s: no '%s'", cases[c].name,
+                      cases[c].lines[i]);
+        }
+    }
 }
 
 static void test_default_model(void) {
@@ -1289,6 +1760,10 @@ int main(void) {
     RUN(test_bad_hybrid_params);
     RUN(test_gpt_oss);
     RUN(test_gpt_oss_presets);
+    RUN(test_ds_presets);
+    RUN(test_ds_preset_lists);
+    RUN(test_ds_q4_k_m);
+    RUN(test_bad_ds_params);
     RUN(test_default_model);
     return test_report();
 }

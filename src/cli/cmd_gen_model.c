@@ -16,27 +16,34 @@ static void usage(FILE *out) {
                  "'llama' (Mixtral-style routed experts, or a dense Llama with --experts 0),\n"
                  "'qwen2moe' (a shared expert, q/k/v biases), 'qwen3moe' (per-head q/k\n"
                  "norm), 'olmoe' (q/k norm over the whole projection), 'gpt-oss' (biases,\n"
-                 "attention sinks, a sliding window, YaRN), or the hybrid\n"
+                 "attention sinks, a sliding window, YaRN), 'deepseek2' (multi-head latent\n"
+                 "attention in the split attn_k_b/attn_v_b layout, leading dense layers,\n"
+                 "shared experts, YaRN), 'glm4moe' (q/k/v biases, partial RoPE, leading dense\n"
+                 "layers, a shared expert, next-token-prediction blocks), or the hybrid\n"
                  "'qwen35moe' and 'qwen3next' (Gated DeltaNet layers, a gated full-attention\n"
                  "layer every --full-attn-interval, a shared expert). The file is generated\n"
                  "tensor by tensor, so memory stays small whatever its size; the same options\n"
                  "and seed give the same bytes.\n"
                  "\n"
-                 "  -o, --output FILE     where to write (required)\n"
+                 "  -o, --output FILE     where to write (required, unless --list)\n"
+                 "  --list                print the tensors it would write (name, type, shape,\n"
+                 "                        bytes) and their total, and write nothing\n"
                  "  --preset NAME         start from a geometry and arch: default, mixtral-8x7b\n"
                  "                        (llama), olmoe-1b-7b (olmoe), qwen3-30b-a3b\n"
                  "                        (qwen3moe), qwen1.5-moe-a2.7b (qwen2moe),\n"
                  "                        qwen3.6-35b-a3b (qwen35moe), qwen3-next-80b-a3b\n"
                  "                        (qwen3next), gpt-oss-20b and gpt-oss-120b (gpt-oss,\n"
-                 "                        --type mxfp4_moe); later options override it\n"
+                 "                        --type mxfp4_moe), deepseek-v2-lite, deepseek-v3 and\n"
+                 "                        kimi-k2 (deepseek2), glm-4.5-air (glm4moe); later\n"
+                 "                        options override it\n"
                  "  --arch NAME           llama, qwen2moe, qwen3moe, olmoe, qwen35moe,\n"
-                 "                        qwen3next or gpt-oss\n"
+                 "                        qwen3next, gpt-oss, deepseek2 or glm4moe\n"
                  "  --layers N            transformer blocks\n"
                  "  --experts N           routed experts per layer (0 = dense)\n"
                  "  --top-k N             experts used per token\n"
                  "  --shared-experts N    shared experts: the one shared FFN of qwen2moe,\n"
-                 "                        qwen35moe and qwen3next is N x --ff wide (N >= 1);\n"
-                 "                        0 for the others\n"
+                 "                        qwen35moe, qwen3next, deepseek2 and glm4moe is\n"
+                 "                        N x --ff wide (N >= 1); 0 for the others\n"
                  "  --embd N              model width\n"
                  "  --ff N                FFN width of one expert\n"
                  "  --heads N             query heads\n"
@@ -56,6 +63,16 @@ static void usage(FILE *out) {
                  "                        every Nth layer is full attention (default 4)\n"
                  "gpt-oss only:\n"
                  "  --sliding-window N    attention window of layers 0, 2, 4, .. (default 128)\n"
+                 "deepseek2 and glm4moe only (--rope-dims: default half the head):\n"
+                 "  --dense-layers N      the first N layers have a dense FFN (default 0)\n"
+                 "  --dense-ff N          its width\n"
+                 "  --expert-groups N     expert groups (default 0: no group keys written)\n"
+                 "  --groups-used N       groups kept per token\n"
+                 "  --nextn N             glm4moe: prediction blocks after --layers (default 0)\n"
+                 "  --q-lora N            deepseek2: query rank (default 0: plain attn_q)\n"
+                 "  --kv-lora N           deepseek2: latent KV width (default 512)\n"
+                 "  --v-head-dim N        deepseek2: value head dim (default 128); --head-dim\n"
+                 "                        is the query/key head, rotary dims included\n"
                  "  --type T              f32, f16, q8_0, q4_0, q4_1, q5_0, q5_1, q2_k, q3_k,\n"
                  "                        q4_k, q5_k, q6_k, iq4_nl, iq4_xs or mxfp4 for every big\n"
                  "                        matrix (norms and router stay f32), or a mix of\n"
@@ -83,6 +100,22 @@ static int bad_usage(const char *what, const char *arg, const char *tail) {
     }
     usage(stderr);
     return CLI_EXIT_USAGE;
+}
+
+/* --list: one line per tensor, then the total. */
+struct list_state {
+    uint64_t bytes;
+    int n;
+};
+
+static void list_tensor(void *user, const char *name, int type, int n_dims, const int64_t ne[3]) {
+    struct list_state *ls = user;
+    uint64_t rows = (uint64_t)ne[1] * (uint64_t)ne[2];
+    uint64_t bytes = cli_tensor_row_bytes(type, ne[0]) * rows;
+    ls->bytes += bytes;
+    ls->n++;
+    printf("%-40s %-6s %d [%lld, %lld, %lld] %llu\n", name, cli_tensor_type_name(type), n_dims,
+           (long long)ne[0], (long long)ne[1], (long long)ne[2], (unsigned long long)bytes);
 }
 
 static bool apply_preset(const char *name, struct moeinf_gen_params *p) {
@@ -189,6 +222,93 @@ static bool apply_preset(const char *name, struct moeinf_gen_params *p) {
         p->type = MOEINF_GEN_TYPE_MXFP4_MOE; /* as ggml-org's gpt-oss-*-mxfp4.gguf */
         return true;
     }
+    if (!strcmp(name, "deepseek-v2-lite")) { /* deepseek-ai/DeepSeek-V2-Lite's config.json */
+        p->arch = "deepseek2";
+        p->n_layer = 27;
+        p->n_dense_lead = 1;
+        p->n_ff_dense = 10944;
+        p->n_expert = 64;
+        p->n_expert_used = 6;
+        p->n_expert_shared = 2;
+        p->n_embd = 2048;
+        p->n_ff = 1408;
+        p->n_head = 16;
+        p->n_head_kv = 1;
+        p->n_embd_head = 192; /* qk_nope 128 + qk_rope 64 */
+        p->n_rot = 64;
+        p->q_lora_rank = 0;
+        p->kv_lora_rank = 512;
+        p->v_head_dim = 128;
+        p->expert_gating = 1; /* softmax, greedy top-6, weights neither normed nor scaled */
+        p->expert_weights_scale = 1.0f;
+        p->expert_weights_norm = false;
+        p->n_expert_groups = 1;
+        p->n_group_used = 1;
+        p->rope_freq_base = 10000.0f;
+        p->rope_yarn_factor = 40.0f;
+        p->rope_yarn_orig_ctx = 4096;
+        p->rope_yarn_log_mul = 0.0707f; /* 0.1 x mscale_all_dim 0.707 */
+        p->n_ctx_train = 163840;
+        p->n_vocab = 102400;
+        p->rms_eps = 1e-6f;
+        return true;
+    }
+    if (!strcmp(name, "deepseek-v3") || !strcmp(name, "kimi-k2")) {
+        const bool kimi = !strcmp(name, "kimi-k2"); /* moonshotai/Kimi-K2-Instruct */
+        p->arch = "deepseek2";
+        p->n_layer = 61;
+        p->n_dense_lead = kimi ? 1 : 3;
+        p->n_ff_dense = 18432;
+        p->n_expert = kimi ? 384 : 256;
+        p->n_expert_used = 8;
+        p->n_expert_shared = 1;
+        p->n_embd = 7168;
+        p->n_ff = 2048;
+        p->n_head = kimi ? 64 : 128;
+        p->n_head_kv = 1;
+        p->n_embd_head = 192;
+        p->n_rot = 64;
+        p->q_lora_rank = 1536;
+        p->kv_lora_rank = 512;
+        p->v_head_dim = 128;
+        p->expert_gating = 2; /* sigmoid with e_score_correction_bias (exp_probs_b) */
+        p->expert_weights_scale = kimi ? 2.827f : 2.5f;
+        p->expert_weights_norm = true;
+        p->n_expert_groups = kimi ? 1 : 8;
+        p->n_group_used = kimi ? 1 : 4;
+        p->rope_freq_base = kimi ? 50000.0f : 10000.0f;
+        p->rope_yarn_factor = kimi ? 32.0f : 40.0f;
+        p->rope_yarn_orig_ctx = 4096;
+        p->rope_yarn_log_mul = 0.1f; /* 0.1 x mscale_all_dim 1.0 */
+        p->n_ctx_train = kimi ? 131072 : 163840;
+        p->n_vocab = kimi ? 163840 : 129280;
+        p->rms_eps = 1e-6f;
+        return true;
+    }
+    if (!strcmp(name, "glm-4.5-air")) { /* zai-org/GLM-4.5-Air's config.json */
+        p->arch = "glm4moe";
+        p->n_layer = 46;
+        p->n_nextn = 1;
+        p->n_dense_lead = 1;
+        p->n_ff_dense = 10944;
+        p->n_expert = 128;
+        p->n_expert_used = 8;
+        p->n_expert_shared = 1;
+        p->n_embd = 4096;
+        p->n_ff = 1408;
+        p->n_head = 96;
+        p->n_head_kv = 8;
+        p->n_embd_head = 128;
+        p->n_rot = 64; /* partial_rotary_factor 0.5 */
+        p->expert_gating = 2;
+        p->expert_weights_scale = 1.0f;
+        p->expert_weights_norm = true;
+        p->rope_freq_base = 1e6f;
+        p->n_ctx_train = 131072;
+        p->n_vocab = 151552;
+        p->rms_eps = 1e-5f;
+        return true;
+    }
     return false;
 }
 
@@ -218,6 +338,14 @@ static const struct int_opt int_opts[] = {
     {"--conv-kernel", 1, 64, offsetof(struct moeinf_gen_params, ssm_d_conv)},
     {"--full-attn-interval", 1, 4096, offsetof(struct moeinf_gen_params, full_attn_interval)},
     {"--sliding-window", 1, 1 << 24, offsetof(struct moeinf_gen_params, n_swa)},
+    {"--dense-layers", 0, 4096, offsetof(struct moeinf_gen_params, n_dense_lead)},
+    {"--dense-ff", 1, 1 << 20, offsetof(struct moeinf_gen_params, n_ff_dense)},
+    {"--expert-groups", 0, 4096, offsetof(struct moeinf_gen_params, n_expert_groups)},
+    {"--groups-used", 0, 4096, offsetof(struct moeinf_gen_params, n_group_used)},
+    {"--nextn", 0, 16, offsetof(struct moeinf_gen_params, n_nextn)},
+    {"--q-lora", 0, 1 << 20, offsetof(struct moeinf_gen_params, q_lora_rank)},
+    {"--kv-lora", 1, 1 << 20, offsetof(struct moeinf_gen_params, kv_lora_rank)},
+    {"--v-head-dim", 1, 65536, offsetof(struct moeinf_gen_params, v_head_dim)},
 };
 
 int cmd_gen_model(int argc, char **argv) {
@@ -237,6 +365,7 @@ int cmd_gen_model(int argc, char **argv) {
         }
     }
     bool top_k_given = false;
+    bool list = false;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--preset")) {
@@ -245,6 +374,10 @@ int cmd_gen_model(int argc, char **argv) {
         }
         if (!strcmp(a, "--tied")) {
             p.tied_output = true;
+            continue;
+        }
+        if (!strcmp(a, "--list")) {
+            list = true;
             continue;
         }
         bool matched = false;
@@ -286,13 +419,20 @@ int cmd_gen_model(int argc, char **argv) {
         if (a[0] == '-') return bad_usage("unknown option", a, "");
         return bad_usage("unexpected argument", a, "");
     }
-    if (!out) return bad_usage("missing -o FILE", NULL, "");
+    if (!out && !list) return bad_usage("missing -o FILE", NULL, "");
     if (p.n_expert == 0 && !top_k_given) p.n_expert_used = 0; /* a dense model */
 
     struct moeinf_error err = {0};
     if (moeinf_gen_params_check(&p, &err) != MOEINF_OK) { /* an impossible geometry: exit 2 */
         fprintf(stderr, "moeinf " CMD ": %s\n", err.msg);
         return CLI_EXIT_USAGE;
+    }
+    if (list) {
+        struct list_state ls = {0};
+        if (moeinf_gen_model_tensors(&p, list_tensor, &ls, &err) != MOEINF_OK)
+            return cli_fail(&err);
+        printf("%d tensors, %llu bytes of weights\n", ls.n, (unsigned long long)ls.bytes);
+        return CLI_EXIT_OK;
     }
     cli_remove_on_signal(out);
     enum moeinf_status gst = moeinf_gen_model(&p, out, &err);

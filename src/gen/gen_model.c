@@ -4,8 +4,9 @@
  * "qwen2moe" (q/k/v biases ~ N(0, 0.2), one shared expert of width n_expert_shared x n_ff
  * behind its sigmoid gate), "qwen3moe" (per-head q/k RMSNorm), "olmoe" (q/k RMSNorm over
  * the whole projection), "gpt-oss" (biases, attention sinks, a sliding window, YaRN; see
- * plan_layer_gpt_oss), and the hybrid "qwen35moe" and "qwen3next" (Gated DeltaNet layers
- * with a gated full-attention layer every full_attn_interval, a shared expert; see
+ * plan_layer_gpt_oss), "deepseek2" (multi-head latent attention; see plan_layer_deepseek2),
+ * "glm4moe" (see plan_layer_glm4moe), and the hybrid "qwen35moe" and "qwen3next" (Gated DeltaNet
+ * layers with a gated full-attention layer every full_attn_interval, a shared expert; see
  * plan_layer_hybrid). It sits in src/gen/ with its tensor types (quant_mix.c), not in
  * src/gguf/: it writes through the GGUF writer and quantises through quant/, which the GGUF
  * reader does not depend on.
@@ -34,9 +35,9 @@
 #include "base/rng.h"
 #include "base/status.h"
 #include "base/tensor_type.h"
+#include "gen/quant_mix.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
-#include "gen/quant_mix.h"
 #include "moeinf.h"
 #include "quant/quant.h"
 
@@ -74,6 +75,18 @@ struct moeinf_gen_params moeinf_gen_params_default(void) {
     p.n_swa = 128;
     p.rope_yarn_factor = 32.0f;
     p.rope_yarn_orig_ctx = 4096;
+    p.n_dense_lead = 0;
+    p.n_ff_dense = 0;
+    p.n_nextn = 0;
+    p.q_lora_rank = 0;
+    p.kv_lora_rank = 512;
+    p.v_head_dim = 128;
+    p.expert_gating = 0;
+    p.expert_weights_scale = 1.0f;
+    p.expert_weights_norm = false;
+    p.n_expert_groups = 0;
+    p.n_group_used = 0;
+    p.rope_yarn_log_mul = 0.0f;
     return p;
 }
 
@@ -85,11 +98,19 @@ enum gen_arch {
     ARCH_QWEN35MOE,
     ARCH_QWEN3NEXT,
     ARCH_GPT_OSS,
+    ARCH_DEEPSEEK2,
+    ARCH_GLM4MOE,
     ARCH_UNKNOWN
 };
 
-static const char *const arch_names[] = {"llama",     "qwen2moe",  "qwen3moe", "olmoe",
-                                         "qwen35moe", "qwen3next", "gpt-oss"};
+static const char *const arch_names[] = {"llama",   "qwen2moe",  "qwen3moe",
+                                         "olmoe",   "qwen35moe", "qwen3next",
+                                         "gpt-oss", "deepseek2", "glm4moe"};
+
+/* Leading dense layers, ungated shared experts, sigmoid routing with a selection bias. */
+static bool is_ds_family(enum gen_arch a) {
+    return a == ARCH_DEEPSEEK2 || a == ARCH_GLM4MOE;
+}
 
 /* Gated DeltaNet layers with a full-attention layer every full_attn_interval. */
 static bool is_hybrid(enum gen_arch a) {
@@ -109,6 +130,16 @@ static enum gen_arch arch_of(const struct moeinf_gen_params *p) {
     return ARCH_UNKNOWN;
 }
 
+/* Blocks in the file: the model's layers and glm4moe's next-token-prediction blocks. */
+static int n_blocks(const struct moeinf_gen_params *p) {
+    return p->n_layer + (arch_of(p) == ARCH_GLM4MOE ? p->n_nextn : 0);
+}
+
+/* The selection bias exp_probs_b (sigmoid routing; glm4moe's loader requires it). */
+static bool has_probs_bias(const struct moeinf_gen_params *p) {
+    return arch_of(p) == ARCH_GLM4MOE || p->expert_gating == 2;
+}
+
 static int head_dim(const struct moeinf_gen_params *p) {
     return p->n_embd_head > 0 ? p->n_embd_head : p->n_embd / p->n_head;
 }
@@ -119,7 +150,8 @@ static bool in_range(int v, int lo, int hi) {
 
 /* The hybrid archs' rotary dims (n_rot; 0 = the whole head). */
 static int rot_dims(const struct moeinf_gen_params *p) {
-    return p->n_rot > 0 ? p->n_rot : head_dim(p);
+    if (p->n_rot > 0) return p->n_rot;
+    return is_ds_family(arch_of(p)) ? head_dim(p) / 2 : head_dim(p);
 }
 
 /* qwen35moe's rope.dimension_sections: as given, or n_rot/2 split as the converter's default
@@ -192,6 +224,62 @@ static enum moeinf_status check_hybrid(const struct moeinf_gen_params *p,
     return MOEINF_OK;
 }
 
+/* deepseek2's and glm4moe's own geometry: dense lead, ranks, rotary dims, routing. */
+static enum moeinf_status check_ds(const struct moeinf_gen_params *p, struct moeinf_error *err) {
+    const enum moeinf_status arg = MOEINF_ERR_ARG;
+    const bool ds = arch_of(p) == ARCH_DEEPSEEK2;
+    if (!in_range(p->n_expert_shared, 1, 64)) {
+        return moeinf_fail(err, arg, "gen-model: arch '%s' needs 1 to 64 shared experts (got %d)",
+                           p->arch, p->n_expert_shared);
+    }
+    if (!in_range(p->n_dense_lead, 0, p->n_layer) ||
+        (p->n_dense_lead > 0 && !in_range(p->n_ff_dense, 1, MAX_DIM)) ||
+        !in_range(p->n_ff_dense, 0, MAX_DIM)) {
+        return moeinf_fail(err, arg,
+                           "gen-model: %d dense layers not in [0, layers = %d], or dense FFN "
+                           "width %d not in [1, %d]",
+                           p->n_dense_lead, p->n_layer, p->n_ff_dense, MAX_DIM);
+    }
+    if (!in_range(p->n_nextn, 0, ds ? 0 : 16)) {
+        return moeinf_fail(err, arg, "gen-model: %d prediction blocks (glm4moe only, at most 16)",
+                           p->n_nextn);
+    }
+    if (p->n_rot < 0 || rot_dims(p) >= head_dim(p) || rot_dims(p) % 2 != 0) {
+        return moeinf_fail(err, arg, "gen-model: rotary dims %d not even and in [0, head dim %d)",
+                           p->n_rot, head_dim(p));
+    }
+    if (ds &&
+        (!in_range(p->q_lora_rank, 0, MAX_DIM) || !in_range(p->kv_lora_rank, 1, MAX_DIM) ||
+         !in_range(p->v_head_dim, 1, 65536) || (int64_t)p->n_head * p->v_head_dim > MAX_DIM)) {
+        return moeinf_fail(err, arg,
+                           "gen-model: query rank %d, KV rank %d or value head dim %d out of range",
+                           p->q_lora_rank, p->kv_lora_rank, p->v_head_dim);
+    }
+    if (p->expert_gating != 0 && p->expert_gating != 1 && p->expert_gating != 2) {
+        return moeinf_fail(err, arg,
+                           "gen-model: expert gating %d is not 1 (softmax) or 2 (sigmoid)",
+                           p->expert_gating);
+    }
+    if (!(p->expert_weights_scale > 0) || !isfinite(p->expert_weights_scale) ||
+        !isfinite(p->rope_yarn_log_mul) || !(p->rope_yarn_factor >= 1.0f) ||
+        !isfinite(p->rope_yarn_factor) || !in_range(p->rope_yarn_orig_ctx, 1, 1 << 24)) {
+        return moeinf_fail(err, arg,
+                           "gen-model: expert weights scale %g not positive, or YaRN factor %g "
+                           "below 1 or original context %d not in [1, %d]",
+                           (double)p->expert_weights_scale, (double)p->rope_yarn_factor,
+                           p->rope_yarn_orig_ctx, 1 << 24);
+    }
+    if (p->n_expert_groups < 0 ||
+        (p->n_expert_groups > 0 && (p->n_expert % p->n_expert_groups != 0 ||
+                                    !in_range(p->n_group_used, 1, p->n_expert_groups)))) {
+        return moeinf_fail(err, arg,
+                           "gen-model: %d expert groups do not divide %d experts, or %d groups "
+                           "used not in [1, groups]",
+                           p->n_expert_groups, p->n_expert, p->n_group_used);
+    }
+    return MOEINF_OK;
+}
+
 enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
                                            struct moeinf_error *err) {
     const enum moeinf_status arg = MOEINF_ERR_ARG;
@@ -199,7 +287,7 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
     if (arch == ARCH_UNKNOWN) {
         return moeinf_fail(err, arg,
                            "gen-model: arch '%s' is not supported (llama, qwen2moe, qwen3moe, "
-                           "olmoe, qwen35moe, qwen3next, gpt-oss)",
+                           "olmoe, qwen35moe, qwen3next, gpt-oss, deepseek2, glm4moe)",
                            p->arch);
     }
     if (!in_range(p->n_layer, 1, 4096)) {
@@ -250,7 +338,7 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
         return moeinf_fail(err, arg, "gen-model: arch '%s' needs 1 to 64 shared experts (got %d)",
                            arch_names[arch], p->n_expert_shared);
     }
-    if (!has_shared_expert(arch) && p->n_expert_shared != 0) {
+    if (!has_shared_expert(arch) && !is_ds_family(arch) && p->n_expert_shared != 0) {
         return moeinf_fail(err, arg, "gen-model: arch '%s' has no shared experts (got %d)",
                            arch_names[arch], p->n_expert_shared);
     }
@@ -271,6 +359,10 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
         enum moeinf_status st = check_hybrid(p, err);
         if (st) return st;
     }
+    if (is_ds_family(arch)) {
+        enum moeinf_status st = check_ds(p, err);
+        if (st) return st;
+    }
     if (arch == ARCH_GPT_OSS &&
         (!in_range(p->n_swa, 1, 1 << 24) || !in_range(p->rope_yarn_orig_ctx, 1, 1 << 24) ||
          !(p->rope_yarn_factor >= 1.0f) || !isfinite(p->rope_yarn_factor))) {
@@ -289,16 +381,27 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
     const int64_t block = mix ? 32 : moeinf_type_traits_get(p->type)->block_size;
     if (block > 1) {
         /* the hybrid archs' ssm_out rows are value_dim (in range: check_hybrid bounds it) */
-        int rows[4] = {p->n_embd, p->n_ff, p->n_head * head_dim(p),
-                       is_hybrid(arch) ? (int)value_dim(p) : p->n_embd};
-        const char *what[4] = {"n_embd", "n_ff", "heads x head dim",
-                               "linear head dim x value heads"};
-        for (int i = 0; i < 4; i++) {
+        const bool ds = arch == ARCH_DEEPSEEK2;
+        /* deepseek2: attn_k_b's rows are the nope dims, attn_v_b's the latent, attn_output's
+         * heads x value dim; the leading dense FFN's rows are n_ff_dense */
+        int rows[8] = {p->n_embd,
+                       p->n_ff,
+                       ds ? p->n_head * p->v_head_dim : p->n_head * head_dim(p),
+                       is_hybrid(arch) ? (int)value_dim(p) : p->n_embd,
+                       p->n_dense_lead > 0 ? p->n_ff_dense : p->n_embd,
+                       ds ? head_dim(p) - rot_dims(p) : p->n_embd,
+                       ds ? p->kv_lora_rank : p->n_embd,
+                       ds && p->q_lora_rank > 0 ? p->q_lora_rank : p->n_embd};
+        const char *what[8] = {"n_embd",           "n_ff",
+                               "heads x head dim", "linear head dim x value heads",
+                               "dense n_ff",       "head dim - rotary dims",
+                               "KV rank",          "query rank"};
+        for (int i = 0; i < 8; i++) {
             if (rows[i] % block != 0) {
-                return moeinf_fail(
-                    err, arg, "gen-model: %s = %d is not a multiple of %d (needed by %s)", what[i],
-                    rows[i], (int)block,
-                    mix ? moeinf_gen_type_name(p->type) : moeinf_type_name(p->type));
+                return moeinf_fail(err, arg,
+                                   "gen-model: %s = %d is not a multiple of %d (needed by %s)",
+                                   what[i], rows[i], (int)block,
+                                   mix ? moeinf_gen_type_name(p->type) : moeinf_type_name(p->type));
             }
         }
     }
@@ -618,7 +721,7 @@ static void apply_mix(struct plan *pl, const struct moeinf_gen_params *p) {
         snprintf(base, sizeof base, "%s", t->name);
         char *dot = strrchr(base, '.');
         if (dot) *dot = '\0'; /* without ".weight" */
-        t->type = moeinf_q4_k_m_type(base, layer, p->n_layer, p->n_expert, t->ne[0], lm_head);
+        t->type = moeinf_q4_k_m_type(base, layer, n_blocks(p), p->n_expert, t->ne[0], lm_head);
     }
 }
 
@@ -714,6 +817,99 @@ static bool plan_layer_gpt_oss(struct plan *pl, const struct moeinf_gen_params *
            plan_add(pl, "ffn_down_exps.bias", l, f32, 2, e, x, 1, INIT_EMBED, 0.1);
 }
 
+/*
+ * The FFN of a deepseek2 or glm4moe layer (ne order): a leading dense SwiGLU n_ff_dense wide,
+ * or the router (with the selection bias exp_probs_b for sigmoid routing, ~ N(0, 0.1), of the
+ * order of the sigmoid's spread), the routed experts, and the ungated shared FFN
+ * n_expert_shared x n_ff wide (src/models/deepseek2.cpp, glm4-moe.cpp).
+ */
+static bool plan_ffn_ds(struct plan *pl, const struct moeinf_gen_params *p, int l) {
+    const int q = p->type;
+    const int f32 = MOEINF_TYPE_F32;
+    const int64_t e = p->n_embd;
+    const int64_t f = p->n_ff;
+    const int64_t x = p->n_expert;
+    const int64_t fs = (int64_t)p->n_expert_shared * p->n_ff;
+    if (l < p->n_dense_lead) {
+        const int64_t fd = p->n_ff_dense;
+        return plan_add(pl, "ffn_gate", l, q, 2, e, fd, 1, INIT_NORMAL, 1) &&
+               plan_add(pl, "ffn_up", l, q, 2, e, fd, 1, INIT_NORMAL, 1) &&
+               plan_add(pl, "ffn_down", l, q, 2, fd, e, 1, INIT_NORMAL, 1);
+    }
+    bool ok = plan_add(pl, "ffn_gate_inp", l, f32, 2, e, x, 1, INIT_NORMAL, 2);
+    if (has_probs_bias(p)) {
+        ok = ok && plan_add(pl, "exp_probs_b.bias", l, f32, 1, x, 1, 1, INIT_EMBED, 0.1);
+    }
+    return ok && plan_add(pl, "ffn_gate_exps", l, q, 3, e, f, x, INIT_NORMAL, 1) &&
+           plan_add(pl, "ffn_up_exps", l, q, 3, e, f, x, INIT_NORMAL, 1) &&
+           plan_add(pl, "ffn_down_exps", l, q, 3, f, e, x, INIT_NORMAL, 1) &&
+           plan_add(pl, "ffn_gate_shexp", l, q, 2, e, fs, 1, INIT_NORMAL, 1) &&
+           plan_add(pl, "ffn_up_shexp", l, q, 2, e, fs, 1, INIT_NORMAL, 1) &&
+           plan_add(pl, "ffn_down_shexp", l, q, 2, fs, e, 1, INIT_NORMAL, 1);
+}
+
+/*
+ * One deepseek2 layer (ne order) in the split MLA layout of today's converter: the query
+ * (compressed through attn_q_a and its norm when q_lora_rank > 0, else one attn_q), the joint
+ * KV projection to the latent and the rotary key, the latent's norm, attn_k_b [nope, latent,
+ * heads] and attn_v_b [latent, v, heads] that decompress it per head, the output, ffn_norm.
+ */
+static bool plan_layer_deepseek2(struct plan *pl, const struct moeinf_gen_params *p, int l) {
+    const int q = p->type;
+    const int f32 = MOEINF_TYPE_F32;
+    const int64_t e = p->n_embd;
+    const int64_t h = p->n_head;
+    const int64_t kmla = head_dim(p);
+    const int64_t rope = rot_dims(p);
+    const int64_t kvl = p->kv_lora_rank;
+    const int64_t ql = p->q_lora_rank;
+    bool ok = plan_add(pl, "attn_norm", l, f32, 1, e, 1, 1, INIT_NORM, 1);
+    if (ql > 0) {
+        ok = ok && plan_add(pl, "attn_q_a", l, q, 2, e, ql, 1, INIT_NORMAL, 1) &&
+             plan_add(pl, "attn_q_a_norm", l, f32, 1, ql, 1, 1, INIT_NORM, 1) &&
+             plan_add(pl, "attn_q_b", l, q, 2, ql, h * kmla, 1, INIT_NORMAL, 1);
+    } else {
+        ok = ok && plan_add(pl, "attn_q", l, q, 2, e, h * kmla, 1, INIT_NORMAL, 1);
+    }
+    return ok && plan_add(pl, "attn_kv_a_mqa", l, q, 2, e, kvl + rope, 1, INIT_NORMAL, 1) &&
+           plan_add(pl, "attn_kv_a_norm", l, f32, 1, kvl, 1, 1, INIT_NORM, 1) &&
+           plan_add(pl, "attn_k_b", l, q, 3, kmla - rope, kvl, h, INIT_NORMAL, 1) &&
+           plan_add(pl, "attn_v_b", l, q, 3, kvl, p->v_head_dim, h, INIT_NORMAL, 1) &&
+           plan_add(pl, "attn_output", l, q, 2, h * p->v_head_dim, e, 1, INIT_NORMAL, 1) &&
+           plan_add(pl, "ffn_norm", l, f32, 1, e, 1, 1, INIT_NORM, 1) && plan_ffn_ds(pl, p, l);
+}
+
+/*
+ * One glm4moe block (ne order): q/k/v with biases, the output, post_attention_norm (the
+ * pre-FFN norm), the FFN; the blocks from n_layer on are next-token-prediction blocks, a full
+ * layer plus eh_proj [2 n_embd, n_embd] and its norms (llama.cpp loads and never runs them; the
+ * optional vocabulary-sized embed_tokens and shared_head_head are left out).
+ */
+static bool plan_layer_glm4moe(struct plan *pl, const struct moeinf_gen_params *p, int l) {
+    const int q = p->type;
+    const int f32 = MOEINF_TYPE_F32;
+    const int64_t e = p->n_embd;
+    const int64_t dq = (int64_t)p->n_head * head_dim(p);
+    const int64_t dkv = (int64_t)p->n_head_kv * head_dim(p);
+    bool ok = plan_add(pl, "attn_norm", l, f32, 1, e, 1, 1, INIT_NORM, 1) &&
+              plan_add(pl, "attn_q", l, q, 2, e, dq, 1, INIT_NORMAL, 1) &&
+              plan_add(pl, "attn_q.bias", l, f32, 1, dq, 1, 1, INIT_EMBED, 0.2) &&
+              plan_add(pl, "attn_k", l, q, 2, e, dkv, 1, INIT_NORMAL, 1) &&
+              plan_add(pl, "attn_k.bias", l, f32, 1, dkv, 1, 1, INIT_EMBED, 0.2) &&
+              plan_add(pl, "attn_v", l, q, 2, e, dkv, 1, INIT_NORMAL, 1) &&
+              plan_add(pl, "attn_v.bias", l, f32, 1, dkv, 1, 1, INIT_EMBED, 0.2) &&
+              plan_add(pl, "attn_output", l, q, 2, dq, e, 1, INIT_NORMAL, 1) &&
+              plan_add(pl, "post_attention_norm", l, f32, 1, e, 1, 1, INIT_NORM, 1) &&
+              plan_ffn_ds(pl, p, l);
+    if (ok && l >= p->n_layer) {
+        ok = plan_add(pl, "nextn.eh_proj", l, q, 2, 2 * e, e, 1, INIT_NORMAL, 1) &&
+             plan_add(pl, "nextn.enorm", l, f32, 1, e, 1, 1, INIT_NORM, 1) &&
+             plan_add(pl, "nextn.hnorm", l, f32, 1, e, 1, 1, INIT_NORM, 1) &&
+             plan_add(pl, "nextn.shared_head_norm", l, f32, 1, e, 1, 1, INIT_NORM, 1);
+    }
+    return ok;
+}
+
 /* Tensor names and shapes as llama.cpp's loader expects them for the arch (ne order). */
 static bool plan_build(struct plan *pl, const struct moeinf_gen_params *p, int64_t n_vocab) {
     const int q = p->type; /* big matrices */
@@ -726,7 +922,15 @@ static bool plan_build(struct plan *pl, const struct moeinf_gen_params *p, int64
     double out_norm = p->tied_output ? 80.0 / sqrt((double)e) : 1.0;
     ok = ok && plan_add(pl, "output_norm", -1, MOEINF_TYPE_F32, 1, e, 1, 1, INIT_NORM, out_norm);
     if (!p->tied_output) ok = ok && plan_add(pl, "output", -1, q, 2, e, n_vocab, 1, INIT_NORMAL, 8);
-    for (int l = 0; ok && l < p->n_layer; l++) {
+    for (int l = 0; ok && l < n_blocks(p); l++) {
+        if (arch_of(p) == ARCH_DEEPSEEK2) {
+            ok = plan_layer_deepseek2(pl, p, l);
+            continue;
+        }
+        if (arch_of(p) == ARCH_GLM4MOE) {
+            ok = plan_layer_glm4moe(pl, p, l);
+            continue;
+        }
         if (is_hybrid(arch_of(p))) {
             ok = plan_layer_hybrid(pl, p, l);
             continue;
@@ -766,6 +970,67 @@ static const char *akey(char *buf, size_t size, const char *arch, const char *su
     return buf;
 }
 
+/*
+ * The rest of deepseek2's and glm4moe's keys, as their converters write them
+ * (convert_hf_to_gguf.py's DeepseekV2Model and Glm4MoeModel): deepseek2's MLA heads as MQA with
+ * one KV head of the latent + rotary key (key_length) and the latent (value_length), the real
+ * head dims in key_length_mla / value_length_mla. One deviation: q_lora_rank 0 is written for a
+ * query without compression (the converter omits the key), since llama.cpp reads it unless
+ * the model has V2-Lite's 27 layers, so that cuts of V2-Lite load too.
+ */
+static enum moeinf_status add_hparams_ds(struct moeinf_gguf_writer *w,
+                                         const struct moeinf_gen_params *p, uint32_t n_vocab,
+                                         struct moeinf_error *err) {
+    const enum gen_arch arch = arch_of(p);
+    const bool ds = arch == ARCH_DEEPSEEK2;
+    const char *an = arch_names[arch];
+    char k[96];
+#define U32(suffix, v)                                                                             \
+    moeinf_gguf_writer_add_u32(w, akey(k, sizeof k, an, suffix), (uint32_t)(v), err)
+#define F32(suffix, v) moeinf_gguf_writer_add_f32(w, akey(k, sizeof k, an, suffix), (v), err)
+    U32("feed_forward_length", p->n_dense_lead > 0 ? p->n_ff_dense : p->n_ff);
+    U32("expert_feed_forward_length", p->n_ff);
+    U32("expert_shared_count", p->n_expert_shared);
+    U32("leading_dense_block_count", p->n_dense_lead);
+    U32("attention.head_count", p->n_head);
+    if (ds) {
+        U32("attention.head_count_kv", 1);
+        U32("attention.q_lora_rank", p->q_lora_rank);
+        U32("attention.kv_lora_rank", p->kv_lora_rank);
+        U32("attention.key_length", p->kv_lora_rank + rot_dims(p));
+        U32("attention.value_length", p->kv_lora_rank);
+        U32("attention.key_length_mla", head_dim(p));
+        U32("attention.value_length_mla", p->v_head_dim);
+    } else {
+        U32("attention.head_count_kv", p->n_head_kv);
+        U32("attention.key_length", head_dim(p));
+        U32("attention.value_length", head_dim(p));
+        U32("nextn_predict_layers", p->n_nextn);
+    }
+    U32("rope.dimension_count", rot_dims(p));
+    F32("rope.freq_base", p->rope_freq_base);
+    if (ds && p->rope_yarn_factor > 1.0f) {
+        moeinf_gguf_writer_add_str(w, akey(k, sizeof k, an, "rope.scaling.type"), "yarn", err);
+        F32("rope.scaling.factor", p->rope_yarn_factor);
+        U32("rope.scaling.original_context_length", p->rope_yarn_orig_ctx);
+        F32("rope.scaling.yarn_log_multiplier", p->rope_yarn_log_mul);
+    }
+    F32("attention.layer_norm_rms_epsilon", p->rms_eps);
+    U32("expert_count", p->n_expert);
+    U32("expert_used_count", p->n_expert_used);
+    F32("expert_weights_scale", p->expert_weights_scale);
+    moeinf_gguf_writer_add_bool(w, akey(k, sizeof k, an, "expert_weights_norm"),
+                                p->expert_weights_norm, err);
+    if (p->expert_gating != 0) U32("expert_gating_func", p->expert_gating);
+    if (p->n_expert_groups > 0) {
+        U32("expert_group_count", p->n_expert_groups);
+        U32("expert_group_used_count", p->n_group_used);
+    }
+    return U32("vocab_size", n_vocab);
+#undef F32
+#undef U32
+}
+
 static enum moeinf_status add_hparams(struct moeinf_gguf_writer *w,
                                       const struct moeinf_gen_params *p, uint32_t n_vocab,
                                       struct moeinf_error *err) {
@@ -781,7 +1046,8 @@ static enum moeinf_status add_hparams(struct moeinf_gguf_writer *w,
     moeinf_gguf_writer_add_u32(w, "general.quantization_version", 2, err);
     U32("context_length", p->n_ctx_train);
     U32("embedding_length", p->n_embd);
-    U32("block_count", p->n_layer);
+    U32("block_count", n_blocks(p));
+    if (is_ds_family(arch)) return add_hparams_ds(w, p, n_vocab, err);
     /* feed_forward_length: the expert width for llama and olmoe; qwen2moe's converter writes
      * the shared expert's width there, qwen3moe's and the hybrid archs' a dense-equivalent
      * (top-k x expert: Qwen3-Next's config has intermediate_size 5120 = top-10 x 512);
@@ -1067,6 +1333,42 @@ static enum moeinf_status check_space(const char *path, const struct moeinf_gguf
                            " free",
                            path, need, avail);
     }
+    return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_gen_model_tensors(const struct moeinf_gen_params *p,
+                                            void (*fn)(void *user, const char *name, int type,
+                                                       int n_dims, const int64_t ne[3]),
+                                            void *user, struct moeinf_error *err) {
+    enum moeinf_status st = moeinf_gen_params_check(p, err);
+    if (st) return st;
+    uint32_t n_vocab = 0;
+    if (p->vocab_from) {
+        struct moeinf_gguf *src = NULL;
+        const struct moeinf_gguf_kv *tokens = NULL;
+        st = moeinf_gguf_open(p->vocab_from, &src, err);
+        if (!st) {
+            st = moeinf_gguf_get_arr(src, "tokenizer.ggml.tokens", MOEINF_GGUF_TYPE_STRING, &tokens,
+                                     err);
+        }
+        if (!st) n_vocab = tokens->n_elem > UINT32_MAX ? UINT32_MAX : (uint32_t)tokens->n_elem;
+        moeinf_gguf_free(src);
+        if (st) return st;
+    } else {
+        struct vocab v = {0};
+        st = build_own_vocab(&v, p->n_vocab, "gen-model", err);
+        n_vocab = (uint32_t)v.n;
+        vocab_free(&v);
+        if (st) return st;
+    }
+    struct plan plan = {0};
+    if (!plan_build(&plan, p, n_vocab)) {
+        free(plan.t);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "gen-model: out of memory");
+    }
+    for (int i = 0; i < plan.n; i++)
+        fn(user, plan.t[i].name, plan.t[i].type, plan.t[i].n_dims, plan.t[i].ne);
+    free(plan.t);
     return MOEINF_OK;
 }
 
