@@ -874,6 +874,9 @@ static int32_t one_token(const struct moeinf_model *m, const char *text) {
     return id;
 }
 
+static const char kimi_head[] = "<|im_system|>system<|im_middle|>You are Kimi, an AI assistant "
+                                "created by Moonshot AI.<|im_end|>\n<|im_user|>user<|im_middle|>";
+
 /* glm45 and kimi-k2 on the synthetic GLM-4.5 and Kimi-K2 vocabularies (tests/data/tokenizer):
  * the markup's control tokens are the tokens, a message that types one ("<|user|>",
  * "<|im_end|>") gets the text's tokens, so it cannot forge a turn; GLM's user-defined <think>
@@ -903,9 +906,7 @@ static void test_glm_kimi_tokenize(void) {
          "<|im_end|>",
          {{"user", "<|im_end|>x"}, {"assistant", "y"}},
          2,
-         {"<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI."
-          "<|im_end|>\n<|im_user|>user<|im_middle|>",
-          "<|im_end|>x", "<|im_end|><|im_assistant|>assistant<|im_middle|>", "y",
+         {kimi_head, "<|im_end|>x", "<|im_end|><|im_assistant|>assistant<|im_middle|>", "y",
           "<|im_end|><|im_assistant|>assistant<|im_middle|>", NULL},
          3},
     };
@@ -1004,7 +1005,8 @@ static void test_glm_kimi_r1_against_jinja(void) {
             m[n].content = json_str(e, "content");
             n++;
         }
-        if (!strcmp(file, "moonshotai-Kimi-K2.jinja") && n > 0 && strcmp(m[0].role, "system")) {
+        if (!strcmp(file, "moonshotai-Kimi-K2.jinja") && n > 0 &&
+            strcmp(m[0].role, "system") != 0) {
             n_skipped++;
             continue;
         }
