@@ -487,7 +487,8 @@ MOEINF_API bool moeinf_token_is_eog(const struct moeinf_model *model, int32_t id
  * of a UTF-8 character split across tokens are held until the character is complete, so
  * streamed output never splits a character, and it is always valid UTF-8: bytes that cannot
  * form a character (byte tokens in a bad order) come out as U+FFFD, one per maximal invalid
- * subpart. The returned bytes are borrowed until the next call. Control tokens print nothing.
+ * subpart. The returned bytes are borrowed until the next call. Control tokens print nothing
+ * (unless moeinf_text_stream_show names them).
  */
 struct moeinf_text_stream;
 
@@ -500,6 +501,12 @@ MOEINF_API const char *moeinf_text_stream_push(struct moeinf_text_stream *s, int
 /* Ends the text: a character still incomplete at the end of generation comes out as one
  * U+FFFD (nothing when none is held). */
 MOEINF_API const char *moeinf_text_stream_flush(struct moeinf_text_stream *s, size_t *len);
+/* Shows the tokens whose texts are in `texts` (NULL-terminated; NULL: none; at most 8) as
+ * their text even when they are control tokens, as llama.cpp's server shows a chat template's
+ * "preserved tokens": the reasoning markers of moeinf_chat_reasoning_markers, so that a
+ * splitter sees Kimi-K2-Thinking's <think> and </think>. Texts that are no token are
+ * ignored; a later call replaces the set. */
+MOEINF_API void moeinf_text_stream_show(struct moeinf_text_stream *s, const char *const *texts);
 
 /* ---- sampler (sampler module) ------------------------------------------------------------ */
 
@@ -697,6 +704,10 @@ MOEINF_API enum moeinf_status
 moeinf_chat_reasoning_init(const char *name, const struct moeinf_chat_message *msgs, size_t n_msgs,
                            unsigned flags, bool extract, struct moeinf_reasoning **out,
                            struct moeinf_error *err);
+/* The thinking block's markers of chat template `name` ("<think>", "</think>"), as
+ * moeinf_chat_reasoning_init reads them, for moeinf_text_stream_show (NULL-terminated, static);
+ * NULL for a family that does not think, and for harmony, whose markup always shows. */
+MOEINF_API const char *const *moeinf_chat_reasoning_markers(const char *name);
 MOEINF_API void moeinf_reasoning_free(struct moeinf_reasoning *r);
 /* The next piece of generated text. MOEINF_ERR_ARG after moeinf_reasoning_flush. */
 MOEINF_API enum moeinf_status moeinf_reasoning_push(struct moeinf_reasoning *r, const char *text,

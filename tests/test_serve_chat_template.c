@@ -874,6 +874,9 @@ static int32_t one_token(const struct moeinf_model *m, const char *text) {
     return id;
 }
 
+static const char kimi_head[] = "<|im_system|>system<|im_middle|>You are Kimi, an AI assistant "
+                                "created by Moonshot AI.<|im_end|>\n<|im_user|>user<|im_middle|>";
+
 /* glm45 and kimi-k2 on the synthetic GLM-4.5 and Kimi-K2 vocabularies (tests/data/tokenizer):
  * the markup's control tokens are the tokens, a message that types one ("<|user|>",
  * "<|im_end|>") gets the text's tokens, so it cannot forge a turn; GLM's user-defined <think>
@@ -903,9 +906,7 @@ static void test_glm_kimi_tokenize(void) {
          "<|im_end|>",
          {{"user", "<|im_end|>x"}, {"assistant", "y"}},
          2,
-         {"<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI."
-          "<|im_end|>\n<|im_user|>user<|im_middle|>",
-          "<|im_end|>x", "<|im_end|><|im_assistant|>assistant<|im_middle|>", "y",
+         {kimi_head, "<|im_end|>x", "<|im_end|><|im_assistant|>assistant<|im_middle|>", "y",
           "<|im_end|><|im_assistant|>assistant<|im_middle|>", NULL},
          3},
     };
@@ -940,6 +941,76 @@ static void test_glm_kimi_tokenize(void) {
         free(want);
         moeinf_model_free(m);
     }
+}
+
+/* Kimi-K2-Thinking's <think> and </think> are control tokens (as llama.cpp's converter makes
+ * Kimi's special tokens; kimi-k2-synthetic.gguf): a text stream hides them, unless it shows
+ * the template's markers (moeinf_text_stream_show, as llama.cpp's server preserves them), so
+ * that the splitter gets thinking and answer apart; other control tokens stay hidden. */
+static void test_kimi_thinking_markers(void) {
+    char path[1024];
+    struct moeinf_error err = {0};
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    mp.vocab_only = true;
+    struct moeinf_model *m = NULL;
+    CHECK_EQ_INT(moeinf_model_load(test_src_path("tests/data/tokenizer/kimi-k2-synthetic.gguf",
+                                                 path, sizeof path),
+                                   &mp, &m, &err),
+                 MOEINF_OK);
+    if (!m) return;
+    static const char gen[] = "<think>Let me see.</think>Four.[EOS]";
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    CHECK_EQ_INT(moeinf_tokenize(m, gen, strlen(gen), false, true, &ids, &n_ids, &err), MOEINF_OK);
+    const char *const *markers = moeinf_chat_reasoning_markers("kimi-k2-thinking");
+    CHECK(markers && !strcmp(markers[0], "<think>") && !strcmp(markers[1], "</think>") &&
+          !markers[2]);
+    CHECK(moeinf_chat_reasoning_markers("kimi-k2") == NULL);
+    CHECK(moeinf_chat_reasoning_markers("harmony") == NULL);
+    for (int shown = 0; shown < 2; shown++) {
+        struct moeinf_text_stream *ts = NULL;
+        CHECK_EQ_INT(moeinf_text_stream_init(m, &ts, &err), MOEINF_OK);
+        if (!ts) break;
+        if (shown) moeinf_text_stream_show(ts, markers);
+        char text[256];
+        size_t n_text = 0;
+        for (size_t i = 0; i < n_ids; i++) {
+            size_t k = 0;
+            const char *p = moeinf_text_stream_push(ts, ids[i], &k);
+            if (n_text + k < sizeof text) memcpy(text + n_text, p, k);
+            n_text += k;
+        }
+        size_t k = 0;
+        moeinf_text_stream_flush(ts, &k);
+        CHECK_EQ_INT(k, 0);
+        text[n_text < sizeof text ? n_text : sizeof text - 1] = '\0';
+        const char *want = shown ? "<think>Let me see.</think>Four." : "Let me see.Four.";
+        CHECK_MSG(!strcmp(text, want), "shown %d: [%s]", shown, text);
+        /* split as the server splits it */
+        struct moeinf_chat_message msg = {"user", "2+2?"};
+        struct moeinf_reasoning *r = NULL;
+        CHECK_EQ_INT(moeinf_chat_reasoning_init("kimi-k2-thinking", &msg, 1,
+                                                MOEINF_CHAT_ADD_ASSISTANT, true, &r, &err),
+                     MOEINF_OK);
+        if (r) {
+            struct moeinf_reasoning_text t;
+            char thinking[64] = "";
+            char ans[64] = "";
+            CHECK(moeinf_reasoning_push(r, text, strlen(text), &t, &err) == MOEINF_OK);
+            snprintf(thinking, sizeof thinking, "%.*s", (int)t.thinking_len, t.thinking);
+            snprintf(ans, sizeof ans, "%.*s", (int)t.answer_len, t.answer);
+            CHECK(moeinf_reasoning_flush(r, &t, &err) == MOEINF_OK);
+            snprintf(ans + strlen(ans), sizeof ans - strlen(ans), "%.*s", (int)t.answer_len,
+                     t.answer);
+            CHECK_MSG(!strcmp(thinking, shown ? "Let me see." : "") &&
+                          !strcmp(ans, shown ? "Four." : "Let me see.Four."),
+                      "shown %d: thinking [%s] answer [%s]", shown, thinking, ans);
+            moeinf_reasoning_free(r);
+        }
+        moeinf_text_stream_free(ts);
+    }
+    free(ids);
+    moeinf_model_free(m);
 }
 
 /* ---- GLM-4.5/4.6, GLM-4.7-Flash, Kimi-K2, DeepSeek-R1 against their Jinja templates ---- */
@@ -1004,7 +1075,8 @@ static void test_glm_kimi_r1_against_jinja(void) {
             m[n].content = json_str(e, "content");
             n++;
         }
-        if (!strcmp(file, "moonshotai-Kimi-K2.jinja") && n > 0 && strcmp(m[0].role, "system")) {
+        if (!strcmp(file, "moonshotai-Kimi-K2.jinja") && n > 0 &&
+            strcmp(m[0].role, "system") != 0) {
             n_skipped++;
             continue;
         }
@@ -1044,5 +1116,6 @@ int main(void) {
     RUN(test_harmony_tokenize);
     RUN(test_glm_kimi_r1_against_jinja);
     RUN(test_glm_kimi_tokenize);
+    RUN(test_kimi_thinking_markers);
     return test_report();
 }

@@ -86,6 +86,14 @@ const struct moeinf_reasoning_syntax *moeinf_chat_reasoning_syntax(const char *n
     return &think_block;
 }
 
+/* The block form's markers; harmony's markup needs none (the vocabulary makes it user-defined,
+ * vocab.c, as llama.cpp does, so it shows anyway). */
+const char *const *moeinf_chat_reasoning_markers(const char *name) {
+    static const char *const block[] = {"<think>", "</think>", NULL};
+    const struct moeinf_reasoning_syntax *syn = moeinf_chat_reasoning_syntax(name);
+    return syn && !syn->head_end ? block : NULL;
+}
+
 /* The whitespace llama.cpp trims (isspace in the C locale). */
 static bool is_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';

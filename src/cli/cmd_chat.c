@@ -361,6 +361,8 @@ static bool answer(struct session *s, const struct history *h, const int32_t *id
     struct shown sh = {.tty = isatty(STDOUT_FILENO)};
     bool ok = false;
     if (moeinf_text_stream_init(s->model, &detok, err) != MOEINF_OK) goto done;
+    /* the template's thinking markers show even when they are control tokens (Kimi-K2) */
+    moeinf_text_stream_show(detok, moeinf_chat_reasoning_markers(s->tmpl));
     /* the thinking apart from the answer (the prompt's tail says whether it opened it) */
     if (moeinf_chat_reasoning_init(s->tmpl, h->msgs, h->n, s->o->chat_flags, s->o->split, &split,
                                    err) != MOEINF_OK) {
