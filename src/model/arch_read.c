@@ -310,6 +310,28 @@ enum moeinf_status moeinf_arch_read_softmax_routing(struct moeinf_arch_loader *l
     return MOEINF_OK;
 }
 
+enum moeinf_status moeinf_arch_read_dense_lead(struct moeinf_arch_loader *ld,
+                                               struct moeinf_hparams *hp, int ff_len) {
+    int n_shared = 0;
+    enum moeinf_status st;
+    if ((st = moeinf_arch_get_int(ld, "leading_dense_block_count", false, 4096,
+                                  &hp->n_layer_dense_lead)) ||
+        (st = moeinf_arch_get_int(ld, "expert_shared_count", false, 256, &n_shared))) {
+        return st;
+    }
+    if (hp->n_layer_dense_lead < 0 || hp->n_layer_dense_lead >= hp->n_layer || n_shared < 0 ||
+        (hp->n_layer_dense_lead > 0 && ff_len <= 0)) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                           "%s: invalid leading_dense_block_count %d (feed_forward_length %d, %d "
+                           "layers) or expert_shared_count %d",
+                           ld->g->path, hp->n_layer_dense_lead, ff_len, hp->n_layer, n_shared);
+    }
+    hp->n_ff_dense = hp->n_layer_dense_lead > 0 ? ff_len : 0;
+    hp->n_ff_shexp = n_shared * hp->n_ff;
+    hp->shexp_ungated = true;
+    return MOEINF_OK;
+}
+
 enum moeinf_status moeinf_arch_read_routing(struct moeinf_arch_loader *ld,
                                             struct moeinf_hparams *hp, int gating_default) {
     enum moeinf_status st;
