@@ -170,23 +170,22 @@ static const struct golden_bound golden_bounds[] = {
     {"tiny-gptoss-MXFP4",     false, 1.29,    3.2,    ROUTER_ROW, 1, 1.0,    19.4,  TEST_DATA, true, false, 0, 0},
     /* deepseek2 and glm4moe (../shared's MLA file and its Q4_K_M; tests/data/models, made by
      * tools/goldens/make_tiny_deepseek2.py and make_tiny_glm4moe.py). With an F32 K/V cache the
-     * MLA Q4_K_M file matches to 4e-6 (its absorbed products round as llama.cpp's); its
-     * default-context golden is left out: llama.cpp's flash attention over F16 latents flips
-     * the last token of the 3-token prompt (9.7). The older layout's and glm4moe's quantized
-     * rows flip an activation's rounding at a near-tie (glm4moe prose: 0.42) and, with F16
-     * K/V, some routing (tie_gap skips those positions); their routing weights stay within
-     * 2.1e-3 and 2.4e-3 (bounds 2.5x that). */
+     * MLA Q4_K_M file matches to 4e-6 (its absorbed products round as llama.cpp's); the older
+     * layout's and glm4moe's Q4_K_M files to 1e-5 but where an activation's rounding sits on a
+     * near-tie (0.40 and 0.42), their routing weights within 2.1e-3 and 2.4e-3 (bounds 2.5x
+     * that). The Q4_K_M files' default-context goldens (F16 K/V, llama.cpp's flash attention)
+     * are left out: their routing flips there (the MLA file's last token: 9.7; the others up
+     * to 3.9 and 4.6, tolerances no injected error could pass), and the F32 files hold that
+     * mode. */
     {"tiny-deepseek2-F32",        true,  3.31e-3, 8.3e-3, ROUTER_ROW, 1, 2e-3, 0.05, SHARED,    true, false, 0, 0},
     {"tiny-deepseek2-F32",        false, 2.37e-2, 5.9e-2, ROUTER_ROW, 1, 0.1,  3.6,  SHARED,    true, false, 0, 0},
     {"tiny-deepseek2-Q4_K_M",     true,  3.83e-6, 9.6e-6, LM_HEAD_SCALE, 17589, 0, 0.05, TEST_DATA, true, false, 0, 0},
     {"tiny-deepseek2lite-F32",    true,  1.76e-3, 4.4e-3, ROUTER_ROW, 1, 1e-3, 0.05, TEST_DATA, true, false, 0, 0},
     {"tiny-deepseek2lite-F32",    false, 5.46e-2, 0.137, ROUTER_ROW, 1, 0.01, 4.0,  TEST_DATA, true, false, 0, 0},
     {"tiny-deepseek2lite-Q4_K_M", true,  0.404,   1.01, ROUTER_ROW, 1, 0.1, 4.0,  TEST_DATA, true, false, 0, 5.1e-3},
-    {"tiny-deepseek2lite-Q4_K_M", false, 3.92,    9.8, ROUTER_ROW, 1, 3.0,  53,   TEST_DATA, true, false, 0, 0},
     {"tiny-glm4moe-F32",          true,  1.77e-3, 4.4e-3, ROUTER_ROW, 8, 5e-3, 0.05, TEST_DATA, true, false, 0, 0},
     {"tiny-glm4moe-F32",          false, 0.101, 0.25, ROUTER_ROW, 8, 0.05, 9.5,  TEST_DATA, true, false, 1e-2, 0},
     {"tiny-glm4moe-Q4_K_M",       true,  0.42,  1.05, ROUTER_ROW, 8, 0.1,  10,   TEST_DATA, true, false, 1e-2, 6e-3},
-    {"tiny-glm4moe-Q4_K_M",       false, 4.63,  11.6, ROUTER_ROW, 8, 0.3,  60,   TEST_DATA, true, false, 1e-2, 0},
 };
 
 /* clang-format on */
@@ -266,6 +265,13 @@ __attribute__((format(printf, 2, 3))) static void outcome_fail(struct golden_out
 
 /* Experts chosen at prompt position j in layer il must equal llama.cpp's where the gap
  * between the k-th and (k+1)-th router probability exceeds 1e-3. */
+/* What llama.cpp chose a layer's experts by: the router's probabilities, plus the selection
+ * bias where the model has one (its goldens' probs_biased, deepseek2 and glm4moe). */
+static const char *selection_values(const char *layer) {
+    const char *biased = golden_find(layer, "probs_biased");
+    return biased ? biased : golden_find(layer, "probs");
+}
+
 /* The gap between llama.cpp's k-th and (k+1)-th router value of one token (p, n_expert
  * values; topk, its n_used choices): the smallest value chosen minus the largest not chosen.
  * With expert groups only the experts of a group it chose from count: the others were never
@@ -311,7 +317,7 @@ static void compare_routing(struct moeinf_context *ctx, const struct golden *g, 
         double probs[MAX_TOK * 16];
         int nt = golden_numbers(golden_find(layer, "topk"), topk, MAX_TOK * 8);
         int nw = golden_numbers(golden_find(layer, "weights"), weights, MAX_TOK * 8);
-        int np = golden_numbers(golden_find(layer, "probs"), probs, MAX_TOK * 16);
+        int np = golden_numbers(selection_values(layer), probs, MAX_TOK * 16);
         if (nt != g->n_tokens * n_used || nw != nt || np != g->n_tokens * n_expert) {
             outcome_fail(o, "%s layer %d: routing arrays of %d, %d and %d numbers", g->name, il, nt,
                          nw, np);
@@ -371,7 +377,7 @@ static bool routing_flipped_at(struct moeinf_context *ctx, const struct golden *
         double topk[MAX_TOK * 8];
         double probs[MAX_TOK * 16];
         if (golden_numbers(golden_find(layer, "topk"), topk, MAX_TOK * 8) != g->n_tokens * n_used ||
-            golden_numbers(golden_find(layer, "probs"), probs, MAX_TOK * 16) !=
+            golden_numbers(selection_values(layer), probs, MAX_TOK * 16) !=
                 g->n_tokens * n_expert)
             return false;
         const int32_t *sel = moeinf_fwd_routing(ctx->fwd, il, j);
@@ -456,7 +462,7 @@ static bool step_near_tie(const struct moeinf_hparams *hp, const struct golden *
         double probs[MAX_TOK * 16];
         const char *layer = golden_find(part, key);
         if (!layer && il < hp->n_layer_dense_lead) continue; /* a dense layer has no router */
-        int np = golden_numbers(golden_find(layer, "probs"), probs, MAX_TOK * 16);
+        int np = golden_numbers(selection_values(layer), probs, MAX_TOK * 16);
         if (np < (row + 1) * n_expert) return false;
         double topk[MAX_TOK * 8];
         if (golden_numbers(golden_find(layer, "topk"), topk, MAX_TOK * 8) < (row + 1) * n_used)
