@@ -76,7 +76,7 @@ n_layer=$(meta "$arch.block_count")
 kv_lora=$(meta "$arch.attention.kv_lora_rank")
 n_rot=$(meta "$arch.rope.dimension_count")
 n_ctx_train=$(meta "$arch.context_length")
-limit=$((memory_gib * 1073741824))
+limit=$(awk -v g="$memory_gib" 'BEGIN { printf "%.0f", g * 1073741824 }')
 out=$(mktemp -d)
 
 . bench/lib/cgroup.sh

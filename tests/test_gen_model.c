@@ -1366,6 +1366,91 @@ static void check_llama_loads(const char *path, int n_vocab) {
     CHECK_STR_CONTAINS(out, want);
 }
 
+/* One preset cut, and the published values the cut keeps. */
+struct ds_case {
+    const char *name, *cut;
+    struct ds_shape d;
+    uint32_t ctx, top_k, groups, groups_used, q_lora, gating;
+    float theta, eps, scale, yarn, log_mul;
+    bool norm;
+};
+
+/* clang-format off */
+static const struct ds_case ds_cases[] = {
+    {"deepseek-v2-lite", "--layers 2",
+     {false, 2, 0, 1, 64, 32, 64, 16, 2, 2048, 16, 1, 192, 64, 128, 0, 512, false},
+     163840, 6, 1, 1, 0, 1, 10000.0f, 1e-6f, 1.0f, 40.0f, 0.0707f, false},
+    {"deepseek-v3", "--layers 4 --heads 4",
+     {false, 4, 0, 3, 64, 32, 64, 16, 1, 2048, 4, 1, 192, 64, 128, 1536, 512, true},
+     163840, 8, 8, 4, 1536, 2, 10000.0f, 1e-6f, 2.5f, 40.0f, 0.1f, true},
+    {"kimi-k2", "--layers 2 --heads 4",
+     {false, 2, 0, 1, 64, 32, 64, 16, 1, 2048, 4, 1, 192, 64, 128, 1536, 512, true},
+     131072, 8, 1, 1, 1536, 2, 50000.0f, 1e-6f, 2.827f, 32.0f, 0.1f, true},
+    {"glm-4.5-air", "--layers 2",
+     {true, 2, 1, 1, 64, 32, 64, 16, 1, 2048, 96, 8, 128, 64, 0, 0, 0, true},
+     131072, 8, 0, 0, 0, 2, 1e6f, 1e-5f, 1.0f, 0, 0, true},
+};
+
+/* clang-format on */
+
+/* The metadata of a preset cut: the cut's dims and the published values. */
+static void check_ds_keys(const struct moeinf_gguf *g, const struct ds_case *c) {
+    const struct ds_shape *d = &c->d;
+    const char *an = d->glm ? "glm4moe" : "deepseek2";
+    struct moeinf_gguf_str s;
+    struct moeinf_error err = {0};
+    CHECK(moeinf_gguf_get_str(g, "general.architecture", &s, &err) == MOEINF_OK &&
+          moeinf_gguf_str_eq(s, an));
+    char k[128];
+#define KEY(suffix) (snprintf(k, sizeof k, "%s.%s", an, suffix), k)
+    CHECK_EQ_INT(u32_of(g, KEY("block_count")), d->n_layer + d->n_nextn);
+    CHECK_EQ_INT(u32_of(g, KEY("context_length")), c->ctx);
+    CHECK_EQ_INT(u32_of(g, KEY("embedding_length")), d->e);
+    CHECK_EQ_INT(u32_of(g, KEY("feed_forward_length")), d->fd);
+    CHECK_EQ_INT(u32_of(g, KEY("expert_feed_forward_length")), d->f);
+    CHECK_EQ_INT(u32_of(g, KEY("expert_count")), d->x);
+    CHECK_EQ_INT(u32_of(g, KEY("expert_used_count")), c->top_k);
+    CHECK_EQ_INT(u32_of(g, KEY("expert_shared_count")), d->shared);
+    CHECK_EQ_INT(u32_of(g, KEY("leading_dense_block_count")), d->n_dense);
+    CHECK_EQ_INT(u32_of(g, KEY("expert_gating_func")), c->gating);
+    CHECK_EQ_INT(u32_of(g, KEY("attention.head_count")), d->heads);
+    CHECK_EQ_INT(u32_of(g, KEY("attention.head_count_kv")), d->heads_kv);
+    CHECK_EQ_INT(u32_of(g, KEY("rope.dimension_count")), d->rope);
+    CHECK_EQ_INT(u32_of(g, KEY("vocab_size")), d->n_vocab);
+    CHECK(f32_of(g, KEY("rope.freq_base")) == c->theta);
+    CHECK(f32_of(g, KEY("attention.layer_norm_rms_epsilon")) == c->eps);
+    CHECK(f32_of(g, KEY("expert_weights_scale")) == c->scale);
+    CHECK(bool_of(g, KEY("expert_weights_norm")) == c->norm);
+    uint32_t v = 0;
+    if (c->groups > 0) {
+        CHECK_EQ_INT(u32_of(g, KEY("expert_group_count")), c->groups);
+        CHECK_EQ_INT(u32_of(g, KEY("expert_group_used_count")), c->groups_used);
+    } else {
+        CHECK(moeinf_gguf_get_u32(g, KEY("expert_group_count"), &v, &err) != MOEINF_OK);
+    }
+    if (d->glm) {
+        CHECK_EQ_INT(u32_of(g, KEY("nextn_predict_layers")), d->n_nextn);
+        CHECK_EQ_INT(u32_of(g, KEY("attention.key_length")), d->k_head);
+        CHECK_EQ_INT(u32_of(g, KEY("attention.value_length")), d->k_head);
+        CHECK(moeinf_gguf_get_str(g, KEY("rope.scaling.type"), &s, &err) != MOEINF_OK);
+    } else {
+        /* MLA as MQA: one KV head of the latent and the rotary key */
+        CHECK_EQ_INT(u32_of(g, KEY("attention.q_lora_rank")), c->q_lora);
+        CHECK_EQ_INT(u32_of(g, KEY("attention.kv_lora_rank")), d->kv_lora);
+        CHECK_EQ_INT(u32_of(g, KEY("attention.key_length")), d->kv_lora + d->rope);
+        CHECK_EQ_INT(u32_of(g, KEY("attention.value_length")), d->kv_lora);
+        CHECK_EQ_INT(u32_of(g, KEY("attention.key_length_mla")), d->k_head);
+        CHECK_EQ_INT(u32_of(g, KEY("attention.value_length_mla")), d->v_head);
+        CHECK(moeinf_gguf_get_str(g, KEY("rope.scaling.type"), &s, &err) == MOEINF_OK &&
+              moeinf_gguf_str_eq(s, "yarn"));
+        CHECK(f32_of(g, KEY("rope.scaling.factor")) == c->yarn);
+        CHECK_EQ_INT(u32_of(g, KEY("rope.scaling.original_context_length")), 4096);
+        CHECK(f32_of(g, KEY("rope.scaling.yarn_log_multiplier")) == c->log_mul);
+        CHECK(moeinf_gguf_get_u32(g, KEY("nextn_predict_layers"), &v, &err) != MOEINF_OK);
+    }
+#undef KEY
+}
+
 /*
  * The presets through the command line, cut (--layers) and narrowed (--embd, --ff,
  * --dense-ff, --experts, --vocab-size; the heads of deepseek-v3 and kimi-k2, whose 128 / 64
@@ -1375,154 +1460,32 @@ static void check_llama_loads(const char *path, int n_vocab) {
  * each cut and decode finite logits.
  */
 static void test_ds_presets(void) {
-    static const struct {
-        const char *name, *cut;
-        struct ds_shape d;
-        /* published: */
-        uint32_t ctx, top_k, groups, groups_used, q_lora;
-        float theta, eps, scale, yarn, log_mul;
-        bool norm;
-        uint32_t gating;
-    } cases[] = {
-        {"deepseek-v2-lite",
-         "--layers 2",
-         {false, 2, 0, 1, 64, 32, 64, 16, 2, 2048, 16, 1, 192, 64, 128, 0, 512, false},
-         163840,
-         6,
-         1,
-         1,
-         0,
-         10000.0f,
-         1e-6f,
-         1.0f,
-         40.0f,
-         0.0707f,
-         false,
-         1},
-        {"deepseek-v3",
-         "--layers 4 --heads 4",
-         {false, 4, 0, 3, 64, 32, 64, 16, 1, 2048, 4, 1, 192, 64, 128, 1536, 512, true},
-         163840,
-         8,
-         8,
-         4,
-         1536,
-         10000.0f,
-         1e-6f,
-         2.5f,
-         40.0f,
-         0.1f,
-         true,
-         2},
-        {"kimi-k2",
-         "--layers 2 --heads 4",
-         {false, 2, 0, 1, 64, 32, 64, 16, 1, 2048, 4, 1, 192, 64, 128, 1536, 512, true},
-         131072,
-         8,
-         1,
-         1,
-         1536,
-         50000.0f,
-         1e-6f,
-         2.827f,
-         32.0f,
-         0.1f,
-         true,
-         2},
-        {"glm-4.5-air",
-         "--layers 2",
-         {true, 2, 1, 1, 64, 32, 64, 16, 1, 2048, 96, 8, 128, 64, 0, 0, 0, true},
-         131072,
-         8,
-         0,
-         0,
-         0,
-         1e6f,
-         1e-5f,
-         1.0f,
-         0,
-         0,
-         true,
-         2},
-    };
-
     char path[512];
     char args[1024];
     char out[4096];
     char errs[4096];
     test_tmp_path("gen-ds-preset.gguf", path, sizeof path);
-    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
-        const struct ds_shape *d = &cases[c].d;
+    for (size_t c = 0; c < sizeof ds_cases / sizeof ds_cases[0]; c++) {
+        const struct ds_case *dc = &ds_cases[c];
         snprintf(args, sizeof args,
                  "gen-model -o '%s' --preset %s %s --embd 64 --ff 32 --dense-ff 64 --experts 16 "
                  "--vocab-size 2048 --threads 2",
-                 path, cases[c].name, cases[c].cut);
+                 path, dc->name, dc->cut);
         int rc = test_run_moeinf("gen-ds-preset", args, out, sizeof out, errs, sizeof errs);
         if (rc < 0) {
             test_skip("MOEINF_BIN unset (run through ctest)");
             return;
         }
-        CHECK_MSG(rc == 0, "%s: %s", cases[c].name, errs);
+        CHECK_MSG(rc == 0, "%s: %s", dc->name, errs);
         struct moeinf_gguf *g = NULL;
         struct moeinf_error err = {0};
         CHECK_MSG(moeinf_gguf_open(path, &g, &err) == MOEINF_OK, "%s", err.msg);
         if (!g) continue;
-        const char *an = d->glm ? "glm4moe" : "deepseek2";
-        struct moeinf_gguf_str s;
-        CHECK(moeinf_gguf_get_str(g, "general.architecture", &s, &err) == MOEINF_OK &&
-              moeinf_gguf_str_eq(s, an));
-        char k[128];
-#define KEY(suffix) (snprintf(k, sizeof k, "%s.%s", an, suffix), k)
-        CHECK_EQ_INT(u32_of(g, KEY("block_count")), d->n_layer + d->n_nextn);
-        CHECK_EQ_INT(u32_of(g, KEY("context_length")), cases[c].ctx);
-        CHECK_EQ_INT(u32_of(g, KEY("embedding_length")), d->e);
-        CHECK_EQ_INT(u32_of(g, KEY("feed_forward_length")), d->fd);
-        CHECK_EQ_INT(u32_of(g, KEY("expert_feed_forward_length")), d->f);
-        CHECK_EQ_INT(u32_of(g, KEY("expert_count")), d->x);
-        CHECK_EQ_INT(u32_of(g, KEY("expert_used_count")), cases[c].top_k);
-        CHECK_EQ_INT(u32_of(g, KEY("expert_shared_count")), d->shared);
-        CHECK_EQ_INT(u32_of(g, KEY("leading_dense_block_count")), d->n_dense);
-        CHECK_EQ_INT(u32_of(g, KEY("expert_gating_func")), cases[c].gating);
-        CHECK_EQ_INT(u32_of(g, KEY("attention.head_count")), d->heads);
-        CHECK_EQ_INT(u32_of(g, KEY("attention.head_count_kv")), d->heads_kv);
-        CHECK_EQ_INT(u32_of(g, KEY("rope.dimension_count")), d->rope);
-        CHECK_EQ_INT(u32_of(g, KEY("vocab_size")), d->n_vocab);
-        CHECK(f32_of(g, KEY("rope.freq_base")) == cases[c].theta);
-        CHECK(f32_of(g, KEY("attention.layer_norm_rms_epsilon")) == cases[c].eps);
-        CHECK(f32_of(g, KEY("expert_weights_scale")) == cases[c].scale);
-        CHECK(bool_of(g, KEY("expert_weights_norm")) == cases[c].norm);
-        uint32_t v = 0;
-        if (cases[c].groups > 0) {
-            CHECK_EQ_INT(u32_of(g, KEY("expert_group_count")), cases[c].groups);
-            CHECK_EQ_INT(u32_of(g, KEY("expert_group_used_count")), cases[c].groups_used);
-        } else {
-            CHECK(moeinf_gguf_get_u32(g, KEY("expert_group_count"), &v, &err) != MOEINF_OK);
-        }
-        if (d->glm) {
-            CHECK_EQ_INT(u32_of(g, KEY("nextn_predict_layers")), d->n_nextn);
-            CHECK_EQ_INT(u32_of(g, KEY("attention.key_length")), d->k_head);
-            CHECK_EQ_INT(u32_of(g, KEY("attention.value_length")), d->k_head);
-            CHECK(moeinf_gguf_get_str(g, KEY("rope.scaling.type"), &s, &err) != MOEINF_OK);
-        } else {
-            /* MLA as MQA: one KV head of the latent and the rotary key */
-            CHECK_EQ_INT(u32_of(g, KEY("attention.q_lora_rank")), cases[c].q_lora);
-            CHECK_EQ_INT(u32_of(g, KEY("attention.kv_lora_rank")), d->kv_lora);
-            CHECK_EQ_INT(u32_of(g, KEY("attention.key_length")), d->kv_lora + d->rope);
-            CHECK_EQ_INT(u32_of(g, KEY("attention.value_length")), d->kv_lora);
-            CHECK_EQ_INT(u32_of(g, KEY("attention.key_length_mla")), d->k_head);
-            CHECK_EQ_INT(u32_of(g, KEY("attention.value_length_mla")), d->v_head);
-            CHECK(moeinf_gguf_get_str(g, KEY("rope.scaling.type"), &s, &err) == MOEINF_OK &&
-                  moeinf_gguf_str_eq(s, "yarn"));
-            CHECK(f32_of(g, KEY("rope.scaling.factor")) == cases[c].yarn);
-            CHECK_EQ_INT(u32_of(g, KEY("rope.scaling.original_context_length")), 4096);
-            CHECK(f32_of(g, KEY("rope.scaling.yarn_log_multiplier")) == cases[c].log_mul);
-            CHECK(moeinf_gguf_get_u32(g, KEY("nextn_predict_layers"), &v, &err) != MOEINF_OK);
-        }
-#undef KEY
-        check_ds_tensors(g, d, MOEINF_TYPE_Q8_0);
+        check_ds_keys(g, dc);
+        check_ds_tensors(g, &dc->d, MOEINF_TYPE_Q8_0);
         moeinf_gguf_free(g);
-        check_llama_loads(path, (int)d->n_vocab);
-        check_engine_runs(path, an, 12);
+        check_llama_loads(path, (int)dc->d.n_vocab);
+        check_engine_runs(path, dc->d.glm ? "glm4moe" : "deepseek2", 12);
     }
     remove(path);
 }

@@ -118,6 +118,98 @@ static void list_tensor(void *user, const char *name, int type, int n_dims, cons
            (long long)ne[0], (long long)ne[1], (long long)ne[2], (unsigned long long)bytes);
 }
 
+/* The deepseek2 and glm4moe presets (the published config.json of each). */
+static bool apply_preset_ds(const char *name, struct moeinf_gen_params *p) {
+    if (!strcmp(name, "deepseek-v2-lite")) { /* deepseek-ai/DeepSeek-V2-Lite's config.json */
+        p->arch = "deepseek2";
+        p->n_layer = 27;
+        p->n_dense_lead = 1;
+        p->n_ff_dense = 10944;
+        p->n_expert = 64;
+        p->n_expert_used = 6;
+        p->n_expert_shared = 2;
+        p->n_embd = 2048;
+        p->n_ff = 1408;
+        p->n_head = 16;
+        p->n_head_kv = 1;
+        p->n_embd_head = 192; /* qk_nope 128 + qk_rope 64 */
+        p->n_rot = 64;
+        p->q_lora_rank = 0;
+        p->kv_lora_rank = 512;
+        p->v_head_dim = 128;
+        p->expert_gating = 1; /* softmax, greedy top-6, weights neither normed nor scaled */
+        p->expert_weights_scale = 1.0f;
+        p->expert_weights_norm = false;
+        p->n_expert_groups = 1;
+        p->n_group_used = 1;
+        p->rope_freq_base = 10000.0f;
+        p->rope_yarn_factor = 40.0f;
+        p->rope_yarn_orig_ctx = 4096;
+        p->rope_yarn_log_mul = 0.0707f; /* 0.1 x mscale_all_dim 0.707 */
+        p->n_ctx_train = 163840;
+        p->n_vocab = 102400;
+        p->rms_eps = 1e-6f;
+        return true;
+    }
+    if (!strcmp(name, "deepseek-v3") || !strcmp(name, "kimi-k2")) {
+        const bool kimi = !strcmp(name, "kimi-k2"); /* moonshotai/Kimi-K2-Instruct */
+        p->arch = "deepseek2";
+        p->n_layer = 61;
+        p->n_dense_lead = kimi ? 1 : 3;
+        p->n_ff_dense = 18432;
+        p->n_expert = kimi ? 384 : 256;
+        p->n_expert_used = 8;
+        p->n_expert_shared = 1;
+        p->n_embd = 7168;
+        p->n_ff = 2048;
+        p->n_head = kimi ? 64 : 128;
+        p->n_head_kv = 1;
+        p->n_embd_head = 192;
+        p->n_rot = 64;
+        p->q_lora_rank = 1536;
+        p->kv_lora_rank = 512;
+        p->v_head_dim = 128;
+        p->expert_gating = 2; /* sigmoid with e_score_correction_bias (exp_probs_b) */
+        p->expert_weights_scale = kimi ? 2.827f : 2.5f;
+        p->expert_weights_norm = true;
+        p->n_expert_groups = kimi ? 1 : 8;
+        p->n_group_used = kimi ? 1 : 4;
+        p->rope_freq_base = kimi ? 50000.0f : 10000.0f;
+        p->rope_yarn_factor = kimi ? 32.0f : 40.0f;
+        p->rope_yarn_orig_ctx = 4096;
+        p->rope_yarn_log_mul = 0.1f; /* 0.1 x mscale_all_dim 1.0 */
+        p->n_ctx_train = kimi ? 131072 : 163840;
+        p->n_vocab = kimi ? 163840 : 129280;
+        p->rms_eps = 1e-6f;
+        return true;
+    }
+    if (!strcmp(name, "glm-4.5-air")) { /* zai-org/GLM-4.5-Air's config.json */
+        p->arch = "glm4moe";
+        p->n_layer = 46;
+        p->n_nextn = 1;
+        p->n_dense_lead = 1;
+        p->n_ff_dense = 10944;
+        p->n_expert = 128;
+        p->n_expert_used = 8;
+        p->n_expert_shared = 1;
+        p->n_embd = 4096;
+        p->n_ff = 1408;
+        p->n_head = 96;
+        p->n_head_kv = 8;
+        p->n_embd_head = 128;
+        p->n_rot = 64; /* partial_rotary_factor 0.5 */
+        p->expert_gating = 2;
+        p->expert_weights_scale = 1.0f;
+        p->expert_weights_norm = true;
+        p->rope_freq_base = 1e6f;
+        p->n_ctx_train = 131072;
+        p->n_vocab = 151552;
+        p->rms_eps = 1e-5f;
+        return true;
+    }
+    return false;
+}
+
 static bool apply_preset(const char *name, struct moeinf_gen_params *p) {
     *p = moeinf_gen_params_default();
     if (!strcmp(name, "default")) return true;
@@ -222,94 +314,7 @@ static bool apply_preset(const char *name, struct moeinf_gen_params *p) {
         p->type = MOEINF_GEN_TYPE_MXFP4_MOE; /* as ggml-org's gpt-oss-*-mxfp4.gguf */
         return true;
     }
-    if (!strcmp(name, "deepseek-v2-lite")) { /* deepseek-ai/DeepSeek-V2-Lite's config.json */
-        p->arch = "deepseek2";
-        p->n_layer = 27;
-        p->n_dense_lead = 1;
-        p->n_ff_dense = 10944;
-        p->n_expert = 64;
-        p->n_expert_used = 6;
-        p->n_expert_shared = 2;
-        p->n_embd = 2048;
-        p->n_ff = 1408;
-        p->n_head = 16;
-        p->n_head_kv = 1;
-        p->n_embd_head = 192; /* qk_nope 128 + qk_rope 64 */
-        p->n_rot = 64;
-        p->q_lora_rank = 0;
-        p->kv_lora_rank = 512;
-        p->v_head_dim = 128;
-        p->expert_gating = 1; /* softmax, greedy top-6, weights neither normed nor scaled */
-        p->expert_weights_scale = 1.0f;
-        p->expert_weights_norm = false;
-        p->n_expert_groups = 1;
-        p->n_group_used = 1;
-        p->rope_freq_base = 10000.0f;
-        p->rope_yarn_factor = 40.0f;
-        p->rope_yarn_orig_ctx = 4096;
-        p->rope_yarn_log_mul = 0.0707f; /* 0.1 x mscale_all_dim 0.707 */
-        p->n_ctx_train = 163840;
-        p->n_vocab = 102400;
-        p->rms_eps = 1e-6f;
-        return true;
-    }
-    if (!strcmp(name, "deepseek-v3") || !strcmp(name, "kimi-k2")) {
-        const bool kimi = !strcmp(name, "kimi-k2"); /* moonshotai/Kimi-K2-Instruct */
-        p->arch = "deepseek2";
-        p->n_layer = 61;
-        p->n_dense_lead = kimi ? 1 : 3;
-        p->n_ff_dense = 18432;
-        p->n_expert = kimi ? 384 : 256;
-        p->n_expert_used = 8;
-        p->n_expert_shared = 1;
-        p->n_embd = 7168;
-        p->n_ff = 2048;
-        p->n_head = kimi ? 64 : 128;
-        p->n_head_kv = 1;
-        p->n_embd_head = 192;
-        p->n_rot = 64;
-        p->q_lora_rank = 1536;
-        p->kv_lora_rank = 512;
-        p->v_head_dim = 128;
-        p->expert_gating = 2; /* sigmoid with e_score_correction_bias (exp_probs_b) */
-        p->expert_weights_scale = kimi ? 2.827f : 2.5f;
-        p->expert_weights_norm = true;
-        p->n_expert_groups = kimi ? 1 : 8;
-        p->n_group_used = kimi ? 1 : 4;
-        p->rope_freq_base = kimi ? 50000.0f : 10000.0f;
-        p->rope_yarn_factor = kimi ? 32.0f : 40.0f;
-        p->rope_yarn_orig_ctx = 4096;
-        p->rope_yarn_log_mul = 0.1f; /* 0.1 x mscale_all_dim 1.0 */
-        p->n_ctx_train = kimi ? 131072 : 163840;
-        p->n_vocab = kimi ? 163840 : 129280;
-        p->rms_eps = 1e-6f;
-        return true;
-    }
-    if (!strcmp(name, "glm-4.5-air")) { /* zai-org/GLM-4.5-Air's config.json */
-        p->arch = "glm4moe";
-        p->n_layer = 46;
-        p->n_nextn = 1;
-        p->n_dense_lead = 1;
-        p->n_ff_dense = 10944;
-        p->n_expert = 128;
-        p->n_expert_used = 8;
-        p->n_expert_shared = 1;
-        p->n_embd = 4096;
-        p->n_ff = 1408;
-        p->n_head = 96;
-        p->n_head_kv = 8;
-        p->n_embd_head = 128;
-        p->n_rot = 64; /* partial_rotary_factor 0.5 */
-        p->expert_gating = 2;
-        p->expert_weights_scale = 1.0f;
-        p->expert_weights_norm = true;
-        p->rope_freq_base = 1e6f;
-        p->n_ctx_train = 131072;
-        p->n_vocab = 151552;
-        p->rms_eps = 1e-5f;
-        return true;
-    }
-    return false;
+    return apply_preset_ds(name, p);
 }
 
 struct int_opt {

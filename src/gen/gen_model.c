@@ -280,6 +280,46 @@ static enum moeinf_status check_ds(const struct moeinf_gen_params *p, struct moe
     return MOEINF_OK;
 }
 
+/* The type is known, and every quantized row (ne[0]) is whole blocks: the mix falls back to
+ * 32-element types where a row is not whole super-blocks, as llama-quantize does. */
+static enum moeinf_status check_rows(const struct moeinf_gen_params *p, struct moeinf_error *err) {
+    const enum moeinf_status arg = MOEINF_ERR_ARG;
+    const enum gen_arch arch = arch_of(p);
+    const bool mix = moeinf_gen_type_is_mix(p->type);
+    if (!mix && !moeinf_gen_type_is_plain(p->type)) {
+        return moeinf_fail(err, arg, "gen-model: type %d is not one of %s", p->type,
+                           moeinf_gen_type_names());
+    }
+    const int64_t block = mix ? 32 : moeinf_type_traits_get(p->type)->block_size;
+    if (block > 1) {
+        /* the hybrid archs' ssm_out rows are value_dim (in range: check_hybrid bounds it) */
+        const bool ds = arch == ARCH_DEEPSEEK2;
+        /* deepseek2: attn_k_b's rows are the nope dims, attn_v_b's the latent, attn_output's
+         * heads x value dim; the leading dense FFN's rows are n_ff_dense */
+        int rows[8] = {p->n_embd,
+                       p->n_ff,
+                       ds ? p->n_head * p->v_head_dim : p->n_head * head_dim(p),
+                       is_hybrid(arch) ? (int)value_dim(p) : p->n_embd,
+                       p->n_dense_lead > 0 ? p->n_ff_dense : p->n_embd,
+                       ds ? head_dim(p) - rot_dims(p) : p->n_embd,
+                       ds ? p->kv_lora_rank : p->n_embd,
+                       ds && p->q_lora_rank > 0 ? p->q_lora_rank : p->n_embd};
+        const char *what[8] = {"n_embd",           "n_ff",
+                               "heads x head dim", "linear head dim x value heads",
+                               "dense n_ff",       "head dim - rotary dims",
+                               "KV rank",          "query rank"};
+        for (int i = 0; i < 8; i++) {
+            if (rows[i] % block != 0) {
+                return moeinf_fail(err, arg,
+                                   "gen-model: %s = %d is not a multiple of %d (needed by %s)",
+                                   what[i], rows[i], (int)block,
+                                   mix ? moeinf_gen_type_name(p->type) : moeinf_type_name(p->type));
+            }
+        }
+    }
+    return MOEINF_OK;
+}
+
 enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
                                            struct moeinf_error *err) {
     const enum moeinf_status arg = MOEINF_ERR_ARG;
@@ -371,40 +411,8 @@ enum moeinf_status moeinf_gen_params_check(const struct moeinf_gen_params *p,
                            "[1, %d], or YaRN factor %g below 1",
                            p->n_swa, p->rope_yarn_orig_ctx, 1 << 24, (double)p->rope_yarn_factor);
     }
-    const bool mix = moeinf_gen_type_is_mix(p->type);
-    if (!mix && !moeinf_gen_type_is_plain(p->type)) {
-        return moeinf_fail(err, arg, "gen-model: type %d is not one of %s", p->type,
-                           moeinf_gen_type_names());
-    }
-    /* Every quantized row (ne[0]) must be whole blocks: the mix falls back to 32-element
-     * types where a row is not whole super-blocks, as llama-quantize does. */
-    const int64_t block = mix ? 32 : moeinf_type_traits_get(p->type)->block_size;
-    if (block > 1) {
-        /* the hybrid archs' ssm_out rows are value_dim (in range: check_hybrid bounds it) */
-        const bool ds = arch == ARCH_DEEPSEEK2;
-        /* deepseek2: attn_k_b's rows are the nope dims, attn_v_b's the latent, attn_output's
-         * heads x value dim; the leading dense FFN's rows are n_ff_dense */
-        int rows[8] = {p->n_embd,
-                       p->n_ff,
-                       ds ? p->n_head * p->v_head_dim : p->n_head * head_dim(p),
-                       is_hybrid(arch) ? (int)value_dim(p) : p->n_embd,
-                       p->n_dense_lead > 0 ? p->n_ff_dense : p->n_embd,
-                       ds ? head_dim(p) - rot_dims(p) : p->n_embd,
-                       ds ? p->kv_lora_rank : p->n_embd,
-                       ds && p->q_lora_rank > 0 ? p->q_lora_rank : p->n_embd};
-        const char *what[8] = {"n_embd",           "n_ff",
-                               "heads x head dim", "linear head dim x value heads",
-                               "dense n_ff",       "head dim - rotary dims",
-                               "KV rank",          "query rank"};
-        for (int i = 0; i < 8; i++) {
-            if (rows[i] % block != 0) {
-                return moeinf_fail(err, arg,
-                                   "gen-model: %s = %d is not a multiple of %d (needed by %s)",
-                                   what[i], rows[i], (int)block,
-                                   mix ? moeinf_gen_type_name(p->type) : moeinf_type_name(p->type));
-            }
-        }
-    }
+    enum moeinf_status st = check_rows(p, err);
+    if (st) return st;
     if (!(p->rope_freq_base > 0) || !(p->rms_eps > 0) || !isfinite(p->rope_freq_base) ||
         !isfinite(p->rms_eps)) {
         return moeinf_fail(err, arg, "gen-model: rope base and rms epsilon must be positive");
