@@ -394,8 +394,16 @@ static void test_impossible_counts(void) {
 }
 
 /* A copy of the tiny Mixtral with RoPE scaling metadata added (through the GGUF writer). */
-static bool write_with_rope_scaling(const char *src, const char *dst, const char *kind,
-                                    float factor) {
+/* src copied to dst with, where given, a string key and a float key added, and tensor `dup`
+ * written once more under the name `dup_as` (its data and shape). */
+struct extra {
+    const char *str_key, *str_val;
+    const char *f32_key;
+    float f32_val;
+    const char *dup, *dup_as;
+};
+
+static bool write_with(const char *src, const char *dst, const struct extra *x) {
     struct moeinf_error err = {0};
     struct moeinf_gguf *g = NULL;
     struct moeinf_gguf_writer *w = NULL;
@@ -403,20 +411,68 @@ static bool write_with_rope_scaling(const char *src, const char *dst, const char
               moeinf_gguf_writer_open(dst, (uint32_t)g->alignment, &w, &err) == MOEINF_OK;
     for (uint64_t i = 0; ok && i < g->n_kv; i++)
         ok = !moeinf_gguf_writer_add_kv(w, &g->kv[i], &err);
-    ok = ok && !moeinf_gguf_writer_add_str(w, "llama.rope.scaling.type", kind, &err) &&
-         !moeinf_gguf_writer_add_f32(w, "llama.rope.scaling.factor", factor, &err);
+    if (ok && x->str_key) ok = !moeinf_gguf_writer_add_str(w, x->str_key, x->str_val, &err);
+    if (ok && x->f32_key) ok = !moeinf_gguf_writer_add_f32(w, x->f32_key, x->f32_val, &err);
+    const struct moeinf_gguf_tensor *dup = x->dup && ok ? moeinf_gguf_find_tensor(g, x->dup) : NULL;
+    CHECK(!x->dup || dup);
     for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
         const struct moeinf_gguf_tensor *t = &g->tensors[i];
         ok = !moeinf_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
     }
+    if (ok && dup)
+        ok = !moeinf_gguf_writer_add_tensor(w, x->dup_as, dup->type, dup->n_dims, dup->ne, &err);
     for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
         ok = !moeinf_gguf_writer_write(w, g->tensors[i].data, (size_t)g->tensors[i].n_bytes, &err);
     }
+    if (ok && dup) ok = !moeinf_gguf_writer_write(w, dup->data, (size_t)dup->n_bytes, &err);
     ok = ok && !moeinf_gguf_writer_finish(w, &err);
     CHECK_MSG(ok, "%s", err.msg);
     moeinf_gguf_writer_free(w);
     moeinf_gguf_free(g);
     return ok;
+}
+
+static bool write_with_rope_scaling(const char *src, const char *dst, const char *kind,
+                                    float factor) {
+    const struct extra x = {"llama.rope.scaling.type", kind, "llama.rope.scaling.factor", factor,
+                            NULL, NULL};
+    return write_with(src, dst, &x);
+}
+
+/* What deepseek2 and glm4moe files may carry that moeinf does not compute is refused by name:
+ * DeepSeek's YaRN log multiplier on another architecture, the attention temperature scaling
+ * of Mistral Large 3, and gate and up experts fused in one tensor. */
+static void test_refused_by_name(void) {
+    char src[1024];
+    char dst[512];
+    struct moeinf_model *model = NULL;
+    struct moeinf_error err = {0};
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    test_tmp_path("m_refused.gguf", dst, sizeof dst);
+    if (test_shared_path("testdata/models/tiny-mixtral-F32.gguf", src, sizeof src)) {
+        const struct extra x = {"llama.rope.scaling.type", "yarn",
+                                "llama.rope.scaling.yarn_log_multiplier", 0.0707f, NULL, NULL};
+        if (write_with(src, dst, &x)) {
+            CHECK_EQ_INT(moeinf_model_load(dst, &mp, &model, &err), MOEINF_ERR_UNSUPPORTED);
+            CHECK_STR_CONTAINS(err.msg, "rope.scaling.yarn_log_multiplier is not supported for "
+                                        "arch 'llama'");
+        }
+    }
+    test_src_path("tests/data/models/tiny-deepseek2lite-F32.gguf", src, sizeof src);
+    const struct extra t = {NULL, NULL, "deepseek2.attention.temperature_scale", 0.1f, NULL, NULL};
+    if (write_with(src, dst, &t)) {
+        CHECK_EQ_INT(moeinf_model_load(dst, &mp, &model, &err), MOEINF_ERR_UNSUPPORTED);
+        CHECK_STR_CONTAINS(err.msg, "attention.temperature_scale");
+    }
+    test_src_path("tests/data/models/tiny-glm4moe-F32.gguf", src, sizeof src);
+    const struct extra f = {NULL, NULL, NULL, 0.0f, "blk.1.ffn_gate_exps.weight",
+                            "blk.1.ffn_gate_up_exps.weight"};
+    if (write_with(src, dst, &f)) {
+        CHECK_EQ_INT(moeinf_model_load(dst, &mp, &model, &err), MOEINF_ERR_UNSUPPORTED);
+        CHECK_STR_CONTAINS(err.msg, "'blk.1.ffn_gate_up_exps.weight' (gate and up experts fused");
+    }
+    CHECK(model == NULL);
+    remove(dst);
 }
 
 static void test_rope_scaling(void) {
@@ -695,6 +751,7 @@ int main(void) {
     RUN(test_bad_tensors);
     RUN(test_impossible_counts);
     RUN(test_rope_scaling);
+    RUN(test_refused_by_name);
     RUN(test_valid_file_loads);
     RUN(test_no_mmap_same_logits);
     RUN(test_kv_cache_size_overflow);
