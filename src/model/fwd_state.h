@@ -125,6 +125,11 @@ struct moeinf_mm_job moeinf_fwd_job(const struct moeinf_weight *w, int64_t e, co
 void moeinf_fwd_matmul(struct moeinf_fwd *f, const struct moeinf_weight *w, const float *src, int m,
                        float *y, size_t y_stride);
 
+/* RoPE (hp->rope, YaRN-scaled where hp->rope_scaling says) of the first n_rot values of
+ * n_heads heads head_dim floats apart, at position pos. */
+void moeinf_fwd_rope(const struct moeinf_hparams *hp, float *x, int n_heads, int head_dim,
+                     int pos);
+
 /* ---- the blocks of a layer ----------------------------------------------------------------- */
 
 /* layer_attn.c: x += Wo attention(q, K, V) for m tokens at n_past.. (K, V appended). */
