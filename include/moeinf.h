@@ -487,7 +487,8 @@ MOEINF_API bool moeinf_token_is_eog(const struct moeinf_model *model, int32_t id
  * of a UTF-8 character split across tokens are held until the character is complete, so
  * streamed output never splits a character, and it is always valid UTF-8: bytes that cannot
  * form a character (byte tokens in a bad order) come out as U+FFFD, one per maximal invalid
- * subpart. The returned bytes are borrowed until the next call. Control tokens print nothing.
+ * subpart. The returned bytes are borrowed until the next call. Control tokens print nothing
+ * (unless moeinf_text_stream_show names them).
  */
 struct moeinf_text_stream;
 
@@ -500,6 +501,12 @@ MOEINF_API const char *moeinf_text_stream_push(struct moeinf_text_stream *s, int
 /* Ends the text: a character still incomplete at the end of generation comes out as one
  * U+FFFD (nothing when none is held). */
 MOEINF_API const char *moeinf_text_stream_flush(struct moeinf_text_stream *s, size_t *len);
+/* Shows the tokens whose texts are in `texts` (NULL-terminated; NULL: none; at most 8) as
+ * their text even when they are control tokens, as llama.cpp's server shows a chat template's
+ * "preserved tokens": the reasoning markers of moeinf_chat_reasoning_markers, so that a
+ * splitter sees Kimi-K2-Thinking's <think> and </think>. Texts that are no token are
+ * ignored; a later call replaces the set. */
+MOEINF_API void moeinf_text_stream_show(struct moeinf_text_stream *s, const char *const *texts);
 
 /* ---- sampler (sampler module) ------------------------------------------------------------ */
 
@@ -572,6 +579,22 @@ MOEINF_API void moeinf_sampler_accept(struct moeinf_sampler *s, int32_t id);
  *              thinking dropped except in a last answer without ADD_ASSISTANT; the prompt of a
  *              generation ends "<|start|>assistant". Roles also "developer". No messages, or
  *              channel markup in an answer, is MOEINF_ERR_ARG, as the template raises.)
+ *   deepseek-r1  <｜User｜>text<｜Assistant｜>answer<｜end▁of▁sentence｜>   (DeepSeek-R1: its
+ *              Jinja template as jinja2 renders it, BOS aside: the last system text first, an
+ *              answer's text after its last </think>; the prompt of a generation ends
+ *              "<｜Assistant｜><think>\n", or "<think>\n</think>" with NO_THINKING)
+ *   glm45      [gMASK]<sop><|user|>\ntext<|assistant|>\n<think></think>\nanswer   (GLM-4.5,
+ *              4.6: the Jinja template as jinja2 renders it, tools aside; an answer after the
+ *              last user message keeps its thinking; NO_THINKING appends "/nothink" to user
+ *              texts and ends the prompt "<|assistant|>\n<think></think>")
+ *   glm47      [gMASK]<sop><|user|>text<|assistant|></think>answer   (GLM-4.7-Flash: the same
+ *              without newlines; the prompt ends "<|assistant|><think>", or "</think>" with
+ *              NO_THINKING)
+ *   kimi-k2    <|im_user|>user<|im_middle|>text<|im_end|>   (Kimi-K2-Instruct: the Jinja
+ *              template as jinja2 renders it; Kimi's own system message when the first is not
+ *              a system message)
+ *   kimi-k2-thinking  the same, with "<think></think>" before each past answer (Kimi-K2-
+ *              Thinking; the model opens its thinking itself)
  */
 struct moeinf_chat_message {
     const char *role;    /* "system", "user" or "assistant" */
@@ -600,9 +623,10 @@ MOEINF_API enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_m
 /* Flags of moeinf_chat_apply and moeinf_chat_tokenize, OR'ed (0: none). */
 /* End with the opening of the assistant's turn (the prompt of a generation). */
 #define MOEINF_CHAT_ADD_ASSISTANT 1u
-/* With ADD_ASSISTANT, for a model that thinks before it answers (qwen35): open the turn with
- * an empty thinking block, for an answer without thinking (chat_template_kwargs'
- * enable_thinking = false); the other templates have no thinking and ignore it. */
+/* With ADD_ASSISTANT, for a model that thinks before it answers (qwen35, deepseek-r1, glm45,
+ * glm47): open the turn with an empty or closed thinking block, for an answer without
+ * thinking (chat_template_kwargs' enable_thinking = false; glm45 also marks each user text
+ * "/nothink"); the other templates have no such switch and ignore it. */
 #define MOEINF_CHAT_NO_THINKING 2u
 /* The reasoning effort a template asks for (harmony's "Reasoning: low|medium|high"; the other
  * templates ignore it): one of these, or none for the template's default. */
@@ -635,13 +659,16 @@ MOEINF_API enum moeinf_status moeinf_chat_tokenize(const struct moeinf_model *mo
 
 /*
  * A model that thinks writes its reasoning between two markers before the answer (<think> and
- * </think> for Qwen3, Qwen3.5 and DeepSeek-R1). A reasoning splitter takes the generated text
- * piece by piece, as it streams, and gives back what may be shown of the thinking and of the
- * answer, as llama.cpp's server splits reasoning_content from content:
+ * </think> for Qwen3, Qwen3.5, DeepSeek-R1, GLM-4.5 to 4.7 and Kimi-K2-Thinking). A reasoning
+ * splitter takes the generated text piece by piece, as it streams, and gives back what may be
+ * shown of the thinking and of the answer, as llama.cpp's server splits reasoning_content from
+ * content:
  *   - the thinking block counts only at the very start of the generated text, or when the
  *     prompt opened it: the prompt, less trailing whitespace, ends with the start marker
- *     (Qwen3.5's generation prompt "<think>\n"). A prompt that ends with the end marker
- *     (thinking switched off: "<think>\n\n</think>\n\n") leaves everything to the answer;
+ *     (Qwen3.5's generation prompt "<think>\n", DeepSeek-R1's and GLM-4.7-Flash's); for
+ *     glm45 whitespace may come first (GLM-4.5 writes "\n<think>"). A prompt that ends with
+ *     the end marker (thinking switched off: "<think>\n\n</think>\n\n") leaves everything to
+ *     the answer (for glm45 less its leading whitespace);
  *   - the thinking loses its leading and trailing whitespace (whitespace only: none), the
  *     answer its leading whitespace after the end marker; the markers are not shown;
  *   - a marker split across pieces, and whitespace that may still end the thinking, are held
@@ -668,7 +695,8 @@ struct moeinf_reasoning_text {
 
 /* A splitter for the answer to a conversation: the markers of chat template `name` ("<think>",
  * "</think>" for the families that think, and any template this version does not name;
- * harmony's channels; none for mistral, llama3, deepseek2 and olmoe, whose text is all answer) and
+ * harmony's channels; none for mistral, llama3, deepseek2, olmoe and kimi-k2, whose text is all
+ * answer) and
  * the tail of the prompt the template writes for msgs with `flags` (as moeinf_chat_apply; the
  * prompt of a generation has MOEINF_CHAT_ADD_ASSISTANT), so that it works for any template. extract
  * false: llama.cpp's --reasoning-format none (above). Errors as moeinf_chat_apply. */
@@ -676,6 +704,10 @@ MOEINF_API enum moeinf_status
 moeinf_chat_reasoning_init(const char *name, const struct moeinf_chat_message *msgs, size_t n_msgs,
                            unsigned flags, bool extract, struct moeinf_reasoning **out,
                            struct moeinf_error *err);
+/* The thinking block's markers of chat template `name` ("<think>", "</think>"), as
+ * moeinf_chat_reasoning_init reads them, for moeinf_text_stream_show (NULL-terminated, static);
+ * NULL for a family that does not think, and for harmony, whose markup always shows. */
+MOEINF_API const char *const *moeinf_chat_reasoning_markers(const char *name);
 MOEINF_API void moeinf_reasoning_free(struct moeinf_reasoning *r);
 /* The next piece of generated text. MOEINF_ERR_ARG after moeinf_reasoning_flush. */
 MOEINF_API enum moeinf_status moeinf_reasoning_push(struct moeinf_reasoning *r, const char *text,

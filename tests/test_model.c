@@ -129,7 +129,7 @@ static void test_unsupported_arch(void) {
     if (at) memcpy(b + at + 4 + 8, "gemma", 5);
     expect_load_error(b, size, "m_arch.gguf", MOEINF_ERR_UNSUPPORTED,
                       "'gemma' is not supported yet (llama, qwen2moe, qwen3moe, olmoe, qwen35moe, "
-                      "qwen3next, gpt-oss are)");
+                      "qwen3next, gpt-oss, deepseek2, glm4moe are)");
     free(b);
 }
 
@@ -138,7 +138,7 @@ static void test_unsupported_arch(void) {
 static void test_arch_table(void) {
     char names[160];
     moeinf_arch_names(names, sizeof names);
-    CHECK(!strcmp(names, "llama, qwen2moe, qwen3moe, olmoe, qwen35moe, qwen3next, gpt-oss"));
+    CHECK(!strcmp(names, "llama, qwen2moe, qwen3moe, olmoe, qwen35moe, qwen3next, gpt-oss, deepseek2, glm4moe"));
     static const char *const known[] = {"llama",     "qwen2moe",  "qwen3moe", "olmoe",
                                         "qwen35moe", "qwen3next", "gpt-oss"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
@@ -156,16 +156,100 @@ static void test_arch_table(void) {
 
 /* deepseek2 (MLA attention, grouped sigmoid routing) is planned, not supported: a real file of
  * that architecture is refused by name, before anything else is read. */
-static void test_deepseek2_refused(void) {
-    char path[1024];
-    if (!test_shared_path("testdata/models/tiny-deepseek2-F32.gguf", path, sizeof path)) return;
+static struct moeinf_model *load_or_fail(const char *path) {
     struct moeinf_model *model = NULL;
     struct moeinf_error err = {0};
     struct moeinf_model_params mp = moeinf_model_params_default();
-    CHECK_EQ_INT(moeinf_model_load(path, &mp, &model, &err), MOEINF_ERR_UNSUPPORTED);
-    CHECK(model == NULL);
-    CHECK_STR_CONTAINS(err.msg, "architecture 'deepseek2' is not supported yet");
-    CHECK(strchr(err.msg, '\n') == NULL);
+    CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
+    return model;
+}
+
+/* deepseek2's hyper-parameters as its README gives them (../shared's MLA file: q_lora 32,
+ * kv_lora 32, heads of 48 = 32 nope + 16 rope, values of 16; one dense layer 128 wide, then 16
+ * experts 32 wide, top 4 by sigmoid + exp_probs_b, renormalised, x2.5, 2 shared experts). */
+static void test_deepseek2_hparams(void) {
+    char path[1024];
+    if (!test_shared_path("testdata/models/tiny-deepseek2-F32.gguf", path, sizeof path)) return;
+    struct moeinf_model *model = load_or_fail(path);
+    if (!model) return;
+    const struct moeinf_hparams *hp = &model->llm->hp;
+    CHECK_EQ_INT(hp->n_layer, 3);
+    CHECK_EQ_INT(hp->mla_q, 32);
+    CHECK_EQ_INT(hp->mla_kv, 32);
+    CHECK_EQ_INT(hp->head_dim, 48);
+    CHECK_EQ_INT(hp->n_rot, 16);
+    CHECK_EQ_INT(hp->mla_v, 16);
+    CHECK_EQ_INT(hp->n_head_kv, 1);
+    CHECK_EQ_INT(hp->n_layer_dense_lead, 1);
+    CHECK_EQ_INT(hp->n_ff_dense, 128);
+    CHECK_EQ_INT(hp->n_ff, 32);
+    CHECK_EQ_INT(hp->n_ff_shexp, 64);
+    CHECK_EQ_INT(hp->router, MOEINF_ROUTER_SIGMOID);
+    CHECK(hp->expert_weights_norm);
+    CHECK(fabs(hp->expert_weights_scale - 2.5) < 1e-6);
+    CHECK(fabs(hp->attn_scale - 1.0 / sqrt(48.0)) < 1e-7); /* no YaRN: 1 / sqrt(head) */
+    CHECK_EQ_INT(model->llm->layers[0].ffn, MOEINF_FFN_DENSE);
+    CHECK_EQ_INT(model->llm->layers[1].ffn, MOEINF_FFN_MOE);
+    CHECK_EQ_INT(model->llm->layers[2].attn, MOEINF_ATTN_MLA);
+    CHECK(model->llm->layers[1].exp_probs_b != NULL && model->llm->layers[1].wk_b.data != NULL);
+    CHECK_EQ_INT(moeinf_n_moe_layers(hp), 2);
+    char desc[320];
+    moeinf_model_desc(model, desc, sizeof desc);
+    CHECK_STR_CONTAINS(desc, "latent attention (kv rank 32, q rank 32), 1 dense layer first");
+    moeinf_model_free(model);
+}
+
+/* The older layout of tests/data/models/tiny-deepseek2lite-F32 (tests/data/README.md): YaRN
+ * factor 4 with yarn_log_multiplier 0.0707 (mscale_all_dim 0.707): the RoPE's attention factor
+ * 1 / (1 + 0.1 ln 4) and the scores scaled by (1 + 0.1 * 0.707 ln 4)^2 / sqrt(64), by hand;
+ * softmax routing in 4 groups of which 2 are kept; a missing attn_kv_b is named. */
+static void test_deepseek2_older_layout(void) {
+    char path[1024];
+    test_src_path("tests/data/models/tiny-deepseek2lite-F32.gguf", path, sizeof path);
+    struct moeinf_model *model = load_or_fail(path);
+    if (!model) return;
+    const struct moeinf_hparams *hp = &model->llm->hp;
+    const double m = 1.0 + 0.1 * 0.707 * log(4.0);
+    CHECK_MSG(fabs(hp->attn_scale - m * m / 8.0) < 1e-6, "%g", (double)hp->attn_scale);
+    CHECK(fabs(hp->yarn_attn_factor - 1.0 / (1.0 + 0.1 * log(4.0))) < 1e-6);
+    CHECK_EQ_INT(hp->rope_scaling, MOEINF_ROPE_SCALING_YARN);
+    CHECK_EQ_INT(hp->router, MOEINF_ROUTER_SOFTMAX);
+    CHECK_EQ_INT(hp->n_expert_groups, 4);
+    CHECK_EQ_INT(hp->n_group_used, 2);
+    CHECK_EQ_INT(hp->mla_q, 0);
+    CHECK(model->llm->layers[1].wkv_b.data != NULL && model->llm->layers[1].wq.data != NULL);
+    moeinf_model_free(model);
+    size_t size = 0;
+    char *b = golden_read_file(path, &size);
+    CHECK(b != NULL);
+    if (!b) return;
+    const char *name = "blk.1.attn_kv_b.weight";
+    size_t at = find_gguf_str(b, size, name);
+    CHECK(at != 0);
+    /* NOLINTNEXTLINE(bugprone-not-null-terminated-result): bytes in a file image */
+    if (at) memcpy(b + at - strlen(name), "blk.1.attn_kv_X.weight", strlen(name));
+    expect_load_error(b, size, "m_kvb.gguf", MOEINF_ERR_FORMAT,
+                      "missing tensor 'blk.1.attn_kv_b.weight'");
+    free(b);
+}
+
+/* glm4moe: the next-token-prediction block is not a layer; partial RoPE, per-head q/k norm,
+ * sigmoid routing with the selection bias (tests/data/models/tiny-glm4moe-F32). */
+static void test_glm4moe_hparams(void) {
+    char path[1024];
+    test_src_path("tests/data/models/tiny-glm4moe-F32.gguf", path, sizeof path);
+    struct moeinf_model *model = load_or_fail(path);
+    if (!model) return;
+    const struct moeinf_hparams *hp = &model->llm->hp;
+    CHECK_EQ_INT(hp->n_layer, 3); /* block_count 4, nextn_predict_layers 1 */
+    CHECK_EQ_INT(hp->n_rot, 16);
+    CHECK_EQ_INT(hp->head_dim, 32);
+    CHECK_EQ_INT(hp->qk_norm, MOEINF_QK_NORM_HEAD);
+    CHECK_EQ_INT(hp->router, MOEINF_ROUTER_SIGMOID);
+    CHECK_EQ_INT(hp->n_ff_shexp, 16);
+    CHECK(model->llm->layers[2].exp_probs_b != NULL && model->llm->layers[2].bq != NULL);
+    CHECK(model->llm->layers[1].gate_inp_shexp == NULL); /* ungated shared expert */
+    moeinf_model_free(model);
 }
 
 /* A qwen2moe file without a shared-expert tensor is refused by name (the real tiny qwen2moe
@@ -310,8 +394,16 @@ static void test_impossible_counts(void) {
 }
 
 /* A copy of the tiny Mixtral with RoPE scaling metadata added (through the GGUF writer). */
-static bool write_with_rope_scaling(const char *src, const char *dst, const char *kind,
-                                    float factor) {
+/* src copied to dst with, where given, a string key and a float key added, and tensor `dup`
+ * written once more under the name `dup_as` (its data and shape). */
+struct extra {
+    const char *str_key, *str_val;
+    const char *f32_key;
+    float f32_val;
+    const char *dup, *dup_as;
+};
+
+static bool write_with(const char *src, const char *dst, const struct extra *x) {
     struct moeinf_error err = {0};
     struct moeinf_gguf *g = NULL;
     struct moeinf_gguf_writer *w = NULL;
@@ -319,20 +411,68 @@ static bool write_with_rope_scaling(const char *src, const char *dst, const char
               moeinf_gguf_writer_open(dst, (uint32_t)g->alignment, &w, &err) == MOEINF_OK;
     for (uint64_t i = 0; ok && i < g->n_kv; i++)
         ok = !moeinf_gguf_writer_add_kv(w, &g->kv[i], &err);
-    ok = ok && !moeinf_gguf_writer_add_str(w, "llama.rope.scaling.type", kind, &err) &&
-         !moeinf_gguf_writer_add_f32(w, "llama.rope.scaling.factor", factor, &err);
+    if (ok && x->str_key) ok = !moeinf_gguf_writer_add_str(w, x->str_key, x->str_val, &err);
+    if (ok && x->f32_key) ok = !moeinf_gguf_writer_add_f32(w, x->f32_key, x->f32_val, &err);
+    const struct moeinf_gguf_tensor *dup = x->dup && ok ? moeinf_gguf_find_tensor(g, x->dup) : NULL;
+    CHECK(!x->dup || dup);
     for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
         const struct moeinf_gguf_tensor *t = &g->tensors[i];
         ok = !moeinf_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, &err);
     }
+    if (ok && dup)
+        ok = !moeinf_gguf_writer_add_tensor(w, x->dup_as, dup->type, dup->n_dims, dup->ne, &err);
     for (uint64_t i = 0; ok && i < g->n_tensors; i++) {
         ok = !moeinf_gguf_writer_write(w, g->tensors[i].data, (size_t)g->tensors[i].n_bytes, &err);
     }
+    if (ok && dup) ok = !moeinf_gguf_writer_write(w, dup->data, (size_t)dup->n_bytes, &err);
     ok = ok && !moeinf_gguf_writer_finish(w, &err);
     CHECK_MSG(ok, "%s", err.msg);
     moeinf_gguf_writer_free(w);
     moeinf_gguf_free(g);
     return ok;
+}
+
+static bool write_with_rope_scaling(const char *src, const char *dst, const char *kind,
+                                    float factor) {
+    const struct extra x = {"llama.rope.scaling.type", kind, "llama.rope.scaling.factor", factor,
+                            NULL, NULL};
+    return write_with(src, dst, &x);
+}
+
+/* What deepseek2 and glm4moe files may carry that moeinf does not compute is refused by name:
+ * DeepSeek's YaRN log multiplier on another architecture, the attention temperature scaling
+ * of Mistral Large 3, and gate and up experts fused in one tensor. */
+static void test_refused_by_name(void) {
+    char src[1024];
+    char dst[512];
+    struct moeinf_model *model = NULL;
+    struct moeinf_error err = {0};
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    test_tmp_path("m_refused.gguf", dst, sizeof dst);
+    if (test_shared_path("testdata/models/tiny-mixtral-F32.gguf", src, sizeof src)) {
+        const struct extra x = {"llama.rope.scaling.type", "yarn",
+                                "llama.rope.scaling.yarn_log_multiplier", 0.0707f, NULL, NULL};
+        if (write_with(src, dst, &x)) {
+            CHECK_EQ_INT(moeinf_model_load(dst, &mp, &model, &err), MOEINF_ERR_UNSUPPORTED);
+            CHECK_STR_CONTAINS(err.msg, "rope.scaling.yarn_log_multiplier is not supported for "
+                                        "arch 'llama'");
+        }
+    }
+    test_src_path("tests/data/models/tiny-deepseek2lite-F32.gguf", src, sizeof src);
+    const struct extra t = {NULL, NULL, "deepseek2.attention.temperature_scale", 0.1f, NULL, NULL};
+    if (write_with(src, dst, &t)) {
+        CHECK_EQ_INT(moeinf_model_load(dst, &mp, &model, &err), MOEINF_ERR_UNSUPPORTED);
+        CHECK_STR_CONTAINS(err.msg, "attention.temperature_scale");
+    }
+    test_src_path("tests/data/models/tiny-glm4moe-F32.gguf", src, sizeof src);
+    const struct extra f = {NULL, NULL, NULL, 0.0f, "blk.1.ffn_gate_exps.weight",
+                            "blk.1.ffn_gate_up_exps.weight"};
+    if (write_with(src, dst, &f)) {
+        CHECK_EQ_INT(moeinf_model_load(dst, &mp, &model, &err), MOEINF_ERR_UNSUPPORTED);
+        CHECK_STR_CONTAINS(err.msg, "'blk.1.ffn_gate_up_exps.weight' (gate and up experts fused");
+    }
+    CHECK(model == NULL);
+    remove(dst);
 }
 
 static void test_rope_scaling(void) {
@@ -603,12 +743,15 @@ int main(void) {
     RUN(test_missing_keys);
     RUN(test_unsupported_arch);
     RUN(test_arch_table);
-    RUN(test_deepseek2_refused);
+    RUN(test_deepseek2_hparams);
+    RUN(test_deepseek2_older_layout);
+    RUN(test_glm4moe_hparams);
     RUN(test_qwen2moe_errors);
     RUN(test_routing_keys);
     RUN(test_bad_tensors);
     RUN(test_impossible_counts);
     RUN(test_rope_scaling);
+    RUN(test_refused_by_name);
     RUN(test_valid_file_loads);
     RUN(test_no_mmap_same_logits);
     RUN(test_kv_cache_size_overflow);

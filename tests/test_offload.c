@@ -67,11 +67,12 @@ static int argmax(const float *v, int n) {
 
 static void note_routing(struct moeinf_context *ctx, int m, struct out *o) {
     const struct moeinf_hparams *hp = &ctx->model->llm->hp;
-    for (int il = 0; il < hp->n_layer && il < 64; il++) {
+    /* by MoE layer, as the cache counts them (model.h, moeinf_n_moe_layers) */
+    for (int ml = 0; ml < moeinf_n_moe_layers(hp) && ml < 64; ml++) {
         for (int j = 0; j < m; j++) {
-            const int32_t *sel = moeinf_fwd_routing(ctx->fwd, il, j);
+            const int32_t *sel = moeinf_fwd_routing(ctx->fwd, hp->n_layer_dense_lead + ml, j);
             for (int r = 0; r < hp->n_expert_used; r++)
-                o->used[il][sel[r]] = 1;
+                o->used[ml][sel[r]] = 1;
         }
     }
 }
@@ -177,7 +178,7 @@ static struct geometry geometry_of(const char *path) {
     struct geometry g = {0, 0, 0};
     struct moeinf_model *model = model_for(path, false);
     if (!model) return g;
-    g.n_layer = model->llm->hp.n_layer;
+    g.n_layer = moeinf_n_moe_layers(&model->llm->hp); /* the cache counts MoE layers */
     g.n_expert = model->llm->hp.n_expert;
     g.top_k = model->llm->hp.n_expert_used;
     return g;
@@ -212,9 +213,9 @@ static void compare(const char *what, const struct out *ref, const struct out *g
 #    define TSAN_GRID 0
 #endif
 
-/* Every online policy x sizes x micro-batches at 1 thread; 2 and 3 threads for reuse; the
- * three reading-ahead modes spread over the grid. */
-static void check_model(const char *path) {
+/* Every online policy (or, where `policy` is given, that one) x sizes x micro-batches at 1
+ * thread; 2 and 3 threads for reuse; the three reading-ahead modes spread over the grid. */
+static void check_model_policy(const char *path, const char *only) {
     struct geometry g = geometry_of(path);
     CHECK(g.n_expert > 0);
     if (g.n_expert == 0) return;
@@ -232,6 +233,7 @@ static void check_model(const char *path) {
         const char *policy = moeinf_sim_policy_name(pi);
         if (!policy) break;
         if (!moeinf_policy_find(policy)) continue; /* offline: the engine refuses it */
+        if (only && strcmp(policy, only) != 0) continue;
         for (size_t si = 0; si < sizeof sizes / sizeof sizes[0]; si++) {
             for (size_t bi = 0; bi < 2; bi++) {
                 int max_threads = !strcmp(policy, "reuse") ? 3 : 1;
@@ -294,6 +296,10 @@ static void check_model(const char *path) {
         free(got.logits);
     }
     free(ref.logits);
+}
+
+static void check_model(const char *path) {
+    check_model_policy(path, NULL);
 }
 
 static char gen_path[512];
@@ -454,6 +460,51 @@ static void gptoss_model(const char *rel) {
  * test's time under the sanitizers */
 static void test_identical_tiny_gptoss(void) {
     gptoss_model("tests/data/models/tiny-gptoss-MXFP4.gguf");
+}
+
+/* deepseek2 and glm4moe: the leading dense layer's FFN, the latent attention's weights (the
+ * low-rank query, attn_kv_a_mqa, attn_k_b/attn_v_b or attn_kv_b), the selection bias and the
+ * ungated shared experts stay resident copies; only the routed experts go through the cache,
+ * whose layers are the MoE layers. */
+static void deepseek_glm_model(const char *rel, const char *only_policy) {
+    char path[1024];
+    test_src_path(rel, path, sizeof path);
+    const struct moeinf_model *m = model_for(path, true);
+    CHECK_MSG(m != NULL, "%s", rel);
+    if (!m) return;
+    const struct moeinf_hparams *hp = &m->llm->hp;
+    CHECK_EQ_INT(hp->n_layer_dense_lead, 1);
+    for (int il = 0; il < hp->n_layer; il++) {
+        const struct moeinf_layer *lw = &m->llm->layers[il];
+        const void *mla[] = {lw->attn_norm, lw->wkv_a.data, lw->kv_a_norm,
+                             lw->wq_a.data ? lw->wq_a.data : lw->wq.data,
+                             lw->wk_b.data ? lw->wk_b.data : lw->wkv_b.data, lw->wo.data};
+        const void *full[] = {lw->attn_norm, lw->wq.data, lw->wk.data, lw->wv.data, lw->wo.data,
+                              lw->bq,        lw->q_norm};
+        const void *dense[] = {lw->ffn_norm, lw->ffn_gate.data, lw->ffn_up.data, lw->ffn_down.data};
+        const void *moe[] = {lw->ffn_norm,        lw->router.data,   lw->gate_shexp.data,
+                             lw->up_shexp.data,   lw->down_shexp.data,
+                             hp->router == MOEINF_ROUTER_SIGMOID ? lw->exp_probs_b : lw->ffn_norm};
+        if (lw->attn == MOEINF_ATTN_MLA) {
+            check_resident(m, rel, il, mla, sizeof mla / sizeof mla[0]);
+        } else {
+            check_resident(m, rel, il, full, sizeof full / sizeof full[0]);
+        }
+        if (il < hp->n_layer_dense_lead) {
+            check_resident(m, rel, il, dense, sizeof dense / sizeof dense[0]);
+        } else {
+            check_resident(m, rel, il, moe, sizeof moe / sizeof moe[0]);
+        }
+    }
+    check_model_policy(path, only_policy);
+}
+
+/* The MLA file under every policy; the older layout and glm4moe (whose routing goes through
+ * the same code) under the default policy, to keep the sanitizer runs short. */
+static void test_identical_tiny_deepseek2_glm4moe(void) {
+    deepseek_glm_model("tests/data/models/tiny-deepseek2-Q4_K_M.gguf", NULL);
+    deepseek_glm_model("tests/data/models/tiny-deepseek2lite-Q4_K_M.gguf", "moe-infinity");
+    deepseek_glm_model("tests/data/models/tiny-glm4moe-Q4_K_M.gguf", "moe-infinity");
 }
 
 static void test_identical_generated(void) {
@@ -696,6 +747,7 @@ int main(void) {
     RUN(test_identical_tiny_qwen35moe);
     RUN(test_identical_tiny_qwen3next);
     RUN(test_identical_tiny_gptoss);
+    RUN(test_identical_tiny_deepseek2_glm4moe);
     RUN(test_identical_generated);
     RUN(test_bytes_read_are_the_misses);
     RUN(test_sim_replays_engine_counts);

@@ -101,7 +101,7 @@ static void check_split_syntax(const struct moeinf_reasoning_syntax *syn, const 
 
 static void check_split_with(const char *start, const char *end, const char *prompt, bool extract,
                              const char *text, const char *thinking, const char *answer) {
-    struct moeinf_reasoning_syntax syn = {start, {end, NULL}, {NULL}, NULL, NULL};
+    struct moeinf_reasoning_syntax syn = {start, {end, NULL}, {NULL}, NULL, NULL, false};
     check_split_syntax(start ? &syn : NULL, prompt, extract, text, thinking, answer);
 }
 
@@ -229,12 +229,12 @@ static void test_markers_and_errors(void) {
         CHECK_MSG(!moeinf_chat_reasoning_syntax(none[i]), "%s has markers", none[i]);
     /* syntaxes that cannot work */
     static const struct moeinf_reasoning_syntax bad[] = {
-        {"<think>", {NULL}, {NULL}, NULL, NULL},                 /* no end */
-        {"<think>", {"</think>", ""}, {NULL}, NULL, NULL},       /* an empty end */
-        {NULL, {"</think>"}, {NULL}, NULL, NULL},                /* neither start nor channels */
-        {"<t>", {"<|end|>"}, {"<|start|>"}, "<|message|>", "a"}, /* both */
-        {NULL, {"<|end|>"}, {NULL}, "<|message|>", "a"},         /* channels without heads */
-        {NULL, {"<|end|>"}, {"<|start|>"}, "<|message|>", ""},   /* an empty channel */
+        {"<think>", {NULL}, {NULL}, NULL, NULL, false},                 /* no end */
+        {"<think>", {"</think>", ""}, {NULL}, NULL, NULL, false},       /* an empty end */
+        {NULL, {"</think>"}, {NULL}, NULL, NULL, false},                /* neither */
+        {"<t>", {"<|end|>"}, {"<|start|>"}, "<|message|>", "a", false}, /* both */
+        {NULL, {"<|end|>"}, {NULL}, "<|message|>", "a", false},         /* no heads */
+        {NULL, {"<|end|>"}, {"<|start|>"}, "<|message|>", "", false},   /* an empty channel */
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         struct moeinf_reasoning *r = (struct moeinf_reasoning *)&bad; /* must stay untouched */
@@ -302,6 +302,70 @@ static void test_chat_prompt(void) {
         moeinf_chat_reasoning_init("chatml", &bad, 1, MOEINF_CHAT_ADD_ASSISTANT, true, &r, &err),
         MOEINF_ERR_ARG);
     CHECK(r == NULL);
+}
+
+/* The thinking families of GLM, DeepSeek-R1 and Kimi-K2: the prompt each template writes
+ * (moeinf_chat_apply) and its syntax, with the model's output fed every way; hand-worked. */
+static void check_chat(const char *tmpl, unsigned flags, const char *text, const char *thinking,
+                       const char *answer) {
+    const struct moeinf_chat_message msgs[] = {{"system", "Be brief."}, {"user", "2+2?"}};
+    char *prompt = NULL;
+    struct moeinf_error err = {0};
+    CHECK_EQ_INT(moeinf_chat_apply(tmpl, msgs, 2, flags, &prompt, NULL, &err), MOEINF_OK);
+    if (!prompt) return;
+    check_split_syntax(moeinf_chat_reasoning_syntax(tmpl), prompt, true, text, thinking, answer);
+    free(prompt);
+}
+
+static void test_glm_r1_kimi(void) {
+    const unsigned add = MOEINF_CHAT_ADD_ASSISTANT;
+    const unsigned off = MOEINF_CHAT_ADD_ASSISTANT | MOEINF_CHAT_NO_THINKING;
+    /* GLM-4.5/4.6: the prompt ends "<|assistant|>"; the model writes "\n<think>" (the template
+     * writes past answers so), whitespace that may come before the block */
+    check_chat("glm45", add, "\n<think>Add them.</think>\n4", "Add them.", "4");
+    check_chat("glm45", add, "<think>\nAdd them.\n</think>4", "Add them.", "4");
+    check_chat("glm45", add, " \n", "", "");
+    check_chat("glm45", add, "\nFour.", "", "Four.");                         /* no block */
+    check_chat("glm45", add, "4 <think>x</think>", "", "4 <think>x</think>"); /* not at start */
+    /* enable_thinking false: the prompt ends "\n<think></think>" (and the user text
+     * "/nothink"); the model writes "\n4" */
+    check_chat("glm45", off, "\n4", "", "4");
+    check_chat("glm45", off, "\n<think>x</think>4", "", "<think>x</think>4");
+    /* GLM-4.7-Flash: the prompt opens the block ("<|assistant|><think>") or closes it */
+    check_chat("glm47", add, "Add them.</think>4", "Add them.", "4");
+    check_chat("glm47", add, "Still thinking", "Still thinking", ""); /* max_tokens */
+    check_chat("glm47", off, "4", "", "4");
+    check_chat("glm47", off, "4</think>5", "", "4</think>5");
+    /* DeepSeek-R1: "<｜Assistant｜><think>\n" opens it; with thinking off
+     * "<think>\n</think>" closes it */
+    check_chat("deepseek-r1", add, "Okay, 2+2.\n</think>\n\nIt is 4.", "Okay, 2+2.", "It is 4.");
+    check_chat("deepseek-r1", off, "It is 4.", "", "It is 4.");
+    /* the older deepseek3 prompt leaves the opening to the model */
+    check_chat("deepseek3", add, "<think>\nOkay.\n</think>\n\n4", "Okay.", "4");
+    /* Kimi-K2-Thinking: the model opens the block after "<|im_middle|>"; Kimi-K2 (Instruct)
+     * does not think */
+    check_chat("kimi-k2-thinking", add, "<think>Let me see.</think>4", "Let me see.", "4");
+    check_chat("kimi-k2-thinking", add, "4", "", "4");
+    check_chat("kimi-k2", add, "<think>x</think>4", "", "<think>x</think>4");
+    const struct moeinf_reasoning_syntax *syn = moeinf_chat_reasoning_syntax("glm45");
+    CHECK(syn && syn->lead_space && !strcmp(syn->start, "<think>"));
+    syn = moeinf_chat_reasoning_syntax("glm47");
+    CHECK(syn && !syn->lead_space && !strcmp(syn->ends[0], "</think>"));
+    CHECK(moeinf_chat_reasoning_syntax("kimi-k2") == NULL);
+    /* the composed form, as the server and `moeinf chat` use it */
+    const struct moeinf_chat_message msgs[] = {{"user", "2+2?"}};
+    struct moeinf_reasoning *r = NULL;
+    struct moeinf_reasoning_text t;
+    struct moeinf_error err = {0};
+    CHECK_EQ_INT(moeinf_chat_reasoning_init("glm47", msgs, 1, add, true, &r, &err), MOEINF_OK);
+    if (!r) return;
+    struct acc a = {0};
+    CHECK(moeinf_reasoning_push(r, "sum</think>4", 12, &t, &err) == MOEINF_OK);
+    acc_add(&a, &t);
+    CHECK(moeinf_reasoning_flush(r, &t, &err) == MOEINF_OK);
+    acc_add(&a, &t);
+    CHECK(!strcmp(a.thinking, "sum") && !strcmp(a.answer, "4"));
+    moeinf_reasoning_free(r);
 }
 
 #define HARMONY_PROMPT "<|start|>user<|message|>Hi<|end|><|start|>assistant"
@@ -393,6 +457,7 @@ int main(void) {
     RUN(test_held_back);
     RUN(test_markers_and_errors);
     RUN(test_chat_prompt);
+    RUN(test_glm_r1_kimi);
     RUN(test_harmony);
     RUN(test_harmony_held_back);
     return test_report();

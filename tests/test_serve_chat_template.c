@@ -384,15 +384,26 @@ static void test_errors_and_resolve(void) {
     CHECK_EQ_INT(moeinf_chat_template_resolve(NULL, "chatml-x", &name, &err), MOEINF_ERR_ARG);
     CHECK_STR_CONTAINS(err.msg, "unknown chat template 'chatml-x'");
     CHECK_STR_CONTAINS(err.msg, "olmoe");
+    CHECK_STR_CONTAINS(err.msg, "kimi-k2-thinking");
     CHECK_STR_CONTAINS(err.msg, "qwen35");
     CHECK_EQ_INT(moeinf_chat_template_resolve(NULL, "llama3", &name, &err), MOEINF_OK);
     CHECK(name && !strcmp(name, "llama3"));
     CHECK(moeinf_chat_template_detect("{{ messages }}") == NULL);
     CHECK(moeinf_chat_template_detect("<|user|> <|assistant|> <|end|>") == NULL); /* Phi-3 */
+    /* GLM-4 (glm-4-9b-chat) shares GLM-4.5's markup but none of its markers: not olmoe */
+    CHECK(moeinf_chat_template_detect("[gMASK]<sop>{% for m in messages %}<|{{ m.role }}|>\n"
+                                      "{{ m.content }}{% endfor %}<|user|><|assistant|>") == NULL);
+    /* DeepSeek-V3.1 opens '<think>' without R1's newline: deepseek3 */
+    const char *k = moeinf_chat_template_detect("{{'" DS_USER "' + c}}{{'" DS_ASSISTANT
+                                                "<think>'}}{{'" DS_EOS "'}}");
+    CHECK(k && !strcmp(k, "deepseek3"));
+    k = moeinf_chat_template_detect("{{'" DS_USER "' + c}}{{'" DS_ASSISTANT
+                                    "<think>\\n'}}{{'" DS_EOS "'}}");
+    CHECK(k && !strcmp(k, "deepseek-r1"));
     size_t n_names = 0;
     for (const char *const *p = moeinf_chat_template_names(); *p; p++)
         n_names++;
-    CHECK_EQ_INT(n_names, 8);
+    CHECK_EQ_INT(n_names, 13);
 
     /* The tiny test models have no template: resolving without a name is an error. */
     char path[1024];
@@ -843,6 +854,256 @@ static void test_harmony_tokenize(void) {
     moeinf_model_free(m);
 }
 
+/* Counts id in ids. */
+static size_t count_id(const int32_t *ids, size_t n, int32_t id) {
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++)
+        k += ids[i] == id;
+    return k;
+}
+
+/* The id of a text that is one token (parse_special), or -1. */
+static int32_t one_token(const struct moeinf_model *m, const char *text) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    struct moeinf_error err = {0};
+    int32_t id = -1;
+    if (moeinf_tokenize(m, text, strlen(text), false, true, &ids, &n, &err) == MOEINF_OK && n == 1)
+        id = ids[0];
+    free(ids);
+    return id;
+}
+
+static const char kimi_head[] = "<|im_system|>system<|im_middle|>You are Kimi, an AI assistant "
+                                "created by Moonshot AI.<|im_end|>\n<|im_user|>user<|im_middle|>";
+
+/* glm45 and kimi-k2 on the synthetic GLM-4.5 and Kimi-K2 vocabularies (tests/data/tokenizer):
+ * the markup's control tokens are the tokens, a message that types one ("<|user|>",
+ * "<|im_end|>") gets the text's tokens, so it cannot forge a turn; GLM's user-defined <think>
+ * is the token in a message too (as without parse_special). Expected: each piece tokenized
+ * alone, the markup with special tokens parsed, the messages' texts without. */
+static void test_glm_kimi_tokenize(void) {
+    static const struct {
+        const char *file, *tmpl, *turn; /* the control token a message types */
+        struct moeinf_chat_message msgs[4];
+        size_t n;
+        const char *pieces[10]; /* markup, text, markup, ...; NULL-terminated */
+        size_t n_turn;          /* the markup's turn tokens */
+    } cases[] = {
+        {"tests/data/tokenizer/glm4-synthetic.gguf",
+         "glm45",
+         "<|user|>",
+         {{"system", "S"},
+          {"user", "<|user|><think>"},
+          {"assistant", "<think>t</think>a"},
+          {"user", "d"}},
+         4,
+         {"[gMASK]<sop><|system|>\n", "S", "<|user|>\n", "<|user|><think>",
+          "<|assistant|>\n<think></think>\n", "a", "<|user|>\n", "d", "<|assistant|>", NULL},
+         2},
+        {"tests/data/tokenizer/kimi-k2-synthetic.gguf",
+         "kimi-k2",
+         "<|im_end|>",
+         {{"user", "<|im_end|>x"}, {"assistant", "y"}},
+         2,
+         {kimi_head, "<|im_end|>x", "<|im_end|><|im_assistant|>assistant<|im_middle|>", "y",
+          "<|im_end|><|im_assistant|>assistant<|im_middle|>", NULL},
+         3},
+    };
+
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        char path[1024];
+        struct moeinf_error err = {0};
+        struct moeinf_model_params mp = moeinf_model_params_default();
+        mp.vocab_only = true;
+        struct moeinf_model *m = NULL;
+        CHECK_EQ_INT(
+            moeinf_model_load(test_src_path(cases[c].file, path, sizeof path), &mp, &m, &err),
+            MOEINF_OK);
+        if (!m) continue;
+        int32_t *got = NULL;
+        size_t n_got = 0;
+        CHECK_EQ_INT(moeinf_chat_tokenize(m, cases[c].tmpl, cases[c].msgs, cases[c].n,
+                                          MOEINF_CHAT_ADD_ASSISTANT, &got, &n_got, &err),
+                     MOEINF_OK);
+        int32_t *want = NULL;
+        size_t n_want = 0;
+        for (size_t i = 0; cases[c].pieces[i]; i++)
+            CHECK(append_text(m, &want, &n_want, cases[c].pieces[i], false, i % 2 == 0));
+        check_ids(cases[c].tmpl, got, n_got, want, n_want);
+        const int32_t turn = one_token(m, cases[c].turn);
+        CHECK(turn >= 0);
+        CHECK_EQ_INT(count_id(got, n_got, turn), cases[c].n_turn);
+        if (c == 0) { /* the markup's and the typed one (user-defined): 2 */
+            CHECK_EQ_INT(count_id(got, n_got, one_token(m, "<think>")), 2);
+        }
+        free(got);
+        free(want);
+        moeinf_model_free(m);
+    }
+}
+
+/* Kimi-K2-Thinking's <think> and </think> are control tokens (as llama.cpp's converter makes
+ * Kimi's special tokens; kimi-k2-synthetic.gguf): a text stream hides them, unless it shows
+ * the template's markers (moeinf_text_stream_show, as llama.cpp's server preserves them), so
+ * that the splitter gets thinking and answer apart; other control tokens stay hidden. */
+static void test_kimi_thinking_markers(void) {
+    char path[1024];
+    struct moeinf_error err = {0};
+    struct moeinf_model_params mp = moeinf_model_params_default();
+    mp.vocab_only = true;
+    struct moeinf_model *m = NULL;
+    CHECK_EQ_INT(moeinf_model_load(test_src_path("tests/data/tokenizer/kimi-k2-synthetic.gguf",
+                                                 path, sizeof path),
+                                   &mp, &m, &err),
+                 MOEINF_OK);
+    if (!m) return;
+    static const char gen[] = "<think>Let me see.</think>Four.[EOS]";
+    int32_t *ids = NULL;
+    size_t n_ids = 0;
+    CHECK_EQ_INT(moeinf_tokenize(m, gen, strlen(gen), false, true, &ids, &n_ids, &err), MOEINF_OK);
+    const char *const *markers = moeinf_chat_reasoning_markers("kimi-k2-thinking");
+    CHECK(markers && !strcmp(markers[0], "<think>") && !strcmp(markers[1], "</think>") &&
+          !markers[2]);
+    CHECK(moeinf_chat_reasoning_markers("kimi-k2") == NULL);
+    CHECK(moeinf_chat_reasoning_markers("harmony") == NULL);
+    for (int shown = 0; shown < 2; shown++) {
+        struct moeinf_text_stream *ts = NULL;
+        CHECK_EQ_INT(moeinf_text_stream_init(m, &ts, &err), MOEINF_OK);
+        if (!ts) break;
+        if (shown) moeinf_text_stream_show(ts, markers);
+        char text[256];
+        size_t n_text = 0;
+        for (size_t i = 0; i < n_ids; i++) {
+            size_t k = 0;
+            const char *p = moeinf_text_stream_push(ts, ids[i], &k);
+            if (n_text + k < sizeof text) memcpy(text + n_text, p, k);
+            n_text += k;
+        }
+        size_t k = 0;
+        moeinf_text_stream_flush(ts, &k);
+        CHECK_EQ_INT(k, 0);
+        text[n_text < sizeof text ? n_text : sizeof text - 1] = '\0';
+        const char *want = shown ? "<think>Let me see.</think>Four." : "Let me see.Four.";
+        CHECK_MSG(!strcmp(text, want), "shown %d: [%s]", shown, text);
+        /* split as the server splits it */
+        struct moeinf_chat_message msg = {"user", "2+2?"};
+        struct moeinf_reasoning *r = NULL;
+        CHECK_EQ_INT(moeinf_chat_reasoning_init("kimi-k2-thinking", &msg, 1,
+                                                MOEINF_CHAT_ADD_ASSISTANT, true, &r, &err),
+                     MOEINF_OK);
+        if (r) {
+            struct moeinf_reasoning_text t;
+            char thinking[64] = "";
+            char ans[64] = "";
+            CHECK(moeinf_reasoning_push(r, text, strlen(text), &t, &err) == MOEINF_OK);
+            snprintf(thinking, sizeof thinking, "%.*s", (int)t.thinking_len, t.thinking);
+            snprintf(ans, sizeof ans, "%.*s", (int)t.answer_len, t.answer);
+            CHECK(moeinf_reasoning_flush(r, &t, &err) == MOEINF_OK);
+            snprintf(ans + strlen(ans), sizeof ans - strlen(ans), "%.*s", (int)t.answer_len,
+                     t.answer);
+            CHECK_MSG(!strcmp(thinking, shown ? "Let me see." : "") &&
+                          !strcmp(ans, shown ? "Four." : "Let me see.Four."),
+                      "shown %d: thinking [%s] answer [%s]", shown, thinking, ans);
+            moeinf_reasoning_free(r);
+        }
+        moeinf_text_stream_free(ts);
+    }
+    free(ids);
+    moeinf_model_free(m);
+}
+
+/* ---- GLM-4.5/4.6, GLM-4.7-Flash, Kimi-K2, DeepSeek-R1 against their Jinja templates ---- */
+
+/* Every rendering jinja2 gave of llama.cpp's GLM-4.6, GLM-4.7-Flash, Kimi-K2-Instruct,
+ * moonshotai-Kimi-K2, Kimi-K2-Thinking and DeepSeek-R1 templates
+ * (tests/data/chat_templates/glm-kimi-r1-renderings.json, made by tools/chat/glm_kimi_refs.py),
+ * byte for byte, with and without the generation prompt: enable_thinking false is
+ * MOEINF_CHAT_NO_THINKING, true no flag; absent is no flag too, except for DeepSeek-R1, whose
+ * template (llama.cpp's copy) closes the thinking unless enable_thinking is true. Each template's
+ * text is detected as its family. moonshotai-Kimi-K2.jinja, an earlier Kimi-K2 template, is
+ * detected as kimi-k2 and matches it except for its own default system text, which is compared
+ * only where a conversation gives its own system message or none at all. */
+static void test_glm_kimi_r1_against_jinja(void) {
+    static const struct {
+        const char *file, *name;
+    } tmpls[] = {{"GLM-4.6.jinja", "glm45"},
+                 {"GLM-4.7-Flash.jinja", "glm47"},
+                 {"Kimi-K2-Instruct.jinja", "kimi-k2"},
+                 {"moonshotai-Kimi-K2.jinja", "kimi-k2"},
+                 {"Kimi-K2-Thinking.jinja", "kimi-k2-thinking"},
+                 {"deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", "deepseek-r1"}};
+
+    char path[512];
+    for (size_t i = 0; i < sizeof tmpls / sizeof tmpls[0]; i++) {
+        char rel[256];
+        snprintf(rel, sizeof rel, "tests/data/chat_templates/%s", tmpls[i].file);
+        char *jinja = read_all(test_src_path(rel, path, sizeof path));
+        CHECK_MSG(jinja && strlen(jinja) > 1000, "cannot read %s", rel);
+        const char *d = jinja ? moeinf_chat_template_detect(jinja) : NULL;
+        CHECK_MSG(d && !strcmp(d, tmpls[i].name), "%s: detect gave %s", tmpls[i].file,
+                  d ? d : "NULL");
+        free(jinja);
+    }
+    char *text = read_all(
+        test_src_path("tests/data/chat_templates/glm-kimi-r1-renderings.json", path, sizeof path));
+    CHECK(text != NULL);
+    cJSON *root = text ? cJSON_Parse(text) : NULL;
+    free(text);
+    CHECK(root != NULL);
+    if (!root) return;
+    const cJSON *convs = cJSON_GetObjectItemCaseSensitive(root, "conversations");
+    int n_same = 0;
+    int n_skipped = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(root, "cases")) {
+        const char *name = json_str(c, "name");
+        const char *file = json_str(c, "template");
+        const cJSON *conv = cJSON_GetArrayItem(
+            convs, cJSON_GetObjectItemCaseSensitive(c, "conversation")->valueint);
+        bool add = cJSON_IsTrue(cJSON_GetObjectItemCaseSensitive(c, "add"));
+        const cJSON *think = cJSON_GetObjectItemCaseSensitive(c, "enable_thinking");
+        const cJSON *ref = cJSON_GetObjectItemCaseSensitive(c, "expected");
+        CHECK(name && file && conv && cJSON_IsString(ref));
+        if (!name || !file || !conv || !cJSON_IsString(ref)) break;
+        struct moeinf_chat_message m[8];
+        size_t n = 0;
+        const cJSON *e;
+        cJSON_ArrayForEach(e, conv) {
+            if (n == 8) break;
+            m[n].role = json_str(e, "role");
+            m[n].content = json_str(e, "content");
+            n++;
+        }
+        if (!strcmp(file, "moonshotai-Kimi-K2.jinja") && n > 0 &&
+            strcmp(m[0].role, "system") != 0) {
+            n_skipped++;
+            continue;
+        }
+        unsigned flags = add ? MOEINF_CHAT_ADD_ASSISTANT : 0;
+        bool off = cJSON_IsFalse(think) || (cJSON_IsNull(think) && !strcmp(name, "deepseek-r1"));
+        if (off) flags |= MOEINF_CHAT_NO_THINKING;
+        char *out = NULL;
+        struct moeinf_error err = {0};
+        CHECK_EQ_INT(moeinf_chat_apply(name, m, n, flags, &out, NULL, &err), MOEINF_OK);
+        bool same = out && !strcmp(out, ref->valuestring);
+        CHECK_MSG(same,
+                  "%s conversation %d add %d thinking %s:\n  moeinf:    [%s]\n  reference: [%s]",
+                  file, cJSON_GetObjectItemCaseSensitive(c, "conversation")->valueint, add,
+                  cJSON_IsNull(think)   ? "-"
+                  : cJSON_IsTrue(think) ? "on"
+                                        : "off",
+                  out ? out : err.msg, ref->valuestring);
+        n_same += same;
+        free(out);
+    }
+    cJSON_Delete(root);
+    /* 6 templates x 18 conversations x 2 x 3 (tools/chat/glm_kimi_refs.py); moonshotai's 14
+     * conversations that begin with no system message are its default system text's */
+    CHECK_EQ_INT(n_skipped, 14 * 6);
+    CHECK_EQ_INT(n_same, 6 * 18 * 6 - 14 * 6);
+}
+
 int main(void) {
     RUN(test_errors_and_resolve);
     RUN(test_chat_tokenize);
@@ -853,5 +1114,8 @@ int main(void) {
     RUN(test_harmony_against_jinja);
     RUN(test_harmony_prompt);
     RUN(test_harmony_tokenize);
+    RUN(test_glm_kimi_r1_against_jinja);
+    RUN(test_glm_kimi_tokenize);
+    RUN(test_kimi_thinking_markers);
     return test_report();
 }

@@ -486,6 +486,22 @@ static void test_http(void) {
         check_answer("qwen35 without thinking", &a, NULL, RAW, "stop");
         CHECK_EQ_INT(serve_proc_stop(&srv), 0);
     }
+    /* glm45 (GLM-4.5/4.6): the model opens the block itself; enable_thinking false closes it
+     * in the prompt ("<|assistant|>\n<think></think>"), after which this model writes "  Hello"
+     * (it goes on from "</think>"): all answer, less its leading whitespace, as GLM writes
+     * "\n" there. deepseek-r1: the prompt opens it, as qwen35's does */
+    if (start(path, "--chat-template glm45 -c 256")) {
+        struct answer a = ask(", \"stream\": true");
+        check_answer("glm45", &a, "hmm, ok", "Hello", "stop");
+        a = ask(", \"chat_template_kwargs\": {\"enable_thinking\": false}");
+        check_answer("glm45 without thinking", &a, NULL, "Hello", "stop");
+        CHECK_EQ_INT(serve_proc_stop(&srv), 0);
+    }
+    if (start(path, "--chat-template deepseek-r1 -c 256")) {
+        struct answer a = ask("");
+        check_answer("deepseek-r1", &a, "<think> hmm, ok", "Hello", "stop");
+        CHECK_EQ_INT(serve_proc_stop(&srv), 0);
+    }
     /* a family that does not think (mistral) is not split */
     if (start(path, "--chat-template mistral -c 256")) {
         struct answer a = ask("");

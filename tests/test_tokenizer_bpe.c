@@ -439,9 +439,9 @@ static void test_golden_prompts(void) {
 #define O200K_FIRST_SPECIAL 1056
 #define O200K_N_SPECIAL     16
 
-static struct moeinf_vocab *open_o200k(void) {
+static struct moeinf_vocab *open_vocab(const char *rel) {
     char path[1024];
-    test_src_path(O200K, path, sizeof path);
+    test_src_path(rel, path, sizeof path);
     struct moeinf_gguf *g = NULL;
     struct moeinf_vocab *v = NULL;
     struct moeinf_error err;
@@ -451,6 +451,10 @@ static struct moeinf_vocab *open_o200k(void) {
     CHECK_MSG(st == MOEINF_OK, "%s", err.msg);
     moeinf_gguf_free(g);
     return v;
+}
+
+static struct moeinf_vocab *open_o200k(void) {
+    return open_vocab(O200K);
 }
 
 static int32_t find_text(const struct moeinf_vocab *v, const char *s) {
@@ -485,15 +489,14 @@ static bool pieces_are(const struct moeinf_vocab *v, const int32_t *ids, size_t 
     return same;
 }
 
-/* llama.cpp's rules for o200k_harmony, by token text: <|return|> and <|call|> end generation
- * and take <|end|> out of that set; <|channel|>, <|message|>, <|start|>, <|constrain|> and
- * <|end|> become user-defined, so they are split out of any text and always rendered. */
-static void test_o200k_harmony_rules(void) {
-    struct moeinf_vocab *v = open_o200k();
-    if (!v) return;
+/* Holds v's special tokens to the .special file llama.cpp wrote beside the GGUF at `rel`
+ * (tools/tokenizer/o200k_synthetic.py, glm_kimi_synthetic.py): per line "id text attr eog
+ * piece piece" (pieces in hex, special off and on). Returns the lines read; *n_eog_out: how
+ * many of them end generation. */
+static int check_special_file(const struct moeinf_vocab *v, const char *rel, int *n_eog_out) {
     char gguf_path[1024];
     char path[1100];
-    snprintf(path, sizeof path, "%s.special", test_src_path(O200K, gguf_path, sizeof gguf_path));
+    snprintf(path, sizeof path, "%s.special", test_src_path(rel, gguf_path, sizeof gguf_path));
     char *data = golden_read_file(path, NULL);
     CHECK_MSG(data != NULL, "cannot read %s", path);
     int n_lines = 0;
@@ -533,12 +536,24 @@ static void test_o200k_harmony_rules(void) {
                       special);
         }
     }
+    free(data);
+    *n_eog_out = n_eog;
+    return n_lines;
+}
+
+/* llama.cpp's rules for o200k_harmony, by token text: <|return|> and <|call|> end generation
+ * and take <|end|> out of that set; <|channel|>, <|message|>, <|start|>, <|constrain|> and
+ * <|end|> become user-defined, so they are split out of any text and always rendered. */
+static void test_o200k_harmony_rules(void) {
+    struct moeinf_vocab *v = open_o200k();
+    if (!v) return;
+    int n_eog = 0;
+    int n_lines = check_special_file(v, O200K, &n_eog);
     CHECK_EQ_INT(n_lines, O200K_N_SPECIAL);
     CHECK_EQ_INT(n_eog, 3); /* <|endoftext|>, <|return|>, <|call|> */
     /* no other token ends generation */
     for (int32_t id = 0; id < O200K_FIRST_SPECIAL; id++)
         if (moeinf_vocab_is_eog(v, id)) CHECK_MSG(false, "token %d ends generation", id);
-    free(data);
 
     /* Without parse_special the markup is still split out; control tokens stay text. */
     const int32_t channel = find_text(v, "<|channel|>");
@@ -714,6 +729,30 @@ static void test_pretok_names(void) {
         moeinf_pretok_free(p);
         p = NULL;
     }
+
+    /* GLM's and Kimi-K2's names, with llama.cpp's flags for them (llama-vocab.cpp): glm4
+     * and glm5 take a word that is a token whole and clean spaces, chatglm-bpe (GLM-4) only
+     * cleans spaces, kimi-k2 does neither; none adds BOS */
+    static const struct {
+        const char *name, *entry;
+        bool ignore_merges, clean_spaces;
+    } glm_kimi[] = {{"glm4", "glm4", true, true},
+                    {"glm5", "glm4", true, true},
+                    {"chatglm-bpe", "chatglm-bpe", false, true},
+                    {"kimi-k2", "kimi-k2", false, false}};
+
+    for (size_t i = 0; i < sizeof glm_kimi / sizeof glm_kimi[0]; i++) {
+        CHECK_EQ_INT(moeinf_pretok_create(glm_kimi[i].name, &p, &err), MOEINF_OK);
+        if (!p) continue;
+        CHECK(strcmp(moeinf_pretok_name(p), glm_kimi[i].entry) == 0);
+        struct moeinf_pretok_flags f = moeinf_pretok_flags(p);
+        CHECK_MSG(f.ignore_merges == glm_kimi[i].ignore_merges &&
+                      f.clean_spaces == glm_kimi[i].clean_spaces && !f.add_bos,
+                  "%s: flags %d %d %d", glm_kimi[i].name, f.ignore_merges, f.clean_spaces,
+                  f.add_bos);
+        moeinf_pretok_free(p);
+        p = NULL;
+    }
     /* Empty text: no words, a real (freeable) array. */
     CHECK_EQ_INT(moeinf_pretok_create("qwen2", &p, &err), MOEINF_OK);
     if (p) {
@@ -724,6 +763,60 @@ static void test_pretok_names(void) {
         free(w);
     }
     moeinf_pretok_free(p);
+}
+
+/* ---- GLM-4.5 and Kimi-K2: synthetic vocabularies (tests/data/tokenizer) ------------------- */
+
+/* glm4-synthetic.gguf and kimi-k2-synthetic.gguf (tools/tokenizer/glm_kimi_synthetic.py): 256
+ * byte tokens and the merges of a tiny BPE trained on splits of the family's pattern, then the
+ * family's special tokens with the types llama.cpp's converter gives them (GLM: <think>, the
+ * tool tags and /nothink user-defined, the rest control; Kimi: all control), no BOS key in the
+ * GLM file. Their ids with special tokens as text and parsed, each special token's attributes,
+ * end of generation and pieces, and BOS and EOS, are llama.cpp's for the same files. */
+static void test_vectors_glm_kimi(void) {
+    static const struct {
+        const char *name;
+        int n_special, n_eog; /* eog: GLM <|endoftext|>, <|user|>, <|observation|>; Kimi
+                                 [EOS], <|im_end|>, [EOT] */
+    } fams[] = {{"glm4", 23, 3}, {"kimi-k2", 17, 3}};
+
+    for (size_t f = 0; f < sizeof fams / sizeof fams[0]; f++) {
+        char rel[128];
+        char path[1024];
+        char label[64];
+        snprintf(rel, sizeof rel, "tests/data/tokenizer/%s-synthetic.gguf", fams[f].name);
+        struct moeinf_vocab *v = open_vocab(rel);
+        if (!v) continue;
+        /* "# bos B eos E" heads the .special file */
+        char spath[1100];
+        snprintf(spath, sizeof spath, "%s.special", test_src_path(rel, path, sizeof path));
+        char *data = golden_read_file(spath, NULL);
+        long bos = -2;
+        long eos = -2;
+        const char *at = data && !strncmp(data, "# bos ", 6) ? data + 6 : NULL;
+        char *end = NULL;
+        if (at) bos = strtol(at, &end, 10);
+        CHECK(end && !strncmp(end, " eos ", 5));
+        if (end && !strncmp(end, " eos ", 5)) eos = strtol(end + 5, NULL, 10);
+        free(data);
+        CHECK_MSG(moeinf_vocab_bos(v) == bos && moeinf_vocab_eos(v) == eos,
+                  "%s: bos %d eos %d, llama.cpp %ld %ld", fams[f].name, moeinf_vocab_bos(v),
+                  moeinf_vocab_eos(v), bos, eos);
+        CHECK(!moeinf_vocab_add_bos(v) && !moeinf_vocab_add_eos(v));
+        int n_eog = 0;
+        CHECK_EQ_INT(check_special_file(v, rel, &n_eog), fams[f].n_special);
+        CHECK_EQ_INT(n_eog, fams[f].n_eog);
+        int32_t first_special = moeinf_vocab_n_tokens(v) - fams[f].n_special;
+        for (int32_t id = 0; id < first_special; id++)
+            if (moeinf_vocab_is_eog(v, id)) CHECK_MSG(false, "token %d ends generation", id);
+        snprintf(label, sizeof label, "%s synthetic", fams[f].name);
+        run_vectors_sp(v, label, test_src_path(rel, path, sizeof path), false);
+        v = open_vocab(rel);
+        if (!v) continue;
+        snprintf(rel, sizeof rel, "tests/data/tokenizer/%s-synthetic-special.gguf", fams[f].name);
+        snprintf(label, sizeof label, "%s synthetic (special)", fams[f].name);
+        run_vectors_sp(v, label, test_src_path(rel, path, sizeof path), true);
+    }
 }
 
 /* ---- hand-made vocabularies -------------------------------------------------------------- */
@@ -1123,6 +1216,7 @@ int main(void) {
     RUN(test_vectors_qwen2);
     RUN(test_vectors_o200k);
     RUN(test_o200k_harmony_rules);
+    RUN(test_vectors_glm_kimi);
     RUN(test_o200k_long_words);
     RUN(test_golden_prompts);
     RUN(test_pretok_cases);

@@ -13,8 +13,10 @@
 #include "gguf/gguf.h"
 #include "offload/store.h"
 
-/* The file's geometry: layers, experts per layer, top-k, and one slot's bytes (0 when the
- * header does not say, e.g. an architecture without merged expert tensors). */
+/* The file's geometry: MoE layers (those with expert tensors among the blocks that run:
+ * leading dense layers and trailing next-token-prediction blocks are not the cache's), experts
+ * per layer, top-k, and one slot's bytes (0 when the header does not say, e.g. an architecture
+ * without merged expert tensors). */
 struct geometry {
     uint32_t n_layer, n_expert, top_k;
     uint64_t slot_bytes;
@@ -36,24 +38,35 @@ static bool read_geometry(const struct moeinf_gguf *g, struct geometry *out) {
     if (out->n_expert == 0 || out->top_k == 0 || out->n_layer == 0 || out->n_layer > 4096) {
         return false;
     }
-    struct moeinf_store_layer *layers = calloc(out->n_layer, sizeof *layers);
+    uint32_t nextn = 0;
+    snprintf(key, sizeof key, "%.*s.nextn_predict_layers", (int)arch.len, arch.data);
+    if (moeinf_gguf_find_key(g, key) >= 0 &&
+        (moeinf_gguf_get_u32(g, key, &nextn, &err) != MOEINF_OK || nextn >= out->n_layer)) {
+        return false;
+    }
+    const uint32_t n_blocks = out->n_layer - nextn;
+    struct moeinf_store_layer *layers = calloc(n_blocks, sizeof *layers);
     if (!layers) return false;
     bool ok = true;
+    uint32_t n_moe = 0;
     const char *parts[MOEINF_EXPERT_PARTS] = {"gate", "up", "down"};
-    for (uint32_t il = 0; ok && il < out->n_layer; il++) {
+    for (uint32_t il = 0; ok && il < n_blocks; il++) {
+        snprintf(key, sizeof key, "blk.%u.ffn_gate_exps.weight", il);
+        if (!moeinf_gguf_find_tensor(g, key) && n_moe == 0) continue; /* a leading dense layer */
         for (int p = 0; p < MOEINF_EXPERT_PARTS; p++) {
             snprintf(key, sizeof key, "blk.%u.ffn_%s_exps.weight", il, parts[p]);
             const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(g, key);
             if (!t || t->n_bytes % out->n_expert != 0) ok = false;
             if (!ok) break;
-            layers[il].off[p] = t->offset;
-            layers[il].stride[p] = t->n_bytes / out->n_expert;
-            layers[il].bytes[p] = t->n_bytes / out->n_expert;
+            layers[n_moe].off[p] = t->offset;
+            layers[n_moe].stride[p] = t->n_bytes / out->n_expert;
+            layers[n_moe].bytes[p] = t->n_bytes / out->n_expert;
         }
+        n_moe++;
     }
-    if (ok)
-        out->slot_bytes =
-            moeinf_store_slot_bytes_for(layers, (int)out->n_layer, (int)out->n_expert);
+    out->n_layer = n_moe;
+    if (ok && n_moe > 0)
+        out->slot_bytes = moeinf_store_slot_bytes_for(layers, (int)n_moe, (int)out->n_expert);
     free(layers);
     return ok && out->slot_bytes > 0;
 }

@@ -16,8 +16,11 @@
 #include "tokenizer/vocab.h"
 
 static const char *const template_names[] = {
-    "mistral", "chatml", "llama3", "deepseek2", "deepseek3", "olmoe", "qwen35", "harmony", NULL};
-#define KNOWN_NAMES "mistral, chatml, llama3, deepseek2, deepseek3, olmoe, qwen35, harmony"
+    "mistral", "chatml",  "llama3", "deepseek2", "deepseek3", "deepseek-r1",      "olmoe",
+    "qwen35",  "harmony", "glm45",  "glm47",     "kimi-k2",   "kimi-k2-thinking", NULL};
+#define KNOWN_NAMES                                                                                \
+    "mistral, chatml, llama3, deepseek2, deepseek3, deepseek-r1, olmoe, qwen35, harmony, glm45, "  \
+    "glm47, kimi-k2, kimi-k2-thinking"
 
 const char *const *moeinf_chat_template_names(void) {
     return template_names;
@@ -46,6 +49,17 @@ const char *moeinf_chat_template_detect(const char *jinja) {
         }
         return "chatml";
     }
+    if (contains(jinja, "[gMASK]<sop>")) {
+        /* GLM-4.5/4.6 switch thinking off with /nothink after each user text; GLM-4.7-Flash
+         * opens the answer with '<think>' (older GLM-4 templates have neither) */
+        if (contains(jinja, "/nothink")) return "glm45";
+        if (contains(jinja, "else '<think>'")) return "glm47";
+        return NULL;
+    }
+    if (contains(jinja, "<|im_assistant|>") && contains(jinja, "<|im_middle|>")) {
+        /* Kimi-K2-Thinking writes an empty thinking block before each past answer */
+        return contains(jinja, "<think></think>") ? "kimi-k2-thinking" : "kimi-k2";
+    }
     if (contains(jinja, "<|start_header_id|>") && contains(jinja, "<|end_header_id|>")) {
         return "llama3";
     }
@@ -53,7 +67,14 @@ const char *moeinf_chat_template_detect(const char *jinja) {
                         "Assistant\xef\xbd\x9c>") &&
         contains(jinja, "<\xef\xbd\x9c"
                         "User\xef\xbd\x9c>")) {
-        return "deepseek3"; /* <｜Assistant｜>, <｜User｜> with full-width bars */
+        /* <｜Assistant｜>, <｜User｜> with full-width bars; DeepSeek-R1's template opens the
+         * answer's thinking itself ('<｜Assistant｜><think>\n', a backslash and an n in the
+         * Jinja text; V3.1's '<think>' without the newline is not R1's) */
+        if (contains(jinja, "<\xef\xbd\x9c"
+                            "Assistant\xef\xbd\x9c><think>\\n'")) {
+            return "deepseek-r1";
+        }
+        return "deepseek3";
     }
     if (contains(jinja, "'Assistant: '") && contains(jinja, "'User: '")) return "deepseek2";
     if (contains(jinja, "<|user|>") && contains(jinja, "<|assistant|>") &&
@@ -559,6 +580,164 @@ static void write_harmony(struct text *t, const enum role *roles,
     if (add) put(t, "<|start|>assistant");
 }
 
+/* ---- GLM-4.5/4.6 (glm45) and GLM-4.7-Flash (glm47) -----------------------------------------
+ * What the models' Jinja templates (llama.cpp's models/templates/GLM-4.6.jinja and
+ * GLM-4.7-Flash.jinja) render with jinja2 for string contents without tools. Both begin
+ * "[gMASK]<sop>" (even with no messages); system and user texts as they are; an answer's
+ * thinking is the text between the last <think> before its first </think> and that </think>
+ * (newlines off its ends), its answer what follows the last </think> (leading newlines off),
+ * as in qwen35; an answer after the last user message keeps its thinking (trimmed), earlier
+ * ones an empty block; the answer is trimmed, and left out when empty.
+ *   glm45  "<|system|>\ntext", "<|user|>\ntext", "<|assistant|>\n<think>thought</think>\nanswer";
+ *          the prompt of a generation ends "<|assistant|>" (the model writes "\n<think>");
+ *          MOEINF_CHAT_NO_THINKING (enable_thinking false) appends "/nothink" to every user
+ *          text that does not end with it and ends the prompt "<|assistant|>\n<think></think>".
+ *   glm47  the same without the newlines; an earlier answer has "</think>" alone before it;
+ *          the prompt ends "<|assistant|><think>" (thinking opened), or "<|assistant|></think>"
+ *          with MOEINF_CHAT_NO_THINKING. */
+
+/* An answer's thinking and answer, as the GLM templates split its text. */
+static void glm_split(const char *content, struct view *thought, struct view *answer) {
+    struct view c = {content ? content : "", content ? strlen(content) : 0};
+    *thought = (struct view){"", 0};
+    *answer = c;
+    const char *end = find(c, "</think>", false);
+    if (!end) return;
+    struct view before = strip_nl_right((struct view){c.s, (size_t)(end - c.s)});
+    const char *open = find(before, "<think>", true);
+    if (open) {
+        size_t skip = (size_t)(open - before.s) + strlen("<think>");
+        before = (struct view){open + strlen("<think>"), before.n - skip};
+    }
+    *thought = strip_nl_left(before);
+    const char *last = find(c, "</think>", true) + strlen("</think>");
+    *answer = strip_nl_left((struct view){last, c.n - (size_t)(last - c.s)});
+}
+
+static void write_glm(struct text *t, bool v47, const enum role *roles,
+                      const struct moeinf_chat_message *m, size_t n, unsigned flags) {
+    const char *nl = v47 ? "" : "\n";
+    bool no_think = flags & MOEINF_CHAT_NO_THINKING;
+    size_t last_user = SIZE_MAX; /* none */
+    for (size_t i = 0; i < n; i++)
+        if (roles[i] == ROLE_USER) last_user = i;
+    put(t, "[gMASK]<sop>");
+    for (size_t i = 0; i < n; i++) {
+        const char *c = m[i].content ? m[i].content : "";
+        if (roles[i] == ROLE_SYSTEM || roles[i] == ROLE_USER) {
+            put(t, roles[i] == ROLE_SYSTEM ? "<|system|>" : "<|user|>");
+            put(t, nl);
+            put_content(t, c);
+            static const char tag[] = "/nothink";
+            size_t k = strlen(c);
+            if (!v47 && no_think && roles[i] == ROLE_USER &&
+                !(k >= sizeof tag - 1 && !strcmp(c + k - (sizeof tag - 1), tag))) {
+                put(t, tag);
+            }
+            continue;
+        }
+        struct view thought;
+        struct view answer;
+        glm_split(c, &thought, &answer);
+        put(t, "<|assistant|>");
+        put(t, nl);
+        bool keep = (last_user == SIZE_MAX || i > last_user) && thought.n > 0;
+        if (keep) {
+            struct view th = py_strip(thought);
+            put(t, "<think>");
+            put_content_n(t, th.s, th.n);
+            put(t, "</think>");
+        } else {
+            put(t, v47 ? "</think>" : "<think></think>");
+        }
+        answer = py_strip(answer);
+        if (answer.n > 0) {
+            put(t, nl);
+            put_content_n(t, answer.s, answer.n);
+        }
+    }
+    if (flags & MOEINF_CHAT_ADD_ASSISTANT) {
+        put(t, "<|assistant|>");
+        if (v47)
+            put(t, no_think ? "</think>" : "<think>");
+        else if (no_think)
+            put(t, "\n<think></think>");
+    }
+}
+
+/* ---- Kimi-K2 (kimi-k2, kimi-k2-thinking) -----------------------------------------------------
+ * What Kimi-K2-Instruct.jinja and Kimi-K2-Thinking.jinja (llama.cpp's models/templates)
+ * render with jinja2 for string contents without tools: "<|im_system|>system<|im_middle|>",
+ * "<|im_user|>user<|im_middle|>" or "<|im_assistant|>assistant<|im_middle|>", the text as it
+ * is, then "<|im_end|>"; a conversation whose first message is not a system message begins
+ * with Kimi's own ("You are Kimi, an AI assistant created by Moonshot AI.", followed by a
+ * newline in kimi-k2 when there is a message); the prompt of a generation ends
+ * "<|im_assistant|>assistant<|im_middle|>". kimi-k2-thinking writes "<think></think>" before
+ * every answer's text (the template's history; a message's reasoning cannot be given here)
+ * and its system text even for an empty conversation. */
+
+#define KIMI_SYSTEM                                                                                \
+    "<|im_system|>system<|im_middle|>You are Kimi, an AI assistant created by Moonshot AI."        \
+    "<|im_end|>"
+
+static void write_kimi(struct text *t, bool thinking, const enum role *roles,
+                       const struct moeinf_chat_message *m, size_t n, bool add_assistant) {
+    static const char *const heads[] = {"<|im_system|>system<|im_middle|>",
+                                        "<|im_user|>user<|im_middle|>",
+                                        "<|im_assistant|>assistant<|im_middle|>"};
+    if ((thinking || n > 0) && (n == 0 || roles[0] != ROLE_SYSTEM)) {
+        put(t, KIMI_SYSTEM);
+        if (!thinking) put(t, "\n");
+    }
+    for (size_t i = 0; i < n; i++) {
+        put(t, heads[roles[i]]);
+        if (thinking && roles[i] == ROLE_ASSISTANT) put(t, "<think></think>");
+        put_content(t, m[i].content);
+        put(t, "<|im_end|>");
+    }
+    if (add_assistant) put(t, heads[ROLE_ASSISTANT]);
+}
+
+/* ---- DeepSeek-R1 (deepseek-r1) ---------------------------------------------------------------
+ * What DeepSeek-R1's Jinja template renders with jinja2 (llama.cpp's
+ * models/templates/deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja, the R1 template with its
+ * enable_thinking switch) for string contents without tools, BOS aside (the tokenizer adds
+ * it): the last system message's text first, then "<｜User｜>text" and
+ * "<｜Assistant｜>answer<｜end▁of▁sentence｜>", an answer being the text after its last
+ * </think>; the prompt of a generation ends "<｜Assistant｜><think>\n" (thinking opened), or
+ * "<｜Assistant｜><think>\n</think>" with MOEINF_CHAT_NO_THINKING. */
+
+static void write_deepseek_r1(struct text *t, const enum role *roles,
+                              const struct moeinf_chat_message *m, size_t n, unsigned flags) {
+    const char *system = NULL;
+    for (size_t i = 0; i < n; i++)
+        if (roles[i] == ROLE_SYSTEM) system = m[i].content ? m[i].content : "";
+    if (system) put_content(t, system);
+    for (size_t i = 0; i < n; i++) {
+        struct view c = {m[i].content ? m[i].content : "", m[i].content ? strlen(m[i].content) : 0};
+        if (roles[i] == ROLE_USER) {
+            put(t, "<\xef\xbd\x9c"
+                   "User\xef\xbd\x9c>");
+            put_content_n(t, c.s, c.n);
+        } else if (roles[i] == ROLE_ASSISTANT) {
+            const char *last = find(c, "</think>", true);
+            if (last) {
+                last += strlen("</think>");
+                c = (struct view){last, c.n - (size_t)(last - c.s)};
+            }
+            put(t, "<\xef\xbd\x9c"
+                   "Assistant\xef\xbd\x9c>");
+            put_content_n(t, c.s, c.n);
+            put(t, DS_EOS);
+        }
+    }
+    if (flags & MOEINF_CHAT_ADD_ASSISTANT) {
+        put(t, "<\xef\xbd\x9c"
+               "Assistant\xef\xbd\x9c><think>\n");
+        if (flags & MOEINF_CHAT_NO_THINKING) put(t, "</think>");
+    }
+}
+
 /* Writes the conversation into t (t->failed: out of memory). */
 static enum moeinf_status render(const char *name, const struct moeinf_chat_message *msgs,
                                  size_t n_msgs, unsigned flags, struct text *t,
@@ -618,6 +797,12 @@ static enum moeinf_status render(const char *name, const struct moeinf_chat_mess
         write_chatml(t, msgs, n_msgs, add_assistant);
     } else if (!strcmp(k, "llama3")) {
         write_llama3(t, msgs, n_msgs, add_assistant);
+    } else if (!strcmp(k, "glm45") || !strcmp(k, "glm47")) {
+        write_glm(t, !strcmp(k, "glm47"), roles, msgs, n_msgs, flags);
+    } else if (!strcmp(k, "kimi-k2") || !strcmp(k, "kimi-k2-thinking")) {
+        write_kimi(t, !strcmp(k, "kimi-k2-thinking"), roles, msgs, n_msgs, add_assistant);
+    } else if (!strcmp(k, "deepseek-r1")) {
+        write_deepseek_r1(t, roles, msgs, n_msgs, flags);
     } else if (!strcmp(k, "deepseek2") || !strcmp(k, "deepseek3")) {
         write_deepseek(t, !strcmp(k, "deepseek3"), roles, msgs, n_msgs, add_assistant);
     } else {

@@ -34,7 +34,8 @@ struct mark {
 #define MAX_HEADS 2
 
 struct moeinf_reasoning {
-    bool channels; /* the channel form (else the block form) */
+    bool channels;   /* the channel form (else the block form) */
+    bool lead_space; /* the syntax's lead_space */
     struct mark start;
     struct mark ends[MAX_ENDS];
     struct mark heads[MAX_HEADS];
@@ -54,10 +55,16 @@ struct moeinf_reasoning {
 };
 
 /* The families whose templates have no thinking block (moeinf_chat_template_names). */
-static const char *const no_thinking[] = {"mistral", "llama3", "deepseek2", "olmoe", NULL};
+static const char *const no_thinking[] = {"mistral", "llama3",  "deepseek2",
+                                          "olmoe",   "kimi-k2", NULL};
 
 static const struct moeinf_reasoning_syntax think_block = {
-    "<think>", {"</think>", NULL}, {NULL}, NULL, NULL};
+    "<think>", {"</think>", NULL}, {NULL}, NULL, NULL, false};
+
+/* GLM-4.5/4.6: the prompt ends "<|assistant|>" and the model writes "\n<think>...</think>\n
+ * answer" (or, after "<think></think>", "\nanswer"). */
+static const struct moeinf_reasoning_syntax glm45 = {
+    "<think>", {"</think>", NULL}, {NULL}, NULL, NULL, true};
 
 /* gpt-oss: "<|channel|>analysis<|message|>" thinking "<|end|>" "<|start|>assistant<|channel|>
  * final<|message|>" answer, ended by <|return|> (or <|call|>). The tokenizer may or may not
@@ -67,14 +74,24 @@ static const struct moeinf_reasoning_syntax harmony = {
     {"<|end|>", "<|start|>", "<|return|>", "<|call|>", NULL},
     {"<|start|>", "<|channel|>", NULL},
     "<|message|>",
-    "<|channel|>analysis"};
+    "<|channel|>analysis",
+    false};
 
 const struct moeinf_reasoning_syntax *moeinf_chat_reasoning_syntax(const char *name) {
     for (size_t i = 0; name && no_thinking[i]; i++) {
         if (!strcmp(name, no_thinking[i])) return NULL;
     }
     if (name && !strcmp(name, "harmony")) return &harmony;
+    if (name && !strcmp(name, "glm45")) return &glm45;
     return &think_block;
+}
+
+/* The block form's markers; harmony's markup needs none (the vocabulary makes it user-defined,
+ * vocab.c, as llama.cpp does, so it shows anyway). */
+const char *const *moeinf_chat_reasoning_markers(const char *name) {
+    static const char *const block[] = {"<think>", "</think>", NULL};
+    const struct moeinf_reasoning_syntax *syn = moeinf_chat_reasoning_syntax(name);
+    return syn && !syn->head_end ? block : NULL;
 }
 
 /* The whitespace llama.cpp trims (isspace in the C locale). */
@@ -196,7 +213,8 @@ enum moeinf_status moeinf_reasoning_init_syntax(const struct moeinf_reasoning_sy
         bool closed = end->s && ends_with(prompt, p, end->s, end->n);
         bool opened = !closed && ends_with(prompt, p, r->start.s, r->start.n);
         r->phase = opened ? PHASE_THINK : closed ? PHASE_ANSWER : PHASE_EXPECT;
-        r->lead = opened;
+        r->lead_space = syn->lead_space;
+        r->lead = opened || (closed && syn->lead_space);
         if (opened && !extract) {
             r->n_open = prompt_len - (p - r->start.n);
             r->open = dup_bytes(prompt + p - r->start.n, r->n_open);
@@ -224,7 +242,7 @@ enum moeinf_status moeinf_reasoning_init(const char *start, const char *end, con
     if (start && (!start[0] || !end[0])) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "start, end: a marker is empty");
     }
-    struct moeinf_reasoning_syntax syn = {start, {end, NULL}, {NULL}, NULL, NULL};
+    struct moeinf_reasoning_syntax syn = {start, {end, NULL}, {NULL}, NULL, NULL, false};
     return moeinf_reasoning_init_syntax(start ? &syn : NULL, prompt, prompt_len, extract, out, err);
 }
 
@@ -315,6 +333,13 @@ static bool place(struct moeinf_reasoning *r, bool final) {
         const char *t = s + at;
         size_t m = n - at;
         if (r->phase == PHASE_EXPECT) {
+            size_t sp = 0; /* whitespace the syntax lets come before the start marker */
+            while (r->lead_space && sp < m && is_space(t[sp]))
+                sp++;
+            if (sp > 0) {
+                at += sp;
+                continue;
+            }
             /* the block's start marker, or with channels a header's first marker */
             const struct mark *cand = r->channels ? r->heads : &r->start;
             size_t n_cand = r->channels ? r->n_heads : 1;

@@ -23,13 +23,16 @@ struct moeinf_reasoning_syntax {
     const char *heads[3]; /* channels: NULL-terminated */
     const char *head_end;
     const char *think_channel;
+    bool lead_space; /* block form: whitespace before the start marker is dropped, and so is
+                        the answer's leading whitespace after a prompt's closed block (GLM-4.5
+                        writes "\n<think>" and "\nanswer") */
 };
 
 /* The syntax of the models of chat template `name`: "<think>" ... "</think>" (the families
  * that think, and any template this version does not name), harmony's channels ("harmony":
  * "<|channel|>analysis<|message|>thinking<|end|><|start|>assistant<|channel|>final<|message|>
- * answer", with or without the <|end|>), or NULL for the families that do not think (mistral,
- * llama3, deepseek2, olmoe). */
+ * answer", with or without the <|end|>), glm45's block with lead_space, or NULL for the
+ * families that do not think (mistral, llama3, deepseek2, olmoe, kimi-k2). */
 const struct moeinf_reasoning_syntax *moeinf_chat_reasoning_syntax(const char *name);
 
 /* A splitter for text generated after `prompt` (prompt_len bytes; may be NULL when 0) in

@@ -28,7 +28,8 @@ static void usage(FILE *out) {
             "context (-c) loses its oldest turns, the system message kept, until the answer has\n"
             "room (-n tokens, at most half the context; a quarter of it without -n); a message\n"
             "too long for the context alone is not sent, and the chat goes on.\n"
-            "  --chat-template T  mistral|chatml|llama3|deepseek2|deepseek3|olmoe|qwen35|harmony;\n"
+            "  --chat-template T  mistral|chatml|llama3|deepseek2|deepseek3|deepseek-r1|olmoe|\n"
+            "                     qwen35|harmony|glm45|glm47|kimi-k2|kimi-k2-thinking;\n"
             "                     default: the model's own (tokenizer.chat_template)\n"
             "  --system TEXT      a system message first\n"
             "  --show-thinking    show a thinking model's thinking before its answer, between\n"
@@ -37,9 +38,9 @@ static void usage(FILE *out) {
             "  --reasoning-format F  auto|deepseek (default: the answer apart from the\n"
             "                     thinking) or none (the text as generated, markers and all)\n"
             "  --reasoning on|off|auto  off asks the template for an answer without thinking\n"
-            "                     (Qwen3.5's enable_thinking false; gpt-oss, which always\n"
-            "                     thinks, gets low effort); on and auto (default) leave it to\n"
-            "                     the template\n"
+            "                     (enable_thinking false: Qwen3.5, GLM, DeepSeek-R1;\n"
+            "                     gpt-oss, which always thinks, gets low effort); on and auto\n"
+            "                     (default) leave it to the template\n"
             "  --reasoning-effort E  low|medium|high: how hard gpt-oss (harmony) thinks\n"
             "                     (default: medium, low with --reasoning off); other\n"
             "                     templates ignore it\n"
@@ -360,6 +361,8 @@ static bool answer(struct session *s, const struct history *h, const int32_t *id
     struct shown sh = {.tty = isatty(STDOUT_FILENO)};
     bool ok = false;
     if (moeinf_text_stream_init(s->model, &detok, err) != MOEINF_OK) goto done;
+    /* the template's thinking markers show even when they are control tokens (Kimi-K2) */
+    moeinf_text_stream_show(detok, moeinf_chat_reasoning_markers(s->tmpl));
     /* the thinking apart from the answer (the prompt's tail says whether it opened it) */
     if (moeinf_chat_reasoning_init(s->tmpl, h->msgs, h->n, s->o->chat_flags, s->o->split, &split,
                                    err) != MOEINF_OK) {

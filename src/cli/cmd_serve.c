@@ -34,12 +34,13 @@ static void usage(FILE *out) {
             "                     connection's opening or its last answer (default %d)\n"
             "  --idle-timeout S   close a connection that sends nothing for S seconds between\n"
             "                     requests (default %d)\n"
-            "  --chat-template T  %s; default: the model's own\n"
+            "  --chat-template T  %s;\n"
+            "                     default: the model's own\n"
             "  --reasoning-format F  auto (default) or deepseek: a thinking model's thinking in\n"
             "                     reasoning_content, its answer in content; none: all in\n"
             "                     content, as generated. A request's reasoning_format wins\n"
-            "  --reasoning on|off|auto  off: answers without thinking (enable_thinking false,\n"
-            "                     Qwen3.5; gpt-oss gets low reasoning effort) unless a\n"
+            "  --reasoning on|off|auto  off: answers without thinking (enable_thinking false:\n"
+            "                     Qwen3.5, GLM, DeepSeek-R1; gpt-oss gets low effort) unless a\n"
             "                     request says; on and auto (default) leave it to the template\n"
             "  --queue N          requests that may wait while one runs (default %d); more get\n"
             "                     503. N + 16 connections are served; 16 more get 503\n"
@@ -49,8 +50,9 @@ static void usage(FILE *out) {
             "                     %d), not only at shutdown\n"
             "%s",
             SERVE_CONNS_PER_IP_DEFAULT, SERVE_REQUEST_TIMEOUT_DEFAULT, SERVE_IDLE_TIMEOUT_DEFAULT,
-            "mistral|chatml|llama3|deepseek2|deepseek3|olmoe|qwen35", SERVE_QUEUE_DEFAULT,
-            SERVE_BODY_MAX_DEFAULT, SERVE_EAMC_EVERY_DEFAULT, model_args_help);
+            "mistral|chatml|llama3|deepseek2|deepseek3|deepseek-r1|olmoe|\n"
+            "                     qwen35|harmony|glm45|glm47|kimi-k2|kimi-k2-thinking",
+            SERVE_QUEUE_DEFAULT, SERVE_BODY_MAX_DEFAULT, SERVE_EAMC_EVERY_DEFAULT, model_args_help);
 }
 
 struct serve_cli {
@@ -311,7 +313,8 @@ int cmd_serve(int argc, char **argv) {
             /* completions still work; chat requests get a 400 saying this */
             fprintf(stderr,
                     "moeinf: %s: /v1/chat/completions needs --chat-template NAME "
-                    "(mistral, chatml, llama3, deepseek2, deepseek3, olmoe, qwen35)\n",
+                    "(mistral, chatml, llama3, deepseek2, deepseek3, deepseek-r1, olmoe, qwen35, "
+                    "harmony, glm45, glm47, kimi-k2, kimi-k2-thinking)\n",
                     err.msg);
         }
     }

@@ -94,7 +94,7 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
                            ctx->route_replay_n, n);
     }
     const struct moeinf_hparams *hp = &ctx->model->llm->hp;
-    const size_t replay_row = (size_t)hp->n_layer * (size_t)hp->n_expert_used;
+    const size_t replay_row = (size_t)moeinf_n_moe_layers(hp) * (size_t)hp->n_expert_used;
     int n_batch = ctx->params.n_batch;
     /* A decode that starts at position 0 starts a request (as the routing record counts), and
      * so does the first decode after moeinf_context_request_end. */

@@ -157,12 +157,14 @@ enum moeinf_status moeinf_engine_expert_cache_init(struct moeinf_context *ctx,
     const struct moeinf_model *model = ctx->model;
     const struct moeinf_hparams *hp = &model->llm->hp;
     if (!model->resident) return MOEINF_OK;
-    const struct moeinf_store_layer *layers = model->resident->experts;
-    uint64_t slot_bytes = moeinf_store_slot_bytes_for(layers, hp->n_layer, hp->n_expert);
+    /* the cache's layers are the MoE layers (model.h, moeinf_n_moe_layers) */
+    const int n_moe = moeinf_n_moe_layers(hp);
+    const struct moeinf_store_layer *layers = model->resident->experts + hp->n_layer_dense_lead;
+    uint64_t slot_bytes = moeinf_store_slot_bytes_for(layers, n_moe, hp->n_expert);
     struct moeinf_tier_params tp = {
         .path = model->gguf->path,
         .layers = layers,
-        .n_layers = hp->n_layer,
+        .n_layers = n_moe,
         .n_experts = hp->n_expert,
         .top_k = hp->n_expert_used,
         .model = model->id,
@@ -172,7 +174,7 @@ enum moeinf_status moeinf_engine_expert_cache_init(struct moeinf_context *ctx,
         .prefetch = ctx->params.expert_prefetch,
     };
     enum moeinf_status st =
-        budget_for(ctx, slot_bytes, hp->n_layer * hp->n_expert, &tp.budget_bytes, err);
+        budget_for(ctx, slot_bytes, n_moe * hp->n_expert, &tp.budget_bytes, err);
     if (st != MOEINF_OK) return st;
     st = moeinf_tier_init(&tp, &ctx->tier, err);
     if (st != MOEINF_OK) return st; /* context free gives the budget back */
@@ -199,7 +201,7 @@ enum moeinf_status moeinf_context_expert_cache(const struct moeinf_context *ctx,
     moeinf_tier_info(ctx->tier, &info);
     memset(out, 0, sizeof *out);
     out->slots = info.slots;
-    out->n_experts_total = hp->n_layer * hp->n_expert;
+    out->n_experts_total = moeinf_n_moe_layers(hp) * hp->n_expert;
     out->slot_bytes = info.slot_bytes;
     out->resident_bytes = ctx->model->resident->bytes;
     out->context_bytes = moeinf_fwd_bytes(ctx->fwd);

@@ -132,7 +132,8 @@ void moeinf_model_desc(const struct moeinf_model *model, char *buf, size_t size)
         return;
     }
     const struct moeinf_hparams *hp = &model->llm->hp;
-    const struct moeinf_layer *lw = &model->llm->layers[0];
+    /* the first layer with experts (a model may lead with dense ones) */
+    const struct moeinf_layer *lw = &model->llm->layers[hp->n_layer_dense_lead];
     const struct moeinf_weight *ffn = hp->n_expert > 0 ? &lw->gate_exps : &lw->ffn_gate;
     int n = snprintf(buf, size,
                      "%s: %d layers, n_embd %d, %d heads (%d kv, dim %d), %d experts (top %d), "
@@ -144,7 +145,16 @@ void moeinf_model_desc(const struct moeinf_model *model, char *buf, size_t size)
     for (int il = 0; il < hp->n_layer; il++)
         n_swa += model->llm->layers[il].swa;
     if (n_swa > 0 && n > 0 && (size_t)n < size) {
-        snprintf(buf + n, size - (size_t)n, ", sliding window %d on %d layers", hp->n_swa, n_swa);
+        n += snprintf(buf + n, size - (size_t)n, ", sliding window %d on %d layers", hp->n_swa,
+                      n_swa);
+    }
+    if (hp->mla_kv > 0 && n > 0 && (size_t)n < size) {
+        n += snprintf(buf + n, size - (size_t)n, ", latent attention (kv rank %d, q rank %d)",
+                      hp->mla_kv, hp->mla_q);
+    }
+    if (hp->n_layer_dense_lead > 0 && n > 0 && (size_t)n < size) {
+        snprintf(buf + n, size - (size_t)n, ", %d dense layer%s first", hp->n_layer_dense_lead,
+                 hp->n_layer_dense_lead > 1 ? "s" : "");
     }
 }
 

@@ -19,7 +19,7 @@ static void record_buffers_free(struct moeinf_context *ctx) {
 enum moeinf_status moeinf_context_record_open(struct moeinf_context *ctx, const char *path,
                                               const char *tag, struct moeinf_error *err) {
     const struct moeinf_hparams *hp = &ctx->model->llm->hp;
-    if (hp->n_expert == 0) {
+    if (moeinf_n_moe_layers(hp) <= 0) { /* the loader requires one MoE layer in a MoE model */
         return moeinf_fail(err, MOEINF_ERR_ARG, "%s: a dense model has no routing to record", path);
     }
     if (ctx->record)
@@ -30,12 +30,13 @@ enum moeinf_status moeinf_context_record_open(struct moeinf_context *ctx, const 
     char desc[256];
     moeinf_model_desc(ctx->model, desc, sizeof desc);
     struct moeinf_trace_meta meta = {
-        .n_layers = hp->n_layer,
+        .n_layers = moeinf_n_moe_layers(hp), /* dense layers are left out, as in moe-trace */
         .n_experts = hp->n_expert,
         .top_k = hp->n_expert_used,
         .model = desc,
     };
-    ctx->record_row = malloc((size_t)hp->n_layer * (size_t)hp->n_expert_used * sizeof(int32_t));
+    ctx->record_row =
+        malloc((size_t)moeinf_n_moe_layers(hp) * (size_t)hp->n_expert_used * sizeof(int32_t));
     ctx->record_tag = tag ? strdup(tag) : NULL;
     if (!ctx->record_row || (tag && !ctx->record_tag)) {
         record_buffers_free(ctx);
@@ -85,8 +86,9 @@ enum moeinf_status moeinf_record_eval(struct moeinf_context *ctx, int m, int n_p
         st = moeinf_trace_writer_request(ctx->record, ctx->record_requests++, ctx->record_tag, err);
     }
     for (int j = 0; j < m && st == MOEINF_OK; j++) {
-        for (int il = 0; il < hp->n_layer; il++) {
-            memcpy(ctx->record_row + (size_t)il * n_used, moeinf_fwd_routing(ctx->fwd, il, j),
+        for (int ml = 0; ml < moeinf_n_moe_layers(hp); ml++) {
+            const int il = hp->n_layer_dense_lead + ml;
+            memcpy(ctx->record_row + (size_t)ml * n_used, moeinf_fwd_routing(ctx->fwd, il, j),
                    (size_t)n_used * sizeof(int32_t));
         }
         st = moeinf_trace_writer_token(ctx->record,

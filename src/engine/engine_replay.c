@@ -125,7 +125,7 @@ enum moeinf_status moeinf_context_route_fits(const struct moeinf_context *ctx,
                                              const struct moeinf_route_trace *t,
                                              struct moeinf_error *err) {
     const struct moeinf_hparams *hp = &ctx->model->llm->hp;
-    const int model_moe_layers = hp->n_expert > 0 ? hp->n_layer : 0;
+    const int model_moe_layers = moeinf_n_moe_layers(hp);
     if (t->n_layers != model_moe_layers) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "the trace has %d MoE layers, the model %d",
                            t->n_layers, model_moe_layers);
@@ -151,8 +151,8 @@ enum moeinf_status moeinf_context_route_replay(struct moeinf_context *ctx, const
     if (n <= 0) return moeinf_fail(err, MOEINF_ERR_ARG, "a routing replay needs a token");
     const int n_used = hp->n_expert_used;
     for (int j = 0; j < n; j++) {
-        for (int il = 0; il < hp->n_layer; il++) {
-            const int32_t *g = experts + ((size_t)j * hp->n_layer + il) * n_used;
+        for (int il = 0; il < moeinf_n_moe_layers(hp); il++) {
+            const int32_t *g = experts + ((size_t)j * moeinf_n_moe_layers(hp) + il) * n_used;
             for (int r = 0; r < n_used; r++) {
                 if (g[r] < 0 || g[r] >= hp->n_expert) {
                     return moeinf_fail(err, MOEINF_ERR_ARG,

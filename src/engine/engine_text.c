@@ -1,6 +1,7 @@
 /* engine_text.c - the tokenizer half of moeinf.h: tokenize, pieces, special ids, and the
  * streaming text of generated ids. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "base/status.h"
 #include "engine/engine.h"
@@ -30,11 +31,15 @@ bool moeinf_token_is_eog(const struct moeinf_model *model, int32_t id) {
     return moeinf_vocab_is_eog(model->vocab, id);
 }
 
+#define MAX_SHOWN 8
+
 struct moeinf_text_stream {
     const struct moeinf_vocab *vocab;
     struct moeinf_detok detok;
     char *buf; /* room for the longest piece plus the held bytes */
     size_t cap;
+    int32_t shown[MAX_SHOWN]; /* control tokens shown as their text (moeinf_text_stream_show) */
+    size_t n_shown;
 };
 
 enum moeinf_status moeinf_text_stream_init(const struct moeinf_model *model,
@@ -60,9 +65,20 @@ void moeinf_text_stream_free(struct moeinf_text_stream *s) {
     free(s);
 }
 
+void moeinf_text_stream_show(struct moeinf_text_stream *s, const char *const *texts) {
+    s->n_shown = 0;
+    for (size_t i = 0; texts && texts[i] && s->n_shown < MAX_SHOWN; i++) {
+        int32_t id = moeinf_vocab_find(s->vocab, texts[i], strlen(texts[i]));
+        if (id >= 0) s->shown[s->n_shown++] = id;
+    }
+}
+
 const char *moeinf_text_stream_push(struct moeinf_text_stream *s, int32_t id, size_t *len) {
+    bool show = false;
+    for (size_t i = 0; i < s->n_shown && !show; i++)
+        show = s->shown[i] == id;
     size_t n = 0;
-    const char *piece = moeinf_vocab_piece(s->vocab, id, false, &n);
+    const char *piece = moeinf_vocab_piece(s->vocab, id, show, &n);
     if (MOEINF_DETOK_OUT_MAX(n) > s->cap) {
         char *grown = realloc(s->buf, MOEINF_DETOK_OUT_MAX(n));
         if (!grown) { /* keep streaming what fits rather than fail mid-generation */

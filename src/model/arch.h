@@ -118,6 +118,12 @@ enum moeinf_status moeinf_arch_read_expert_width(struct moeinf_arch_loader *ld,
 enum moeinf_status moeinf_arch_read_softmax_routing(struct moeinf_arch_loader *ld,
                                                     struct moeinf_hparams *hp, bool norm_default);
 
+/* DeepSeek's and GLM's leading dense layers (leading_dense_block_count, ff_len wide: the
+ * architecture's feed_forward_length) and shared experts (expert_shared_count of them, one
+ * ungated FFN of that many expert widths). */
+enum moeinf_status moeinf_arch_read_dense_lead(struct moeinf_arch_loader *ld,
+                                               struct moeinf_hparams *hp, int ff_len);
+
 /* The routing keys of DeepSeek and GLM: expert_gating_func (1 softmax, 2 sigmoid; absent or 0
  * = gating_default), expert_weights_norm (default false), expert_weights_scale (default none),
  * expert_group_count and expert_group_used_count (checked as llama.cpp does). */

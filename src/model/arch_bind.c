@@ -248,6 +248,12 @@ enum moeinf_status moeinf_arch_bind_moe_ffn_norm(struct moeinf_arch_loader *ld,
     const int64_t n_expert = hp->n_expert;
     enum moeinf_status st;
     lw->ffn = MOEINF_FFN_MOE;
+    if (moeinf_gguf_find_tensor(ld->g, layer_name(name, il, "ffn_gate_up_exps.weight"))) {
+        return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
+                           "%s: '%s' (gate and up experts fused in one tensor) is not supported "
+                           "yet: convert without --fuse-gate-up-exps",
+                           ld->g->path, name);
+    }
     if ((st = moeinf_arch_bind_vec(ld, layer_name(name, il, norm), n_embd, false, &lw->ffn_norm)) ||
         (st = moeinf_arch_bind(ld, layer_name(name, il, "ffn_gate_inp.weight"), n_embd, n_expert, 1,
                                false, &lw->router)) ||

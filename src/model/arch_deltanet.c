@@ -210,7 +210,6 @@ enum moeinf_status moeinf_arch_bind_deltanet(struct moeinf_arch_loader *ld,
 enum moeinf_status moeinf_arch_bind_hybrid_layer(struct moeinf_arch_loader *ld,
                                                  const struct moeinf_hparams *hp, int il, bool next,
                                                  struct moeinf_layer *lw) {
-    char name[NAME_MAX_LEN];
     enum moeinf_status st;
     if (moeinf_arch_layer_recurrent(hp, il)) {
         int index = 0;
@@ -222,12 +221,6 @@ enum moeinf_status moeinf_arch_bind_hybrid_layer(struct moeinf_arch_loader *ld,
         st = moeinf_arch_bind_gated_attention(ld, hp, il, lw);
     }
     if (st != MOEINF_OK) return st;
-    if (moeinf_gguf_find_tensor(ld->g, layer_name(name, il, "ffn_gate_up_exps.weight"))) {
-        return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
-                           "%s: '%s' (gate and up experts fused in one tensor) is not supported "
-                           "yet: convert without --fuse-gate-up-exps",
-                           ld->g->path, name);
-    }
     return moeinf_arch_bind_moe_ffn_norm(ld, hp, il, "post_attention_norm.weight", lw);
 }
 

@@ -277,6 +277,23 @@ enum moeinf_status moeinf_arch_read_expert_width(struct moeinf_arch_loader *ld,
     return MOEINF_OK;
 }
 
+/* expert_weights_norm (default norm_default) and expert_weights_scale (default none). */
+static enum moeinf_status read_weight_keys(struct moeinf_arch_loader *ld, struct moeinf_hparams *hp,
+                                           bool norm_default) {
+    enum moeinf_status st;
+    hp->expert_weights_norm = norm_default;
+    if ((st = moeinf_arch_get_bool(ld, "expert_weights_norm", &hp->expert_weights_norm)) ||
+        (st =
+             moeinf_arch_get_float(ld, "expert_weights_scale", false, &hp->expert_weights_scale))) {
+        return st;
+    }
+    if (!(hp->expert_weights_scale >= 0.0f && hp->expert_weights_scale <= 1e6f)) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: expert_weights_scale %g is invalid",
+                           ld->g->path, (double)hp->expert_weights_scale);
+    }
+    return MOEINF_OK;
+}
+
 /*
  * llama.cpp reads expert_weights_norm, expert_weights_scale and expert_gating_func only for
  * the architectures whose converters write them, and for qwen2moe, qwen3moe and olmoe takes
@@ -288,16 +305,7 @@ enum moeinf_status moeinf_arch_read_softmax_routing(struct moeinf_arch_loader *l
                                                     struct moeinf_hparams *hp, bool norm_default) {
     enum moeinf_status st;
     hp->router = MOEINF_ROUTER_SOFTMAX;
-    hp->expert_weights_norm = norm_default;
-    if ((st = moeinf_arch_get_bool(ld, "expert_weights_norm", &hp->expert_weights_norm)) ||
-        (st =
-             moeinf_arch_get_float(ld, "expert_weights_scale", false, &hp->expert_weights_scale))) {
-        return st;
-    }
-    if (!(hp->expert_weights_scale >= 0.0f && hp->expert_weights_scale <= 1e6f)) {
-        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: expert_weights_scale %g is invalid",
-                           ld->g->path, (double)hp->expert_weights_scale);
-    }
+    if ((st = read_weight_keys(ld, hp, norm_default))) return st;
     /* llama.cpp's gating functions: 1 softmax, 2 sigmoid, 3 softmax of the chosen logits */
     int gating = 1;
     if ((st = moeinf_arch_get_int(ld, "expert_gating_func", false, 16, &gating))) return st;
@@ -310,19 +318,32 @@ enum moeinf_status moeinf_arch_read_softmax_routing(struct moeinf_arch_loader *l
     return MOEINF_OK;
 }
 
+enum moeinf_status moeinf_arch_read_dense_lead(struct moeinf_arch_loader *ld,
+                                               struct moeinf_hparams *hp, int ff_len) {
+    int n_shared = 0;
+    enum moeinf_status st;
+    if ((st = moeinf_arch_get_int(ld, "leading_dense_block_count", false, 4096,
+                                  &hp->n_layer_dense_lead)) ||
+        (st = moeinf_arch_get_int(ld, "expert_shared_count", false, 256, &n_shared))) {
+        return st;
+    }
+    if (hp->n_layer_dense_lead < 0 || hp->n_layer_dense_lead >= hp->n_layer || n_shared < 0 ||
+        (hp->n_layer_dense_lead > 0 && ff_len <= 0)) {
+        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
+                           "%s: invalid leading_dense_block_count %d (feed_forward_length %d, %d "
+                           "layers) or expert_shared_count %d",
+                           ld->g->path, hp->n_layer_dense_lead, ff_len, hp->n_layer, n_shared);
+    }
+    hp->n_ff_dense = hp->n_layer_dense_lead > 0 ? ff_len : 0;
+    hp->n_ff_shexp = n_shared * hp->n_ff;
+    hp->shexp_ungated = true;
+    return MOEINF_OK;
+}
+
 enum moeinf_status moeinf_arch_read_routing(struct moeinf_arch_loader *ld,
                                             struct moeinf_hparams *hp, int gating_default) {
     enum moeinf_status st;
-    hp->expert_weights_norm = false;
-    if ((st = moeinf_arch_get_bool(ld, "expert_weights_norm", &hp->expert_weights_norm)) ||
-        (st =
-             moeinf_arch_get_float(ld, "expert_weights_scale", false, &hp->expert_weights_scale))) {
-        return st;
-    }
-    if (!(hp->expert_weights_scale >= 0.0f && hp->expert_weights_scale <= 1e6f)) {
-        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: expert_weights_scale %g is invalid",
-                           ld->g->path, (double)hp->expert_weights_scale);
-    }
+    if ((st = read_weight_keys(ld, hp, false))) return st;
     int gating = 0;
     if ((st = moeinf_arch_get_int(ld, "expert_gating_func", false, 16, &gating))) return st;
     if (gating == 0) gating = gating_default; /* llama.cpp: 0 is "not set" */

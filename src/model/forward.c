@@ -228,6 +228,9 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     f->ssm_value_dim = hp->ssm_n_v_heads * hp->ssm_head_dim;
     f->ssm_conv_dim = 2 * f->ssm_key_dim + f->ssm_value_dim;
     if (f->ssm_value_dim > f->max_width) f->max_width = f->ssm_value_dim;
+    /* whole blocks of every vec_dot_type (the widest is 256, Q8_K): a row this wide may not be
+     * one any weight takes (a dense FFN of 10944 in DeepSeek-V2-Lite), but its size is asked */
+    f->max_width = (f->max_width + 255) / 256 * 256;
     f->kv_elem = params->kv_f16 ? 2 : 4;
     const int n_used = hp->n_expert > 0 ? hp->n_expert_used : 1;
     const size_t slots = n_b * (size_t)n_used;

@@ -2,6 +2,8 @@
  * fwd_state.h). */
 #include <assert.h>
 
+#include "compute/ops.h"
+
 #include "model/fwd_state.h"
 
 const uint8_t *moeinf_fwd_act(struct moeinf_fwd *f, enum moeinf_type wt, const float *src, int m,
@@ -48,4 +50,28 @@ void moeinf_fwd_matmul(struct moeinf_fwd *f, const struct moeinf_weight *w, cons
     const uint8_t *xq = moeinf_fwd_act(f, w->type, src, m, w->n_in, &rb);
     struct moeinf_mm_job j = moeinf_fwd_job(w, 0, xq, rb, m, y, y_stride);
     moeinf_matmul_run(f->p.pool, f->p.kern, &j, 1);
+}
+
+void moeinf_fwd_rope(const struct moeinf_hparams *hp, float *x, int n_heads, int head_dim,
+                     int pos) {
+    if (hp->rope_scaling == MOEINF_ROPE_SCALING_YARN) { /* n_rot <= MOEINF_MAX_ROT (load) */
+        float corr[2];
+        float cs[MOEINF_MAX_ROT];
+        moeinf_rope_yarn_corr(hp->n_rot, hp->yarn_orig_ctx, hp->rope_base, hp->yarn_beta_fast,
+                              hp->yarn_beta_slow, corr);
+        moeinf_rope_yarn_angles(cs, hp->n_rot, pos, hp->rope_base, hp->rope_freq_scale, corr,
+                                hp->yarn_attn_factor);
+        const bool neox = hp->rope != MOEINF_ROPE_NORM; /* IMRoPE: as NEOX for text */
+        moeinf_rope_cs(x, n_heads, head_dim, hp->n_rot, cs, neox);
+        return;
+    }
+    switch (hp->rope) {
+    case MOEINF_ROPE_NEOX:
+    case MOEINF_ROPE_IMROPE: /* a text token's sections share its position (model.h) */
+        moeinf_rope_neox(x, n_heads, head_dim, hp->n_rot, pos, hp->rope_base, hp->rope_freq_scale);
+        break;
+    case MOEINF_ROPE_NORM:
+        moeinf_rope_norm(x, n_heads, head_dim, hp->n_rot, pos, hp->rope_base, hp->rope_freq_scale);
+        break;
+    }
 }

@@ -31,7 +31,7 @@ struct moeinf_fwd {
     struct moeinf_fwd_params p;
     int n_kv;         /* n_head_kv * head_dim */
     int n_q;          /* n_head * head_dim */
-    int max_width;    /* widest activation row */
+    int max_width;    /* widest activation row, rounded up to 256 (whole blocks) */
     size_t kv_elem;   /* bytes per cached value */
     uint8_t *k_cache; /* per attention layer kv_rows[il] rows of n_kv values */
     uint8_t *v_cache;
@@ -124,6 +124,11 @@ struct moeinf_mm_job moeinf_fwd_job(const struct moeinf_weight *w, int64_t e, co
 /* y = W x for m rows of src (n_in wide) into y (y_stride floats apart). */
 void moeinf_fwd_matmul(struct moeinf_fwd *f, const struct moeinf_weight *w, const float *src, int m,
                        float *y, size_t y_stride);
+
+/* RoPE (hp->rope, YaRN-scaled where hp->rope_scaling says) of the first n_rot values of
+ * n_heads heads head_dim floats apart, at position pos. */
+void moeinf_fwd_rope(const struct moeinf_hparams *hp, float *x, int n_heads, int head_dim,
+                     int pos);
 
 /* ---- the blocks of a layer ----------------------------------------------------------------- */
 

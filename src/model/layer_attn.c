@@ -65,37 +65,6 @@ static void qkv_bias_norm(const struct moeinf_hparams *hp, const struct moeinf_l
     }
 }
 
-/* RoPE of one token's q and k at position pos. */
-static void rope(const struct moeinf_hparams *hp, float *q, float *k, int pos) {
-    if (hp->rope_scaling == MOEINF_ROPE_SCALING_YARN) { /* n_rot <= MOEINF_MAX_ROT (load) */
-        float corr[2];
-        float cs[MOEINF_MAX_ROT];
-        moeinf_rope_yarn_corr(hp->n_rot, hp->yarn_orig_ctx, hp->rope_base, hp->yarn_beta_fast,
-                              hp->yarn_beta_slow, corr);
-        moeinf_rope_yarn_angles(cs, hp->n_rot, pos, hp->rope_base, hp->rope_freq_scale, corr,
-                                hp->yarn_attn_factor);
-        const bool neox = hp->rope != MOEINF_ROPE_NORM; /* IMRoPE: as NEOX for text */
-        moeinf_rope_cs(q, hp->n_head, hp->head_dim, hp->n_rot, cs, neox);
-        moeinf_rope_cs(k, hp->n_head_kv, hp->head_dim, hp->n_rot, cs, neox);
-        return;
-    }
-    switch (hp->rope) {
-    case MOEINF_ROPE_NEOX:
-    case MOEINF_ROPE_IMROPE: /* a text token's sections share its position (model.h) */
-        moeinf_rope_neox(q, hp->n_head, hp->head_dim, hp->n_rot, pos, hp->rope_base,
-                         hp->rope_freq_scale);
-        moeinf_rope_neox(k, hp->n_head_kv, hp->head_dim, hp->n_rot, pos, hp->rope_base,
-                         hp->rope_freq_scale);
-        break;
-    case MOEINF_ROPE_NORM:
-        moeinf_rope_norm(q, hp->n_head, hp->head_dim, hp->n_rot, pos, hp->rope_base,
-                         hp->rope_freq_scale);
-        moeinf_rope_norm(k, hp->n_head_kv, hp->head_dim, hp->n_rot, pos, hp->rope_base,
-                         hp->rope_freq_scale);
-        break;
-    }
-}
-
 /* A gated layer's wq gives, per head, head_dim of q then head_dim of its output gate: q to
  * f->q, the gate to f->gate. */
 static void split_q_gate(struct moeinf_fwd *f, int m) {
@@ -138,7 +107,8 @@ void moeinf_fwd_attention(struct moeinf_fwd *f, int il, int m, int n_past) {
         float *q = f->q + (size_t)j * f->n_q;
         float *k = f->k + (size_t)j * f->n_kv;
         qkv_bias_norm(hp, lw, q, k, f->v + (size_t)j * f->n_kv);
-        rope(hp, q, k, n_past + j);
+        moeinf_fwd_rope(hp, q, hp->n_head, hp->head_dim, n_past + j);
+        moeinf_fwd_rope(hp, k, hp->n_head_kv, hp->head_dim, n_past + j);
     }
     store_kv(f, il, m, n_past);
     size_t layer_off = f->kv_off[il] * f->kv_elem;

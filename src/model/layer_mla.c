@@ -19,24 +19,6 @@
 #include "compute/ops.h"
 #include "model/fwd_state.h"
 
-/* RoPE of n_heads parts of n_rot values, stride floats apart, at position pos (adjacent pairs,
- * or YaRN-scaled as hp says). */
-static void rope_parts(const struct moeinf_hparams *hp, float *x, int n_heads, int stride, int pos) {
-    if (hp->rope_scaling == MOEINF_ROPE_SCALING_YARN) { /* n_rot <= MOEINF_MAX_ROT (load) */
-        float corr[2];
-        float cs[MOEINF_MAX_ROT];
-        moeinf_rope_yarn_corr(hp->n_rot, hp->yarn_orig_ctx, hp->rope_base, hp->yarn_beta_fast,
-                              hp->yarn_beta_slow, corr);
-        moeinf_rope_yarn_angles(cs, hp->n_rot, pos, hp->rope_base, hp->rope_freq_scale, corr,
-                                hp->yarn_attn_factor);
-        moeinf_rope_cs(x, n_heads, stride, hp->n_rot, cs, hp->rope != MOEINF_ROPE_NORM);
-    } else if (hp->rope == MOEINF_ROPE_NORM) {
-        moeinf_rope_norm(x, n_heads, stride, hp->n_rot, pos, hp->rope_base, hp->rope_freq_scale);
-    } else {
-        moeinf_rope_neox(x, n_heads, stride, hp->n_rot, pos, hp->rope_base, hp->rope_freq_scale);
-    }
-}
-
 /* q (f->q) and the new latent rows (f->k) of the m tokens, before norms and RoPE. */
 static void project(struct moeinf_fwd *f, const struct moeinf_layer *lw, int m) {
     const struct moeinf_hparams *hp = &f->llm->hp;
@@ -177,8 +159,8 @@ void moeinf_fwd_mla(struct moeinf_fwd *f, int il, int m, int n_past) {
         float *q = f->q + (size_t)j * f->n_q;
         moeinf_rmsnorm(c, c, lw->kv_a_norm, kv, hp->rms_eps);
         if (lw->wkv_b.data) round_latent(f, lw, c);
-        rope_parts(hp, c + kv, 1, hp->n_rot, n_past + j);
-        rope_parts(hp, q + nope, n_head, hp->head_dim, n_past + j);
+        moeinf_fwd_rope(hp, c + kv, 1, hp->n_rot, n_past + j);
+        moeinf_fwd_rope(hp, q + nope, n_head, hp->head_dim, n_past + j);
         for (int h = 0; h < n_head; h++) {
             memcpy(f->mla_q + ((size_t)j * n_head + h) * row + kv, q + (size_t)h * hp->head_dim + nope,
                    (size_t)hp->n_rot * sizeof(float));

@@ -141,7 +141,9 @@ static void replay_routing(struct moeinf_fwd *f, int il, int m) {
     const struct moeinf_hparams *hp = &f->llm->hp;
     const int n_used = hp->n_expert_used;
     for (int j = 0; j < m; j++) {
-        const int32_t *rec = f->p.route_replay + ((size_t)j * hp->n_layer + il) * n_used;
+        const int32_t *rec = f->p.route_replay +
+                             ((size_t)j * moeinf_n_moe_layers(hp) + il - hp->n_layer_dense_lead) *
+                                 n_used;
         int32_t *sel = f->sel + ((size_t)il * f->p.n_batch + j) * n_used;
         memcpy(sel, rec, (size_t)n_used * sizeof *sel);
         mix_weights(hp, f->router + (size_t)j * hp->n_expert, sel,
@@ -225,14 +227,14 @@ static void lookahead_hints(struct moeinf_fwd *f, int il) {
         int idx[MOEINF_MAX_EXPERT_USED];
         router_probs(hp, f->lookahead);
         choose_experts(hp, &f->llm->layers[il + d], f->lookahead, f->route_scores, idx);
-        moeinf_tier_hint(f->p.tier, il + d, idx, hp->n_expert_used);
+        moeinf_tier_hint(f->p.tier, il + d - hp->n_layer_dense_lead, idx, hp->n_expert_used);
     }
 }
 
-/* Computes the wave's experts (flat ids[0..n) of layer il) that are in their slots and not
+/* Computes the wave's experts (flat ids[0..n) of MoE layer ml) that are in their slots and not
  * computed yet, in ascending order, and marks them computed (f->wave_done). Returns how many
  * of the wave are left. */
-static int experts_arrived(struct moeinf_fwd *f, const struct moeinf_layer *lw, int il,
+static int experts_arrived(struct moeinf_fwd *f, const struct moeinf_layer *lw, int ml,
                            const uint32_t *ids, int n, size_t rb) {
     const int n_expert = f->llm->hp.n_expert;
     struct moeinf_tier *t = f->p.tier;
@@ -242,7 +244,7 @@ static int experts_arrived(struct moeinf_fwd *f, const struct moeinf_layer *lw, 
     for (int i = 0; i < n; i++) {
         if (f->wave_done[i]) continue;
         if (moeinf_tier_ready(t, i)) {
-            f->wave_index[ids[i] - (uint32_t)il * (uint32_t)n_expert] = i;
+            f->wave_index[ids[i] - (uint32_t)ml * (uint32_t)n_expert] = i;
             f->wave_done[i] = 1;
         } else {
             left++;
@@ -268,7 +270,8 @@ static int experts_arrived(struct moeinf_fwd *f, const struct moeinf_layer *lw, 
 static enum moeinf_status experts_offloaded(struct moeinf_fwd *f, const struct moeinf_layer *lw,
                                             int il, int m, size_t rb, struct moeinf_error *err) {
     struct moeinf_tier *t = f->p.tier;
-    moeinf_tier_layer_begin(t, il, f->sel + (size_t)il * f->p.n_batch * f->llm->hp.n_expert_used, m,
+    const int ml = il - f->llm->hp.n_layer_dense_lead; /* the cache counts MoE layers */
+    moeinf_tier_layer_begin(t, ml, f->sel + (size_t)il * f->p.n_batch * f->llm->hp.n_expert_used, m,
                             f->llm->hp.n_expert_used);
     /* Under a routing replay the routers' own choice is not the one made, so their lookahead
      * would predict routing that never happens: it is off. */
@@ -280,11 +283,11 @@ static enum moeinf_status experts_offloaded(struct moeinf_fwd *f, const struct m
         if (st != MOEINF_OK) return st;
         if (n == 0) break;
         memset(f->wave_done, 0, (size_t)n);
-        int left = experts_arrived(f, lw, il, ids, n, rb);
+        int left = experts_arrived(f, lw, ml, ids, n, rb);
         while (left > 0) {
             st = moeinf_tier_wave_wait_next(t, err);
             if (st != MOEINF_OK) return st;
-            left = experts_arrived(f, lw, il, ids, n, rb);
+            left = experts_arrived(f, lw, ml, ids, n, rb);
         }
         st = moeinf_tier_wave_wait(t, err); /* every read is in: retires them */
         if (st != MOEINF_OK) return st;

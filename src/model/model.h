@@ -270,6 +270,13 @@ void moeinf_llm_free(struct moeinf_llm *llm);
 /* The architecture's GGUF name ("llama", "qwen2moe", ...). */
 const char *moeinf_llm_arch_name(const struct moeinf_llm *llm);
 
+/* The layers with routed experts are the last n_layer - n_layer_dense_lead: the expert cache,
+ * routing records and replays count only them, as moe-trace files do (MoE layer ml is decoder
+ * layer n_layer_dense_lead + ml). */
+static inline int moeinf_n_moe_layers(const struct moeinf_hparams *hp) {
+    return hp->n_expert > 0 ? hp->n_layer - hp->n_layer_dense_lead : 0;
+}
+
 /* Row r of matrix e of a weight. */
 static inline const uint8_t *moeinf_weight_row(const struct moeinf_weight *w, int64_t e,
                                                int64_t r) {

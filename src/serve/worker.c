@@ -277,6 +277,8 @@ static void run_job(struct serve_worker *w, struct serve_job *job) {
         job_fail(w, job, 500, err.msg);
         goto done;
     }
+    /* the template's thinking markers show even when they are control tokens (Kimi-K2) */
+    if (r->chat) moeinf_text_stream_show(detok, moeinf_chat_reasoning_markers(r->tmpl));
     if (!serve_job_split_init(job, &err)) {
         job_fail(w, job, 500, err.msg);
         goto done;

@@ -401,7 +401,13 @@ static bool bpe_add_bos_default(const struct moeinf_vocab *v) {
     return moeinf_pretok_flags(v->pretok).add_bos;
 }
 
-/* llama.cpp's BPE defaults: BOS and EOS 11, no unknown token, no space prefix. */
+/* glm4 and chatglm-bpe have no BOS unless the metadata names one (llama.cpp). */
+static int32_t bpe_bos_default_id(const struct moeinf_vocab *v) {
+    return moeinf_pretok_flags(v->pretok).no_bos ? -1 : moeinf_tokenizer_bpe.bos_default;
+}
+
+/* llama.cpp's BPE defaults: BOS and EOS 11 (BOS none for glm4), no unknown token, no space
+ * prefix. */
 const struct moeinf_tokenizer_ops moeinf_tokenizer_bpe = {
     .model = "gpt2",
     .bos_default = 11,
@@ -411,6 +417,7 @@ const struct moeinf_tokenizer_ops moeinf_tokenizer_bpe = {
     .init = bpe_init,
     .free = bpe_free,
     .add_bos_default = bpe_add_bos_default,
+    .bos_default_id = bpe_bos_default_id,
     .fragment = bpe_fragment,
     .decode_text = bpe_decode_text,
 };

@@ -91,7 +91,22 @@ static const char deepseek_v3_words[] =
     "|[^\\r\\n\\p{L}\\p{N}]?" GPT4O_UPPER "+" GPT4O_LOWER "*" GPT4O_CONTRACTION                    \
     "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
 
+/* Kimi-K2's, as llama.cpp's own code for it splits (unicode_regex_split_custom_kimi_k2): runs of
+ * Han (llama.cpp's ranges: CJK Unified Ideographs with Extensions A to F, and the compatibility
+ * ideographs), then a run of any other letters with an optional non-letter before it and a
+ * contraction after it, then llama3's digits, punctuation and whitespace. The published
+ * pattern (tokenization_kimi.py) splits letter runs at case changes as gpt-4o's does and
+ * keeps combining marks in them; llama.cpp does neither (pretok.h). */
+#define KIMI_HAN                                                                                   \
+    "\\x{3400}-\\x{4dbf}\\x{4e00}-\\x{9fff}\\x{f900}-\\x{faff}\\x{20000}-\\x{2a6df}"               \
+    "\\x{2a700}-\\x{2ebef}\\x{2f800}-\\x{2fa1f}"
+#define KIMI_K2                                                                                    \
+    "[" KIMI_HAN "]+|[^\\r\\n\\p{L}\\p{N}]?[^\\P{L}" KIMI_HAN "]+"                                 \
+    "(?:'[sS]|'[tT]|'[mM]|'[dD]|'[rR][eE]|'[vV][eE]|'[lL][lL])?"                                   \
+    "|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+"
+
 static const char llama3[] = LLAMA3;
+static const char kimi_k2[] = KIMI_K2;
 static const char qwen2[] = QWEN2;
 static const char qwen35[] = QWEN35;
 static const char gpt4o[] = GPT4O;
@@ -103,40 +118,44 @@ struct spec {
     struct moeinf_pretok_flags flags;
 };
 
-/* {ignore_merges, clean_spaces, add_bos}, as llama.cpp sets them per name. */
+/* {ignore_merges, clean_spaces, add_bos, no_bos}, as llama.cpp sets them per name. */
 static const struct spec specs[] = {
     {"default",
      {NULL},
      {"[\\p{P}\\$\\+<=>\\^~\\|]+", GPT2, "\\p{N}+", "[0-9][0-9][0-9]"},
-     {false, true, false}},
-    {"gpt-2", {"phi-2", NULL}, {GPT2}, {false, true, false}},
-    {"mpt", {NULL}, {GPT2}, {false, true, false}},
-    {"olmo", {NULL}, {GPT2}, {false, true, false}},
-    {"starcoder", {NULL}, {"\\p{N}", GPT2}, {false, true, false}},
-    {"refact", {NULL}, {"\\p{N}", GPT2}, {false, true, false}},
+     {false, true, false, false}},
+    {"gpt-2", {"phi-2", NULL}, {GPT2}, {false, true, false, false}},
+    {"mpt", {NULL}, {GPT2}, {false, true, false, false}},
+    {"olmo", {NULL}, {GPT2}, {false, true, false, false}},
+    {"starcoder", {NULL}, {"\\p{N}", GPT2}, {false, true, false, false}},
+    {"refact", {NULL}, {"\\p{N}", GPT2}, {false, true, false, false}},
     {"falcon",
      {NULL},
      {"[\\p{P}\\$\\+<=>\\^~\\|`]+", GPT2, "[0-9][0-9][0-9]"},
-     {false, true, false}},
-    {"llama3", {"llama-v3", "llama-bpe", "falcon3", NULL}, {llama3}, {true, true, true}},
-    {"dbrx", {"smaug-bpe", NULL}, {llama3}, {false, true, false}},
-    {"qwen2", {"deepseek-r1-qwen", NULL}, {qwen2}, {false, false, false}},
-    {"qwen35", {NULL}, {qwen35}, {false, false, false}},
-    {"gpt-4o", {"llama4", "kanana2", "talkie", NULL}, {gpt4o}, {false, false, false}},
-    {"stablelm2", {"megrez", NULL}, {qwen2}, {false, true, false}},
+     {false, true, false, false}},
+    {"llama3", {"llama-v3", "llama-bpe", "falcon3", NULL}, {llama3}, {true, true, true, false}},
+    {"dbrx", {"smaug-bpe", NULL}, {llama3}, {false, true, false, false}},
+    /* GLM-4.5 to 4.7 and GLM-5 (chatglm-bpe: GLM-4, without ignore_merges) */
+    {"glm4", {"glm5", NULL}, {llama3}, {true, true, false, true}},
+    {"chatglm-bpe", {NULL}, {llama3}, {false, true, false, true}},
+    {"kimi-k2", {NULL}, {kimi_k2}, {false, false, false, false}},
+    {"qwen2", {"deepseek-r1-qwen", NULL}, {qwen2}, {false, false, false, false}},
+    {"qwen35", {NULL}, {qwen35}, {false, false, false, false}},
+    {"gpt-4o", {"llama4", "kanana2", "talkie", NULL}, {gpt4o}, {false, false, false, false}},
+    {"stablelm2", {"megrez", NULL}, {qwen2}, {false, true, false, false}},
     {"deepseek-llm",
      {NULL},
      {"[\\r\\n]", deepseek_llm_letters, deepseek_llm_punct, "\\s+$", deepseek_cjk, "\\p{N}+"},
-     {false, false, false}},
+     {false, false, false, false}},
     {"deepseek-coder",
      {NULL},
      {"[\\r\\n]", "\\s?\\p{L}+", "\\s?\\p{P}+", deepseek_cjk, "\\p{N}"},
-     {false, false, false}},
+     {false, false, false, false}},
     {"deepseek-v3",
      {NULL},
      {"\\p{N}{1,3}", "[\\x{4e00}-\\x{9fa5}\\x{3040}-\\x{309f}\\x{30a0}-\\x{30ff}]+",
       deepseek_v3_words},
-     {false, false, false}},
+     {false, false, false, false}},
 };
 
 #define N_SPECS (sizeof specs / sizeof specs[0])
@@ -150,7 +169,8 @@ struct moeinf_pretok {
 
 const char *moeinf_pretok_known_names(void) {
     return "default, gpt-2, phi-2, mpt, olmo, starcoder, refact, falcon, llama3, llama-v3, "
-           "llama-bpe, falcon3, dbrx, smaug-bpe, qwen2, deepseek-r1-qwen, qwen35, gpt-4o, llama4, "
+           "llama-bpe, falcon3, dbrx, smaug-bpe, glm4, glm5, chatglm-bpe, kimi-k2, qwen2, "
+           "deepseek-r1-qwen, qwen35, gpt-4o, llama4, "
            "kanana2, talkie, stablelm2, "
            "megrez, deepseek-llm, deepseek-coder, deepseek-v3";
 }

@@ -7,9 +7,10 @@
  * the whitespace inside their ranges, as llama.cpp in effect does: pretok.c says why),
  * compiled with PCRE2 (UTF, Unicode properties). As in llama.cpp, the expressions apply one
  * after another: each one splits every piece the previous ones left, and the stretches
- * between its matches stay pieces too, so the words are the pieces of the last split. \s and \S mean llama.cpp's whitespace set (Unicode White_Space:
- * tab..CR, space, U+0085, U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F,
- * U+3000), written out so the result does not depend on the PCRE2 version's \s.
+ * between its matches stay pieces too, so the words are the pieces of the last split. \s and \S
+ * mean llama.cpp's whitespace set (Unicode White_Space: tab..CR, space, U+0085, U+00A0, U+1680,
+ * U+2000..U+200A, U+2028, U+2029, U+202F, U+205F, U+3000), written out so the result does not
+ * depend on the PCRE2 version's \s.
  *
  * Where this and llama.cpp can differ (none of it shows in llama.cpp's test vectors):
  *   - llama.cpp runs most patterns on a copy of the text with every non-ASCII character
@@ -26,7 +27,10 @@
  * letter may sit in an upper- or a lower-case run, so "ПриветМир" is one word, where o200k
  * gives "Привет" "Мир") and combining marks are not letters (so "Cafe\u0301" is "Cafe" and
  * the mark, and Indic, Thai and Arabic words break at their vowel signs, where o200k keeps
- * them whole). tools/tokenizer/pretok_cases.py --published lists such texts.
+ * them whole). kimi-k2 is likewise llama.cpp's own split, not tokenization_kimi.py's pattern:
+ * any letters but Han make one run (no split at case changes), combining marks are no letters,
+ * and Han is llama.cpp's ranges (not Unicode's Han script: U+3005, U+3007 and the radicals are
+ * not in them). tools/tokenizer/pretok_cases.py --published lists such texts.
  *
  * A pre-tokenizer is read-only once made and may be used by several threads at once.
  */
@@ -46,6 +50,7 @@ struct moeinf_pretok_flags {
     bool ignore_merges; /* a word that is a token as a whole is taken as is (llama3) */
     bool clean_spaces;  /* detokenizing removes spaces before ?!., and some contractions */
     bool add_bos;       /* default for tokenizer.ggml.add_bos_token when absent */
+    bool no_bos;        /* no BOS when tokenizer.ggml.bos_token_id is absent (glm4) */
 };
 
 /* A piece of text: bytes [off, off + len). */

@@ -44,6 +44,8 @@ struct moeinf_tokenizer_ops {
     void (*free)(struct moeinf_vocab *v);
     /* (optional; NULL: true) add_bos when the metadata leaves it out; after init */
     bool (*add_bos_default)(const struct moeinf_vocab *v);
+    /* (optional; NULL: bos_default) the BOS id when the metadata leaves it out; after init */
+    int32_t (*bos_default_id)(const struct moeinf_vocab *v);
 
     /* Tokenizes one text fragment (between special tokens) into out; `prefix` asks for the
      * space prefix (tokenize.c: add_space_prefix and the fragment is first or follows a

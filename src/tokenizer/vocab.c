@@ -182,7 +182,8 @@ static enum moeinf_status read_special_ids(struct moeinf_vocab *v,
         "fim_pad_token_id", "fim_rep_token_id", "fim_sep_token_id"};
     enum moeinf_status st;
     const struct moeinf_tokenizer_ops *ops = v->ops;
-    if ((st = special_id(v, d->bos_id, ops->bos_default, "bos_token_id", &v->bos, err)) ||
+    int32_t bos_default = ops->bos_default_id ? ops->bos_default_id(v) : ops->bos_default;
+    if ((st = special_id(v, d->bos_id, bos_default, "bos_token_id", &v->bos, err)) ||
         (st = special_id(v, d->eos_id, ops->eos_default, "eos_token_id", &v->eos, err)) ||
         (st = special_id(v, d->unk_id, ops->unk_default, "unknown_token_id", &v->unk, err)) ||
         (st = special_id(v, d->pad_id, NO_ID, "padding_token_id", &v->pad, err)) ||

@@ -10,7 +10,9 @@
  *     both ends and the answer of its leading whitespace after the marker; with extraction off,
  *     the answer is the text, after the prompt's "<think>\n" when the prompt opened it.
  * With the first byte's top bit set, harmony's channels instead (reasoning.h): the same three
- * feedings agree, and equal the channel definition written here on the whole text.
+ * feedings agree, and equal the channel definition written here on the whole text. With the
+ * first byte in 96..127, the block syntax with lead_space (glm45): whitespace before the block,
+ * and at the start of the answer after a prompt that closed the block, is dropped.
  */
 #include <string.h>
 
@@ -43,13 +45,17 @@ static void take(struct out *o, const struct moeinf_reasoning_text *t) {
 }
 
 /* The splitter over text[0, n) fed in pieces of `piece` bytes (0: whole); harmony's syntax or
- * START ... END. */
-static struct out run(bool harmony, const char *prompt, bool extract, const char *text, size_t n,
-                      size_t piece) {
+ * START ... END (with lead_space when `lead`). */
+static struct out run(bool harmony, bool lead, const char *prompt, bool extract, const char *text,
+                      size_t n, size_t piece) {
     struct out o = {0};
     struct moeinf_reasoning *r = NULL;
     struct moeinf_reasoning_text t;
-    if (harmony) {
+    if (lead) {
+        const struct moeinf_reasoning_syntax syn = {START, {END, NULL}, {NULL}, NULL, NULL, true};
+        FUZZ_REQUIRE(moeinf_reasoning_init_syntax(&syn, prompt, strlen(prompt), extract, &r,
+                                                  NULL) == MOEINF_OK);
+    } else if (harmony) {
         FUZZ_REQUIRE(moeinf_reasoning_init_syntax(moeinf_chat_reasoning_syntax("harmony"), prompt,
                                                   strlen(prompt), extract, &r, NULL) == MOEINF_OK);
     } else {
@@ -81,12 +87,18 @@ static const char *find(const char *s, size_t n, const char *needle) {
 }
 
 /* The definition, on the whole text. */
-static struct out reference(int prompt_kind, bool extract, const char *text, size_t n) {
+static struct out reference(int prompt_kind, bool lead, bool extract, const char *text, size_t n) {
     struct out o = {0};
     if (!extract) {
         if (prompt_kind == 1) add(&o.answer, &o.na, START "\n", strlen(START) + 1);
         add(&o.answer, &o.na, text, n);
         return o;
+    }
+    if (lead && prompt_kind != 1) { /* whitespace first is dropped, block or not */
+        while (n > 0 && space(*text)) {
+            text++;
+            n--;
+        }
     }
     const char *b = text;
     const char *e = text + n;
@@ -195,14 +207,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     bool extract = (data[0] / 3) % 2 == 0;
     size_t piece = 2 + (size_t)(data[0] / 6) % 16;
     bool harmony = data[0] & 0x80;
+    bool lead = !harmony && data[0] >= 96;
     const char *text = (const char *)data + 1;
     size_t n = size - 1;
     struct out want =
-        harmony ? reference_harmony(extract, text, n) : reference(kind, extract, text, n);
+        harmony ? reference_harmony(extract, text, n) : reference(kind, lead, extract, text, n);
     const size_t pieces[] = {0, 1, piece};
     for (int i = 0; i < 3; i++) {
-        struct out got = run(harmony, harmony ? "<|start|>assistant" : prompts[kind], extract, text,
-                             n, pieces[i]);
+        struct out got = run(harmony, lead, harmony ? "<|start|>assistant" : prompts[kind], extract,
+                             text, n, pieces[i]);
         FUZZ_REQUIRE(harmony || !got.thinking_after_answer);
         FUZZ_REQUIRE(same(&got, &want));
         release(&got);

@@ -194,10 +194,10 @@ static size_t valid_prefix(const uint8_t *s, size_t n) {
     return i;
 }
 
-static const char *const names[] = {"default",      "gpt-2",          "mpt",         "olmo",
-                                    "starcoder",    "refact",         "falcon",      "llama3",
-                                    "dbrx",         "qwen2",          "qwen35",      "stablelm2",
-                                    "deepseek-llm", "deepseek-coder", "deepseek-v3", "gpt-4o"};
+static const char *const names[] = {
+    "default",      "gpt-2",          "mpt",         "olmo",   "starcoder", "refact",
+    "falcon",       "llama3",         "dbrx",        "qwen2",  "qwen35",    "stablelm2",
+    "deepseek-llm", "deepseek-coder", "deepseek-v3", "gpt-4o", "kimi-k2"};
 #define N_NAMES (sizeof names / sizeof names[0])
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -19,12 +19,21 @@ unicode_regex_split gives (checked by linking its src/unicode.cpp, 0.3.36).
     pip install regex   # 2026.5.9 made the committed file
     python3 tools/tokenizer/pretok_cases.py > tests/data/pretok/cases.tsv
     python3 tools/tokenizer/pretok_cases.py --published
+
+kimi-k2's pattern is likewise the split llama.cpp's own code makes (the same check: on every
+text here it gives unicode_regex_split's words); --published lists where tokenization_kimi.py's
+pattern differs (case changes and combining marks inside words).
 """
 import sys
 
 import regex
 
 CONTRACTIONS_I = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)"
+
+# llama.cpp's Han (unicode_cpt_is_han): CJK Unified Ideographs, Extensions A to F, the
+# Compatibility Ideographs and their Supplement
+KIMI_HAN = (r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0002a6df"
+            r"\U0002a700-\U0002ebef\U0002f800-\U0002fa1f]")
 
 PATTERNS = {
     # Qwen2 / Qwen2-MoE / Qwen3-MoE (tokenizer.json of Qwen/Qwen1.5-MoE-A2.7B, Qwen3-30B-A3B)
@@ -48,6 +57,17 @@ PATTERNS = {
                r"|[^\r\n\p{L}\p{N}]?((?=[\p{L}])([^a-z]))+((?=[\p{L}])([^A-Z]))*"
                r"(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?"
                r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"],
+    # GLM-4.5 / 4.6 / 4.7 (llama.cpp's "glm4"; tokenizer.json of zai-org/GLM-4.5): llama3's
+    "glm4": [CONTRACTIONS_I + r"|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+             r"|\s*[\r\n]+|\s+(?!\S)|\s+"],
+    # Kimi-K2 (llama.cpp's "kimi-k2"): the split llama.cpp's own code for it makes
+    # (unicode_regex_split_custom_kimi_k2), as a pattern: Han runs (llama.cpp's Han ranges, not
+    # Unicode's Han script), then any run of other letters with an optional non-letter before
+    # it and a contraction after it; it does not split at case changes or keep combining marks
+    # in words as the published pattern (PUBLISHED_KIMI_K2) does
+    "kimi-k2": [KIMI_HAN + r"+|[^\r\n\p{L}\p{N}]?(?:(?!" + KIMI_HAN + r")\p{L})+"
+                r"(?:'[sS]|'[tT]|'[mM]|'[dD]|'[rR][eE]|'[vV][eE]|'[lL][lL])?"
+                r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"],
     # DeepSeek-V3 (tokenizer.json of deepseek-ai/DeepSeek-V3: a Sequence of three Splits)
     "deepseek-v3": [
         r"\p{N}{1,3}",
@@ -95,6 +115,17 @@ PUBLISHED_O200K = [
     r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n/]*|\s*[\r\n]+|\s+(?!\S)|\s+"
 ]
 
+# Kimi-K2's tokenization_kimi.py pattern (tiktoken; needs the regex module's V1 for its
+# class intersections), for --published
+PUBLISHED_KIMI_K2 = [
+    r"[\p{Han}]+"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*"
+    r"[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]+"
+    r"[\p{Ll}\p{Lm}\p{Lo}\p{M}&&[^\p{Han}]]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?"
+    r"|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"
+]
+
 # More texts, for every name (qwen_vectors.py uses TEXTS only): what tells gpt-4o from llama3
 # and qwen35 (case changes inside words, contractions kept on their word, '/' and newlines
 # after punctuation, digit runs beside letters), and non-ASCII case runs.
@@ -110,11 +141,24 @@ EXTRA_TEXTS = [
     "<|start|>assistant<|channel|>final<|message|>Hi<|end|>",
 ]
 
+# More texts for the names added with Kimi-K2 and GLM (the older names' cases stay as they
+# were): Han beside kana, Hangul, Latin and digits; Han Extensions, compatibility ideographs
+# and CJK marks outside llama.cpp's Han ranges; Han before a contraction; letters after
+# punctuation; marks after Han.
+HAN_TEXTS = [
+    "\u6f22\u5b57\u3072\u3089\u304c\u306a\u30ab\u30bf\u30ab\u30ca", "\u4e2d\u6587English\u6df7\u5408",
+    "\u4f60\u597d'll", "it\u4e2d's", "\u3400\u4e00\u9fff\uf900\ufaff",
+    "\U00020000\U0002a6df\U0002f800", "\u3005\u3007\u2e80\u2f00\u31c0", "\u6587\u0301\u5b57",
+    "\u4e00 \u4e8c  \u4e09\n\u56db", "\"\u5f15\u7528\"", "(\u62ec\u53f7)abc",
+    "\uff08\u5168\u89d2\uff09", "\uac00\u4e00a1", "123\u4e07456", "\u4e00'S", " 'll", "x'RE",
+    "Hello\u4e16\u754cWorld", "\u00e9\u4e16", "\u4e16\u00e9", "don't\u4e2d", "\u4e2d\u3002\u6587",
+]
 
-def split(patterns, text):
+
+def split(patterns, text, flags=0):
     pieces = [text] if text else []
     for pat in patterns:
-        rx = regex.compile(pat)
+        rx = regex.compile(pat, flags)
         out = []
         for piece in pieces:
             done = 0
@@ -135,14 +179,19 @@ def main():
     if sys.argv[1:] == ["--published"]:
         # texts on which llama.cpp's spelling of the gpt-4o pattern and o200k's published
         # one split differently
-        for text in TEXTS + EXTRA_TEXTS:
-            a = split(PATTERNS["gpt-4o"], text)
-            b = split(PUBLISHED_O200K, text)
-            if a != b:
-                sys.stdout.write("%r\n  llama.cpp %r\n  published %r\n" % (text, a, b))
+        for name, published, flags, texts in (
+                ("gpt-4o", PUBLISHED_O200K, 0, TEXTS + EXTRA_TEXTS),
+                ("kimi-k2", PUBLISHED_KIMI_K2, regex.V1, TEXTS + EXTRA_TEXTS + HAN_TEXTS)):
+            for text in texts:
+                a = split(PATTERNS[name], text)
+                b = split(published, text, flags)
+                if a != b:
+                    sys.stdout.write("%s %r\n  llama.cpp %r\n  published %r\n"
+                                     % (name, text, a, b))
         return
     for name, pats in PATTERNS.items():
-        for text in TEXTS + EXTRA_TEXTS:
+        more = HAN_TEXTS if name in ("glm4", "kimi-k2") else []
+        for text in TEXTS + EXTRA_TEXTS + more:
             words = split(pats, text)
             assert "".join(words) == text
             hexwords = ",".join(w.encode("utf-8").hex() for w in words)

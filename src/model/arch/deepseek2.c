@@ -74,17 +74,14 @@ static void attention_scale(struct moeinf_hparams *hp) {
 static enum moeinf_status read_hparams(struct moeinf_arch_loader *ld, struct moeinf_hparams *hp) {
     int ff_len;
     int v_len;
-    int n_shared = 0;
     enum moeinf_status st;
     ld->yarn_log_mul = true;
     if ((st = moeinf_arch_read_geometry_kv(ld, hp, false, &ff_len, &v_len)) ||
         (st = moeinf_arch_drop_nextn_layers(ld, hp)) ||
         (st = moeinf_arch_read_experts(ld, hp, true)) ||
         (st = moeinf_arch_read_expert_width(ld, hp, 0)) ||
-        (st = moeinf_arch_get_int(ld, "leading_dense_block_count", false, 4096,
-                                  &hp->n_layer_dense_lead)) ||
-        (st = moeinf_arch_get_int(ld, "expert_shared_count", false, 256, &n_shared)) ||
-        (st = read_mla(ld, hp, v_len)) || (st = moeinf_arch_read_routing(ld, hp, 1))) {
+        (st = moeinf_arch_read_dense_lead(ld, hp, ff_len)) || (st = read_mla(ld, hp, v_len)) ||
+        (st = moeinf_arch_read_routing(ld, hp, 1))) {
         return st;
     }
     char key[NAME_LEN];
@@ -95,16 +92,6 @@ static enum moeinf_status read_hparams(struct moeinf_arch_loader *ld, struct moe
                            "not supported yet",
                            ld->g->path);
     }
-    if (hp->n_layer_dense_lead < 0 || hp->n_layer_dense_lead > hp->n_layer || n_shared < 0 ||
-        (hp->n_layer_dense_lead > 0 && ff_len <= 0)) {
-        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
-                           "%s: invalid leading_dense_block_count %d (feed_forward_length %d) or "
-                           "expert_shared_count %d",
-                           ld->g->path, hp->n_layer_dense_lead, ff_len, n_shared);
-    }
-    hp->n_ff_dense = hp->n_layer_dense_lead > 0 ? ff_len : 0;
-    hp->n_ff_shexp = n_shared * hp->n_ff;
-    hp->shexp_ungated = true;
     hp->rope = MOEINF_ROPE_NORM;
     attention_scale(hp);
     return MOEINF_OK;

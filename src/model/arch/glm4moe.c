@@ -21,15 +21,12 @@
 
 static enum moeinf_status read_hparams(struct moeinf_arch_loader *ld, struct moeinf_hparams *hp) {
     int ff_len;
-    int n_shared = 0;
     enum moeinf_status st;
     if ((st = moeinf_arch_read_geometry(ld, hp, false, &ff_len)) ||
         (st = moeinf_arch_drop_nextn_layers(ld, hp)) ||
         (st = moeinf_arch_read_experts(ld, hp, true)) ||
         (st = moeinf_arch_read_expert_width(ld, hp, ff_len / hp->n_expert_used)) ||
-        (st = moeinf_arch_get_int(ld, "leading_dense_block_count", false, 4096,
-                                  &hp->n_layer_dense_lead)) ||
-        (st = moeinf_arch_get_int(ld, "expert_shared_count", false, 256, &n_shared)) ||
+        (st = moeinf_arch_read_dense_lead(ld, hp, ff_len)) ||
         (st = moeinf_arch_read_routing(ld, hp, 2))) {
         return st;
     }
@@ -41,16 +38,6 @@ static enum moeinf_status read_hparams(struct moeinf_arch_loader *ld, struct moe
                            "supported yet",
                            ld->g->path);
     }
-    if (hp->n_layer_dense_lead < 0 || hp->n_layer_dense_lead > hp->n_layer || n_shared < 0 ||
-        (hp->n_layer_dense_lead > 0 && ff_len <= 0)) {
-        return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
-                           "%s: invalid leading_dense_block_count %d (feed_forward_length %d) or "
-                           "expert_shared_count %d",
-                           ld->g->path, hp->n_layer_dense_lead, ff_len, n_shared);
-    }
-    hp->n_ff_dense = hp->n_layer_dense_lead > 0 ? ff_len : 0;
-    hp->n_ff_shexp = n_shared * hp->n_ff;
-    hp->shexp_ungated = true;
     hp->rope = MOEINF_ROPE_NEOX;
     /* GLM-4.5 has q/k norms, GLM-4.5-Air not: the first layer tells */
     hp->qk_norm = moeinf_gguf_find_tensor(ld->g, "blk.0.attn_q_norm.weight") ? MOEINF_QK_NORM_HEAD
@@ -69,7 +56,8 @@ static enum moeinf_status bind_layer(struct moeinf_arch_loader *ld, const struct
     }
     if (il < hp->n_layer_dense_lead) return moeinf_arch_bind_dense_ffn_norm(ld, hp, il, norm, lw);
     if ((st = moeinf_arch_bind_moe_ffn_norm(ld, hp, il, norm, lw))) return st;
-    return moeinf_arch_bind_layer_vec(ld, il, "exp_probs_b.bias", hp->n_expert, true,
+    /* llama.cpp requires the selection bias of every glm4moe MoE layer */
+    return moeinf_arch_bind_layer_vec(ld, il, "exp_probs_b.bias", hp->n_expert, false,
                                       &lw->exp_probs_b);
 }
 
