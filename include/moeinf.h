@@ -164,11 +164,11 @@ MOEINF_API enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *p
  * writing nothing: its name, GGML type (after the type mix), number of dims and ne (unused
  * dims 1). The vocabulary's size is read from vocab_from's file when given. What a model too
  * large for the disk would hold. MOEINF_ERR_ARG as moeinf_gen_params_check. */
-MOEINF_API enum moeinf_status
-moeinf_gen_model_tensors(const struct moeinf_gen_params *params,
-                         void (*fn)(void *user, const char *name, int type, int n_dims,
-                                    const int64_t ne[3]),
-                         void *user, struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_gen_model_tensors(const struct moeinf_gen_params *params,
+                                                       void (*fn)(void *user, const char *name,
+                                                                  int type, int n_dims,
+                                                                  const int64_t ne[3]),
+                                                       void *user, struct moeinf_error *err);
 
 /* ---- engine: model (engine_model.c), context and decode (engine.c, engine_params.c) ---- */
 
