@@ -165,6 +165,17 @@ static bool run(const struct cfg *c, struct out *o) {
         o->slots = info.slots;
         o->direct = info.direct_io;
         CHECK(moeinf_context_expert_stats(ctx, -1, &o->stats, &err) == MOEINF_OK);
+        /* per layer: the cache's (MoE) layers, whose counters add up to the total */
+        const int n_moe = moeinf_n_moe_layers(&model->llm->hp);
+        uint64_t accesses = 0;
+        for (int ml = 0; ml < n_moe; ml++) {
+            struct moeinf_expert_stats ls;
+            CHECK(moeinf_context_expert_stats(ctx, ml, &ls, &err) == MOEINF_OK);
+            accesses += ls.accesses;
+        }
+        CHECK_EQ_INT((long long)accesses, (long long)o->stats.accesses);
+        struct moeinf_expert_stats past;
+        CHECK(moeinf_context_expert_stats(ctx, n_moe, &past, &err) == MOEINF_ERR_ARG);
     }
     moeinf_context_free(ctx);
     return o->ok;

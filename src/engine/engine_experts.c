@@ -215,9 +215,10 @@ enum moeinf_status moeinf_context_expert_stats(const struct moeinf_context *ctx,
                                                struct moeinf_expert_stats *out,
                                                struct moeinf_error *err) {
     if (!ctx->tier) return moeinf_fail(err, MOEINF_ERR_ARG, "the context has no expert cache");
-    const int n_layer = ctx->model->llm->hp.n_layer;
+    const int n_layer = moeinf_n_moe_layers(&ctx->model->llm->hp); /* the cache's layers */
     if (layer < -1 || layer >= n_layer) {
-        return moeinf_fail(err, MOEINF_ERR_ARG, "layer %d is out of range [0, %d)", layer, n_layer);
+        return moeinf_fail(err, MOEINF_ERR_ARG, "MoE layer %d is out of range [0, %d)", layer,
+                           n_layer);
     }
     struct moeinf_tier_report r;
     moeinf_tier_report(ctx->tier, layer, &r);
