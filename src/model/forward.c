@@ -125,22 +125,36 @@ static size_t kv_layout(struct moeinf_fwd *f) {
     return off;
 }
 
-/* Allocates the activation buffer of w's vec_dot_type (once per type). */
-static void need_act(struct moeinf_fwd *f, const struct moeinf_weight *w, size_t rows,
-                     bool *failed) {
-    enum moeinf_type vt = moeinf_type_cpu_get(w->type)->vec_dot_type;
-    if (f->acts[vt].buf) return;
-    f->acts[vt].buf = malloc(moeinf_row_bytes(vt, f->max_width) * rows);
-    f->bytes += moeinf_row_bytes(vt, f->max_width) * rows;
-    if (!f->acts[vt].buf) *failed = true;
-}
-
 static void *alloc_array(struct moeinf_fwd *f, size_t n, size_t size, bool *failed) {
     if (n == 0) n = 1;
     void *p = calloc(n, size);
     if (!p) *failed = true;
     f->bytes += n * size;
     return p;
+}
+
+/* Each vec_dot_type's activation buffer, sized for the widest conversion it takes: n_batch
+ * rows of a weight's input, or, for the routed experts (whose down projections convert one
+ * row per (token, rank) slot), slots rows; widths in whole 256-blocks (Q8_K's). */
+static void alloc_acts(struct moeinf_fwd *f, size_t slots, bool *failed) {
+    const struct moeinf_llm *llm = f->llm;
+    size_t need[MOEINF_TYPE_COUNT] = {0};
+    for (int i = -1; i < llm->n_bound; i++) {
+        /* -1: the lm_head, unbound when tied; token_embd's rows are converted to float, not
+         * multiplied */
+        const struct moeinf_weight *w = i < 0 ? &llm->output : llm->bound[i].w;
+        if (!w || w == &llm->tok_embd) continue;
+        const enum moeinf_type vt = moeinf_type_cpu_get(w->type)->vec_dot_type;
+        const size_t rows = i >= 0 && llm->bound[i].expert ? slots : (size_t)f->p.n_batch;
+        const size_t bytes = rows * moeinf_row_bytes(vt, (w->n_in + 255) / 256 * 256);
+        if (bytes > need[vt]) need[vt] = bytes;
+    }
+    for (int t = 0; t < MOEINF_TYPE_COUNT; t++) {
+        if (need[t] == 0) continue;
+        f->acts[t].buf = malloc(need[t]);
+        f->bytes += need[t];
+        if (!f->acts[t].buf) *failed = true;
+    }
 }
 
 /* The Gated DeltaNet layers' buffers, their recurrent state and its checkpoints. */
@@ -219,18 +233,9 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     f->n_kv = mla ? hp->mla_kv + hp->n_rot : hp->n_head_kv * hp->head_dim;
     f->n_q = hp->n_head * hp->head_dim;
     const int n_att = mla && hp->n_head * hp->mla_v > f->n_q ? hp->n_head * hp->mla_v : f->n_q;
-    const int widths[] = {hp->n_embd, n_att, hp->n_ff, hp->n_ff_shexp, hp->n_ff_dense, hp->mla_q,
-                          f->n_kv};
-    f->max_width = 0;
-    for (size_t i = 0; i < sizeof widths / sizeof widths[0]; i++)
-        if (widths[i] > f->max_width) f->max_width = widths[i];
     f->ssm_key_dim = hp->ssm_n_k_heads * hp->ssm_head_dim;
     f->ssm_value_dim = hp->ssm_n_v_heads * hp->ssm_head_dim;
     f->ssm_conv_dim = 2 * f->ssm_key_dim + f->ssm_value_dim;
-    if (f->ssm_value_dim > f->max_width) f->max_width = f->ssm_value_dim;
-    /* whole blocks of every vec_dot_type (the widest is 256, Q8_K): a row this wide may not be
-     * one any weight takes (a dense FFN of 10944 in DeepSeek-V2-Lite), but its size is asked */
-    f->max_width = (f->max_width + 255) / 256 * 256;
     f->kv_elem = params->kv_f16 ? 2 : 4;
     const int n_used = hp->n_expert > 0 ? hp->n_expert_used : 1;
     const size_t slots = n_b * (size_t)n_used;
@@ -306,12 +311,7 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
         f->wave_bias = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_bias, &failed);
         f->wave_done = alloc_array(f, (size_t)hp->n_expert, 1, &failed);
     }
-    need_act(f, &llm->output, slots, &failed); /* the tied lm_head was not bound */
-    for (int i = 0; i < llm->n_bound; i++) {
-        /* token_embd's rows are converted to float, not multiplied (unless tied: output) */
-        const struct moeinf_weight *w = llm->bound[i].w;
-        if (w && w != &llm->tok_embd) need_act(f, w, slots, &failed);
-    }
+    alloc_acts(f, slots, &failed);
     if (failed) {
         moeinf_fwd_free(f);
         return moeinf_fail(err, MOEINF_ERR_NOMEM,

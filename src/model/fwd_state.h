@@ -31,7 +31,6 @@ struct moeinf_fwd {
     struct moeinf_fwd_params p;
     int n_kv;         /* n_head_kv * head_dim */
     int n_q;          /* n_head * head_dim */
-    int max_width;    /* widest activation row, rounded up to 256 (whole blocks) */
     size_t kv_elem;   /* bytes per cached value */
     uint8_t *k_cache; /* per attention layer kv_rows[il] rows of n_kv values */
     uint8_t *v_cache;
