@@ -51,7 +51,7 @@ static void per_head_products(struct moeinf_fwd *f, const struct moeinf_weight *
                               size_t out_head, size_t out_row) {
     const int n_head = f->llm->hp.n_head;
     const enum moeinf_type vt = moeinf_type_cpu_get(w->type)->vec_dot_type;
-    const size_t rb = moeinf_row_bytes(vt, w->n_in); /* <= mla_act_row */
+    const size_t rb = moeinf_row_bytes(vt, w->n_in); /* <= an F32 row: mla_act fits */
     moeinf_quantize_rows(f->p.pool, f->p.kern, vt, src, head_stride, m * n_head, w->n_in,
                          f->mla_act, rb);
     for (int h = 0; h < n_head; h++) {
@@ -77,11 +77,13 @@ static void absorb_worker(void *arg, int ith, int nth) {
     const struct moeinf_weight *w = &a->lw->wkv_b;
     const int nope = hp->head_dim - hp->n_rot;
     const int row = f->n_kv;
-    float *buf = f->mla_row + (size_t)ith * (size_t)hp->mla_kv;
+    float *buf = f->mla_row + (size_t)ith * (size_t)(hp->mla_kv + f->p.n_batch); /* thread's */
     const moeinf_to_float_fn to_float = f->p.kern->to_float[w->type];
     for (int h = ith; h < hp->n_head; h += nth) {
-        for (int j = 0; j < a->m; j++)
-            memset(f->mla_q + ((size_t)j * hp->n_head + h) * row, 0, (size_t)hp->mla_kv * 4);
+        for (int j = 0; j < a->m; j++) {
+            memset(f->mla_q + ((size_t)j * hp->n_head + h) * row, 0,
+                   (size_t)hp->mla_kv * sizeof(float));
+        }
         for (int d = 0; d < nope; d++) {
             to_float(moeinf_weight_row(w, 0, (int64_t)h * (nope + hp->mla_v) + d), buf, hp->mla_kv);
             for (int j = 0; j < a->m; j++) {
