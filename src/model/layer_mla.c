@@ -46,9 +46,9 @@ static void project(struct moeinf_fwd *f, const struct moeinf_layer *lw, int m) 
 /* For each head h, the m rows of w->n_in floats at src + (j * n_head + h) * head_stride (the
  * heads of a token side by side) times matrix h of w, into dst + h * out_head (out_row floats
  * apart): one conversion and one dispatch for all heads. */
-static void per_head_products(struct moeinf_fwd *f, const struct moeinf_weight *w,
-                              const float *src, size_t head_stride, int m, float *dst,
-                              size_t out_head, size_t out_row) {
+static void per_head_products(struct moeinf_fwd *f, const struct moeinf_weight *w, const float *src,
+                              size_t head_stride, int m, float *dst, size_t out_head,
+                              size_t out_row) {
     const int n_head = f->llm->hp.n_head;
     const enum moeinf_type vt = moeinf_type_cpu_get(w->type)->vec_dot_type;
     const size_t rb = moeinf_row_bytes(vt, w->n_in); /* <= an F32 row: mla_act fits */
@@ -164,8 +164,8 @@ void moeinf_fwd_mla(struct moeinf_fwd *f, int il, int m, int n_past) {
         moeinf_fwd_rope(hp, c + kv, 1, hp->n_rot, n_past + j);
         moeinf_fwd_rope(hp, q + nope, n_head, hp->head_dim, n_past + j);
         for (int h = 0; h < n_head; h++) {
-            memcpy(f->mla_q + ((size_t)j * n_head + h) * row + kv, q + (size_t)h * hp->head_dim + nope,
-                   (size_t)hp->n_rot * sizeof(float));
+            memcpy(f->mla_q + ((size_t)j * n_head + h) * row + kv,
+                   q + (size_t)h * hp->head_dim + nope, (size_t)hp->n_rot * sizeof(float));
         }
     }
     store_latents(f, il, m, n_past);

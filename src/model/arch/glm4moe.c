@@ -41,7 +41,7 @@ static enum moeinf_status read_hparams(struct moeinf_arch_loader *ld, struct moe
     hp->rope = MOEINF_ROPE_NEOX;
     /* GLM-4.5 has q/k norms, GLM-4.5-Air not: the first layer tells */
     hp->qk_norm = moeinf_gguf_find_tensor(ld->g, "blk.0.attn_q_norm.weight") ? MOEINF_QK_NORM_HEAD
-                                                                              : MOEINF_QK_NORM_NONE;
+                                                                             : MOEINF_QK_NORM_NONE;
     return MOEINF_OK;
 }
 
