@@ -69,6 +69,8 @@ enum moeinf_status moeinf_arch_get_int(struct moeinf_arch_loader *ld, const char
 /* Float key "<arch>.<suffix>", the same way. */
 enum moeinf_status moeinf_arch_get_float(struct moeinf_arch_loader *ld, const char *suffix,
                                          bool required, float *out);
+/* Whether the file has key "<arch>.<suffix>" (to refuse one by name). */
+bool moeinf_arch_has_key(const struct moeinf_arch_loader *ld, const char *suffix);
 /* Bool key "<arch>.<suffix>", optional. */
 enum moeinf_status moeinf_arch_get_bool(struct moeinf_arch_loader *ld, const char *suffix,
                                         bool *out);
@@ -151,6 +153,10 @@ enum moeinf_status moeinf_arch_bind(struct moeinf_arch_loader *ld, const char *n
 enum moeinf_status moeinf_arch_bind_vec(struct moeinf_arch_loader *ld, const char *name, int64_t n,
                                         bool optional, const float **out);
 
+/* moeinf_arch_bind of "blk.<il>.<suffix>". */
+enum moeinf_status moeinf_arch_bind_layer(struct moeinf_arch_loader *ld, int il, const char *suffix,
+                                          int64_t ne0, int64_t ne1, int64_t ne2, bool optional,
+                                          struct moeinf_weight *w);
 /* moeinf_arch_bind_vec of "blk.<il>.<suffix>". */
 enum moeinf_status moeinf_arch_bind_layer_vec(struct moeinf_arch_loader *ld, int il,
                                               const char *suffix, int64_t n, bool optional,

@@ -92,6 +92,13 @@ static const char *layer_name(char *buf, int il, const char *suffix) {
     return buf;
 }
 
+enum moeinf_status moeinf_arch_bind_layer(struct moeinf_arch_loader *ld, int il, const char *suffix,
+                                          int64_t ne0, int64_t ne1, int64_t ne2, bool optional,
+                                          struct moeinf_weight *w) {
+    char name[NAME_MAX_LEN];
+    return moeinf_arch_bind(ld, layer_name(name, il, suffix), ne0, ne1, ne2, optional, w);
+}
+
 enum moeinf_status moeinf_arch_bind_layer_vec(struct moeinf_arch_loader *ld, int il,
                                               const char *suffix, int64_t n, bool optional,
                                               const float **out) {

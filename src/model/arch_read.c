@@ -48,6 +48,11 @@ enum moeinf_status moeinf_arch_get_float(struct moeinf_arch_loader *ld, const ch
     return moeinf_gguf_get_f32_opt(ld->g, key, out, ld->err);
 }
 
+bool moeinf_arch_has_key(const struct moeinf_arch_loader *ld, const char *suffix) {
+    char key[KEY_MAX];
+    return moeinf_gguf_find_key(ld->g, arch_key(key, ld->arch, suffix)) >= 0;
+}
+
 enum moeinf_status moeinf_arch_get_bool(struct moeinf_arch_loader *ld, const char *suffix,
                                         bool *out) {
     char key[KEY_MAX];

@@ -15,13 +15,10 @@
  * The trailing next-token-prediction blocks (nextn_predict_layers) are not run.
  */
 #include <math.h>
-#include <stdio.h>
 
 #include "base/status.h"
 #include "gguf/gguf.h"
 #include "model/arch.h"
-
-#define NAME_LEN 96
 
 /* The attention geometry: the latent ranks, the query/key head (nope + n_rot, hp->head_dim)
  * and the value head (hp->mla_v), from the _mla keys of current files or the head sizes of
@@ -84,9 +81,7 @@ static enum moeinf_status read_hparams(struct moeinf_arch_loader *ld, struct moe
         (st = moeinf_arch_read_routing(ld, hp, 1))) {
         return st;
     }
-    char key[NAME_LEN];
-    snprintf(key, sizeof key, "%s.attention.temperature_scale", ld->arch);
-    if (moeinf_gguf_find_key(ld->g, key) >= 0) {
+    if (moeinf_arch_has_key(ld, "attention.temperature_scale")) {
         return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
                            "%s: attention temperature scaling (attention.temperature_scale) is "
                            "not supported yet",
@@ -95,14 +90,6 @@ static enum moeinf_status read_hparams(struct moeinf_arch_loader *ld, struct moe
     hp->rope = MOEINF_ROPE_NORM;
     attention_scale(hp);
     return MOEINF_OK;
-}
-
-static enum moeinf_status bind(struct moeinf_arch_loader *ld, int il, const char *suffix,
-                               int64_t ne0, int64_t ne1, int64_t ne2, bool optional,
-                               struct moeinf_weight *w) {
-    char name[NAME_LEN];
-    snprintf(name, sizeof name, "blk.%d.%s", il, suffix);
-    return moeinf_arch_bind(ld, name, ne0, ne1, ne2, optional, w);
 }
 
 static enum moeinf_status bind_mla(struct moeinf_arch_loader *ld, const struct moeinf_hparams *hp,
@@ -118,30 +105,36 @@ static enum moeinf_status bind_mla(struct moeinf_arch_loader *ld, const struct m
         return st;
     }
     if (hp->mla_q > 0) {
-        if ((st = bind(ld, il, "attn_q_a.weight", n_embd, hp->mla_q, 1, false, &lw->wq_a)) ||
+        if ((st = moeinf_arch_bind_layer(ld, il, "attn_q_a.weight", n_embd, hp->mla_q, 1, false,
+                                         &lw->wq_a)) ||
             (st = moeinf_arch_bind_layer_vec(ld, il, "attn_q_a_norm.weight", hp->mla_q, false,
                                              &lw->q_a_norm)) ||
-            (st = bind(ld, il, "attn_q_b.weight", hp->mla_q, q_rows, 1, false, &lw->wq_b))) {
+            (st = moeinf_arch_bind_layer(ld, il, "attn_q_b.weight", hp->mla_q, q_rows, 1, false,
+                                         &lw->wq_b))) {
             return st;
         }
-    } else if ((st = bind(ld, il, "attn_q.weight", n_embd, q_rows, 1, false, &lw->wq))) {
+    } else if ((st = moeinf_arch_bind_layer(ld, il, "attn_q.weight", n_embd, q_rows, 1, false,
+                                            &lw->wq))) {
         return st;
     }
-    if ((st = bind(ld, il, "attn_kv_a_mqa.weight", n_embd, hp->mla_kv + hp->n_rot, 1, false,
-                   &lw->wkv_a)) ||
+    if ((st = moeinf_arch_bind_layer(ld, il, "attn_kv_a_mqa.weight", n_embd, hp->mla_kv + hp->n_rot,
+                                     1, false, &lw->wkv_a)) ||
         (st = moeinf_arch_bind_layer_vec(ld, il, "attn_kv_a_norm.weight", hp->mla_kv, false,
                                          &lw->kv_a_norm)) ||
-        (st = bind(ld, il, "attn_k_b.weight", nope, hp->mla_kv, n_head, true, &lw->wk_b))) {
+        (st = moeinf_arch_bind_layer(ld, il, "attn_k_b.weight", nope, hp->mla_kv, n_head, true,
+                                     &lw->wk_b))) {
         return st;
     }
     if (lw->wk_b.data) {
-        st = bind(ld, il, "attn_v_b.weight", hp->mla_kv, hp->mla_v, n_head, false, &lw->wv_b);
+        st = moeinf_arch_bind_layer(ld, il, "attn_v_b.weight", hp->mla_kv, hp->mla_v, n_head, false,
+                                    &lw->wv_b);
     } else {
-        st = bind(ld, il, "attn_kv_b.weight", hp->mla_kv, n_head * (nope + hp->mla_v), 1, false,
-                  &lw->wkv_b);
+        st = moeinf_arch_bind_layer(ld, il, "attn_kv_b.weight", hp->mla_kv,
+                                    n_head * (nope + hp->mla_v), 1, false, &lw->wkv_b);
     }
     if (st != MOEINF_OK) return st;
-    return bind(ld, il, "attn_output.weight", n_head * hp->mla_v, n_embd, 1, false, &lw->wo);
+    return moeinf_arch_bind_layer(ld, il, "attn_output.weight", n_head * hp->mla_v, n_embd, 1,
+                                  false, &lw->wo);
 }
 
 static enum moeinf_status bind_layer(struct moeinf_arch_loader *ld, const struct moeinf_hparams *hp,

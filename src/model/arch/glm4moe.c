@@ -11,13 +11,10 @@
  * speculative decoding and never run; moeinf leaves it unbound. Files with
  * rope.dimension_sections (multimodal M-RoPE) are refused.
  */
-#include <stdio.h>
 
 #include "base/status.h"
 #include "gguf/gguf.h"
 #include "model/arch.h"
-
-#define NAME_LEN 96
 
 static enum moeinf_status read_hparams(struct moeinf_arch_loader *ld, struct moeinf_hparams *hp) {
     int ff_len;
@@ -30,9 +27,7 @@ static enum moeinf_status read_hparams(struct moeinf_arch_loader *ld, struct moe
         (st = moeinf_arch_read_routing(ld, hp, 2))) {
         return st;
     }
-    char key[NAME_LEN];
-    snprintf(key, sizeof key, "%s.rope.dimension_sections", ld->arch);
-    if (moeinf_gguf_find_key(ld->g, key) >= 0) {
+    if (moeinf_arch_has_key(ld, "rope.dimension_sections")) {
         return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
                            "%s: multimodal RoPE sections (rope.dimension_sections) are not "
                            "supported yet",
