@@ -176,6 +176,9 @@ struct serve_job {
     struct serve_job *next;
 };
 
+#define SERVE_BATCH_BUCKETS 11 /* 1 2 4 8 16 32 64 128 256 512 +Inf */
+#define SERVE_TTFT_BUCKETS  9  /* .05 .1 .25 .5 1 2.5 5 10 +Inf seconds */
+
 struct serve_metrics {
     uint64_t http_requests, http_errors, rejected, cancelled;
     uint64_t completions, prompt_tokens, cached_tokens, completion_tokens;
@@ -184,6 +187,20 @@ struct serve_metrics {
     bool has_expert_cache;
     struct moeinf_expert_stats experts;
     int expert_slots;
+    /* continuous batching (worker.c): sequences, iterations and time to first token */
+    int n_parallel;     /* sequences the context holds (--parallel) */
+    int active_seqs;    /* sequences in prefill or generating now */
+    uint64_t batch_hist[SERVE_BATCH_BUCKETS]; /* iterations by tokens: <= 1, 2, 4, .. 512, more */
+    uint64_t iterations, iteration_tokens;
+    double decode_seconds;          /* wall time with at least one sequence generating */
+    uint64_t decode_tokens;         /* tokens generated in that time */
+    uint64_t ttft_hist[SERVE_TTFT_BUCKETS]; /* arrival to first token: <= .05 .1 .25 .5 1 2.5 5
+                                               10 s, more */
+    uint64_t ttft_count;
+    double ttft_sum;
+    int n_moe_layers;                   /* entries of layer_experts */
+    struct moeinf_expert_stats *layer_experts; /* per MoE layer (worker-owned; snapshots under
+                                                  w->mu) */
 };
 
 struct serve_worker {
