@@ -839,7 +839,7 @@ int serve_run(const struct serve_options *o, struct moeinf_model *model,
         return 1;
     }
     struct moeinf_error err = {0};
-    if (!serve_worker_start(&s.w, model, ctx, o->n_ctx, o->n_batch, o->queue_max, o->eamc_path,
+    if (!serve_worker_start(&s.w, model, ctx, o->n_batch, o->queue_max, o->eamc_path,
                             o->eamc_every, &err)) {
         freeaddrinfo(ai);
         fprintf(stderr, "moeinf: %s\n", err.msg);
