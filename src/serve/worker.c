@@ -62,6 +62,11 @@ static void job_fail(struct serve_worker *w, struct serve_job *job, int status, 
 static void snapshot_experts(struct serve_worker *w) {
     struct moeinf_expert_stats st;
     if (moeinf_context_expert_stats(w->ctx, -1, &st, NULL) == MOEINF_OK) w->m.experts = st;
+    /* the layers' counters cost a pass over the cache each: a few times a second is enough for
+     * a panel that polls every second */
+    const double t = now();
+    if (t - w->layers_snapshot < 0.25) return;
+    w->layers_snapshot = t;
     for (int l = 0; l < w->m.n_moe_layers; l++) {
         if (moeinf_context_expert_stats(w->ctx, l, &st, NULL) == MOEINF_OK) {
             w->m.layer_experts[l] = st;
@@ -266,6 +271,8 @@ static void slot_finish(struct serve_worker *w, struct serve_slot *s, const char
             w->m.last_prompt_tps = (s->n_prompt - s->keep) / (t_gen - s->t_admit);
         if (t_end > t_gen) w->m.last_generation_tps = s->n_out / (t_end - t_gen);
     }
+    w->layers_snapshot = 0; /* a finished job's counters are all in */
+    snapshot_experts(w);
     job_done(w, job);
     w->free_slots++;
     w->m.active_seqs--;
