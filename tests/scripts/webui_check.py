@@ -12,8 +12,11 @@ on a pipe (--remote-debugging-pipe: no websocket library needed), checks that:
     of the same request sent without the page;
   - the expert-cache panel updates after it: a new column in the hit-ratio chart, a hit ratio and
     MiB read per token shown;
-  - the server exits 0 on SIGTERM; and, with a second server without an expert cache (nor key),
-    the panel says that there is none.
+  - the server exits 0 on SIGTERM; and, with a second server on the in-tree model that thinks by
+    script (tests/data/models/thinking-qwen3moe-F32.gguf) without an expert cache nor key: the
+    panel says that there is none, the answer's thinking shows apart from it (folded once
+    done); and the panel's arithmetic, fed two /metrics texts of its own, gives the per-layer
+    hit ratios, MiB read and stall per token worked out by hand.
 With --shot it saves a screenshot PNG there. Exit 0: passed; 1: failed; 77: skipped (no
 Chromium, or no binary).
 """
@@ -31,6 +34,26 @@ import urllib.request
 
 KEY = "webui-check"
 MESSAGE = "Hello! Tell me a story about a cat."
+HERE = os.path.dirname(os.path.abspath(__file__))
+THINKING = os.path.join(HERE, "..", "data", "models", "thinking-qwen3moe-F32.gguf")
+
+
+def synthetic(acc, hits, layer_acc, layer_hits, bytes_read, stall, tokens):
+    text = ("moeinf_parallel 4\nmoeinf_active_sequences 2\nmoeinf_expert_cache_slots 8\n"
+            "moeinf_expert_cache_accesses_total %d\nmoeinf_expert_cache_hits_total %d\n"
+            "moeinf_expert_cache_read_bytes_total %d\nmoeinf_expert_cache_stall_seconds_total %g\n"
+            "moeinf_expert_cache_tokens_total %d\n" % (acc, hits, bytes_read, stall, tokens))
+    for i, (a, h) in enumerate(zip(layer_acc, layer_hits)):
+        text += ('moeinf_expert_layer_hits_total{layer="%d"} %d\n'
+                 'moeinf_expert_layer_accesses_total{layer="%d"} %d\n' % (i, h, i, a))
+    return text
+
+
+# Between the two: layer 0 10 accesses, 5 hits (.5); layer 1 20 and 5 (.25); layer 2 none; all
+# 30 and 10; 10 tokens, 20 MiB (2 per token), 10 ms of stall (1 per token). Hit ratio since
+# start: 15 / 50.
+SYNTHETIC = [synthetic(20, 5, [10, 10, 0], [5, 0, 0], 0, 0, 100),
+             synthetic(50, 15, [20, 30, 0], [10, 5, 0], 20 * 1048576, 0.01, 110)]
 MORE = ["What did the cat do next?", "And then?", "Thanks! One more line, please."]
 
 
@@ -287,13 +310,43 @@ def main():
         stop_server(server)
         server = None
 
-        # without an expert cache (and without a key) the panel says so
-        plain, port = start_server(binary, model, tmp, "plain", [])
+        # the in-tree model that thinks by script, without an expert cache (nor key): the
+        # panel says there is no cache, and the thinking shows apart from the answer
+        plain, port = start_server(binary, THINKING, tmp, "plain",
+                                   ["--chat-template", "chatml", "-c", "256"])
         browser.call("Page.navigate", {"url": "http://127.0.0.1:%d/" % port})
         browser.wait_js("window.webui && webui.polls >= 1 && webui.cache === false &&"
                         " !document.getElementById('nocache').hidden &&"
                         " document.getElementById('cache').hidden", 20,
                         "the panel saying there is no expert cache")
+        browser.js("document.getElementById('temp').value = '0'")
+        type_and_send("Hi")
+        browser.wait_js("document.querySelectorAll('.msg.assistant').length == 1 &&"
+                        " document.getElementById('stop').disabled", 60, "the thinking answer")
+        got = browser.js("(() => { const m = document.querySelector('.msg.assistant');"
+                         " const t = m.querySelector('.think');"
+                         " return [t.hidden, t.open, t.querySelector('div').textContent,"
+                         " m.querySelector('.answer').textContent,"
+                         " m.querySelectorAll('.error').length]; })()")
+        # the script's text: "<think> hmm, ok</think>  Hello" (test_serve_reasoning.c)
+        if got != [False, False, "hmm, ok", "Hello", 0]:
+            fail("thinking [hidden, open, thinking, answer, errors] = %r, want "
+                 "[False, False, 'hmm, ok', 'Hello', 0]" % got)
+
+        # the panel's arithmetic on two /metrics texts of its own (polling paused): per-layer
+        # hit ratios over the interval, MiB read and stall per token
+        browser.js("webui.paused = true")
+        browser.js("update(parseMetrics(%s)); update(parseMetrics(%s))" %
+                   (json.dumps(SYNTHETIC[0]), json.dumps(SYNTHETIC[1])))
+        got = browser.js("[webui.layers, webui.columns[webui.columns.length - 1],"
+                         " webui.overall[webui.overall.length - 1],"
+                         " document.getElementById('s-mib').textContent,"
+                         " document.getElementById('s-stall').textContent,"
+                         " document.getElementById('s-hit').textContent,"
+                         " document.getElementById('s-active').textContent]")
+        want = [3, [0.5, 0.25, None], 10 / 30, "2.00", "1.00 ms", "0.300", "2 of 4"]
+        if got[:2] != want[:2] or abs(got[2] - want[2]) > 1e-12 or got[3:] != want[3:]:
+            fail("the panel on given metrics: %r, want %r" % (got, want))
         stop_server(plain)
         plain = None
         print("webui_check: passed")
