@@ -176,7 +176,7 @@ char *serve_metrics_text(struct serve_worker *w) {
         metric(&o, "moeinf_expert_cache_stall_seconds_total", "counter",
                "seconds generation waited on expert reads", m.experts.stall_seconds);
         metric(&o, "moeinf_expert_cache_tokens_total", "counter",
-               "tokens evaluated (prompt and generated) while the counters above grew",
+               "tokens evaluated, prompt and generated (the divisor of per-token figures)",
                (double)m.experts.tokens);
         if (m.layer_experts) {
             layer_counter(&o, "moeinf_expert_layer_hits_total",
