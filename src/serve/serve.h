@@ -7,7 +7,8 @@
  *               in the context's sequences, the KV prefix each sequence keeps
  *   text.c      stop strings and OpenAI's frequency/presence penalties (pure, unit-tested)
  *   reply.c     a chat answer's thinking split from its content, and the choice objects
- *   metrics.c   GET /metrics in Prometheus text format
+ *   metrics.c   GET /metrics in Prometheus text format, and its histograms' recording
+ *   webui.html  the page at GET / (embedded at build time)
  *
  * Up to --parallel requests generate together, one sequence of the context each, in one
  * forward pass per iteration; other requests wait in a bounded queue.
@@ -261,10 +262,22 @@ struct cJSON *serve_logprobs_json(const struct moeinf_model *model, const struct
 
 /* ---- metrics (metrics.c) ----------------------------------------------------------------- */
 
-/* The Prometheus text of the counters (a snapshot taken under w->mu); malloc'ed. */
+/* The Prometheus text of the counters (a snapshot taken under w->mu, layer_experts copied);
+ * malloc'ed, NULL when out of memory. */
 char *serve_metrics_text(struct serve_worker *w);
 
+/* Records one forward iteration of `tokens` tokens (< 1: nothing) into batch_hist, iterations
+ * and iteration_tokens; under w->mu. */
+void serve_metrics_batch(struct serve_metrics *m, int tokens);
+/* Records one request's time to first token (negative or NaN counts as 0) into ttft_hist,
+ * ttft_count and ttft_sum; under w->mu. */
+void serve_metrics_ttft(struct serve_metrics *m, double seconds);
+
 /* ---- the server (server.c) --------------------------------------------------------------- */
+
+/* The page at GET / (src/serve/webui.html, embedded by the build). */
+extern const unsigned char serve_webui_html[];
+extern const size_t serve_webui_html_size;
 
 #define SERVE_MAX_CORS 16 /* --cors origins */
 
