@@ -51,6 +51,14 @@ static bool run_text(int i, char *text, size_t size) {
 
 static char expected[N_REQ][4096];
 
+/* A metric's value from /metrics text (-1 when absent); name may hold labels. */
+static double metric(const char *text, const char *name) {
+    char key[160];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = strstr(text, key);
+    return p ? strtod(p + strlen(key), NULL) : -1;
+}
+
 /* Sends requests first .. first + n - 1 at once (even ones streamed), each from its own curl;
  * with `leaver`, one more client asks for a long answer and leaves after 0.3 s. Checks each
  * answer against `moeinf run`'s text. */
@@ -106,6 +114,20 @@ static void with_server(const char *tag, const char *args, bool leaver) {
     concurrent(&s, 0, N_REQ, leaver); /* more: the rest wait for a free sequence */
     /* one alone afterwards: still the same text (a sequence that kept a prefix reuses it) */
     concurrent(&s, 2, 1, false);
+    /* the metrics say that requests shared iterations: one request after another would take
+     * a forward pass per token fed back (max_tokens - 1 per request) and more for prompts;
+     * together they took fewer passes than those tokens. Every request had a first token;
+     * nothing runs now. */
+    int fed = 0;
+    for (int i = 0; i < N_REQ; i++)
+        fed += (i < 4 ? 2 : 1) * (max_tokens[i] - 1) + (i == 2 ? max_tokens[i] - 1 : 0);
+    static char m[1 << 16];
+    CHECK_EQ_INT(serve_http(&s, "GET", "/metrics", NULL, NULL, m, sizeof m), 200);
+    const double passes = metric(m, "moeinf_batch_tokens_count");
+    CHECK_MSG(passes > 0 && passes < fed, "%g forward passes for %d tokens fed back", passes, fed);
+    CHECK(metric(m, "moeinf_time_to_first_token_seconds_count") >= 4 + N_REQ + 1);
+    CHECK(metric(m, "moeinf_active_sequences") == 0);
+    CHECK(metric(m, "moeinf_decode_tokens_per_second") > 0);
     CHECK_EQ_INT(serve_proc_stop(&s), 0);
 }
 
