@@ -40,7 +40,8 @@ static void test_report_shape(void) {
     snprintf(cmd, sizeof cmd, "%s bench -m %s --parallel 3 -p 5 -n 4 -r 2 -b 4 -t 2",
              test_moeinf_bin(), model);
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
-    CHECK_STR_CONTAINS(out, "parallel: 3 sequences in one context, each its own prompt of 5 tokens");
+    CHECK_STR_CONTAINS(out,
+                       "parallel: 3 sequences in one context, each its own prompt of 5 tokens");
     CHECK_STR_CONTAINS(out, "iterations of up to 4 tokens, decode runs 4 iterations");
     double v[8];
     CHECK_EQ_INT(row(out, "prefill", v, 8), 3);
@@ -97,8 +98,8 @@ static void test_parallel_1_matches_single(void) {
         CHECK_EQ_INT(row(par, rows[i], b, 8), 8);
         /* tokens, hit ratio, misses and MiB read per token: the same accesses */
         CHECK_MSG(a[0] == b[0] && a[3] == b[3] && a[4] == b[4] && a[5] == b[5],
-                  "%s: single %g tokens hit %g misses %g MiB %g; --parallel 1 %g %g %g %g",
-                  rows[i], a[0], a[3], a[4], a[5], b[0], b[3], b[4], b[5]);
+                  "%s: single %g tokens hit %g misses %g MiB %g; --parallel 1 %g %g %g %g", rows[i],
+                  a[0], a[3], a[4], a[5], b[0], b[3], b[4], b[5]);
     }
     double a[4];
     double b[4];
@@ -116,13 +117,14 @@ static void test_file_prompt_and_errors(void) {
     const char *b = test_moeinf_bin();
     /* -f: the file's tokens per sequence, the context sized for all of them */
     snprintf(cmd, sizeof cmd,
-             "printf 'The quick brown fox jumps' | %s bench -m %s -f - --parallel 2 -n 3 -r 1",
-             b, model);
+             "printf 'The quick brown fox jumps' | %s bench -m %s -f - --parallel 2 -n 3 -r 1", b,
+             model);
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
     double v[8];
     CHECK_EQ_INT(row(out, "total", v, 8), 3);
     CHECK_EQ_INT((int)v[1], 6);
     CHECK(v[0] > 2 && (int)v[0] % 2 == 0);
+
     struct {
         const char *args, *msg;
     } bad[] = {
@@ -132,6 +134,7 @@ static void test_file_prompt_and_errors(void) {
         {"--parallel 4 -b 2", "micro-batch (-b) of at least 4"},
         {"--parallel 2 -p 5 -n 4 -c 12", "shared by the --parallel sequences"},
     };
+
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         snprintf(cmd, sizeof cmd, "%s bench -m %s -r 1 %s", b, model, bad[i].args);
         CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 2);

@@ -13,14 +13,14 @@
 #include "test.h"
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-#define SANITIZED 1
+#    define SANITIZED 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
-#define SANITIZED 1
-#endif
+#    if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#        define SANITIZED 1
+#    endif
 #endif
 #ifndef SANITIZED
-#define SANITIZED 0
+#    define SANITIZED 0
 #endif
 
 /* The count before `label` in the script's summary line (-1 when absent). */

@@ -39,10 +39,16 @@ static void fill_seq(int32_t *ids, long len, uint64_t seed, int s, int n_seq, in
 }
 
 struct par_run {
-    double pp, tg;       /* prefill and decode seconds */
-    double *first;       /* per sequence: seconds from the run's start to its prompt's end */
+    double pp, tg; /* prefill and decode seconds */
+    double *first; /* per sequence: seconds from the run's start to its prompt's end */
     struct phase_stats st[2];
 };
+
+static int cmp_pp(const void *a, const void *b) {
+    double x = ((const struct par_run *)a)->pp;
+    double y = ((const struct par_run *)b)->pp;
+    return (x > y) - (x < y);
+}
 
 static int cmp_run(const void *a, const void *b) {
     double x = ((const struct par_run *)a)->tg;
@@ -139,23 +145,11 @@ static void print_parallel(const struct bench_parallel *p, struct par_run *runs,
                            const struct par_run *cold) {
     const int n_seq = p->n_seq;
     const long reps = p->reps;
-    /* the median run by decode time; prefill's median apart */
-    double *pp = malloc((size_t)reps * sizeof *pp);
-    for (long r = 0; r < reps && pp; r++)
-        pp[r] = runs[r].pp;
+    /* prefill's median, then the median run by decode time (the one reported) */
+    qsort(runs, (size_t)reps, sizeof *runs, cmp_pp);
+    const double pp_med = runs[reps / 2].pp;
     qsort(runs, (size_t)reps, sizeof *runs, cmp_run);
     const struct par_run *med = &runs[reps / 2];
-    double pp_med = med->pp;
-    if (pp) {
-        for (long i = 1; i < reps; i++) /* insertion sort: a few values */
-            for (long j = i; j > 0 && pp[j] < pp[j - 1]; j--) {
-                double x = pp[j];
-                pp[j] = pp[j - 1];
-                pp[j - 1] = x;
-            }
-        pp_med = pp[reps / 2];
-        free(pp);
-    }
     const long n_pp = p->n_prompt * n_seq;
     const long n_tg = p->n_gen * n_seq;
     printf("parallel: %d sequences in one context, each its own prompt of %ld tokens; prefill "
@@ -163,8 +157,10 @@ static void print_parallel(const struct bench_parallel *p, struct par_run *runs,
            "of one token per sequence\n",
            n_seq, p->n_prompt, p->chunk, p->n_gen);
     printf("%-8s %8s %10s %12s\n", "test", "tokens", "seconds", "tokens/s");
-    if (n_pp > 0) printf("%-8s %8ld %10.4f %12.2f\n", "prefill", n_pp, pp_med, (double)n_pp / pp_med);
-    if (n_tg > 0) printf("%-8s %8ld %10.4f %12.2f\n", "decode", n_tg, med->tg, (double)n_tg / med->tg);
+    if (n_pp > 0)
+        printf("%-8s %8ld %10.4f %12.2f\n", "prefill", n_pp, pp_med, (double)n_pp / pp_med);
+    if (n_tg > 0)
+        printf("%-8s %8ld %10.4f %12.2f\n", "decode", n_tg, med->tg, (double)n_tg / med->tg);
     printf("per sequence (the median run by decode time of %ld; first token: seconds from the "
            "run's start to its prompt's last iteration)\n",
            reps);
@@ -200,9 +196,9 @@ int bench_parallel_run(struct moeinf_model *model, struct moeinf_context *ctx,
     const bool cached = p->ma->experts.cache != NULL;
     int rc = CLI_EXIT_FAIL;
     int32_t **ids = calloc((size_t)n_seq, sizeof *ids);
-    struct par_batch b = {malloc((size_t)cap * sizeof(int32_t)), malloc((size_t)cap * sizeof(int32_t)),
-                          malloc((size_t)cap * sizeof(int32_t)), malloc((size_t)cap * sizeof(bool)),
-                          0};
+    struct par_batch b = {
+        malloc((size_t)cap * sizeof(int32_t)), malloc((size_t)cap * sizeof(int32_t)),
+        malloc((size_t)cap * sizeof(int32_t)), malloc((size_t)cap * sizeof(bool)), 0};
     float *logits = p->no_logits ? NULL : malloc((size_t)cap * (size_t)n_vocab * sizeof *logits);
     struct par_run *runs = calloc((size_t)p->reps + 1, sizeof *runs);
     double *first = calloc((size_t)(p->reps + 1) * (size_t)n_seq, sizeof *first);

@@ -322,6 +322,36 @@ static int open_bench(const struct bench_opts *o, struct model_args *ma,
     return CLI_EXIT_OK;
 }
 
+/* --parallel: bench_parallel.c's runs on the opened model and context, then everything
+ * freed; returns the exit code. */
+static int run_parallel(struct model_args *ma, struct moeinf_model *model,
+                        struct moeinf_context *ctx, const struct bench_opts *o, long n_prompt,
+                        int32_t *prompt_ids) {
+    struct moeinf_error err = {0};
+    const struct bench_parallel p = {.ma = ma,
+                                     .n_seq = (int)o->n_par,
+                                     .n_prompt = n_prompt,
+                                     .n_gen = o->n_gen,
+                                     .reps = o->reps,
+                                     .chunk = ma->ctx.n_batch < ma->ctx.n_ctx ? ma->ctx.n_batch
+                                                                              : ma->ctx.n_ctx,
+                                     .no_logits = o->no_logits,
+                                     .prompt_ids = prompt_ids};
+    int rc = bench_parallel_run(model, ctx, &p, &err);
+    if (rc != CLI_EXIT_OK && err.msg[0]) {
+        if (rc == CLI_EXIT_USAGE) {
+            fprintf(stderr, "moeinf bench: %s\n", err.msg);
+        } else {
+            cli_fail(&err);
+        }
+    }
+    expert_args_close(&ma->experts);
+    free(prompt_ids);
+    moeinf_context_free(ctx);
+    moeinf_model_free(model);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv) {
     struct bench_opts o = {
         .ma = {.ctx = moeinf_context_params_default(), .model = moeinf_model_params_default()},
@@ -356,30 +386,7 @@ int cmd_bench(int argc, char **argv) {
     int32_t *prompt_ids = NULL; /* -f: the file's tokens */
     int orc = open_bench(&o, &ma, &model, &ctx, &prompt_ids, &n_prompt);
     if (orc != CLI_EXIT_OK) return orc;
-    if (o.n_par) {
-        const struct bench_parallel p = {
-            .ma = &ma,
-            .n_seq = n_seq,
-            .n_prompt = n_prompt,
-            .n_gen = n_gen,
-            .reps = reps,
-            .chunk = ma.ctx.n_batch < ma.ctx.n_ctx ? ma.ctx.n_batch : ma.ctx.n_ctx,
-            .no_logits = no_logits,
-            .prompt_ids = prompt_ids};
-        int prc2 = bench_parallel_run(model, ctx, &p, &err);
-        if (prc2 != CLI_EXIT_OK && err.msg[0]) {
-            if (prc2 == CLI_EXIT_USAGE) {
-                fprintf(stderr, "moeinf bench: %s\n", err.msg);
-            } else {
-                cli_fail(&err);
-            }
-        }
-        expert_args_close(&ma.experts);
-        free(prompt_ids);
-        moeinf_context_free(ctx);
-        moeinf_model_free(model);
-        return prc2;
-    }
+    if (o.n_par) return run_parallel(&ma, model, ctx, &o, n_prompt, prompt_ids);
     const int n_vocab = moeinf_model_n_vocab(model);
     int32_t *ids = malloc((size_t)(n_prompt + n_gen + 1) * sizeof *ids);
     double *t_pp = calloc((size_t)reps, sizeof(double));
