@@ -2,11 +2,11 @@
 """A load test of `moeinf serve` (run by tests/test_serve_load.c, or by hand):
 
   serve_load.py --bin MOEINF [--model FILE] [--clients 64] [--requests 3] [--seed 1]
-                [--no-rss-check] [-- EXTRA SERVE OPTIONS]
+                [--long-words 100] [--no-rss-check] [-- EXTRA SERVE OPTIONS]
 
 Starts `moeinf serve` (the embedded default model unless --model) on a free loopback port with
 --queue 48 --max-conns-per-ip 0, then C clients (threads, released together) each send R
-completions with mixed prompt lengths (a few words to about 150 tokens), streamed or not,
+completions with mixed prompt lengths (3, 12, 50 or 100 words: up to about 150 tokens), streamed or not,
 and some leave on purpose: right after sending (while queued) or after the first streamed
 event (mid-stream). Asserts:
   - every answer is 200 (a complete answer: JSON with a choice, or a stream ending in [DONE]
@@ -83,10 +83,10 @@ def text_of(data):
     return d["choices"][0]["text"]
 
 
-def one_client(port, rnd, n_req, results, start):
+def one_client(port, rnd, n_req, long_words, results, start):
     start.wait()
     for _ in range(n_req):
-        n_words = rnd.choice([3, 12, 40, 100])
+        n_words = rnd.choice([3, 12, long_words // 2, long_words])
         prompt = " ".join(rnd.choice(WORDS) for _ in range(n_words))
         stream = rnd.random() < 0.7
         leave = rnd.choice(["stay", "stay", "stay", "queued", "midstream"])
@@ -196,6 +196,9 @@ def main():
     p.add_argument("--clients", type=int, default=64)
     p.add_argument("--requests", type=int, default=3)
     p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--long-words", type=int, default=100,
+                   help="the longest prompts' words (a quarter of the prompts; another quarter "
+                   "half as long)")
     p.add_argument("--no-rss-check", action="store_true",
                    help="skip the RSS bound (sanitizer builds: their shadow memory)")
     p.add_argument("extra", nargs="*")
@@ -237,7 +240,7 @@ def main():
     rnd = random.Random(a.seed)
     threads = [threading.Thread(target=one_client,
                                 args=(port, random.Random(rnd.randrange(1 << 30)), a.requests,
-                                      results, start))
+                                      a.long_words, results, start))
                for _ in range(a.clients)]
     for t in threads:
         t.start()
