@@ -428,9 +428,9 @@ MOEINF_API enum moeinf_status moeinf_context_expert_state_save(struct moeinf_con
  * expert cache or outside a request. */
 MOEINF_API void moeinf_context_request_end(struct moeinf_context *ctx);
 
-/* Forgets the KV cache (and a recurrent state, sliding windows and their checkpoints): the next
- * decode starts at position 0 and a new request. The expert cache keeps its contents and what its policy
- * learned. */
+/* Forgets the KV cache of every sequence (and their recurrent states, sliding windows and
+ * checkpoints): the next decode starts at position 0 and a new request. The expert cache keeps
+ * its contents and what its policy learned. */
 MOEINF_API void moeinf_context_reset(struct moeinf_context *ctx);
 MOEINF_API int moeinf_context_n_past(const struct moeinf_context *ctx);
 MOEINF_API int moeinf_context_n_threads(const struct moeinf_context *ctx);

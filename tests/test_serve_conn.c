@@ -299,7 +299,7 @@ static void test_shutdown_answers_503(void) {
     static char body[1 << 20];
     /* a stream running, a request and a stream waiting */
     struct server s;
-    bool up = server_start(&s, "stop1", NULL, "-c 4096 -t 1");
+    bool up = server_start(&s, "stop1", NULL, "-c 4096 -t 1 --parallel 1");
     CHECK(up);
     if (!up) return;
     struct bg_curl a;
