@@ -27,8 +27,9 @@ Why these settings: all clients share 127.0.0.1, and the default --max-conns-per
 refuse connections 9..C outright (closed without an HTTP answer, the per-address abuse
 limit, not what is tested here), so it is off. --queue 48: at most 48 requests wait, so with
 64 clients released at once some get 503 (queue full) and most are served; the server takes
-queue + 32 = 80 connections (server.c: queue + 16 served, 16 more answered 503), room for
-64 clients and connections that clients left but the server has not yet closed.
+queue + parallel + 32 >= 80 connections (server.c: queue + parallel + 16 served, 16 more
+answered 503 "too many open connections"), room for 64 clients and connections that clients
+left but the server has not yet closed.
 Prints a summary line; exit 0 when every check passes, 1 otherwise (each failure on stderr),
 77 when the server cannot be started for want of something outside the test.
 """
@@ -293,7 +294,8 @@ def main():
         fail(f"the server's exit code after SIGTERM: {rc}")
 
     print(f"serve_load: {len(results)} requests from {a.clients} clients in {wall:.1f} s: "
-          f"{counts.get(200, 0)} answered 200, {counts.get(503, 0)} 503 (queue full), "
+          f"{counts.get(200, 0)} answered 200, {counts.get(503, 0)} 503 ({queue_full} queue full, "
+          f"{counts.get(503, 0) - queue_full} too many connections), "
           f"{counts.get('cancel', 0)} left by their client, {counts.get('bad', 0)} bad; "
           f"server: {rejected:.0f} rejected, {cancelled:.0f} cancelled; RSS idle {idle >> 10} "
           f"MiB, peak {peak >> 10} MiB, bound {bound >> 10} MiB"
