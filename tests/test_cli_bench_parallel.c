@@ -43,7 +43,7 @@ static void test_report_shape(void) {
     CHECK_STR_CONTAINS(out,
                        "parallel: 3 sequences in one context, each its own prompt of 5 tokens");
     CHECK_STR_CONTAINS(out, "iterations of up to 4 tokens, decode runs 4 iterations");
-    double v[8];
+    double v[8] = {0};
     CHECK_EQ_INT(row(out, "prefill", v, 8), 3);
     CHECK_EQ_INT((int)v[0], 15);
     CHECK_EQ_INT(row(out, "decode", v, 8), 3);
@@ -92,8 +92,8 @@ static void test_parallel_1_matches_single(void) {
     CHECK_EQ_INT(run_cmd(cmd, par, sizeof par, err, sizeof err), 0);
     const char *rows[] = {"prefill-cold", "prefill-warm", "decode-cold", "decode-warm"};
     for (int i = 0; i < 4; i++) {
-        double a[8];
-        double b[8];
+        double a[8] = {0};
+        double b[8] = {0};
         CHECK_EQ_INT(row(one, rows[i], a, 8), 8);
         CHECK_EQ_INT(row(par, rows[i], b, 8), 8);
         /* tokens, hit ratio, misses and MiB read per token: the same accesses */
@@ -101,8 +101,8 @@ static void test_parallel_1_matches_single(void) {
                   "%s: single %g tokens hit %g misses %g MiB %g; --parallel 1 %g %g %g %g", rows[i],
                   a[0], a[3], a[4], a[5], b[0], b[3], b[4], b[5]);
     }
-    double a[4];
-    double b[4];
+    double a[4] = {0};
+    double b[4] = {0};
     CHECK_EQ_INT(row(one, "decode", a, 4), 3);
     CHECK_EQ_INT(row(par, "decode", b, 4), 3);
     CHECK_EQ_INT((int)a[0], (int)b[0]);
@@ -120,7 +120,7 @@ static void test_file_prompt_and_errors(void) {
              "printf 'The quick brown fox jumps' | %s bench -m %s -f - --parallel 2 -n 3 -r 1", b,
              model);
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
-    double v[8];
+    double v[8] = {0};
     CHECK_EQ_INT(row(out, "total", v, 8), 3);
     CHECK_EQ_INT((int)v[1], 6);
     CHECK(v[0] > 2 && (int)v[0] % 2 == 0);
