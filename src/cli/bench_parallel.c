@@ -199,7 +199,10 @@ int bench_parallel_run(struct moeinf_model *model, struct moeinf_context *ctx,
     struct par_batch b = {
         malloc((size_t)cap * sizeof(int32_t)), malloc((size_t)cap * sizeof(int32_t)),
         malloc((size_t)cap * sizeof(int32_t)), malloc((size_t)cap * sizeof(bool)), 0};
-    float *logits = p->no_logits ? NULL : malloc((size_t)cap * (size_t)n_vocab * sizeof *logits);
+    /* rows asked per iteration: each sequence's last prompt token and the iteration's last
+     * (prefill), or one per sequence (decode) */
+    const size_t rows = (size_t)n_seq + 1;
+    float *logits = p->no_logits ? NULL : malloc(rows * (size_t)n_vocab * sizeof *logits);
     struct par_run *runs = calloc((size_t)p->reps + 1, sizeof *runs);
     double *first = calloc((size_t)(p->reps + 1) * (size_t)n_seq, sizeof *first);
     struct cli_progress prog = cli_progress_start();
