@@ -546,7 +546,7 @@ static int active_slots(const struct serve_worker *w) {
 
 static void *worker_main(void *arg) {
     struct serve_worker *w = arg;
-    struct serve_slot **order = malloc((size_t)w->n_slots * sizeof *order);
+    struct serve_slot **order = calloc((size_t)w->n_slots, sizeof(struct serve_slot *));
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (!w->head && !w->stopping && active_slots(w) == 0)
