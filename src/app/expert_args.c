@@ -30,9 +30,13 @@ int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **a
         /* a number here (or auto, for --prefetch and --lookahead); its rule is
          * moeinf_context_params_check's (expert_args_apply) */
         const bool ahead = strcmp(opt, "--io-threads") != 0;
-        long n;
-        if (!(ahead && !strcmp(val, "auto")) &&
-            !cli_parse_long(cmd, opt, val, ahead ? 0 : INT_MIN, INT_MAX, &n)) {
+        long n = 0;
+        if (!(ahead && !strcmp(val, "auto")) && !cli_parse_long(cmd, opt, val, INT_MIN, INT_MAX, &n)) {
+            return -1;
+        }
+        if (ahead && n < 0) {
+            fprintf(stderr, "moeinf %s: invalid value '%s' for %s: must be auto or at least 0\n",
+                    cmd, val, opt);
             return -1;
         }
         if (!strcmp(opt, "--io-threads")) {

@@ -43,8 +43,8 @@ static enum moeinf_status in_range(const char *name, long v, long lo, long hi,
 static enum moeinf_status ahead_range(const char *name, long v, long hi,
                                       struct moeinf_error *err) {
     if (v == MOEINF_EXPERT_AUTO || (v >= 0 && v <= hi)) return MOEINF_OK;
-    return moeinf_fail(err, MOEINF_ERR_ARG, "%s: %ld is not in [0, %ld] nor auto (%d)", name, v,
-                       hi, MOEINF_EXPERT_AUTO);
+    return moeinf_fail(err, MOEINF_ERR_ARG, "%s: %ld is not in [0, %ld], nor auto (%d)", name,
+                       v, hi, MOEINF_EXPERT_AUTO);
 }
 
 static enum moeinf_status check_cache_size(const struct moeinf_expert_cache_size *s,
