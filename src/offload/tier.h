@@ -35,6 +35,10 @@
  *     step, what the simulator's prefetch means);
  *   - gate lookahead hints from the forward pass (the routers of the next layers applied to
  *     the current hidden state), issued right after the wave's demand reads are queued.
+ * A source that is auto (prefetch_auto.h) keeps naming experts, and the tier scores every
+ * prediction (precision on all the experts named, and on those that had to be read), but its
+ * reads are issued only for the layers where the controller has it on; the controller also
+ * weighs the I/O threads' idle time, so with auto what is admitted depends on timing too.
  * A read in flight pins nothing. When the cache evicts a prefetched expert whose read is
  * still in flight, a queued read is cancelled (a dropped prefetch) and a running one waited
  * for, before the slot is read into again. The cache and the
