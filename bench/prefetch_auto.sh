@@ -88,7 +88,7 @@ bench_kind() {
     read -r t_auto s_auto < <(figures "$out/auto.log")
     local rt rs
     rt=$(awk -v a="$t_auto" -v b="$t_off" 'BEGIN { printf "%.3f", a / b }')
-    rs=$(awk -v a="$s_auto" -v b="$s_off" 'BEGIN { printf "%.3f", b > 0 ? a / b : 0 }')
+    rs=$(awk -v a="$s_auto" -v b="$s_off" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
     echo "$rt" >>"$out/tps" && echo "$rs" >>"$out/stall"
     printf "%-6s %-9s %12s %12s %12s %12s %9s %9s\n" "$r" "${order// /,}" "$t_off" "$t_auto" \
       "$s_off" "$s_auto" "$rt" "$rs"
