@@ -288,7 +288,15 @@ struct moeinf_context_params {
      * MOEINF_EXPERT_PREFETCH_MAX, as `moeinf sim --prefetch`); during each decode token the
      * routers of the next expert_lookahead layers (0 .. the model's layers - 1) are applied
      * to the current hidden state and their top-k experts prefetched (gate lookahead).
-     * Prefetch and lookahead need an expert cache and at least one I/O thread. */
+     * A count above 0 needs an expert cache and at least one I/O thread.
+     * MOEINF_EXPERT_AUTO (the default of both): per MoE layer, the engine measures each
+     * source's precision on the experts that had to be read (of the experts it names that are
+     * not cached, how many the layer then uses) and the I/O threads' idle time, and reads
+     * what the source names only for the layers where that pays (the policy then proposes
+     * top_k experts per step, lookahead looks one layer ahead); nothing is read ahead without
+     * an expert cache or I/O threads. Whether a layer's source is on depends on measured
+     * time, so with auto the cache's misses may differ from run to run (the output does
+     * not); `moeinf sim --prefetch K` models the integer K, not auto. */
     int expert_io_threads;
     int expert_prefetch;
     int expert_lookahead;
@@ -300,8 +308,9 @@ struct moeinf_context_params {
 /* Defaults of the reading-ahead parameters, chosen by measurement (docs/OFFLOAD.md), and their
  * bounds. */
 #define MOEINF_EXPERT_IO_THREADS_DEFAULT 4
-#define MOEINF_EXPERT_PREFETCH_DEFAULT   0
-#define MOEINF_EXPERT_LOOKAHEAD_DEFAULT  0
+#define MOEINF_EXPERT_AUTO               (-1)
+#define MOEINF_EXPERT_PREFETCH_DEFAULT   MOEINF_EXPERT_AUTO
+#define MOEINF_EXPERT_LOOKAHEAD_DEFAULT  MOEINF_EXPERT_AUTO
 #define MOEINF_EXPERT_IO_THREADS_MAX     64
 #define MOEINF_EXPERT_PREFETCH_MAX       64
 
@@ -377,6 +386,14 @@ struct moeinf_expert_stats {
      * source named experts for, how many it named (recall = correct / actual). */
     uint64_t policy_predicted, policy_correct, policy_actual;
     uint64_t lookahead_predicted, lookahead_correct, lookahead_actual;
+    /* Precision on the experts that had to be read (every layer, or the layer asked for): of
+     * the experts a source named that were not in the cache when named (reads; with auto,
+     * counted also where its reads were not issued), how many the step then used
+     * (reads_used: demand misses avoided, or that would have been). layers_on: with auto, the
+     * layers where the source's reads are on now; -1 when the source is not auto. */
+    uint64_t policy_reads, policy_reads_used, lookahead_reads, lookahead_reads_used;
+    int policy_layers_on, lookahead_layers_on;
+    double spare_seconds; /* I/O thread time idle while the layers computed */
     uint64_t tokens; /* tokens evaluated, every phase */
     uint64_t decode_tokens;
 };

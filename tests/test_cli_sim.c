@@ -67,6 +67,10 @@ static void test_help_and_usage_errors(void) {
         CHECK_MSG(code == 2, "'%s' exited %d", args, code);
         CHECK_MSG(err_buf[0] != '\0', "'%s' printed nothing on stderr", args);
     }
+    /* the engine's auto is not modelled: said so, not "not an integer" */
+    snprintf(args, sizeof args, "--trace %s --cache 4 --prefetch auto", t);
+    CHECK_EQ_INT(sim(args), 2);
+    CHECK_STR_CONTAINS(err_buf, "--prefetch auto is the engine's alone");
     CHECK_EQ_INT(sim("--trace /nonexistent/trace.txt --cache 4"), 1);
     CHECK_STR_CONTAINS(err_buf, "moeinf: /nonexistent/trace.txt: cannot open");
     /* a positional argument is named as such, not as an option missing its value */

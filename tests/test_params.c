@@ -5,6 +5,7 @@
  * layers; a cache exactly when its experts are offloaded) hold in moeinf_context_init too.
  * The model is the committed tiny qwen3moe (2 layers, 16 experts, top 4).
  */
+#include <limits.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -37,6 +38,19 @@ static void cache_percent(struct moeinf_context_params *p, double percent) {
     p->expert_cache.percent = percent;
 }
 
+/* -1 is auto (the default of both): allowed with or without a cache or I/O threads (it then
+ * reads nothing ahead); below it nothing is. */
+static void test_auto_reading_ahead(void) {
+    CHECK_EQ_INT(moeinf_context_params_default().expert_prefetch, MOEINF_EXPERT_AUTO);
+    CHECK_EQ_INT(moeinf_context_params_default().expert_lookahead, MOEINF_EXPERT_AUTO);
+    CHECK_EQ_INT(MOEINF_EXPERT_AUTO, -1);
+    EXPECT_GOOD(NULL, (p_.expert_prefetch = -1, p_.expert_lookahead = -1));
+    EXPECT_GOOD(NULL, (cache_percent(&p_, 50), p_.expert_io_threads = 0));
+    EXPECT_BAD(NULL, (cache_percent(&p_, 50), p_.expert_prefetch = -2), "expert_prefetch");
+    EXPECT_BAD(NULL, (cache_percent(&p_, 50), p_.expert_lookahead = -2), "expert_lookahead");
+    EXPECT_BAD(NULL, (cache_percent(&p_, 50), p_.expert_prefetch = INT_MIN), "expert_prefetch");
+}
+
 static void test_rules_without_a_model(void) {
     EXPECT_GOOD(NULL, (void)0);
     EXPECT_BAD(NULL, p_.n_ctx = 0, "n_ctx");
@@ -57,11 +71,9 @@ static void test_rules_without_a_model(void) {
     EXPECT_BAD(NULL, p_.expert_io_threads = -1, "expert_io_threads");
     EXPECT_BAD(NULL, p_.expert_io_threads = MOEINF_EXPERT_IO_THREADS_MAX + 1, "expert_io_threads");
     EXPECT_GOOD(NULL, p_.expert_io_threads = MOEINF_EXPERT_IO_THREADS_MAX);
-    EXPECT_BAD(NULL, (cache_percent(&p_, 50), p_.expert_prefetch = -1), "expert_prefetch");
     EXPECT_BAD(NULL, (cache_percent(&p_, 50), p_.expert_prefetch = MOEINF_EXPERT_PREFETCH_MAX + 1),
                "expert_prefetch");
     EXPECT_GOOD(NULL, (cache_percent(&p_, 50), p_.expert_prefetch = MOEINF_EXPERT_PREFETCH_MAX));
-    EXPECT_BAD(NULL, (cache_percent(&p_, 50), p_.expert_lookahead = -1), "expert_lookahead");
     /* without a model, lookahead is bounded by the most layers a file may have */
     EXPECT_GOOD(NULL, (cache_percent(&p_, 50), p_.expert_lookahead = 4095));
     EXPECT_BAD(NULL, (cache_percent(&p_, 50), p_.expert_lookahead = 4096), "expert_lookahead");
@@ -118,6 +130,7 @@ done:
 
 int main(void) {
     RUN(test_rules_without_a_model);
+    RUN(test_auto_reading_ahead);
     RUN(test_rules_with_the_model);
     return test_report();
 }

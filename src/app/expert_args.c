@@ -27,8 +27,18 @@ int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **a
     const char *val = cli_option_value(cmd, argc, argv, i);
     if (!val) return -1;
     if (is_count) {
-        long n; /* a number here; its rule is moeinf_context_params_check's (expert_args_apply) */
-        if (!cli_parse_long(cmd, opt, val, INT_MIN, INT_MAX, &n)) return -1;
+        /* a number here (or auto, for --prefetch and --lookahead); its rule is
+         * moeinf_context_params_check's (expert_args_apply) */
+        const bool ahead = strcmp(opt, "--io-threads") != 0;
+        long n = 0;
+        if (!(ahead && !strcmp(val, "auto")) && !cli_parse_long(cmd, opt, val, INT_MIN, INT_MAX, &n)) {
+            return -1;
+        }
+        if (ahead && n < 0) {
+            fprintf(stderr, "moeinf %s: invalid value '%s' for %s: must be auto or at least 0\n",
+                    cmd, val, opt);
+            return -1;
+        }
         if (!strcmp(opt, "--io-threads")) {
             a->io_threads = val;
         } else if (!strcmp(opt, "--prefetch")) {
@@ -56,6 +66,11 @@ int expert_args_parse(const char *cmd, struct expert_args *a, int argc, char **a
         a->stats_json = val;
     }
     return 1;
+}
+
+/* --prefetch / --lookahead as parsed by expert_args_parse: auto or a count. */
+static int ahead_count(const char *val) {
+    return !strcmp(val, "auto") ? MOEINF_EXPERT_AUTO : (int)strtol(val, NULL, 10);
 }
 
 /* The library's rules of the context parameters, before the model is loaded (the ones that
@@ -88,8 +103,8 @@ int expert_args_apply(const char *cmd, struct expert_args *a, struct moeinf_mode
     cp->expert_policy = a->policy;
     /* integers, parsed by expert_args_parse; their rules are check_params' */
     if (a->io_threads) cp->expert_io_threads = (int)strtol(a->io_threads, NULL, 10);
-    if (a->prefetch) cp->expert_prefetch = (int)strtol(a->prefetch, NULL, 10);
-    if (a->lookahead) cp->expert_lookahead = (int)strtol(a->lookahead, NULL, 10);
+    if (a->prefetch) cp->expert_prefetch = ahead_count(a->prefetch);
+    if (a->lookahead) cp->expert_lookahead = ahead_count(a->lookahead);
     cp->expert_io = !a->io                      ? MOEINF_EXPERT_IO_DIRECT
                     : !strcmp(a->io, "cached")  ? MOEINF_EXPERT_IO_CACHED
                     : !strcmp(a->io, "nocache") ? MOEINF_EXPERT_IO_NOCACHE
@@ -142,23 +157,55 @@ static void json_counters(FILE *f, const struct moeinf_expert_stats *s) {
             (unsigned long long)s->reads, (unsigned long long)s->reads_in_flight,
             (unsigned long long)s->bytes_read, (unsigned long long)s->expert_bytes, s->read_seconds,
             s->stall_seconds);
+    fprintf(f,
+            ", \"policy_reads\": %llu, \"policy_reads_used\": %llu, \"lookahead_reads\": %llu, "
+            "\"lookahead_reads_used\": %llu, \"spare_seconds\": %.6f",
+            (unsigned long long)s->policy_reads, (unsigned long long)s->policy_reads_used,
+            (unsigned long long)s->lookahead_reads, (unsigned long long)s->lookahead_reads_used,
+            s->spare_seconds);
 }
 
-static void json_prediction(FILE *f, const char *name, uint64_t predicted, uint64_t correct,
-                            uint64_t actual) {
-    fprintf(f, "\"%s\": {\"predicted\": %llu, \"correct\": %llu, \"actual\": %llu}", name,
-            (unsigned long long)predicted, (unsigned long long)correct, (unsigned long long)actual);
+/* One source's predictions (struct moeinf_expert_stats). */
+struct prediction {
+    uint64_t predicted, correct, actual, reads, reads_used;
+    int layers_on;
+};
+
+static struct prediction prediction_of(const struct moeinf_expert_stats *s, bool lookahead) {
+    struct prediction p = {s->policy_predicted,  s->policy_correct,    s->policy_actual,
+                           s->policy_reads,      s->policy_reads_used, s->policy_layers_on};
+    if (lookahead) {
+        p = (struct prediction){s->lookahead_predicted, s->lookahead_correct,
+                                s->lookahead_actual,    s->lookahead_reads,
+                                s->lookahead_reads_used, s->lookahead_layers_on};
+    }
+    return p;
 }
 
-/* "precision 0.812 recall 0.655 (123 named)" or "none named". */
-static void print_prediction(const char *name, uint64_t predicted, uint64_t correct,
-                             uint64_t actual) {
-    if (!predicted) {
+static void json_prediction(FILE *f, const char *name, const struct prediction *p) {
+    fprintf(f,
+            "\"%s\": {\"predicted\": %llu, \"correct\": %llu, \"actual\": %llu, "
+            "\"reads\": %llu, \"reads_used\": %llu, \"layers_on\": %d}",
+            name, (unsigned long long)p->predicted, (unsigned long long)p->correct,
+            (unsigned long long)p->actual, (unsigned long long)p->reads,
+            (unsigned long long)p->reads_used, p->layers_on);
+}
+
+/* "precision 0.812, recall 0.655 (123 experts named); on the experts that had to be read
+ * 0.310 (40 of 129); auto: on in 3 of 16 layers", or "none named". */
+static void print_prediction(const char *name, const struct prediction *p, int n_layers) {
+    if (!p->predicted) {
         fprintf(stderr, "%s: none named\n", name);
         return;
     }
-    fprintf(stderr, "%s: precision %.3f, recall %.3f (%llu experts named)\n", name,
-            ratio(correct, predicted), ratio(correct, actual), (unsigned long long)predicted);
+    fprintf(stderr,
+            "%s: precision %.3f, recall %.3f (%llu experts named); on the experts that had to "
+            "be read %.3f (%llu of %llu)",
+            name, ratio(p->correct, p->predicted), ratio(p->correct, p->actual),
+            (unsigned long long)p->predicted, ratio(p->reads_used, p->reads),
+            (unsigned long long)p->reads_used, (unsigned long long)p->reads);
+    if (p->layers_on >= 0) fprintf(stderr, "; auto: on in %d of %d layers", p->layers_on, n_layers);
+    fprintf(stderr, "\n");
 }
 
 /* s as a JSON string (quotes and backslashes escaped, control bytes as \u00XX). */
@@ -231,10 +278,14 @@ bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx,
                     1e3 * total.stall_seconds / (double)total.tokens,
                     100.0 * total.stall_seconds / seconds);
         }
-        print_prediction("policy prefetch", total.policy_predicted, total.policy_correct,
-                         total.policy_actual);
-        print_prediction("gate lookahead", total.lookahead_predicted, total.lookahead_correct,
-                         total.lookahead_actual);
+        struct prediction pp = prediction_of(&total, false);
+        struct prediction pl = prediction_of(&total, true);
+        print_prediction("policy prefetch", &pp, n_layers);
+        print_prediction("gate lookahead", &pl, n_layers);
+        if (total.tokens) {
+            fprintf(stderr, "I/O threads idle while the layers computed: %.2f ms per token\n",
+                    1e3 * total.spare_seconds / (double)total.tokens);
+        }
     }
     if (!a->stats_json) return true;
     struct moeinf_atomic_file af = {0};
@@ -259,11 +310,11 @@ bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx,
             "\"tokens_per_second\": %.4f, ",
             (unsigned long long)total.tokens, (unsigned long long)total.decode_tokens, seconds,
             tps);
-    json_prediction(f, "policy_prediction", total.policy_predicted, total.policy_correct,
-                    total.policy_actual);
+    struct prediction jp = prediction_of(&total, false);
+    struct prediction jl = prediction_of(&total, true);
+    json_prediction(f, "policy_prediction", &jp);
     fprintf(f, ", ");
-    json_prediction(f, "lookahead_prediction", total.lookahead_predicted, total.lookahead_correct,
-                    total.lookahead_actual);
+    json_prediction(f, "lookahead_prediction", &jl);
     fprintf(f, ", \"layers\": [");
     for (int il = 0; il < n_layers; il++) {
         moeinf_context_expert_stats(ctx, il, &ls, &err);

@@ -15,8 +15,8 @@ struct expert_args {
     bool stats;             /* --stats */
     const char *stats_json; /* --stats-json FILE */
     const char *io_threads; /* --io-threads N (NULL: the default) */
-    const char *prefetch;   /* --prefetch K */
-    const char *lookahead;  /* --lookahead N */
+    const char *prefetch;   /* --prefetch K|auto */
+    const char *lookahead;  /* --lookahead N|auto */
     const char *routing;    /* set by bench --route-trace: where the replayed routing came
                                from, reported by --stats and --stats-json; NULL otherwise */
     const char *eamc;       /* --eamc FILE: the cache policy's learned state (warm_start.c) */
@@ -86,10 +86,13 @@ bool expert_args_stopped(const struct expert_args *a, struct moeinf_context *ctx
     "                       without readahead, each read dropped from it after)\n"                 \
     "  --io-threads N       threads reading experts (default 4; 0: read on the compute\n"          \
     "                       thread when needed, nothing read ahead)\n"                             \
-    "  --prefetch K         after each layer, prefetch up to K experts the policy predicts\n"      \
-    "                       (default 0)\n"                                                         \
-    "  --lookahead N        during decode, prefetch the top-k experts that the next N layers'\n"   \
-    "                       routers choose for the current hidden state (default 0)\n"             \
+    "  --prefetch K|auto    after each layer, prefetch up to K experts the policy predicts;\n"     \
+    "                       auto (default): top-k of them, read only in the layers where\n"        \
+    "                       they pay (measured: precision on the experts that had to be\n"         \
+    "                       read, against the I/O threads' idle time)\n"                           \
+    "  --lookahead N|auto   during decode, prefetch the top-k experts that the next N layers'\n"   \
+    "                       routers choose for the current hidden state; auto (default): one\n"    \
+    "                       layer ahead, read only in the layers where that pays\n"                \
     "  --stats              the expert cache's counters per layer, on stderr at the end\n"         \
     "  --stats-json FILE    the same as one JSON object in FILE, written atomically at the\n"      \
     "                       end (also when SIGINT/SIGTERM stops the run; a failed run\n"           \

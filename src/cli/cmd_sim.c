@@ -56,7 +56,9 @@ static void usage(FILE *out) {
             "                      the plot count (default all); the replay always runs every\n"
             "                      token, and --json reports both\n"
             "  --prefetch K        prefetches the policy may propose after each step "
-            "(default 0)\n"
+            "(default 0;\n"
+            "                      as the engine's --prefetch K; the engine's auto is not\n"
+            "                      modelled)\n"
             "  --warmup R          replay the first R requests without counting them "
             "(default 0)\n"
             "  --batch N           replay each request's prefill as the engine runs it: in\n"
@@ -190,6 +192,13 @@ static int parse_args(int argc, char **argv, struct sim_opts *o, int *code) {
             }
             o->decode_only = !strcmp(v, "decode");
         } else if (!strcmp(a, "--prefetch")) {
+            if (!strcmp(v, "auto")) {
+                fprintf(stderr,
+                        "moeinf %s: --prefetch auto is the engine's alone (it weighs the reads' "
+                        "timing); the simulator models an integer K\n",
+                        CMD);
+                return -1;
+            }
             if (!cli_parse_long(CMD, a, v, 0, 1 << 20, &n)) return -1;
             o->params.prefetch = (int)n;
         } else if (!strcmp(a, "--eamc")) {

@@ -150,6 +150,19 @@ void moeinf_engine_expert_cache_release(struct moeinf_context *ctx) {
     ctx->expert_held = 0;
 }
 
+/* Reading ahead for the tier: an explicit count as it is; auto (MOEINF_EXPERT_AUTO) the
+ * controller's (offload/prefetch_auto.h), with top_k policy proposals per step, and nothing
+ * without I/O threads. */
+static void reading_ahead(const struct moeinf_context_params *p, int top_k,
+                          struct moeinf_tier_params *tp) {
+    const bool io = p->expert_io_threads > 0;
+    tp->prefetch_auto = io && p->expert_prefetch == MOEINF_EXPERT_AUTO;
+    tp->lookahead_auto = io && p->expert_lookahead == MOEINF_EXPERT_AUTO;
+    tp->prefetch = tp->prefetch_auto ? top_k
+                   : p->expert_prefetch == MOEINF_EXPERT_AUTO ? 0
+                                                              : p->expert_prefetch;
+}
+
 /* The parameters were checked (moeinf_context_params_check): a cache is asked for exactly
  * when the model's experts are offloaded. */
 enum moeinf_status moeinf_engine_expert_cache_init(struct moeinf_context *ctx,
@@ -173,6 +186,7 @@ enum moeinf_status moeinf_engine_expert_cache_init(struct moeinf_context *ctx,
         .io_threads = ctx->params.expert_io_threads,
         .prefetch = ctx->params.expert_prefetch,
     };
+    reading_ahead(&ctx->params, hp->n_expert_used, &tp);
     enum moeinf_status st =
         budget_for(ctx, slot_bytes, n_moe * hp->n_expert, &tp.budget_bytes, err);
     if (st != MOEINF_OK) return st;
@@ -188,7 +202,10 @@ enum moeinf_status moeinf_engine_expert_cache_init(struct moeinf_context *ctx,
         ctx->expert_held -= tp.budget_bytes - slots;
     }
     moeinf_fwd_set_tier(ctx->fwd, ctx->tier);
-    moeinf_fwd_set_lookahead(ctx->fwd, -1, ctx->params.expert_lookahead);
+    moeinf_fwd_set_lookahead(ctx->fwd, -1,
+                             ctx->params.expert_lookahead == MOEINF_EXPERT_AUTO
+                                 ? (tp.lookahead_auto ? 1 : 0)
+                                 : ctx->params.expert_lookahead);
     return MOEINF_OK;
 }
 
@@ -250,6 +267,13 @@ enum moeinf_status moeinf_context_expert_stats(const struct moeinf_context *ctx,
         out->lookahead_correct = pl->correct;
         out->lookahead_actual = pl->actual;
     }
+    out->policy_reads = c->reads[MOEINF_SOURCE_POLICY];
+    out->policy_reads_used = c->reads_used[MOEINF_SOURCE_POLICY];
+    out->lookahead_reads = c->reads[MOEINF_SOURCE_LOOKAHEAD];
+    out->lookahead_reads_used = c->reads_used[MOEINF_SOURCE_LOOKAHEAD];
+    out->policy_layers_on = r.layers_on[MOEINF_SOURCE_POLICY];
+    out->lookahead_layers_on = r.layers_on[MOEINF_SOURCE_LOOKAHEAD];
+    out->spare_seconds = (double)c->spare_ns * 1e-9;
     return MOEINF_OK;
 }
 

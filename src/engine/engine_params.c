@@ -40,6 +40,14 @@ static enum moeinf_status in_range(const char *name, long v, long lo, long hi,
     return moeinf_fail(err, MOEINF_ERR_ARG, "%s: %ld is not in [%ld, %ld]", name, v, lo, hi);
 }
 
+/* A count of reading ahead: 0 .. hi, or MOEINF_EXPERT_AUTO. */
+static enum moeinf_status ahead_range(const char *name, long v, long hi,
+                                      struct moeinf_error *err) {
+    if (v == MOEINF_EXPERT_AUTO || (v >= 0 && v <= hi)) return MOEINF_OK;
+    return moeinf_fail(err, MOEINF_ERR_ARG, "%s: %ld is not in [0, %ld], nor auto (%d)", name,
+                       v, hi, MOEINF_EXPERT_AUTO);
+}
+
 static enum moeinf_status check_cache_size(const struct moeinf_expert_cache_size *s,
                                            struct moeinf_error *err) {
     switch (s->kind) {
@@ -58,16 +66,17 @@ static enum moeinf_status check_cache_size(const struct moeinf_expert_cache_size
 }
 
 /* The expert cache's reading ahead: prefetch and lookahead read on I/O threads, and apply only
- * with an expert cache. */
+ * with an expert cache; auto (-1, the default) asks for neither: it reads ahead only where it
+ * can and where that pays. */
 static enum moeinf_status check_reading_ahead(const struct moeinf_context_params *p, int n_layer,
                                               struct moeinf_error *err) {
     enum moeinf_status st;
     const bool cache = p->expert_cache.kind != MOEINF_EXPERT_CACHE_NONE;
     if ((st = in_range("expert_io_threads", p->expert_io_threads, 0, MOEINF_EXPERT_IO_THREADS_MAX,
                        err)) ||
-        (st =
-             in_range("expert_prefetch", p->expert_prefetch, 0, MOEINF_EXPERT_PREFETCH_MAX, err)) ||
-        (st = in_range("expert_lookahead", p->expert_lookahead, 0, n_layer - 1, err))) {
+        (st = ahead_range("expert_prefetch", p->expert_prefetch, MOEINF_EXPERT_PREFETCH_MAX,
+                          err)) ||
+        (st = ahead_range("expert_lookahead", p->expert_lookahead, n_layer - 1, err))) {
         return st;
     }
     const char *ahead = p->expert_prefetch > 0    ? "expert_prefetch"

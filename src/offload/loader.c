@@ -48,6 +48,10 @@ struct moeinf_loader {
     struct queue demand, prefetch;
     bool stop;
     int n_threads;
+    /* I/O thread time spent reading (moeinf_loader_busy_ns): of the parts finished, and the
+     * number and summed start times of the parts being read; under mutex */
+    uint64_t busy_done_ns, running_start_sum;
+    int running;
     pthread_t *threads;
 };
 
@@ -101,7 +105,7 @@ static void queue_remove(struct moeinf_loader *l, int slot) {
 
 /* Reads part `part` of the slot's job (no lock held; called with the mutex unlocked) and
  * counts it; the job is done (or failed) when its last part is counted. */
-static void run_part(struct moeinf_loader *l, int slot, int part) {
+static void run_part(struct moeinf_loader *l, int slot, int part, uint64_t t0) {
     struct job *j = &l->jobs[slot];
     struct moeinf_store_counters io = {0};
     struct moeinf_error err;
@@ -109,6 +113,9 @@ static void run_part(struct moeinf_loader *l, int slot, int part) {
     enum moeinf_status st =
         moeinf_store_load_part(l->store, slot, j->layer, j->expert, part, &io, &err);
     pthread_mutex_lock(&l->mutex);
+    l->busy_done_ns += now_ns() - t0;
+    l->running--;
+    l->running_start_sum -= t0;
     moeinf_store_counters_add(&j->io, &io);
     if (st != MOEINF_OK && j->err.status == MOEINF_OK) j->err = err;
     if (++j->parts_done == MOEINF_EXPERT_PARTS) {
@@ -122,9 +129,12 @@ static void run_part(struct moeinf_loader *l, int slot, int part) {
 }
 
 /* Takes the next part of the slot's queued job (under mutex): the job leaves its queue with
- * its last part. */
-static int take_part(struct moeinf_loader *l, int slot) {
+ * its last part. *t0: when its read starts (for run_part). */
+static int take_part(struct moeinf_loader *l, int slot, uint64_t *t0) {
     struct job *j = &l->jobs[slot];
+    *t0 = now_ns();
+    l->running++;
+    l->running_start_sum += *t0;
     int part = j->parts_taken++;
     if (j->parts_taken == MOEINF_EXPERT_PARTS) queue_remove(l, slot);
     atomic_store_explicit(&j->state, MOEINF_JOB_READING, memory_order_relaxed);
@@ -139,9 +149,10 @@ static void *io_thread(void *arg) {
             pthread_cond_wait(&l->work, &l->mutex);
         if (l->stop) break;
         int slot = l->demand.head >= 0 ? l->demand.head : l->prefetch.head;
-        int part = take_part(l, slot);
+        uint64_t t0;
+        int part = take_part(l, slot, &t0);
         pthread_mutex_unlock(&l->mutex);
-        run_part(l, slot, part);
+        run_part(l, slot, part, t0);
         pthread_mutex_lock(&l->mutex);
     }
     pthread_mutex_unlock(&l->mutex);
@@ -267,9 +278,10 @@ enum moeinf_status moeinf_loader_wait(struct moeinf_loader *l, int slot, uint64_
         if (j->queue != QUEUE_NONE && l->n_threads == 0) {
             /* No I/O threads: the read happens here, as a synchronous load. */
             while (j->queue != QUEUE_NONE) {
-                int part = take_part(l, slot);
+                uint64_t start;
+                int part = take_part(l, slot, &start);
                 pthread_mutex_unlock(&l->mutex);
-                run_part(l, slot, part);
+                run_part(l, slot, part, start);
                 pthread_mutex_lock(&l->mutex);
             }
         } else if (j->queue == QUEUE_PREFETCH) {
@@ -305,4 +317,12 @@ enum moeinf_status moeinf_loader_retire(struct moeinf_loader *l, int slot,
 
 bool moeinf_loader_is_prefetch(const struct moeinf_loader *l, int slot) {
     return l->jobs[slot].prefetch;
+}
+
+uint64_t moeinf_loader_busy_ns(struct moeinf_loader *l) {
+    pthread_mutex_lock(&l->mutex);
+    uint64_t now = now_ns();
+    uint64_t busy = l->busy_done_ns + (uint64_t)l->running * now - l->running_start_sum;
+    pthread_mutex_unlock(&l->mutex);
+    return busy;
 }

@@ -68,6 +68,9 @@ enum moeinf_status moeinf_loader_wait(struct moeinf_loader *l, int slot, uint64_
  * and, for a failed one, its error through err. */
 enum moeinf_status moeinf_loader_retire(struct moeinf_loader *l, int slot,
                                         struct moeinf_store_counters *io, struct moeinf_error *err);
+/* Time the I/O threads (or, without them, the caller's reads) have spent reading since the
+ * loader started, summed over threads; parts being read count up to now. */
+uint64_t moeinf_loader_busy_ns(struct moeinf_loader *l);
 /* True if the slot's last submitted job was a prefetch that is still not retired. */
 bool moeinf_loader_is_prefetch(const struct moeinf_loader *l, int slot);
 

@@ -4,11 +4,15 @@
 #include <assert.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "base/status.h"
 #include "experts/cache.h"
 #include "experts/step.h"
 #include "offload/loader.h"
+#include "offload/prefetch_auto.h"
+
+_Static_assert(MOEINF_SOURCE_COUNT == MOEINF_PREFETCH_AUTO_SOURCES, "one controller per source");
 
 struct moeinf_tier {
     struct moeinf_cache *cache;
@@ -39,9 +43,27 @@ struct moeinf_tier {
     uint32_t *hints;     /* (n_layers * top_k) lookahead hints awaiting the wave */
     int n_hints;
     uint8_t *in_step;   /* (n_experts) 1 for the experts of the current step */
-    uint8_t *predicted; /* (layers x experts) bit per source: named for the layer's next step */
+    uint8_t *predicted; /* (layers x experts) bit per source: named for the layer's next step;
+                           bit COLD + source: named while not in the cache */
     struct moeinf_tier_prediction prediction[MOEINF_SOURCE_COUNT];
+    /* auto (prefetch_auto.h) */
+    bool auto_src[MOEINF_SOURCE_COUNT];
+    struct moeinf_prefetch_auto *pfa;
+    int io_threads;
+    uint64_t mark_ns, mark_busy; /* when the current layer's window began, and the loader's busy
+                                    time then */
+    uint64_t read_ns_sum, loads_sum; /* every read retired: I/O thread time and experts */
 };
+
+#define COLD 2 /* predicted[]: bit COLD + source */
+
+static uint64_t spare_since_mark(struct moeinf_tier *t);
+
+static uint64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /* Slots for the budget: MOEINF_ERR_ARG under top_k, cut to every expert above. */
 static enum moeinf_status slots_for(const struct moeinf_tier_params *p, uint64_t slot_bytes,
@@ -106,6 +128,9 @@ enum moeinf_status moeinf_tier_init(const struct moeinf_tier_params *p, struct m
     t->top_k = p->top_k;
     t->capacity = n_slots;
     t->prefetch = p->prefetch;
+    t->auto_src[MOEINF_SOURCE_POLICY] = p->prefetch_auto;
+    t->auto_src[MOEINF_SOURCE_LOOKAHEAD] = p->lookahead_auto;
+    t->io_threads = p->io_threads;
     const struct moeinf_fast_tier_ops *fast = p->fast ? p->fast : &moeinf_fast_tier_ram;
     st = moeinf_policy_create_ops(ops, &g, &t->policy, err);
     if (st == MOEINF_OK) st = moeinf_cache_init(&g, &t->cache, err);
@@ -117,6 +142,10 @@ enum moeinf_status moeinf_tier_init(const struct moeinf_tier_params *p, struct m
     }
     if (st == MOEINF_OK) st = moeinf_loader_init(t->store, p->io_threads, &t->loader, err);
     if (st == MOEINF_OK) st = tier_buffers(t, err);
+    if (st == MOEINF_OK && (p->prefetch_auto || p->lookahead_auto)) {
+        st = moeinf_prefetch_auto_init(p->n_layers, &t->pfa, err);
+    }
+    if (st == MOEINF_OK) (void)spare_since_mark(t);
     if (st != MOEINF_OK) {
         moeinf_tier_free(t);
         return st;
@@ -133,6 +162,7 @@ void moeinf_tier_free(struct moeinf_tier *t) {
     if (t->step.ids) moeinf_step_free(&t->step);
     moeinf_cache_free(t->cache);
     moeinf_policy_free(t->policy);
+    moeinf_prefetch_auto_free(t->pfa);
     free(t->events);
     free(t->layer);
     free(t->inflight);
@@ -158,6 +188,8 @@ static enum moeinf_status retire_read(struct moeinf_tier *t, int i, uint32_t id,
     struct moeinf_store_counters io;
     enum moeinf_status st = moeinf_loader_retire(t->loader, slot, &io, err);
     moeinf_store_counters_add(&t->layer[layer_of(t, id)].io, &io);
+    t->read_ns_sum += io.read_ns;
+    t->loads_sum += io.loads;
     if (st != MOEINF_OK && moeinf_cache_slot_expert(t->cache, slot) == id) {
         moeinf_cache_drop(t->cache, t->policy, id);
     }
@@ -240,29 +272,64 @@ static enum moeinf_status prefetch_one(struct moeinf_tier *t, uint32_t id,
     return MOEINF_OK;
 }
 
+/* Whether the source's reads are issued for `layer`: always unless the source is auto, then
+ * where the controller has it on. */
+static bool source_on(const struct moeinf_tier *t, int layer, enum moeinf_tier_source src) {
+    return !t->auto_src[src] || moeinf_prefetch_auto_on(t->pfa, layer, (int)src);
+}
+
 static void predict(struct moeinf_tier *t, uint32_t id, enum moeinf_tier_source src) {
     uint8_t bit = (uint8_t)(1u << src);
     if (!(t->predicted[id] & bit)) {
         t->predicted[id] |= bit;
         t->prediction[src].predicted++;
+        if (!moeinf_cache_is_resident(t->cache, id)) t->predicted[id] |= (uint8_t)(bit << COLD);
     }
 }
 
-/* Scores the predictions made for this layer's step against the step, then forgets them. */
-static void score(struct moeinf_tier *t, int layer) {
+/* Scores the predictions made for this layer's step against the step, then forgets them;
+ * with an auto source, the controller gets the step (and the I/O threads' idle time since the
+ * window began, spare_ns). */
+static void score(struct moeinf_tier *t, int layer, uint64_t spare_ns) {
     uint8_t *pred = t->predicted + (size_t)layer * (size_t)t->n_experts;
+    struct moeinf_tier_counters *c = &t->layer[layer];
+    struct moeinf_prefetch_auto_obs obs = {.spare_ns = spare_ns};
     uint8_t any = 0;
     for (int e = 0; e < t->n_experts; e++) {
         if (!pred[e]) continue;
         any |= pred[e];
         for (int s = 0; s < MOEINF_SOURCE_COUNT; s++) {
             if ((pred[e] >> s) & 1u) t->prediction[s].correct += t->in_step[e];
+            if ((pred[e] >> (COLD + s)) & 1u) {
+                obs.reads[s]++;
+                obs.used[s] += t->in_step[e];
+            }
         }
         pred[e] = 0;
     }
     for (int s = 0; s < MOEINF_SOURCE_COUNT; s++) {
         if ((any >> s) & 1u) t->prediction[s].actual += (uint64_t)t->step.n;
+        c->reads[s] += obs.reads[s];
+        c->reads_used[s] += obs.used[s];
     }
+    c->spare_ns += spare_ns;
+    if (t->pfa) {
+        uint64_t read_ns = t->loads_sum ? t->read_ns_sum / t->loads_sum : 0;
+        moeinf_prefetch_auto_step(t->pfa, layer, &obs, read_ns);
+    }
+}
+
+/* The I/O threads' idle time since the last mark (I/O threads x wall time, less their busy
+ * time), and a new mark. 0 without I/O threads. */
+static uint64_t spare_since_mark(struct moeinf_tier *t) {
+    if (t->io_threads == 0) return 0;
+    uint64_t now = now_ns();
+    uint64_t busy = moeinf_loader_busy_ns(t->loader);
+    uint64_t wall = (now - t->mark_ns) * (uint64_t)t->io_threads;
+    uint64_t used = busy - t->mark_busy;
+    t->mark_ns = now;
+    t->mark_busy = busy;
+    return wall > used ? wall - used : 0;
 }
 
 void moeinf_tier_request_begin(struct moeinf_tier *t) {
@@ -281,6 +348,7 @@ void moeinf_tier_iteration_begin(struct moeinf_tier *t, enum moeinf_phase phase,
     moeinf_policy_tokens_begin(t->policy, phase, m);
     t->tokens += (uint64_t)m;
     if (phase == MOEINF_PHASE_DECODE) t->decode_tokens += (uint64_t)m;
+    (void)spare_since_mark(t); /* the time between iterations is not the layers' */
 }
 
 void moeinf_tier_iteration_end(struct moeinf_tier *t) {
@@ -294,7 +362,7 @@ void moeinf_tier_layer_begin(struct moeinf_tier *t, int layer, const int32_t *se
     memset(t->in_step, 0, (size_t)t->n_experts);
     for (int i = 0; i < t->step.n; i++)
         t->in_step[t->step.ids[i] - base] = 1;
-    score(t, layer);
+    score(t, layer, spare_since_mark(t));
     reap(t);
     /* A prefetch this step does not use stays, read or not: the cache keeps the expert, as the
      * simulator's does (only an eviction cancels its read, release_slot). */
@@ -350,8 +418,11 @@ enum moeinf_status moeinf_tier_wave(struct moeinf_tier *t, const uint32_t **ids,
         t->wait_slots[n_wait++] = ev->slot;
     }
     /* Lookahead prefetches queue behind this wave's demand reads. */
-    for (int i = 0; i < t->n_hints && st == MOEINF_OK; i++)
-        st = prefetch_one(t, t->hints[i], err);
+    for (int i = 0; i < t->n_hints && st == MOEINF_OK; i++) {
+        if (source_on(t, layer_of(t, t->hints[i]), MOEINF_SOURCE_LOOKAHEAD)) {
+            st = prefetch_one(t, t->hints[i], err);
+        }
+    }
     t->n_hints = 0;
     t->n_wait = n_wait;
     t->wait_pos = 0;
@@ -432,6 +503,7 @@ enum moeinf_status moeinf_tier_layer_end(struct moeinf_tier *t, struct moeinf_er
     for (int i = 0; i < n && i < t->prefetch; i++) {
         if (t->proposals[i] >= (uint32_t)(t->n_layers * t->n_experts)) continue;
         predict(t, t->proposals[i], MOEINF_SOURCE_POLICY);
+        if (!source_on(t, layer_of(t, t->proposals[i]), MOEINF_SOURCE_POLICY)) continue;
         enum moeinf_status st = prefetch_one(t, t->proposals[i], err);
         if (st != MOEINF_OK) return st;
     }
@@ -461,13 +533,24 @@ static void counters_add(struct moeinf_tier_counters *o, const struct moeinf_tie
     o->dropped_prefetches += c->dropped_prefetches;
     o->stall_ns += c->stall_ns;
     moeinf_store_counters_add(&o->io, &c->io);
+    for (int s = 0; s < MOEINF_SOURCE_COUNT; s++) {
+        o->reads[s] += c->reads[s];
+        o->reads_used[s] += c->reads_used[s];
+    }
+    o->spare_ns += c->spare_ns;
 }
 
 void moeinf_tier_report(const struct moeinf_tier *t, int layer, struct moeinf_tier_report *out) {
     assert(layer >= -1 && layer < t->n_layers);
     memset(out, 0, sizeof *out);
     for (int il = 0; il < t->n_layers; il++) {
-        if (layer == -1 || layer == il) counters_add(&out->counters, &t->layer[il]);
+        if (layer != -1 && layer != il) continue;
+        counters_add(&out->counters, &t->layer[il]);
+        for (int s = 0; s < MOEINF_SOURCE_COUNT; s++)
+            out->layers_on[s] += t->auto_src[s] && moeinf_prefetch_auto_on(t->pfa, il, s);
+    }
+    for (int s = 0; s < MOEINF_SOURCE_COUNT; s++) {
+        if (!t->auto_src[s]) out->layers_on[s] = -1;
     }
     /* As the simulator counts at the end of a replay: a prefetched expert that no step has
      * used yet is wasted as of now (if a later step uses it, the next report counts a

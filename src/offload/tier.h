@@ -35,6 +35,10 @@
  *     step, what the simulator's prefetch means);
  *   - gate lookahead hints from the forward pass (the routers of the next layers applied to
  *     the current hidden state), issued right after the wave's demand reads are queued.
+ * A source that is auto (prefetch_auto.h) keeps naming experts, and the tier scores every
+ * prediction (precision on all the experts named, and on those that had to be read), but its
+ * reads are issued only for the layers where the controller has it on; the controller also
+ * weighs the I/O threads' idle time, so with auto what is admitted depends on timing too.
  * A read in flight pins nothing. When the cache evicts a prefetched expert whose read is
  * still in flight, a queued read is cancelled (a dropped prefetch) and a running one waited
  * for, before the slot is read into again. The cache and the
@@ -52,6 +56,13 @@
 #include "moeinf.h"
 #include "offload/fast_tier.h"
 #include "offload/store.h"
+
+/* Where a prediction came from. */
+enum moeinf_tier_source {
+    MOEINF_SOURCE_POLICY = 0,    /* the policy's prefetch proposals */
+    MOEINF_SOURCE_LOOKAHEAD = 1, /* the next layers' routers on the current hidden state */
+    MOEINF_SOURCE_COUNT = 2,
+};
 
 /* Counters of one layer (or of all). */
 struct moeinf_tier_counters {
@@ -71,13 +82,12 @@ struct moeinf_tier_counters {
     uint64_t reads_in_flight;        /* (a report only) reads queued or running, not yet in io */
     uint64_t stall_ns;               /* time the forward pass waited for reads */
     struct moeinf_store_counters io; /* reads finished (demand and prefetch) */
-};
-
-/* Where a prediction came from. */
-enum moeinf_tier_source {
-    MOEINF_SOURCE_POLICY = 0,    /* the policy's prefetch proposals */
-    MOEINF_SOURCE_LOOKAHEAD = 1, /* the next layers' routers on the current hidden state */
-    MOEINF_SOURCE_COUNT = 2,
+    /* Per source, of the experts it named for this layer's steps (whether its reads were
+     * issued or not: auto), those not in the cache when named (reads) and, of them, those
+     * the step used (reads_used: demand misses it turned, or would have turned, into
+     * prefetches) */
+    uint64_t reads[MOEINF_SOURCE_COUNT], reads_used[MOEINF_SOURCE_COUNT];
+    uint64_t spare_ns; /* I/O thread time idle before the layer's steps (prefetch_auto.h) */
 };
 
 /* How well a source predicted: of the experts it named for a layer, how many that layer's
@@ -91,6 +101,8 @@ struct moeinf_tier_prediction {
 struct moeinf_tier_report {
     struct moeinf_tier_counters counters; /* of the layer asked for, or of all summed */
     uint64_t tokens, decode_tokens;       /* tokens of the iterations, every phase / decode */
+    int layers_on[MOEINF_SOURCE_COUNT];   /* auto: the layers (of those asked for) where the
+                                             source's reads are on now; -1: not auto */
     struct moeinf_tier_prediction prediction[MOEINF_SOURCE_COUNT];
 };
 
@@ -120,6 +132,10 @@ struct moeinf_tier_params {
     int io_threads;                          /* 0: reads on the forward pass's thread */
     int prefetch;                            /* policy proposals admitted per step; 0 without
                                                 I/O threads */
+    /* auto (prefetch_auto.h): the source's reads are issued only for the layers where its
+     * measured precision pays; the policy then proposes `prefetch` experts per step and the
+     * forward pass hints lookahead for every decode token. Not without I/O threads. */
+    bool prefetch_auto, lookahead_auto;
     const struct moeinf_fast_tier_ops *fast; /* NULL: the RAM tier */
 };
 

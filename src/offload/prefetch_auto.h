@@ -1,0 +1,68 @@
+/*
+ * prefetch_auto.h - the controller behind `--prefetch auto` and `--lookahead auto`: per MoE
+ * layer and per source of predictions (offload/tier.h: 0 the policy's proposals, 1 gate
+ * lookahead), whether the tier reads the experts the source names for that layer.
+ *
+ * The tier feeds it one observation per step of a layer, measured for every source whether
+ * it is on or off (a source that is off still names experts; they are only not read):
+ *   reads:    experts the source named for the step that were not in the cache when named
+ *             (the reads it issues when on);
+ *   used:     of them, those the step used: demand misses it turned (on) or would have
+ *             turned (off) into prefetches. used / reads is the source's precision on the
+ *             experts that had to be read;
+ *   spare_ns: I/O thread time idle while the step before it computed (I/O threads x wall
+ *             time, less the time they spent reading): room for reads that delay no demand
+ *             read.
+ * with read_ns, the I/O thread time of one expert read.
+ *
+ * Every MOEINF_PREFETCH_AUTO_WINDOW steps of a layer it decides from decayed sums (the
+ * window's counts plus half of what came before). A read the source names gains 1 when used
+ * (a demand miss avoided) and costs `cost` when not:
+ *   cost = COST_MIN + (1 - COST_MIN) x (1 - f),  f = min(1, spare / (wasted x read_ns)),
+ * where spare is what the layer had with the source off (with it on, its own reads' time is
+ * added back). A wasted read never costs less than COST_MIN: it still takes I/O bandwidth and
+ * CPU and evicts an expert. The source is turned on when used > cost x wasted x (1 + H) and
+ * off when used < cost x wasted x (1 - H) (H the hysteresis), once the sums hold at least
+ * MOEINF_PREFETCH_AUTO_MIN_READS reads; in between it keeps its state. Every source starts
+ * off: it is turned on only where its measured precision pays.
+ */
+#ifndef MOEINF_OFFLOAD_PREFETCH_AUTO_H
+#define MOEINF_OFFLOAD_PREFETCH_AUTO_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "moeinf.h"
+
+#define MOEINF_PREFETCH_AUTO_SOURCES   2
+#define MOEINF_PREFETCH_AUTO_WINDOW    16  /* steps of a layer between decisions */
+#define MOEINF_PREFETCH_AUTO_MIN_READS 4.0 /* decayed reads needed to decide */
+#define MOEINF_PREFETCH_AUTO_COST_MIN  0.5 /* the least a wasted read costs, in demand misses */
+#define MOEINF_PREFETCH_AUTO_H         0.25
+
+/* One step of one layer, as the tier measured it. */
+struct moeinf_prefetch_auto_obs {
+    uint32_t reads[MOEINF_PREFETCH_AUTO_SOURCES];
+    uint32_t used[MOEINF_PREFETCH_AUTO_SOURCES];
+    uint64_t spare_ns;
+};
+
+struct moeinf_prefetch_auto;
+
+/* The decision rule alone: the state after a window whose decayed sums are reads, used and
+ * spare_ns, from state `on`; read_ns 0 (unknown) counts no spare time. */
+bool moeinf_prefetch_auto_decide(bool on, double reads, double used, double spare_ns,
+                                 double read_ns);
+
+/* n_layers >= 1 layers, every source off. MOEINF_ERR_NOMEM. */
+enum moeinf_status moeinf_prefetch_auto_init(int n_layers, struct moeinf_prefetch_auto **out,
+                                             struct moeinf_error *err);
+void moeinf_prefetch_auto_free(struct moeinf_prefetch_auto *a);
+/* One step of `layer`; read_ns as above. Returns true if a source of the layer changed. */
+bool moeinf_prefetch_auto_step(struct moeinf_prefetch_auto *a, int layer,
+                               const struct moeinf_prefetch_auto_obs *obs, uint64_t read_ns);
+bool moeinf_prefetch_auto_on(const struct moeinf_prefetch_auto *a, int layer, int source);
+/* Layers where the source is on now. */
+int moeinf_prefetch_auto_layers_on(const struct moeinf_prefetch_auto *a, int source);
+
+#endif
