@@ -1,0 +1,252 @@
+/* cmd_fit.c - moeinf fit -m MODEL [--memory SIZE]: whether a model runs on this machine and
+ * how fast, before it is used (the work is in src/app/fit*.c). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "app/fit.h"
+#include "cli/cli.h"
+
+#define CMD "fit"
+
+static void usage(FILE *out) {
+    fprintf(out,
+            "usage: moeinf fit -m MODEL [--memory SIZE|P%%] [options]\n"
+            "\n"
+            "Says whether MODEL runs on this machine and how fast, before it is used. MODEL\n"
+            "is a GGUF file, whole or cut anywhere after its tensor table (a download in\n"
+            "progress: only the header and the tensor table are read), or a gen-model preset\n"
+            "name (moeinf gen-model --help; its header is written to a temporary file).\n"
+            "Prints the weights the engine keeps resident, the non-expert part (resident\n"
+            "under --expert-cache), one routed expert and all of them, the weights read per\n"
+            "decode token, the KV cache per token of context, this machine's memory, disk and\n"
+            "compute rates (short probes, under 2 s, cached for a week in the cache folder's\n"
+            "fit-probe.txt), then the predicted decode and prefill tokens/s resident and at\n"
+            "the memory budget with the --expert-cache to give. The hit ratio behind an\n"
+            "offloaded prediction comes from the simulator (moeinf sim) on --trace, else on a\n"
+            "synthetic routing fitted to recorded ones; the output says which.\n"
+            "\n"
+            "  -m, --model MODEL   GGUF file or gen-model preset name (required)\n"
+            "  --memory SIZE|P%%    the budget: bytes with K, M, G or T (powers of 1024), or a\n"
+            "                      percentage of the resident run's need (default: the memory\n"
+            "                      this process may use: its cgroup's limit, else\n"
+            "                      MemAvailable)\n"
+            "  -c, --ctx N         context tokens the KV cache holds (default 4096)\n"
+            "  --trace FILE        a recorded routing (moe-trace v1) of this model for the hit\n"
+            "                      ratio\n"
+            "  -t, --threads N     threads the rates are for (default: the CPUs usable)\n"
+            "  --reprobe           measure the machine again instead of using the cache\n"
+            "  --synthetic L,E,K,SKEW,REUSE -o FILE\n"
+            "                      write the synthetic routing (12 requests of 64 prefill and\n"
+            "                      128 decode tokens) of that geometry and those parameters, and\n"
+            "                      nothing else (for bench/fit_calibrate.sh)\n"
+            "  -h, --help          this help\n");
+}
+
+static int bad_usage(const char *what, const char *value) {
+    fprintf(stderr, "moeinf " CMD ": %s '%s'\n", what, value);
+    usage(stderr);
+    return CLI_EXIT_USAGE;
+}
+
+static double gb(uint64_t b) {
+    return (double)b / 1e9;
+}
+
+/* A preset's header in a temporary file (path in buf), or false with err set. */
+static bool preset_header(const char *name, char *buf, size_t size, struct moeinf_error *err) {
+    struct moeinf_gen_params p;
+    if (!cli_gen_preset(name, &p)) return false;
+    const char *dir = getenv("TMPDIR"); // NOLINT(concurrency-mt-unsafe): no setenv
+    snprintf(buf, size, "%s/moeinf-fit-%ld-%s.gguf", dir && *dir ? dir : "/tmp", (long)getpid(),
+             name);
+    return cli_fit_preset_header(&p, buf, err) == MOEINF_OK;
+}
+
+static int synthetic(const char *spec, const char *out) {
+    int l, e, k;
+    double skew, reuse;
+    char tail;
+    if (!out) return bad_usage("--synthetic needs -o FILE", spec);
+    if (sscanf(spec, "%d,%d,%d,%lf,%lf%c", &l, &e, &k, &skew, &reuse, &tail) != 5) {
+        return bad_usage("--synthetic takes L,E,K,SKEW,REUSE, not", spec);
+    }
+    struct moeinf_error err = {0};
+    if (cli_fit_synthetic_trace(out, l, e, k, skew, reuse, 12, 192, 0x5eedu, &err)) {
+        return cli_fail(&err);
+    }
+    return CLI_EXIT_OK;
+}
+
+static void print_prediction(const char *label, const struct cli_fit_prediction *p,
+                             const struct cli_fit_model *m, const char *source) {
+    printf("%-16s %.2f GB: ", label, gb(p->memory));
+    if (!p->runs) {
+        printf("does not run\n");
+        return;
+    }
+    if (p->resident) {
+        printf("resident, no --expert-cache: decode %.1f tok/s, prefill %.1f tok/s\n",
+               p->decode_tps, p->prefill_tps);
+        return;
+    }
+    printf("--expert-cache %" PRIu64 "M (%d of %d experts, %.1f %%), hit ratio %.2f: decode "
+           "%.1f tok/s, prefill %.1f tok/s\n",
+           p->cache_bytes >> 20, p->cache_slots, m->n_moe_layers * m->n_expert,
+           p->cache_percent, p->hit, p->decode_tps, p->prefill_tps);
+    printf("%-16s %s\n", "  hit ratio from", source);
+}
+
+int cmd_fit(int argc, char **argv) {
+    const char *model = NULL, *memory = NULL, *trace = NULL, *synth = NULL, *out = NULL;
+    long n_ctx = 4096, threads = 0;
+    bool reprobe = false;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return CLI_EXIT_OK;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(model = cli_option_value(CMD, argc, argv, &i))) return CLI_EXIT_USAGE;
+        } else if (!strcmp(a, "--memory")) {
+            if (!(memory = cli_option_value(CMD, argc, argv, &i))) return CLI_EXIT_USAGE;
+        } else if (!strcmp(a, "--trace")) {
+            if (!(trace = cli_option_value(CMD, argc, argv, &i))) return CLI_EXIT_USAGE;
+        } else if (!strcmp(a, "--synthetic")) {
+            if (!(synth = cli_option_value(CMD, argc, argv, &i))) return CLI_EXIT_USAGE;
+        } else if (!strcmp(a, "-o")) {
+            if (!(out = cli_option_value(CMD, argc, argv, &i))) return CLI_EXIT_USAGE;
+        } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
+            if (!(v = cli_option_value(CMD, argc, argv, &i)) ||
+                !cli_parse_long(CMD, a, v, 1, 1 << 24, &n_ctx)) {
+                return CLI_EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!(v = cli_option_value(CMD, argc, argv, &i)) ||
+                !cli_parse_long(CMD, a, v, 1, 256, &threads)) {
+                return CLI_EXIT_USAGE;
+            }
+        } else if (!strcmp(a, "--reprobe")) {
+            reprobe = true;
+        } else {
+            return cli_bad_argument(CMD, a, usage);
+        }
+    }
+    if (synth) return synthetic(synth, out);
+    if (!model) {
+        fprintf(stderr, "moeinf " CMD ": missing -m MODEL\n");
+        usage(stderr);
+        return CLI_EXIT_USAGE;
+    }
+    struct moeinf_expert_cache_size mem = {0};
+    struct moeinf_error err = {0};
+    if (memory) {
+        if (moeinf_expert_cache_parse(memory, &mem, &err) != MOEINF_OK ||
+            mem.kind == MOEINF_EXPERT_CACHE_AUTO ||
+            (mem.kind == MOEINF_EXPERT_CACHE_BYTES && mem.bytes == 0)) {
+            return bad_usage("--memory takes a size (K, M, G, T) or P%, not", memory);
+        }
+    }
+    /* a file, else a preset name */
+    char tmp[1100] = "";
+    const char *path = model;
+    struct stat sb;
+    if (stat(model, &sb) != 0) {
+        struct moeinf_gen_params p;
+        if (!strchr(model, '/') && cli_gen_preset(model, &p)) {
+            if (!preset_header(model, tmp, sizeof tmp, &err)) return cli_fail(&err);
+            path = tmp;
+        } else {
+            fprintf(stderr, "moeinf: %s: no such file, and not a gen-model preset\n", model);
+            return CLI_EXIT_FAIL;
+        }
+    }
+    struct cli_fit_model m;
+    enum moeinf_status st = cli_fit_read(path, &m, &err);
+    if (tmp[0]) unlink(tmp);
+    if (st) return cli_fail(&err);
+
+    const uint64_t kv_ctx = m.kv_token_bytes * (uint64_t)n_ctx + m.state_bytes;
+    struct cli_fit_prediction res;
+    struct cli_fit_machine mc;
+    char source[512];
+    /* the resident run's need: what a prediction at unbounded memory reports as its budget */
+    uint64_t budget = 0;
+    char budget_from[320] = "--memory";
+    if (mem.kind == MOEINF_EXPERT_CACHE_NONE) {
+        if (cli_fit_memory(&budget, budget_from, sizeof budget_from, &err)) return cli_fail(&err);
+    }
+    if ((st = cli_fit_probe(tmp[0] ? NULL : path, m.expert_bytes / 3, (int)threads, reprobe,
+                            m.expert_type, &mc, &err))) {
+        return cli_fail(&err);
+    }
+    if ((st = cli_fit_predict(&m, &mc, UINT64_MAX / 2, (int)n_ctx, trace, &res, source,
+                              sizeof source, &err))) {
+        return cli_fail(&err);
+    }
+    uint64_t need = m.weight_bytes + kv_ctx + (256ull << 20) + (64ull << 20);
+    if (mem.kind == MOEINF_EXPERT_CACHE_BYTES) budget = mem.bytes;
+    if (mem.kind == MOEINF_EXPERT_CACHE_PERCENT) {
+        budget = (uint64_t)((double)need * mem.percent / 100.0);
+    }
+    struct cli_fit_prediction at;
+    if ((st = cli_fit_predict(&m, &mc, budget, (int)n_ctx, trace, &at, source, sizeof source,
+                              &err))) {
+        return cli_fail(&err);
+    }
+    if (!at.runs && memory) {
+        fprintf(stderr,
+                "moeinf: --memory %s (%.2f GB) is too small for %s: it needs at least %.2f GB "
+                "(the non-expert weights, a KV cache of %ld tokens, scratch and top-k experts "
+                "per layer)\n",
+                memory, gb(budget), model,
+                gb(m.nonexpert_bytes + kv_ctx + (320ull << 20) +
+                   (uint64_t)m.n_expert_used * (m.expert_bytes + 4 * 4096)),
+                n_ctx);
+        return CLI_EXIT_FAIL;
+    }
+
+    printf("%-16s %s%s\n", "model", model, tmp[0] ? " (gen-model preset)" : "");
+    printf("%-16s %s: %d layers, %d with experts, %d experts, top %d\n", "arch", m.arch,
+           m.n_layer, m.n_moe_layers, m.n_expert, m.n_expert_used);
+    printf("%-16s %" PRIu64 " bytes (%.2f GB)%s", "file", m.file_bytes, gb(m.file_bytes),
+           m.header_only ? "; header and tensor table read" : "\n");
+    if (m.header_only && !tmp[0]) printf(", %" PRIu64 " bytes on disk\n", m.present_bytes);
+    if (m.header_only && tmp[0]) printf(" (not written)\n");
+    printf("%-16s %" PRIu64 " bytes (%.2f GB): every weight the engine binds\n", "resident",
+           m.weight_bytes, gb(m.weight_bytes));
+    printf("%-16s %" PRIu64 " bytes (%.2f GB): resident under --expert-cache\n", "non-expert",
+           m.nonexpert_bytes, gb(m.nonexpert_bytes));
+    printf("%-16s %" PRIu64 " bytes (%.2f GB) = %d x %" PRIu64 " bytes (one expert's gate, up "
+           "and down)\n",
+           "experts", m.experts_bytes, gb(m.experts_bytes), m.n_moe_layers * m.n_expert,
+           m.expert_bytes);
+    printf("%-16s %" PRIu64 " bytes per token (%.3f GB; non-expert %.3f GB)\n", "decode reads",
+           m.decode_bytes, gb(m.decode_bytes), gb(m.nonexpert_decode));
+    printf("%-16s %" PRIu64 " bytes (F16 K and V%s), fixed %" PRIu64 " bytes; %ld tokens: %.2f "
+           "GB\n",
+           "KV per token", m.kv_token_bytes, strcmp(m.arch, "deepseek2") ? "" : ": the latent",
+           m.state_bytes, n_ctx, gb(kv_ctx));
+    char when[32] = "";
+    time_t t = (time_t)mc.when;
+    struct tm tm;
+    if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+    printf("%-16s memory %.1f GB/s, disk %.2f GB/s, prefill kernel %.1f G/s, %d threads (%s %s)\n",
+           "machine", mc.mem_gbps, mc.disk_gbps, mc.dot_gops, mc.threads,
+           mc.cached ? "cached, probed" : "probed", when);
+    printf("%-16s %s\n", "  disk probe", mc.disk_note);
+    res.memory = need;
+    print_prediction("need resident", &res, &m, source);
+    printf("%-16s %s\n", "budget from", budget_from);
+    print_prediction("at budget", &at, &m, source);
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "moeinf: writing the output failed\n");
+        return CLI_EXIT_FAIL;
+    }
+    return CLI_EXIT_OK;
+}
