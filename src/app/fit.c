@@ -87,6 +87,18 @@ static void kv_sizes(const struct moeinf_llm *llm, struct cli_fit_model *m) {
     }
     const uint64_t w = hp->n_swa > 1 ? (uint64_t)(hp->n_swa - 1) : 0;
     const uint64_t ckpt = rs + (uint64_t)n_swa * 2 * w * n_kv * 2;
+    /* the micro-batch's activations (moeinf_fwd_init's buffers, the larger ones) */
+    const uint64_t nb = N_BATCH, n_q = (uint64_t)hp->n_head * (uint64_t)hp->head_dim;
+    const uint64_t n_att = mla && (uint64_t)hp->n_head * (uint64_t)hp->mla_v > n_q
+                               ? (uint64_t)hp->n_head * (uint64_t)hp->mla_v
+                               : n_q;
+    const uint64_t k_used = hp->n_expert > 0 ? (uint64_t)hp->n_expert_used : 1;
+    uint64_t h = nb * k_used * (uint64_t)hp->n_ff;
+    if (nb * (uint64_t)hp->n_ff_shexp > h) h = nb * (uint64_t)hp->n_ff_shexp;
+    if (nb * (uint64_t)hp->n_ff_dense > h) h = nb * (uint64_t)hp->n_ff_dense;
+    uint64_t floats = nb * (3 * (uint64_t)hp->n_embd + n_q + 2 * n_kv + n_att) + 2 * h;
+    if (hp->n_expert > 0) floats += nb * (2 * k_used * (uint64_t)hp->n_embd + (uint64_t)hp->n_expert);
+    m->scratch_bytes = floats * 4 + h + (16ull << 20); /* + the converted activations, misc */
     m->kv_token_bytes = per_token;
     m->state_bytes = fixed + rs + 4 * ckpt; /* MOEINF_FWD_CHECKPOINTS checkpoints */
 }
@@ -153,11 +165,6 @@ static uint64_t slot_bytes(const struct cli_fit_model *m) {
     return (m->expert_bytes + 3 * 4096 + 4095) / 4096 * 4096;
 }
 
-/* Scratch of a context: activations of one micro-batch (model/forward.c's buffers, about). */
-static uint64_t scratch_bytes(const struct cli_fit_model *m) {
-    (void)m;
-    return 256ull << 20;
-}
 
 enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct cli_fit_machine *mc,
                                    uint64_t memory, int n_ctx, const char *trace_path,
@@ -169,7 +176,7 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
     const double disk_bps = mc->disk_gbps * 1e9 * DISK_EFF;
     const double dot_ps = mc->dot_gops * 1e9 * DOT_EFF;
     const uint64_t ctx_bytes =
-        m->kv_token_bytes * (uint64_t)n_ctx + m->state_bytes + scratch_bytes(m) + MARGIN;
+        m->kv_token_bytes * (uint64_t)n_ctx + m->state_bytes + m->scratch_bytes + MARGIN;
     const double compute_tok = (double)m->active_elems / dot_ps; /* prefill, per token */
     if (m->n_expert == 0 || memory >= m->weight_bytes + ctx_bytes) {
         out->resident = true;

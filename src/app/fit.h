@@ -31,6 +31,7 @@ struct cli_fit_model {
     uint64_t kv_token_bytes;   /* KV cache per token of context (F16), every attention layer */
     uint64_t state_bytes;      /* fixed per context: sliding windows' rings, recurrent state
                                   and its checkpoints (n_batch 512) */
+    uint64_t scratch_bytes;    /* a context's activations for micro-batches of 512 tokens */
     int expert_type;           /* GGML type of the first routed expert matrix (or FFN) */
 };
 

@@ -84,7 +84,7 @@ static int synthetic(const char *spec, const char *out) {
 
 static void print_prediction(const char *label, const struct cli_fit_prediction *p,
                              const struct cli_fit_model *m, const char *source) {
-    printf("%-16s %.2f GB: ", label, gb(p->memory));
+    printf("%-16s %" PRIu64 " bytes (%.2f GB): ", label, p->memory, gb(p->memory));
     if (!p->runs) {
         printf("does not run\n");
         return;
@@ -189,7 +189,7 @@ int cmd_fit(int argc, char **argv) {
                               sizeof source, &err))) {
         return cli_fail(&err);
     }
-    uint64_t need = m.weight_bytes + kv_ctx + (256ull << 20) + (64ull << 20);
+    uint64_t need = m.weight_bytes + kv_ctx + m.scratch_bytes + (64ull << 20);
     if (mem.kind == MOEINF_EXPERT_CACHE_BYTES) budget = mem.bytes;
     if (mem.kind == MOEINF_EXPERT_CACHE_PERCENT) {
         budget = (uint64_t)((double)need * mem.percent / 100.0);
@@ -205,7 +205,7 @@ int cmd_fit(int argc, char **argv) {
                 "(the non-expert weights, a KV cache of %ld tokens, scratch and top-k experts "
                 "per layer)\n",
                 memory, gb(budget), model,
-                gb(m.nonexpert_bytes + kv_ctx + (320ull << 20) +
+                gb(m.nonexpert_bytes + kv_ctx + m.scratch_bytes + (64ull << 20) +
                    (uint64_t)m.n_expert_used * (m.expert_bytes + 4 * 4096)),
                 n_ctx);
         return CLI_EXIT_FAIL;
