@@ -33,6 +33,7 @@
 #include "gen/gen_header.h"
 #include "gguf/gguf.h"
 #include "model/model.h"
+#include "offload/store.h"
 
 #define MEM_EFF    0.80 /* share of the probed memory bandwidth decode reaches */
 #define DISK_EFF   0.90 /* share of the probed disk bandwidth the expert reads reach */
@@ -143,6 +144,25 @@ enum moeinf_status cli_fit_read(const char *path, struct cli_fit_model *out,
         active_experts += (uint64_t)hp->n_expert_used * e;
         if (out->expert_type < 0) out->expert_type = (int)lw->gate_exps.type;
     }
+    /* the expert cache's slot as offload/store.c sizes it, from where the experts lie */
+    const int n_moe = out->n_moe_layers;
+    struct moeinf_store_layer *sl = n_moe > 0 ? calloc((size_t)n_moe, sizeof *sl) : NULL;
+    if (n_moe > 0 && !sl) {
+        moeinf_llm_free(llm);
+        moeinf_gguf_free(g);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    }
+    for (int ml = 0; ml < n_moe; ml++) {
+        const struct moeinf_layer *lw = &llm->layers[hp->n_layer_dense_lead + ml];
+        const struct moeinf_weight *parts[3] = {&lw->gate_exps, &lw->up_exps, &lw->down_exps};
+        for (int p = 0; p < 3 && p < MOEINF_EXPERT_PARTS; p++) {
+            sl[ml].off[p] = g->data_offset + (uint64_t)(parts[p]->data - (const uint8_t *)g->absent);
+            sl[ml].stride[p] = parts[p]->mat_bytes;
+            sl[ml].bytes[p] = parts[p]->mat_bytes;
+        }
+    }
+    if (n_moe > 0) out->slot_bytes = moeinf_store_slot_bytes_for(sl, n_moe, hp->n_expert);
+    free(sl);
     if (out->expert_type < 0) { /* a dense model: its FFN's type */
         const struct moeinf_layer *lw = &llm->layers[hp->n_layer - 1];
         out->expert_type = (int)(lw->ffn_gate.data ? lw->ffn_gate.type : llm->output.type);
@@ -157,12 +177,6 @@ enum moeinf_status cli_fit_read(const char *path, struct cli_fit_model *out,
     moeinf_llm_free(llm);
     moeinf_gguf_free(g);
     return MOEINF_OK;
-}
-
-/* The expert cache's slot for one expert: each of its three matrices in whole 4 KiB windows,
- * one window more where a matrix does not start on one (offload/store.c's region_bytes). */
-static uint64_t slot_bytes(const struct cli_fit_model *m) {
-    return (m->expert_bytes + 3 * 4096 + 4095) / 4096 * 4096;
 }
 
 
@@ -188,7 +202,7 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
         if (source_size) snprintf(source, source_size, "resident: no expert cache");
         return MOEINF_OK;
     }
-    const uint64_t slot = slot_bytes(m);
+    const uint64_t slot = m->slot_bytes;
     const int total = m->n_moe_layers * m->n_expert;
     const uint64_t fixed = m->nonexpert_bytes + ctx_bytes;
     if (memory < fixed + slot * (uint64_t)m->n_expert_used) {

@@ -23,6 +23,8 @@ struct cli_fit_model {
     uint64_t weight_bytes;     /* every tensor's data */
     uint64_t expert_bytes;     /* one routed expert of one layer: its gate, up and down
                                   (the expert cache's slot) */
+    uint64_t slot_bytes;       /* the expert cache's slot: each part in whole 4 KiB windows
+                                  (offload/store.c) */
     uint64_t experts_bytes;    /* every routed expert */
     uint64_t nonexpert_bytes;  /* everything else: resident under --expert-cache */
     uint64_t decode_bytes;     /* weights read per decode token (moeinf_model_decode_bytes) */

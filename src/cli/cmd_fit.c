@@ -206,7 +206,7 @@ int cmd_fit(int argc, char **argv) {
                 "per layer)\n",
                 memory, gb(budget), model,
                 gb(m.nonexpert_bytes + kv_ctx + m.scratch_bytes + (64ull << 20) +
-                   (uint64_t)m.n_expert_used * (m.expert_bytes + 4 * 4096)),
+                   (uint64_t)m.n_expert_used * m.slot_bytes),
                 n_ctx);
         return CLI_EXIT_FAIL;
     }
@@ -223,9 +223,9 @@ int cmd_fit(int argc, char **argv) {
     printf("%-16s %" PRIu64 " bytes (%.2f GB): resident under --expert-cache\n", "non-expert",
            m.nonexpert_bytes, gb(m.nonexpert_bytes));
     printf("%-16s %" PRIu64 " bytes (%.2f GB) = %d x %" PRIu64 " bytes (one expert's gate, up "
-           "and down)\n",
+           "and down; a cache slot %" PRIu64 " bytes)\n",
            "experts", m.experts_bytes, gb(m.experts_bytes), m.n_moe_layers * m.n_expert,
-           m.expert_bytes);
+           m.expert_bytes, m.slot_bytes);
     printf("%-16s %" PRIu64 " bytes per token (%.3f GB; non-expert %.3f GB)\n", "decode reads",
            m.decode_bytes, gb(m.decode_bytes), gb(m.nonexpert_decode));
     printf("%-16s %" PRIu64 " bytes (F16 K and V%s), fixed %" PRIu64 " bytes; %ld tokens: %.2f "
