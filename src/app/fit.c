@@ -197,7 +197,9 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
         out->runs = memory >= m->weight_bytes + ctx_bytes;
         out->hit = 1;
         out->cache_percent = 100;
-        out->decode_tps = 1.0 / ((double)m->decode_bytes / mem_bps + TOKEN_S);
+        out->t_mem = (double)m->decode_bytes / mem_bps;
+        out->t_dot = N_BATCH * compute_tok;
+        out->decode_tps = 1.0 / (out->t_mem + TOKEN_S);
         out->prefill_tps = 1.0 / compute_tok;
         if (source_size) snprintf(source, source_size, "resident: no expert cache");
         return MOEINF_OK;
@@ -226,6 +228,8 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
     const double e_bytes = (double)m->expert_bytes;
     const double t_mem = ((double)m->nonexpert_decode + hit * experts * e_bytes) / mem_bps;
     const double t_disk = (1 - hit) * experts * e_bytes / disk_bps;
+    out->t_mem = t_mem;
+    out->t_disk = t_disk;
     out->decode_tps = 1.0 / (t_mem + t_disk + TOKEN_S);
     /* prefill: a micro-batch uses nearly every expert of each layer (1 - (1 - K/E)^512 of
      * them); those not in the cache (its share of them, on average) are read once */
@@ -233,7 +237,9 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
     const double distinct = share * m->n_expert * m->n_moe_layers;
     const double cached = (double)slots / (double)total;
     const double t_read = distinct * (1 - cached) * e_bytes / disk_bps;
-    out->prefill_tps = N_BATCH / (N_BATCH * compute_tok + t_read);
+    out->t_dot = N_BATCH * compute_tok;
+    out->t_read = t_read;
+    out->prefill_tps = N_BATCH / (out->t_dot + t_read);
     return MOEINF_OK;
 }
 

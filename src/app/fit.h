@@ -92,6 +92,8 @@ struct cli_fit_prediction {
     double hit;            /* decode hit ratio (resident: 1) */
     double decode_tps;     /* predicted */
     double prefill_tps;
+    double t_mem, t_disk;  /* decode: seconds per token reading memory and the disk */
+    double t_dot, t_read;  /* prefill: seconds per micro-batch computing and reading */
 };
 
 /* The prediction at `memory` bytes for a context of n_ctx tokens (fit.c; its constants and
