@@ -48,7 +48,8 @@ static void lines_between(const char *out, const char *from, const char *to, cha
 /* A seeded probe cache: 10 GB/s memory, 2 GB/s disk, 20 G/s compute for 1 thread on the disk
  * of the cache folder (the model is too small to probe) and the expert type Q8_0 (8). */
 static void seed_cache(void) {
-    char dir[600], path[700];
+    char dir[600];
+    char path[700];
     snprintf(dir, sizeof dir, "%s/moeinf", g_cache);
     mkdir(g_cache, 0700);
     mkdir(dir, 0755);
@@ -67,7 +68,9 @@ static bool setup(void) {
     test_tmp_path("fit-model.gguf", g_model, sizeof g_model);
     test_tmp_path("fit-cache", g_cache, sizeof g_cache);
     snprintf(g_env, sizeof g_env, "XDG_CACHE_HOME='%s' TMPDIR='%s'", g_cache, g_cache);
-    char cmd[1200], out[OUT_SIZE], err[OUT_SIZE];
+    char cmd[1200];
+    char out[OUT_SIZE];
+    char err[OUT_SIZE];
     /* gen-model's default: llama, 4 layers, 8 experts top 2, n_embd 256, n_ff 512, 8 heads,
      * 4 KV heads, Q8_0 */
     snprintf(cmd, sizeof cmd, "'%s' gen-model -o '%s'", test_moeinf_bin(), g_model);
@@ -78,7 +81,9 @@ static bool setup(void) {
 }
 
 static void test_sizes(void) {
-    char out[OUT_SIZE], err[OUT_SIZE], cmd[1200];
+    char out[OUT_SIZE];
+    char err[OUT_SIZE];
+    char cmd[1200];
     char ins[1 << 16];
     char args[700];
     snprintf(args, sizeof args, "-m '%s' -t 1 --memory 1G", g_model);
@@ -93,13 +98,15 @@ static void test_sizes(void) {
     /* from the tensor table inspect prints: every tensor's bytes, and the *_exps ones */
     snprintf(cmd, sizeof cmd, "'%s' inspect '%s'", test_moeinf_bin(), g_model);
     CHECK_EQ_INT(test_run_shell("fit", cmd, ins, sizeof ins, err, sizeof err), 0);
-    uint64_t all = 0, exps = 0;
+    uint64_t all = 0;
+    uint64_t exps = 0;
     const char *p = strstr(ins, "tensors:\n");
     CHECK(p != NULL);
     for (p = p ? strchr(p + 9, '\n') : NULL; p && p[1]; p = strchr(p + 1, '\n')) {
         char name[128];
-        unsigned long long idx;
-        if (sscanf(p + 1, " %llu %127s", &idx, name) != 2) continue;
+        char *after = NULL;
+        strtoull(p + 1, &after, 10);
+        if (after == p + 1 || sscanf(after, " %127s", name) != 1) continue;
         const char *end = strchr(p + 1, '\n');
         const char *last = end ? end : p + strlen(p);
         while (last > p && last[-1] != ' ')
@@ -117,7 +124,9 @@ static void test_sizes(void) {
 
 /* The size lines of a run: from "resident" to "machine". */
 static void size_lines(const char *model_arg, const char *extra, char *buf, size_t size) {
-    char out[OUT_SIZE], err[OUT_SIZE], args[800];
+    char out[OUT_SIZE];
+    char err[OUT_SIZE];
+    char args[800];
     snprintf(args, sizeof args, "-m %s -t 1 %s", model_arg, extra);
     CHECK_MSG(fit(args, out, err) == 0, "fit -m %s: %s", model_arg, err);
     lines_between(out, "\nresident", "\nmachine", buf, size);
@@ -125,12 +134,16 @@ static void size_lines(const char *model_arg, const char *extra, char *buf, size
 }
 
 static void test_truncated_and_preset(void) {
-    char whole[4096], cut[4096], preset[4096];
+    char whole[4096];
+    char cut[4096];
+    char preset[4096];
     char q[700];
     snprintf(q, sizeof q, "'%s'", g_model);
     size_lines(q, "", whole, sizeof whole);
     /* the header and tensor table only: up to the data section (inspect's "data at offset") */
-    char cmd[1600], ins[1 << 16], err[OUT_SIZE];
+    char cmd[1600];
+    char ins[1 << 16];
+    char err[OUT_SIZE];
     snprintf(cmd, sizeof cmd, "'%s' inspect '%s'", test_moeinf_bin(), g_model);
     CHECK_EQ_INT(test_run_shell("fit", cmd, ins, sizeof ins, err, sizeof err), 0);
     const char *d = strstr(ins, "data at offset ");
@@ -153,13 +166,15 @@ static void test_truncated_and_preset(void) {
 }
 
 static void test_offload_prediction(void) {
-    char out[OUT_SIZE], err[OUT_SIZE], args[700];
+    char out[OUT_SIZE];
+    char err[OUT_SIZE];
+    char args[700];
     snprintf(args, sizeof args, "-m '%s' -t 1", g_model);
     CHECK_EQ_INT(fit(args, out, err), 0);
     const uint64_t need = field(out, "need resident");
     /* half the experts' bytes less: 16 x 417792 bytes left for slots of 417792 + 3 x 4 KiB
      * rounded up to 4 KiB (430080 bytes) hold 15 */
-    snprintf(args, sizeof args, "-m '%s' -t 1 --memory %" PRIu64, g_model, need - 16 * 417792);
+    snprintf(args, sizeof args, "-m '%s' -t 1 --memory %" PRIu64, g_model, need - (uint64_t)16 * 417792);
     CHECK_EQ_INT(fit(args, out, err), 0);
     CHECK_MSG(strstr(out, "(15 of 32 experts") != NULL, "%s", out);
     CHECK(strstr(out, "--expert-cache 6M ") != NULL); /* 15 x 430080 bytes, in MiB */
@@ -167,7 +182,11 @@ static void test_offload_prediction(void) {
 }
 
 static void test_bad_input(void) {
-    char out[OUT_SIZE], err[OUT_SIZE], args[1400], path[512], cmd[1600];
+    char out[OUT_SIZE];
+    char err[OUT_SIZE];
+    char args[1400];
+    char path[512];
+    char cmd[1600];
     /* not a GGUF */
     test_tmp_path("fit-not.gguf", path, sizeof path);
     FILE *f = fopen(path, "w");

@@ -66,7 +66,8 @@ static void kv_sizes(const struct moeinf_llm *llm, struct cli_fit_model *m) {
     const uint64_t n_kv = mla ? (uint64_t)(hp->mla_kv + hp->n_rot)
                               : (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
     const uint64_t row = n_kv * 2 * (mla ? 1 : 2); /* K and V (latent: K only), F16 */
-    uint64_t per_token = 0, fixed = 0;
+    uint64_t per_token = 0;
+    uint64_t fixed = 0;
     int n_swa = 0;
     for (int il = 0; il < hp->n_layer; il++) {
         const struct moeinf_layer *lw = &llm->layers[il];
@@ -89,7 +90,8 @@ static void kv_sizes(const struct moeinf_llm *llm, struct cli_fit_model *m) {
     const uint64_t w = hp->n_swa > 1 ? (uint64_t)(hp->n_swa - 1) : 0;
     const uint64_t ckpt = rs + (uint64_t)n_swa * 2 * w * n_kv * 2;
     /* the micro-batch's activations (moeinf_fwd_init's buffers, the larger ones) */
-    const uint64_t nb = N_BATCH, n_q = (uint64_t)hp->n_head * (uint64_t)hp->head_dim;
+    const uint64_t nb = N_BATCH;
+    const uint64_t n_q = (uint64_t)hp->n_head * (uint64_t)hp->head_dim;
     const uint64_t n_att = mla && (uint64_t)hp->n_head * (uint64_t)hp->mla_v > n_q
                                ? (uint64_t)hp->n_head * (uint64_t)hp->mla_v
                                : n_q;

@@ -40,7 +40,7 @@
 #define DISK_SECS   0.5
 #define IO_THREADS  MOEINF_EXPERT_IO_THREADS_DEFAULT
 #define MAX_THREADS 256
-#define MAX_AGE_S   (7 * 24 * 3600)
+#define MAX_AGE_S   (7ll * 24 * 3600)
 
 static double now_s(void) {
     struct timespec ts;
@@ -108,7 +108,9 @@ static double probe_memory(int threads) {
 
 struct disk_job {
     int fd;
-    uint64_t lo, span, block; /* offsets in [lo, lo + span - block], 4 KiB-aligned */
+    uint64_t lo;
+    uint64_t span;
+    uint64_t block; /* offsets in [lo, lo + span - block], 4 KiB-aligned */
     double deadline;
     uint64_t seed;
     _Atomic uint64_t *bytes;
@@ -224,7 +226,8 @@ static double probe_compute(int type, int threads) {
     if (!k || !cpu || !k->vec_dot_m[type]) return 0;
     const enum moeinf_type vt = cpu->vec_dot_type;
     const int64_t n = 4096;
-    const int nr = 8, m = 64;
+    const int nr = 8;
+    const int m = 64;
     const size_t wrow = (size_t)moeinf_row_bytes((enum moeinf_type)type, n);
     const size_t xrow = (size_t)moeinf_row_bytes(vt, n);
     float *x = malloc((size_t)n * sizeof *x);
@@ -240,7 +243,8 @@ static double probe_compute(int type, int threads) {
             moeinf_quantize_row_ref((enum moeinf_type)type, x, w + (size_t)r * wrow, n);
         for (int j = 0; j < m; j++)
             k->from_float[vt](x, xa + (size_t)j * xrow, n);
-        double t0 = now_s(), dt = 0;
+        double t0 = now_s();
+        double dt = 0;
         long reps = 0;
         while (dt < 0.04) {
             if (k->gemm[type]) {
@@ -270,31 +274,38 @@ bool cli_fit_cache_path(char *buf, size_t size, struct moeinf_error *err) {
     return true;
 }
 
-/* Line format: "when threads dev type mem_gbps disk_gbps dot_gops from_model". */
+/* Line format: "when threads dev type mem_gbps disk_gbps dot_gops from_model". A line's
+ * fields in v (as doubles: every integer field is far below 2^53), false for a malformed one. */
+static bool parse_line(const char *line, double v[8]) {
+    const char *p = line;
+    for (int i = 0; i < 8; i++) {
+        char *end = NULL;
+        v[i] = strtod(p, &end);
+        if (end == p) return false;
+        p = end;
+    }
+    return *p == '\n' || *p == '\0';
+}
+
 static bool cache_find(const char *path, int threads, uint64_t dev, int type,
                        struct cli_fit_machine *mc) {
     FILE *f = fopen(path, "r");
     if (!f) return false;
     char line[512];
     bool found = false;
+    const double now = (double)time(NULL);
     while (fgets(line, sizeof line, f)) {
-        long long when;
-        int th, ty, from;
-        unsigned long long dv;
-        double mem, disk, dot;
-        if (sscanf(line, "%lld %d %llu %d %lf %lf %lf %d", &when, &th, &dv, &ty, &mem, &disk,
-                   &dot, &from) != 8) {
+        double v[8];
+        if (!parse_line(line, v)) continue;
+        if (v[1] != threads || v[2] != (double)dev || v[3] != type || !(v[4] > 0) ||
+            !(v[5] > 0) || !(v[6] > 0) || now - v[0] > (double)MAX_AGE_S || v[0] > now) {
             continue;
         }
-        if (th != threads || dv != dev || ty != type || !(mem > 0) || !(disk > 0) ||
-            !(dot > 0) || time(NULL) - when > MAX_AGE_S || when > time(NULL)) {
-            continue;
-        }
-        mc->when = when;
-        mc->mem_gbps = mem;
-        mc->disk_gbps = disk;
-        mc->dot_gops = dot;
-        mc->disk_from_model = from != 0;
+        mc->when = (int64_t)v[0];
+        mc->mem_gbps = v[4];
+        mc->disk_gbps = v[5];
+        mc->dot_gops = v[6];
+        mc->disk_from_model = v[7] != 0;
         found = true;
     }
     fclose(f);
@@ -312,11 +323,9 @@ static void cache_store(const char *path, uint64_t dev, int type,
     FILE *in = fopen(path, "r");
     char line[512];
     while (in && fgets(line, sizeof line, in)) {
-        long long when;
-        int th, ty;
-        unsigned long long dv;
-        if (sscanf(line, "%lld %d %llu %d", &when, &th, &dv, &ty) == 4 &&
-            !(th == mc->threads && dv == dev && ty == type)) {
+        double v[8];
+        if (parse_line(line, v) &&
+            !(v[1] == mc->threads && v[2] == (double)dev && v[3] == type)) {
             fputs(line, out);
         }
     }
@@ -344,11 +353,8 @@ enum moeinf_status cli_fit_probe(const char *model_path, uint64_t block, int thr
     /* the disk the probe reads: the model's, or the cache folder's for the temporary file */
     struct stat sb;
     uint64_t dev = 0;
-    if (model_path && stat(model_path, &sb) == 0 && (uint64_t)sb.st_size >= DISK_MIN) {
-        dev = (uint64_t)sb.st_dev;
-    } else if (stat(dir, &sb) == 0) {
-        dev = (uint64_t)sb.st_dev;
-    }
+    const bool big = model_path && stat(model_path, &sb) == 0 && (uint64_t)sb.st_size >= DISK_MIN;
+    if (big || stat(dir, &sb) == 0) dev = (uint64_t)sb.st_dev;
     if (!reprobe && cache_find(path, threads, dev, expert_type, out)) {
         out->cached = true;
         snprintf(out->disk_note, sizeof out->disk_note, "cached in %s", path);

@@ -31,13 +31,14 @@
 struct calib {
     const char *trace; /* the shared trace it was fitted to */
     int top_k_max;     /* used for models with top_k <= this */
-    double skew, reuse;
+    double skew;
+    double reuse;
 };
 
 /* bench/fit_calibrate.sh, 2026-12-04 (grid: skew 0 .. 1.5 by .3, reuse 0 .. .75 by .15):
  *   Llama-4:  trace .779 .897 .968 at 10/25/50 %, fit .820 .904 .943 (on the grid's edge)
  *   DeepSeek: trace .288 .504 .743, fit .295 .530 .728 */
-static const struct calib CALIB[] = {
+static const struct calib calib_rows[] = {
     {"llama4_maverick_mmlu (24 x 128, top-1)", 1, 1.50, 0.00},
     {"deepseek_v2_lite_puffin_prefill (26 x 64, top-6)", 1 << 30, 0.60, 0.15},
 };
@@ -111,7 +112,8 @@ enum moeinf_status cli_fit_synthetic_trace(const char *path, int n_layers, int n
                             e = pv[moeinf_splitmix64(&s) % (uint64_t)top_k];
                         } else {
                             double u = uniform01(&s) * c[n_experts - 1];
-                            int lo = 0, hi = n_experts - 1;
+                            int lo = 0;
+                            int hi = n_experts - 1;
                             while (lo < hi) {
                                 int mid = (lo + hi) / 2;
                                 if (c[mid] < u) {
@@ -151,7 +153,7 @@ enum moeinf_status cli_fit_hit_ratio(const struct cli_fit_model *m, int slots,
     char tmp[256] = "";
     const char *path = trace_path;
     if (!path) {
-        const struct calib *c = &CALIB[m->n_expert_used <= CALIB[0].top_k_max ? 0 : 1];
+        const struct calib *c = &calib_rows[m->n_expert_used <= calib_rows[0].top_k_max ? 0 : 1];
         const char *dir = getenv("TMPDIR"); // NOLINT(concurrency-mt-unsafe): no setenv
         snprintf(tmp, sizeof tmp, "%s/moeinf-fit-XXXXXX", dir && *dir ? dir : "/tmp");
         int fd = mkstemp(tmp);

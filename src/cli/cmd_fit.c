@@ -67,16 +67,33 @@ static bool preset_header(const char *name, char *buf, size_t size, struct moein
     return cli_fit_preset_header(&p, buf, err) == MOEINF_OK;
 }
 
+/* Comma-separated numbers of --synthetic: 3 integers, then 2 reals. */
+static bool parse_synthetic(const char *spec, long ints[3], double reals[2]) {
+    const char *p = spec;
+    for (int i = 0; i < 5; i++) {
+        char *end = NULL;
+        if (i < 3) {
+            ints[i] = strtol(p, &end, 10);
+        } else {
+            reals[i - 3] = strtod(p, &end);
+        }
+        if (end == p || (i < 4 && *end != ',') || (i == 4 && *end != '\0')) return false;
+        p = end + 1;
+    }
+    return ints[0] > 0 && ints[1] > 0 && ints[2] > 0 && ints[0] < 100000 && ints[1] < 100000 &&
+           ints[2] <= ints[1];
+}
+
 static int synthetic(const char *spec, const char *out) {
-    int l, e, k;
-    double skew, reuse;
-    char tail;
+    long ints[3];
+    double reals[2];
     if (!out) return bad_usage("--synthetic needs -o FILE", spec);
-    if (sscanf(spec, "%d,%d,%d,%lf,%lf%c", &l, &e, &k, &skew, &reuse, &tail) != 5) {
+    if (!parse_synthetic(spec, ints, reals)) {
         return bad_usage("--synthetic takes L,E,K,SKEW,REUSE, not", spec);
     }
     struct moeinf_error err = {0};
-    if (cli_fit_synthetic_trace(out, l, e, k, skew, reuse, 12, 192, 0x5eedu, &err)) {
+    if (cli_fit_synthetic_trace(out, (int)ints[0], (int)ints[1], (int)ints[2], reals[0], reals[1],
+                                12, 192, 0x5eedu, &err)) {
         return cli_fail(&err);
     }
     return CLI_EXIT_OK;
@@ -107,43 +124,122 @@ static void print_prediction(const char *label, const struct cli_fit_prediction 
     printf("%-16s %s\n", "  hit ratio from", source);
 }
 
-int cmd_fit(int argc, char **argv) {
-    const char *model = NULL, *memory = NULL, *trace = NULL, *synth = NULL, *out = NULL;
-    long n_ctx = 4096, threads = 0;
-    bool reprobe = false;
+static void print_sizes(const struct cli_fit_model *m, const char *model, bool preset,
+                        long n_ctx) {
+    printf("%-16s %s%s\n", "model", model, preset ? " (gen-model preset)" : "");
+    printf("%-16s %s: %d layers, %d with experts, %d experts, top %d\n", "arch", m->arch,
+           m->n_layer, m->n_moe_layers, m->n_expert, m->n_expert_used);
+    printf("%-16s %" PRIu64 " bytes (%.2f GB)%s", "file", m->file_bytes, gb(m->file_bytes),
+           m->header_only ? "; header and tensor table read" : "\n");
+    if (m->header_only && !preset) printf(", %" PRIu64 " bytes on disk\n", m->present_bytes);
+    if (m->header_only && preset) printf(" (not written)\n");
+    printf("%-16s %" PRIu64 " bytes (%.2f GB): every weight the engine binds\n", "resident",
+           m->weight_bytes, gb(m->weight_bytes));
+    printf("%-16s %" PRIu64 " bytes (%.2f GB): resident under --expert-cache\n", "non-expert",
+           m->nonexpert_bytes, gb(m->nonexpert_bytes));
+    printf("%-16s %" PRIu64 " bytes (%.2f GB) = %d x %" PRIu64 " bytes (one expert's gate, up "
+           "and down; a cache slot %" PRIu64 " bytes)\n",
+           "experts", m->experts_bytes, gb(m->experts_bytes), m->n_moe_layers * m->n_expert,
+           m->expert_bytes, m->slot_bytes);
+    printf("%-16s %" PRIu64 " bytes per token (%.3f GB; non-expert %.3f GB)\n", "decode reads",
+           m->decode_bytes, gb(m->decode_bytes), gb(m->nonexpert_decode));
+    printf("%-16s %" PRIu64 " bytes (F16 K and V%s), fixed %" PRIu64 " bytes; %ld tokens: %.2f "
+           "GB\n",
+           "KV per token", m->kv_token_bytes, strcmp(m->arch, "deepseek2") ? "" : ": the latent",
+           m->state_bytes, n_ctx, gb(m->kv_token_bytes * (uint64_t)n_ctx + m->state_bytes));
+}
+
+static void print_machine(const struct cli_fit_machine *mc) {
+    char when[32] = "";
+    time_t t = (time_t)mc->when;
+    struct tm tm;
+    if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
+    printf("%-16s memory %.1f GB/s, disk %.2f GB/s, prefill kernel %.1f G/s, %d threads (%s %s)\n",
+           "machine", mc->mem_gbps, mc->disk_gbps, mc->dot_gops, mc->threads,
+           mc->cached ? "cached, probed" : "probed", when);
+    printf("%-16s %s\n", "  disk probe", mc->disk_note);
+}
+
+/* MODEL read: a file, else a preset name (its header written to a temporary file and removed
+ * again). */
+static int read_model(const char *model, struct cli_fit_model *m, bool *preset,
+                      struct moeinf_error *err) {
+    char tmp[1100] = "";
+    const char *path = model;
+    struct stat sb;
+    struct moeinf_gen_params p;
+    if (stat(model, &sb) != 0) {
+        if (strchr(model, '/') || !cli_gen_preset(model, &p)) {
+            fprintf(stderr, "moeinf: %s: no such file, and not a gen-model preset\n", model);
+            return CLI_EXIT_FAIL;
+        }
+        if (!preset_header(model, tmp, sizeof tmp, err)) return cli_fail(err);
+        path = tmp;
+    }
+    *preset = tmp[0] != 0;
+    enum moeinf_status st = cli_fit_read(path, m, err);
+    if (tmp[0]) unlink(tmp);
+    return st ? cli_fail(err) : CLI_EXIT_OK;
+}
+
+struct fit_opts {
+    const char *model;
+    const char *memory;
+    const char *trace;
+    const char *synth;
+    const char *out;
+    long n_ctx;
+    long threads;
+    bool reprobe;
+};
+
+/* The options into o; CLI_EXIT_OK to go on, else the exit code (help: -1). */
+static int parse_opts(int argc, char **argv, struct fit_opts *o) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        const char *v;
+        const char *v = NULL;
+        const char **str = NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
             usage(stdout);
-            return CLI_EXIT_OK;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(model = cli_option_value(CMD, argc, argv, &i))) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--memory")) {
-            if (!(memory = cli_option_value(CMD, argc, argv, &i))) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--trace")) {
-            if (!(trace = cli_option_value(CMD, argc, argv, &i))) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "--synthetic")) {
-            if (!(synth = cli_option_value(CMD, argc, argv, &i))) return CLI_EXIT_USAGE;
-        } else if (!strcmp(a, "-o")) {
-            if (!(out = cli_option_value(CMD, argc, argv, &i))) return CLI_EXIT_USAGE;
+            return -1;
+        }
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) str = &o->model;
+        if (!strcmp(a, "--memory")) str = &o->memory;
+        if (!strcmp(a, "--trace")) str = &o->trace;
+        if (!strcmp(a, "--synthetic")) str = &o->synth;
+        if (!strcmp(a, "-o")) str = &o->out;
+        if (str) {
+            if (!(*str = cli_option_value(CMD, argc, argv, &i))) return CLI_EXIT_USAGE;
         } else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) {
             if (!(v = cli_option_value(CMD, argc, argv, &i)) ||
-                !cli_parse_long(CMD, a, v, 1, 1 << 24, &n_ctx)) {
+                !cli_parse_long(CMD, a, v, 1, 1 << 24, &o->n_ctx)) {
                 return CLI_EXIT_USAGE;
             }
         } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
             if (!(v = cli_option_value(CMD, argc, argv, &i)) ||
-                !cli_parse_long(CMD, a, v, 1, 256, &threads)) {
+                !cli_parse_long(CMD, a, v, 1, 256, &o->threads)) {
                 return CLI_EXIT_USAGE;
             }
         } else if (!strcmp(a, "--reprobe")) {
-            reprobe = true;
+            o->reprobe = true;
         } else {
             return cli_bad_argument(CMD, a, usage);
         }
     }
-    if (synth) return synthetic(synth, out);
+    return CLI_EXIT_OK;
+}
+
+int cmd_fit(int argc, char **argv) {
+    struct fit_opts o = {.n_ctx = 4096};
+    int rc = parse_opts(argc, argv, &o);
+    if (rc != CLI_EXIT_OK) return rc < 0 ? CLI_EXIT_OK : rc;
+    const char *model = o.model;
+    const char *memory = o.memory;
+    const char *trace = o.trace;
+    const long n_ctx = o.n_ctx;
+    const long threads = o.threads;
+    const bool reprobe = o.reprobe;
+    if (o.synth) return synthetic(o.synth, o.out);
     if (!model) {
         fprintf(stderr, "moeinf " CMD ": missing -m MODEL\n");
         usage(stderr);
@@ -158,25 +254,9 @@ int cmd_fit(int argc, char **argv) {
             return bad_usage("--memory takes a size (K, M, G, T) or P%, not", memory);
         }
     }
-    /* a file, else a preset name */
-    char tmp[1100] = "";
-    const char *path = model;
-    struct stat sb;
-    if (stat(model, &sb) != 0) {
-        struct moeinf_gen_params p;
-        if (!strchr(model, '/') && cli_gen_preset(model, &p)) {
-            if (!preset_header(model, tmp, sizeof tmp, &err)) return cli_fail(&err);
-            path = tmp;
-        } else {
-            fprintf(stderr, "moeinf: %s: no such file, and not a gen-model preset\n", model);
-            return CLI_EXIT_FAIL;
-        }
-    }
     struct cli_fit_model m;
-    enum moeinf_status st = cli_fit_read(path, &m, &err);
-    if (tmp[0]) unlink(tmp);
-    if (st) return cli_fail(&err);
-
+    bool preset = false;
+    if ((rc = read_model(model, &m, &preset, &err)) != CLI_EXIT_OK) return rc;
     const uint64_t kv_ctx = m.kv_token_bytes * (uint64_t)n_ctx + m.state_bytes;
     struct cli_fit_prediction res;
     struct cli_fit_machine mc;
@@ -187,12 +267,12 @@ int cmd_fit(int argc, char **argv) {
     if (mem.kind == MOEINF_EXPERT_CACHE_NONE) {
         if (cli_fit_memory(&budget, budget_from, sizeof budget_from, &err)) return cli_fail(&err);
     }
-    if ((st = cli_fit_probe(tmp[0] ? NULL : path, m.expert_bytes / 3, (int)threads, reprobe,
-                            m.expert_type, &mc, &err))) {
+    if (cli_fit_probe(preset ? NULL : model, m.expert_bytes / 3, (int)threads, reprobe,
+                      m.expert_type, &mc, &err)) {
         return cli_fail(&err);
     }
-    if ((st = cli_fit_predict(&m, &mc, UINT64_MAX / 2, (int)n_ctx, trace, &res, source,
-                              sizeof source, &err))) {
+    if (cli_fit_predict(&m, &mc, UINT64_MAX / 2, (int)n_ctx, trace, &res, source,
+                        sizeof source, &err)) {
         return cli_fail(&err);
     }
     uint64_t need = m.weight_bytes + kv_ctx + m.scratch_bytes + (64ull << 20);
@@ -201,8 +281,8 @@ int cmd_fit(int argc, char **argv) {
         budget = (uint64_t)((double)need * mem.percent / 100.0);
     }
     struct cli_fit_prediction at;
-    if ((st = cli_fit_predict(&m, &mc, budget, (int)n_ctx, trace, &at, source, sizeof source,
-                              &err))) {
+    if (cli_fit_predict(&m, &mc, budget, (int)n_ctx, trace, &at, source, sizeof source,
+                        &err)) {
         return cli_fail(&err);
     }
     if (!at.runs && memory) {
@@ -217,35 +297,8 @@ int cmd_fit(int argc, char **argv) {
         return CLI_EXIT_FAIL;
     }
 
-    printf("%-16s %s%s\n", "model", model, tmp[0] ? " (gen-model preset)" : "");
-    printf("%-16s %s: %d layers, %d with experts, %d experts, top %d\n", "arch", m.arch,
-           m.n_layer, m.n_moe_layers, m.n_expert, m.n_expert_used);
-    printf("%-16s %" PRIu64 " bytes (%.2f GB)%s", "file", m.file_bytes, gb(m.file_bytes),
-           m.header_only ? "; header and tensor table read" : "\n");
-    if (m.header_only && !tmp[0]) printf(", %" PRIu64 " bytes on disk\n", m.present_bytes);
-    if (m.header_only && tmp[0]) printf(" (not written)\n");
-    printf("%-16s %" PRIu64 " bytes (%.2f GB): every weight the engine binds\n", "resident",
-           m.weight_bytes, gb(m.weight_bytes));
-    printf("%-16s %" PRIu64 " bytes (%.2f GB): resident under --expert-cache\n", "non-expert",
-           m.nonexpert_bytes, gb(m.nonexpert_bytes));
-    printf("%-16s %" PRIu64 " bytes (%.2f GB) = %d x %" PRIu64 " bytes (one expert's gate, up "
-           "and down; a cache slot %" PRIu64 " bytes)\n",
-           "experts", m.experts_bytes, gb(m.experts_bytes), m.n_moe_layers * m.n_expert,
-           m.expert_bytes, m.slot_bytes);
-    printf("%-16s %" PRIu64 " bytes per token (%.3f GB; non-expert %.3f GB)\n", "decode reads",
-           m.decode_bytes, gb(m.decode_bytes), gb(m.nonexpert_decode));
-    printf("%-16s %" PRIu64 " bytes (F16 K and V%s), fixed %" PRIu64 " bytes; %ld tokens: %.2f "
-           "GB\n",
-           "KV per token", m.kv_token_bytes, strcmp(m.arch, "deepseek2") ? "" : ": the latent",
-           m.state_bytes, n_ctx, gb(kv_ctx));
-    char when[32] = "";
-    time_t t = (time_t)mc.when;
-    struct tm tm;
-    if (gmtime_r(&t, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M UTC", &tm);
-    printf("%-16s memory %.1f GB/s, disk %.2f GB/s, prefill kernel %.1f G/s, %d threads (%s %s)\n",
-           "machine", mc.mem_gbps, mc.disk_gbps, mc.dot_gops, mc.threads,
-           mc.cached ? "cached, probed" : "probed", when);
-    printf("%-16s %s\n", "  disk probe", mc.disk_note);
+    print_sizes(&m, model, preset, n_ctx);
+    print_machine(&mc);
     res.memory = need;
     print_prediction("need resident", &res, &m, source);
     printf("%-16s %s\n", "budget from", budget_from);
