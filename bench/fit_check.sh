@@ -4,12 +4,13 @@
 # to a few layers so that each is about 2 GB) resident and in memory cgroups of 50 % and 25 % of
 # what fit says a resident run needs, with the --expert-cache fit suggests. Per row: fit's
 # predicted decode and prefill tokens/s, the measured ones (`moeinf bench`, the warm median
-# with an expert cache), and predicted / measured. The hit ratio behind the offloaded
+# with an expert cache), and predicted / measured; under each row fit's split of the time (the
+# figures the constants in src/app/fit.c were fitted to). The hit ratio behind the offloaded
 # predictions comes from the simulator on the routing a resident run of the same file
 # recorded (fit --trace; gen-model's random routers do not route like trained ones, so the
 # synthetic routing fitted to trained models' traces is printed beside it, not used).
 #
-#   bench/fit_check.sh [-t THREADS] [-p 512] [-n 32] [-r 2] [--keep]
+#   bench/fit_check.sh [-t THREADS] [-p 512] [-n 32] [-r 1] [--keep]
 #
 # The files are written to $MOEINF_BENCH_MODELS/fit (default bench/models/fit) when missing,
 # after checking the disk has room, and deleted at the end unless --keep. The model file is
@@ -17,7 +18,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dir=${MOEINF_BENCH_MODELS:-bench/models}/fit
-threads=$(nproc) prompt=512 gen=32 reps=2 keep=0
+threads=$(nproc) prompt=512 gen=32 reps=1 keep=0
 while [ $# -gt 0 ]; do
   case "$1" in
     -t) threads=$2; shift ;;
@@ -43,8 +44,8 @@ cleanup() {
 trap cleanup EXIT
 models=(
   "olmoe-L4-q8_0|--preset olmoe-1b-7b --layers 4 --type q8_0"
-  "qwen3-L6-q4_k_m|--preset qwen3-30b-a3b --layers 6 --type q4_k_m"
-  "dsv2lite-L6-q4_k_m|--preset deepseek-v2-lite --layers 6 --type q4_k_m"
+  "qwen3-L3-q4_0|--preset qwen3-30b-a3b --layers 3 --type q4_0"
+  "dsv2lite-L4-q4_0|--preset deepseek-v2-lite --layers 4 --type q4_0"
 )
 ctx=$((prompt + gen + 1))
 field() { awk -v k="$2" '$1 == k {print $4; exit}' "$1"; }
@@ -81,6 +82,7 @@ for entry in "${models[@]}"; do
   md=$(field "$log" decode) mp=$(field "$log" prefill)
   printf "%-20s %-9s %-26s %6s | %8s %8s %6s | %8s %8s %6s |\n" "$name" resident - 1 \
     "$pd" "$md" "$(ratio "$pd" "$md")" "$pp" "$mp" "$(ratio "$pp" "$mp")"
+  grep '^  time' "$fitlog" | head -1
   for pct in 50 25; do
     budget=$((need * pct / 100))
     "$bin" fit -m "$model" -t "$threads" --ctx "$ctx" --trace "$trace" --memory "$budget" >"$fitlog"
@@ -97,6 +99,7 @@ for entry in "${models[@]}"; do
       "$name" "$pct% $((budget >> 20))M" "--expert-cache $cache" "$hit" \
       "$pd" "$md" "$(ratio "$pd" "$md")" "$pp" "$mp" "$(ratio "$pp" "$mp")" "$syn" "$mh" \
       $((peak >> 20))
+    grep '^  time' "$fitlog" | tail -1
   done
   grep '^machine' "$fitlog" | sed 's/^/  /'
   rm -f "$log" "$fitlog"
