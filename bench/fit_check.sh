@@ -45,7 +45,7 @@ trap cleanup EXIT
 models=(
   "olmoe-L4-q8_0|--preset olmoe-1b-7b --layers 4 --type q8_0"
   "qwen3-L3-q4_0|--preset qwen3-30b-a3b --layers 3 --type q4_0"
-  "dsv2lite-L4-q4_0|--preset deepseek-v2-lite --layers 4 --type q4_0"
+  "dsv2lite-L8-q4_0|--preset deepseek-v2-lite --layers 8 --type q4_0"
 )
 ctx=$((prompt + gen + 1))
 field() { awk -v k="$2" '$1 == k {print $4; exit}' "$1"; }
