@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench/fit_check.sh - `moeinf fit`'s predictions next to measured runs: three models (an
-# OLMoE-shaped Q8_0 file, a Qwen3-30B-A3B-shaped and a DeepSeek-V2-Lite-shaped Q4_K_M file, cut
-# to a few layers so that each is about 2 GB) resident and in memory cgroups of 50 % and 25 % of
+# OLMoE-shaped Q8_0 file cut to 4 layers, 1.8 GB; Qwen3-30B-A3B-shaped and DeepSeek-V2-Lite-
+# shaped Q4_0 files cut to 3 and 8 layers, 1.1 and 2.6 GB) resident and in memory cgroups of 50 % and 25 % of
 # what fit says a resident run needs, with the --expert-cache fit suggests. Per row: fit's
 # predicted decode and prefill tokens/s, the measured ones (`moeinf bench`, the warm median
 # with an expert cache), and predicted / measured; under each row fit's split of the time (the
