@@ -7,12 +7,13 @@
  * moeinf_model_decode_bytes counts: the non-expert ones and top_k experts per MoE layer. With
  * an expert cache a share `hit` of those experts is in the cache's slots (memory) and the rest
  * is read from the disk first. So:
- *   t_mem  = (non-expert bytes + hit x experts' bytes) / (memory bandwidth x MEM_EFF)
+ *   t_mem  = decode bytes / (memory bandwidth x MEM_EFF)   (a missed expert is computed
+ *            from its slot once read, so every expert's bytes are read from memory)
  *   t_disk = misses x expert bytes / (disk bandwidth x DISK_EFF)
  *   t      = max(t_mem, t_disk) + TOKEN_S            (resident: t_mem + TOKEN_S)
- * The max, not the sum: the engine computes a wave's cached experts and the non-expert weights
- * of the next layers' attention while the I/O threads read, and on the runs the constants were
- * fitted to the max fitted better (squared log error .13 against .33 for the sum, 8 rows).
+ * The max, not the sum: the engine computes a wave's cached experts while the I/O threads read
+ * its misses, and each miss as it arrives; on the first run of bench/fit_check.sh the max fitted
+ * better (squared log error .13 against .33 for the sum, 8 rows).
  * Prefill, per micro-batch of 512 tokens: the weights times the tokens through the prefill
  * kernels (the probe's rate x DOT_EFF), plus, with an expert cache, every distinct expert of
  * the batch that is not cached read once from the disk. The constants were fitted to measured
@@ -229,7 +230,7 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
     const double per_layer = (double)m->n_expert_used;
     const double experts = per_layer * m->n_moe_layers; /* per token */
     const double e_bytes = (double)m->expert_bytes;
-    const double t_mem = ((double)m->nonexpert_decode + hit * experts * e_bytes) / mem_bps;
+    const double t_mem = (double)m->decode_bytes / mem_bps;
     const double t_disk = (1 - hit) * experts * e_bytes / disk_bps;
     out->t_mem = t_mem;
     out->t_disk = t_disk;
