@@ -39,7 +39,7 @@ static bool make_dir(const char *dir, mode_t mode, struct moeinf_error *err) {
  * absolute path, else $HOME/.cache. HOME must be an existing folder: a missing or unset
  * HOME is refused rather than replaced by a shared folder such as /tmp, or created.
  */
-static bool cache_dir(char *dir, size_t size, struct moeinf_error *err) {
+bool cli_cache_dir(char *dir, size_t size, struct moeinf_error *err) {
     /* NOLINTNEXTLINE(concurrency-mt-unsafe): moeinf never calls setenv */
     const char *xdg = getenv("XDG_CACHE_HOME");
     if (xdg && xdg[0] == '/') {
@@ -88,7 +88,7 @@ bool cli_default_model(char *buf, size_t size, struct moeinf_error *err) {
         if (stat(buf, &st) == 0) return true; /* the user's file, whatever it holds */
     } else {
         char dir[1024];
-        if (!cache_dir(dir, sizeof dir, err)) return false;
+        if (!cli_cache_dir(dir, sizeof dir, err)) return false;
         snprintf(buf, size, "%s/default-moe-%016" PRIx64 ".gguf", dir, embedded_hash());
         /* A file of another size is not ours (a write cut short cannot leave one: it is
          * renamed into place only when complete): write it again. */

@@ -14,4 +14,8 @@
  * cached one of the wrong size) is written from the model embedded in the binary. */
 bool cli_default_model(char *buf, size_t size, struct moeinf_error *err);
 
+/* The cache folder (created when missing): $XDG_CACHE_HOME/moeinf when XDG_CACHE_HOME is an
+ * absolute path, else $HOME/.cache/moeinf. */
+bool cli_cache_dir(char *dir, size_t size, struct moeinf_error *err);
+
 #endif

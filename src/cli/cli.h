@@ -27,5 +27,10 @@ int cmd_sim(int argc, char **argv);
 int cmd_trace(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_chat(int argc, char **argv);
+int cmd_fit(int argc, char **argv);
+
+/* gen-model's preset NAME (cmd_gen_model.c) in *p, over the defaults; false for an unknown
+ * name. */
+bool cli_gen_preset(const char *name, struct moeinf_gen_params *p);
 
 #endif

@@ -210,7 +210,7 @@ static bool apply_preset_ds(const char *name, struct moeinf_gen_params *p) {
     return false;
 }
 
-static bool apply_preset(const char *name, struct moeinf_gen_params *p) {
+bool cli_gen_preset(const char *name, struct moeinf_gen_params *p) {
     *p = moeinf_gen_params_default();
     if (!strcmp(name, "default")) return true;
     if (!strcmp(name, "mixtral-8x7b")) {
@@ -366,7 +366,7 @@ int cmd_gen_model(int argc, char **argv) {
         if (!strcmp(argv[i], "--preset")) {
             const char *v = cli_option_value(CMD, argc, argv, &i);
             if (!v) return CLI_EXIT_USAGE;
-            if (!apply_preset(v, &p)) return bad_usage("unknown preset", v, "");
+            if (!cli_gen_preset(v, &p)) return bad_usage("unknown preset", v, "");
         }
     }
     bool top_k_given = false;

@@ -21,6 +21,7 @@ static const struct command commands[] = {
     {"trace", cmd_trace, "trace tools: heatmap, filter, concat, stats"},
     {"serve", cmd_serve, "OpenAI-compatible HTTP server (completions, chat, metrics)"},
     {"chat", cmd_chat, "interactive chat in the terminal"},
+    {"fit", cmd_fit, "will a model run here, and how fast: sizes and predicted tokens/s"},
 };
 
 static void usage(FILE *out) {

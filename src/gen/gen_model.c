@@ -35,6 +35,7 @@
 #include "base/rng.h"
 #include "base/status.h"
 #include "base/tensor_type.h"
+#include "gen/gen_header.h"
 #include "gen/quant_mix.h"
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
@@ -1386,8 +1387,8 @@ static int thread_count(int requested) {
     return n > MAX_THREADS ? MAX_THREADS : (int)n;
 }
 
-enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *p, const char *path,
-                                    struct moeinf_error *err) {
+static enum moeinf_status gen_model(const struct moeinf_gen_params *p, const char *path,
+                                    bool header_only, struct moeinf_error *err) {
     enum moeinf_status st = moeinf_gen_params_check(p, err);
     if (st) return st;
     struct moeinf_gguf_writer *w = NULL;
@@ -1423,6 +1424,10 @@ enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *p, const cha
         if (t->ne[0] > cap) cap = t->ne[0];
         st = moeinf_gguf_writer_add_tensor(w, t->name, t->type, t->n_dims, t->ne, err);
         if (st) goto fail;
+    }
+    if (header_only) {
+        st = moeinf_gguf_writer_finish_header(w, err);
+        goto fail;
     }
     if ((st = check_space(path, w, (uint64_t)plan.n, err))) goto fail;
     zig = malloc(sizeof *zig);
@@ -1462,4 +1467,14 @@ fail:
     vocab_free(&vocab);
     free(plan.t);
     return st;
+}
+
+enum moeinf_status moeinf_gen_model(const struct moeinf_gen_params *p, const char *path,
+                                    struct moeinf_error *err) {
+    return gen_model(p, path, false, err);
+}
+
+enum moeinf_status moeinf_gen_model_header(const struct moeinf_gen_params *p, const char *path,
+                                           struct moeinf_error *err) {
+    return gen_model(p, path, true, err);
 }

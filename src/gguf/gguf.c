@@ -17,6 +17,7 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "base/escape.h"
 #include "base/le.h"
@@ -25,6 +26,7 @@
 
 #define DEFAULT_ALIGNMENT 32
 #define MAX_TENSOR_NAME   127 /* bytes, so that the name fits in tensor.name[128] */
+#define MAX_ABSENT_BYTES  (1ull << 46) /* header-only: the data a table may describe (64 TiB) */
 
 /* Smallest encodings, used to bound counts before allocating for them. */
 #define MIN_KV_BYTES     (8 + 4)         /* empty key + value type, value not counted */
@@ -395,11 +397,17 @@ static enum moeinf_status read_tensors(struct cursor *c, struct moeinf_gguf *g) 
     uint64_t pad = (a - c->pos % a) % a;
     if (c->pos > UINT64_MAX - pad) return bad(c, "data offset overflows");
     g->data_offset = c->pos + pad;
-    if (g->n_tensors > 0 && g->data_offset > c->size) {
+    if (g->n_tensors > 0 && g->data_offset > c->size && !g->header_only) {
         return bad(
             c, "truncated before the data section (file is %" PRIu64 " bytes, data at %" PRIu64 ")",
             c->size, g->data_offset);
     }
+    /* header-only: the data section may be missing; every tensor views a zero-filled mapping
+     * as large as the data the table describes, so that no view reads past anything */
+    const uint64_t room = g->header_only                ? MAX_ABSENT_BYTES
+                          : g->data_offset <= c->size ? c->size - g->data_offset
+                                                      : 0;
+    uint64_t data_end = 0;
     for (uint64_t i = 0; i < g->n_tensors; i++) {
         struct moeinf_gguf_tensor *t = &g->tensors[i];
         char nm[72];
@@ -410,14 +418,37 @@ static enum moeinf_status read_tensors(struct cursor *c, struct moeinf_gguf *g) 
                        nm, t->offset, a);
         }
         uint64_t rel = t->offset;
-        if (rel > c->size - g->data_offset || t->n_bytes > c->size - g->data_offset - rel) {
+        if ((rel > room || t->n_bytes > room - rel) && g->header_only) {
+            return bad(c, "tensor '%s' data (offset %" PRIu64 ", %" PRIu64 " bytes) is too large",
+                       nm, rel, t->n_bytes);
+        }
+        if (rel > room || t->n_bytes > room - rel) {
             return bad(c,
                        "tensor '%s' data (offset %" PRIu64 ", %" PRIu64
                        " bytes) ends past the end of the file (%" PRIu64 " bytes)",
                        nm, rel, t->n_bytes, c->size);
         }
+        if (rel + t->n_bytes > data_end) data_end = rel + t->n_bytes;
+        if (g->header_only) continue;
         t->offset = g->data_offset + rel;
         t->data = c->base + t->offset;
+    }
+    g->data_bytes = data_end;
+    if (g->header_only) {
+        size_t len = (size_t)(data_end ? data_end : 1);
+        void *zero = mmap(NULL, len, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (zero == MAP_FAILED) {
+            return moeinf_fail(c->err, MOEINF_ERR_NOMEM,
+                               "%s: cannot reserve %" PRIu64 " bytes of address space", c->path,
+                               data_end);
+        }
+        g->absent = zero;
+        g->absent_size = len;
+        for (uint64_t i = 0; i < g->n_tensors; i++) {
+            struct moeinf_gguf_tensor *t = &g->tensors[i];
+            t->data = (const uint8_t *)zero + t->offset;
+            t->offset += g->data_offset;
+        }
     }
     if (g->n_tensors > 1) {
         qsort(g->tensor_by_name, (size_t)g->n_tensors, sizeof(const struct moeinf_gguf_tensor *),
@@ -501,6 +532,20 @@ enum moeinf_status moeinf_gguf_open_mode(const char *path, enum moeinf_map_mode 
     return finish_open(g, out, err);
 }
 
+enum moeinf_status moeinf_gguf_open_header(const char *path, struct moeinf_gguf **out,
+                                           struct moeinf_error *err) {
+    struct moeinf_gguf *g = alloc_gguf(path);
+    if (!g) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    g->header_only = true;
+    enum moeinf_status st = moeinf_file_map_mode(path, MOEINF_MAP_FILE, NULL, &g->map, err);
+    if (st) {
+        moeinf_gguf_free(g);
+        return st;
+    }
+    g->owns_map = true;
+    return finish_open(g, out, err);
+}
+
 enum moeinf_status moeinf_gguf_open_buffer(const void *data, uint64_t size, const char *path,
                                            struct moeinf_gguf **out, struct moeinf_error *err) {
     struct moeinf_gguf *g = alloc_gguf(path);
@@ -521,6 +566,7 @@ void moeinf_gguf_free(struct moeinf_gguf *g) {
     free(g->tensors);
     free(g->tensor_by_name);
     if (g->owns_map) moeinf_file_unmap(&g->map);
+    if (g->absent) munmap(g->absent, g->absent_size);
     free(g->path);
     free(g);
 }

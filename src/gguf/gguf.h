@@ -87,6 +87,10 @@ struct moeinf_gguf {
     struct moeinf_gguf_kv *kv;
     uint64_t n_tensors;
     struct moeinf_gguf_tensor *tensors;
+    uint64_t data_bytes; /* the data section the tensor table describes (to its last byte) */
+    bool header_only;    /* moeinf_gguf_open_header: tensor data views zeros, not the file */
+    void *absent;        /* that zero-filled mapping (header_only), and its size */
+    size_t absent_size;
     bool owns_map;                                 /* false for moeinf_gguf_open_buffer */
     const struct moeinf_gguf_kv **kv_by_key;       /* [n_kv] sorted by key, for lookups */
     const struct moeinf_gguf_tensor **tensor_by_name; /* [n_tensors] sorted by name */
@@ -99,6 +103,13 @@ enum moeinf_status moeinf_gguf_open(const char *path, struct moeinf_gguf **out,
 enum moeinf_status moeinf_gguf_open_mode(const char *path, enum moeinf_map_mode mode,
                                          const struct moeinf_progress *progress,
                                          struct moeinf_gguf **out, struct moeinf_error *err);
+/* Header only: a file whose header, metadata and tensor table are complete but whose tensor
+ * data may be missing (a download cut short). The table is validated as by moeinf_gguf_open
+ * but for the data's end; every tensor's data then points into a zero-filled mapping as large
+ * as the data section the table describes (address space only), never into the file. A file
+ * cut inside the header or the tensor table is the same error as for moeinf_gguf_open. */
+enum moeinf_status moeinf_gguf_open_header(const char *path, struct moeinf_gguf **out,
+                                           struct moeinf_error *err);
 /* Same, over a caller-owned buffer (tests, fuzzing). path is only used in messages. */
 enum moeinf_status moeinf_gguf_open_buffer(const void *data, uint64_t size, const char *path,
                                            struct moeinf_gguf **out, struct moeinf_error *err);

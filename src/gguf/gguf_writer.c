@@ -416,12 +416,12 @@ enum moeinf_status moeinf_gguf_writer_write(struct moeinf_gguf_writer *w, const 
     return MOEINF_OK;
 }
 
-enum moeinf_status moeinf_gguf_writer_finish(struct moeinf_gguf_writer *w,
-                                             struct moeinf_error *err) {
+static enum moeinf_status finish(struct moeinf_gguf_writer *w, bool header_only,
+                                 struct moeinf_error *err) {
     enum moeinf_status st = sticky(w, err);
     if (st) return st;
     if (!w->header_written && (st = write_header(w, err))) return st;
-    if (w->cur < w->n_tensors) {
+    if (w->cur < w->n_tensors && !(header_only && w->cur == 0 && w->cur_done == 0)) {
         return wfail(w, err, MOEINF_ERR_ARG,
                      "finished with tensor '%s' incomplete (%" PRIu64 " of %" PRIu64 " bytes)",
                      w->tensors[w->cur].name, w->cur_done, w->tensors[w->cur].n_bytes);
@@ -437,6 +437,16 @@ enum moeinf_status moeinf_gguf_writer_finish(struct moeinf_gguf_writer *w,
     w->status = MOEINF_ERR_ARG;
     moeinf_fail(&w->error, MOEINF_ERR_ARG, "GGUF writer used after finish");
     return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_gguf_writer_finish(struct moeinf_gguf_writer *w,
+                                             struct moeinf_error *err) {
+    return finish(w, false, err);
+}
+
+enum moeinf_status moeinf_gguf_writer_finish_header(struct moeinf_gguf_writer *w,
+                                                    struct moeinf_error *err) {
+    return finish(w, true, err);
 }
 
 /* ---- lifetime ------------------------------------------------------------------------- */

@@ -93,5 +93,9 @@ enum moeinf_status moeinf_gguf_writer_write(struct moeinf_gguf_writer *w, const 
  * into place. */
 enum moeinf_status moeinf_gguf_writer_finish(struct moeinf_gguf_writer *w,
                                              struct moeinf_error *err);
+/* Finishes a file of the header, metadata and tensor table only, no tensor data (what
+ * moeinf_gguf_open_header reads): no data may have been written. */
+enum moeinf_status moeinf_gguf_writer_finish_header(struct moeinf_gguf_writer *w,
+                                                    struct moeinf_error *err);
 
 #endif

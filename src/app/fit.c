@@ -1,0 +1,263 @@
+/*
+ * fit.c - `moeinf fit` (fit.h): a model's sizes from its header and tensor table, read as the
+ * engine reads them (gguf/gguf.h's header-only open, then the architecture's own binding,
+ * model/model.c), and the predicted decode and prefill rates at a memory budget.
+ *
+ * The prediction. Per decode token the engine reads, from memory, the weights
+ * moeinf_model_decode_bytes counts: the non-expert ones and top_k experts per MoE layer. With
+ * an expert cache a share `hit` of those experts is in the cache's slots (memory) and the rest
+ * is read from the disk first. So:
+ *   t_mem  = decode bytes / (memory bandwidth x MEM_EFF)   (a missed expert is computed
+ *            from its slot once read, so every expert's bytes are read from memory)
+ *   t_disk = misses x expert bytes / (disk bandwidth x DISK_EFF)
+ *   t      = max(t_mem, t_disk) + TOKEN_S            (resident: t_mem + TOKEN_S)
+ * The max, not the sum: the engine computes a wave's cached experts while the I/O threads read
+ * its misses, and each miss as it arrives; on the first run of bench/fit_check.sh the max fitted
+ * better (squared log error .13 against .33 for the sum, 8 rows).
+ * Prefill, per micro-batch of 512 tokens: the weights times the tokens through the prefill
+ * kernels (the probe's rate x DOT_EFF), plus, with an expert cache, every distinct expert of
+ * the batch that is not cached read once from the disk. The constants were fitted to measured
+ * runs of bench/fit_check.sh (docs/OFFLOAD.md, "moeinf fit"): least squared log error of
+ * predicted against measured tokens/s over its rows.
+ */
+#include "app/fit.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "base/memlimit.h"
+#include "base/status.h"
+#include "engine/engine.h"
+#include "gen/gen_header.h"
+#include "gguf/gguf.h"
+#include "model/model.h"
+#include "offload/store.h"
+
+#define MEM_EFF    0.67  /* share of the probed memory bandwidth decode reaches */
+#define DISK_EFF   0.67  /* share of the probed disk bandwidth the expert reads reach */
+#define DOT_EFF    0.68  /* prefill: the engine's rate against the probe kernel's */
+#define TOKEN_S    0.006 /* per decode token: attention, norms, the threads' sync */
+#define N_BATCH    512  /* the engine's micro-batch */
+#define MARGIN     (64ull << 20)
+
+/* The weights the forward pass multiplies per token: every bound matrix but token_embd
+ * (rows are looked up), routed experts top_k times; the tied lm_head counted once. */
+static uint64_t active_elems(const struct moeinf_llm *llm) {
+    const struct moeinf_hparams *hp = &llm->hp;
+    uint64_t n = 0;
+    for (int i = 0; i < llm->n_bound; i++) {
+        const struct moeinf_weight *w = llm->bound[i].w;
+        if (!w || w == &llm->tok_embd) continue;
+        uint64_t e = (uint64_t)w->n_in * (uint64_t)w->n_out;
+        n += llm->bound[i].expert ? e * (uint64_t)hp->n_expert_used
+                                  : e * (uint64_t)(w->n_mat > 0 ? w->n_mat : 1);
+    }
+    if (llm->output.data == llm->tok_embd.data) n += (uint64_t)hp->n_embd * (uint64_t)hp->n_vocab;
+    return n;
+}
+
+/* The KV cache and the fixed state as model/forward.c allocates them (kv_layout,
+ * alloc_recurrent, alloc_checkpoints) for F16 KV and micro-batches of N_BATCH. */
+static void kv_sizes(const struct moeinf_llm *llm, struct cli_fit_model *m) {
+    const struct moeinf_hparams *hp = &llm->hp;
+    const bool mla = hp->mla_kv > 0;
+    const uint64_t n_kv = mla ? (uint64_t)(hp->mla_kv + hp->n_rot)
+                              : (uint64_t)hp->n_head_kv * (uint64_t)hp->head_dim;
+    const uint64_t row = n_kv * 2 * (mla ? 1 : 2); /* K and V (latent: K only), F16 */
+    uint64_t per_token = 0;
+    uint64_t fixed = 0;
+    int n_swa = 0;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const struct moeinf_layer *lw = &llm->layers[il];
+        if (lw->attn == MOEINF_ATTN_DELTANET) continue;
+        if (lw->swa && hp->n_swa > 0) {
+            fixed += (uint64_t)(hp->n_swa - 1 + N_BATCH) * row;
+            n_swa++;
+        } else {
+            per_token += row;
+        }
+    }
+    uint64_t rs = 0;
+    if (hp->n_recurrent > 0) {
+        const uint64_t conv_dim = 2ull * (uint64_t)hp->ssm_n_k_heads * (uint64_t)hp->ssm_head_dim +
+                                  (uint64_t)hp->ssm_n_v_heads * (uint64_t)hp->ssm_head_dim;
+        const uint64_t delta = (uint64_t)hp->ssm_n_v_heads * (uint64_t)hp->ssm_head_dim *
+                               (uint64_t)hp->ssm_head_dim;
+        rs = (uint64_t)hp->n_recurrent * ((uint64_t)(hp->ssm_d_conv - 1) * conv_dim + delta) * 4;
+    }
+    const uint64_t w = hp->n_swa > 1 ? (uint64_t)(hp->n_swa - 1) : 0;
+    const uint64_t ckpt = rs + (uint64_t)n_swa * 2 * w * n_kv * 2;
+    /* the micro-batch's activations (moeinf_fwd_init's buffers, the larger ones) */
+    const uint64_t nb = N_BATCH;
+    const uint64_t n_q = (uint64_t)hp->n_head * (uint64_t)hp->head_dim;
+    const uint64_t n_att = mla && (uint64_t)hp->n_head * (uint64_t)hp->mla_v > n_q
+                               ? (uint64_t)hp->n_head * (uint64_t)hp->mla_v
+                               : n_q;
+    const uint64_t k_used = hp->n_expert > 0 ? (uint64_t)hp->n_expert_used : 1;
+    uint64_t h = nb * k_used * (uint64_t)hp->n_ff;
+    if (nb * (uint64_t)hp->n_ff_shexp > h) h = nb * (uint64_t)hp->n_ff_shexp;
+    if (nb * (uint64_t)hp->n_ff_dense > h) h = nb * (uint64_t)hp->n_ff_dense;
+    uint64_t floats = nb * (3 * (uint64_t)hp->n_embd + n_q + 2 * n_kv + n_att) + 2 * h;
+    if (hp->n_expert > 0) floats += nb * (2 * k_used * (uint64_t)hp->n_embd + (uint64_t)hp->n_expert);
+    m->scratch_bytes = floats * 4 + h + (16ull << 20); /* + the converted activations, misc */
+    m->kv_token_bytes = per_token;
+    m->state_bytes = fixed + rs + 4 * ckpt; /* MOEINF_FWD_CHECKPOINTS checkpoints */
+}
+
+enum moeinf_status cli_fit_read(const char *path, struct cli_fit_model *out,
+                                struct moeinf_error *err) {
+    memset(out, 0, sizeof *out);
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        return moeinf_fail(err, MOEINF_ERR_IO, "%s: cannot read the file", path);
+    }
+    struct moeinf_gguf *g = NULL;
+    enum moeinf_status st = moeinf_gguf_open_header(path, &g, err);
+    if (st) return st;
+    struct moeinf_llm *llm = NULL;
+    st = moeinf_llm_init(g, &llm, err);
+    if (st) {
+        moeinf_gguf_free(g);
+        return st;
+    }
+    const struct moeinf_hparams *hp = &llm->hp;
+    snprintf(out->arch, sizeof out->arch, "%s", moeinf_llm_arch_name(llm));
+    out->n_layer = hp->n_layer;
+    out->n_moe_layers = moeinf_n_moe_layers(hp);
+    out->n_expert = hp->n_expert;
+    out->n_expert_used = hp->n_expert_used;
+    out->file_bytes = g->data_offset + g->data_bytes;
+    out->present_bytes = (uint64_t)sb.st_size;
+    out->header_only = out->present_bytes < out->file_bytes;
+    for (int i = 0; i < llm->n_bound; i++) {
+        out->weight_bytes += llm->bound[i].bytes;
+        if (llm->bound[i].expert) out->experts_bytes += llm->bound[i].bytes;
+    }
+    out->nonexpert_bytes = out->weight_bytes - out->experts_bytes;
+    uint64_t active_experts = 0;
+    out->expert_type = -1;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const struct moeinf_layer *lw = &llm->layers[il];
+        if (lw->ffn != MOEINF_FFN_MOE) continue;
+        uint64_t e = lw->gate_exps.mat_bytes + lw->up_exps.mat_bytes + lw->down_exps.mat_bytes;
+        if (e > out->expert_bytes) out->expert_bytes = e;
+        active_experts += (uint64_t)hp->n_expert_used * e;
+        if (out->expert_type < 0) out->expert_type = (int)lw->gate_exps.type;
+    }
+    /* the expert cache's slot as offload/store.c sizes it, from where the experts lie */
+    const int n_moe = out->n_moe_layers;
+    struct moeinf_store_layer *sl = n_moe > 0 ? calloc((size_t)n_moe, sizeof *sl) : NULL;
+    if (n_moe > 0 && !sl) {
+        moeinf_llm_free(llm);
+        moeinf_gguf_free(g);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    }
+    for (int ml = 0; ml < n_moe; ml++) {
+        const struct moeinf_layer *lw = &llm->layers[hp->n_layer_dense_lead + ml];
+        const struct moeinf_weight *parts[3] = {&lw->gate_exps, &lw->up_exps, &lw->down_exps};
+        for (int p = 0; p < 3 && p < MOEINF_EXPERT_PARTS; p++) {
+            sl[ml].off[p] = g->data_offset + (uint64_t)(parts[p]->data - (const uint8_t *)g->absent);
+            sl[ml].stride[p] = parts[p]->mat_bytes;
+            sl[ml].bytes[p] = parts[p]->mat_bytes;
+        }
+    }
+    if (n_moe > 0) out->slot_bytes = moeinf_store_slot_bytes_for(sl, n_moe, hp->n_expert);
+    free(sl);
+    if (out->expert_type < 0) { /* a dense model: its FFN's type */
+        const struct moeinf_layer *lw = &llm->layers[hp->n_layer - 1];
+        out->expert_type = (int)(lw->ffn_gate.data ? lw->ffn_gate.type : llm->output.type);
+    }
+    struct moeinf_model model;
+    memset(&model, 0, sizeof model);
+    model.llm = llm;
+    out->decode_bytes = moeinf_model_decode_bytes(&model);
+    out->nonexpert_decode = out->decode_bytes - active_experts;
+    out->active_elems = active_elems(llm);
+    kv_sizes(llm, out);
+    moeinf_llm_free(llm);
+    moeinf_gguf_free(g);
+    return MOEINF_OK;
+}
+
+
+enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct cli_fit_machine *mc,
+                                   uint64_t memory, int n_ctx, const char *trace_path,
+                                   struct cli_fit_prediction *out, char *source,
+                                   size_t source_size, struct moeinf_error *err) {
+    memset(out, 0, sizeof *out);
+    out->memory = memory;
+    const double mem_bps = mc->mem_gbps * 1e9 * MEM_EFF;
+    const double disk_bps = mc->disk_gbps * 1e9 * DISK_EFF;
+    const double dot_ps = mc->dot_gops * 1e9 * DOT_EFF;
+    const uint64_t ctx_bytes =
+        m->kv_token_bytes * (uint64_t)n_ctx + m->state_bytes + m->scratch_bytes + MARGIN;
+    const double compute_tok = (double)m->active_elems / dot_ps; /* prefill, per token */
+    if (m->n_expert == 0 || memory >= m->weight_bytes + ctx_bytes) {
+        out->resident = true;
+        out->runs = memory >= m->weight_bytes + ctx_bytes;
+        out->hit = 1;
+        out->cache_percent = 100;
+        out->t_mem = (double)m->decode_bytes / mem_bps;
+        out->t_dot = N_BATCH * compute_tok;
+        out->decode_tps = 1.0 / (out->t_mem + TOKEN_S);
+        out->prefill_tps = 1.0 / compute_tok;
+        if (source_size) snprintf(source, source_size, "resident: no expert cache");
+        return MOEINF_OK;
+    }
+    const uint64_t slot = m->slot_bytes;
+    const int total = m->n_moe_layers * m->n_expert;
+    const uint64_t fixed = m->nonexpert_bytes + ctx_bytes;
+    if (memory < fixed + slot * (uint64_t)m->n_expert_used) {
+        out->runs = false;
+        if (source_size) snprintf(source, source_size, "does not fit");
+        return MOEINF_OK;
+    }
+    uint64_t slots = (memory - fixed) / slot;
+    if (slots > (uint64_t)total) slots = (uint64_t)total;
+    out->runs = true;
+    out->cache_slots = (int)slots;
+    out->cache_bytes = slots * slot;
+    out->cache_percent = 100.0 * (double)slots / (double)total;
+    double hit = 0;
+    enum moeinf_status st =
+        cli_fit_hit_ratio(m, (int)slots, trace_path, &hit, source, source_size, err);
+    if (st) return st;
+    out->hit = hit;
+    const double per_layer = (double)m->n_expert_used;
+    const double experts = per_layer * m->n_moe_layers; /* per token */
+    const double e_bytes = (double)m->expert_bytes;
+    const double t_mem = (double)m->decode_bytes / mem_bps;
+    const double t_disk = (1 - hit) * experts * e_bytes / disk_bps;
+    out->t_mem = t_mem;
+    out->t_disk = t_disk;
+    out->decode_tps = 1.0 / ((t_mem > t_disk ? t_mem : t_disk) + TOKEN_S);
+    /* prefill: a micro-batch uses nearly every expert of each layer (1 - (1 - K/E)^512 of
+     * them); those not in the cache (its share of them, on average) are read once */
+    const double share = 1 - pow(1 - per_layer / m->n_expert, N_BATCH);
+    const double distinct = share * m->n_expert * m->n_moe_layers;
+    const double cached = (double)slots / (double)total;
+    const double t_read = distinct * (1 - cached) * e_bytes / disk_bps;
+    out->t_dot = N_BATCH * compute_tok;
+    out->t_read = t_read;
+    out->prefill_tps = N_BATCH / (out->t_dot + t_read);
+    return MOEINF_OK;
+}
+
+enum moeinf_status cli_fit_preset_header(const struct moeinf_gen_params *p, const char *path,
+                                         struct moeinf_error *err) {
+    return moeinf_gen_model_header(p, path, err);
+}
+
+enum moeinf_status cli_fit_memory(uint64_t *bytes, char *source, size_t source_size,
+                                  struct moeinf_error *err) {
+    bool cgroup = false;
+    char from[256] = "";
+    enum moeinf_status st = moeinf_memory_limit(bytes, &cgroup, from, sizeof from, err);
+    if (st) return st;
+    snprintf(source, source_size, "%s (%s)", cgroup ? "the memory limit" : "MemAvailable", from);
+    return MOEINF_OK;
+}

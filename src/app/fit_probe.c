@@ -1,0 +1,375 @@
+/*
+ * fit_probe.c - `moeinf fit`'s short probes of this machine (fit.h), under 2 s together, and
+ * their cache in the cache folder (fit-probe.txt: one line per thread count, disk and weight
+ * type, with the unix time of the probes):
+ *   memory   the threads stream-read a 256 MiB buffer, each its own part, once as one
+ *            sequential read and once as 8 interleaved streams (as the decode kernels read
+ *            rows far apart); the best pass of each, the better of the two (bench/bandwidth.c
+ *            has the full set of patterns)
+ *   disk     O_DIRECT reads of one expert part (a third of a slot, the expert loader's read)
+ *            at random 4 KiB-aligned offsets of the model's data, 4 at a time
+ *            (MOEINF_EXPERT_IO_THREADS_DEFAULT threads), for 0.5 s (bench/disk_read.c is the
+ *            longer probe); from a 64 MiB temporary file beside the cache when the model file
+ *            holds less data than that
+ *   compute  the best kernel table's prefill tile (gemm, else vec_dot_m) of the model's expert
+ *            type, 8 rows x 64 tokens of 4096 weights in cache, on one thread, times the
+ *            threads
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "app/default_model.h"
+#include "app/fit.h"
+#include "base/rng.h"
+#include "base/status.h"
+#include "base/tensor_type.h"
+#include "compute/pool.h"
+#include "quant/quant.h"
+
+#define MEM_BYTES   (256u << 20)
+#define DISK_MIN    (64ull << 20)
+#define DISK_SECS   0.5
+#define IO_THREADS  MOEINF_EXPERT_IO_THREADS_DEFAULT
+#define MAX_THREADS 256
+#define MAX_AGE_S   (7ll * 24 * 3600)
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- memory --------------------------------------------------------------------------- */
+
+struct mem_part {
+    const uint64_t *p;
+    size_t n; /* a multiple of 64 */
+    int streams;
+    uint64_t sum;
+};
+
+static void *mem_reader(void *arg) {
+    struct mem_part *pt = arg;
+    uint64_t s[8] = {0};
+    const size_t q = pt->n / (size_t)pt->streams / 8 * 8;
+    for (size_t i = 0; i + 8 <= q; i += 8) {
+        for (int k = 0; k < pt->streams; k++) {
+            const uint64_t *ps = pt->p + (size_t)k * q + i;
+            s[(2 * k) & 7] += ps[0] + ps[2] + ps[4] + ps[6];
+            s[(2 * k + 1) & 7] += ps[1] + ps[3] + ps[5] + ps[7];
+        }
+    }
+    pt->sum = s[0] + s[1] + s[2] + s[3] + s[4] + s[5] + s[6] + s[7];
+    return NULL;
+}
+
+static double probe_memory(int threads) {
+    const size_t n = MEM_BYTES / sizeof(uint64_t);
+    uint64_t *buf = malloc(MEM_BYTES);
+    if (!buf) return 0;
+    for (size_t i = 0; i < n; i++)
+        buf[i] = i;
+    struct mem_part parts[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    double best = 0;
+    uint64_t check = 0;
+    for (int pass = 0; pass < 6; pass++) {
+        const int streams = pass % 2 ? 8 : 1;
+        double t0 = now_s();
+        int started = 0;
+        for (int t = 0; t < threads; t++) {
+            size_t a = n * (size_t)t / (size_t)threads / 64 * 64;
+            size_t b = t + 1 == threads ? n : n * (size_t)(t + 1) / (size_t)threads / 64 * 64;
+            parts[t] = (struct mem_part){buf + a, b - a, streams, 0};
+            if (pthread_create(&th[t], NULL, mem_reader, &parts[t]) != 0) break;
+            started++;
+        }
+        for (int t = 0; t < started; t++) {
+            pthread_join(th[t], NULL);
+            check += parts[t].sum;
+        }
+        double gbs = (double)MEM_BYTES / (now_s() - t0) / 1e9;
+        if (started == threads && gbs > best) best = gbs;
+    }
+    free(buf);
+    return check == 1 ? 0 : best; /* the sum is used, so the reads stay */
+}
+
+/* ---- disk ----------------------------------------------------------------------------- */
+
+struct disk_job {
+    int fd;
+    uint64_t lo;
+    uint64_t span;
+    uint64_t block; /* offsets in [lo, lo + span - block], 4 KiB-aligned */
+    double deadline;
+    uint64_t seed;
+    _Atomic uint64_t *bytes;
+    bool failed;
+};
+
+static void *disk_reader(void *arg) {
+    struct disk_job *j = arg;
+    void *buf = aligned_alloc(4096, (size_t)j->block);
+    if (!buf) {
+        j->failed = true;
+        return NULL;
+    }
+    uint64_t s = j->seed;
+    const uint64_t slots = (j->span - j->block) / 4096 + 1;
+    int n = 0;
+    while (n < 2 || now_s() < j->deadline) {
+        uint64_t off = j->lo + moeinf_splitmix64(&s) % slots * 4096;
+        ssize_t r = pread(j->fd, buf, (size_t)j->block, (off_t)off);
+        if (r <= 0) {
+            j->failed = true;
+            break;
+        }
+        atomic_fetch_add(j->bytes, (uint64_t)r);
+        n++;
+    }
+    free(buf);
+    return NULL;
+}
+
+/* GB/s of O_DIRECT reads of `block` bytes from [lo, lo + span) of path; 0 when O_DIRECT or a
+ * read fails. */
+static double disk_rate(const char *path, uint64_t lo, uint64_t span, uint64_t block) {
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
+    if (fd < 0) return 0;
+    _Atomic uint64_t bytes = 0;
+    struct disk_job jobs[IO_THREADS];
+    pthread_t th[IO_THREADS];
+    double t0 = now_s();
+    int started = 0;
+    for (int t = 0; t < IO_THREADS; t++) {
+        jobs[t] = (struct disk_job){fd, lo, span, block, t0 + DISK_SECS, 0x9e37u + (uint64_t)t,
+                                    &bytes, false};
+        if (pthread_create(&th[t], NULL, disk_reader, &jobs[t]) != 0) break;
+        started++;
+    }
+    bool failed = started == 0;
+    for (int t = 0; t < started; t++) {
+        pthread_join(th[t], NULL);
+        failed |= jobs[t].failed;
+    }
+    double dt = now_s() - t0;
+    close(fd);
+    return failed ? 0 : (double)atomic_load(&bytes) / dt / 1e9;
+}
+
+/* A temporary file of DISK_MIN bytes in dir, written and synced (so that its pages are on the
+ * disk, and O_DIRECT reads them from there); its path in buf, or false. */
+static bool temp_file(const char *dir, char *buf, size_t size) {
+    snprintf(buf, size, "%s/fit-probe-XXXXXX", dir);
+    int fd = mkstemp(buf);
+    if (fd < 0) return false;
+    const size_t chunk = 4u << 20;
+    uint8_t *data = malloc(chunk);
+    bool ok = data != NULL;
+    uint64_t s = 1;
+    for (size_t i = 0; ok && i < chunk / 8; i++) {
+        uint64_t v = moeinf_splitmix64(&s);
+        memcpy(data + 8 * i, &v, 8);
+    }
+    for (uint64_t done = 0; ok && done < DISK_MIN; done += chunk)
+        ok = write(fd, data, chunk) == (ssize_t)chunk;
+    free(data);
+    ok = ok && fsync(fd) == 0;
+    close(fd);
+    if (!ok) unlink(buf);
+    return ok;
+}
+
+static double probe_disk(const char *model_path, uint64_t block, const char *dir,
+                         struct cli_fit_machine *mc) {
+    struct stat sb;
+    block = (block + 4095) / 4096 * 4096;
+    if (block < 65536) block = 65536;
+    if (block > (16u << 20)) block = 16u << 20;
+    if (model_path && stat(model_path, &sb) == 0 && (uint64_t)sb.st_size >= DISK_MIN) {
+        uint64_t size = (uint64_t)sb.st_size / 4096 * 4096;
+        double r = disk_rate(model_path, 0, size, block < size ? block : size);
+        if (r > 0) {
+            mc->disk_from_model = true;
+            snprintf(mc->disk_note, sizeof mc->disk_note,
+                     "O_DIRECT reads of %" PRIu64 " KiB, %d at a time, from the model file",
+                     block >> 10, IO_THREADS);
+            return r;
+        }
+    }
+    char tmp[1200];
+    if (!temp_file(dir, tmp, sizeof tmp)) return 0;
+    if (block > DISK_MIN / 4) block = DISK_MIN / 4;
+    double r = disk_rate(tmp, 0, DISK_MIN, block);
+    unlink(tmp);
+    snprintf(mc->disk_note, sizeof mc->disk_note,
+             "O_DIRECT reads of %" PRIu64 " KiB, %d at a time, from a temporary file in %s",
+             block >> 10, IO_THREADS, dir);
+    return r;
+}
+
+/* ---- compute -------------------------------------------------------------------------- */
+
+static double probe_compute(int type, int threads) {
+    const struct moeinf_kernels *k = moeinf_kernels_best();
+    const struct moeinf_type_cpu *cpu = moeinf_type_cpu_get(type);
+    if (!k || !cpu || !k->vec_dot_m[type]) return 0;
+    const enum moeinf_type vt = cpu->vec_dot_type;
+    const int64_t n = 4096;
+    const int nr = 8;
+    const int m = 64;
+    const size_t wrow = (size_t)moeinf_row_bytes((enum moeinf_type)type, n);
+    const size_t xrow = (size_t)moeinf_row_bytes(vt, n);
+    float *x = malloc((size_t)n * sizeof *x);
+    uint8_t *w = malloc(wrow * nr);
+    uint8_t *xa = malloc(xrow * m);
+    float *y = malloc((size_t)nr * m * sizeof *y);
+    double rate = 0;
+    if (x && w && xa && y && k->from_float[vt]) {
+        uint64_t s = 7;
+        for (int64_t i = 0; i < n; i++)
+            x[i] = (float)((double)(moeinf_splitmix64(&s) >> 11) / 9007199254740992.0 - 0.5);
+        for (int r = 0; r < nr; r++)
+            moeinf_quantize_row_ref((enum moeinf_type)type, x, w + (size_t)r * wrow, n);
+        for (int j = 0; j < m; j++)
+            k->from_float[vt](x, xa + (size_t)j * xrow, n);
+        double t0 = now_s();
+        double dt = 0;
+        long reps = 0;
+        while (dt < 0.04) {
+            if (k->gemm[type]) {
+                k->gemm[type](n, nr, m, y, (size_t)nr, w, wrow, xa, xrow);
+            } else {
+                for (int r = 0; r < nr; r++)
+                    k->vec_dot_m[type](n, m, y + (size_t)r * m, w + (size_t)r * wrow, xa, xrow);
+            }
+            reps++;
+            dt = now_s() - t0;
+        }
+        rate = (double)reps * (double)(n * nr * m) / dt / 1e9 * threads;
+    }
+    free(x);
+    free(w);
+    free(xa);
+    free(y);
+    return rate;
+}
+
+/* ---- cache ---------------------------------------------------------------------------- */
+
+bool cli_fit_cache_path(char *buf, size_t size, struct moeinf_error *err) {
+    char dir[1024];
+    if (!cli_cache_dir(dir, sizeof dir, err)) return false;
+    snprintf(buf, size, "%s/fit-probe.txt", dir);
+    return true;
+}
+
+/* Line format: "when threads dev type mem_gbps disk_gbps dot_gops from_model". A line's
+ * fields in v (as doubles: every integer field is far below 2^53), false for a malformed one. */
+static bool parse_line(const char *line, double v[8]) {
+    const char *p = line;
+    for (int i = 0; i < 8; i++) {
+        char *end = NULL;
+        v[i] = strtod(p, &end);
+        if (end == p) return false;
+        p = end;
+    }
+    return *p == '\n' || *p == '\0';
+}
+
+static bool cache_find(const char *path, int threads, uint64_t dev, int type,
+                       struct cli_fit_machine *mc) {
+    FILE *f = fopen(path, "r");
+    if (!f) return false;
+    char line[512];
+    bool found = false;
+    const double now = (double)time(NULL);
+    while (fgets(line, sizeof line, f)) {
+        double v[8];
+        if (!parse_line(line, v)) continue;
+        if (v[1] != threads || v[2] != (double)dev || v[3] != type || !(v[4] > 0) ||
+            !(v[5] > 0) || !(v[6] > 0) || now - v[0] > (double)MAX_AGE_S || v[0] > now) {
+            continue;
+        }
+        mc->when = (int64_t)v[0];
+        mc->mem_gbps = v[4];
+        mc->disk_gbps = v[5];
+        mc->dot_gops = v[6];
+        mc->disk_from_model = v[7] != 0;
+        found = true;
+    }
+    fclose(f);
+    return found;
+}
+
+/* Rewrites the cache with this line in place of any of the same key (best effort: a cache
+ * that cannot be written only means the next run probes again). */
+static void cache_store(const char *path, uint64_t dev, int type,
+                        const struct cli_fit_machine *mc) {
+    char tmp[1200];
+    snprintf(tmp, sizeof tmp, "%s.tmp%ld", path, (long)getpid());
+    FILE *out = fopen(tmp, "w");
+    if (!out) return;
+    FILE *in = fopen(path, "r");
+    char line[512];
+    while (in && fgets(line, sizeof line, in)) {
+        double v[8];
+        if (parse_line(line, v) &&
+            !(v[1] == mc->threads && v[2] == (double)dev && v[3] == type)) {
+            fputs(line, out);
+        }
+    }
+    if (in) fclose(in);
+    fprintf(out, "%lld %d %llu %d %.3f %.3f %.3f %d\n", (long long)mc->when, mc->threads,
+            (unsigned long long)dev, type, mc->mem_gbps, mc->disk_gbps, mc->dot_gops,
+            mc->disk_from_model ? 1 : 0);
+    if (fclose(out) != 0 || rename(tmp, path) != 0) unlink(tmp);
+}
+
+enum moeinf_status cli_fit_probe(const char *model_path, uint64_t block, int threads, bool reprobe,
+                                 int expert_type, struct cli_fit_machine *out,
+                                 struct moeinf_error *err) {
+    memset(out, 0, sizeof *out);
+    if (threads < 1) threads = moeinf_cpu_count();
+    if (threads < 1) threads = 1;
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    out->threads = threads;
+    char path[1200];
+    if (!cli_fit_cache_path(path, sizeof path, err)) return err->status;
+    char dir[1200];
+    snprintf(dir, sizeof dir, "%s", path);
+    char *slash = strrchr(dir, '/');
+    if (slash) *slash = '\0';
+    /* the disk the probe reads: the model's, or the cache folder's for the temporary file */
+    struct stat sb;
+    uint64_t dev = 0;
+    const bool big = model_path && stat(model_path, &sb) == 0 && (uint64_t)sb.st_size >= DISK_MIN;
+    if (big || stat(dir, &sb) == 0) dev = (uint64_t)sb.st_dev;
+    if (!reprobe && cache_find(path, threads, dev, expert_type, out)) {
+        out->cached = true;
+        snprintf(out->disk_note, sizeof out->disk_note, "cached in %s", path);
+        return MOEINF_OK;
+    }
+    out->mem_gbps = probe_memory(threads);
+    out->disk_gbps = probe_disk(model_path, block, dir, out);
+    out->dot_gops = probe_compute(expert_type, threads);
+    out->when = (int64_t)time(NULL);
+    if (!(out->mem_gbps > 0) || !(out->disk_gbps > 0) || !(out->dot_gops > 0)) {
+        return moeinf_fail(err, MOEINF_ERR_IO,
+                           "the probes failed (memory %.2f GB/s, disk %.2f GB/s, compute %.2f "
+                           "G/s): O_DIRECT refused on %s?",
+                           out->mem_gbps, out->disk_gbps, out->dot_gops, dir);
+    }
+    cache_store(path, dev, expert_type, out);
+    return MOEINF_OK;
+}

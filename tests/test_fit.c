@@ -1,0 +1,237 @@
+/*
+ * test_fit.c - `moeinf fit` as a user calls it: the sizes it prints against the tensor table
+ * `moeinf inspect` prints and against sizes worked out by hand from the geometry; the same
+ * sizes from a file cut after its tensor table and from the gen-model preset the file was
+ * written with; the probe cache reused; bad input as a one-line error and a non-zero exit.
+ * The machine's figures come from a seeded probe cache, so nothing here is timed.
+ */
+#include <inttypes.h>
+#include <time.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "test.h"
+
+#define OUT_SIZE 16384
+
+static char g_model[512], g_cache[512], g_env[1200];
+
+static int fit(const char *args, char *out, char *err) {
+    char cmd[4096];
+    snprintf(cmd, sizeof cmd, "%s '%s' fit %s", g_env, test_moeinf_bin(), args);
+    return test_run_shell("fit", cmd, out, OUT_SIZE, err, OUT_SIZE);
+}
+
+/* The number after `key` at the start of a line of out ("resident         123 bytes"). */
+static uint64_t field(const char *out, const char *key) {
+    char pat[64];
+    snprintf(pat, sizeof pat, "\n%s ", key);
+    const char *p = strstr(out, pat);
+    if (!p && strncmp(out, pat + 1, strlen(pat) - 1) == 0) p = out - 1;
+    if (!p) return UINT64_MAX;
+    p += strlen(pat);
+    while (*p == ' ')
+        p++;
+    return strtoull(p, NULL, 10);
+}
+
+/* Every line of out from `from` to the line starting with `to` (exclusive), in buf. */
+static void lines_between(const char *out, const char *from, const char *to, char *buf,
+                          size_t size) {
+    buf[0] = '\0';
+    const char *a = strstr(out, from);
+    const char *b = a ? strstr(a, to) : NULL;
+    if (!a || !b) return;
+    snprintf(buf, size, "%.*s", (int)(b - a), a);
+}
+
+/* A seeded probe cache: 10 GB/s memory, 2 GB/s disk, 20 G/s compute for 1 thread on the disk
+ * of the cache folder (the model is too small to probe) and the expert type Q8_0 (8). */
+static void seed_cache(void) {
+    char dir[600];
+    char path[700];
+    snprintf(dir, sizeof dir, "%s/moeinf", g_cache);
+    mkdir(g_cache, 0700);
+    mkdir(dir, 0755);
+    struct stat sb;
+    CHECK(stat(dir, &sb) == 0);
+    snprintf(path, sizeof path, "%s/fit-probe.txt", dir);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fprintf(f, "%lld 1 %llu 8 10.000 2.000 20.000 0\n", (long long)time(NULL),
+            (unsigned long long)sb.st_dev);
+    fclose(f);
+}
+
+static bool setup(void) {
+    test_tmp_path("fit-model.gguf", g_model, sizeof g_model);
+    test_tmp_path("fit-cache", g_cache, sizeof g_cache);
+    snprintf(g_env, sizeof g_env, "XDG_CACHE_HOME='%s' TMPDIR='%s'", g_cache, g_cache);
+    char cmd[1200];
+    char out[OUT_SIZE];
+    char err[OUT_SIZE];
+    /* gen-model's default: llama, 4 layers, 8 experts top 2, n_embd 256, n_ff 512, 8 heads,
+     * 4 KV heads, Q8_0 */
+    snprintf(cmd, sizeof cmd, "'%s' gen-model -o '%s'", test_moeinf_bin(), g_model);
+    int rc = test_run_shell("fit", cmd, out, sizeof out, err, sizeof err);
+    CHECK_MSG(rc == 0, "gen-model: %s", err);
+    seed_cache();
+    return rc == 0;
+}
+
+static void test_sizes(void) {
+    char out[OUT_SIZE];
+    char err[OUT_SIZE];
+    char cmd[1200];
+    char ins[1 << 16];
+    char args[700];
+    snprintf(args, sizeof args, "-m '%s' -t 1 --memory 1G", g_model);
+    CHECK_EQ_INT(fit(args, out, err), 0);
+    /* by hand: Q8_0 is 34 bytes per 32 weights; gate and up 512 rows of 256, down 256 of 512 */
+    const uint64_t expert = 3ull * 512 * 256 / 32 * 34;
+    CHECK_MSG(strstr(out, "= 32 x 417792 bytes") != NULL, "%s", out);
+    CHECK(expert == 417792);
+    CHECK_EQ_INT((long long)field(out, "experts"), (long long)(32 * expert));
+    /* K and V of 4 KV heads x 32 dims, F16, on 4 layers */
+    CHECK_EQ_INT((long long)field(out, "KV per token"), 4 * 2 * 4 * 32 * 2);
+    /* from the tensor table inspect prints: every tensor's bytes, and the *_exps ones */
+    snprintf(cmd, sizeof cmd, "'%s' inspect '%s'", test_moeinf_bin(), g_model);
+    CHECK_EQ_INT(test_run_shell("fit", cmd, ins, sizeof ins, err, sizeof err), 0);
+    uint64_t all = 0;
+    uint64_t exps = 0;
+    const char *p = strstr(ins, "tensors:\n");
+    CHECK(p != NULL);
+    for (p = p ? strchr(p + 9, '\n') : NULL; p && p[1]; p = strchr(p + 1, '\n')) {
+        char name[128];
+        char *after = NULL;
+        strtoull(p + 1, &after, 10);
+        if (after == p + 1 || sscanf(after, " %127s", name) != 1) continue;
+        const char *end = strchr(p + 1, '\n');
+        const char *last = end ? end : p + strlen(p);
+        while (last > p && last[-1] != ' ')
+            last--;
+        uint64_t bytes = strtoull(last, NULL, 10);
+        all += bytes;
+        if (strstr(name, "_exps.")) exps += bytes;
+    }
+    CHECK_EQ_INT((long long)field(out, "resident"), (long long)all);
+    CHECK_EQ_INT((long long)field(out, "experts"), (long long)exps);
+    CHECK_EQ_INT((long long)field(out, "non-expert"), (long long)(all - exps));
+    CHECK_MSG(strstr(out, "cached, probed") != NULL, "the seeded cache was not used: %s", out);
+    CHECK(strstr(out, "memory 10.0 GB/s, disk 2.00 GB/s") != NULL);
+}
+
+/* The size lines of a run: from "resident" to "machine". */
+static void size_lines(const char *model_arg, const char *extra, char *buf, size_t size) {
+    char out[OUT_SIZE];
+    char err[OUT_SIZE];
+    char args[800];
+    snprintf(args, sizeof args, "-m %s -t 1 %s", model_arg, extra);
+    CHECK_MSG(fit(args, out, err) == 0, "fit -m %s: %s", model_arg, err);
+    lines_between(out, "\nresident", "\nmachine", buf, size);
+    CHECK(buf[0] != '\0');
+}
+
+static void test_truncated_and_preset(void) {
+    char whole[4096];
+    char cut[4096];
+    char preset[4096];
+    char q[700];
+    snprintf(q, sizeof q, "'%s'", g_model);
+    size_lines(q, "", whole, sizeof whole);
+    /* the header and tensor table only: up to the data section (inspect's "data at offset") */
+    char cmd[1600];
+    char ins[1 << 16];
+    char err[OUT_SIZE];
+    snprintf(cmd, sizeof cmd, "'%s' inspect '%s'", test_moeinf_bin(), g_model);
+    CHECK_EQ_INT(test_run_shell("fit", cmd, ins, sizeof ins, err, sizeof err), 0);
+    const char *d = strstr(ins, "data at offset ");
+    CHECK(d != NULL);
+    unsigned long long data_at = d ? strtoull(d + 15, NULL, 10) : 0;
+    char part[512];
+    test_tmp_path("fit-part.gguf", part, sizeof part);
+    snprintf(cmd, sizeof cmd, "head -c %llu '%s' > '%s'; true", data_at + 1000, g_model, part);
+    CHECK_EQ_INT(test_run_shell("fit", cmd, ins, sizeof ins, err, sizeof err), 0);
+    snprintf(q, sizeof q, "'%s'", part);
+    size_lines(q, "", cut, sizeof cut);
+    CHECK_MSG(strcmp(whole, cut) == 0, "whole:\n%s\ncut:\n%s", whole, cut);
+    /* the preset the file was written with, header never written to disk as a model */
+    size_lines("default", "", preset, sizeof preset);
+    CHECK_MSG(strcmp(whole, preset) == 0, "whole:\n%s\npreset:\n%s", whole, preset);
+    /* the loader refuses the cut file: fit's read path is its own */
+    snprintf(cmd, sizeof cmd, "'%s' run -m '%s' -n 1 -p hi", test_moeinf_bin(), part);
+    CHECK(test_run_shell("fit", cmd, ins, sizeof ins, err, sizeof err) == 1);
+    remove(part);
+}
+
+static void test_offload_prediction(void) {
+    char out[OUT_SIZE];
+    char err[OUT_SIZE];
+    char args[700];
+    snprintf(args, sizeof args, "-m '%s' -t 1", g_model);
+    CHECK_EQ_INT(fit(args, out, err), 0);
+    const uint64_t need = field(out, "need resident");
+    /* half the experts' bytes less: 16 x 417792 bytes left for slots of 417792 + 3 x 4 KiB
+     * rounded up to 4 KiB (430080 bytes) hold 15 */
+    snprintf(args, sizeof args, "-m '%s' -t 1 --memory %" PRIu64, g_model, need - (uint64_t)16 * 417792);
+    CHECK_EQ_INT(fit(args, out, err), 0);
+    CHECK_MSG(strstr(out, "(15 of 32 experts") != NULL, "%s", out);
+    CHECK(strstr(out, "--expert-cache 6M ") != NULL); /* 15 x 430080 bytes, in MiB */
+    CHECK(strstr(out, "synthetic routing") != NULL);
+}
+
+static void test_bad_input(void) {
+    char out[OUT_SIZE];
+    char err[OUT_SIZE];
+    char args[1400];
+    char path[512];
+    char cmd[1600];
+    /* not a GGUF */
+    test_tmp_path("fit-not.gguf", path, sizeof path);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (f) {
+        fputs("this is not a model\n", f);
+        fclose(f);
+    }
+    snprintf(args, sizeof args, "-m '%s' -t 1", path);
+    CHECK_EQ_INT(fit(args, out, err), 1);
+    CHECK_MSG(strstr(err, "not a GGUF") != NULL && strchr(err, '\n') == err + strlen(err) - 1,
+              "%s", err);
+    CHECK(out[0] == '\0');
+    /* cut inside the tensor table: 200 bytes before the data section */
+    char ins[1 << 16];
+    snprintf(cmd, sizeof cmd, "'%s' inspect '%s'", test_moeinf_bin(), g_model);
+    CHECK_EQ_INT(test_run_shell("fit", cmd, ins, sizeof ins, err, sizeof err), 0);
+    const char *d = strstr(ins, "data at offset ");
+    unsigned long long data_at = d ? strtoull(d + 15, NULL, 10) : 0;
+    snprintf(cmd, sizeof cmd, "head -c %llu '%s' > '%s'; true", data_at - 200, g_model, path);
+    CHECK_EQ_INT(test_run_shell("fit", cmd, ins, sizeof ins, err, sizeof err), 0);
+    snprintf(args, sizeof args, "-m '%s' -t 1", path);
+    CHECK_EQ_INT(fit(args, out, err), 1);
+    CHECK_MSG(strstr(err, "truncated") != NULL && strchr(err, '\n') == err + strlen(err) - 1,
+              "%s", err);
+    remove(path);
+    /* a budget the model cannot run in */
+    snprintf(args, sizeof args, "-m '%s' -t 1 --memory 1M", g_model);
+    CHECK_EQ_INT(fit(args, out, err), 1);
+    CHECK_MSG(strstr(err, "too small") != NULL && strchr(err, '\n') == err + strlen(err) - 1,
+              "%s", err);
+    /* neither a file nor a preset */
+    CHECK_EQ_INT(fit("-m no-such-model -t 1", out, err), 1);
+    CHECK(strstr(err, "not a gen-model preset") != NULL);
+    /* not a size */
+    snprintf(args, sizeof args, "-m '%s' --memory lots", g_model);
+    CHECK_EQ_INT(fit(args, out, err), 2);
+}
+
+int main(void) {
+    if (!setup()) return test_report();
+    RUN(test_sizes);
+    RUN(test_truncated_and_preset);
+    RUN(test_offload_prediction);
+    RUN(test_bad_input);
+    remove(g_model);
+    return test_report();
+}
