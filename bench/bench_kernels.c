@@ -16,7 +16,10 @@
  * activation rows is timed too (its GB/s counts each weight byte once). For comparison it
  * prints a plain streaming read: a float sum over 1 GiB with AVX2 (or scalar C), 8
  * independent accumulators. Single thread; best of 5 passes (25 for matrices under 16 MiB),
- * timed by thread CPU time.
+ * timed by thread CPU time. The last column, tsc/blk, is vec_dot_rows' time per weight block
+ * in time-stamp-counter ticks (x86; the best pass by rdtsc): with a matrix that fits in L2
+ * (0.5 MiB) it is the kernel's compute cost per block, which decode must keep below the
+ * memory time of a block (the TSC ticks at a fixed rate, not at the core's clock).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -28,7 +31,17 @@
 
 #if defined(__x86_64__)
 #    include <immintrin.h>
+#    include <x86intrin.h>
 #endif
+
+/* Time-stamp counter ticks (0 where there is none). */
+static uint64_t ticks(void) {
+#if defined(__x86_64__)
+    return __rdtsc();
+#else
+    return 0;
+#endif
+}
 
 /* Thread CPU time, not wall time: on a shared machine the wall clock also counts the time
  * other processes hold the core. */
@@ -204,8 +217,8 @@ int main(int argc, char **argv) {
                                               moeinf_kernels_avx512()};
     printf("rows of %lld elements, %g MiB weight matrix, 1 thread, best of %d (CPU time)\n",
            (long long)n, mib, n_passes);
-    printf("%-8s %-8s %9s %13s %14s %14s %10s\n", "type", "table", "vec_dot", "vec_dot_rows",
-           "vec_dot_m m=4", "vec_dot_m m=8", "ns/row");
+    printf("%-8s %-8s %9s %13s %14s %14s %10s %8s\n", "type", "table", "vec_dot", "vec_dot_rows",
+           "vec_dot_m m=4", "vec_dot_m m=8", "ns/row", "tsc/blk");
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         enum moeinf_type type = types[ti];
         const struct moeinf_type_traits *tr = moeinf_type_traits_get((int)type);
@@ -231,15 +244,18 @@ int main(int argc, char **argv) {
             if (!kt) continue;
             double gbs[4];
             double ns_row = 0;
+            double tsc_blk = 0;
             const int ms[4] = {1, 0, 4, 8}; /* 0: vec_dot_rows */
             for (int mi = 0; mi < 4; mi++) {
                 int m = ms[mi];
                 /* The scalar twins are slow: time them over a part of the matrix. */
                 size_t rows = kt == tables[0] ? (n_rows + 7) / 8 : n_rows;
                 double best = 1e30;
+                uint64_t best_ticks = UINT64_MAX;
                 volatile float sink = 0;
                 for (int pass = 0; pass < n_passes; pass++) {
                     double t0 = now_s();
+                    uint64_t k0 = ticks();
                     if (m == 0) {
                         kt->vec_dot_rows[type](n, (int64_t)rows, s_all, w, rb, x);
                         sink += s_all[0];
@@ -251,15 +267,19 @@ int main(int argc, char **argv) {
                             kt->vec_dot_m[type](n, m, s, w + r * rb, x, xb);
                         sink += s[0];
                     }
+                    uint64_t dk = ticks() - k0;
                     double t = now_s() - t0;
                     if (t < best) best = t;
+                    if (dk < best_ticks) best_ticks = dk;
                 }
                 (void)sink;
+                if (m == 0)
+                    tsc_blk = (double)best_ticks / ((double)rows * (double)(n / tr->block_size));
                 gbs[mi] = (double)(rows * rb) / best * 1e-9;
                 if (m == 1) ns_row = best / (double)rows * 1e9;
             }
-            printf("%-8s %-8s %9.2f %13.2f %14.2f %14.2f %10.1f\n", tr->name, kt->name, gbs[0],
-                   gbs[1], gbs[2], gbs[3], ns_row);
+            printf("%-8s %-8s %9.2f %13.2f %14.2f %14.2f %10.1f %8.1f\n", tr->name, kt->name,
+                   gbs[0], gbs[1], gbs[2], gbs[3], ns_row, tsc_blk);
             fflush(stdout);
         }
 #if defined(__x86_64__)
