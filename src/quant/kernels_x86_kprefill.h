@@ -37,6 +37,17 @@ struct kq_prep {
     float dmin; /* Q4_K/Q5_K only */
 };
 
+#if !defined(X86_AVX512)
+/* vpshufb indices that fill the low 128-bit lane with int16 word a of the source's low lane
+ * and the high lane with word b of its high lane (the sub-block scale multipliers of the AVX2
+ * steps: one shuffle each, where a broadcast from a scalar took three instructions). */
+INLINE __m256i ky_word_idx(int a, int b) {
+    const short wa = (short)(2 * a | (2 * a + 1) << 8);
+    const short wb = (short)(2 * b | (2 * b + 1) << 8);
+    return _mm256_setr_m128i(_mm_set1_epi16(wa), _mm_set1_epi16(wb));
+}
+#endif
+
 /* Q4_K (five = false) or Q5_K: as k45_block. bs_mul: the mins as [m0 m0 m1 m1 ...]. */
 INLINE void kq_prep_45(const uint8_t *wb, bool five, struct kq_prep *p) {
 #if defined(X86_AVX512)
@@ -45,8 +56,8 @@ INLINE void kq_prep_45(const uint8_t *wb, bool five, struct kq_prep *p) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i one = _mm256_set1_epi8(1);
     const __m128i sm = k4_scales_mins(wb + 4);
-    uint8_t sc[16];
-    _mm_storeu_si128((__m128i *)(void *)sc, sm);
+    /* the 8 scales as int16 in both 128-bit lanes; vpshufb spreads scale j over a vector */
+    const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
     const uint8_t *qs = wb + (five ? 48 : 16);
     const __m256i qhv = five ? _mm256_loadu_si256((const __m256i *)(const void *)(wb + 16))
                              : _mm256_setzero_si256();
@@ -64,8 +75,8 @@ INLINE void kq_prep_45(const uint8_t *wb, bool five, struct kq_prep *p) {
         }
         p->q[2 * c] = lo;
         p->q[2 * c + 1] = hi;
-        p->sc[2 * c] = _mm256_set1_epi16((short)sc[2 * c]);
-        p->sc[2 * c + 1] = _mm256_set1_epi16((short)sc[2 * c + 1]);
+        p->sc[2 * c] = _mm256_shuffle_epi8(s16, ky_word_idx((int)(2 * c), (int)(2 * c)));
+        p->sc[2 * c + 1] = _mm256_shuffle_epi8(s16, ky_word_idx((int)(2 * c + 1), (int)(2 * c + 1)));
     }
 #endif
     p->bs_mul = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
@@ -79,14 +90,20 @@ INLINE void kq_prep_6(const uint8_t *wb, struct kq_prep *p) {
 #if defined(X86_AVX512)
     kz_unpack_6(wb, &p->z);
 #else
-    const int8_t *sc = (const int8_t *)(wb + 192);
     for (size_t h = 0; h < 2; h++)
         k6_unpack_half(wb, h, &p->q[4 * h]);
-    for (size_t i = 0; i < 8; i++)
-        p->sc[i] = scale_pair(sc[2 * i], sc[2 * i + 1]);
 #endif
     const __m256i scales =
         _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(wb + 192)));
+#if !defined(X86_AVX512)
+    /* vector i: scale 2i in its low 128 bits, 2i + 1 in its high (scales 0-7 from both lanes of
+     * s_lo, 8-15 from s_hi) */
+    const __m256i s_lo = _mm256_permute2x128_si256(scales, scales, 0x00);
+    const __m256i s_hi = _mm256_permute2x128_si256(scales, scales, 0x11);
+    for (int i = 0; i < 8; i++)
+        p->sc[i] = _mm256_shuffle_epi8(i < 4 ? s_lo : s_hi,
+                                       ky_word_idx(2 * (i & 3), 2 * (i & 3) + 1));
+#endif
     p->bs_mul = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(scales, 5));
     p->d = _cvtsh_ss(load_u16(wb + 208));
     p->dmin = 0;
@@ -316,9 +333,76 @@ INLINE void ky_step(const uint8_t *const wr[KR_ROWS], size_t boff, int kind, con
                   kq_reduce8(acc), mins ? kq_reduce8(mn) : _mm256_setzero_si256(), mins, a);
 }
 
-#    define KY_Q4K_STEP(wr, boff, xb, a) ky_step((wr), (boff), 4, (xb), (a))
+/* Q4_K and Q6_K have decode steps of their own that unpack each row's quants next to the
+ * multiply-adds that use them: kq_prep's sixteen vectors (quants and scale multipliers) are
+ * all of AVX2's registers, and the compiler spilled them. Same sums, same order of float
+ * steps as ky_step. */
+INLINE void ky_4_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8_t *xb,
+                      __m256 *a) {
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 260));
+    const __m256i m4 = _mm256_set1_epi8(0x0f);
+    __m256i acc[KR_ROWS];
+    __m256i mn[KR_ROWS];
+#    pragma GCC unroll 8
+    for (int k = 0; k < KR_ROWS; k++) {
+        const uint8_t *wb = wr[k] + boff;
+        const __m128i sm = k4_scales_mins(wb + 4);
+        const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+        __m256i sum = _mm256_setzero_si256();
+#    pragma GCC unroll 4
+        for (int c = 0; c < 4; c++) {
+            const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(wb + 16 + 32 * c));
+            const __m256i lo = _mm256_and_si256(q, m4);
+            const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 4 + 64 * c));
+            const __m256i x1 =
+                _mm256_loadu_si256((const __m256i *)(const void *)(xb + 36 + 64 * c));
+            sum = KQ_DPWSSD(sum, _mm256_maddubs_epi16(lo, x0),
+                            _mm256_shuffle_epi8(s16, ky_word_idx(2 * c, 2 * c)));
+            sum = KQ_DPWSSD(sum, _mm256_maddubs_epi16(hi, x1),
+                            _mm256_shuffle_epi8(s16, ky_word_idx(2 * c + 1, 2 * c + 1)));
+        }
+        acc[k] = sum;
+        mn[k] = _mm256_madd_epi16(bs, _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm)));
+    }
+    k_float_steps(kr_f16x8(wr, boff, 0), kr_f16x8(wr, boff, 2), _mm256_set1_ps(k_d_x(xb)),
+                  kq_reduce8(acc), kq_reduce8(mn), true, a);
+}
+
+INLINE void ky_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8_t *xb,
+                      __m256 *a) {
+    const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 260));
+    __m256i acc[KR_ROWS];
+#    pragma GCC unroll 8
+    for (int k = 0; k < KR_ROWS; k++) {
+        const uint8_t *wb = wr[k] + boff;
+        const __m256i sc16 =
+            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(wb + 192)));
+        const __m256i s_lo = _mm256_permute2x128_si256(sc16, sc16, 0x00);
+        const __m256i s_hi = _mm256_permute2x128_si256(sc16, sc16, 0x11);
+        __m256i sum = _mm256_setzero_si256();
+#    pragma GCC unroll 2
+        for (size_t h = 0; h < 2; h++) {
+            __m256i q[4];
+            k6_unpack_half(wb, h, q);
+#    pragma GCC unroll 4
+            for (int i = 0; i < 4; i++) {
+                const __m256i xv = _mm256_loadu_si256(
+                    (const __m256i *)(const void *)(xb + 4 + 128 * h + 32 * (size_t)i));
+                sum = KQ_DPWSSD(sum, _mm256_maddubs_epi16(q[i], xv),
+                                _mm256_shuffle_epi8(h ? s_hi : s_lo, ky_word_idx(2 * i, 2 * i + 1)));
+            }
+        }
+        /* the quants' -32 offset, as kq_prep_6 folds it */
+        acc[k] = KQ_DPWSSD(sum, bs, _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5)));
+    }
+    k_float_steps(kr_f16x8(wr, boff, 208), _mm256_setzero_ps(), _mm256_set1_ps(k_d_x(xb)),
+                  kq_reduce8(acc), _mm256_setzero_si256(), false, a);
+}
+
+#    define KY_Q4K_STEP(wr, boff, xb, a) ky_4_step((wr), (boff), (xb), (a))
 #    define KY_Q5K_STEP(wr, boff, xb, a) ky_step((wr), (boff), 5, (xb), (a))
-#    define KY_Q6K_STEP(wr, boff, xb, a) ky_step((wr), (boff), 6, (xb), (a))
+#    define KY_Q6K_STEP(wr, boff, xb, a) ky_6_step((wr), (boff), (xb), (a))
 KR_ROWS_KERNEL(q4_k, 144, KY_Q4K_STEP)
 KR_ROWS_KERNEL(q5_k, 176, KY_Q5K_STEP)
 KR_ROWS_KERNEL(q6_k, 210, KY_Q6K_STEP)

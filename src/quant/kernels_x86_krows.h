@@ -230,6 +230,7 @@ INLINE void kr_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8
     kr_load_x(xb, &xv);
     const struct kr_x *x = &xv;
     __m256i acc[KR_ROWS];
+#    pragma GCC unroll 8
     for (int k = 0; k < KR_ROWS; k++)
         acc[k] = kr_6_row(wr[k] + boff, x);
     k_float_steps(kr_f16x8(wr, boff, 208), _mm256_setzero_ps(), x->dx, kq_reduce8(acc),
@@ -323,6 +324,7 @@ INLINE __m512i kr4_row(const uint8_t *wb, const __m512i xq[4], __m512i sc16, int
 /* Lane k of the result: the sum of the 16 int32 lanes of a[k]. */
 INLINE __m256i kr_reduce8z(const __m512i a[KR_ROWS]) {
     __m512i t[4];
+#    pragma GCC unroll 4
     for (int p = 0; p < 4; p++)
         t[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2 * p], a[2 * p + 1]),
                                 _mm512_unpackhi_epi32(a[2 * p], a[2 * p + 1]));
@@ -369,6 +371,7 @@ INLINE void kr_4_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8
     const __m512i sc03 = _mm512_shuffle_epi8(r03, sc_idx);
     const __m512i sc47 = _mm512_shuffle_epi8(r47, sc_idx);
     __m512i acc[KR_ROWS];
+#    pragma GCC unroll 4
     for (int k = 0; k < 4; k++) {
         acc[k] = kr4_row(wr[k] + boff, x.xq, sc03, k);
         acc[4 + k] = kr4_row(wr[4 + k] + boff, x.xq, sc47, k);
