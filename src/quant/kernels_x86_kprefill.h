@@ -369,16 +369,17 @@ INLINE __m256i ky4_row(const uint8_t *wb, const uint8_t *xb, __m256i s16) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     __m256i sum = _mm256_setzero_si256();
 #    pragma GCC unroll 4
-    for (int c = 0; c < 4; c++) {
+    for (size_t c = 0; c < 4; c++) {
+        const int j = 2 * (int)c; /* sub-blocks j (low nibbles) and j + 1 (high) */
         const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(wb + 16 + 32 * c));
         const __m256i lo = _mm256_and_si256(q, m4);
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
         const __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 4 + 64 * c));
         const __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 36 + 64 * c));
         sum = KQ_DPWSSD(sum, _mm256_maddubs_epi16(lo, x0),
-                        _mm256_shuffle_epi8(s16, ky_word_idx(2 * c, 2 * c)));
+                        _mm256_shuffle_epi8(s16, ky_word_idx(j, j)));
         sum = KQ_DPWSSD(sum, _mm256_maddubs_epi16(hi, x1),
-                        _mm256_shuffle_epi8(s16, ky_word_idx(2 * c + 1, 2 * c + 1)));
+                        _mm256_shuffle_epi8(s16, ky_word_idx(j + 1, j + 1)));
     }
     return sum;
 }
@@ -401,7 +402,7 @@ INLINE void ky_4_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8
     __m256i acc[KR_ROWS];
     __m256i t[4];
 #    pragma GCC unroll 4
-    for (int p = 0; p < 4; p++) {
+    for (size_t p = 0; p < 4; p++) {
         h[p] = ky2_heads(wr[2 * p] + boff, wr[2 * p + 1] + boff);
         const __m256i r = ky2_scales_mins(h[p]);
         const __m256i s = _mm256_shuffle_epi8(r, sc_idx); /* each lane: its row's scales */

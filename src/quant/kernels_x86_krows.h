@@ -325,7 +325,7 @@ INLINE __m512i kr4_row(const uint8_t *wb, const __m512i xq[4], __m512i sc16, int
 INLINE __m256i kr_reduce8z(const __m512i a[KR_ROWS]) {
     __m512i t[4];
 #    pragma GCC unroll 4
-    for (int p = 0; p < 4; p++)
+    for (size_t p = 0; p < 4; p++)
         t[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2 * p], a[2 * p + 1]),
                                 _mm512_unpackhi_epi32(a[2 * p], a[2 * p + 1]));
     /* each 128-bit lane of u0: rows 0-3's partial sums; of u1: rows 4-7's */
