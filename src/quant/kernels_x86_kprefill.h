@@ -56,8 +56,8 @@ INLINE void kq_prep_45(const uint8_t *wb, bool five, struct kq_prep *p) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i one = _mm256_set1_epi8(1);
     const __m128i sm = k4_scales_mins(wb + 4);
-    /* the 8 scales as int16 in both 128-bit lanes; vpshufb spreads scale j over a vector */
-    const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+    uint8_t sc[16];
+    _mm_storeu_si128((__m128i *)(void *)sc, sm);
     const uint8_t *qs = wb + (five ? 48 : 16);
     const __m256i qhv = five ? _mm256_loadu_si256((const __m256i *)(const void *)(wb + 16))
                              : _mm256_setzero_si256();
@@ -75,8 +75,8 @@ INLINE void kq_prep_45(const uint8_t *wb, bool five, struct kq_prep *p) {
         }
         p->q[2 * c] = lo;
         p->q[2 * c + 1] = hi;
-        p->sc[2 * c] = _mm256_shuffle_epi8(s16, ky_word_idx((int)(2 * c), (int)(2 * c)));
-        p->sc[2 * c + 1] = _mm256_shuffle_epi8(s16, ky_word_idx((int)(2 * c + 1), (int)(2 * c + 1)));
+        p->sc[2 * c] = _mm256_set1_epi16((short)sc[2 * c]);
+        p->sc[2 * c + 1] = _mm256_set1_epi16((short)sc[2 * c + 1]);
     }
 #endif
     p->bs_mul = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
