@@ -1,7 +1,7 @@
 /*
  * kernels_x86_krows.h - the decode kernels (vec_dot_rows: many weight rows against one
  * activation row) for Q4_K, Q5_K and Q6_K: the eight-row driver, and its AVX-512 steps (the
- * AVX2 steps, which reuse the prefill tiles' unpacking, are in kernels_x86_kprefill.h).
+ * AVX2 steps are in kernels_x86_kprefill.h; Q5_K's reuses the prefill tiles' unpacking).
  * Included by kernels_x86.h after its K-quant section, whose helpers it uses.
  *
  * DESIGN: decode streams every weight byte once, so the kernel must cost less than the memory
@@ -11,8 +11,9 @@
  * flight to reach its bandwidth, docs/PERFORMANCE.md), go through each super-block together:
  *   - the activation block is loaded once for the eight rows (AVX-512: four registers);
  *   - each row's quants are unpacked and multiplied with its sub-block scales applied (AVX-512:
- *     64 quants at a time, a 32-byte load broadcast to both halves and the upper half shifted,
- *     the scales spread with one vpermw, vpmaddubsw + vpdpwssd);
+ *     64 quants at a time, vpmaddubsw + vpdpwssd with the scales spread by one vpermw; Q5_K
+ *     and Q6_K load 32 bytes broadcast to both halves, Q4_K loads 64 against a permuted
+ *     activation block and does its per-row bookkeeping four rows at a time, see its section);
  *   - the eight rows' sums are reduced together (lane k = row k) and quant.h's float steps
  *     (d_w * d_x, one fma into A[b % 8]; the mins likewise) run with lane k = row k.
  * Integer sums are exact in any order and every float operation is the scalar code's, so
