@@ -16,7 +16,10 @@
  * activation rows is timed too (its GB/s counts each weight byte once). For comparison it
  * prints a plain streaming read: a float sum over 1 GiB with AVX2 (or scalar C), 8
  * independent accumulators. Single thread; best of 5 passes (25 for matrices under 16 MiB),
- * timed by thread CPU time.
+ * timed by thread CPU time. The last column, tsc/blk, is vec_dot_rows' time per weight block
+ * in time-stamp-counter ticks (x86; the best pass by rdtsc): with a matrix that fits in L2
+ * (0.5 MiB) it is the kernel's compute cost per block, which decode must keep below the
+ * memory time of a block (the TSC ticks at a fixed rate, not at the core's clock).
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -28,7 +31,17 @@
 
 #if defined(__x86_64__)
 #    include <immintrin.h>
+#    include <x86intrin.h>
 #endif
+
+/* Time-stamp counter ticks (0 where there is none). */
+static uint64_t ticks(void) {
+#if defined(__x86_64__)
+    return __rdtsc();
+#else
+    return 0;
+#endif
+}
 
 /* Thread CPU time, not wall time: on a shared machine the wall clock also counts the time
  * other processes hold the core. */
@@ -178,6 +191,62 @@ static void bench_stream(void) {
     free(p);
 }
 
+/* The weight matrix and activation rows of one type. */
+struct matrix {
+    enum moeinf_type type;
+    int64_t n;
+    const uint8_t *w;
+    size_t rows;
+    size_t rb; /* bytes per weight row */
+    const uint8_t *x;
+    size_t xb; /* bytes per activation row */
+};
+
+/* gbs: vec_dot, vec_dot_rows, vec_dot_m with m = 4 and 8; ns_row: vec_dot per row; tsc_blk:
+ * vec_dot_rows' ticks per block. */
+struct timing {
+    double gbs[4];
+    double ns_row;
+    double tsc_blk;
+};
+
+static void time_table(const struct moeinf_kernels *kt, const struct matrix *mt, int n_passes,
+                       float s[8], float *s_all, struct timing *tm) {
+    const int ms[4] = {1, 0, 4, 8}; /* 0: vec_dot_rows */
+    const enum moeinf_type type = mt->type;
+    const int64_t n = mt->n;
+    const int64_t block = moeinf_type_traits_get((int)type)->block_size;
+    for (int mi = 0; mi < 4; mi++) {
+        int m = ms[mi];
+        double best = 1e30;
+        uint64_t best_ticks = UINT64_MAX;
+        volatile float sink = 0;
+        for (int pass = 0; pass < n_passes; pass++) {
+            double t0 = now_s();
+            uint64_t k0 = ticks();
+            if (m == 0) {
+                kt->vec_dot_rows[type](n, (int64_t)mt->rows, s_all, mt->w, mt->rb, mt->x);
+                sink += s_all[0];
+            }
+            for (size_t r = 0; m != 0 && r < mt->rows; r++) {
+                if (m == 1)
+                    kt->vec_dot[type](n, s, mt->w + r * mt->rb, mt->x);
+                else
+                    kt->vec_dot_m[type](n, m, s, mt->w + r * mt->rb, mt->x, mt->xb);
+                sink += s[0];
+            }
+            uint64_t dk = ticks() - k0;
+            double t = now_s() - t0;
+            if (t < best) best = t;
+            if (dk < best_ticks) best_ticks = dk;
+        }
+        (void)sink;
+        if (m == 0) tm->tsc_blk = (double)best_ticks / ((double)mt->rows * ((double)n / (double)block));
+        tm->gbs[mi] = (double)(mt->rows * mt->rb) / best * 1e-9;
+        if (m == 1) tm->ns_row = best / (double)mt->rows * 1e9;
+    }
+}
+
 int main(int argc, char **argv) {
     double mib = argc > 1 ? strtod(argv[1], NULL) : 256;
     const int64_t n = argc > 3 ? (int64_t)strtoll(argv[3], NULL, 10) : 4096;
@@ -204,8 +273,8 @@ int main(int argc, char **argv) {
                                               moeinf_kernels_avx512()};
     printf("rows of %lld elements, %g MiB weight matrix, 1 thread, best of %d (CPU time)\n",
            (long long)n, mib, n_passes);
-    printf("%-8s %-8s %9s %13s %14s %14s %10s\n", "type", "table", "vec_dot", "vec_dot_rows",
-           "vec_dot_m m=4", "vec_dot_m m=8", "ns/row");
+    printf("%-8s %-8s %9s %13s %14s %14s %10s %8s\n", "type", "table", "vec_dot", "vec_dot_rows",
+           "vec_dot_m m=4", "vec_dot_m m=8", "ns/row", "tsc/blk");
     for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
         enum moeinf_type type = types[ti];
         const struct moeinf_type_traits *tr = moeinf_type_traits_get((int)type);
@@ -229,37 +298,16 @@ int main(int argc, char **argv) {
         for (int k = 0; k < 3; k++) {
             const struct moeinf_kernels *kt = tables[k];
             if (!kt) continue;
-            double gbs[4];
-            double ns_row = 0;
-            const int ms[4] = {1, 0, 4, 8}; /* 0: vec_dot_rows */
-            for (int mi = 0; mi < 4; mi++) {
-                int m = ms[mi];
-                /* The scalar twins are slow: time them over a part of the matrix. */
-                size_t rows = kt == tables[0] ? (n_rows + 7) / 8 : n_rows;
-                double best = 1e30;
-                volatile float sink = 0;
-                for (int pass = 0; pass < n_passes; pass++) {
-                    double t0 = now_s();
-                    if (m == 0) {
-                        kt->vec_dot_rows[type](n, (int64_t)rows, s_all, w, rb, x);
-                        sink += s_all[0];
-                    }
-                    for (size_t r = 0; m != 0 && r < rows; r++) {
-                        if (m == 1)
-                            kt->vec_dot[type](n, s, w + r * rb, x);
-                        else
-                            kt->vec_dot_m[type](n, m, s, w + r * rb, x, xb);
-                        sink += s[0];
-                    }
-                    double t = now_s() - t0;
-                    if (t < best) best = t;
-                }
-                (void)sink;
-                gbs[mi] = (double)(rows * rb) / best * 1e-9;
-                if (m == 1) ns_row = best / (double)rows * 1e9;
-            }
-            printf("%-8s %-8s %9.2f %13.2f %14.2f %14.2f %10.1f\n", tr->name, kt->name, gbs[0],
-                   gbs[1], gbs[2], gbs[3], ns_row);
+            /* The scalar twins are slow: time them over a part of the matrix. */
+            const struct matrix mat = {type, n, w, kt == tables[0] ? (n_rows + 7) / 8 : n_rows,
+                                       rb, x, xb};
+            struct timing tm = {{0}, 0, 0};
+            time_table(kt, &mat, n_passes, s, s_all, &tm);
+            const double *gbs = tm.gbs;
+            const double ns_row = tm.ns_row;
+            const double tsc_blk = tm.tsc_blk;
+            printf("%-8s %-8s %9.2f %13.2f %14.2f %14.2f %10.1f %8.1f\n", tr->name, kt->name,
+                   gbs[0], gbs[1], gbs[2], gbs[3], ns_row, tsc_blk);
             fflush(stdout);
         }
 #if defined(__x86_64__)

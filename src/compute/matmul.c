@@ -31,6 +31,13 @@
 #define CHUNKS_PER_THREAD        16
 #define CHUNKS_PER_THREAD_DECODE 4
 
+/* Decode chunks start and end on a multiple of this many rows of a job (or at its last row):
+ * the K-quant rows kernels take rows eight at a time and leave the rest of a call to the
+ * per-row kernel, about half as fast, and a chunk edge anywhere left up to 7 such rows per
+ * chunk and job. Which chunk computes a row never changes its result (every kernel equals
+ * vec_dot bit for bit). */
+#define DECODE_ROW_GROUP 8
+
 struct mm_task {
     const struct moeinf_kernels *kern;
     const struct moeinf_mm_job *jobs;
@@ -91,6 +98,11 @@ static void run_range(const struct mm_task *task, struct cursor *cur, uint64_t c
             uint64_t hi = (c1 < end ? c1 : end) - cur->base;
             int64_t r0 = (int64_t)((lo + rc - 1) / rc);
             int64_t r1 = (int64_t)((hi + rc - 1) / rc);
+            if (j->m == 1) {
+                /* both edges of a boundary round alike, so the chunks still split the rows */
+                r0 = (r0 + DECODE_ROW_GROUP - 1) / DECODE_ROW_GROUP * DECODE_ROW_GROUP;
+                r1 = (r1 + DECODE_ROW_GROUP - 1) / DECODE_ROW_GROUP * DECODE_ROW_GROUP;
+            }
             if (r1 > j->n_out) r1 = j->n_out;
             if (r0 < r1) run_rows(task->kern, j, r0, r1);
             if (end > c1) return; /* the job goes on in a later chunk */
