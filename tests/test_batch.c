@@ -10,9 +10,10 @@
  * each kind of per-sequence state: a KV cache (qwen3moe, llama), a recurrent state with its
  * checkpoints (qwen35moe), sliding windows (gpt-oss), the latent cache (deepseek2), and the
  * expert cache (an offloaded llama model with a cache of a quarter of its experts).
- * Also: the batch's checks (positions, sequences, the per-sequence window) refuse without
- * appending anything.
+ * It runs under each kernel table (the property is each table's). Also: the batch's checks
+ * (positions, sequences, the per-sequence window) refuse without appending anything.
  */
+// ctest-labels: kernels;threads
 #include <stdlib.h>
 #include <string.h>
 
