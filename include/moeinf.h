@@ -264,7 +264,13 @@ MOEINF_API enum moeinf_status moeinf_expert_cache_parse(const char *text,
  */
 struct moeinf_context_params {
     int n_ctx;                   /* context window in tokens, 1 .. 2^24 (default 4096) */
-    int n_batch;                 /* prefill micro-batch, >= 1 (default 512) */
+    int n_batch;                 /* micro-batch: tokens of one forward pass, all sequences
+                                    together, >= 1 (default 512) */
+    int n_seq;                   /* sequences the context holds, 1 .. MOEINF_SEQ_MAX (default
+                                    1); each has n_ctx / n_seq positions of its own (n_ctx is
+                                    their total, so more sequences cost no more KV memory) and
+                                    its own recurrent state, windows and checkpoints, which
+                                    count in the memory budget */
     int n_threads;               /* 0 = the CPUs this process may use; at most 1024 */
     enum moeinf_kv_type kv_type; /* default F16 */
     /* Routed experts through an expert cache of this size (the model must be loaded with
@@ -287,6 +293,9 @@ struct moeinf_context_params {
     int expert_prefetch;
     int expert_lookahead;
 };
+
+/* The most sequences a context may hold (moeinf_context_params.n_seq). */
+#define MOEINF_SEQ_MAX 256
 
 /* Defaults of the reading-ahead parameters, chosen by measurement (docs/OFFLOAD.md), and their
  * bounds. */
@@ -419,9 +428,9 @@ MOEINF_API enum moeinf_status moeinf_context_expert_state_save(struct moeinf_con
  * expert cache or outside a request. */
 MOEINF_API void moeinf_context_request_end(struct moeinf_context *ctx);
 
-/* Forgets the KV cache (and a recurrent state, sliding windows and their checkpoints): the next
- * decode starts at position 0 and a new request. The expert cache keeps its contents and what its policy
- * learned. */
+/* Forgets the KV cache of every sequence (and their recurrent states, sliding windows and
+ * checkpoints): the next decode starts at position 0 and a new request. The expert cache keeps
+ * its contents and what its policy learned. */
 MOEINF_API void moeinf_context_reset(struct moeinf_context *ctx);
 MOEINF_API int moeinf_context_n_past(const struct moeinf_context *ctx);
 MOEINF_API int moeinf_context_n_threads(const struct moeinf_context *ctx);
@@ -429,10 +438,11 @@ MOEINF_API int moeinf_context_n_threads(const struct moeinf_context *ctx);
 MOEINF_API const char *moeinf_context_kernels(const struct moeinf_context *ctx);
 
 /*
- * Runs `n` tokens through the model, appending them to the context (prefill when n > 1, in
- * micro-batches of n_batch). If `logits` is not NULL it receives either every position's
+ * Runs `n` tokens through the model, appending them to the context's sequence 0 (prefill when
+ * n > 1, in micro-batches of n_batch); moeinf_context_n_past, _truncate and _reset also act on
+ * sequence 0. If `logits` is not NULL it receives either every position's
  * logits (all_logits: n x n_vocab floats) or the last position's (n_vocab floats).
- * MOEINF_ERR_CONTEXT if n_past + n would exceed n_ctx (nothing is appended then);
+ * MOEINF_ERR_CONTEXT if n_past + n would exceed n_ctx / n_seq (nothing is appended then);
  * MOEINF_ERR_ARG for a token id outside the vocabulary; MOEINF_ERR_FORMAT when the model
  * computes NaN or infinity (weights that hold them, or activations that overflow), naming
  * the first layer whose output is not finite (the micro-batch is not appended; a model with
@@ -442,6 +452,51 @@ MOEINF_API const char *moeinf_context_kernels(const struct moeinf_context *ctx);
 MOEINF_API enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids, int n,
                                             float *logits, bool all_logits,
                                             struct moeinf_error *err);
+
+/*
+ * Several sequences in one context (n_seq > 1). A batch is one forward pass over tokens of any
+ * of them: entry i appends token[i] to sequence seq[i] at position pos[i], which must be that
+ * sequence's next position (its n_past, plus its entries before i in this batch); logits[i]
+ * (logits may be NULL: none) asks for entry i's logits. Entries of one sequence stay in their
+ * order; sequences may interleave.
+ */
+struct moeinf_batch {
+    int n;
+    const int32_t *token;
+    const int32_t *pos;
+    const int32_t *seq;
+    const bool *logits;
+};
+
+/*
+ * Runs a batch of 1 .. n_batch entries as one forward pass (one iteration of the expert cache,
+ * counted in `phase`, PREFILL or DECODE: each expert the batch's tokens chose is read once for
+ * all of them). `logits` receives one row of n_vocab floats per entry that asks for it, in
+ * entry order. A sequence's results do not depend on what else is in the batch: every kernel
+ * computes a token's row the same way whatever the other rows, so its logits are
+ * bit-identical to the same tokens decoded alone in the same micro-batch cuts (and equal
+ * within the kernels' rounding to other cuts).
+ * MOEINF_ERR_ARG for an entry out of range (token, sequence, a position that is not the next,
+ * more than n_batch entries, a routing record open: it follows moeinf_decode only);
+ * MOEINF_ERR_CONTEXT when a sequence would pass its n_ctx / n_seq positions; MOEINF_ERR_FORMAT
+ * for non-finite values, as moeinf_decode. On any failure nothing is appended to any sequence.
+ * A sequence whose entries start at position 0 starts over (its recurrent state is cleared).
+ */
+MOEINF_API enum moeinf_status moeinf_decode_batch(struct moeinf_context *ctx,
+                                                  const struct moeinf_batch *batch,
+                                                  enum moeinf_phase phase, float *logits,
+                                                  struct moeinf_error *err);
+/* Sequences the context holds, and each one's positions (n_ctx / n_seq). */
+MOEINF_API int moeinf_context_n_seq(const struct moeinf_context *ctx);
+MOEINF_API int moeinf_context_seq_n_ctx(const struct moeinf_context *ctx);
+/* Tokens sequence `seq` holds; -1 for a sequence out of range. */
+MOEINF_API int moeinf_context_seq_n_past(const struct moeinf_context *ctx, int seq);
+/* moeinf_context_truncate and moeinf_context_reset for sequence `seq` (the others keep
+ * theirs). MOEINF_ERR_ARG for a sequence out of range. */
+MOEINF_API enum moeinf_status moeinf_context_seq_truncate(struct moeinf_context *ctx, int seq,
+                                                          int n_keep, struct moeinf_error *err);
+MOEINF_API enum moeinf_status moeinf_context_seq_reset(struct moeinf_context *ctx, int seq,
+                                                       struct moeinf_error *err);
 
 /*
  * Routing record: from now on every token this context evaluates appends its expert choices

@@ -53,6 +53,11 @@ struct moeinf_sim_params {
     int batch;             /* prefill tokens per iteration, as the engine's micro-batch (-b):
                               a request's prefill runs in steps over the distinct experts of
                               up to `batch` tokens; 0 or 1 = per token (default) */
+    int parallel;          /* > 1: continuous batching, as `moeinf serve --parallel N -b batch`
+                              runs requests that all arrive at once: N sequences, each
+                              iteration one decode token of every generating sequence, then
+                              prompt chunks, up to `batch` tokens (docs/SIM.md); 0 or 1 =
+                              one request after another (default) */
 };
 
 struct moeinf_sim_result {

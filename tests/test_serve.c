@@ -17,6 +17,7 @@
 
 #include "experts/eam.h"
 #include "serve_proc.h"
+#include "serve_text.h"
 #include "test.h"
 
 #define MODEL "testdata/models/tiny-mixtral-Q8_0.gguf"
@@ -43,52 +44,6 @@ static bool run_text(const char *prompt, const char *opts, char *text, size_t si
     if (n < np + 1 || strncmp(out, prompt, np) != 0 || out[n - 1] != '\n') return false;
     snprintf(text, size, "%.*s", (int)(n - np - 1), out + np);
     return true;
-}
-
-/* The generated text of a response: non-streamed JSON or the SSE events (joined), with the
- * finish reason. */
-static bool response_text(const char *body, bool chat, char *text, size_t size, char *finish,
-                          cJSON **usage_out) {
-    text[0] = finish[0] = '\0';
-    size_t len = 0;
-    bool done_line = false;
-    const char *p = body;
-    bool stream = !strncmp(body, "data: ", 6);
-    while (p && *p) {
-        const char *json = p;
-        const char *next = NULL;
-        if (stream) {
-            if (strncmp(p, "data: ", 6) != 0) return false;
-            json = p + 6;
-            next = strstr(json, "\n\n");
-            if (!next) return false;
-            if (!strncmp(json, "[DONE]", 6)) {
-                done_line = true;
-                p = next + 2;
-                continue;
-            }
-        }
-        cJSON *root = cJSON_ParseWithLength(json, next ? (size_t)(next - json) : strlen(json));
-        if (!root) return false;
-        cJSON *choice = cJSON_GetArrayItem(cJSON_GetObjectItem(root, "choices"), 0);
-        cJSON *usage = cJSON_GetObjectItem(root, "usage");
-        if (usage && usage_out && !*usage_out) *usage_out = cJSON_Duplicate(usage, true);
-        if (choice) {
-            cJSON *t =
-                chat ? cJSON_GetObjectItem(
-                           cJSON_GetObjectItem(choice, stream ? "delta" : "message"), "content")
-                     : cJSON_GetObjectItem(choice, "text");
-            if (cJSON_IsString(t)) {
-                len += (size_t)snprintf(text + len, size - len, "%s", t->valuestring);
-                if (len >= size) len = size - 1;
-            }
-            cJSON *f = cJSON_GetObjectItem(choice, "finish_reason");
-            if (cJSON_IsString(f)) snprintf(finish, 16, "%s", f->valuestring);
-        }
-        cJSON_Delete(root);
-        p = stream ? next + 2 : NULL;
-    }
-    return !stream || done_line;
 }
 
 static double usage_field(cJSON *usage, const char *key) {
@@ -420,7 +375,7 @@ static void test_load(void) {
 static void test_queue_cancel_expert_cache(void) {
     struct server b;
     bool up =
-        server_start(&b, "serve-b", "--queue 0 --expert-cache 50% --expert-io cached -c 4096 -t 1");
+        server_start(&b, "serve-b", "--queue 0 --parallel 1 --expert-cache 50% --expert-io cached -c 4096 -t 1");
     CHECK(up);
     if (!up) return;
     char resp[65536];

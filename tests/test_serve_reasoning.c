@@ -416,7 +416,7 @@ static bool start(const char *path, const char *args) {
 static void test_http(void) {
     char path[1024];
     test_src_path(THINKING_MODEL, path, sizeof path);
-    if (!start(path, "--chat-template chatml -c 256")) return;
+    if (!start(path, "--chat-template chatml -c 1024")) return;
 
     static const struct {
         const char *extra, *reasoning, *content, *finish;
@@ -465,7 +465,7 @@ static void test_http(void) {
     CHECK_EQ_INT(serve_proc_stop(&srv), 0);
 
     /* --reasoning-format none is the default of requests that give none */
-    if (start(path, "--chat-template chatml -c 256 --reasoning-format none")) {
+    if (start(path, "--chat-template chatml -c 1024 --reasoning-format none")) {
         struct answer a = ask("");
         check_answer("--reasoning-format none", &a, NULL, RAW, "stop");
         a = ask(", \"reasoning_format\": \"auto\"");
@@ -475,7 +475,7 @@ static void test_http(void) {
     /* qwen35: its prompt opens the block ("<think>\n"), so everything before "</think>" is
      * thinking, the model's own "<think>" included; enable_thinking false closes it in the
      * prompt, and all is answer */
-    if (start(path, "--chat-template qwen35 -c 256")) {
+    if (start(path, "--chat-template qwen35 -c 1024")) {
         struct answer a = ask("");
         check_answer("qwen35", &a, "<think> hmm, ok", "Hello", "stop");
         a = ask(", \"stream\": true");
@@ -490,20 +490,20 @@ static void test_http(void) {
      * in the prompt ("<|assistant|>\n<think></think>"), after which this model writes "  Hello"
      * (it goes on from "</think>"): all answer, less its leading whitespace, as GLM writes
      * "\n" there. deepseek-r1: the prompt opens it, as qwen35's does */
-    if (start(path, "--chat-template glm45 -c 256")) {
+    if (start(path, "--chat-template glm45 -c 1024")) {
         struct answer a = ask(", \"stream\": true");
         check_answer("glm45", &a, "hmm, ok", "Hello", "stop");
         a = ask(", \"chat_template_kwargs\": {\"enable_thinking\": false}");
         check_answer("glm45 without thinking", &a, NULL, "Hello", "stop");
         CHECK_EQ_INT(serve_proc_stop(&srv), 0);
     }
-    if (start(path, "--chat-template deepseek-r1 -c 256")) {
+    if (start(path, "--chat-template deepseek-r1 -c 1024")) {
         struct answer a = ask("");
         check_answer("deepseek-r1", &a, "<think> hmm, ok", "Hello", "stop");
         CHECK_EQ_INT(serve_proc_stop(&srv), 0);
     }
     /* a family that does not think (mistral) is not split */
-    if (start(path, "--chat-template mistral -c 256")) {
+    if (start(path, "--chat-template mistral -c 1024")) {
         struct answer a = ask("");
         check_answer("--chat-template mistral", &a, NULL, RAW, "stop");
         CHECK_EQ_INT(serve_proc_stop(&srv), 0);
@@ -529,7 +529,7 @@ static void test_http_harmony(void) {
     struct moeinf_model *model = NULL;
     struct moeinf_error merr = {0};
     CHECK_EQ_INT(moeinf_model_load(path, NULL, &model, &merr), MOEINF_OK);
-    if (model && start(path, "--chat-template harmony -c 1024")) {
+    if (model && start(path, "--chat-template harmony -c 4096")) {
         struct answer a = ask("");
         check_answer("harmony", &a, NULL, RAW, "stop");
 

@@ -329,6 +329,65 @@ static void test_freq_oracle_hand_computed(void) {
     remove(path);
 }
 
+/* Continuous batching (parallel 2, batch 4) on a hand-made trace of one layer, top-1, with a
+ * cache of every expert (so a hit is a repeat). Request 0: prompt 0 1 2, then 3 0 fed one at a
+ * time; request 1: prompt 4, then 3 0 1. Iterations, as the server composes them:
+ *   1 (prefill): 0 1 2 | 4         -> {0,1,2,4}: 4 misses
+ *   2 (decode):  3 | 3             -> {3}: 1 miss (one read for both sequences)
+ *   3 (decode):  0 | 0             -> {0}: 1 hit; request 0 ends
+ *   4 (decode):  1                 -> {1}: 1 hit; request 1 ends
+ * One request after another instead: 5 + 4 accesses, hits 1 (r0's 0) + 3 (r1's 3, 0, 1). */
+static void test_parallel_hand_computed(void) {
+    char path[512];
+    test_tmp_path("sim_parallel.txt", path, sizeof path);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fprintf(f, "# moe-trace v1\n# n_layers: 1\n# n_experts: 6\n# top_k: 1\n");
+    fprintf(f, "0 P 0 0\n0 P 1 1\n0 P 2 2\n0 D 3 3\n0 D 4 0\n");
+    fprintf(f, "1 P 0 4\n1 D 1 3\n1 D 2 0\n1 D 3 1\n");
+    CHECK(fclose(f) == 0);
+    struct moeinf_sim_params p = moeinf_sim_params_default();
+    p.trace_path = path;
+    p.policy = "lru";
+    p.cache_experts = 6;
+    p.batch = 4;
+    p.parallel = 2;
+    struct moeinf_sim_result r;
+    struct moeinf_error err;
+    CHECK_EQ_INT(moeinf_sim_run(&p, &r, &err), MOEINF_OK);
+    CHECK_EQ_INT(r.iterations, 4);
+    CHECK_EQ_INT(r.tokens, 9);
+    CHECK_EQ_INT(r.decode_tokens, 5);
+    CHECK_EQ_INT(r.accesses, 7);
+    CHECK_EQ_INT(r.hits, 2);
+    CHECK_EQ_INT(r.decode_accesses, 3);
+    CHECK_EQ_INT(r.decode_hits, 2);
+    CHECK_EQ_INT(r.requests, 2);
+    p.parallel = 1; /* one after another */
+    CHECK_EQ_INT(moeinf_sim_run(&p, &r, &err), MOEINF_OK);
+    CHECK_EQ_INT(r.accesses, 9);
+    CHECK_EQ_INT(r.hits, 4);
+    /* the warmup request 0 takes part in iterations 1-3: only iteration 4 counts */
+    p.parallel = 2;
+    p.warmup_requests = 1;
+    CHECK_EQ_INT(moeinf_sim_run(&p, &r, &err), MOEINF_OK);
+    CHECK_EQ_INT(r.iterations, 1);
+    CHECK_EQ_INT(r.accesses, 1);
+    CHECK_EQ_INT(r.hits, 1);
+    CHECK_EQ_INT(r.requests, 1);
+    /* a budget of 2: iteration 1 holds request 0's first 2 prompt tokens only (its last chunk
+     * would be 1 token: it keeps 2 where it can), so request 1's prompt waits */
+    p.warmup_requests = 0;
+    p.batch = 2;
+    CHECK_EQ_INT(moeinf_sim_run(&p, &r, &err), MOEINF_OK);
+    CHECK_EQ_INT(r.tokens, 9);
+    CHECK(r.iterations > 4);
+    p.policy = "belady"; /* offline policies replay per token */
+    CHECK_EQ_INT(moeinf_sim_run(&p, &r, &err), MOEINF_ERR_ARG);
+    remove(path);
+}
+
 static void test_belady_is_the_exhaustive_optimum(void) {
     static struct mem_trace t;
     static short memo[MAX_ACC * 256];
@@ -694,6 +753,7 @@ static void test_registry_and_parameters(void) {
 int main(void) {
     RUN(test_online_policies_match_references);
     RUN(test_freq_oracle_hand_computed);
+    RUN(test_parallel_hand_computed);
     RUN(test_belady_is_the_exhaustive_optimum);
     RUN(test_belady_larger_traces);
     RUN(test_prefetch_hand_computed);

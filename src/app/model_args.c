@@ -1,4 +1,4 @@
-/* model_args.c - the -m/-c/-t/-b/--kv-type options and opening a model with them. */
+/* model_args.c - the -m/-c/-t/-b/--parallel/--kv-type options and opening a model with them. */
 #include "app/model_args.h"
 
 #include <limits.h>
@@ -15,7 +15,9 @@ const char model_args_help[] =
     "                  first use to $XDG_CACHE_HOME/moeinf or ~/.cache/moeinf)\n"
     "  -c N            context size in tokens (default: run 4096, bench P + N + 1)\n"
     "  -t N            threads (default: the CPUs this process may use)\n"
-    "  -b N            prefill micro-batch (default 512)\n"
+    "  -b N            micro-batch: tokens of one forward pass (default 512)\n"
+    "  --parallel N    sequences the context holds, sharing the -c positions (default:\n"
+    "                  serve 4, the other commands 1)\n"
     "  --kv-type T     KV cache type f16|f32 (default f16)\n"
     "  --no-mmap       read the model into memory (default when it fits with room to\n"
     "                  spare: faster decode, on huge pages)\n"
@@ -33,7 +35,8 @@ int model_args_parse(const char *cmd, struct model_args *a, int argc, char **arg
         return 1;
     }
     if (strcmp(opt, "-m") != 0 && strcmp(opt, "--model") != 0 && strcmp(opt, "-c") != 0 &&
-        strcmp(opt, "-t") != 0 && strcmp(opt, "-b") != 0 && strcmp(opt, "--kv-type") != 0) {
+        strcmp(opt, "-t") != 0 && strcmp(opt, "-b") != 0 && strcmp(opt, "--kv-type") != 0 &&
+        strcmp(opt, "--parallel") != 0) {
         return 0;
     }
     const char *val = cli_option_value(cmd, argc, argv, i);
@@ -49,6 +52,9 @@ int model_args_parse(const char *cmd, struct model_args *a, int argc, char **arg
     } else if (!strcmp(opt, "-b")) {
         if (!cli_parse_long(cmd, opt, val, INT_MIN, INT_MAX, &v)) return -1;
         a->ctx.n_batch = (int)v;
+    } else if (!strcmp(opt, "--parallel")) {
+        if (!cli_parse_long(cmd, opt, val, INT_MIN, INT_MAX, &v)) return -1;
+        a->ctx.n_seq = (int)v;
     } else if (!strcmp(val, "f16")) {
         a->ctx.kv_type = MOEINF_KV_F16;
     } else if (!strcmp(val, "f32")) {

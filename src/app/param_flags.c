@@ -15,6 +15,7 @@ static const struct {
 } table[] = {
     {"n_ctx", "-c"},
     {"n_batch", "-b"},
+    {"n_seq", "--parallel"},
     {"n_threads", "-t"},
     {"kv_type", "--kv-type"},
     {"expert_cache", "--expert-cache"},

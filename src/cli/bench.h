@@ -38,4 +38,21 @@ void bench_print_header(const struct moeinf_model *model, const struct moeinf_co
 int bench_replay(struct model_args *ma, const char *trace, int64_t first, int64_t last,
                  bool ctx_set, bool no_logits);
 
+/* `moeinf bench --parallel N` (bench_parallel.c): what cmd_bench.c parsed and opened. */
+struct bench_parallel {
+    struct model_args *ma;
+    int n_seq;                  /* N: the context's sequences */
+    long n_prompt, n_gen, reps; /* per sequence */
+    long chunk;                 /* the micro-batch: tokens of one iteration */
+    bool no_logits;
+    const int32_t *prompt_ids; /* -f: the file's tokens (n_prompt), or NULL */
+};
+
+/* Runs the warm-up and reps runs of N sequences decoding together, prints their figures
+ * (the header, prefill and aggregate decode, per sequence, the expert cache's table) and the
+ * expert arguments' reports. Returns the exit code; a message left in err is not yet
+ * printed. */
+int bench_parallel_run(struct moeinf_model *model, struct moeinf_context *ctx,
+                       const struct bench_parallel *p, struct moeinf_error *err);
+
 #endif

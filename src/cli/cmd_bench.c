@@ -30,6 +30,13 @@ static void usage(FILE *out) {
             "  -r R          repetitions (default 3)\n"
             "  --no-logits   stop before the final norm and the lm_head (less work than\n"
             "                llama.cpp does; the output says so)\n"
+            "  --parallel N  N sequences in one context (1 .. 256), decoded together: each\n"
+            "                its own P-token prompt (pseudo-random ids, or -f's tokens\n"
+            "                rotated per sequence), the prompts packed into iterations of\n"
+            "                -b tokens, then N tokens per iteration, one per sequence; -c is\n"
+            "                the total (default N x (P + N + 1)). Prints aggregate and\n"
+            "                per-sequence tokens/s, and the expert cache's figures per token\n"
+            "                of all sequences. Not with --record-routing or --route-trace\n"
             "With --expert-cache, every run (the first included) feeds different token ids,\n"
             "so that repeated identical prompts do not flatter the cache; the first run is\n"
             "reported as cold and the median of the other R as warm, with the cache's hit\n"
@@ -101,6 +108,7 @@ struct bench_opts {
     const char *record_path;    /* --record-routing FILE, or NULL */
     const char *trace_requests; /* --trace-requests A-B as given, or NULL */
     int64_t first, last;        /* its positions (last -1: to the end) */
+    long n_par;                 /* --parallel N, or 0 */
 };
 
 /* --trace-requests "A-B" (A <= B) or "A" into [first, last]; false (message printed) if bad. */
@@ -144,6 +152,13 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
         }
         if (!strcmp(a, "--no-logits")) {
             o->no_logits = true;
+            continue;
+        }
+        if (!strcmp(a, "--parallel")) {
+            const char *v = cli_option_value("bench", argc, argv, &i);
+            if (!v || !cli_parse_long("bench", a, v, 1, MOEINF_SEQ_MAX, &o->n_par)) {
+                return CLI_EXIT_USAGE;
+            }
             continue;
         }
         if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
@@ -199,6 +214,13 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
     if (o->route_trace && o->record_path) {
         fprintf(stderr, "moeinf bench: --record-routing does not go with --route-trace: the "
                         "routing is the trace's\n");
+        return CLI_EXIT_USAGE;
+    }
+    if (o->n_par && (o->route_trace || o->record_path)) {
+        fprintf(stderr, "moeinf bench: --parallel does not go with %s: %s\n",
+                o->route_trace ? "--route-trace" : "--record-routing",
+                o->route_trace ? "the trace's requests run one at a time"
+                               : "the routing record follows one sequence");
         return CLI_EXIT_USAGE;
     }
     if (o->route_trace && o->lengths_opt) {
@@ -264,10 +286,11 @@ static int file_prompt(const struct bench_opts *o, struct model_args *ma,
     free(text);
     if (st != MOEINF_OK) return cli_fail(&err);
     *n_prompt = (long)n;
-    if (!o->ctx_set) ma->ctx.n_ctx = (int)(*n_prompt + o->n_gen + 1);
-    if (*n_prompt + o->n_gen + 1 > ma->ctx.n_ctx) {
-        fprintf(stderr, "moeinf bench: -f's %ld tokens + -n must fit in the context (-c %d)\n",
-                *n_prompt, ma->ctx.n_ctx);
+    const int n_seq = ma->ctx.n_seq;
+    if (!o->ctx_set) ma->ctx.n_ctx = (int)((*n_prompt + o->n_gen + 1) * n_seq);
+    if (*n_prompt + o->n_gen + 1 > ma->ctx.n_ctx / n_seq) {
+        fprintf(stderr, "moeinf bench: -f's %ld tokens + -n must fit in the context (-c %d%s)\n",
+                *n_prompt, ma->ctx.n_ctx, n_seq > 1 ? ", shared by the --parallel sequences" : "");
         return CLI_EXIT_USAGE;
     }
     return CLI_EXIT_OK;
@@ -299,6 +322,36 @@ static int open_bench(const struct bench_opts *o, struct model_args *ma,
     return CLI_EXIT_OK;
 }
 
+/* --parallel: bench_parallel.c's runs on the opened model and context, then everything
+ * freed; returns the exit code. */
+static int run_parallel(struct model_args *ma, struct moeinf_model *model,
+                        struct moeinf_context *ctx, const struct bench_opts *o, long n_prompt,
+                        int32_t *prompt_ids) {
+    struct moeinf_error err = {0};
+    const struct bench_parallel p = {.ma = ma,
+                                     .n_seq = (int)o->n_par,
+                                     .n_prompt = n_prompt,
+                                     .n_gen = o->n_gen,
+                                     .reps = o->reps,
+                                     .chunk = ma->ctx.n_batch < ma->ctx.n_ctx ? ma->ctx.n_batch
+                                                                              : ma->ctx.n_ctx,
+                                     .no_logits = o->no_logits,
+                                     .prompt_ids = prompt_ids};
+    int rc = bench_parallel_run(model, ctx, &p, &err);
+    if (rc != CLI_EXIT_OK && err.msg[0]) {
+        if (rc == CLI_EXIT_USAGE) {
+            fprintf(stderr, "moeinf bench: %s\n", err.msg);
+        } else {
+            cli_fail(&err);
+        }
+    }
+    expert_args_close(&ma->experts);
+    free(prompt_ids);
+    moeinf_context_free(ctx);
+    moeinf_model_free(model);
+    return rc;
+}
+
 int cmd_bench(int argc, char **argv) {
     struct bench_opts o = {
         .ma = {.ctx = moeinf_context_params_default(), .model = moeinf_model_params_default()},
@@ -319,9 +372,12 @@ int cmd_bench(int argc, char **argv) {
     const long reps = o.reps;
     const bool ctx_set = o.ctx_set;
     const bool no_logits = o.no_logits;
-    if (!ctx_set) ma.ctx.n_ctx = (int)(n_prompt + n_gen + 1);
-    if (!o.prompt_file && n_prompt + n_gen + 1 > ma.ctx.n_ctx) {
-        fprintf(stderr, "moeinf bench: -p + -n must fit in the context (-c %d)\n", ma.ctx.n_ctx);
+    const int n_seq = o.n_par ? (int)o.n_par : 1;
+    ma.ctx.n_seq = n_seq;
+    if (!ctx_set) ma.ctx.n_ctx = (int)((n_prompt + n_gen + 1) * n_seq);
+    if (!o.prompt_file && n_prompt + n_gen + 1 > ma.ctx.n_ctx / n_seq) {
+        fprintf(stderr, "moeinf bench: -p + -n must fit in the context (-c %d%s)\n", ma.ctx.n_ctx,
+                n_seq > 1 ? ", shared by the --parallel sequences" : "");
         return CLI_EXIT_USAGE;
     }
     struct moeinf_model *model = NULL;
@@ -330,6 +386,7 @@ int cmd_bench(int argc, char **argv) {
     int32_t *prompt_ids = NULL; /* -f: the file's tokens */
     int orc = open_bench(&o, &ma, &model, &ctx, &prompt_ids, &n_prompt);
     if (orc != CLI_EXIT_OK) return orc;
+    if (o.n_par) return run_parallel(&ma, model, ctx, &o, n_prompt, prompt_ids);
     const int n_vocab = moeinf_model_n_vocab(model);
     int32_t *ids = malloc((size_t)(n_prompt + n_gen + 1) * sizeof *ids);
     double *t_pp = calloc((size_t)reps, sizeof(double));

@@ -259,6 +259,7 @@ static void model_name(const char *path, char *buf, size_t size) {
 int cmd_serve(int argc, char **argv) {
     struct serve_cli o = {0};
     o.model.ctx = moeinf_context_params_default();
+    o.model.ctx.n_seq = SERVE_PARALLEL_DEFAULT;
     o.model.model = moeinf_model_params_default();
     o.so.host = "127.0.0.1";
     o.so.port = 8080;
@@ -324,6 +325,7 @@ int cmd_serve(int argc, char **argv) {
     if (!o.so.model_id) o.so.model_id = name;
     o.so.n_ctx = o.model.ctx.n_ctx;
     o.so.n_batch = o.model.ctx.n_batch;
+    o.so.n_parallel = o.model.ctx.n_seq;
     o.so.eamc_path = o.model.experts.eamc;
     rc = serve_run(&o.so, model, ctx) == 0 ? CLI_EXIT_OK : CLI_EXIT_FAIL;
     /* the worker has stopped: the state as of the last request */

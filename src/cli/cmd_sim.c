@@ -63,6 +63,10 @@ static void usage(FILE *out) {
             "                      micro-batches of N tokens, one step per layer over the\n"
             "                      distinct experts they chose, in waves of at most the cache\n"
             "                      size (default 1: per token; the engine's -b is 512)\n"
+            "  --parallel N        replay continuous batching, as `moeinf serve --parallel N\n"
+            "                      -b B` runs requests that all arrive at once: each iteration\n"
+            "                      one decode token of each of N requests, then prompt chunks,\n"
+            "                      up to --batch B tokens (default 1: one request at a time)\n"
             "  --eamc FILE         load the policy's EAMC from FILE before the replay (when it\n"
             "                      exists) and save it there after (policies with an EAMC)\n"
             "  --eamc-capacity N   entries of a new EAMC, when FILE does not exist yet\n"
@@ -130,10 +134,23 @@ static bool parse_double(const char *opt, const char *s, double *out) {
     return true;
 }
 
-static const char *const value_options[] = {
-    "--trace",         "--policy", "--cache",        "--phase",     "--prefetch",   "--eamc",
-    "--eamc-capacity", "--warmup", "--expert-bytes", "--bandwidth", "--compute-ms", "--sizes",
-    "--policies",      "--plot",   "--batch",        NULL};
+static const char *const value_options[] = {"--trace",
+                                            "--policy",
+                                            "--cache",
+                                            "--phase",
+                                            "--prefetch",
+                                            "--eamc",
+                                            "--eamc-capacity",
+                                            "--warmup",
+                                            "--expert-bytes",
+                                            "--bandwidth",
+                                            "--compute-ms",
+                                            "--sizes",
+                                            "--policies",
+                                            "--plot",
+                                            "--batch",
+                                            "--parallel",
+                                            NULL};
 
 /* Returns -1 when parsing should stop with exit code *code. */
 static int parse_args(int argc, char **argv, struct sim_opts *o, int *code) {
@@ -183,6 +200,9 @@ static int parse_args(int argc, char **argv, struct sim_opts *o, int *code) {
         } else if (!strcmp(a, "--batch")) {
             if (!cli_parse_long(CMD, a, v, 1, 1 << 20, &n)) return -1;
             o->params.batch = (int)n;
+        } else if (!strcmp(a, "--parallel")) {
+            if (!cli_parse_long(CMD, a, v, 1, MOEINF_SEQ_MAX, &n)) return -1;
+            o->params.parallel = (int)n;
         } else if (!strcmp(a, "--warmup")) {
             if (!cli_parse_long(CMD, a, v, 0, 1L << 30, &n)) return -1;
             o->params.warmup_requests = (int)n;

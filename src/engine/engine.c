@@ -24,8 +24,19 @@ enum moeinf_status moeinf_context_init(struct moeinf_model *model,
     int n_threads = params->n_threads > 0 ? params->n_threads : moeinf_cpu_count();
     st = moeinf_pool_init(n_threads, &ctx->pool, err);
     if (st == MOEINF_OK) {
+        const size_t n_seq = (size_t)ctx->params.n_seq;
+        ctx->seq_past = calloc(n_seq, sizeof *ctx->seq_past);
+        ctx->runs = calloc(n_seq, sizeof *ctx->runs);
+        ctx->batch_buf =
+            calloc(2 * (size_t)ctx->params.n_batch + 3 * n_seq, sizeof *ctx->batch_buf);
+        if (!ctx->seq_past || !ctx->runs || !ctx->batch_buf) {
+            st = moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory for the context");
+        }
+    }
+    if (st == MOEINF_OK) {
         struct moeinf_fwd_params fp = {
             .n_ctx = ctx->params.n_ctx,
+            .n_seq = ctx->params.n_seq,
             .n_batch = ctx->params.n_batch,
             .kv_f16 = params->kv_type == MOEINF_KV_F16,
             .pool = ctx->pool,
@@ -50,15 +61,19 @@ void moeinf_context_free(struct moeinf_context *ctx) {
     moeinf_engine_expert_cache_release(ctx);
     moeinf_fwd_free(ctx->fwd);
     moeinf_pool_free(ctx->pool);
+    free(ctx->seq_past);
+    free(ctx->runs);
+    free(ctx->batch_buf);
     free(ctx);
 }
 
 void moeinf_context_reset(struct moeinf_context *ctx) {
-    ctx->n_past = moeinf_fwd_rewind(ctx->fwd, 0);
+    for (int q = 0; q < ctx->params.n_seq; q++)
+        ctx->seq_past[q] = moeinf_fwd_rewind(ctx->fwd, q, 0);
 }
 
 int moeinf_context_n_past(const struct moeinf_context *ctx) {
-    return ctx->n_past;
+    return ctx->seq_past[0];
 }
 
 int moeinf_context_n_threads(const struct moeinf_context *ctx) {
@@ -77,10 +92,12 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
     bool prefill = replay ? ctx->route_replay_prefill : n > 1;
     ctx->route_replay = NULL;
     if (n <= 0) return moeinf_fail(err, MOEINF_ERR_ARG, "decode needs at least one token");
-    if (n > ctx->params.n_ctx - ctx->n_past) {
+    int *n_past = &ctx->seq_past[0];
+    const int n_ctx = moeinf_fwd_n_ctx_seq(ctx->fwd);
+    if (n > n_ctx - *n_past) {
         return moeinf_fail(err, MOEINF_ERR_CONTEXT,
-                           "context full: %d tokens in context + %d new exceed -c %d", ctx->n_past,
-                           n, ctx->params.n_ctx);
+                           "context full: %d tokens in context + %d new exceed -c %d", *n_past, n,
+                           n_ctx);
     }
     for (int i = 0; i < n; i++) {
         if (ids[i] < 0 || ids[i] >= n_vocab) {
@@ -98,7 +115,7 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
     int n_batch = ctx->params.n_batch;
     /* A decode that starts at position 0 starts a request (as the routing record counts), and
      * so does the first decode after moeinf_context_request_end. */
-    if (ctx->tier && (ctx->n_past == 0 || !moeinf_tier_in_request(ctx->tier))) {
+    if (ctx->tier && (*n_past == 0 || !moeinf_tier_in_request(ctx->tier))) {
         moeinf_tier_request_begin(ctx->tier);
     }
     for (int i0 = 0; i0 < n; i0 += n_batch) {
@@ -113,19 +130,19 @@ enum moeinf_status moeinf_decode(struct moeinf_context *ctx, const int32_t *ids,
         }
         if (replay) moeinf_fwd_set_route_replay(ctx->fwd, replay + (size_t)i0 * replay_row);
         enum moeinf_status est =
-            moeinf_fwd_eval(ctx->fwd, ids + i0, m, ctx->n_past, out, all_logits, err);
+            moeinf_fwd_eval(ctx->fwd, ids + i0, m, *n_past, out, all_logits, err);
         if (replay) moeinf_fwd_set_route_replay(ctx->fwd, NULL);
         if (ctx->tier) moeinf_tier_iteration_end(ctx->tier);
         if (est == MOEINF_OK) est = moeinf_fwd_check_finite(ctx->fwd, out, all_logits ? m : 1, err);
         if (est != MOEINF_OK) {
             /* nothing appended (rather than sample from NaN); a recurrent state that took part
              * of the micro-batch goes back to its last checkpoint */
-            ctx->n_past = moeinf_fwd_rewind(ctx->fwd, ctx->n_past);
+            *n_past = moeinf_fwd_rewind(ctx->fwd, 0, *n_past);
             return est;
         }
-        int pos0 = ctx->n_past;
-        ctx->n_past += m; /* the tokens are in the context even if recording them fails */
-        if (n > 1) moeinf_fwd_checkpoint(ctx->fwd, ctx->n_past);
+        int pos0 = *n_past;
+        *n_past += m; /* the tokens are in the context even if recording them fails */
+        if (n > 1) moeinf_fwd_checkpoint(ctx->fwd, 0, *n_past);
         if (ctx->record) {
             enum moeinf_status st = moeinf_record_eval(ctx, m, pos0, prefill, err);
             if (st != MOEINF_OK) return st;

@@ -40,7 +40,9 @@ struct moeinf_context {
     struct moeinf_fwd *fwd;
     struct moeinf_tier *tier; /* the expert cache, or NULL (experts resident) */
     uint64_t expert_held;     /* what this context adds to model->expert_held */
-    int n_past;
+    int *seq_past;  /* [n_seq] tokens each sequence holds */
+    int32_t *batch_buf; /* moeinf_decode_batch's scratch (engine_batch.c): 2 n_batch + 3 n_seq */
+    struct moeinf_fwd_run *runs; /* [n_seq] */
     struct moeinf_trace_writer *record; /* routing record, or NULL */
     char *record_tag;
     int64_t record_requests;     /* requests written so far */

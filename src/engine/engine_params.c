@@ -24,6 +24,7 @@ struct moeinf_context_params moeinf_context_params_default(void) {
     struct moeinf_context_params p = {
         .n_ctx = 4096,
         .n_batch = 512,
+        .n_seq = 1,
         .n_threads = 0,
         .kv_type = MOEINF_KV_F16,
         .expert_io_threads = MOEINF_EXPERT_IO_THREADS_DEFAULT,
@@ -132,8 +133,15 @@ enum moeinf_status moeinf_context_params_check(const struct moeinf_context_param
     enum moeinf_status st;
     if ((st = in_range("n_ctx", p->n_ctx, 1, MAX_CTX, err)) ||
         (st = in_range("n_batch", p->n_batch, 1, MAX_CTX, err)) ||
+        (st = in_range("n_seq", p->n_seq, 1, MOEINF_SEQ_MAX, err)) ||
         (st = in_range("n_threads", p->n_threads, 0, MAX_THREADS, err))) {
         return st;
+    }
+    if (p->n_ctx < p->n_seq) {
+        return moeinf_fail(err, MOEINF_ERR_ARG,
+                           "n_seq: %d sequences cannot share a context of %d tokens (each needs "
+                           "at least one)",
+                           p->n_seq, p->n_ctx);
     }
     if (p->kv_type != MOEINF_KV_F16 && p->kv_type != MOEINF_KV_F32) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "kv_type: unknown type %d", (int)p->kv_type);

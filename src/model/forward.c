@@ -16,30 +16,42 @@
 #include "compute/ops.h"
 #include "model/fwd_state.h"
 
-enum moeinf_status moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int m, int n_past,
-                                   float *logits, bool all_logits, struct moeinf_error *err) {
+int moeinf_fwd_n_ctx_seq(const struct moeinf_fwd *f) {
+    return f->n_ctx_seq;
+}
+
+enum moeinf_status moeinf_fwd_eval_batch(struct moeinf_fwd *f, const int32_t *ids, int m,
+                                         const struct moeinf_fwd_run *runs, int n_runs,
+                                         const int32_t *logit_rows, int n_logit_rows, float *logits,
+                                         struct moeinf_error *err) {
     const struct moeinf_llm *llm = f->llm;
     const struct moeinf_hparams *hp = &llm->hp;
     const int n_embd = hp->n_embd;
-    assert(m > 0 && m <= f->p.n_batch && n_past + m <= f->p.n_ctx);
+    assert(m > 0 && m <= f->p.n_batch && n_runs > 0);
     moeinf_to_float_fn embed = f->p.kern->to_float[llm->tok_embd.type];
     for (int j = 0; j < m; j++) {
         embed(moeinf_weight_row(&llm->tok_embd, 0, ids[j]), f->x + (size_t)j * n_embd, n_embd);
     }
-    if (n_past == 0) moeinf_fwd_recurrent_clear(f);
-    f->pos = n_past + m; /* before the layers: a failed eval may have stored some of its rows */
+    f->runs = runs;
+    f->n_runs = n_runs;
+    for (int r = 0; r < n_runs; r++) {
+        assert(runs[r].n_past + runs[r].m <= f->n_ctx_seq);
+        if (runs[r].n_past == 0) moeinf_fwd_recurrent_clear(f, runs[r].seq);
+        /* before the layers: a failed eval may have stored some of its rows */
+        f->seqs[runs[r].seq].pos = runs[r].n_past + runs[r].m;
+    }
     for (int il = 0; il < hp->n_layer; il++) {
         const struct moeinf_layer *lw = &llm->layers[il];
         switch (lw->attn) {
         case MOEINF_ATTN_FULL:
         case MOEINF_ATTN_GATED:
-            moeinf_fwd_attention(f, il, m, n_past);
+            moeinf_fwd_attention(f, il, m);
             break;
         case MOEINF_ATTN_DELTANET:
             moeinf_fwd_deltanet(f, il, m);
             break;
         case MOEINF_ATTN_MLA:
-            moeinf_fwd_mla(f, il, m, n_past);
+            moeinf_fwd_mla(f, il, m);
             break;
         }
         for (int j = 0; j < m; j++) {
@@ -59,17 +71,22 @@ enum moeinf_status moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int
         }
         moeinf_fwd_note_finite(f, il, m);
     }
-    if (!logits) return MOEINF_OK;
-    int first = all_logits ? 0 : m - 1;
-    int n_rows = m - first;
-    for (int j = first; j < m; j++) {
-        moeinf_rmsnorm(f->xb + (size_t)j * n_embd, f->x + (size_t)j * n_embd, llm->output_norm,
-                       n_embd, hp->rms_eps);
+    if (!logits || n_logit_rows == 0) return MOEINF_OK;
+    /* row i of xb is wanted row logit_rows[i] of x normed: the lm_head's input in one block */
+    for (int i = 0; i < n_logit_rows; i++) {
+        moeinf_rmsnorm(f->xb + (size_t)i * n_embd, f->x + (size_t)logit_rows[i] * n_embd,
+                       llm->output_norm, n_embd, hp->rms_eps);
     }
     moeinf_fwd_acts_invalidate(f);
-    moeinf_fwd_matmul(f, &llm->output, f->xb + (size_t)first * n_embd, n_rows, logits,
-                      (size_t)hp->n_vocab);
+    moeinf_fwd_matmul(f, &llm->output, f->xb, n_logit_rows, logits, (size_t)hp->n_vocab);
     return MOEINF_OK;
+}
+
+enum moeinf_status moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int m, int n_past,
+                                   float *logits, bool all_logits, struct moeinf_error *err) {
+    const struct moeinf_fwd_run run = {.seq = 0, .row0 = 0, .m = m, .n_past = n_past};
+    const int32_t *rows = all_logits ? f->row_ids : f->row_ids + m - 1;
+    return moeinf_fwd_eval_batch(f, ids, m, &run, 1, rows, all_logits ? m : 1, logits, err);
 }
 
 uint64_t moeinf_fwd_bytes(const struct moeinf_fwd *f) {
@@ -100,17 +117,17 @@ const float *moeinf_fwd_routing_weights(const struct moeinf_fwd *f, int il, int 
     return f->sel_w + ((size_t)il * f->p.n_batch + j) * f->llm->hp.n_expert_used;
 }
 
-/* Rows of each layer's KV cache (fwd_state.h) and where they begin; returns the values of
- * all layers. Sliding-window layers keep a ring of n_swa - 1 + n_batch rows: a micro-batch of
- * m <= n_batch tokens stores its rows before attending, so its first query still finds the
- * n_swa - 1 positions before it. */
+/* Rows of each layer's KV cache in one sequence's part (fwd_state.h) and where they begin;
+ * returns the values of all layers. Sliding-window layers keep a ring of n_swa - 1 + n_batch rows:
+ * a micro-batch of m <= n_batch tokens stores its rows before attending, so its first query still
+ * finds the n_swa - 1 positions before it. */
 static size_t kv_layout(struct moeinf_fwd *f) {
     const struct moeinf_hparams *hp = &f->llm->hp;
     size_t off = 0;
     f->n_swa_layers = 0;
     for (int il = 0; il < hp->n_layer; il++) {
         const struct moeinf_layer *lw = &f->llm->layers[il];
-        int rows = f->p.n_ctx;
+        int rows = f->n_ctx_seq;
         if (lw->attn == MOEINF_ATTN_DELTANET) {
             rows = 0;
         } else if (lw->swa && hp->n_swa > 0) {
@@ -182,7 +199,7 @@ static void alloc_recurrent(struct moeinf_fwd *f, bool *failed) {
     f->rs_conv_floats = (size_t)(hp->ssm_d_conv - 1) * f->ssm_conv_dim;
     f->rs_delta_floats = n_v * (size_t)hp->ssm_head_dim * hp->ssm_head_dim;
     f->rs_floats = (size_t)hp->n_recurrent * (f->rs_conv_floats + f->rs_delta_floats);
-    f->rs = alloc_array(f, f->rs_floats, sizeof(float), failed);
+    f->rs_all = alloc_array(f, (size_t)f->n_seq * f->rs_floats, sizeof(float), failed);
 }
 
 /* The buffers of multi-head latent attention (layer_mla.c). */
@@ -197,8 +214,8 @@ static void alloc_mla(struct moeinf_fwd *f, int n_threads, bool *failed) {
     f->mla_q = alloc_array(f, n_b * n_h * (size_t)f->n_kv, sizeof(float), failed);
     f->mla_lat = alloc_array(f, n_b * n_h * (size_t)hp->mla_kv, sizeof(float), failed);
     f->mla_act = alloc_array(f, n_b * n_h, act_row, failed);
-    f->mla_row = alloc_array(f, (size_t)n_threads * ((size_t)hp->mla_kv + n_b), sizeof(float),
-                             failed);
+    f->mla_row =
+        alloc_array(f, (size_t)n_threads * ((size_t)hp->mla_kv + n_b), sizeof(float), failed);
 }
 
 /* The checkpoints of the state that moving n_past back cannot restore: the recurrent state
@@ -208,9 +225,11 @@ static void alloc_checkpoints(struct moeinf_fwd *f, bool *failed) {
     const int w = hp->n_swa > 1 ? hp->n_swa - 1 : 0;
     f->ckpt_bytes = f->rs_floats * sizeof(float) +
                     (size_t)f->n_swa_layers * 2 * (size_t)w * (size_t)f->n_kv * f->kv_elem;
-    for (int i = 0; i < MOEINF_FWD_CHECKPOINTS; i++) {
-        f->ckpt_pos[i] = -1;
-        if (f->ckpt_bytes > 0) f->ckpt[i] = alloc_array(f, f->ckpt_bytes, 1, failed);
+    for (int s = 0; s < f->n_seq; s++) {
+        for (int i = 0; i < MOEINF_FWD_CHECKPOINTS; i++) {
+            f->seqs[s].ckpt_pos[i] = -1;
+            if (f->ckpt_bytes > 0) f->seqs[s].ckpt[i] = alloc_array(f, f->ckpt_bytes, 1, failed);
+        }
     }
 }
 
@@ -221,13 +240,20 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     if (params->n_ctx < 1 || params->n_batch < 1) {
         return moeinf_fail(err, MOEINF_ERR_ARG, "context size and batch must be positive");
     }
+    const int n_seq = params->n_seq > 0 ? params->n_seq : 1;
+    if (params->n_ctx < n_seq) {
+        return moeinf_fail(err, MOEINF_ERR_ARG, "a context of %d tokens cannot hold %d sequences",
+                           params->n_ctx, n_seq);
+    }
     struct moeinf_fwd *f = calloc(1, sizeof *f);
     if (!f) return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory for the context");
     f->llm = llm;
     f->p = *params;
+    f->n_seq = n_seq;
+    f->n_ctx_seq = params->n_ctx / n_seq;
     if (f->p.n_batch > f->p.n_ctx) f->p.n_batch = f->p.n_ctx;
     const size_t n_b = (size_t)f->p.n_batch;
-    const size_t n_c = (size_t)f->p.n_ctx;
+    const size_t n_c = (size_t)f->n_ctx_seq;
     const bool mla = hp->mla_kv > 0;
     /* a latent attention layer caches one row of latent and RoPE'd key per token, no V */
     f->n_kv = mla ? hp->mla_kv + hp->n_rot : hp->n_head_kv * hp->head_dim;
@@ -243,7 +269,7 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     /* A file may ask for 4096 layers of 2^28 n_kv_dim values each, so the cache size can pass
      * SIZE_MAX for a long context (it wrapped to a tiny allocation that decoding overran). */
     const size_t kv_row_bytes = (size_t)f->n_kv * f->kv_elem; /* <= 2^30 */
-    if (kv_row_bytes > SIZE_MAX / 2 / n_c / (size_t)hp->n_layer) {
+    if (kv_row_bytes > SIZE_MAX / 2 / (size_t)params->n_ctx / (size_t)hp->n_layer) {
         moeinf_fwd_free(f);
         return moeinf_fail(err, MOEINF_ERR_NOMEM,
                            "a context of %d tokens needs a KV cache larger than memory (%d "
@@ -252,14 +278,18 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     }
     f->kv_off = alloc_array(f, (size_t)hp->n_layer, sizeof *f->kv_off, &failed);
     f->kv_rows = alloc_array(f, (size_t)hp->n_layer, sizeof *f->kv_rows, &failed);
+    f->seqs = alloc_array(f, (size_t)f->n_seq, sizeof *f->seqs, &failed);
     if (failed) {
         moeinf_fwd_free(f);
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory for the context");
     }
-    size_t kv_values = kv_layout(f);
-    size_t kv_bytes = kv_values * f->kv_elem;
-    f->k_cache = alloc_array(f, kv_bytes, 1, &failed);
-    if (!mla) f->v_cache = alloc_array(f, kv_bytes, 1, &failed);
+    const size_t seq_kv_bytes = kv_layout(f) * f->kv_elem;
+    const size_t kv_bytes = seq_kv_bytes * (size_t)f->n_seq;
+    f->k_all = alloc_array(f, kv_bytes, 1, &failed);
+    if (!mla) f->v_all = alloc_array(f, kv_bytes, 1, &failed);
+    f->row_ids = alloc_array(f, n_b, sizeof *f->row_ids, &failed);
+    for (size_t j = 0; f->row_ids && j < n_b; j++)
+        f->row_ids[j] = (int32_t)j;
     f->x = alloc_array(f, n_b * hp->n_embd, sizeof(float), &failed);
     f->xb = alloc_array(f, n_b * hp->n_embd, sizeof(float), &failed);
     f->q = alloc_array(f, n_b * f->n_q, sizeof(float), &failed);
@@ -281,6 +311,13 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
     }
     if (hp->n_recurrent > 0) alloc_recurrent(f, &failed);
     alloc_checkpoints(f, &failed);
+    for (int q = 0; q < f->n_seq && !failed; q++) {
+        struct moeinf_fwd_seq *sq = &f->seqs[q];
+        sq->k_cache = f->k_all + (size_t)q * seq_kv_bytes;
+        sq->v_cache = f->v_all ? f->v_all + (size_t)q * seq_kv_bytes : NULL;
+        sq->rs = f->rs_all ? f->rs_all + (size_t)q * f->rs_floats : NULL;
+    }
+    f->cur = f->seqs;
     int n_threads = moeinf_pool_size(params->pool);
     if (mla) alloc_mla(f, n_threads, &failed);
     f->attn_scratch_stride = moeinf_attn_scratch_floats((int)n_c, hp->n_head, hp->n_head_kv,
@@ -324,10 +361,11 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
 
 void moeinf_fwd_free(struct moeinf_fwd *f) {
     if (!f) return;
-    free(f->k_cache);
-    free(f->v_cache);
+    free(f->k_all);
+    free(f->v_all);
     free(f->kv_off);
     free(f->kv_rows);
+    free(f->row_ids);
     free(f->x);
     free(f->xb);
     free(f->q);
@@ -350,9 +388,12 @@ void moeinf_fwd_free(struct moeinf_fwd *f) {
     free(f->ssm_proj);
     free(f->ssm_ba);
     free(f->ssm_o);
-    free(f->rs);
-    for (int i = 0; i < MOEINF_FWD_CHECKPOINTS; i++)
-        free(f->ckpt[i]);
+    free(f->rs_all);
+    for (int q = 0; f->seqs && q < f->n_seq; q++) {
+        for (int i = 0; i < MOEINF_FWD_CHECKPOINTS; i++)
+            free(f->seqs[q].ckpt[i]);
+    }
+    free(f->seqs);
     free(f->tmp);
     free(f->hg);
     free(f->hu);

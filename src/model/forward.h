@@ -26,8 +26,9 @@
 struct moeinf_fwd;
 
 struct moeinf_fwd_params {
-    int n_ctx;
-    int n_batch; /* largest micro-batch */
+    int n_ctx;   /* positions of all sequences together */
+    int n_seq;   /* sequences, each with n_ctx / n_seq positions (0: 1) */
+    int n_batch; /* largest micro-batch, all sequences together */
     bool kv_f16;
     struct moeinf_pool *pool; /* borrowed */
     const struct moeinf_kernels *kern;
@@ -42,14 +43,36 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
                                    struct moeinf_error *err);
 void moeinf_fwd_free(struct moeinf_fwd *f);
 
-/* Evaluates m <= n_batch tokens at positions n_past .. (the caller checks the window).
- * logits: NULL, or m x n_vocab rows (all) or one row (the last token). Fails only with the
- * expert cache's read errors (the tier's iteration is the caller's to begin and end). */
+/* Positions of each sequence (n_ctx / n_seq). */
+int moeinf_fwd_n_ctx_seq(const struct moeinf_fwd *f);
+
+/* Rows [row0, row0 + m) of an eval belong to sequence seq, at its positions n_past .. */
+struct moeinf_fwd_run {
+    int seq;
+    int row0;
+    int m;
+    int n_past;
+};
+
+/*
+ * Evaluates m <= n_batch tokens, in runs that cover rows 0 .. m - 1 in order, each of one
+ * sequence (no sequence twice; the caller checks every window). A row's result depends on its
+ * own sequence only: every kernel computes a row the same way whatever the other rows.
+ * logits: NULL, or n_logit_rows rows, row i the logits of eval row logit_rows[i]. Fails only
+ * with the expert cache's read errors (the tier's iteration is the caller's to begin and end).
+ */
+enum moeinf_status moeinf_fwd_eval_batch(struct moeinf_fwd *f, const int32_t *ids, int m,
+                                         const struct moeinf_fwd_run *runs, int n_runs,
+                                         const int32_t *logit_rows, int n_logit_rows, float *logits,
+                                         struct moeinf_error *err);
+/* Sequence 0 alone: m tokens at positions n_past ..; logits NULL, or m rows (all) or one (the
+ * last token's). */
 enum moeinf_status moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int m, int n_past,
                                    float *logits, bool all_logits, struct moeinf_error *err);
 
 /*
- * The state that moving n_past back cannot restore (model/recurrent.c): the recurrent state
+ * The state that moving n_past back cannot restore (model/recurrent.c), per sequence: the
+ * recurrent state
  * of Gated DeltaNet layers, which always holds the state after the tokens evaluated so far
  * (an eval at position 0 clears it first), and the sliding-window layers' rings, which hold
  * only their last n_swa - 1 + n_batch positions.
@@ -62,9 +85,9 @@ enum moeinf_status moeinf_fwd_eval(struct moeinf_fwd *f, const int32_t *ids, int
  *                            state), from where the caller evaluates the tokens again. A model
  *                            with neither returns n_keep and the functions do nothing.
  */
-void moeinf_fwd_recurrent_clear(struct moeinf_fwd *f);
-void moeinf_fwd_checkpoint(struct moeinf_fwd *f, int pos);
-int moeinf_fwd_rewind(struct moeinf_fwd *f, int n_keep);
+void moeinf_fwd_recurrent_clear(struct moeinf_fwd *f, int seq);
+void moeinf_fwd_checkpoint(struct moeinf_fwd *f, int seq, int pos);
+int moeinf_fwd_rewind(struct moeinf_fwd *f, int seq, int n_keep);
 
 /* Bytes the pass allocated (KV cache, recurrent state and its checkpoints, scratch). */
 uint64_t moeinf_fwd_bytes(const struct moeinf_fwd *f);

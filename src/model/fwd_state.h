@@ -26,19 +26,36 @@ struct moeinf_fwd_act {
     const float *src; /* which float buffer buf currently holds, NULL = stale */
 };
 
+/* What one sequence holds: its part of the KV cache, its recurrent state and checkpoints. */
+struct moeinf_fwd_seq {
+    uint8_t *k_cache; /* per attention layer kv_rows[il] rows of n_kv values */
+    uint8_t *v_cache; /* NULL for latent attention */
+    float *rs;        /* its recurrent state (rs_floats), NULL without recurrent layers */
+    int pos;          /* tokens evaluated (the next eval's n_past, unless the caller goes back) */
+    uint8_t *ckpt[MOEINF_FWD_CHECKPOINTS];
+    int ckpt_pos[MOEINF_FWD_CHECKPOINTS]; /* -1: empty */
+};
+
 struct moeinf_fwd {
     const struct moeinf_llm *llm;
     struct moeinf_fwd_params p;
     int n_kv;         /* n_head_kv * head_dim */
     int n_q;          /* n_head * head_dim */
     size_t kv_elem;   /* bytes per cached value */
-    uint8_t *k_cache; /* per attention layer kv_rows[il] rows of n_kv values */
-    uint8_t *v_cache;
-    size_t *kv_off;   /* [n_layer] where layer il's rows begin, in values */
-    int *kv_rows;     /* [n_layer] n_ctx; a sliding layer's ring (n_swa - 1 + n_batch rows,
+    size_t *kv_off;   /* [n_layer] where layer il's rows begin in a sequence's cache, in values */
+    int *kv_rows;     /* [n_layer] n_ctx_seq; a sliding layer's ring (n_swa - 1 + n_batch rows,
                          position t in row t % rows); 0 for a recurrent layer */
     int n_swa_layers; /* sliding-window layers */
-    int pos;          /* tokens evaluated (the next eval's n_past, unless the caller goes back) */
+    int n_seq;        /* sequences (p.n_seq) */
+    int n_ctx_seq;    /* positions of each: n_ctx / n_seq */
+    struct moeinf_fwd_seq *seqs; /* [n_seq] */
+    struct moeinf_fwd_seq *cur;  /* the sequence the block being computed works on (bind_seq) */
+    uint8_t *k_all;              /* [n_seq] the sequences' K caches, one after the other */
+    uint8_t *v_all;
+    float *rs_all;                 /* [n_seq][rs_floats] their recurrent states */
+    const struct moeinf_fwd_run *runs; /* the current eval's runs (eval_batch) */
+    int n_runs;
+    int32_t *row_ids; /* [n_batch] 0, 1, ..: every row's logits (moeinf_fwd_eval) */
     float *x;             /* [n_batch][n_embd] residual stream */
     float *xb;            /* [n_batch][n_embd] normed input */
     float *q;             /* [n_batch][n_q] */
@@ -95,18 +112,16 @@ struct moeinf_fwd {
     float *ssm_proj;   /* [n_batch][conv_dim + value_dim] a legacy ssm_in's q, k, v, z */
     float *ssm_ba;     /* [n_batch][2 n_v_heads] a fused ssm_ba's betas and alphas */
     float *ssm_o;      /* [n_batch][value_dim] the delta rule's output, then gated-normed */
-    /* the recurrent state of every Gated DeltaNet layer, at position state_pos: per layer
-     * rs_conv_floats (the last d_conv - 1 conv inputs, oldest first) then rs_delta_floats (per
-     * value head a [head_dim][head_dim] matrix, row r for value element r) */
-    float *rs;
+    /* a sequence's recurrent state of every Gated DeltaNet layer (moeinf_fwd_seq.rs): per
+     * layer rs_conv_floats (the last d_conv - 1 conv inputs, oldest first) then
+     * rs_delta_floats (per value head a [head_dim][head_dim] matrix, row r for value element
+     * r) */
     size_t rs_conv_floats;
     size_t rs_delta_floats;
     size_t rs_floats; /* all layers */
-    /* checkpoints (recurrent.c): ckpt[i] holds the state after ckpt_pos[i] tokens, rs then
-     * each sliding layer's last n_swa - 1 K rows and V rows, oldest first */
-    uint8_t *ckpt[MOEINF_FWD_CHECKPOINTS];
+    /* checkpoints (recurrent.c), per sequence: ckpt[i] holds the state after ckpt_pos[i]
+     * tokens, rs then each sliding layer's last n_swa - 1 K rows and V rows, oldest first */
     size_t ckpt_bytes; /* 0: nothing to keep (a KV cache alone goes back by moving n_past) */
-    int ckpt_pos[MOEINF_FWD_CHECKPOINTS]; /* -1: empty */
 };
 
 /* ---- fwd_ops.c --------------------------------------------------------------------------- */
@@ -131,15 +146,24 @@ void moeinf_fwd_rope(const struct moeinf_hparams *hp, float *x, int n_heads, int
 
 /* ---- the blocks of a layer ----------------------------------------------------------------- */
 
-/* layer_attn.c: x += Wo attention(q, K, V) for m tokens at n_past.. (K, V appended). */
-void moeinf_fwd_attention(struct moeinf_fwd *f, int il, int m, int n_past);
+/* Makes sequence `seq` the one f->cur names. */
+static inline void moeinf_fwd_bind_seq(struct moeinf_fwd *f, int seq) {
+    f->cur = &f->seqs[seq];
+}
+
+/* The blocks run over the m rows of the eval; where a row's sequence matters (its positions,
+ * its KV cache or recurrent state) they go through f->runs, each run's rows with its sequence
+ * bound. */
+/* layer_attn.c: x += Wo attention(q, K, V) (K, V appended to each run's sequence). */
+void moeinf_fwd_attention(struct moeinf_fwd *f, int il, int m);
 /* layer_mla.c: the same for a multi-head latent attention layer (latents appended). */
-void moeinf_fwd_mla(struct moeinf_fwd *f, int il, int m, int n_past);
+void moeinf_fwd_mla(struct moeinf_fwd *f, int il, int m);
 /* layer_ffn.c: x += the dense SwiGLU FFN of the normed rows in xb. */
 void moeinf_fwd_dense_ffn(struct moeinf_fwd *f, int il, int m);
 /* layer_ffn.c: the shared expert of the normed rows in xb, into sh_out. */
 void moeinf_fwd_shared_expert(struct moeinf_fwd *f, const struct moeinf_layer *lw, int m);
-/* layer_deltanet.c: x += Wo GatedDeltaNet(norm(x)) for m tokens, its recurrent state advanced. */
+/* layer_deltanet.c: x += Wo GatedDeltaNet(norm(x)) for m tokens, each run's recurrent state
+ * advanced. */
 void moeinf_fwd_deltanet(struct moeinf_fwd *f, int il, int m);
 /* layer_moe.c: x += the routed experts (and the shared expert) of the normed rows in xb. Fails
  * only with the expert cache's read errors. */

@@ -2,9 +2,9 @@
  * layer_attn.c - the full-attention block of a layer (MOEINF_ATTN_FULL and _GATED): RMSNorm,
  * q/k/v in one dispatch, the biases and q/k RMSNorm the architecture has, RoPE (hp->rope,
  * YaRN-scaled where hp->rope_scaling says), K and V stored in the layer's cache (a ring for a
- * sliding-window layer), causal grouped-query attention over it (within the window, with the
- * layer's sinks), the output gate of a gated layer, the output projection with its bias and
- * the residual add.
+ * sliding-window layer) of each run's sequence, causal grouped-query attention over it (within the
+ * window, with the layer's sinks), the output gate of a gated layer, the output projection with its
+ * bias and the residual add.
  */
 #include <math.h>
 #include <string.h>
@@ -13,19 +13,20 @@
 #include "compute/ops.h"
 #include "model/fwd_state.h"
 
-static void store_kv(struct moeinf_fwd *f, int il, int m, int n_past) {
+/* Rows row0 .. row0 + m - 1 of k and v into the bound sequence's cache at n_past .. */
+static void store_kv(struct moeinf_fwd *f, int il, int row0, int m, int n_past) {
     for (int j = 0; j < m; j++) {
         size_t off = f->kv_off[il] + (size_t)((n_past + j) % f->kv_rows[il]) * (size_t)f->n_kv;
-        const float *k = f->k + (size_t)j * f->n_kv;
-        const float *v = f->v + (size_t)j * f->n_kv;
+        const float *k = f->k + (size_t)(row0 + j) * f->n_kv;
+        const float *v = f->v + (size_t)(row0 + j) * f->n_kv;
         if (f->p.kv_f16) {
-            uint16_t *kc = (uint16_t *)f->k_cache + off;
-            uint16_t *vc = (uint16_t *)f->v_cache + off;
+            uint16_t *kc = (uint16_t *)f->cur->k_cache + off;
+            uint16_t *vc = (uint16_t *)f->cur->v_cache + off;
             f->p.kern->from_float[MOEINF_TYPE_F16](k, kc, f->n_kv);
             f->p.kern->from_float[MOEINF_TYPE_F16](v, vc, f->n_kv);
         } else {
-            memcpy((float *)f->k_cache + off, k, (size_t)f->n_kv * sizeof(float));
-            memcpy((float *)f->v_cache + off, v, (size_t)f->n_kv * sizeof(float));
+            memcpy((float *)f->cur->k_cache + off, k, (size_t)f->n_kv * sizeof(float));
+            memcpy((float *)f->cur->v_cache + off, v, (size_t)f->n_kv * sizeof(float));
         }
     }
 }
@@ -79,7 +80,7 @@ static void split_q_gate(struct moeinf_fwd *f, int m) {
     }
 }
 
-void moeinf_fwd_attention(struct moeinf_fwd *f, int il, int m, int n_past) {
+void moeinf_fwd_attention(struct moeinf_fwd *f, int il, int m) {
     const struct moeinf_hparams *hp = &f->llm->hp;
     const struct moeinf_layer *lw = &f->llm->layers[il];
     for (int j = 0; j < m; j++) {
@@ -103,34 +104,39 @@ void moeinf_fwd_attention(struct moeinf_fwd *f, int il, int m, int n_past) {
     };
     moeinf_matmul_run(f->p.pool, f->p.kern, jobs, 3);
     if (gated) split_q_gate(f, m);
-    for (int j = 0; j < m; j++) {
-        float *q = f->q + (size_t)j * f->n_q;
-        float *k = f->k + (size_t)j * f->n_kv;
-        qkv_bias_norm(hp, lw, q, k, f->v + (size_t)j * f->n_kv);
-        moeinf_fwd_rope(hp, q, hp->n_head, hp->head_dim, n_past + j);
-        moeinf_fwd_rope(hp, k, hp->n_head_kv, hp->head_dim, n_past + j);
+    for (int r = 0; r < f->n_runs; r++) {
+        const struct moeinf_fwd_run *run = &f->runs[r];
+        moeinf_fwd_bind_seq(f, run->seq);
+        for (int j = 0; j < run->m; j++) {
+            const size_t row = (size_t)(run->row0 + j);
+            float *q = f->q + row * f->n_q;
+            float *k = f->k + row * f->n_kv;
+            qkv_bias_norm(hp, lw, q, k, f->v + row * f->n_kv);
+            moeinf_fwd_rope(hp, q, hp->n_head, hp->head_dim, run->n_past + j);
+            moeinf_fwd_rope(hp, k, hp->n_head_kv, hp->head_dim, run->n_past + j);
+        }
+        store_kv(f, il, run->row0, run->m, run->n_past);
+        size_t layer_off = f->kv_off[il] * f->kv_elem;
+        struct moeinf_attn_args a = {
+            .q = f->q + (size_t)run->row0 * f->n_q,
+            .k = f->cur->k_cache + layer_off,
+            .v = f->cur->v_cache + layer_off,
+            .ring = f->kv_rows[il],
+            .window = lw->swa ? hp->n_swa : 0,
+            .sinks = lw->attn_sinks,
+            .kv_f16 = f->p.kv_f16,
+            .m = run->m,
+            .pos0 = run->n_past,
+            .n_head = hp->n_head,
+            .n_head_kv = hp->n_head_kv,
+            .head_dim = hp->head_dim,
+            .out = f->att + (size_t)run->row0 * f->n_q,
+            .scratch = f->attn_scratch,
+            .scratch_stride = f->attn_scratch_stride,
+            .kern = f->p.kern,
+        };
+        moeinf_attention(f->p.pool, &a);
     }
-    store_kv(f, il, m, n_past);
-    size_t layer_off = f->kv_off[il] * f->kv_elem;
-    struct moeinf_attn_args a = {
-        .q = f->q,
-        .k = f->k_cache + layer_off,
-        .v = f->v_cache + layer_off,
-        .ring = f->kv_rows[il],
-        .window = lw->swa ? hp->n_swa : 0,
-        .sinks = lw->attn_sinks,
-        .kv_f16 = f->p.kv_f16,
-        .m = m,
-        .pos0 = n_past,
-        .n_head = hp->n_head,
-        .n_head_kv = hp->n_head_kv,
-        .head_dim = hp->head_dim,
-        .out = f->att,
-        .scratch = f->attn_scratch,
-        .scratch_stride = f->attn_scratch_stride,
-        .kern = f->p.kern,
-    };
-    moeinf_attention(f->p.pool, &a);
     if (gated) {
         for (size_t i = 0; i < (size_t)m * (size_t)f->n_q; i++)
             f->att[i] *= 1.0f / (1.0f + expf(-f->gate[i]));

@@ -28,8 +28,9 @@ static float softplus(float x) {
     return x > 20.0f ? x : logf(1.0f + expf(x));
 }
 
+/* The layer's part of the bound sequence's recurrent state. */
 static float *layer_state(const struct moeinf_fwd *f, const struct moeinf_layer *lw) {
-    return f->rs + (size_t)lw->recurrent_index * (f->rs_conv_floats + f->rs_delta_floats);
+    return f->cur->rs + (size_t)lw->recurrent_index * (f->rs_conv_floats + f->rs_delta_floats);
 }
 
 /* The projections: q/k/v mix, z, beta and the log decay g, from the normed rows in xb. */
@@ -95,10 +96,12 @@ static void project(struct moeinf_fwd *f, const struct moeinf_layer *lw, int m) 
     }
 }
 
-/* What the conv and the delta rule run over, split among the threads. */
+/* What the conv and the delta rule run over, split among the threads: the rows row0 ..
+ * row0 + m - 1 of one run, with its sequence bound. */
 struct layer_job {
     struct moeinf_fwd *f;
     const struct moeinf_layer *lw;
+    int row0;
     int m;
 };
 
@@ -121,6 +124,8 @@ static void conv_channels(void *arg, int ith, int nth) {
     const int b0 = (int)((int64_t)n_blocks * ith / nth);
     const int b1 = (int)((int64_t)n_blocks * (ith + 1) / nth);
     float *state = layer_state(f, job->lw); /* [d_conv - 1][conv_dim], oldest first */
+    const float *mix = f->ssm_mix + (size_t)job->row0 * n_c;
+    float *conv = f->ssm_conv + (size_t)job->row0 * n_c;
     const float *weights = (const float *)job->lw->ssm_conv1d.data;
     float wt[CONV_MAX_KERNEL][CONV_BLOCK];
     for (int b = b0; b < b1; b++) {
@@ -131,14 +136,14 @@ static void conv_channels(void *arg, int ith, int nth) {
                 wt[t][c] = weights[(size_t)(c0 + c) * d_conv + t];
         }
         for (int j = 0; j < m; j++) {
-            float *out = f->ssm_conv + (size_t)j * n_c + c0;
+            float *out = conv + (size_t)j * n_c + c0;
             for (int c = 0; c < nb; c++)
                 out[c] = 0.0f;
             for (int t = 0; t < d_conv; t++) {
                 /* input t of token j's window: token j - n_hist + t of the batch, or of the
                  * state when that is before the batch */
                 const int src = j - n_hist + t;
-                const float *in = src >= 0 ? f->ssm_mix + (size_t)src * n_c + c0
+                const float *in = src >= 0 ? mix + (size_t)src * n_c + c0
                                            : state + (size_t)(n_hist + src) * n_c + c0;
                 for (int c = 0; c < nb; c++)
                     out[c] += in[c] * wt[t][c];
@@ -152,7 +157,7 @@ static void conv_channels(void *arg, int ith, int nth) {
             const int src = m - n_hist + t;
             float *dst = state + (size_t)t * n_c + c0;
             if (src >= 0) {
-                memcpy(dst, f->ssm_mix + (size_t)src * n_c + c0, (size_t)nb * sizeof(float));
+                memcpy(dst, mix + (size_t)src * n_c + c0, (size_t)nb * sizeof(float));
             } else {
                 memmove(dst, state + (size_t)(n_hist + src) * n_c + c0, (size_t)nb * sizeof(float));
             }
@@ -193,7 +198,7 @@ static void delta_heads(void *arg, int ith, int nth) {
     for (int h = h0; h < h1; h++) {
         const int kh = hp->ssm_heads == MOEINF_DELTA_HEADS_TILED ? h % n_k : h / ratio;
         float *state = delta_state + (size_t)h * hd * hd;
-        for (int j = 0; j < job->m; j++) {
+        for (int j = job->row0; j < job->row0 + job->m; j++) {
             const float *c = f->ssm_conv + (size_t)j * f->ssm_conv_dim;
             const float *q = c + (size_t)kh * hd;
             const float *k = c + f->ssm_key_dim + (size_t)kh * hd;
@@ -216,14 +221,21 @@ void moeinf_fwd_deltanet(struct moeinf_fwd *f, int il, int m) {
     }
     moeinf_fwd_acts_invalidate(f);
     project(f, lw, m);
-    struct layer_job job = {f, lw, m};
-    moeinf_pool_run(f->p.pool, conv_channels, &job);
+    for (int r = 0; r < f->n_runs; r++) {
+        struct layer_job job = {f, lw, f->runs[r].row0, f->runs[r].m};
+        moeinf_fwd_bind_seq(f, f->runs[r].seq);
+        moeinf_pool_run(f->p.pool, conv_channels, &job);
+    }
     for (int j = 0; j < m; j++) {
         float *c = f->ssm_conv + (size_t)j * f->ssm_conv_dim;
         for (int kh = 0; kh < 2 * hp->ssm_n_k_heads; kh++) /* q heads, then k heads */
             l2_norm(c + (size_t)kh * hd, hd, hp->rms_eps);
     }
-    moeinf_pool_run(f->p.pool, delta_heads, &job);
+    for (int r = 0; r < f->n_runs; r++) {
+        struct layer_job job = {f, lw, f->runs[r].row0, f->runs[r].m};
+        moeinf_fwd_bind_seq(f, f->runs[r].seq);
+        moeinf_pool_run(f->p.pool, delta_heads, &job);
+    }
     for (int j = 0; j < m; j++) {
         for (int h = 0; h < hp->ssm_n_v_heads; h++) {
             size_t off = (size_t)j * f->ssm_value_dim + (size_t)h * hd;

@@ -130,20 +130,54 @@ static void expand_worker(void *arg, int ith, int nth) {
     }
 }
 
-/* The new tokens' latent rows into the layer's cache. */
-static void store_latents(struct moeinf_fwd *f, int il, int m, int n_past) {
+/* Rows row0 .. row0 + m - 1 of the latents into the bound sequence's cache at n_past .. */
+static void store_latents(struct moeinf_fwd *f, int il, int row0, int m, int n_past) {
     for (int j = 0; j < m; j++) {
         size_t off = f->kv_off[il] + (size_t)((n_past + j) % f->kv_rows[il]) * (size_t)f->n_kv;
-        const float *k = f->k + (size_t)j * f->n_kv;
+        const float *k = f->k + (size_t)(row0 + j) * f->n_kv;
         if (f->p.kv_f16) {
-            f->p.kern->from_float[MOEINF_TYPE_F16](k, (uint16_t *)f->k_cache + off, f->n_kv);
+            f->p.kern->from_float[MOEINF_TYPE_F16](k, (uint16_t *)f->cur->k_cache + off, f->n_kv);
         } else {
-            memcpy((float *)f->k_cache + off, k, (size_t)f->n_kv * sizeof(float));
+            memcpy((float *)f->cur->k_cache + off, k, (size_t)f->n_kv * sizeof(float));
         }
     }
 }
 
-void moeinf_fwd_mla(struct moeinf_fwd *f, int il, int m, int n_past) {
+/* Each run's causal attention over its sequence's latent rows, into mla_lat. */
+static void attend_runs(struct moeinf_fwd *f, int il) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    const int kv = hp->mla_kv;
+    const int row = f->n_kv;
+    for (int r = 0; r < f->n_runs; r++) {
+        const struct moeinf_fwd_run *run = &f->runs[r];
+        moeinf_fwd_bind_seq(f, run->seq);
+        store_latents(f, il, run->row0, run->m, run->n_past);
+        size_t layer_off = f->kv_off[il] * f->kv_elem;
+        struct moeinf_attn_args a = {
+            .q = f->mla_q + (size_t)run->row0 * hp->n_head * row,
+            .k = f->cur->k_cache + layer_off,
+            .v = f->cur->k_cache + layer_off, /* the latent is the first kv values of each row */
+            .kv_f16 = f->p.kv_f16,
+            .m = run->m,
+            .pos0 = run->n_past,
+            .n_head = hp->n_head,
+            .n_head_kv = 1,
+            .head_dim = row,
+            .v_dim = kv,
+            .k_row = row,
+            .v_row = row,
+            .scale = hp->attn_scale,
+            .ring = f->kv_rows[il],
+            .out = f->mla_lat + (size_t)run->row0 * hp->n_head * kv,
+            .scratch = f->attn_scratch,
+            .scratch_stride = f->attn_scratch_stride,
+            .kern = f->p.kern,
+        };
+        moeinf_attention(f->p.pool, &a);
+    }
+}
+
+void moeinf_fwd_mla(struct moeinf_fwd *f, int il, int m) {
     const struct moeinf_hparams *hp = &f->llm->hp;
     const struct moeinf_layer *lw = &f->llm->layers[il];
     const int n_head = hp->n_head;
@@ -156,19 +190,23 @@ void moeinf_fwd_mla(struct moeinf_fwd *f, int il, int m, int n_past) {
     }
     moeinf_fwd_acts_invalidate(f);
     project(f, lw, m);
-    for (int j = 0; j < m; j++) {
-        float *c = f->k + (size_t)j * row;
-        float *q = f->q + (size_t)j * f->n_q;
-        moeinf_rmsnorm(c, c, lw->kv_a_norm, kv, hp->rms_eps);
-        if (lw->wkv_b.data) round_latent(f, lw, c);
-        moeinf_fwd_rope(hp, c + kv, 1, hp->n_rot, n_past + j);
-        moeinf_fwd_rope(hp, q + nope, n_head, hp->head_dim, n_past + j);
-        for (int h = 0; h < n_head; h++) {
-            memcpy(f->mla_q + ((size_t)j * n_head + h) * row + kv,
-                   q + (size_t)h * hp->head_dim + nope, (size_t)hp->n_rot * sizeof(float));
+    for (int r = 0; r < f->n_runs; r++) {
+        const struct moeinf_fwd_run *run = &f->runs[r];
+        for (int i = 0; i < run->m; i++) {
+            const int j = run->row0 + i;
+            const int pos = run->n_past + i;
+            float *c = f->k + (size_t)j * row;
+            float *q = f->q + (size_t)j * f->n_q;
+            moeinf_rmsnorm(c, c, lw->kv_a_norm, kv, hp->rms_eps);
+            if (lw->wkv_b.data) round_latent(f, lw, c);
+            moeinf_fwd_rope(hp, c + kv, 1, hp->n_rot, pos);
+            moeinf_fwd_rope(hp, q + nope, n_head, hp->head_dim, pos);
+            for (int h = 0; h < n_head; h++) {
+                memcpy(f->mla_q + ((size_t)j * n_head + h) * row + kv,
+                       q + (size_t)h * hp->head_dim + nope, (size_t)hp->n_rot * sizeof(float));
+            }
         }
     }
-    store_latents(f, il, m, n_past);
     if (lw->wk_b.data) {
         per_head_products(f, &lw->wk_b, f->q, (size_t)hp->head_dim, m, f->mla_q, (size_t)row,
                           (size_t)n_head * row);
@@ -176,28 +214,7 @@ void moeinf_fwd_mla(struct moeinf_fwd *f, int il, int m, int n_past) {
         struct absorb_args a = {f, lw, m};
         moeinf_pool_run(f->p.pool, absorb_worker, &a);
     }
-    size_t layer_off = f->kv_off[il] * f->kv_elem;
-    struct moeinf_attn_args a = {
-        .q = f->mla_q,
-        .k = f->k_cache + layer_off,
-        .v = f->k_cache + layer_off, /* the latent is the first kv values of each row */
-        .kv_f16 = f->p.kv_f16,
-        .m = m,
-        .pos0 = n_past,
-        .n_head = n_head,
-        .n_head_kv = 1,
-        .head_dim = row,
-        .v_dim = kv,
-        .k_row = row,
-        .v_row = row,
-        .scale = hp->attn_scale,
-        .ring = f->kv_rows[il],
-        .out = f->mla_lat,
-        .scratch = f->attn_scratch,
-        .scratch_stride = f->attn_scratch_stride,
-        .kern = f->p.kern,
-    };
-    moeinf_attention(f->p.pool, &a);
+    attend_runs(f, il);
     if (lw->wv_b.data) {
         per_head_products(f, &lw->wv_b, f->mla_lat, (size_t)kv, m, f->att, (size_t)hp->mla_v,
                           (size_t)n_head * hp->mla_v);

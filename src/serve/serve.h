@@ -3,13 +3,15 @@
  *
  *   server.c    libmicrohttpd: routes, methods, body limit, API key, CORS, errors, SSE
  *   request.c   a request body (cJSON) into struct serve_request, with OpenAI's defaults
- *   worker.c    the one generation thread, its bounded queue and the KV prefix it keeps
+ *   worker.c    the generation thread: its bounded queue, continuous batching of the requests
+ *               in the context's sequences, the KV prefix each sequence keeps
  *   text.c      stop strings and OpenAI's frequency/presence penalties (pure, unit-tested)
  *   reply.c     a chat answer's thinking split from its content, and the choice objects
  *   metrics.c   GET /metrics in Prometheus text format, and its histograms' recording
  *   webui.html  the page at GET / (embedded at build time)
  *
- * One generation runs at a time (one context); other requests wait in a bounded queue.
+ * Up to --parallel requests generate together, one sequence of the context each, in one
+ * forward pass per iteration; other requests wait in a bounded queue.
  */
 #ifndef MOEINF_SERVE_H
 #define MOEINF_SERVE_H
@@ -174,6 +176,7 @@ struct serve_job {
     int http_status;           /* non-zero: the request failed with this status */
     char error[256];
     int prompt_tokens, cached_tokens, completion_tokens;
+    double t_submit; /* CLOCK_MONOTONIC seconds when it was queued (time to first token) */
     struct serve_job *next;
 };
 
@@ -204,30 +207,40 @@ struct serve_metrics {
                                                   w->mu) */
 };
 
+struct serve_slot;
+
 struct serve_worker {
     struct moeinf_model *model;
     struct moeinf_context *ctx;
-    int n_ctx, n_batch, queue_max;
+    int n_ctx, n_batch, queue_max; /* n_ctx: positions of one sequence */
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t wake;    /* the worker: a job or stop */
     pthread_cond_t changed; /* the handlers: text, state */
     struct serve_job *head, *tail;
-    int queued; /* jobs waiting (not the running one) */
-    bool busy, stopping;
+    int queued; /* jobs waiting (not the running ones) */
+    int free_slots;
+    bool busy; /* at least one request generates */
+    bool stopping;
     struct serve_metrics m;
-    /* worker thread only: the tokens now in the context */
-    int32_t *kv_tokens;
-    int kv_n;
+    /* worker thread only */
+    struct serve_slot *slots; /* [n_parallel] one per sequence of the context */
+    int n_slots;
+    uint64_t admitted;      /* jobs admitted so far: a slot's admission order */
+    double layers_snapshot; /* when the per-layer counters were last copied */
+    int32_t *b_tok, *b_pos, *b_seq, *b_slot; /* [n_batch] the iteration's entries */
+    bool *b_logits;
+    float *b_out; /* [n_batch][n_vocab] their logits */
     const char *eamc_path; /* NULL: no periodic save */
     int eamc_every, jobs_unsaved;
 };
 
-/* Starts the worker thread on a loaded model and context (borrowed). Each finished job ends
- * a request for the expert cache's policy; with eamc_path, every eamc_every jobs its state is
- * saved there (so that a crash loses little; the caller saves at shutdown). */
+/* Starts the worker thread on a loaded model and context (borrowed), one slot per sequence of
+ * the context. Each finished job ends a request for the expert cache's policy; with eamc_path,
+ * every eamc_every jobs its state is saved there (so that a crash loses little; the caller
+ * saves at shutdown). */
 bool serve_worker_start(struct serve_worker *w, struct moeinf_model *model,
-                        struct moeinf_context *ctx, int n_ctx, int n_batch, int queue_max,
+                        struct moeinf_context *ctx, int n_batch, int queue_max,
                         const char *eamc_path, int eamc_every, struct moeinf_error *err);
 /* Cancels what runs, fails the jobs still queued (503) and joins the thread. */
 void serve_worker_stop(struct serve_worker *w);
@@ -284,12 +297,14 @@ struct serve_options {
     int queue_max;
     size_t body_max;
     int n_ctx, n_batch;
+    int n_parallel;        /* sequences of the context: requests generated together */
     const char *eamc_path; /* --eamc: the expert-cache state, saved every eamc_every requests */
     int eamc_every;
 };
 
 #define SERVE_EAMC_EVERY_DEFAULT 16
 
+#define SERVE_PARALLEL_DEFAULT        4
 #define SERVE_QUEUE_DEFAULT           8
 #define SERVE_BODY_MAX_DEFAULT        (1u << 20)
 #define SERVE_CONNS_PER_IP_DEFAULT    8

@@ -8,7 +8,7 @@
  *
  * Connections. A thread per connection stays because the handlers block (on the worker, and
  * in the stream's reader); libmicrohttpd's epoll thread pool would need them rewritten
- * around suspend/resume. The threads are bounded instead: at most capacity (queue + 16)
+ * around suspend/resume. The threads are bounded instead: at most capacity (queue + parallel + 16)
  * connections are served, SERVE_CONN_RESERVE more are taken only to answer 503, and the
  * library closes the rest at accept, as it does a client's connections past
  * --max-conns-per-ip. A reaper thread shuts down a connection whose request has not arrived
@@ -279,7 +279,9 @@ static void wait_at_most(pthread_cond_t *cv, pthread_mutex_t *mu, long ms) {
     pthread_cond_timedwait(cv, mu, &ts);
 }
 
-static void wait_tick(struct serve_worker *w) { wait_at_most(&w->changed, &w->mu, 50); }
+static void wait_tick(struct serve_worker *w) {
+    wait_at_most(&w->changed, &w->mu, 50);
+}
 
 /* Waits (under w->mu) until the job started (or ended) or, with `to_end`, ended. False when
  * the client went away (the job is cancelled). A client that half-closed is sent an interim
@@ -837,7 +839,8 @@ static void drain(struct server *s) {
 
 int serve_run(const struct serve_options *o, struct moeinf_model *model,
               struct moeinf_context *ctx) {
-    struct server s = {.o = o, .started = (long)time(NULL), .capacity = o->queue_max + 16};
+    struct server s = {
+        .o = o, .started = (long)time(NULL), .capacity = o->queue_max + o->n_parallel + 16};
     struct addrinfo hints = {
         .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV};
     struct addrinfo *ai = NULL;
@@ -849,8 +852,8 @@ int serve_run(const struct serve_options *o, struct moeinf_model *model,
         return 1;
     }
     struct moeinf_error err = {0};
-    if (!serve_worker_start(&s.w, model, ctx, o->n_ctx, o->n_batch, o->queue_max, o->eamc_path,
-                            o->eamc_every, &err)) {
+    if (!serve_worker_start(&s.w, model, ctx, o->n_batch, o->queue_max, o->eamc_path, o->eamc_every,
+                            &err)) {
         freeaddrinfo(ai);
         fprintf(stderr, "moeinf: %s\n", err.msg);
         return 1;

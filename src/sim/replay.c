@@ -15,6 +15,7 @@
 #include "experts/cache.h"
 #include "experts/eam.h"
 #include "experts/step.h"
+#include "sim/replay_iter.h"
 #include "trace/trace.h"
 
 static const struct moeinf_policy_ops *const offline[] = {
@@ -174,127 +175,13 @@ fail:
     return st;
 }
 
-struct replay {
-    const struct moeinf_sim_params *params;
-    struct moeinf_sim_result *res;
-    struct moeinf_cache *cache;
-    struct moeinf_policy *policy;
-    struct moeinf_step step;
-    uint8_t *pf_counted; /* (n_ids) the pending prefetch of this expert was issued in a
-                            counted request */
-    struct moeinf_cache_event *events; /* (capacity) one wave's accesses */
-    uint32_t *proposals; /* (prefetch) */
-    int batch;           /* prefill tokens per iteration (params->batch, at least 1) */
-    int32_t *pending;    /* (batch x n_layers x top_k) buffered prefill tokens' choices */
-    int n_pending;
-    int32_t *sel;        /* (batch x top_k) one layer's choices of the buffered tokens */
-    double load_ms;      /* time model: one expert over the link */
-    double total_ms, decode_ms;
-};
-
-/* One layer's step of an iteration of m tokens (choices in rp->sel): its waves of accesses,
- * then the prefetch proposals. */
-static enum moeinf_status replay_step(struct replay *rp, int layer, int m, bool counted,
-                                      bool decode, uint64_t *misses, uint64_t *loads,
-                                      struct moeinf_error *err) {
-    struct moeinf_sim_result *res = rp->res;
-    const struct moeinf_policy_geometry *g = &rp->policy->geom;
-    moeinf_step_collect(&rp->step, layer, rp->sel, m, g->top_k);
-    /* The replay's buffers are freed by moeinf_sim_replay; the analyzer loses them across the
-     * policy's function pointers. */
-    // NOLINTNEXTLINE(clang-analyzer-unix.Malloc)
-    moeinf_step_begin(&rp->step, rp->cache, rp->policy);
-    for (;;) {
-        const uint32_t *ids;
-        int n = 0;
-        enum moeinf_status st =
-            moeinf_step_wave(&rp->step, rp->cache, rp->policy, &ids, rp->events, &n, err);
-        if (st != MOEINF_OK) return st;
-        if (n == 0) break;
-        for (int j = 0; j < n; j++) {
-            const struct moeinf_cache_event *ev = &rp->events[j];
-            if (ev->evicted_unused_prefetch && rp->pf_counted[ev->evicted]) {
-                res->wasted_prefetches++;
-            }
-            if (ev->prefetch_hit && rp->pf_counted[ids[j]]) res->prefetch_hits++;
-            if (!counted) continue;
-            res->accesses++;
-            res->hits += ev->hit;
-            if (decode) {
-                res->decode_accesses++;
-                res->decode_hits += ev->hit;
-            }
-            *misses += !ev->hit;
-        }
-        moeinf_step_wave_end(&rp->step, rp->cache);
-    }
-    moeinf_step_end(&rp->step, rp->policy);
-    int n = moeinf_policy_propose_prefetch(rp->policy, layer, rp->proposals, rp->params->prefetch);
-    for (int i = 0; i < n && i < rp->params->prefetch; i++) {
-        struct moeinf_cache_event ev;
-        enum moeinf_status st =
-            moeinf_cache_prefetch(rp->cache, rp->policy, rp->proposals[i], &ev, err);
-        if (st != MOEINF_OK) return st;
-        if (ev.evicted_unused_prefetch && rp->pf_counted[ev.evicted]) res->wasted_prefetches++;
-        if (!ev.admitted) continue;
-        rp->pf_counted[rp->proposals[i]] = counted;
-        if (counted) {
-            res->prefetch_loads++;
-            (*loads)++;
-        }
-    }
-    return MOEINF_OK;
-}
-
-/* Time model of one iteration of m tokens: m tokens' compute, the demand loads, and the
- * prefetch loads that compute did not hide. */
-static void iteration_time(struct replay *rp, int m, uint64_t misses, uint64_t loads,
-                           bool decode) {
-    const struct moeinf_sim_params *p = rp->params;
-    double compute_ms = p->compute_ms * (double)m;
-    double prefetch_ms = (double)loads * rp->load_ms;
-    double ms = compute_ms + (double)misses * rp->load_ms +
-                (prefetch_ms > compute_ms ? prefetch_ms - compute_ms : 0.0);
-    rp->total_ms += ms;
-    if (decode) rp->decode_ms += ms;
-}
-
-/* One forward iteration over the m tokens whose choices are tokens[j * L * top_k ...]. */
-static enum moeinf_status replay_iteration(struct replay *rp, const int32_t *tokens, int m,
-                                           enum moeinf_phase phase, bool counted,
-                                           struct moeinf_error *err) {
-    const struct moeinf_policy_geometry *g = &rp->policy->geom;
-    struct moeinf_sim_result *res = rp->res;
-    const size_t row = (size_t)g->n_layers * (size_t)g->top_k;
-    bool decode = phase == MOEINF_PHASE_DECODE;
-    moeinf_policy_tokens_begin(rp->policy, phase, m);
-    uint64_t misses = 0;
-    uint64_t loads = 0;
-    for (int l = 0; l < g->n_layers; l++) {
-        for (int j = 0; j < m; j++) {
-            memcpy(rp->sel + (size_t)j * g->top_k, tokens + (size_t)j * row + (size_t)l * g->top_k,
-                   (size_t)g->top_k * sizeof *rp->sel);
-        }
-        enum moeinf_status st = replay_step(rp, l, m, counted, decode, &misses, &loads, err);
-        if (st != MOEINF_OK) return st;
-    }
-    moeinf_policy_token_end(rp->policy);
-    if (counted) {
-        res->tokens += (uint64_t)m;
-        res->decode_tokens += decode ? (uint64_t)m : 0;
-        res->iterations++;
-        if (res->timed) iteration_time(rp, m, misses, loads, decode);
-    }
-    return MOEINF_OK;
-}
-
 /* Runs the buffered prefill tokens as one micro-batch. */
 static enum moeinf_status flush_prefill(struct replay *rp, bool counted, struct moeinf_error *err) {
     if (rp->n_pending == 0) return MOEINF_OK;
     int m = rp->n_pending;
     rp->n_pending = 0;
     // NOLINTNEXTLINE(clang-analyzer-unix.Malloc): as in replay_step
-    return replay_iteration(rp, rp->pending, m, MOEINF_PHASE_PREFILL, counted, err);
+    return moeinf_replay_iteration(rp, rp->pending, m, MOEINF_PHASE_PREFILL, counted, err);
 }
 
 static enum moeinf_status replay_tokens(struct replay *rp, struct moeinf_trace_reader *r,
@@ -326,7 +213,7 @@ static enum moeinf_status replay_tokens(struct replay *rp, struct moeinf_trace_r
             moeinf_policy_request_begin(rp->policy, request);
         }
         if (tok.phase == MOEINF_PHASE_DECODE) {
-            st = replay_iteration(rp, tok.experts, 1, MOEINF_PHASE_DECODE, counted, err);
+            st = moeinf_replay_iteration(rp, tok.experts, 1, MOEINF_PHASE_DECODE, counted, err);
             if (st != MOEINF_OK) return st;
             continue;
         }
@@ -336,15 +223,18 @@ static enum moeinf_status replay_tokens(struct replay *rp, struct moeinf_trace_r
         }
     }
     if (in_request) moeinf_policy_request_end(rp->policy);
-    /* Prefetched experts still waiting for their first demand were wasted too. */
+    return MOEINF_OK;
+}
+
+/* Prefetched experts still waiting for their first demand at the end were wasted too. */
+static void count_unused_prefetches(struct replay *rp) {
     for (int s = 0; s < moeinf_cache_capacity(rp->cache); s++) {
         uint32_t id = moeinf_cache_slot_expert(rp->cache, s);
         if (id != MOEINF_EXPERT_NONE && moeinf_cache_is_prefetched(rp->cache, id) &&
             rp->pf_counted[id]) {
-            res->wasted_prefetches++;
+            rp->res->wasted_prefetches++;
         }
     }
-    return MOEINF_OK;
 }
 
 enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
@@ -358,13 +248,19 @@ enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
     uint32_t *future = NULL;
     enum moeinf_status st = MOEINF_OK;
     if (!params->trace_path) return moeinf_fail(err, MOEINF_ERR_ARG, "no trace file given");
-    if (params->prefetch < 0 || params->warmup_requests < 0 || params->batch < 0) {
-        return moeinf_fail(err, MOEINF_ERR_ARG, "prefetch, warmup and batch must be >= 0");
-    }
-    if (params->batch > 1 && ops->set_future) {
+    if (params->prefetch < 0 || params->warmup_requests < 0 || params->batch < 0 ||
+        params->parallel < 0) {
         return moeinf_fail(err, MOEINF_ERR_ARG,
-                           "policy '%s' is offline and replays per token: batch needs an "
-                           "online policy",
+                           "prefetch, warmup, batch and parallel must be >= 0");
+    }
+    if (params->parallel > MOEINF_SEQ_MAX) {
+        return moeinf_fail(err, MOEINF_ERR_ARG, "parallel %d: at most %d sequences",
+                           params->parallel, MOEINF_SEQ_MAX);
+    }
+    if ((params->batch > 1 || params->parallel > 1) && ops->set_future) {
+        return moeinf_fail(err, MOEINF_ERR_ARG,
+                           "policy '%s' is offline and replays per token: batch and parallel "
+                           "need an online policy",
                            ops->name);
     }
     if ((st = moeinf_trace_open(params->trace_path, &r, err)) != MOEINF_OK) return st;
@@ -402,8 +298,8 @@ enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
     }
     if (params->eamc_path) {
         bool loaded = false;
-        st = moeinf_policy_state_load(rp.policy, params->eamc_path, params->eamc_capacity,
-                                      &loaded, err);
+        st = moeinf_policy_state_load(rp.policy, params->eamc_path, params->eamc_capacity, &loaded,
+                                      err);
         if (st != MOEINF_OK) goto done;
     }
     if ((st = moeinf_cache_init(&g, &rp.cache, err)) != MOEINF_OK) goto done;
@@ -413,8 +309,8 @@ enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
     rp.batch = params->batch > 1 ? params->batch : 1;
     rp.pf_counted = calloc(n_ids, 1);
     rp.events = malloc((size_t)g.capacity * sizeof *rp.events);
-    rp.pending = malloc((size_t)rp.batch * (size_t)g.n_layers * (size_t)g.top_k *
-                        sizeof *rp.pending);
+    rp.pending =
+        malloc((size_t)rp.batch * (size_t)g.n_layers * (size_t)g.top_k * sizeof *rp.pending);
     rp.sel = malloc((size_t)rp.batch * (size_t)g.top_k * sizeof *rp.sel);
     rp.proposals =
         malloc((size_t)(params->prefetch > 0 ? params->prefetch : 1) * sizeof *rp.proposals);
@@ -424,7 +320,9 @@ enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
     }
     res.timed = params->expert_bytes > 0 && params->bandwidth_gbps > 0 && params->compute_ms > 0;
     if (res.timed) rp.load_ms = params->expert_bytes / (params->bandwidth_gbps * 1e9) * 1e3;
-    if ((st = replay_tokens(&rp, r, err)) != MOEINF_OK) goto done;
+    st = params->parallel > 1 ? moeinf_replay_parallel(&rp, r, err) : replay_tokens(&rp, r, err);
+    if (st != MOEINF_OK) goto done;
+    count_unused_prefetches(&rp);
     if (params->eamc_path &&
         (st = moeinf_policy_state_save(rp.policy, params->eamc_path, err)) != MOEINF_OK) {
         goto done;
