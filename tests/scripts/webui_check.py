@@ -10,8 +10,8 @@ on a pipe (--remote-debugging-pipe: no websocket library needed), checks that:
   - a message typed into the box and sent with Enter (temperature 0) gets an answer that streams
     in (several network reads, or text shown while the request still runs), equal to the text
     of the same request sent without the page;
-  - the expert-cache panel updates after it: a new column in the hit-ratio chart, a hit ratio and
-    MiB read per token shown;
+  - the expert-cache panel updates after it: a new column in the hit-ratio chart with a row per
+    MoE layer, a hit ratio and MiB read per token shown;
   - the server exits 0 on SIGTERM; and, with a second server on the in-tree model that thinks by
     script (tests/data/models/thinking-qwen3moe-F32.gguf) without an expert cache nor key: the
     panel says that there is none, the answer's thinking shows apart from it (folded once
@@ -54,7 +54,8 @@ def synthetic(acc, hits, layer_acc, layer_hits, bytes_read, stall, tokens):
 # start: 15 / 50.
 SYNTHETIC = [synthetic(20, 5, [10, 10, 0], [5, 0, 0], 0, 0, 100),
              synthetic(50, 15, [20, 30, 0], [10, 5, 0], 20 * 1048576, 0.01, 110)]
-MORE = ["What did the cat do next?", "And then?", "Thanks! One more line, please."]
+MORE = ["What did the cat do next?", "And then?", "Where did it go?", "Who did it meet there?",
+        "Thanks! One more line, please."]
 
 
 def fail(msg):
@@ -285,6 +286,8 @@ def main():
         mib = browser.js("document.getElementById('s-mib').textContent")
         stall = browser.js("document.getElementById('s-stall').textContent")
         layers = browser.js("webui.layers")
+        if not layers:  # the worker gives moeinf_expert_layer_*{layer="i"}: a row per MoE layer
+            fail("no per-layer rows in the hit-ratio chart")
         try:
             if not 0 <= float(hit) <= 1:
                 raise ValueError
