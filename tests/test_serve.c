@@ -234,6 +234,20 @@ static void test_endpoints_cors_metrics(void) {
     CHECK_EQ_INT(metric(resp, "moeinf_queue_capacity"), 8);
     CHECK(metric(resp, "moeinf_generation_tokens_per_second") > 0);
     CHECK(metric(resp, "moeinf_expert_cache_misses_total") < 0); /* no cache: not reported */
+    /* the batching series, a histogram whose +Inf bucket is its count */
+    CHECK(metric(resp, "moeinf_active_sequences") >= 0);
+    CHECK_STR_CONTAINS(resp, "# TYPE moeinf_batch_tokens histogram\n");
+    CHECK_EQ_INT(metric(resp, "moeinf_time_to_first_token_seconds_bucket{le=\"+Inf\"}"),
+                 metric(resp, "moeinf_time_to_first_token_seconds_count"));
+    /* the page loads without the key (its calls send it); other paths still need it */
+    CHECK_EQ_INT(serve_http(&srv, "GET", "/", NULL, NULL, resp, sizeof resp), 200);
+    CHECK_STR_CONTAINS(resp, "<title>moeinf</title>");
+    CHECK_STR_CONTAINS(resp, "v1/chat/completions");
+    CHECK_EQ_INT(serve_http(&srv, "POST", "/", "{}", NULL, resp, sizeof resp), 405);
+    CHECK_EQ_INT(serve_http(&srv, "GET", "/index.html", NULL, NULL, resp, sizeof resp), 401);
+    snprintf(cmd, sizeof cmd, "curl -s -D - -o /dev/null http://127.0.0.1:%d/", srv.port);
+    test_run_shell("serve-page", cmd, out, sizeof out, err, sizeof err);
+    CHECK_STR_CONTAINS(out, "Content-Type: text/html; charset=utf-8");
 }
 
 static void test_openai_client(void) {

@@ -29,7 +29,7 @@ static const char *const prompts[N_REQ] = {
     "A",
     "Tell me a story about a cat and a mouse who were friends",
 };
-static const int max_tokens[N_REQ] = {12, 20, 9, 16, 24, 7};
+static int max_tokens[N_REQ] = {12, 20, 9, 16, 24, 7};
 
 /* The text `moeinf run` generates greedily for prompt i (stdout less the prompt and the final
  * newline). */
@@ -51,33 +51,44 @@ static bool run_text(int i, char *text, size_t size) {
 
 static char expected[N_REQ][4096];
 
-/* Sends requests first .. first + n - 1 at once (even ones streamed), each from its own curl;
- * with `leaver`, one more client asks for a long answer and leaves after 0.3 s. Checks each
- * answer against `moeinf run`'s text. */
+/* A metric's value from /metrics text (-1 when absent); name may hold labels. */
+static double metric(const char *text, const char *name) {
+    char key[160];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = strstr(text, key);
+    return p ? strtod(p + strlen(key), NULL) : -1;
+}
+
+/* Sends requests first .. first + n - 1 at once (even ones streamed); with `leaver`, one more
+ * client asks for a long answer and leaves after 0.3 s. Checks each answer against `moeinf
+ * run`'s text. */
 static void concurrent(const struct server *s, int first, int n, bool leaver) {
     char cmd[16384];
     char paths[N_REQ][512];
-    size_t len = (size_t)snprintf(cmd, sizeof cmd, "(");
+    /* one curl opens every connection at once (-Z --parallel-immediate): the requests arrive
+     * within a few milliseconds, well inside each other's answers */
+    size_t len =
+        (size_t)snprintf(cmd, sizeof cmd, "curl -s -Z --parallel-immediate --parallel-max 16");
     for (int k = 0; k < n; k++) {
         const int i = first + k;
         char name[64];
         snprintf(name, sizeof name, "serve-batch-%d-%d", (int)getpid(), i);
         test_tmp_path(name, paths[i], sizeof paths[i]);
         len += (size_t)snprintf(cmd + len, sizeof cmd - len,
-                                "curl -s -N --max-time 120 -o '%s' -d '{\"prompt\": \"%s\", "
-                                "\"max_tokens\": %d, \"temperature\": 0, \"stream\": %s}' "
-                                "http://127.0.0.1:%d/v1/completions & ",
-                                paths[i], prompts[i], max_tokens[i], i % 2 ? "false" : "true",
-                                s->port);
+                                "%s -N --max-time 120 -o '%s' -d '{\"prompt\": \"%s\", "
+                                "\"max_tokens\": %d, "
+                                "\"temperature\": 0, \"stream\": %s}' "
+                                "http://127.0.0.1:%d/v1/completions",
+                                k ? " --next" : "", paths[i], prompts[i], max_tokens[i],
+                                i % 2 ? "false" : "true", s->port);
     }
-    if (leaver) {
-        len += (size_t)snprintf(cmd + len, sizeof cmd - len,
-                                "curl -s -N -o /dev/null --max-time 0.3 -d '{\"prompt\": \"Go\", "
-                                "\"max_tokens\": 4000, \"stream\": true}' "
-                                "http://127.0.0.1:%d/v1/completions & ",
-                                s->port);
+    if (leaver) { /* one more asks for a long answer and leaves after 0.3 s */
+        snprintf(cmd + len, sizeof cmd - len,
+                 " & curl -s -N -o /dev/null --max-time 0.3 -d '{\"prompt\": \"Go\", "
+                 "\"max_tokens\": 4000, \"stream\": true}' http://127.0.0.1:%d/v1/completions; "
+                 "wait",
+                 s->port);
     }
-    snprintf(cmd + len, sizeof cmd - len, "wait)");
     char out[256];
     char err[4096];
     test_run_shell("serve-batch", cmd, out, sizeof out, err, sizeof err);
@@ -106,6 +117,12 @@ static void with_server(const char *tag, const char *args, bool leaver) {
     concurrent(&s, 0, N_REQ, leaver); /* more: the rest wait for a free sequence */
     /* one alone afterwards: still the same text (a sequence that kept a prefix reuses it) */
     concurrent(&s, 2, 1, false);
+    /* every request had a first token; nothing runs now */
+    static char m[1 << 16];
+    CHECK_EQ_INT(serve_http(&s, "GET", "/metrics", NULL, NULL, m, sizeof m), 200);
+    CHECK(metric(m, "moeinf_time_to_first_token_seconds_count") >= 4 + N_REQ + 1);
+    CHECK(metric(m, "moeinf_active_sequences") == 0);
+    CHECK(metric(m, "moeinf_decode_tokens_per_second") > 0);
     CHECK_EQ_INT(serve_proc_stop(&s), 0);
 }
 
@@ -116,6 +133,29 @@ static void test_batched_text_is_alone_text(void) {
 static void test_batched_expert_cache_and_leaver(void) {
     with_server("serve-batch-b",
                 "--parallel 3 -c 768 -t 2 --expert-cache 50% --expert-io cached --queue 16", true);
+}
+
+/* Long answers (160 tokens each) sent at once to 4 sequences overlap whatever the machine's
+ * load: one request after another would take a forward pass per token fed back (159 each, 636
+ * in all) and more for the prompts; together they took fewer than half as many. (Fails with
+ * --parallel 1: every token is then a pass of its own.) */
+static void test_requests_share_iterations(void) {
+    for (int i = 0; i < 4; i++) {
+        max_tokens[i] = 160;
+        CHECK(run_text(i, expected[i], sizeof expected[i]));
+    }
+    struct server s;
+    if (!serve_proc_start(&s, "serve-batch-c", NULL, "127.0.0.1", model_path,
+                          "--parallel 4 -c 2048 -t 2", NULL, 0)) {
+        CHECK_MSG(false, "the server did not start");
+        return;
+    }
+    concurrent(&s, 0, 4, false);
+    static char m[1 << 16];
+    CHECK_EQ_INT(serve_http(&s, "GET", "/metrics", NULL, NULL, m, sizeof m), 200);
+    const double passes = metric(m, "moeinf_batch_tokens_count");
+    CHECK_MSG(passes > 0 && passes < 636 / 2, "%g forward passes for 636 tokens fed back", passes);
+    CHECK_EQ_INT(serve_proc_stop(&s), 0);
 }
 
 int main(void) {
@@ -132,6 +172,7 @@ int main(void) {
     if (ok) {
         RUN(test_batched_text_is_alone_text);
         RUN(test_batched_expert_cache_and_leaver);
+        RUN(test_requests_share_iterations);
     }
     return test_report();
 }

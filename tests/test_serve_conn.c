@@ -225,16 +225,17 @@ static void test_slow_clients_lock_no_one_out(void) {
     CHECK_EQ_INT(server_stop(&s), 0);
 }
 
-/* Past capacity (queue 0 + 16), a connection is answered 503, not reset. */
+/* Past capacity (queue 0 + parallel 1 + 16), a connection is answered 503, not reset: 17 idle
+ * connections fill it. */
 static void test_over_capacity_is_503(void) {
     struct server s;
-    bool up = server_start(&s, "cap", NULL, "--queue 0 --max-conns-per-ip 0");
+    bool up = server_start(&s, "cap", NULL, "--queue 0 --parallel 1 --max-conns-per-ip 0");
     CHECK(up);
     if (!up) return;
-    int idle[16];
-    for (int i = 0; i < 16; i++)
+    int idle[17];
+    for (int i = 0; i < 17; i++)
         idle[i] = tcp_connect(NULL, s.port);
-    /* the 16 are accepted before the 17th: wait until the server counts them (its metrics
+    /* the 17 are accepted before the 18th: wait until the server counts them (its metrics
      * are another connection, served from the reserve, answered 503 while they are open) */
     char resp[4096];
     int st = 0;
@@ -243,7 +244,7 @@ static void test_over_capacity_is_503(void) {
     CHECK_EQ_INT(st, 503);
     CHECK_STR_CONTAINS(resp, "too many open connections");
     CHECK_STR_CONTAINS(resp, "Connection: close");
-    for (int i = 0; i < 16; i++)
+    for (int i = 0; i < 17; i++)
         if (idle[i] >= 0) close(idle[i]);
     /* and once they are closed, the server answers again */
     for (double t0 = serve_now(); serve_now() - t0 < 10 && st != 200; usleep(20000))

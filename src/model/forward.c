@@ -233,6 +233,34 @@ static void alloc_checkpoints(struct moeinf_fwd *f, bool *failed) {
     }
 }
 
+/* The routed experts' buffers: routing, grouping by expert, waves of the expert cache. */
+static void alloc_moe(struct moeinf_fwd *f, size_t slots, bool *failed) {
+    const struct moeinf_hparams *hp = &f->llm->hp;
+    const size_t n_b = (size_t)f->p.n_batch;
+    f->eo = alloc_array(f, slots * hp->n_embd, sizeof(float), failed);
+    f->router = alloc_array(f, n_b * hp->n_expert, sizeof(float), failed);
+    f->lookahead = alloc_array(f, (size_t)hp->n_expert, sizeof(float), failed);
+    f->route_scores = alloc_array(f, 2 * (size_t)hp->n_expert, sizeof(float), failed);
+    f->lookahead_depth = alloc_array(f, (size_t)hp->n_layer, sizeof(int), failed);
+    f->ex_in = alloc_array(f, slots, moeinf_row_bytes(MOEINF_TYPE_F32, hp->n_embd), failed);
+    f->sel = alloc_array(f, (size_t)hp->n_layer * slots, sizeof(int32_t), failed);
+    f->sel_w = alloc_array(f, (size_t)hp->n_layer * slots, sizeof(float), failed);
+    f->slot = alloc_array(f, slots, sizeof(int), failed);
+    f->expert_count = alloc_array(f, (size_t)hp->n_expert, sizeof(int), failed);
+    f->expert_first = alloc_array(f, (size_t)hp->n_expert + 1, sizeof(int), failed);
+    /* one job per expert and matrix, or per head of a latent attention layer */
+    size_t n_jobs = 2 * (size_t)hp->n_expert;
+    if ((size_t)hp->n_head > n_jobs) n_jobs = (size_t)hp->n_head;
+    f->jobs = alloc_array(f, n_jobs, sizeof *f->jobs, failed);
+    f->wave = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave, failed);
+    f->wave_row0 = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_row0, failed);
+    f->wave_rows = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_rows, failed);
+    f->wave_index = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_index, failed);
+    f->wave_parts = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_parts, failed);
+    f->wave_bias = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_bias, failed);
+    f->wave_done = alloc_array(f, (size_t)hp->n_expert, 1, failed);
+}
+
 enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
                                    const struct moeinf_fwd_params *params, struct moeinf_fwd **out,
                                    struct moeinf_error *err) {
@@ -324,30 +352,7 @@ enum moeinf_status moeinf_fwd_init(const struct moeinf_llm *llm,
                                                         mla ? f->n_kv : hp->head_dim);
     f->attn_scratch =
         alloc_array(f, f->attn_scratch_stride * (size_t)n_threads, sizeof(float), &failed);
-    if (hp->n_expert > 0) {
-        f->eo = alloc_array(f, slots * hp->n_embd, sizeof(float), &failed);
-        f->router = alloc_array(f, n_b * hp->n_expert, sizeof(float), &failed);
-        f->lookahead = alloc_array(f, (size_t)hp->n_expert, sizeof(float), &failed);
-        f->route_scores = alloc_array(f, 2 * (size_t)hp->n_expert, sizeof(float), &failed);
-        f->lookahead_depth = alloc_array(f, (size_t)hp->n_layer, sizeof(int), &failed);
-        f->ex_in = alloc_array(f, slots, moeinf_row_bytes(MOEINF_TYPE_F32, hp->n_embd), &failed);
-        f->sel = alloc_array(f, (size_t)hp->n_layer * slots, sizeof(int32_t), &failed);
-        f->sel_w = alloc_array(f, (size_t)hp->n_layer * slots, sizeof(float), &failed);
-        f->slot = alloc_array(f, slots, sizeof(int), &failed);
-        f->expert_count = alloc_array(f, (size_t)hp->n_expert, sizeof(int), &failed);
-        f->expert_first = alloc_array(f, (size_t)hp->n_expert + 1, sizeof(int), &failed);
-        /* one job per expert and matrix, or per head of a latent attention layer */
-        size_t n_jobs = 2 * (size_t)hp->n_expert;
-        if ((size_t)hp->n_head > n_jobs) n_jobs = (size_t)hp->n_head;
-        f->jobs = alloc_array(f, n_jobs, sizeof *f->jobs, &failed);
-        f->wave = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave, &failed);
-        f->wave_row0 = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_row0, &failed);
-        f->wave_rows = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_rows, &failed);
-        f->wave_index = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_index, &failed);
-        f->wave_parts = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_parts, &failed);
-        f->wave_bias = alloc_array(f, (size_t)hp->n_expert, sizeof *f->wave_bias, &failed);
-        f->wave_done = alloc_array(f, (size_t)hp->n_expert, 1, &failed);
-    }
+    if (hp->n_expert > 0) alloc_moe(f, slots, &failed);
     alloc_acts(f, slots, &failed);
     if (failed) {
         moeinf_fwd_free(f);

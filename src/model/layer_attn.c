@@ -108,7 +108,7 @@ void moeinf_fwd_attention(struct moeinf_fwd *f, int il, int m) {
         const struct moeinf_fwd_run *run = &f->runs[r];
         moeinf_fwd_bind_seq(f, run->seq);
         for (int j = 0; j < run->m; j++) {
-            const size_t row = (size_t)(run->row0 + j);
+            const size_t row = (size_t)run->row0 + (size_t)j;
             float *q = f->q + row * f->n_q;
             float *k = f->k + row * f->n_kv;
             qkv_bias_norm(hp, lw, q, k, f->v + row * f->n_kv);

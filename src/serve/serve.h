@@ -7,7 +7,8 @@
  *               in the context's sequences, the KV prefix each sequence keeps
  *   text.c      stop strings and OpenAI's frequency/presence penalties (pure, unit-tested)
  *   reply.c     a chat answer's thinking split from its content, and the choice objects
- *   metrics.c   GET /metrics in Prometheus text format
+ *   metrics.c   GET /metrics in Prometheus text format, and its histograms' recording
+ *   webui.html  the page at GET / (embedded at build time)
  *
  * Up to --parallel requests generate together, one sequence of the context each, in one
  * forward pass per iteration; other requests wait in a bounded queue.
@@ -225,7 +226,8 @@ struct serve_worker {
     /* worker thread only */
     struct serve_slot *slots; /* [n_parallel] one per sequence of the context */
     int n_slots;
-    uint64_t admitted; /* jobs admitted so far: a slot's admission order */
+    uint64_t admitted;      /* jobs admitted so far: a slot's admission order */
+    double layers_snapshot; /* when the per-layer counters were last copied */
     int32_t *b_tok, *b_pos, *b_seq, *b_slot; /* [n_batch] the iteration's entries */
     bool *b_logits;
     float *b_out; /* [n_batch][n_vocab] their logits */
@@ -260,10 +262,22 @@ struct cJSON *serve_logprobs_json(const struct moeinf_model *model, const struct
 
 /* ---- metrics (metrics.c) ----------------------------------------------------------------- */
 
-/* The Prometheus text of the counters (a snapshot taken under w->mu); malloc'ed. */
+/* The Prometheus text of the counters (a snapshot taken under w->mu, layer_experts copied);
+ * malloc'ed, NULL when out of memory. */
 char *serve_metrics_text(struct serve_worker *w);
 
+/* Records one forward iteration of `tokens` tokens (< 1: nothing) into batch_hist, iterations
+ * and iteration_tokens; under w->mu. */
+void serve_metrics_batch(struct serve_metrics *m, int tokens);
+/* Records one request's time to first token (negative or NaN counts as 0) into ttft_hist,
+ * ttft_count and ttft_sum; under w->mu. */
+void serve_metrics_ttft(struct serve_metrics *m, double seconds);
+
 /* ---- the server (server.c) --------------------------------------------------------------- */
+
+/* The page at GET / (src/serve/webui.html, embedded by the build). */
+extern const unsigned char serve_webui_html[];
+extern const size_t serve_webui_html_size;
 
 #define SERVE_MAX_CORS 16 /* --cors origins */
 

@@ -40,7 +40,8 @@ enum route {
     ROUTE_MODELS,
     ROUTE_COMPLETIONS,
     ROUTE_CHAT,
-    ROUTE_METRICS
+    ROUTE_METRICS,
+    ROUTE_PAGE
 };
 
 /* A GET route also answers HEAD (libmicrohttpd leaves the body out). */
@@ -55,6 +56,7 @@ static const struct {
     {"/v1/completions", ROUTE_COMPLETIONS, "POST", "POST"},
     {"/v1/chat/completions", ROUTE_CHAT, "POST", "POST"},
     {"/metrics", ROUTE_METRICS, "GET", "GET, HEAD"},
+    {"/", ROUTE_PAGE, "GET", "GET, HEAD"},
 };
 
 /* One open connection, from libmicrohttpd's NOTIFY_CONNECTION (its socket context). */
@@ -622,8 +624,9 @@ static enum MHD_Result dispatch(struct server *s, struct MHD_Connection *c, cons
     const size_t n_routes = sizeof routes / sizeof routes[0];
     while (i < n_routes && strcmp(url, routes[i].path) != 0)
         i++;
-    /* The key first: without it, no answer says which paths or methods exist. */
-    if (i == n_routes || routes[i].route != ROUTE_HEALTH) {
+    /* The key first: without it, no answer says which paths or methods exist. The page holds
+     * no data (its calls send the key the user types), so it loads without one, as /health. */
+    if (i == n_routes || (routes[i].route != ROUTE_HEALTH && routes[i].route != ROUTE_PAGE)) {
         unsigned refused = check_key(s, c);
         if (refused == 400) return send_error(s, c, 400, "more than one Authorization header");
         if (refused) {
@@ -650,6 +653,13 @@ static enum MHD_Result dispatch(struct server *s, struct MHD_Connection *c, cons
         return models(s, c);
     case ROUTE_METRICS:
         return send_buffer(s, c, 200, serve_metrics_text(&s->w), "text/plain; version=0.0.4");
+    case ROUTE_PAGE: {
+        struct MHD_Response *r = MHD_create_response_from_buffer(
+            serve_webui_html_size, (void *)serve_webui_html, MHD_RESPMEM_PERSISTENT);
+        if (!r) return MHD_NO;
+        MHD_add_response_header(r, "Content-Type", "text/html; charset=utf-8");
+        return respond(s, c, 200, r);
+    }
     case ROUTE_COMPLETIONS:
         return generate(s, c, cn, false);
     case ROUTE_CHAT:

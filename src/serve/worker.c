@@ -62,34 +62,16 @@ static void job_fail(struct serve_worker *w, struct serve_job *job, int status, 
 static void snapshot_experts(struct serve_worker *w) {
     struct moeinf_expert_stats st;
     if (moeinf_context_expert_stats(w->ctx, -1, &st, NULL) == MOEINF_OK) w->m.experts = st;
+    /* the layers' counters cost a pass over the cache each: a few times a second is enough for
+     * a panel that polls every second */
+    const double t = now();
+    if (t - w->layers_snapshot < 0.25) return;
+    w->layers_snapshot = t;
     for (int l = 0; l < w->m.n_moe_layers; l++) {
         if (moeinf_context_expert_stats(w->ctx, l, &st, NULL) == MOEINF_OK) {
             w->m.layer_experts[l] = st;
         }
     }
-}
-
-/* An iteration of n tokens into the batch-size histogram (buckets <= 1, 2, 4, .. 512, more).
- * Under w->mu. */
-static void note_batch(struct serve_metrics *m, int n) {
-    int b = 0;
-    while (b < SERVE_BATCH_BUCKETS - 1 && n > (1 << b))
-        b++;
-    m->batch_hist[b]++;
-    m->iterations++;
-    m->iteration_tokens += (uint64_t)n;
-}
-
-/* A time to first token into its histogram (buckets <= .05 .1 .25 .5 1 2.5 5 10 s, more).
- * Under w->mu. */
-static void note_ttft(struct serve_metrics *m, double seconds) {
-    static const double le[SERVE_TTFT_BUCKETS - 1] = {.05, .1, .25, .5, 1, 2.5, 5, 10};
-    int b = 0;
-    while (b < SERVE_TTFT_BUCKETS - 1 && seconds > le[b])
-        b++;
-    m->ttft_hist[b]++;
-    m->ttft_count++;
-    m->ttft_sum += seconds;
 }
 
 /* Generation state of one job (worker thread only). */
@@ -266,6 +248,8 @@ static void slot_finish(struct serve_worker *w, struct serve_slot *s, const char
             w->m.last_prompt_tps = (s->n_prompt - s->keep) / (t_gen - s->t_admit);
         if (t_end > t_gen) w->m.last_generation_tps = s->n_out / (t_end - t_gen);
     }
+    w->layers_snapshot = 0; /* a finished job's counters are all in */
+    snapshot_experts(w);
     job_done(w, job);
     w->free_slots++;
     w->m.active_seqs--;
@@ -407,7 +391,7 @@ static bool step(struct serve_worker *w, struct serve_slot *s, const float *logi
     if (s->n_out++ == 0) {
         const double ttft = now() - job->t_submit;
         pthread_mutex_lock(&w->mu);
-        note_ttft(&w->m, ttft);
+        serve_metrics_ttft(&w->m, ttft);
         pthread_mutex_unlock(&w->mu);
     }
     if (s->penalties) g->counts[id]++;
@@ -480,7 +464,7 @@ static void add_entry(struct serve_worker *w, int *n, struct serve_slot *s, int3
 
 /* Records an iteration's size and, when it generated, its time. Under w->mu. */
 static void note_iteration(struct serve_worker *w, int n, int generated, double seconds) {
-    note_batch(&w->m, n);
+    serve_metrics_batch(&w->m, n);
     if (generated > 0) {
         w->m.decode_seconds += seconds;
         w->m.decode_tokens += (uint64_t)generated;
@@ -562,7 +546,7 @@ static int active_slots(const struct serve_worker *w) {
 
 static void *worker_main(void *arg) {
     struct serve_worker *w = arg;
-    struct serve_slot **order = malloc((size_t)w->n_slots * sizeof *order);
+    struct serve_slot **order = calloc((size_t)w->n_slots, sizeof(struct serve_slot *));
     pthread_mutex_lock(&w->mu);
     for (;;) {
         while (!w->head && !w->stopping && active_slots(w) == 0)

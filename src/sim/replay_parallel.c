@@ -133,8 +133,12 @@ enum moeinf_status moeinf_replay_parallel(struct replay *rp, struct moeinf_trace
     struct preplay pr = {.rp = rp, .r = r, .row = (size_t)g->n_layers * (size_t)g->top_k};
     struct pslot *slots = calloc((size_t)n_slots, sizeof *slots);
     int *n_taken = calloc((size_t)n_slots, sizeof *n_taken);
+    if (!slots || !n_taken) {
+        free(slots);
+        free(n_taken);
+        return moeinf_fail(err, MOEINF_ERR_NOMEM, "simulator: out of memory");
+    }
     enum moeinf_status st = MOEINF_OK;
-    if (!slots || !n_taken) st = moeinf_fail(err, MOEINF_ERR_NOMEM, "simulator: out of memory");
     bool in_request = false;
     uint64_t policy_requests = 0;
     while (st == MOEINF_OK) {
@@ -164,7 +168,7 @@ enum moeinf_status moeinf_replay_parallel(struct replay *rp, struct moeinf_trace
         }
     }
     if (in_request) moeinf_policy_request_end(rp->policy);
-    for (int i = 0; slots && i < n_slots; i++)
+    for (int i = 0; i < n_slots; i++)
         free(slots[i].toks);
     free(slots);
     free(n_taken);
