@@ -17,7 +17,8 @@
 # first, over the seconds in which at least one request was between its first and its last
 # token), p50 and p90 time to first token (from sending the request to its first streamed
 # token), MiB read per generated token (/metrics: moeinf_expert_cache_read_bytes_total over
-# moeinf_completion_tokens_total; prompt reads included), and the ratios to the 1-client run.
+# moeinf_completion_tokens_total; prompt reads included), and the ratios to the 1-client run;
+# "wall tok/s": generated tokens over the load's wall time.
 # Beside the resident figures: the bound that the iterations' bytes give. Bytes per iteration
 # = the weights every pass reads (all but the token embedding and the routed experts: the
 # model's tensor table, `moeinf inspect`) + distinct experts per iteration x one expert's
@@ -27,8 +28,9 @@
 # one per request's prompt and one per generated token, over C where the server batches, which
 # counts too few passes and so gives a bound too high; the table says so); the bound =
 # generated tokens / (all the passes' bytes / memory bandwidth), the bandwidth measured here
-# (bench_bandwidth, the run's threads, best of before and after). Compute is not in the
-# bound. The resident run's MiB per token is that estimate of the weight bytes it streamed.
+# (bench_bandwidth, the run's threads, best of before and after), and "of bound" is the
+# generated tokens over the load's whole wall time against it (both count the prompts'
+# passes). Compute is not in the bound. The resident run's MiB per token is that estimate of the weight bytes it streamed.
 #
 # MODEL defaults to $MOEINF_BENCH_MODELS/olmoe-shape-16-q8_0.gguf ($MOEINF_BENCH_MODELS
 # defaults to bench/models; 7.1 GB). When missing it is written by `moeinf gen-model --preset
@@ -242,7 +244,7 @@ for run in runs:
              f"expert cache {pct} % of the experts, memory cgroup, file evicted first "
              "(MiB/tok: read from the file)")
     print(f"\n{run}: {title}")
-    hdr = f"{'clients':>7} {'decode tok/s':>12} {'x 1 client':>10} {'ttft p50 s':>10} " \
+    hdr = f"{'clients':>7} {'decode tok/s':>12} {'x 1 client':>10} {'wall tok/s':>10} {'ttft p50 s':>10} " \
           f"{'p90 s':>7} {'p50 x 1':>7} {'MiB read/tok':>12} {'hit':>5} {'peak MiB':>8}"
     if run == "resident":
         hdr += f" {'bound tok/s':>11} {'of bound':>8} {'experts/pass':>12}"
@@ -262,12 +264,13 @@ for run in runs:
         if mib is None and per_tok is not None:
             mib = per_tok * toks  # resident: the weights streamed (estimated)
         line = f"{c:>7} {d['decode_tok_s']:>12.2f} {d['decode_tok_s'] / base['decode_tok_s']:>10.2f} " \
+               f"{d['tok_s_wall']:>10.2f} " \
                f"{d['ttft_p50']:>10.3f} {d['ttft_p90']:>7.3f} {d['ttft_p50'] / base['ttft_p50']:>7.2f} " \
                + (f"{mib / toks / 1048576:>12.1f}" if mib is not None and toks else f"{'-':>12}") \
                + (f" {hit / acc:>5.2f}" if acc else f" {'-':>5}") \
                + (f" {peak:>8}" if peak else f" {'-':>8}")
         if run == "resident":
-            line += (f" {b:>11.2f} {d['decode_tok_s'] / b:>8.2f} {e:>12.1f}" if b else
+            line += (f" {b:>11.2f} {d['tok_s_wall'] / b:>8.2f} {e:>12.1f}" if b else
                      f" {'-':>11} {'-':>8} {'-':>12}")
         if d["ok"] != d["requests"]:
             line += f"  ({d['requests'] - d['ok']} failed: {d['failed'][0]})"

@@ -23,6 +23,7 @@ only.
 import argparse
 import http.client
 import json
+import math
 import re
 import sys
 import threading
@@ -123,11 +124,12 @@ def stream_request(url, key, prompt, max_tokens):
 
 
 def percentile(xs, p):
-    """The p-th percentile (nearest rank) of xs; None when empty."""
+    """The p-th percentile of xs by nearest rank (the ceil(p / 100 n)-th smallest: of two
+    values, p50 is the smaller); None when empty."""
     if not xs:
         return None
     xs = sorted(xs)
-    k = max(0, min(len(xs) - 1, int(round(p / 100 * len(xs) + 0.5)) - 1))
+    k = max(0, min(len(xs) - 1, math.ceil(p / 100 * len(xs) - 1e-9) - 1))
     return xs[k]
 
 
@@ -179,7 +181,7 @@ def load(a):
         "decode_wall_s": decode_wall,
         "decode_tok_s": decode_tokens / decode_wall if decode_wall > 0 else 0.0,
         "tok_s_wall": tokens / wall if wall > 0 else 0.0,
-        "ttft_p50": percentile(ttft, 50), "ttft_p90": percentile(ttft, 90),
+        "ttft_p50": percentile(ttft, 50), "ttft_p90": percentile(ttft, 90), "ttft": sorted(ttft),
         "metrics_delta": delta, "metrics_gauges": gauges,
     }
     text = json.dumps(out, indent=1, sort_keys=True)
