@@ -8,7 +8,9 @@
 # figures the constants in src/app/fit.c were fitted to). The hit ratio behind the offloaded
 # predictions comes from the simulator on the routing a resident run of the same file
 # recorded (fit --trace; gen-model's random routers do not route like trained ones, so the
-# synthetic routing fitted to trained models' traces is printed beside it, not used).
+# synthetic routing fitted to trained models' traces is printed beside it, not used). Each
+# file's first fit probes the machine again (--reprobe), next to its own runs, since the
+# machine's load moves the figures.
 #
 #   bench/fit_check.sh [-t THREADS] [-p 512] [-n 32] [-r 1] [--keep]
 #
@@ -76,7 +78,7 @@ for entry in "${models[@]}"; do
   evict "$model"
   "$bin" bench -m "$model" -p "$prompt" -n "$gen" -r "$reps" -t "$threads" \
     --record-routing "$trace" >"$log" 2>&1
-  "$bin" fit -m "$model" -t "$threads" --ctx "$ctx" --trace "$trace" >"$fitlog"
+  "$bin" fit -m "$model" -t "$threads" --ctx "$ctx" --trace "$trace" --reprobe >"$fitlog"
   need=$(awk '$1 == "need" {print $3; exit}' "$fitlog")
   read -r pd pp < <(pred "$fitlog" need)
   md=$(field "$log" decode) mp=$(field "$log" prefill)

@@ -10,10 +10,11 @@
  *   t_mem  = decode bytes / (memory bandwidth x MEM_EFF)   (a missed expert is computed
  *            from its slot once read, so every expert's bytes are read from memory)
  *   t_disk = misses x expert bytes / (disk bandwidth x DISK_EFF)
- *   t      = max(t_mem, t_disk) + TOKEN_S            (resident: t_mem + TOKEN_S)
+ *   t      = max(t_mem, t_disk) + TOKEN_S            (resident: t_mem)
  * The max, not the sum: the engine computes a wave's cached experts while the I/O threads read
  * its misses, and each miss as it arrives; on the first run of bench/fit_check.sh the max fitted
- * better (squared log error .13 against .33 for the sum, 8 rows).
+ * better (squared log error .13 against .33 for the sum, 8 rows). The constants are those of
+ * the run on the quietest machine (docs/OFFLOAD.md says which).
  * Prefill, per micro-batch of 512 tokens: the weights times the tokens through the prefill
  * kernels (the probe's rate x DOT_EFF), plus, with an expert cache, every distinct expert of
  * the batch that is not cached read once from the disk. The constants were fitted to measured
@@ -37,10 +38,11 @@
 #include "model/model.h"
 #include "offload/store.h"
 
-#define MEM_EFF    0.67  /* share of the probed memory bandwidth decode reaches */
-#define DISK_EFF   0.67  /* share of the probed disk bandwidth the expert reads reach */
-#define DOT_EFF    0.68  /* prefill: the engine's rate against the probe kernel's */
-#define TOKEN_S    0.006 /* per decode token: attention, norms, the threads' sync */
+#define MEM_EFF    0.70  /* share of the probed memory bandwidth decode reaches */
+#define DISK_EFF   0.89  /* share of the probed disk bandwidth the expert reads reach */
+#define DOT_EFF    0.72  /* prefill: the engine's rate against the probe kernel's */
+#define TOKEN_S    0.007 /* per decode token with an expert cache: the waves' pinning, the
+                            queueing and the latency of the reads it waits for */
 #define N_BATCH    512  /* the engine's micro-batch */
 #define MARGIN     (64ull << 20)
 
@@ -203,7 +205,7 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
         out->cache_percent = 100;
         out->t_mem = (double)m->decode_bytes / mem_bps;
         out->t_dot = N_BATCH * compute_tok;
-        out->decode_tps = 1.0 / (out->t_mem + TOKEN_S);
+        out->decode_tps = 1.0 / out->t_mem;
         out->prefill_tps = 1.0 / compute_tok;
         if (source_size) snprintf(source, source_size, "resident: no expert cache");
         return MOEINF_OK;
