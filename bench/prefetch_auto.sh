@@ -5,7 +5,9 @@
 # each model it prints every round's decode tokens/s and stall ms per token (the warm run's,
 # the median of -r R), the ratios auto / off of the round, and their median and range over the
 # rounds (the range is the noise), then what auto decided in its last run (--stats: each
-# source's precision on the experts that had to be read, the layers where it was on).
+# source's precision on the experts that had to be read, the layers where it was on). Demand
+# misses per token are printed too: where auto stays off in every layer its cache decides what
+# off's does, so they are equal and only the predictions' compute differs.
 #
 #   bench/prefetch_auto.sh [--rounds 5] [-t THREADS] [-p 16] [-n 128] [-r 3]
 #                          [--random MODEL] [--random-budget 25] [--trained MODEL]
@@ -64,8 +66,8 @@ run_one() {
   fi
 }
 
-# decode-warm tokens/s and stall ms per token of a bench log
-figures() { awk '$1 == "decode-warm" { printf "%s %.4f\n", $4, $9 * 1e3 }' "$1"; }
+# decode-warm tokens/s, stall ms and demand misses per token of a bench log
+figures() { awk '$1 == "decode-warm" { printf "%s %.4f %s\n", $4, $9 * 1e3, $6 }' "$1"; }
 
 median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
@@ -77,21 +79,22 @@ bench_kind() {
     desc="$trained, --expert-cache $trained_cache%"
   fi
   echo "== $kind: $desc; -p $prompt -n $gen -r $reps -t $threads, $rounds rounds"
-  printf "%-6s %-9s %12s %12s %12s %12s %9s %9s\n" round order "off tok/s" "auto tok/s" \
-    "off stall" "auto stall" "tok/s x" "stall x"
+  echo "(stall: ms per decoded token; misses: demand misses per decoded token)"
+  printf "%-6s %-9s %10s %10s %10s %10s %10s %10s %8s %8s\n" round order "off tok/s" \
+    "auto tok/s" "off stall" "auto stall" "off miss" "auto miss" "tok/s x" "stall x"
   : >"$out/tps" && : >"$out/stall"
   for r in $(seq 1 "$rounds"); do
     local order="off auto"
     [ $((r % 2)) = 0 ] && order="auto off"
     for m in $order; do run_one "$m" "$kind" "$out/$m.log"; done
-    read -r t_off s_off < <(figures "$out/off.log")
-    read -r t_auto s_auto < <(figures "$out/auto.log")
+    read -r t_off s_off m_off < <(figures "$out/off.log")
+    read -r t_auto s_auto m_auto < <(figures "$out/auto.log")
     local rt rs
     rt=$(awk -v a="$t_auto" -v b="$t_off" 'BEGIN { printf "%.3f", a / b }')
     rs=$(awk -v a="$s_auto" -v b="$s_off" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
     echo "$rt" >>"$out/tps" && echo "$rs" >>"$out/stall"
-    printf "%-6s %-9s %12s %12s %12s %12s %9s %9s\n" "$r" "${order// /,}" "$t_off" "$t_auto" \
-      "$s_off" "$s_auto" "$rt" "$rs"
+    printf "%-6s %-9s %10s %10s %10s %10s %10s %10s %8s %8s\n" "$r" "${order// /,}" "$t_off" \
+      "$t_auto" "$s_off" "$s_auto" "$m_off" "$m_auto" "$rt" "$rs"
   done
   echo "auto / off, tokens/s: median $(median <"$out/tps"), range $(sort -g "$out/tps" | head -1)" \
     "- $(sort -g "$out/tps" | tail -1)"

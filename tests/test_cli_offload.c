@@ -150,7 +150,7 @@ static void test_reading_ahead(void) {
  * layers 2 and 3 (measured .78 each: the routers of layers 2 and 3 on the inputs of layers 1
  * and 2) and low in layer 1 (.15), and layer 0 is never predicted: after its first window (16
  * decode steps; 27 are decoded) the controller reads ahead in 2 of 4 layers. The margins are
- * wide enough that no spare time changes that (prefetch_auto.h: cost in [0.5, 1]). The policy's
+ * wide enough that no spare time changes that (prefetch_auto.h: cost in [0.75, 1]). The policy's
  * proposals (.21 on the reads) stay off. */
 static void test_auto_reading_ahead(void) {
     char trained[1024];

@@ -21,7 +21,9 @@
  *   cost = COST_MIN + (1 - COST_MIN) x (1 - f),  f = min(1, spare / (wasted x read_ns)),
  * where spare is what the layer had with the source off (with it on, its own reads' time is
  * added back). A wasted read never costs less than COST_MIN: it still takes I/O bandwidth and
- * CPU and evicts an expert. The source is turned on when used > cost x wasted x (1 + H) and
+ * CPU (which the I/O threads' idle time does not show: on a shared 2-core VM, wasted lookahead
+ * reads on an idle disk cost about a read's time each, docs/OFFLOAD.md, 2026-12-01, reading
+ * ahead) and evicts an expert. The source is turned on when used > cost x wasted x (1 + H) and
  * off when used < cost x wasted x (1 - H) (H the hysteresis), once the sums hold at least
  * MOEINF_PREFETCH_AUTO_MIN_READS reads; in between it keeps its state. Every source starts
  * off: it is turned on only where its measured precision pays.
@@ -37,7 +39,7 @@
 #define MOEINF_PREFETCH_AUTO_SOURCES   2
 #define MOEINF_PREFETCH_AUTO_WINDOW    16  /* steps of a layer between decisions */
 #define MOEINF_PREFETCH_AUTO_MIN_READS 4.0 /* decayed reads needed to decide */
-#define MOEINF_PREFETCH_AUTO_COST_MIN  0.5 /* the least a wasted read costs, in demand misses */
+#define MOEINF_PREFETCH_AUTO_COST_MIN  0.75 /* the least a wasted read costs, in demand misses */
 #define MOEINF_PREFETCH_AUTO_H         0.25
 
 /* One step of one layer, as the tier measured it. */
