@@ -102,7 +102,10 @@ dense=$(mj dense_bytes) expert=$(mj expert_bytes) expert_total=$(mj expert_total
 kv_tok=$(mj kv_bytes_per_token)
 
 parallel=0
-"$bin" serve --help 2>&1 | grep -q -- '--parallel' && parallel=1
+# the help into a variable first: grep -q leaving early would kill the writer (SIGPIPE), which
+# pipefail counts as a failure
+serve_help=$("$bin" serve --help 2>&1 || true)
+case $serve_help in *--parallel*) parallel=1 ;; esac
 max_c=0
 for c in $clients; do [ "$c" -gt "$max_c" ] && max_c=$c; done
 # context per sequence: the prompt (about 2 tokens a word) and the generation, with room
