@@ -4,7 +4,9 @@
  *   server.c    libmicrohttpd: routes, methods, body limit, API key, CORS, errors, SSE
  *   request.c   a request body (cJSON) into struct serve_request, with OpenAI's defaults
  *   worker.c    the generation thread: its bounded queue, continuous batching of the requests
- *               in the context's sequences, the KV prefix each sequence keeps
+ *               in the context's sequences (one forward pass per iteration)
+ *   slot.c      one job in one sequence: admitted where the longest prefix is kept, sampled,
+ *               shown, ended (slot.h, internal)
  *   text.c      stop strings and OpenAI's frequency/presence penalties (pure, unit-tested)
  *   reply.c     a chat answer's thinking split from its content, and the choice objects
  *   metrics.c   GET /metrics in Prometheus text format, and its histograms' recording
