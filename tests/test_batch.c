@@ -118,7 +118,10 @@ static void batched_run(struct moeinf_model *model, const struct setup *s, const
         return;
     }
     int done[N_REQ] = {0}; /* tokens of request r evaluated */
-    int32_t tok[8], pos[8], seq[8], who[8];
+    int32_t tok[8];
+    int32_t pos[8];
+    int32_t seq[8];
+    int32_t who[8];
     bool want[8];
     struct moeinf_error err = {0};
     int mismatches = 0;

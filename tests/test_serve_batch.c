@@ -23,8 +23,7 @@ static char model_path[1024];
 static const char *const prompts[N_REQ] = {
     "Once upon a time",
     "Hi",
-    "The quick brown fox jumps over the lazy dog, and then the dog wakes up and runs after the "
-    "fox through the forest, over the river and into the hills where",
+    "The quick brown fox jumps over the lazy dog, then the dog runs after the fox through the",
     "In the beginning there was",
     "A",
     "Tell me a story about a cat and a mouse who were friends",
@@ -137,7 +136,7 @@ static void test_batched_expert_cache_and_leaver(void) {
 
 /* Long answers (160 tokens each) sent at once to 4 sequences overlap whatever the machine's
  * load: one request after another would take a forward pass per token fed back (159 each, 636
- * in all) and more for the prompts; together they took fewer than half as many. (Fails with
+ * in all) and more for the prompts; together they took fewer than half as many (318). (Fails with
  * --parallel 1: every token is then a pass of its own.) */
 static void test_requests_share_iterations(void) {
     for (int i = 0; i < 4; i++) {
@@ -154,7 +153,7 @@ static void test_requests_share_iterations(void) {
     static char m[1 << 16];
     CHECK_EQ_INT(serve_http(&s, "GET", "/metrics", NULL, NULL, m, sizeof m), 200);
     const double passes = metric(m, "moeinf_batch_tokens_count");
-    CHECK_MSG(passes > 0 && passes < 636 / 2, "%g forward passes for 636 tokens fed back", passes);
+    CHECK_MSG(passes > 0 && passes < 318, "%g forward passes for 636 tokens fed back", passes);
     CHECK_EQ_INT(serve_proc_stop(&s), 0);
 }
 

@@ -107,13 +107,13 @@ static double probe_memory(int threads) {
 /* ---- disk ----------------------------------------------------------------------------- */
 
 struct disk_job {
-    int fd;
     uint64_t lo;
     uint64_t span;
     uint64_t block; /* offsets in [lo, lo + span - block], 4 KiB-aligned */
     double deadline;
     uint64_t seed;
     _Atomic uint64_t *bytes;
+    int fd;
     bool failed;
 };
 
@@ -152,8 +152,14 @@ static double disk_rate(const char *path, uint64_t lo, uint64_t span, uint64_t b
     double t0 = now_s();
     int started = 0;
     for (int t = 0; t < IO_THREADS; t++) {
-        jobs[t] = (struct disk_job){fd, lo, span, block, t0 + DISK_SECS, 0x9e37u + (uint64_t)t,
-                                    &bytes, false};
+        jobs[t] = (struct disk_job){.lo = lo,
+                                    .span = span,
+                                    .block = block,
+                                    .deadline = t0 + DISK_SECS,
+                                    .seed = 0x9e37u + (uint64_t)t,
+                                    .bytes = &bytes,
+                                    .fd = fd,
+                                    .failed = false};
         if (pthread_create(&th[t], NULL, disk_reader, &jobs[t]) != 0) break;
         started++;
     }
@@ -297,8 +303,8 @@ static bool cache_find(const char *path, int threads, uint64_t dev, int type,
     while (fgets(line, sizeof line, f)) {
         double v[8];
         if (!parse_line(line, v)) continue;
-        if (v[1] != threads || v[2] != (double)dev || v[3] != type || !(v[4] > 0) ||
-            !(v[5] > 0) || !(v[6] > 0) || now - v[0] > (double)MAX_AGE_S || v[0] > now) {
+        if (v[1] != threads || v[2] != (double)dev || v[3] != type || !(v[4] > 0) || !(v[5] > 0) ||
+            !(v[6] > 0) || now - v[0] > (double)MAX_AGE_S || v[0] > now) {
             continue;
         }
         mc->when = (int64_t)v[0];
@@ -324,8 +330,7 @@ static void cache_store(const char *path, uint64_t dev, int type,
     char line[512];
     while (in && fgets(line, sizeof line, in)) {
         double v[8];
-        if (parse_line(line, v) &&
-            !(v[1] == mc->threads && v[2] == (double)dev && v[3] == type)) {
+        if (parse_line(line, v) && !(v[1] == mc->threads && v[2] == (double)dev && v[3] == type)) {
             fputs(line, out);
         }
     }

@@ -254,7 +254,7 @@ int cmd_fit(int argc, char **argv) {
             return bad_usage("--memory takes a size (K, M, G, T) or P%, not", memory);
         }
     }
-    struct cli_fit_model m;
+    struct cli_fit_model m = {0};
     bool preset = false;
     if ((rc = read_model(model, &m, &preset, &err)) != CLI_EXIT_OK) return rc;
     const uint64_t kv_ctx = m.kv_token_bytes * (uint64_t)n_ctx + m.state_bytes;
