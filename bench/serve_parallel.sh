@@ -120,16 +120,7 @@ start_server() {
   local log=$1 limit=$2
   shift 2
   if [ "$limit" != 0 ]; then
-    cg=$cg_parent/moeinf-bench-$$
-    [ -d "$cg" ] && rmdir "$cg"
-    mkdir "$cg"
-    if [ "$cgv" = 1 ]; then
-      echo "$limit" >"$cg/memory.limit_in_bytes"
-    else
-      echo "$limit" >"$cg/memory.max"
-      echo 0 >"$cg/memory.swap.max" 2>/dev/null || true
-    fi
-    evict "$model"
+    cgroup_make "$limit"
     bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$bin" serve -m "$model" \
       --port 0 "$@" >"$log" 2>&1 &
   else

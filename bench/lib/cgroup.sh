@@ -5,6 +5,7 @@
 #
 #   cgroup_setup
 #   peak=$(run_in_cgroup LIMIT_BYTES LOG CMD...)   # CMD's output in LOG; prints peak bytes
+#   cgroup_make LIMIT_BYTES                         # the group alone, for a command run apart
 
 cgroup_setup() {
   if own=$(awk -F: '$2=="memory"{print $3}' /proc/self/cgroup) && [ -n "$own" ] &&
@@ -24,19 +25,25 @@ cgroup_cleanup() {
 # evict FILE: drop it from the page cache
 evict() { dd if="$1" iflag=nocache count=0 status=none; sync; }
 
-run_in_cgroup() {
-  local limit=$1 log=$2
-  shift 2
+# cgroup_make LIMIT_BYTES: a fresh child group $cg of that memory limit (no swap), and $model
+# evicted; a command joins it with: bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" CMD...
+cgroup_make() {
   cg=$cg_parent/moeinf-bench-$$
   [ -d "$cg" ] && rmdir "$cg"
   mkdir "$cg"
   if [ "$cgv" = 1 ]; then
-    echo "$limit" >"$cg/memory.limit_in_bytes"
+    echo "$1" >"$cg/memory.limit_in_bytes"
   else
-    echo "$limit" >"$cg/memory.max"
+    echo "$1" >"$cg/memory.max"
     echo 0 >"$cg/memory.swap.max" 2>/dev/null || true
   fi
   evict "$model"
+}
+
+run_in_cgroup() {
+  local limit=$1 log=$2
+  shift 2
+  cgroup_make "$limit"
   local rc=0
   bash -c 'echo $$ >"$0/cgroup.procs" && exec "$@"' "$cg" "$@" >"$log" 2>&1 || rc=$?
   if [ $rc != 0 ]; then
