@@ -229,7 +229,7 @@ struct serve_worker {
     struct serve_slot *slots; /* [n_parallel] one per sequence of the context */
     int n_slots;
     uint64_t admitted;      /* jobs admitted so far: a slot's admission order */
-    double layers_snapshot; /* when the per-layer counters were last copied */
+    double experts_snapshot; /* when the expert cache's counters were last copied */
     int32_t *b_tok, *b_pos, *b_seq, *b_slot; /* [n_batch] the iteration's entries */
     bool *b_logits;
     float *b_out; /* [n_batch][n_vocab] their logits */

@@ -55,14 +55,14 @@ void serve_job_fail(struct serve_worker *w, struct serve_job *job, int status, c
 }
 
 /* The expert cache's counters into the metrics; under w->mu, worker thread only. */
-void serve_snapshot_experts(struct serve_worker *w) {
+void serve_snapshot_experts(struct serve_worker *w, bool now) {
+    /* each count is a pass over the cache: a few times a second is enough for a panel that
+     * polls every second, and a finished job's counters are copied at once */
+    const double t = serve_now();
+    if (!now && t - w->experts_snapshot < 0.25) return;
+    w->experts_snapshot = t;
     struct moeinf_expert_stats st;
     if (moeinf_context_expert_stats(w->ctx, -1, &st, NULL) == MOEINF_OK) w->m.experts = st;
-    /* the layers' counters cost a pass over the cache each: a few times a second is enough for
-     * a panel that polls every second */
-    const double t = serve_now();
-    if (t - w->layers_snapshot < 0.25) return;
-    w->layers_snapshot = t;
     for (int l = 0; l < w->m.n_moe_layers; l++) {
         if (moeinf_context_expert_stats(w->ctx, l, &st, NULL) == MOEINF_OK) {
             w->m.layer_experts[l] = st;
@@ -208,8 +208,7 @@ void serve_slot_finish(struct serve_worker *w, struct serve_slot *s, const char 
             w->m.last_prompt_tps = (s->n_prompt - s->keep) / (t_gen - s->t_admit);
         if (t_end > t_gen) w->m.last_generation_tps = s->n_out / (t_end - t_gen);
     }
-    w->layers_snapshot = 0; /* a finished job's counters are all in */
-    serve_snapshot_experts(w);
+    serve_snapshot_experts(w, true);
     serve_job_done(w, job);
     w->free_slots++;
     w->m.active_seqs--;

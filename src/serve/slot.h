@@ -59,8 +59,9 @@ void serve_job_fail(struct serve_worker *w, struct serve_job *job, int status, c
 /* Marks a job done (no finish reason: answered 503 unless it failed with a status of its own)
  * and drops the worker's reference. Under w->mu. */
 void serve_job_done(struct serve_worker *w, struct serve_job *job);
-/* The expert cache's counters into w->m (the layers' at most 4 times a second). Under w->mu. */
-void serve_snapshot_experts(struct serve_worker *w);
+/* The expert cache's counters (all layers and each) into w->m: at most 4 times a second, or
+ * `now`. Under w->mu. */
+void serve_snapshot_experts(struct serve_worker *w, bool now);
 
 /* Takes a job into the free slot that shares the longest prefix with its prompt; a job that
  * cannot start is failed and done, its slot left free (w->free_slots given back). */

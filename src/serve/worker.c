@@ -53,7 +53,7 @@ static void note_iteration(struct serve_worker *w, int n, int generated, double 
         w->m.decode_seconds += seconds;
         w->m.decode_tokens += (uint64_t)generated;
     }
-    serve_snapshot_experts(w);
+    serve_snapshot_experts(w, false);
 }
 
 /* One iteration: the batch built, run as one forward pass, and each slot moved on. */
