@@ -124,4 +124,12 @@ static inline int serve_http(const struct server *s, const char *method, const c
     return (int)strtol(status, NULL, 10);
 }
 
+/* A metric's value in /metrics text (-1 when absent); name may hold labels. */
+static inline double serve_metric(const char *text, const char *name) {
+    char key[160];
+    snprintf(key, sizeof key, "\n%s ", name);
+    const char *p = strstr(text, key);
+    return p ? strtod(p + strlen(key), NULL) : -1;
+}
+
 #endif

@@ -51,14 +51,6 @@ static double usage_field(cJSON *usage, const char *key) {
     return v && cJSON_IsNumber(v) ? v->valuedouble : -1;
 }
 
-/* srv metric's value from /metrics text (-1 when absent). */
-static double metric(const char *text, const char *name) {
-    char key[128];
-    snprintf(key, sizeof key, "\n%s ", name);
-    const char *p = strstr(text, key);
-    return p ? strtod(p + strlen(key), NULL) : -1;
-}
-
 static struct server srv;
 static bool a_up;
 static char greedy_chat[1024]; /* the server's greedy answer to "Hi there", 10 tokens */
@@ -226,19 +218,19 @@ static void test_endpoints_cors_metrics(void) {
     CHECK_STR_CONTAINS(out, " 200");
     CHECK_MSG(!strstr(out, "Access-Control-"), "CORS headers without --cors: %s", out);
     CHECK_EQ_INT(serve_http(&srv, "GET", "/metrics", NULL, AUTH, resp, sizeof resp), 200);
-    CHECK(metric(resp, "moeinf_completions_total") >= 8);
-    CHECK(metric(resp, "moeinf_completion_tokens_total") >= 80);
-    CHECK(metric(resp, "moeinf_prompt_tokens_cached_total") >= 5);
-    CHECK(metric(resp, "moeinf_http_errors_total") >= 20);
-    CHECK_EQ_INT(metric(resp, "moeinf_queue_depth"), 0);
-    CHECK_EQ_INT(metric(resp, "moeinf_queue_capacity"), 8);
-    CHECK(metric(resp, "moeinf_generation_tokens_per_second") > 0);
-    CHECK(metric(resp, "moeinf_expert_cache_misses_total") < 0); /* no cache: not reported */
+    CHECK(serve_metric(resp, "moeinf_completions_total") >= 8);
+    CHECK(serve_metric(resp, "moeinf_completion_tokens_total") >= 80);
+    CHECK(serve_metric(resp, "moeinf_prompt_tokens_cached_total") >= 5);
+    CHECK(serve_metric(resp, "moeinf_http_errors_total") >= 20);
+    CHECK_EQ_INT(serve_metric(resp, "moeinf_queue_depth"), 0);
+    CHECK_EQ_INT(serve_metric(resp, "moeinf_queue_capacity"), 8);
+    CHECK(serve_metric(resp, "moeinf_generation_tokens_per_second") > 0);
+    CHECK(serve_metric(resp, "moeinf_expert_cache_misses_total") < 0); /* no cache: not reported */
     /* the batching series, a histogram whose +Inf bucket is its count */
-    CHECK(metric(resp, "moeinf_active_sequences") >= 0);
+    CHECK(serve_metric(resp, "moeinf_active_sequences") >= 0);
     CHECK_STR_CONTAINS(resp, "# TYPE moeinf_batch_tokens histogram\n");
-    CHECK_EQ_INT(metric(resp, "moeinf_time_to_first_token_seconds_bucket{le=\"+Inf\"}"),
-                 metric(resp, "moeinf_time_to_first_token_seconds_count"));
+    CHECK_EQ_INT(serve_metric(resp, "moeinf_time_to_first_token_seconds_bucket{le=\"+Inf\"}"),
+                 serve_metric(resp, "moeinf_time_to_first_token_seconds_count"));
     /* the page loads without the key (its calls send it); other paths still need it */
     CHECK_EQ_INT(serve_http(&srv, "GET", "/", NULL, NULL, resp, sizeof resp), 200);
     CHECK_STR_CONTAINS(resp, "<title>moeinf</title>");
@@ -375,7 +367,8 @@ static void test_load(void) {
 static void test_queue_cancel_expert_cache(void) {
     struct server b;
     bool up =
-        server_start(&b, "serve-b", "--queue 0 --parallel 1 --expert-cache 50% --expert-io cached -c 4096 -t 1");
+        server_start(&b, "serve-b",
+                     "--queue 0 --parallel 1 --expert-cache 50% --expert-io cached -c 4096 -t 1");
     CHECK(up);
     if (!up) return;
     char resp[65536];
@@ -393,17 +386,17 @@ static void test_queue_cancel_expert_cache(void) {
     CHECK(response_text(resp, false, text, sizeof text, finish, NULL));
     CHECK_MSG(!strcmp(text, expected), "through the cache [%s] != run [%s]", text, expected);
     CHECK_EQ_INT(serve_http(&b, "GET", "/metrics", NULL, NULL, resp, sizeof resp), 200);
-    CHECK(metric(resp, "moeinf_expert_cache_misses_total") > 0);
-    CHECK(metric(resp, "moeinf_expert_cache_accesses_total") >=
-          metric(resp, "moeinf_expert_cache_misses_total"));
-    CHECK(metric(resp, "moeinf_expert_cache_read_bytes_total") > 0);
-    CHECK(metric(resp, "moeinf_expert_cache_stall_seconds_total") >= 0);
+    CHECK(serve_metric(resp, "moeinf_expert_cache_misses_total") > 0);
+    CHECK(serve_metric(resp, "moeinf_expert_cache_accesses_total") >=
+          serve_metric(resp, "moeinf_expert_cache_misses_total"));
+    CHECK(serve_metric(resp, "moeinf_expert_cache_read_bytes_total") > 0);
+    CHECK(serve_metric(resp, "moeinf_expert_cache_stall_seconds_total") >= 0);
     /* no reading ahead: nothing late, and hits + late + misses = accesses */
-    CHECK(metric(resp, "moeinf_expert_cache_late_prefetches_total") == 0);
-    CHECK(metric(resp, "moeinf_expert_cache_hits_total") +
-              metric(resp, "moeinf_expert_cache_late_prefetches_total") +
-              metric(resp, "moeinf_expert_cache_misses_total") ==
-          metric(resp, "moeinf_expert_cache_accesses_total"));
+    CHECK(serve_metric(resp, "moeinf_expert_cache_late_prefetches_total") == 0);
+    CHECK(serve_metric(resp, "moeinf_expert_cache_hits_total") +
+              serve_metric(resp, "moeinf_expert_cache_late_prefetches_total") +
+              serve_metric(resp, "moeinf_expert_cache_misses_total") ==
+          serve_metric(resp, "moeinf_expert_cache_accesses_total"));
     /* a client that asks for 4000 tokens, streamed, and leaves after a second */
     snprintf(cmd, sizeof cmd,
              "(curl -s -N -o /dev/null --max-time 1 -d '{\"prompt\": \"Go\", \"max_tokens\": "
@@ -416,12 +409,12 @@ static void test_queue_cancel_expert_cache(void) {
     double cancelled = -1;
     for (double t0 = serve_now(); serve_now() - t0 < 30; usleep(50000)) {
         serve_http(&b, "GET", "/metrics", NULL, NULL, resp, sizeof resp);
-        cancelled = metric(resp, "moeinf_requests_cancelled_total");
-        if (cancelled >= 1 && metric(resp, "moeinf_busy") == 0) break;
+        cancelled = serve_metric(resp, "moeinf_requests_cancelled_total");
+        if (cancelled >= 1 && serve_metric(resp, "moeinf_busy") == 0) break;
     }
     CHECK_MSG(cancelled == 1, "cancelled %g", cancelled);
-    CHECK_EQ_INT(metric(resp, "moeinf_requests_rejected_total"), 1);
-    CHECK(metric(resp, "moeinf_completion_tokens_total") < 4000 + 12);
+    CHECK_EQ_INT(serve_metric(resp, "moeinf_requests_rejected_total"), 1);
+    CHECK(serve_metric(resp, "moeinf_completion_tokens_total") < 4000 + 12);
     CHECK_EQ_INT(serve_http(&b, "POST", "/v1/completions", "{\"prompt\": \"x\", \"max_tokens\": 2}", NULL,
                       resp, sizeof resp),
                  200);

@@ -50,14 +50,6 @@ static bool run_text(int i, char *text, size_t size) {
 
 static char expected[N_REQ][4096];
 
-/* A metric's value from /metrics text (-1 when absent); name may hold labels. */
-static double metric(const char *text, const char *name) {
-    char key[160];
-    snprintf(key, sizeof key, "\n%s ", name);
-    const char *p = strstr(text, key);
-    return p ? strtod(p + strlen(key), NULL) : -1;
-}
-
 /* Sends requests first .. first + n - 1 at once (even ones streamed); with `leaver`, one more
  * client asks for a long answer and leaves after 0.3 s. Checks each answer against `moeinf
  * run`'s text. */
@@ -119,9 +111,9 @@ static void with_server(const char *tag, const char *args, bool leaver) {
     /* every request had a first token; nothing runs now */
     static char m[1 << 16];
     CHECK_EQ_INT(serve_http(&s, "GET", "/metrics", NULL, NULL, m, sizeof m), 200);
-    CHECK(metric(m, "moeinf_time_to_first_token_seconds_count") >= 4 + N_REQ + 1);
-    CHECK(metric(m, "moeinf_active_sequences") == 0);
-    CHECK(metric(m, "moeinf_decode_tokens_per_second") > 0);
+    CHECK(serve_metric(m, "moeinf_time_to_first_token_seconds_count") >= 4 + N_REQ + 1);
+    CHECK(serve_metric(m, "moeinf_active_sequences") == 0);
+    CHECK(serve_metric(m, "moeinf_decode_tokens_per_second") > 0);
     CHECK_EQ_INT(serve_proc_stop(&s), 0);
 }
 
@@ -152,7 +144,7 @@ static void test_requests_share_iterations(void) {
     concurrent(&s, 0, 4, false);
     static char m[1 << 16];
     CHECK_EQ_INT(serve_http(&s, "GET", "/metrics", NULL, NULL, m, sizeof m), 200);
-    const double passes = metric(m, "moeinf_batch_tokens_count");
+    const double passes = serve_metric(m, "moeinf_batch_tokens_count");
     CHECK_MSG(passes > 0 && passes < 318, "%g forward passes for 636 tokens fed back", passes);
     CHECK_EQ_INT(serve_proc_stop(&s), 0);
 }

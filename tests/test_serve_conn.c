@@ -136,10 +136,7 @@ static double metric(int port, const char *name) {
     if (raw_request(port, NULL, "GET", "/metrics", NULL, NULL, resp, sizeof resp) != 200) {
         return -1;
     }
-    char key[128];
-    snprintf(key, sizeof key, "\n%s ", name);
-    const char *p = strstr(resp, key);
-    return p ? strtod(p + strlen(key), NULL) : -1;
+    return serve_metric(resp, name);
 }
 
 /* Waits (up to 60 s) until the metric reads `value`. */
