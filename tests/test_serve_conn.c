@@ -241,12 +241,18 @@ static void test_over_capacity_is_503(void) {
     CHECK_EQ_INT(st, 503);
     CHECK_STR_CONTAINS(resp, "too many open connections");
     CHECK_STR_CONTAINS(resp, "Connection: close");
+    int refused = st == 503;
     for (int i = 0; i < 17; i++)
         if (idle[i] >= 0) close(idle[i]);
     /* and once they are closed, the server answers again */
-    for (double t0 = serve_now(); serve_now() - t0 < 10 && st != 200; usleep(20000))
+    for (double t0 = serve_now(); serve_now() - t0 < 10 && st != 200; usleep(20000)) {
         st = raw_request(s.port, NULL, "GET", "/health", NULL, NULL, resp, sizeof resp);
+        refused += st == 503;
+    }
     CHECK_EQ_INT(st, 200);
+    /* each of those 503s is counted apart from the queue's rejections */
+    CHECK_EQ_INT((int)metric(s.port, "moeinf_connections_refused_total"), refused);
+    CHECK_EQ_INT((int)metric(s.port, "moeinf_requests_rejected_total"), 0);
     CHECK_EQ_INT(server_stop(&s), 0);
 }
 

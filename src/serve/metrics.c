@@ -123,6 +123,9 @@ char *serve_metrics_text(struct serve_worker *w) {
            (double)m.http_errors);
     metric(&o, "moeinf_requests_rejected_total", "counter",
            "generation requests refused with 503 because the queue was full", (double)m.rejected);
+    metric(&o, "moeinf_connections_refused_total", "counter",
+           "requests answered 503 because the server had too many open connections",
+           (double)m.conns_refused);
     metric(&o, "moeinf_requests_cancelled_total", "counter",
            "generations stopped because the client went away", (double)m.cancelled);
     metric(&o, "moeinf_completions_total", "counter", "generations finished",

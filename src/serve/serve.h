@@ -187,6 +187,7 @@ struct serve_job {
 
 struct serve_metrics {
     uint64_t http_requests, http_errors, rejected, cancelled;
+    uint64_t conns_refused; /* requests answered 503 for too many open connections */
     uint64_t completions, prompt_tokens, cached_tokens, completion_tokens;
     double prompt_seconds, generation_seconds;
     double last_prompt_tps, last_generation_tps;

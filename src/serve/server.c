@@ -773,6 +773,9 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         bool over = t && t->over;
         pthread_mutex_unlock(&s->conn_mu);
         if (over) { /* past capacity: answered now, and closed */
+            pthread_mutex_lock(&s->w.mu);
+            s->w.m.conns_refused++;
+            pthread_mutex_unlock(&s->w.mu);
             set_busy(s, c, true);
             char msg[96];
             snprintf(msg, sizeof msg, "the server has too many open connections (%d)", s->capacity);
