@@ -15,11 +15,24 @@
  * its misses, and each miss as it arrives; on the first run of bench/fit_check.sh the max fitted
  * better (squared log error .13 against .33 for the sum, 8 rows). The constants are those of
  * the run on the quietest machine (docs/OFFLOAD.md says which).
- * Prefill, per micro-batch of 512 tokens: the weights times the tokens through the prefill
- * kernels (the probe's rate x DOT_EFF), plus, with an expert cache, every distinct expert of
- * the batch that is not cached read once from the disk. The constants were fitted to measured
- * runs of bench/fit_check.sh (docs/OFFLOAD.md, "moeinf fit"): least squared log error of
- * predicted against measured tokens/s over its rows.
+ * Prefill, per micro-batch of 512 tokens (a 512-token prompt), what a profile of the engine's
+ * prefill is made of (docs/OFFLOAD.md, "moeinf fit: prefill"; the matrix products about 80 %
+ * of its CPU time, the attention 10-15 %):
+ *   t_dot  = (weights x 512 + the lm_head's weights) / (the prefill tile's probed rate x
+ *            DOT_EFF)   (every product but the lm_head, which prefill computes for the last
+ *            position only; a routed expert top_k times per token)
+ *   t_attn = (F16 values converted / their probed rate + q.k multiply-adds / the float dot's
+ *            + V multiply-adds / the axpy's) / ATTN_EFF   (compute/attention.c's work for
+ *            the 512 x 513 / 2 position pairs, per KV head and per query head)
+ *   t_read = with an expert cache, every distinct expert of the batch (1 - (1 - K/E)^512 of
+ *            each layer's: nearly all) that is not cached (the cache's share of the experts)
+ *            read once from the disk at the probed bandwidth x DISK_EFF
+ *   t      = t_dot + t_attn + t_read
+ * The sum, not the max: with the machine's disk shared, the reads cost the run their whole
+ * time, while on a quiet one they hide behind the products; the sum stays within 30 % of both
+ * on the runs of bench/fit_check.sh, the max within neither. DOT_EFF and ATTN_EFF are 1: per
+ * CPU second the engine's tiles run as fast as the probe's, and the rest of prefill (norms,
+ * routing, activations' conversion) is under a tenth of its time.
  */
 #include "app/fit.h"
 
@@ -38,13 +51,12 @@
 #include "model/model.h"
 #include "offload/store.h"
 
-#define MEM_EFF    0.70  /* share of the probed memory bandwidth decode reaches */
-#define DISK_EFF   0.89  /* share of the probed disk bandwidth the expert reads reach */
-#define DOT_EFF    0.72  /* prefill: the engine's rate against the probe kernel's */
-#define ATTN_EFF   1.0   /* prefill's attention: against the probed kernels' rates */
-#define TOKEN_S    0.007 /* per decode token with an expert cache: the waves' pinning, the
-                            queueing and the latency of the reads it waits for */
-#define N_BATCH    512  /* the engine's micro-batch */
+#define MEM_EFF    CLI_FIT_MEM_EFF
+#define DISK_EFF   CLI_FIT_DISK_EFF
+#define DOT_EFF    CLI_FIT_DOT_EFF
+#define ATTN_EFF   CLI_FIT_ATTN_EFF
+#define TOKEN_S    CLI_FIT_TOKEN_S
+#define N_BATCH    CLI_FIT_BATCH
 #define MARGIN     (64ull << 20)
 
 /* The weights the forward pass multiplies per token: every bound matrix but token_embd
@@ -278,7 +290,7 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
     const double cached = (double)slots / (double)total;
     const double t_read = distinct * (1 - cached) * e_bytes / disk_bps;
     out->t_read = t_read;
-    out->prefill_tps = N_BATCH / (t_compute > t_read ? t_compute : t_read);
+    out->prefill_tps = N_BATCH / (t_compute + t_read);
     return MOEINF_OK;
 }
 
