@@ -198,7 +198,7 @@ static void test_prefill_inputs(void) {
      * and up 256x512 and down 512x256; then the lm_head 256x1010 */
     const uint64_t layer = 65536 + 2 * 32768 + 65536 + 2048 + 2 * 3 * 131072;
     CHECK_EQ_INT((long long)m.output_elems, 256 * 1010);
-    CHECK_EQ_INT((long long)m.active_elems, (long long)(4 * layer + 256 * 1010));
+    CHECK_EQ_INT((long long)m.active_elems, (long long)(4 * layer + 256ull * 1010));
     /* a 512-token prompt: 512 x 513 / 2 = 131328 position pairs per layer; per pair 4 KV heads'
      * K and V rows of 32 converted, 8 query heads' dot and axpy of 32 */
     const double pairs = 131328.0 * 4;
@@ -251,7 +251,7 @@ static void test_prediction_arithmetic(void) {
     CHECK_MSG(near(p.prefill_tps, 512 / (t_dot + t_attn)), "%g", p.prefill_tps);
     CHECK_MSG(near(p.decode_tps, 10e9 * CLI_FIT_MEM_EFF / 5e6), "%g", p.decode_tps);
     /* 8 slots of the 32 experts: the non-expert weights and the 64 MiB margin, then 8 slots */
-    const uint64_t memory = 2000000 + (64ull << 20) + 8 * 1048576 + 1000;
+    const uint64_t memory = 2000000 + (64ull << 20) + 8ull * 1048576 + 1000;
     CHECK_EQ_INT(cli_fit_predict(&m, &mc, memory, 0, NULL, &p, source, sizeof source, &err),
                  MOEINF_OK);
     CHECK(!p.resident && p.runs);

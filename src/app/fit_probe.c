@@ -329,7 +329,8 @@ static void probe_attention(int threads, struct cli_fit_machine *mc) {
         f[i] = (float)((double)(moeinf_splitmix64(&s) >> 11) / 9007199254740992.0 - 0.5);
     for (int i = 0; i < ATTN_N * ATTN_ROWS; i++)
         h[i] = moeinf_fp32_to_fp16(f[i]);
-    float *acc = f + ATTN_N * ATTN_ROWS; /* 8 rows: q rows, then scores and the axpy's sum */
+    /* 8 rows more: the conversion's output and the dot's 4 query rows, then the axpy's sum */
+    float *acc = f + (size_t)ATTN_N * ATTN_ROWS;
     for (int kind = 0; kind < 3; kind++) {
         double t0 = now_s();
         double dt = 0;
@@ -344,7 +345,7 @@ static void probe_attention(int threads, struct cli_fit_machine *mc) {
                     k->vec_dot_m[MOEINF_TYPE_F32](ATTN_N, 4, sc, row, acc,
                                                   ATTN_N * sizeof(float));
                 } else {
-                    k->axpy_f32(ATTN_N, 0.001f, row, acc + 4 * ATTN_N);
+                    k->axpy_f32(ATTN_N, 0.001f, row, acc + (size_t)4 * ATTN_N);
                 }
             }
             reps++;
