@@ -16,8 +16,8 @@
  * better (squared log error .13 against .33 for the sum, 8 rows). The constants are those of
  * the run on the quietest machine (docs/OFFLOAD.md says which).
  * Prefill, per micro-batch of 512 tokens (a 512-token prompt), what a profile of the engine's
- * prefill is made of (docs/OFFLOAD.md, "moeinf fit: prefill"; the matrix products about 80 %
- * of its CPU time, the attention 10-15 %):
+ * prefill is made of (docs/OFFLOAD.md, "`moeinf fit`: what prefill is made of"): the matrix
+ * products most of its CPU time, the attention most of the rest:
  *   t_dot  = (weights x 512 + the lm_head's weights) / (the prefill tile's probed rate x
  *            DOT_EFF)   (every product but the lm_head, which prefill computes for the last
  *            position only; a routed expert top_k times per token)
@@ -29,10 +29,10 @@
  *            read once from the disk at the probed bandwidth x DISK_EFF
  *   t      = t_dot + t_attn + t_read
  * The sum, not the max: with the machine's disk shared, the reads cost the run their whole
- * time, while on a quiet one they hide behind the products; the sum stays within 30 % of both
- * on the runs of bench/fit_check.sh, the max within neither. DOT_EFF and ATTN_EFF are 1: per
- * CPU second the engine's tiles run as fast as the probe's, and the rest of prefill (norms,
- * routing, activations' conversion) is under a tenth of its time.
+ * time, while on a quiet one they hide behind the products; on the runs of bench/fit_check.sh
+ * on a shared machine the sum fitted the offloaded rows better (docs/OFFLOAD.md). DOT_EFF and
+ * ATTN_EFF are 1: per CPU second the engine's tiles run as fast as the probe's, and the rest
+ * of prefill (norms, routing, the activations' conversion) is a small part of its time.
  */
 #include "app/fit.h"
 
@@ -65,15 +65,19 @@
 static uint64_t active_elems(const struct moeinf_llm *llm, uint64_t *output) {
     const struct moeinf_hparams *hp = &llm->hp;
     uint64_t n = 0;
-    *output = (uint64_t)llm->output.n_in * (uint64_t)llm->output.n_out;
+    *output = 0;
     for (int i = 0; i < llm->n_bound; i++) {
         const struct moeinf_weight *w = llm->bound[i].w;
         if (!w || w == &llm->tok_embd) continue;
         uint64_t e = (uint64_t)w->n_in * (uint64_t)w->n_out;
+        if (w == &llm->output) *output = e;
         n += llm->bound[i].expert ? e * (uint64_t)hp->n_expert_used
                                   : e * (uint64_t)(w->n_mat > 0 ? w->n_mat : 1);
     }
-    if (llm->output.data == llm->tok_embd.data) n += *output;
+    if (llm->output.data == llm->tok_embd.data) {
+        *output = (uint64_t)hp->n_embd * (uint64_t)hp->n_vocab;
+        n += *output;
+    }
     return n;
 }
 
