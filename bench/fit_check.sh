@@ -8,9 +8,9 @@
 # figures the constants in src/app/fit.c were fitted to). The hit ratio behind the offloaded
 # predictions comes from the simulator on the routing a resident run of the same file
 # recorded (fit --trace; gen-model's random routers do not route like trained ones, so the
-# synthetic routing fitted to trained models' traces is printed beside it, not used). Each
-# file's first fit probes the machine again (--reprobe), next to its own runs, since the
-# machine's load moves the figures.
+# synthetic routing fitted to trained models' traces is printed beside it, not used). The fit
+# of each row probes the machine again (--reprobe) just before that row's run, since the
+# machine's load moves the figures; its `machine` line is printed under the row.
 #
 #   bench/fit_check.sh [-t THREADS] [-p 512] [-n 32] [-r 1] [--keep]
 #
@@ -75,24 +75,26 @@ for entry in "${models[@]}"; do
   trace=$dir/$name.routing.txt
   made+=("$trace")
   log=$(mktemp) fitlog=$(mktemp)
+  "$bin" fit -m "$model" -t "$threads" --ctx "$ctx" --reprobe >"$fitlog"
   evict "$model"
   "$bin" bench -m "$model" -p "$prompt" -n "$gen" -r "$reps" -t "$threads" \
     --record-routing "$trace" >"$log" 2>&1
-  "$bin" fit -m "$model" -t "$threads" --ctx "$ctx" --trace "$trace" --reprobe >"$fitlog"
   need=$(awk '$1 == "need" {print $3; exit}' "$fitlog")
   read -r pd pp < <(pred "$fitlog" need)
   md=$(field "$log" decode) mp=$(field "$log" prefill)
   printf "%-20s %-9s %-26s %6s | %8s %8s %6s | %8s %8s %6s |\n" "$name" resident - 1 \
     "$pd" "$md" "$(ratio "$pd" "$md")" "$pp" "$mp" "$(ratio "$pp" "$mp")"
   grep '^  time' "$fitlog" | head -1
+  grep '^machine' "$fitlog"
   for pct in 50 25; do
     budget=$((need * pct / 100))
-    "$bin" fit -m "$model" -t "$threads" --ctx "$ctx" --trace "$trace" --memory "$budget" >"$fitlog"
+    syn=$("$bin" fit -m "$model" -t "$threads" --ctx "$ctx" --memory "$budget" |
+      grep '^at budget' | sed -E 's/.*hit ratio ([0-9.]+): decode ([0-9.]+).*/\1, \2/')
+    "$bin" fit -m "$model" -t "$threads" --ctx "$ctx" --trace "$trace" --memory "$budget" \
+      --reprobe >"$fitlog"
     cache=$(grep -o -- '--expert-cache [0-9]*M' "$fitlog" | awk '{print $2}')
     hit=$(grep '^at budget' "$fitlog" | sed -E 's/.*hit ratio ([0-9.]+).*/\1/')
     read -r pd pp < <(pred "$fitlog" "at")
-    syn=$("$bin" fit -m "$model" -t "$threads" --ctx "$ctx" --memory "$budget" |
-      grep '^at budget' | sed -E 's/.*hit ratio ([0-9.]+): decode ([0-9.]+).*/\1, \2/')
     peak=$(run_in_cgroup "$budget" "$log" "$bin" bench -m "$model" -p "$prompt" -n "$gen" \
       -r "$reps" -t "$threads" --expert-cache "$cache")
     md=$(field "$log" decode-warm) mp=$(field "$log" prefill-warm)
@@ -102,7 +104,7 @@ for entry in "${models[@]}"; do
       "$pd" "$md" "$(ratio "$pd" "$md")" "$pp" "$mp" "$(ratio "$pp" "$mp")" "$syn" "$mh" \
       $((peak >> 20))
     grep '^  time' "$fitlog" | tail -1
+    grep '^machine' "$fitlog"
   done
-  grep '^machine' "$fitlog" | sed 's/^/  /'
   rm -f "$log" "$fitlog"
 done

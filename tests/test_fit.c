@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "app/fit.h"
 #include "test.h"
 
 #define OUT_SIZE 16384
@@ -45,8 +46,9 @@ static void lines_between(const char *out, const char *from, const char *to, cha
     snprintf(buf, size, "%.*s", (int)(b - a), a);
 }
 
-/* A seeded probe cache: 10 GB/s memory, 2 GB/s disk, 20 G/s compute for 1 thread on the disk
- * of the cache folder (the model is too small to probe) and the expert type Q8_0 (8). */
+/* A seeded probe cache: 10 GB/s memory, 2 GB/s disk, 20 G/s compute; attention's kernels 5
+ * G/s F16 to float, 10 G/s float dot, 4 G/s axpy; for 1 thread on the disk of the cache folder
+ * (the model is too small to probe) and the expert type Q8_0 (8). */
 static void seed_cache(void) {
     char dir[600];
     char path[700];
@@ -59,7 +61,7 @@ static void seed_cache(void) {
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
     if (!f) return;
-    fprintf(f, "%lld 1 %llu 8 10.000 2.000 20.000 0\n", (long long)time(NULL),
+    fprintf(f, "%lld 1 %llu 8 10.000 2.000 20.000 0 5.000 10.000 4.000\n", (long long)time(NULL),
             (unsigned long long)sb.st_dev);
     fclose(f);
 }
@@ -181,6 +183,92 @@ static void test_offload_prediction(void) {
     CHECK(strstr(out, "synthetic routing") != NULL);
 }
 
+static bool near(double got, double want) {
+    return fabs(got - want) <= 1e-9 * fabs(want);
+}
+
+/* The prefill model's inputs from the tensor table, worked out by hand from gen-model's
+ * default geometry (4 layers, n_embd 256, 8 heads of 32, 4 KV heads, 8 experts of n_ff 512,
+ * top 2, vocabulary 1010). */
+static void test_prefill_inputs(void) {
+    struct cli_fit_model m;
+    struct moeinf_error err;
+    CHECK_EQ_INT(cli_fit_read(g_model, &m, &err), MOEINF_OK);
+    /* per layer q 256x256, k and v 256x128, output 256x256, router 256x8, 2 experts of gate
+     * and up 256x512 and down 512x256; then the lm_head 256x1010 */
+    const uint64_t layer = 65536 + 2 * 32768 + 65536 + 2048 + 2 * 3 * 131072;
+    CHECK_EQ_INT((long long)m.output_elems, 256 * 1010);
+    CHECK_EQ_INT((long long)m.active_elems, (long long)(4 * layer + 256ull * 1010));
+    /* a 512-token prompt: 512 x 513 / 2 = 131328 position pairs per layer; per pair 4 KV heads'
+     * K and V rows of 32 converted, 8 query heads' dot and axpy of 32 */
+    const double pairs = 131328.0 * 4;
+    CHECK_MSG(near(m.attn_conv, pairs * 4 * 64), "%.0f", m.attn_conv);
+    CHECK_MSG(near(m.attn_dot, pairs * 8 * 32), "%.0f", m.attn_dot);
+    CHECK_MSG(near(m.attn_axpy, pairs * 8 * 32), "%.0f", m.attn_axpy);
+}
+
+/* The predicted rates of a made-up model on made-up probe figures, against the arithmetic by
+ * hand: resident, then with an expert cache of a quarter of the experts. */
+static void test_prediction_arithmetic(void) {
+    struct cli_fit_model m;
+    memset(&m, 0, sizeof m);
+    snprintf(m.arch, sizeof m.arch, "llama");
+    m.n_layer = 4;
+    m.n_moe_layers = 4;
+    m.n_expert = 8;
+    m.n_expert_used = 2;
+    m.expert_bytes = 1000000;
+    m.slot_bytes = 1048576;
+    m.experts_bytes = 32000000;
+    m.nonexpert_bytes = 2000000;
+    m.weight_bytes = 34000000;
+    m.decode_bytes = 5000000;
+    m.active_elems = 1000000;
+    m.output_elems = 100000;
+    m.attn_conv = 2e8;
+    m.attn_dot = 1e8;
+    m.attn_axpy = 4e7;
+    struct cli_fit_machine mc;
+    memset(&mc, 0, sizeof mc);
+    mc.mem_gbps = 10;
+    mc.disk_gbps = 2;
+    mc.dot_gops = 20;
+    mc.conv_gops = 5;
+    mc.fdot_gops = 10;
+    mc.axpy_gops = 4;
+    mc.threads = 1;
+    struct cli_fit_prediction p;
+    struct moeinf_error err;
+    char source[256];
+    /* the products: 900000 weights x 512 tokens + the lm_head's 100000 once = 460.9e6 at
+     * 20e9/s; the attention: 2e8 / 5e9 + 1e8 / 10e9 + 4e7 / 4e9 = 60 ms */
+    const double t_dot = 0.023045 / CLI_FIT_DOT_EFF;
+    const double t_attn = 0.060 / CLI_FIT_ATTN_EFF;
+    CHECK_EQ_INT(cli_fit_predict(&m, &mc, 1ull << 40, 0, NULL, &p, source, sizeof source, &err),
+                 MOEINF_OK);
+    CHECK(p.resident && p.runs);
+    CHECK_MSG(near(p.t_dot, t_dot) && near(p.t_attn, t_attn), "%g %g", p.t_dot, p.t_attn);
+    CHECK_MSG(near(p.prefill_tps, 512 / (t_dot + t_attn)), "%g", p.prefill_tps);
+    CHECK_MSG(near(p.decode_tps, 10e9 * CLI_FIT_MEM_EFF / 5e6), "%g", p.decode_tps);
+    /* 8 slots of the 32 experts: the non-expert weights and the 64 MiB margin, then 8 slots */
+    const uint64_t memory = 2000000 + (64ull << 20) + 8ull * 1048576 + 1000;
+    CHECK_EQ_INT(cli_fit_predict(&m, &mc, memory, 0, NULL, &p, source, sizeof source, &err),
+                 MOEINF_OK);
+    CHECK(!p.resident && p.runs);
+    CHECK_EQ_INT(p.cache_slots, 8);
+    /* a 512-token batch uses all 8 experts of each layer (1 - 0.75^512 of them: 1 to 1e-60);
+     * the 24 not cached are read: 24e6 bytes at 2e9 B/s */
+    const double t_read = 0.012 / CLI_FIT_DISK_EFF;
+    CHECK_MSG(near(p.t_read, t_read), "%g", p.t_read);
+    CHECK_MSG(near(p.prefill_tps, 512 / (t_dot + t_attn + t_read)), "%g", p.prefill_tps);
+    /* decode: max(5e6 B from memory, (1 - hit) x 8 experts x 1e6 B from the disk) + TOKEN_S */
+    const double t_mem = 5e6 / (10e9 * CLI_FIT_MEM_EFF);
+    const double t_disk = (1 - p.hit) * 8e6 / (2e9 * CLI_FIT_DISK_EFF);
+    CHECK(p.hit > 0 && p.hit < 1);
+    CHECK_MSG(near(p.decode_tps, 1 / ((t_mem > t_disk ? t_mem : t_disk) + CLI_FIT_TOKEN_S)), "%g",
+              p.decode_tps);
+}
+
 static void test_bad_input(void) {
     char out[OUT_SIZE];
     char err[OUT_SIZE];
@@ -231,6 +319,8 @@ int main(void) {
     RUN(test_sizes);
     RUN(test_truncated_and_preset);
     RUN(test_offload_prediction);
+    RUN(test_prefill_inputs);
+    RUN(test_prediction_arithmetic);
     RUN(test_bad_input);
     remove(g_model);
     return test_report();

@@ -15,11 +15,24 @@
  * its misses, and each miss as it arrives; on the first run of bench/fit_check.sh the max fitted
  * better (squared log error .13 against .33 for the sum, 8 rows). The constants are those of
  * the run on the quietest machine (docs/OFFLOAD.md says which).
- * Prefill, per micro-batch of 512 tokens: the weights times the tokens through the prefill
- * kernels (the probe's rate x DOT_EFF), plus, with an expert cache, every distinct expert of
- * the batch that is not cached read once from the disk. The constants were fitted to measured
- * runs of bench/fit_check.sh (docs/OFFLOAD.md, "moeinf fit"): least squared log error of
- * predicted against measured tokens/s over its rows.
+ * Prefill, per micro-batch of 512 tokens (a 512-token prompt), what a profile of the engine's
+ * prefill is made of (docs/OFFLOAD.md, "`moeinf fit`: what prefill is made of"): the matrix
+ * products most of its CPU time, the attention most of the rest:
+ *   t_dot  = (weights x 512 + the lm_head's weights) / (the prefill tile's probed rate x
+ *            DOT_EFF)   (every product but the lm_head, which prefill computes for the last
+ *            position only; a routed expert top_k times per token)
+ *   t_attn = (F16 values converted / their probed rate + q.k multiply-adds / the float dot's
+ *            + V multiply-adds / the axpy's) / ATTN_EFF   (compute/attention.c's work for
+ *            the 512 x 513 / 2 position pairs, per KV head and per query head)
+ *   t_read = with an expert cache, every distinct expert of the batch (1 - (1 - K/E)^512 of
+ *            each layer's: nearly all) that is not cached (the cache's share of the experts)
+ *            read once from the disk at the probed bandwidth x DISK_EFF
+ *   t      = t_dot + t_attn + t_read
+ * The sum, not the max: with the machine's disk shared, the reads cost the run their whole
+ * time, while on a quiet one they hide behind the products; on the runs of bench/fit_check.sh
+ * on a shared machine the sum fitted the offloaded rows better (docs/OFFLOAD.md). DOT_EFF and
+ * ATTN_EFF are 1: per CPU second the engine's tiles run as fast as the probe's, and the rest
+ * of prefill (norms, routing, the activations' conversion) is a small part of its time.
  */
 #include "app/fit.h"
 
@@ -38,28 +51,58 @@
 #include "model/model.h"
 #include "offload/store.h"
 
-#define MEM_EFF    0.70  /* share of the probed memory bandwidth decode reaches */
-#define DISK_EFF   0.89  /* share of the probed disk bandwidth the expert reads reach */
-#define DOT_EFF    0.72  /* prefill: the engine's rate against the probe kernel's */
-#define TOKEN_S    0.007 /* per decode token with an expert cache: the waves' pinning, the
-                            queueing and the latency of the reads it waits for */
-#define N_BATCH    512  /* the engine's micro-batch */
+#define MEM_EFF    CLI_FIT_MEM_EFF
+#define DISK_EFF   CLI_FIT_DISK_EFF
+#define DOT_EFF    CLI_FIT_DOT_EFF
+#define ATTN_EFF   CLI_FIT_ATTN_EFF
+#define TOKEN_S    CLI_FIT_TOKEN_S
+#define N_BATCH    CLI_FIT_BATCH
 #define MARGIN     (64ull << 20)
 
 /* The weights the forward pass multiplies per token: every bound matrix but token_embd
- * (rows are looked up), routed experts top_k times; the tied lm_head counted once. */
-static uint64_t active_elems(const struct moeinf_llm *llm) {
+ * (rows are looked up), routed experts top_k times; the tied lm_head counted once. The
+ * lm_head's share in *output. */
+static uint64_t active_elems(const struct moeinf_llm *llm, uint64_t *output) {
     const struct moeinf_hparams *hp = &llm->hp;
     uint64_t n = 0;
+    *output = 0;
     for (int i = 0; i < llm->n_bound; i++) {
         const struct moeinf_weight *w = llm->bound[i].w;
         if (!w || w == &llm->tok_embd) continue;
         uint64_t e = (uint64_t)w->n_in * (uint64_t)w->n_out;
+        if (w == &llm->output) *output = e;
         n += llm->bound[i].expert ? e * (uint64_t)hp->n_expert_used
                                   : e * (uint64_t)(w->n_mat > 0 ? w->n_mat : 1);
     }
-    if (llm->output.data == llm->tok_embd.data) n += (uint64_t)hp->n_embd * (uint64_t)hp->n_vocab;
+    if (llm->output.data == llm->tok_embd.data) {
+        *output = (uint64_t)hp->n_embd * (uint64_t)hp->n_vocab;
+        n += *output;
+    }
     return n;
+}
+
+/* The attention work of a prompt of N_BATCH tokens from position 0 (fit.h's attn_*): per
+ * position pair (each token and every earlier one, or the last n_swa of them on a sliding
+ * layer) and KV head, the K and V rows converted; per query head, a dot over the K head and
+ * an axpy of the V head. Multi-head latent attention: one KV head of the latent and the RoPE
+ * part, the value the latent (model/layer_mla.c). Gated DeltaNet layers have no pairs. */
+static void attn_work(const struct moeinf_llm *llm, struct cli_fit_model *m) {
+    const struct moeinf_hparams *hp = &llm->hp;
+    for (int il = 0; il < hp->n_layer; il++) {
+        const struct moeinf_layer *lw = &llm->layers[il];
+        if (lw->attn == MOEINF_ATTN_DELTANET) continue;
+        const int w = lw->swa && hp->n_swa > 0 ? hp->n_swa : N_BATCH;
+        double pairs = 0;
+        for (int p = 0; p < N_BATCH; p++)
+            pairs += p + 1 < w ? p + 1 : w;
+        const bool mla = lw->attn == MOEINF_ATTN_MLA;
+        const double kd = mla ? hp->mla_kv + hp->n_rot : hp->head_dim;
+        const double vd = mla ? hp->mla_kv : hp->head_dim;
+        const double n_kv = mla ? 1 : hp->n_head_kv;
+        m->attn_conv += pairs * n_kv * (kd + vd);
+        m->attn_dot += pairs * hp->n_head * kd;
+        m->attn_axpy += pairs * hp->n_head * vd;
+    }
 }
 
 /* The KV cache and the fixed state as model/forward.c allocates them (kv_layout,
@@ -178,7 +221,8 @@ enum moeinf_status cli_fit_read(const char *path, struct cli_fit_model *out,
     model.llm = llm;
     out->decode_bytes = moeinf_model_decode_bytes(&model);
     out->nonexpert_decode = out->decode_bytes - active_experts;
-    out->active_elems = active_elems(llm);
+    out->active_elems = active_elems(llm, &out->output_elems);
+    attn_work(llm, out);
     kv_sizes(llm, out);
     moeinf_llm_free(llm);
     moeinf_gguf_free(g);
@@ -194,19 +238,25 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
     out->memory = memory;
     const double mem_bps = mc->mem_gbps * 1e9 * MEM_EFF;
     const double disk_bps = mc->disk_gbps * 1e9 * DISK_EFF;
-    const double dot_ps = mc->dot_gops * 1e9 * DOT_EFF;
     const uint64_t ctx_bytes =
         m->kv_token_bytes * (uint64_t)n_ctx + m->state_bytes + m->scratch_bytes + MARGIN;
-    const double compute_tok = (double)m->active_elems / dot_ps; /* prefill, per token */
+    /* prefill's computing, per micro-batch: the products (the lm_head for one position) and
+     * the attention */
+    out->t_dot = ((double)(m->active_elems - m->output_elems) * N_BATCH +
+                  (double)m->output_elems) /
+                 (mc->dot_gops * 1e9 * DOT_EFF);
+    out->t_attn = (m->attn_conv / mc->conv_gops + m->attn_dot / mc->fdot_gops +
+                   m->attn_axpy / mc->axpy_gops) /
+                  (1e9 * ATTN_EFF);
+    const double t_compute = out->t_dot + out->t_attn;
     if (m->n_expert == 0 || memory >= m->weight_bytes + ctx_bytes) {
         out->resident = true;
         out->runs = memory >= m->weight_bytes + ctx_bytes;
         out->hit = 1;
         out->cache_percent = 100;
         out->t_mem = (double)m->decode_bytes / mem_bps;
-        out->t_dot = N_BATCH * compute_tok;
         out->decode_tps = 1.0 / out->t_mem;
-        out->prefill_tps = 1.0 / compute_tok;
+        out->prefill_tps = N_BATCH / t_compute;
         if (source_size) snprintf(source, source_size, "resident: no expert cache");
         return MOEINF_OK;
     }
@@ -243,9 +293,8 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
     const double distinct = share * m->n_expert * m->n_moe_layers;
     const double cached = (double)slots / (double)total;
     const double t_read = distinct * (1 - cached) * e_bytes / disk_bps;
-    out->t_dot = N_BATCH * compute_tok;
     out->t_read = t_read;
-    out->prefill_tps = N_BATCH / (out->t_dot + t_read);
+    out->prefill_tps = N_BATCH / (t_compute + t_read);
     return MOEINF_OK;
 }
 

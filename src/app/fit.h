@@ -29,7 +29,16 @@ struct cli_fit_model {
     uint64_t nonexpert_bytes;  /* everything else: resident under --expert-cache */
     uint64_t decode_bytes;     /* weights read per decode token (moeinf_model_decode_bytes) */
     uint64_t nonexpert_decode; /* of them, not routed experts */
-    uint64_t active_elems;     /* weights multiplied per token (prefill compute) */
+    uint64_t active_elems;     /* weights multiplied per token (prefill compute), the
+                                  lm_head included */
+    uint64_t output_elems;     /* of them, the lm_head's: prefill computes it for the last
+                                  position of each micro-batch only */
+    /* Attention of a 512-token prompt from position 0 (one micro-batch), every attention
+     * layer (compute/attention.c: per position pair and KV head, its K and V rows converted
+     * from F16; per query head, a float dot over the K head and a float axpy of the V head) */
+    double attn_conv;          /* values converted from F16 */
+    double attn_dot;           /* multiply-adds of q.k */
+    double attn_axpy;          /* multiply-adds of the weighted sum of V */
     uint64_t kv_token_bytes;   /* KV cache per token of context (F16), every attention layer */
     uint64_t state_bytes;      /* fixed per context: sliding windows' rings, recurrent state
                                   and its checkpoints (n_batch 512) */
@@ -48,6 +57,9 @@ struct cli_fit_machine {
     double mem_gbps;      /* memory read bandwidth, all threads, 1e9 B/s */
     double disk_gbps;     /* O_DIRECT random reads of expert-sized blocks, 4 at a time */
     double dot_gops;      /* prefill kernel throughput: weights x tokens, 1e9/s, all threads */
+    double conv_gops;     /* attention: F16 values converted to float, 1e9/s, all threads */
+    double fdot_gops;     /* attention: float dot multiply-adds (q.k), 1e9/s, all threads */
+    double axpy_gops;     /* attention: float axpy multiply-adds (V), 1e9/s, all threads */
     int threads;          /* the threads the figures are for */
     int64_t when;         /* unix time of the probes */
     bool cached;          /* read from the cache file */
@@ -81,6 +93,15 @@ enum moeinf_status cli_fit_synthetic_trace(const char *path, int n_layers, int n
                                            int top_k, double skew, double reuse, int n_requests,
                                            int n_tokens, uint64_t seed, struct moeinf_error *err);
 
+/* The prediction's constants (fit.c says what they are and how they were found). */
+#define CLI_FIT_MEM_EFF  0.70  /* share of the probed memory bandwidth decode reaches */
+#define CLI_FIT_DISK_EFF 0.89  /* share of the probed disk bandwidth the expert reads reach */
+#define CLI_FIT_DOT_EFF  1.0   /* prefill's products: the engine's rate against the probe's */
+#define CLI_FIT_ATTN_EFF 1.0   /* prefill's attention: against the probed kernels' rates */
+#define CLI_FIT_TOKEN_S  0.007 /* per decode token with an expert cache: the waves' pinning,
+                                  the queueing and the latency of the reads it waits for */
+#define CLI_FIT_BATCH    512   /* the engine's micro-batch, the prompt prefill is predicted for */
+
 /* A prediction for one memory budget. */
 struct cli_fit_prediction {
     uint64_t memory;       /* the budget */
@@ -93,7 +114,9 @@ struct cli_fit_prediction {
     double decode_tps;     /* predicted */
     double prefill_tps;
     double t_mem, t_disk;  /* decode: seconds per token reading memory and the disk */
-    double t_dot, t_read;  /* prefill: seconds per micro-batch computing and reading */
+    double t_dot, t_attn;  /* prefill: seconds per micro-batch in the matrix products and
+                              in the attention */
+    double t_read;         /* prefill: seconds per micro-batch reading uncached experts */
 };
 
 /* The prediction at `memory` bytes for a context of n_ctx tokens (fit.c; its constants and

@@ -2,18 +2,21 @@
  * fit_probe.c - `moeinf fit`'s short probes of this machine (fit.h), under 2 s together, and
  * their cache in the cache folder (fit-probe.txt: one line per thread count, disk and weight
  * type, with the unix time of the probes):
- *   memory   the threads stream-read a 256 MiB buffer, each its own part, once as one
- *            sequential read and once as 8 interleaved streams (as the decode kernels read
- *            rows far apart); the best pass of each, the better of the two (bench/bandwidth.c
- *            has the full set of patterns)
+ *   memory   the threads stream-read a 256 MiB buffer, each its own part, three times as one
+ *            sequential read and three times as 8 interleaved streams (as the decode kernels
+ *            read rows far apart); the median pass of each (on a shared machine the rate a
+ *            run gets, not its best moment), the better of the two (bench/bandwidth.c has the
+ *            full set of patterns)
  *   disk     O_DIRECT reads of one expert part (a third of a slot, the expert loader's read)
  *            at random 4 KiB-aligned offsets of the model's data, 4 at a time
  *            (MOEINF_EXPERT_IO_THREADS_DEFAULT threads), for 0.5 s (bench/disk_read.c is the
  *            longer probe); from a 64 MiB temporary file beside the cache when the model file
  *            holds less data than that
  *   compute  the best kernel table's prefill tile (gemm, else vec_dot_m) of the model's expert
- *            type, 8 rows x 64 tokens of 4096 weights in cache, on one thread, times the
- *            threads
+ *            type, 8 rows x 64 tokens of 4096 weights in cache, on every thread for 0.1 s
+ *   attention the float kernels attention runs (compute/attention.c) on rows of 128 in cache,
+ *            on one thread, times the threads: F16 rows converted to float, a float dot of
+ *            one row against 4, a float axpy
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -80,7 +83,7 @@ static double probe_memory(int threads) {
         buf[i] = i;
     struct mem_part parts[MAX_THREADS];
     pthread_t th[MAX_THREADS];
-    double best = 0;
+    double rate[2][3] = {{0}}; /* per pattern, per pass */
     uint64_t check = 0;
     for (int pass = 0; pass < 6; pass++) {
         const int streams = pass % 2 ? 8 : 1;
@@ -98,9 +101,17 @@ static double probe_memory(int threads) {
             check += parts[t].sum;
         }
         double gbs = (double)MEM_BYTES / (now_s() - t0) / 1e9;
-        if (started == threads && gbs > best) best = gbs;
+        rate[pass % 2][pass / 2] = started == threads ? gbs : 0;
     }
     free(buf);
+    double best = 0;
+    for (int p = 0; p < 2; p++) { /* the median pass of each pattern */
+        const double *r = rate[p];
+        const double lo = r[0] < r[1] ? r[0] : r[1];
+        const double hi = r[0] < r[1] ? r[1] : r[0];
+        const double med = r[2] < lo ? lo : r[2] > hi ? hi : r[2];
+        if (med > best) best = med;
+    }
     return check == 1 ? 0 : best; /* the sum is used, so the reads stay */
 }
 
@@ -226,49 +237,137 @@ static double probe_disk(const char *model_path, uint64_t block, const char *dir
 
 /* ---- compute -------------------------------------------------------------------------- */
 
+struct tile_job {
+    const struct moeinf_kernels *k;
+    int type;
+    const uint8_t *w, *xa;
+    size_t wrow, xrow;
+    double deadline;
+    long reps;
+    bool gemm;
+};
+
+#define TILE_N    4096
+#define TILE_ROWS 8
+#define TILE_M    64
+#define TILE_SECS 0.1
+
+static void *tile_worker(void *arg) {
+    struct tile_job *j = arg;
+    float y[TILE_ROWS * TILE_M];
+    while (j->reps < 2 || now_s() < j->deadline) {
+        if (j->gemm) {
+            j->k->gemm[j->type](TILE_N, TILE_ROWS, TILE_M, y, TILE_ROWS, j->w, j->wrow, j->xa,
+                                j->xrow);
+        } else {
+            for (int r = 0; r < TILE_ROWS; r++)
+                j->k->vec_dot_m[j->type](TILE_N, TILE_M, y + (size_t)r * TILE_M,
+                                         j->w + (size_t)r * j->wrow, j->xa, j->xrow);
+        }
+        j->reps++;
+    }
+    return NULL;
+}
+
+/* The prefill tile on every thread at once for TILE_SECS (so that the figure has the share of
+ * the CPUs a run of that many threads gets now), multiply-adds per second. */
 static double probe_compute(int type, int threads) {
     const struct moeinf_kernels *k = moeinf_kernels_best();
     const struct moeinf_type_cpu *cpu = moeinf_type_cpu_get(type);
     if (!k || !cpu || !k->vec_dot_m[type]) return 0;
     const enum moeinf_type vt = cpu->vec_dot_type;
-    const int64_t n = 4096;
-    const int nr = 8;
-    const int m = 64;
+    const int64_t n = TILE_N;
     const size_t wrow = (size_t)moeinf_row_bytes((enum moeinf_type)type, n);
     const size_t xrow = (size_t)moeinf_row_bytes(vt, n);
     float *x = malloc((size_t)n * sizeof *x);
-    uint8_t *w = malloc(wrow * nr);
-    uint8_t *xa = malloc(xrow * m);
-    float *y = malloc((size_t)nr * m * sizeof *y);
+    uint8_t *w = malloc(wrow * TILE_ROWS);
+    uint8_t *xa = malloc(xrow * TILE_M);
+    struct tile_job *jobs = calloc((size_t)threads, sizeof *jobs);
+    pthread_t *th = calloc((size_t)threads, sizeof *th);
     double rate = 0;
-    if (x && w && xa && y && k->from_float[vt]) {
+    if (x && w && xa && jobs && th && k->from_float[vt]) {
         uint64_t s = 7;
         for (int64_t i = 0; i < n; i++)
             x[i] = (float)((double)(moeinf_splitmix64(&s) >> 11) / 9007199254740992.0 - 0.5);
-        for (int r = 0; r < nr; r++)
+        for (int r = 0; r < TILE_ROWS; r++)
             moeinf_quantize_row_ref((enum moeinf_type)type, x, w + (size_t)r * wrow, n);
-        for (int j = 0; j < m; j++)
+        for (int j = 0; j < TILE_M; j++)
             k->from_float[vt](x, xa + (size_t)j * xrow, n);
-        double t0 = now_s();
-        double dt = 0;
-        long reps = 0;
-        while (dt < 0.04) {
-            if (k->gemm[type]) {
-                k->gemm[type](n, nr, m, y, (size_t)nr, w, wrow, xa, xrow);
-            } else {
-                for (int r = 0; r < nr; r++)
-                    k->vec_dot_m[type](n, m, y + (size_t)r * m, w + (size_t)r * wrow, xa, xrow);
-            }
-            reps++;
-            dt = now_s() - t0;
+        const double t0 = now_s();
+        int started = 0;
+        for (int t = 0; t < threads; t++) {
+            jobs[t] = (struct tile_job){k, type, w, xa, wrow, xrow, t0 + TILE_SECS, 0,
+                                        k->gemm[type] != NULL};
+            if (pthread_create(&th[t], NULL, tile_worker, &jobs[t]) != 0) break;
+            started++;
         }
-        rate = (double)reps * (double)(n * nr * m) / dt / 1e9 * threads;
+        long reps = 0;
+        for (int t = 0; t < started; t++) {
+            pthread_join(th[t], NULL);
+            reps += jobs[t].reps;
+        }
+        const double dt = now_s() - t0;
+        if (started == threads) rate = (double)reps * (double)(n * TILE_ROWS * TILE_M) / dt / 1e9;
     }
     free(x);
     free(w);
     free(xa);
-    free(y);
+    free(jobs);
+    free(th);
     return rate;
+}
+
+/* The attention's kernels: F16 values converted, float dot and axpy multiply-adds, 1e9/s
+ * (times the threads), each timed for ATTN_SECS on rows of ATTN_N in cache. */
+#define ATTN_N    128
+#define ATTN_ROWS 64
+#define ATTN_SECS 0.015
+
+static void probe_attention(int threads, struct cli_fit_machine *mc) {
+    const struct moeinf_kernels *k = moeinf_kernels_best();
+    float *f = malloc(sizeof(float) * ATTN_N * (ATTN_ROWS + 8));
+    uint16_t *h = malloc(sizeof(uint16_t) * ATTN_N * ATTN_ROWS);
+    if (!k || !f || !h || !k->to_float[MOEINF_TYPE_F16] || !k->vec_dot_m[MOEINF_TYPE_F32] ||
+        !k->axpy_f32) {
+        free(f);
+        free(h);
+        return;
+    }
+    uint64_t s = 11;
+    for (int i = 0; i < ATTN_N * (ATTN_ROWS + 8); i++)
+        f[i] = (float)((double)(moeinf_splitmix64(&s) >> 11) / 9007199254740992.0 - 0.5);
+    for (int i = 0; i < ATTN_N * ATTN_ROWS; i++)
+        h[i] = moeinf_fp32_to_fp16(f[i]);
+    /* 8 rows more: the conversion's output and the dot's 4 query rows, then the axpy's sum */
+    float *acc = f + (size_t)ATTN_N * ATTN_ROWS;
+    for (int kind = 0; kind < 3; kind++) {
+        double t0 = now_s();
+        double dt = 0;
+        long reps = 0;
+        while (dt < ATTN_SECS) {
+            for (int r = 0; r < ATTN_ROWS; r++) {
+                const float *row = f + (size_t)r * ATTN_N;
+                if (kind == 0) {
+                    k->to_float[MOEINF_TYPE_F16](h + (size_t)r * ATTN_N, acc, ATTN_N);
+                } else if (kind == 1) {
+                    float sc[4];
+                    k->vec_dot_m[MOEINF_TYPE_F32](ATTN_N, 4, sc, row, acc,
+                                                  ATTN_N * sizeof(float));
+                } else {
+                    k->axpy_f32(ATTN_N, 0.001f, row, acc + (size_t)4 * ATTN_N);
+                }
+            }
+            reps++;
+            dt = now_s() - t0;
+        }
+        const double per = kind == 1 ? 4.0 * ATTN_N : ATTN_N;
+        const double rate = (double)reps * ATTN_ROWS * per / dt / 1e9 * threads;
+        if (kind == 0) mc->conv_gops = rate;
+        if (kind == 1) mc->fdot_gops = rate;
+        if (kind == 2) mc->axpy_gops = rate;
+    }
+    free(f);
+    free(h);
 }
 
 /* ---- cache ---------------------------------------------------------------------------- */
@@ -280,11 +379,13 @@ bool cli_fit_cache_path(char *buf, size_t size, struct moeinf_error *err) {
     return true;
 }
 
-/* Line format: "when threads dev type mem_gbps disk_gbps dot_gops from_model". A line's
- * fields in v (as doubles: every integer field is far below 2^53), false for a malformed one. */
-static bool parse_line(const char *line, double v[8]) {
+/* Line format: "when threads dev type mem_gbps disk_gbps dot_gops from_model conv_gops
+ * fdot_gops axpy_gops". A line's fields in v (as doubles: every integer field is far below
+ * 2^53), false for a malformed one (or one of an older format, without the last three). */
+#define FIELDS 11
+static bool parse_line(const char *line, double v[FIELDS]) {
     const char *p = line;
-    for (int i = 0; i < 8; i++) {
+    for (int i = 0; i < FIELDS; i++) {
         char *end = NULL;
         v[i] = strtod(p, &end);
         if (end == p) return false;
@@ -301,10 +402,11 @@ static bool cache_find(const char *path, int threads, uint64_t dev, int type,
     bool found = false;
     const double now = (double)time(NULL);
     while (fgets(line, sizeof line, f)) {
-        double v[8];
+        double v[FIELDS];
         if (!parse_line(line, v)) continue;
         if (v[1] != threads || v[2] != (double)dev || v[3] != type || !(v[4] > 0) || !(v[5] > 0) ||
-            !(v[6] > 0) || now - v[0] > (double)MAX_AGE_S || v[0] > now) {
+            !(v[6] > 0) || !(v[8] > 0) || !(v[9] > 0) || !(v[10] > 0) ||
+            now - v[0] > (double)MAX_AGE_S || v[0] > now) {
             continue;
         }
         mc->when = (int64_t)v[0];
@@ -312,6 +414,9 @@ static bool cache_find(const char *path, int threads, uint64_t dev, int type,
         mc->disk_gbps = v[5];
         mc->dot_gops = v[6];
         mc->disk_from_model = v[7] != 0;
+        mc->conv_gops = v[8];
+        mc->fdot_gops = v[9];
+        mc->axpy_gops = v[10];
         found = true;
     }
     fclose(f);
@@ -329,15 +434,15 @@ static void cache_store(const char *path, uint64_t dev, int type,
     FILE *in = fopen(path, "r");
     char line[512];
     while (in && fgets(line, sizeof line, in)) {
-        double v[8];
+        double v[FIELDS];
         if (parse_line(line, v) && !(v[1] == mc->threads && v[2] == (double)dev && v[3] == type)) {
             fputs(line, out);
         }
     }
     if (in) fclose(in);
-    fprintf(out, "%lld %d %llu %d %.3f %.3f %.3f %d\n", (long long)mc->when, mc->threads,
-            (unsigned long long)dev, type, mc->mem_gbps, mc->disk_gbps, mc->dot_gops,
-            mc->disk_from_model ? 1 : 0);
+    fprintf(out, "%lld %d %llu %d %.3f %.3f %.3f %d %.3f %.3f %.3f\n", (long long)mc->when,
+            mc->threads, (unsigned long long)dev, type, mc->mem_gbps, mc->disk_gbps, mc->dot_gops,
+            mc->disk_from_model ? 1 : 0, mc->conv_gops, mc->fdot_gops, mc->axpy_gops);
     if (fclose(out) != 0 || rename(tmp, path) != 0) unlink(tmp);
 }
 
@@ -368,12 +473,14 @@ enum moeinf_status cli_fit_probe(const char *model_path, uint64_t block, int thr
     out->mem_gbps = probe_memory(threads);
     out->disk_gbps = probe_disk(model_path, block, dir, out);
     out->dot_gops = probe_compute(expert_type, threads);
+    probe_attention(threads, out);
     out->when = (int64_t)time(NULL);
-    if (!(out->mem_gbps > 0) || !(out->disk_gbps > 0) || !(out->dot_gops > 0)) {
+    if (!(out->mem_gbps > 0) || !(out->disk_gbps > 0) || !(out->dot_gops > 0) ||
+        !(out->conv_gops > 0) || !(out->fdot_gops > 0) || !(out->axpy_gops > 0)) {
         return moeinf_fail(err, MOEINF_ERR_IO,
                            "the probes failed (memory %.2f GB/s, disk %.2f GB/s, compute %.2f "
-                           "G/s): O_DIRECT refused on %s?",
-                           out->mem_gbps, out->disk_gbps, out->dot_gops, dir);
+                           "G/s, attention %.2f G/s): O_DIRECT refused on %s?",
+                           out->mem_gbps, out->disk_gbps, out->dot_gops, out->fdot_gops, dir);
     }
     cache_store(path, dev, expert_type, out);
     return MOEINF_OK;

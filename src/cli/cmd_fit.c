@@ -109,18 +109,19 @@ static void print_prediction(const char *label, const struct cli_fit_prediction 
     if (p->resident) {
         printf("resident, no --expert-cache: decode %.1f tok/s, prefill %.1f tok/s\n",
                p->decode_tps, p->prefill_tps);
-        printf("%-16s decode %.2f ms reading memory; prefill %.0f ms computing per 512 "
-               "tokens\n",
-               "  time", p->t_mem * 1e3, p->t_dot * 1e3);
+        printf("%-16s decode %.2f ms reading memory; prefill %.0f ms products + %.0f ms "
+               "attention per 512 tokens\n",
+               "  time", p->t_mem * 1e3, p->t_dot * 1e3, p->t_attn * 1e3);
         return;
     }
     printf("--expert-cache %" PRIu64 "M (%d of %d experts, %.1f %%), hit ratio %.2f: decode "
            "%.1f tok/s, prefill %.1f tok/s\n",
            p->cache_bytes >> 20, p->cache_slots, m->n_moe_layers * m->n_expert,
            p->cache_percent, p->hit, p->decode_tps, p->prefill_tps);
-    printf("%-16s decode max(%.2f ms reading memory, %.2f ms the disk); prefill %.0f ms computing "
-           "+ %.0f ms reading per 512 tokens\n",
-           "  time", p->t_mem * 1e3, p->t_disk * 1e3, p->t_dot * 1e3, p->t_read * 1e3);
+    printf("%-16s decode max(%.2f ms reading memory, %.2f ms the disk); prefill %.0f ms "
+           "products + %.0f ms attention + %.0f ms reading per 512 tokens\n",
+           "  time", p->t_mem * 1e3, p->t_disk * 1e3, p->t_dot * 1e3, p->t_attn * 1e3,
+           p->t_read * 1e3);
     printf("%-16s %s\n", "  hit ratio from", source);
 }
 
@@ -157,6 +158,8 @@ static void print_machine(const struct cli_fit_machine *mc) {
     printf("%-16s memory %.1f GB/s, disk %.2f GB/s, prefill kernel %.1f G/s, %d threads (%s %s)\n",
            "machine", mc->mem_gbps, mc->disk_gbps, mc->dot_gops, mc->threads,
            mc->cached ? "cached, probed" : "probed", when);
+    printf("%-16s F16 to float %.1f G/s, float dot %.1f G/s, axpy %.1f G/s\n", "  attention",
+           mc->conv_gops, mc->fdot_gops, mc->axpy_gops);
     printf("%-16s %s\n", "  disk probe", mc->disk_note);
 }
 
