@@ -509,10 +509,11 @@ static void vec_dot_rows_q5_0(int64_t n, int64_t nr, float *s, const void *w, si
 #define ROW_STREAMS 3
 
 /* The same for the Q4_0/Q8_0 single-chunk path (ROWS_KERNEL), group by group, with a software
- * prefetch K_PREFETCH bytes ahead in each row, one hint per 64 bytes of group: with the
- * prefetch, 4 rows read faster from DRAM than 3 without it, which had measured best of 1 to 4
- * without one (docs/PERFORMANCE.md, 2026-12-04, Q8_0 and Q4_0 decode rows with a software
- * prefetch). */
+ * prefetch K_PREFETCH bytes ahead in each row, one hint per 64 bytes of group. With the
+ * prefetch both read faster from DRAM than 3 rows without it (best of 1 to 4 without one);
+ * 3, 4 and 8 rows with it measured within each other's noise, and 4 is what the codebook
+ * types' driver reads (docs/PERFORMANCE.md, 2026-12-04, Q8_0 and Q4_0 decode rows with a
+ * software prefetch). */
 #define Q_STREAMS 4
 
 struct xq4_group {
