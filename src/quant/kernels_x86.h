@@ -473,22 +473,48 @@ static void vec_dot_rows_q5_0(int64_t n, int64_t nr, float *s, const void *w, si
  * hardware prefetcher (separate arrays for quants, scales and sums measured slower when the
  * weights stream from DRAM). Rows longer than XCHUNK groups are done in chunks of columns for
  * a few rows at a time, each row's accumulator carried across chunks; the arithmetic per lane
- * is the same, so the result is too. Shorter rows are read ROW_STREAMS at a time from far
+ * is the same, so the result is too. Shorter rows are read Q_STREAMS at a time from far
  * apart (below); each row's own sequence of operations does not change with that either.
  * The instruction sequence is the same in the AVX2 and the AVX-512 table: a 512-bit vpdpbusd
  * Q8_0 version (two blocks a register, weights made unsigned by w ^ 0x80) ran no faster from
  * L2 on an AVX-512 machine, as the loop is bound by its shuffles, not its dot products.
  */
 
+/* Software prefetch distance (bytes ahead in each weight row) of the rows kernels (K-quants,
+ * Q4_0, Q8_0, the codebook types): without it the K-quant rows kernels fell well short of the
+ * streaming read, with it they reach it; 512 and 2048 measured about the same
+ * (docs/PERFORMANCE.md, 2026-12-01, K-quant decode kernels against the streaming read).
+ * Prefetches past the last row are hints and never fault. */
+#define K_PREFETCH 1024
+
+/* Prefetches the block of `wbytes` bytes at p: one hint per 64 bytes of block, so that the
+ * hints keep pace with the reads whatever the block size (each step's lines overlap the next
+ * step's). A fixed three lines fell behind on Q6_K (210-byte blocks: 3.3 lines a step;
+ * docs/PERFORMANCE.md, 2026-12-02, K-quant rows prefetch one line per 64 bytes of block); on
+ * 18-24-byte blocks it is one hint a block, not three. */
+#define K_PREFETCH_BLOCK(p, wbytes)                                                                \
+    do {                                                                                           \
+        for (size_t pf_l = 0; pf_l < (size_t)(wbytes); pf_l += 64)                                 \
+            _mm_prefetch((p) + pf_l, _MM_HINT_T0);                                                 \
+    } while (0)
+
 #define XCHUNK      64 /* groups of 8 blocks prepared at once: 16384 elements, about 20 KiB */
 #define XCHUNK_ROWS 4  /* rows per pass when a row needs more than one chunk */
 
-/* Weight rows read side by side by the single-chunk path: rows i, i + q and i + 2q of a
- * call's nr rows (q = nr / 3, the last nr % 3 rows alone), group by group. Three streams far
- * apart keep more DRAM requests in flight than one stream and its hardware prefetch; three
- * measured fastest of 1 to 4 (docs/PERFORMANCE.md, 2026-12-01, Q8_0 and Q4_0 decode rows read
- * far apart). */
+/* Weight rows read side by side by the per-block rows driver (BLOCK_KERNELS, below): rows
+ * i, i + q and i + 2q of a call's nr rows (q = nr / 3, the last nr % 3 rows alone), block by
+ * block. Three streams far apart keep more DRAM requests in flight than one stream and its
+ * hardware prefetch (docs/PERFORMANCE.md, 2026-12-01, Q8_0 and Q4_0 decode rows read far
+ * apart). */
 #define ROW_STREAMS 3
+
+/* The same for the Q4_0/Q8_0 single-chunk path (ROWS_KERNEL), group by group, with a software
+ * prefetch K_PREFETCH bytes ahead in each row, one hint per 64 bytes of group. With the
+ * prefetch both read faster from DRAM than 3 rows without it (best of 1 to 4 without one);
+ * 3, 4 and 8 rows with it measured within each other's noise, and 4 is what the codebook
+ * types' driver reads (docs/PERFORMANCE.md, 2026-12-04, Q8_0 and Q4_0 decode rows with a
+ * software prefetch). */
+#define Q_STREAMS 4
 
 struct xq4_group {
     _Alignas(32) uint8_t q[4][2][32]; /* pair k: [0] x[0..15] of blocks 2k, 2k+1; [1] x[16..31] */
@@ -660,23 +686,26 @@ INLINE __m256 q8_row(const uint8_t *w, const struct xq8_group *xg, int64_t nbk, 
         group_t xg[XCHUNK];                                                                        \
         if (nb <= chunk) {                                                                         \
             prep(xg, xb, nb);                                                                      \
-            const int64_t q = nr / ROW_STREAMS;                                                    \
+            const int64_t q = nr / Q_STREAMS;                                                      \
             const int64_t ng = nb / 8;                                                             \
             for (int64_t i = 0; i < q; i++) {                                                      \
-                __m256 acc[ROW_STREAMS];                                                           \
-                const uint8_t *wr[ROW_STREAMS];                                                    \
-                for (int k = 0; k < ROW_STREAMS; k++) {                                            \
+                __m256 acc[Q_STREAMS];                                                             \
+                const uint8_t *wr[Q_STREAMS];                                                      \
+                for (int k = 0; k < Q_STREAMS; k++) {                                              \
                     acc[k] = _mm256_setzero_ps();                                                  \
                     wr[k] = wb + (size_t)(k * q + i) * w_stride;                                   \
                 }                                                                                  \
                 for (int64_t g = 0; g < ng; g++)                                                   \
-                    for (int k = 0; k < ROW_STREAMS; k++)                                          \
-                        acc[k] = group(wr[k] + (size_t)g * 8 * (wbytes), &xg[g], acc[k]);          \
-                for (int k = 0; k < ROW_STREAMS; k++) /* the partial group, if any */              \
+                    for (int k = 0; k < Q_STREAMS; k++) {                                          \
+                        const uint8_t *wg = wr[k] + (size_t)g * 8 * (wbytes);                      \
+                        K_PREFETCH_BLOCK((const char *)wg + K_PREFETCH, 8 * (wbytes));             \
+                        acc[k] = group(wg, &xg[g], acc[k]);                                        \
+                    }                                                                              \
+                for (int k = 0; k < Q_STREAMS; k++) /* the partial group, if any */                \
                     s[k * q + i] =                                                                 \
                         hsum(row(wr[k] + (size_t)ng * 8 * (wbytes), &xg[ng], nb % 8, acc[k]));     \
             }                                                                                      \
-            for (int64_t r = ROW_STREAMS * q; r < nr; r++)                                         \
+            for (int64_t r = Q_STREAMS * q; r < nr; r++)                                           \
                 s[r] = hsum(row(wb + (size_t)r * w_stride, xg, nb, _mm256_setzero_ps()));          \
             return;                                                                                \
         }                                                                                          \
@@ -713,24 +742,7 @@ ROWS_KERNEL(vec_dot_rows_q8_0, struct xq8_group, prep_q8, q8_row, q8_group, Q8_B
  * stays in L1/L2.
  */
 
-/* Software prefetch distance (bytes ahead in each weight row) of the K-quant rows kernels:
- * without it the rows kernels fell well short of the streaming read, with it they reach it;
- * 512 and 2048 measured about the same (docs/PERFORMANCE.md, 2026-12-01, K-quant decode
- * kernels against the streaming read). Prefetches past the last row are hints and never
- * fault. */
-#define K_PREFETCH   1024
 #define QK_K_BYTES_X 292 /* sizeof(struct moeinf_block_q8_k): d (f32), qs[256], bsums[16] */
-
-/* Prefetches the block of `wbytes` bytes at p: one hint per 64 bytes of block, so that the
- * hints keep pace with the reads whatever the block size (each step's lines overlap the next
- * step's). A fixed three lines fell behind on Q6_K (210-byte blocks: 3.3 lines a step;
- * docs/PERFORMANCE.md, 2026-12-02, K-quant rows prefetch one line per 64 bytes of block); on
- * 18-24-byte blocks it is one hint a block, not three. */
-#define K_PREFETCH_BLOCK(p, wbytes)                                                                \
-    do {                                                                                           \
-        for (size_t pf_l = 0; pf_l < (size_t)(wbytes); pf_l += 64)                                 \
-            _mm_prefetch((p) + pf_l, _MM_HINT_T0);                                                 \
-    } while (0)
 
 struct k4_sm_lane {
     __m128i src_low, src_top;          /* the byte holding each output's low bits / top 2 bits */
