@@ -11,7 +11,7 @@
 # --record-routing`) and `moeinf sim --policy belady` replays it.
 #
 #   bench/offload.sh [-m MODEL] [-t THREADS] [--budgets "50 25"] [-p 64] [-n 128] [--slow-n N]
-#                    [--rounds 2] [-- EXTRA MOEINF OPTIONS]
+#                    [--rounds 2] [--no-mmap-path] [-- EXTRA MOEINF OPTIONS]
 #
 # MODEL defaults to $MOEINF_BENCH_MODELS/olmoe-shape-16-q8_0.gguf ($MOEINF_BENCH_MODELS
 # defaults to bench/models; OLMoE-1B-7B geometry, Q8_0, 7.3 GB;
@@ -24,7 +24,9 @@
 # paths decode as many tokens as the cache runs (-n), so that the ratios compare equal work;
 # at 25 % they page slowly and take most of a run's time (bench/README.md says how long).
 # --slow-n N shortens them for a quick look, and
-# the table then says that its ratios to the mmap paths are not equal work. Needs root.
+# the table then says that its ratios to the mmap paths are not equal work. --no-mmap-path
+# skips moeinf's own mmap path (as slow as llama.cpp's at 25 %; the table shows "-" for it).
+# Needs root.
 #
 # gen-model's random weights route very unevenly (a few experts take most tokens), so these
 # cache figures are a best case; real routing is replayed in the offloaded-experts part 2.
@@ -32,7 +34,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 models=${MOEINF_BENCH_MODELS:-bench/models}
 model=$models/olmoe-shape-16-q8_0.gguf threads=$(nproc) budgets="50 25"
-prompt=64 gen=128 slow_gen= rounds=2 extra=()
+prompt=64 gen=128 slow_gen= rounds=2 mmap_path=1 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -m) model=$2; shift 2 ;;
@@ -42,9 +44,10 @@ while [ $# -gt 0 ]; do
     -n) gen=$2; shift 2 ;;
     --slow-n) slow_gen=$2; shift 2 ;;
     --rounds) rounds=$2; shift 2 ;;
+    --no-mmap-path) mmap_path=0; shift ;;
     --) shift; extra=("$@"); break ;;
     *) echo "usage: $0 [-m MODEL] [-t N] [--budgets \"50 25\"] [-p N] [-n N] [--slow-n N]" \
-         "[--rounds N]" >&2
+         "[--rounds N] [--no-mmap-path]" >&2
        exit 2 ;;
   esac
 done
@@ -127,10 +130,14 @@ d = json.load(sys.stdin)
 print("%.2f" % ((d["decode_accesses"] - d["decode_hits"]) / d["decode_tokens"]))')
   acct[$b]=$(sed -n 's/.* = \([0-9.]*\) MiB; resident weights \([0-9.]*\) MiB, KV cache and scratch \([0-9.]*\) MiB.*/\1 \2 \3/p' "$out/cache-$b.txt")
   # moeinf's mmap path and llama.cpp's, same cgroup and file
-  p=$(run_in_cgroup "$limit" "$out/mmap-$b.txt" "$bin" bench -m "$model" -t "$threads" \
-      -p "$prompt" -n "$slow_gen" -r 1)
-  peak[mmap-$b]=$((p >> 20))
-  tg[mmap-$b]=$(field decode 4 "$out/mmap-$b.txt")
+  if [ "$mmap_path" = 1 ]; then
+    p=$(run_in_cgroup "$limit" "$out/mmap-$b.txt" "$bin" bench -m "$model" -t "$threads" \
+        -p "$prompt" -n "$slow_gen" -r 1)
+    peak[mmap-$b]=$((p >> 20))
+    tg[mmap-$b]=$(field decode 4 "$out/mmap-$b.txt")
+  else
+    peak[mmap-$b]=- tg[mmap-$b]=-
+  fi
   p=$(run_in_cgroup "$limit" "$out/llama-$b.txt" python3 bench/llamacpp_bench.py -m "$model" \
       -t "$threads" -p "$prompt" -n "$slow_gen" -r 1 --mmap)
   peak[llama-$b]=$((p >> 20))
@@ -155,7 +162,7 @@ fi
 echo
 printf "%-7s %-28s %10s %11s %10s %10s %8s %10s %9s\n" budget run "decode t/s" \
   "vs resident" "vs mmap" "vs llama" "hit" "MiB/token" "peak MiB"
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2fx", a / b; else print "-" }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (a > 0 && b > 0) printf "%.2fx", a / b; else print "-" }'; }
 printf "%-7s %-28s %10s %11s\n" "-" "moeinf resident (no limit)" "$res" "1.00x"
 for b in $budgets; do
   limit_mib=$(((size * b / 100) >> 20))
