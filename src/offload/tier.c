@@ -573,12 +573,15 @@ void moeinf_tier_report(const struct moeinf_tier *t, int layer, struct moeinf_ti
     for (int il = 0; il < t->n_layers; il++) {
         if (layer != -1 && layer != il) continue;
         counters_add(&out->counters, &t->layer[il]);
-        for (int s = 0; s < MOEINF_SOURCE_COUNT; s++)
-            out->layers_on[s] += t->auto_src[s] && moeinf_prefetch_auto_on(t->pfa, il, s);
+        for (int s = 0; s < MOEINF_SOURCE_COUNT; s++) {
+            out->layers_on[s] += t->auto_src[s] && moeinf_prefetch_auto_wanted(t->pfa, il, s);
+            out->layers_read[s] += t->auto_src[s] && moeinf_prefetch_auto_on(t->pfa, il, s);
+        }
     }
     for (int s = 0; s < MOEINF_SOURCE_COUNT; s++) {
-        if (!t->auto_src[s]) out->layers_on[s] = -1;
+        if (!t->auto_src[s]) out->layers_on[s] = out->layers_read[s] = -1;
     }
+    if (t->pfa) moeinf_prefetch_auto_checks(t->pfa, &out->auto_checks, &out->auto_checks_kept);
     /* As the simulator counts at the end of a replay: a prefetched expert that no step has
      * used yet is wasted as of now (if a later step uses it, the next report counts a
      * prefetch hit instead). */
