@@ -107,14 +107,17 @@ static bool wanted_any(const struct moeinf_prefetch_auto *a, int layer) {
 }
 
 static int cmp_u64(const void *x, const void *y) {
-    uint64_t a = *(const uint64_t *)x, b = *(const uint64_t *)y;
+    uint64_t a = *(const uint64_t *)x;
+    uint64_t b = *(const uint64_t *)y;
     return (a > b) - (a < b);
 }
 
 /* The median of n >= 1 values (sorts them). */
 static double median(uint64_t *v, int n) {
     qsort(v, (size_t)n, sizeof *v, cmp_u64);
-    return n % 2 ? (double)v[n / 2] : ((double)v[n / 2 - 1] + (double)v[n / 2]) / 2.0;
+    const int mid = n / 2;
+    const double hi = (double)v[mid];
+    return n % 2 ? hi : ((double)v[mid - 1] + hi) / 2.0;
 }
 
 static void trial_end(struct moeinf_prefetch_auto *a, int layer) {
