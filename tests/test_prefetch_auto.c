@@ -139,7 +139,8 @@ static void test_wall_check(void) {
     struct moeinf_error err = {0};
     CHECK(moeinf_prefetch_auto_init(3, &a, &err) == MOEINF_OK);
     if (!a) return;
-    uint64_t checks = 9, kept = 9;
+    uint64_t checks = 9;
+    uint64_t kept = 9;
     /* nothing wanted: no trial, nothing read */
     token(a, 1, 1000);
     moeinf_prefetch_auto_checks(a, &checks, &kept);
