@@ -4,7 +4,7 @@
  * its hysteresis and the spare time's discount, worked out by hand from the rule in the
  * header; the windows, the halving of the sums, the layers and sources kept apart, and a
  * source's own reads added back to the spare time while it is on; the wall-time check on
- * hand-made spans: its arms, its verdicts by the medians, and the layers' turns.
+ * hand-made times: its arms, its verdicts by the medians, and the layers' turns.
  */
 #include "offload/prefetch_auto.h"
 #include "test.h"
@@ -112,14 +112,14 @@ static void want(struct moeinf_prefetch_auto *a, int il, bool right) {
         moeinf_prefetch_auto_step(a, il, &o, 0);
 }
 
-/* One decode token of 3 layers: layer `il` spans `ns`, the others 1 s (ignored: not tried). */
+/* One decode token of 3 layers: layer `il` takes `ns`, the others 1 s (ignored: not tried). */
 static void token(struct moeinf_prefetch_auto *a, int il, uint64_t ns) {
     for (int l = 0; l < 3; l++)
         moeinf_prefetch_auto_time(a, l, l == il ? ns : 1000000000u);
 }
 
 /* One trial of layer `il` (started by the token before): arms on, off, off, on of 8 steps; the
- * on arms' spans `on_ns`, the off arms' `off_ns`, each arm's first step (not counted) and one
+ * on arms' times `on_ns`, the off arms' `off_ns`, each arm's first step (not counted) and one
  * more step of each arm 100 x longer (outliers the median ignores). Checks the arm the layer
  * is in at every step. */
 static void trial(struct moeinf_prefetch_auto *a, int il, uint64_t on_ns, uint64_t off_ns) {
@@ -147,7 +147,7 @@ static void test_wall_check(void) {
     CHECK(checks == 0 && kept == 0);
     want(a, 1, true);
     CHECK(moeinf_prefetch_auto_wanted(a, 1, 1) && !moeinf_prefetch_auto_on(a, 1, 1));
-    token(a, -1, 0); /* layer 1's trial starts with this span, not counted */
+    token(a, -1, 0); /* layer 1's trial starts with this time, not counted */
     /* faster with its reads (1000 against 1200 ns): kept */
     trial(a, 1, 1000, 1200);
     CHECK(moeinf_prefetch_auto_on(a, 1, 1));
@@ -171,7 +171,7 @@ static void test_wall_check(void) {
     want(a, 0, true);
     token(a, -1, 0);
     trial(a, 0, 1000, 1200);
-    /* layer 1's trial has started in the token that ended layer 0's (its span comes after) */
+    /* layer 1's trial has started in the token that ended layer 0's (its time comes after) */
     CHECK(moeinf_prefetch_auto_on(a, 0, 1) && moeinf_prefetch_auto_on(a, 1, 1));
     trial(a, 1, 1000, 1200);
     CHECK(moeinf_prefetch_auto_on(a, 0, 1) && moeinf_prefetch_auto_on(a, 1, 1));
@@ -183,7 +183,7 @@ static void test_wall_check(void) {
     CHECK(!moeinf_prefetch_auto_on(a, 0, 1));
     want(a, 0, false); /* 16 wrong: 8 + 16 reads, 8 used, off */
     CHECK(!moeinf_prefetch_auto_wanted(a, 0, 1));
-    token(a, 0, 1000); /* layer 0's trial ends, layer 1's starts at its span of this token */
+    token(a, 0, 1000); /* layer 0's trial ends, layer 1's starts at its time of this token */
     trial(a, 1, 1200, 1000);
     CHECK(!moeinf_prefetch_auto_on(a, 1, 1));
     moeinf_prefetch_auto_checks(a, &checks, &kept);

@@ -19,13 +19,13 @@ struct layer {
 
 _Static_assert(MOEINF_PREFETCH_AUTO_ARM >= 2, "an arm counts all its steps but the first");
 #define ARMS    4
-#define SAMPLES (2 * (MOEINF_PREFETCH_AUTO_ARM - 1)) /* counted spans per kind of arm */
+#define SAMPLES (2 * (MOEINF_PREFETCH_AUTO_ARM - 1)) /* counted times per kind of arm */
 
 struct moeinf_prefetch_auto {
     int n_layers;
     struct layer *layers;
     /* the wall-time check: the layer tried (-1: none), its arm and the arm's steps so far, the
-     * spans counted with its sources on [0] and off [1]; the layer whose turn is next */
+     * times counted with its sources on [0] and off [1]; the layer whose turn is next */
     int trial, arm, arm_steps, n_samples[2], next;
     uint64_t samples[2][SAMPLES];
     uint64_t checks, kept;
@@ -125,7 +125,7 @@ static void trial_end(struct moeinf_prefetch_auto *a, int layer) {
     a->next = (layer + 1) % a->n_layers;
 }
 
-void moeinf_prefetch_auto_time(struct moeinf_prefetch_auto *a, int layer, uint64_t span_ns) {
+void moeinf_prefetch_auto_time(struct moeinf_prefetch_auto *a, int layer, uint64_t time_ns) {
     if (a->trial < 0) {
         /* the first layer from `next` on, in turn, that wants a source */
         for (int i = 0; i < a->n_layers; i++) {
@@ -138,7 +138,7 @@ void moeinf_prefetch_auto_time(struct moeinf_prefetch_auto *a, int layer, uint64
             }
             break;
         }
-        return; /* this span was measured before the trial */
+        return; /* this time was measured before the trial */
     }
     if (a->trial != layer) return;
     if (!wanted_any(a, layer)) {
@@ -147,7 +147,7 @@ void moeinf_prefetch_auto_time(struct moeinf_prefetch_auto *a, int layer, uint64
     }
     if (a->arm_steps++ > 0) { /* the first step of an arm is not counted */
         int k = arm_on(a->arm) ? 0 : 1;
-        a->samples[k][a->n_samples[k]++] = span_ns;
+        a->samples[k][a->n_samples[k]++] = time_ns;
     }
     if (a->arm_steps < MOEINF_PREFETCH_AUTO_ARM) return;
     a->arm_steps = 0;

@@ -30,14 +30,15 @@
  *
  * That rule says where a source is wanted. Reads also cost CPU (the I/O threads' system calls
  * and wake-ups), which their idle time does not show, so a layer's wanted sources are read only
- * where a check of wall time says they make the layer faster: the tier reports each decode
- * step's span (moeinf_prefetch_auto_time: the wall time of the step before the layer's and of
- * the layer's own, where its reads are issued and used), and one layer at a time is tried in
- * four arms of MOEINF_PREFETCH_AUTO_ARM steps, with its wanted sources on, off, off, on (the
- * order cancels a steady drift); the first step of an arm is not counted (reads of the arm
- * before may still arrive in it). The layer's verdict: read where the median span with them
- * on is below the median with them off. Then the next layer with a wanted source is tried, in
- * turn, so that every verdict is renewed. Until its first verdict a layer reads nothing.
+ * where a check of wall time says they make decoding faster: the tier reports the wall time of
+ * each decode iteration for every layer (moeinf_prefetch_auto_time; a read's CPU cost lands in
+ * whichever layer computes when it runs, so the whole iteration is what counts), and one layer
+ * at a time is tried in four arms of MOEINF_PREFETCH_AUTO_ARM iterations, with its wanted
+ * sources on, off, off, on (the order cancels a steady drift); the first iteration of an arm is
+ * not counted (reads of the arm before may still arrive in it). The layer's verdict: read where
+ * the median time with them on is below the median with them off. Then the next layer with a
+ * wanted source is tried, in turn, so that every verdict is renewed. Until its first verdict a
+ * layer reads nothing.
  */
 #ifndef MOEINF_OFFLOAD_PREFETCH_AUTO_H
 #define MOEINF_OFFLOAD_PREFETCH_AUTO_H
@@ -52,7 +53,7 @@
 #define MOEINF_PREFETCH_AUTO_MIN_READS 4.0 /* decayed reads needed to decide */
 #define MOEINF_PREFETCH_AUTO_COST_MIN  0.75 /* the least a wasted read costs, in demand misses */
 #define MOEINF_PREFETCH_AUTO_H         0.25
-#define MOEINF_PREFETCH_AUTO_ARM       8    /* steps of one arm of a layer's wall-time check */
+#define MOEINF_PREFETCH_AUTO_ARM       8    /* decode iterations of one arm of a layer's check */
 
 /* One step of one layer, as the tier measured it. */
 struct moeinf_prefetch_auto_obs {
@@ -76,9 +77,9 @@ void moeinf_prefetch_auto_free(struct moeinf_prefetch_auto *a);
  * (wanted or not). */
 bool moeinf_prefetch_auto_step(struct moeinf_prefetch_auto *a, int layer,
                                const struct moeinf_prefetch_auto_obs *obs, uint64_t read_ns);
-/* The span of the decode step of `layer` that has just ended (see above); the arm a layer is
- * in changes only here, so that a span is measured in one arm from the step before it. */
-void moeinf_prefetch_auto_time(struct moeinf_prefetch_auto *a, int layer, uint64_t span_ns);
+/* The wall time of the decode iteration that has just ended, for `layer` (see above); the arm
+ * a layer is in changes only here, between iterations. */
+void moeinf_prefetch_auto_time(struct moeinf_prefetch_auto *a, int layer, uint64_t time_ns);
 /* Whether the precision rule wants the source in the layer. */
 bool moeinf_prefetch_auto_wanted(const struct moeinf_prefetch_auto *a, int layer, int source);
 /* Whether the source's reads are issued in the layer now: wanted, and the layer's arm (while it

@@ -53,11 +53,9 @@ struct moeinf_tier {
     uint64_t mark_ns, mark_busy; /* when the current layer's window began, and the loader's busy
                                     time then */
     uint64_t read_ns_sum, loads_sum; /* every read retired: I/O thread time and experts */
-    /* steps' wall time for the controller's check (decode only): the layer whose step runs
-     * (-1: none), when it began, and the step before it's duration (0: none) */
+    /* for the controller's wall-time check: whether the iteration decodes, and when it began */
     bool decoding;
-    int step_layer;
-    uint64_t step_t0, prev_step_ns;
+    uint64_t iter_t0;
 };
 
 #define COLD 2 /* predicted[]: bit COLD + source */
@@ -136,7 +134,6 @@ enum moeinf_status moeinf_tier_init(const struct moeinf_tier_params *p, struct m
     t->auto_src[MOEINF_SOURCE_POLICY] = p->prefetch_auto;
     t->auto_src[MOEINF_SOURCE_LOOKAHEAD] = p->lookahead_auto;
     t->io_threads = p->io_threads;
-    t->step_layer = -1;
     const struct moeinf_fast_tier_ops *fast = p->fast ? p->fast : &moeinf_fast_tier_ram;
     st = moeinf_policy_create_ops(ops, &g, &t->policy, err);
     if (st == MOEINF_OK) st = moeinf_cache_init(&g, &t->cache, err);
@@ -338,18 +335,6 @@ static uint64_t spare_since_mark(struct moeinf_tier *t) {
     return wall > used ? wall - used : 0;
 }
 
-/* Ends the step of t->step_layer (if any) at `now`: with a controller, during decode, it gets
- * the span of that step and the one before it. */
-static void step_close(struct moeinf_tier *t, uint64_t now) {
-    if (t->step_layer < 0) return;
-    uint64_t d = now - t->step_t0;
-    if (t->pfa && t->decoding && t->prev_step_ns > 0) {
-        moeinf_prefetch_auto_time(t->pfa, t->step_layer, t->prev_step_ns + d);
-    }
-    t->prev_step_ns = t->decoding ? d : 0;
-    t->step_layer = -1;
-}
-
 void moeinf_tier_request_begin(struct moeinf_tier *t) {
     moeinf_tier_request_end(t);
     moeinf_policy_request_begin(t->policy, t->n_requests++);
@@ -366,14 +351,20 @@ void moeinf_tier_iteration_begin(struct moeinf_tier *t, enum moeinf_phase phase,
     moeinf_policy_tokens_begin(t->policy, phase, m);
     t->tokens += (uint64_t)m;
     if (phase == MOEINF_PHASE_DECODE) t->decode_tokens += (uint64_t)m;
-    if (phase != MOEINF_PHASE_DECODE) t->prev_step_ns = 0;
     t->decoding = phase == MOEINF_PHASE_DECODE;
     (void)spare_since_mark(t); /* the time between iterations is not the layers' */
+    if (t->pfa) t->iter_t0 = now_ns();
 }
 
 void moeinf_tier_iteration_end(struct moeinf_tier *t) {
     moeinf_policy_token_end(t->policy);
-    if (t->pfa) step_close(t, now_ns());
+    if (t->pfa && t->decoding) {
+        /* every layer's decode step is measured by the whole iteration: a read's CPU cost
+         * lands in whichever layer computes when it runs */
+        uint64_t ns = now_ns() - t->iter_t0;
+        for (int il = 0; il < t->n_layers; il++)
+            moeinf_prefetch_auto_time(t->pfa, il, ns);
+    }
 }
 
 void moeinf_tier_layer_begin(struct moeinf_tier *t, int layer, const int32_t *sel, int m,
@@ -383,12 +374,6 @@ void moeinf_tier_layer_begin(struct moeinf_tier *t, int layer, const int32_t *se
     memset(t->in_step, 0, (size_t)t->n_experts);
     for (int i = 0; i < t->step.n; i++)
         t->in_step[t->step.ids[i] - base] = 1;
-    if (t->pfa) {
-        uint64_t now = now_ns();
-        step_close(t, now);
-        t->step_layer = layer;
-        t->step_t0 = now;
-    }
     score(t, layer, spare_since_mark(t));
     reap(t);
     /* A prefetch this step does not use stays, read or not: the cache keeps the expert, as the
