@@ -27,6 +27,7 @@ struct moeinf_tier {
     int wave_n;
     int n_layers, n_experts, top_k, capacity;
     bool in_request;
+    bool decoding; /* the iteration decodes */
     uint64_t n_requests;
     struct moeinf_tier_counters *layer; /* (n_layers) */
     uint64_t tokens, decode_tokens;
@@ -53,9 +54,7 @@ struct moeinf_tier {
     uint64_t mark_ns, mark_busy; /* when the current layer's window began, and the loader's busy
                                     time then */
     uint64_t read_ns_sum, loads_sum; /* every read retired: I/O thread time and experts */
-    /* for the controller's wall-time check: whether the iteration decodes, and when it began */
-    bool decoding;
-    uint64_t iter_t0;
+    uint64_t iter_t0; /* when the iteration began (the controller's wall-time check) */
 };
 
 #define COLD 2 /* predicted[]: bit COLD + source */
