@@ -161,33 +161,42 @@ static void test_wall_check(void) {
     CHECK(!moeinf_prefetch_auto_on(a, 1, 1) && moeinf_prefetch_auto_wanted(a, 1, 1));
     moeinf_prefetch_auto_checks(a, &checks, &kept);
     CHECK(checks == 2 && kept == 1);
-    /* equal medians: not faster, off */
-    token(a, -1, 0);
+    /* a no: the layer waits one check's time (32 iterations) before it is tried again, then
+     * equal medians: not faster, off */
+    for (int i = 0; i < 32; i++) {
+        CHECK(!moeinf_prefetch_auto_on(a, 1, 1));
+        token(a, -1, 0);
+    }
+    CHECK(moeinf_prefetch_auto_on(a, 1, 1)); /* tried again, on arm first */
     trial(a, 1, 1000, 1000);
     CHECK(!moeinf_prefetch_auto_on(a, 1, 1));
 
-    /* Layers 0 and 1 want: they take turns. Layer 1 was tried last, so layer 0 is next,
-     * though layer 1 wants too; then layer 1, then layer 0 again. */
+    /* Layer 0 wants too: it is tried while layer 1 waits (two checks' time now, 64
+     * iterations), and again and again (layer 1 still waiting) */
     want(a, 0, true);
     token(a, -1, 0);
     trial(a, 0, 1000, 1200);
-    /* layer 1's trial has started in the token that ended layer 0's (its time comes after) */
-    CHECK(moeinf_prefetch_auto_on(a, 0, 1) && moeinf_prefetch_auto_on(a, 1, 1));
-    trial(a, 1, 1000, 1200);
-    CHECK(moeinf_prefetch_auto_on(a, 0, 1) && moeinf_prefetch_auto_on(a, 1, 1));
+    CHECK(moeinf_prefetch_auto_on(a, 0, 1) && !moeinf_prefetch_auto_on(a, 1, 1));
     /* layer 0 in its next trial, in its off arm, stops being wanted: the trial ends with the
-     * verdict it had; its source is off (not wanted) and layer 1 is tried next */
+     * verdict it had; its source is off (not wanted) */
     token(a, -1, 0);
     for (int s = 0; s < 9; s++)
         token(a, 0, 1000);
     CHECK(!moeinf_prefetch_auto_on(a, 0, 1));
     want(a, 0, false); /* 16 wrong: 8 + 16 reads, 8 used, off */
     CHECK(!moeinf_prefetch_auto_wanted(a, 0, 1));
-    token(a, 0, 1000); /* layer 0's trial ends, layer 1's starts at its time of this token */
+    token(a, 0, 1000);
+    /* layer 1 is tried once its 64 iterations have passed: 44 of them are, 20 to go */
+    int waited = 0;
+    while (!moeinf_prefetch_auto_on(a, 1, 1) && waited < 100) {
+        token(a, -1, 0);
+        waited++;
+    }
+    CHECK_EQ_INT(waited, 20);
     trial(a, 1, 1200, 1000);
     CHECK(!moeinf_prefetch_auto_on(a, 1, 1));
     moeinf_prefetch_auto_checks(a, &checks, &kept);
-    CHECK(checks == 6 && kept == 3);
+    CHECK(checks == 5 && kept == 2);
     moeinf_prefetch_auto_free(a);
 }
 

@@ -15,6 +15,8 @@ struct layer {
     double spare_ns; /* decayed sum */
     int steps;       /* since the last decision */
     bool verdict;    /* the wall-time check's last verdict: its wanted sources read */
+    int backoff;     /* checks to wait after a verdict against the reads (doubles, capped) */
+    int wait;        /* decode iterations before the layer may be tried again */
 };
 
 _Static_assert(MOEINF_PREFETCH_AUTO_ARM >= 2, "an arm counts all its steps but the first");
@@ -126,11 +128,12 @@ static void trial_end(struct moeinf_prefetch_auto *a, int layer) {
 }
 
 void moeinf_prefetch_auto_time(struct moeinf_prefetch_auto *a, int layer, uint64_t time_ns) {
+    if (a->layers[layer].wait > 0) a->layers[layer].wait--;
     if (a->trial < 0) {
         /* the first layer from `next` on, in turn, that wants a source */
         for (int i = 0; i < a->n_layers; i++) {
             int il = (a->next + i) % a->n_layers;
-            if (!wanted_any(a, il)) continue;
+            if (!wanted_any(a, il) || a->layers[il].wait > 0) continue;
             if (il == layer) {
                 a->trial = layer;
                 a->arm = a->arm_steps = 0;
@@ -153,7 +156,12 @@ void moeinf_prefetch_auto_time(struct moeinf_prefetch_auto *a, int layer, uint64
     a->arm_steps = 0;
     if (++a->arm < ARMS) return;
     bool keep = median(a->samples[0], a->n_samples[0]) < median(a->samples[1], a->n_samples[1]);
-    a->layers[layer].verdict = keep;
+    struct layer *l = &a->layers[layer];
+    l->verdict = keep;
+    /* a layer whose reads did not pay waits 1, 2, 4 ... 16 checks' time before the next */
+    l->backoff = keep ? 0 : (l->backoff ? l->backoff * 2 : 1);
+    if (l->backoff > MOEINF_PREFETCH_AUTO_BACKOFF) l->backoff = MOEINF_PREFETCH_AUTO_BACKOFF;
+    l->wait = l->backoff * ARMS * MOEINF_PREFETCH_AUTO_ARM;
     a->checks++;
     a->kept += keep;
     trial_end(a, layer);

@@ -37,8 +37,10 @@
  * sources on, off, off, on (the order cancels a steady drift); the first iteration of an arm is
  * not counted (reads of the arm before may still arrive in it). The layer's verdict: read where
  * the median time with them on is below the median with them off. Then the next layer with a
- * wanted source is tried, in turn, so that every verdict is renewed. Until its first verdict a
- * layer reads nothing.
+ * wanted source is tried, in turn, so that every verdict is renewed; a layer whose reads did not
+ * pay waits the time of 1, 2, 4 ... (at most MOEINF_PREFETCH_AUTO_BACKOFF) checks, doubling at
+ * each such verdict in a row, before it is tried again (half of a check runs the worse arm).
+ * Until its first verdict a layer reads nothing.
  */
 #ifndef MOEINF_OFFLOAD_PREFETCH_AUTO_H
 #define MOEINF_OFFLOAD_PREFETCH_AUTO_H
@@ -54,6 +56,7 @@
 #define MOEINF_PREFETCH_AUTO_COST_MIN  0.75 /* the least a wasted read costs, in demand misses */
 #define MOEINF_PREFETCH_AUTO_H         0.25
 #define MOEINF_PREFETCH_AUTO_ARM       8    /* decode iterations of one arm of a layer's check */
+#define MOEINF_PREFETCH_AUTO_BACKOFF   16   /* the most checks' time a layer waits after a no */
 
 /* One step of one layer, as the tier measured it. */
 struct moeinf_prefetch_auto_obs {
