@@ -7,11 +7,13 @@
 # rounds (the range is the noise), then what auto decided in its last run (--stats: each
 # source's precision on the experts that had to be read, the layers where it was on). Demand
 # misses per token are printed too: where auto stays off in every layer its cache decides what
-# off's does, so they are equal and only the predictions' compute differs.
+# off's does, so they are equal and only the predictions' compute differs. With --fixed K a
+# third run per round reads ahead always (--prefetch K --lookahead 1), and its ratios to off
+# are printed too.
 #
 #   bench/prefetch_auto.sh [--rounds 5] [-t THREADS] [-p 16] [-n 128] [-r 3]
 #                          [--random MODEL] [--random-budget 25] [--trained MODEL]
-#                          [--trained-cache 25] [--only random|trained]
+#                          [--trained-cache 25] [--only random|trained] [--fixed K]
 #
 # random: gen-model's random weights, the OLMoE-1B-7B shape cut to 4 layers (written to
 #   $MOEINF_BENCH_MODELS/olmoe-L4-q8_0.gguf when missing: `moeinf gen-model --preset
@@ -26,6 +28,7 @@ cd "$(dirname "$0")/.."
 models=${MOEINF_BENCH_MODELS:-bench/models}
 random=$models/olmoe-L4-q8_0.gguf trained=models/trained-moe-Q8_0.gguf
 rounds=5 threads=$(nproc) prompt=16 gen=128 reps=3 random_budget=25 trained_cache=25 only=""
+fixed=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
@@ -38,22 +41,25 @@ while [ $# -gt 0 ]; do
     --trained) trained=$2; shift 2 ;;
     --trained-cache) trained_cache=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
+    --fixed) fixed=$2; shift 2 ;;
     *) echo "usage: $0 [--rounds N] [-t N] [-p N] [-n N] [-r N] [--random MODEL]" \
-         "[--random-budget P] [--trained MODEL] [--trained-cache P] [--only random|trained]" >&2
+         "[--random-budget P] [--trained MODEL] [--trained-cache P] [--only random|trained]" \
+         "[--fixed K]" >&2
        exit 2 ;;
   esac
 done
-cmake --preset release >/dev/null && cmake --build build/release -j"$(nproc)" >/dev/null
+cmake --preset release >/dev/null && cmake --build build/release -j"$(nproc)" --target moeinf >/dev/null
 bin=build/release/moeinf
 out=$(mktemp -d)
 . bench/lib/cgroup.sh
 cgroup_setup
 trap 'cgroup_cleanup; rm -rf "$out"' EXIT
 
-# one run: MODE (off|auto) KIND (random|trained) LOG
+# one run: MODE (off|auto|fixed) KIND (random|trained) LOG
 run_one() {
   local mode=$1 kind=$2 log=$3 args=(--stats)
   [ "$mode" = off ] && args+=(--prefetch 0 --lookahead 0)
+  [ "$mode" = fixed ] && args+=(--prefetch "$fixed" --lookahead 1)
   if [ "$kind" = random ]; then
     local size limit
     size=$(stat -c %s "$random")
@@ -82,10 +88,12 @@ bench_kind() {
   echo "(stall: ms per decoded token; misses: demand misses per decoded token)"
   printf "%-6s %-9s %10s %10s %10s %10s %10s %10s %8s %8s\n" round order "off tok/s" \
     "auto tok/s" "off stall" "auto stall" "off miss" "auto miss" "tok/s x" "stall x"
-  : >"$out/tps" && : >"$out/stall"
+  : >"$out/tps" && : >"$out/stall" && : >"$out/ftps" && : >"$out/fstall"
   for r in $(seq 1 "$rounds"); do
     local order="off auto"
-    [ $((r % 2)) = 0 ] && order="auto off"
+    [ -n "$fixed" ] && order="off auto fixed"
+    [ $((r % 2)) = 0 ] && order=$(echo "$order" | tr ' ' '\n' | tac | tr '\n' ' ')
+    order=$(echo $order)
     for m in $order; do run_one "$m" "$kind" "$out/$m.log"; done
     read -r t_off s_off m_off < <(figures "$out/off.log")
     read -r t_auto s_auto m_auto < <(figures "$out/auto.log")
@@ -95,13 +103,29 @@ bench_kind() {
     echo "$rt" >>"$out/tps" && echo "$rs" >>"$out/stall"
     printf "%-6s %-9s %10s %10s %10s %10s %10s %10s %8s %8s\n" "$r" "${order// /,}" "$t_off" \
       "$t_auto" "$s_off" "$s_auto" "$m_off" "$m_auto" "$rt" "$rs"
+    if [ -n "$fixed" ]; then
+      local t_fix s_fix m_fix
+      read -r t_fix s_fix m_fix < <(figures "$out/fixed.log")
+      rt=$(awk -v a="$t_fix" -v b="$t_off" 'BEGIN { printf "%.3f", a / b }')
+      rs=$(awk -v a="$s_fix" -v b="$s_off" 'BEGIN { printf "%.3f", (b > 0 ? a / b : 0) }')
+      echo "$rt" >>"$out/ftps" && echo "$rs" >>"$out/fstall"
+      printf "%-6s %-9s %10s %10s %10s %10s %10s %10s %8s %8s\n" "" "fixed $fixed" "" "$t_fix" \
+        "" "$s_fix" "" "$m_fix" "$rt" "$rs"
+    fi
   done
   echo "auto / off, tokens/s: median $(median <"$out/tps"), range $(sort -g "$out/tps" | head -1)" \
     "- $(sort -g "$out/tps" | tail -1)"
   echo "auto / off, stall per token: median $(median <"$out/stall"), range" \
     "$(sort -g "$out/stall" | head -1) - $(sort -g "$out/stall" | tail -1)"
+  if [ -n "$fixed" ]; then
+    echo "fixed $fixed / off, tokens/s: median $(median <"$out/ftps"), range" \
+      "$(sort -g "$out/ftps" | head -1) - $(sort -g "$out/ftps" | tail -1)"
+    echo "fixed $fixed / off, stall per token: median $(median <"$out/fstall"), range" \
+      "$(sort -g "$out/fstall" | head -1) - $(sort -g "$out/fstall" | tail -1)"
+  fi
   echo "auto's last run:"
-  grep -E '^(policy prefetch|gate lookahead|I/O threads idle)' "$out/auto.log" | sed 's/^/  /'
+  grep -E '^(policy prefetch|gate lookahead|auto wall-time|I/O threads idle)' "$out/auto.log" |
+    sed 's/^/  /'
 }
 
 if [ "$only" != trained ]; then

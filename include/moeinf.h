@@ -390,9 +390,13 @@ struct moeinf_expert_stats {
      * the experts a source named that were not in the cache when named (reads; with auto,
      * counted also where its reads were not issued), how many the step then used
      * (reads_used: demand misses avoided, or that would have been). layers_on: with auto, the
-     * layers where the source's reads are on now; -1 when the source is not auto. */
+     * layers where the source's precision pays now; layers_read: of them, those where its reads
+     * are issued now (the wall-time check); -1 when the source is not auto. auto_checks: the
+     * wall-time check's verdicts so far, auto_checks_kept: those that kept a layer's reads. */
     uint64_t policy_reads, policy_reads_used, lookahead_reads, lookahead_reads_used;
     int policy_layers_on, lookahead_layers_on;
+    int policy_layers_read, lookahead_layers_read;
+    uint64_t auto_checks, auto_checks_kept;
     double spare_seconds; /* I/O thread time idle while the layers computed */
     uint64_t tokens; /* tokens evaluated, every phase */
     uint64_t decode_tokens;

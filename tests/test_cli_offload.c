@@ -149,9 +149,10 @@ static void test_reading_ahead(void) {
  * resident run's; the lookahead's precision on the experts that had to be read is high in
  * layers 2 and 3 (measured .78 each: the routers of layers 2 and 3 on the inputs of layers 1
  * and 2) and low in layer 1 (.15), and layer 0 is never predicted: after its first window (16
- * decode steps; 27 are decoded) the controller reads ahead in 2 of 4 layers. The margins are
- * wide enough that no spare time changes that (prefetch_auto.h: cost in [0.75, 1]). The policy's
- * proposals (.21 on the reads) stay off. */
+ * decode steps; 27 are decoded) the controller wants its reads in 2 of 4 layers. The margins
+ * are wide enough that no spare time changes that (prefetch_auto.h: cost in [0.75, 1]). The
+ * policy's proposals (.21 on the reads) stay off. The wall-time check of a wanted layer starts
+ * with its reads on (8 steps), so reads happen whatever the timings. */
 static void test_auto_reading_ahead(void) {
     char trained[1024];
     char cmd[4096];
@@ -170,7 +171,8 @@ static void test_auto_reading_ahead(void) {
     CHECK_EQ_INT(run_cmd(cmd, out, sizeof out, err, sizeof err), 0);
     CHECK_MSG(strcmp(out, out_ref) == 0, "text differs:\n%s\nvs\n%s", out, out_ref);
     CHECK_STR_CONTAINS(err, "gate lookahead: precision");
-    CHECK_STR_CONTAINS(err, "auto: on in 2 of 4 layers");
+    CHECK_STR_CONTAINS(err, "auto: wanted in 2 of 4 layers, read in ");
+    CHECK_STR_CONTAINS(err, "auto wall-time check: ");
     test_read_text(json_path, json, sizeof json);
     const char *la = strstr(json, "\"lookahead_prediction\"");
     const char *pp = strstr(json, "\"policy_prediction\"");
@@ -178,6 +180,9 @@ static void test_auto_reading_ahead(void) {
     if (la && pp) {
         CHECK_EQ_INT(json_int(la, "layers_on"), 2);
         CHECK_EQ_INT(json_int(pp, "layers_on"), 0);
+        /* where it is wanted, the wall-time check starts with the reads on */
+        CHECK(json_int(la, "layers_read") >= 0 && json_int(la, "layers_read") <= 2);
+        CHECK_EQ_INT(json_int(pp, "layers_read"), 0);
         long long reads = json_int(la, "reads");
         long long used = json_int(la, "reads_used");
         CHECK(reads > 0 && used > 0 && used <= reads);
@@ -193,7 +198,8 @@ static void test_auto_reading_ahead(void) {
     CHECK_MSG(strcmp(out, out_ref) == 0, "text differs:\n%s\nvs\n%s", out, out_ref);
     test_read_text(json_path, json, sizeof json);
     la = strstr(json, "\"lookahead_prediction\"");
-    CHECK(la != NULL && json_int(la, "layers_on") == -1 && json_int(la, "predicted") == 0);
+    CHECK(la != NULL && json_int(la, "layers_on") == -1 && json_int(la, "layers_read") == -1 &&
+          json_int(la, "predicted") == 0);
     CHECK_EQ_INT(json_int(json, "prefetches"), 0);
     remove(json_path);
 }

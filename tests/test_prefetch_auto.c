@@ -3,7 +3,8 @@
  * (offload/prefetch_auto.h) on hand-made counter sequences: the decision rule's thresholds,
  * its hysteresis and the spare time's discount, worked out by hand from the rule in the
  * header; the windows, the halving of the sums, the layers and sources kept apart, and a
- * source's own reads added back to the spare time while it is on.
+ * source's own reads added back to the spare time while it is on; the wall-time check on
+ * hand-made times: its arms, its verdicts by the medians, and the layers' turns.
  */
 #include "offload/prefetch_auto.h"
 #include "test.h"
@@ -50,27 +51,28 @@ static void test_windows(void) {
     CHECK(moeinf_prefetch_auto_init(4, &a, &err) == MOEINF_OK);
     if (!a) return;
     for (int il = 0; il < 4; il++) {
-        CHECK(!moeinf_prefetch_auto_on(a, il, 0) && !moeinf_prefetch_auto_on(a, il, 1));
+        CHECK(!moeinf_prefetch_auto_wanted(a, il, 0) && !moeinf_prefetch_auto_wanted(a, il, 1));
     }
     /* layer 0, lookahead right every time: decided at the 16th step, not before */
     struct moeinf_prefetch_auto_obs right = obs(1, 1, 1, 0);
     for (int s = 1; s < 16; s++)
         CHECK(!moeinf_prefetch_auto_step(a, 0, &right, 0));
-    CHECK(!moeinf_prefetch_auto_on(a, 0, 1));
+    CHECK(!moeinf_prefetch_auto_wanted(a, 0, 1));
     CHECK(moeinf_prefetch_auto_step(a, 0, &right, 0));
-    CHECK(moeinf_prefetch_auto_on(a, 0, 1));
-    CHECK(!moeinf_prefetch_auto_on(a, 0, 0)); /* the policy named nothing */
-    CHECK(!moeinf_prefetch_auto_on(a, 1, 1)); /* other layers saw nothing */
-    CHECK_EQ_INT(moeinf_prefetch_auto_layers_on(a, 1), 1);
-    CHECK_EQ_INT(moeinf_prefetch_auto_layers_on(a, 0), 0);
+    CHECK(moeinf_prefetch_auto_wanted(a, 0, 1));
+    CHECK(!moeinf_prefetch_auto_wanted(a, 0, 0)); /* the policy named nothing */
+    CHECK(!moeinf_prefetch_auto_wanted(a, 1, 1)); /* other layers saw nothing */
+    /* wanted, but read nowhere before a wall-time check says it pays */
+    CHECK(!moeinf_prefetch_auto_on(a, 0, 1));
+    CHECK_EQ_INT(moeinf_prefetch_auto_layers_on(a, 1), 0);
     /* then wrong every time: the sums are 8 + 16 reads and 8 + 0 used, 8 < 16 x 0.75: off at
      * the 32nd step (and not after 15 of them) */
     struct moeinf_prefetch_auto_obs wrong = obs(1, 1, 0, 0);
     for (int s = 1; s < 16; s++)
         moeinf_prefetch_auto_step(a, 0, &wrong, 0);
-    CHECK(moeinf_prefetch_auto_on(a, 0, 1));
+    CHECK(moeinf_prefetch_auto_wanted(a, 0, 1));
     CHECK(moeinf_prefetch_auto_step(a, 0, &wrong, 0));
-    CHECK(!moeinf_prefetch_auto_on(a, 0, 1));
+    CHECK(!moeinf_prefetch_auto_wanted(a, 0, 1));
 
     /* Layers 2 and 3: right 16 times, then right 2 times of 16, reads of 1000 ns: the sums are
      * 24 reads, 10 used, 14 wasted. While on, the source's own reads (24 x 1000 ns) are added
@@ -80,12 +82,12 @@ static void test_windows(void) {
         uint64_t read_ns = il == 2 ? 1000 : 0;
         for (int s = 0; s < 16; s++)
             moeinf_prefetch_auto_step(a, il, &right, read_ns);
-        CHECK(moeinf_prefetch_auto_on(a, il, 1));
+        CHECK(moeinf_prefetch_auto_wanted(a, il, 1));
         for (int s = 0; s < 16; s++)
             moeinf_prefetch_auto_step(a, il, s < 2 ? &right : &wrong, read_ns);
     }
-    CHECK(moeinf_prefetch_auto_on(a, 2, 1));
-    CHECK(!moeinf_prefetch_auto_on(a, 3, 1));
+    CHECK(moeinf_prefetch_auto_wanted(a, 2, 1));
+    CHECK(!moeinf_prefetch_auto_wanted(a, 3, 1));
 
     /* Layer 1, the policy: half right, and the layer's spare time measured (the sums are what
      * counts: 16 x 500 ns spare over 8 wasted reads of 1000 ns = f 1, cost 0.75: 8 > 7.5, on;
@@ -95,16 +97,112 @@ static void test_windows(void) {
     struct moeinf_prefetch_auto_obs half_used = obs(0, 1, 1, 500);
     for (int s = 0; s < 16; s++)
         moeinf_prefetch_auto_step(a, 1, s % 2 ? &half_used : &half, 1000);
-    CHECK(moeinf_prefetch_auto_on(a, 1, 0));
-    CHECK(!moeinf_prefetch_auto_on(a, 1, 1));
-    CHECK_EQ_INT(moeinf_prefetch_auto_layers_on(a, 0), 1);
-    CHECK_EQ_INT(moeinf_prefetch_auto_layers_on(a, 1), 1);
+    CHECK(moeinf_prefetch_auto_wanted(a, 1, 0));
+    CHECK(!moeinf_prefetch_auto_wanted(a, 1, 1));
+    CHECK_EQ_INT(moeinf_prefetch_auto_layers_on(a, 0), 0);
+    CHECK_EQ_INT(moeinf_prefetch_auto_layers_on(a, 1), 0);
     moeinf_prefetch_auto_free(a);
     moeinf_prefetch_auto_free(NULL);
 }
 
+/* Layer `il` wants the lookahead (right 16 times). */
+static void want(struct moeinf_prefetch_auto *a, int il, bool right) {
+    struct moeinf_prefetch_auto_obs o = obs(1, 1, right ? 1 : 0, 0);
+    for (int s = 0; s < 16; s++)
+        moeinf_prefetch_auto_step(a, il, &o, 0);
+}
+
+/* One decode token of 3 layers: layer `il` takes `ns`, the others 1 s (ignored: not tried). */
+static void token(struct moeinf_prefetch_auto *a, int il, uint64_t ns) {
+    for (int l = 0; l < 3; l++)
+        moeinf_prefetch_auto_time(a, l, l == il ? ns : 1000000000u);
+}
+
+/* One trial of layer `il` (started by the token before): arms on, off, off, on of 8 steps; the
+ * on arms' times `on_ns`, the off arms' `off_ns`, each arm's first step (not counted) and one
+ * more step of each arm 100 x longer (outliers the median ignores). Checks the arm the layer
+ * is in at every step. */
+static void trial(struct moeinf_prefetch_auto *a, int il, uint64_t on_ns, uint64_t off_ns) {
+    for (int arm = 0; arm < 4; arm++) {
+        bool on = arm == 0 || arm == 3;
+        for (int s = 0; s < 8; s++) {
+            CHECK(moeinf_prefetch_auto_on(a, il, 1) == on);
+            CHECK(!moeinf_prefetch_auto_on(a, il, 0)); /* not wanted */
+            uint64_t ns = on ? on_ns : off_ns;
+            token(a, il, s == 0 || s == 3 ? 100 * ns : ns);
+        }
+    }
+}
+
+static void test_wall_check(void) {
+    struct moeinf_prefetch_auto *a = NULL;
+    struct moeinf_error err = {0};
+    CHECK(moeinf_prefetch_auto_init(3, &a, &err) == MOEINF_OK);
+    if (!a) return;
+    uint64_t checks = 9;
+    uint64_t kept = 9;
+    /* nothing wanted: no trial, nothing read */
+    token(a, 1, 1000);
+    moeinf_prefetch_auto_checks(a, &checks, &kept);
+    CHECK(checks == 0 && kept == 0);
+    want(a, 1, true);
+    CHECK(moeinf_prefetch_auto_wanted(a, 1, 1) && !moeinf_prefetch_auto_on(a, 1, 1));
+    token(a, -1, 0); /* layer 1's trial starts with this time, not counted */
+    /* faster with its reads (1000 against 1200 ns): kept */
+    trial(a, 1, 1000, 1200);
+    CHECK(moeinf_prefetch_auto_on(a, 1, 1));
+    moeinf_prefetch_auto_checks(a, &checks, &kept);
+    CHECK(checks == 1 && kept == 1);
+    CHECK_EQ_INT(moeinf_prefetch_auto_layers_on(a, 1), 1);
+    /* the only layer that wants a source is tried again at its next step: now slower with
+     * them (1300 against 1200): off, though the precision rule still wants them */
+    token(a, -1, 0);
+    trial(a, 1, 1300, 1200);
+    CHECK(!moeinf_prefetch_auto_on(a, 1, 1) && moeinf_prefetch_auto_wanted(a, 1, 1));
+    moeinf_prefetch_auto_checks(a, &checks, &kept);
+    CHECK(checks == 2 && kept == 1);
+    /* a no: the layer waits one check's time (32 iterations) before it is tried again, then
+     * equal medians: not faster, off */
+    for (int i = 0; i < 32; i++) {
+        CHECK(!moeinf_prefetch_auto_on(a, 1, 1));
+        token(a, -1, 0);
+    }
+    CHECK(moeinf_prefetch_auto_on(a, 1, 1)); /* tried again, on arm first */
+    trial(a, 1, 1000, 1000);
+    CHECK(!moeinf_prefetch_auto_on(a, 1, 1));
+
+    /* Layer 0 wants too: it is tried while layer 1 waits (two checks' time now, 64
+     * iterations), and again and again (layer 1 still waiting) */
+    want(a, 0, true);
+    token(a, -1, 0);
+    trial(a, 0, 1000, 1200);
+    CHECK(moeinf_prefetch_auto_on(a, 0, 1) && !moeinf_prefetch_auto_on(a, 1, 1));
+    /* layer 0 in its next trial, in its off arm, stops being wanted: the trial ends with the
+     * verdict it had; its source is off (not wanted) */
+    token(a, -1, 0);
+    for (int s = 0; s < 9; s++)
+        token(a, 0, 1000);
+    CHECK(!moeinf_prefetch_auto_on(a, 0, 1));
+    want(a, 0, false); /* 16 wrong: 8 + 16 reads, 8 used, off */
+    CHECK(!moeinf_prefetch_auto_wanted(a, 0, 1));
+    token(a, 0, 1000);
+    /* layer 1 is tried once its 64 iterations have passed: 44 of them are, 20 to go */
+    int waited = 0;
+    while (!moeinf_prefetch_auto_on(a, 1, 1) && waited < 100) {
+        token(a, -1, 0);
+        waited++;
+    }
+    CHECK_EQ_INT(waited, 20);
+    trial(a, 1, 1200, 1000);
+    CHECK(!moeinf_prefetch_auto_on(a, 1, 1));
+    moeinf_prefetch_auto_checks(a, &checks, &kept);
+    CHECK(checks == 5 && kept == 2);
+    moeinf_prefetch_auto_free(a);
+}
+
 int main(void) {
     RUN(test_decide);
+    RUN(test_wall_check);
     RUN(test_windows);
     return test_report();
 }

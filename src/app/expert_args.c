@@ -159,25 +159,29 @@ static void json_counters(FILE *f, const struct moeinf_expert_stats *s) {
             s->stall_seconds);
     fprintf(f,
             ", \"policy_reads\": %llu, \"policy_reads_used\": %llu, \"lookahead_reads\": %llu, "
-            "\"lookahead_reads_used\": %llu, \"spare_seconds\": %.6f",
+            "\"lookahead_reads_used\": %llu, \"spare_seconds\": %.6f, \"auto_checks\": %llu, "
+            "\"auto_checks_kept\": %llu",
             (unsigned long long)s->policy_reads, (unsigned long long)s->policy_reads_used,
             (unsigned long long)s->lookahead_reads, (unsigned long long)s->lookahead_reads_used,
-            s->spare_seconds);
+            s->spare_seconds, (unsigned long long)s->auto_checks,
+            (unsigned long long)s->auto_checks_kept);
 }
 
 /* One source's predictions (struct moeinf_expert_stats). */
 struct prediction {
     uint64_t predicted, correct, actual, reads, reads_used;
-    int layers_on;
+    int layers_on, layers_read;
 };
 
 static struct prediction prediction_of(const struct moeinf_expert_stats *s, bool lookahead) {
     struct prediction p = {s->policy_predicted,  s->policy_correct,    s->policy_actual,
-                           s->policy_reads,      s->policy_reads_used, s->policy_layers_on};
+                           s->policy_reads,      s->policy_reads_used, s->policy_layers_on,
+                           s->policy_layers_read};
     if (lookahead) {
         p = (struct prediction){s->lookahead_predicted, s->lookahead_correct,
                                 s->lookahead_actual,    s->lookahead_reads,
-                                s->lookahead_reads_used, s->lookahead_layers_on};
+                                s->lookahead_reads_used, s->lookahead_layers_on,
+                                s->lookahead_layers_read};
     }
     return p;
 }
@@ -185,14 +189,14 @@ static struct prediction prediction_of(const struct moeinf_expert_stats *s, bool
 static void json_prediction(FILE *f, const char *name, const struct prediction *p) {
     fprintf(f,
             "\"%s\": {\"predicted\": %llu, \"correct\": %llu, \"actual\": %llu, "
-            "\"reads\": %llu, \"reads_used\": %llu, \"layers_on\": %d}",
+            "\"reads\": %llu, \"reads_used\": %llu, \"layers_on\": %d, \"layers_read\": %d}",
             name, (unsigned long long)p->predicted, (unsigned long long)p->correct,
             (unsigned long long)p->actual, (unsigned long long)p->reads,
-            (unsigned long long)p->reads_used, p->layers_on);
+            (unsigned long long)p->reads_used, p->layers_on, p->layers_read);
 }
 
 /* "precision 0.812, recall 0.655 (123 experts named); on the experts that had to be read
- * 0.310 (40 of 129); auto: on in 3 of 16 layers", or "none named". */
+ * 0.310 (40 of 129); auto: wanted in 3 of 16 layers, read in 2", or "none named". */
 static void print_prediction(const char *name, const struct prediction *p, int n_layers) {
     if (!p->predicted) {
         fprintf(stderr, "%s: none named\n", name);
@@ -204,7 +208,10 @@ static void print_prediction(const char *name, const struct prediction *p, int n
             name, ratio(p->correct, p->predicted), ratio(p->correct, p->actual),
             (unsigned long long)p->predicted, ratio(p->reads_used, p->reads),
             (unsigned long long)p->reads_used, (unsigned long long)p->reads);
-    if (p->layers_on >= 0) fprintf(stderr, "; auto: on in %d of %d layers", p->layers_on, n_layers);
+    if (p->layers_on >= 0) {
+        fprintf(stderr, "; auto: wanted in %d of %d layers, read in %d", p->layers_on, n_layers,
+                p->layers_read);
+    }
     fprintf(stderr, "\n");
 }
 
@@ -282,6 +289,11 @@ bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx,
         struct prediction pl = prediction_of(&total, true);
         print_prediction("policy prefetch", &pp, n_layers);
         print_prediction("gate lookahead", &pl, n_layers);
+        if (pp.layers_on >= 0 || pl.layers_on >= 0) {
+            fprintf(stderr, "auto wall-time check: %llu verdicts, %llu kept a layer's reads\n",
+                    (unsigned long long)total.auto_checks,
+                    (unsigned long long)total.auto_checks_kept);
+        }
         if (total.tokens) {
             fprintf(stderr, "I/O threads idle while the layers computed: %.2f ms per token\n",
                     1e3 * total.spare_seconds / (double)total.tokens);

@@ -89,7 +89,8 @@ bool expert_args_stopped(const struct expert_args *a, struct moeinf_context *ctx
     "  --prefetch K|auto    after each layer, prefetch up to K experts the policy predicts;\n"     \
     "                       auto (default): top-k of them, read only in the layers where\n"        \
     "                       they pay (measured: precision on the experts that had to be\n"         \
-    "                       read, against the I/O threads' idle time)\n"                           \
+    "                       read, against the I/O threads' idle time; then each layer's\n"        \
+    "                       decode time with and without them)\n"                                 \
     "  --lookahead N|auto   during decode, prefetch the top-k experts that the next N layers'\n"   \
     "                       routers choose for the current hidden state; auto (default): one\n"    \
     "                       layer ahead, read only in the layers where that pays\n"                \

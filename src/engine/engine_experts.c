@@ -273,6 +273,10 @@ enum moeinf_status moeinf_context_expert_stats(const struct moeinf_context *ctx,
     out->lookahead_reads_used = c->reads_used[MOEINF_SOURCE_LOOKAHEAD];
     out->policy_layers_on = r.layers_on[MOEINF_SOURCE_POLICY];
     out->lookahead_layers_on = r.layers_on[MOEINF_SOURCE_LOOKAHEAD];
+    out->policy_layers_read = r.layers_read[MOEINF_SOURCE_POLICY];
+    out->lookahead_layers_read = r.layers_read[MOEINF_SOURCE_LOOKAHEAD];
+    out->auto_checks = r.auto_checks;
+    out->auto_checks_kept = r.auto_checks_kept;
     out->spare_seconds = (double)c->spare_ns * 1e-9;
     return MOEINF_OK;
 }

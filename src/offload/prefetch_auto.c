@@ -7,19 +7,36 @@
 
 struct source {
     double reads, used; /* decayed sums */
-    bool on;
+    bool on;            /* wanted by the precision rule */
 };
 
 struct layer {
     struct source src[MOEINF_PREFETCH_AUTO_SOURCES];
     double spare_ns; /* decayed sum */
     int steps;       /* since the last decision */
+    bool verdict;    /* the wall-time check's last verdict: its wanted sources read */
+    int backoff;     /* checks to wait after a verdict against the reads (doubles, capped) */
+    int wait;        /* decode iterations before the layer may be tried again */
 };
+
+_Static_assert(MOEINF_PREFETCH_AUTO_ARM >= 2, "an arm counts all its steps but the first");
+#define ARMS    4
+#define SAMPLES (2 * (MOEINF_PREFETCH_AUTO_ARM - 1)) /* counted times per kind of arm */
 
 struct moeinf_prefetch_auto {
     int n_layers;
     struct layer *layers;
+    /* the wall-time check: the layer tried (-1: none), its arm and the arm's steps so far, the
+     * times counted with its sources on [0] and off [1]; the layer whose turn is next */
+    int trial, arm, arm_steps, n_samples[2], next;
+    uint64_t samples[2][SAMPLES];
+    uint64_t checks, kept;
 };
+
+/* Arms on, off, off, on. */
+static bool arm_on(int arm) {
+    return arm == 0 || arm == ARMS - 1;
+}
 
 bool moeinf_prefetch_auto_decide(bool on, double reads, double used, double spare_ns,
                                  double read_ns) {
@@ -46,6 +63,7 @@ enum moeinf_status moeinf_prefetch_auto_init(int n_layers, struct moeinf_prefetc
         return moeinf_fail(err, MOEINF_ERR_NOMEM, "out of memory for the prefetch controller");
     }
     a->n_layers = n_layers;
+    a->trial = -1;
     *out = a;
     return MOEINF_OK;
 }
@@ -83,13 +101,90 @@ bool moeinf_prefetch_auto_step(struct moeinf_prefetch_auto *a, int layer,
     return changed;
 }
 
-bool moeinf_prefetch_auto_on(const struct moeinf_prefetch_auto *a, int layer, int source) {
+static bool wanted_any(const struct moeinf_prefetch_auto *a, int layer) {
+    for (int s = 0; s < MOEINF_PREFETCH_AUTO_SOURCES; s++) {
+        if (a->layers[layer].src[s].on) return true;
+    }
+    return false;
+}
+
+static int cmp_u64(const void *x, const void *y) {
+    uint64_t a = *(const uint64_t *)x;
+    uint64_t b = *(const uint64_t *)y;
+    return (a > b) - (a < b);
+}
+
+/* The median of n >= 1 values (sorts them). */
+static double median(uint64_t *v, int n) {
+    qsort(v, (size_t)n, sizeof *v, cmp_u64);
+    const int mid = n / 2;
+    const double hi = (double)v[mid];
+    return n % 2 ? hi : ((double)v[mid - 1] + hi) / 2.0;
+}
+
+static void trial_end(struct moeinf_prefetch_auto *a, int layer) {
+    a->trial = -1;
+    a->next = (layer + 1) % a->n_layers;
+}
+
+void moeinf_prefetch_auto_time(struct moeinf_prefetch_auto *a, int layer, uint64_t time_ns) {
+    if (a->layers[layer].wait > 0) a->layers[layer].wait--;
+    if (a->trial < 0) {
+        /* the first layer from `next` on, in turn, that wants a source */
+        for (int i = 0; i < a->n_layers; i++) {
+            int il = (a->next + i) % a->n_layers;
+            if (!wanted_any(a, il) || a->layers[il].wait > 0) continue;
+            if (il == layer) {
+                a->trial = layer;
+                a->arm = a->arm_steps = 0;
+                a->n_samples[0] = a->n_samples[1] = 0;
+            }
+            break;
+        }
+        return; /* this time was measured before the trial */
+    }
+    if (a->trial != layer) return;
+    if (!wanted_any(a, layer)) {
+        trial_end(a, layer); /* nothing left to try; the verdict stays */
+        return;
+    }
+    if (a->arm_steps++ > 0) { /* the first step of an arm is not counted */
+        int k = arm_on(a->arm) ? 0 : 1;
+        a->samples[k][a->n_samples[k]++] = time_ns;
+    }
+    if (a->arm_steps < MOEINF_PREFETCH_AUTO_ARM) return;
+    a->arm_steps = 0;
+    if (++a->arm < ARMS) return;
+    bool keep = median(a->samples[0], a->n_samples[0]) < median(a->samples[1], a->n_samples[1]);
+    struct layer *l = &a->layers[layer];
+    l->verdict = keep;
+    /* a layer whose reads did not pay waits 1, 2, 4 ... 16 checks' time before the next */
+    l->backoff = keep ? 0 : (l->backoff ? l->backoff * 2 : 1);
+    if (l->backoff > MOEINF_PREFETCH_AUTO_BACKOFF) l->backoff = MOEINF_PREFETCH_AUTO_BACKOFF;
+    l->wait = l->backoff * ARMS * MOEINF_PREFETCH_AUTO_ARM;
+    a->checks++;
+    a->kept += keep;
+    trial_end(a, layer);
+}
+
+bool moeinf_prefetch_auto_wanted(const struct moeinf_prefetch_auto *a, int layer, int source) {
     return a->layers[layer].src[source].on;
+}
+
+bool moeinf_prefetch_auto_on(const struct moeinf_prefetch_auto *a, int layer, int source) {
+    if (!a->layers[layer].src[source].on) return false;
+    return a->trial == layer ? arm_on(a->arm) : a->layers[layer].verdict;
+}
+
+void moeinf_prefetch_auto_checks(const struct moeinf_prefetch_auto *a, uint64_t *checks,
+                                 uint64_t *kept) {
+    *checks = a->checks;
+    *kept = a->kept;
 }
 
 int moeinf_prefetch_auto_layers_on(const struct moeinf_prefetch_auto *a, int source) {
     int n = 0;
     for (int il = 0; il < a->n_layers; il++)
-        n += a->layers[il].src[source].on;
+        n += moeinf_prefetch_auto_on(a, il, source);
     return n;
 }

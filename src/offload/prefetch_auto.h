@@ -27,6 +27,20 @@
  * off when used < cost x wasted x (1 - H) (H the hysteresis), once the sums hold at least
  * MOEINF_PREFETCH_AUTO_MIN_READS reads; in between it keeps its state. Every source starts
  * off: it is turned on only where its measured precision pays.
+ *
+ * That rule says where a source is wanted. Reads also cost CPU (the I/O threads' system calls
+ * and wake-ups), which their idle time does not show, so a layer's wanted sources are read only
+ * where a check of wall time says they make decoding faster: the tier reports the wall time of
+ * each decode iteration for every layer (moeinf_prefetch_auto_time; a read's CPU cost lands in
+ * whichever layer computes when it runs, so the whole iteration is what counts), and one layer
+ * at a time is tried in four arms of MOEINF_PREFETCH_AUTO_ARM iterations, with its wanted
+ * sources on, off, off, on (the order cancels a steady drift); the first iteration of an arm is
+ * not counted (reads of the arm before may still arrive in it). The layer's verdict: read where
+ * the median time with them on is below the median with them off. Then the next layer with a
+ * wanted source is tried, in turn, so that every verdict is renewed; a layer whose reads did not
+ * pay waits the time of 1, 2, 4 ... (at most MOEINF_PREFETCH_AUTO_BACKOFF) checks, doubling at
+ * each such verdict in a row, before it is tried again (half of a check runs the worse arm).
+ * Until its first verdict a layer reads nothing.
  */
 #ifndef MOEINF_OFFLOAD_PREFETCH_AUTO_H
 #define MOEINF_OFFLOAD_PREFETCH_AUTO_H
@@ -41,6 +55,8 @@
 #define MOEINF_PREFETCH_AUTO_MIN_READS 4.0 /* decayed reads needed to decide */
 #define MOEINF_PREFETCH_AUTO_COST_MIN  0.75 /* the least a wasted read costs, in demand misses */
 #define MOEINF_PREFETCH_AUTO_H         0.25
+#define MOEINF_PREFETCH_AUTO_ARM       8    /* decode iterations of one arm of a layer's check */
+#define MOEINF_PREFETCH_AUTO_BACKOFF   16   /* the most checks' time a layer waits after a no */
 
 /* One step of one layer, as the tier measured it. */
 struct moeinf_prefetch_auto_obs {
@@ -60,11 +76,22 @@ bool moeinf_prefetch_auto_decide(bool on, double reads, double used, double spar
 enum moeinf_status moeinf_prefetch_auto_init(int n_layers, struct moeinf_prefetch_auto **out,
                                              struct moeinf_error *err);
 void moeinf_prefetch_auto_free(struct moeinf_prefetch_auto *a);
-/* One step of `layer`; read_ns as above. Returns true if a source of the layer changed. */
+/* One step of `layer`; read_ns as above. Returns true if a source of the layer changed
+ * (wanted or not). */
 bool moeinf_prefetch_auto_step(struct moeinf_prefetch_auto *a, int layer,
                                const struct moeinf_prefetch_auto_obs *obs, uint64_t read_ns);
+/* The wall time of the decode iteration that has just ended, for `layer` (see above); the arm
+ * a layer is in changes only here, between iterations. */
+void moeinf_prefetch_auto_time(struct moeinf_prefetch_auto *a, int layer, uint64_t time_ns);
+/* Whether the precision rule wants the source in the layer. */
+bool moeinf_prefetch_auto_wanted(const struct moeinf_prefetch_auto *a, int layer, int source);
+/* Whether the source's reads are issued in the layer now: wanted, and the layer's arm (while it
+ * is tried) or its last verdict says so. */
 bool moeinf_prefetch_auto_on(const struct moeinf_prefetch_auto *a, int layer, int source);
 /* Layers where the source is on now. */
 int moeinf_prefetch_auto_layers_on(const struct moeinf_prefetch_auto *a, int source);
+/* Verdicts of the wall-time check so far, and of them the ones that kept the reads. */
+void moeinf_prefetch_auto_checks(const struct moeinf_prefetch_auto *a, uint64_t *checks,
+                                 uint64_t *kept);
 
 #endif

@@ -27,6 +27,7 @@ struct moeinf_tier {
     int wave_n;
     int n_layers, n_experts, top_k, capacity;
     bool in_request;
+    bool decoding; /* the iteration decodes */
     uint64_t n_requests;
     struct moeinf_tier_counters *layer; /* (n_layers) */
     uint64_t tokens, decode_tokens;
@@ -53,6 +54,7 @@ struct moeinf_tier {
     uint64_t mark_ns, mark_busy; /* when the current layer's window began, and the loader's busy
                                     time then */
     uint64_t read_ns_sum, loads_sum; /* every read retired: I/O thread time and experts */
+    uint64_t iter_t0; /* when the iteration began (the controller's wall-time check) */
 };
 
 #define COLD 2 /* predicted[]: bit COLD + source */
@@ -348,11 +350,20 @@ void moeinf_tier_iteration_begin(struct moeinf_tier *t, enum moeinf_phase phase,
     moeinf_policy_tokens_begin(t->policy, phase, m);
     t->tokens += (uint64_t)m;
     if (phase == MOEINF_PHASE_DECODE) t->decode_tokens += (uint64_t)m;
+    t->decoding = phase == MOEINF_PHASE_DECODE;
     (void)spare_since_mark(t); /* the time between iterations is not the layers' */
+    if (t->pfa) t->iter_t0 = now_ns();
 }
 
 void moeinf_tier_iteration_end(struct moeinf_tier *t) {
     moeinf_policy_token_end(t->policy);
+    if (t->pfa && t->decoding) {
+        /* every layer's decode step is measured by the whole iteration: a read's CPU cost
+         * lands in whichever layer computes when it runs */
+        uint64_t ns = now_ns() - t->iter_t0;
+        for (int il = 0; il < t->n_layers; il++)
+            moeinf_prefetch_auto_time(t->pfa, il, ns);
+    }
 }
 
 void moeinf_tier_layer_begin(struct moeinf_tier *t, int layer, const int32_t *sel, int m,
@@ -546,12 +557,15 @@ void moeinf_tier_report(const struct moeinf_tier *t, int layer, struct moeinf_ti
     for (int il = 0; il < t->n_layers; il++) {
         if (layer != -1 && layer != il) continue;
         counters_add(&out->counters, &t->layer[il]);
-        for (int s = 0; s < MOEINF_SOURCE_COUNT; s++)
-            out->layers_on[s] += t->auto_src[s] && moeinf_prefetch_auto_on(t->pfa, il, s);
+        for (int s = 0; s < MOEINF_SOURCE_COUNT; s++) {
+            out->layers_on[s] += t->auto_src[s] && moeinf_prefetch_auto_wanted(t->pfa, il, s);
+            out->layers_read[s] += t->auto_src[s] && moeinf_prefetch_auto_on(t->pfa, il, s);
+        }
     }
     for (int s = 0; s < MOEINF_SOURCE_COUNT; s++) {
-        if (!t->auto_src[s]) out->layers_on[s] = -1;
+        if (!t->auto_src[s]) out->layers_on[s] = out->layers_read[s] = -1;
     }
+    if (t->pfa) moeinf_prefetch_auto_checks(t->pfa, &out->auto_checks, &out->auto_checks_kept);
     /* As the simulator counts at the end of a replay: a prefetched expert that no step has
      * used yet is wasted as of now (if a later step uses it, the next report counts a
      * prefetch hit instead). */

@@ -102,7 +102,9 @@ struct moeinf_tier_report {
     struct moeinf_tier_counters counters; /* of the layer asked for, or of all summed */
     uint64_t tokens, decode_tokens;       /* tokens of the iterations, every phase / decode */
     int layers_on[MOEINF_SOURCE_COUNT];   /* auto: the layers (of those asked for) where the
-                                             source's reads are on now; -1: not auto */
+                                             source's precision pays now; -1: not auto */
+    int layers_read[MOEINF_SOURCE_COUNT]; /* auto: of them, where its reads are issued now */
+    uint64_t auto_checks, auto_checks_kept; /* prefetch_auto.h's wall-time check's verdicts */
     struct moeinf_tier_prediction prediction[MOEINF_SOURCE_COUNT];
 };
 
