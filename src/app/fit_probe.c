@@ -288,7 +288,7 @@ static double probe_compute(int type, int threads) {
     if (x && w && xa && jobs && th && k->from_float[vt]) {
         uint64_t s = 7;
         for (int64_t i = 0; i < n; i++)
-            x[i] = (float)((double)(moeinf_splitmix64(&s) >> 11) / 9007199254740992.0 - 0.5);
+            x[i] = (float)(moeinf_splitmix64_unit(&s) - 0.5);
         for (int r = 0; r < TILE_ROWS; r++)
             moeinf_quantize_row_ref((enum moeinf_type)type, x, w + (size_t)r * wrow, n);
         for (int j = 0; j < TILE_M; j++)
@@ -335,7 +335,7 @@ static void probe_attention(int threads, struct cli_fit_machine *mc) {
     }
     uint64_t s = 11;
     for (int i = 0; i < ATTN_N * (ATTN_ROWS + 8); i++)
-        f[i] = (float)((double)(moeinf_splitmix64(&s) >> 11) / 9007199254740992.0 - 0.5);
+        f[i] = (float)(moeinf_splitmix64_unit(&s) - 0.5);
     for (int i = 0; i < ATTN_N * ATTN_ROWS; i++)
         h[i] = moeinf_fp32_to_fp16(f[i]);
     /* 8 rows more: the conversion's output and the dot's 4 query rows, then the axpy's sum */

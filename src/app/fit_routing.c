@@ -47,10 +47,6 @@ static const struct calib calib_rows[] = {
 #define DECODE   128
 #define REQUESTS 12
 
-static double uniform01(uint64_t *s) {
-    return (double)(moeinf_splitmix64(s) >> 11) / 9007199254740992.0;
-}
-
 enum moeinf_status cli_fit_synthetic_trace(const char *path, int n_layers, int n_experts,
                                            int top_k, double skew, double reuse, int n_requests,
                                            int n_tokens, uint64_t seed, struct moeinf_error *err) {
@@ -108,10 +104,10 @@ enum moeinf_status cli_fit_synthetic_trace(const char *path, int n_layers, int n
                     bool dup;
                     int tries = 0;
                     do {
-                        if (t > 0 && tries < 8 && uniform01(&s) < reuse) {
+                        if (t > 0 && tries < 8 && moeinf_splitmix64_unit(&s) < reuse) {
                             e = pv[moeinf_splitmix64(&s) % (uint64_t)top_k];
                         } else {
-                            double u = uniform01(&s) * c[n_experts - 1];
+                            double u = moeinf_splitmix64_unit(&s) * c[n_experts - 1];
                             int lo = 0;
                             int hi = n_experts - 1;
                             while (lo < hi) {

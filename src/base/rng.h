@@ -17,6 +17,12 @@ static inline uint64_t moeinf_splitmix64(uint64_t *x) {
     return z ^ (z >> 31);
 }
 
+/* Advances *x and returns a double uniform in [0, 1): the top 53 bits of the next splitmix64
+ * output, over 2^53. */
+static inline double moeinf_splitmix64_unit(uint64_t *x) {
+    return (double)(moeinf_splitmix64(x) >> 11) / 9007199254740992.0;
+}
+
 static inline uint64_t moeinf_rotl64(uint64_t x, int k) {
     return (x << k) | (x >> (64 - k));
 }
