@@ -7,10 +7,10 @@
  * moeinf_model_decode_bytes counts: the non-expert ones and top_k experts per MoE layer. With
  * an expert cache a share `hit` of those experts is in the cache's slots (memory) and the rest
  * is read from the disk first. So:
- *   t_mem  = decode bytes / (memory bandwidth x MEM_EFF)   (a missed expert is computed
- *            from its slot once read, so every expert's bytes are read from memory)
- *   t_disk = misses x expert bytes / (disk bandwidth x DISK_EFF)
- *   t      = max(t_mem, t_disk) + TOKEN_S            (resident: t_mem)
+ *   t_mem  = decode bytes / (memory bandwidth x CLI_FIT_MEM_EFF)   (a missed expert is
+ *            computed from its slot once read, so every expert's bytes are read from memory)
+ *   t_disk = misses x expert bytes / (disk bandwidth x CLI_FIT_DISK_EFF)
+ *   t      = max(t_mem, t_disk) + CLI_FIT_TOKEN_S   (resident: t_mem)
  * The max, not the sum: the engine computes a wave's cached experts while the I/O threads read
  * its misses, and each miss as it arrives; on the first run of bench/fit_check.sh the max fitted
  * better (squared log error .13 against .33 for the sum, 8 rows). The constants are those of
@@ -19,20 +19,21 @@
  * prefill is made of (docs/OFFLOAD.md, "`moeinf fit`: what prefill is made of"): the matrix
  * products most of its CPU time, the attention most of the rest:
  *   t_dot  = (weights x 512 + the lm_head's weights) / (the prefill tile's probed rate x
- *            DOT_EFF)   (every product but the lm_head, which prefill computes for the last
- *            position only; a routed expert top_k times per token)
+ *            CLI_FIT_DOT_EFF)   (every product but the lm_head, which prefill computes for
+ *            the last position only; a routed expert top_k times per token)
  *   t_attn = (F16 values converted / their probed rate + q.k multiply-adds / the float dot's
- *            + V multiply-adds / the axpy's) / ATTN_EFF   (compute/attention.c's work for
- *            the 512 x 513 / 2 position pairs, per KV head and per query head)
+ *            + V multiply-adds / the axpy's) / CLI_FIT_ATTN_EFF   (compute/attention.c's work
+ *            for the 512 x 513 / 2 position pairs, per KV head and per query head)
  *   t_read = with an expert cache, every distinct expert of the batch (1 - (1 - K/E)^512 of
  *            each layer's: nearly all) that is not cached (the cache's share of the experts)
- *            read once from the disk at the probed bandwidth x DISK_EFF
+ *            read once from the disk at the probed bandwidth x CLI_FIT_DISK_EFF
  *   t      = t_dot + t_attn + t_read
  * The sum, not the max: with the machine's disk shared, the reads cost the run their whole
  * time, while on a quiet one they hide behind the products; on the runs of bench/fit_check.sh
- * on a shared machine the sum fitted the offloaded rows better (docs/OFFLOAD.md). DOT_EFF and
- * ATTN_EFF are 1: per CPU second the engine's tiles run as fast as the probe's, and the rest
- * of prefill (norms, routing, the activations' conversion) is a small part of its time.
+ * on a shared machine the sum fitted the offloaded rows better (docs/OFFLOAD.md).
+ * CLI_FIT_DOT_EFF and CLI_FIT_ATTN_EFF are 1: per CPU second the engine's tiles run as fast as
+ * the probe's, and the rest of prefill (norms, routing, the activations' conversion) is a small
+ * part of its time.
  */
 #include "app/fit.h"
 
@@ -51,12 +52,6 @@
 #include "model/model.h"
 #include "offload/store.h"
 
-#define MEM_EFF    CLI_FIT_MEM_EFF
-#define DISK_EFF   CLI_FIT_DISK_EFF
-#define DOT_EFF    CLI_FIT_DOT_EFF
-#define ATTN_EFF   CLI_FIT_ATTN_EFF
-#define TOKEN_S    CLI_FIT_TOKEN_S
-#define N_BATCH    CLI_FIT_BATCH
 #define MARGIN     (64ull << 20)
 
 /* The weights the forward pass multiplies per token: every bound matrix but token_embd
@@ -81,7 +76,7 @@ static uint64_t active_elems(const struct moeinf_llm *llm, uint64_t *output) {
     return n;
 }
 
-/* The attention work of a prompt of N_BATCH tokens from position 0 (fit.h's attn_*): per
+/* The attention work of a prompt of CLI_FIT_BATCH tokens from position 0 (fit.h's attn_*): per
  * position pair (each token and every earlier one, or the last n_swa of them on a sliding
  * layer) and KV head, the K and V rows converted; per query head, a dot over the K head and
  * an axpy of the V head. Multi-head latent attention: one KV head of the latent and the RoPE
@@ -91,9 +86,9 @@ static void attn_work(const struct moeinf_llm *llm, struct cli_fit_model *m) {
     for (int il = 0; il < hp->n_layer; il++) {
         const struct moeinf_layer *lw = &llm->layers[il];
         if (lw->attn == MOEINF_ATTN_DELTANET) continue;
-        const int w = lw->swa && hp->n_swa > 0 ? hp->n_swa : N_BATCH;
+        const int w = lw->swa && hp->n_swa > 0 ? hp->n_swa : CLI_FIT_BATCH;
         double pairs = 0;
-        for (int p = 0; p < N_BATCH; p++)
+        for (int p = 0; p < CLI_FIT_BATCH; p++)
             pairs += p + 1 < w ? p + 1 : w;
         const bool mla = lw->attn == MOEINF_ATTN_MLA;
         const double kd = mla ? hp->mla_kv + hp->n_rot : hp->head_dim;
@@ -106,7 +101,7 @@ static void attn_work(const struct moeinf_llm *llm, struct cli_fit_model *m) {
 }
 
 /* The KV cache and the fixed state as model/forward.c allocates them (kv_layout,
- * alloc_recurrent, alloc_checkpoints) for F16 KV and micro-batches of N_BATCH. */
+ * alloc_recurrent, alloc_checkpoints) for F16 KV and micro-batches of CLI_FIT_BATCH. */
 static void kv_sizes(const struct moeinf_llm *llm, struct cli_fit_model *m) {
     const struct moeinf_hparams *hp = &llm->hp;
     const bool mla = hp->mla_kv > 0;
@@ -120,7 +115,7 @@ static void kv_sizes(const struct moeinf_llm *llm, struct cli_fit_model *m) {
         const struct moeinf_layer *lw = &llm->layers[il];
         if (lw->attn == MOEINF_ATTN_DELTANET) continue;
         if (lw->swa && hp->n_swa > 0) {
-            fixed += (uint64_t)(hp->n_swa - 1 + N_BATCH) * row;
+            fixed += (uint64_t)(hp->n_swa - 1 + CLI_FIT_BATCH) * row;
             n_swa++;
         } else {
             per_token += row;
@@ -137,7 +132,7 @@ static void kv_sizes(const struct moeinf_llm *llm, struct cli_fit_model *m) {
     const uint64_t w = hp->n_swa > 1 ? (uint64_t)(hp->n_swa - 1) : 0;
     const uint64_t ckpt = rs + (uint64_t)n_swa * 2 * w * n_kv * 2;
     /* the micro-batch's activations (moeinf_fwd_init's buffers, the larger ones) */
-    const uint64_t nb = N_BATCH;
+    const uint64_t nb = CLI_FIT_BATCH;
     const uint64_t n_q = (uint64_t)hp->n_head * (uint64_t)hp->head_dim;
     const uint64_t n_att = mla && (uint64_t)hp->n_head * (uint64_t)hp->mla_v > n_q
                                ? (uint64_t)hp->n_head * (uint64_t)hp->mla_v
@@ -236,18 +231,18 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
                                    size_t source_size, struct moeinf_error *err) {
     memset(out, 0, sizeof *out);
     out->memory = memory;
-    const double mem_bps = mc->mem_gbps * 1e9 * MEM_EFF;
-    const double disk_bps = mc->disk_gbps * 1e9 * DISK_EFF;
+    const double mem_bps = mc->mem_gbps * 1e9 * CLI_FIT_MEM_EFF;
+    const double disk_bps = mc->disk_gbps * 1e9 * CLI_FIT_DISK_EFF;
     const uint64_t ctx_bytes =
         m->kv_token_bytes * (uint64_t)n_ctx + m->state_bytes + m->scratch_bytes + MARGIN;
     /* prefill's computing, per micro-batch: the products (the lm_head for one position) and
      * the attention */
-    out->t_dot = ((double)(m->active_elems - m->output_elems) * N_BATCH +
+    out->t_dot = ((double)(m->active_elems - m->output_elems) * CLI_FIT_BATCH +
                   (double)m->output_elems) /
-                 (mc->dot_gops * 1e9 * DOT_EFF);
+                 (mc->dot_gops * 1e9 * CLI_FIT_DOT_EFF);
     out->t_attn = (m->attn_conv / mc->conv_gops + m->attn_dot / mc->fdot_gops +
                    m->attn_axpy / mc->axpy_gops) /
-                  (1e9 * ATTN_EFF);
+                  (1e9 * CLI_FIT_ATTN_EFF);
     const double t_compute = out->t_dot + out->t_attn;
     if (m->n_expert == 0 || memory >= m->weight_bytes + ctx_bytes) {
         out->resident = true;
@@ -256,7 +251,7 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
         out->cache_percent = 100;
         out->t_mem = (double)m->decode_bytes / mem_bps;
         out->decode_tps = 1.0 / out->t_mem;
-        out->prefill_tps = N_BATCH / t_compute;
+        out->prefill_tps = CLI_FIT_BATCH / t_compute;
         if (source_size) snprintf(source, source_size, "resident: no expert cache");
         return MOEINF_OK;
     }
@@ -286,15 +281,15 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
     const double t_disk = (1 - hit) * experts * e_bytes / disk_bps;
     out->t_mem = t_mem;
     out->t_disk = t_disk;
-    out->decode_tps = 1.0 / ((t_mem > t_disk ? t_mem : t_disk) + TOKEN_S);
+    out->decode_tps = 1.0 / ((t_mem > t_disk ? t_mem : t_disk) + CLI_FIT_TOKEN_S);
     /* prefill: a micro-batch uses nearly every expert of each layer (1 - (1 - K/E)^512 of
      * them); those not in the cache (its share of them, on average) are read once */
-    const double share = 1 - pow(1 - per_layer / m->n_expert, N_BATCH);
+    const double share = 1 - pow(1 - per_layer / m->n_expert, CLI_FIT_BATCH);
     const double distinct = share * m->n_expert * m->n_moe_layers;
     const double cached = (double)slots / (double)total;
     const double t_read = distinct * (1 - cached) * e_bytes / disk_bps;
     out->t_read = t_read;
-    out->prefill_tps = N_BATCH / (t_compute + t_read);
+    out->prefill_tps = CLI_FIT_BATCH / (t_compute + t_read);
     return MOEINF_OK;
 }
 
