@@ -6,6 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
+
 enum moeinf_status cli_read_text_file(const char *path, char **text, size_t *len,
                                       struct moeinf_error *err) {
     const bool is_stdin = !strcmp(path, "-");
@@ -23,14 +25,13 @@ enum moeinf_status cli_read_text_file(const char *path, char **text, size_t *len
     enum moeinf_status st = MOEINF_OK;
     while (buf) {
         if (n + 1 == cap) {
-            char *grown = cap <= SIZE_MAX / 2 ? realloc(buf, cap * 2) : NULL;
+            char *grown = moeinf_grow(buf, &cap, cap + 1, 1); /* doubles it */
             if (!grown) {
                 free(buf);
                 buf = NULL;
                 break;
             }
             buf = grown;
-            cap *= 2;
         }
         size_t got = fread(buf + n, 1, cap - 1 - n, f);
         n += got;

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/grow.h"
 #include "base/status.h"
 #include "engine/engine.h"
 #include "tokenizer/vocab.h"
@@ -153,28 +154,14 @@ enum moeinf_status moeinf_chat_template_resolve(const struct moeinf_model *model
 struct text {
     char *buf;
     size_t len, cap;
-    bool failed;  /* out of memory */
-    size_t *span; /* the messages' texts: [span[2i], span[2i + 1]) */
-    size_t n_span, span_cap;
+    bool failed;             /* out of memory */
+    size_t *span;            /* the messages' texts: [span[2i], span[2i + 1]) */
+    size_t n_span, span_cap; /* spans, and room for span_cap offsets (two per span) */
 };
 
 static void put_n(struct text *t, const char *s, size_t n) {
     if (t->failed) return;
-    if (t->len + n + 1 > t->cap) {
-        size_t cap = t->cap ? t->cap : 256;
-        while (cap < t->len + n + 1)
-            cap *= 2;
-        char *b = realloc(t->buf, cap);
-        if (!b) {
-            t->failed = true;
-            return;
-        }
-        t->buf = b;
-        t->cap = cap;
-    }
-    memcpy(t->buf + t->len, s, n);
-    t->len += n;
-    t->buf[t->len] = '\0';
+    if (!moeinf_text_append(&t->buf, &t->len, &t->cap, s, n)) t->failed = true;
 }
 
 static void put(struct text *t, const char *s) {
@@ -191,16 +178,12 @@ static void put_content_n(struct text *t, const char *s, size_t n) {
     size_t start = t->len;
     put_n(t, s, n);
     if (t->failed || n == 0) return;
-    if (t->n_span == t->span_cap) {
-        size_t cap = t->span_cap ? 2 * t->span_cap : 8;
-        size_t *p = realloc(t->span, 2 * cap * sizeof *p);
-        if (!p) {
-            t->failed = true;
-            return;
-        }
-        t->span = p;
-        t->span_cap = cap;
+    size_t *p = moeinf_grow(t->span, &t->span_cap, 2 * (t->n_span + 1), sizeof *p);
+    if (!p) {
+        t->failed = true;
+        return;
     }
+    t->span = p;
     t->span[2 * t->n_span] = start;
     t->span[2 * t->n_span + 1] = t->len;
     t->n_span++;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "base/status.h"
 #include "chat/reasoning.h"
 
@@ -101,19 +102,7 @@ static bool is_space(char c) {
 
 static bool buf_add(struct text_buf *b, const char *s, size_t n) {
     if (n == 0) return true;
-    if (b->n + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 64;
-        while (cap < b->n + n + 1)
-            cap *= 2;
-        char *p = realloc(b->p, cap);
-        if (!p) return false;
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-    return true;
+    return moeinf_text_append(&b->p, &b->n, &b->cap, s, n);
 }
 
 static char *dup_bytes(const char *s, size_t n) {

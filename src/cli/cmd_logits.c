@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "app/expert_args.h"
+#include "app/grow.h"
 #include "app/param_flags.h"
 #include "app/text_file.h"
 #include "cli/cli.h"
@@ -31,9 +32,9 @@ static void usage(FILE *out) {
 
 /* Parses "1 2 3" into a malloc'ed array; on a bad id prints which and returns false. */
 static bool parse_ids(const char *s, int32_t **out, int *n_out) {
-    size_t cap = 16;
+    size_t cap = 0;
     size_t n = 0;
-    int32_t *ids = malloc(cap * sizeof *ids);
+    int32_t *ids = moeinf_grow(NULL, &cap, 1, sizeof *ids);
     if (!ids) return false;
     const char *p = s;
     for (;;) {
@@ -51,15 +52,12 @@ static bool parse_ids(const char *s, int32_t **out, int *n_out) {
             free(ids);
             return false;
         }
-        if (n == cap) {
-            int32_t *grown = realloc(ids, 2 * cap * sizeof *ids);
-            if (!grown) {
-                free(ids);
-                return false;
-            }
-            ids = grown;
-            cap *= 2;
+        int32_t *grown = moeinf_grow(ids, &cap, n + 1, sizeof *ids);
+        if (!grown) {
+            free(ids);
+            return false;
         }
+        ids = grown;
         ids[n++] = (int32_t)v;
         p = end;
     }

@@ -7,23 +7,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "base/status.h"
 #include "engine/engine.h"
 #include "trace/trace.h"
-
-/* Grows *p (of *cap elements of `size` bytes) to hold at least `need`; false when out of
- * memory. */
-static bool grow(void **p, size_t *cap, size_t need, size_t size) {
-    if (need <= *cap) return true;
-    size_t n = *cap ? *cap : 64;
-    while (n < need)
-        n *= 2;
-    void *q = realloc(*p, n * size);
-    if (!q) return false;
-    *p = q;
-    *cap = n;
-    return true;
-}
 
 /* Adds one token line to the selection: a new request when it begins one. */
 static enum moeinf_status keep_token(struct moeinf_route_trace *t,
@@ -32,8 +19,10 @@ static enum moeinf_status keep_token(struct moeinf_route_trace *t,
                                      const char *path, struct moeinf_error *err) {
     const size_t row = (size_t)t->n_layers * (size_t)t->top_k;
     if (tok->request_begins) {
-        if (!grow((void **)&t->requests, req_cap, (size_t)t->n_requests + 1, sizeof *t->requests))
-            return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+        struct moeinf_route_request *grown =
+            moeinf_grow(t->requests, req_cap, (size_t)t->n_requests + 1, sizeof *grown);
+        if (!grown) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+        t->requests = grown;
         struct moeinf_route_request *r = &t->requests[t->n_requests++];
         memset(r, 0, sizeof *r);
         r->id = tok->request_id;
@@ -53,9 +42,9 @@ static enum moeinf_status keep_token(struct moeinf_route_trace *t,
     } else {
         r->n_decode++;
     }
-    if (!grow((void **)&t->experts, row_cap, (*n_rows + 1) * row, sizeof *t->experts) ||
-        !t->experts)
-        return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    int32_t *experts = moeinf_grow(t->experts, row_cap, (*n_rows + 1) * row, sizeof *experts);
+    if (!experts) return moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", path);
+    t->experts = experts;
     memcpy(t->experts + *n_rows * row, tok->experts, row * sizeof *t->experts);
     (*n_rows)++;
     return MOEINF_OK;

@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "base/file.h"
+#include "base/grow.h"
 #include "base/le.h"
 #include "base/status.h"
 #include "base/tensor_type.h"
@@ -44,10 +45,12 @@ struct moeinf_gguf_writer {
     uint8_t *meta; /* encoded KV pairs */
     size_t meta_n, meta_cap;
     struct wkey *keys; /* for the duplicate check */
-    uint64_t n_kv, keys_cap;
+    uint64_t n_kv;
+    size_t keys_cap;
 
     struct wtensor *tensors;
-    uint64_t n_tensors, tensors_cap;
+    uint64_t n_tensors;
+    size_t tensors_cap;
     uint64_t data_size; /* data section size so far, padding included */
 
     bool header_written;
@@ -85,17 +88,9 @@ static enum moeinf_status sticky(const struct moeinf_gguf_writer *w, struct moei
 
 static bool meta_put(struct moeinf_gguf_writer *w, const void *p, size_t n) {
     if (n > SIZE_MAX - w->meta_n) return false;
-    if (w->meta_n + n > w->meta_cap) {
-        size_t cap = w->meta_cap ? w->meta_cap : 1024;
-        while (cap < w->meta_n + n) {
-            if (cap > SIZE_MAX / 2) return false;
-            cap *= 2;
-        }
-        uint8_t *q = realloc(w->meta, cap);
-        if (!q) return false;
-        w->meta = q;
-        w->meta_cap = cap;
-    }
+    uint8_t *q = moeinf_grow(w->meta, &w->meta_cap, w->meta_n + n, 1);
+    if (!q) return false;
+    w->meta = q;
     if (n) memcpy(w->meta + w->meta_n, p, n);
     w->meta_n += n;
     return true;
@@ -148,13 +143,9 @@ static enum moeinf_status begin_kv(struct moeinf_gguf_writer *w, const char *key
                          key);
         }
     }
-    if (w->n_kv == w->keys_cap) {
-        uint64_t cap = w->keys_cap ? w->keys_cap * 2 : 32;
-        struct wkey *k = realloc(w->keys, (size_t)cap * sizeof *k);
-        if (!k) return wfail(w, err, MOEINF_ERR_NOMEM, "out of memory");
-        w->keys = k;
-        w->keys_cap = cap;
-    }
+    struct wkey *k = moeinf_grow(w->keys, &w->keys_cap, (size_t)w->n_kv + 1, sizeof *k);
+    if (!k) return wfail(w, err, MOEINF_ERR_NOMEM, "out of memory");
+    w->keys = k;
     char *copy = malloc(len ? len : 1);
     if (!copy) return wfail(w, err, MOEINF_ERR_NOMEM, "out of memory");
     memcpy(copy, key, len);
@@ -302,13 +293,10 @@ enum moeinf_status moeinf_gguf_writer_add_tensor(struct moeinf_gguf_writer *w, c
             return wfail(w, err, MOEINF_ERR_ARG, "duplicate tensor name '%s'", name);
         }
     }
-    if (w->n_tensors == w->tensors_cap) {
-        uint64_t cap = w->tensors_cap ? w->tensors_cap * 2 : 64;
-        struct wtensor *t = realloc(w->tensors, (size_t)cap * sizeof *t);
-        if (!t) return wfail(w, err, MOEINF_ERR_NOMEM, "out of memory");
-        w->tensors = t;
-        w->tensors_cap = cap;
-    }
+    struct wtensor *grown =
+        moeinf_grow(w->tensors, &w->tensors_cap, (size_t)w->n_tensors + 1, sizeof *grown);
+    if (!grown) return wfail(w, err, MOEINF_ERR_NOMEM, "out of memory");
+    w->tensors = grown;
     struct wtensor *t = &w->tensors[w->n_tensors];
     memset(t, 0, sizeof *t);
     memcpy(t->name, name, len + 1);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/grow.h"
 #include "serve/serve.h"
 
 struct out {
@@ -23,13 +24,9 @@ __attribute__((format(printf, 2, 3))) static void add(struct out *o, const char 
             o->len += (size_t)n;
             return;
         }
-        size_t cap = o->cap ? o->cap * 2 : 4096;
-        while (cap < o->len + (size_t)n + 1)
-            cap *= 2;
-        char *b = realloc(o->buf, cap);
+        char *b = moeinf_grow(o->buf, &o->cap, o->len + (size_t)n + 1, 1);
         if (!b) return;
         o->buf = b;
-        o->cap = cap;
     }
 }
 

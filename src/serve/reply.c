@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/grow.h"
 #include "serve/serve.h"
 
 bool serve_reasoning_format_parse(const char *name, enum serve_reasoning_format *out) {
@@ -32,19 +33,7 @@ bool serve_job_split_init(struct serve_job *job, struct moeinf_error *err) {
 
 /* Appends s[0, n) to the NUL-terminated buffer *p. */
 static bool add(char **p, size_t *len, size_t *cap, const char *s, size_t n) {
-    if (*len + n + 1 > *cap) {
-        size_t c = *cap ? *cap : 256;
-        while (c < *len + n + 1)
-            c *= 2;
-        char *t = realloc(*p, c);
-        if (!t) return false;
-        *p = t;
-        *cap = c;
-    }
-    if (n > 0) memcpy(*p + *len, s, n);
-    *len += n;
-    (*p)[*len] = '\0';
-    return true;
+    return moeinf_text_append(p, len, cap, s, n);
 }
 
 bool serve_job_show(struct serve_job *job, const char *s, size_t n, bool end) {

@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "app/grow.h"
 #include "serve/serve.h"
 
 #define SERVE_CONN_RESERVE 16 /* connections past capacity taken only to answer 503 */
@@ -793,18 +794,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
             cn->too_big = true; /* read and dropped, answered 413 at the end */
             return MHD_YES;
         }
-        if (cn->len + n + 1 > cn->cap) {
-            size_t cap = cn->cap ? cn->cap : 4096;
-            while (cap < cn->len + n + 1)
-                cap *= 2;
-            char *b = realloc(cn->body, cap);
-            if (!b) return MHD_NO;
-            cn->body = b;
-            cn->cap = cap;
-        }
-        memcpy(cn->body + cn->len, upload_data, n);
-        cn->len += n;
-        cn->body[cn->len] = '\0';
+        if (!moeinf_text_append(&cn->body, &cn->len, &cn->cap, upload_data, n)) return MHD_NO;
         return MHD_YES;
     }
     set_busy(s, c, true); /* the request is complete: no deadline while it is answered */

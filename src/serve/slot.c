@@ -13,6 +13,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "app/grow.h"
+
 double serve_now(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -73,34 +75,16 @@ void serve_snapshot_experts(struct serve_worker *w, bool now) {
 static bool lp_push(struct serve_logprob **a, size_t *n, size_t *cap, const struct serve_logprob *e,
                     size_t count) {
     if (count == 0) return true;
-    if (*n + count > *cap) {
-        size_t c = *cap ? *cap : 16;
-        while (c < *n + count)
-            c *= 2;
-        struct serve_logprob *p = realloc(*a, c * sizeof *p);
-        if (!p) return false;
-        *a = p;
-        *cap = c;
-    }
+    struct serve_logprob *p = moeinf_grow(*a, cap, *n + count, sizeof *p);
+    if (!p) return false;
+    *a = p;
     memcpy(*a + *n, e, count * sizeof *e);
     *n += count;
     return true;
 }
 
 static bool raw_append(struct gen *g, const char *s, size_t n) {
-    if (!g->raw || g->len + n + 1 > g->cap) {
-        size_t cap = g->cap ? g->cap * 2 : 1024;
-        while (cap < g->len + n + 1)
-            cap *= 2;
-        char *t = realloc(g->raw, cap);
-        if (!t) return false;
-        g->raw = t;
-        g->cap = cap;
-    }
-    if (n > 0) memcpy(g->raw + g->len, s, n);
-    g->len += n;
-    g->raw[g->len] = '\0';
-    return true;
+    return moeinf_text_append(&g->raw, &g->len, &g->cap, s, n);
 }
 
 /* Shows what the stop strings allow (all of it when `final`), with the log-probabilities of

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/grow.h"
 #include "base/status.h"
 #include "tokenizer/bigram_queue.h"
 #include "tokenizer/pretok.h"
@@ -262,25 +263,13 @@ struct session {
     size_t key_cap;
 };
 
-/* Room for `need` elements of `elem` bytes: the buffer, moved if it had to grow, or NULL when
- * out of memory (p is then still the caller's). */
-static void *reserve(void *p, size_t *cap, size_t need, size_t elem) {
-    if (p && need <= *cap) return p;
-    size_t c = *cap ? *cap : 64;
-    while (c < need)
-        c *= 2;
-    void *q = realloc(p, c * elem);
-    if (q) *cap = c;
-    return q;
-}
-
 /* Queues the pair (left, right) if the merges know it. */
 static bool add_bigram(struct session *s, int left, int right) {
     if (left < 0 || right < 0) return true;
     const struct sym *l = &s->syms[left];
     const struct sym *r = &s->syms[right];
     size_t n = l->n + 1 + r->n;
-    char *key = reserve(s->key, &s->key_cap, n, 1);
+    char *key = moeinf_grow(s->key, &s->key_cap, n, 1);
     if (!key) return false;
     s->key = key;
     memcpy(s->key, s->word + l->off, l->n);
