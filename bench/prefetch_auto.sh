@@ -13,7 +13,8 @@
 #
 #   bench/prefetch_auto.sh [--rounds 5] [-t THREADS] [-p 16] [-n 128] [-r 3]
 #                          [--random MODEL] [--random-budget 25] [--trained MODEL]
-#                          [--trained-cache 25] [--only random|trained] [--fixed K]
+#                          [--trained-cache 25] [--trained-ff N] [--only random|trained]
+#                          [--fixed K]
 #
 # random: gen-model's random weights, the OLMoE-1B-7B shape cut to 4 layers (written to
 #   $MOEINF_BENCH_MODELS/olmoe-L4-q8_0.gguf when missing: `moeinf gen-model --preset
@@ -22,13 +23,17 @@
 #   `--expert-cache auto` (bench/lib/cgroup.sh; needs root). Its routing is nearly unpredictable
 #   from layer to layer: auto should stay off and cost nothing.
 # trained: the trained default model (models/trained-moe-Q8_0.gguf), too small for a cgroup:
-#   `--expert-cache P%` of its experts, O_DIRECT reads (no page cache).
+#   `--expert-cache P%` of its experts, O_DIRECT reads (no page cache). Its experts are 39 KB,
+#   so a read costs its fixed overhead more than its bytes; --trained-ff N widens them first
+#   (tools/train/widen_experts.py: N hidden units per expert, the extra ones all zero, so the
+#   model routes and predicts exactly as the trained one; written to
+#   $MOEINF_BENCH_MODELS/trained-moe-ffN-Q8_0.gguf when missing; 6400: 3.9 MB experts, 252 MB).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 models=${MOEINF_BENCH_MODELS:-bench/models}
 random=$models/olmoe-L4-q8_0.gguf trained=models/trained-moe-Q8_0.gguf
 rounds=5 threads=$(nproc) prompt=16 gen=128 reps=3 random_budget=25 trained_cache=25 only=""
-fixed=""
+fixed="" trained_ff=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) rounds=$2; shift 2 ;;
@@ -40,11 +45,12 @@ while [ $# -gt 0 ]; do
     --random-budget) random_budget=$2; shift 2 ;;
     --trained) trained=$2; shift 2 ;;
     --trained-cache) trained_cache=$2; shift 2 ;;
+    --trained-ff) trained_ff=$2; shift 2 ;;
     --only) only=$2; shift 2 ;;
     --fixed) fixed=$2; shift 2 ;;
     *) echo "usage: $0 [--rounds N] [-t N] [-p N] [-n N] [-r N] [--random MODEL]" \
-         "[--random-budget P] [--trained MODEL] [--trained-cache P] [--only random|trained]" \
-         "[--fixed K]" >&2
+         "[--random-budget P] [--trained MODEL] [--trained-cache P] [--trained-ff N]" \
+         "[--only random|trained] [--fixed K]" >&2
        exit 2 ;;
   esac
 done
@@ -135,5 +141,24 @@ if [ "$only" != trained ]; then
   fi
   bench_kind random
 fi
-[ "$only" != random ] && bench_kind trained
+if [ "$only" != random ]; then
+  if [ -n "$trained_ff" ]; then
+    wide=$models/trained-moe-ff$trained_ff-Q8_0.gguf
+    if [ ! -f "$wide" ]; then
+      mkdir -p "$models"
+      python3 tools/train/widen_experts.py --in "$trained" --ff "$trained_ff" "$wide.tmp"
+      mv "$wide.tmp" "$wide"
+    fi
+    # the zero units must change nothing: the same logits, byte for byte, on a short prompt
+    ids=$("$bin" tokenize -m "$trained" "The module defines the following functions" | xargs)
+    "$bin" logits -m "$trained" --ids "$ids" -o "$out/narrow.bin" >/dev/null
+    "$bin" logits -m "$wide" --ids "$ids" -o "$out/wide.bin" >/dev/null
+    if ! cmp -s "$out/narrow.bin" "$out/wide.bin"; then
+      echo "prefetch_auto.sh: $wide computes other logits than $trained" >&2
+      exit 1
+    fi
+    trained=$wide
+  fi
+  bench_kind trained
+fi
 exit 0
