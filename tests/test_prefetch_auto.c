@@ -112,12 +112,6 @@ static void want(struct moeinf_prefetch_auto *a, int il, bool right) {
         moeinf_prefetch_auto_step(a, il, &o, 0);
 }
 
-/* One decode token of 3 layers: layer `il` takes `ns`, the others 1 s (ignored: not tried). */
-static void token(struct moeinf_prefetch_auto *a, int il, uint64_t ns) {
-    for (int l = 0; l < 3; l++)
-        moeinf_prefetch_auto_time(a, l, l == il ? ns : 1000000000u);
-}
-
 /* One trial of layer `il` (started by the token before): arms on, off, off, on of 8 steps; the
  * on arms' times `on_ns`, the off arms' `off_ns`, each arm's first step (not counted) and one
  * more step of each arm 100 x longer (outliers the median ignores). Checks the arm the layer
@@ -129,7 +123,7 @@ static void trial(struct moeinf_prefetch_auto *a, int il, uint64_t on_ns, uint64
             CHECK(moeinf_prefetch_auto_on(a, il, 1) == on);
             CHECK(!moeinf_prefetch_auto_on(a, il, 0)); /* not wanted */
             uint64_t ns = on ? on_ns : off_ns;
-            token(a, il, s == 0 || s == 3 ? 100 * ns : ns);
+            moeinf_prefetch_auto_iteration(a, s == 0 || s == 3 ? 100 * ns : ns);
         }
     }
 }
@@ -142,12 +136,12 @@ static void test_wall_check(void) {
     uint64_t checks = 9;
     uint64_t kept = 9;
     /* nothing wanted: no trial, nothing read */
-    token(a, 1, 1000);
+    moeinf_prefetch_auto_iteration(a, 1000);
     moeinf_prefetch_auto_checks(a, &checks, &kept);
     CHECK(checks == 0 && kept == 0);
     want(a, 1, true);
     CHECK(moeinf_prefetch_auto_wanted(a, 1, 1) && !moeinf_prefetch_auto_on(a, 1, 1));
-    token(a, -1, 0); /* layer 1's trial starts with this time, not counted */
+    moeinf_prefetch_auto_iteration(a, 0); /* layer 1's trial starts with this time, not counted */
     /* faster with its reads (1000 against 1200 ns): kept */
     trial(a, 1, 1000, 1200);
     CHECK(moeinf_prefetch_auto_on(a, 1, 1));
@@ -156,7 +150,7 @@ static void test_wall_check(void) {
     CHECK_EQ_INT(moeinf_prefetch_auto_layers_on(a, 1), 1);
     /* the only layer that wants a source is tried again at its next step: now slower with
      * them (1300 against 1200): off, though the precision rule still wants them */
-    token(a, -1, 0);
+    moeinf_prefetch_auto_iteration(a, 0);
     trial(a, 1, 1300, 1200);
     CHECK(!moeinf_prefetch_auto_on(a, 1, 1) && moeinf_prefetch_auto_wanted(a, 1, 1));
     moeinf_prefetch_auto_checks(a, &checks, &kept);
@@ -165,7 +159,7 @@ static void test_wall_check(void) {
      * equal medians: not faster, off */
     for (int i = 0; i < 32; i++) {
         CHECK(!moeinf_prefetch_auto_on(a, 1, 1));
-        token(a, -1, 0);
+        moeinf_prefetch_auto_iteration(a, 0);
     }
     CHECK(moeinf_prefetch_auto_on(a, 1, 1)); /* tried again, on arm first */
     trial(a, 1, 1000, 1000);
@@ -174,22 +168,22 @@ static void test_wall_check(void) {
     /* Layer 0 wants too: it is tried while layer 1 waits (two checks' time now, 64
      * iterations), and again and again (layer 1 still waiting) */
     want(a, 0, true);
-    token(a, -1, 0);
+    moeinf_prefetch_auto_iteration(a, 0);
     trial(a, 0, 1000, 1200);
     CHECK(moeinf_prefetch_auto_on(a, 0, 1) && !moeinf_prefetch_auto_on(a, 1, 1));
     /* layer 0 in its next trial, in its off arm, stops being wanted: the trial ends with the
      * verdict it had; its source is off (not wanted) */
-    token(a, -1, 0);
+    moeinf_prefetch_auto_iteration(a, 0);
     for (int s = 0; s < 9; s++)
-        token(a, 0, 1000);
+        moeinf_prefetch_auto_iteration(a, 1000);
     CHECK(!moeinf_prefetch_auto_on(a, 0, 1));
     want(a, 0, false); /* 16 wrong: 8 + 16 reads, 8 used, off */
     CHECK(!moeinf_prefetch_auto_wanted(a, 0, 1));
-    token(a, 0, 1000);
+    moeinf_prefetch_auto_iteration(a, 1000);
     /* layer 1 is tried once its 64 iterations have passed: 44 of them are, 20 to go */
     int waited = 0;
     while (!moeinf_prefetch_auto_on(a, 1, 1) && waited < 100) {
-        token(a, -1, 0);
+        moeinf_prefetch_auto_iteration(a, 0);
         waited++;
     }
     CHECK_EQ_INT(waited, 20);

@@ -127,23 +127,23 @@ static void trial_end(struct moeinf_prefetch_auto *a, int layer) {
     a->next = (layer + 1) % a->n_layers;
 }
 
-void moeinf_prefetch_auto_time(struct moeinf_prefetch_auto *a, int layer, uint64_t time_ns) {
-    if (a->layers[layer].wait > 0) a->layers[layer].wait--;
+void moeinf_prefetch_auto_iteration(struct moeinf_prefetch_auto *a, uint64_t time_ns) {
+    for (int il = 0; il < a->n_layers; il++) {
+        if (a->layers[il].wait > 0) a->layers[il].wait--;
+    }
     if (a->trial < 0) {
-        /* the first layer from `next` on, in turn, that wants a source */
+        /* the first layer from `next` on, in turn, that wants a source and waits no more */
         for (int i = 0; i < a->n_layers; i++) {
             int il = (a->next + i) % a->n_layers;
             if (!wanted_any(a, il) || a->layers[il].wait > 0) continue;
-            if (il == layer) {
-                a->trial = layer;
-                a->arm = a->arm_steps = 0;
-                a->n_samples[0] = a->n_samples[1] = 0;
-            }
+            a->trial = il;
+            a->arm = a->arm_steps = 0;
+            a->n_samples[0] = a->n_samples[1] = 0;
             break;
         }
         return; /* this time was measured before the trial */
     }
-    if (a->trial != layer) return;
+    const int layer = a->trial;
     if (!wanted_any(a, layer)) {
         trial_end(a, layer); /* nothing left to try; the verdict stays */
         return;

@@ -31,8 +31,8 @@
  * That rule says where a source is wanted. Reads also cost CPU (the I/O threads' system calls
  * and wake-ups), which their idle time does not show, so a layer's wanted sources are read only
  * where a check of wall time says they make decoding faster: the tier reports the wall time of
- * each decode iteration for every layer (moeinf_prefetch_auto_time; a read's CPU cost lands in
- * whichever layer computes when it runs, so the whole iteration is what counts), and one layer
+ * each decode iteration (moeinf_prefetch_auto_iteration; a read's CPU cost lands in whichever
+ * layer computes when it runs, so the whole iteration is what counts), and one layer
  * at a time is tried in four arms of MOEINF_PREFETCH_AUTO_ARM iterations, with its wanted
  * sources on, off, off, on (the order cancels a steady drift); the first iteration of an arm is
  * not counted (reads of the arm before may still arrive in it). The layer's verdict: read where
@@ -80,9 +80,10 @@ void moeinf_prefetch_auto_free(struct moeinf_prefetch_auto *a);
  * (wanted or not). */
 bool moeinf_prefetch_auto_step(struct moeinf_prefetch_auto *a, int layer,
                                const struct moeinf_prefetch_auto_obs *obs, uint64_t read_ns);
-/* The wall time of the decode iteration that has just ended, for `layer` (see above); the arm
- * a layer is in changes only here, between iterations. */
-void moeinf_prefetch_auto_time(struct moeinf_prefetch_auto *a, int layer, uint64_t time_ns);
+/* The wall time of the decode iteration that has just ended (see above): every layer's wait
+ * counts down, and the layer tried gets the time, or the next one starts its trial; the arm a
+ * layer is in changes only here, between iterations. */
+void moeinf_prefetch_auto_iteration(struct moeinf_prefetch_auto *a, uint64_t time_ns);
 /* Whether the precision rule wants the source in the layer. */
 bool moeinf_prefetch_auto_wanted(const struct moeinf_prefetch_auto *a, int layer, int source);
 /* Whether the source's reads are issued in the layer now: wanted, and the layer's arm (while it

@@ -358,11 +358,9 @@ void moeinf_tier_iteration_begin(struct moeinf_tier *t, enum moeinf_phase phase,
 void moeinf_tier_iteration_end(struct moeinf_tier *t) {
     moeinf_policy_token_end(t->policy);
     if (t->pfa && t->decoding) {
-        /* every layer's decode step is measured by the whole iteration: a read's CPU cost
-         * lands in whichever layer computes when it runs */
-        uint64_t ns = now_ns() - t->iter_t0;
-        for (int il = 0; il < t->n_layers; il++)
-            moeinf_prefetch_auto_time(t->pfa, il, ns);
+        /* a layer's reads are judged by the whole iteration: a read's CPU cost lands in
+         * whichever layer computes when it runs */
+        moeinf_prefetch_auto_iteration(t->pfa, now_ns() - t->iter_t0);
     }
 }
 
