@@ -1237,6 +1237,67 @@ static void test_vec_dot_rows_extremes(void) {
     }
 }
 
+/* The Q4_K and Q6_K rows kernels at the ends of the int16 range their sums pass through
+ * (kernels_x86_kdecode.h adds vpmaddubsw outputs of several sub-blocks in int16 before the
+ * scales): every quant at its largest (Q4_K 15, Q6_K 63), the largest scales (Q4_K 63, mins
+ * 63; Q6_K 127 and -128), against activations of -127 or +127 in every position of a block,
+ * 9 rows (the eight-row pass and one row left over) of 3 super-blocks. Each row must equal
+ * the scalar vec_dot bit for bit; a kernel that added more lanes in int16 than fit, or
+ * saturated in vpmaddubsw, gives other values. */
+static void test_vec_dot_rows_k_extremes(void) {
+    enum {
+        NB = 3,
+        NR = 9
+    };
+
+    const int64_t n = (int64_t)256 * NB;
+    static uint8_t w4[NR * NB * 144];
+    static uint8_t w6[NR * NB * 210];
+    static uint8_t x[NB * 292];
+    const uint16_t one = 0x3c00;
+    for (int64_t b = 0; b < NR * NB; b++) {
+        uint8_t *p4 = w4 + b * 144;
+        memcpy(p4, &one, 2);
+        memcpy(p4 + 2, &one, 2);
+        memset(p4 + 4, 0xff, 12);   /* scales and mins 63 */
+        memset(p4 + 16, 0xff, 128); /* nibbles 15 */
+        uint8_t *p6 = w6 + b * 210;
+        memset(p6, 0xff, 192); /* ql, qh: quants 63 */
+        for (int j = 0; j < 16; j++)
+            p6[192 + j] = (uint8_t)((j + b) % 3 ? 0x7f : 0x80); /* 127 or -128 */
+        memcpy(p6 + 208, &one, 2);
+    }
+    for (int64_t b = 0; b < NB; b++) {
+        uint8_t *p = x + b * 292;
+        const float d = 1.0f;
+        const int8_t q = b % 2 ? 127 : -127;
+        const int16_t bsum = (int16_t)(16 * q);
+        memcpy(p, &d, 4);
+        memset(p + 4, (uint8_t)q, 256);
+        for (int j = 0; j < 16; j++)
+            memcpy(p + 260 + 2 * j, &bsum, 2);
+    }
+    const struct moeinf_kernels *ref = moeinf_kernels_scalar();
+    for (int ti = 0; ti < n_tables; ti++) {
+        const struct moeinf_kernels *k = tables[ti];
+        float s[NR];
+        int bad = 0;
+        k->vec_dot_rows[MOEINF_TYPE_Q4_K](n, NR, s, w4, (size_t)NB * 144, x);
+        for (int r = 0; r < NR; r++) {
+            float e = NAN;
+            ref->vec_dot[MOEINF_TYPE_Q4_K](n, &e, w4 + (size_t)r * NB * 144, x);
+            bad += f_bits(s[r]) != f_bits(e);
+        }
+        k->vec_dot_rows[MOEINF_TYPE_Q6_K](n, NR, s, w6, (size_t)NB * 210, x);
+        for (int r = 0; r < NR; r++) {
+            float e = NAN;
+            ref->vec_dot[MOEINF_TYPE_Q6_K](n, &e, w6 + (size_t)r * NB * 210, x);
+            bad += f_bits(s[r]) != f_bits(e);
+        }
+        CHECK_MSG(bad == 0, "%s q4_K/q6_K rows extremes: %d rows differ", k->name, bad);
+    }
+}
+
 /* The codebook rows kernels at the ends of their integer ranges, with exact expected values
  * (all scales 1): every MXFP4 code +-12 (the offset codebook's largest unsigned value, 24, and
  * its smallest, 0) and every IQ4_NL code -127 (its largest magnitude) or 113, against
@@ -1680,6 +1741,7 @@ int main(void) {
     RUN(test_vec_dot_rows);
     RUN(test_vec_dot_rows_extremes);
     RUN(test_vec_dot_rows_codebook_extremes);
+    RUN(test_vec_dot_rows_k_extremes);
     RUN(test_mxfp4_small_scales);
     RUN(test_axpy);
     RUN(test_delta_rule);

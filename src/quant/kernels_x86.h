@@ -1131,6 +1131,8 @@ K_KERNELS(q6_k, 210, Q6K_STEP)
 #include "quant/kernels_x86_krows.h" /* their vec_dot_rows (vec_dot_rows8_*) */
 /* after krows.h, whose unpacking it shares */
 #include "quant/kernels_x86_kprefill.h" /* their vec_dot_m and gemm */
+/* after kprefill.h, whose row-pair helpers it uses */
+#include "quant/kernels_x86_kdecode.h" /* the AVX2 Q4_K, Q6_K decode steps */
 
 /* Q4_1 / Q5_1 x Q8_1 (blocks of 32): the exact dot of the unsigned quants with the int8
  * activations, then quant.h's two fmas (d_w * d_x, isum) and (m_w, s_x), in scalar code. */
@@ -1443,11 +1445,11 @@ static void to_float_iq4_xs(const void *x, float *y, int64_t n) {
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q3_K, NULL, moeinf_ref_to_float_q3_k, vec_dot_q3_k,       \
                              vec_dot_m_q3_k, vec_dot_rows_q3_k),                                   \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q4_K, NULL, moeinf_ref_to_float_q4_k, vec_dot_q4_k,       \
-                             vec_dot_m_q4_k, vec_dot_rows8_q4_k),                                  \
+                             vec_dot_m_q4_k, KR_ROWS_Q4_K),                                        \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q5_K, NULL, moeinf_ref_to_float_q5_k, vec_dot_q5_k,       \
                              vec_dot_m_q5_k, vec_dot_rows8_q5_k),                                  \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_Q6_K, NULL, moeinf_ref_to_float_q6_k, vec_dot_q6_k,       \
-                             vec_dot_m_q6_k, vec_dot_rows8_q6_k),                                  \
+                             vec_dot_m_q6_k, KR_ROWS_Q6_K),                                        \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_IQ4_NL, NULL, to_float_iq4_nl, vec_dot_iq4_nl,            \
                              vec_dot_m_iq4_nl, vec_dot_rows_iq4_nl),                               \
         MOEINF_KERNELS_ENTRY(MOEINF_TYPE_IQ4_XS, NULL, to_float_iq4_xs, vec_dot_iq4_xs,            \

@@ -1,7 +1,8 @@
 /*
  * kernels_x86_krows.h - the decode kernels (vec_dot_rows: many weight rows against one
  * activation row) for Q4_K, Q5_K and Q6_K: the eight-row driver, and its AVX-512 steps (the
- * AVX2 steps are in kernels_x86_kprefill.h; Q5_K's reuses the prefill tiles' unpacking).
+ * AVX2 steps are in kernels_x86_kprefill.h, Q4_K's and Q6_K's used ones in kernels_x86_kdecode.h;
+ * Q5_K's reuses the prefill tiles' unpacking).
  * Included by kernels_x86.h after its K-quant section, whose helpers it uses.
  *
  * DESIGN: decode streams every weight byte once, so the kernel must cost less than the memory
@@ -31,12 +32,13 @@ INLINE __m256 kr_f16x8(const uint8_t *const wr[KR_ROWS], size_t boff, size_t at)
     return load_scales8(wr[0] + boff + at, (size_t)(wr[1] - wr[0]));
 }
 
-/* Rows k * q + i (k < 8) go together; the nr % 8 rows left use the per-row kernel, whose
+/* Rows k * q + i (k < 8) go together; the nr % 8 rows left use the per-row kernel tail, whose
  * results are the same. STEP(wr, boff, xb, a): super-block b (byte offset boff in each row)
- * of the 8 rows wr against activation block xb, into a (lane k = row k). */
-#define KR_ROWS_KERNEL(t, wbytes, STEP)                                                            \
-    static void vec_dot_rows8_##t(int64_t n, int64_t nr, float *s, const void *w, size_t w_stride, \
-                                  const void *x) {                                                 \
+ * of the 8 rows wr against activation block xb, into a (lane k = row k). The function may go
+ * unused: a table can take another type's step (kernels_x86_kdecode.h). */
+#define KR_ROWS_KERNEL_NAMED(name, tail, wbytes, STEP)                                             \
+    __attribute__((unused)) static void name(int64_t n, int64_t nr, float *s, const void *w,       \
+                                             size_t w_stride, const void *x) {                     \
         const uint8_t *wb = w;                                                                     \
         const uint8_t *xb = x;                                                                     \
         const int64_t nb = n / 256;                                                                \
@@ -61,9 +63,11 @@ INLINE __m256 kr_f16x8(const uint8_t *const wr[KR_ROWS], size_t boff, size_t at)
                 s[k * q + i] = out[k];                                                             \
         }                                                                                          \
         if (nr > KR_ROWS * q)                                                                      \
-            vec_dot_rows_##t(n, nr - KR_ROWS * q, s + KR_ROWS * q,                                 \
-                             wb + (size_t)(KR_ROWS * q) * w_stride, w_stride, x);                  \
+            tail(n, nr - KR_ROWS * q, s + KR_ROWS * q, wb + (size_t)(KR_ROWS * q) * w_stride,      \
+                 w_stride, x);                                                                     \
     }
+#define KR_ROWS_KERNEL(t, wbytes, STEP)                                                            \
+    KR_ROWS_KERNEL_NAMED(vec_dot_rows8_##t, vec_dot_rows_##t, wbytes, STEP)
 
 #if defined(X86_AVX512)
 
@@ -288,12 +292,12 @@ INLINE __m512i kr4_heads(const uint8_t *p0, const uint8_t *p1, const uint8_t *p2
  * moved 4 bytes on for the head's d and dmin. */
 INLINE __m512i kr4_scales_mins(__m512i v) {
     const struct k4_sm_lane c = k4_sm_lane();
-    const __m512i a = _mm512_shuffle_epi8(
-        v, _mm512_broadcast_i32x4(
-               _mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13, 14, 15)));
-    const __m512i b = _mm512_shuffle_epi8(
-        v, _mm512_broadcast_i32x4(
-               _mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1, -1, -1, -1, 8, 9, 10, 11)));
+    const __m512i a =
+        _mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(_mm_setr_epi8(4, 5, 6, 7, 12, 13, 14, 15, 8,
+                                                                    9, 10, 11, 12, 13, 14, 15)));
+    const __m512i b =
+        _mm512_shuffle_epi8(v, _mm512_broadcast_i32x4(_mm_setr_epi8(-1, -1, -1, -1, 4, 5, 6, 7, -1,
+                                                                    -1, -1, -1, 8, 9, 10, 11)));
     const __m512i low6 = _mm512_and_si512(a, _mm512_broadcast_i32x4(c.low6));
     const __m512i nib_lo = _mm512_and_si512(a, _mm512_broadcast_i32x4(c.nib_lo));
     const __m512i nib_hi =
@@ -330,10 +334,10 @@ INLINE __m256i kr_reduce8z(const __m512i a[KR_ROWS]) {
         t[p] = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2 * p], a[2 * p + 1]),
                                 _mm512_unpackhi_epi32(a[2 * p], a[2 * p + 1]));
     /* each 128-bit lane of u0: rows 0-3's partial sums; of u1: rows 4-7's */
-    const __m512i u0 = _mm512_add_epi32(_mm512_unpacklo_epi64(t[0], t[1]),
-                                        _mm512_unpackhi_epi64(t[0], t[1]));
-    const __m512i u1 = _mm512_add_epi32(_mm512_unpacklo_epi64(t[2], t[3]),
-                                        _mm512_unpackhi_epi64(t[2], t[3]));
+    const __m512i u0 =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(t[0], t[1]), _mm512_unpackhi_epi64(t[0], t[1]));
+    const __m512i u1 =
+        _mm512_add_epi32(_mm512_unpacklo_epi64(t[2], t[3]), _mm512_unpackhi_epi64(t[2], t[3]));
     /* [rows 0-3, rows 0-3, rows 4-7, rows 4-7], then [0-3, 4-7, 0-3, 4-7] */
     __m512i p =
         _mm512_add_epi32(_mm512_shuffle_i64x2(u0, u1, 0x44), _mm512_shuffle_i64x2(u0, u1, 0xEE));
@@ -352,15 +356,13 @@ INLINE __m256i kr4_imin8(__m512i r03, __m512i r47, __m256i bs) {
     const __m512i t03 = _mm512_madd_epi16(_mm512_shuffle_epi8(r03, mn_idx), b);
     const __m512i t47 = _mm512_madd_epi16(_mm512_shuffle_epi8(r47, mn_idx), b);
     /* lane i: [row i, row 4+i, row i, row 4+i] partial pairs, then each pair summed */
-    __m512i u =
-        _mm512_add_epi32(_mm512_unpacklo_epi32(t03, t47), _mm512_unpackhi_epi32(t03, t47));
+    __m512i u = _mm512_add_epi32(_mm512_unpacklo_epi32(t03, t47), _mm512_unpackhi_epi32(t03, t47));
     u = _mm512_add_epi32(u, _mm512_shuffle_epi32(u, _MM_PERM_BADC));
     return _mm512_castsi512_si256(_mm512_permutexvar_epi32(
         _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0), u));
 }
 
-INLINE void kr_4_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8_t *xb,
-                      __m256 *a) {
+INLINE void kr_4_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8_t *xb, __m256 *a) {
     struct kr_x x;
     kr_load_x_pairs(xb, &x);
     const __m512i h03 = kr4_heads(wr[0] + boff, wr[1] + boff, wr[2] + boff, wr[3] + boff);
