@@ -16,6 +16,7 @@
  * sub-block order makes the two models different models: differences of the order of 1.
  */
 #include <math.h>
+#include <unistd.h>
 
 #include "gguf/gguf.h"
 #include "gguf/gguf_writer.h"
@@ -111,9 +112,13 @@ static void check_type(int type, const char *table) {
     char qpath[1024];
     char fpath[1024];
     char name[96];
-    snprintf(name, sizeof name, "codebook_%s_%s.gguf", table, moeinf_type_name(type));
+    /* named per process: the per-table ctest entries may run at once, two of them on the same
+     * table where it is the CPU's best */
+    snprintf(name, sizeof name, "codebook_%s_%s_%d.gguf", table, moeinf_type_name(type),
+             (int)getpid());
     test_tmp_path(name, qpath, sizeof qpath);
-    snprintf(name, sizeof name, "codebook_%s_%s_f32.gguf", table, moeinf_type_name(type));
+    snprintf(name, sizeof name, "codebook_%s_%s_%d_f32.gguf", table, moeinf_type_name(type),
+             (int)getpid());
     test_tmp_path(name, fpath, sizeof fpath);
     struct moeinf_gen_params gp = moeinf_gen_params_default();
     gp.n_layer = 2;

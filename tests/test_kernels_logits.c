@@ -11,6 +11,8 @@
  * tables) both runs use the scalar table and the test checks nothing more than determinism.
  * Also: a MOEINF_KERNELS value that names no table is an error of context init and of the CLI.
  */
+#include <unistd.h>
+
 #include "kernels_wanted.h"
 #include "moeinf.h"
 #include "test.h"
@@ -114,8 +116,10 @@ static void test_generated_models(void) {
     for (int i = 0; i < 2; i++) {
         char path[1024];
         char name[64];
-        /* Named per table: ctest -j may run the per-table entries at once. */
-        snprintf(name, sizeof name, "kernels_logits_%s_%d.gguf", wanted_name, types[i]);
+        /* Named per process: ctest -j may run the per-table entries at once, and where avx2 is
+         * the CPU's best table the plain entry and the :avx2 one name the same table. */
+        snprintf(name, sizeof name, "kernels_logits_%s_%d_%d.gguf", wanted_name, types[i],
+                 (int)getpid());
         test_tmp_path(name, path, sizeof path);
         struct moeinf_gen_params gp = moeinf_gen_params_default();
         gp.n_layer = 2;
@@ -140,7 +144,7 @@ static void test_generated_models(void) {
 static void test_unknown_table_name(void) {
     char path[1024];
     char name[64];
-    snprintf(name, sizeof name, "kernels_unknown_%s.gguf", wanted_name);
+    snprintf(name, sizeof name, "kernels_unknown_%s_%d.gguf", wanted_name, (int)getpid());
     test_tmp_path(name, path, sizeof path);
     struct moeinf_gen_params gp = moeinf_gen_params_default();
     gp.n_layer = 1;
