@@ -1298,6 +1298,84 @@ static void test_vec_dot_rows_k_extremes(void) {
     }
 }
 
+/* The K-quant kernels at the ends of their integer ranges: every quant at its largest value
+ * (Q4_K 15, Q5_K 31, Q6_K 63), every scale and min at its largest magnitude (Q4_K/Q5_K 63,
+ * Q6_K -128 or 127 by weight row), against Q8_K activations of -128 or 127 in every position
+ * (by activation row): gemm, vec_dot_m and vec_dot_rows of every table against the scalar
+ * vec_dot, bit for bit, with 9 weight rows and 9 activation rows (a whole tile or chunk of 8
+ * and one left over). The prefill tiles add two vpmaddubsw outputs in int16 (2 x 16128 for
+ * Q6_K); a kernel that added a third, or otherwise reduced past int16, gives other values. */
+static void test_kquant_extremes(void) {
+    enum { NB = 3, NR = 9, M = 9 };
+    const int64_t n = (int64_t)256 * NB;
+    static uint8_t x[M][NB * 292];
+    for (int j = 0; j < M; j++) {
+        for (int b = 0; b < NB; b++) {
+            uint8_t *xb = x[j] + b * 292;
+            const float d = 1.0f;
+            const int8_t q = j % 3 == 1 ? 127 : -128;
+            memcpy(xb, &d, sizeof d);
+            memset(xb + 4, (uint8_t)q, 256);
+            for (int g = 0; g < 16; g++) {
+                const int16_t bs = (int16_t)(16 * q);
+                memcpy(xb + 260 + 2 * g, &bs, sizeof bs);
+            }
+        }
+    }
+    const enum moeinf_type types[] = {MOEINF_TYPE_Q4_K, MOEINF_TYPE_Q5_K, MOEINF_TYPE_Q6_K};
+    const struct moeinf_kernels *ref = moeinf_kernels_scalar();
+    for (size_t ti = 0; ti < sizeof types / sizeof types[0]; ti++) {
+        const enum moeinf_type t = types[ti];
+        const size_t bb = t == MOEINF_TYPE_Q4_K ? 144 : t == MOEINF_TYPE_Q5_K ? 176 : 210;
+        const size_t rb = bb * NB;
+        uint8_t *w = malloc((size_t)NR * rb);
+        const uint16_t one = 0x3c00;
+        for (int r = 0; r < NR; r++) {
+            for (int b = 0; b < NB; b++) {
+                uint8_t *wb = w + (size_t)r * rb + (size_t)b * bb;
+                memset(wb, 0xff, bb); /* every quant at its largest, K4 scales and mins 63 */
+                if (t == MOEINF_TYPE_Q6_K) {
+                    memset(wb + 192, r % 2 ? 0x80 : 0x7f, 16); /* scales -128 or 127 */
+                    memcpy(wb + 208, &one, 2);
+                } else {
+                    memcpy(wb, &one, 2);
+                    memcpy(wb + 2, &one, 2);
+                }
+            }
+        }
+        float want[M][NR];
+        for (int j = 0; j < M; j++)
+            for (int r = 0; r < NR; r++)
+                ref->vec_dot[t](n, &want[j][r], w + (size_t)r * rb, x[j]);
+        for (int tt = 0; tt < n_tables; tt++) {
+            const struct moeinf_kernels *k = tables[tt];
+            float got[M][NR];
+            int bad = 0;
+            if (k->gemm[t]) {
+                k->gemm[t](n, NR, M, &got[0][0], NR, w, rb, x[0], sizeof x[0]);
+                for (int j = 0; j < M; j++)
+                    for (int r = 0; r < NR; r++)
+                        bad += f_bits(got[j][r]) != f_bits(want[j][r]);
+            }
+            for (int r = 0; r < NR; r++) {
+                float col[M];
+                k->vec_dot_m[t](n, M, col, w + (size_t)r * rb, x[0], sizeof x[0]);
+                for (int j = 0; j < M; j++)
+                    bad += f_bits(col[j]) != f_bits(want[j][r]);
+            }
+            for (int j = 0; j < M; j++) {
+                float row[NR];
+                k->vec_dot_rows[t](n, NR, row, w, rb, x[j]);
+                for (int r = 0; r < NR; r++)
+                    bad += f_bits(row[r]) != f_bits(want[j][r]);
+            }
+            CHECK_MSG(bad == 0, "%s %s extremes: %d results differ", k->name,
+                      moeinf_type_name((int)t), bad);
+        }
+        free(w);
+    }
+}
+
 /* The codebook rows kernels at the ends of their integer ranges, with exact expected values
  * (all scales 1): every MXFP4 code +-12 (the offset codebook's largest unsigned value, 24, and
  * its smallest, 0) and every IQ4_NL code -127 (its largest magnitude) or 113, against
@@ -1742,6 +1820,7 @@ int main(void) {
     RUN(test_vec_dot_rows_extremes);
     RUN(test_vec_dot_rows_codebook_extremes);
     RUN(test_vec_dot_rows_k_extremes);
+    RUN(test_kquant_extremes);
     RUN(test_mxfp4_small_scales);
     RUN(test_axpy);
     RUN(test_delta_rule);

@@ -378,6 +378,44 @@ INLINE __m256 qgroup_dx(const __m256i wq[8], __m256 dw, const uint8_t *xg, __m25
     return _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sum_lanes8(p)), acc);
 }
 
+#if !defined(X86_VNNI)
+/* qgroup_dx for weights of magnitude at most 16 (Q4_0: 8, Q5_0: 16, MXFP4: 12) with half the
+ * vpmaddwd and a third of the vphaddd: a vpmaddubsw lane of the sign-trick dot is then at most
+ * 2 x 16 x 127 = 4064 in magnitude, so the lanes of two blocks are regrouped by 64-bit halves
+ * (unpacklo/hi_epi64: block 2c's lanes in int16 lanes 0-3 and 8-11, block 2c + 1's in 4-7 and
+ * 12-15) and added in int16 (8128 at most), and one vpmaddwd against ones widens both blocks;
+ * the same exact block sums as sum_lanes8's, in the same lanes. */
+INLINE __m256 qgroup_dx_small(const __m256i wq[8], __m256 dw, const uint8_t *xg, __m256 dx,
+                              __m256 acc) {
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256i u[4];
+    for (int c = 0; c < 4; c++) {
+        __m256i m[2];
+        for (int i = 0; i < 2; i++) {
+            const int b = 2 * c + i;
+            const __m256i x =
+                _mm256_loadu_si256((const __m256i *)(const void *)(xg + (size_t)b * Q8_BYTES + 2));
+            m[i] = _mm256_maddubs_epi16(_mm256_sign_epi8(wq[b], wq[b]), _mm256_sign_epi8(x, wq[b]));
+        }
+        u[c] = _mm256_madd_epi16(
+            _mm256_add_epi16(_mm256_unpacklo_epi64(m[0], m[1]), _mm256_unpackhi_epi64(m[0], m[1])),
+            ones); /* int32 lanes [2c 2c 2c+1 2c+1 | the same] */
+    }
+    const __m256i h0123 = _mm256_hadd_epi32(u[0], u[1]); /* [b0 b1 b2 b3 | b0 b1 b2 b3] */
+    const __m256i h4567 = _mm256_hadd_epi32(u[2], u[3]);
+    const __m256i lo = _mm256_inserti128_si256(h0123, _mm256_castsi256_si128(h4567), 1);
+    const __m256i hi = _mm256_inserti128_si256(h4567, _mm256_extracti128_si256(h0123, 1), 0);
+    return _mm256_fmadd_ps(_mm256_mul_ps(dw, dx),
+                           _mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi)), acc);
+}
+#    define QGROUP_DX(k, wq, dw, xg, dx, acc)                                                      \
+        ((k) == QK_Q4_0 || (k) == QK_Q5_0 || (k) == QK_MXFP4                                       \
+             ? qgroup_dx_small((wq), (dw), (xg), (dx), (acc))                                      \
+             : qgroup_dx((wq), (dw), (xg), (dx), (acc)))
+#else
+#    define QGROUP_DX(k, wq, dw, xg, dx, acc) qgroup_dx((wq), (dw), (xg), (dx), (acc))
+#endif
+
 INLINE __m256 qgroup(const __m256i wq[8], __m256 dw, const uint8_t *xg, __m256 acc) {
     return qgroup_dx(wq, dw, xg, load_scales8(xg, Q8_BYTES), acc);
 }

@@ -30,7 +30,9 @@ struct kq_prep {
     struct kz_w z; /* the 512-bit layout (kernels_x86_krows.h) */
 #else
     __m256i q[8];
-    __m256i sc[8]; /* int16 multipliers of q[i]'s maddubs pairs: the sub-block scales */
+    __m256i sc[8]; /* int16 sub-block scales: the multipliers of kq_pair(q[2c], q[2c + 1])
+                    * in sc[c], c < 4 (the prefill tiles); of q[i]'s vpmaddubsw pairs in sc[i]
+                    * (kq_prep_45 with paired false: Q5_K's decode step) */
 #endif
     __m256i bs_mul; /* int16 multipliers of the 16 activation bsums */
     float d;
@@ -46,18 +48,43 @@ INLINE __m256i ky_word_idx(int a, int b) {
     const short wb = (short)(2 * b | (2 * b + 1) << 8);
     return _mm256_setr_m128i(_mm_set1_epi16(wa), _mm_set1_epi16(wb));
 }
+
+/* vpshufb indices that fill int16 lanes 0-3 with word a of the source's low 128-bit lane, 4-7
+ * with word b, 8-11 with word c of its high lane and 12-15 with word d. */
+INLINE __m256i kq_quad_idx(int a, int b, int c, int d) {
+    const short wa = (short)(2 * a | (2 * a + 1) << 8);
+    const short wb = (short)(2 * b | (2 * b + 1) << 8);
+    const short wc = (short)(2 * c | (2 * c + 1) << 8);
+    const short wd = (short)(2 * d | (2 * d + 1) << 8);
+    return _mm256_setr_epi16(wa, wa, wa, wa, wb, wb, wb, wb, wc, wc, wc, wc, wd, wd, wd, wd);
+}
+
+/* The scaled sums of two quant vectors against their activation vectors, into int32 lanes,
+ * with one vpmaddwd where each vector alone takes one: the two vpmaddubsw outputs are regrouped
+ * by 64-bit halves (unpacklo/hi_epi64), which puts in each int16 lane of both regrouped vectors
+ * quants of one sub-block (vector 0's in lanes 0-3 and 8-11, vector 1's in 4-7 and 12-15, as
+ * each 128-bit lane of a quant vector holds quants of one sub-block), and are added in int16
+ * before the scale multiply: s holds the matching scales (kq_quad_idx). Exact: a vpmaddubsw
+ * lane of 6-bit quants is at most 2 x 63 x 128 = 16128 in magnitude, so two of them fit int16
+ * (32256; three would not: tests/test_quant.c's K-quant extremes). */
+INLINE __m256i kq_pair(__m256i q0, __m256i q1, __m256i x0, __m256i x1, __m256i s) {
+    const __m256i m0 = _mm256_maddubs_epi16(q0, x0);
+    const __m256i m1 = _mm256_maddubs_epi16(q1, x1);
+    return _mm256_madd_epi16(
+        _mm256_add_epi16(_mm256_unpacklo_epi64(m0, m1), _mm256_unpackhi_epi64(m0, m1)), s);
+}
 #endif
 
-/* Q4_K (five = false) or Q5_K: as k45_block. bs_mul: the mins as [m0 m0 m1 m1 ...]. */
-INLINE void kq_prep_45(const uint8_t *wb, bool five, struct kq_prep *p) {
+/* Q4_K (five = false) or Q5_K: as k45_block. bs_mul: the mins as [m0 m0 m1 m1 ...]. paired:
+ * the scales as kq_pair takes them, else one multiplier per quant vector (AVX2). */
+INLINE void kq_prep_45(const uint8_t *wb, bool five, bool paired, struct kq_prep *p) {
+    (void)paired; /* AVX-512: one layout */
 #if defined(X86_AVX512)
     const __m128i sm = kz_unpack_45(wb, five, &p->z);
 #else
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i one = _mm256_set1_epi8(1);
     const __m128i sm = k4_scales_mins(wb + 4);
-    uint8_t sc[16];
-    _mm_storeu_si128((__m128i *)(void *)sc, sm);
     const uint8_t *qs = wb + (five ? 48 : 16);
     const __m256i qhv = five ? _mm256_loadu_si256((const __m256i *)(const void *)(wb + 16))
                              : _mm256_setzero_si256();
@@ -75,8 +102,17 @@ INLINE void kq_prep_45(const uint8_t *wb, bool five, struct kq_prep *p) {
         }
         p->q[2 * c] = lo;
         p->q[2 * c + 1] = hi;
-        p->sc[2 * c] = _mm256_set1_epi16((short)sc[2 * c]);
-        p->sc[2 * c + 1] = _mm256_set1_epi16((short)sc[2 * c + 1]);
+    }
+    if (paired) {
+        /* vectors 2c (sub-block 2c) and 2c + 1 (2c + 1) go together in kq_pair */
+        const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
+        for (int c = 0; c < 4; c++)
+            p->sc[c] = _mm256_shuffle_epi8(s16, kq_quad_idx(2 * c, 2 * c + 1, 2 * c, 2 * c + 1));
+    } else {
+        uint8_t sc[16];
+        _mm_storeu_si128((__m128i *)(void *)sc, sm);
+        for (int i = 0; i < 8; i++)
+            p->sc[i] = _mm256_set1_epi16((short)sc[i]);
     }
 #endif
     p->bs_mul = _mm256_cvtepu8_epi16(_mm_unpackhi_epi8(sm, sm));
@@ -96,13 +132,15 @@ INLINE void kq_prep_6(const uint8_t *wb, struct kq_prep *p) {
     const __m256i scales =
         _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(wb + 192)));
 #if !defined(X86_AVX512)
-    /* vector i: scale 2i in its low 128 bits, 2i + 1 in its high (scales 0-7 from both lanes of
-     * s_lo, 8-15 from s_hi) */
+    /* vector i: sub-block 2i in its low 128 bits, 2i + 1 in its high; kq_pair c takes vectors
+     * 2c and 2c + 1, sub-blocks 4c, 4c + 2 (low lane) and 4c + 1, 4c + 3 (high lane), from
+     * scales 0-7 in both lanes of s_lo or 8-15 in both of s_hi */
     const __m256i s_lo = _mm256_permute2x128_si256(scales, scales, 0x00);
     const __m256i s_hi = _mm256_permute2x128_si256(scales, scales, 0x11);
-    for (int i = 0; i < 8; i++)
-        p->sc[i] = _mm256_shuffle_epi8(i < 4 ? s_lo : s_hi,
-                                       ky_word_idx(2 * (i & 3), 2 * (i & 3) + 1));
+    for (int c = 0; c < 4; c++) {
+        const int b = 4 * (c & 1);
+        p->sc[c] = _mm256_shuffle_epi8(c < 2 ? s_lo : s_hi, kq_quad_idx(b, b + 2, b + 1, b + 3));
+    }
 #endif
     p->bs_mul = _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(scales, 5));
     p->d = _cvtsh_ss(load_u16(wb + 208));
@@ -143,12 +181,15 @@ INLINE void kq_block_rows(const struct kq_prep *p, const uint8_t *const x[KQ_ROW
         acc[j] = _mm256_add_epi32(_mm512_castsi512_si256(acc5[j]),
                                   _mm512_extracti64x4_epi64(acc5[j], 1));
 #else
-    for (size_t i = 0; i < 8; i++) {
-        const __m256i q = p->q[i];
-        const __m256i s = p->sc[i];
+    for (size_t c = 0; c < 4; c++) {
+        const __m256i q0 = p->q[2 * c];
+        const __m256i q1 = p->q[2 * c + 1];
+        const __m256i s = p->sc[c];
         for (int j = 0; j < rows; j++) {
-            __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(x[j] + 4 + 32 * i));
-            acc[j] = KQ_DPWSSD(acc[j], _mm256_maddubs_epi16(q, xv), s);
+            const uint8_t *xc = x[j] + 4 + 64 * c;
+            const __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)xc);
+            const __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(xc + 32));
+            acc[j] = _mm256_add_epi32(acc[j], kq_pair(q0, q1, x0, x1, s));
         }
     }
 #endif
@@ -292,45 +333,37 @@ INLINE void kq_store(const __m256 v[8], int rows, float *y, size_t y_stride) {
         gemm_##t(n, 1, m, s, 1, w, 0, x, x_stride);                                                \
     }
 
-#define KQ_PREP_4(wb, p) kq_prep_45((wb), false, (p))
-#define KQ_PREP_5(wb, p) kq_prep_45((wb), true, (p))
+#define KQ_PREP_4(wb, p) kq_prep_45((wb), false, true, (p))
+#define KQ_PREP_5(wb, p) kq_prep_45((wb), true, true, (p))
 #define KQ_PREP_6(wb, p) kq_prep_6((wb), (p))
 KQ_GEMM(q4_k, 144, KQ_PREP_4, true)
 KQ_GEMM(q5_k, 176, KQ_PREP_5, true)
 KQ_GEMM(q6_k, 210, KQ_PREP_6, false)
 
 #if !defined(X86_AVX512)
-/* The AVX2 steps of the eight-row decode driver (kernels_x86_krows.h): each row's block is
- * unpacked as a prefill tile unpacks it, and the activation block's 32-byte groups are read
- * from L1 for each row. */
-INLINE void ky_step(const uint8_t *const wr[KR_ROWS], size_t boff, int kind, const uint8_t *xb,
+/* The AVX2 steps of the eight-row decode driver (kernels_x86_krows.h), Q4_K (five = false) or
+ * Q5_K: each row's block is unpacked as a prefill tile unpacks it, with one scale multiplier
+ * per quant vector (in decode each unpacked block meets one activation block, and kq_pair's
+ * regrouping would cost more instructions than the multiplies it saves), and the activation
+ * block's 32-byte groups are read from L1 for each row. */
+INLINE void ky_step(const uint8_t *const wr[KR_ROWS], size_t boff, bool five, const uint8_t *xb,
                     __m256 *a) {
-    const bool mins = kind != 6;
     const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 260));
     __m256i acc[KR_ROWS];
     __m256i mn[KR_ROWS];
     for (int k = 0; k < KR_ROWS; k++) {
         struct kq_prep p;
-        if (kind == 6)
-            kq_prep_6(wr[k] + boff, &p);
-        else
-            kq_prep_45(wr[k] + boff, kind == 5, &p);
+        kq_prep_45(wr[k] + boff, five, false, &p);
         __m256i sum = _mm256_setzero_si256();
         for (size_t i = 0; i < 8; i++) {
             __m256i xv = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 4 + 32 * i));
             sum = KQ_DPWSSD(sum, _mm256_maddubs_epi16(p.q[i], xv), p.sc[i]);
         }
-        if (mins) {
-            mn[k] = _mm256_madd_epi16(bs, p.bs_mul);
-        } else {
-            sum = KQ_DPWSSD(sum, bs, p.bs_mul);
-            mn[k] = _mm256_setzero_si256();
-        }
+        mn[k] = _mm256_madd_epi16(bs, p.bs_mul);
         acc[k] = sum;
     }
-    const __m256 dmin = mins ? kr_f16x8(wr, boff, 2) : _mm256_setzero_ps();
-    k_float_steps(kr_f16x8(wr, boff, kind == 6 ? 208 : 0), dmin, _mm256_set1_ps(k_d_x(xb)),
-                  kq_reduce8(acc), mins ? kq_reduce8(mn) : _mm256_setzero_si256(), mins, a);
+    k_float_steps(kr_f16x8(wr, boff, 0), kr_f16x8(wr, boff, 2), _mm256_set1_ps(k_d_x(xb)),
+                  kq_reduce8(acc), kq_reduce8(mn), true, a);
 }
 
 /* Q4_K and Q6_K have decode steps of their own that unpack each row's quants next to the
@@ -460,7 +493,7 @@ INLINE void ky_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8
 }
 
 #    define KY_Q4K_STEP(wr, boff, xb, a) ky_4_step((wr), (boff), (xb), (a))
-#    define KY_Q5K_STEP(wr, boff, xb, a) ky_step((wr), (boff), 5, (xb), (a))
+#    define KY_Q5K_STEP(wr, boff, xb, a) ky_step((wr), (boff), true, (xb), (a))
 #    define KY_Q6K_STEP(wr, boff, xb, a) ky_6_step((wr), (boff), (xb), (a))
 KR_ROWS_KERNEL(q4_k, 144, KY_Q4K_STEP)
 KR_ROWS_KERNEL(q5_k, 176, KY_Q5K_STEP)

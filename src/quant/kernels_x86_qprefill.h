@@ -38,7 +38,7 @@ INLINE void qg_group(enum qkind k, int nw, int mp, const uint8_t *w, size_t w_st
         __m256 dw;
         qprep(k, wg, wq, &dw);
         for (int j = 0; j < mp; j++)
-            t->acc[r][j] = qgroup_dx(wq, dw, xg[j], t->dx[j], t->acc[r][j]);
+            t->acc[r][j] = QGROUP_DX(k, wq, dw, xg[j], t->dx[j], t->acc[r][j]);
     }
 }
 
@@ -76,7 +76,7 @@ INLINE void qg_tile_run(enum qkind k, int64_t n, int nw, int mp, float *y, size_
             __m256 dw;
             qprep(k, wt, wq, &dw);
             for (int j = 0; j < mp; j++)
-                t->acc[r][j] = qgroup_dx(wq, dw, xg[j], t->dx[j], t->acc[r][j]);
+                t->acc[r][j] = QGROUP_DX(k, wq, dw, xg[j], t->dx[j], t->acc[r][j]);
         }
     }
     for (int r = 0; r < nw; r++)
