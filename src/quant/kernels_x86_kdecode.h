@@ -60,8 +60,10 @@ INLINE __m256i kd4_row(const uint8_t *wb, const uint8_t *xb, __m256i s16) {
     return _mm256_madd_epi16(kd_fold64(v03, v47), s16);
 }
 
-/* One super-block of 8 Q4_K rows: ky_4_step's bookkeeping (two rows to a register for the
- * scales and mins, d and dmin from the heads) with kd4_row's sums. */
+/* One super-block of 8 Q4_K rows, two rows to a register for the bookkeeping (as the AVX-512
+ * kr_4_step does four): the scales and mins of two rows unpacked in one pass, the eight rows'
+ * mins sums from four vpmaddwd against the activation's 32-element sums, d and dmin of the
+ * eight rows from the 16-byte heads with a few shuffles; each row's sums from kd4_row. */
 INLINE void kd_4_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8_t *xb, __m256 *a) {
     const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 260));
     const __m256i sc_idx = _mm256_broadcastsi128_si256(
@@ -83,11 +85,14 @@ INLINE void kd_4_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8
         acc[2 * p + 1] = kd4_row(wr[2 * p + 1] + boff, xb, _mm256_permute2x128_si256(s, s, 0x11));
         t[p] = _mm256_madd_epi16(_mm256_shuffle_epi8(r, mn_idx), b16);
     }
-    /* as ky_4_step: rows 0, 2, 4, 6 in the low lane after the hadds, 1, 3, 5, 7 in the high */
+    /* t[p]: row 2p's four partial sums in the low lane, row 2p + 1's in the high; after the
+     * hadds the low lane holds rows 0, 2, 4, 6 and the high lane rows 1, 3, 5, 7 */
     const __m256i rows_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
     const __m256i imin = _mm256_permutevar8x32_epi32(
         _mm256_hadd_epi32(_mm256_hadd_epi32(t[0], t[1]), _mm256_hadd_epi32(t[2], t[3])),
         rows_order);
+    /* d | dmin << 16 of rows 0, 2, 4, 6 (low lane) and 1, 3, 5, 7 (high lane); the words
+     * split into d (bytes 0-7 of a lane) and dmin (8-15), then interleaved into row order */
     const __m256i dd = _mm256_shuffle_epi8(
         _mm256_unpacklo_epi64(_mm256_unpacklo_epi32(h[0], h[1]), _mm256_unpacklo_epi32(h[2], h[3])),
         _mm256_broadcastsi128_si256(

@@ -40,15 +40,6 @@ struct kq_prep {
 };
 
 #if !defined(X86_AVX512)
-/* vpshufb indices that fill the low 128-bit lane with int16 word a of the source's low lane
- * and the high lane with word b of its high lane (the sub-block scale multipliers of the AVX2
- * steps: one shuffle each, where a broadcast from a scalar took three instructions). */
-INLINE __m256i ky_word_idx(int a, int b) {
-    const short wa = (short)(2 * a | (2 * a + 1) << 8);
-    const short wb = (short)(2 * b | (2 * b + 1) << 8);
-    return _mm256_setr_m128i(_mm_set1_epi16(wa), _mm_set1_epi16(wb));
-}
-
 /* vpshufb indices that fill int16 lanes 0-3 with word a of the source's low 128-bit lane, 4-7
  * with word b, 8-11 with word c of its high lane and 12-15 with word d. */
 INLINE __m256i kq_quad_idx(int a, int b, int c, int d) {
@@ -366,10 +357,10 @@ INLINE void ky_step(const uint8_t *const wr[KR_ROWS], size_t boff, bool five, co
                   kq_reduce8(acc), kq_reduce8(mn), true, a);
 }
 
-/* Q4_K and Q6_K have decode steps of their own that unpack each row's quants next to the
- * multiply-adds that use them: kq_prep's sixteen vectors (quants and scale multipliers) are
- * all of AVX2's registers, and the compiler spilled them. Same sums, same order of float
- * steps as ky_step. */
+/* Q4_K and Q6_K have AVX2 decode steps of their own (kernels_x86_kdecode.h) that unpack each
+ * row's quants next to the multiply-adds that use them: kq_prep's sixteen vectors (quants and
+ * scale multipliers) are all of AVX2's registers, and the compiler spilled them. Same sums,
+ * same order of float steps as ky_step. Two helpers of theirs: */
 /* Bytes 0-15 (d, dmin, the 12 scale bytes) of two rows' blocks, row 0 in the low 128 bits. */
 INLINE __m256i ky2_heads(const uint8_t *p0, const uint8_t *p1) {
     return _mm256_inserti128_si256(
@@ -396,108 +387,8 @@ INLINE __m256i ky2_scales_mins(__m256i v) {
     return _mm256_or_si256(_mm256_or_si256(low6, nib_lo), _mm256_or_si256(nib_hi, top));
 }
 
-/* The int32 lanes of one Q4_K row's block against activation block xb, its 8 scales as int16
- * in both 128-bit lanes of s16. */
-INLINE __m256i ky4_row(const uint8_t *wb, const uint8_t *xb, __m256i s16) {
-    const __m256i m4 = _mm256_set1_epi8(0x0f);
-    __m256i sum = _mm256_setzero_si256();
-#    pragma GCC unroll 4
-    for (size_t c = 0; c < 4; c++) {
-        const int j = 2 * (int)c; /* sub-blocks j (low nibbles) and j + 1 (high) */
-        const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(wb + 16 + 32 * c));
-        const __m256i lo = _mm256_and_si256(q, m4);
-        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
-        const __m256i x0 = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 4 + 64 * c));
-        const __m256i x1 = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 36 + 64 * c));
-        sum = KQ_DPWSSD(sum, _mm256_maddubs_epi16(lo, x0),
-                        _mm256_shuffle_epi8(s16, ky_word_idx(j, j)));
-        sum = KQ_DPWSSD(sum, _mm256_maddubs_epi16(hi, x1),
-                        _mm256_shuffle_epi8(s16, ky_word_idx(j + 1, j + 1)));
-    }
-    return sum;
-}
-
-/* One super-block of 8 Q4_K rows, two rows to a register for the bookkeeping (as the AVX-512
- * kr_4_step does four): the scales and mins of two rows unpacked in one pass, the eight rows'
- * mins sums from four vpmaddwd against the activation's 32-element sums, d and dmin of the
- * eight rows from the 16-byte heads with a few shuffles. */
-INLINE void ky_4_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8_t *xb,
-                      __m256 *a) {
-    const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 260));
-    const __m256i sc_idx = _mm256_broadcastsi128_si256(
-        _mm_setr_epi8(0, -1, 1, -1, 2, -1, 3, -1, 4, -1, 5, -1, 6, -1, 7, -1));
-    const __m256i mn_idx = _mm256_broadcastsi128_si256(
-        _mm_setr_epi8(8, -1, 9, -1, 10, -1, 11, -1, 12, -1, 13, -1, 14, -1, 15, -1));
-    /* B_j = bsums[2j] + bsums[2j + 1] as int16 (|B_j| <= 32 * 128), [B0..B7] in both lanes */
-    const __m256i bp = _mm256_madd_epi16(bs, _mm256_set1_epi16(1));
-    const __m256i b16 = _mm256_permute4x64_epi64(_mm256_packs_epi32(bp, bp), 0x88);
-    __m256i h[4];
-    __m256i acc[KR_ROWS];
-    __m256i t[4];
-#    pragma GCC unroll 4
-    for (size_t p = 0; p < 4; p++) {
-        h[p] = ky2_heads(wr[2 * p] + boff, wr[2 * p + 1] + boff);
-        const __m256i r = ky2_scales_mins(h[p]);
-        const __m256i s = _mm256_shuffle_epi8(r, sc_idx); /* each lane: its row's scales */
-        acc[2 * p] = ky4_row(wr[2 * p] + boff, xb, _mm256_permute2x128_si256(s, s, 0x00));
-        acc[2 * p + 1] = ky4_row(wr[2 * p + 1] + boff, xb, _mm256_permute2x128_si256(s, s, 0x11));
-        t[p] = _mm256_madd_epi16(_mm256_shuffle_epi8(r, mn_idx), b16);
-    }
-    /* t[p]: row 2p's four partial sums in the low lane, row 2p + 1's in the high; after the
-     * hadds the low lane holds rows 0, 2, 4, 6 and the high lane rows 1, 3, 5, 7 */
-    const __m256i rows_order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-    const __m256i imin = _mm256_permutevar8x32_epi32(
-        _mm256_hadd_epi32(_mm256_hadd_epi32(t[0], t[1]), _mm256_hadd_epi32(t[2], t[3])),
-        rows_order);
-    /* d | dmin << 16 of rows 0, 2, 4, 6 (low lane) and 1, 3, 5, 7 (high lane); the words
-     * split into d (bytes 0-7 of a lane) and dmin (8-15), then interleaved into row order */
-    const __m256i dd = _mm256_shuffle_epi8(
-        _mm256_unpacklo_epi64(_mm256_unpacklo_epi32(h[0], h[1]), _mm256_unpacklo_epi32(h[2], h[3])),
-        _mm256_broadcastsi128_si256(
-            _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15)));
-    const __m256i sw = _mm256_permute2x128_si256(dd, dd, 0x01);
-    const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_unpacklo_epi16(dd, sw)));
-    const __m256 dmin = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_unpackhi_epi16(dd, sw)));
-    k_float_steps(d, dmin, _mm256_set1_ps(k_d_x(xb)), kq_reduce8(acc), imin, true, a);
-}
-
-INLINE void ky_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8_t *xb,
-                      __m256 *a) {
-    const __m256i bs = _mm256_loadu_si256((const __m256i *)(const void *)(xb + 260));
-    __m256i acc[KR_ROWS];
-#    pragma GCC unroll 8
-    for (int k = 0; k < KR_ROWS; k++) {
-        const uint8_t *wb = wr[k] + boff;
-        const __m256i sc16 =
-            _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)(const void *)(wb + 192)));
-        const __m256i s_lo = _mm256_permute2x128_si256(sc16, sc16, 0x00);
-        const __m256i s_hi = _mm256_permute2x128_si256(sc16, sc16, 0x11);
-        __m256i sum = _mm256_setzero_si256();
-#    pragma GCC unroll 2
-        for (size_t h = 0; h < 2; h++) {
-            __m256i q[4];
-            k6_unpack_half(wb, h, q);
-#    pragma GCC unroll 4
-            for (int i = 0; i < 4; i++) {
-                const __m256i xv = _mm256_loadu_si256(
-                    (const __m256i *)(const void *)(xb + 4 + 128 * h + 32 * (size_t)i));
-                sum = KQ_DPWSSD(sum, _mm256_maddubs_epi16(q[i], xv),
-                                _mm256_shuffle_epi8(h ? s_hi : s_lo, ky_word_idx(2 * i, 2 * i + 1)));
-            }
-        }
-        /* the quants' -32 offset, as kq_prep_6 folds it */
-        acc[k] = KQ_DPWSSD(sum, bs, _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5)));
-    }
-    k_float_steps(kr_f16x8(wr, boff, 208), _mm256_setzero_ps(), _mm256_set1_ps(k_d_x(xb)),
-                  kq_reduce8(acc), _mm256_setzero_si256(), false, a);
-}
-
-#    define KY_Q4K_STEP(wr, boff, xb, a) ky_4_step((wr), (boff), (xb), (a))
 #    define KY_Q5K_STEP(wr, boff, xb, a) ky_step((wr), (boff), true, (xb), (a))
-#    define KY_Q6K_STEP(wr, boff, xb, a) ky_6_step((wr), (boff), (xb), (a))
-KR_ROWS_KERNEL(q4_k, 144, KY_Q4K_STEP)
 KR_ROWS_KERNEL(q5_k, 176, KY_Q5K_STEP)
-KR_ROWS_KERNEL(q6_k, 210, KY_Q6K_STEP)
 #endif
 
 #endif
