@@ -103,16 +103,6 @@ INLINE void kd_4_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8
     k_float_steps(d, dmin, _mm256_set1_ps(k_d_x(xb)), kq_reduce8(acc), imin, true, a);
 }
 
-/* vpshufb indices: int16 lanes 0-3 take word a of the source's low 128-bit lane, 4-7 word b,
- * 8-11 word c of its high lane, 12-15 word d. */
-INLINE __m256i kd_quad_idx(int a, int b, int c, int d) {
-    const short wa = (short)(2 * a | (2 * a + 1) << 8);
-    const short wb = (short)(2 * b | (2 * b + 1) << 8);
-    const short wc = (short)(2 * c | (2 * c + 1) << 8);
-    const short wd = (short)(2 * d | (2 * d + 1) << 8);
-    return _mm256_setr_epi16(wa, wa, wa, wa, wb, wb, wb, wb, wc, wc, wc, wc, wd, wd, wd, wd);
-}
-
 /* One super-block of 8 Q6_K rows. k6_unpack_half's vector k of half h holds sub-block
  * 8h + 2k in its low 128 bits and 8h + 2k + 1 in its high; vectors 2c' and 2c' + 1 of a half
  * (sub-blocks b, b + 1 and b + 2, b + 3 with b = 8h + 4c') fold by 64-bit halves into one
@@ -144,7 +134,7 @@ INLINE void kd_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8
                     q[2 * c + 1], _mm256_loadu_si256((const __m256i *)(const void *)(xc + 32)));
                 const int b = 4 * c;
                 sum = KQ_DPWSSD(sum, kd_fold64(m0, m1),
-                                _mm256_shuffle_epi8(sh, kd_quad_idx(b, b + 2, b + 1, b + 3)));
+                                _mm256_shuffle_epi8(sh, kq_quad_idx(b, b + 2, b + 1, b + 3)));
             }
         }
         acc[k] = sum;
