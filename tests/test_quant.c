@@ -1255,7 +1255,7 @@ static void test_vec_dot_rows_k_extremes(void) {
     static uint8_t w6[NR * NB * 210];
     static uint8_t x[NB * 292];
     const uint16_t one = 0x3c00;
-    for (int64_t b = 0; b < NR * NB; b++) {
+    for (int64_t b = 0; b < (int64_t)NR * NB; b++) {
         uint8_t *p4 = w4 + b * 144;
         memcpy(p4, &one, 2);
         memcpy(p4 + 2, &one, 2);
@@ -1275,7 +1275,7 @@ static void test_vec_dot_rows_k_extremes(void) {
         memcpy(p, &d, 4);
         memset(p + 4, (uint8_t)q, 256);
         for (int j = 0; j < 16; j++)
-            memcpy(p + 260 + 2 * j, &bsum, 2);
+            memcpy(p + 260 + 2 * (size_t)j, &bsum, 2);
     }
     const struct moeinf_kernels *ref = moeinf_kernels_scalar();
     for (int ti = 0; ti < n_tables; ti++) {
@@ -1311,14 +1311,14 @@ static void test_kquant_extremes(void) {
     static uint8_t x[M][NB * 292];
     for (int j = 0; j < M; j++) {
         for (int b = 0; b < NB; b++) {
-            uint8_t *xb = x[j] + b * 292;
+            uint8_t *xb = x[j] + (size_t)b * 292;
             const float d = 1.0f;
             const int8_t q = j % 3 == 1 ? 127 : -128;
             memcpy(xb, &d, sizeof d);
             memset(xb + 4, (uint8_t)q, 256);
             for (int g = 0; g < 16; g++) {
                 const int16_t bs = (int16_t)(16 * q);
-                memcpy(xb + 260 + 2 * g, &bs, sizeof bs);
+                memcpy(xb + 260 + 2 * (size_t)g, &bs, sizeof bs);
             }
         }
     }

@@ -126,13 +126,13 @@ INLINE void kd_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8
             __m256i q[4];
             k6_unpack_half(wb, h, q);
 #    pragma GCC unroll 2
-            for (int c = 0; c < 2; c++) {
-                const uint8_t *xc = xb + 4 + 128 * h + 64 * (size_t)c;
+            for (size_t c = 0; c < 2; c++) {
+                const uint8_t *xc = xb + 4 + 128 * h + 64 * c;
                 const __m256i m0 = _mm256_maddubs_epi16(
                     q[2 * c], _mm256_loadu_si256((const __m256i *)(const void *)xc));
                 const __m256i m1 = _mm256_maddubs_epi16(
                     q[2 * c + 1], _mm256_loadu_si256((const __m256i *)(const void *)(xc + 32)));
-                const int b = 4 * c;
+                const int b = 4 * (int)c;
                 sum = KQ_DPWSSD(sum, kd_fold64(m0, m1),
                                 _mm256_shuffle_epi8(sh, kq_quad_idx(b, b + 2, b + 1, b + 3)));
             }
