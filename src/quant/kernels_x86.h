@@ -293,15 +293,21 @@ INLINE size_t qk_bytes(enum qkind k) {
                             : MXFP4_BYTES;
 }
 
-/* Eight int32 lanes whose sum is the exact dot of two 32 x int8 blocks. */
-INLINE __m256i dot_i8(__m256i w, __m256i x) {
-    __m256i aw = _mm256_sign_epi8(w, w); /* |w|, read as unsigned (-128 -> 128) */
+/* dot_i8 with |w| (aw = _mm256_sign_epi8(w, w)) given: the prefill tiles compute it once per
+ * weight block for all their activation rows. */
+INLINE __m256i dot_i8_aw(__m256i aw, __m256i w, __m256i x) {
     __m256i sx = _mm256_sign_epi8(x, w); /* x with w's sign (0 where w = 0) */
 #if defined(X86_VNNI)
     return _mm256_dpbusd_epi32(_mm256_setzero_si256(), aw, sx);
 #else
     return _mm256_madd_epi16(_mm256_maddubs_epi16(aw, sx), _mm256_set1_epi16(1));
 #endif
+}
+
+/* Eight int32 lanes whose sum is the exact dot of two 32 x int8 blocks. */
+INLINE __m256i dot_i8(__m256i w, __m256i x) {
+    /* |w|, read as unsigned (-128 -> 128) */
+    return dot_i8_aw(_mm256_sign_epi8(w, w), w, x);
 }
 
 /* Lane b = the sum of the 8 lanes of p[b]: the 8 block sums of a group, in block order. */
@@ -312,8 +318,9 @@ INLINE __m256i sum_lanes8(const __m256i p[8]) {
     __m256i h67 = _mm256_hadd_epi32(p[6], p[7]);
     __m256i h0123 = _mm256_hadd_epi32(h01, h23); /* [b0..b3 lanes 0-3 | b0..b3 lanes 4-7] */
     __m256i h4567 = _mm256_hadd_epi32(h45, h67);
-    __m256i lo = _mm256_permute2x128_si256(h0123, h4567, 0x20);
-    __m256i hi = _mm256_permute2x128_si256(h0123, h4567, 0x31);
+    /* the halves regrouped by insert/extract, not vperm2i128 (8 uops on Zen 1, 1 on Intel) */
+    __m256i lo = _mm256_inserti128_si256(h0123, _mm256_castsi256_si128(h4567), 1);
+    __m256i hi = _mm256_inserti128_si256(h4567, _mm256_extracti128_si256(h0123, 1), 0);
     return _mm256_add_epi32(lo, hi);
 }
 
@@ -349,8 +356,9 @@ INLINE __m256i unpack_q5_0(const uint8_t *blk) {
     return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
 }
 
-/* The weight side of a group of 8 blocks at wg: quants (or codebook values) and scales. */
-INLINE void qprep(enum qkind k, const uint8_t *wg, __m256i wq[8], __m256 *dw) {
+/* The weight side of a group of 8 blocks at wg: quants (or codebook values), their magnitudes
+ * (the sign trick's unsigned operand, once for every activation row) and scales. */
+INLINE void qprep(enum qkind k, const uint8_t *wg, __m256i wq[8], __m256i aw[8], __m256 *dw) {
     const size_t bs = qk_bytes(k);
     const __m256i table = iq_codebook(k == QK_MXFP4 ? moeinf_kvalues_mxfp4 : moeinf_kvalues_iq4nl);
     for (int b = 0; b < 8; b++) {
@@ -360,6 +368,7 @@ INLINE void qprep(enum qkind k, const uint8_t *wg, __m256i wq[8], __m256 *dw) {
                 : k == QK_Q5_0   ? unpack_q5_0(blk)
                 : k == QK_IQ4_NL ? iq_values(table, blk + 2)
                                  : iq_values(table, blk + 1);
+        aw[b] = _mm256_sign_epi8(wq[b], wq[b]);
     }
     if (k == QK_MXFP4)
         *dw = iq_e8m0_half8(wg, _mm256_setr_epi32(0, 17, 34, 51, 68, 85, 102, 119));
@@ -369,11 +378,12 @@ INLINE void qprep(enum qkind k, const uint8_t *wg, __m256i wq[8], __m256 *dw) {
 
 /* acc + (d_w * d_x) * isum for the group of 8 Q8_0 activation blocks at xg, whose scales
  * d_x are given (the prefill tiles load them once for all their weight rows). */
-INLINE __m256 qgroup_dx(const __m256i wq[8], __m256 dw, const uint8_t *xg, __m256 dx, __m256 acc) {
+INLINE __m256 qgroup_dx(const __m256i wq[8], const __m256i aw[8], __m256 dw, const uint8_t *xg,
+                        __m256 dx, __m256 acc) {
     __m256i p[8];
     for (int b = 0; b < 8; b++) {
         const uint8_t *qs = xg + (size_t)b * Q8_BYTES + 2;
-        p[b] = dot_i8(wq[b], _mm256_loadu_si256((const __m256i *)(const void *)qs));
+        p[b] = dot_i8_aw(aw[b], wq[b], _mm256_loadu_si256((const __m256i *)(const void *)qs));
     }
     return _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(sum_lanes8(p)), acc);
 }
@@ -385,8 +395,8 @@ INLINE __m256 qgroup_dx(const __m256i wq[8], __m256 dw, const uint8_t *xg, __m25
  * (unpacklo/hi_epi64: block 2c's lanes in int16 lanes 0-3 and 8-11, block 2c + 1's in 4-7 and
  * 12-15) and added in int16 (8128 at most), and one vpmaddwd against ones widens both blocks;
  * the same exact block sums as sum_lanes8's, in the same lanes. */
-INLINE __m256 qgroup_dx_small(const __m256i wq[8], __m256 dw, const uint8_t *xg, __m256 dx,
-                              __m256 acc) {
+INLINE __m256 qgroup_dx_small(const __m256i wq[8], const __m256i aw[8], __m256 dw,
+                              const uint8_t *xg, __m256 dx, __m256 acc) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i u[4];
     for (int c = 0; c < 4; c++) {
@@ -395,7 +405,7 @@ INLINE __m256 qgroup_dx_small(const __m256i wq[8], __m256 dw, const uint8_t *xg,
             const int b = 2 * c + i;
             const __m256i x =
                 _mm256_loadu_si256((const __m256i *)(const void *)(xg + (size_t)b * Q8_BYTES + 2));
-            m[i] = _mm256_maddubs_epi16(_mm256_sign_epi8(wq[b], wq[b]), _mm256_sign_epi8(x, wq[b]));
+            m[i] = _mm256_maddubs_epi16(aw[b], _mm256_sign_epi8(x, wq[b]));
         }
         u[c] = _mm256_madd_epi16(
             _mm256_add_epi16(_mm256_unpacklo_epi64(m[0], m[1]), _mm256_unpackhi_epi64(m[0], m[1])),
@@ -408,16 +418,17 @@ INLINE __m256 qgroup_dx_small(const __m256i wq[8], __m256 dw, const uint8_t *xg,
     return _mm256_fmadd_ps(_mm256_mul_ps(dw, dx),
                            _mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi)), acc);
 }
-#    define QGROUP_DX(k, wq, dw, xg, dx, acc)                                                      \
+#    define QGROUP_DX(k, wq, aw, dw, xg, dx, acc)                                                  \
         ((k) == QK_Q4_0 || (k) == QK_Q5_0 || (k) == QK_MXFP4                                       \
-             ? qgroup_dx_small((wq), (dw), (xg), (dx), (acc))                                      \
-             : qgroup_dx((wq), (dw), (xg), (dx), (acc)))
+             ? qgroup_dx_small((wq), (aw), (dw), (xg), (dx), (acc))                                \
+             : qgroup_dx((wq), (aw), (dw), (xg), (dx), (acc)))
 #else
-#    define QGROUP_DX(k, wq, dw, xg, dx, acc) qgroup_dx((wq), (dw), (xg), (dx), (acc))
+#    define QGROUP_DX(k, wq, aw, dw, xg, dx, acc) qgroup_dx((wq), (aw), (dw), (xg), (dx), (acc))
 #endif
 
-INLINE __m256 qgroup(const __m256i wq[8], __m256 dw, const uint8_t *xg, __m256 acc) {
-    return qgroup_dx(wq, dw, xg, load_scales8(xg, Q8_BYTES), acc);
+INLINE __m256 qgroup(const __m256i wq[8], const __m256i aw[8], __m256 dw, const uint8_t *xg,
+                     __m256 acc) {
+    return qgroup_dx(wq, aw, dw, xg, load_scales8(xg, Q8_BYTES), acc);
 }
 
 /* s[r] for m rows (m <= 8 per pass; more in passes). */
@@ -433,23 +444,23 @@ INLINE void qdot_rows(enum qkind k, int64_t n, int m, float *s, const uint8_t *w
         __m256 acc[8];
         for (int r = 0; r < mm; r++)
             acc[r] = _mm256_setzero_ps();
-        __m256i wq[8];
+        __m256i wq[8], aw[8];
         __m256 dw;
         for (int64_t g = 0; g < ng; g++) {
-            qprep(k, w + (size_t)g * 8 * bs, wq, &dw);
+            qprep(k, w + (size_t)g * 8 * bs, wq, aw, &dw);
             for (int r = 0; r < mm; r++)
-                acc[r] = qgroup(wq, dw, xr + (size_t)r * stride + (size_t)g * 8 * Q8_BYTES, acc[r]);
+                acc[r] = qgroup(wq, aw, dw, xr + (size_t)r * stride + (size_t)g * 8 * Q8_BYTES, acc[r]);
         }
         if (rem) {
             uint8_t wt[8 * Q8_BYTES] = {0};
             uint8_t xt[8 * Q8_BYTES];
             memcpy(wt, w + (size_t)ng * 8 * bs, (size_t)rem * bs);
-            qprep(k, wt, wq, &dw);
+            qprep(k, wt, wq, aw, &dw);
             for (int r = 0; r < mm; r++) {
                 memset(xt, 0, sizeof xt);
                 memcpy(xt, xr + (size_t)r * stride + (size_t)ng * 8 * Q8_BYTES,
                        (size_t)rem * Q8_BYTES);
-                acc[r] = qgroup(wq, dw, xt, acc[r]);
+                acc[r] = qgroup(wq, aw, dw, xt, acc[r]);
             }
         }
         for (int r = 0; r < mm; r++)
@@ -827,8 +838,9 @@ INLINE __m256i kq_reduce8(const __m256i a[8]) {
     __m256i h67 = _mm256_hadd_epi32(a[6], a[7]);
     __m256i h03 = _mm256_hadd_epi32(h01, h23); /* rows 0-3: low halves | high halves */
     __m256i h47 = _mm256_hadd_epi32(h45, h67);
-    return _mm256_add_epi32(_mm256_permute2x128_si256(h03, h47, 0x20),
-                            _mm256_permute2x128_si256(h03, h47, 0x31));
+    return _mm256_add_epi32( /* as sum_lanes8: no vperm2i128 */
+        _mm256_inserti128_si256(h03, _mm256_castsi256_si128(h47), 1),
+        _mm256_inserti128_si256(h47, _mm256_extracti128_si256(h03, 1), 0));
 }
 
 /* Q8_K activations (the K-quants' partner), as moeinf_ref_from_float_q8_k: d = max / -127
