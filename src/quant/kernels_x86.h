@@ -959,6 +959,15 @@ INLINE void k45_block(const uint8_t *wb, bool five, const uint8_t *xb, int32_t *
     hsum2_epi32(acc, _mm256_madd_epi16(bs, mins), isum, imn);
 }
 
+/* Scales 8h..8h+7 of a Q6_K block (int8 at wb + 192) as int16, in both 128-bit lanes: one
+ * broadcast load and a widening, where the 16 scales widened once and spread by vperm2i128
+ * cost 8 uops a vperm2i128 on Zen 1. */
+INLINE __m256i k6_scales_half(const uint8_t *wb, size_t h) {
+    int64_t eight;
+    memcpy(&eight, wb + 192 + 8 * h, sizeof eight);
+    return _mm256_cvtepi8_epi16(_mm_set1_epi64x(eight));
+}
+
 /* The 128 unsigned 6-bit quants of half h of a Q6_K block: q[k] holds elements 128h + 32k ..
  * 128h + 32k + 31 (low nibbles from ql, the top 2 bits from qh). */
 INLINE void k6_unpack_half(const uint8_t *wb, size_t h, __m256i q[4]) {

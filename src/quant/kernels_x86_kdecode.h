@@ -81,8 +81,11 @@ INLINE void kd_4_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8
         h[p] = ky2_heads(wr[2 * p] + boff, wr[2 * p + 1] + boff);
         const __m256i r = ky2_scales_mins(h[p]);
         const __m256i s = _mm256_shuffle_epi8(r, sc_idx); /* each lane: its row's scales */
-        acc[2 * p] = kd4_row(wr[2 * p] + boff, xb, _mm256_permute2x128_si256(s, s, 0x00));
-        acc[2 * p + 1] = kd4_row(wr[2 * p + 1] + boff, xb, _mm256_permute2x128_si256(s, s, 0x11));
+        /* each row's scales in both lanes, by insert/extract (vperm2i128: 8 uops on Zen 1) */
+        acc[2 * p] = kd4_row(wr[2 * p] + boff, xb,
+                             _mm256_inserti128_si256(s, _mm256_castsi256_si128(s), 1));
+        acc[2 * p + 1] = kd4_row(wr[2 * p + 1] + boff, xb,
+                                 _mm256_inserti128_si256(s, _mm256_extracti128_si256(s, 1), 0));
         t[p] = _mm256_madd_epi16(_mm256_shuffle_epi8(r, mn_idx), b16);
     }
     /* t[p]: row 2p's four partial sums in the low lane, row 2p + 1's in the high; after the
@@ -97,7 +100,7 @@ INLINE void kd_4_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8
         _mm256_unpacklo_epi64(_mm256_unpacklo_epi32(h[0], h[1]), _mm256_unpacklo_epi32(h[2], h[3])),
         _mm256_broadcastsi128_si256(
             _mm_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15)));
-    const __m256i sw = _mm256_permute2x128_si256(dd, dd, 0x01);
+    const __m256i sw = _mm256_permute4x64_epi64(dd, 0x4e); /* the halves swapped */
     const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_unpacklo_epi16(dd, sw)));
     const __m256 dmin = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_unpackhi_epi16(dd, sw)));
     k_float_steps(d, dmin, _mm256_set1_ps(k_d_x(xb)), kq_reduce8(acc), imin, true, a);
@@ -120,9 +123,7 @@ INLINE void kd_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8
                       _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5)));
 #    pragma GCC unroll 2
         for (size_t h = 0; h < 2; h++) {
-            /* scales 8h..8h+7 in both lanes */
-            const __m256i sh = h ? _mm256_permute2x128_si256(sc16, sc16, 0x11)
-                                 : _mm256_permute2x128_si256(sc16, sc16, 0x00);
+            const __m256i sh = k6_scales_half(wb, h); /* scales 8h..8h+7 in both lanes */
             __m256i q[4];
             k6_unpack_half(wb, h, q);
 #    pragma GCC unroll 2

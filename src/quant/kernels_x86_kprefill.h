@@ -126,8 +126,8 @@ INLINE void kq_prep_6(const uint8_t *wb, struct kq_prep *p) {
     /* vector i: sub-block 2i in its low 128 bits, 2i + 1 in its high; kq_pair c takes vectors
      * 2c and 2c + 1, sub-blocks 4c, 4c + 2 (low lane) and 4c + 1, 4c + 3 (high lane), from
      * scales 0-7 in both lanes of s_lo or 8-15 in both of s_hi */
-    const __m256i s_lo = _mm256_permute2x128_si256(scales, scales, 0x00);
-    const __m256i s_hi = _mm256_permute2x128_si256(scales, scales, 0x11);
+    const __m256i s_lo = k6_scales_half(wb, 0);
+    const __m256i s_hi = k6_scales_half(wb, 1);
     for (int c = 0; c < 4; c++) {
         const int b = 4 * (c & 1);
         p->sc[c] = _mm256_shuffle_epi8(c < 2 ? s_lo : s_hi, kq_quad_idx(b, b + 2, b + 1, b + 3));
