@@ -14,7 +14,7 @@
  *     each lane a sum of 8 vpmaddubsw lanes, at most 8 x 2 x 15 x 128 = 30720 < 32767 in
  *     magnitude; one vpmaddwd with the row's 8 scales: 9 multiplies a row instead of 16;
  *   - Q6_K: a vpmaddubsw lane of 6-bit quants reaches 2 x 63 x 128 = 16128, so only two fit
- *     int16 (32256): the outputs go in pairs (unpacklo/hi_epi64, as the prefill tiles' kq_pair),
+ *     int16 (32256): the outputs go in pairs (the prefill tiles' kq_pair: unpacklo/hi_epi64),
  *     four vpmaddwd instead of eight: 13 multiplies a row (the -32 offset's one included)
  *     instead of 17.
  * The integer sums are exact in any order and the float steps are k_float_steps', so each
@@ -129,13 +129,12 @@ INLINE void kd_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8
 #    pragma GCC unroll 2
             for (size_t c = 0; c < 2; c++) {
                 const uint8_t *xc = xb + 4 + 128 * h + 64 * c;
-                const __m256i m0 = _mm256_maddubs_epi16(
-                    q[2 * c], _mm256_loadu_si256((const __m256i *)(const void *)xc));
-                const __m256i m1 = _mm256_maddubs_epi16(
-                    q[2 * c + 1], _mm256_loadu_si256((const __m256i *)(const void *)(xc + 32)));
                 const int b = 4 * (int)c;
-                sum = KQ_DPWSSD(sum, kd_fold64(m0, m1),
-                                _mm256_shuffle_epi8(sh, kq_quad_idx(b, b + 2, b + 1, b + 3)));
+                sum = _mm256_add_epi32(
+                    sum, kq_pair(q[2 * c], q[2 * c + 1],
+                                 _mm256_loadu_si256((const __m256i *)(const void *)xc),
+                                 _mm256_loadu_si256((const __m256i *)(const void *)(xc + 32)),
+                                 _mm256_shuffle_epi8(sh, kq_quad_idx(b, b + 2, b + 1, b + 3))));
             }
         }
         acc[k] = sum;
