@@ -6,8 +6,8 @@
  * The machine's figures come from a seeded probe cache, so nothing here is timed.
  */
 #include <inttypes.h>
-#include <time.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "app/fit.h"
@@ -61,7 +61,7 @@ static void seed_cache(void) {
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
     if (!f) return;
-    fprintf(f, "%lld 1 %llu 8 10.000 2.000 20.000 0 5.000 10.000 4.000\n", (long long)time(NULL),
+    fprintf(f, "%lld 1 %llu 8 10.000 2.000 20.000 0 5.000 10.000 4.000 2\n", (long long)time(NULL),
             (unsigned long long)sb.st_dev);
     fclose(f);
 }
@@ -176,7 +176,8 @@ static void test_offload_prediction(void) {
     const uint64_t need = field(out, "need resident");
     /* half the experts' bytes less: 16 x 417792 bytes left for slots of 417792 + 3 x 4 KiB
      * rounded up to 4 KiB (430080 bytes) hold 15 */
-    snprintf(args, sizeof args, "-m '%s' -t 1 --memory %" PRIu64, g_model, need - (uint64_t)16 * 417792);
+    snprintf(args, sizeof args, "-m '%s' -t 1 --memory %" PRIu64, g_model,
+             need - (uint64_t)16 * 417792);
     CHECK_EQ_INT(fit(args, out, err), 0);
     CHECK_MSG(strstr(out, "(15 of 32 experts") != NULL, "%s", out);
     CHECK(strstr(out, "--expert-cache 6M ") != NULL); /* 15 x 430080 bytes, in MiB */
@@ -269,6 +270,46 @@ static void test_prediction_arithmetic(void) {
               p.decode_tps);
 }
 
+/* A cache line of the format before PROBES_VERSION 2 (11 fields: its memory figure came from
+ * a plain stream, not the decode kernel) is not reused: fit probes again, prints the new
+ * figures and rewrites the line in the current format. This runs the real probes (about a
+ * second); nothing is asserted about their values but that they are new. */
+static void test_old_cache_line(void) {
+    char path[700];
+    snprintf(path, sizeof path, "%s/moeinf/fit-probe.txt", g_cache);
+    struct stat sb;
+    char dir[600];
+    snprintf(dir, sizeof dir, "%s/moeinf", g_cache);
+    CHECK(stat(dir, &sb) == 0);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fprintf(f, "%lld 1 %llu 8 77.000 2.000 20.000 0 5.000 10.000 4.000\n", (long long)time(NULL),
+            (unsigned long long)sb.st_dev);
+    fclose(f);
+    char out[OUT_SIZE];
+    char err[OUT_SIZE];
+    char args[700];
+    snprintf(args, sizeof args, "-m '%s' -t 1 --memory 1G", g_model);
+    CHECK_EQ_INT(fit(args, out, err), 0);
+    CHECK_MSG(strstr(out, "memory 77.0 GB/s") == NULL && strstr(out, "cached, probed") == NULL,
+              "the old-format line was reused: %s", out);
+    char line[512] = "";
+    f = fopen(path, "r");
+    CHECK(f != NULL);
+    if (f) {
+        CHECK(fgets(line, sizeof line, f) != NULL);
+        fclose(f);
+    }
+    const size_t len = strlen(line);
+    CHECK_MSG(len > 3 && strcmp(line + len - 3, " 2\n") == 0, "cache line: %s", line);
+    int fields = 0;
+    for (const char *p = line; *p; p++)
+        fields += (p == line || p[-1] == ' ') && *p != ' ';
+    CHECK_EQ_INT(fields, 12);
+    seed_cache(); /* the seeded figures again, for the tests after this one */
+}
+
 static void test_bad_input(void) {
     char out[OUT_SIZE];
     char err[OUT_SIZE];
@@ -285,8 +326,8 @@ static void test_bad_input(void) {
     }
     snprintf(args, sizeof args, "-m '%s' -t 1", path);
     CHECK_EQ_INT(fit(args, out, err), 1);
-    CHECK_MSG(strstr(err, "not a GGUF") != NULL && strchr(err, '\n') == err + strlen(err) - 1,
-              "%s", err);
+    CHECK_MSG(strstr(err, "not a GGUF") != NULL && strchr(err, '\n') == err + strlen(err) - 1, "%s",
+              err);
     CHECK(out[0] == '\0');
     /* cut inside the tensor table: 200 bytes before the data section */
     char ins[1 << 16];
@@ -298,14 +339,14 @@ static void test_bad_input(void) {
     CHECK_EQ_INT(test_run_shell("fit", cmd, ins, sizeof ins, err, sizeof err), 0);
     snprintf(args, sizeof args, "-m '%s' -t 1", path);
     CHECK_EQ_INT(fit(args, out, err), 1);
-    CHECK_MSG(strstr(err, "truncated") != NULL && strchr(err, '\n') == err + strlen(err) - 1,
-              "%s", err);
+    CHECK_MSG(strstr(err, "truncated") != NULL && strchr(err, '\n') == err + strlen(err) - 1, "%s",
+              err);
     remove(path);
     /* a budget the model cannot run in */
     snprintf(args, sizeof args, "-m '%s' -t 1 --memory 1M", g_model);
     CHECK_EQ_INT(fit(args, out, err), 1);
-    CHECK_MSG(strstr(err, "too small") != NULL && strchr(err, '\n') == err + strlen(err) - 1,
-              "%s", err);
+    CHECK_MSG(strstr(err, "too small") != NULL && strchr(err, '\n') == err + strlen(err) - 1, "%s",
+              err);
     /* neither a file nor a preset */
     CHECK_EQ_INT(fit("-m no-such-model -t 1", out, err), 1);
     CHECK(strstr(err, "not a gen-model preset") != NULL);
@@ -321,6 +362,7 @@ int main(void) {
     RUN(test_offload_prediction);
     RUN(test_prefill_inputs);
     RUN(test_prediction_arithmetic);
+    RUN(test_old_cache_line);
     RUN(test_bad_input);
     remove(g_model);
     return test_report();

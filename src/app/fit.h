@@ -54,7 +54,8 @@ enum moeinf_status cli_fit_read(const char *path, struct cli_fit_model *out,
 
 /* This machine, measured (fit_probe.c). */
 struct cli_fit_machine {
-    double mem_gbps;      /* memory read bandwidth, all threads, 1e9 B/s */
+    double mem_gbps;      /* weight bytes the expert type's decode kernel reads, all threads,
+                           * 1e9 B/s (a plain stream's where the type has no rows kernel) */
     double disk_gbps;     /* O_DIRECT random reads of expert-sized blocks, 4 at a time */
     double dot_gops;      /* prefill kernel throughput: weights x tokens, 1e9/s, all threads */
     double conv_gops;     /* attention: F16 values converted to float, 1e9/s, all threads */

@@ -2,11 +2,15 @@
  * fit_probe.c - `moeinf fit`'s short probes of this machine (fit.h), under 2 s together, and
  * their cache in the cache folder (fit-probe.txt: one line per thread count, disk and weight
  * type, with the unix time of the probes):
- *   memory   the threads stream-read a 256 MiB buffer, each its own part, three times as one
- *            sequential read and three times as 8 interleaved streams (as the decode kernels
- *            read rows far apart); the median pass of each (on a shared machine the rate a
- *            run gets, not its best moment), the better of the two (bench/bandwidth.c has the
- *            full set of patterns)
+ *   memory   the decode kernel (vec_dot_rows) of the model's expert type over a 256 MiB
+ *            weight matrix, each thread its own rows, three passes, the median (on a shared
+ *            machine the rate a run gets, not its best moment): where a core computes those
+ *            blocks slower than its memory streams them (AMD Zen 1 with 4-bit blocks: about 60 %
+ *            of the stream, docs/PERFORMANCE.md) decode runs at this rate, which a plain
+ *            stream overstates; a scalar stream understated it there (10-15 GB/s against 24 by
+ *            AVX2, docs/OFFLOAD.md). A type without a rows kernel falls back to a plain
+ *            stream-read of the buffer (one sequential read and 8 interleaved streams, the
+ *            better median; bench/bandwidth.c has the full set of patterns)
  *   disk     O_DIRECT reads of one expert part (a third of a slot, the expert loader's read)
  *            at random 4 KiB-aligned offsets of the model's data, 4 at a time
  *            (MOEINF_EXPERT_IO_THREADS_DEFAULT threads), for 0.5 s (bench/disk_read.c is the
@@ -32,6 +36,7 @@
 
 #include "app/default_model.h"
 #include "app/fit.h"
+#include "base/file.h"
 #include "base/rng.h"
 #include "base/status.h"
 #include "base/tensor_type.h"
@@ -75,7 +80,7 @@ static void *mem_reader(void *arg) {
     return NULL;
 }
 
-static double probe_memory(int threads) {
+static double probe_stream(int threads) {
     const size_t n = MEM_BYTES / sizeof(uint64_t);
     uint64_t *buf = malloc(MEM_BYTES);
     if (!buf) return 0;
@@ -113,6 +118,79 @@ static double probe_memory(int threads) {
         if (med > best) best = med;
     }
     return check == 1 ? 0 : best; /* the sum is used, so the reads stay */
+}
+
+#define ROWS_N      4096 /* elements a row: a multiple of every block size */
+#define ROWS_SOURCE 8    /* rows quantized; the matrix repeats them (the rate needs no more) */
+
+struct rows_part {
+    moeinf_vec_dot_rows_fn rows;
+    const uint8_t *w; /* this thread's first row */
+    int64_t nr;
+    size_t wrow;
+    const void *x;
+    float *y;
+};
+
+static void *rows_reader(void *arg) {
+    struct rows_part *pt = arg;
+    pt->rows(ROWS_N, pt->nr, pt->y, pt->w, pt->wrow, pt->x);
+    return NULL;
+}
+
+/* GB/s of weight bytes the decode kernel of `type` reads on `threads` threads (the file's
+ * top); 0 where the type has no rows kernel or memory runs out. */
+static double probe_rows(int type, int threads) {
+    const struct moeinf_kernels *k = moeinf_kernels_best();
+    const struct moeinf_type_cpu *cpu = moeinf_type_cpu_get(type);
+    if (!k || !cpu || !k->vec_dot_rows[type] || !k->from_float[cpu->vec_dot_type]) return 0;
+    const size_t wrow = moeinf_row_bytes((enum moeinf_type)type, ROWS_N);
+    const int64_t nr = (int64_t)(MEM_BYTES / wrow);
+    float *x = malloc(ROWS_N * sizeof *x);
+    uint8_t *src = malloc(wrow * ROWS_SOURCE);
+    uint8_t *w = moeinf_huge_alloc(wrow * (size_t)nr); /* as the engine holds its weights */
+    void *xq = malloc(moeinf_row_bytes(cpu->vec_dot_type, ROWS_N));
+    float *y = malloc((size_t)nr * sizeof *y);
+    struct rows_part parts[MAX_THREADS];
+    pthread_t th[MAX_THREADS];
+    double rate[3] = {0};
+    if (x && src && w && xq && y) {
+        uint64_t s = 11;
+        for (int64_t i = 0; i < ROWS_N; i++)
+            x[i] = (float)(moeinf_splitmix64_unit(&s) - 0.5);
+        for (int r = 0; r < ROWS_SOURCE; r++)
+            moeinf_quantize_row_ref((enum moeinf_type)type, x, src + (size_t)r * wrow, ROWS_N);
+        for (int64_t r = 0; r < nr; r++)
+            memcpy(w + (size_t)r * wrow, src + (size_t)(r % ROWS_SOURCE) * wrow, wrow);
+        k->from_float[cpu->vec_dot_type](x, xq, ROWS_N);
+        for (int pass = 0; pass < 3; pass++) {
+            const double t0 = now_s();
+            int started = 0;
+            for (int t = 0; t < threads; t++) {
+                const int64_t a = nr * t / threads, b = nr * (t + 1) / threads;
+                parts[t] = (struct rows_part){
+                    k->vec_dot_rows[type], w + (size_t)a * wrow, b - a, wrow, xq, y + a};
+                if (pthread_create(&th[t], NULL, rows_reader, &parts[t]) != 0) break;
+                started++;
+            }
+            for (int t = 0; t < started; t++)
+                pthread_join(th[t], NULL);
+            if (started == threads) rate[pass] = (double)wrow * (double)nr / (now_s() - t0) / 1e9;
+        }
+    }
+    free(x);
+    free(src);
+    moeinf_huge_free(w, wrow * (size_t)nr);
+    free(xq);
+    free(y);
+    const double lo = rate[0] < rate[1] ? rate[0] : rate[1];
+    const double hi = rate[0] < rate[1] ? rate[1] : rate[0];
+    return rate[2] < lo ? lo : rate[2] > hi ? hi : rate[2]; /* the median pass */
+}
+
+static double probe_memory(int type, int threads) {
+    const double r = probe_rows(type, threads);
+    return r > 0 ? r : probe_stream(threads);
 }
 
 /* ---- disk ----------------------------------------------------------------------------- */
@@ -296,8 +374,8 @@ static double probe_compute(int type, int threads) {
         const double t0 = now_s();
         int started = 0;
         for (int t = 0; t < threads; t++) {
-            jobs[t] = (struct tile_job){k, type, w, xa, wrow, xrow, t0 + TILE_SECS, 0,
-                                        k->gemm[type] != NULL};
+            jobs[t] = (struct tile_job){
+                k, type, w, xa, wrow, xrow, t0 + TILE_SECS, 0, k->gemm[type] != NULL};
             if (pthread_create(&th[t], NULL, tile_worker, &jobs[t]) != 0) break;
             started++;
         }
@@ -351,8 +429,7 @@ static void probe_attention(int threads, struct cli_fit_machine *mc) {
                     k->to_float[MOEINF_TYPE_F16](h + (size_t)r * ATTN_N, acc, ATTN_N);
                 } else if (kind == 1) {
                     float sc[4];
-                    k->vec_dot_m[MOEINF_TYPE_F32](ATTN_N, 4, sc, row, acc,
-                                                  ATTN_N * sizeof(float));
+                    k->vec_dot_m[MOEINF_TYPE_F32](ATTN_N, 4, sc, row, acc, ATTN_N * sizeof(float));
                 } else {
                     k->axpy_f32(ATTN_N, 0.001f, row, acc + (size_t)4 * ATTN_N);
                 }
@@ -380,9 +457,13 @@ bool cli_fit_cache_path(char *buf, size_t size, struct moeinf_error *err) {
 }
 
 /* Line format: "when threads dev type mem_gbps disk_gbps dot_gops from_model conv_gops
- * fdot_gops axpy_gops". A line's fields in v (as doubles: every integer field is far below
- * 2^53), false for a malformed one (or one of an older format, without the last three). */
-#define FIELDS 11
+ * fdot_gops axpy_gops version". A line's fields in v (as doubles: every integer field is far
+ * below 2^53), false for a malformed one (or one of an older format, with fewer fields).
+ * version: PROBES_VERSION, raised when a probe measures something else (2: memory is the
+ * decode kernel's rate), so that older figures are probed again. */
+#define FIELDS         12
+#define PROBES_VERSION 2
+
 static bool parse_line(const char *line, double v[FIELDS]) {
     const char *p = line;
     for (int i = 0; i < FIELDS; i++) {
@@ -405,7 +486,7 @@ static bool cache_find(const char *path, int threads, uint64_t dev, int type,
         double v[FIELDS];
         if (!parse_line(line, v)) continue;
         if (v[1] != threads || v[2] != (double)dev || v[3] != type || !(v[4] > 0) || !(v[5] > 0) ||
-            !(v[6] > 0) || !(v[8] > 0) || !(v[9] > 0) || !(v[10] > 0) ||
+            !(v[6] > 0) || !(v[8] > 0) || !(v[9] > 0) || !(v[10] > 0) || v[11] != PROBES_VERSION ||
             now - v[0] > (double)MAX_AGE_S || v[0] > now) {
             continue;
         }
@@ -440,9 +521,10 @@ static void cache_store(const char *path, uint64_t dev, int type,
         }
     }
     if (in) fclose(in);
-    fprintf(out, "%lld %d %llu %d %.3f %.3f %.3f %d %.3f %.3f %.3f\n", (long long)mc->when,
+    fprintf(out, "%lld %d %llu %d %.3f %.3f %.3f %d %.3f %.3f %.3f %d\n", (long long)mc->when,
             mc->threads, (unsigned long long)dev, type, mc->mem_gbps, mc->disk_gbps, mc->dot_gops,
-            mc->disk_from_model ? 1 : 0, mc->conv_gops, mc->fdot_gops, mc->axpy_gops);
+            mc->disk_from_model ? 1 : 0, mc->conv_gops, mc->fdot_gops, mc->axpy_gops,
+            PROBES_VERSION);
     if (fclose(out) != 0 || rename(tmp, path) != 0) unlink(tmp);
 }
 
@@ -470,7 +552,7 @@ enum moeinf_status cli_fit_probe(const char *model_path, uint64_t block, int thr
         snprintf(out->disk_note, sizeof out->disk_note, "cached in %s", path);
         return MOEINF_OK;
     }
-    out->mem_gbps = probe_memory(threads);
+    out->mem_gbps = probe_memory(expert_type, threads);
     out->disk_gbps = probe_disk(model_path, block, dir, out);
     out->dot_gops = probe_compute(expert_type, threads);
     probe_attention(threads, out);
