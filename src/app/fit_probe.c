@@ -3,7 +3,7 @@
  * their cache in the cache folder (fit-probe.txt: one line per thread count, disk and weight
  * type, with the unix time of the probes):
  *   memory   the decode kernel (vec_dot_rows) of the model's expert type over a 256 MiB
- *            weight matrix, each thread its own rows, three passes, the median (on a shared
+ *            weight matrix, each thread its own rows, ROWS_PASSES passes, the median (on a shared
  *            machine the rate a run gets, not its best moment): where a core computes those
  *            blocks slower than its memory streams them (AMD Zen 1 with 4-bit blocks: about 60 %
  *            of the stream, docs/PERFORMANCE.md) decode runs at this rate, which a plain
@@ -122,6 +122,9 @@ static double probe_stream(int threads) {
 
 #define ROWS_N      4096 /* elements a row: a multiple of every block size */
 #define ROWS_SOURCE 8    /* rows quantized; the matrix repeats them (the rate needs no more) */
+/* passes over the matrix (about 20 ms each at 15 GB/s): on a shared virtual machine three
+ * passes' median moved by a fifth from run to run (11-18 GB/s for one type) */
+#define ROWS_PASSES 9
 
 struct rows_part {
     moeinf_vec_dot_rows_fn rows;
@@ -153,7 +156,7 @@ static double probe_rows(int type, int threads) {
     float *y = malloc((size_t)nr * sizeof *y);
     struct rows_part parts[MAX_THREADS];
     pthread_t th[MAX_THREADS];
-    double rate[3] = {0};
+    double rate[ROWS_PASSES] = {0};
     if (x && src && w && xq && y) {
         uint64_t s = 11;
         for (int64_t i = 0; i < ROWS_N; i++)
@@ -163,7 +166,7 @@ static double probe_rows(int type, int threads) {
         for (int64_t r = 0; r < nr; r++)
             memcpy(w + (size_t)r * wrow, src + (size_t)(r % ROWS_SOURCE) * wrow, wrow);
         k->from_float[cpu->vec_dot_type](x, xq, ROWS_N);
-        for (int pass = 0; pass < 3; pass++) {
+        for (int pass = 0; pass < ROWS_PASSES; pass++) {
             const double t0 = now_s();
             int started = 0;
             for (int t = 0; t < threads; t++) {
@@ -183,9 +186,13 @@ static double probe_rows(int type, int threads) {
     moeinf_huge_free(w, wrow * (size_t)nr);
     free(xq);
     free(y);
-    const double lo = rate[0] < rate[1] ? rate[0] : rate[1];
-    const double hi = rate[0] < rate[1] ? rate[1] : rate[0];
-    return rate[2] < lo ? lo : rate[2] > hi ? hi : rate[2]; /* the median pass */
+    for (int i = 1; i < ROWS_PASSES; i++) /* insertion sort, for the median pass */
+        for (int j = i; j > 0 && rate[j] < rate[j - 1]; j--) {
+            const double t = rate[j];
+            rate[j] = rate[j - 1];
+            rate[j - 1] = t;
+        }
+    return rate[ROWS_PASSES / 2];
 }
 
 static double probe_memory(int type, int threads) {
