@@ -170,7 +170,8 @@ static double probe_rows(int type, int threads) {
             const double t0 = now_s();
             int started = 0;
             for (int t = 0; t < threads; t++) {
-                const int64_t a = nr * t / threads, b = nr * (t + 1) / threads;
+                const int64_t a = nr * t / threads;
+                const int64_t b = nr * (t + 1) / threads;
                 parts[t] = (struct rows_part){
                     k->vec_dot_rows[type], w + (size_t)a * wrow, b - a, wrow, xq, y + a};
                 if (pthread_create(&th[t], NULL, rows_reader, &parts[t]) != 0) break;

@@ -415,9 +415,10 @@ INLINE __m256 qgroup_dx_small(const __m256i wq[8], const __m256i aw[8], __m256 d
     const __m256i h4567 = _mm256_hadd_epi32(u[2], u[3]);
     const __m256i lo = _mm256_inserti128_si256(h0123, _mm256_castsi256_si128(h4567), 1);
     const __m256i hi = _mm256_inserti128_si256(h4567, _mm256_extracti128_si256(h0123, 1), 0);
-    return _mm256_fmadd_ps(_mm256_mul_ps(dw, dx),
-                           _mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi)), acc);
+    return _mm256_fmadd_ps(_mm256_mul_ps(dw, dx), _mm256_cvtepi32_ps(_mm256_add_epi32(lo, hi)),
+                           acc);
 }
+
 #    define QGROUP_DX(k, wq, aw, dw, xg, dx, acc)                                                  \
         ((k) == QK_Q4_0 || (k) == QK_Q5_0 || (k) == QK_MXFP4                                       \
              ? qgroup_dx_small((wq), (aw), (dw), (xg), (dx), (acc))                                \
@@ -444,12 +445,14 @@ INLINE void qdot_rows(enum qkind k, int64_t n, int m, float *s, const uint8_t *w
         __m256 acc[8];
         for (int r = 0; r < mm; r++)
             acc[r] = _mm256_setzero_ps();
-        __m256i wq[8], aw[8];
+        __m256i wq[8];
+        __m256i aw[8];
         __m256 dw;
         for (int64_t g = 0; g < ng; g++) {
             qprep(k, w + (size_t)g * 8 * bs, wq, aw, &dw);
             for (int r = 0; r < mm; r++)
-                acc[r] = qgroup(wq, aw, dw, xr + (size_t)r * stride + (size_t)g * 8 * Q8_BYTES, acc[r]);
+                acc[r] =
+                    qgroup(wq, aw, dw, xr + (size_t)r * stride + (size_t)g * 8 * Q8_BYTES, acc[r]);
         }
         if (rem) {
             uint8_t wt[8 * Q8_BYTES] = {0};
@@ -838,9 +841,9 @@ INLINE __m256i kq_reduce8(const __m256i a[8]) {
     __m256i h67 = _mm256_hadd_epi32(a[6], a[7]);
     __m256i h03 = _mm256_hadd_epi32(h01, h23); /* rows 0-3: low halves | high halves */
     __m256i h47 = _mm256_hadd_epi32(h45, h67);
-    return _mm256_add_epi32( /* as sum_lanes8: no vperm2i128 */
-        _mm256_inserti128_si256(h03, _mm256_castsi256_si128(h47), 1),
-        _mm256_inserti128_si256(h47, _mm256_extracti128_si256(h03, 1), 0));
+    return _mm256_add_epi32(/* as sum_lanes8: no vperm2i128 */
+                            _mm256_inserti128_si256(h03, _mm256_castsi256_si128(h47), 1),
+                            _mm256_inserti128_si256(h47, _mm256_extracti128_si256(h03, 1), 0));
 }
 
 /* Q8_K activations (the K-quants' partner), as moeinf_ref_from_float_q8_k: d = max / -127

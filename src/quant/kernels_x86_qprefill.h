@@ -34,7 +34,8 @@ INLINE void qg_group(enum qkind k, int nw, int mp, const uint8_t *w, size_t w_st
         /* the next tile's group: a prompt's expert weights come from DRAM once */
         for (size_t l = 0; l < gbytes; l += 64)
             _mm_prefetch((const char *)wg + QG_WROWS * w_stride + l, _MM_HINT_T0);
-        __m256i wq[8], aw[8];
+        __m256i wq[8];
+        __m256i aw[8];
         __m256 dw;
         qprep(k, wg, wq, aw, &dw);
         for (int j = 0; j < mp; j++)
@@ -72,7 +73,8 @@ INLINE void qg_tile_run(enum qkind k, int64_t n, int nw, int mp, float *y, size_
         for (int r = 0; r < nw; r++) {
             uint8_t wt[8 * Q8_BYTES] = {0};
             memcpy(wt, w + (size_t)r * w_stride + (size_t)ng * 8 * bs, (size_t)rem * bs);
-            __m256i wq[8], aw[8];
+            __m256i wq[8];
+            __m256i aw[8];
             __m256 dw;
             qprep(k, wt, wq, aw, &dw);
             for (int j = 0; j < mp; j++)
