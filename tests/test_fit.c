@@ -49,21 +49,26 @@ static void lines_between(const char *out, const char *from, const char *to, cha
 /* A seeded probe cache: 10 GB/s memory, 2 GB/s disk, 20 G/s compute; attention's kernels 5
  * G/s F16 to float, 10 G/s float dot, 4 G/s axpy; for 1 thread on the disk of the cache folder
  * (the model is too small to probe) and the expert type Q8_0 (8). */
-static void seed_cache(void) {
+/* The probe cache holding one line for 1 thread, the cache folder's disk and type 8: its
+ * time, key, then `figures`; the cache file's path in path. */
+static void write_cache_line(const char *figures, char *path, size_t size) {
     char dir[600];
-    char path[700];
     snprintf(dir, sizeof dir, "%s/moeinf", g_cache);
     mkdir(g_cache, 0700);
     mkdir(dir, 0755);
     struct stat sb;
     CHECK(stat(dir, &sb) == 0);
-    snprintf(path, sizeof path, "%s/fit-probe.txt", dir);
+    snprintf(path, size, "%s/fit-probe.txt", dir);
     FILE *f = fopen(path, "w");
     CHECK(f != NULL);
     if (!f) return;
-    fprintf(f, "%lld 1 %llu 8 10.000 2.000 20.000 0 5.000 10.000 4.000 2\n", (long long)time(NULL),
-            (unsigned long long)sb.st_dev);
+    fprintf(f, "%lld 1 %llu 8 %s\n", (long long)time(NULL), (unsigned long long)sb.st_dev, figures);
     fclose(f);
+}
+
+static void seed_cache(void) {
+    char path[700];
+    write_cache_line("10.000 2.000 20.000 0 5.000 10.000 4.000 2", path, sizeof path);
 }
 
 static bool setup(void) {
@@ -276,17 +281,7 @@ static void test_prediction_arithmetic(void) {
  * second); nothing is asserted about their values but that they are new. */
 static void test_old_cache_line(void) {
     char path[700];
-    snprintf(path, sizeof path, "%s/moeinf/fit-probe.txt", g_cache);
-    struct stat sb;
-    char dir[600];
-    snprintf(dir, sizeof dir, "%s/moeinf", g_cache);
-    CHECK(stat(dir, &sb) == 0);
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fprintf(f, "%lld 1 %llu 8 77.000 2.000 20.000 0 5.000 10.000 4.000\n", (long long)time(NULL),
-            (unsigned long long)sb.st_dev);
-    fclose(f);
+    write_cache_line("77.000 2.000 20.000 0 5.000 10.000 4.000", path, sizeof path);
     char out[OUT_SIZE];
     char err[OUT_SIZE];
     char args[700];
@@ -295,7 +290,7 @@ static void test_old_cache_line(void) {
     CHECK_MSG(strstr(out, "memory 77.0 GB/s") == NULL && strstr(out, "cached, probed") == NULL,
               "the old-format line was reused: %s", out);
     char line[512] = "";
-    f = fopen(path, "r");
+    FILE *f = fopen(path, "r");
     CHECK(f != NULL);
     if (f) {
         CHECK(fgets(line, sizeof line, f) != NULL);

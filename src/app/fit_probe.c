@@ -120,6 +120,16 @@ static double probe_stream(int threads) {
     return check == 1 ? 0 : best; /* the sum is used, so the reads stay */
 }
 
+/* x: n floats in [-0.5, 0.5), seeded; rows copies of it quantized to type, wrow bytes apart
+ * at w (the probes' weights: their rates do not depend on the values). */
+static void random_rows(int type, float *x, int64_t n, int rows, uint8_t *w, size_t wrow) {
+    uint64_t s = 7;
+    for (int64_t i = 0; i < n; i++)
+        x[i] = (float)(moeinf_splitmix64_unit(&s) - 0.5);
+    for (int r = 0; r < rows; r++)
+        moeinf_quantize_row_ref((enum moeinf_type)type, x, w + (size_t)r * wrow, n);
+}
+
 #define ROWS_N      4096 /* elements a row: a multiple of every block size */
 #define ROWS_SOURCE 8    /* rows quantized; the matrix repeats them (the rate needs no more) */
 /* passes over the matrix (about 20 ms each at 15 GB/s): on a shared virtual machine three
@@ -158,11 +168,7 @@ static double probe_rows(int type, int threads) {
     pthread_t th[MAX_THREADS];
     double rate[ROWS_PASSES] = {0};
     if (x && src && w && xq && y) {
-        uint64_t s = 11;
-        for (int64_t i = 0; i < ROWS_N; i++)
-            x[i] = (float)(moeinf_splitmix64_unit(&s) - 0.5);
-        for (int r = 0; r < ROWS_SOURCE; r++)
-            moeinf_quantize_row_ref((enum moeinf_type)type, x, src + (size_t)r * wrow, ROWS_N);
+        random_rows(type, x, ROWS_N, ROWS_SOURCE, src, wrow);
         for (int64_t r = 0; r < nr; r++)
             memcpy(w + (size_t)r * wrow, src + (size_t)(r % ROWS_SOURCE) * wrow, wrow);
         k->from_float[cpu->vec_dot_type](x, xq, ROWS_N);
@@ -372,11 +378,7 @@ static double probe_compute(int type, int threads) {
     pthread_t *th = calloc((size_t)threads, sizeof *th);
     double rate = 0;
     if (x && w && xa && jobs && th && k->from_float[vt]) {
-        uint64_t s = 7;
-        for (int64_t i = 0; i < n; i++)
-            x[i] = (float)(moeinf_splitmix64_unit(&s) - 0.5);
-        for (int r = 0; r < TILE_ROWS; r++)
-            moeinf_quantize_row_ref((enum moeinf_type)type, x, w + (size_t)r * wrow, n);
+        random_rows(type, x, n, TILE_ROWS, w, wrow);
         for (int j = 0; j < TILE_M; j++)
             k->from_float[vt](x, xa + (size_t)j * xrow, n);
         const double t0 = now_s();
