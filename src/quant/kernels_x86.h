@@ -310,7 +310,8 @@ INLINE __m256i dot_i8(__m256i w, __m256i x) {
     return dot_i8_aw(_mm256_sign_epi8(w, w), w, x);
 }
 
-/* Lane b = the sum of the 8 lanes of p[b]: the 8 block sums of a group, in block order. */
+/* Lane b = the sum of the 8 int32 lanes of p[b]: the 8 block sums of a group, in block order
+ * (the K-quant kernels: the 8 rows' sums, in row order). */
 INLINE __m256i sum_lanes8(const __m256i p[8]) {
     __m256i h01 = _mm256_hadd_epi32(p[0], p[1]);
     __m256i h23 = _mm256_hadd_epi32(p[2], p[3]);
@@ -831,19 +832,6 @@ INLINE __m128i k4_scales_mins(const uint8_t *packed) {
     const __m128i nib_hi = _mm_and_si128(_mm_srli_epi16(a, 4), c.nib_hi);
     const __m128i top = _mm_and_si128(_mm_srli_epi16(b, 2), c.top);
     return _mm_or_si128(_mm_or_si128(low6, nib_lo), _mm_or_si128(nib_hi, top));
-}
-
-/* Lane j of the result: the sum of the 8 int32 lanes of a[j]. */
-INLINE __m256i kq_reduce8(const __m256i a[8]) {
-    __m256i h01 = _mm256_hadd_epi32(a[0], a[1]);
-    __m256i h23 = _mm256_hadd_epi32(a[2], a[3]);
-    __m256i h45 = _mm256_hadd_epi32(a[4], a[5]);
-    __m256i h67 = _mm256_hadd_epi32(a[6], a[7]);
-    __m256i h03 = _mm256_hadd_epi32(h01, h23); /* rows 0-3: low halves | high halves */
-    __m256i h47 = _mm256_hadd_epi32(h45, h67);
-    return _mm256_add_epi32(/* as sum_lanes8: no vperm2i128 */
-                            _mm256_inserti128_si256(h03, _mm256_castsi256_si128(h47), 1),
-                            _mm256_inserti128_si256(h47, _mm256_extracti128_si256(h03, 1), 0));
 }
 
 /* Q8_K activations (the K-quants' partner), as moeinf_ref_from_float_q8_k: d = max / -127

@@ -206,7 +206,7 @@ INLINE void iqx_rows_step(const uint8_t *const wr[KR_ROWS], size_t boff, const u
     for (int k = 0; k < KR_ROWS; k++)
         acc[k] = iq4_xs_lanes(wr[k] + boff, xb);
     k_float_steps(kr_f16x8(wr, boff, 0), _mm256_setzero_ps(), _mm256_set1_ps(k_d_x(xb)),
-                  kq_reduce8(acc), _mm256_setzero_si256(), false, a);
+                  sum_lanes8(acc), _mm256_setzero_si256(), false, a);
 }
 
 KR_ROWS_KERNEL(iq4_xs, IQ4XS_BYTES, iqx_rows_step)

@@ -103,7 +103,7 @@ INLINE void kd_4_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8
     const __m256i sw = _mm256_permute4x64_epi64(dd, 0x4e); /* the halves swapped */
     const __m256 d = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_unpacklo_epi16(dd, sw)));
     const __m256 dmin = _mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_unpackhi_epi16(dd, sw)));
-    k_float_steps(d, dmin, _mm256_set1_ps(k_d_x(xb)), kq_reduce8(acc), imin, true, a);
+    k_float_steps(d, dmin, _mm256_set1_ps(k_d_x(xb)), sum_lanes8(acc), imin, true, a);
 }
 
 /* One super-block of 8 Q6_K rows. k6_unpack_half's vector k of half h holds sub-block
@@ -140,7 +140,7 @@ INLINE void kd_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8
         acc[k] = sum;
     }
     k_float_steps(kr_f16x8(wr, boff, 208), _mm256_setzero_ps(), _mm256_set1_ps(k_d_x(xb)),
-                  kq_reduce8(acc), _mm256_setzero_si256(), false, a);
+                  sum_lanes8(acc), _mm256_setzero_si256(), false, a);
 }
 
 #    define KD_Q4K_STEP(wr, boff, xb, a) kd_4_step((wr), (boff), (xb), (a))

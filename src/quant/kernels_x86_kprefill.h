@@ -191,8 +191,8 @@ INLINE void kq_block_rows(const struct kq_prep *p, const uint8_t *const x[KQ_ROW
         else
             acc[j] = KQ_DPWSSD(acc[j], bs, p->bs_mul);
     }
-    *isum = kq_reduce8(acc);
-    if (mins) *imin = kq_reduce8(bsum);
+    *isum = sum_lanes8(acc);
+    if (mins) *imin = sum_lanes8(bsum);
 }
 
 /* d_x of the activation blocks x[j], lane j = row j (rows up to KQ_ROWS, the rest 0). */
@@ -354,7 +354,7 @@ INLINE void ky_step(const uint8_t *const wr[KR_ROWS], size_t boff, bool five, co
         acc[k] = sum;
     }
     k_float_steps(kr_f16x8(wr, boff, 0), kr_f16x8(wr, boff, 2), _mm256_set1_ps(k_d_x(xb)),
-                  kq_reduce8(acc), kq_reduce8(mn), true, a);
+                  sum_lanes8(acc), sum_lanes8(mn), true, a);
 }
 
 /* Q4_K and Q6_K have AVX2 decode steps of their own (kernels_x86_kdecode.h) that unpack each

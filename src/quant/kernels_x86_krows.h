@@ -226,8 +226,8 @@ INLINE void kr_45_step(const uint8_t *const wr[KR_ROWS], size_t boff, bool five,
                           wr[k + 3] + boff + 4, sm + k);
     for (int k = 0; k < KR_ROWS; k++)
         kr_45_row(wr[k] + boff, five, sm[k], x, &acc[k], &mins[k]);
-    k_float_steps(kr_f16x8(wr, boff, 0), kr_f16x8(wr, boff, 2), x->dx, kq_reduce8(acc),
-                  kq_reduce8(mins), true, a);
+    k_float_steps(kr_f16x8(wr, boff, 0), kr_f16x8(wr, boff, 2), x->dx, sum_lanes8(acc),
+                  sum_lanes8(mins), true, a);
 }
 
 INLINE void kr_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8_t *xb, __m256 *a) {
@@ -238,7 +238,7 @@ INLINE void kr_6_step(const uint8_t *const wr[KR_ROWS], size_t boff, const uint8
 #    pragma GCC unroll 8
     for (int k = 0; k < KR_ROWS; k++)
         acc[k] = kr_6_row(wr[k] + boff, x);
-    k_float_steps(kr_f16x8(wr, boff, 208), _mm256_setzero_ps(), x->dx, kq_reduce8(acc),
+    k_float_steps(kr_f16x8(wr, boff, 208), _mm256_setzero_ps(), x->dx, sum_lanes8(acc),
                   _mm256_setzero_si256(), false, a);
 }
 
