@@ -46,9 +46,6 @@ static void lines_between(const char *out, const char *from, const char *to, cha
     snprintf(buf, size, "%.*s", (int)(b - a), a);
 }
 
-/* A seeded probe cache: 10 GB/s memory, 2 GB/s disk, 20 G/s compute; attention's kernels 5
- * G/s F16 to float, 10 G/s float dot, 4 G/s axpy; for 1 thread on the disk of the cache folder
- * (the model is too small to probe) and the expert type Q8_0 (8). */
 /* The probe cache holding one line for 1 thread, the cache folder's disk and type 8: its
  * time, key, then `figures`; the cache file's path in path. */
 static void write_cache_line(const char *figures, char *path, size_t size) {
@@ -66,6 +63,9 @@ static void write_cache_line(const char *figures, char *path, size_t size) {
     fclose(f);
 }
 
+/* A seeded probe cache: 10 GB/s memory, 2 GB/s disk, 20 G/s compute; attention's kernels 5
+ * G/s F16 to float, 10 G/s float dot, 4 G/s axpy; for 1 thread on the disk of the cache folder
+ * (the model is too small to probe) and the expert type Q8_0 (8). */
 static void seed_cache(void) {
     char path[700];
     write_cache_line("10.000 2.000 20.000 0 5.000 10.000 4.000 2", path, sizeof path);
