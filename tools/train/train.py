@@ -41,6 +41,10 @@ def parse_args():
     ap.add_argument("--warmup", type=int, default=100)
     ap.add_argument("--seed", type=int, default=1234)
     ap.add_argument("--vocab", type=int, default=2048)
+    ap.add_argument("--layers", type=int, default=4, help="n_layer (the default model: 4)")
+    ap.add_argument("--embd", type=int, default=192, help="n_embd (the default model: 192)")
+    ap.add_argument("--heads", type=int, default=6,
+                    help="query heads of 32 (the default model: 6; --embd need not be heads x 32)")
     ap.add_argument("--eval-every", type=int, default=150)
     ap.add_argument("--log-every", type=int, default=25)
     ap.add_argument("--export-only", action="store_true", help="export WORK/params.npz again")
@@ -96,6 +100,9 @@ def windows(toks, seg, n):
 
 def main():
     args = parse_args()
+    # GQA with 2 KV heads; Q8_0 quantises rows in blocks of 32
+    if args.layers < 1 or args.heads < 2 or args.heads % 2 or args.embd < 32 or args.embd % 32:
+        sys.exit("train.py: --layers must be at least 1, --heads even, --embd a multiple of 32")
     os.makedirs(args.work, exist_ok=True)
     t_start = time.time()
     c = corpus.build(args.work)
@@ -118,7 +125,8 @@ def main():
     import model as M
     import export_gguf
 
-    cfg = M.Config(n_vocab=sp.get_piece_size())
+    cfg = M.Config(n_vocab=sp.get_piece_size(), n_layer=args.layers, n_embd=args.embd,
+                   n_head=args.heads)
     n = cfg.n_ctx + 1
     tr_w, tr_s = windows(tr_tok, tr_seg, n)
     va_w, va_s = windows(va_tok, va_seg, n)
