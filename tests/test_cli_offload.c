@@ -151,8 +151,8 @@ static void test_reading_ahead(void) {
  * and 2) and low in layer 1 (.15), and layer 0 is never predicted: after its first window (16
  * decode steps; 27 are decoded) the controller wants its reads in 2 of 4 layers. The margins
  * are wide enough that no spare time changes that (prefetch_auto.h: cost in [0.75, 1]). The
- * policy's proposals (.21 on the reads) stay off. The wall-time check of a wanted layer starts
- * with its reads on (8 steps), so reads happen whatever the timings. */
+ * policy's proposals (.21 on the reads) stay off. The wall-time check of the wanted lookahead
+ * starts with its reads on (8 steps), so reads happen whatever the timings. */
 static void test_auto_reading_ahead(void) {
     char trained[1024];
     char cmd[4096];

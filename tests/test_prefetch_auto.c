@@ -4,7 +4,8 @@
  * its hysteresis and the spare time's discount, worked out by hand from the rule in the
  * header; the windows, the halving of the sums, the layers and sources kept apart, and a
  * source's own reads added back to the spare time while it is on; the wall-time check on
- * hand-made times: its arms, its verdicts by the medians, and the layers' turns.
+ * hand-made times: one source at a time over every layer that wants it, its arms, its
+ * verdicts by the medians, the sources' turns and the waits between checks.
  */
 #include "offload/prefetch_auto.h"
 #include "test.h"
@@ -105,27 +106,50 @@ static void test_windows(void) {
     moeinf_prefetch_auto_free(NULL);
 }
 
-/* Layer `il` wants the lookahead (right 16 times). */
-static void want(struct moeinf_prefetch_auto *a, int il, bool right) {
-    struct moeinf_prefetch_auto_obs o = obs(1, 1, right ? 1 : 0, 0);
+/* Layer `il` wants source `src` (right 16 times), or stops wanting it (wrong 16 times: with
+ * the 16 right before, 8 + 16 reads and 8 used, off). */
+static void want(struct moeinf_prefetch_auto *a, int il, int src, bool right) {
+    struct moeinf_prefetch_auto_obs o = obs(src, 1, right ? 1 : 0, 0);
     for (int s = 0; s < 16; s++)
         moeinf_prefetch_auto_step(a, il, &o, 0);
 }
 
-/* One trial of layer `il` (started by the token before): arms on, off, off, on of 8 steps; the
- * on arms' times `on_ns`, the off arms' `off_ns`, each arm's first step (not counted) and one
- * more step of each arm 100 x longer (outliers the median ignores). Checks the arm the layer
- * is in at every step. */
-static void trial(struct moeinf_prefetch_auto *a, int il, uint64_t on_ns, uint64_t off_ns) {
+/* Checks which reads are issued: source s in layer il exactly where bit il of mask[s] is set. */
+static void check_on(const struct moeinf_prefetch_auto *a, const unsigned mask[2]) {
+    for (int src = 0; src < 2; src++)
+        for (int il = 0; il < 3; il++)
+            CHECK(moeinf_prefetch_auto_on(a, il, src) == ((mask[src] >> il & 1) != 0));
+}
+
+/* One check of source `src` (started by the iteration before): arms on, off, off, on of 8
+ * steps; the on arms' times `on_ns`, the off arms' `off_ns`, each arm's first step (not
+ * counted) and one more step of each arm 100 x longer (outliers the median ignores). At every
+ * step the source reads in the layers of `wanted` in the on arms only, and the other source in
+ * the layers of `other` (its standing verdict) throughout. */
+static void trial(struct moeinf_prefetch_auto *a, int src, unsigned wanted, unsigned other,
+                  uint64_t on_ns, uint64_t off_ns) {
     for (int arm = 0; arm < 4; arm++) {
         bool on = arm == 0 || arm == 3;
+        unsigned mask[2];
+        mask[src] = on ? wanted : 0;
+        mask[1 - src] = other;
         for (int s = 0; s < 8; s++) {
-            CHECK(moeinf_prefetch_auto_on(a, il, 1) == on);
-            CHECK(!moeinf_prefetch_auto_on(a, il, 0)); /* not wanted */
+            check_on(a, mask);
             uint64_t ns = on ? on_ns : off_ns;
             moeinf_prefetch_auto_iteration(a, s == 0 || s == 3 ? 100 * ns : ns);
         }
     }
+}
+
+/* Iterations of time 0 until source `src` reads in layer `il` (a check's on arm starts), 200
+ * at most. */
+static int until_on(struct moeinf_prefetch_auto *a, int il, int src) {
+    int n = 0;
+    while (!moeinf_prefetch_auto_on(a, il, src) && n < 200) {
+        moeinf_prefetch_auto_iteration(a, 0);
+        n++;
+    }
+    return n;
 }
 
 static void test_wall_check(void) {
@@ -135,62 +159,78 @@ static void test_wall_check(void) {
     if (!a) return;
     uint64_t checks = 9;
     uint64_t kept = 9;
-    /* nothing wanted: no trial, nothing read */
+    /* nothing wanted: no check, nothing read */
     moeinf_prefetch_auto_iteration(a, 1000);
     moeinf_prefetch_auto_checks(a, &checks, &kept);
     CHECK(checks == 0 && kept == 0);
-    want(a, 1, true);
+    want(a, 1, 1, true);
     CHECK(moeinf_prefetch_auto_wanted(a, 1, 1) && !moeinf_prefetch_auto_on(a, 1, 1));
-    moeinf_prefetch_auto_iteration(a, 0); /* layer 1's trial starts with this time, not counted */
+    moeinf_prefetch_auto_iteration(a, 0); /* the lookahead's check starts, this time not counted */
     /* faster with its reads (1000 against 1200 ns): kept */
-    trial(a, 1, 1000, 1200);
-    CHECK(moeinf_prefetch_auto_on(a, 1, 1));
+    trial(a, 1, 2u, 0u, 1000, 1200);
+    check_on(a, (const unsigned[2]){0u, 2u});
     moeinf_prefetch_auto_checks(a, &checks, &kept);
     CHECK(checks == 1 && kept == 1);
     CHECK_EQ_INT(moeinf_prefetch_auto_layers_on(a, 1), 1);
-    /* the only layer that wants a source is tried again at its next step: now slower with
-     * them (1300 against 1200): off, though the precision rule still wants them */
-    moeinf_prefetch_auto_iteration(a, 0);
-    trial(a, 1, 1300, 1200);
-    CHECK(!moeinf_prefetch_auto_on(a, 1, 1) && moeinf_prefetch_auto_wanted(a, 1, 1));
-    moeinf_prefetch_auto_checks(a, &checks, &kept);
-    CHECK(checks == 2 && kept == 1);
-    /* a no: the layer waits one check's time (32 iterations) before it is tried again, then
-     * equal medians: not faster, off */
-    for (int i = 0; i < 32; i++) {
-        CHECK(!moeinf_prefetch_auto_on(a, 1, 1));
+    /* a first verdict waits one check's time (32 iterations), reading meanwhile: the next check
+     * starts at the 32nd */
+    CHECK_EQ_INT(until_on(a, 1, 1), 0);
+    for (int i = 0; i < 32; i++)
         moeinf_prefetch_auto_iteration(a, 0);
-    }
-    CHECK(moeinf_prefetch_auto_on(a, 1, 1)); /* tried again, on arm first */
-    trial(a, 1, 1000, 1000);
-    CHECK(!moeinf_prefetch_auto_on(a, 1, 1));
+    trial(a, 1, 2u, 0u, 1000, 1200);
+    /* the same verdict again: twice the wait (64). Layer 0 comes to want the lookahead and
+     * follows the standing verdict; the next check tries both layers at once: slower with the
+     * reads (1300 against 1200), off in both, though the precision rule still wants them */
+    for (int i = 0; i < 63; i++)
+        moeinf_prefetch_auto_iteration(a, 0);
+    want(a, 0, 1, true);
+    check_on(a, (const unsigned[2]){0u, 3u});
+    moeinf_prefetch_auto_iteration(a, 0);
+    trial(a, 1, 3u, 0u, 1300, 1200);
+    check_on(a, (const unsigned[2]){0u, 0u});
+    CHECK(moeinf_prefetch_auto_wanted(a, 0, 1) && moeinf_prefetch_auto_wanted(a, 1, 1));
+    moeinf_prefetch_auto_checks(a, &checks, &kept);
+    CHECK(checks == 3 && kept == 2);
 
-    /* Layer 0 wants too: it is tried while layer 1 waits (two checks' time now, 64
-     * iterations), and again and again (layer 1 still waiting) */
-    want(a, 0, true);
+    /* The policy's proposals come to be wanted in layer 2: their check starts at the next
+     * iteration (the lookahead waits 32 after its changed verdict, and counts down meanwhile)
+     * and keeps them; the lookahead, off, is checked right after, with the policy reading in
+     * layer 2: equal medians, not faster, off again (the wait doubles to 64) */
+    want(a, 2, 0, true);
     moeinf_prefetch_auto_iteration(a, 0);
-    trial(a, 0, 1000, 1200);
-    CHECK(moeinf_prefetch_auto_on(a, 0, 1) && !moeinf_prefetch_auto_on(a, 1, 1));
-    /* layer 0 in its next trial, in its off arm, stops being wanted: the trial ends with the
-     * verdict it had; its source is off (not wanted) */
+    trial(a, 0, 4u, 0u, 1000, 1100);
     moeinf_prefetch_auto_iteration(a, 0);
-    for (int s = 0; s < 9; s++)
-        moeinf_prefetch_auto_iteration(a, 1000);
-    CHECK(!moeinf_prefetch_auto_on(a, 0, 1));
-    want(a, 0, false); /* 16 wrong: 8 + 16 reads, 8 used, off */
-    CHECK(!moeinf_prefetch_auto_wanted(a, 0, 1));
-    moeinf_prefetch_auto_iteration(a, 1000);
-    /* layer 1 is tried once its 64 iterations have passed: 44 of them are, 20 to go */
-    int waited = 0;
-    while (!moeinf_prefetch_auto_on(a, 1, 1) && waited < 100) {
-        moeinf_prefetch_auto_iteration(a, 0);
-        waited++;
-    }
-    CHECK_EQ_INT(waited, 20);
-    trial(a, 1, 1200, 1000);
-    CHECK(!moeinf_prefetch_auto_on(a, 1, 1));
+    trial(a, 1, 3u, 4u, 1000, 1000);
+    check_on(a, (const unsigned[2]){4u, 0u});
     moeinf_prefetch_auto_checks(a, &checks, &kept);
-    CHECK(checks == 5 && kept == 2);
+    CHECK(checks == 5 && kept == 3);
+    /* the policy's first verdict waited 32 iterations, all in the lookahead's check: its next
+     * check starts at once, and the lookahead's 64 count down in it. The policy stops being
+     * wanted in its off arm: its check ends with the verdict it had, and it reads nowhere */
+    moeinf_prefetch_auto_iteration(a, 0);
+    for (int s = 0; s < 9; s++) {
+        check_on(a, (const unsigned[2]){s < 8 ? 4u : 0u, 0u});
+        moeinf_prefetch_auto_iteration(a, 1000);
+    }
+    want(a, 2, 0, false);
+    CHECK(!moeinf_prefetch_auto_wanted(a, 2, 0));
+    moeinf_prefetch_auto_iteration(a, 1000);
+    check_on(a, (const unsigned[2]){0u, 0u});
+    moeinf_prefetch_auto_checks(a, &checks, &kept);
+    CHECK(checks == 5 && kept == 3);
+    /* the lookahead's next check starts once its 64 iterations have passed: 11 in the policy's
+     * check, 53 to go */
+    CHECK_EQ_INT(until_on(a, 0, 1), 53);
+    trial(a, 1, 3u, 0u, 900, 1000);
+    check_on(a, (const unsigned[2]){0u, 3u});
+    /* no layer wants anything any more: no check starts, the counts stay */
+    want(a, 0, 1, false);
+    want(a, 1, 1, false);
+    for (int i = 0; i < 300; i++)
+        moeinf_prefetch_auto_iteration(a, 0);
+    check_on(a, (const unsigned[2]){0u, 0u});
+    moeinf_prefetch_auto_checks(a, &checks, &kept);
+    CHECK(checks == 6 && kept == 4);
     moeinf_prefetch_auto_free(a);
 }
 

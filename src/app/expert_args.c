@@ -290,7 +290,7 @@ bool expert_args_report(struct expert_args *a, const struct moeinf_context *ctx,
         print_prediction("policy prefetch", &pp, n_layers);
         print_prediction("gate lookahead", &pl, n_layers);
         if (pp.layers_on >= 0 || pl.layers_on >= 0) {
-            fprintf(stderr, "auto wall-time check: %llu verdicts, %llu kept a layer's reads\n",
+            fprintf(stderr, "auto wall-time check: %llu verdicts, %llu kept a source's reads\n",
                     (unsigned long long)total.auto_checks,
                     (unsigned long long)total.auto_checks_kept);
         }

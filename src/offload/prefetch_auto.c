@@ -14,22 +14,28 @@ struct layer {
     struct source src[MOEINF_PREFETCH_AUTO_SOURCES];
     double spare_ns; /* decayed sum */
     int steps;       /* since the last decision */
-    bool verdict;    /* the wall-time check's last verdict: its wanted sources read */
-    int backoff;     /* checks to wait after a verdict against the reads (doubles, capped) */
-    int wait;        /* decode iterations before the layer may be tried again */
 };
 
 _Static_assert(MOEINF_PREFETCH_AUTO_ARM >= 2, "an arm counts all its steps but the first");
 #define ARMS    4
 #define SAMPLES (2 * (MOEINF_PREFETCH_AUTO_ARM - 1)) /* counted times per kind of arm */
 
+/* The wall-time check's state of one source. */
+struct verdict {
+    bool judged; /* checked at least once */
+    bool keep;   /* the last check's verdict: the source's wanted reads issued */
+    int backoff; /* checks' time to wait after it (doubles while it repeats, capped) */
+    int wait;    /* decode iterations before the source's next check */
+};
+
 struct moeinf_prefetch_auto {
     int n_layers;
     struct layer *layers;
-    /* the wall-time check: the layer tried (-1: none), its arm and the arm's steps so far, the
-     * times counted with its sources on [0] and off [1]; the layer whose turn is next */
+    /* the wall-time check: the source under check (-1: none), its arm and the arm's steps so
+     * far, the times counted with the source on [0] and off [1]; the source whose turn is next */
     int trial, arm, arm_steps, n_samples[2], next;
     uint64_t samples[2][SAMPLES];
+    struct verdict v[MOEINF_PREFETCH_AUTO_SOURCES];
     uint64_t checks, kept;
 };
 
@@ -101,9 +107,10 @@ bool moeinf_prefetch_auto_step(struct moeinf_prefetch_auto *a, int layer,
     return changed;
 }
 
-static bool wanted_any(const struct moeinf_prefetch_auto *a, int layer) {
-    for (int s = 0; s < MOEINF_PREFETCH_AUTO_SOURCES; s++) {
-        if (a->layers[layer].src[s].on) return true;
+/* Whether the precision rule wants `source` in any layer. */
+static bool wanted_anywhere(const struct moeinf_prefetch_auto *a, int source) {
+    for (int il = 0; il < a->n_layers; il++) {
+        if (a->layers[il].src[source].on) return true;
     }
     return false;
 }
@@ -122,30 +129,30 @@ static double median(uint64_t *v, int n) {
     return n % 2 ? hi : ((double)v[mid - 1] + hi) / 2.0;
 }
 
-static void trial_end(struct moeinf_prefetch_auto *a, int layer) {
+static void trial_end(struct moeinf_prefetch_auto *a, int source) {
     a->trial = -1;
-    a->next = (layer + 1) % a->n_layers;
+    a->next = (source + 1) % MOEINF_PREFETCH_AUTO_SOURCES;
 }
 
 void moeinf_prefetch_auto_iteration(struct moeinf_prefetch_auto *a, uint64_t time_ns) {
-    for (int il = 0; il < a->n_layers; il++) {
-        if (a->layers[il].wait > 0) a->layers[il].wait--;
+    for (int s = 0; s < MOEINF_PREFETCH_AUTO_SOURCES; s++) {
+        if (s != a->trial && a->v[s].wait > 0) a->v[s].wait--;
     }
     if (a->trial < 0) {
-        /* the first layer from `next` on, in turn, that wants a source and waits no more */
-        for (int i = 0; i < a->n_layers; i++) {
-            int il = (a->next + i) % a->n_layers;
-            if (!wanted_any(a, il) || a->layers[il].wait > 0) continue;
-            a->trial = il;
+        /* the first source from `next` on, in turn, that is wanted and waits no more */
+        for (int i = 0; i < MOEINF_PREFETCH_AUTO_SOURCES; i++) {
+            int s = (a->next + i) % MOEINF_PREFETCH_AUTO_SOURCES;
+            if (!wanted_anywhere(a, s) || a->v[s].wait > 0) continue;
+            a->trial = s;
             a->arm = a->arm_steps = 0;
             a->n_samples[0] = a->n_samples[1] = 0;
             break;
         }
-        return; /* this time was measured before the trial */
+        return; /* this time was measured before the check */
     }
-    const int layer = a->trial;
-    if (!wanted_any(a, layer)) {
-        trial_end(a, layer); /* nothing left to try; the verdict stays */
+    const int source = a->trial;
+    if (!wanted_anywhere(a, source)) {
+        trial_end(a, source); /* nothing left to try; the verdict stays */
         return;
     }
     if (a->arm_steps++ > 0) { /* the first step of an arm is not counted */
@@ -156,15 +163,17 @@ void moeinf_prefetch_auto_iteration(struct moeinf_prefetch_auto *a, uint64_t tim
     a->arm_steps = 0;
     if (++a->arm < ARMS) return;
     bool keep = median(a->samples[0], a->n_samples[0]) < median(a->samples[1], a->n_samples[1]);
-    struct layer *l = &a->layers[layer];
-    l->verdict = keep;
-    /* a layer whose reads did not pay waits 1, 2, 4 ... 16 checks' time before the next */
-    l->backoff = keep ? 0 : (l->backoff ? l->backoff * 2 : 1);
-    if (l->backoff > MOEINF_PREFETCH_AUTO_BACKOFF) l->backoff = MOEINF_PREFETCH_AUTO_BACKOFF;
-    l->wait = l->backoff * ARMS * MOEINF_PREFETCH_AUTO_ARM;
+    struct verdict *v = &a->v[source];
+    /* the same verdict again waits twice as long (1, 2, 4 ... checks' time; half of a check
+     * runs the worse arm); a changed one waits one check's time */
+    v->backoff = v->judged && keep == v->keep ? v->backoff * 2 : 1;
+    if (v->backoff > MOEINF_PREFETCH_AUTO_BACKOFF) v->backoff = MOEINF_PREFETCH_AUTO_BACKOFF;
+    v->wait = v->backoff * ARMS * MOEINF_PREFETCH_AUTO_ARM;
+    v->keep = keep;
+    v->judged = true;
     a->checks++;
     a->kept += keep;
-    trial_end(a, layer);
+    trial_end(a, source);
 }
 
 bool moeinf_prefetch_auto_wanted(const struct moeinf_prefetch_auto *a, int layer, int source) {
@@ -173,7 +182,7 @@ bool moeinf_prefetch_auto_wanted(const struct moeinf_prefetch_auto *a, int layer
 
 bool moeinf_prefetch_auto_on(const struct moeinf_prefetch_auto *a, int layer, int source) {
     if (!a->layers[layer].src[source].on) return false;
-    return a->trial == layer ? arm_on(a->arm) : a->layers[layer].verdict;
+    return a->trial == source ? arm_on(a->arm) : a->v[source].keep;
 }
 
 void moeinf_prefetch_auto_checks(const struct moeinf_prefetch_auto *a, uint64_t *checks,

@@ -29,18 +29,23 @@
  * off: it is turned on only where its measured precision pays.
  *
  * That rule says where a source is wanted. Reads also cost CPU (the I/O threads' system calls
- * and wake-ups), which their idle time does not show, so a layer's wanted sources are read only
- * where a check of wall time says they make decoding faster: the tier reports the wall time of
- * each decode iteration (moeinf_prefetch_auto_iteration; a read's CPU cost lands in whichever
- * layer computes when it runs, so the whole iteration is what counts), and one layer
- * at a time is tried in four arms of MOEINF_PREFETCH_AUTO_ARM iterations, with its wanted
- * sources on, off, off, on (the order cancels a steady drift); the first iteration of an arm is
- * not counted (reads of the arm before may still arrive in it). The layer's verdict: read where
- * the median time with them on is below the median with them off. Then the next layer with a
- * wanted source is tried, in turn, so that every verdict is renewed; a layer whose reads did not
- * pay waits the time of 1, 2, 4 ... (at most MOEINF_PREFETCH_AUTO_BACKOFF) checks, doubling at
- * each such verdict in a row, before it is tried again (half of a check runs the worse arm).
- * Until its first verdict a layer reads nothing.
+ * and wake-ups) and disk time, which their idle time does not show, so a source is read only
+ * where a check of wall time says its reads make decoding faster: the tier reports the wall
+ * time of each decode iteration (moeinf_prefetch_auto_iteration; a read's CPU cost lands in
+ * whichever layer computes when it runs, so the whole iteration is what counts), and one
+ * source at a time is checked in four arms of MOEINF_PREFETCH_AUTO_ARM iterations, with its
+ * reads on, off, off, on in every layer that wants it (the order cancels a steady drift); the
+ * first iteration of an arm is not counted (reads of the arm before may still arrive in it).
+ * The source's verdict: read where the median time with it on is below the median with it
+ * off. Every layer at once because one layer's reads move an iteration by less than the noise
+ * of a shared machine: a check of one layer at a time came out close to a coin toss
+ * (docs/OFFLOAD.md, 2026-12-05, the deeper trained model); the precision rule still chooses
+ * the layers. One source at a time so that a source whose reads do not pay does not take down
+ * one whose reads do. The sources take turns; after a verdict a source waits the time of 1, 2,
+ * 4 ... (at most MOEINF_PREFETCH_AUTO_BACKOFF) checks before its next, doubling while its
+ * verdict stays the same and back to one when it changes (half of a check runs the worse arm).
+ * Until its first verdict a source reads nothing; a layer that comes to want it later follows
+ * the standing verdict.
  */
 #ifndef MOEINF_OFFLOAD_PREFETCH_AUTO_H
 #define MOEINF_OFFLOAD_PREFETCH_AUTO_H
@@ -55,8 +60,8 @@
 #define MOEINF_PREFETCH_AUTO_MIN_READS 4.0 /* decayed reads needed to decide */
 #define MOEINF_PREFETCH_AUTO_COST_MIN  0.75 /* the least a wasted read costs, in demand misses */
 #define MOEINF_PREFETCH_AUTO_H         0.25
-#define MOEINF_PREFETCH_AUTO_ARM       8    /* decode iterations of one arm of a layer's check */
-#define MOEINF_PREFETCH_AUTO_BACKOFF   16   /* the most checks' time a layer waits after a no */
+#define MOEINF_PREFETCH_AUTO_ARM       8    /* decode iterations of one arm of a check */
+#define MOEINF_PREFETCH_AUTO_BACKOFF   16   /* the most checks' time a source waits for its next */
 
 /* One step of one layer, as the tier measured it. */
 struct moeinf_prefetch_auto_obs {
@@ -80,14 +85,15 @@ void moeinf_prefetch_auto_free(struct moeinf_prefetch_auto *a);
  * (wanted or not). */
 bool moeinf_prefetch_auto_step(struct moeinf_prefetch_auto *a, int layer,
                                const struct moeinf_prefetch_auto_obs *obs, uint64_t read_ns);
-/* The wall time of the decode iteration that has just ended (see above): every layer's wait
- * counts down, and the layer tried gets the time, or the next one starts its trial; the arm a
- * layer is in changes only here, between iterations. */
+/* The wall time of the decode iteration that has just ended (see above): the other sources'
+ * waits count down, and the source under check gets the time, or the next source in turn
+ * that is wanted and waits no more starts its check; the arm changes only here, between
+ * iterations. */
 void moeinf_prefetch_auto_iteration(struct moeinf_prefetch_auto *a, uint64_t time_ns);
 /* Whether the precision rule wants the source in the layer. */
 bool moeinf_prefetch_auto_wanted(const struct moeinf_prefetch_auto *a, int layer, int source);
-/* Whether the source's reads are issued in the layer now: wanted, and the layer's arm (while it
- * is tried) or its last verdict says so. */
+/* Whether the source's reads are issued in the layer now: wanted, and the source's arm (while
+ * it is checked) or its last verdict says so. */
 bool moeinf_prefetch_auto_on(const struct moeinf_prefetch_auto *a, int layer, int source);
 /* Layers where the source is on now. */
 int moeinf_prefetch_auto_layers_on(const struct moeinf_prefetch_auto *a, int source);
