@@ -22,9 +22,9 @@ _Static_assert(MOEINF_PREFETCH_AUTO_ARM >= 2, "an arm counts all its steps but t
 
 /* The wall-time check's state of one source. */
 struct verdict {
-    bool judged; /* checked at least once */
     bool keep;   /* the last check's verdict: the source's wanted reads issued */
-    int backoff; /* checks' time to wait after it (doubles while it repeats, capped) */
+    int backoff; /* checks' time to wait after it (doubles while it repeats, capped); 0: never
+                  * checked */
     int wait;    /* decode iterations before the source's next check */
 };
 
@@ -166,11 +166,10 @@ void moeinf_prefetch_auto_iteration(struct moeinf_prefetch_auto *a, uint64_t tim
     struct verdict *v = &a->v[source];
     /* the same verdict again waits twice as long (1, 2, 4 ... checks' time; half of a check
      * runs the worse arm); a changed one waits one check's time */
-    v->backoff = v->judged && keep == v->keep ? v->backoff * 2 : 1;
+    v->backoff = v->backoff > 0 && keep == v->keep ? v->backoff * 2 : 1;
     if (v->backoff > MOEINF_PREFETCH_AUTO_BACKOFF) v->backoff = MOEINF_PREFETCH_AUTO_BACKOFF;
     v->wait = v->backoff * ARMS * MOEINF_PREFETCH_AUTO_ARM;
     v->keep = keep;
-    v->judged = true;
     a->checks++;
     a->kept += keep;
     trial_end(a, source);
