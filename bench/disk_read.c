@@ -5,7 +5,7 @@
  * (O_DIRECT bypasses it where the file system allows; otherwise the figure is the page
  * cache's and says so).
  *
- *   bench_disk_read FILE [size_bytes=6291456] [seconds=3] [depth=4] [pread|uring]
+ *   bench_disk_read FILE [size_bytes=6291456] [seconds=3] [depth=4] [pread|uring] [huge|4k]
  *
  * depth reads in flight: `pread` runs depth threads, each reading one window at a time (what
  * the expert loader's I/O threads do: the default depth is the engine's default number of
@@ -13,11 +13,16 @@
  * slot, at a time, which is how bench/lib/disk_probe.sh calls this); `uring` (built when
  * liburing is found) keeps depth reads queued on one io_uring from one thread. Comparing the
  * two at the same depth says whether io_uring would read experts faster than pread threads on
- * this disk. The line on stderr says what was read: the read size and how many at once.
+ * this disk. The reads land in buffers on huge pages (`huge`, the default), as the expert
+ * cache's slots are (base/file.h's moeinf_huge_alloc), or on 4 KiB pages (`4k`): a virtual
+ * disk can serve the two at different rates, because a read into 4 KiB pages reaches it as
+ * more, smaller requests (docs/OFFLOAD.md). The line on stderr says what was read: the read
+ * size, how many at once and the pages.
  */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,6 +34,7 @@
 #    include <liburing.h>
 #endif
 
+#include "base/file.h"
 #include "base/rng.h"
 #include "moeinf.h"
 
@@ -41,6 +47,7 @@ static double now_s(void) {
 struct job {
     int fd;
     size_t size;
+    bool huge; /* buffers on huge pages, else on 4 KiB pages */
     uint64_t span; /* 4 KiB windows a read may start at */
     double t0, seconds;
     _Atomic uint64_t bytes;
@@ -52,10 +59,22 @@ struct reader {
     uint64_t seed;
 };
 
+static void *buffer_alloc(const struct job *j) {
+    return j->huge ? moeinf_huge_alloc(j->size) : aligned_alloc(4096, j->size);
+}
+
+static void buffer_free(const struct job *j, void *buf) {
+    if (j->huge) {
+        moeinf_huge_free(buf, j->size);
+    } else {
+        free(buf);
+    }
+}
+
 static void *read_loop(void *arg) {
     struct reader *r = arg;
     struct job *j = r->job;
-    void *buf = aligned_alloc(4096, j->size);
+    void *buf = buffer_alloc(j);
     if (!buf) {
         atomic_store(&j->failed, 1);
         return NULL;
@@ -70,7 +89,7 @@ static void *read_loop(void *arg) {
         }
         atomic_fetch_add(&j->bytes, (uint64_t)got);
     }
-    free(buf);
+    buffer_free(j, buf);
     return NULL;
 }
 
@@ -93,7 +112,7 @@ static int run_uring(struct job *j, int depth) {
     if (io_uring_queue_init((unsigned)depth, &ring, 0) != 0) return 1;
     void *bufs[64];
     for (int i = 0; i < depth; i++) {
-        bufs[i] = aligned_alloc(4096, j->size);
+        bufs[i] = buffer_alloc(j);
         if (!bufs[i]) return 1;
     }
     uint64_t state = 12345;
@@ -122,7 +141,7 @@ static int run_uring(struct job *j, int depth) {
     }
     io_uring_queue_exit(&ring); /* waits for nothing: the reads in flight are abandoned */
     for (int i = 0; i < depth; i++)
-        free(bufs[i]);
+        buffer_free(j, bufs[i]);
     return rc;
 }
 #endif
@@ -130,15 +149,18 @@ static int run_uring(struct job *j, int depth) {
 int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr,
-                "usage: bench_disk_read FILE [size_bytes] [seconds] [depth] [pread|uring]\n");
+                "usage: bench_disk_read FILE [size_bytes] [seconds] [depth] [pread|uring] "
+                "[huge|4k]\n");
         return 2;
     }
     size_t size = argc > 2 ? (size_t)strtoull(argv[2], NULL, 10) : (size_t)6 << 20;
     double seconds = argc > 3 ? strtod(argv[3], NULL) : 3.0;
     int depth = argc > 4 ? (int)strtol(argv[4], NULL, 10) : MOEINF_EXPERT_IO_THREADS_DEFAULT;
     const char *how = argc > 5 ? argv[5] : "pread";
-    if (depth < 1 || depth > 64 || (strcmp(how, "pread") != 0 && strcmp(how, "uring") != 0)) {
-        fprintf(stderr, "bench_disk_read: depth 1-64, pread or uring\n");
+    const char *pages = argc > 6 ? argv[6] : "huge";
+    if (depth < 1 || depth > 64 || (strcmp(how, "pread") != 0 && strcmp(how, "uring") != 0) ||
+        (strcmp(pages, "huge") != 0 && strcmp(pages, "4k") != 0)) {
+        fprintf(stderr, "bench_disk_read: depth 1-64, pread or uring, huge or 4k\n");
         return 2;
     }
 #if !defined(MOEINF_HAVE_LIBURING)
@@ -161,6 +183,7 @@ int main(int argc, char **argv) {
     }
     struct job j = {.fd = fd,
                     .size = size,
+                    .huge = !strcmp(pages, "huge"),
                     .span = ((uint64_t)st.st_size - size) / 4096,
                     .seconds = seconds};
     atomic_init(&j.bytes, 0);
@@ -179,7 +202,7 @@ int main(int argc, char **argv) {
     }
     double gbps = (double)atomic_load(&j.bytes) / t / 1e9;
     printf("%.3f\n", gbps);
-    fprintf(stderr, "%s %s reads of %zu bytes, %d in flight: %.3f GB/s\n",
-            direct ? "O_DIRECT" : "buffered", how, size, depth, gbps);
+    fprintf(stderr, "%s %s reads of %zu bytes, %d in flight, into %s pages: %.3f GB/s\n",
+            direct ? "O_DIRECT" : "buffered", how, size, depth, j.huge ? "huge" : "4 KiB", gbps);
     return 0;
 }
