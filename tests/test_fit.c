@@ -68,7 +68,7 @@ static void write_cache_line(const char *figures, char *path, size_t size) {
  * (the model is too small to probe) and the expert type Q8_0 (8). */
 static void seed_cache(void) {
     char path[700];
-    write_cache_line("10.000 2.000 20.000 0 5.000 10.000 4.000 2", path, sizeof path);
+    write_cache_line("10.000 2.000 20.000 0 5.000 10.000 4.000 3", path, sizeof path);
 }
 
 static bool setup(void) {
@@ -229,6 +229,7 @@ static void test_prediction_arithmetic(void) {
     m.nonexpert_bytes = 2000000;
     m.weight_bytes = 34000000;
     m.decode_bytes = 5000000;
+    m.nonexpert_decode = 1000000;
     m.active_elems = 1000000;
     m.output_elems = 100000;
     m.attn_conv = 2e8;
@@ -267,41 +268,51 @@ static void test_prediction_arithmetic(void) {
     const double t_read = 0.012 / CLI_FIT_DISK_EFF;
     CHECK_MSG(near(p.t_read, t_read), "%g", p.t_read);
     CHECK_MSG(near(p.prefill_tps, 512 / (t_dot + t_attn + t_read)), "%g", p.prefill_tps);
-    /* decode: max(5e6 B from memory, (1 - hit) x 8 experts x 1e6 B from the disk) + TOKEN_S */
-    const double t_mem = 5e6 / (10e9 * CLI_FIT_MEM_EFF);
+    /* decode: the 1e6 non-expert bytes from memory, then max(the 4e6 expert bytes from
+     * memory, (1 - hit) x 8 experts x 1e6 B from the disk), then TOKEN_S */
+    const double t_nonexpert = 1e6 / (10e9 * CLI_FIT_MEM_EFF);
+    const double t_experts = 4e6 / (10e9 * CLI_FIT_MEM_EFF);
     const double t_disk = (1 - p.hit) * 8e6 / (2e9 * CLI_FIT_DISK_EFF);
     CHECK(p.hit > 0 && p.hit < 1);
-    CHECK_MSG(near(p.decode_tps, 1 / ((t_mem > t_disk ? t_mem : t_disk) + CLI_FIT_TOKEN_S)), "%g",
-              p.decode_tps);
+    CHECK_MSG(near(p.t_nonexpert, t_nonexpert), "%g", p.t_nonexpert);
+    CHECK_MSG(near(p.decode_tps, 1 / (t_nonexpert + (t_experts > t_disk ? t_experts : t_disk) +
+                                      CLI_FIT_TOKEN_S)),
+              "%g", p.decode_tps);
 }
 
-/* A cache line of the format before PROBES_VERSION 2 (11 fields: its memory figure came from
- * a plain stream, not the decode kernel) is not reused: fit probes again, prints the new
- * figures and rewrites the line in the current format. This runs the real probes (about a
- * second); nothing is asserted about their values but that they are new. */
+/* Cache lines of older probes are not reused: fit probes again, prints the new figures and
+ * rewrites the line in the current format (version 3). The old lines: 11 fields (before
+ * PROBES_VERSION 2: the memory figure came from a plain stream, not the decode kernel), and
+ * version 2 (the disk read into 4 KiB pages, which a virtual disk served at a third of the
+ * rate of the huge pages the expert cache reads into). This runs the real probes (about a
+ * second each); nothing is asserted about their values but that they are new. */
 static void test_old_cache_line(void) {
-    char path[700];
-    write_cache_line("77.000 2.000 20.000 0 5.000 10.000 4.000", path, sizeof path);
-    char out[OUT_SIZE];
-    char err[OUT_SIZE];
-    char args[700];
-    snprintf(args, sizeof args, "-m '%s' -t 1 --memory 1G", g_model);
-    CHECK_EQ_INT(fit(args, out, err), 0);
-    CHECK_MSG(strstr(out, "memory 77.0 GB/s") == NULL && strstr(out, "cached, probed") == NULL,
-              "the old-format line was reused: %s", out);
-    char line[512] = "";
-    FILE *f = fopen(path, "r");
-    CHECK(f != NULL);
-    if (f) {
-        CHECK(fgets(line, sizeof line, f) != NULL);
-        fclose(f);
+    const char *old[2] = {"77.000 2.000 20.000 0 5.000 10.000 4.000",
+                          "77.000 0.700 20.000 1 5.000 10.000 4.000 2"};
+    for (int i = 0; i < 2; i++) {
+        char path[700];
+        write_cache_line(old[i], path, sizeof path);
+        char out[OUT_SIZE];
+        char err[OUT_SIZE];
+        char args[700];
+        snprintf(args, sizeof args, "-m '%s' -t 1 --memory 1G", g_model);
+        CHECK_EQ_INT(fit(args, out, err), 0);
+        CHECK_MSG(strstr(out, "memory 77.0 GB/s") == NULL && strstr(out, "cached, probed") == NULL,
+                  "the old line %d was reused: %s", i, out);
+        char line[512] = "";
+        FILE *f = fopen(path, "r");
+        CHECK(f != NULL);
+        if (f) {
+            CHECK(fgets(line, sizeof line, f) != NULL);
+            fclose(f);
+        }
+        const size_t len = strlen(line);
+        CHECK_MSG(len > 3 && strcmp(line + len - 3, " 3\n") == 0, "cache line: %s", line);
+        int fields = 0;
+        for (const char *p = line; *p; p++)
+            fields += (p == line || p[-1] == ' ') && *p != ' ';
+        CHECK_EQ_INT(fields, 12);
     }
-    const size_t len = strlen(line);
-    CHECK_MSG(len > 3 && strcmp(line + len - 3, " 2\n") == 0, "cache line: %s", line);
-    int fields = 0;
-    for (const char *p = line; *p; p++)
-        fields += (p == line || p[-1] == ' ') && *p != ' ';
-    CHECK_EQ_INT(fields, 12);
     seed_cache(); /* the seeded figures again, for the tests after this one */
 }
 

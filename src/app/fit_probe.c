@@ -12,15 +12,21 @@
  *            stream-read of the buffer (one sequential read and 8 interleaved streams, the
  *            better median; bench/bandwidth.c has the full set of patterns)
  *   disk     O_DIRECT reads of one expert part (a third of a slot, the expert loader's read)
- *            at random 4 KiB-aligned offsets of the model's data, 4 at a time
+ *            into huge pages (as the slots) at random 4 KiB-aligned offsets of the model's
+ *            data, 4 at a time
  *            (MOEINF_EXPERT_IO_THREADS_DEFAULT threads), for 0.5 s (bench/disk_read.c is the
  *            longer probe); from a 64 MiB temporary file beside the cache when the model file
  *            holds less data than that
  *   compute  the best kernel table's prefill tile (gemm, else vec_dot_m) of the model's expert
- *            type, 8 rows x 64 tokens of 4096 weights in cache, on every thread for 0.1 s
+ *            type, 8 rows x 64 tokens of 4096 weights in cache, on every thread: 0.05 s
+ *            untimed (the first 40 ms ran at about half the rate on the AMD EPYC), then the
+ *            median of 5 windows of 0.04 s. Its weights and activations lie on huge pages: on
+ *            4 KiB pages the 278 KiB of activations landed on physical pages that shared L2
+ *            sets in some processes and not in others (11-16 against 21-25 G/s on the AMD
+ *            EPYC, process to process), on huge pages six processes agreed within 15 %
  *   attention the float kernels attention runs (compute/attention.c) on rows of 128 in cache,
  *            on one thread, times the threads: F16 rows converted to float, a float dot of
- *            one row against 4, a float axpy
+ *            one row against 4, a float axpy; each the median of 3 windows of 15 ms
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -54,6 +60,17 @@ static double now_s(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The median of v[0..n) (sorted in place; the upper one of an even n). */
+static double median(double *v, int n) {
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            const double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return v[n / 2];
 }
 
 /* ---- memory --------------------------------------------------------------------------- */
@@ -193,13 +210,7 @@ static double probe_rows(int type, int threads) {
     moeinf_huge_free(w, wrow * (size_t)nr);
     free(xq);
     free(y);
-    for (int i = 1; i < ROWS_PASSES; i++) /* insertion sort, for the median pass */
-        for (int j = i; j > 0 && rate[j] < rate[j - 1]; j--) {
-            const double t = rate[j];
-            rate[j] = rate[j - 1];
-            rate[j - 1] = t;
-        }
-    return rate[ROWS_PASSES / 2];
+    return median(rate, ROWS_PASSES);
 }
 
 static double probe_memory(int type, int threads) {
@@ -222,7 +233,10 @@ struct disk_job {
 
 static void *disk_reader(void *arg) {
     struct disk_job *j = arg;
-    void *buf = aligned_alloc(4096, (size_t)j->block);
+    /* on huge pages, as the expert cache's slots are (offload/fast_tier_ram.c): a read into
+     * 4 KiB pages reaches the disk as more, smaller requests, which a virtual disk here served
+     * at a third of the rate (docs/OFFLOAD.md) */
+    void *buf = moeinf_huge_alloc((size_t)j->block);
     if (!buf) {
         j->failed = true;
         return NULL;
@@ -240,7 +254,7 @@ static void *disk_reader(void *arg) {
         atomic_fetch_add(j->bytes, (uint64_t)r);
         n++;
     }
-    free(buf);
+    moeinf_huge_free(buf, (size_t)j->block);
     return NULL;
 }
 
@@ -329,25 +343,28 @@ static double probe_disk(const char *model_path, uint64_t block, const char *dir
 
 /* ---- compute -------------------------------------------------------------------------- */
 
+#define TILE_N       4096
+#define TILE_ROWS    8
+#define TILE_M       64
+#define TILE_WARM    0.05 /* seconds untimed first: the first 40 ms ran at half the rate */
+#define TILE_WINDOWS 5
+#define TILE_SECS    0.04 /* each window's */
+
 struct tile_job {
     const struct moeinf_kernels *k;
     int type;
     const uint8_t *w, *xa;
     size_t wrow, xrow;
-    double deadline;
-    long reps;
+    double start; /* the first window's start: the warm-up runs before it */
+    long reps[TILE_WINDOWS];
     bool gemm;
 };
-
-#define TILE_N    4096
-#define TILE_ROWS 8
-#define TILE_M    64
-#define TILE_SECS 0.1
 
 static void *tile_worker(void *arg) {
     struct tile_job *j = arg;
     float y[TILE_ROWS * TILE_M];
-    while (j->reps < 2 || now_s() < j->deadline) {
+    const double end = j->start + TILE_WINDOWS * TILE_SECS;
+    while (now_s() < end) {
         if (j->gemm) {
             j->k->gemm[j->type](TILE_N, TILE_ROWS, TILE_M, y, TILE_ROWS, j->w, j->wrow, j->xa,
                                 j->xrow);
@@ -356,13 +373,16 @@ static void *tile_worker(void *arg) {
                 j->k->vec_dot_m[j->type](TILE_N, TILE_M, y + (size_t)r * TILE_M,
                                          j->w + (size_t)r * j->wrow, j->xa, j->xrow);
         }
-        j->reps++;
+        const double t = now_s();
+        if (t >= j->start && t < end) j->reps[(int)((t - j->start) / TILE_SECS)]++;
     }
+
     return NULL;
 }
 
-/* The prefill tile on every thread at once for TILE_SECS (so that the figure has the share of
- * the CPUs a run of that many threads gets now), multiply-adds per second. */
+/* The prefill tile on every thread at once (so that the figure has the share of the CPUs a run
+ * of that many threads gets now), after TILE_WARM, multiply-adds per second: the median of
+ * TILE_WINDOWS windows (on a shared machine a window now and then runs at half the rate). */
 static double probe_compute(int type, int threads) {
     const struct moeinf_kernels *k = moeinf_kernels_best();
     const struct moeinf_type_cpu *cpu = moeinf_type_cpu_get(type);
@@ -372,8 +392,8 @@ static double probe_compute(int type, int threads) {
     const size_t wrow = (size_t)moeinf_row_bytes((enum moeinf_type)type, n);
     const size_t xrow = (size_t)moeinf_row_bytes(vt, n);
     float *x = malloc((size_t)n * sizeof *x);
-    uint8_t *w = malloc(wrow * TILE_ROWS);
-    uint8_t *xa = malloc(xrow * TILE_M);
+    uint8_t *w = moeinf_huge_alloc(wrow * TILE_ROWS);
+    uint8_t *xa = moeinf_huge_alloc(xrow * TILE_M);
     struct tile_job *jobs = calloc((size_t)threads, sizeof *jobs);
     pthread_t *th = calloc((size_t)threads, sizeof *th);
     double rate = 0;
@@ -381,25 +401,32 @@ static double probe_compute(int type, int threads) {
         random_rows(type, x, n, TILE_ROWS, w, wrow);
         for (int j = 0; j < TILE_M; j++)
             k->from_float[vt](x, xa + (size_t)j * xrow, n);
-        const double t0 = now_s();
+        const double start = now_s() + TILE_WARM;
         int started = 0;
         for (int t = 0; t < threads; t++) {
-            jobs[t] = (struct tile_job){
-                k, type, w, xa, wrow, xrow, t0 + TILE_SECS, 0, k->gemm[type] != NULL};
+            jobs[t] = (struct tile_job){.k = k,
+                                        .type = type,
+                                        .w = w,
+                                        .xa = xa,
+                                        .wrow = wrow,
+                                        .xrow = xrow,
+                                        .start = start,
+                                        .gemm = k->gemm[type] != NULL};
             if (pthread_create(&th[t], NULL, tile_worker, &jobs[t]) != 0) break;
             started++;
         }
-        long reps = 0;
+        double win[TILE_WINDOWS] = {0};
         for (int t = 0; t < started; t++) {
             pthread_join(th[t], NULL);
-            reps += jobs[t].reps;
+            for (int i = 0; i < TILE_WINDOWS; i++)
+                win[i] +=
+                    (double)jobs[t].reps[i] * (double)(n * TILE_ROWS * TILE_M) / TILE_SECS / 1e9;
         }
-        const double dt = now_s() - t0;
-        if (started == threads) rate = (double)reps * (double)(n * TILE_ROWS * TILE_M) / dt / 1e9;
+        if (started == threads) rate = median(win, TILE_WINDOWS);
     }
     free(x);
-    free(w);
-    free(xa);
+    moeinf_huge_free(w, wrow * TILE_ROWS);
+    moeinf_huge_free(xa, xrow * TILE_M);
     free(jobs);
     free(th);
     return rate;
@@ -407,9 +434,39 @@ static double probe_compute(int type, int threads) {
 
 /* The attention's kernels: F16 values converted, float dot and axpy multiply-adds, 1e9/s
  * (times the threads), each timed for ATTN_SECS on rows of ATTN_N in cache. */
-#define ATTN_N    128
-#define ATTN_ROWS 64
-#define ATTN_SECS 0.015
+#define ATTN_N       128
+#define ATTN_ROWS    64
+#define ATTN_SECS    0.015
+#define ATTN_WINDOWS 3 /* the median of them */
+
+/* One window of ATTN_SECS of attention kernel `kind` (0 the F16 conversion, 1 the float
+ * dot, 2 the axpy) on one thread, 1e9 operations per second. f: ATTN_ROWS + 8 rows of
+ * floats (the last 8: the conversion's output and the dot's 4 query rows, then the axpy's
+ * sum); h: ATTN_ROWS rows of F16. */
+static double attention_window(const struct moeinf_kernels *k, int kind, float *f,
+                               const uint16_t *h) {
+    float *acc = f + (size_t)ATTN_N * ATTN_ROWS;
+    double t0 = now_s();
+    double dt = 0;
+    long reps = 0;
+    while (dt < ATTN_SECS) {
+        for (int r = 0; r < ATTN_ROWS; r++) {
+            const float *row = f + (size_t)r * ATTN_N;
+            if (kind == 0) {
+                k->to_float[MOEINF_TYPE_F16](h + (size_t)r * ATTN_N, acc, ATTN_N);
+            } else if (kind == 1) {
+                float sc[4];
+                k->vec_dot_m[MOEINF_TYPE_F32](ATTN_N, 4, sc, row, acc, ATTN_N * sizeof(float));
+            } else {
+                k->axpy_f32(ATTN_N, 0.001f, row, acc + (size_t)4 * ATTN_N);
+            }
+        }
+        reps++;
+        dt = now_s() - t0;
+    }
+    const double per = kind == 1 ? 4.0 * ATTN_N : ATTN_N;
+    return (double)reps * ATTN_ROWS * per / dt / 1e9;
+}
 
 static void probe_attention(int threads, struct cli_fit_machine *mc) {
     const struct moeinf_kernels *k = moeinf_kernels_best();
@@ -426,29 +483,11 @@ static void probe_attention(int threads, struct cli_fit_machine *mc) {
         f[i] = (float)(moeinf_splitmix64_unit(&s) - 0.5);
     for (int i = 0; i < ATTN_N * ATTN_ROWS; i++)
         h[i] = moeinf_fp32_to_fp16(f[i]);
-    /* 8 rows more: the conversion's output and the dot's 4 query rows, then the axpy's sum */
-    float *acc = f + (size_t)ATTN_N * ATTN_ROWS;
     for (int kind = 0; kind < 3; kind++) {
-        double t0 = now_s();
-        double dt = 0;
-        long reps = 0;
-        while (dt < ATTN_SECS) {
-            for (int r = 0; r < ATTN_ROWS; r++) {
-                const float *row = f + (size_t)r * ATTN_N;
-                if (kind == 0) {
-                    k->to_float[MOEINF_TYPE_F16](h + (size_t)r * ATTN_N, acc, ATTN_N);
-                } else if (kind == 1) {
-                    float sc[4];
-                    k->vec_dot_m[MOEINF_TYPE_F32](ATTN_N, 4, sc, row, acc, ATTN_N * sizeof(float));
-                } else {
-                    k->axpy_f32(ATTN_N, 0.001f, row, acc + (size_t)4 * ATTN_N);
-                }
-            }
-            reps++;
-            dt = now_s() - t0;
-        }
-        const double per = kind == 1 ? 4.0 * ATTN_N : ATTN_N;
-        const double rate = (double)reps * ATTN_ROWS * per / dt / 1e9 * threads;
+        double win[ATTN_WINDOWS];
+        for (int i = 0; i < ATTN_WINDOWS; i++)
+            win[i] = attention_window(k, kind, f, h) * threads;
+        const double rate = median(win, ATTN_WINDOWS);
         if (kind == 0) mc->conv_gops = rate;
         if (kind == 1) mc->fdot_gops = rate;
         if (kind == 2) mc->axpy_gops = rate;
@@ -470,9 +509,10 @@ bool cli_fit_cache_path(char *buf, size_t size, struct moeinf_error *err) {
  * fdot_gops axpy_gops version". A line's fields in v (as doubles: every integer field is far
  * below 2^53), false for a malformed one (or one of an older format, with fewer fields).
  * version: PROBES_VERSION, raised when a probe measures something else (2: memory is the
- * decode kernel's rate), so that older figures are probed again. */
+ * decode kernel's rate; 3: the disk reads into huge pages, the prefill tile is timed after a
+ * warm-up), so that older figures are probed again. */
 #define FIELDS         12
-#define PROBES_VERSION 2
+#define PROBES_VERSION 3
 
 static bool parse_line(const char *line, double v[FIELDS]) {
     const char *p = line;
