@@ -8,13 +8,18 @@
  * an expert cache a share `hit` of those experts is in the cache's slots (memory) and the rest
  * is read from the disk first. So:
  *   t_mem  = decode bytes / (memory bandwidth x CLI_FIT_MEM_EFF)   (a missed expert is
- *            computed from its slot once read, so every expert's bytes are read from memory)
+ *            computed from its slot once read, so every expert's bytes are read from memory);
+ *            t_nonexpert its share for the non-expert weights, t_mem - t_nonexpert the experts'
  *   t_disk = misses x expert bytes / (disk bandwidth x CLI_FIT_DISK_EFF)
- *   t      = max(t_mem, t_disk) + CLI_FIT_TOKEN_S   (resident: t_mem)
- * The max, not the sum: the engine computes a wave's cached experts while the I/O threads read
- * its misses, and each miss as it arrives; on the first run of bench/fit_check.sh the max fitted
- * better (squared log error .13 against .33 for the sum, 8 rows). The constants are those of
- * the run on the quietest machine (docs/OFFLOAD.md says which).
+ *   t      = t_nonexpert + max(t_mem - t_nonexpert, t_disk) + CLI_FIT_TOKEN_S
+ *            (resident: t_mem)
+ * A layer's misses are known once its router has run, after the layer's attention: the
+ * non-expert weights' time does not hide reads (reading ahead, where it pays, is not
+ * modelled). The experts' time does: the engine computes a wave's cached experts while the
+ * I/O threads read its misses, and each miss as it arrives. On three runs of
+ * bench/fit_check.sh on the AMD EPYC (18 offloaded rows) this put every row within 0.72-1.29 of
+ * the measured rate, where max(t_mem, t_disk) gave 0.90-1.53 (docs/OFFLOAD.md). The constants
+ * are those of the run on the quietest machine (docs/OFFLOAD.md says which).
  * Prefill, per micro-batch of 512 tokens (a 512-token prompt), what a profile of the engine's
  * prefill is made of (docs/OFFLOAD.md, "`moeinf fit`: what prefill is made of"): the matrix
  * products most of its CPU time, the attention most of the rest:
@@ -278,10 +283,14 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
     const double experts = per_layer * m->n_moe_layers; /* per token */
     const double e_bytes = (double)m->expert_bytes;
     const double t_mem = (double)m->decode_bytes / mem_bps;
+    const double t_nonexpert = (double)m->nonexpert_decode / mem_bps;
+    const double t_experts = t_mem - t_nonexpert;
     const double t_disk = (1 - hit) * experts * e_bytes / disk_bps;
     out->t_mem = t_mem;
+    out->t_nonexpert = t_nonexpert;
     out->t_disk = t_disk;
-    out->decode_tps = 1.0 / ((t_mem > t_disk ? t_mem : t_disk) + CLI_FIT_TOKEN_S);
+    out->decode_tps =
+        1.0 / (t_nonexpert + (t_experts > t_disk ? t_experts : t_disk) + CLI_FIT_TOKEN_S);
     /* prefill: a micro-batch uses nearly every expert of each layer (1 - (1 - K/E)^512 of
      * them); those not in the cache (its share of them, on average) are read once */
     const double share = 1 - pow(1 - per_layer / m->n_expert, CLI_FIT_BATCH);

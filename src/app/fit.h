@@ -115,6 +115,7 @@ struct cli_fit_prediction {
     double decode_tps;     /* predicted */
     double prefill_tps;
     double t_mem, t_disk;  /* decode: seconds per token reading memory and the disk */
+    double t_nonexpert;    /* decode: of t_mem, the non-expert weights' (with a cache) */
     double t_dot, t_attn;  /* prefill: seconds per micro-batch in the matrix products and
                               in the attention */
     double t_read;         /* prefill: seconds per micro-batch reading uncached experts */
