@@ -105,6 +105,7 @@ for entry in "${models[@]}"; do
       $((peak >> 20))
     grep '^  time' "$fitlog" | tail -1
     grep '^machine' "$fitlog"
+    grep '^  disk, misses' "$fitlog" || true
   done
   rm -f "$log" "$fitlog"
 done

@@ -58,6 +58,11 @@ struct moeinf_sim_params {
                               iteration one decode token of every generating sequence, then
                               prompt chunks, up to `batch` tokens (docs/SIM.md); 0 or 1 =
                               one request after another (default) */
+    uint64_t *decode_misses; /* optional out (n_decode_misses entries, which must be the
+                                trace's n_layers x n_experts): counted decode tokens' demand
+                                misses per expert, [layer * n_experts + expert]; zeroed first.
+                                NULL = not wanted */
+    size_t n_decode_misses;
 };
 
 struct moeinf_sim_result {

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "app/fit.h"
+#include "offload/store.h"
 #include "test.h"
 
 #define OUT_SIZE 16384
@@ -211,6 +212,46 @@ static void test_prefill_inputs(void) {
     CHECK_MSG(near(m.attn_conv, pairs * 4 * 64), "%.0f", m.attn_conv);
     CHECK_MSG(near(m.attn_dot, pairs * 8 * 32), "%.0f", m.attn_dot);
     CHECK_MSG(near(m.attn_axpy, pairs * 8 * 32), "%.0f", m.attn_axpy);
+    cli_fit_model_free(&m);
+}
+
+/* The misses' disk probe reads each missed expert's three parts as the store does: each
+ * part's 4 KiB-aligned window. Two layers of 3 experts, parts 9000 bytes long at unaligned
+ * offsets, 10000 bytes apart; expert 1 of layer 0 and expert 0 of layer 1 missed. By hand:
+ *   layer 0, expert 1: 15000..24000 -> 12288..24576 (12288), 110000..119000 -> 106496..122880
+ *     (16384), 210000..219000 -> 208896..221184 (12288)
+ *   layer 1, expert 0: 300000..309000, 400000..409000, 500000..509000 -> 12288 each
+ * 77824 bytes in all. The windows are read from a file of 600000 bytes (O_DIRECT where the
+ * folder allows it: elsewhere the probe reports 0 and the prediction keeps the random-read
+ * rate). */
+static void test_miss_probe_windows(void) {
+    char path[512];
+    test_tmp_path("fit-misses.bin", path, sizeof path);
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    if (!f) return;
+    static uint8_t zeros[600000];
+    CHECK(fwrite(zeros, 1, sizeof zeros, f) == sizeof zeros);
+    CHECK(fclose(f) == 0);
+    struct moeinf_store_layer layout[2] = {
+        {{5000, 100000, 200000}, {10000, 10000, 10000}, {9000, 9000, 9000}},
+        {{300000, 400000, 500000}, {10000, 10000, 10000}, {9000, 9000, 9000}},
+    };
+    struct cli_fit_model m;
+    memset(&m, 0, sizeof m);
+    m.n_moe_layers = 2;
+    m.n_expert = 3;
+    m.layout = layout;
+    const uint64_t misses[6] = {0, 5, 0, 2, 0, 0};
+    uint64_t footprint = 0;
+    const double gbps = cli_fit_probe_misses(path, &m, misses, &footprint);
+    CHECK_EQ_INT((long long)footprint, 77824);
+    CHECK_MSG(gbps >= 0 && gbps < 1000, "%g GB/s", gbps);
+    const uint64_t none[6] = {0};
+    CHECK(cli_fit_probe_misses(path, &m, none, &footprint) == 0 && footprint == 0);
+    m.header_only = true; /* the experts' data is not on disk */
+    CHECK(cli_fit_probe_misses(path, &m, misses, &footprint) == 0);
+    remove(path);
 }
 
 /* The predicted rates of a made-up model on made-up probe figures, against the arithmetic by
@@ -251,15 +292,16 @@ static void test_prediction_arithmetic(void) {
      * 20e9/s; the attention: 2e8 / 5e9 + 1e8 / 10e9 + 4e7 / 4e9 = 60 ms */
     const double t_dot = 0.023045 / CLI_FIT_DOT_EFF;
     const double t_attn = 0.060 / CLI_FIT_ATTN_EFF;
-    CHECK_EQ_INT(cli_fit_predict(&m, &mc, 1ull << 40, 0, NULL, &p, source, sizeof source, &err),
-                 MOEINF_OK);
+    CHECK_EQ_INT(
+        cli_fit_predict(&m, &mc, 1ull << 40, 0, NULL, NULL, &p, source, sizeof source, &err),
+        MOEINF_OK);
     CHECK(p.resident && p.runs);
     CHECK_MSG(near(p.t_dot, t_dot) && near(p.t_attn, t_attn), "%g %g", p.t_dot, p.t_attn);
     CHECK_MSG(near(p.prefill_tps, 512 / (t_dot + t_attn)), "%g", p.prefill_tps);
     CHECK_MSG(near(p.decode_tps, 10e9 * CLI_FIT_MEM_EFF / 5e6), "%g", p.decode_tps);
     /* 8 slots of the 32 experts: the non-expert weights and the 64 MiB margin, then 8 slots */
     const uint64_t memory = 2000000 + (64ull << 20) + 8ull * 1048576 + 1000;
-    CHECK_EQ_INT(cli_fit_predict(&m, &mc, memory, 0, NULL, &p, source, sizeof source, &err),
+    CHECK_EQ_INT(cli_fit_predict(&m, &mc, memory, 0, NULL, NULL, &p, source, sizeof source, &err),
                  MOEINF_OK);
     CHECK(!p.resident && p.runs);
     CHECK_EQ_INT(p.cache_slots, 8);
@@ -367,6 +409,7 @@ int main(void) {
     RUN(test_truncated_and_preset);
     RUN(test_offload_prediction);
     RUN(test_prefill_inputs);
+    RUN(test_miss_probe_windows);
     RUN(test_prediction_arithmetic);
     RUN(test_old_cache_line);
     RUN(test_bad_input);

@@ -329,6 +329,44 @@ static void test_freq_oracle_hand_computed(void) {
     remove(path);
 }
 
+/* Per-expert decode misses (params.decode_misses) on a hand-made trace of 2 layers x 3
+ * experts, top-1, LRU with 2 slots shared by the layers (ids: layer * 3 + expert):
+ *   P t0: 0, 3      prefill: misses not counted per expert; cache {0, 3}
+ *   D t1: 1, 3      1 misses (evicts 0); 3 hits
+ *   D t2: 0, 5      0 misses (evicts 1); 5 misses (evicts 3)
+ *   D t3: 0, 5      both hit
+ *   D t4: 1, 3      1 misses (evicts 0); 3 misses (evicts 5)
+ * Decode: 8 accesses, 3 hits; misses 0: 1, 1: 2, 3: 1, 5: 1. */
+static void test_decode_misses_hand_computed(void) {
+    char path[512];
+    test_tmp_path("sim_misses.txt", path, sizeof path);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fprintf(f, "# moe-trace v1\n# n_layers: 2\n# n_experts: 3\n# top_k: 1\n"
+               "0 P 0 0|0\n0 D 1 1|0\n0 D 2 0|2\n0 D 3 0|2\n0 D 4 1|0\n");
+    CHECK(fclose(f) == 0);
+    uint64_t misses[6] = {9, 9, 9, 9, 9, 9};
+    struct moeinf_sim_params p = moeinf_sim_params_default();
+    p.trace_path = path;
+    p.policy = "lru";
+    p.cache_experts = 2;
+    p.decode_misses = misses;
+    p.n_decode_misses = 6;
+    struct moeinf_sim_result r;
+    struct moeinf_error err;
+    CHECK_EQ_INT(moeinf_sim_run(&p, &r, &err), MOEINF_OK);
+    CHECK_EQ_INT(r.decode_accesses, 8);
+    CHECK_EQ_INT(r.decode_hits, 3);
+    const uint64_t want[6] = {1, 2, 0, 1, 0, 1};
+    for (int i = 0; i < 6; i++)
+        CHECK_EQ_INT(misses[i], want[i]);
+    p.n_decode_misses = 5; /* not the trace's 2 x 3 */
+    CHECK_EQ_INT(moeinf_sim_run(&p, &r, &err), MOEINF_ERR_ARG);
+    CHECK(strstr(err.msg, "per-expert misses") != NULL);
+    remove(path);
+}
+
 /* Continuous batching (parallel 2, batch 4) on a hand-made trace of one layer, top-1, with a
  * cache of every expert (so a hit is a repeat). Request 0: prompt 0 1 2, then 3 0 fed one at a
  * time; request 1: prompt 4, then 3 0 1. Iterations, as the server composes them:
@@ -754,6 +792,7 @@ int main(void) {
     RUN(test_online_policies_match_references);
     RUN(test_freq_oracle_hand_computed);
     RUN(test_parallel_hand_computed);
+    RUN(test_decode_misses_hand_computed);
     RUN(test_belady_is_the_exhaustive_optimum);
     RUN(test_belady_larger_traces);
     RUN(test_prefetch_hand_computed);

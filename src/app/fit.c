@@ -10,7 +10,9 @@
  *   t_mem  = decode bytes / (memory bandwidth x CLI_FIT_MEM_EFF)   (a missed expert is
  *            computed from its slot once read, so every expert's bytes are read from memory);
  *            t_nonexpert its share for the non-expert weights, t_mem - t_nonexpert the experts'
- *   t_disk = misses x expert bytes / (disk bandwidth x CLI_FIT_DISK_EFF)
+ *   t_disk = misses x expert bytes / (disk bandwidth x CLI_FIT_DISK_EFF)   (the bandwidth of
+ *            cli_fit_probe_misses over the simulated misses' own windows where the whole file
+ *            is there, else the machine's random-read probe)
  *   t      = t_nonexpert + max(t_mem - t_nonexpert, t_disk) + CLI_FIT_TOKEN_S
  *            (resident: t_mem)
  * A layer's misses are known once its router has run, after the layer's attention: the
@@ -211,7 +213,7 @@ enum moeinf_status cli_fit_read(const char *path, struct cli_fit_model *out,
         }
     }
     if (n_moe > 0) out->slot_bytes = moeinf_store_slot_bytes_for(sl, n_moe, hp->n_expert);
-    free(sl);
+    out->layout = sl;
     if (out->expert_type < 0) { /* a dense model: its FFN's type */
         const struct moeinf_layer *lw = &llm->layers[hp->n_layer - 1];
         out->expert_type = (int)(lw->ffn_gate.data ? lw->ffn_gate.type : llm->output.type);
@@ -229,11 +231,30 @@ enum moeinf_status cli_fit_read(const char *path, struct cli_fit_model *out,
     return MOEINF_OK;
 }
 
+void cli_fit_model_free(struct cli_fit_model *m) {
+    free(m->layout);
+    m->layout = NULL;
+}
+
+/* Seconds per decode token reading the misses from the disk: at the rate of the probe over the
+ * simulated misses' own windows when probe_path is given and the probe reads, else at the
+ * machine's random-read rate. misses: the simulator's decode misses per expert, or NULL. */
+static double decode_disk_time(const struct cli_fit_model *m, const struct cli_fit_machine *mc,
+                               double hit, const uint64_t *misses, const char *probe_path,
+                               struct cli_fit_prediction *out) {
+    double gbps = mc->disk_gbps;
+    if (misses && probe_path) {
+        out->miss_gbps = cli_fit_probe_misses(probe_path, m, misses, &out->miss_footprint);
+        if (out->miss_gbps > 0) gbps = out->miss_gbps;
+    }
+    const double experts = (double)m->n_expert_used * m->n_moe_layers; /* per token */
+    return (1 - hit) * experts * (double)m->expert_bytes / (gbps * 1e9 * CLI_FIT_DISK_EFF);
+}
 
 enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct cli_fit_machine *mc,
                                    uint64_t memory, int n_ctx, const char *trace_path,
-                                   struct cli_fit_prediction *out, char *source,
-                                   size_t source_size, struct moeinf_error *err) {
+                                   const char *probe_path, struct cli_fit_prediction *out,
+                                   char *source, size_t source_size, struct moeinf_error *err) {
     memset(out, 0, sizeof *out);
     out->memory = memory;
     const double mem_bps = mc->mem_gbps * 1e9 * CLI_FIT_MEM_EFF;
@@ -275,17 +296,23 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
     out->cache_bytes = slots * slot;
     out->cache_percent = 100.0 * (double)slots / (double)total;
     double hit = 0;
+    const size_t n_ids = (size_t)total;
+    uint64_t *misses =
+        probe_path && !m->header_only && m->layout ? calloc(n_ids, sizeof *misses) : NULL;
     enum moeinf_status st =
-        cli_fit_hit_ratio(m, (int)slots, trace_path, &hit, source, source_size, err);
-    if (st) return st;
+        cli_fit_hit_ratio(m, (int)slots, trace_path, misses, &hit, source, source_size, err);
+    if (st) {
+        free(misses);
+        return st;
+    }
     out->hit = hit;
     const double per_layer = (double)m->n_expert_used;
-    const double experts = per_layer * m->n_moe_layers; /* per token */
     const double e_bytes = (double)m->expert_bytes;
     const double t_mem = (double)m->decode_bytes / mem_bps;
     const double t_nonexpert = (double)m->nonexpert_decode / mem_bps;
     const double t_experts = t_mem - t_nonexpert;
-    const double t_disk = (1 - hit) * experts * e_bytes / disk_bps;
+    const double t_disk = decode_disk_time(m, mc, hit, misses, probe_path, out);
+    free(misses);
     out->t_mem = t_mem;
     out->t_nonexpert = t_nonexpert;
     out->t_disk = t_disk;

@@ -13,6 +13,8 @@
 
 #include "moeinf.h"
 
+struct moeinf_store_layer;
+
 /* What the tensor table and the metadata say, as the engine would allocate it. */
 struct cli_fit_model {
     char arch[32];
@@ -44,6 +46,9 @@ struct cli_fit_model {
                                   and its checkpoints (n_batch 512) */
     uint64_t scratch_bytes;    /* a context's activations for micro-batches of 512 tokens */
     int expert_type;           /* GGML type of the first routed expert matrix (or FFN) */
+    struct moeinf_store_layer *layout; /* (n_moe_layers) where each MoE layer's experts lie
+                                          in the file (offload/store.h); owned, freed by
+                                          cli_fit_model_free */
 };
 
 /* Reads MODEL's header and tensor table (a whole file or one cut anywhere after its tensor
@@ -51,6 +56,7 @@ struct cli_fit_model {
  * table; MOEINF_ERR_UNSUPPORTED for an architecture moeinf does not run. */
 enum moeinf_status cli_fit_read(const char *path, struct cli_fit_model *out,
                                 struct moeinf_error *err);
+void cli_fit_model_free(struct cli_fit_model *m);
 
 /* This machine, measured (fit_probe.c). */
 struct cli_fit_machine {
@@ -76,6 +82,17 @@ enum moeinf_status cli_fit_probe(const char *model_path, uint64_t block, int thr
                                  int expert_type, struct cli_fit_machine *out,
                                  struct moeinf_error *err);
 
+/* GB/s of O_DIRECT reads of the windows the expert cache would read for the misses (`misses`:
+ * the decode misses per expert, [MoE layer x n_expert + expert], from the simulator), each of
+ * an expert's three parts drawn in proportion to its expert's misses, 4 at a time, for
+ * MISS_SECS, into huge pages: the disk as the engine's misses will use it. Those windows are
+ * ones a run has just read (its prefill reads every uncached expert); on a virtual disk whose
+ * host keeps recently read blocks, random reads over the whole file came far slower (0.05-0.95
+ * against 1.2-2.5 GB/s on the AMD EPYC, docs/OFFLOAD.md). *footprint: the bytes of the
+ * distinct windows. 0 when nothing missed, the file lacks the experts' data or a read fails. */
+double cli_fit_probe_misses(const char *path, const struct cli_fit_model *m, const uint64_t *misses,
+                            uint64_t *footprint);
+
 /* Where the probe cache lives: $XDG_CACHE_HOME/moeinf/fit-probe.txt or ~/.cache/... */
 bool cli_fit_cache_path(char *buf, size_t size, struct moeinf_error *err);
 
@@ -84,8 +101,10 @@ bool cli_fit_cache_path(char *buf, size_t size, struct moeinf_error *err);
  * a synthetic routing of the model's geometry drawn with the parameters fitted to the shared
  * traces (fit_routing.c). `source` says which. */
 enum moeinf_status cli_fit_hit_ratio(const struct cli_fit_model *m, int slots,
-                                     const char *trace_path, double *hit, char *source,
-                                     size_t source_size, struct moeinf_error *err);
+                                     const char *trace_path, uint64_t *misses, double *hit,
+                                     char *source, size_t source_size, struct moeinf_error *err);
+
+/* misses, when not NULL (n_moe_layers x n_expert entries): the decode misses per expert. */
 
 /* The synthetic routing (fit_routing.c): n_requests requests of n_tokens decode tokens, each
  * token drawing top_k of n_experts per layer with the parameters of calibration row `row`
@@ -119,15 +138,19 @@ struct cli_fit_prediction {
     double t_dot, t_attn;  /* prefill: seconds per micro-batch in the matrix products and
                               in the attention */
     double t_read;         /* prefill: seconds per micro-batch reading uncached experts */
+    double miss_gbps;      /* decode's disk rate from cli_fit_probe_misses (0: not probed,
+                              t_disk then uses the machine's random-read probe) */
+    uint64_t miss_footprint; /* the distinct bytes those misses read */
 };
 
 /* The prediction at `memory` bytes for a context of n_ctx tokens (fit.c; its constants and
- * how they were calibrated are described there). hit < 0 asks for the hit ratio to be
- * computed through cli_fit_hit_ratio(trace_path). */
+ * how they were calibrated are described there), the hit ratio through
+ * cli_fit_hit_ratio(trace_path). With probe_path (the whole model file), decode's disk time
+ * comes from cli_fit_probe_misses over the simulated misses. */
 enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct cli_fit_machine *mc,
                                    uint64_t memory, int n_ctx, const char *trace_path,
-                                   struct cli_fit_prediction *out, char *source,
-                                   size_t source_size, struct moeinf_error *err);
+                                   const char *probe_path, struct cli_fit_prediction *out,
+                                   char *source, size_t source_size, struct moeinf_error *err);
 
 /* gen-model's header of a geometry in a file at path (gen/gen_header.h): a model that
  * cli_fit_read reads. */

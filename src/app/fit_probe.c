@@ -47,11 +47,13 @@
 #include "base/status.h"
 #include "base/tensor_type.h"
 #include "compute/pool.h"
+#include "offload/store.h"
 #include "quant/quant.h"
 
 #define MEM_BYTES   (256u << 20)
 #define DISK_MIN    (64ull << 20)
 #define DISK_SECS   0.5
+#define MISS_SECS   1.0 /* the misses' probe: long enough to re-read a small hot set */
 #define IO_THREADS  MOEINF_EXPERT_IO_THREADS_DEFAULT
 #define MAX_THREADS 256
 #define MAX_AGE_S   (7ll * 24 * 3600)
@@ -220,16 +222,47 @@ static double probe_memory(int type, int threads) {
 
 /* ---- disk ----------------------------------------------------------------------------- */
 
+/* A read the expert loader makes: one part's 4 KiB-aligned window. */
+struct read_window {
+    uint64_t off;
+    uint64_t len;
+};
+
+/* One reader's reads: `block` bytes at 4 KiB-aligned offsets drawn uniformly from
+ * [lo, lo + span - block], or, with windows, one of the n_win windows drawn by the weights
+ * whose running sums are cdf (block then the largest window). */
 struct disk_job {
     uint64_t lo;
     uint64_t span;
-    uint64_t block; /* offsets in [lo, lo + span - block], 4 KiB-aligned */
+    uint64_t block;
+    const struct read_window *win;
+    const double *cdf;
+    size_t n_win;
     double deadline;
     uint64_t seed;
     _Atomic uint64_t *bytes;
     int fd;
     bool failed;
 };
+
+static struct read_window next_read(const struct disk_job *j, uint64_t *s) {
+    if (!j->win) {
+        const uint64_t slots = (j->span - j->block) / 4096 + 1;
+        return (struct read_window){j->lo + moeinf_splitmix64(s) % slots * 4096, j->block};
+    }
+    const double u = moeinf_splitmix64_unit(s) * j->cdf[j->n_win - 1];
+    size_t lo = 0;
+    size_t hi = j->n_win - 1;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (j->cdf[mid] <= u) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return j->win[lo];
+}
 
 static void *disk_reader(void *arg) {
     struct disk_job *j = arg;
@@ -242,11 +275,10 @@ static void *disk_reader(void *arg) {
         return NULL;
     }
     uint64_t s = j->seed;
-    const uint64_t slots = (j->span - j->block) / 4096 + 1;
     int n = 0;
     while (n < 2 || now_s() < j->deadline) {
-        uint64_t off = j->lo + moeinf_splitmix64(&s) % slots * 4096;
-        ssize_t r = pread(j->fd, buf, (size_t)j->block, (off_t)off);
+        const struct read_window w = next_read(j, &s);
+        ssize_t r = pread(j->fd, buf, (size_t)w.len, (off_t)w.off);
         if (r <= 0) {
             j->failed = true;
             break;
@@ -258,9 +290,9 @@ static void *disk_reader(void *arg) {
     return NULL;
 }
 
-/* GB/s of O_DIRECT reads of `block` bytes from [lo, lo + span) of path; 0 when O_DIRECT or a
- * read fails. */
-static double disk_rate(const char *path, uint64_t lo, uint64_t span, uint64_t block) {
+/* GB/s of O_DIRECT reads of path as `how` draws them (its lo, span, block and windows), by
+ * IO_THREADS readers for `secs`; 0 when O_DIRECT or a read fails. */
+static double disk_rate(const char *path, const struct disk_job *how, double secs) {
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_DIRECT);
     if (fd < 0) return 0;
     _Atomic uint64_t bytes = 0;
@@ -269,14 +301,12 @@ static double disk_rate(const char *path, uint64_t lo, uint64_t span, uint64_t b
     double t0 = now_s();
     int started = 0;
     for (int t = 0; t < IO_THREADS; t++) {
-        jobs[t] = (struct disk_job){.lo = lo,
-                                    .span = span,
-                                    .block = block,
-                                    .deadline = t0 + DISK_SECS,
-                                    .seed = 0x9e37u + (uint64_t)t,
-                                    .bytes = &bytes,
-                                    .fd = fd,
-                                    .failed = false};
+        jobs[t] = *how;
+        jobs[t].deadline = t0 + secs;
+        jobs[t].seed = 0x9e37u + (uint64_t)t;
+        jobs[t].bytes = &bytes;
+        jobs[t].fd = fd;
+        jobs[t].failed = false;
         if (pthread_create(&th[t], NULL, disk_reader, &jobs[t]) != 0) break;
         started++;
     }
@@ -288,6 +318,53 @@ static double disk_rate(const char *path, uint64_t lo, uint64_t span, uint64_t b
     double dt = now_s() - t0;
     close(fd);
     return failed ? 0 : (double)atomic_load(&bytes) / dt / 1e9;
+}
+
+/* Uniform reads of `block` bytes from [lo, lo + span) of path for DISK_SECS. */
+static double disk_rate_uniform(const char *path, uint64_t lo, uint64_t span, uint64_t block) {
+    const struct disk_job how = {.lo = lo, .span = span, .block = block};
+    return disk_rate(path, &how, DISK_SECS);
+}
+
+double cli_fit_probe_misses(const char *path, const struct cli_fit_model *m, const uint64_t *misses,
+                            uint64_t *footprint) {
+    *footprint = 0;
+    if (!m->layout || m->header_only) return 0;
+    const size_t n_ids = (size_t)m->n_moe_layers * (size_t)m->n_expert;
+    size_t n = 0;
+    for (size_t i = 0; i < n_ids; i++)
+        n += misses[i] > 0 ? MOEINF_EXPERT_PARTS : 0;
+    if (n == 0) return 0;
+    struct read_window *win = malloc(n * sizeof *win);
+    double *cdf = malloc(n * sizeof *cdf);
+    if (!win || !cdf) {
+        free(win);
+        free(cdf);
+        return 0;
+    }
+    size_t k = 0;
+    uint64_t largest = 0;
+    double sum = 0;
+    for (size_t i = 0; i < n_ids; i++) {
+        if (!misses[i]) continue;
+        const struct moeinf_store_layer *l = &m->layout[i / (size_t)m->n_expert];
+        const uint64_t e = i % (size_t)m->n_expert;
+        for (int p = 0; p < MOEINF_EXPERT_PARTS; p++) {
+            const uint64_t at = l->off[p] + e * l->stride[p];
+            const uint64_t lo = at / 4096 * 4096;
+            const uint64_t hi = (at + l->bytes[p] + 4095) / 4096 * 4096;
+            win[k] = (struct read_window){lo, hi - lo};
+            *footprint += hi - lo;
+            if (hi - lo > largest) largest = hi - lo;
+            sum += (double)misses[i];
+            cdf[k++] = sum;
+        }
+    }
+    const struct disk_job how = {.block = largest, .win = win, .cdf = cdf, .n_win = n};
+    const double r = disk_rate(path, &how, MISS_SECS);
+    free(win);
+    free(cdf);
+    return r;
 }
 
 /* A temporary file of DISK_MIN bytes in dir, written and synced (so that its pages are on the
@@ -321,7 +398,7 @@ static double probe_disk(const char *model_path, uint64_t block, const char *dir
     if (block > (16u << 20)) block = 16u << 20;
     if (model_path && stat(model_path, &sb) == 0 && (uint64_t)sb.st_size >= DISK_MIN) {
         uint64_t size = (uint64_t)sb.st_size / 4096 * 4096;
-        double r = disk_rate(model_path, 0, size, block < size ? block : size);
+        double r = disk_rate_uniform(model_path, 0, size, block < size ? block : size);
         if (r > 0) {
             mc->disk_from_model = true;
             snprintf(mc->disk_note, sizeof mc->disk_note,
@@ -333,7 +410,7 @@ static double probe_disk(const char *model_path, uint64_t block, const char *dir
     char tmp[1200];
     if (!temp_file(dir, tmp, sizeof tmp)) return 0;
     if (block > DISK_MIN / 4) block = DISK_MIN / 4;
-    double r = disk_rate(tmp, 0, DISK_MIN, block);
+    double r = disk_rate_uniform(tmp, 0, DISK_MIN, block);
     unlink(tmp);
     snprintf(mc->disk_note, sizeof mc->disk_note,
              "O_DIRECT reads of %" PRIu64 " KiB, %d at a time, from a temporary file in %s",

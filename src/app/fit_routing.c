@@ -27,6 +27,7 @@
 #include "base/rng.h"
 #include "base/status.h"
 #include "moeinf_sim.h"
+#include "trace/trace.h"
 
 struct calib {
     const char *trace; /* the shared trace it was fitted to */
@@ -143,9 +144,29 @@ enum moeinf_status cli_fit_synthetic_trace(const char *path, int n_layers, int n
     return MOEINF_OK;
 }
 
+/* MOEINF_ERR_ARG when the trace at path is not of the model's geometry (the simulator would
+ * replay it, but its experts would not be the model's). */
+static enum moeinf_status check_geometry(const struct cli_fit_model *m, const char *path,
+                                         struct moeinf_error *err) {
+    struct moeinf_trace_reader *r = NULL;
+    enum moeinf_status st = moeinf_trace_open(path, &r, err);
+    if (st) return st;
+    const struct moeinf_trace_header *h = moeinf_trace_header(r);
+    if (h->n_layers != m->n_moe_layers || h->n_experts != m->n_expert ||
+        h->top_k != m->n_expert_used) {
+        st = moeinf_fail(err, MOEINF_ERR_ARG,
+                         "%s: the trace has %d layers x %d experts, top %d; the model %d x %d, "
+                         "top %d",
+                         path, h->n_layers, h->n_experts, h->top_k, m->n_moe_layers, m->n_expert,
+                         m->n_expert_used);
+    }
+    moeinf_trace_close(r);
+    return st;
+}
+
 enum moeinf_status cli_fit_hit_ratio(const struct cli_fit_model *m, int slots,
-                                     const char *trace_path, double *hit, char *source,
-                                     size_t source_size, struct moeinf_error *err) {
+                                     const char *trace_path, uint64_t *misses, double *hit,
+                                     char *source, size_t source_size, struct moeinf_error *err) {
     char tmp[256] = "";
     const char *path = trace_path;
     if (!path) {
@@ -167,23 +188,19 @@ enum moeinf_status cli_fit_hit_ratio(const struct cli_fit_model *m, int slots,
                  "synthetic routing (skew %.2f, reuse %.2f: fitted to the shared trace %s)",
                  c->skew, c->reuse, c->trace);
     } else {
+        enum moeinf_status st = check_geometry(m, trace_path, err);
+        if (st) return st;
         snprintf(source, source_size, "the recorded routing %s", trace_path);
     }
     struct moeinf_sim_params p = moeinf_sim_params_default();
     p.trace_path = path;
     p.cache_experts = slots;
+    p.decode_misses = misses;
+    p.n_decode_misses = misses ? (size_t)m->n_moe_layers * (size_t)m->n_expert : 0;
     struct moeinf_sim_result r;
     enum moeinf_status st = moeinf_sim_run(&p, &r, err);
     if (tmp[0]) unlink(tmp);
     if (st) return st;
-    if (trace_path && (r.n_layers != m->n_moe_layers || r.n_experts != m->n_expert ||
-                       r.top_k != m->n_expert_used)) {
-        return moeinf_fail(err, MOEINF_ERR_ARG,
-                           "%s: the trace has %d layers x %d experts, top %d; the model %d x "
-                           "%d, top %d",
-                           trace_path, r.n_layers, r.n_experts, r.top_k, m->n_moe_layers,
-                           m->n_expert, m->n_expert_used);
-    }
     if (r.decode_accesses > 0) {
         *hit = (double)r.decode_hits / (double)r.decode_accesses;
     } else {

@@ -124,6 +124,11 @@ static void print_prediction(const char *label, const struct cli_fit_prediction 
            "  time", p->t_nonexpert * 1e3, (p->t_mem - p->t_nonexpert) * 1e3, p->t_disk * 1e3,
            p->t_dot * 1e3, p->t_attn * 1e3, p->t_read * 1e3);
     printf("%-16s %s\n", "  hit ratio from", source);
+    if (p->miss_gbps > 0) {
+        printf("%-16s %.2f GB/s: the disk probe over the simulated misses' reads (%.0f MiB of "
+               "distinct experts)\n",
+               "  disk, misses", p->miss_gbps, (double)p->miss_footprint / (1 << 20));
+    }
 }
 
 static void print_sizes(const struct cli_fit_model *m, const char *model, bool preset,
@@ -233,16 +238,76 @@ static int parse_opts(int argc, char **argv, struct fit_opts *o) {
     return CLI_EXIT_OK;
 }
 
+/* The model read: the machine probed, the predictions printed. */
+static int fit_model(const struct fit_opts *o, const struct moeinf_expert_cache_size *mem_size,
+                     const struct cli_fit_model *m, bool preset) {
+    const struct moeinf_expert_cache_size mem = *mem_size;
+    const char *model = o->model;
+    const char *memory = o->memory;
+    const char *trace = o->trace;
+    const long n_ctx = o->n_ctx;
+    const long threads = o->threads;
+    const bool reprobe = o->reprobe;
+    struct moeinf_error err = {0};
+    const uint64_t kv_ctx = m->kv_token_bytes * (uint64_t)n_ctx + m->state_bytes;
+    struct cli_fit_prediction res;
+    struct cli_fit_machine mc;
+    char source[512];
+    /* the resident run's need: what a prediction at unbounded memory reports as its budget */
+    uint64_t budget = 0;
+    char budget_from[320] = "--memory";
+    if (mem.kind == MOEINF_EXPERT_CACHE_NONE) {
+        if (cli_fit_memory(&budget, budget_from, sizeof budget_from, &err)) return cli_fail(&err);
+    }
+    if (cli_fit_probe(preset ? NULL : model, m->expert_bytes / 3, (int)threads, reprobe,
+                      m->expert_type, &mc, &err)) {
+        return cli_fail(&err);
+    }
+    if (cli_fit_predict(m, &mc, UINT64_MAX / 2, (int)n_ctx, trace, NULL, &res, source,
+                        sizeof source, &err)) {
+        return cli_fail(&err);
+    }
+    uint64_t need = m->weight_bytes + kv_ctx + m->scratch_bytes + (64ull << 20);
+    if (mem.kind == MOEINF_EXPERT_CACHE_BYTES) budget = mem.bytes;
+    if (mem.kind == MOEINF_EXPERT_CACHE_PERCENT) {
+        budget = (uint64_t)((double)need * mem.percent / 100.0);
+    }
+    struct cli_fit_prediction at;
+    if (cli_fit_predict(m, &mc, budget, (int)n_ctx, trace, preset ? NULL : model, &at, source,
+                        sizeof source, &err)) {
+        return cli_fail(&err);
+    }
+    if (!at.runs && memory) {
+        fprintf(stderr,
+                "moeinf: --memory %s (%.2f GB) is too small for %s: it needs at least %.2f GB "
+                "(the non-expert weights, a KV cache of %ld tokens, scratch and top-k experts "
+                "per layer)\n",
+                memory, gb(budget), model,
+                gb(m->nonexpert_bytes + kv_ctx + m->scratch_bytes + (64ull << 20) +
+                   (uint64_t)m->n_expert_used * m->slot_bytes),
+                n_ctx);
+        return CLI_EXIT_FAIL;
+    }
+
+    print_sizes(m, model, preset, n_ctx);
+    print_machine(&mc);
+    res.memory = need;
+    print_prediction("need resident", &res, m, source);
+    printf("%-16s %s\n", "budget from", budget_from);
+    print_prediction("at budget", &at, m, source);
+    if (fflush(stdout) != 0) {
+        fprintf(stderr, "moeinf: writing the output failed\n");
+        return CLI_EXIT_FAIL;
+    }
+    return CLI_EXIT_OK;
+}
+
 int cmd_fit(int argc, char **argv) {
     struct fit_opts o = {.n_ctx = 4096};
     int rc = parse_opts(argc, argv, &o);
     if (rc != CLI_EXIT_OK) return rc < 0 ? CLI_EXIT_OK : rc;
     const char *model = o.model;
     const char *memory = o.memory;
-    const char *trace = o.trace;
-    const long n_ctx = o.n_ctx;
-    const long threads = o.threads;
-    const bool reprobe = o.reprobe;
     if (o.synth) return synthetic(o.synth, o.out);
     if (!model) {
         fprintf(stderr, "moeinf " CMD ": missing -m MODEL\n");
@@ -261,55 +326,7 @@ int cmd_fit(int argc, char **argv) {
     struct cli_fit_model m = {0};
     bool preset = false;
     if ((rc = read_model(model, &m, &preset, &err)) != CLI_EXIT_OK) return rc;
-    const uint64_t kv_ctx = m.kv_token_bytes * (uint64_t)n_ctx + m.state_bytes;
-    struct cli_fit_prediction res;
-    struct cli_fit_machine mc;
-    char source[512];
-    /* the resident run's need: what a prediction at unbounded memory reports as its budget */
-    uint64_t budget = 0;
-    char budget_from[320] = "--memory";
-    if (mem.kind == MOEINF_EXPERT_CACHE_NONE) {
-        if (cli_fit_memory(&budget, budget_from, sizeof budget_from, &err)) return cli_fail(&err);
-    }
-    if (cli_fit_probe(preset ? NULL : model, m.expert_bytes / 3, (int)threads, reprobe,
-                      m.expert_type, &mc, &err)) {
-        return cli_fail(&err);
-    }
-    if (cli_fit_predict(&m, &mc, UINT64_MAX / 2, (int)n_ctx, trace, &res, source,
-                        sizeof source, &err)) {
-        return cli_fail(&err);
-    }
-    uint64_t need = m.weight_bytes + kv_ctx + m.scratch_bytes + (64ull << 20);
-    if (mem.kind == MOEINF_EXPERT_CACHE_BYTES) budget = mem.bytes;
-    if (mem.kind == MOEINF_EXPERT_CACHE_PERCENT) {
-        budget = (uint64_t)((double)need * mem.percent / 100.0);
-    }
-    struct cli_fit_prediction at;
-    if (cli_fit_predict(&m, &mc, budget, (int)n_ctx, trace, &at, source, sizeof source,
-                        &err)) {
-        return cli_fail(&err);
-    }
-    if (!at.runs && memory) {
-        fprintf(stderr,
-                "moeinf: --memory %s (%.2f GB) is too small for %s: it needs at least %.2f GB "
-                "(the non-expert weights, a KV cache of %ld tokens, scratch and top-k experts "
-                "per layer)\n",
-                memory, gb(budget), model,
-                gb(m.nonexpert_bytes + kv_ctx + m.scratch_bytes + (64ull << 20) +
-                   (uint64_t)m.n_expert_used * m.slot_bytes),
-                n_ctx);
-        return CLI_EXIT_FAIL;
-    }
-
-    print_sizes(&m, model, preset, n_ctx);
-    print_machine(&mc);
-    res.memory = need;
-    print_prediction("need resident", &res, &m, source);
-    printf("%-16s %s\n", "budget from", budget_from);
-    print_prediction("at budget", &at, &m, source);
-    if (fflush(stdout) != 0) {
-        fprintf(stderr, "moeinf: writing the output failed\n");
-        return CLI_EXIT_FAIL;
-    }
-    return CLI_EXIT_OK;
+    rc = fit_model(&o, &mem, &m, preset);
+    cli_fit_model_free(&m);
+    return rc;
 }

@@ -270,6 +270,15 @@ enum moeinf_status moeinf_sim_replay(const struct moeinf_sim_params *params,
     moeinf_model_id_for_trace(h->model, h->has_model_id, h->model_id, &g.model);
     uint32_t n_ids = (uint32_t)g.n_layers * (uint32_t)g.n_experts;
     if ((st = moeinf_sim_cache_size(params, n_ids, &g.capacity, err)) != MOEINF_OK) goto done;
+    if (params->decode_misses) {
+        if (params->n_decode_misses != n_ids) {
+            st = moeinf_fail(err, MOEINF_ERR_ARG,
+                             "%s: per-expert misses for %zu experts asked, the trace has %u",
+                             params->trace_path, params->n_decode_misses, n_ids);
+            goto done;
+        }
+        memset(params->decode_misses, 0, n_ids * sizeof *params->decode_misses);
+    }
     if (g.capacity < g.top_k) {
         st = moeinf_fail(err, MOEINF_ERR_ARG,
                          "%s: a cache of %d experts is smaller than top_k %d: one layer's "

@@ -36,6 +36,7 @@ static enum moeinf_status replay_step(struct replay *rp, int layer, int m, bool 
             if (decode) {
                 res->decode_accesses++;
                 res->decode_hits += ev->hit;
+                if (!ev->hit && rp->params->decode_misses) rp->params->decode_misses[ids[j]]++;
             }
             *misses += !ev->hit;
         }
