@@ -240,6 +240,14 @@ static inline void test_read_text(const char *path, char *buf, size_t size) {
     fclose(f);
 }
 
+/* Writes text to a file (replacing it); false when that fails. */
+static inline bool test_write_text(const char *path, const char *text) {
+    FILE *f = fopen(path, "w");
+    if (!f) return false;
+    bool ok = fputs(text, f) >= 0;
+    return fclose(f) == 0 && ok;
+}
+
 /* Runs a whole shell command line (several commands may be chained; the output of the last is
  * captured): stdout into out and stderr into err (as test_read_text); `tag` names the scratch
  * files of this caller, so that tests running at once do not share them. Returns the exit

@@ -340,12 +340,8 @@ static void test_freq_oracle_hand_computed(void) {
 static void test_decode_misses_hand_computed(void) {
     char path[512];
     test_tmp_path("sim_misses.txt", path, sizeof path);
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fprintf(f, "# moe-trace v1\n# n_layers: 2\n# n_experts: 3\n# top_k: 1\n"
-               "0 P 0 0|0\n0 D 1 1|0\n0 D 2 0|2\n0 D 3 0|2\n0 D 4 1|0\n");
-    CHECK(fclose(f) == 0);
+    CHECK(test_write_text(path, "# moe-trace v1\n# n_layers: 2\n# n_experts: 3\n# top_k: 1\n"
+                                "0 P 0 0|0\n0 D 1 1|0\n0 D 2 0|2\n0 D 3 0|2\n0 D 4 1|0\n"));
     uint64_t misses[6] = {9, 9, 9, 9, 9, 9};
     struct moeinf_sim_params p = moeinf_sim_params_default();
     p.trace_path = path;
