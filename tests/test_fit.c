@@ -188,6 +188,27 @@ static void test_offload_prediction(void) {
     CHECK_MSG(strstr(out, "(15 of 32 experts") != NULL, "%s", out);
     CHECK(strstr(out, "--expert-cache 6M ") != NULL); /* 15 x 430080 bytes, in MiB */
     CHECK(strstr(out, "synthetic routing") != NULL);
+    /* a recorded routing: every token, prompt and decode, takes experts 0 and 1 of each layer:
+     * 8 experts in the 15 slots, in from the prompt, so every decode access hits */
+    char trace[512];
+    test_tmp_path("fit-routing.txt", trace, sizeof trace);
+    CHECK(test_write_text(trace, "# moe-trace v1\n# n_layers: 4\n# n_experts: 8\n# top_k: 2\n"
+                                 "0 P 0 0,1|0,1|0,1|0,1\n0 D 1 0,1|0,1|0,1|0,1\n"
+                                 "0 D 2 1,0|1,0|1,0|1,0\n"));
+    snprintf(args, sizeof args, "-m '%s' -t 1 --memory %" PRIu64 " --trace '%s'", g_model,
+             need - (uint64_t)16 * 417792, trace);
+    CHECK_EQ_INT(fit(args, out, err), 0);
+    CHECK_MSG(strstr(out, "hit ratio 1.00:") != NULL && strstr(out, "the recorded routing") != NULL,
+              "%s", out);
+    /* a routing of another geometry (1 layer) is refused, in one line */
+    CHECK(test_write_text(trace, "# moe-trace v1\n# n_layers: 1\n# n_experts: 8\n# top_k: 2\n"
+                                 "0 P 0 0,1\n0 D 1 0,1\n"));
+    CHECK_EQ_INT(fit(args, out, err), 1);
+    CHECK_MSG(strstr(err, "the trace has 1 layers x 8 experts, top 2; the model 4 x 8, top 2") !=
+                      NULL &&
+                  strchr(err, '\n') == err + strlen(err) - 1,
+              "%s", err);
+    remove(trace);
 }
 
 static bool near(double got, double want) {
