@@ -53,7 +53,7 @@
 #define MEM_BYTES   (256u << 20)
 #define DISK_MIN    (64ull << 20)
 #define DISK_SECS   0.5
-#define MISS_SECS   1.0 /* the misses' probe: long enough to re-read a small hot set */
+#define MISS_SECS   1.0 /* the misses' probe, per budget and not cached (not tuned) */
 #define IO_THREADS  MOEINF_EXPERT_IO_THREADS_DEFAULT
 #define MAX_THREADS 256
 #define MAX_AGE_S   (7ll * 24 * 3600)
@@ -348,14 +348,13 @@ double cli_fit_probe_misses(const char *path, const struct cli_fit_model *m, con
     for (size_t i = 0; i < n_ids; i++) {
         if (!misses[i]) continue;
         const struct moeinf_store_layer *l = &m->layout[i / (size_t)m->n_expert];
-        const uint64_t e = i % (size_t)m->n_expert;
+        const int e = (int)(i % (size_t)m->n_expert);
         for (int p = 0; p < MOEINF_EXPERT_PARTS; p++) {
-            const uint64_t at = l->off[p] + e * l->stride[p];
-            const uint64_t lo = at / 4096 * 4096;
-            const uint64_t hi = (at + l->bytes[p] + 4095) / 4096 * 4096;
-            win[k] = (struct read_window){lo, hi - lo};
-            *footprint += hi - lo;
-            if (hi - lo > largest) largest = hi - lo;
+            uint64_t len = 0;
+            const uint64_t lo = moeinf_store_part_window(l, p, e, &len);
+            win[k] = (struct read_window){lo, len};
+            *footprint += len;
+            if (len > largest) largest = len;
             sum += (double)misses[i];
             cdf[k++] = sum;
         }
@@ -453,7 +452,6 @@ static void *tile_worker(void *arg) {
         const double t = now_s();
         if (t >= j->start && t < end) j->reps[(int)((t - j->start) / TILE_SECS)]++;
     }
-
     return NULL;
 }
 

@@ -41,14 +41,20 @@ static uint64_t part_off(const struct moeinf_store_layer *l, int p, int e) {
     return l->off[p] + (uint64_t)e * l->stride[p];
 }
 
+uint64_t moeinf_store_part_window(const struct moeinf_store_layer *l, int p, int e, uint64_t *len) {
+    const uint64_t off = part_off(l, p, e);
+    *len = align_up(off + l->bytes[p]) - align_down(off);
+    return align_down(off);
+}
+
 /* The largest 4 KiB window of part p over every expert of every layer. */
 static uint64_t region_bytes(const struct moeinf_store_layer *layers, int n_layers, int n_experts,
                              int p) {
     uint64_t most = 0;
     for (int il = 0; il < n_layers; il++) {
         for (int e = 0; e < n_experts; e++) {
-            uint64_t o = part_off(&layers[il], p, e);
-            uint64_t w = align_up(o + layers[il].bytes[p]) - align_down(o);
+            uint64_t w = 0;
+            (void)moeinf_store_part_window(&layers[il], p, e, &w);
             if (w > most) most = w;
         }
     }
@@ -238,10 +244,12 @@ enum moeinf_status moeinf_store_load_part(struct moeinf_store *s, int slot, int 
     uint8_t *base = moeinf_fast_tier_slot(s->fast, slot);
     uint64_t t0 = now_ns();
     uint64_t off = part_off(l, part, expert);
-    uint64_t start = s->direct ? align_down(off) : off;
+    uint64_t window = 0;
+    const uint64_t window_start = moeinf_store_part_window(l, part, expert, &window);
+    uint64_t start = s->direct ? window_start : off;
     uint64_t skew = off - start;
-    uint64_t n = s->direct ? align_up(off + l->bytes[part]) - start : l->bytes[part];
-    uint8_t *dst = base + s->region_off[part] + (s->direct ? 0 : (off - align_down(off)));
+    uint64_t n = s->direct ? window : l->bytes[part];
+    uint8_t *dst = base + s->region_off[part] + (s->direct ? 0 : (off - window_start));
     int64_t got = read_window(s->fd, dst, n, start, skew + l->bytes[part]);
     if (got < 0) {
         int e = errno;
@@ -258,11 +266,9 @@ enum moeinf_status moeinf_store_load_part(struct moeinf_store *s, int slot, int 
         /* DONTNEED drops only the whole pages inside its range: the part's page-aligned
          * window, so that its first and last pages go too (a neighbour read at once by
          * another thread only reads those again). */
-        uint64_t lo = align_down(off);
-        (void)posix_fadvise(s->fd, (off_t)lo, (off_t)(align_up(off + l->bytes[part]) - lo),
-                            POSIX_FADV_DONTNEED);
+        (void)posix_fadvise(s->fd, (off_t)window_start, (off_t)window, POSIX_FADV_DONTNEED);
     }
-    s->skew[(size_t)slot * MOEINF_EXPERT_PARTS + (size_t)part] = (uint32_t)(off - align_down(off));
+    s->skew[(size_t)slot * MOEINF_EXPERT_PARTS + (size_t)part] = (uint32_t)(off - window_start);
     counters->bytes += (uint64_t)got;
     counters->part_bytes += l->bytes[part];
     counters->read_ns += now_ns() - t0;

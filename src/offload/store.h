@@ -66,6 +66,10 @@ enum moeinf_status moeinf_store_open(const char *path, const struct moeinf_store
                                      struct moeinf_store **out, struct moeinf_error *err);
 void moeinf_store_free(struct moeinf_store *s);
 
+/* The MOEINF_STORE_ALIGN window around part p of expert e of layer l, which an O_DIRECT read
+ * of the part reads: its first byte in the file, returned, and its length in *len. */
+uint64_t moeinf_store_part_window(const struct moeinf_store_layer *l, int p, int e, uint64_t *len);
+
 /* Bytes of one slot (all parts with their alignment room): what an expert cache's byte budget
  * is divided by. */
 uint64_t moeinf_store_slot_bytes_for(const struct moeinf_store_layer *layers, int n_layers,
