@@ -6,6 +6,7 @@
  * cache's and says so).
  *
  *   bench_disk_read FILE [size_bytes=6291456] [seconds=3] [depth=4] [pread|uring] [huge|4k]
+ *                   [rate_MB_s=0]
  *
  * depth reads in flight: `pread` runs depth threads, each reading one window at a time (what
  * the expert loader's I/O threads do: the default depth is the engine's default number of
@@ -18,6 +19,10 @@
  * disk can serve the two at different rates, because a read into 4 KiB pages reaches it as
  * more, smaller requests (docs/OFFLOAD.md). The line on stderr says what was read: the read
  * size, how many at once and the pages.
+ *
+ * A rate above 0 (MB/s, 1e6 bytes; pread only) paces the reads to that rate instead of as
+ * fast as possible, each thread its share: bench/io_tax.sh runs it beside a resident decode
+ * to measure what reading from the disk at an offloaded run's rate costs the computation.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -50,6 +55,7 @@ struct job {
     bool huge; /* buffers on huge pages, else on 4 KiB pages */
     uint64_t span; /* 4 KiB windows a read may start at */
     double t0, seconds;
+    double pace; /* seconds between one thread's reads; 0: as fast as possible */
     _Atomic uint64_t bytes;
     _Atomic int failed;
 };
@@ -80,7 +86,16 @@ static void *read_loop(void *arg) {
         return NULL;
     }
     uint64_t state = r->seed;
+    double next = j->t0;
     while (now_s() - j->t0 < j->seconds) {
+        if (j->pace > 0) {
+            next += j->pace;
+            const double ahead = next - now_s();
+            if (ahead > 0) {
+                struct timespec ts = {(time_t)ahead, (long)((ahead - (double)(time_t)ahead) * 1e9)};
+                nanosleep(&ts, NULL);
+            }
+        }
         uint64_t off = (moeinf_splitmix64(&state) % j->span) * 4096;
         ssize_t got = pread(j->fd, buf, j->size, (off_t)off);
         if (got <= 0) {
@@ -150,7 +165,7 @@ int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr,
                 "usage: bench_disk_read FILE [size_bytes] [seconds] [depth] [pread|uring] "
-                "[huge|4k]\n");
+                "[huge|4k] [rate_MB_s]\n");
         return 2;
     }
     size_t size = argc > 2 ? (size_t)strtoull(argv[2], NULL, 10) : (size_t)6 << 20;
@@ -158,9 +173,12 @@ int main(int argc, char **argv) {
     int depth = argc > 4 ? (int)strtol(argv[4], NULL, 10) : MOEINF_EXPERT_IO_THREADS_DEFAULT;
     const char *how = argc > 5 ? argv[5] : "pread";
     const char *pages = argc > 6 ? argv[6] : "huge";
+    double rate = argc > 7 ? strtod(argv[7], NULL) : 0.0;
     if (depth < 1 || depth > 64 || (strcmp(how, "pread") != 0 && strcmp(how, "uring") != 0) ||
-        (strcmp(pages, "huge") != 0 && strcmp(pages, "4k") != 0)) {
-        fprintf(stderr, "bench_disk_read: depth 1-64, pread or uring, huge or 4k\n");
+        (strcmp(pages, "huge") != 0 && strcmp(pages, "4k") != 0) || !(rate >= 0.0) ||
+        (rate > 0.0 && strcmp(how, "pread") != 0)) {
+        fprintf(stderr, "bench_disk_read: depth 1-64, pread or uring, huge or 4k, a rate of 0 "
+                        "or more MB/s (pread only)\n");
         return 2;
     }
 #if !defined(MOEINF_HAVE_LIBURING)
@@ -185,7 +203,8 @@ int main(int argc, char **argv) {
                     .size = size,
                     .huge = !strcmp(pages, "huge"),
                     .span = ((uint64_t)st.st_size - size) / 4096,
-                    .seconds = seconds};
+                    .seconds = seconds,
+                    .pace = rate > 0.0 ? (double)size * depth / (rate * 1e6) : 0.0};
     atomic_init(&j.bytes, 0);
     atomic_init(&j.failed, 0);
     j.t0 = now_s();
@@ -202,7 +221,10 @@ int main(int argc, char **argv) {
     }
     double gbps = (double)atomic_load(&j.bytes) / t / 1e9;
     printf("%.3f\n", gbps);
-    fprintf(stderr, "%s %s reads of %zu bytes, %d in flight, into %s pages: %.3f GB/s\n",
-            direct ? "O_DIRECT" : "buffered", how, size, depth, j.huge ? "huge" : "4 KiB", gbps);
+    char paced[48] = "";
+    if (rate > 0.0) snprintf(paced, sizeof paced, ", paced to %.0f MB/s", rate);
+    fprintf(stderr, "%s %s reads of %zu bytes, %d in flight%s, into %s pages: %.3f GB/s\n",
+            direct ? "O_DIRECT" : "buffered", how, size, depth, paced, j.huge ? "huge" : "4 KiB",
+            gbps);
     return 0;
 }
