@@ -163,9 +163,8 @@ static int run_uring(struct job *j, int depth) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fprintf(stderr,
-                "usage: bench_disk_read FILE [size_bytes] [seconds] [depth] [pread|uring] "
-                "[huge|4k] [rate_MB_s]\n");
+        fprintf(stderr, "usage: bench_disk_read FILE [size_bytes] [seconds] [depth] [pread|uring] "
+                        "[huge|4k] [rate_MB_s]\n");
         return 2;
     }
     size_t size = argc > 2 ? (size_t)strtoull(argv[2], NULL, 10) : (size_t)6 << 20;

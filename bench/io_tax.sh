@@ -39,14 +39,14 @@ while [ $# -gt 0 ]; do
   esac
   shift 2
 done
-[ -n "$model" ] && [ -f "$model" ] || usage
+if [ -z "$model" ] || [ ! -f "$model" ]; then usage; fi
 cmake --preset release >/dev/null
 cmake --build build/release -j"$(nproc)" --target moeinf bench_disk_read >/dev/null
 bin=build/release/moeinf reader=build/release/bench_disk_read
 out=$(mktemp -d)
 reader_pid=""
 cleanup() {
-  [ -n "$reader_pid" ] && kill "$reader_pid" 2>/dev/null || true
+  if [ -n "$reader_pid" ]; then kill "$reader_pid" 2>/dev/null || true; fi
   rm -rf "$out"
 }
 trap cleanup EXIT
