@@ -16,7 +16,8 @@
 # per token x tokens/s). An offloaded run cannot come nearer its resident speed than the
 # ratio measured here at its own read rate, whatever its cache does. --size is one read (the
 # default: an expert part of the OLMoE-shaped Q8_0 file), --depth the reads in flight (the
-# engine's I/O threads). Reads into huge pages, at random 4 KiB-aligned offsets.
+# engine's I/O threads). Reads into huge pages, at random 4 KiB-aligned offsets. MODEL must fit
+# in memory with room to spare (the resident run reads it into memory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model="" threads=$(nproc) gen=128 rounds=3 rates="0 200 550" size=2228224 depth=4
@@ -59,7 +60,7 @@ cat "$model" >/dev/null # the resident load reads it from the page cache, not th
 declare -A tg steal
 for ((round = 1; round <= rounds; round++)); do
   for rate in $rates; do
-    if [ "$rate" != 0 ]; then
+    if awk -v r="$rate" 'BEGIN { exit !(r > 0) }'; then
       "$reader" "$model" "$size" 86400 "$depth" pread huge "$rate" >/dev/null 2>"$out/reader" &
       reader_pid=$!
     fi
@@ -67,7 +68,11 @@ for ((round = 1; round <= rounds; round++)); do
     "$bin" bench -m "$model" -t "$threads" -p 0 -n "$gen" -r 1 >"$out/run" 2>&1
     s1=$(steal_ticks)
     if [ -n "$reader_pid" ]; then
-      kill "$reader_pid" 2>/dev/null || true
+      if ! kill "$reader_pid" 2>/dev/null; then # it ended early: the run had no reader
+        echo "the reader stopped during the run (rate $rate):" >&2
+        cat "$out/reader" >&2
+        exit 1
+      fi
       wait "$reader_pid" 2>/dev/null || true
       reader_pid=""
     fi
