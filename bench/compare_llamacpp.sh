@@ -93,6 +93,7 @@ while [ $# -gt 0 ]; do
 done
 
 . bench/lib/llamacpp.sh
+. bench/lib/report.sh
 llamacpp_install
 cmake --preset release >/dev/null && cmake --build build/release -j"$(nproc)" >/dev/null
 bin=build/release/moeinf
@@ -135,11 +136,9 @@ echo "llama.cpp: llama-cpp-python $LLAMA_CPP_PYTHON_VERSION, $(python3 bench/lla
   --system-info)"
 # the CPU: its name (a virtual machine's may be as generic as "Intel(R) Xeon(R) Processor"), and
 # family / model / stepping and the widest vector extension, which tell the generations apart
-cpu_field() { sed -n "s/^$1[[:space:]]*: //p" /proc/cpuinfo | head -1; }
 cpu_simd=$(grep -qw avx512f /proc/cpuinfo && echo AVX-512 ||
            { grep -qw avx2 /proc/cpuinfo && echo AVX2 || echo "no AVX2"; })
-echo "CPU: $(cpu_field 'model name') (family $(cpu_field 'cpu family'), model $(cpu_field model)," \
-  "stepping $(cpu_field stepping), $cpu_simd), $(nproc) CPUs"
+cpu_line "$cpu_simd"
 echo "prompt $prompt tokens, $gen decoded tokens, $rounds alternating rounds of 1 + $reps runs"
 echo "bw: bench_bandwidth over a buffer of one token's weight bytes (the model's 'decode reads')"
 for t in $threads; do

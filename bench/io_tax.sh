@@ -51,10 +51,10 @@ cleanup() {
   rm -rf "$out"
 }
 trap cleanup EXIT
+. bench/lib/report.sh
 
 hz=$(getconf CLK_TCK)
 steal_ticks() { awk '$1 == "cpu" { print $9 }' /proc/stat; }
-median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 cat "$model" >/dev/null # the resident load reads it from the page cache, not the disk
 declare -A tg steal
@@ -84,7 +84,7 @@ for ((round = 1; round <= rounds; round++)); do
 done
 
 base=$(tr ' ' '\n' <<<"${tg[0]:-}" | grep . | median || true)
-echo "cpu: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $(nproc) CPUs, threads $threads"
+echo "$(cpu_line), threads $threads"
 echo "model: $model; resident decode of $gen tokens (-p 0), one warm-up and one measured run" \
   "each; $rounds rounds, the rates alternated in each"
 echo "reader: bench_disk_read, O_DIRECT reads of $size bytes, $depth in flight, paced to the rate"

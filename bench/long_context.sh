@@ -80,6 +80,7 @@ limit=$(awk -v g="$memory_gib" 'BEGIN { printf "%.0f", g * 1073741824 }')
 out=$(mktemp -d)
 
 . bench/lib/cgroup.sh
+. bench/lib/report.sh
 cgroup_setup
 cleanup() {
   cgroup_cleanup
@@ -89,7 +90,6 @@ trap cleanup EXIT
 # row KEY COLUMN FILE: that column of the line whose first field is KEY and second a number
 row() { awk -v k="$1" -v c="$2" '$1 == k && $2 ~ /^[0-9.]+$/ { print $c; exit }' "$3"; }
 
-cpu_field() { sed -n "s/^$1[[:space:]]*: //p" /proc/cpuinfo | head -1; }
 echo "model: $model ($(awk -v s="$size" 'BEGIN { printf "%.2f GB", s / 1e9 }'), $n_layer" \
   "layers$([ "$n_layer" = 27 ] || echo ": A CUT of DeepSeek-V2-Lite's 27"); trained context" \
   "$n_ctx_train), threads $threads"
@@ -97,8 +97,7 @@ echo "one cgroup of $memory_gib GiB ($(awk -v l="$limit" -v s="$size" \
   'BEGIN { printf "%.0f%%", 100 * l / s }') of the file); --expert-cache auto; prefill" \
   "micro-batch $batch; KV cache F16, $((kv_lora + n_rot)) values (latent $kv_lora + rotary" \
   "key $n_rot) per token and layer"
-echo "CPU: $(cpu_field 'model name') (family $(cpu_field 'cpu family'), model $(cpu_field model)," \
-  "stepping $(cpu_field stepping)), $(nproc) CPUs"
+cpu_line
 echo "per context: a prompt of --fill $fill % of it, then $gen decoded tokens; cold = the first" \
   "run (empty cache), warm = the second"
 echo

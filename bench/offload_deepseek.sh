@@ -86,6 +86,7 @@ done
 out=$(mktemp -d)
 
 . bench/lib/cgroup.sh
+. bench/lib/report.sh
 cgroup_setup
 cleanup() {
   cgroup_cleanup
@@ -102,9 +103,7 @@ done
 echo "model: $model ($(awk -v s="$size" 'BEGIN { printf "%.2f GB", s / 1e9 }'), $n_layer" \
   "layers$([ "$n_layer" = 27 ] || echo ": A CUT of DeepSeek-V2-Lite's 27")), threads $threads"
 echo "limits: percent of the file"
-cpu_field() { sed -n "s/^$1[[:space:]]*: //p" /proc/cpuinfo | head -1; }
-echo "CPU: $(cpu_field 'model name') (family $(cpu_field 'cpu family'), model $(cpu_field model)," \
-  "stepping $(cpu_field stepping)), $(nproc) CPUs"
+cpu_line
 echo "every run: a $prompt-token prompt, then $gen decoded tokens; one warm-up run and $reps" \
   "measured (equal work for both engines); the file evicted from the page cache before each"
 has llama && echo "llama.cpp: llama-cpp-python $LLAMA_CPP_PYTHON_VERSION, mmap, weight" \

@@ -117,6 +117,7 @@ fi
 out=$(mktemp -d)
 
 . bench/lib/cgroup.sh
+. bench/lib/report.sh
 cgroup_setup
 cleanup() {
   cgroup_cleanup
@@ -137,9 +138,7 @@ label() { # the limit column: percent or the cut's GiB
 }
 echo "model: $model ($(awk -v s="$size" 'BEGIN { printf "%.2f GB", s / 1e9 }')), threads $threads"
 echo "$what"
-cpu_field() { sed -n "s/^$1[[:space:]]*: //p" /proc/cpuinfo | head -1; }
-echo "CPU: $(cpu_field 'model name') (family $(cpu_field 'cpu family'), model $(cpu_field model)," \
-  "stepping $(cpu_field stepping)), $(nproc) CPUs"
+cpu_line
 echo "every run: a $prompt-token prompt, then $gen decoded tokens; one warm-up run and $reps" \
   "measured (equal work for both engines); the file evicted from the page cache before each"
 has llama && echo "llama.cpp: llama-cpp-python $LLAMA_CPP_PYTHON_VERSION, mmap, weight" \

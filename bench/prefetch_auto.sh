@@ -58,6 +58,7 @@ cmake --preset release >/dev/null && cmake --build build/release -j"$(nproc)" --
 bin=build/release/moeinf
 out=$(mktemp -d)
 . bench/lib/cgroup.sh
+. bench/lib/report.sh
 cgroup_setup
 trap 'cgroup_cleanup; rm -rf "$out"' EXIT
 
@@ -80,8 +81,6 @@ run_one() {
 
 # decode-warm tokens/s, stall ms and demand misses per token of a bench log
 figures() { awk '$1 == "decode-warm" { printf "%s %.4f %s\n", $4, $9 * 1e3, $6 }' "$1"; }
-
-median() { sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 bench_kind() {
   local kind=$1 desc
