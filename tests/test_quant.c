@@ -1298,6 +1298,58 @@ static void test_vec_dot_rows_k_extremes(void) {
     }
 }
 
+/* The Q8_0 tiles at the ends of the int16 range of vpmaddubsw (2 x 128 x 127 = 32512 per pair
+ * of bytes): weights of -128 or 127 in every position (by weight row) against activations of
+ * -127 or 127 (by activation row), scales 1, 9 weight rows (eight in one vector and one left
+ * over), 33 activation rows (a pass of 32 and one more) and 9 blocks (a prepared chunk of 8 and
+ * one more). Every dot is 9 x 32 x w x x, an integer that a float holds exactly; the scalar
+ * vec_dot and every table's gemm must give it. */
+static void test_gemm_q8_0_extremes(void) {
+    enum {
+        NB = 9,
+        NR = 9,
+        M = 33
+    };
+
+    const int64_t n = (int64_t)32 * NB;
+    static uint8_t w[NR][NB * 34];
+    static uint8_t x[M][NB * 34];
+    const uint16_t one = 0x3c00;
+    for (int b = 0; b < NB; b++) {
+        for (int r = 0; r < NR; r++) {
+            memcpy(w[r] + b * 34, &one, 2);
+            memset(w[r] + b * 34 + 2, r % 2 ? 0x7f : 0x80, 32); /* 127 or -128 */
+        }
+        for (int j = 0; j < M; j++) {
+            memcpy(x[j] + b * 34, &one, 2);
+            memset(x[j] + b * 34 + 2, j % 3 == 1 ? 0x7f : 0x81, 32); /* 127 or -127 */
+        }
+    }
+    static float y[M][NR];
+    for (int ti = 0; ti < n_tables; ti++) {
+        const struct moeinf_kernels *k = tables[ti];
+        int bad = 0;
+        for (int j = 0; j < M; j++) {
+            for (int r = 0; r < NR; r++) {
+                const float want = (float)NB * 32.0f * (r % 2 ? 127.0f : -128.0f) *
+                                   (j % 3 == 1 ? 127.0f : -127.0f);
+                float one_dot = NAN;
+                k->vec_dot[MOEINF_TYPE_Q8_0](n, &one_dot, w[r], x[j]);
+                bad += one_dot != want;
+                y[j][r] = NAN;
+            }
+        }
+        if (k->gemm[MOEINF_TYPE_Q8_0]) {
+            k->gemm[MOEINF_TYPE_Q8_0](n, NR, M, &y[0][0], NR, w[0], sizeof w[0], x[0], sizeof x[0]);
+            for (int j = 0; j < M; j++)
+                for (int r = 0; r < NR; r++)
+                    bad += y[j][r] != (float)NB * 32.0f * (r % 2 ? 127.0f : -128.0f) *
+                                          (j % 3 == 1 ? 127.0f : -127.0f);
+        }
+        CHECK_MSG(bad == 0, "%s q8_0 gemm extremes: %d cells differ", k->name, bad);
+    }
+}
+
 /* The K-quant kernels at the ends of their integer ranges: every quant at its largest value
  * (Q4_K 15, Q5_K 31, Q6_K 63), every scale and min at its largest magnitude (Q4_K/Q5_K 63,
  * Q6_K -128 or 127 by weight row), against Q8_K activations of -128 or 127 in every position
@@ -1816,6 +1868,7 @@ int main(void) {
     RUN(test_simd_vec_dot);
     RUN(test_vec_dot_m);
     RUN(test_gemm);
+    RUN(test_gemm_q8_0_extremes);
     RUN(test_vec_dot_rows);
     RUN(test_vec_dot_rows_extremes);
     RUN(test_vec_dot_rows_codebook_extremes);
