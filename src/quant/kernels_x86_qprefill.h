@@ -175,7 +175,7 @@ INLINE __m256i q8r_step(const struct q8r_block *b, const uint8_t *xq) {
     __m256i p[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int q = 0; q < 4; q++) {
         int64_t v;
-        memcpy(&v, xq + 8 * q, sizeof v);
+        memcpy(&v, xq + (size_t)8 * q, sizeof v);
         const __m256i xv = _mm256_set1_epi64x(v);
         for (int h = 0; h < 2; h++)
             p[h] = _mm256_add_epi32(
