@@ -1315,7 +1315,7 @@ static void test_gemm_q8_0_extremes(void) {
     static uint8_t w[NR][NB * 34];
     static uint8_t x[M][NB * 34];
     const uint16_t one = 0x3c00;
-    for (int b = 0; b < NB; b++) {
+    for (size_t b = 0; b < NB; b++) {
         for (int r = 0; r < NR; r++) {
             memcpy(w[r] + b * 34, &one, 2);
             memset(w[r] + b * 34 + 2, r % 2 ? 0x7f : 0x80, 32); /* 127 or -128 */
