@@ -99,16 +99,19 @@ INLINE void qgemm(enum qkind k, int64_t n, int64_t nr, int m, float *y, size_t y
 }
 
 #if !defined(X86_VNNI)
-/* ---- Q8_0: eight weight rows in one vector ------------------------------------------------
+/* ---- eight weight rows in one vector (the avx2 table) --------------------------------------
  *
  * qgemm's pairs each end in a vector of 8 int32 lanes of one block's dot, which sum_lanes8
- * reduces with 6 vphaddd per 8 blocks; on Zen 1 vphaddd runs on the pipe that does the
- * vpmaddubsw and vpmaddwd, the tile's floor. Here a vector holds four weight rows' 8-byte
- * quarters of a block ([row 0 | row 1 | row 2 | row 3]) against one activation row's quarter
- * broadcast to all four, so a quad's four quarters add up in int32 to two lanes per row, and
- * one vphaddd turns two quads (8 rows) into one lane per row: 1 vphaddd per 8 block pairs
- * instead of 6. The activation rows are read as they are (a 64-bit broadcast per quarter);
- * the weight rows are rearranged once per block and pass of Q8R_PASS activation rows.
+ * reduces with 6 vphaddd per 8 blocks (qgroup_dx_small: 2); on Zen 1 vphaddd runs on the pipe
+ * that does the vpmaddubsw and vpmaddwd, the tile's floor. Here a vector holds four weight
+ * rows' 8-element quarters of a block ([row 0 | row 1 | row 2 | row 3]) against one
+ * activation row's quarter broadcast to all four, so a quad's four quarters add up to two
+ * lanes per row, and one vphaddd turns two quads (8 rows) into one lane per row: 1 vphaddd per
+ * 8 block pairs. The activation rows are read as they are (a 64-bit broadcast per quarter);
+ * the weight rows are unpacked and rearranged once per block and pass of Q8R_PASS activation
+ * rows. Weights of magnitude at most 16 (Q4_0, Q5_0, MXFP4) add a quad's four vpmaddubsw
+ * outputs in int16 (4 x 2 x 16 x 128 = 16384 at most) before one vpmaddwd; Q8_0 and IQ4_NL
+ * widen each.
  *
  * Each block's integer dot is exact whatever the grouping, and lane l of acc[j][k] sums the
  * blocks b = k mod 8 of row q8r_row[l] in block order with qgroup_dx's float steps ((dw*dx) *
@@ -121,7 +124,7 @@ INLINE void qgemm(enum qkind k, int64_t n, int64_t nr, int m, float *y, size_t y
 static const int q8r_row[8] = {0, 1, 4, 5, 2, 3, 6, 7};
 
 struct q8r_block {
-    __m256i w[2][4];  /* quad h (rows 4h..4h+3), quarter q: bytes 8q..8q+7 of each row's quants */
+    __m256i w[2][4];  /* quad h (rows 4h..4h+3), quarter q: elements 8q..8q+7 of each row */
     __m256i aw[2][4]; /* |w|, the sign trick's unsigned operand */
     __m256 dw;        /* the rows' scales, in q8r_row's lane order */
 };
@@ -132,30 +135,35 @@ struct q8r_tile {
     struct q8r_block blk[Q8R_CHUNK];
 };
 
-/* The quants of four rows' blocks as four quarter vectors [r0 | r1 | r2 | r3]. */
-INLINE void q8r_quad(const uint8_t *const q[4], __m256i out[4]) {
-    const __m256i v0 = _mm256_loadu_si256((const __m256i *)(const void *)q[0]);
-    const __m256i v1 = _mm256_loadu_si256((const __m256i *)(const void *)q[1]);
-    const __m256i v2 = _mm256_loadu_si256((const __m256i *)(const void *)q[2]);
-    const __m256i v3 = _mm256_loadu_si256((const __m256i *)(const void *)q[3]);
-    const __m256i t0 = _mm256_unpacklo_epi64(v0, v1); /* [r0 q0, r1 q0 | r0 q2, r1 q2] */
-    const __m256i t1 = _mm256_unpackhi_epi64(v0, v1); /* [r0 q1, r1 q1 | r0 q3, r1 q3] */
-    const __m256i t2 = _mm256_unpacklo_epi64(v2, v3);
-    const __m256i t3 = _mm256_unpackhi_epi64(v2, v3);
+/* Four rows' blocks (int8 values, element order) as four quarter vectors [r0 | r1 | r2 | r3]. */
+INLINE void q8r_quad(const __m256i v[4], __m256i out[4]) {
+    const __m256i t0 = _mm256_unpacklo_epi64(v[0], v[1]); /* [r0 q0, r1 q0 | r0 q2, r1 q2] */
+    const __m256i t1 = _mm256_unpackhi_epi64(v[0], v[1]); /* [r0 q1, r1 q1 | r0 q3, r1 q3] */
+    const __m256i t2 = _mm256_unpacklo_epi64(v[2], v[3]);
+    const __m256i t3 = _mm256_unpackhi_epi64(v[2], v[3]);
     out[0] = _mm256_inserti128_si256(t0, _mm256_castsi256_si128(t2), 1);
     out[1] = _mm256_inserti128_si256(t1, _mm256_castsi256_si128(t3), 1);
     out[2] = _mm256_inserti128_si256(t2, _mm256_extracti128_si256(t0, 1), 0);
     out[3] = _mm256_inserti128_si256(t3, _mm256_extracti128_si256(t1, 1), 0);
 }
 
-INLINE void q8r_prepare(const uint8_t *const wr[8], size_t off, struct q8r_block *b) {
+/* Block `off` (bytes into each row) of the rows wr[0..7]. */
+INLINE void q8r_prepare(enum qkind k, __m256i table, const uint8_t *const wr[8], size_t off,
+                        struct q8r_block *b) {
     for (int h = 0; h < 2; h++) {
-        const uint8_t *q[4];
+        __m256i v[4];
         for (int i = 0; i < 4; i++)
-            q[i] = wr[4 * h + i] + off + 2;
-        q8r_quad(q, b->w[h]);
+            v[i] = qvalues(k, table, wr[4 * h + i] + off);
+        q8r_quad(v, b->w[h]);
         for (int i = 0; i < 4; i++)
             b->aw[h][i] = _mm256_sign_epi8(b->w[h][i], b->w[h][i]);
+    }
+    if (k == QK_MXFP4) {
+        uint64_t e = 0;
+        for (int l = 0; l < 8; l++)
+            e |= (uint64_t)wr[q8r_row[l]][off] << (8 * l);
+        b->dw = iq_e8m0_half8_u64(e);
+        return;
     }
     __m128i s = _mm_cvtsi32_si128(load_u16(wr[q8r_row[0]] + off));
     s = _mm_insert_epi16(s, load_u16(wr[q8r_row[1]] + off), 1);
@@ -169,30 +177,36 @@ INLINE void q8r_prepare(const uint8_t *const wr[8], size_t off, struct q8r_block
 }
 
 /* Eight rows' exact block dots against one activation block (quants at xq), lane l: row
- * q8r_row[l]. */
-INLINE __m256i q8r_step(const struct q8r_block *b, const uint8_t *xq) {
+ * q8r_row[l]. small: every |w| <= 16. */
+INLINE __m256i q8r_step(bool small, const struct q8r_block *b, const uint8_t *xq) {
     const __m256i ones = _mm256_set1_epi16(1);
     __m256i p[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int q = 0; q < 4; q++) {
         int64_t v;
         memcpy(&v, xq + (size_t)8 * q, sizeof v);
         const __m256i xv = _mm256_set1_epi64x(v);
-        for (int h = 0; h < 2; h++)
-            p[h] = _mm256_add_epi32(
-                p[h],
-                _mm256_madd_epi16(
-                    _mm256_maddubs_epi16(b->aw[h][q], _mm256_sign_epi8(xv, b->w[h][q])), ones));
+        for (int h = 0; h < 2; h++) {
+            const __m256i m = _mm256_maddubs_epi16(b->aw[h][q], _mm256_sign_epi8(xv, b->w[h][q]));
+            p[h] = small ? _mm256_add_epi16(p[h], m)
+                         : _mm256_add_epi32(p[h], _mm256_madd_epi16(m, ones));
+        }
     }
+    if (small)
+        for (int h = 0; h < 2; h++)
+            p[h] = _mm256_madd_epi16(p[h], ones);
     return _mm256_hadd_epi32(p[0], p[1]);
 }
 
 /* y for weight rows wr[0..7] and activation rows 0..np-1 (np <= Q8R_PASS) of x. */
-INLINE void q8r_pass(int64_t nb, int np, const uint8_t *const wr[8], size_t w_stride,
+INLINE void q8r_pass(enum qkind k, int64_t nb, int np, const uint8_t *const wr[8], size_t w_stride,
                      const uint8_t *x, size_t x_stride, float *y, size_t y_stride,
                      struct q8r_tile *t) {
+    const size_t bs = qk_bytes(k);
+    const __m256i table = qcodebook(k);
+    const bool small = k == QK_Q4_0 || k == QK_Q5_0 || k == QK_MXFP4;
     for (int j = 0; j < np; j++)
-        for (int k = 0; k < 8; k++)
-            t->acc[j][k] = _mm256_setzero_ps();
+        for (int i = 0; i < 8; i++)
+            t->acc[j][i] = _mm256_setzero_ps();
     for (int64_t b0 = 0; b0 < nb; b0 += Q8R_CHUNK) {
         const int cb = nb - b0 < Q8R_CHUNK ? (int)(nb - b0) : Q8R_CHUNK;
         for (int j = 0; j < np; j++) {
@@ -204,35 +218,37 @@ INLINE void q8r_pass(int64_t nb, int np, const uint8_t *const wr[8], size_t w_st
                     t->dx[j][i] = moeinf_fp16_to_fp32(load_u16(xb + (size_t)i * Q8_BYTES));
         }
         for (int i = 0; i < cb; i++) {
-            const size_t off = (size_t)(b0 + i) * Q8_BYTES;
+            const size_t off = (size_t)(b0 + i) * bs;
             /* the next eight rows' blocks: a prompt's expert weights come from DRAM once */
             for (int r = 0; r < 8; r++)
                 _mm_prefetch((const char *)wr[r] + 8 * w_stride + off, _MM_HINT_T0);
-            q8r_prepare(wr, off, &t->blk[i]);
+            q8r_prepare(k, table, wr, off, &t->blk[i]);
         }
         for (int i = 0; i < cb; i++) {
             const struct q8r_block *b = &t->blk[i];
-            const int k = (int)((b0 + i) % 8);
+            const int lane = (int)((b0 + i) % 8);
             const size_t off = (size_t)(b0 + i) * Q8_BYTES + 2;
             for (int j = 0; j < np; j++) {
                 const __m256 d = _mm256_mul_ps(b->dw, _mm256_broadcast_ss(&t->dx[j][i]));
-                const __m256 isum = _mm256_cvtepi32_ps(q8r_step(b, x + (size_t)j * x_stride + off));
-                t->acc[j][k] = _mm256_fmadd_ps(d, isum, t->acc[j][k]);
+                const __m256 isum =
+                    _mm256_cvtepi32_ps(q8r_step(small, b, x + (size_t)j * x_stride + off));
+                t->acc[j][lane] = _mm256_fmadd_ps(d, isum, t->acc[j][lane]);
             }
         }
     }
     for (int j = 0; j < np; j++) {
         float v[8][8];
-        for (int k = 0; k < 8; k++)
-            _mm256_storeu_ps(v[k], t->acc[j][k]);
+        for (int i = 0; i < 8; i++)
+            _mm256_storeu_ps(v[i], t->acc[j][i]);
         for (int l = 0; l < 8; l++)
             y[(size_t)j * y_stride + (size_t)q8r_row[l]] = hsum8_ps(_mm256_setr_ps(
                 v[0][l], v[1][l], v[2][l], v[3][l], v[4][l], v[5][l], v[6][l], v[7][l]));
     }
 }
 
-static void gemm_q8_0(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
-                      size_t w_stride, const void *x, size_t x_stride) {
+/* The rows in groups of eight by q8r_pass, the last (fewer than eight) by qgemm. */
+INLINE void qgemm_rows8(enum qkind k, int64_t n, int64_t nr, int m, float *y, size_t y_stride,
+                        const void *w, size_t w_stride, const void *x, size_t x_stride) {
     struct q8r_tile t;
     const int64_t nr8 = nr / 8 * 8;
     for (int64_t r0 = 0; r0 < nr8; r0 += 8) {
@@ -240,40 +256,43 @@ static void gemm_q8_0(int64_t n, int64_t nr, int m, float *y, size_t y_stride, c
         for (int i = 0; i < 8; i++)
             wr[i] = (const uint8_t *)w + (size_t)(r0 + i) * w_stride;
         for (int j0 = 0; j0 < m; j0 += Q8R_PASS)
-            q8r_pass(n / 32, m - j0 < Q8R_PASS ? m - j0 : Q8R_PASS, wr, w_stride,
+            q8r_pass(k, n / 32, m - j0 < Q8R_PASS ? m - j0 : Q8R_PASS, wr, w_stride,
                      (const uint8_t *)x + (size_t)j0 * x_stride, x_stride,
                      y + (size_t)j0 * y_stride + r0, y_stride, &t);
     }
-    /* the last rows, fewer than eight */
     if (nr8 < nr)
-        qgemm(QK_Q8_0, n, nr - nr8, m, y + nr8, y_stride,
-              (const uint8_t *)w + (size_t)nr8 * w_stride, w_stride, x, x_stride);
+        qgemm(k, n, nr - nr8, m, y + nr8, y_stride, (const uint8_t *)w + (size_t)nr8 * w_stride,
+              w_stride, x, x_stride);
 }
+
+#    define QGEMM_TILE qgemm_rows8
 #else
+#    define QGEMM_TILE qgemm
+#endif
+
 static void gemm_q8_0(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                       size_t w_stride, const void *x, size_t x_stride) {
-    qgemm(QK_Q8_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
+    QGEMM_TILE(QK_Q8_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
 }
-#endif
 
 static void gemm_q4_0(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                       size_t w_stride, const void *x, size_t x_stride) {
-    qgemm(QK_Q4_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
+    QGEMM_TILE(QK_Q4_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
 }
 
 static void gemm_q5_0(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                       size_t w_stride, const void *x, size_t x_stride) {
-    qgemm(QK_Q5_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
+    QGEMM_TILE(QK_Q5_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
 }
 
 static void gemm_iq4_nl(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                         size_t w_stride, const void *x, size_t x_stride) {
-    qgemm(QK_IQ4_NL, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
+    QGEMM_TILE(QK_IQ4_NL, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
 }
 
 static void gemm_mxfp4(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                        size_t w_stride, const void *x, size_t x_stride) {
-    qgemm(QK_MXFP4, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
+    QGEMM_TILE(QK_MXFP4, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
 }
 
 #endif
