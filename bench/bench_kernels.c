@@ -27,29 +27,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "lib/clock.h"
 #include "quant/quant.h"
 
 #if defined(__x86_64__)
 #    include <immintrin.h>
 #    include <x86intrin.h>
 #endif
-
-/* Time-stamp counter ticks (0 where there is none). */
-static uint64_t ticks(void) {
-#if defined(__x86_64__)
-    return __rdtsc();
-#else
-    return 0;
-#endif
-}
-
-/* Thread CPU time, not wall time: on a shared machine the wall clock also counts the time
- * other processes hold the core. */
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint64_t rng = 88172645463325252ull;
 
@@ -180,9 +164,9 @@ static void bench_stream(void) {
     double best = 1e30;
     volatile float sink = 0;
     for (int pass = 0; pass < 5; pass++) {
-        double t0 = now_s();
+        double t0 = bench_cpu_s();
         sink += fn(p, n);
-        double t = now_s() - t0;
+        double t = bench_cpu_s() - t0;
         if (t < best) best = t;
     }
     (void)sink;
@@ -222,8 +206,8 @@ static void time_table(const struct moeinf_kernels *kt, const struct matrix *mt,
         uint64_t best_ticks = UINT64_MAX;
         volatile float sink = 0;
         for (int pass = 0; pass < n_passes; pass++) {
-            double t0 = now_s();
-            uint64_t k0 = ticks();
+            double t0 = bench_cpu_s();
+            uint64_t k0 = bench_ticks();
             if (m == 0) {
                 kt->vec_dot_rows[type](n, (int64_t)mt->rows, s_all, mt->w, mt->rb, mt->x);
                 sink += s_all[0];
@@ -235,8 +219,8 @@ static void time_table(const struct moeinf_kernels *kt, const struct matrix *mt,
                     kt->vec_dot_m[type](n, m, s, mt->w + r * mt->rb, mt->x, mt->xb);
                 sink += s[0];
             }
-            uint64_t dk = ticks() - k0;
-            double t = now_s() - t0;
+            uint64_t dk = bench_ticks() - k0;
+            double t = bench_cpu_s() - t0;
             if (t < best) best = t;
             if (dk < best_ticks) best_ticks = dk;
         }
@@ -318,12 +302,12 @@ int main(int argc, char **argv) {
             double best = 1e30;
             volatile float sink = 0;
             for (int pass = 0; pass < n_passes; pass++) {
-                double t0 = now_s();
+                double t0 = bench_cpu_s();
                 for (size_t r = 0; r < n_rows; r++) {
                     ll(n, s, w + r * rb, x);
                     sink += s[0];
                 }
-                double t = now_s() - t0;
+                double t = bench_cpu_s() - t0;
                 if (t < best) best = t;
             }
             (void)sink;

@@ -23,27 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "lib/clock.h"
 #include "quant/quant.h"
-
-#if defined(__x86_64__)
-#    include <x86intrin.h>
-#endif
-
-static uint64_t ticks(void) {
-#if defined(__x86_64__)
-    return __rdtsc();
-#else
-    return 0;
-#endif
-}
-
-static double cpu_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static uint32_t float_bits(float f) {
     uint32_t u;
@@ -95,11 +77,11 @@ static void time_gemm(const struct moeinf_kernels *k, const struct problem *p, f
     uint64_t best_ticks = UINT64_MAX;
     double best_s = 1e30;
     for (int pass = 0; pass < 15; pass++) {
-        const double s0 = cpu_s();
-        const uint64_t t0 = ticks();
+        const double s0 = bench_cpu_s();
+        const uint64_t t0 = bench_ticks();
         k->gemm[p->type](p->n, p->rows, p->m, y, (size_t)p->rows, p->w, rb, p->x, xb);
-        const uint64_t dt = ticks() - t0;
-        const double ds = cpu_s() - s0;
+        const uint64_t dt = bench_ticks() - t0;
+        const double ds = bench_cpu_s() - s0;
         if (dt < best_ticks) best_ticks = dt;
         if (ds < best_s) best_s = ds;
     }
