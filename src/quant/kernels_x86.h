@@ -258,10 +258,17 @@ INLINE float iq_e8m0_half(uint8_t e) {
     return f;
 }
 
-/* iq_e8m0_half of the 8 E8M0 bytes at p + idx[k] (lane k), exact for every e. The bytes are
- * read one by one into a 64-bit word (a vpgatherdd of the 8 measured no faster). */
-INLINE __m256 iq_e8m0_half8_u64(uint64_t b);
+/* iq_e8m0_half of the 8 E8M0 bytes of b (lane k: byte k), exact for every e. */
+INLINE __m256 iq_e8m0_half8_u64(uint64_t b) {
+    const __m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)b));
+    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
+    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e); /* e < 2 */
+    const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, is_sub));
+}
 
+/* iq_e8m0_half8_u64 of the 8 E8M0 bytes at p + idx[k] (lane k). The bytes are read one by one
+ * into a 64-bit word (a vpgatherdd of the 8 measured no faster). */
 INLINE __m256 iq_e8m0_half8(const uint8_t *p, __m256i idx) {
     int32_t o[8];
     _mm256_storeu_si256((__m256i *)(void *)o, idx);
@@ -269,15 +276,6 @@ INLINE __m256 iq_e8m0_half8(const uint8_t *p, __m256i idx) {
                  (uint64_t)p[o[3]] << 24 | (uint64_t)p[o[4]] << 32 | (uint64_t)p[o[5]] << 40 |
                  (uint64_t)p[o[6]] << 48 | (uint64_t)p[o[7]] << 56;
     return iq_e8m0_half8_u64(b);
-}
-
-/* iq_e8m0_half of the 8 E8M0 bytes of b (lane k: byte k). */
-INLINE __m256 iq_e8m0_half8_u64(uint64_t b) {
-    const __m256i e = _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)b));
-    const __m256i normal = _mm256_slli_epi32(_mm256_sub_epi32(e, _mm256_set1_epi32(1)), 23);
-    const __m256i sub = _mm256_sllv_epi32(_mm256_set1_epi32(0x00200000), e); /* e < 2 */
-    const __m256i is_sub = _mm256_cmpgt_epi32(_mm256_set1_epi32(2), e);
-    return _mm256_castsi256_ps(_mm256_blendv_epi8(normal, sub, is_sub));
 }
 
 /* ---- block dots (Q8_0, Q4_0, Q5_0, IQ4_NL, MXFP4 weights x Q8_0 activations) --------------- */
@@ -364,8 +362,6 @@ INLINE __m256i unpack_q5_0(const uint8_t *blk) {
     return _mm256_sub_epi8(q, _mm256_set1_epi8(16));
 }
 
-/* The weight side of a group of 8 blocks at wg: quants (or codebook values), their magnitudes
- * (the sign trick's unsigned operand, once for every activation row) and scales. */
 /* The 32 weights of one block of kind k as int8, element order (table: k's codebook). */
 INLINE __m256i qvalues(enum qkind k, __m256i table, const uint8_t *blk) {
     return k == QK_Q8_0     ? _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2))
@@ -379,6 +375,8 @@ INLINE __m256i qcodebook(enum qkind k) {
     return iq_codebook(k == QK_MXFP4 ? moeinf_kvalues_mxfp4 : moeinf_kvalues_iq4nl);
 }
 
+/* The weight side of a group of 8 blocks at wg: quants (or codebook values), their magnitudes
+ * (the sign trick's unsigned operand, once for every activation row) and scales. */
 INLINE void qprep(enum qkind k, const uint8_t *wg, __m256i wq[8], __m256i aw[8], __m256 *dw) {
     const size_t bs = qk_bytes(k);
     const __m256i table = qcodebook(k);

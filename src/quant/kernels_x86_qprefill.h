@@ -9,8 +9,9 @@
  * keeps a pass of QG_PASS activation rows' group (QG_PASS x 272 bytes, 8.5 KiB) and their
  * scales in L1 and applies it to QG_WROWS weight rows, each group prepared once per pass.
  * The arithmetic of each (weight row, activation row) pair is qgroup's, in the same block
- * order, so every result equals vec_dot's bit for bit. On the avx2 table, Q8_0 weights take
- * the eight-row tile further down (q8r_*) and qgemm only for the last rows of a call.
+ * order, so every result equals vec_dot's bit for bit. On the avx2 table every kind here
+ * takes the eight-row tile further down (q8r_*), and qgemm only the last rows (fewer than
+ * eight) of a call; the avx512 (VNNI) table takes qgemm for all rows.
  */
 #ifndef MOEINF_QUANT_KERNELS_X86_QPREFILL_H
 #define MOEINF_QUANT_KERNELS_X86_QPREFILL_H
