@@ -148,33 +148,27 @@ INLINE void q8r_quad(const __m256i v[4], __m256i out[4]) {
     out[3] = _mm256_inserti128_si256(t3, _mm256_extracti128_si256(t1, 1), 0);
 }
 
-/* Block `off` (bytes into each row) of the rows wr[0..7]. */
-INLINE void q8r_prepare(enum qkind k, __m256i table, const uint8_t *const wr[8], size_t off,
+/* Block `off` (bytes into each row) of the eight rows w0, w0 + w_stride, ... */
+INLINE void q8r_prepare(enum qkind k, __m256i table, const uint8_t *w0, size_t w_stride, size_t off,
                         struct q8r_block *b) {
     for (int h = 0; h < 2; h++) {
         __m256i v[4];
         for (int i = 0; i < 4; i++)
-            v[i] = qvalues(k, table, wr[4 * h + i] + off);
+            v[i] = qvalues(k, table, w0 + (size_t)(4 * h + i) * w_stride + off);
         q8r_quad(v, b->w[h]);
         for (int i = 0; i < 4; i++)
             b->aw[h][i] = _mm256_sign_epi8(b->w[h][i], b->w[h][i]);
     }
+    __m256 d; /* row order */
     if (k == QK_MXFP4) {
         uint64_t e = 0;
-        for (int l = 0; l < 8; l++)
-            e |= (uint64_t)wr[q8r_row[l]][off] << (8 * l);
-        b->dw = iq_e8m0_half8_u64(e);
-        return;
+        for (int r = 0; r < 8; r++)
+            e |= (uint64_t)w0[(size_t)r * w_stride + off] << (8 * r);
+        d = iq_e8m0_half8_u64(e);
+    } else {
+        d = load_scales8(w0 + off, w_stride);
     }
-    __m128i s = _mm_cvtsi32_si128(load_u16(wr[q8r_row[0]] + off));
-    s = _mm_insert_epi16(s, load_u16(wr[q8r_row[1]] + off), 1);
-    s = _mm_insert_epi16(s, load_u16(wr[q8r_row[2]] + off), 2);
-    s = _mm_insert_epi16(s, load_u16(wr[q8r_row[3]] + off), 3);
-    s = _mm_insert_epi16(s, load_u16(wr[q8r_row[4]] + off), 4);
-    s = _mm_insert_epi16(s, load_u16(wr[q8r_row[5]] + off), 5);
-    s = _mm_insert_epi16(s, load_u16(wr[q8r_row[6]] + off), 6);
-    s = _mm_insert_epi16(s, load_u16(wr[q8r_row[7]] + off), 7);
-    b->dw = _mm256_cvtph_ps(s);
+    b->dw = _mm256_permutevar8x32_ps(d, _mm256_loadu_si256((const __m256i *)(const void *)q8r_row));
 }
 
 /* Eight rows' exact block dots against one activation block (quants at xq), lane l: row
@@ -198,8 +192,9 @@ INLINE __m256i q8r_step(bool small, const struct q8r_block *b, const uint8_t *xq
     return _mm256_hadd_epi32(p[0], p[1]);
 }
 
-/* y for weight rows wr[0..7] and activation rows 0..np-1 (np <= Q8R_PASS) of x. */
-INLINE void q8r_pass(enum qkind k, int64_t nb, int np, const uint8_t *const wr[8], size_t w_stride,
+/* y for the eight weight rows w0, w0 + w_stride, ... and activation rows 0..np-1
+ * (np <= Q8R_PASS) of x. */
+INLINE void q8r_pass(enum qkind k, int64_t nb, int np, const uint8_t *w0, size_t w_stride,
                      const uint8_t *x, size_t x_stride, float *y, size_t y_stride,
                      struct q8r_tile *t) {
     const size_t bs = qk_bytes(k);
@@ -221,9 +216,9 @@ INLINE void q8r_pass(enum qkind k, int64_t nb, int np, const uint8_t *const wr[8
         for (int i = 0; i < cb; i++) {
             const size_t off = (size_t)(b0 + i) * bs;
             /* the next eight rows' blocks: a prompt's expert weights come from DRAM once */
-            for (int r = 0; r < 8; r++)
-                _mm_prefetch((const char *)wr[r] + 8 * w_stride + off, _MM_HINT_T0);
-            q8r_prepare(k, table, wr, off, &t->blk[i]);
+            for (int r = 8; r < 16; r++)
+                _mm_prefetch((const char *)w0 + (size_t)r * w_stride + off, _MM_HINT_T0);
+            q8r_prepare(k, table, w0, w_stride, off, &t->blk[i]);
         }
         for (int i = 0; i < cb; i++) {
             const struct q8r_block *b = &t->blk[i];
@@ -253,11 +248,9 @@ INLINE void qgemm_rows8(enum qkind k, int64_t n, int64_t nr, int m, float *y, si
     struct q8r_tile t;
     const int64_t nr8 = nr / 8 * 8;
     for (int64_t r0 = 0; r0 < nr8; r0 += 8) {
-        const uint8_t *wr[8];
-        for (int i = 0; i < 8; i++)
-            wr[i] = (const uint8_t *)w + (size_t)(r0 + i) * w_stride;
+        const uint8_t *w0 = (const uint8_t *)w + (size_t)r0 * w_stride;
         for (int j0 = 0; j0 < m; j0 += Q8R_PASS)
-            q8r_pass(k, n / 32, m - j0 < Q8R_PASS ? m - j0 : Q8R_PASS, wr, w_stride,
+            q8r_pass(k, n / 32, m - j0 < Q8R_PASS ? m - j0 : Q8R_PASS, w0, w_stride,
                      (const uint8_t *)x + (size_t)j0 * x_stride, x_stride,
                      y + (size_t)j0 * y_stride + r0, y_stride, &t);
     }
