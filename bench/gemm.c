@@ -6,8 +6,8 @@
  *   bench_gemm [type [n [rows [m ...]]]]
  *     type  only this weight type (default, or "all": every type a table has a gemm for)
  *     n     row length (default 2048, a multiple of 256, or of the named type's block)
- *     rows  weight rows (default 1024: 2 MiB of Q8_0, from L3 as an expert's rows come
- *           from RAM once per prompt)
+ *     rows  weight rows (default 1024: 2 MiB of Q8_0, which repeated passes read from L3;
+ *           prefill reads an expert's rows from RAM, once per prompt)
  *     m     activation rows, one or more (default 5 8 16 64; an expert of OLMoE sees about
  *           8 of a 64-token prompt, one of Mixtral about 16)
  *

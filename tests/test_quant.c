@@ -1325,17 +1325,20 @@ static void test_gemm_q8_0_extremes(void) {
             memset(x[j] + b * 34 + 2, j % 3 == 1 ? 0x7f : 0x81, 32); /* 127 or -127 */
         }
     }
+    static float want[M][NR];
+    for (int j = 0; j < M; j++)
+        for (int r = 0; r < NR; r++)
+            want[j][r] =
+                (float)NB * 32.0f * (r % 2 ? 127.0f : -128.0f) * (j % 3 == 1 ? 127.0f : -127.0f);
     static float y[M][NR];
     for (int ti = 0; ti < n_tables; ti++) {
         const struct moeinf_kernels *k = tables[ti];
         int bad = 0;
         for (int j = 0; j < M; j++) {
             for (int r = 0; r < NR; r++) {
-                const float want = (float)NB * 32.0f * (r % 2 ? 127.0f : -128.0f) *
-                                   (j % 3 == 1 ? 127.0f : -127.0f);
                 float one_dot = NAN;
                 k->vec_dot[MOEINF_TYPE_Q8_0](n, &one_dot, w[r], x[j]);
-                bad += one_dot != want;
+                bad += one_dot != want[j][r];
                 y[j][r] = NAN;
             }
         }
@@ -1343,8 +1346,7 @@ static void test_gemm_q8_0_extremes(void) {
             k->gemm[MOEINF_TYPE_Q8_0](n, NR, M, &y[0][0], NR, w[0], sizeof w[0], x[0], sizeof x[0]);
             for (int j = 0; j < M; j++)
                 for (int r = 0; r < NR; r++)
-                    bad += y[j][r] != (float)NB * 32.0f * (r % 2 ? 127.0f : -128.0f) *
-                                          (j % 3 == 1 ? 127.0f : -127.0f);
+                    bad += y[j][r] != want[j][r];
         }
         CHECK_MSG(bad == 0, "%s q8_0 gemm extremes: %d cells differ", k->name, bad);
     }
