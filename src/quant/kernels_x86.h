@@ -51,6 +51,15 @@ INLINE uint16_t load_u16(const uint8_t *p) {
     return v;
 }
 
+/* A prefetch hint for the byte `ahead` bytes past p. The kernels prefetch a fixed distance
+ * ahead, which on the last rows lies past the end of the weight matrix: forming that address
+ * by pointer arithmetic would be undefined behaviour, so it is computed as an integer (a
+ * prefetch never faults, whatever the address). */
+INLINE void prefetch_ahead(const void *p, size_t ahead) {
+    /* NOLINTNEXTLINE(performance-no-int-to-ptr): the address may lie outside every object */
+    _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + ahead), _MM_HINT_T0);
+}
+
 /* ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)), as quant_ref.c's hsum8. */
 INLINE float hsum8_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -557,11 +566,12 @@ static void vec_dot_rows_q5_0(int64_t n, int64_t nr, float *s, const void *w, si
  * hints keep pace with the reads whatever the block size (each step's lines overlap the next
  * step's). A fixed three lines fell behind on Q6_K (210-byte blocks: 3.3 lines a step;
  * docs/PERFORMANCE.md, 2026-12-02, K-quant rows prefetch one line per 64 bytes of block); on
- * 18-24-byte blocks it is one hint a block, not three. */
-#define K_PREFETCH_BLOCK(p, wbytes)                                                                \
+ * 18-24-byte blocks it is one hint a block, not three. The block starts `ahead` bytes past p
+ * (prefetch_ahead). */
+#define K_PREFETCH_BLOCK(p, ahead, wbytes)                                                         \
     do {                                                                                           \
         for (size_t pf_l = 0; pf_l < (size_t)(wbytes); pf_l += 64)                                 \
-            _mm_prefetch((p) + pf_l, _MM_HINT_T0);                                                 \
+            prefetch_ahead((p), (size_t)(ahead) + pf_l);                                           \
     } while (0)
 
 #define XCHUNK      64 /* groups of 8 blocks prepared at once: 16384 elements, about 20 KiB */
@@ -764,7 +774,7 @@ INLINE __m256 q8_row(const uint8_t *w, const struct xq8_group *xg, int64_t nbk, 
                 for (int64_t g = 0; g < ng; g++)                                                   \
                     for (int k = 0; k < Q_STREAMS; k++) {                                          \
                         const uint8_t *wg = wr[k] + (size_t)g * 8 * (wbytes);                      \
-                        K_PREFETCH_BLOCK((const char *)wg + K_PREFETCH, 8 * (wbytes));             \
+                        K_PREFETCH_BLOCK(wg, K_PREFETCH, 8 * (wbytes));                            \
                         acc[k] = group(wg, &xg[g], acc[k]);                                        \
                     }                                                                              \
                 for (int k = 0; k < Q_STREAMS; k++) /* the partial group, if any */                \
@@ -1157,8 +1167,7 @@ INLINE void k_float_steps(__m256 dw, __m256 dmin, __m256 dx, __m256i isum, __m25
                 wr[k] = wb + (size_t)(k * q + i) * w_stride;                                       \
             for (int64_t b = 0; b < nb; b++)                                                       \
                 for (int k = 0; k < ROW_STREAMS; k++) {                                            \
-                    K_PREFETCH_BLOCK((const char *)wr[k] + (size_t)b * (wbytes) + K_PREFETCH,      \
-                                     wbytes);                                                      \
+                    K_PREFETCH_BLOCK(wr[k], (size_t)b *(wbytes) + K_PREFETCH, wbytes);             \
                     K_STEP(wr[k] + (size_t)b * (wbytes), xb + (size_t)b * (xbytes), &a[k][b & 7]); \
                 }                                                                                  \
             for (int k = 0; k < ROW_STREAMS; k++)                                                  \

@@ -35,7 +35,7 @@ INLINE void qg_group(enum qkind k, int nw, int mp, const uint8_t *w, size_t w_st
         const uint8_t *wg = w + (size_t)r * w_stride + woff;
         /* the next tile's group: a prompt's expert weights come from DRAM once */
         for (size_t l = 0; l < gbytes; l += 64)
-            _mm_prefetch((const char *)wg + QG_WROWS * w_stride + l, _MM_HINT_T0);
+            prefetch_ahead(wg, QG_WROWS * w_stride + l);
         __m256i wq[8];
         __m256i aw[8];
         __m256 dw;
@@ -217,7 +217,7 @@ INLINE void q8r_pass(enum qkind k, int64_t nb, int np, const uint8_t *w0, size_t
             const size_t off = (size_t)(b0 + i) * bs;
             /* the next eight rows' blocks: a prompt's expert weights come from DRAM once */
             for (int r = 8; r < 16; r++)
-                _mm_prefetch((const char *)w0 + (size_t)r * w_stride + off, _MM_HINT_T0);
+                prefetch_ahead(w0, (size_t)r * w_stride + off);
             q8r_prepare(k, table, w0, w_stride, off, &t->blk[i]);
         }
         for (int i = 0; i < cb; i++) {
