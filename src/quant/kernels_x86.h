@@ -1167,7 +1167,7 @@ INLINE void k_float_steps(__m256 dw, __m256 dmin, __m256 dx, __m256i isum, __m25
                 wr[k] = wb + (size_t)(k * q + i) * w_stride;                                       \
             for (int64_t b = 0; b < nb; b++)                                                       \
                 for (int k = 0; k < ROW_STREAMS; k++) {                                            \
-                    K_PREFETCH_BLOCK(wr[k], (size_t)b *(wbytes) + K_PREFETCH, wbytes);             \
+                    K_PREFETCH_BLOCK(wr[k], K_PREFETCH + (wbytes) * (size_t)b, wbytes);            \
                     K_STEP(wr[k] + (size_t)b * (wbytes), xb + (size_t)b * (xbytes), &a[k][b & 7]); \
                 }                                                                                  \
             for (int k = 0; k < ROW_STREAMS; k++)                                                  \
