@@ -158,9 +158,10 @@ def checked_calls(root, name, hits, spans):
     of the name cscope gave, or, where it named the wrong function too, to the one file whose
     line is the text cscope quoted. A hit that fits no file is dropped (cscope has also been
     seen to name a line that holds the name in no file, and which one depends on the order it
-    indexed the files in); the text scan of scan_calls still finds every real call. Returns
-    ([(file, line)], how many moved, how many dropped); RuntimeError when a hit fits several
-    files."""
+    indexed the files in), and so is a hit whose quoted text is the same line in several files
+    (two files had `st = moeinf_fail(err, MOEINF_ERR_FORMAT,` at line 95): the text scan of
+    scan_calls still finds every real call. Returns ([(file, line)], how many moved, how many
+    dropped); RuntimeError when several files fit by the function's name."""
     texts = {}
 
     def holds(path, line):
@@ -184,6 +185,8 @@ def checked_calls(root, name, hits, spans):
                 and any(first <= line <= last and n == caller for first, last, n in spans[f])]
         if not fits and text:
             fits = [f for f in spans if holds(f, line) and same_text(f, line, text)]
+            if len(fits) > 1:
+                fits = []
         if not fits:
             unplaced += 1
             continue
@@ -418,7 +421,7 @@ def main():
     n_call_edges = sum(len(d) for d in call_labels.values())
     print(f"check_cycles: {len(files)} files, {n_inc} include edges, {n_call_edges} call edges "
           f"({n_calls} calls across files; cscope hits: {n_dropped} outside any definition, "
-          f"{n_moved} moved to their file, {n_unplaced} in no file, dropped, {n_scan_only} calls "
+          f"{n_moved} moved to their file, {n_unplaced} in no one file, dropped, {n_scan_only} calls "
           f"it missed"
           + (f", {len(crashed)} queries it crashed on, left to the scan" if crashed else "")
           + "): "
