@@ -158,9 +158,9 @@ def checked_calls(root, name, hits, spans):
     of the name cscope gave, or, where it named the wrong function too, to the one file whose
     line is the text cscope quoted. A hit that fits no file is dropped (cscope has also been
     seen to name a line that holds the name in no file, and which one depends on the order it
-    indexed the files in), and so is a hit whose quoted text is the same line in several files
-    (two files had `st = moeinf_fail(err, MOEINF_ERR_FORMAT,` at line 95): the text scan of
-    scan_calls still finds every real call. Returns ([(file, line)], how many moved, how many
+    indexed the files in), and so is a hit whose quoted text several files have at that line
+    (a common call such as `st = moeinf_fail(err, ...` can be): the text scan of scan_calls
+    still finds every real call. Returns ([(file, line)], how many moved, how many
     dropped); RuntimeError when several files fit by the function's name."""
     texts = {}
 
