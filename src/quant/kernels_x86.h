@@ -60,6 +60,16 @@ INLINE void prefetch_ahead(const void *p, size_t ahead) {
     _mm_prefetch((const char *)(uintptr_t)((uintptr_t)p + ahead), _MM_HINT_T0);
 }
 
+/* Prefetches the `bytes` bytes that start `ahead` bytes past p: one hint per 64 bytes, so that
+ * the hints keep pace with the reads whatever the block size (each step's lines overlap the
+ * next step's). A fixed three lines fell behind on Q6_K (210-byte blocks: 3.3 lines a step;
+ * docs/PERFORMANCE.md, 2026-12-02, K-quant rows prefetch one line per 64 bytes of block); on
+ * 18-24-byte blocks it is one hint a block, not three. */
+INLINE void prefetch_block(const void *p, size_t ahead, size_t bytes) {
+    for (size_t l = 0; l < bytes; l += 64)
+        prefetch_ahead(p, ahead + l);
+}
+
 /* ((v0 + v4) + (v2 + v6)) + ((v1 + v5) + (v3 + v7)), as quant_ref.c's hsum8. */
 INLINE float hsum8_ps(__m256 v) {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -562,18 +572,6 @@ static void vec_dot_rows_q5_0(int64_t n, int64_t nr, float *s, const void *w, si
  * Prefetches past the last row are hints and never fault. */
 #define K_PREFETCH 1024
 
-/* Prefetches the block of `wbytes` bytes at p: one hint per 64 bytes of block, so that the
- * hints keep pace with the reads whatever the block size (each step's lines overlap the next
- * step's). A fixed three lines fell behind on Q6_K (210-byte blocks: 3.3 lines a step;
- * docs/PERFORMANCE.md, 2026-12-02, K-quant rows prefetch one line per 64 bytes of block); on
- * 18-24-byte blocks it is one hint a block, not three. The block starts `ahead` bytes past p
- * (prefetch_ahead). */
-#define K_PREFETCH_BLOCK(p, ahead, wbytes)                                                         \
-    do {                                                                                           \
-        for (size_t pf_l = 0; pf_l < (size_t)(wbytes); pf_l += 64)                                 \
-            prefetch_ahead((p), (size_t)(ahead) + pf_l);                                           \
-    } while (0)
-
 #define XCHUNK      64 /* groups of 8 blocks prepared at once: 16384 elements, about 20 KiB */
 #define XCHUNK_ROWS 4  /* rows per pass when a row needs more than one chunk */
 
@@ -774,7 +772,7 @@ INLINE __m256 q8_row(const uint8_t *w, const struct xq8_group *xg, int64_t nbk, 
                 for (int64_t g = 0; g < ng; g++)                                                   \
                     for (int k = 0; k < Q_STREAMS; k++) {                                          \
                         const uint8_t *wg = wr[k] + (size_t)g * 8 * (wbytes);                      \
-                        K_PREFETCH_BLOCK(wg, K_PREFETCH, 8 * (wbytes));                            \
+                        prefetch_block(wg, K_PREFETCH, (size_t)8 * (wbytes));                      \
                         acc[k] = group(wg, &xg[g], acc[k]);                                        \
                     }                                                                              \
                 for (int k = 0; k < Q_STREAMS; k++) /* the partial group, if any */                \
@@ -1167,7 +1165,7 @@ INLINE void k_float_steps(__m256 dw, __m256 dmin, __m256 dx, __m256i isum, __m25
                 wr[k] = wb + (size_t)(k * q + i) * w_stride;                                       \
             for (int64_t b = 0; b < nb; b++)                                                       \
                 for (int k = 0; k < ROW_STREAMS; k++) {                                            \
-                    K_PREFETCH_BLOCK(wr[k], K_PREFETCH + (wbytes) * (size_t)b, wbytes);            \
+                    prefetch_block(wr[k], K_PREFETCH + (wbytes) * (size_t)b, wbytes);              \
                     K_STEP(wr[k] + (size_t)b * (wbytes), xb + (size_t)b * (xbytes), &a[k][b & 7]); \
                 }                                                                                  \
             for (int k = 0; k < ROW_STREAMS; k++)                                                  \

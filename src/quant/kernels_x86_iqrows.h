@@ -165,7 +165,7 @@ INLINE __m256 cb_row(enum cbkind k, const uint8_t *w, const struct xq4_group *xg
                 for (int64_t g = 0; g < ng; g++)                                                   \
                     for (int k = 0; k < CB_STREAMS; k++) {                                         \
                         const uint8_t *wg = wr[k] + (size_t)g * 8 * bs;                            \
-                        K_PREFETCH_BLOCK(wg, CB_PF, 8 * bs);                                       \
+                        prefetch_block(wg, CB_PF, 8 * bs);                                         \
                         acc[k] = cb_group(kind, wg, &xg[g], acc[k]);                               \
                     }                                                                              \
                 for (int k = 0; k < CB_STREAMS; k++) /* the partial group, if any */               \

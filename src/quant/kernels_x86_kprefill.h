@@ -293,8 +293,7 @@ INLINE void kq_store(const __m256 v[8], int rows, float *y, size_t y_stride) {
             for (int r = 0; r < nw; r++) {                                                         \
                 const uint8_t *wrb = w + (size_t)r * w_stride + (size_t)b * (wbytes);              \
                 /* the next tile's block: a prompt's expert weights come from DRAM once */         \
-                for (int l = 0; l < (wbytes); l += 64)                                             \
-                    prefetch_ahead(wrb, (size_t)l + KQ_WROWS * w_stride);                          \
+                prefetch_block(wrb, KQ_WROWS *w_stride, wbytes);                                   \
                 struct kq_prep p;                                                                  \
                 PREP(wrb, &p);                                                                     \
                 for (int c = 0; c < n_chunks; c++) {                                               \

@@ -53,7 +53,7 @@ INLINE __m256 kr_f16x8(const uint8_t *const wr[KR_ROWS], size_t boff, size_t at)
             for (int64_t b = 0; b < nb; b++) {                                                     \
                 const size_t boff = (size_t)b * (wbytes);                                          \
                 for (int k = 0; k < KR_ROWS; k++) {                                                \
-                    K_PREFETCH_BLOCK(wr[k], boff + K_PREFETCH, wbytes);                            \
+                    prefetch_block(wr[k], boff + K_PREFETCH, wbytes);                              \
                 }                                                                                  \
                 STEP(wr, boff, xb + (size_t)b * QK_K_BYTES_X, &a[b & 7]);                          \
             }                                                                                      \

@@ -34,8 +34,7 @@ INLINE void qg_group(enum qkind k, int nw, int mp, const uint8_t *w, size_t w_st
     for (int r = 0; r < nw; r++) {
         const uint8_t *wg = w + (size_t)r * w_stride + woff;
         /* the next tile's group: a prompt's expert weights come from DRAM once */
-        for (size_t l = 0; l < gbytes; l += 64)
-            prefetch_ahead(wg, QG_WROWS * w_stride + l);
+        prefetch_block(wg, QG_WROWS * w_stride, gbytes);
         __m256i wq[8];
         __m256i aw[8];
         __m256 dw;
