@@ -9,9 +9,8 @@
  * keeps a pass of QG_PASS activation rows' group (QG_PASS x 272 bytes, 8.5 KiB) and their
  * scales in L1 and applies it to QG_WROWS weight rows, each group prepared once per pass.
  * The arithmetic of each (weight row, activation row) pair is qgroup's, in the same block
- * order, so every result equals vec_dot's bit for bit. On the avx2 table every kind here
- * takes the eight-row tile further down (q8r_*), and qgemm only the last rows (fewer than
- * eight) of a call; the avx512 (VNNI) table takes qgemm for all rows.
+ * order, so every result equals vec_dot's bit for bit. Every kind here takes the eight-row
+ * tile further down (q8r_*), and qgemm only the last rows (fewer than eight) of a call.
  */
 #ifndef MOEINF_QUANT_KERNELS_X86_QPREFILL_H
 #define MOEINF_QUANT_KERNELS_X86_QPREFILL_H
@@ -98,8 +97,7 @@ INLINE void qgemm(enum qkind k, int64_t n, int64_t nr, int m, float *y, size_t y
                         (const uint8_t *)x + (size_t)j0 * x_stride, x_stride, &t);
 }
 
-#if !defined(X86_VNNI)
-/* ---- eight weight rows in one vector (the avx2 table) --------------------------------------
+/* ---- eight weight rows in one vector -------------------------------------------------------
  *
  * qgemm's pairs each end in a vector of 8 int32 lanes of one block's dot, which sum_lanes8
  * reduces with 6 vphaddd per 8 blocks (qgroup_dx_small: 2); on Zen 1 vphaddd runs on the pipe
@@ -115,10 +113,13 @@ INLINE void qgemm(enum qkind k, int64_t n, int64_t nr, int m, float *y, size_t y
  *
  * Each block's integer dot is exact whatever the grouping, and lane l of acc[j][k] sums the
  * blocks b = k mod 8 of row q8r_row[l] in block order with qgroup_dx's float steps ((dw*dx) *
- * isum + acc), so hsum8_ps over k gives vec_dot's result bit for bit. (The VNNI table keeps
- * qgemm: vpdpbusd already folds the widening, and no machine here could time it.) */
-#    define Q8R_PASS  32 /* activation rows per pass */
-#    define Q8R_CHUNK 8  /* blocks prepared at a time */
+ * isum + acc), so hsum8_ps over k gives vec_dot's result bit for bit. On the VNNI table
+ * (avx512) vpdpbusd adds each quarter's products into the quad's int32 lanes in one step, for
+ * every kind; the one vphaddd per 8 block pairs is the same. There too the tile beats qgemm,
+ * whose 6 vphaddd per 8 block pairs remain (Intel Xeon family 6 model 207, bench_gemm: 0.6-0.8
+ * of qgemm's time; docs/PERFORMANCE.md). */
+#define Q8R_PASS  32 /* activation rows per pass */
+#define Q8R_CHUNK 8  /* blocks prepared at a time */
 
 /* The row whose dot lands in lane l of a step's vector (vphaddd of quads 0-3 and 4-7). */
 static const int q8r_row[8] = {0, 1, 4, 5, 2, 3, 6, 7};
@@ -173,21 +174,30 @@ INLINE void q8r_prepare(enum qkind k, __m256i table, const uint8_t *w0, size_t w
 /* Eight rows' exact block dots against one activation block (quants at xq), lane l: row
  * q8r_row[l]. small: every |w| <= 16. */
 INLINE __m256i q8r_step(bool small, const struct q8r_block *b, const uint8_t *xq) {
+#if !defined(X86_VNNI)
     const __m256i ones = _mm256_set1_epi16(1);
+#endif
     __m256i p[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int q = 0; q < 4; q++) {
         int64_t v;
         memcpy(&v, xq + (size_t)8 * q, sizeof v);
         const __m256i xv = _mm256_set1_epi64x(v);
         for (int h = 0; h < 2; h++) {
+#if defined(X86_VNNI)
+            (void)small;
+            p[h] = _mm256_dpbusd_epi32(p[h], b->aw[h][q], _mm256_sign_epi8(xv, b->w[h][q]));
+#else
             const __m256i m = _mm256_maddubs_epi16(b->aw[h][q], _mm256_sign_epi8(xv, b->w[h][q]));
             p[h] = small ? _mm256_add_epi16(p[h], m)
                          : _mm256_add_epi32(p[h], _mm256_madd_epi16(m, ones));
+#endif
         }
     }
+#if !defined(X86_VNNI)
     if (small)
         for (int h = 0; h < 2; h++)
             p[h] = _mm256_madd_epi16(p[h], ones);
+#endif
     return _mm256_hadd_epi32(p[0], p[1]);
 }
 
@@ -258,10 +268,7 @@ INLINE void qgemm_rows8(enum qkind k, int64_t n, int64_t nr, int m, float *y, si
               w_stride, x, x_stride);
 }
 
-#    define QGEMM_TILE qgemm_rows8
-#else
-#    define QGEMM_TILE qgemm
-#endif
+#define QGEMM_TILE qgemm_rows8
 
 static void gemm_q8_0(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                       size_t w_stride, const void *x, size_t x_stride) {
