@@ -9,8 +9,9 @@
  * keeps a pass of QG_PASS activation rows' group (QG_PASS x 272 bytes, 8.5 KiB) and their
  * scales in L1 and applies it to QG_WROWS weight rows, each group prepared once per pass.
  * The arithmetic of each (weight row, activation row) pair is qgroup's, in the same block
- * order, so every result equals vec_dot's bit for bit. Every kind here takes the eight-row
- * tile further down (q8r_*), and qgemm only the last rows (fewer than eight) of a call.
+ * order, so every result equals vec_dot's bit for bit. Every kind here takes an eight-row
+ * tile further down (avx2: q8r_*, 256-bit; avx512: q8z_*, 512-bit with vpdpbusd), and qgemm
+ * only the last rows (fewer than eight) of a call.
  */
 #ifndef MOEINF_QUANT_KERNELS_X86_QPREFILL_H
 #define MOEINF_QUANT_KERNELS_X86_QPREFILL_H
@@ -97,7 +98,11 @@ INLINE void qgemm(enum qkind k, int64_t n, int64_t nr, int m, float *y, size_t y
                         (const uint8_t *)x + (size_t)j0 * x_stride, x_stride, &t);
 }
 
-/* ---- eight weight rows in one vector -------------------------------------------------------
+#define Q8R_PASS  32 /* activation rows per pass */
+#define Q8R_CHUNK 8  /* blocks prepared at a time */
+
+#if !defined(X86_VNNI)
+/* ---- eight weight rows in one vector (the avx2 table) --------------------------------------
  *
  * qgemm's pairs each end in a vector of 8 int32 lanes of one block's dot, which sum_lanes8
  * reduces with 6 vphaddd per 8 blocks (qgroup_dx_small: 2); on Zen 1 vphaddd runs on the pipe
@@ -113,14 +118,8 @@ INLINE void qgemm(enum qkind k, int64_t n, int64_t nr, int m, float *y, size_t y
  *
  * Each block's integer dot is exact whatever the grouping, and lane l of acc[j][k] sums the
  * blocks b = k mod 8 of row q8r_row[l] in block order with qgroup_dx's float steps ((dw*dx) *
- * isum + acc), so hsum8_ps over k gives vec_dot's result bit for bit. On the VNNI table
- * (avx512) vpdpbusd adds each quarter's products into the quad's int32 lanes in one step, for
- * every kind; the one vphaddd per 8 block pairs is the same. There too the tile beats qgemm,
- * whose 6 vphaddd per 8 block pairs remain (Intel Xeon family 6 model 207, bench_gemm: 0.6-0.8
- * of qgemm's time; docs/PERFORMANCE.md). */
-#define Q8R_PASS  32 /* activation rows per pass */
-#define Q8R_CHUNK 8  /* blocks prepared at a time */
-
+ * isum + acc), so hsum8_ps over k gives vec_dot's result bit for bit. The VNNI table has
+ * its own tile, in 512-bit vectors, further down. */
 /* The row whose dot lands in lane l of a step's vector (vphaddd of quads 0-3 and 4-7). */
 static const int q8r_row[8] = {0, 1, 4, 5, 2, 3, 6, 7};
 
@@ -174,30 +173,21 @@ INLINE void q8r_prepare(enum qkind k, __m256i table, const uint8_t *w0, size_t w
 /* Eight rows' exact block dots against one activation block (quants at xq), lane l: row
  * q8r_row[l]. small: every |w| <= 16. */
 INLINE __m256i q8r_step(bool small, const struct q8r_block *b, const uint8_t *xq) {
-#if !defined(X86_VNNI)
     const __m256i ones = _mm256_set1_epi16(1);
-#endif
     __m256i p[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
     for (int q = 0; q < 4; q++) {
         int64_t v;
         memcpy(&v, xq + (size_t)8 * q, sizeof v);
         const __m256i xv = _mm256_set1_epi64x(v);
         for (int h = 0; h < 2; h++) {
-#if defined(X86_VNNI)
-            (void)small;
-            p[h] = _mm256_dpbusd_epi32(p[h], b->aw[h][q], _mm256_sign_epi8(xv, b->w[h][q]));
-#else
             const __m256i m = _mm256_maddubs_epi16(b->aw[h][q], _mm256_sign_epi8(xv, b->w[h][q]));
             p[h] = small ? _mm256_add_epi16(p[h], m)
                          : _mm256_add_epi32(p[h], _mm256_madd_epi16(m, ones));
-#endif
         }
     }
-#if !defined(X86_VNNI)
     if (small)
         for (int h = 0; h < 2; h++)
             p[h] = _mm256_madd_epi16(p[h], ones);
-#endif
     return _mm256_hadd_epi32(p[0], p[1]);
 }
 
@@ -268,7 +258,172 @@ INLINE void qgemm_rows8(enum qkind k, int64_t n, int64_t nr, int m, float *y, si
               w_stride, x, x_stride);
 }
 
-#define QGEMM_TILE qgemm_rows8
+#    define QGEMM_TILE qgemm_rows8
+#else
+/* ---- eight weight rows in one 512-bit vector (the avx512 table) ----------------------------
+ *
+ * As the avx2 tile, with all eight rows' quarter q in one vector ([row 0 | ... | row 7], 8
+ * bytes each) against the activation row's quarter broadcast to all eight: four vpdpbusd per
+ * activation block against eight rows, and no sign trick. vpdpbusd takes its first
+ * operand unsigned, so the activation quants go in offset by 128 (x ^ 0x80 is x + 128 in
+ * [1, 255]) and each row's 128 * sum(w) is subtracted after: (x + 128) . w - 128 sum(w) = x . w,
+ * exact in int32 (the offset quants are copied once per chunk of blocks and pass). A row's
+ * two lanes are added across two activation rows at once (two
+ * vpermt2d and one add), leaving [activation row j: rows 0-7 | row j + 1: rows 0-7]. The float
+ * steps per lane are the tile's ((dw*dx) * isum + acc, blocks k mod 8, hsum8_ps), so every
+ * output still equals vec_dot bit for bit. On an Intel Xeon (family 6 model 207) it took
+ * 0.7-0.8 of the ticks of the 256-bit tile with vpdpbusd, itself 0.6-0.8 of qgemm's
+ * (docs/PERFORMANCE.md). */
+struct q8z_block {
+    __m512i w[4]; /* quarter q: elements 8q..8q+7 of rows 0-7 */
+    __m512i corr; /* 128 * sum(w) of rows 0-7, twice */
+    __m512 dw;    /* the rows' scales, twice */
+};
+
+struct q8z_tile {
+    __m512 acc[Q8R_PASS / 2][8]; /* activation rows 2p, 2p + 1; blocks k mod 8 */
+    float dx[Q8R_PASS + 1][Q8R_CHUNK];
+    uint8_t xu[Q8R_PASS + 1][Q8R_CHUNK][32]; /* the chunk's activation quants + 128 */
+    struct q8z_block blk[Q8R_CHUNK];
+};
+
+/* Lanes 2r + h of a and b as [a's row sums | b's row sums] (h = 0: even lanes, 1: odd). */
+INLINE __m512i q8z_rowsums(__m512i a, __m512i b) {
+    const __m512i even =
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    const __m512i odd =
+        _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
+    return _mm512_add_epi32(_mm512_permutex2var_epi32(a, even, b),
+                            _mm512_permutex2var_epi32(a, odd, b));
+}
+
+/* Block `off` of the eight rows w0, w0 + w_stride, ... */
+INLINE void q8z_prepare(enum qkind k, __m256i table, const uint8_t *w0, size_t w_stride, size_t off,
+                        struct q8z_block *b) {
+    __m512i z[4]; /* rows 2i and 2i + 1, element order */
+    for (int i = 0; i < 4; i++) {
+        const __m256i lo = qvalues(k, table, w0 + (size_t)(2 * i) * w_stride + off);
+        const __m256i hi = qvalues(k, table, w0 + (size_t)(2 * i + 1) * w_stride + off);
+        z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+    }
+    /* qword 4 * (r % 2) + q of z[r / 2] to qword r of quarter q */
+    for (int q = 0; q < 4; q += 2) {
+        const __m512i idx = _mm512_setr_epi64(q, 4 + q, 8 + q, 12 + q, q + 1, 5 + q, 9 + q, 13 + q);
+        const __m512i t01 = _mm512_permutex2var_epi64(z[0], idx, z[1]);
+        const __m512i t23 = _mm512_permutex2var_epi64(z[2], idx, z[3]);
+        b->w[q] = _mm512_shuffle_i64x2(t01, t23, 0x44);     /* lower halves */
+        b->w[q + 1] = _mm512_shuffle_i64x2(t01, t23, 0xee); /* upper halves */
+    }
+    __m512i c = _mm512_setzero_si512();
+    for (int q = 0; q < 4; q++)
+        c = _mm512_dpbusd_epi32(c, _mm512_set1_epi8((char)0x80), b->w[q]);
+    b->corr = q8z_rowsums(c, c);
+    __m256 d; /* row order */
+    if (k == QK_MXFP4) {
+        uint64_t e = 0;
+        for (int r = 0; r < 8; r++)
+            e |= (uint64_t)w0[(size_t)r * w_stride + off] << (8 * r);
+        d = iq_e8m0_half8_u64(e);
+    } else {
+        d = load_scales8(w0 + off, w_stride);
+    }
+    b->dw = _mm512_insertf32x8(_mm512_castps256_ps512(d), d, 1);
+}
+
+/* The eight rows' block dots, offset by 128 sum(w), against one activation block's quants
+ * + 128 (xu); row r's sum is in lanes 2r and 2r + 1. */
+INLINE __m512i q8z_step(const struct q8z_block *b, const uint8_t *xu) {
+    __m512i p = _mm512_setzero_si512();
+    for (int q = 0; q < 4; q++) {
+        int64_t v;
+        memcpy(&v, xu + (size_t)8 * q, sizeof v);
+        p = _mm512_dpbusd_epi32(p, _mm512_set1_epi64(v), b->w[q]);
+    }
+    return p;
+}
+
+/* y for the eight weight rows w0, w0 + w_stride, ... and activation rows 0..np-1
+ * (np <= Q8R_PASS) of x. */
+INLINE void q8z_pass(enum qkind k, int64_t nb, int np, const uint8_t *w0, size_t w_stride,
+                     const uint8_t *x, size_t x_stride, float *y, size_t y_stride,
+                     struct q8z_tile *t) {
+    const size_t bs = qk_bytes(k);
+    const __m256i table = qcodebook(k);
+    const int npairs = (np + 1) / 2;
+    for (int p = 0; p < npairs; p++)
+        for (int i = 0; i < 8; i++)
+            t->acc[p][i] = _mm512_setzero_ps();
+    /* an odd last row pairs with a row of zero quants and scales, whose lanes are dropped */
+    memset(t->dx[np], 0, sizeof t->dx[np]);
+    memset(t->xu[np], 0x80, sizeof t->xu[np]);
+    for (int64_t b0 = 0; b0 < nb; b0 += Q8R_CHUNK) {
+        const int cb = nb - b0 < Q8R_CHUNK ? (int)(nb - b0) : Q8R_CHUNK;
+        for (int j = 0; j < np; j++) {
+            const uint8_t *xb = x + (size_t)j * x_stride + (size_t)b0 * Q8_BYTES;
+            if (cb == Q8R_CHUNK) _mm256_storeu_ps(t->dx[j], load_scales8(xb, Q8_BYTES));
+            for (int i = 0; i < cb; i++) {
+                const uint8_t *blk = xb + (size_t)i * Q8_BYTES;
+                if (cb < Q8R_CHUNK) t->dx[j][i] = moeinf_fp16_to_fp32(load_u16(blk));
+                const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
+                _mm256_storeu_si256((__m256i *)(void *)t->xu[j][i],
+                                    _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)));
+            }
+        }
+        for (int i = 0; i < cb; i++) {
+            const size_t off = (size_t)(b0 + i) * bs;
+            /* the next eight rows' blocks: a prompt's expert weights come from DRAM once */
+            for (int r = 8; r < 16; r++)
+                prefetch_ahead(w0, (size_t)r * w_stride + off);
+            q8z_prepare(k, table, w0, w_stride, off, &t->blk[i]);
+        }
+        for (int i = 0; i < cb; i++) {
+            const struct q8z_block *b = &t->blk[i];
+            const int lane = (int)((b0 + i) % 8);
+            for (int p = 0; p < npairs; p++) {
+                const int j0 = 2 * p;
+                const int j1 = j0 + 1 < np ? j0 + 1 : np;
+                const __m512i isum = _mm512_sub_epi32(
+                    q8z_rowsums(q8z_step(b, t->xu[j0][i]), q8z_step(b, t->xu[j1][i])), b->corr);
+                const __m512 dx =
+                    _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(t->dx[j0][i])),
+                                       _mm256_set1_ps(t->dx[j1][i]), 1);
+                t->acc[p][lane] = _mm512_fmadd_ps(_mm512_mul_ps(b->dw, dx),
+                                                  _mm512_cvtepi32_ps(isum), t->acc[p][lane]);
+            }
+        }
+    }
+    for (int p = 0; p < npairs; p++) {
+        float v[8][16];
+        for (int i = 0; i < 8; i++)
+            _mm512_storeu_ps(v[i], t->acc[p][i]);
+        for (int h = 0; h < 2 && 2 * p + h < np; h++)
+            for (int r = 0; r < 8; r++) {
+                const int l = 8 * h + r;
+                y[(size_t)(2 * p + h) * y_stride + (size_t)r] = hsum8_ps(_mm256_setr_ps(
+                    v[0][l], v[1][l], v[2][l], v[3][l], v[4][l], v[5][l], v[6][l], v[7][l]));
+            }
+    }
+}
+
+/* The rows in groups of eight by q8z_pass, the last (fewer than eight) by qgemm. */
+INLINE void qgemm_rows8z(enum qkind k, int64_t n, int64_t nr, int m, float *y, size_t y_stride,
+                         const void *w, size_t w_stride, const void *x, size_t x_stride) {
+    struct q8z_tile t;
+    const int64_t nr8 = nr / 8 * 8;
+    for (int64_t r0 = 0; r0 < nr8; r0 += 8) {
+        const uint8_t *w0 = (const uint8_t *)w + (size_t)r0 * w_stride;
+        for (int j0 = 0; j0 < m; j0 += Q8R_PASS)
+            q8z_pass(k, n / 32, m - j0 < Q8R_PASS ? m - j0 : Q8R_PASS, w0, w_stride,
+                     (const uint8_t *)x + (size_t)j0 * x_stride, x_stride,
+                     y + (size_t)j0 * y_stride + r0, y_stride, &t);
+    }
+    if (nr8 < nr)
+        qgemm(k, n, nr - nr8, m, y + nr8, y_stride, (const uint8_t *)w + (size_t)nr8 * w_stride,
+              w_stride, x, x_stride);
+}
+
+#    define QGEMM_TILE qgemm_rows8z
+#endif
 
 static void gemm_q8_0(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                       size_t w_stride, const void *x, size_t x_stride) {
