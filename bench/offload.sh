@@ -34,7 +34,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 models=${MOEINF_BENCH_MODELS:-bench/models}
 model=$models/olmoe-shape-16-q8_0.gguf threads=$(nproc) budgets="50 25"
-prompt=64 gen=128 slow_gen= rounds=2 mmap_path=1 extra=()
+prompt=64 gen=128 slow_gen="" rounds=2 mmap_path=1 extra=()
 while [ $# -gt 0 ]; do
   case "$1" in
     -m) model=$2; shift 2 ;;

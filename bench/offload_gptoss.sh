@@ -106,7 +106,7 @@ else
   n_layer=$(awk '$1 == "gpt-oss.block_count" { n = $4 } END { print n }' <<<"$listing")
   layer=$(awk '$2 ~ /^blk\.0\./ { s += $NF } END { printf "%.0f", s }' <<<"$listing")
   full=$(awk -v s="$size" -v n="$n_layer" -v l="$layer" 'BEGIN { printf "%.0f", s + (36 - n) * l }')
-  limits=cut
+  limits="cut"
   limit_bytes[cut]=$(awk -v s="$size" -v f="$full" -v g="$memory_gib" \
                      'BEGIN { printf "%.0f", g * 1073741824 * s / f }')
   what="CUT-LAYER FILE: $n_layer of gpt-oss-120b's 36 layers; limit ${memory_gib} GiB x"

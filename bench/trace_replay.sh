@@ -148,11 +148,12 @@ for trace in "$traces"/*.txt; do
        for (i = 0; i < n; i++) printf "%s ", p[(i + r) % n + 1] }' <<<"$policies")
      for policy in $order; do
       for pf in $prefetch_list; do
+        # shellcheck disable=SC2043 # one value now: the loop is where a lookahead would go
         for la in 0; do # gate lookahead is off under a routing replay (moeinf bench --help)
           j=$out/run.json
           "${run[@]}" --expert-cache "$size%" --policy "$policy" --prefetch "$pf" \
             --lookahead "$la" --stats-json "$j" >"$out/run.txt" 2>"$out/run.err"
-          read -r tps hit misses bytes tokens rs ss cache_experts < <(jget "$j" \
+          read -r tps hit misses bytes tokens _ ss cache_experts < <(jget "$j" \
             tokens_per_second hit_ratio misses bytes_read tokens read_seconds stall_seconds \
             cache_experts)
           check="-"

@@ -39,6 +39,7 @@ while [ "$k" -le 250 ]; do
         eval "h_$(echo "$policy" | tr - _)=$h"
         line="$line $(printf '%.3f' "$h") |"
     done
+    # shellcheck disable=SC2154 # h_reuse and h_lru: set by the eval in the loop above
     printf '%s %s |\n' "$line" "$(awk -v a="$h_reuse" -v b="$h_lru" 'BEGIN { printf "%+.3f", a - b }')"
     k=$((k + w))
 done
