@@ -101,6 +101,29 @@ INLINE void qgemm(enum qkind k, int64_t n, int64_t nr, int m, float *y, size_t y
 #define Q8R_PASS  32 /* activation rows per pass */
 #define Q8R_CHUNK 8  /* blocks prepared at a time */
 
+/* hsum8_ps of v[0], v[stride], ..., v[7 * stride]: one lane of a pass's eight accumulators,
+ * stored row after row (stride: floats per stored accumulator). */
+INLINE float hsum_column8(const float *v, size_t stride) {
+    return hsum8_ps(_mm256_setr_ps(v[0], v[stride], v[2 * stride], v[3 * stride], v[4 * stride],
+                                   v[5 * stride], v[6 * stride], v[7 * stride]));
+}
+
+/* The weight scales of block `off` of the eight rows w0, w0 + w_stride, ..., row order. */
+INLINE __m256 rows8_scales(enum qkind k, const uint8_t *w0, size_t w_stride, size_t off) {
+    if (k != QK_MXFP4) return load_scales8(w0 + off, w_stride);
+    uint64_t e = 0;
+    for (int r = 0; r < 8; r++)
+        e |= (uint64_t)w0[(size_t)r * w_stride + off] << (8 * r);
+    return iq_e8m0_half8_u64(e);
+}
+
+/* Block `off` of the eight rows after w0's eight: a prompt's expert weights come from DRAM
+ * once. */
+INLINE void prefetch_next8(const uint8_t *w0, size_t w_stride, size_t off) {
+    for (int r = 8; r < 16; r++)
+        prefetch_ahead(w0, (size_t)r * w_stride + off);
+}
+
 #if !defined(X86_VNNI)
 /* ---- eight weight rows in one vector (the avx2 table) --------------------------------------
  *
@@ -158,15 +181,7 @@ INLINE void q8r_prepare(enum qkind k, __m256i table, const uint8_t *w0, size_t w
         for (int i = 0; i < 4; i++)
             b->aw[h][i] = _mm256_sign_epi8(b->w[h][i], b->w[h][i]);
     }
-    __m256 d; /* row order */
-    if (k == QK_MXFP4) {
-        uint64_t e = 0;
-        for (int r = 0; r < 8; r++)
-            e |= (uint64_t)w0[(size_t)r * w_stride + off] << (8 * r);
-        d = iq_e8m0_half8_u64(e);
-    } else {
-        d = load_scales8(w0 + off, w_stride);
-    }
+    const __m256 d = rows8_scales(k, w0, w_stride, off); /* row order */
     b->dw = _mm256_permutevar8x32_ps(d, _mm256_loadu_si256((const __m256i *)(const void *)q8r_row));
 }
 
@@ -214,9 +229,7 @@ INLINE void q8r_pass(enum qkind k, int64_t nb, int np, const uint8_t *w0, size_t
         }
         for (int i = 0; i < cb; i++) {
             const size_t off = (size_t)(b0 + i) * bs;
-            /* the next eight rows' blocks: a prompt's expert weights come from DRAM once */
-            for (int r = 8; r < 16; r++)
-                prefetch_ahead(w0, (size_t)r * w_stride + off);
+            prefetch_next8(w0, w_stride, off);
             q8r_prepare(k, table, w0, w_stride, off, &t->blk[i]);
         }
         for (int i = 0; i < cb; i++) {
@@ -232,33 +245,16 @@ INLINE void q8r_pass(enum qkind k, int64_t nb, int np, const uint8_t *w0, size_t
         }
     }
     for (int j = 0; j < np; j++) {
-        float v[8][8];
+        float v[8 * 8]; /* one flat array: hsum_column8 reads across the stored vectors */
         for (int i = 0; i < 8; i++)
-            _mm256_storeu_ps(v[i], t->acc[j][i]);
+            _mm256_storeu_ps(v + (size_t)8 * i, t->acc[j][i]);
         for (int l = 0; l < 8; l++)
-            y[(size_t)j * y_stride + (size_t)q8r_row[l]] = hsum8_ps(_mm256_setr_ps(
-                v[0][l], v[1][l], v[2][l], v[3][l], v[4][l], v[5][l], v[6][l], v[7][l]));
+            y[(size_t)j * y_stride + (size_t)q8r_row[l]] = hsum_column8(v + l, 8);
     }
 }
 
-/* The rows in groups of eight by q8r_pass, the last (fewer than eight) by qgemm. */
-INLINE void qgemm_rows8(enum qkind k, int64_t n, int64_t nr, int m, float *y, size_t y_stride,
-                        const void *w, size_t w_stride, const void *x, size_t x_stride) {
-    struct q8r_tile t;
-    const int64_t nr8 = nr / 8 * 8;
-    for (int64_t r0 = 0; r0 < nr8; r0 += 8) {
-        const uint8_t *w0 = (const uint8_t *)w + (size_t)r0 * w_stride;
-        for (int j0 = 0; j0 < m; j0 += Q8R_PASS)
-            q8r_pass(k, n / 32, m - j0 < Q8R_PASS ? m - j0 : Q8R_PASS, w0, w_stride,
-                     (const uint8_t *)x + (size_t)j0 * x_stride, x_stride,
-                     y + (size_t)j0 * y_stride + r0, y_stride, &t);
-    }
-    if (nr8 < nr)
-        qgemm(k, n, nr - nr8, m, y + nr8, y_stride, (const uint8_t *)w + (size_t)nr8 * w_stride,
-              w_stride, x, x_stride);
-}
-
-#    define QGEMM_TILE qgemm_rows8
+#    define Q8_TILE struct q8r_tile
+#    define Q8_PASS q8r_pass
 #else
 /* ---- eight weight rows in one 512-bit vector (the avx512 table) ----------------------------
  *
@@ -318,15 +314,7 @@ INLINE void q8z_prepare(enum qkind k, __m256i table, const uint8_t *w0, size_t w
     for (int q = 0; q < 4; q++)
         c = _mm512_dpbusd_epi32(c, _mm512_set1_epi8((char)0x80), b->w[q]);
     b->corr = q8z_rowsums(c, c);
-    __m256 d; /* row order */
-    if (k == QK_MXFP4) {
-        uint64_t e = 0;
-        for (int r = 0; r < 8; r++)
-            e |= (uint64_t)w0[(size_t)r * w_stride + off] << (8 * r);
-        d = iq_e8m0_half8_u64(e);
-    } else {
-        d = load_scales8(w0 + off, w_stride);
-    }
+    const __m256 d = rows8_scales(k, w0, w_stride, off);
     b->dw = _mm512_insertf32x8(_mm512_castps256_ps512(d), d, 1);
 }
 
@@ -371,9 +359,7 @@ INLINE void q8z_pass(enum qkind k, int64_t nb, int np, const uint8_t *w0, size_t
         }
         for (int i = 0; i < cb; i++) {
             const size_t off = (size_t)(b0 + i) * bs;
-            /* the next eight rows' blocks: a prompt's expert weights come from DRAM once */
-            for (int r = 8; r < 16; r++)
-                prefetch_ahead(w0, (size_t)r * w_stride + off);
+            prefetch_next8(w0, w_stride, off);
             q8z_prepare(k, table, w0, w_stride, off, &t->blk[i]);
         }
         for (int i = 0; i < cb; i++) {
@@ -393,61 +379,61 @@ INLINE void q8z_pass(enum qkind k, int64_t nb, int np, const uint8_t *w0, size_t
         }
     }
     for (int p = 0; p < npairs; p++) {
-        float v[8][16];
+        float v[8 * 16];
         for (int i = 0; i < 8; i++)
-            _mm512_storeu_ps(v[i], t->acc[p][i]);
+            _mm512_storeu_ps(v + (size_t)16 * i, t->acc[p][i]);
         for (int h = 0; h < 2 && 2 * p + h < np; h++)
-            for (int r = 0; r < 8; r++) {
-                const int l = 8 * h + r;
-                y[(size_t)(2 * p + h) * y_stride + (size_t)r] = hsum8_ps(_mm256_setr_ps(
-                    v[0][l], v[1][l], v[2][l], v[3][l], v[4][l], v[5][l], v[6][l], v[7][l]));
-            }
+            for (int r = 0; r < 8; r++)
+                y[(size_t)(2 * p + h) * y_stride + (size_t)r] =
+                    hsum_column8(v + (size_t)(8 * h + r), 16);
     }
 }
 
-/* The rows in groups of eight by q8z_pass, the last (fewer than eight) by qgemm. */
-INLINE void qgemm_rows8z(enum qkind k, int64_t n, int64_t nr, int m, float *y, size_t y_stride,
-                         const void *w, size_t w_stride, const void *x, size_t x_stride) {
-    struct q8z_tile t;
+#    define Q8_TILE struct q8z_tile
+#    define Q8_PASS q8z_pass
+#endif
+
+/* The rows in groups of eight by the table's eight-row pass, the last (fewer than eight) by
+ * qgemm. */
+INLINE void qgemm_rows8(enum qkind k, int64_t n, int64_t nr, int m, float *y, size_t y_stride,
+                        const void *w, size_t w_stride, const void *x, size_t x_stride) {
+    Q8_TILE t;
     const int64_t nr8 = nr / 8 * 8;
     for (int64_t r0 = 0; r0 < nr8; r0 += 8) {
         const uint8_t *w0 = (const uint8_t *)w + (size_t)r0 * w_stride;
         for (int j0 = 0; j0 < m; j0 += Q8R_PASS)
-            q8z_pass(k, n / 32, m - j0 < Q8R_PASS ? m - j0 : Q8R_PASS, w0, w_stride,
-                     (const uint8_t *)x + (size_t)j0 * x_stride, x_stride,
-                     y + (size_t)j0 * y_stride + r0, y_stride, &t);
+            Q8_PASS(k, n / 32, m - j0 < Q8R_PASS ? m - j0 : Q8R_PASS, w0, w_stride,
+                    (const uint8_t *)x + (size_t)j0 * x_stride, x_stride,
+                    y + (size_t)j0 * y_stride + r0, y_stride, &t);
     }
     if (nr8 < nr)
         qgemm(k, n, nr - nr8, m, y + nr8, y_stride, (const uint8_t *)w + (size_t)nr8 * w_stride,
               w_stride, x, x_stride);
 }
 
-#    define QGEMM_TILE qgemm_rows8z
-#endif
-
 static void gemm_q8_0(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                       size_t w_stride, const void *x, size_t x_stride) {
-    QGEMM_TILE(QK_Q8_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
+    qgemm_rows8(QK_Q8_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
 }
 
 static void gemm_q4_0(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                       size_t w_stride, const void *x, size_t x_stride) {
-    QGEMM_TILE(QK_Q4_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
+    qgemm_rows8(QK_Q4_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
 }
 
 static void gemm_q5_0(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                       size_t w_stride, const void *x, size_t x_stride) {
-    QGEMM_TILE(QK_Q5_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
+    qgemm_rows8(QK_Q5_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
 }
 
 static void gemm_iq4_nl(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                         size_t w_stride, const void *x, size_t x_stride) {
-    QGEMM_TILE(QK_IQ4_NL, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
+    qgemm_rows8(QK_IQ4_NL, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
 }
 
 static void gemm_mxfp4(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                        size_t w_stride, const void *x, size_t x_stride) {
-    QGEMM_TILE(QK_MXFP4, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
+    qgemm_rows8(QK_MXFP4, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
 }
 
 #endif
