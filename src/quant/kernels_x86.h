@@ -4,9 +4,9 @@
  * builds its table from these functions and exports only its getter.
  *
  * Switches (defined by the including file before the #include):
- *   X86_VNNI    int8 block dots with vpdpbusd (AVX512-VNNI, 256-bit form; the Q8_0-family
- *               prefill tile in 512-bit registers) instead of
- *               vpmaddubsw + vpmaddwd
+ *   X86_VNNI    int8 block dots with vpdpbusd (AVX512-VNNI) instead of vpmaddubsw +
+ *               vpmaddwd: the 256-bit form, and the 512-bit one in the Q8_0-family prefill
+ *               tile
  *   X86_AVX512  F32/F16/BF16 dots in 512-bit registers
  *
  * DESIGN: the results must equal the scalar twins (quant_ref.c) bit for bit, so every kernel

@@ -260,13 +260,13 @@ INLINE void q8r_pass(enum qkind k, int64_t nb, int np, const uint8_t *w0, size_t
  *
  * As the avx2 tile, with all eight rows' quarter q in one vector ([row 0 | ... | row 7], 8
  * bytes each) against the activation row's quarter broadcast to all eight: four vpdpbusd per
- * activation block against eight rows, and no sign trick. vpdpbusd takes its first
- * operand unsigned, so the activation quants go in offset by 128 (x ^ 0x80 is x + 128 in
- * [1, 255]) and each row's 128 * sum(w) is subtracted after: (x + 128) . w - 128 sum(w) = x . w,
- * exact in int32 (the offset quants are copied once per chunk of blocks and pass). A row's
- * two lanes are added across two activation rows at once (two
- * vpermt2d and one add), leaving [activation row j: rows 0-7 | row j + 1: rows 0-7]. The float
- * steps per lane are the tile's ((dw*dx) * isum + acc, blocks k mod 8, hsum8_ps), so every
+ * activation block against eight rows, and no sign trick. vpdpbusd takes its first operand
+ * unsigned, so the activation quants go in offset by 128 (x ^ 0x80 is x + 128 for every int8
+ * x) and each row's 128 * sum(w) is subtracted after: (x + 128) . w - 128 sum(w) = x . w, exact
+ * in int32 (the offset quants are copied once per chunk of blocks and pass). A row's two
+ * lanes are added across two activation rows at once (two vpermt2d and one add), leaving
+ * [activation row j: rows 0-7 | row j + 1: rows 0-7]. The float steps per lane are the
+ * tile's ((dw*dx) * isum + acc, blocks k mod 8, hsum8_ps), so every
  * output still equals vec_dot bit for bit. On an Intel Xeon (family 6 model 207) it took
  * 0.7-0.8 of the ticks of the 256-bit tile with vpdpbusd, itself 0.6-0.8 of qgemm's
  * (docs/PERFORMANCE.md). */
