@@ -117,6 +117,17 @@ INLINE __m256 rows8_scales(enum qkind k, const uint8_t *w0, size_t w_stride, siz
     return iq_e8m0_half8_u64(e);
 }
 
+/* The scales d_x of cb (<= Q8R_CHUNK) Q8_0 activation blocks from xb: a whole chunk in one
+ * conversion. */
+INLINE void chunk_scales(const uint8_t *xb, int cb, float dx[Q8R_CHUNK]) {
+    if (cb == Q8R_CHUNK) {
+        _mm256_storeu_ps(dx, load_scales8(xb, Q8_BYTES));
+        return;
+    }
+    for (int i = 0; i < cb; i++)
+        dx[i] = moeinf_fp16_to_fp32(load_u16(xb + (size_t)i * Q8_BYTES));
+}
+
 /* Block `off` of the eight rows after w0's eight: a prompt's expert weights come from DRAM
  * once. */
 INLINE void prefetch_next8(const uint8_t *w0, size_t w_stride, size_t off) {
@@ -221,11 +232,7 @@ INLINE void q8r_pass(enum qkind k, int64_t nb, int np, const uint8_t *w0, size_t
         const int cb = nb - b0 < Q8R_CHUNK ? (int)(nb - b0) : Q8R_CHUNK;
         for (int j = 0; j < np; j++) {
             const uint8_t *xb = x + (size_t)j * x_stride + (size_t)b0 * Q8_BYTES;
-            if (cb == Q8R_CHUNK)
-                _mm256_storeu_ps(t->dx[j], load_scales8(xb, Q8_BYTES));
-            else
-                for (int i = 0; i < cb; i++)
-                    t->dx[j][i] = moeinf_fp16_to_fp32(load_u16(xb + (size_t)i * Q8_BYTES));
+            chunk_scales(xb, cb, t->dx[j]);
         }
         for (int i = 0; i < cb; i++) {
             const size_t off = (size_t)(b0 + i) * bs;
@@ -348,10 +355,9 @@ INLINE void q8z_pass(enum qkind k, int64_t nb, int np, const uint8_t *w0, size_t
         const int cb = nb - b0 < Q8R_CHUNK ? (int)(nb - b0) : Q8R_CHUNK;
         for (int j = 0; j < np; j++) {
             const uint8_t *xb = x + (size_t)j * x_stride + (size_t)b0 * Q8_BYTES;
-            if (cb == Q8R_CHUNK) _mm256_storeu_ps(t->dx[j], load_scales8(xb, Q8_BYTES));
+            chunk_scales(xb, cb, t->dx[j]);
             for (int i = 0; i < cb; i++) {
                 const uint8_t *blk = xb + (size_t)i * Q8_BYTES;
-                if (cb < Q8R_CHUNK) t->dx[j][i] = moeinf_fp16_to_fp32(load_u16(blk));
                 const __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(blk + 2));
                 _mm256_storeu_si256((__m256i *)(void *)t->xu[j][i],
                                     _mm256_xor_si256(q, _mm256_set1_epi8((char)0x80)));
