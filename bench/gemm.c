@@ -105,7 +105,8 @@ static void time_gemm(const struct moeinf_kernels *k, const struct problem *p, f
 /* Times every table's gemm of type t at each m; 0, or an exit status. */
 static int bench_type(int t, int64_t n, int64_t rows, const int *ms, int n_ms, int max_m,
                       float *tmp, float *y) {
-    const struct moeinf_kernels *tables[2] = {moeinf_kernels_avx2(), moeinf_kernels_avx512()};
+    const struct moeinf_kernels *tables[3] = {moeinf_kernels_avx2(), moeinf_kernels_avx512(),
+                                              moeinf_kernels_amx()};
     const struct moeinf_type_traits *tr = moeinf_type_traits_get(t);
     if (n % tr->block_size != 0 || n % 32 != 0) {
         fprintf(stderr, "bench_gemm: n = %lld is not a multiple of %s's block\n", (long long)n,
@@ -116,7 +117,7 @@ static int bench_type(int t, int64_t n, int64_t rows, const int *ms, int n_ms, i
     uint8_t *w = random_rows((enum moeinf_type)t, true, n, rows, tmp);
     uint8_t *x = random_rows(vt, false, n, max_m, tmp);
     if (w && x) {
-        for (int ti = 0; ti < 2; ti++) {
+        for (int ti = 0; ti < 3; ti++) {
             if (!tables[ti] || !tables[ti]->gemm[t]) continue;
             for (int i = 0; i < n_ms; i++) {
                 const struct problem p = {(enum moeinf_type)t, n, rows, ms[i], w, x};
@@ -155,7 +156,8 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: bench_gemm [type [n [rows (1 .. 65536) [m ...]]]]\n");
         return 2;
     }
-    const struct moeinf_kernels *tables[2] = {moeinf_kernels_avx2(), moeinf_kernels_avx512()};
+    const struct moeinf_kernels *tables[3] = {moeinf_kernels_avx2(), moeinf_kernels_avx512(),
+                                              moeinf_kernels_amx()};
     float *tmp = malloc((size_t)n * sizeof(float));
     float *y = malloc((size_t)rows * (size_t)max_m * sizeof(float));
     int status = tmp && y ? 0 : 1;
@@ -171,7 +173,7 @@ int main(int argc, char **argv) {
         if (!tr || !moeinf_type_cpu_get(t)) continue;
         if (only && strcmp(only, tr->name) != 0) continue;
         bool has_gemm = false;
-        for (int ti = 0; ti < 2; ti++)
+        for (int ti = 0; ti < 3; ti++)
             has_gemm |= tables[ti] && tables[ti]->gemm[t];
         if (!has_gemm) continue;
         status = bench_type(t, n, rows, ms, n_ms, max_m, tmp, y);

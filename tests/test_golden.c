@@ -41,7 +41,8 @@
  * top-5 logits of any greedy step, per model and mode. "measured" is the largest difference
  * the engine reached over every golden of that model and mode when the bounds were set: this
  * test prints each golden's figures (prompt rows, greedy top-5), and they were identical in
- * the dev, release and asan builds under MOEINF_KERNELS=scalar, avx2 and avx512 (x86-64).
+ * the dev, release and asan builds under MOEINF_KERNELS=scalar, avx2 and avx512 (x86-64; the
+ * amx table computes the same outputs bit for bit as avx512, tests/test_quant.c).
  * Each tolerance is 2.5x its measured figure, so a regression of ten times fails. An argmax
  * is compared wherever llama.cpp's top-1/top-2 margin exceeds the tolerance: the margin
  * moves by at most twice the measured figure, less than the tolerance.

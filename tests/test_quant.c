@@ -120,7 +120,7 @@ static const int *half_fields(enum moeinf_type t) {
 }
 
 /* The tables this CPU can run: scalar first. */
-static const struct moeinf_kernels *tables[3];
+static const struct moeinf_kernels *tables[4];
 static int n_tables;
 
 /* A weight row of type t: quantized from random data by the reference quantizer, or (for
@@ -1084,22 +1084,22 @@ static void test_vec_dot_m(void) {
  * path. Buffers are sized exactly, so ASan sees any read past the last row or the activation;
  * a canary checks that nothing is written past s[nr - 1]. */
 /* gemm (where a table has one) against the scalar vec_dot of every (weight row, activation
- * row) pair: tiles of every shape around the kernels' blockings (8 weight rows; chunks of 8
- * and 4 activation rows, passes of 32 and 64; whole and partial groups of 8 blocks), odd
- * strides, and output cells it must not touch. */
+ * row) pair: tiles of every shape around the kernels' blockings (8 and 16 weight rows; chunks
+ * of 8 and 4 activation rows, tiles of 16, passes of 32 and 64; whole and partial groups of 8
+ * blocks), odd strides, and output cells it must not touch. */
 static void test_gemm(void) {
     const struct moeinf_kernels *ref = moeinf_kernels_scalar();
-    const int64_t nrs[] = {1, 3, 8, 9, 17};
-    const int ms[] = {2, 3, 4, 5, 8, 12, 17, 64, 65, 70};
+    const int64_t nrs[] = {1, 3, 8, 9, 17, 33};
+    const int ms[] = {2, 3, 4, 5, 8, 12, 17, 64, 65, 70, 40, 19};
     int n_checked = 0;
     for (int ti = 0; ti < n_tables; ti++) {
         const struct moeinf_kernels *k = tables[ti];
         for (int i = 0; i < N_SUPPORTED; i++) {
             enum moeinf_type t = supported[i];
             if (!k->gemm[t]) continue;
-            for (int a = 0; a < 10; a++) {
+            for (int a = 0; a < 12; a++) {
                 const int64_t n = len_for(t, a % 3 == 0 ? 288 : a % 3 == 1 ? 32 * 3 : 256);
-                const int64_t nr = nrs[a % 5];
+                const int64_t nr = nrs[a % 6];
                 const int m = ms[a];
                 const size_t rb = row_bytes(t, n);
                 const size_t w_stride = rb + 7;
@@ -1300,14 +1300,14 @@ static void test_vec_dot_rows_k_extremes(void) {
 
 /* The Q8_0 tiles at the ends of the int16 range of vpmaddubsw (2 x 128 x 127 = 32512 per pair
  * of bytes): weights of -128 or 127 in every position (by weight row) against activations of
- * -127 or 127 (by activation row), scales 1, 9 weight rows (eight in one vector and one left
- * over), 33 activation rows (a pass of 32 and one more) and 9 blocks (a prepared chunk of 8 and
- * one more). Every dot is 9 x 32 x w x x, an integer that a float holds exactly; the scalar
- * vec_dot and every table's gemm must give it. */
+ * -127 or 127 (by activation row), scales 1, 17 weight rows (two vectors of eight or one AMX
+ * tile of sixteen, and one left over), 33 activation rows (a pass of 32 and one more) and 9
+ * blocks (a prepared chunk of 8 and one more). Every dot is 9 x 32 x w x x, an integer that a float
+ * holds exactly; the scalar vec_dot and every table's gemm must give it. */
 static void test_gemm_q8_0_extremes(void) {
     enum {
         NB = 9,
-        NR = 9,
+        NR = 17,
         M = 33
     };
 
@@ -1737,29 +1737,33 @@ static int cpu_tables(const struct moeinf_kernels **all) {
     all[n++] = moeinf_kernels_scalar();
     if (moeinf_kernels_avx2()) all[n++] = moeinf_kernels_avx2();
     if (moeinf_kernels_avx512()) all[n++] = moeinf_kernels_avx512();
+    if (moeinf_kernels_amx()) all[n++] = moeinf_kernels_amx();
     return n;
 }
 
 static void test_kernels_best(void) {
-    const struct moeinf_kernels *all[3];
+    const struct moeinf_kernels *all[4];
     int n_all = cpu_tables(all);
     const struct moeinf_kernels *best = moeinf_kernels_best();
     const struct moeinf_kernels *avx2 = moeinf_kernels_avx2();
+    const struct moeinf_kernels *avx512 = moeinf_kernels_avx512();
     CHECK(best == all[n_all - 1]);
-    CHECK(!moeinf_kernels_avx512() || avx2); /* the AVX-512 probe implies the AVX2 one */
+    CHECK(!avx512 || avx2);                 /* the AVX-512 probe implies the AVX2 one */
+    CHECK(!moeinf_kernels_amx() || avx512); /* and the AMX probe the AVX-512 one */
     /* Names cap the choice; unset or empty is the best table. */
-    const char *caps[] = {NULL, "", "scalar", "avx2", "avx512"};
-    const struct moeinf_kernels *want[] = {best, best, moeinf_kernels_scalar(),
-                                           avx2 ? avx2 : moeinf_kernels_scalar(), best};
-    for (int i = 0; i < 5; i++) {
+    const struct moeinf_kernels *up_to_avx2 = avx2 ? avx2 : moeinf_kernels_scalar();
+    const char *caps[] = {NULL, "", "scalar", "avx2", "avx512", "amx"};
+    const struct moeinf_kernels *want[] = {
+        best, best, moeinf_kernels_scalar(), up_to_avx2, avx512 ? avx512 : up_to_avx2, best};
+    for (int i = 0; i < 6; i++) {
         const struct moeinf_kernels *k = NULL;
         struct moeinf_error err = {0};
         CHECK(moeinf_kernels_choose(caps[i], &k, &err) == MOEINF_OK);
         CHECK_MSG(k == want[i], "MOEINF_KERNELS=%s", caps[i] ? caps[i] : "(unset)");
     }
     /* Anything else is an error naming the value and the choices; *out stays untouched. */
-    const char *bad[] = {"no-such-table", "AVX2", "avx2 ", "avx512f", "sse"};
-    for (int i = 0; i < 5; i++) {
+    const char *bad[] = {"no-such-table", "AVX2", "avx2 ", "avx512f", "sse", "amx-int8"};
+    for (int i = 0; i < 6; i++) {
         const struct moeinf_kernels *k = NULL;
         struct moeinf_error err = {0};
         CHECK(moeinf_kernels_choose(bad[i], &k, &err) == MOEINF_ERR_ARG);
@@ -1767,7 +1771,7 @@ static void test_kernels_best(void) {
         char want_msg[64];
         snprintf(want_msg, sizeof want_msg, "MOEINF_KERNELS=%s ", bad[i]);
         CHECK_STR_CONTAINS(err.msg, want_msg);
-        CHECK_STR_CONTAINS(err.msg, "scalar, avx2 or avx512");
+        CHECK_STR_CONTAINS(err.msg, "scalar, avx2, avx512 or amx");
     }
     /* The environment path reads the variable this test runs under (ctest sets it). */
     const struct moeinf_kernels *from_env = NULL;
@@ -1778,7 +1782,8 @@ static void test_kernels_best(void) {
     CHECK(from_env && from_env == chosen);
     CHECK(strcmp(moeinf_kernels_scalar()->name, "scalar") == 0);
     if (avx2) CHECK(strcmp(avx2->name, "avx2") == 0);
-    if (moeinf_kernels_avx512()) CHECK(strcmp(moeinf_kernels_avx512()->name, "avx512") == 0);
+    if (avx512) CHECK(strcmp(avx512->name, "avx512") == 0);
+    if (moeinf_kernels_amx()) CHECK(strcmp(moeinf_kernels_amx()->name, "amx") == 0);
     /* Every table fills every supported slot (from_float where the type is an activation). */
     for (int ti = 0; ti < n_all; ti++) {
         for (int i = 0; i < N_SUPPORTED; i++) {
@@ -1822,14 +1827,20 @@ static void test_probe_matches_cpuinfo(void) {
     const char *avx2_needs[] = {"avx", "avx2", "fma", "f16c"};
     const char *avx512_needs[] = {"avx512f",  "avx512bw",    "avx512vl",
                                   "avx512dq", "avx512_vnni", "avx512_bf16"};
+    /* Linux lists amx_tile only where it supports the tile state, which it grants on request */
+    const char *amx_needs[] = {"amx_tile", "amx_int8"};
     bool avx2 = true;
     bool avx512 = true;
+    bool amx = true;
     for (int i = 0; i < 4; i++)
         avx2 = avx2 && cpuinfo_has(line, avx2_needs[i]);
     for (int i = 0; i < 6; i++)
         avx512 = avx512 && cpuinfo_has(line, avx512_needs[i]);
+    for (int i = 0; i < 2; i++)
+        amx = amx && cpuinfo_has(line, amx_needs[i]);
     CHECK_EQ_INT(moeinf_kernels_avx2() != NULL, avx2);
     CHECK_EQ_INT(moeinf_kernels_avx512() != NULL, avx2 && avx512);
+    CHECK_EQ_INT(moeinf_kernels_amx() != NULL, avx2 && avx512 && amx);
 #else
     test_skip("the probe is checked against /proc/cpuinfo on x86-64 Linux only");
 #endif

@@ -20,7 +20,7 @@
 #include "quant/quant.h"
 #include "test.h"
 
-static const struct moeinf_kernels *tables[3];
+static const struct moeinf_kernels *tables[4];
 static int n_tables;
 
 static uint64_t fnv1a64(const void *p, size_t n, uint64_t h) {
@@ -275,6 +275,7 @@ int main(void) {
         tables[n_tables++] = moeinf_kernels_scalar();
         if (moeinf_kernels_avx2()) tables[n_tables++] = moeinf_kernels_avx2();
         if (moeinf_kernels_avx512()) tables[n_tables++] = moeinf_kernels_avx512();
+        if (moeinf_kernels_amx()) tables[n_tables++] = moeinf_kernels_amx();
     }
     RUN(test_random_blocks);
     RUN(test_quantize_blocks);

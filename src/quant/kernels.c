@@ -71,6 +71,10 @@ void moeinf_dequantize_row(enum moeinf_type type, const void *x, float *y, int64
 
 #if defined(__x86_64__)
 #    include <cpuid.h>
+#    if defined(__linux__)
+#        include <sys/syscall.h>
+#        include <unistd.h>
+#    endif
 
 /* XCR0: which register states the OS saves (bit 1 SSE, 2 AVX, 5-7 AVX-512 opmask and ZMM). */
 static uint64_t read_xcr0(void) {
@@ -80,15 +84,31 @@ static uint64_t read_xcr0(void) {
     return ((uint64_t)hi << 32) | lo;
 }
 
-#    define XCR0_YMM 0x06u /* SSE + AVX state */
-#    define XCR0_ZMM 0xe0u /* opmask, ZMM0-15 upper halves, ZMM16-31 */
+#    define XCR0_YMM  0x06u    /* SSE + AVX state */
+#    define XCR0_ZMM  0xe0u    /* opmask, ZMM0-15 upper halves, ZMM16-31 */
+#    define XCR0_TILE 0x60000u /* AMX tile configuration and tile data */
+
+/* Linux (5.16 and later) enables the AMX tile data state per process, on request: until the
+ * request, a tile instruction faults even where XCR0 has the bits. */
+#    define ARCH_REQ_XCOMP_PERM 0x1023
+#    define XFEATURE_XTILEDATA  18
+
+static bool request_tile_state(void) {
+#    if defined(__linux__)
+    /* Granting is idempotent: asking again after a grant succeeds at once. */
+    return syscall(SYS_arch_prctl, ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) == 0;
+#    else
+    return false;
+#    endif
+}
 
 /* One flag per table: the CPU has every instruction set its file is compiled with
- * (CMakeLists.txt: -mavx2 -mfma -mf16c; AVX-512 adds -mavx512f/bw/vl/dq/vnni/bf16) and the OS
- * saves the registers those use. */
+ * (CMakeLists.txt: -mavx2 -mfma -mf16c; AVX-512 adds -mavx512f/bw/vl/dq/vnni/bf16, AMX adds
+ * -mamx-tile/int8) and the OS saves the registers those use. */
 struct x86_features {
     bool avx2;   /* AVX, AVX2, FMA, F16C; YMM state saved */
     bool avx512; /* all of avx2, AVX-512 F, BW, VL, DQ, VNNI, BF16; opmask and ZMM state saved */
+    bool amx;    /* all of avx512, AMX-TILE and AMX-INT8; tile state saved (granted on request) */
 };
 
 static bool bit(unsigned reg, unsigned n) {
@@ -96,7 +116,7 @@ static bool bit(unsigned reg, unsigned n) {
 }
 
 static struct x86_features probe_x86(void) {
-    struct x86_features f = {false, false};
+    struct x86_features f = {false, false, false};
     unsigned a;
     unsigned b;
     unsigned c;
@@ -111,12 +131,15 @@ static struct x86_features probe_x86(void) {
     if ((xcr0 & XCR0_YMM) != XCR0_YMM) return f;
     if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return f;
     unsigned max_subleaf = a;
+    unsigned leaf7_d = d; /* AMX bits; subleaf 1 overwrites d */
     f.avx2 = bit(b, 5) && fma && f16c;
     bool avx512 = bit(b, 16) /* F */ && bit(b, 17) /* DQ */ && bit(b, 30) /* BW */ &&
                   bit(b, 31) /* VL */ && bit(c, 11) /* VNNI */;
     bool bf16 = false;
     if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &a, &b, &c, &d)) bf16 = bit(a, 5);
     f.avx512 = f.avx2 && avx512 && bf16 && (xcr0 & XCR0_ZMM) == XCR0_ZMM;
+    f.amx = f.avx512 && bit(leaf7_d, 24) /* AMX-TILE */ && bit(leaf7_d, 25) /* AMX-INT8 */ &&
+            (xcr0 & XCR0_TILE) == XCR0_TILE;
     return f;
 }
 
@@ -127,6 +150,11 @@ const struct moeinf_kernels *moeinf_kernels_avx2(void) {
 const struct moeinf_kernels *moeinf_kernels_avx512(void) {
     return probe_x86().avx512 ? moeinf_kernels_avx512_table() : NULL;
 }
+
+const struct moeinf_kernels *moeinf_kernels_amx(void) {
+    /* only here, so that choosing another table leaves the process's permissions alone */
+    return probe_x86().amx && request_tile_state() ? moeinf_kernels_amx_table() : NULL;
+}
 #else
 const struct moeinf_kernels *moeinf_kernels_avx2(void) {
     return NULL;
@@ -135,35 +163,41 @@ const struct moeinf_kernels *moeinf_kernels_avx2(void) {
 const struct moeinf_kernels *moeinf_kernels_avx512(void) {
     return NULL;
 }
+
+const struct moeinf_kernels *moeinf_kernels_amx(void) {
+    return NULL;
+}
 #endif
 
-/* The best table at or below a level (0 scalar, 1 avx2, 2 avx512) that this CPU runs. */
+/* The best table at or below a level (0 scalar, 1 avx2, 2 avx512, 3 amx) that this CPU runs. */
 static const struct moeinf_kernels *best_up_to(int level) {
     const struct moeinf_kernels *k = NULL;
-    if (level >= 2) k = moeinf_kernels_avx512();
+    if (level >= 3) k = moeinf_kernels_amx();
+    if (!k && level >= 2) k = moeinf_kernels_avx512();
     if (!k && level >= 1) k = moeinf_kernels_avx2();
     return k ? k : moeinf_kernels_scalar();
 }
 
 const struct moeinf_kernels *moeinf_kernels_best(void) {
-    return best_up_to(2);
+    return best_up_to(3);
 }
 
 enum moeinf_status moeinf_kernels_choose(const char *cap, const struct moeinf_kernels **out,
                                          struct moeinf_error *err) {
-    static const char *const levels[] = {"scalar", "avx2", "avx512"};
+    static const char *const levels[] = {"scalar", "avx2", "avx512", "amx"};
     if (!cap || !*cap) {
         *out = moeinf_kernels_best();
         return MOEINF_OK;
     }
-    for (int level = 0; level < 3; level++) {
+    for (int level = 0; level < 4; level++) {
         if (strcmp(cap, levels[level]) == 0) {
             *out = best_up_to(level);
             return MOEINF_OK;
         }
     }
     return moeinf_fail(err, MOEINF_ERR_ARG,
-                       "MOEINF_KERNELS=%s names no kernel table (scalar, avx2 or avx512)", cap);
+                       "MOEINF_KERNELS=%s names no kernel table (scalar, avx2, avx512 or amx)",
+                       cap);
 }
 
 enum moeinf_status moeinf_kernels_from_env(const struct moeinf_kernels **out,

@@ -1,8 +1,8 @@
 /*
  * kernels.h - the raw per-ISA kernel tables, internal to src/quant. Each is defined in its ISA
- * file (kernels_avx2.c, kernels_avx512.c) and must only be used after kernels.c has probed
- * the CPU: call moeinf_kernels_avx2() / moeinf_kernels_avx512() / moeinf_kernels_best()
- * (quant.h) instead. Tests use these directly only to check that the probe answered.
+ * file (kernels_avx2.c, kernels_avx512.c, kernels_amx.c) and must only be used after kernels.c has
+ * probed the CPU: call moeinf_kernels_avx2() / _avx512() / _amx() / moeinf_kernels_best() (quant.h)
+ * instead. Tests use these directly only to check that the probe answered.
  */
 #ifndef MOEINF_QUANT_KERNELS_H
 #define MOEINF_QUANT_KERNELS_H
@@ -19,6 +19,7 @@
 #if defined(__x86_64__)
 const struct moeinf_kernels *moeinf_kernels_avx2_table(void);
 const struct moeinf_kernels *moeinf_kernels_avx512_table(void);
+const struct moeinf_kernels *moeinf_kernels_amx_table(void);
 /* The delta rule (quant.h's moeinf_delta_rule_fn) in 8 lanes with FMA, for both x86 tables
  * (delta_rule_avx2.c). */
 void moeinf_delta_rule_f32_avx2(float *s, int n, const float *q, const float *k, const float *v,

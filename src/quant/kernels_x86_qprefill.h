@@ -417,29 +417,36 @@ INLINE void qgemm_rows8(enum qkind k, int64_t n, int64_t nr, int m, float *y, si
               w_stride, x, x_stride);
 }
 
+#if defined(X86_AMX)
+#    include "quant/kernels_x86_amx.h" /* amx_qgemm */
+#    define Q8_GEMM amx_qgemm
+#else
+#    define Q8_GEMM qgemm_rows8
+#endif
+
 static void gemm_q8_0(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                       size_t w_stride, const void *x, size_t x_stride) {
-    qgemm_rows8(QK_Q8_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
+    Q8_GEMM(QK_Q8_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
 }
 
 static void gemm_q4_0(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                       size_t w_stride, const void *x, size_t x_stride) {
-    qgemm_rows8(QK_Q4_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
+    Q8_GEMM(QK_Q4_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
 }
 
 static void gemm_q5_0(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                       size_t w_stride, const void *x, size_t x_stride) {
-    qgemm_rows8(QK_Q5_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
+    Q8_GEMM(QK_Q5_0, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
 }
 
 static void gemm_iq4_nl(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                         size_t w_stride, const void *x, size_t x_stride) {
-    qgemm_rows8(QK_IQ4_NL, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
+    Q8_GEMM(QK_IQ4_NL, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
 }
 
 static void gemm_mxfp4(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,
                        size_t w_stride, const void *x, size_t x_stride) {
-    qgemm_rows8(QK_MXFP4, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
+    Q8_GEMM(QK_MXFP4, n, nr, m, y, y_stride, w, w_stride, x, x_stride);
 }
 
 #endif

@@ -14,7 +14,7 @@
  *   IQ4_NL, MXFP4    x Q8_0;   IQ4_XS x Q8_K
  * Block dot products are exact integer sums scaled by d_w * d_x.
  *
- * Kernel tables: moeinf_kernels_scalar() is the reference (portable C); the AVX2 and AVX-512
+ * Kernel tables: moeinf_kernels_scalar() is the reference (portable C); the AVX2, AVX-512 and AMX
  * tables give bit-identical results: from_float and to_float are bit-exact with the scalar
  * twin, and every vec_dot follows the one summation order below, which the SIMD kernels
  * reproduce lane for lane (so a model computes the same logits on every x86 CPU and the
@@ -302,7 +302,7 @@ typedef void (*moeinf_delta_rule_fn)(float *s, int n, const float *q, const floa
  * is pure (no state), so any number of threads may call them at once. Unsupported types
  * have NULL entries, and from_float is NULL for types that are never activations (Q4_0). */
 struct moeinf_kernels {
-    const char *name;                                       /* "scalar", "avx2", "avx512" */
+    const char *name;                                       /* "scalar", "avx2", "avx512", "amx" */
     moeinf_from_float_fn from_float[MOEINF_TYPE_COUNT];     /* activation -> this type */
     moeinf_to_float_fn to_float[MOEINF_TYPE_COUNT];         /* dequantize */
     moeinf_vec_dot_fn vec_dot[MOEINF_TYPE_COUNT];           /* indexed by the WEIGHT type */
@@ -319,11 +319,15 @@ const struct moeinf_kernels *moeinf_kernels_avx2(void);
 /* NULL unless the CPU also has AVX-512 F/BW/VL/DQ/VNNI/BF16 (the file's -m flags; Cooper
  * Lake, Sapphire Rapids, Zen 4 and later) and the OS saves the opmask and ZMM registers. */
 const struct moeinf_kernels *moeinf_kernels_avx512(void);
+/* NULL unless the CPU also has AMX-TILE and AMX-INT8 (Sapphire Rapids and later Xeons), the
+ * OS saves the tile state and Linux grants it to this process (asked for here: a process-wide
+ * permission, which only lets the process use the tile registers). */
+const struct moeinf_kernels *moeinf_kernels_amx(void);
 /* The best table this CPU runs. Probes the CPU on every call: call it once and keep the
  * pointer. */
 const struct moeinf_kernels *moeinf_kernels_best(void);
-/* The best table this CPU runs at or below `cap`: "scalar", "avx2" or "avx512" (so "avx512"
- * on an AVX2-only CPU gives the AVX2 table); NULL or "" gives the best. Any other name is
+/* The best table this CPU runs at or below `cap`: "scalar", "avx2", "avx512" or "amx" (so
+ * "avx512" on an AVX2-only CPU gives the AVX2 table); NULL or "" gives the best. Any other name is
  * MOEINF_ERR_ARG with a message naming the choices. */
 enum moeinf_status moeinf_kernels_choose(const char *cap, const struct moeinf_kernels **out,
                                          struct moeinf_error *err);
