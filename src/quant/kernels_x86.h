@@ -1,13 +1,15 @@
 /*
- * kernels_x86.h - the x86 kernel bodies, included by kernels_avx2.c and kernels_avx512.c,
- * each compiled with its own ISA flags. Everything here is static; each including file
- * builds its table from these functions and exports only its getter.
+ * kernels_x86.h - the x86 kernel bodies, included by kernels_avx2.c, kernels_avx512.c and
+ * kernels_amx.c, each compiled with its own ISA flags. Everything here is static; each
+ * including file builds its table from these functions and exports only its getter.
  *
  * Switches (defined by the including file before the #include):
  *   X86_VNNI    int8 block dots with vpdpbusd (AVX512-VNNI) instead of vpmaddubsw +
  *               vpmaddwd: the 256-bit form, and the 512-bit one in the Q8_0-family prefill
  *               tile
  *   X86_AVX512  F32/F16/BF16 dots in 512-bit registers
+ *   X86_AMX     the prefill tiles (gemm) of the Q8_0 family and the K-quants on AMX-INT8
+ *               tile registers (kernels_x86_amx.h, kernels_x86_amxk.h)
  *
  * DESIGN: the results must equal the scalar twins (quant_ref.c) bit for bit, so every kernel
  * follows the summation order fixed in quant.h:

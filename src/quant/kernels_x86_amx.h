@@ -55,35 +55,33 @@ struct amx_tile {
     float dx[AMX_PASS][Q8R_CHUNK];           /* and activation scales */
 };
 
-/* Loads the configuration of a pass of mp activation rows (1 to AMX_PASS): A and C tiles of
- * 16 rows, the second with what remains. */
-INLINE void amx_configure(int mp) {
+/* Loads the configuration of a pass of mp activation rows (1 to AMX_PASS) whose tile
+ * multiplies take kbytes quants (32, or 16 for Q6_K's sub-blocks): A tiles (0, 1) and C tiles
+ * (4, 5) of 16 rows, the second with what remains, and the B tile (2). */
+INLINE void amx_configure(int mp, int kbytes) {
     struct amx_config cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
     for (int i = 0; 16 * i < mp; i++) {
         const uint8_t rows = (uint8_t)(mp - 16 * i < 16 ? mp - 16 * i : 16);
         cfg.rows[i] = rows; /* A */
-        cfg.colsb[i] = 32;
+        cfg.colsb[i] = (uint16_t)kbytes;
         cfg.rows[4 + i] = rows; /* C */
         cfg.colsb[4 + i] = 64;
     }
-    cfg.rows[2] = 8; /* B */
+    cfg.rows[2] = (uint8_t)(kbytes / 4); /* B */
     cfg.colsb[2] = 64;
     _tile_loadconfig(&cfg);
 }
 
-/* Block `off` of the 16 weight rows w0, w0 + w_stride, ... in B layout: a transpose of 16
- * rows x 8 dwords. z[i] holds row i in its low half and row i + 8 in its high; two unpack
- * steps gather, in each 128-bit lane, dword e of one lane's four rows (rows 4g..4g+3 of z), and
- * a two-source permute puts the four lanes of rows 0-15 in order. */
-INLINE void amx_pack(enum qkind k, __m256i table, const uint8_t *w0, size_t w_stride, size_t off,
-                     int8_t b[8][64]) {
+/* 16 rows of 32 int8 quants (v[r]: row r, element order) in B layout: a transpose of 16 rows
+ * x 8 dwords. z[i] holds row i in its low half and row i + 8 in its high; two unpack steps
+ * gather, in each 128-bit lane, dword e of one lane's four rows (rows 4g..4g+3 of z), and a
+ * two-source permute puts the four lanes of rows 0-15 in order. */
+INLINE void amx_transpose16(const __m256i v[16], int8_t b[8][64]) {
     __m512i z[8];
     for (int i = 0; i < 8; i++)
-        z[i] = _mm512_inserti64x4(
-            _mm512_castsi256_si512(qvalues(k, table, w0 + (size_t)i * w_stride + off)),
-            qvalues(k, table, w0 + (size_t)(i + 8) * w_stride + off), 1);
+        z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(v[i]), v[i + 8], 1);
     __m512i u[2][4]; /* group g (z[4g..4g+3]), element e of each 128-bit lane */
     for (int g = 0; g < 2; g++) {
         const __m512i *zg = z + 4 * g;
@@ -104,6 +102,15 @@ INLINE void amx_pack(enum qkind k, __m256i table, const uint8_t *w0, size_t w_st
         _mm512_store_si512((void *)b[e], _mm512_permutex2var_epi64(u[0][e], lo, u[1][e]));
         _mm512_store_si512((void *)b[4 + e], _mm512_permutex2var_epi64(u[0][e], hi, u[1][e]));
     }
+}
+
+/* Block `off` of the 16 weight rows w0, w0 + w_stride, ... in B layout. */
+INLINE void amx_pack(enum qkind k, __m256i table, const uint8_t *w0, size_t w_stride, size_t off,
+                     int8_t b[8][64]) {
+    __m256i v[16];
+    for (int r = 0; r < 16; r++)
+        v[r] = qvalues(k, table, w0 + (size_t)r * w_stride + off);
+    amx_transpose16(v, b);
 }
 
 /* One block's dots: A holds rows 0 .. 16 * na - 1 of the activation quants at xq, B the
@@ -188,7 +195,7 @@ INLINE void amx_qgemm(enum qkind k, int64_t n, int64_t nr, int m, float *y, size
             const uint8_t *w0 = (const uint8_t *)w + (size_t)r0 * w_stride;
             for (int j0 = 0; j0 < m; j0 += AMX_PASS) {
                 const int mp = m - j0 < AMX_PASS ? m - j0 : AMX_PASS;
-                if (mp != configured) amx_configure(mp);
+                if (mp != configured) amx_configure(mp, 32);
                 configured = mp;
                 amx_pass(k, n / 32, mp, w0, w_stride, (const uint8_t *)x + (size_t)j0 * x_stride,
                          x_stride, y + (size_t)j0 * y_stride + r0, y_stride, &t);

@@ -66,23 +66,18 @@ INLINE __m256i kq_pair(__m256i q0, __m256i q1, __m256i x0, __m256i x1, __m256i s
 }
 #endif
 
-/* Q4_K (five = false) or Q5_K: as k45_block. bs_mul: the mins as [m0 m0 m1 m1 ...]. paired:
- * the scales as kq_pair takes them, else one multiplier per quant vector (AVX2). */
-INLINE void kq_prep_45(const uint8_t *wb, bool five, bool paired, struct kq_prep *p) {
-    (void)paired; /* AVX-512: one layout */
-#if defined(X86_AVX512)
-    const __m128i sm = kz_unpack_45(wb, five, &p->z);
-#else
+/* The 256 unsigned quants of a Q4_K (five = false) or Q5_K block: q[i] holds elements 32i ..
+ * 32i + 31 (the low, then the high nibbles of each 32-byte group; Q5_K's fifth bit from qh). */
+INLINE void k45_unpack(const uint8_t *wb, bool five, __m256i q[8]) {
     const __m256i m4 = _mm256_set1_epi8(0x0f);
     const __m256i one = _mm256_set1_epi8(1);
-    const __m128i sm = k4_scales_mins(wb + 4);
     const uint8_t *qs = wb + (five ? 48 : 16);
     const __m256i qhv = five ? _mm256_loadu_si256((const __m256i *)(const void *)(wb + 16))
                              : _mm256_setzero_si256();
     for (size_t c = 0; c < 4; c++) {
-        __m256i q = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c));
-        __m256i lo = _mm256_and_si256(q, m4);
-        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), m4);
+        __m256i v = _mm256_loadu_si256((const __m256i *)(const void *)(qs + 32 * c));
+        __m256i lo = _mm256_and_si256(v, m4);
+        __m256i hi = _mm256_and_si256(_mm256_srli_epi16(v, 4), m4);
         if (five) {
             __m128i sh_lo = _mm_cvtsi32_si128((int)(2 * c));
             __m128i sh_hi = _mm_cvtsi32_si128((int)(2 * c + 1));
@@ -91,9 +86,20 @@ INLINE void kq_prep_45(const uint8_t *wb, bool five, bool paired, struct kq_prep
             hi = _mm256_or_si256(
                 hi, _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qhv, sh_hi), one), 4));
         }
-        p->q[2 * c] = lo;
-        p->q[2 * c + 1] = hi;
+        q[2 * c] = lo;
+        q[2 * c + 1] = hi;
     }
+}
+
+/* Q4_K (five = false) or Q5_K: as k45_block. bs_mul: the mins as [m0 m0 m1 m1 ...]. paired:
+ * the scales as kq_pair takes them, else one multiplier per quant vector (AVX2). */
+INLINE void kq_prep_45(const uint8_t *wb, bool five, bool paired, struct kq_prep *p) {
+    (void)paired; /* AVX-512: one layout */
+#if defined(X86_AVX512)
+    const __m128i sm = kz_unpack_45(wb, five, &p->z);
+#else
+    const __m128i sm = k4_scales_mins(wb + 4);
+    k45_unpack(wb, five, p->q);
     if (paired) {
         /* vectors 2c (sub-block 2c) and 2c + 1 (2c + 1) go together in kq_pair */
         const __m256i s16 = _mm256_broadcastsi128_si256(_mm_cvtepu8_epi16(sm));
@@ -308,8 +314,8 @@ INLINE void kq_store(const __m256 v[8], int rows, float *y, size_t y_stride) {
                 kq_store(tile->a[r][c], rows, y + (size_t)(KQ_ROWS * c) * y_stride + r, y_stride); \
             }                                                                                      \
     }                                                                                              \
-    static void gemm_##t(int64_t n, int64_t nr, int m, float *y, size_t y_stride, const void *w,   \
-                         size_t w_stride, const void *x, size_t x_stride) {                        \
+    static void kq_gemm_##t(int64_t n, int64_t nr, int m, float *y, size_t y_stride,               \
+                            const void *w, size_t w_stride, const void *x, size_t x_stride) {      \
         struct kq_tile tile;                                                                       \
         for (int64_t r0 = 0; r0 < nr; r0 += KQ_WROWS)                                              \
             for (int j0 = 0; j0 < m; j0 += KQ_PASS)                                                \
@@ -320,7 +326,7 @@ INLINE void kq_store(const __m256 v[8], int rows, float *y, size_t y_stride) {
     }                                                                                              \
     static void vec_dot_m_##t(int64_t n, int m, float *s, const void *w, const void *x,            \
                               size_t x_stride) {                                                   \
-        gemm_##t(n, 1, m, s, 1, w, 0, x, x_stride);                                                \
+        kq_gemm_##t(n, 1, m, s, 1, w, 0, x, x_stride);                                             \
     }
 
 #define KQ_PREP_4(wb, p) kq_prep_45((wb), false, true, (p))
@@ -329,6 +335,28 @@ INLINE void kq_store(const __m256 v[8], int rows, float *y, size_t y_stride) {
 KQ_GEMM(q4_k, 144, KQ_PREP_4, true)
 KQ_GEMM(q5_k, 176, KQ_PREP_5, true)
 KQ_GEMM(q6_k, 210, KQ_PREP_6, false)
+
+/* The tables' K-quant gemm: the amx table's AMX-INT8 tile, which leaves calls of few
+ * activation rows and a call's last rows (fewer than 16) to the tile above; the others' the
+ * tile above. */
+#if defined(X86_AMX)
+#    include "quant/kernels_x86_amxk.h" /* amxk_gemm */
+#    define KQ_ENTRY(t, kind, wbytes)                                                              \
+        static void gemm_##t(int64_t n, int64_t nr, int m, float *y, size_t y_stride,              \
+                             const void *w, size_t w_stride, const void *x, size_t x_stride) {     \
+            amxk_gemm((kind), (wbytes), n, nr, m, y, y_stride, w, w_stride, x, x_stride,           \
+                      kq_gemm_##t);                                                                \
+        }
+#else
+#    define KQ_ENTRY(t, kind, wbytes)                                                              \
+        static void gemm_##t(int64_t n, int64_t nr, int m, float *y, size_t y_stride,              \
+                             const void *w, size_t w_stride, const void *x, size_t x_stride) {     \
+            kq_gemm_##t(n, nr, m, y, y_stride, w, w_stride, x, x_stride);                          \
+        }
+#endif
+KQ_ENTRY(q4_k, AMXK_Q4_K, 144)
+KQ_ENTRY(q5_k, AMXK_Q5_K, 176)
+KQ_ENTRY(q6_k, AMXK_Q6_K, 210)
 
 #if !defined(X86_AVX512)
 /* The AVX2 steps of the eight-row decode driver (kernels_x86_krows.h), Q4_K (five = false) or
