@@ -1356,15 +1356,15 @@ static void test_gemm_q8_0_extremes(void) {
  * (Q4_K 15, Q5_K 31, Q6_K 63), every scale and min at its largest magnitude (Q4_K/Q5_K 63,
  * Q6_K -128 or 127 by weight row), against Q8_K activations of -128 or 127 in every position
  * (by activation row): gemm, vec_dot_m and vec_dot_rows of every table against the scalar
- * vec_dot, bit for bit, with 17 weight rows (tiles or chunks of 8, or one AMX tile of 16, and
- * one left over) and 9 activation rows (a chunk of 8 and one more). The prefill tiles add two
+ * vec_dot, bit for bit, with 17 weight rows and 17 activation rows (tiles or chunks of 8, or
+ * one AMX tile of 16, and one left over). The prefill tiles add two
  * vpmaddubsw outputs in int16 (2 x 16128 for Q6_K); a kernel that added a third, or otherwise
  * reduced past int16, gives other values. */
 static void test_kquant_extremes(void) {
     enum {
         NB = 3,
         NR = 17,
-        M = 9
+        M = 17
     };
     const int64_t n = (int64_t)256 * NB;
     static uint8_t x[M][NB * 292];

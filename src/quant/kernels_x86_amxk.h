@@ -4,25 +4,26 @@
  * X86_AMX is defined, after the 512-bit K-quant tile, which it hands the calls and rows it
  * does not take; it uses kernels_x86_amx.h's tile configuration, transpose and sums.
  *
- * DESIGN: a super-block's quants are unpacked once per pass (16 weight rows) into signed int8
- * values (Q6_K's minus 32, so no offset term is left) and transposed into B layout, 32 quants
- * at a time. Each sub-block (32 quants; Q6_K 16) is one TDPBSSD of up to 16 activation rows x
- * 16 weight rows, its exact int32 dots stored (TILESTORED) per sub-block; the sum of a
- * super-block over its sub-blocks, scale x dot, is then formed in int32 (vpmulld) with lane r
- * = weight row r: the same integer isum as the scalar code's, whatever the order. The mins'
- * term (Q4_K, Q5_K) sums min x the activation's pair of 16-element sums with vpdpwssd. The
- * float steps are quant.h's, lane by lane: A[b % 8] = fma(d_w * d_x, isum, A[b % 8]), then
- * fma(-(dmin_w * d_x), imin, ...), and hsum8's tree at the end, so every output equals vec_dot
- * bit for bit.
+ * DESIGN: a super-block's packed quant bytes are transposed into B layout once per pass (16
+ * weight rows) and unpacked there into signed int8 values (Q6_K's minus 32, so no offset term
+ * is left); its scales and mins are transposed into one vector per sub-block. Each sub-block (32
+ * quants; Q6_K 16) is one TDPBSSD of up to 16 activation rows x 16 weight rows, its exact int32
+ * dots stored (TILESTORED) per sub-block; the sum of a super-block over its sub-blocks, scale x
+ * dot, is then formed in int32 (vpmulld) with lane r = weight row r: the same integer isum as the
+ * scalar code's, whatever the order. The mins' term (Q4_K, Q5_K) sums min x the activation's pair
+ * of 16-element sums with vpdpwssd. The float steps are quant.h's, lane by lane: A[b % 8] = fma(d_w
+ * * d_x, isum, A[b % 8]), then fma(-(dmin_w * d_x), imin, ...), and hsum8's tree at the end, so
+ * every output equals vec_dot bit for bit.
  */
 #ifndef MOEINF_QUANT_KERNELS_X86_AMXK_H
 #define MOEINF_QUANT_KERNELS_X86_AMXK_H
 
 #define AMXK_PASS 32 /* activation rows per pass: two A tiles */
 /* Fewer activation rows than this go to the 512-bit tile: the unpacking per super-block and
- * pass is repaid from 5 rows on for Q4_K and Q5_K, 8 for Q6_K, whose sub-blocks take twice
- * the tile multiplies (bench_gemm, docs/PERFORMANCE.md 2026-12-06). */
-#define AMXK_MIN_M(k) ((k) == AMXK_Q6_K ? 8 : 5)
+ * pass is repaid from 4 rows on for Q4_K, 5 for Q5_K; Q6_K's 16 sub-blocks take twice the tile
+ * multiplies and stores, and its tile beat the 512-bit one only from about 16 rows
+ * (bench_gemm, Intel Xeon family 6 model 207, docs/PERFORMANCE.md 2026-12-06). */
+#define AMXK_MIN_M(k) ((k) == AMXK_Q6_K ? 16 : (k) == AMXK_Q5_K ? 5 : 4)
 
 enum amxk_kind {
     AMXK_Q4_K,
@@ -40,37 +41,132 @@ struct amxk_tile {
     float dmin[AMX_WROWS];
 };
 
+/* The 16 x 16 bytes m[r][s] as columns: m[s] byte r (four unpack steps, bytes to 64-bit
+ * units: each doubles the run of rows that sit together for one column). */
+INLINE void amxk_transpose_bytes(__m128i m[16]) {
+    __m128i a[16]; /* a[8h + i]: rows 2i, 2i + 1 in 16-bit units, columns 8h.. */
+    for (int i = 0; i < 8; i++) {
+        a[i] = _mm_unpacklo_epi8(m[2 * i], m[2 * i + 1]);
+        a[8 + i] = _mm_unpackhi_epi8(m[2 * i], m[2 * i + 1]);
+    }
+    __m128i b[16]; /* b[8h + 4q + k]: rows 4k..4k+3 in 32-bit units, columns 8h + 4q.. */
+    for (int h = 0; h < 2; h++)
+        for (int k = 0; k < 4; k++) {
+            b[8 * h + k] = _mm_unpacklo_epi16(a[8 * h + 2 * k], a[8 * h + 2 * k + 1]);
+            b[8 * h + 4 + k] = _mm_unpackhi_epi16(a[8 * h + 2 * k], a[8 * h + 2 * k + 1]);
+        }
+    for (int base = 0; base < 16; base += 4) {
+        /* c[2p + h8]: rows 8 h8 .. 8 h8 + 7 in 64-bit units, columns base + 2p.. */
+        __m128i c[4];
+        for (int h8 = 0; h8 < 2; h8++) {
+            c[h8] = _mm_unpacklo_epi32(b[base + 2 * h8], b[base + 2 * h8 + 1]);
+            c[2 + h8] = _mm_unpackhi_epi32(b[base + 2 * h8], b[base + 2 * h8 + 1]);
+        }
+        for (int p = 0; p < 2; p++) {
+            m[base + 2 * p] = _mm_unpacklo_epi64(c[2 * p], c[2 * p + 1]);
+            m[base + 2 * p + 1] = _mm_unpackhi_epi64(c[2 * p], c[2 * p + 1]);
+        }
+    }
+}
+
+/* 32 bytes at each of the 16 rows p, p + stride, ... in B layout (as raw bytes). */
+INLINE void amxk_transpose_rows(const uint8_t *p, size_t stride, int8_t b[8][64]) {
+    __m256i v[AMX_WROWS];
+    for (int r = 0; r < AMX_WROWS; r++)
+        v[r] = _mm256_loadu_si256((const __m256i *)(const void *)(p + (size_t)r * stride));
+    amx_transpose16(v, b);
+}
+
+INLINE __m512i amxk_load(const int8_t row[64]) {
+    return _mm512_load_si512((const void *)row);
+}
+
+INLINE __m512i amxk_bits(__m512i v, int shift, int mask) {
+    return _mm512_and_si512(_mm512_srl_epi16(v, _mm_cvtsi32_si128(shift)),
+                            _mm512_set1_epi8((char)mask));
+}
+
+/* Q4_K (five = false) or Q5_K quants of super-block `off` of the 16 rows in B layout. The packed
+ * bytes are transposed as they are: a dword of quant bytes holds four consecutive quants of
+ * two sub-blocks (low and high nibbles), and Q5_K's qh bytes the fifth bits of the same four
+ * elements, so the nibbles are taken apart in B layout. */
+INLINE void amxk_quants_45(bool five, const uint8_t *w0, size_t w_stride, size_t off,
+                           struct amxk_tile *t) {
+    _Alignas(64) int8_t raw[8][64];
+    _Alignas(64) int8_t qh[8][64];
+    if (five) amxk_transpose_rows(w0 + off + 16, w_stride, qh);
+    for (int c = 0; c < 4; c++) {
+        amxk_transpose_rows(w0 + off + (five ? 48 : 16) + 32 * (size_t)c, w_stride, raw);
+        for (int kk = 0; kk < 8; kk++) {
+            const __m512i v = amxk_load(raw[kk]);
+            __m512i lo = _mm512_and_si512(v, _mm512_set1_epi8(0x0f));
+            __m512i hi = amxk_bits(v, 4, 0x0f);
+            if (five) {
+                const __m512i h = amxk_load(qh[kk]);
+                lo = _mm512_or_si512(lo, _mm512_slli_epi16(amxk_bits(h, 2 * c, 1), 4));
+                hi = _mm512_or_si512(hi, _mm512_slli_epi16(amxk_bits(h, 2 * c + 1, 1), 4));
+            }
+            _mm512_store_si512((void *)t->b[2 * c][kk], lo);
+            _mm512_store_si512((void *)t->b[2 * c + 1][kk], hi);
+        }
+    }
+}
+
+/* Q6_K quants (minus 32) of super-block `off` of the 16 rows in B layout: half h's groups of
+ * 32 come from ql bytes 0-31 (low nibbles: group 0, high: group 2) and 32-63 (groups 1, 3) and
+ * the qh bytes 0-31 (bits 2g, 2g + 1 for group g), element for element. */
+INLINE void amxk_quants_6(const uint8_t *w0, size_t w_stride, size_t off, struct amxk_tile *t) {
+    _Alignas(64) int8_t l0[8][64];
+    _Alignas(64) int8_t l1[8][64];
+    _Alignas(64) int8_t qh[8][64];
+    const __m512i m32 = _mm512_set1_epi8(32);
+    for (int h = 0; h < 2; h++) {
+        amxk_transpose_rows(w0 + off + 64 * (size_t)h, w_stride, l0);
+        amxk_transpose_rows(w0 + off + 64 * (size_t)h + 32, w_stride, l1);
+        amxk_transpose_rows(w0 + off + 128 + 32 * (size_t)h, w_stride, qh);
+        for (int kk = 0; kk < 8; kk++) {
+            const __m512i a0 = amxk_load(l0[kk]);
+            const __m512i a1 = amxk_load(l1[kk]);
+            const __m512i hh = amxk_load(qh[kk]);
+            const __m512i low[4] = {_mm512_and_si512(a0, _mm512_set1_epi8(0x0f)),
+                                    _mm512_and_si512(a1, _mm512_set1_epi8(0x0f)),
+                                    amxk_bits(a0, 4, 0x0f), amxk_bits(a1, 4, 0x0f)};
+            for (int g = 0; g < 4; g++) {
+                const __m512i top = _mm512_slli_epi16(amxk_bits(hh, 2 * g, 3), 4);
+                _mm512_store_si512((void *)t->b[4 * h + g][kk],
+                                   _mm512_sub_epi8(_mm512_or_si512(low[g], top), m32));
+            }
+        }
+    }
+}
+
 /* Super-block `off` of the 16 weight rows w0, w0 + w_stride, ...: quants, scales, mins. */
 INLINE void amxk_prepare(enum amxk_kind k, const uint8_t *w0, size_t w_stride, size_t off,
                          struct amxk_tile *t) {
-    __m256i q[AMX_WROWS][8]; /* row r, elements 32g .. 32g + 31 */
+    __m128i m[AMX_WROWS]; /* row r: Q6_K its 16 scales; Q4_K/Q5_K its 8 scales, 8 mins */
     for (int r = 0; r < AMX_WROWS; r++) {
         const uint8_t *wb = w0 + (size_t)r * w_stride + off;
         if (k == AMXK_Q6_K) {
-            k6_unpack_half(wb, 0, q[r]);
-            k6_unpack_half(wb, 1, q[r] + 4);
-            for (int g = 0; g < 8; g++)
-                q[r][g] = _mm256_sub_epi8(q[r][g], _mm256_set1_epi8(32));
-            for (int s = 0; s < 16; s++)
-                t->sc[s][r] = (int8_t)wb[192 + s];
+            m[r] = _mm_loadu_si128((const __m128i *)(const void *)(wb + 192));
             t->dw[r] = _cvtsh_ss(load_u16(wb + 208));
         } else {
-            k45_unpack(wb, k == AMXK_Q5_K, q[r]);
-            uint8_t sm[16]; /* 8 scales, 8 mins */
-            _mm_storeu_si128((__m128i *)(void *)sm, k4_scales_mins(wb + 4));
-            for (int s = 0; s < 8; s++) {
-                t->sc[s][r] = sm[s];
-                t->mins[s][r] = sm[8 + s] | sm[8 + s] << 16;
-            }
+            m[r] = k4_scales_mins(wb + 4);
             t->dw[r] = _cvtsh_ss(load_u16(wb));
             t->dmin[r] = _cvtsh_ss(load_u16(wb + 2));
         }
     }
-    for (int g = 0; g < 8; g++) {
-        __m256i v[AMX_WROWS];
-        for (int r = 0; r < AMX_WROWS; r++)
-            v[r] = q[r][g];
-        amx_transpose16(v, t->b[g]);
+    amxk_transpose_bytes(m); /* m[s]: byte s of every row */
+    if (k == AMXK_Q6_K) {
+        for (int s = 0; s < 16; s++)
+            _mm512_storeu_si512((void *)t->sc[s], _mm512_cvtepi8_epi32(m[s]));
+        amxk_quants_6(w0, w_stride, off, t);
+    } else {
+        for (int s = 0; s < 8; s++) {
+            _mm512_storeu_si512((void *)t->sc[s], _mm512_cvtepu8_epi32(m[s]));
+            const __m512i mn = _mm512_cvtepu8_epi32(m[8 + s]);
+            _mm512_storeu_si512((void *)t->mins[s], _mm512_or_si512(mn, _mm512_slli_epi32(mn, 16)));
+        }
+        amxk_quants_45(k == AMXK_Q5_K, w0, w_stride, off, t);
     }
 }
 
