@@ -83,7 +83,7 @@ INLINE void amx_transpose16(const __m256i v[16], int8_t b[8][64]) {
     for (int i = 0; i < 8; i++)
         z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(v[i]), v[i + 8], 1);
     __m512i u[2][4]; /* group g (z[4g..4g+3]), element e of each 128-bit lane */
-    for (int g = 0; g < 2; g++) {
+    for (size_t g = 0; g < 2; g++) {
         const __m512i *zg = z + 4 * g;
         const __m512i t0 = _mm512_unpacklo_epi32(zg[0], zg[1]);
         const __m512i t1 = _mm512_unpackhi_epi32(zg[0], zg[1]);

@@ -45,24 +45,24 @@ struct amxk_tile {
  * units: each doubles the run of rows that sit together for one column). */
 INLINE void amxk_transpose_bytes(__m128i m[16]) {
     __m128i a[16]; /* a[8h + i]: rows 2i, 2i + 1 in 16-bit units, columns 8h.. */
-    for (int i = 0; i < 8; i++) {
+    for (size_t i = 0; i < 8; i++) {
         a[i] = _mm_unpacklo_epi8(m[2 * i], m[2 * i + 1]);
         a[8 + i] = _mm_unpackhi_epi8(m[2 * i], m[2 * i + 1]);
     }
     __m128i b[16]; /* b[8h + 4q + k]: rows 4k..4k+3 in 32-bit units, columns 8h + 4q.. */
-    for (int h = 0; h < 2; h++)
-        for (int k = 0; k < 4; k++) {
+    for (size_t h = 0; h < 2; h++)
+        for (size_t k = 0; k < 4; k++) {
             b[8 * h + k] = _mm_unpacklo_epi16(a[8 * h + 2 * k], a[8 * h + 2 * k + 1]);
             b[8 * h + 4 + k] = _mm_unpackhi_epi16(a[8 * h + 2 * k], a[8 * h + 2 * k + 1]);
         }
-    for (int base = 0; base < 16; base += 4) {
+    for (size_t base = 0; base < 16; base += 4) {
         /* c[2p + h8]: rows 8 h8 .. 8 h8 + 7 in 64-bit units, columns base + 2p.. */
         __m128i c[4];
-        for (int h8 = 0; h8 < 2; h8++) {
+        for (size_t h8 = 0; h8 < 2; h8++) {
             c[h8] = _mm_unpacklo_epi32(b[base + 2 * h8], b[base + 2 * h8 + 1]);
             c[2 + h8] = _mm_unpackhi_epi32(b[base + 2 * h8], b[base + 2 * h8 + 1]);
         }
-        for (int p = 0; p < 2; p++) {
+        for (size_t p = 0; p < 2; p++) {
             m[base + 2 * p] = _mm_unpacklo_epi64(c[2 * p], c[2 * p + 1]);
             m[base + 2 * p + 1] = _mm_unpackhi_epi64(c[2 * p], c[2 * p + 1]);
         }
@@ -95,16 +95,16 @@ INLINE void amxk_quants_45(bool five, const uint8_t *w0, size_t w_stride, size_t
     _Alignas(64) int8_t raw[8][64];
     _Alignas(64) int8_t qh[8][64];
     if (five) amxk_transpose_rows(w0 + off + 16, w_stride, qh);
-    for (int c = 0; c < 4; c++) {
-        amxk_transpose_rows(w0 + off + (five ? 48 : 16) + 32 * (size_t)c, w_stride, raw);
+    for (size_t c = 0; c < 4; c++) {
+        amxk_transpose_rows(w0 + off + (five ? 48 : 16) + 32 * c, w_stride, raw);
         for (int kk = 0; kk < 8; kk++) {
             const __m512i v = amxk_load(raw[kk]);
             __m512i lo = _mm512_and_si512(v, _mm512_set1_epi8(0x0f));
             __m512i hi = amxk_bits(v, 4, 0x0f);
             if (five) {
                 const __m512i h = amxk_load(qh[kk]);
-                lo = _mm512_or_si512(lo, _mm512_slli_epi16(amxk_bits(h, 2 * c, 1), 4));
-                hi = _mm512_or_si512(hi, _mm512_slli_epi16(amxk_bits(h, 2 * c + 1, 1), 4));
+                lo = _mm512_or_si512(lo, _mm512_slli_epi16(amxk_bits(h, (int)(2 * c), 1), 4));
+                hi = _mm512_or_si512(hi, _mm512_slli_epi16(amxk_bits(h, (int)(2 * c + 1), 1), 4));
             }
             _mm512_store_si512((void *)t->b[2 * c][kk], lo);
             _mm512_store_si512((void *)t->b[2 * c + 1][kk], hi);
@@ -175,7 +175,7 @@ INLINE void amxk_prepare(enum amxk_kind k, const uint8_t *w0, size_t w_stride, s
 INLINE void amxk_sub(int a, int s, int kbytes, const uint8_t *xq, size_t x_stride,
                      struct amxk_tile *t) {
     const int per_group = 32 / kbytes; /* sub-blocks per 32-quant group */
-    _tile_loadd(2, t->b[s / per_group][(s % per_group) * (kbytes / 4)], 64);
+    _tile_loadd(2, t->b[s / per_group][(size_t)(s % per_group) * (size_t)(kbytes / 4)], 64);
     if (a == 0) {
         _tile_zero(4);
         _tile_loadd(0, xq + (size_t)s * kbytes, (long)x_stride);
@@ -206,7 +206,7 @@ INLINE void amxk_row(enum amxk_kind k, int nsub, int i, const uint8_t *xb, float
         __m512i imin = _mm512_setzero_si512();
         for (int p = 0; p < 8; p++) {
             int32_t pair; /* the activation's sums of elements 32p..32p+15 and 32p+16..32p+31 */
-            memcpy(&pair, xb + 260 + 4 * p, sizeof pair);
+            memcpy(&pair, xb + 260 + 4 * (size_t)p, sizeof pair);
             imin =
                 _mm512_dpwssd_epi32(imin, _mm512_set1_epi32(pair), _mm512_loadu_si512(t->mins[p]));
         }
