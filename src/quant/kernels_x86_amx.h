@@ -31,9 +31,11 @@
 #define AMX_WROWS 16 /* weight rows per pass: the 16 int32 columns of a C tile */
 #define AMX_PASS  32 /* activation rows per pass: two A tiles of 16 rows */
 /* Fewer activation rows than this go to the 512-bit eight-row tile: a tile multiply costs the
- * same whatever its row count, and at m = 2 the MXFP4 tile was slower than the 512-bit one
- * (Q8_0 and Q4_0 faster already; bench_gemm, docs/PERFORMANCE.md 2026-12-06). */
-#define AMX_MIN_M 3
+ * same whatever its row count, and with fewer rows the packing is not repaid. Measured with
+ * bench_gemm (Intel Xeon family 6 model 207, docs/PERFORMANCE.md 2026-12-06): at 4 rows the
+ * tile took 0.81-0.90 of the 512-bit tile's time, except Q5_0 (1.25; its unpacking costs
+ * most), which at 8 rows took 0.93. */
+#define AMX_MIN_M(k) ((k) == QK_Q5_0 ? 8 : 4)
 
 /* Tile registers: A (activation rows 0-15, 16-31) 0 and 1, B 2, C 4 and 5. (gcc's tile
  * intrinsics paste the number into the instruction's text, so each must be a literal.) */
@@ -183,11 +185,11 @@ INLINE void amx_pass(enum qkind k, int64_t nb, int mp, const uint8_t *w0, size_t
         _mm512_storeu_ps(y + (size_t)j * y_stride, amx_sum8(t->acc[j]));
 }
 
-/* The rows in groups of 16 by the tile passes, the rest (and calls of fewer than AMX_MIN_M
+/* The rows in groups of 16 by the tile passes, the rest (and calls of fewer than AMX_MIN_M(k)
  * activation rows) by qgemm_rows8. */
 INLINE void amx_qgemm(enum qkind k, int64_t n, int64_t nr, int m, float *y, size_t y_stride,
                       const void *w, size_t w_stride, const void *x, size_t x_stride) {
-    const int64_t nr16 = m < AMX_MIN_M ? 0 : nr / AMX_WROWS * AMX_WROWS;
+    const int64_t nr16 = m < AMX_MIN_M(k) ? 0 : nr / AMX_WROWS * AMX_WROWS;
     if (nr16 > 0) {
         struct amx_tile t;
         int configured = 0; /* the row count of the loaded configuration */
