@@ -1,14 +1,15 @@
 /*
  * kernels.c - the scalar kernel table and the run-time choice of the best table for this CPU.
  *
- * DESIGN: each ISA file (kernels_avx2.c, kernels_avx512.c) is compiled with its own -m flags
- * and exports one raw table getter; nothing from those files may run before the probe here
- * has confirmed that the CPU and the OS support the instructions (the probe itself is
- * compiled without ISA flags). The probe reads CPUID and XCR0 directly rather than
+ * DESIGN: each ISA file (kernels_avx2.c, kernels_avx512.c, kernels_amx.c) is compiled with its
+ * own -m flags and exports one raw table getter; nothing from those files may run before the probe
+ * here has confirmed that the CPU and the OS support the instructions (the probe itself is compiled
+ * without ISA flags). The probe reads CPUID and XCR0 directly rather than
  * __builtin_cpu_supports, whose feature names differ between gcc and clang (clang 14 knows
  * no "f16c"); it checks every -m flag the ISA file is compiled with, because the compiler may
  * use any of them anywhere in that file. Nothing is cached: callers keep the pointer they get
- * (no hidden globals).
+ * (no hidden globals). The AMX probe also asks Linux for the tile data state, a permission of
+ * the process that asking again leaves as it is.
  */
 #include "quant/kernels.h"
 

@@ -11,7 +11,8 @@
  * The arithmetic of each (weight row, activation row) pair is qgroup's, in the same block
  * order, so every result equals vec_dot's bit for bit. Every kind here takes an eight-row
  * tile further down (avx2: q8r_*, 256-bit; avx512: q8z_*, 512-bit with vpdpbusd), and qgemm
- * only the last rows (fewer than eight) of a call.
+ * only the last rows (fewer than eight) of a call; the amx table puts groups of 16 rows on
+ * its AMX-INT8 tile first (kernels_x86_amx.h).
  */
 #ifndef MOEINF_QUANT_KERNELS_X86_QPREFILL_H
 #define MOEINF_QUANT_KERNELS_X86_QPREFILL_H
