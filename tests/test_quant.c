@@ -1,4 +1,4 @@
-// ctest-labels: golden;kernels
+// ctest-labels: golden;kernels;every-table
 /*
  * test_quant.c - tensor types and CPU kernels (src/quant).
  *

@@ -1,4 +1,4 @@
-// ctest-labels: golden;kernels
+// ctest-labels: golden;kernels;every-table
 /*
  * test_quant_dequant.c - dequantization (to_float) bit for bit against the `gguf` Python
  * package's reference dequantizers (a numpy port of ggml's dequantize_row_*), through fixtures
