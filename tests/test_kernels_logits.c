@@ -116,8 +116,7 @@ static void test_generated_models(void) {
     for (int i = 0; i < 2; i++) {
         char path[1024];
         char name[64];
-        /* Named per process: ctest -j may run the per-table entries at once, and where avx2 is
-         * the CPU's best table the plain entry and the :avx2 one name the same table. */
+        /* Named per process: ctest -j may run the per-table entries at once. */
         snprintf(name, sizeof name, "kernels_logits_%s_%d_%d.gguf", wanted_name, types[i],
                  (int)getpid());
         test_tmp_path(name, path, sizeof path);
