@@ -18,7 +18,6 @@
 #ifndef MOEINF_QUANT_KERNELS_X86_AMXK_H
 #define MOEINF_QUANT_KERNELS_X86_AMXK_H
 
-#define AMXK_PASS 32 /* activation rows per pass: two A tiles */
 /* Fewer activation rows than this go to the 512-bit tile: the unpacking per super-block and
  * pass is repaid from 4 rows on for Q4_K, 5 for Q5_K; Q6_K's 16 sub-blocks take twice the tile
  * multiplies and stores, and its tile beat the 512-bit one only from about 16 rows
@@ -34,7 +33,7 @@ enum amxk_kind {
 struct amxk_tile {
     _Alignas(64) int8_t b[8][8][64];    /* the super-block's 8 groups of 32 quants, B layout */
     int32_t c[16][16][AMX_WROWS];       /* one A tile's dots: [sub-block][activation row] */
-    float acc[AMXK_PASS][8][AMX_WROWS]; /* activation row j, super-blocks k mod 8; lane r */
+    float acc[AMX_PASS][8][AMX_WROWS];  /* activation row j, super-blocks k mod 8; lane r */
     int32_t sc[16][AMX_WROWS];          /* sub-block scales, lane r = weight row r */
     int32_t mins[8][AMX_WROWS];         /* Q4_K/Q5_K: min of sub-block t twice, as int16 */
     float dw[AMX_WROWS];
@@ -218,7 +217,7 @@ INLINE void amxk_row(enum amxk_kind k, int nsub, int i, const uint8_t *xb, float
 }
 
 /* y for the 16 weight rows w0, w0 + w_stride, ... (wbytes per super-block) and activation
- * rows 0..mp-1 (mp <= AMXK_PASS) of x; the tiles are configured for mp rows. */
+ * rows 0..mp-1 (mp <= AMX_PASS) of x; the tiles are configured for mp rows. */
 INLINE void amxk_pass(enum amxk_kind k, size_t wbytes, int64_t nsb, int mp, const uint8_t *w0,
                       size_t w_stride, const uint8_t *x, size_t x_stride, float *y, size_t y_stride,
                       struct amxk_tile *t) {
@@ -258,8 +257,8 @@ INLINE void amxk_gemm(enum amxk_kind k, size_t wbytes, int64_t n, int64_t nr, in
         int configured = 0; /* the row count of the loaded configuration */
         for (int64_t r0 = 0; r0 < nr16; r0 += AMX_WROWS) {
             const uint8_t *w0 = (const uint8_t *)w + (size_t)r0 * w_stride;
-            for (int j0 = 0; j0 < m; j0 += AMXK_PASS) {
-                const int mp = m - j0 < AMXK_PASS ? m - j0 : AMXK_PASS;
+            for (int j0 = 0; j0 < m; j0 += AMX_PASS) {
+                const int mp = m - j0 < AMX_PASS ? m - j0 : AMX_PASS;
                 if (mp != configured) amx_configure(mp, k == AMXK_Q6_K ? 16 : 32);
                 configured = mp;
                 amxk_pass(k, wbytes, n / 256, mp, w0, w_stride,
