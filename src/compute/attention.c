@@ -1,13 +1,20 @@
-/* attention.c - causal GQA over the KV cache; work split by (token, KV head). */
+/* attention.c - causal GQA over the KV cache; work split by (block of tokens, KV head). */
 #include "compute/attention.h"
 
 #include <math.h>
 #include <string.h>
 
+/* Rows (token x query head) per call of the dot, whose results go through the stack. */
+#define ATTN_DOT_ROWS 64
+
+/* Floats of scratch per thread beyond one token's scores, for the scores of a block's other
+ * tokens: a fixed amount, so that a longer context gets smaller blocks, not a scratch that grows
+ * MOEINF_ATTN_BLOCK times as fast as the KV cache. */
+#define ATTN_BLOCK_FLOATS ((size_t)1 << 18)
+
 size_t moeinf_attn_scratch_floats(int n_ctx, int n_head, int n_head_kv, int head_dim) {
-    int group = n_head / n_head_kv;
-    /* scores for each head of the group, plus one converted K or V row */
-    return (size_t)group * (size_t)n_ctx + (size_t)head_dim;
+    /* one token's scores over the whole context, the block's, one converted K or V row */
+    return (size_t)(n_head / n_head_kv) * (size_t)n_ctx + ATTN_BLOCK_FLOATS + (size_t)head_dim;
 }
 
 /* The width values of KV head kh at position t of a cache whose rows hold row_len values. */
@@ -19,69 +26,136 @@ static const float *cache_row(const struct moeinf_attn_args *a, const void *base
     return buf;
 }
 
-/* Query heads of a group scored against one K row per kernel call. */
-#define ATTN_GROUP_CHUNK 16
+/* The first position the token at pos sees. */
+static int first_seen(const struct moeinf_attn_args *a, int pos) {
+    return a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0;
+}
 
-static void attend(const struct moeinf_attn_args *a, int j, int kh, float *scratch) {
+/* The tokens of a block per work item for this call: the most (up to MOEINF_ATTN_BLOCK) whose
+ * scores (span rows of `group` heads each) and packed q rows fit the scratch beside one converted
+ * row. One token needs its scores only (its q rows lie together already), and those always fit: the
+ * scratch holds a token's scores for the whole context. */
+static int block_tokens(const struct moeinf_attn_args *a, int group, int width) {
+    const size_t end = (size_t)a->pos0 + (size_t)a->m; /* positions 0 .. end - 1 exist */
+    int b = MOEINF_ATTN_BLOCK < a->m ? MOEINF_ATTN_BLOCK : a->m;
+    for (; b > 1; b--) {
+        size_t span = end;
+        if (a->window > 0 && (size_t)a->window + (size_t)b - 1 < span)
+            span = (size_t)a->window + (size_t)b - 1;
+        const size_t per_head = span + (size_t)a->head_dim;
+        if ((size_t)b * (size_t)group * per_head + (size_t)width <= a->scratch_stride) break;
+    }
+    return b > 0 ? b : 1;
+}
+
+/* Tokens j0 .. j0 + nb - 1 against KV head kh. Each token's scores, softmax and weighted sum of
+ * V rows are computed with the same operations in the same order as one token alone would
+ * (the dot of a K row with a q row does not depend on the rows beside it, quant.h), so the
+ * output has the same bits whatever the block. */
+static void attend(const struct moeinf_attn_args *a, int j0, int nb, int kh, float *scratch) {
     const int group = a->n_head / a->n_head_kv;
     const int hd = a->head_dim;
     const int vd = a->v_dim > 0 ? a->v_dim : hd;
     const int k_row = a->k_row > 0 ? a->k_row : a->n_head_kv * hd;
     const int v_row = a->v_row > 0 ? a->v_row : a->n_head_kv * vd;
     const int out_stride = a->n_head * vd;
-    const int pos = a->pos0 + j;
-    const int t0 = a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0;
-    const int n_kv = pos + 1 - t0; /* causal: positions t0 .. pos */
     const int q_stride = a->n_head * hd;
-    float *row = scratch + (size_t)group * (size_t)(a->pos0 + a->m);
+    const int pos_first = a->pos0 + j0;
+    const int pos_last = pos_first + nb - 1;
+    const int span0 = first_seen(a, pos_first); /* positions span0 .. pos_last are read */
+    const int span = pos_last + 1 - span0;
+    /* token b's head g scores position t at scores[(b * group + g) * span + t - span0]; then
+     * the block's q rows, token after token (group rows each: one token's lie together in q) */
+    const size_t n_rows = (size_t)nb * (size_t)group;
+    float *scores = scratch;
+    float *qpack = scores + n_rows * (size_t)span;
+    float *row = qpack + (nb > 1 ? n_rows * (size_t)hd : 0);
     const float scale = a->scale != 0.0f ? a->scale : 1.0f / sqrtf((float)hd);
-    /* q.k with the table's F32 dot (as vec_dot_m: one K row against the group's q rows, which
-     * are hd floats apart): its summation order is fixed (quant.h), so every table gives the
-     * same scores, and SIMD tables run it 32 lanes wide. */
+    const float *q = a->q + (size_t)j0 * q_stride + (size_t)kh * group * hd;
+    if (nb > 1) {
+        for (int b = 0; b < nb; b++)
+            memcpy(qpack + (size_t)b * group * hd, q + (size_t)b * q_stride,
+                   (size_t)group * hd * sizeof(float));
+        q = qpack;
+    }
+    /* q.k with the table's F32 dot (as vec_dot_m: one K row against the q rows of the block's
+     * tokens that see it, hd floats apart): its summation order is fixed (quant.h), so every
+     * table gives the same scores, and SIMD tables run it 32 lanes wide. */
     const moeinf_vec_dot_m_fn dot_m = a->kern->vec_dot_m[MOEINF_TYPE_F32];
-    const float *q0 = a->q + (size_t)j * q_stride + (size_t)kh * group * hd;
-    for (int t = 0; t < n_kv; t++) {
-        const float *k = cache_row(a, a->k, t0 + t, kh, k_row, hd, row);
-        for (int g0 = 0; g0 < group; g0 += ATTN_GROUP_CHUNK) {
-            const int gn = group - g0 < ATTN_GROUP_CHUNK ? group - g0 : ATTN_GROUP_CHUNK;
-            float s[ATTN_GROUP_CHUNK];
-            dot_m(hd, gn, s, k, q0 + (size_t)g0 * hd, (size_t)hd * sizeof(float));
-            for (int g = 0; g < gn; g++)
-                scratch[(size_t)(g0 + g) * n_kv + t] = s[g] * scale;
+    float d[ATTN_DOT_ROWS];
+    for (int t = span0; t <= pos_last; t++) {
+        /* the tokens that see t: pos >= t, and t >= first_seen(pos) */
+        const int b_lo = t > pos_first ? t - pos_first : 0;
+        int b_hi = nb;
+        if (a->window > 0 && t + a->window - 1 < pos_last) b_hi = t + a->window - pos_first;
+        if (b_lo >= b_hi) continue;
+        const float *k = cache_row(a, a->k, t, kh, k_row, hd, row);
+        for (int r0 = b_lo * group; r0 < b_hi * group; r0 += ATTN_DOT_ROWS) {
+            const int nr = b_hi * group - r0 < ATTN_DOT_ROWS ? b_hi * group - r0 : ATTN_DOT_ROWS;
+            dot_m(hd, nr, d, k, q + (size_t)r0 * hd, (size_t)hd * sizeof(float));
+            for (int r = 0; r < nr; r++)
+                scores[(size_t)(r0 + r) * span + (size_t)(t - span0)] = d[r] * scale;
         }
     }
-    for (int g = 0; g < group; g++) {
-        float *s = scratch + (size_t)g * n_kv;
-        const float *sink = a->sinks ? a->sinks + (size_t)kh * group + g : NULL;
-        float max = sink ? *sink : -INFINITY;
-        for (int t = 0; t < n_kv; t++) max = s[t] > max ? s[t] : max;
-        double sum = sink ? (double)expf(*sink - max) : 0.0;
-        for (int t = 0; t < n_kv; t++) {
-            s[t] = expf(s[t] - max);
-            sum += s[t];
+    for (int b = 0; b < nb; b++) {
+        const int pos = pos_first + b;
+        const int t0 = first_seen(a, pos);
+        const int n_kv = pos + 1 - t0;
+        for (int g = 0; g < group; g++) {
+            float *s = scores + ((size_t)b * group + g) * span + (size_t)(t0 - span0);
+            const float *sink = a->sinks ? a->sinks + (size_t)kh * group + g : NULL;
+            float max = sink ? *sink : -INFINITY;
+            for (int t = 0; t < n_kv; t++)
+                max = s[t] > max ? s[t] : max;
+            double sum = sink ? (double)expf(*sink - max) : 0.0;
+            for (int t = 0; t < n_kv; t++) {
+                s[t] = expf(s[t] - max);
+                sum += s[t];
+            }
+            const float inv = (float)(1.0 / sum);
+            for (int t = 0; t < n_kv; t++)
+                s[t] *= inv;
+            memset(a->out + (size_t)(j0 + b) * out_stride + (size_t)(kh * group + g) * vd, 0,
+                   (size_t)vd * sizeof(float));
         }
-        const float inv = (float)(1.0 / sum);
-        for (int t = 0; t < n_kv; t++) s[t] *= inv;
-        memset(a->out + (size_t)j * out_stride + (size_t)(kh * group + g) * vd, 0,
-               (size_t)vd * sizeof(float));
     }
     const moeinf_axpy_fn axpy = a->kern->axpy_f32; /* the same bits on every table */
-    for (int t = 0; t < n_kv; t++) {
-        const float *v = cache_row(a, a->v, t0 + t, kh, v_row, vd, row);
-        for (int g = 0; g < group; g++) {
-            float *o = a->out + (size_t)j * out_stride + (size_t)(kh * group + g) * vd;
-            axpy(vd, scratch[(size_t)g * n_kv + t], v, o);
+    for (int t = span0; t <= pos_last; t++) {
+        const int b_lo = t > pos_first ? t - pos_first : 0;
+        int b_hi = nb;
+        if (a->window > 0 && t + a->window - 1 < pos_last) b_hi = t + a->window - pos_first;
+        if (b_lo >= b_hi) continue;
+        const float *v = cache_row(a, a->v, t, kh, v_row, vd, row);
+        for (int b = b_lo; b < b_hi; b++) {
+            float *o = a->out + (size_t)(j0 + b) * out_stride + (size_t)kh * group * vd;
+            const float *p = scores + (size_t)b * group * span + (size_t)(t - span0);
+            for (int g = 0; g < group; g++)
+                axpy(vd, p[(size_t)g * span], v, o + (size_t)g * vd);
         }
     }
 }
 
+struct attn_job {
+    const struct moeinf_attn_args *a;
+    int block;
+};
+
 static void attn_worker(void *arg, int ith, int nth) {
-    const struct moeinf_attn_args *a = arg;
+    const struct attn_job *job = arg;
+    const struct moeinf_attn_args *a = job->a;
     float *scratch = a->scratch + (size_t)ith * a->scratch_stride;
-    const int n_items = a->m * a->n_head_kv;
-    for (int it = ith; it < n_items; it += nth) attend(a, it / a->n_head_kv, it % a->n_head_kv, scratch);
+    const int n_blocks = (a->m + job->block - 1) / job->block;
+    const int n_items = n_blocks * a->n_head_kv;
+    for (int it = ith; it < n_items; it += nth) {
+        const int j0 = it / a->n_head_kv * job->block;
+        const int nb = a->m - j0 < job->block ? a->m - j0 : job->block;
+        attend(a, j0, nb, it % a->n_head_kv, scratch);
+    }
 }
 
 void moeinf_attention(struct moeinf_pool *pool, const struct moeinf_attn_args *args) {
-    moeinf_pool_run(pool, attn_worker, (void *)args);
+    const int group = args->n_head / args->n_head_kv;
+    const int hd = args->head_dim > args->v_dim ? args->head_dim : args->v_dim;
+    struct attn_job job = {.a = args, .block = block_tokens(args, group, hd)};
+    moeinf_pool_run(pool, attn_worker, &job);
 }

@@ -42,6 +42,12 @@ struct moeinf_attn_args {
     const struct moeinf_kernels *kern;
 };
 
+/* A work item takes up to this many consecutive tokens of one KV head (fewer where the scratch
+ * is short), so that each K and V row it reads is converted from F16 once for all of them: one
+ * token at a time, prefill spent as long converting rows as multiplying them (one conversion per
+ * position pair). */
+#define MOEINF_ATTN_BLOCK 16
+
 /* Floats of scratch one thread needs for contexts up to n_ctx; head_dim the wider of the k and
  * v heads. */
 size_t moeinf_attn_scratch_floats(int n_ctx, int n_head, int n_head_kv, int head_dim);
