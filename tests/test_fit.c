@@ -228,8 +228,9 @@ static void test_prefill_inputs(void) {
     CHECK_EQ_INT((long long)m.output_elems, 256 * 1010);
     CHECK_EQ_INT((long long)m.active_elems, (long long)(4 * layer + 256ull * 1010));
     /* a 512-token prompt: 512 x 513 / 2 = 131328 position pairs per layer, each 8 query heads'
-     * dot and axpy of 32; in 32 blocks of 16 tokens, block i reading positions 0 .. 16 i + 15,
-     * 16 x (1 + 2 + .. + 32) = 8448 rows per layer, each 4 KV heads' K and V of 32 converted */
+     * dot and axpy of 32; in 32 blocks of 16 tokens (2 heads a KV head: 32 query rows), block i
+     * reading positions 0 .. 16 i + 15, 16 x (1 + 2 + .. + 32) = 8448 rows per layer, each 4 KV
+     * heads' K and V of 32 converted */
     const double pairs = 131328.0 * 4;
     CHECK_MSG(near(m.attn_conv, 8448.0 * 4 * 4 * 64), "%.0f", m.attn_conv);
     CHECK_MSG(near(m.attn_dot, pairs * 8 * 32), "%.0f", m.attn_dot);

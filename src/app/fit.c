@@ -31,7 +31,7 @@
  *   t_attn = (F16 values converted / their probed rate + q.k multiply-adds / the float dot's
  *            + V multiply-adds / the axpy's) / CLI_FIT_ATTN_EFF   (compute/attention.c's work
  *            for the 512 x 513 / 2 position pairs per query head; the rows are converted per
- *            KV head once per block of MOEINF_ATTN_BLOCK tokens)
+ *            KV head once per block of moeinf_attn_block() tokens)
  *   t_read = with an expert cache, every distinct expert of the batch (1 - (1 - K/E)^512 of
  *            each layer's: nearly all) that is not cached (the cache's share of the experts)
  *            read once from the disk at the probed bandwidth x CLI_FIT_DISK_EFF
@@ -86,11 +86,11 @@ static uint64_t active_elems(const struct moeinf_llm *llm, uint64_t *output) {
 }
 
 /* The attention work of a prompt of CLI_FIT_BATCH tokens from position 0 (fit.h's attn_*): per
- * KV head, the K and V rows converted, once per block of MOEINF_ATTN_BLOCK tokens that reads
+ * KV head, the K and V rows converted, once per block of moeinf_attn_block() tokens that reads
  * them (compute/attention.c); per position pair (each token and every earlier one, or the last
  * n_swa of them on a sliding layer) and query head, a dot over the K head and an axpy of the V
- * head. Multi-head latent attention: one KV head of the latent and the RoPE
- * part, the value the latent (model/layer_mla.c). Gated DeltaNet layers have no pairs. */
+ * head. Multi-head latent attention: one KV head of the latent and the RoPE part, the value
+ * the latent (model/layer_mla.c). Gated DeltaNet layers have no pairs. */
 static void attn_work(const struct moeinf_llm *llm, struct cli_fit_model *m) {
     const struct moeinf_hparams *hp = &llm->hp;
     for (int il = 0; il < hp->n_layer; il++) {
@@ -100,16 +100,16 @@ static void attn_work(const struct moeinf_llm *llm, struct cli_fit_model *m) {
         double pairs = 0;
         for (int p = 0; p < CLI_FIT_BATCH; p++)
             pairs += p + 1 < w ? p + 1 : w;
-        double rows = 0; /* K (and V) rows converted: once per block of tokens that read them */
-        for (int j0 = 0; j0 < CLI_FIT_BATCH; j0 += MOEINF_ATTN_BLOCK) {
-            const int last = j0 + MOEINF_ATTN_BLOCK < CLI_FIT_BATCH ? j0 + MOEINF_ATTN_BLOCK - 1
-                                                                    : CLI_FIT_BATCH - 1;
-            rows += last + 1 - (j0 >= w ? j0 - w + 1 : 0);
-        }
         const bool mla = lw->attn == MOEINF_ATTN_MLA;
+        const int n_kv = mla ? 1 : hp->n_head_kv;
         const double kd = mla ? hp->mla_kv + hp->n_rot : hp->head_dim;
         const double vd = mla ? hp->mla_kv : hp->head_dim;
-        const double n_kv = mla ? 1 : hp->n_head_kv;
+        const int block = moeinf_attn_block(hp->n_head, n_kv, (int)(kd > vd ? kd : vd));
+        double rows = 0; /* K (and V) rows converted: once per block of tokens that read them */
+        for (int j0 = 0; j0 < CLI_FIT_BATCH; j0 += block) {
+            const int last = j0 + block < CLI_FIT_BATCH ? j0 + block - 1 : CLI_FIT_BATCH - 1;
+            rows += last + 1 - (j0 >= w ? j0 - w + 1 : 0);
+        }
         m->attn_conv += rows * n_kv * (kd + vd);
         m->attn_dot += pairs * hp->n_head * kd;
         m->attn_axpy += pairs * hp->n_head * vd;

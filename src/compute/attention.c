@@ -7,6 +7,26 @@
 /* Rows (token x query head) per call of the dot, whose results go through the stack. */
 #define ATTN_DOT_ROWS 64
 
+/* Floats between score rows beyond their span: rows a power of two of floats long, 4 KiB apart
+ * or a multiple, would all fall in one set of the L1 cache, and the dots write a column of them
+ * per K row (qwen3-shaped prefill of 2048 tokens, 8 heads per KV head, ran 4 % slower in blocks
+ * than token by token without it). */
+#define ATTN_ROW_PAD 16
+
+/* Floats of a block's packed q rows at most (tokens x heads of a KV head x head_dim), and so of
+ * its outputs: 16 KiB of each stay in L1. A qwen3-shaped block of 16 tokens x 8 heads x 128
+ * (64 KiB each) attended a 2048-token prompt no faster than token by token, 32 rows of 128 in
+ * 0.8-0.9 of its time; a DeepSeek-V2-Lite-shaped one (16 heads of 576 on one KV head) ran
+ * 1.3x slower in blocks of 2 than token by token (the attention alone on this Xeon, family 6
+ * model 207). */
+#define ATTN_BLOCK_Q_FLOATS 4096
+
+int moeinf_attn_block(int n_head, int n_head_kv, int width) {
+    const int rows = ATTN_BLOCK_Q_FLOATS / width;
+    const int b = rows / (n_head / n_head_kv);
+    return b < 1 ? 1 : (b > MOEINF_ATTN_BLOCK ? MOEINF_ATTN_BLOCK : b);
+}
+
 /* Floats of scratch per thread beyond one token's scores, for the scores of a block's other
  * tokens: a fixed amount, so that a longer context gets smaller blocks, not a scratch that grows
  * MOEINF_ATTN_BLOCK times as fast as the KV cache. */
@@ -31,18 +51,19 @@ static int first_seen(const struct moeinf_attn_args *a, int pos) {
     return a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0;
 }
 
-/* The tokens of a block per work item for this call: the most (up to MOEINF_ATTN_BLOCK) whose
+/* The tokens of a block per work item for this call: the most (up to moeinf_attn_block) whose
  * scores (span rows of `group` heads each) and packed q rows fit the scratch beside one converted
  * row. One token needs its scores only (its q rows lie together already), and those always fit: the
  * scratch holds a token's scores for the whole context. */
 static int block_tokens(const struct moeinf_attn_args *a, int group, int width) {
     const size_t end = (size_t)a->pos0 + (size_t)a->m; /* positions 0 .. end - 1 exist */
-    int b = MOEINF_ATTN_BLOCK < a->m ? MOEINF_ATTN_BLOCK : a->m;
+    const int most = moeinf_attn_block(a->n_head, a->n_head_kv, width);
+    int b = most < a->m ? most : a->m;
     for (; b > 1; b--) {
         size_t span = end;
         if (a->window > 0 && (size_t)a->window + (size_t)b - 1 < span)
             span = (size_t)a->window + (size_t)b - 1;
-        const size_t per_head = span + (size_t)a->head_dim;
+        const size_t per_head = span + ATTN_ROW_PAD + (size_t)a->head_dim;
         if ((size_t)b * (size_t)group * per_head + (size_t)width <= a->scratch_stride) break;
     }
     return b > 0 ? b : 1;
@@ -64,11 +85,15 @@ static void attend(const struct moeinf_attn_args *a, int j0, int nb, int kh, flo
     const int pos_last = pos_first + nb - 1;
     const int span0 = first_seen(a, pos_first); /* positions span0 .. pos_last are read */
     const int span = pos_last + 1 - span0;
-    /* token b's head g scores position t at scores[(b * group + g) * span + t - span0]; then
+    /* token b's head g scores position t at scores[(b * group + g) * rs + t - span0]; then
      * the block's q rows, token after token (group rows each: one token's lie together in q) */
     const size_t n_rows = (size_t)nb * (size_t)group;
+    const size_t packed = nb > 1 ? n_rows * (size_t)hd : 0;
+    const size_t width = (size_t)(hd > vd ? hd : vd);
+    size_t rs = (size_t)span + ATTN_ROW_PAD;
+    if (n_rows * rs + packed + width > a->scratch_stride) rs = (size_t)span;
     float *scores = scratch;
-    float *qpack = scores + n_rows * (size_t)span;
+    float *qpack = scores + n_rows * rs;
     float *row = qpack + (nb > 1 ? n_rows * (size_t)hd : 0);
     const float scale = a->scale != 0.0f ? a->scale : 1.0f / sqrtf((float)hd);
     const float *q = a->q + (size_t)j0 * q_stride + (size_t)kh * group * hd;
@@ -94,7 +119,7 @@ static void attend(const struct moeinf_attn_args *a, int j0, int nb, int kh, flo
             const int nr = b_hi * group - r0 < ATTN_DOT_ROWS ? b_hi * group - r0 : ATTN_DOT_ROWS;
             dot_m(hd, nr, d, k, q + (size_t)r0 * hd, (size_t)hd * sizeof(float));
             for (int r = 0; r < nr; r++)
-                scores[(size_t)(r0 + r) * span + (size_t)(t - span0)] = d[r] * scale;
+                scores[(size_t)(r0 + r) * rs + (size_t)(t - span0)] = d[r] * scale;
         }
     }
     for (int b = 0; b < nb; b++) {
@@ -102,7 +127,7 @@ static void attend(const struct moeinf_attn_args *a, int j0, int nb, int kh, flo
         const int t0 = first_seen(a, pos);
         const int n_kv = pos + 1 - t0;
         for (int g = 0; g < group; g++) {
-            float *s = scores + ((size_t)b * group + g) * span + (size_t)(t0 - span0);
+            float *s = scores + ((size_t)b * group + g) * rs + (size_t)(t0 - span0);
             const float *sink = a->sinks ? a->sinks + (size_t)kh * group + g : NULL;
             float max = sink ? *sink : -INFINITY;
             for (int t = 0; t < n_kv; t++)
@@ -128,9 +153,9 @@ static void attend(const struct moeinf_attn_args *a, int j0, int nb, int kh, flo
         const float *v = cache_row(a, a->v, t, kh, v_row, vd, row);
         for (int b = b_lo; b < b_hi; b++) {
             float *o = a->out + (size_t)(j0 + b) * out_stride + (size_t)kh * group * vd;
-            const float *p = scores + (size_t)b * group * span + (size_t)(t - span0);
+            const float *p = scores + (size_t)b * group * rs + (size_t)(t - span0);
             for (int g = 0; g < group; g++)
-                axpy(vd, p[(size_t)g * span], v, o + (size_t)g * vd);
+                axpy(vd, p[(size_t)g * rs], v, o + (size_t)g * vd);
         }
     }
 }

@@ -42,11 +42,14 @@ struct moeinf_attn_args {
     const struct moeinf_kernels *kern;
 };
 
-/* A work item takes up to this many consecutive tokens of one KV head (fewer where the scratch
- * is short), so that each K and V row it reads is converted from F16 once for all of them: one
- * token at a time, prefill spent as long converting rows as multiplying them (one conversion per
- * position pair). */
+/* A work item takes up to moeinf_attn_block() consecutive tokens of one KV head (fewer where the
+ * scratch is short), so that each K and V row it reads is converted from F16 once for all of
+ * them: one token at a time, prefill spent as long converting rows as multiplying them (one
+ * conversion per position pair). At most MOEINF_ATTN_BLOCK tokens, and 16 KiB of their q rows
+ * (tokens x heads per KV head x width, the wider of the K and V heads): one token for
+ * multi-head latent attention's 16 heads of 576. */
 #define MOEINF_ATTN_BLOCK 16
+int moeinf_attn_block(int n_head, int n_head_kv, int width);
 
 /* Floats of scratch one thread needs for contexts up to n_ctx; head_dim the wider of the k and
  * v heads. */
