@@ -1,6 +1,6 @@
 /*
- * clock.h - the kernel benchmarks' clocks (bench_kernels, bench_gemm): header only, each
- * bench is one executable.
+ * clock.h - the kernel benchmarks' clocks (bench_kernels, bench_gemm, bench_attention): header
+ * only, each bench is one executable.
  */
 #ifndef MOEINF_BENCH_CLOCK_H
 #define MOEINF_BENCH_CLOCK_H
