@@ -26,7 +26,7 @@
 #include "quant/quant.h"
 
 static int arg(int argc, char **argv, int i, int fallback) {
-    return argc > i ? atoi(argv[i]) : fallback;
+    return argc > i ? (int)strtol(argv[i], NULL, 10) : fallback;
 }
 
 int main(int argc, char **argv) {
@@ -55,9 +55,10 @@ int main(int argc, char **argv) {
     float *scratch = malloc(stride * sizeof *scratch);
     struct moeinf_pool *pool = NULL;
     struct moeinf_error err = {0};
+    int rc = 1;
     if (!k || !v || !q || !out || !scratch || moeinf_pool_init(1, &pool, &err) != MOEINF_OK) {
         fprintf(stderr, "bench_attention: out of memory\n");
-        return 1;
+        goto done;
     }
     uint64_t seed = 1;
     for (size_t i = 0; i < (size_t)m * row; i++) {
@@ -96,11 +97,13 @@ int main(int argc, char **argv) {
     printf("attention %d x %d heads of %d (v %d), %d tokens, table %s: %.2f ms, %.2f G "
            "multiply-adds/s\n",
            n_head_kv, n_head / n_head_kv, hd, vd, m, a.kern->name, best * 1e3, madds / best / 1e9);
+    rc = 0;
+done:
     moeinf_pool_free(pool);
     free(k);
     free(v);
     free(q);
     free(out);
     free(scratch);
-    return 0;
+    return rc;
 }

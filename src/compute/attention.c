@@ -51,6 +51,15 @@ static int first_seen(const struct moeinf_attn_args *a, int pos) {
     return a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0;
 }
 
+/* The tokens b_lo .. b_hi - 1 of the block of nb tokens from position pos_first that see
+ * position t (pos >= t, and t >= first_seen(pos)); false if none does. */
+static bool seeing(const struct moeinf_attn_args *a, int t, int pos_first, int nb, int *b_lo,
+                   int *b_hi) {
+    *b_lo = t > pos_first ? t - pos_first : 0;
+    *b_hi = a->window > 0 && t + a->window - pos_first < nb ? t + a->window - pos_first : nb;
+    return *b_lo < *b_hi;
+}
+
 /* The tokens of a block per work item for this call: the most (up to moeinf_attn_block) whose
  * scores (span rows of `group` heads each) and packed q rows fit the scratch beside one converted
  * row. One token needs its scores only (its q rows lie together already), and those always fit: the
@@ -109,11 +118,9 @@ static void attend(const struct moeinf_attn_args *a, int j0, int nb, int kh, flo
     const moeinf_vec_dot_m_fn dot_m = a->kern->vec_dot_m[MOEINF_TYPE_F32];
     float d[ATTN_DOT_ROWS];
     for (int t = span0; t <= pos_last; t++) {
-        /* the tokens that see t: pos >= t, and t >= first_seen(pos) */
-        const int b_lo = t > pos_first ? t - pos_first : 0;
-        int b_hi = nb;
-        if (a->window > 0 && t + a->window - 1 < pos_last) b_hi = t + a->window - pos_first;
-        if (b_lo >= b_hi) continue;
+        int b_lo = 0;
+        int b_hi = 0;
+        if (!seeing(a, t, pos_first, nb, &b_lo, &b_hi)) continue;
         const float *k = cache_row(a, a->k, t, kh, k_row, hd, row);
         for (int r0 = b_lo * group; r0 < b_hi * group; r0 += ATTN_DOT_ROWS) {
             const int nr = b_hi * group - r0 < ATTN_DOT_ROWS ? b_hi * group - r0 : ATTN_DOT_ROWS;
@@ -146,10 +153,9 @@ static void attend(const struct moeinf_attn_args *a, int j0, int nb, int kh, flo
     }
     const moeinf_axpy_fn axpy = a->kern->axpy_f32; /* the same bits on every table */
     for (int t = span0; t <= pos_last; t++) {
-        const int b_lo = t > pos_first ? t - pos_first : 0;
-        int b_hi = nb;
-        if (a->window > 0 && t + a->window - 1 < pos_last) b_hi = t + a->window - pos_first;
-        if (b_lo >= b_hi) continue;
+        int b_lo = 0;
+        int b_hi = 0;
+        if (!seeing(a, t, pos_first, nb, &b_lo, &b_hi)) continue;
         const float *v = cache_row(a, a->v, t, kh, v_row, vd, row);
         for (int b = b_lo; b < b_hi; b++) {
             float *o = a->out + (size_t)(j0 + b) * out_stride + (size_t)kh * group * vd;
