@@ -9,8 +9,8 @@
 
 /* Floats between score rows beyond their span: rows a power of two of floats long, 4 KiB apart
  * or a multiple, would all fall in one set of the L1 cache, and the dots write a column of them
- * per K row (qwen3-shaped prefill of 2048 tokens, 8 heads per KV head, ran 4 % slower in blocks
- * than token by token without it). */
+ * per K row. (Its effect alone was not measured apart from the blocks': this host's noise hid
+ * it.) */
 #define ATTN_ROW_PAD 16
 
 /* Floats of a block's packed q rows at most (tokens x heads of a KV head x head_dim), and so of
