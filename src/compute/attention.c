@@ -103,7 +103,7 @@ static void attend(const struct moeinf_attn_args *a, int j0, int nb, int kh, flo
     if (n_rows * rs + packed + width > a->scratch_stride) rs = (size_t)span;
     float *scores = scratch;
     float *qpack = scores + n_rows * rs;
-    float *row = qpack + (nb > 1 ? n_rows * (size_t)hd : 0);
+    float *row = qpack + packed;
     const float scale = a->scale != 0.0f ? a->scale : 1.0f / sqrtf((float)hd);
     const float *q = a->q + (size_t)j0 * q_stride + (size_t)kh * group * hd;
     if (nb > 1) {
