@@ -135,18 +135,7 @@ static void attend(const struct moeinf_attn_args *a, int j0, int nb, int kh, flo
         const int n_kv = pos + 1 - t0;
         for (int g = 0; g < group; g++) {
             float *s = scores + ((size_t)b * group + g) * rs + (size_t)(t0 - span0);
-            const float *sink = a->sinks ? a->sinks + (size_t)kh * group + g : NULL;
-            float max = sink ? *sink : -INFINITY;
-            for (int t = 0; t < n_kv; t++)
-                max = s[t] > max ? s[t] : max;
-            double sum = sink ? (double)expf(*sink - max) : 0.0;
-            for (int t = 0; t < n_kv; t++) {
-                s[t] = expf(s[t] - max);
-                sum += s[t];
-            }
-            const float inv = (float)(1.0 / sum);
-            for (int t = 0; t < n_kv; t++)
-                s[t] *= inv;
+            a->kern->softmax_f32(s, n_kv, a->sinks ? a->sinks + (size_t)kh * group + g : NULL);
             memset(a->out + (size_t)(j0 + b) * out_stride + (size_t)(kh * group + g) * vd, 0,
                    (size_t)vd * sizeof(float));
         }

@@ -19,6 +19,7 @@
 
 #include "base/status.h"
 #include "quant/quant_ref.h"
+#include "quant/softmax.h"
 
 /* One entry per type (kernels.h, MOEINF_KERNELS_ENTRY). */
 #define REF_BLOCK(T, t)                                                                            \
@@ -56,6 +57,7 @@ static const struct moeinf_kernels scalar_table = {
     REF_BLOCK(MOEINF_TYPE_IQ4_XS, iq4_xs),
     REF_BLOCK(MOEINF_TYPE_MXFP4, mxfp4),
     .axpy_f32 = moeinf_ref_axpy_f32,
+    .softmax_f32 = moeinf_ref_softmax_f32,
     .delta_rule_f32 = moeinf_ref_delta_rule_f32,
 };
 

@@ -40,6 +40,7 @@
 
 #include "quant/kernels.h"
 #include "quant/quant_ref.h"
+#include "quant/softmax.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
@@ -1534,6 +1535,7 @@ static void to_float_iq4_xs(const void *x, float *y, int64_t n) {
         .gemm[MOEINF_TYPE_IQ4_NL] = gemm_iq4_nl, .gemm[MOEINF_TYPE_MXFP4] = gemm_mxfp4,            \
         .gemm[MOEINF_TYPE_Q5_K] = gemm_q5_k, .gemm[MOEINF_TYPE_Q6_K] = gemm_q6_k,                  \
         .axpy_f32 = axpy_f32, .delta_rule_f32 = moeinf_delta_rule_f32_avx2,                        \
+        .softmax_f32 = moeinf_softmax_f32_avx2,                                                    \
     }
 
 #endif

@@ -289,6 +289,14 @@ typedef void (*moeinf_gemm_fn)(int64_t n, int64_t nr, int m, float *y, size_t y_
  * (the weighted sum of V rows); x and y must not overlap. */
 typedef void (*moeinf_axpy_fn)(int64_t n, float a, const float *x, float *y);
 
+/* In place, a row of n attention scores becomes their softmax: s[t] = exp(s[t] - max) / sum,
+ * max the largest of the scores and *sink, sum the exponentials' and exp(*sink - max) (a sink
+ * takes weight from every position and gives it to none; NULL: no sink). The exponential and
+ * the order of the sum are src/quant/softmax.h's on every table, so all give the same bits;
+ * the exponential is within a few units in the last place of exp's. Float helper of
+ * compute/attention.c. */
+typedef void (*moeinf_softmax_fn)(float *s, int64_t n, const float *sink);
+
 /* One token of the Gated DeltaNet delta rule on one value head's state s (n rows of n
  * floats, row r for value element r), in place: for each row,
  *   row *= decay;  d = (v[r] - row . k) * beta;  row += d k;  out[r] = (row . q) * scale
@@ -310,6 +318,7 @@ struct moeinf_kernels {
     moeinf_vec_dot_rows_fn vec_dot_rows[MOEINF_TYPE_COUNT]; /* indexed by the WEIGHT type */
     moeinf_gemm_fn gemm[MOEINF_TYPE_COUNT]; /* by WEIGHT type; NULL: vec_dot_m row by row */
     moeinf_axpy_fn axpy_f32;                /* float helper, all tables */
+    moeinf_softmax_fn softmax_f32;          /* float helper, all tables */
     moeinf_delta_rule_fn delta_rule_f32;    /* float helper, all tables */
 };
 

@@ -1,0 +1,143 @@
+// ctest-labels: kernels;every-table
+/*
+ * test_softmax.c - attention's softmax kernel (quant.h's moeinf_softmax_fn, src/quant/softmax.h).
+ *
+ * Independent expectations: float64 exp and a float64 softmax computed here; every table this
+ * CPU runs compared bit for bit with the scalar one.
+ */
+#include <float.h>
+#include <stdint.h>
+
+#include "base/rng.h"
+#include "quant/quant.h"
+#include "quant/softmax.h"
+#include "test.h"
+
+static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+
+static double uniform(void) { /* [0, 1) */
+    return moeinf_splitmix64_unit(&rng_state);
+}
+
+/* Units in the last place of the float nearest to w (w a positive normal float64). */
+static double ulps_off(float got, double w) {
+    const float near = (float)w;
+    return fabs((double)got - w) / ((double)nextafterf(near, INFINITY) - (double)near);
+}
+
+/* softmax_exp against float64 exp over [EXP_MIN, 0]: one float in 1021 of the range (stepping
+ * through the bit patterns of the negative floats), and the edges of the range reduction
+ * (x = -(k + 1/2) ln 2, where |r| is largest). */
+static void test_exp_within_an_ulp(void) {
+    double worst = 0;
+    float worst_x = 0;
+    long n = 0;
+    uint32_t end;
+    const float min = EXP_MIN;
+    memcpy(&end, &min, sizeof end);
+    for (uint32_t bits = 0x80000000u; bits <= end; bits += 1021, n++) {
+        float x;
+        memcpy(&x, &bits, sizeof x);
+        const double off = ulps_off(softmax_exp(x), exp((double)x));
+        if (off > worst) {
+            worst = off;
+            worst_x = x;
+        }
+    }
+    for (int k = 0; k < 125; k++) {
+        const float x = (float)(-(k + 0.5) * 0.6931471805599453);
+        for (int d = -2; d <= 2; d++) {
+            float y = x;
+            for (int i = 0; i < (d < 0 ? -d : d); i++)
+                y = nextafterf(y, d < 0 ? -INFINITY : INFINITY);
+            worst = fmax(worst, ulps_off(softmax_exp(y), exp((double)y)));
+        }
+    }
+    fprintf(stderr, "exp: worst %.3f ulp at %a over %ld points\n", worst, (double)worst_x, n);
+    /* measured: 0.92 ulp (at x = -71.04) */
+    CHECK_MSG(worst <= 1.25, "%.3f ulp at %a (%ld points)", worst, (double)worst_x, n);
+    CHECK(n > 1000000);
+    CHECK(softmax_exp(0.0f) == 1.0f && softmax_exp(-0.0f) == 1.0f);
+    CHECK(softmax_exp(-INFINITY) == 0.0f && softmax_exp(-88.0f) == 0.0f);
+    CHECK(softmax_exp(-FLT_MAX) == 0.0f);
+    CHECK(isnan(softmax_exp(NAN)));
+}
+
+static const struct moeinf_kernels *tables[4];
+static int n_tables;
+
+/* float64 softmax of s[0..n) with an optional sink. */
+static void softmax_f64(const float *s, int n, const float *sink, double *out) {
+    double max = sink ? *sink : -INFINITY;
+    for (int t = 0; t < n; t++)
+        max = fmax(max, s[t]);
+    /* the difference rounded to float, as the kernel's argument (a score of 20 is 2^-20 off) */
+    double sum = sink ? exp((double)(*sink - (float)max)) : 0;
+    for (int t = 0; t < n; t++) {
+        out[t] = exp((double)(s[t] - (float)max));
+        sum += out[t];
+    }
+    for (int t = 0; t < n; t++)
+        out[t] /= sum;
+}
+
+/* Rows of many lengths (tails of the 8- and 16-lane steps), with no sink, a sink below the
+ * scores and one above them; every table gives the scalar table's bits, and every output is
+ * within a few units in the last place of float64's softmax. */
+static void test_softmax_rows(void) {
+    static const int lens[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 100, 1000, 4099};
+
+    enum {
+        MAX_N = 4099
+    };
+
+    static float row[MAX_N];
+    static float got[MAX_N];
+    static float first[MAX_N];
+    static double want[MAX_N];
+    double worst = 0;
+    for (size_t li = 0; li < sizeof lens / sizeof lens[0]; li++) {
+        const int n = lens[li];
+        for (int kind = 0; kind < 4; kind++) {
+            for (int t = 0; t < n; t++)
+                row[t] = (float)((uniform() - 0.5) * 24.0);
+            if (kind == 3) { /* equal scores, and ones far below the largest */
+                for (int t = 0; t < n; t++)
+                    row[t] = t % 3 == 0 ? 2.5f : (t % 3 == 1 ? -INFINITY : -1e30f);
+                row[0] = 2.5f;
+            }
+            const float sink_low = -30.0f;
+            const float sink_high = 40.0f;
+            const float *sink = kind == 1 ? &sink_low : (kind == 2 ? &sink_high : NULL);
+            softmax_f64(row, n, sink, want);
+            for (int ti = 0; ti < n_tables; ti++) {
+                memcpy(got, row, (size_t)n * sizeof(float));
+                tables[ti]->softmax_f32(got, n, sink);
+                if (ti == 0) memcpy(first, got, (size_t)n * sizeof(float));
+                CHECK_MSG(memcmp(got, first, (size_t)n * sizeof(float)) == 0,
+                          "%s: n=%d kind %d: not the scalar table's bits", tables[ti]->name, n,
+                          kind);
+                for (int t = 0; t < n; t++) {
+                    /* outputs under 2^-100 may be flushed (exp below EXP_MIN is 0) */
+                    const double off = want[t] < 0x1p-100
+                                           ? (fabs(got[t] - want[t]) < 0x1p-100 ? 0 : 99)
+                                           : ulps_off(got[t], want[t]);
+                    worst = fmax(worst, off);
+                }
+            }
+        }
+    }
+    /* measured: 1.79 ulp; the exponential, 1 / sum and the product round once each */
+    CHECK_MSG(worst <= 3.0, "worst %.3f ulp", worst);
+    fprintf(stderr, "softmax: worst %.3f ulp from float64 over %d tables\n", worst, n_tables);
+}
+
+int main(void) {
+    tables[n_tables++] = moeinf_kernels_scalar();
+    if (moeinf_kernels_avx2()) tables[n_tables++] = moeinf_kernels_avx2();
+    if (moeinf_kernels_avx512()) tables[n_tables++] = moeinf_kernels_avx512();
+    if (moeinf_kernels_amx()) tables[n_tables++] = moeinf_kernels_amx();
+    RUN(test_exp_within_an_ulp);
+    RUN(test_softmax_rows);
+    return test_report();
+}
