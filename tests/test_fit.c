@@ -65,11 +65,11 @@ static void write_cache_line(const char *figures, char *path, size_t size) {
 }
 
 /* A seeded probe cache: 10 GB/s memory, 2 GB/s disk, 20 G/s compute; attention's kernels 5
- * G/s F16 to float, 10 G/s float dot, 4 G/s axpy; for 1 thread on the disk of the cache folder
- * (the model is too small to probe) and the expert type Q8_0 (8). */
+ * G/s F16 to float, 10 G/s float dot, 4 G/s weighted sum; for 1 thread on the disk of the cache
+ * folder (the model is too small to probe) and the expert type Q8_0 (8). */
 static void seed_cache(void) {
     char path[700];
-    write_cache_line("10.000 2.000 20.000 0 5.000 10.000 4.000 3", path, sizeof path);
+    write_cache_line("10.000 2.000 20.000 0 5.000 10.000 4.000 4", path, sizeof path);
 }
 
 static bool setup(void) {
@@ -228,13 +228,13 @@ static void test_prefill_inputs(void) {
     CHECK_EQ_INT((long long)m.output_elems, 256 * 1010);
     CHECK_EQ_INT((long long)m.active_elems, (long long)(4 * layer + 256ull * 1010));
     /* a 512-token prompt: 512 x 513 / 2 = 131328 position pairs per layer, each 8 query heads'
-     * dot and axpy of 32; in 32 blocks of 16 tokens (2 heads a KV head: 32 query rows), block i
-     * reading positions 0 .. 16 i + 15, 16 x (1 + 2 + .. + 32) = 8448 rows per layer, each 4 KV
-     * heads' K and V of 32 converted */
+     * dot and weighted sum of 32; in 32 blocks of 16 tokens (2 heads a KV head: 32 query rows),
+     * block i reading positions 0 .. 16 i + 15, 16 x (1 + 2 + .. + 32) = 8448 rows per layer,
+     * each 4 KV heads' K of 32 converted (the weighted sum reads V as it is) */
     const double pairs = 131328.0 * 4;
-    CHECK_MSG(near(m.attn_conv, 8448.0 * 4 * 4 * 64), "%.0f", m.attn_conv);
+    CHECK_MSG(near(m.attn_conv, 8448.0 * 4 * 4 * 32), "%.0f", m.attn_conv);
     CHECK_MSG(near(m.attn_dot, pairs * 8 * 32), "%.0f", m.attn_dot);
-    CHECK_MSG(near(m.attn_axpy, pairs * 8 * 32), "%.0f", m.attn_axpy);
+    CHECK_MSG(near(m.attn_wsum, pairs * 8 * 32), "%.0f", m.attn_wsum);
     cli_fit_model_free(&m);
 }
 
@@ -298,7 +298,7 @@ static void test_prediction_arithmetic(void) {
     m.output_elems = 100000;
     m.attn_conv = 2e8;
     m.attn_dot = 1e8;
-    m.attn_axpy = 4e7;
+    m.attn_wsum = 4e7;
     struct cli_fit_machine mc;
     memset(&mc, 0, sizeof mc);
     mc.mem_gbps = 10;
@@ -306,7 +306,7 @@ static void test_prediction_arithmetic(void) {
     mc.dot_gops = 20;
     mc.conv_gops = 5;
     mc.fdot_gops = 10;
-    mc.axpy_gops = 4;
+    mc.wsum_gops = 4;
     mc.threads = 1;
     struct cli_fit_prediction p;
     struct moeinf_error err;
@@ -346,15 +346,17 @@ static void test_prediction_arithmetic(void) {
 }
 
 /* Cache lines of older probes are not reused: fit probes again, prints the new figures and
- * rewrites the line in the current format (version 3). The old lines: 11 fields (before
- * PROBES_VERSION 2: the memory figure came from a plain stream, not the decode kernel), and
+ * rewrites the line in the current format (version 4). The old lines: 11 fields (before
+ * PROBES_VERSION 2: the memory figure came from a plain stream, not the decode kernel),
  * version 2 (the disk read into 4 KiB pages, which a virtual disk served at a third of the
- * rate of the huge pages the expert cache reads into). This runs the real probes (about a
+ * rate of the huge pages the expert cache reads into) and version 3 (the axpy's rate where
+ * attention now runs the weighted sum). This runs the real probes (about a
  * second each); nothing is asserted about their values but that they are new. */
 static void test_old_cache_line(void) {
-    const char *old[2] = {"77.000 2.000 20.000 0 5.000 10.000 4.000",
-                          "77.000 0.700 20.000 1 5.000 10.000 4.000 2"};
-    for (int i = 0; i < 2; i++) {
+    const char *old[3] = {"77.000 2.000 20.000 0 5.000 10.000 4.000",
+                          "77.000 0.700 20.000 1 5.000 10.000 4.000 2",
+                          "77.000 0.700 20.000 1 5.000 10.000 4.000 3"};
+    for (int i = 0; i < 3; i++) {
         char path[700];
         write_cache_line(old[i], path, sizeof path);
         char out[OUT_SIZE];
@@ -372,7 +374,7 @@ static void test_old_cache_line(void) {
             fclose(f);
         }
         const size_t len = strlen(line);
-        CHECK_MSG(len > 3 && strcmp(line + len - 3, " 3\n") == 0, "cache line: %s", line);
+        CHECK_MSG(len > 3 && strcmp(line + len - 3, " 4\n") == 0, "cache line: %s", line);
         int fields = 0;
         for (const char *p = line; *p; p++)
             fields += (p == line || p[-1] == ' ') && *p != ' ';

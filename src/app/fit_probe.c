@@ -26,7 +26,8 @@
  *            EPYC, process to process), on huge pages six processes agreed within 15 %
  *   attention the float kernels attention runs (compute/attention.c) on rows of 128 in cache,
  *            on one thread, times the threads: F16 rows converted to float, a float dot of
- *            one row against 4, a float axpy; each the median of 3 windows of 15 ms
+ *            one row against 4, the weighted sum of 64 F16 rows into 4; each the median of 3
+ *            windows of 15 ms
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -507,39 +508,46 @@ static double probe_compute(int type, int threads) {
     return rate;
 }
 
-/* The attention's kernels: F16 values converted, float dot and axpy multiply-adds, 1e9/s
- * (times the threads), each timed for ATTN_SECS on rows of ATTN_N in cache. */
+/* The attention's kernels: F16 values converted, float dot and weighted sum multiply-adds,
+ * 1e9/s (times the threads), each timed for ATTN_SECS on rows of ATTN_N in cache. */
 #define ATTN_N       128
 #define ATTN_ROWS    64
 #define ATTN_SECS    0.015
 #define ATTN_WINDOWS 3 /* the median of them */
 
 /* One window of ATTN_SECS of attention kernel `kind` (0 the F16 conversion, 1 the float
- * dot, 2 the axpy) on one thread, 1e9 operations per second. f: ATTN_ROWS + 8 rows of
- * floats (the last 8: the conversion's output and the dot's 4 query rows, then the axpy's
- * sum); h: ATTN_ROWS rows of F16. */
+ * dot, 2 the weighted sum) on one thread, 1e9 operations per second. f: ATTN_ROWS + 8 rows of
+ * floats (the last 8: the conversion's output and the dot's 4 query rows, then the weighted
+ * sum's 4 output rows); h: ATTN_ROWS rows of F16. */
 static double attention_window(const struct moeinf_kernels *k, int kind, float *f,
                                const uint16_t *h) {
     float *acc = f + (size_t)ATTN_N * ATTN_ROWS;
     double t0 = now_s();
     double dt = 0;
     long reps = 0;
+    /* the weighted sum's: 4 output rows after the conversion's and the dot's, weighted by the
+     * first 4 rows of f (ATTN_N >= ATTN_ROWS weights each), as attention's 4-row passes */
+    float *outs[4];
+    const float *ps[4];
+    for (int r = 0; r < 4; r++) {
+        outs[r] = acc + (size_t)(4 + r) * ATTN_N;
+        ps[r] = f + (size_t)r * ATTN_N;
+    }
     while (dt < ATTN_SECS) {
-        for (int r = 0; r < ATTN_ROWS; r++) {
+        if (kind == 2) k->wsum_f32(ATTN_N, ATTN_ROWS, 4, outs, ps, h, ATTN_N, true);
+        for (int r = 0; r < ATTN_ROWS && kind != 2; r++) {
             const float *row = f + (size_t)r * ATTN_N;
             if (kind == 0) {
                 k->to_float[MOEINF_TYPE_F16](h + (size_t)r * ATTN_N, acc, ATTN_N);
-            } else if (kind == 1) {
+            } else {
                 float sc[4];
                 k->vec_dot_m[MOEINF_TYPE_F32](ATTN_N, 4, sc, row, acc, ATTN_N * sizeof(float));
-            } else {
-                k->axpy_f32(ATTN_N, 0.001f, row, acc + (size_t)4 * ATTN_N);
             }
         }
         reps++;
         dt = now_s() - t0;
     }
-    const double per = kind == 1 ? 4.0 * ATTN_N : ATTN_N;
+    const double per = kind == 0 ? ATTN_N : 4.0 * ATTN_N;
     return (double)reps * ATTN_ROWS * per / dt / 1e9;
 }
 
@@ -548,7 +556,7 @@ static void probe_attention(int threads, struct cli_fit_machine *mc) {
     float *f = malloc(sizeof(float) * ATTN_N * (ATTN_ROWS + 8));
     uint16_t *h = malloc(sizeof(uint16_t) * ATTN_N * ATTN_ROWS);
     if (!k || !f || !h || !k->to_float[MOEINF_TYPE_F16] || !k->vec_dot_m[MOEINF_TYPE_F32] ||
-        !k->axpy_f32) {
+        !k->wsum_f32) {
         free(f);
         free(h);
         return;
@@ -565,7 +573,7 @@ static void probe_attention(int threads, struct cli_fit_machine *mc) {
         const double rate = median(win, ATTN_WINDOWS);
         if (kind == 0) mc->conv_gops = rate;
         if (kind == 1) mc->fdot_gops = rate;
-        if (kind == 2) mc->axpy_gops = rate;
+        if (kind == 2) mc->wsum_gops = rate;
     }
     free(f);
     free(h);
@@ -581,13 +589,14 @@ bool cli_fit_cache_path(char *buf, size_t size, struct moeinf_error *err) {
 }
 
 /* Line format: "when threads dev type mem_gbps disk_gbps dot_gops from_model conv_gops
- * fdot_gops axpy_gops version". A line's fields in v (as doubles: every integer field is far
+ * fdot_gops wsum_gops version". A line's fields in v (as doubles: every integer field is far
  * below 2^53), false for a malformed one (or one of an older format, with fewer fields).
  * version: PROBES_VERSION, raised when a probe measures something else (2: memory is the
  * decode kernel's rate; 3: the disk reads into huge pages, the prefill tile is timed after a
- * warm-up), so that older figures are probed again. */
+ * warm-up; 4: the weighted sum of V in place of the axpy), so that older figures are probed
+ * again. */
 #define FIELDS         12
-#define PROBES_VERSION 3
+#define PROBES_VERSION 4
 
 static bool parse_line(const char *line, double v[FIELDS]) {
     const char *p = line;
@@ -622,7 +631,7 @@ static bool cache_find(const char *path, int threads, uint64_t dev, int type,
         mc->disk_from_model = v[7] != 0;
         mc->conv_gops = v[8];
         mc->fdot_gops = v[9];
-        mc->axpy_gops = v[10];
+        mc->wsum_gops = v[10];
         found = true;
     }
     fclose(f);
@@ -648,7 +657,7 @@ static void cache_store(const char *path, uint64_t dev, int type,
     if (in) fclose(in);
     fprintf(out, "%lld %d %llu %d %.3f %.3f %.3f %d %.3f %.3f %.3f %d\n", (long long)mc->when,
             mc->threads, (unsigned long long)dev, type, mc->mem_gbps, mc->disk_gbps, mc->dot_gops,
-            mc->disk_from_model ? 1 : 0, mc->conv_gops, mc->fdot_gops, mc->axpy_gops,
+            mc->disk_from_model ? 1 : 0, mc->conv_gops, mc->fdot_gops, mc->wsum_gops,
             PROBES_VERSION);
     if (fclose(out) != 0 || rename(tmp, path) != 0) unlink(tmp);
 }
@@ -683,7 +692,7 @@ enum moeinf_status cli_fit_probe(const char *model_path, uint64_t block, int thr
     probe_attention(threads, out);
     out->when = (int64_t)time(NULL);
     if (!(out->mem_gbps > 0) || !(out->disk_gbps > 0) || !(out->dot_gops > 0) ||
-        !(out->conv_gops > 0) || !(out->fdot_gops > 0) || !(out->axpy_gops > 0)) {
+        !(out->conv_gops > 0) || !(out->fdot_gops > 0) || !(out->wsum_gops > 0)) {
         return moeinf_fail(err, MOEINF_ERR_IO,
                            "the probes failed (memory %.2f GB/s, disk %.2f GB/s, compute %.2f "
                            "G/s, attention %.2f G/s): O_DIRECT refused on %s?",

@@ -1263,6 +1263,8 @@ static void axpy_f32(int64_t n, float a, const float *x, float *y) {
     }
 }
 
+#include "quant/kernels_x86_wsum.h" /* wsum_f32 */
+
 /* ---- activation conversion (from_float) --------------------------------------------------------
  */
 
@@ -1535,7 +1537,7 @@ static void to_float_iq4_xs(const void *x, float *y, int64_t n) {
         .gemm[MOEINF_TYPE_IQ4_NL] = gemm_iq4_nl, .gemm[MOEINF_TYPE_MXFP4] = gemm_mxfp4,            \
         .gemm[MOEINF_TYPE_Q5_K] = gemm_q5_k, .gemm[MOEINF_TYPE_Q6_K] = gemm_q6_k,                  \
         .axpy_f32 = axpy_f32, .delta_rule_f32 = moeinf_delta_rule_f32_avx2,                        \
-        .softmax_f32 = moeinf_softmax_f32_avx2,                                                    \
+        .softmax_f32 = moeinf_softmax_f32_avx2, .wsum_f32 = wsum_f32,                              \
     }
 
 #endif

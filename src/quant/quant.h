@@ -289,6 +289,16 @@ typedef void (*moeinf_gemm_fn)(int64_t n, int64_t nr, int m, float *y, size_t y_
  * (the weighted sum of V rows); x and y must not overlap. */
 typedef void (*moeinf_axpy_fn)(int64_t n, float a, const float *x, float *y);
 
+/* The weighted sum of attention's value rows, for `rows` output rows at once:
+ *   out[r][i] = fma(p[r][t], v_t[i], out[r][i])   for t = 0, 1, ... n - 1 in order,
+ * r < rows, i < d; v_t the row of d values (F32, or F16 where v_f16) v_stride values after
+ * v_{t-1}. One fused multiply-add per step (C's fmaf), so every table gives the same bits, and
+ * whatever rows share a call. The outputs stay in registers across the n rows of v, and each
+ * v row is read (and F16 converted) once for the rows of a call. Float helper of
+ * compute/attention.c; out rows must not overlap p, v or each other. */
+typedef void (*moeinf_wsum_fn)(int64_t d, int64_t n, int rows, float *const *out,
+                               const float *const *p, const void *v, size_t v_stride, bool v_f16);
+
 /* In place, a row of n attention scores becomes their softmax: s[t] = exp(s[t] - max) / sum,
  * max the largest of the scores and *sink, sum the exponentials' and exp(*sink - max) (a sink
  * takes weight from every position and gives it to none; NULL: no sink). The exponential and
@@ -319,6 +329,7 @@ struct moeinf_kernels {
     moeinf_gemm_fn gemm[MOEINF_TYPE_COUNT]; /* by WEIGHT type; NULL: vec_dot_m row by row */
     moeinf_axpy_fn axpy_f32;                /* float helper, all tables */
     moeinf_softmax_fn softmax_f32;          /* float helper, all tables */
+    moeinf_wsum_fn wsum_f32;                /* float helper, all tables */
     moeinf_delta_rule_fn delta_rule_f32;    /* float helper, all tables */
 };
 

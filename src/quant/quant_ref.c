@@ -543,3 +543,15 @@ void moeinf_ref_axpy_f32(int64_t n, float a, const float *x, float *y) {
         y[i] = y[i] + p;
     }
 }
+
+void moeinf_ref_wsum_f32(int64_t d, int64_t n, int rows, float *const *out, const float *const *p,
+                         const void *v, size_t v_stride, bool v_f16) {
+    for (int r = 0; r < rows; r++)
+        for (int64_t t = 0; t < n; t++)
+            for (int64_t i = 0; i < d; i++) {
+                const size_t at = (size_t)t * v_stride + (size_t)i;
+                const float x =
+                    v_f16 ? moeinf_fp16_to_fp32(((const uint16_t *)v)[at]) : ((const float *)v)[at];
+                out[r][i] = fmaf(p[r][t], x, out[r][i]);
+            }
+}

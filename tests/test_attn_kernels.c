@@ -1,9 +1,10 @@
 // ctest-labels: kernels;every-table
 /*
- * test_softmax.c - attention's softmax kernel (quant.h's moeinf_softmax_fn, src/quant/softmax.h).
+ * test_attn_kernels.c - attention's float kernels: the softmax (quant.h's moeinf_softmax_fn,
+ * src/quant/softmax.h) and the weighted sum of value rows (moeinf_wsum_fn).
  *
- * Independent expectations: float64 exp and a float64 softmax computed here; every table this
- * CPU runs compared bit for bit with the scalar one.
+ * Independent expectations: float64 exp, softmax and weighted sums computed here; every table
+ * this CPU runs compared bit for bit with the scalar one.
  */
 #include <float.h>
 #include <stdint.h>
@@ -63,6 +64,18 @@ static void test_exp_within_an_ulp(void) {
     CHECK(isnan(softmax_exp(NAN)));
 }
 
+/* Whether a and b hold the same floats bit for bit. */
+static bool same_bits(const float *a, const float *b, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        uint32_t x;
+        uint32_t y;
+        memcpy(&x, a + i, sizeof x);
+        memcpy(&y, b + i, sizeof y);
+        if (x != y) return false;
+    }
+    return true;
+}
+
 static const struct moeinf_kernels *tables[4];
 static int n_tables;
 
@@ -114,7 +127,7 @@ static void test_softmax_rows(void) {
                 memcpy(got, row, (size_t)n * sizeof(float));
                 tables[ti]->softmax_f32(got, n, sink);
                 if (ti == 0) memcpy(first, got, (size_t)n * sizeof(float));
-                CHECK_MSG(memcmp(got, first, (size_t)n * sizeof(float)) == 0,
+                CHECK_MSG(same_bits(got, first, (size_t)n),
                           "%s: n=%d kind %d: not the scalar table's bits", tables[ti]->name, n,
                           kind);
                 for (int t = 0; t < n; t++) {
@@ -132,6 +145,95 @@ static void test_softmax_rows(void) {
     fprintf(stderr, "softmax: worst %.3f ulp from float64 over %d tables\n", worst, n_tables);
 }
 
+/* out[r] += sum_t p[r][t] v_t over shapes with tails of the 16- and 64-column steps and of the
+ * 4-row passes, F32 and F16 rows with a stride wider than d: every table gives the scalar
+ * table's bits, within float rounding of float64's sum; a case whose products round differently
+ * unfused shows the fused multiply-add. */
+static void test_wsum_rows(void) {
+    static const int ds[] = {1, 7, 16, 17, 31, 64, 100, 128, 576};
+    static const int ns[] = {1, 3, 50};
+    static const int row_counts[] = {1, 3, 4, 5, 9};
+
+    enum {
+        MAX_D = 576,
+        MAX_N = 50,
+        MAX_R = 9,
+        STRIDE = MAX_D + 13
+    };
+
+    static float vf[MAX_N * STRIDE];
+    static uint16_t vh[MAX_N * STRIDE];
+    static float pv[MAX_R][MAX_N];
+    static float out0[MAX_R][MAX_D];
+    static float got[MAX_R][MAX_D];
+    static float first[MAX_R][MAX_D];
+    double worst = 0;
+    for (int i = 0; i < MAX_N * STRIDE; i++) {
+        vh[i] = moeinf_fp32_to_fp16((float)(uniform() * 4.0 - 2.0));
+        vf[i] = (float)(uniform() * 4.0 - 2.0);
+    }
+    for (int r = 0; r < MAX_R; r++) {
+        for (int t = 0; t < MAX_N; t++)
+            pv[r][t] = (float)uniform();
+        for (int i = 0; i < MAX_D; i++)
+            out0[r][i] = (float)(uniform() - 0.5);
+    }
+    for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+            for (size_t ri = 0; ri < sizeof row_counts / sizeof row_counts[0]; ri++)
+                for (int f16 = 0; f16 < 2; f16++) {
+                    const int d = ds[di];
+                    const int n = ns[ni];
+                    const int rows = row_counts[ri];
+                    float *outs[MAX_R];
+                    const float *ps[MAX_R];
+                    for (int r = 0; r < rows; r++) {
+                        outs[r] = got[r];
+                        ps[r] = pv[r];
+                    }
+                    for (int ti = 0; ti < n_tables; ti++) {
+                        memcpy(got, out0, sizeof got);
+                        tables[ti]->wsum_f32(d, n, rows, outs, ps,
+                                             f16 ? (const void *)vh : (const void *)vf, STRIDE,
+                                             f16);
+                        if (ti == 0) memcpy(first, got, sizeof got);
+                        bool same = true;
+                        for (int r = 0; r < MAX_R; r++)
+                            same = same && same_bits(got[r], first[r], MAX_D);
+                        CHECK_MSG(same,
+                                  "%s: d=%d n=%d rows=%d f16=%d: not the scalar table's bits",
+                                  tables[ti]->name, d, n, rows, f16);
+                    }
+                    for (int r = 0; r < MAX_R; r++)
+                        for (int i = 0; i < MAX_D; i++) {
+                            double want = out0[r][i];
+                            if (r < rows && i < d)
+                                for (int t = 0; t < n; t++) {
+                                    const size_t at = (size_t)t * STRIDE + (size_t)i;
+                                    want += (double)pv[r][t] *
+                                            (f16 ? (double)moeinf_fp16_to_fp32(vh[at]) : vf[at]);
+                                }
+                            /* |terms| < 2: each of the n steps rounds by at most 2^-24 of
+                             * a sum below 2n + 1 */
+                            worst = fmax(worst, fabs(got[r][i] - want) / (2.0 * n + 1));
+                        }
+                }
+    /* measured: 0.78 x 2^-24 (the bound of n roundings would be 50 x) */
+    CHECK_MSG(worst <= 0x1p-24 * 4, "worst %g", worst);
+    fprintf(stderr, "wsum: worst %.3g (x (2n + 1)) from float64\n", worst);
+    /* fused: 1 + 2^-12 squared is 1 + 2^-11 + 2^-24, which rounds to 1 + 2^-11 unfused; less
+     * 1 + 2^-11, fma keeps the 2^-24 */
+    float o = -(1.0f + 0x1p-11f);
+    float *one_out[1] = {&o};
+    const float pone = 1.0f + 0x1p-12f;
+    const float *one_p[1] = {&pone};
+    for (int ti = 0; ti < n_tables; ti++) {
+        o = -(1.0f + 0x1p-11f);
+        tables[ti]->wsum_f32(1, 1, 1, one_out, one_p, &pone, 1, false);
+        CHECK_MSG(o == 0x1p-24f, "%s: %a", tables[ti]->name, (double)o);
+    }
+}
+
 int main(void) {
     tables[n_tables++] = moeinf_kernels_scalar();
     if (moeinf_kernels_avx2()) tables[n_tables++] = moeinf_kernels_avx2();
@@ -139,5 +241,6 @@ int main(void) {
     if (moeinf_kernels_amx()) tables[n_tables++] = moeinf_kernels_amx();
     RUN(test_exp_within_an_ulp);
     RUN(test_softmax_rows);
+    RUN(test_wsum_rows);
     return test_report();
 }
