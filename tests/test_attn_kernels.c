@@ -1,7 +1,8 @@
 // ctest-labels: kernels;every-table
 /*
- * test_attn_kernels.c - attention's float kernels: the softmax (quant.h's moeinf_softmax_fn,
- * src/quant/softmax.h) and the weighted sum of value rows (moeinf_wsum_fn).
+ * test_attn_kernels.c - attention's float kernels: the scores (quant.h's moeinf_qk_fn), the
+ * softmax (moeinf_softmax_fn, src/quant/softmax.h) and the weighted sum of value rows
+ * (moeinf_wsum_fn).
  *
  * Independent expectations: float64 exp, softmax and weighted sums computed here; every table
  * this CPU runs compared bit for bit with the scalar one.
@@ -11,6 +12,7 @@
 
 #include "base/rng.h"
 #include "quant/quant.h"
+#include "quant/quant_ref.h"
 #include "quant/softmax.h"
 #include "test.h"
 
@@ -234,6 +236,70 @@ static void test_wsum_rows(void) {
     }
 }
 
+/* s[r][t] = dot(k_t, q_r) * scale over shapes with tails of the 16- and 32-value steps and of
+ * the 4-row passes, F32 and F16 K rows with a stride wider than d: every table gives the bits of
+ * the scalar vec_dot of F32 (tests/test_quant.c checks it against float64) on the row converted
+ * first, times scale, which is what attention computed before this kernel. */
+static void test_qk_rows(void) {
+    static const int ds[] = {1, 7, 32, 33, 64, 128, 576};
+    static const int ns[] = {1, 5};
+    static const int row_counts[] = {1, 3, 4, 5, 9};
+
+    enum {
+        MAX_D = 576,
+        MAX_N = 5,
+        MAX_R = 9,
+        STRIDE = MAX_D + 13,
+        S_STRIDE = MAX_N + 3
+    };
+
+    static float kf[MAX_N * STRIDE];
+    static uint16_t kh[MAX_N * STRIDE];
+    static float q[MAX_R * MAX_D];
+    static float row[MAX_D];
+    const float scale = 0.0883883476f;
+    for (int i = 0; i < MAX_N * STRIDE; i++) {
+        kh[i] = moeinf_fp32_to_fp16((float)(uniform() * 4.0 - 2.0));
+        kf[i] = (float)(uniform() * 4.0 - 2.0);
+    }
+    for (int i = 0; i < MAX_R * MAX_D; i++)
+        q[i] = (float)(uniform() * 2.0 - 1.0);
+    int bad = 0;
+    int cases = 0;
+    for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
+            for (size_t ri = 0; ri < sizeof row_counts / sizeof row_counts[0]; ri++)
+                for (int f16 = 0; f16 < 2; f16++) {
+                    const int d = ds[di];
+                    const int n = ns[ni];
+                    const int rows = row_counts[ri];
+                    float want[MAX_R * S_STRIDE] = {0};
+                    for (int t = 0; t < n; t++) {
+                        for (int i = 0; i < d; i++)
+                            row[i] =
+                                f16 ? moeinf_fp16_to_fp32(kh[t * STRIDE + i]) : kf[t * STRIDE + i];
+                        for (int r = 0; r < rows; r++) {
+                            float dot = 0;
+                            moeinf_ref_vec_dot_f32(d, &dot, row, q + (size_t)r * MAX_D);
+                            want[r * S_STRIDE + t] = dot * scale;
+                        }
+                    }
+                    for (int ti = 0; ti < n_tables; ti++) {
+                        float got[MAX_R * S_STRIDE] = {0};
+                        tables[ti]->qk_f32(d, n, rows, got, S_STRIDE, q, MAX_D,
+                                           f16 ? (const void *)kh : (const void *)kf, STRIDE, f16,
+                                           scale);
+                        cases++;
+                        if (!same_bits(got, want, (size_t)MAX_R * S_STRIDE)) {
+                            bad++;
+                            fprintf(stderr, "%s: d=%d n=%d rows=%d f16=%d differ\n",
+                                    tables[ti]->name, d, n, rows, f16);
+                        }
+                    }
+                }
+    CHECK_MSG(bad == 0, "%d of %d cases differ", bad, cases);
+}
+
 int main(void) {
     tables[n_tables++] = moeinf_kernels_scalar();
     if (moeinf_kernels_avx2()) tables[n_tables++] = moeinf_kernels_avx2();
@@ -242,5 +308,6 @@ int main(void) {
     RUN(test_exp_within_an_ulp);
     RUN(test_softmax_rows);
     RUN(test_wsum_rows);
+    RUN(test_qk_rows);
     return test_report();
 }

@@ -4,9 +4,8 @@
 #include <math.h>
 #include <string.h>
 
-/* Rows (token x query head) per call of the dot, whose results go through the stack, and of the
- * weighted sum of V rows, whose row pointers do. */
-#define ATTN_DOT_ROWS 64
+/* Rows (token x query head) per call of the weighted sum of V rows, whose row pointers go
+ * through the stack. */
 #define ATTN_SUM_ROWS 64
 
 /* Floats between score rows beyond their span: rows a power of two of floats long, 4 KiB apart
@@ -39,15 +38,6 @@ size_t moeinf_attn_scratch_floats(int n_ctx, int n_head, int n_head_kv, int head
     return (size_t)(n_head / n_head_kv) * (size_t)n_ctx + ATTN_BLOCK_FLOATS + (size_t)head_dim;
 }
 
-/* The width values of KV head kh at position t of a cache whose rows hold row_len values. */
-static const float *cache_row(const struct moeinf_attn_args *a, const void *base, int t, int kh,
-                              int row_len, int width, float *buf) {
-    size_t row = (size_t)(t % a->ring) * (size_t)row_len + (size_t)kh * (size_t)width;
-    if (!a->kv_f16) return (const float *)base + row;
-    a->kern->to_float[MOEINF_TYPE_F16]((const uint16_t *)base + row, buf, width);
-    return buf;
-}
-
 /* The first position the token at pos sees. */
 static int first_seen(const struct moeinf_attn_args *a, int pos) {
     return a->window > 0 && pos >= a->window ? pos - a->window + 1 : 0;
@@ -62,10 +52,35 @@ static bool seeing(const struct moeinf_attn_args *a, int t, int pos_first, int n
     return *b_lo < *b_hi;
 }
 
+/* A run of positions t0 .. end - 1 that the same tokens b_lo .. b_hi - 1 of a block see and
+ * that does not wrap around the ring: the positions one kernel call takes. */
+struct run {
+    int t0, end, b_lo, b_hi;
+};
+
+/* The next run from *t (positions no token sees skipped) up to pos_last, *t moved past it;
+ * false when none is left. */
+static bool next_run(const struct moeinf_attn_args *a, int *t, int pos_first, int pos_last, int nb,
+                     struct run *r) {
+    while (*t <= pos_last && !seeing(a, *t, pos_first, nb, &r->b_lo, &r->b_hi))
+        (*t)++;
+    if (*t > pos_last) return false;
+    r->t0 = *t;
+    int end = *t + 1;
+    int lo = 0;
+    int hi = 0;
+    while (end <= pos_last && end % a->ring != 0 && seeing(a, end, pos_first, nb, &lo, &hi) &&
+           lo == r->b_lo && hi == r->b_hi)
+        end++;
+    r->end = end;
+    *t = end;
+    return true;
+}
+
 /* The tokens of a block per work item for this call: the most (up to moeinf_attn_block) whose
- * scores (span rows of `group` heads each) and packed q rows fit the scratch beside one converted
- * row. One token needs its scores only (its q rows lie together already), and those always fit: the
- * scratch holds a token's scores for the whole context. */
+ * scores (span rows of `group` heads each) and packed q rows fit the scratch. One token needs its
+ * scores only (its q rows lie together already), and those always fit: the scratch holds a token's
+ * scores for the whole context. */
 static int block_tokens(const struct moeinf_attn_args *a, int group, int width) {
     const size_t end = (size_t)a->pos0 + (size_t)a->m; /* positions 0 .. end - 1 exist */
     const int most = moeinf_attn_block(a->n_head, a->n_head_kv, width);
@@ -75,7 +90,7 @@ static int block_tokens(const struct moeinf_attn_args *a, int group, int width) 
         if (a->window > 0 && (size_t)a->window + (size_t)b - 1 < span)
             span = (size_t)a->window + (size_t)b - 1;
         const size_t per_head = span + ATTN_ROW_PAD + (size_t)a->head_dim;
-        if ((size_t)b * (size_t)group * per_head + (size_t)width <= a->scratch_stride) break;
+        if ((size_t)b * (size_t)group * per_head <= a->scratch_stride) break;
     }
     return b > 0 ? b : 1;
 }
@@ -100,12 +115,10 @@ static void attend(const struct moeinf_attn_args *a, int j0, int nb, int kh, flo
      * the block's q rows, token after token (group rows each: one token's lie together in q) */
     const size_t n_rows = (size_t)nb * (size_t)group;
     const size_t packed = nb > 1 ? n_rows * (size_t)hd : 0;
-    const size_t width = (size_t)(hd > vd ? hd : vd);
     size_t rs = (size_t)span + ATTN_ROW_PAD;
-    if (n_rows * rs + packed + width > a->scratch_stride) rs = (size_t)span;
+    if (n_rows * rs + packed > a->scratch_stride) rs = (size_t)span;
     float *scores = scratch;
     float *qpack = scores + n_rows * rs;
-    float *row = qpack + packed;
     const float scale = a->scale != 0.0f ? a->scale : 1.0f / sqrtf((float)hd);
     const float *q = a->q + (size_t)j0 * q_stride + (size_t)kh * group * hd;
     if (nb > 1) {
@@ -114,22 +127,17 @@ static void attend(const struct moeinf_attn_args *a, int j0, int nb, int kh, flo
                    (size_t)group * hd * sizeof(float));
         q = qpack;
     }
-    /* q.k with the table's F32 dot (as vec_dot_m: one K row against the q rows of the block's
-     * tokens that see it, hd floats apart): its summation order is fixed (quant.h), so every
-     * table gives the same scores, and SIMD tables run it 32 lanes wide. */
-    const moeinf_vec_dot_m_fn dot_m = a->kern->vec_dot_m[MOEINF_TYPE_F32];
-    float d[ATTN_DOT_ROWS];
-    for (int t = span0; t <= pos_last; t++) {
-        int b_lo = 0;
-        int b_hi = 0;
-        if (!seeing(a, t, pos_first, nb, &b_lo, &b_hi)) continue;
-        const float *k = cache_row(a, a->k, t, kh, k_row, hd, row);
-        for (int r0 = b_lo * group; r0 < b_hi * group; r0 += ATTN_DOT_ROWS) {
-            const int nr = b_hi * group - r0 < ATTN_DOT_ROWS ? b_hi * group - r0 : ATTN_DOT_ROWS;
-            dot_m(hd, nr, d, k, q + (size_t)r0 * hd, (size_t)hd * sizeof(float));
-            for (int r = 0; r < nr; r++)
-                scores[(size_t)(r0 + r) * rs + (size_t)(t - span0)] = d[r] * scale;
-        }
+    /* q.k in runs of positions that the same tokens see, one call for the run's K rows and the
+     * q rows of those tokens (hd floats apart): the F32 dot's summation order (quant.h), so
+     * every table gives the same scores, with F16 rows converted in the kernel's registers. */
+    const size_t kv_bytes = a->kv_f16 ? sizeof(uint16_t) : sizeof(float);
+    struct run r;
+    for (int t = span0; next_run(a, &t, pos_first, pos_last, nb, &r);) {
+        const size_t k_at = (size_t)(r.t0 % a->ring) * (size_t)k_row + (size_t)kh * (size_t)hd;
+        a->kern->qk_f32(hd, r.end - r.t0, (r.b_hi - r.b_lo) * group,
+                        scores + (size_t)r.b_lo * group * rs + (size_t)(r.t0 - span0), rs,
+                        q + (size_t)r.b_lo * group * hd, (size_t)hd,
+                        (const uint8_t *)a->k + k_at * kv_bytes, (size_t)k_row, a->kv_f16, scale);
     }
     for (int b = 0; b < nb; b++) {
         const int pos = pos_first + b;
@@ -146,38 +154,24 @@ static void attend(const struct moeinf_attn_args *a, int j0, int nb, int kh, flo
      * wrap around the ring: one call for all the run's rows (token x head), which reads each V
      * row once for them (quant.h, moeinf_wsum_fn). A token's positions still come in order. */
     const moeinf_wsum_fn wsum = a->kern->wsum_f32;
-    const size_t v_bytes = a->kv_f16 ? sizeof(uint16_t) : sizeof(float);
-    for (int t = span0; t <= pos_last;) {
-        int b_lo = 0;
-        int b_hi = 0;
-        if (!seeing(a, t, pos_first, nb, &b_lo, &b_hi)) {
-            t++;
-            continue;
-        }
-        int end = t + 1;
-        int lo = 0;
-        int hi = 0;
-        while (end <= pos_last && end % a->ring != 0 && seeing(a, end, pos_first, nb, &lo, &hi) &&
-               lo == b_lo && hi == b_hi)
-            end++;
-        const size_t v_at = (size_t)(t % a->ring) * (size_t)v_row + (size_t)kh * (size_t)vd;
-        const void *v = (const uint8_t *)a->v + v_at * v_bytes;
+    for (int t = span0; next_run(a, &t, pos_first, pos_last, nb, &r);) {
+        const size_t v_at = (size_t)(r.t0 % a->ring) * (size_t)v_row + (size_t)kh * (size_t)vd;
+        const void *v = (const uint8_t *)a->v + v_at * kv_bytes;
         float *outs[ATTN_SUM_ROWS];
         const float *ps[ATTN_SUM_ROWS];
-        int n_rows_call = 0;
-        for (int b = b_lo; b < b_hi; b++) {
+        int n_call = 0;
+        for (int b = r.b_lo; b < r.b_hi; b++) {
             for (int g = 0; g < group; g++) {
-                outs[n_rows_call] =
+                outs[n_call] =
                     a->out + (size_t)(j0 + b) * out_stride + (size_t)(kh * group + g) * vd;
-                ps[n_rows_call] = scores + ((size_t)b * group + g) * rs + (size_t)(t - span0);
-                if (++n_rows_call == ATTN_SUM_ROWS) {
-                    wsum(vd, end - t, n_rows_call, outs, ps, v, (size_t)v_row, a->kv_f16);
-                    n_rows_call = 0;
+                ps[n_call] = scores + ((size_t)b * group + g) * rs + (size_t)(r.t0 - span0);
+                if (++n_call == ATTN_SUM_ROWS) {
+                    wsum(vd, r.end - r.t0, n_call, outs, ps, v, (size_t)v_row, a->kv_f16);
+                    n_call = 0;
                 }
             }
         }
-        if (n_rows_call > 0) wsum(vd, end - t, n_rows_call, outs, ps, v, (size_t)v_row, a->kv_f16);
-        t = end;
+        if (n_call > 0) wsum(vd, r.end - r.t0, n_call, outs, ps, v, (size_t)v_row, a->kv_f16);
     }
 }
 

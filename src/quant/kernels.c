@@ -58,6 +58,7 @@ static const struct moeinf_kernels scalar_table = {
     REF_BLOCK(MOEINF_TYPE_MXFP4, mxfp4),
     .axpy_f32 = moeinf_ref_axpy_f32,
     .softmax_f32 = moeinf_ref_softmax_f32,
+    .qk_f32 = moeinf_ref_qk_f32,
     .wsum_f32 = moeinf_ref_wsum_f32,
     .delta_rule_f32 = moeinf_ref_delta_rule_f32,
 };

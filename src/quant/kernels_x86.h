@@ -125,10 +125,11 @@ INLINE __m512 fload16(enum fkind k, const uint8_t *p) {
     return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
 }
 
-/* acc[r][0] holds P[0..15], acc[r][1] P[16..31] of row r. */
-INLINE void fdot_rows(enum fkind k, int n_rows, int64_t n, float *s, const uint8_t *w,
-                      const uint8_t *x, size_t stride) {
+/* acc[r][0] holds P[0..15], acc[r][1] P[16..31] of row r. w's elements of kind k, x's of kx. */
+INLINE void fdot_rows2(enum fkind k, enum fkind kx, int n_rows, int64_t n, float *s,
+                       const uint8_t *w, const uint8_t *x, size_t stride) {
     const size_t es = fk_size(k);
+    const size_t xs = fk_size(kx);
     __m512 acc[FROWS][2];
 #    pragma GCC unroll 4
     for (int r = 0; r < n_rows; r++)
@@ -140,9 +141,9 @@ INLINE void fdot_rows(enum fkind k, int n_rows, int64_t n, float *s, const uint8
         __m512 w1 = fload16(k, wp + 16 * es);
 #    pragma GCC unroll 4
         for (int r = 0; r < n_rows; r++) {
-            const uint8_t *xp = x + (size_t)r * stride + (size_t)i * es;
-            acc[r][0] = _mm512_fmadd_ps(w0, fload16(k, xp), acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(w1, fload16(k, xp + 16 * es), acc[r][1]);
+            const uint8_t *xp = x + (size_t)r * stride + (size_t)i * xs;
+            acc[r][0] = _mm512_fmadd_ps(w0, fload16(kx, xp), acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(w1, fload16(kx, xp + 16 * xs), acc[r][1]);
         }
     }
     if (i < n) {
@@ -153,9 +154,9 @@ INLINE void fdot_rows(enum fkind k, int n_rows, int64_t n, float *s, const uint8
 #    pragma GCC unroll 4
         for (int r = 0; r < n_rows; r++) {
             uint8_t xt[128] = {0};
-            memcpy(xt, x + (size_t)r * stride + (size_t)i * es, (size_t)(n - i) * es);
-            acc[r][0] = _mm512_fmadd_ps(w0, fload16(k, xt), acc[r][0]);
-            acc[r][1] = _mm512_fmadd_ps(w1, fload16(k, xt + 16 * es), acc[r][1]);
+            memcpy(xt, x + (size_t)r * stride + (size_t)i * xs, (size_t)(n - i) * xs);
+            acc[r][0] = _mm512_fmadd_ps(w0, fload16(kx, xt), acc[r][0]);
+            acc[r][1] = _mm512_fmadd_ps(w1, fload16(kx, xt + 16 * xs), acc[r][1]);
         }
     }
 #    pragma GCC unroll 4
@@ -171,10 +172,11 @@ INLINE void fdot_rows(enum fkind k, int n_rows, int64_t n, float *s, const uint8
 #else
 #    define FROWS 2
 
-/* acc[r][j] holds P[8j .. 8j+7] of row r. */
-INLINE void fdot_rows(enum fkind k, int n_rows, int64_t n, float *s, const uint8_t *w,
-                      const uint8_t *x, size_t stride) {
+/* acc[r][j] holds P[8j .. 8j+7] of row r. w's elements of kind k, x's of kx. */
+INLINE void fdot_rows2(enum fkind k, enum fkind kx, int n_rows, int64_t n, float *s,
+                       const uint8_t *w, const uint8_t *x, size_t stride) {
     const size_t es = fk_size(k);
+    const size_t xs = fk_size(kx);
     __m256 acc[FROWS][4];
 #    pragma GCC unroll 2
     for (int r = 0; r < n_rows; r++)
@@ -186,8 +188,8 @@ INLINE void fdot_rows(enum fkind k, int n_rows, int64_t n, float *s, const uint8
             __m256 wv = fload8(k, w + (size_t)(i + 8 * (int64_t)j) * es);
 #    pragma GCC unroll 2
             for (int r = 0; r < n_rows; r++) {
-                const uint8_t *xp = x + (size_t)r * stride + (size_t)(i + 8 * (int64_t)j) * es;
-                acc[r][j] = _mm256_fmadd_ps(wv, fload8(k, xp), acc[r][j]);
+                const uint8_t *xp = x + (size_t)r * stride + (size_t)(i + 8 * (int64_t)j) * xs;
+                acc[r][j] = _mm256_fmadd_ps(wv, fload8(kx, xp), acc[r][j]);
             }
         }
     }
@@ -197,11 +199,11 @@ INLINE void fdot_rows(enum fkind k, int n_rows, int64_t n, float *s, const uint8
 #    pragma GCC unroll 2
         for (int r = 0; r < n_rows; r++) {
             uint8_t xt[128] = {0};
-            memcpy(xt, x + (size_t)r * stride + (size_t)i * es, (size_t)(n - i) * es);
+            memcpy(xt, x + (size_t)r * stride + (size_t)i * xs, (size_t)(n - i) * xs);
 #    pragma GCC unroll 4
             for (int j = 0; j < 4; j++)
                 acc[r][j] = _mm256_fmadd_ps(fload8(k, wt + 8 * (size_t)j * es),
-                                            fload8(k, xt + 8 * (size_t)j * es), acc[r][j]);
+                                            fload8(kx, xt + 8 * (size_t)j * xs), acc[r][j]);
         }
     }
 #    pragma GCC unroll 2
@@ -212,6 +214,12 @@ INLINE void fdot_rows(enum fkind k, int n_rows, int64_t n, float *s, const uint8
     }
 }
 #endif
+
+/* Both of kind k. */
+INLINE void fdot_rows(enum fkind k, int n_rows, int64_t n, float *s, const uint8_t *w,
+                      const uint8_t *x, size_t stride) {
+    fdot_rows2(k, k, n_rows, n, s, w, x, stride);
+}
 
 INLINE void fdot_m(enum fkind k, int64_t n, int m, float *s, const void *w, const void *x,
                    size_t stride) {
@@ -1263,7 +1271,7 @@ static void axpy_f32(int64_t n, float a, const float *x, float *y) {
     }
 }
 
-#include "quant/kernels_x86_wsum.h" /* wsum_f32 */
+#include "quant/kernels_x86_attn.h" /* qk_f32, wsum_f32 */
 
 /* ---- activation conversion (from_float) --------------------------------------------------------
  */
@@ -1537,7 +1545,7 @@ static void to_float_iq4_xs(const void *x, float *y, int64_t n) {
         .gemm[MOEINF_TYPE_IQ4_NL] = gemm_iq4_nl, .gemm[MOEINF_TYPE_MXFP4] = gemm_mxfp4,            \
         .gemm[MOEINF_TYPE_Q5_K] = gemm_q5_k, .gemm[MOEINF_TYPE_Q6_K] = gemm_q6_k,                  \
         .axpy_f32 = axpy_f32, .delta_rule_f32 = moeinf_delta_rule_f32_avx2,                        \
-        .softmax_f32 = moeinf_softmax_f32_avx2, .wsum_f32 = wsum_f32,                              \
+        .softmax_f32 = moeinf_softmax_f32_avx2, .qk_f32 = qk_f32, .wsum_f32 = wsum_f32,            \
     }
 
 #endif

@@ -289,6 +289,16 @@ typedef void (*moeinf_gemm_fn)(int64_t n, int64_t nr, int m, float *y, size_t y_
  * (the weighted sum of V rows); x and y must not overlap. */
 typedef void (*moeinf_axpy_fn)(int64_t n, float a, const float *x, float *y);
 
+/* Attention's scores of `rows` q rows against a run of n K rows:
+ *   s[r * s_stride + t] = dot(k_t, q_r) * scale   for t < n, r < rows,
+ * the dot over d values in vec_dot's summation order (above), k_t's values (F32, or F16 where
+ * k_f16, converted exactly) k_stride values after k_{t-1}, q_r q_stride floats after q_{r-1};
+ * the product with scale rounded once more. Every table gives the same bits: those of
+ * vec_dot_m[F32] on the converted row. Float helper of compute/attention.c. */
+typedef void (*moeinf_qk_fn)(int64_t d, int64_t n, int rows, float *s, size_t s_stride,
+                             const float *q, size_t q_stride, const void *k, size_t k_stride,
+                             bool k_f16, float scale);
+
 /* The weighted sum of attention's value rows, for `rows` output rows at once:
  *   out[r][i] = fma(p[r][t], v_t[i], out[r][i])   for t = 0, 1, ... n - 1 in order,
  * r < rows, i < d; v_t the row of d values (F32, or F16 where v_f16) v_stride values after
@@ -329,6 +339,7 @@ struct moeinf_kernels {
     moeinf_gemm_fn gemm[MOEINF_TYPE_COUNT]; /* by WEIGHT type; NULL: vec_dot_m row by row */
     moeinf_axpy_fn axpy_f32;                /* float helper, all tables */
     moeinf_softmax_fn softmax_f32;          /* float helper, all tables */
+    moeinf_qk_fn qk_f32;                    /* float helper, all tables */
     moeinf_wsum_fn wsum_f32;                /* float helper, all tables */
     moeinf_delta_rule_fn delta_rule_f32;    /* float helper, all tables */
 };

@@ -544,6 +544,22 @@ void moeinf_ref_axpy_f32(int64_t n, float a, const float *x, float *y) {
     }
 }
 
+void moeinf_ref_qk_f32(int64_t d, int64_t n, int rows, float *s, size_t s_stride, const float *q,
+                       size_t q_stride, const void *k, size_t k_stride, bool k_f16, float scale) {
+    for (int64_t t = 0; t < n; t++)
+        for (int r = 0; r < rows; r++) {
+            const float *qr = q + (size_t)r * q_stride;
+            float p[32] = {0};
+            for (int64_t i = 0; i < d; i++) {
+                const size_t at = (size_t)t * k_stride + (size_t)i;
+                const float x =
+                    k_f16 ? moeinf_fp16_to_fp32(((const uint16_t *)k)[at]) : ((const float *)k)[at];
+                p[i & 31] = fmaf(x, qr[i], p[i & 31]);
+            }
+            s[(size_t)r * s_stride + (size_t)t] = reduce32(p) * scale;
+        }
+}
+
 void moeinf_ref_wsum_f32(int64_t d, int64_t n, int rows, float *const *out, const float *const *p,
                          const void *v, size_t v_stride, bool v_f16) {
     for (int r = 0; r < rows; r++)

@@ -117,6 +117,8 @@ void moeinf_ref_to_float_q8_k(const void *x, float *y, int64_t n);
 
 /* The plain C loop of moeinf_axpy_fn. */
 void moeinf_ref_axpy_f32(int64_t n, float a, const float *x, float *y);
+void moeinf_ref_qk_f32(int64_t d, int64_t n, int rows, float *s, size_t s_stride, const float *q,
+                       size_t q_stride, const void *k, size_t k_stride, bool k_f16, float scale);
 void moeinf_ref_wsum_f32(int64_t d, int64_t n, int rows, float *const *out, const float *const *p,
                          const void *v, size_t v_stride, bool v_f16);
 void moeinf_ref_delta_rule_f32(float *s, int n, const float *q, const float *k, const float *v,

@@ -1,16 +1,52 @@
 /*
- * kernels_x86_wsum.h - attention's weighted sum of value rows (quant.h's moeinf_wsum_fn) for
- * the x86 tables; included by kernels_x86.h, everything static.
+ * kernels_x86_attn.h - attention's float kernels for the x86 tables: the scores of q rows against
+ * a run of K rows (quant.h's moeinf_qk_fn) and the weighted sum of V rows (moeinf_wsum_fn);
+ * included by kernels_x86.h, everything static.
  *
- * DESIGN: a pass holds WSUM_ROWS output rows x one chunk of columns in registers (AVX-512: 4
+ * qk_f32 is vec_dot_m's float dot (fdot_rows: FROWS q rows per K row, the summation order of
+ * quant.h) with the K row read as it lies in the cache, F16 converted in the register, over all
+ * the run's positions in one call: one call per position and a conversion into a buffer cost
+ * decode as much as the dots (a call each per position and head).
+ *
+ * wsum_f32: a pass holds WSUM_ROWS output rows x one chunk of columns in registers (AVX-512: 4
  * vectors of 16, AVX2: 2 of 8) and runs down all n value rows: each value vector is loaded
  * (F16 converted in the register) once for the pass's rows, and each output is loaded and
  * stored once a call, where one axpy per row and value row (moeinf_axpy_fn) loads and stores
  * it every time and adds a separate product. Per element the steps are those of the scalar
  * twin (moeinf_ref_wsum_f32): fma over t in order, so the bits are equal.
  */
-#ifndef MOEINF_QUANT_KERNELS_X86_WSUM_H
-#define MOEINF_QUANT_KERNELS_X86_WSUM_H
+#ifndef MOEINF_QUANT_KERNELS_X86_ATTN_H
+#define MOEINF_QUANT_KERNELS_X86_ATTN_H
+
+/* s[r * s_stride + t] = dot(k_t, q_r) * scale for t < n, r < rows (k_t of kind kk). */
+INLINE void qk_rows(enum fkind kk, int64_t d, int64_t n, int rows, float *s, size_t s_stride,
+                    const float *q, size_t q_stride, const uint8_t *k, size_t row_bytes,
+                    float scale) {
+    const uint8_t *qb = (const uint8_t *)q;
+    const size_t q_bytes = q_stride * sizeof(float);
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *kt = k + (size_t)t * row_bytes;
+        float dot[FROWS];
+        int r = 0;
+        for (; r + FROWS <= rows; r += FROWS) {
+            fdot_rows2(kk, FK_F32, FROWS, d, dot, kt, qb + (size_t)r * q_bytes, q_bytes);
+            for (int i = 0; i < FROWS; i++)
+                s[(size_t)(r + i) * s_stride + (size_t)t] = dot[i] * scale;
+        }
+        for (; r < rows; r++) {
+            fdot_rows2(kk, FK_F32, 1, d, dot, kt, qb + (size_t)r * q_bytes, q_bytes);
+            s[(size_t)r * s_stride + (size_t)t] = dot[0] * scale;
+        }
+    }
+}
+
+static void qk_f32(int64_t d, int64_t n, int rows, float *s, size_t s_stride, const float *q,
+                   size_t q_stride, const void *k, size_t k_stride, bool k_f16, float scale) {
+    if (k_f16)
+        qk_rows(FK_F16, d, n, rows, s, s_stride, q, q_stride, k, k_stride * 2, scale);
+    else
+        qk_rows(FK_F32, d, n, rows, s, s_stride, q, q_stride, k, k_stride * 4, scale);
+}
 
 #define WSUM_ROWS 4
 
@@ -24,8 +60,9 @@ INLINE __m512 wsum_load(const uint8_t *v, bool f16, __mmask16 m) {
 }
 
 /* Rows out[0..nr_pass) over columns c .. c + 63, the lanes outside m[j] left alone. */
-INLINE void wsum_pass(int nr_pass, int64_t c, const __mmask16 m[WSUM_VECS], int64_t n, float *const *out,
-                      const float *const *p, const uint8_t *v, size_t row_bytes, bool f16) {
+INLINE void wsum_pass(int nr_pass, int64_t c, const __mmask16 m[WSUM_VECS], int64_t n,
+                      float *const *out, const float *const *p, const uint8_t *v, size_t row_bytes,
+                      bool f16) {
     const size_t es = f16 ? 2 : 4;
     __m512 acc[WSUM_ROWS][WSUM_VECS];
 #    pragma GCC unroll 4
