@@ -264,7 +264,7 @@ static void test_blocks_match_tokens(void) {
         const struct block_case *c = &cases[i];
         const int width = c->hd > c->v_dim ? c->hd : c->v_dim;
         check_blocks(c, moeinf_attn_scratch_floats(64, c->n_head, c->n_head_kv, width));
-        /* the least scratch a call may get: one token's scores and one row */
+        /* the least scratch a call may get: one token's scores and one row (of room) */
         check_blocks(c, (size_t)(c->n_head / c->n_head_kv) * (3 + 37) + (size_t)width);
     }
 }

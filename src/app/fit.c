@@ -28,10 +28,9 @@
  *   t_dot  = (weights x 512 + the lm_head's weights) / (the prefill tile's probed rate x
  *            CLI_FIT_DOT_EFF)   (every product but the lm_head, which prefill computes for
  *            the last position only; a routed expert top_k times per token)
- *   t_attn = (F16 values converted / their probed rate + q.k multiply-adds / the float dot's
- *            + V multiply-adds / the weighted sum's) / CLI_FIT_ATTN_EFF   (attention.c's work
- *            for the 512 x 513 / 2 position pairs per query head; the K rows are converted
- *            per KV head once per block of moeinf_attn_block() tokens)
+ *   t_attn = (q.k multiply-adds / their kernel's probed rate + V multiply-adds / the weighted
+ *            sum's) / CLI_FIT_ATTN_EFF   (attention.c's work for the 512 x 513 / 2 position
+ *            pairs per query head; both kernels read F16 rows as they lie in the cache)
  *   t_read = with an expert cache, every distinct expert of the batch (1 - (1 - K/E)^512 of
  *            each layer's: nearly all) that is not cached (the cache's share of the experts)
  *            read once from the disk at the probed bandwidth x CLI_FIT_DISK_EFF
@@ -86,12 +85,10 @@ static uint64_t active_elems(const struct moeinf_llm *llm, uint64_t *output) {
 }
 
 /* The attention work of a prompt of CLI_FIT_BATCH tokens from position 0 (fit.h's attn_*): per
- * KV head, the K rows converted, once per block of moeinf_attn_block() tokens that reads them
- * (compute/attention.c; the weighted sum converts V rows in its registers); per position pair
- * (each token and every earlier one, or the last n_swa of them on a sliding layer) and query
- * head, a dot over the K head and the V head's multiply-adds of the weighted sum. Multi-head latent
- * attention: one KV head of the latent and the RoPE part, the value the latent (model/layer_mla.c).
- * Gated DeltaNet layers have no pairs. */
+ * position pair (each token and every earlier one, or the last n_swa of them on a sliding layer)
+ * and query head, a dot over the K head and the V head's multiply-adds of the weighted sum
+ * (compute/attention.c). Multi-head latent attention: the K head the latent and the RoPE part,
+ * the value the latent (model/layer_mla.c). Gated DeltaNet layers have no pairs. */
 static void attn_work(const struct moeinf_llm *llm, struct cli_fit_model *m) {
     const struct moeinf_hparams *hp = &llm->hp;
     for (int il = 0; il < hp->n_layer; il++) {
@@ -102,16 +99,8 @@ static void attn_work(const struct moeinf_llm *llm, struct cli_fit_model *m) {
         for (int p = 0; p < CLI_FIT_BATCH; p++)
             pairs += p + 1 < w ? p + 1 : w;
         const bool mla = lw->attn == MOEINF_ATTN_MLA;
-        const int n_kv = mla ? 1 : hp->n_head_kv;
         const double kd = mla ? hp->mla_kv + hp->n_rot : hp->head_dim;
         const double vd = mla ? hp->mla_kv : hp->head_dim;
-        const int block = moeinf_attn_block(hp->n_head, n_kv, (int)(kd > vd ? kd : vd));
-        double rows = 0; /* K rows converted: once per block of tokens that read them */
-        for (int j0 = 0; j0 < CLI_FIT_BATCH; j0 += block) {
-            const int last = j0 + block < CLI_FIT_BATCH ? j0 + block - 1 : CLI_FIT_BATCH - 1;
-            rows += last + 1 - (j0 >= w ? j0 - w + 1 : 0);
-        }
-        m->attn_conv += rows * n_kv * kd;
         m->attn_dot += pairs * hp->n_head * kd;
         m->attn_wsum += pairs * hp->n_head * vd;
     }
@@ -276,9 +265,8 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
     out->t_dot = ((double)(m->active_elems - m->output_elems) * CLI_FIT_BATCH +
                   (double)m->output_elems) /
                  (mc->dot_gops * 1e9 * CLI_FIT_DOT_EFF);
-    out->t_attn = (m->attn_conv / mc->conv_gops + m->attn_dot / mc->fdot_gops +
-                   m->attn_wsum / mc->wsum_gops) /
-                  (1e9 * CLI_FIT_ATTN_EFF);
+    out->t_attn =
+        (m->attn_dot / mc->fdot_gops + m->attn_wsum / mc->wsum_gops) / (1e9 * CLI_FIT_ATTN_EFF);
     const double t_compute = out->t_dot + out->t_attn;
     if (m->n_expert == 0 || memory >= m->weight_bytes + ctx_bytes) {
         out->resident = true;

@@ -36,10 +36,8 @@ struct cli_fit_model {
     uint64_t output_elems;     /* of them, the lm_head's: prefill computes it for the last
                                   position of each micro-batch only */
     /* Attention of a 512-token prompt from position 0 (one micro-batch), every attention
-     * layer (compute/attention.c: per block of tokens and KV head, the K rows it reads
-     * converted from F16; per query head and position pair, a float dot over the K head and
-     * the weighted sum's multiply-adds over the V head) */
-    double attn_conv;          /* values converted from F16 */
+     * layer (compute/attention.c: per query head and position pair, a float dot over the K
+     * head and the weighted sum's multiply-adds over the V head) */
     double attn_dot;           /* multiply-adds of q.k */
     double attn_wsum;          /* multiply-adds of the weighted sum of V */
     uint64_t kv_token_bytes;   /* KV cache per token of context (F16), every attention layer */
@@ -65,8 +63,7 @@ struct cli_fit_machine {
                            * 1e9 B/s (a plain stream's where the type has no rows kernel) */
     double disk_gbps;     /* O_DIRECT random reads of expert-sized blocks, 4 at a time */
     double dot_gops;      /* prefill kernel throughput: weights x tokens, 1e9/s, all threads */
-    double conv_gops;     /* attention: F16 values converted to float, 1e9/s, all threads */
-    double fdot_gops;     /* attention: float dot multiply-adds (q.k), 1e9/s, all threads */
+    double fdot_gops;     /* attention: q.k multiply-adds, 1e9/s, all threads */
     double wsum_gops;     /* attention: weighted sum multiply-adds (V), 1e9/s, all threads */
     int threads;          /* the threads the figures are for */
     int64_t when;         /* unix time of the probes */

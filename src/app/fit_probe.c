@@ -24,10 +24,9 @@
  *            4 KiB pages the 278 KiB of activations landed on physical pages that shared L2
  *            sets in some processes and not in others (11-16 against 21-25 G/s on the AMD
  *            EPYC, process to process), on huge pages six processes agreed within 15 %
- *   attention the float kernels attention runs (compute/attention.c) on rows of 128 in cache,
- *            on one thread, times the threads: F16 rows converted to float, a float dot of
- *            one row against 4, the weighted sum of 64 F16 rows into 4; each the median of 3
- *            windows of 15 ms
+ *   attention the float kernels attention runs (compute/attention.c) on 64 F16 rows of 128 in
+ *            cache, on one thread, times the threads: q.k of 4 rows against them and their
+ *            weighted sum into 4 rows; each the median of 3 windows of 15 ms
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -508,72 +507,61 @@ static double probe_compute(int type, int threads) {
     return rate;
 }
 
-/* The attention's kernels: F16 values converted, float dot and weighted sum multiply-adds,
- * 1e9/s (times the threads), each timed for ATTN_SECS on rows of ATTN_N in cache. */
+/* The attention's kernels, q.k and the weighted sum of V, multiply-adds 1e9/s (times the
+ * threads), each timed for ATTN_SECS on ATTN_ROWS F16 rows of ATTN_N in cache, as attention
+ * runs them on an F16 cache. */
 #define ATTN_N       128
 #define ATTN_ROWS    64
 #define ATTN_SECS    0.015
 #define ATTN_WINDOWS 3 /* the median of them */
 
-/* One window of ATTN_SECS of attention kernel `kind` (0 the F16 conversion, 1 the float
- * dot, 2 the weighted sum) on one thread, 1e9 operations per second. f: ATTN_ROWS + 8 rows of
- * floats (the last 8: the conversion's output and the dot's 4 query rows, then the weighted
- * sum's 4 output rows); h: ATTN_ROWS rows of F16. */
+/* One window of ATTN_SECS of attention kernel `kind` (0 q.k, 1 the weighted sum) on one thread,
+ * 1e9 multiply-adds per second: 4 rows against the ATTN_ROWS rows of h, as attention's 4-row
+ * passes. f: 8 rows of ATTN_N floats (q rows or weights, then scores or outputs). */
 static double attention_window(const struct moeinf_kernels *k, int kind, float *f,
                                const uint16_t *h) {
-    float *acc = f + (size_t)ATTN_N * ATTN_ROWS;
+    float *rows_out[4];
+    const float *rows_in[4];
+    for (int r = 0; r < 4; r++) {
+        rows_in[r] = f + (size_t)r * ATTN_N; /* ATTN_N >= ATTN_ROWS weights each */
+        rows_out[r] = f + (size_t)(4 + r) * ATTN_N;
+    }
     double t0 = now_s();
     double dt = 0;
     long reps = 0;
-    /* the weighted sum's: 4 output rows after the conversion's and the dot's, weighted by the
-     * first 4 rows of f (ATTN_N >= ATTN_ROWS weights each), as attention's 4-row passes */
-    float *outs[4];
-    const float *ps[4];
-    for (int r = 0; r < 4; r++) {
-        outs[r] = acc + (size_t)(4 + r) * ATTN_N;
-        ps[r] = f + (size_t)r * ATTN_N;
-    }
     while (dt < ATTN_SECS) {
-        if (kind == 2) k->wsum_f32(ATTN_N, ATTN_ROWS, 4, outs, ps, h, ATTN_N, true);
-        for (int r = 0; r < ATTN_ROWS && kind != 2; r++) {
-            const float *row = f + (size_t)r * ATTN_N;
-            if (kind == 0) {
-                k->to_float[MOEINF_TYPE_F16](h + (size_t)r * ATTN_N, acc, ATTN_N);
-            } else {
-                float sc[4];
-                k->vec_dot_m[MOEINF_TYPE_F32](ATTN_N, 4, sc, row, acc, ATTN_N * sizeof(float));
-            }
-        }
+        if (kind == 0)
+            k->qk_f32(ATTN_N, ATTN_ROWS, 4, rows_out[0], ATTN_N, rows_in[0], ATTN_N, h, ATTN_N,
+                      true, 0.125f);
+        else
+            k->wsum_f32(ATTN_N, ATTN_ROWS, 4, rows_out, rows_in, h, ATTN_N, true);
         reps++;
         dt = now_s() - t0;
     }
-    const double per = kind == 0 ? ATTN_N : 4.0 * ATTN_N;
-    return (double)reps * ATTN_ROWS * per / dt / 1e9;
+    return (double)reps * ATTN_ROWS * 4.0 * ATTN_N / dt / 1e9;
 }
 
 static void probe_attention(int threads, struct cli_fit_machine *mc) {
     const struct moeinf_kernels *k = moeinf_kernels_best();
-    float *f = malloc(sizeof(float) * ATTN_N * (ATTN_ROWS + 8));
+    float *f = calloc((size_t)ATTN_N * 8, sizeof(float));
     uint16_t *h = malloc(sizeof(uint16_t) * ATTN_N * ATTN_ROWS);
-    if (!k || !f || !h || !k->to_float[MOEINF_TYPE_F16] || !k->vec_dot_m[MOEINF_TYPE_F32] ||
-        !k->wsum_f32) {
+    if (!k || !f || !h || !k->qk_f32 || !k->wsum_f32) {
         free(f);
         free(h);
         return;
     }
     uint64_t s = 11;
-    for (int i = 0; i < ATTN_N * (ATTN_ROWS + 8); i++)
-        f[i] = (float)(moeinf_splitmix64_unit(&s) - 0.5);
+    for (int i = 0; i < ATTN_N * 4; i++)
+        f[i] = (float)(moeinf_splitmix64_unit(&s) - 0.5) * 0.01f;
     for (int i = 0; i < ATTN_N * ATTN_ROWS; i++)
-        h[i] = moeinf_fp32_to_fp16(f[i]);
-    for (int kind = 0; kind < 3; kind++) {
+        h[i] = moeinf_fp32_to_fp16((float)(moeinf_splitmix64_unit(&s) - 0.5));
+    for (int kind = 0; kind < 2; kind++) {
         double win[ATTN_WINDOWS];
         for (int i = 0; i < ATTN_WINDOWS; i++)
             win[i] = attention_window(k, kind, f, h) * threads;
         const double rate = median(win, ATTN_WINDOWS);
-        if (kind == 0) mc->conv_gops = rate;
-        if (kind == 1) mc->fdot_gops = rate;
-        if (kind == 2) mc->wsum_gops = rate;
+        if (kind == 0) mc->fdot_gops = rate;
+        if (kind == 1) mc->wsum_gops = rate;
     }
     free(f);
     free(h);
@@ -588,15 +576,15 @@ bool cli_fit_cache_path(char *buf, size_t size, struct moeinf_error *err) {
     return true;
 }
 
-/* Line format: "when threads dev type mem_gbps disk_gbps dot_gops from_model conv_gops
- * fdot_gops wsum_gops version". A line's fields in v (as doubles: every integer field is far
+/* Line format: "when threads dev type mem_gbps disk_gbps dot_gops from_model fdot_gops
+ * wsum_gops version". A line's fields in v (as doubles: every integer field is far
  * below 2^53), false for a malformed one (or one of an older format, with fewer fields).
  * version: PROBES_VERSION, raised when a probe measures something else (2: memory is the
  * decode kernel's rate; 3: the disk reads into huge pages, the prefill tile is timed after a
- * warm-up; 4: the weighted sum of V in place of the axpy), so that older figures are probed
- * again. */
-#define FIELDS         12
-#define PROBES_VERSION 4
+ * warm-up; 5: attention's q.k and weighted sum kernels on F16 rows, in place of a conversion,
+ * a dot and an axpy), so that older figures are probed again. */
+#define FIELDS         11
+#define PROBES_VERSION 5
 
 static bool parse_line(const char *line, double v[FIELDS]) {
     const char *p = line;
@@ -620,7 +608,7 @@ static bool cache_find(const char *path, int threads, uint64_t dev, int type,
         double v[FIELDS];
         if (!parse_line(line, v)) continue;
         if (v[1] != threads || v[2] != (double)dev || v[3] != type || !(v[4] > 0) || !(v[5] > 0) ||
-            !(v[6] > 0) || !(v[8] > 0) || !(v[9] > 0) || !(v[10] > 0) || v[11] != PROBES_VERSION ||
+            !(v[6] > 0) || !(v[8] > 0) || !(v[9] > 0) || v[10] != PROBES_VERSION ||
             now - v[0] > (double)MAX_AGE_S || v[0] > now) {
             continue;
         }
@@ -629,9 +617,8 @@ static bool cache_find(const char *path, int threads, uint64_t dev, int type,
         mc->disk_gbps = v[5];
         mc->dot_gops = v[6];
         mc->disk_from_model = v[7] != 0;
-        mc->conv_gops = v[8];
-        mc->fdot_gops = v[9];
-        mc->wsum_gops = v[10];
+        mc->fdot_gops = v[8];
+        mc->wsum_gops = v[9];
         found = true;
     }
     fclose(f);
@@ -655,10 +642,9 @@ static void cache_store(const char *path, uint64_t dev, int type,
         }
     }
     if (in) fclose(in);
-    fprintf(out, "%lld %d %llu %d %.3f %.3f %.3f %d %.3f %.3f %.3f %d\n", (long long)mc->when,
+    fprintf(out, "%lld %d %llu %d %.3f %.3f %.3f %d %.3f %.3f %d\n", (long long)mc->when,
             mc->threads, (unsigned long long)dev, type, mc->mem_gbps, mc->disk_gbps, mc->dot_gops,
-            mc->disk_from_model ? 1 : 0, mc->conv_gops, mc->fdot_gops, mc->wsum_gops,
-            PROBES_VERSION);
+            mc->disk_from_model ? 1 : 0, mc->fdot_gops, mc->wsum_gops, PROBES_VERSION);
     if (fclose(out) != 0 || rename(tmp, path) != 0) unlink(tmp);
 }
 
@@ -692,7 +678,7 @@ enum moeinf_status cli_fit_probe(const char *model_path, uint64_t block, int thr
     probe_attention(threads, out);
     out->when = (int64_t)time(NULL);
     if (!(out->mem_gbps > 0) || !(out->disk_gbps > 0) || !(out->dot_gops > 0) ||
-        !(out->conv_gops > 0) || !(out->fdot_gops > 0) || !(out->wsum_gops > 0)) {
+        !(out->fdot_gops > 0) || !(out->wsum_gops > 0)) {
         return moeinf_fail(err, MOEINF_ERR_IO,
                            "the probes failed (memory %.2f GB/s, disk %.2f GB/s, compute %.2f "
                            "G/s, attention %.2f G/s): O_DIRECT refused on %s?",

@@ -166,8 +166,8 @@ static void print_machine(const struct cli_fit_machine *mc) {
     printf("%-16s memory %.1f GB/s, disk %.2f GB/s, prefill kernel %.1f G/s, %d threads (%s %s)\n",
            "machine", mc->mem_gbps, mc->disk_gbps, mc->dot_gops, mc->threads,
            mc->cached ? "cached, probed" : "probed", when);
-    printf("%-16s F16 to float %.1f G/s, float dot %.1f G/s, weighted sum %.1f G/s\n",
-           "  attention", mc->conv_gops, mc->fdot_gops, mc->wsum_gops);
+    printf("%-16s q.k %.1f G/s, weighted sum %.1f G/s\n", "  attention", mc->fdot_gops,
+           mc->wsum_gops);
     printf("%-16s %s\n", "  disk probe", mc->disk_note);
 }
 

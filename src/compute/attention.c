@@ -34,7 +34,10 @@ int moeinf_attn_block(int n_head, int n_head_kv, int width) {
 #define ATTN_BLOCK_FLOATS ((size_t)1 << 18)
 
 size_t moeinf_attn_scratch_floats(int n_ctx, int n_head, int n_head_kv, int head_dim) {
-    /* one token's scores over the whole context, the block's, one converted K or V row */
+    /* one token's scores over the whole context, the block's, and a row of head_dim floats: the
+     * room of a converted K or V row, unused since the kernels read the cache's rows in place;
+     * kept so that the sizes callers compute (and bench/attention.c built in an older tree)
+     * stay valid */
     return (size_t)(n_head / n_head_kv) * (size_t)n_ctx + ATTN_BLOCK_FLOATS + (size_t)head_dim;
 }
 
