@@ -147,6 +147,25 @@ static void test_softmax_rows(void) {
     fprintf(stderr, "softmax: worst %.3f ulp from float64 over %d tables\n", worst, n_tables);
 }
 
+/* One case of a kernel's shapes: d values a row, n rows of K or V, `rows` rows of q or output,
+ * F16 or F32 cache rows. */
+struct shape {
+    int d, n, rows, f16;
+};
+
+#define LEN(a) (int)(sizeof(a) / sizeof((a)[0]))
+
+/* The i-th combination of the lists ds x ns x row_counts x {F32, F16}; false past the last. */
+static bool shape_at(int i, const int *ds, int nd, const int *ns, int nn, const int *row_counts,
+                     int nr, struct shape *sh) {
+    if (i >= nd * nn * nr * 2) return false;
+    sh->f16 = i % 2;
+    sh->rows = row_counts[i / 2 % nr];
+    sh->n = ns[i / 2 / nr % nn];
+    sh->d = ds[i / 2 / nr / nn];
+    return true;
+}
+
 /* out[r] += sum_t p[r][t] v_t over shapes with tails of the 16- and 64-column steps and of the
  * 4-row passes, F32 and F16 rows with a stride wider than d: every table gives the scalar
  * table's bits, within float rounding of float64's sum; a case whose products round differently
@@ -180,46 +199,44 @@ static void test_wsum_rows(void) {
         for (int i = 0; i < MAX_D; i++)
             out0[r][i] = (float)(uniform() - 0.5);
     }
-    for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
-        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
-            for (size_t ri = 0; ri < sizeof row_counts / sizeof row_counts[0]; ri++)
-                for (int f16 = 0; f16 < 2; f16++) {
-                    const int d = ds[di];
-                    const int n = ns[ni];
-                    const int rows = row_counts[ri];
-                    float *outs[MAX_R];
-                    const float *ps[MAX_R];
-                    for (int r = 0; r < rows; r++) {
-                        outs[r] = got[r];
-                        ps[r] = pv[r];
+    struct shape sh;
+    for (int si = 0; shape_at(si, ds, LEN(ds), ns, LEN(ns), row_counts, LEN(row_counts), &sh);
+         si++) {
+        const int d = sh.d;
+        const int n = sh.n;
+        const int rows = sh.rows;
+        const int f16 = sh.f16;
+        float *outs[MAX_R];
+        const float *ps[MAX_R];
+        for (int r = 0; r < rows; r++) {
+            outs[r] = got[r];
+            ps[r] = pv[r];
+        }
+        for (int ti = 0; ti < n_tables; ti++) {
+            memcpy(got, out0, sizeof got);
+            tables[ti]->wsum_f32(d, n, rows, outs, ps, f16 ? (const void *)vh : (const void *)vf,
+                                 STRIDE, f16);
+            if (ti == 0) memcpy(first, got, sizeof got);
+            bool same = true;
+            for (int r = 0; r < MAX_R; r++)
+                same = same && same_bits(got[r], first[r], MAX_D);
+            CHECK_MSG(same, "%s: d=%d n=%d rows=%d f16=%d: not the scalar table's bits",
+                      tables[ti]->name, d, n, rows, f16);
+        }
+        for (int r = 0; r < MAX_R; r++)
+            for (int i = 0; i < MAX_D; i++) {
+                double want = out0[r][i];
+                if (r < rows && i < d)
+                    for (int t = 0; t < n; t++) {
+                        const size_t at = (size_t)t * STRIDE + (size_t)i;
+                        want +=
+                            (double)pv[r][t] * (f16 ? (double)moeinf_fp16_to_fp32(vh[at]) : vf[at]);
                     }
-                    for (int ti = 0; ti < n_tables; ti++) {
-                        memcpy(got, out0, sizeof got);
-                        tables[ti]->wsum_f32(d, n, rows, outs, ps,
-                                             f16 ? (const void *)vh : (const void *)vf, STRIDE,
-                                             f16);
-                        if (ti == 0) memcpy(first, got, sizeof got);
-                        bool same = true;
-                        for (int r = 0; r < MAX_R; r++)
-                            same = same && same_bits(got[r], first[r], MAX_D);
-                        CHECK_MSG(same,
-                                  "%s: d=%d n=%d rows=%d f16=%d: not the scalar table's bits",
-                                  tables[ti]->name, d, n, rows, f16);
-                    }
-                    for (int r = 0; r < MAX_R; r++)
-                        for (int i = 0; i < MAX_D; i++) {
-                            double want = out0[r][i];
-                            if (r < rows && i < d)
-                                for (int t = 0; t < n; t++) {
-                                    const size_t at = (size_t)t * STRIDE + (size_t)i;
-                                    want += (double)pv[r][t] *
-                                            (f16 ? (double)moeinf_fp16_to_fp32(vh[at]) : vf[at]);
-                                }
-                            /* |terms| < 2: each of the n steps rounds by at most 2^-24 of
-                             * a sum below 2n + 1 */
-                            worst = fmax(worst, fabs(got[r][i] - want) / (2.0 * n + 1));
-                        }
-                }
+                /* |terms| < 2: each of the n steps rounds by at most 2^-24 of
+                 * a sum below 2n + 1 */
+                worst = fmax(worst, fabs(got[r][i] - want) / (2.0 * n + 1));
+            }
+    }
     /* measured: 0.78 x 2^-24 (the bound of n roundings would be 50 x) */
     CHECK_MSG(worst <= 0x1p-24 * 4, "worst %g", worst);
     fprintf(stderr, "wsum: worst %.3g (x (2n + 1)) from float64\n", worst);
@@ -266,38 +283,37 @@ static void test_qk_rows(void) {
         q[i] = (float)(uniform() * 2.0 - 1.0);
     int bad = 0;
     int cases = 0;
-    for (size_t di = 0; di < sizeof ds / sizeof ds[0]; di++)
-        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++)
-            for (size_t ri = 0; ri < sizeof row_counts / sizeof row_counts[0]; ri++)
-                for (int f16 = 0; f16 < 2; f16++) {
-                    const int d = ds[di];
-                    const int n = ns[ni];
-                    const int rows = row_counts[ri];
-                    float want[MAX_R * S_STRIDE] = {0};
-                    for (int t = 0; t < n; t++) {
-                        for (int i = 0; i < d; i++)
-                            row[i] =
-                                f16 ? moeinf_fp16_to_fp32(kh[t * STRIDE + i]) : kf[t * STRIDE + i];
-                        for (int r = 0; r < rows; r++) {
-                            float dot = 0;
-                            moeinf_ref_vec_dot_f32(d, &dot, row, q + (size_t)r * MAX_D);
-                            want[r * S_STRIDE + t] = dot * scale;
-                        }
-                    }
-                    for (int ti = 0; ti < n_tables; ti++) {
-                        float got[MAX_R * S_STRIDE] = {0};
-                        tables[ti]->qk_f32(d, n, rows, got, S_STRIDE, q, MAX_D,
-                                           f16 ? (const void *)kh : (const void *)kf, STRIDE, f16,
-                                           scale);
-                        cases++;
-                        if (!same_bits(got, want, (size_t)MAX_R * S_STRIDE)) {
-                            bad++;
-                            fprintf(stderr, "%s: d=%d n=%d rows=%d f16=%d differ\n",
-                                    tables[ti]->name, d, n, rows, f16);
-                        }
-                    }
-                }
+    struct shape sh;
+    for (int si = 0; shape_at(si, ds, LEN(ds), ns, LEN(ns), row_counts, LEN(row_counts), &sh);
+         si++) {
+        const int d = sh.d;
+        const int n = sh.n;
+        const int rows = sh.rows;
+        const int f16 = sh.f16;
+        float want[MAX_R * S_STRIDE] = {0};
+        for (int t = 0; t < n; t++) {
+            for (int i = 0; i < d; i++)
+                row[i] = f16 ? moeinf_fp16_to_fp32(kh[t * STRIDE + i]) : kf[t * STRIDE + i];
+            for (int r = 0; r < rows; r++) {
+                float dot = 0;
+                moeinf_ref_vec_dot_f32(d, &dot, row, q + (size_t)r * MAX_D);
+                want[r * S_STRIDE + t] = dot * scale;
+            }
+        }
+        for (int ti = 0; ti < n_tables; ti++) {
+            float got[MAX_R * S_STRIDE] = {0};
+            tables[ti]->qk_f32(d, n, rows, got, S_STRIDE, q, MAX_D,
+                               f16 ? (const void *)kh : (const void *)kf, STRIDE, f16, scale);
+            cases++;
+            if (!same_bits(got, want, (size_t)MAX_R * S_STRIDE)) {
+                bad++;
+                fprintf(stderr, "%s: d=%d n=%d rows=%d f16=%d differ\n", tables[ti]->name, d, n,
+                        rows, f16);
+            }
+        }
+    }
     CHECK_MSG(bad == 0, "%d of %d cases differ", bad, cases);
+    CHECK_EQ_INT(cases, LEN(ds) * LEN(ns) * LEN(row_counts) * 2 * n_tables);
 }
 
 int main(void) {
