@@ -304,7 +304,7 @@ typedef void (*moeinf_qk_fn)(int64_t d, int64_t n, int rows, float *s, size_t s_
  * r < rows, i < d; v_t the row of d values (F32, or F16 where v_f16) v_stride values after
  * v_{t-1}. One fused multiply-add per step (C's fmaf), so every table gives the same bits, and
  * whatever rows share a call. The outputs stay in registers across the n rows of v, and each
- * v row is read (and F16 converted) once for the rows of a call. Float helper of
+ * v row is read (and F16 converted) once per 4 rows of a call. Float helper of
  * compute/attention.c; out rows must not overlap p, v or each other. */
 typedef void (*moeinf_wsum_fn)(int64_t d, int64_t n, int rows, float *const *out,
                                const float *const *p, const void *v, size_t v_stride, bool v_f16);
@@ -313,8 +313,7 @@ typedef void (*moeinf_wsum_fn)(int64_t d, int64_t n, int rows, float *const *out
  * max the largest of the scores and *sink, sum the exponentials' and exp(*sink - max) (a sink
  * takes weight from every position and gives it to none; NULL: no sink). The exponential and
  * the order of the sum are src/quant/softmax.h's on every table, so all give the same bits;
- * the exponential is within a few units in the last place of exp's. Float helper of
- * compute/attention.c. */
+ * the exponential is within an ulp of exp's. Float helper of compute/attention.c. */
 typedef void (*moeinf_softmax_fn)(float *s, int64_t n, const float *sink);
 
 /* One token of the Gated DeltaNet delta rule on one value head's state s (n rows of n
