@@ -53,7 +53,6 @@
 
 #include "base/memlimit.h"
 #include "base/status.h"
-#include "compute/attention.h"
 #include "engine/engine.h"
 #include "gen/gen_header.h"
 #include "gguf/gguf.h"
