@@ -57,7 +57,7 @@ static void test_exp_within_an_ulp(void) {
         }
     }
     fprintf(stderr, "exp: worst %.3f ulp at %a over %ld points\n", worst, (double)worst_x, n);
-    /* measured: 0.92 ulp (at x = -71.04) */
+    /* measured: 0.86 ulp here (0.92, at x = -71.04, sampling one float in 16) */
     CHECK_MSG(worst <= 1.25, "%.3f ulp at %a (%ld points)", worst, (double)worst_x, n);
     CHECK(n > 1000000);
     CHECK(softmax_exp(0.0f) == 1.0f && softmax_exp(-0.0f) == 1.0f);
