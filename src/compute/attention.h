@@ -44,9 +44,9 @@ struct moeinf_attn_args {
 
 /* A work item takes up to moeinf_attn_block() consecutive tokens of one KV head (fewer where the
  * scratch is short), so that each K and V row it reads comes from memory once for all of them
- * (the kernels convert F16 in their registers, once per 4 rows of tokens x heads): one token at
- * a time, prefill spent as long converting rows as multiplying them (one conversion per position
- * pair). At most MOEINF_ATTN_BLOCK tokens, and 16 KiB of their q rows
+ * (the kernels convert F16 in their registers, once per pass over a few rows of tokens x
+ * heads): one token at a time, prefill spent as long converting rows as multiplying them (one
+ * conversion per position pair). At most MOEINF_ATTN_BLOCK tokens, and 16 KiB of their q rows
  * (tokens x heads per KV head x width, the wider of the K and V heads): one token for
  * multi-head latent attention's 16 heads of 576. */
 #define MOEINF_ATTN_BLOCK 16
