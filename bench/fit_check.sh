@@ -10,7 +10,9 @@
 # recorded (fit --trace; gen-model's random routers do not route like trained ones, so the
 # synthetic routing fitted to trained models' traces is printed beside it, not used). The fit
 # of each row probes the machine again (--reprobe) just before that row's run, since the
-# machine's load moves the figures; its `machine` line is printed under the row.
+# machine's load moves the figures; its `machine` line is printed under the row. Beside each
+# offloaded row, the rate its warm prefill read experts at (MiB read over the 4 I/O threads'
+# read seconds), to set against the `disk` figure fit predicted prefill's reads from.
 #
 #   bench/fit_check.sh [-t THREADS] [-p 512] [-n 32] [-r 1] [--keep]
 #
@@ -99,10 +101,12 @@ for entry in "${models[@]}"; do
       -r "$reps" -t "$threads" --expert-cache "$cache")
     md=$(field "$log" decode-warm) mp=$(field "$log" prefill-warm)
     mh=$(awk '$1 == "decode-warm" {print $5; exit}' "$log")
-    printf "%-20s %-9s %-26s %6s | %8s %8s %6s | %8s %8s %6s | %s (measured hit %s, peak %d MiB)\n" \
+    # prefill's read rate: MiB read over the read seconds of the 4 I/O threads (the default)
+    prd=$(awk '$1 == "prefill-warm" && $8 > 0 { printf "%.2f", $7 * 1048576 / ($8 / 4) / 1e9; exit }' "$log")
+    printf "%-20s %-9s %-26s %6s | %8s %8s %6s | %8s %8s %6s | %s (measured hit %s, peak %d MiB, prefill reads %s GB/s)\n" \
       "$name" "$pct% $((budget >> 20))M" "--expert-cache $cache" "$hit" \
       "$pd" "$md" "$(ratio "$pd" "$md")" "$pp" "$mp" "$(ratio "$pp" "$mp")" "$syn" "$mh" \
-      $((peak >> 20))
+      $((peak >> 20)) "${prd:--}"
     grep '^  time' "$fitlog" | tail -1
     grep '^machine' "$fitlog"
     grep '^  disk, misses' "$fitlog" || true

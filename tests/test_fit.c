@@ -227,6 +227,7 @@ static void test_prefill_inputs(void) {
     const uint64_t layer = 65536 + 2 * 32768 + 65536 + 2048 + 2 * 3 * 131072;
     CHECK_EQ_INT((long long)m.output_elems, 256 * 1010);
     CHECK_EQ_INT((long long)m.active_elems, (long long)(4 * layer + 256ull * 1010));
+    CHECK_EQ_INT((long long)m.routed_elems, 4 * 2 * 3 * 131072);
     /* a 512-token prompt: 512 x 513 / 2 = 131328 position pairs per layer, each 8 query heads'
      * dot and weighted sum of 32 */
     const double pairs = 131328.0 * 4;
@@ -293,6 +294,7 @@ static void test_prediction_arithmetic(void) {
     m.nonexpert_decode = 1000000;
     m.active_elems = 1000000;
     m.output_elems = 100000;
+    m.routed_elems = 800000;
     m.attn_dot = 1e8;
     m.attn_wsum = 4e7;
     struct cli_fit_machine mc;
@@ -323,10 +325,15 @@ static void test_prediction_arithmetic(void) {
                  MOEINF_OK);
     CHECK(!p.resident && p.runs);
     CHECK_EQ_INT(p.cache_slots, 8);
-    /* a 512-token batch uses all 8 experts of each layer (1 - 0.75^512 of them: 1 to 1e-60);
-     * the 24 not cached are read: 24e6 bytes at 2e9 B/s */
-    const double t_read = 0.012 / CLI_FIT_DISK_EFF;
-    CHECK_MSG(near(p.t_read, t_read), "%g", p.t_read);
+    /* prefill: a 512-token batch uses all 8 experts of each layer (1 - 0.75^512 of them: 1 to
+     * 1e-60), a quarter of them (2) cached. An expert computes in 800000 / 4 / 2 weights x 512
+     * tokens / 20e9 = 0.64 ms, and is read in 1e6 B / 2e9 B/s (/ the efficiency). One wave of
+     * all 8, the 2 cached first: its 6 misses computed once read, the last read 6 reads from
+     * the start: max(8c, r + 6c, 6r + c) - 8c of waiting per layer, 4 layers */
+    const double c = 0.00064;
+    const double r = 1e6 / (2e9 * CLI_FIT_PREFILL_READ_EFF);
+    const double t_read = 4 * (fmax(8 * c, fmax(r + 6 * c, 6 * r + c)) - 8 * c);
+    CHECK_MSG(t_read > 0.0001 && near(p.t_read, t_read), "%g (want %g)", p.t_read, t_read);
     CHECK_MSG(near(p.prefill_tps, 512 / (t_dot + t_attn + t_read)), "%g", p.prefill_tps);
     /* decode: the 1e6 non-expert bytes from memory, then max(the 4e6 expert bytes from
      * memory, (1 - hit) x 8 experts x 1e6 B from the disk), then TOKEN_S */
@@ -338,6 +345,29 @@ static void test_prediction_arithmetic(void) {
     CHECK_MSG(near(p.decode_tps, 1 / (t_nonexpert + (t_experts > t_disk ? t_experts : t_disk) +
                                       CLI_FIT_TOKEN_S)),
               "%g", p.decode_tps);
+    /* 4 slots: 1 expert of each layer cached; waves of 4: the cached one and 3 misses, then 4
+     * misses, the second wave's first read not hidden by anything */
+    const uint64_t memory4 = 2000000 + (64ull << 20) + 4ull * 1048576 + 1000;
+    CHECK_EQ_INT(cli_fit_predict(&m, &mc, memory4, 0, NULL, NULL, &p, source, sizeof source, &err),
+                 MOEINF_OK);
+    CHECK_EQ_INT(p.cache_slots, 4);
+    const double wave1 = fmax(4 * c, fmax(r + 3 * c, 3 * r + c)) - 4 * c;
+    const double wave2 = fmax(4 * c, fmax(r + 4 * c, 4 * r + c)) - 4 * c;
+    CHECK_MSG(near(p.t_read, 4 * (wave1 + wave2)), "%g (want %g)", p.t_read, 4 * (wave1 + wave2));
+    /* a disk twice as fast, so that an expert reads faster than it computes: of the 4-slot
+     * waves, the first (a cached expert to compute while its first miss is read) hides its
+     * reads, the second waits for its first read only */
+    mc.disk_gbps = 4;
+    CHECK_EQ_INT(cli_fit_predict(&m, &mc, memory4, 0, NULL, NULL, &p, source, sizeof source, &err),
+                 MOEINF_OK);
+    const double r4 = 1e6 / (4e9 * CLI_FIT_PREFILL_READ_EFF);
+    CHECK_MSG(r4 < c && near(p.t_read, 4 * r4), "%g (want %g)", p.t_read, 4 * r4);
+    /* a disk 1000 times faster: the 8-slot wave's reads hide behind its computing entirely */
+    mc.disk_gbps = 2000;
+    CHECK_EQ_INT(cli_fit_predict(&m, &mc, memory, 0, NULL, NULL, &p, source, sizeof source, &err),
+                 MOEINF_OK);
+    CHECK_MSG(p.t_read == 0, "%g", p.t_read);
+    CHECK_MSG(near(p.prefill_tps, 512 / (t_dot + t_attn)), "%g", p.prefill_tps);
 }
 
 /* Cache lines of older probes are not reused: fit probes again, prints the new figures and

@@ -31,13 +31,20 @@
  *   t_attn = (q.k multiply-adds / their kernel's probed rate + V multiply-adds / the weighted
  *            sum's) / CLI_FIT_ATTN_EFF   (attention.c's work for the 512 x 513 / 2 position
  *            pairs per query head; both kernels read F16 rows as they lie in the cache)
- *   t_read = with an expert cache, every distinct expert of the batch (1 - (1 - K/E)^512 of
- *            each layer's: nearly all) that is not cached (the cache's share of the experts)
- *            read once from the disk at the probed bandwidth x CLI_FIT_DISK_EFF
+ *   t_read = with an expert cache, the time the reads add: every distinct expert of the
+ *            batch (1 - (1 - K/E)^512 of each layer's: nearly all) that is not cached (the
+ *            cache's share of them) is read once, while the layer's experts compute, in the
+ *            waves the slots allow (prefill_read_wait: a wave's first read and whatever its
+ *            reads take beyond its computing are waited for); an expert computes in its share
+ *            of t_dot and is read at the random-read probe's bandwidth x
+ *            CLI_FIT_PREFILL_READ_EFF
  *   t      = t_dot + t_attn + t_read
- * The sum, not the max: with the machine's disk shared, the reads cost the run their whole
- * time, while on a quiet one they hide behind the products; on the runs of bench/fit_check.sh
- * on a shared machine the sum fitted the offloaded rows better (docs/OFFLOAD.md).
+ * Until 2026-12-06 t_read was every read's whole time (the sum): on the AMD EPYC, whose
+ * prefill computed 4-10x slower than its reads, that fitted; on the Intel Xeon with AMX the
+ * reads take about as long as the computing, and the measured offloaded prefill was 0.89-0.94
+ * of the resident one at 50 % where the sum said 0.69-0.82 (docs/OFFLOAD.md). The engine's
+ * prefill reads there reached 1.85-1.98 GB/s (MiB read over the I/O threads' read time, 2, 4
+ * or 8 threads alike) against the probe's 2.9-3.3: CLI_FIT_PREFILL_READ_EFF.
  * CLI_FIT_DOT_EFF and CLI_FIT_ATTN_EFF are 1: per CPU second the engine's tiles run as fast as
  * the probe's, and the rest of prefill (norms, routing, the activations' conversion) is a small
  * part of its time.
@@ -63,16 +70,18 @@
 
 /* The weights the forward pass multiplies per token: every bound matrix but token_embd
  * (rows are looked up), routed experts top_k times; the tied lm_head counted once. The
- * lm_head's share in *output. */
-static uint64_t active_elems(const struct moeinf_llm *llm, uint64_t *output) {
+ * lm_head's share in *output, the routed experts' in *routed. */
+static uint64_t active_elems(const struct moeinf_llm *llm, uint64_t *output, uint64_t *routed) {
     const struct moeinf_hparams *hp = &llm->hp;
     uint64_t n = 0;
     *output = 0;
+    *routed = 0;
     for (int i = 0; i < llm->n_bound; i++) {
         const struct moeinf_weight *w = llm->bound[i].w;
         if (!w || w == &llm->tok_embd) continue;
         uint64_t e = (uint64_t)w->n_in * (uint64_t)w->n_out;
         if (w == &llm->output) *output = e;
+        if (llm->bound[i].expert) *routed += e * (uint64_t)hp->n_expert_used;
         n += llm->bound[i].expert ? e * (uint64_t)hp->n_expert_used
                                   : e * (uint64_t)(w->n_mat > 0 ? w->n_mat : 1);
     }
@@ -221,7 +230,7 @@ enum moeinf_status cli_fit_read(const char *path, struct cli_fit_model *out,
     model.llm = llm;
     out->decode_bytes = moeinf_model_decode_bytes(&model);
     out->nonexpert_decode = out->decode_bytes - active_experts;
-    out->active_elems = active_elems(llm, &out->output_elems);
+    out->active_elems = active_elems(llm, &out->output_elems, &out->routed_elems);
     attn_work(llm, out);
     kv_sizes(llm, out);
     moeinf_llm_free(llm);
@@ -249,6 +258,32 @@ static double decode_disk_time(const struct cli_fit_model *m, const struct cli_f
     return (1 - hit) * experts * (double)m->expert_bytes / (gbps * 1e9 * CLI_FIT_DISK_EFF);
 }
 
+/* Seconds one MoE layer's step of a prefill micro-batch spends waiting for its reads, beyond
+ * computing its experts, as the engine runs it (experts/step.h, model/layer_moe.c): `used`
+ * experts, `hits` of them cached, in waves of at most `slots`, the cached ones first; a
+ * wave's misses are read one after another (expert_read seconds each) from the wave's start,
+ * and its experts computed (expert_s seconds each) as they are there, the cached ones first.
+ * A wave with misses so lasts the longest of: computing them all; the first read, then
+ * computing the misses; reading them all, then computing the last. The next wave starts
+ * when it is done. */
+static double prefill_read_wait(double used, double hits, double slots, double expert_s,
+                                double expert_read) {
+    double wait = 0;
+    for (double left = used; left > 1e-9;) {
+        const double n = left < slots ? left : slots;
+        const double h = hits < n ? hits : n;
+        const double miss = n - h;
+        hits -= h;
+        left -= n;
+        if (miss <= 0) continue;
+        double t = n * expert_s;
+        if (expert_read + miss * expert_s > t) t = expert_read + miss * expert_s;
+        if (miss * expert_read + expert_s > t) t = miss * expert_read + expert_s;
+        wait += t - n * expert_s;
+    }
+    return wait;
+}
+
 enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct cli_fit_machine *mc,
                                    uint64_t memory, int n_ctx, const char *trace_path,
                                    const char *probe_path, struct cli_fit_prediction *out,
@@ -256,7 +291,6 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
     memset(out, 0, sizeof *out);
     out->memory = memory;
     const double mem_bps = mc->mem_gbps * 1e9 * CLI_FIT_MEM_EFF;
-    const double disk_bps = mc->disk_gbps * 1e9 * CLI_FIT_DISK_EFF;
     const uint64_t ctx_bytes =
         m->kv_token_bytes * (uint64_t)n_ctx + m->state_bytes + m->scratch_bytes + MARGIN;
     /* prefill's computing, per micro-batch: the products (the lm_head for one position) and
@@ -316,11 +350,15 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
     out->decode_tps =
         1.0 / (t_nonexpert + (t_experts > t_disk ? t_experts : t_disk) + CLI_FIT_TOKEN_S);
     /* prefill: a micro-batch uses nearly every expert of each layer (1 - (1 - K/E)^512 of
-     * them); those not in the cache (its share of them, on average) are read once */
-    const double share = 1 - pow(1 - per_layer / m->n_expert, CLI_FIT_BATCH);
-    const double distinct = share * m->n_expert * m->n_moe_layers;
+     * them); of those, the cache's share (on average) is cached, and the rest is read while
+     * the layer's experts compute, in the waves its slots allow */
+    const double used = (1 - pow(1 - per_layer / m->n_expert, CLI_FIT_BATCH)) * m->n_expert;
     const double cached = (double)slots / (double)total;
-    const double t_read = distinct * (1 - cached) * e_bytes / disk_bps;
+    const double expert_s = (double)m->routed_elems * CLI_FIT_BATCH /
+                            (mc->dot_gops * 1e9 * CLI_FIT_DOT_EFF) / m->n_moe_layers / used;
+    const double read_s = e_bytes / (mc->disk_gbps * 1e9 * CLI_FIT_PREFILL_READ_EFF);
+    const double t_read =
+        m->n_moe_layers * prefill_read_wait(used, cached * used, (double)slots, expert_s, read_s);
     out->t_read = t_read;
     out->prefill_tps = CLI_FIT_BATCH / (t_compute + t_read);
     return MOEINF_OK;

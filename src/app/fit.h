@@ -35,6 +35,7 @@ struct cli_fit_model {
                                   lm_head included */
     uint64_t output_elems;     /* of them, the lm_head's: prefill computes it for the last
                                   position of each micro-batch only */
+    uint64_t routed_elems;     /* of them, the routed experts' (top_k per MoE layer) */
     /* Attention of a 512-token prompt from position 0 (one micro-batch), every attention
      * layer (compute/attention.c: per query head and position pair, a float dot over the K
      * head and the weighted sum's multiply-adds over the V head) */
@@ -114,6 +115,7 @@ enum moeinf_status cli_fit_synthetic_trace(const char *path, int n_layers, int n
 /* The prediction's constants (fit.c says what they are and how they were found). */
 #define CLI_FIT_MEM_EFF  0.70  /* share of the probed memory bandwidth decode reaches */
 #define CLI_FIT_DISK_EFF 0.89  /* share of the probed disk bandwidth the expert reads reach */
+#define CLI_FIT_PREFILL_READ_EFF 0.65  /* and prefill's reads of a layer's uncached experts */
 #define CLI_FIT_DOT_EFF  1.0   /* prefill's products: the engine's rate against the probe's */
 #define CLI_FIT_ATTN_EFF 1.0   /* prefill's attention: against the probed kernels' rates */
 #define CLI_FIT_TOKEN_S  0.007 /* per decode token with an expert cache: the waves' pinning,
@@ -135,7 +137,8 @@ struct cli_fit_prediction {
     double t_nonexpert;    /* decode: of t_mem, the non-expert weights' (with a cache) */
     double t_dot, t_attn;  /* prefill: seconds per micro-batch in the matrix products and
                               in the attention */
-    double t_read;         /* prefill: seconds per micro-batch reading uncached experts */
+    double t_read;         /* prefill: seconds per micro-batch that waiting for the reads of
+                              uncached experts adds (what the waves do not hide) */
     double miss_gbps;      /* decode's disk rate from cli_fit_probe_misses (0: not probed,
                               t_disk then uses the machine's random-read probe) */
     uint64_t miss_footprint; /* the distinct bytes those misses read */

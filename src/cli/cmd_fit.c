@@ -121,8 +121,8 @@ static void print_prediction(const char *label, const struct cli_fit_prediction 
            p->cache_bytes >> 20, p->cache_slots, m->n_moe_layers * m->n_expert,
            p->cache_percent, p->hit, p->decode_tps, p->prefill_tps);
     printf("%-16s decode %.2f ms non-expert weights + max(%.2f ms experts from memory, %.2f ms "
-           "the disk); prefill %.0f ms products + %.0f ms attention + %.0f ms reading per 512 "
-           "tokens\n",
+           "the disk); prefill %.0f ms products + %.0f ms attention + %.0f ms waiting for reads "
+           "per 512 tokens\n",
            "  time", p->t_nonexpert * 1e3, (p->t_mem - p->t_nonexpert) * 1e3, p->t_disk * 1e3,
            p->t_dot * 1e3, p->t_attn * 1e3, p->t_read * 1e3);
     printf("%-16s %s\n", "  hit ratio from", source);
