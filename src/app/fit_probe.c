@@ -20,10 +20,12 @@
  *   compute  the best kernel table's prefill tile (gemm, else vec_dot_m) of the model's expert
  *            type, 8 rows x 64 tokens of 4096 weights in cache, on every thread: 0.05 s
  *            untimed (the first 40 ms ran at about half the rate on the AMD EPYC), then the
- *            median of 5 windows of 0.04 s. Its weights and activations lie on huge pages: on
- *            4 KiB pages the 278 KiB of activations landed on physical pages that shared L2
- *            sets in some processes and not in others (11-16 against 21-25 G/s on the AMD
- *            EPYC, process to process), on huge pages six processes agreed within 15 %
+ *            median of 9 windows of 0.1 s (5 of 0.04 s until 2026-12-06: their figure moved
+ *            by a quarter from probe to probe on a shared machine). Its weights and activations
+ *            lie on huge pages: on 4 KiB pages the 278 KiB of activations landed on physical
+ *            pages that shared L2 sets in some processes and not in others (11-16 against
+ *            21-25 G/s on the AMD EPYC, process to process), on huge pages six processes agreed
+ *            within 15 %
  *   attention the float kernels attention runs (compute/attention.c) on 64 F16 rows of 128 in
  *            cache, on one thread, times the threads: q.k of 4 rows against them and their
  *            weighted sum into 4 rows; each the median of 3 windows of 15 ms
@@ -423,8 +425,10 @@ static double probe_disk(const char *model_path, uint64_t block, const char *dir
 #define TILE_ROWS    8
 #define TILE_M       64
 #define TILE_WARM    0.05 /* seconds untimed first: the first 40 ms ran at half the rate */
-#define TILE_WINDOWS 5
-#define TILE_SECS    0.04 /* each window's */
+/* 9 windows of 100 ms: six probes in a row on the Intel Xeon (family 6 model 207) gave
+ * 135-153 G/s, where 5 windows of 40 ms gave 98-157 alternated with them */
+#define TILE_WINDOWS 9
+#define TILE_SECS    0.1 /* each window's */
 
 struct tile_job {
     const struct moeinf_kernels *k;
