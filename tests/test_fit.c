@@ -294,7 +294,7 @@ static void test_prediction_arithmetic(void) {
     m.nonexpert_decode = 1000000;
     m.active_elems = 1000000;
     m.output_elems = 100000;
-    m.routed_elems = 800000;
+    m.routed_elems = 400000;
     m.attn_dot = 1e8;
     m.attn_wsum = 4e7;
     struct cli_fit_machine mc;
@@ -326,11 +326,12 @@ static void test_prediction_arithmetic(void) {
     CHECK(!p.resident && p.runs);
     CHECK_EQ_INT(p.cache_slots, 8);
     /* prefill: a 512-token batch uses all 8 experts of each layer (1 - 0.75^512 of them: 1 to
-     * 1e-60), a quarter of them (2) cached. An expert computes in 800000 / 4 / 2 weights x 512
-     * tokens / 20e9 = 0.64 ms, and is read in 1e6 B / 2e9 B/s (/ the efficiency). One wave of
-     * all 8, the 2 cached first: its 6 misses computed once read, the last read 6 reads from
-     * the start: max(8c, r + 6c, 6r + c) - 8c of waiting per layer, 4 layers */
-    const double c = 0.00064;
+     * 1e-60), a quarter of them (2) cached. An expert computes 400000 / 4 / 2 weights for each
+     * of its 128 tokens (512 x 2 / 8) at 20e9 a second: 0.32 ms, and is read in 1e6 B / 2e9
+     * B/s (/ the efficiency). One wave of all 8, the 2 cached first: its 6 misses computed once
+     * read, the last read 6 reads from the start: max(8c, r + 6c, 6r + c) - 8c of waiting per
+     * layer, 4 layers */
+    const double c = 0.00032;
     const double r = 1e6 / (2e9 * CLI_FIT_PREFILL_READ_EFF);
     const double t_read = 4 * (fmax(8 * c, fmax(r + 6 * c, 6 * r + c)) - 8 * c);
     CHECK_MSG(t_read > 0.0001 && near(p.t_read, t_read), "%g (want %g)", p.t_read, t_read);
@@ -354,13 +355,13 @@ static void test_prediction_arithmetic(void) {
     const double wave1 = fmax(4 * c, fmax(r + 3 * c, 3 * r + c)) - 4 * c;
     const double wave2 = fmax(4 * c, fmax(r + 4 * c, 4 * r + c)) - 4 * c;
     CHECK_MSG(near(p.t_read, 4 * (wave1 + wave2)), "%g (want %g)", p.t_read, 4 * (wave1 + wave2));
-    /* a disk twice as fast, so that an expert reads faster than it computes: of the 4-slot
+    /* a disk 4 times as fast, so that an expert reads faster than it computes: of the 4-slot
      * waves, the first (a cached expert to compute while its first miss is read) hides its
      * reads, the second waits for its first read only */
-    mc.disk_gbps = 4;
+    mc.disk_gbps = 8;
     CHECK_EQ_INT(cli_fit_predict(&m, &mc, memory4, 0, NULL, NULL, &p, source, sizeof source, &err),
                  MOEINF_OK);
-    const double r4 = 1e6 / (4e9 * CLI_FIT_PREFILL_READ_EFF);
+    const double r4 = 1e6 / (8e9 * CLI_FIT_PREFILL_READ_EFF);
     CHECK_MSG(r4 < c && near(p.t_read, 4 * r4), "%g (want %g)", p.t_read, 4 * r4);
     /* a disk 1000 times faster: the 8-slot wave's reads hide behind its computing entirely */
     mc.disk_gbps = 2000;

@@ -39,12 +39,13 @@
  *            of t_dot and is read at the random-read probe's bandwidth x
  *            CLI_FIT_PREFILL_READ_EFF
  *   t      = t_dot + t_attn + t_read
- * Until 2026-12-06 t_read was every read's whole time (the sum): on the AMD EPYC, whose
- * prefill computed 4-10x slower than its reads, that fitted; on the Intel Xeon with AMX the
- * reads take about as long as the computing, and the measured offloaded prefill was 0.89-0.94
- * of the resident one at 50 % where the sum said 0.69-0.82 (docs/OFFLOAD.md). The engine's
- * prefill reads there reached 1.85-1.98 GB/s (MiB read over the I/O threads' read time, 2, 4
- * or 8 threads alike) against the probe's 2.9-3.3: CLI_FIT_PREFILL_READ_EFF.
+ * Until 2026-12-06 t_read was every read's whole time (the sum). On the AMD EPYC, whose
+ * prefill computed several times longer than it read, either form fits; on the Intel Xeon
+ * with AMX the reads take about as long as the computing, and the measured offloaded prefill
+ * was 0.89-0.94 of the resident one at 50 % where the sum said 0.69-0.82 (docs/OFFLOAD.md).
+ * There the engine's prefill read at 1.6-2.3 GB/s (MiB read over the 4 I/O threads' read
+ * seconds; 2 or 8 threads read no faster) while the probe said 2.2-3.6: the median of 18
+ * rows' ratios, 0.75, is CLI_FIT_PREFILL_READ_EFF.
  * CLI_FIT_DOT_EFF and CLI_FIT_ATTN_EFF are 1: per CPU second the engine's tiles run as fast as
  * the probe's, and the rest of prefill (norms, routing, the activations' conversion) is a small
  * part of its time.
