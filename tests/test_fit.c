@@ -275,6 +275,64 @@ static void test_miss_probe_windows(void) {
     remove(path);
 }
 
+/* The simulator replays prefill in micro-batches as the engine runs them. Two requests of the
+ * same routing (2 layers x 4 experts, top 2): a prefill of 4 tokens choosing {0, 1}, {2, 3},
+ * {0, 1}, {2, 3} at each layer, then one decode token choosing {0, 1}; a cache of all 8. The
+ * first prefill's one micro-batch misses its 8 experts, the second's finds all 8: 8 of 16.
+ * (Token by token the first prefill's last 2 tokens would hit: 24 of 32.) */
+static void test_prefill_hit_in_micro_batches(void) {
+    char path[512];
+    test_tmp_path("fit-prefill.trace", path, sizeof path);
+    FILE *f = fopen(path, "w");
+    CHECK(f != NULL);
+    if (!f) return;
+    fprintf(f, "# moe-trace v1\n# model: test\n# n_layers: 2\n# n_experts: 4\n# top_k: 2\n");
+    for (int q = 0; q < 2; q++)
+        fprintf(f, "# req %d test/%d prefill=4 decode=1\n", q, q);
+    for (int q = 0; q < 2; q++) {
+        for (int t = 0; t < 4; t++)
+            fprintf(f, "%d P %d %s\n", q, t, t % 2 ? "2,3|2,3" : "0,1|0,1");
+        fprintf(f, "%d D 4 0,1|0,1\n", q);
+    }
+    CHECK(fclose(f) == 0);
+    struct cli_fit_model m;
+    memset(&m, 0, sizeof m);
+    m.n_moe_layers = 2;
+    m.n_expert = 4;
+    m.n_expert_used = 2;
+    double hit = -1, prefill_hit = -1;
+    char source[256];
+    struct moeinf_error err;
+    CHECK_EQ_INT(
+        cli_fit_hit_ratio(&m, 8, path, NULL, &hit, &prefill_hit, source, sizeof source, &err),
+        MOEINF_OK);
+    CHECK_MSG(prefill_hit == 0.5, "%g", prefill_hit);
+    CHECK_MSG(hit == 1, "%g", hit);
+    remove(path);
+}
+
+/* Prefill's waiting for reads in one layer's step, by hand: experts computing in c = 1 (any
+ * unit) and read in r each, 8 used. */
+static void test_prefill_read_waves(void) {
+    /* one wave of 8, 2 cached: the 6 misses are read from its start and computed once there:
+     * with r = 1.5 the reads end at 9 and the last computes until 10, against 8 computing */
+    CHECK_MSG(near(cli_fit_prefill_read_wait(8, 2, 8, 1, 1.5), 2), "%g",
+              cli_fit_prefill_read_wait(8, 2, 8, 1, 1.5));
+    /* r = 0.5: the reads keep ahead of the computing: nothing to wait for */
+    CHECK(cli_fit_prefill_read_wait(8, 2, 8, 1, 0.5) == 0);
+    /* waves of 4: the cached expert and 3 misses (reads end at 1.5 while the cached one
+     * computes: the wave takes 4), then 4 misses with nothing cached to compute meanwhile:
+     * the first read (0.5), then 4 computed: 0.5 waited */
+    CHECK_MSG(near(cli_fit_prefill_read_wait(8, 1, 4, 1, 0.5), 0.5), "%g",
+              cli_fit_prefill_read_wait(8, 1, 4, 1, 0.5));
+    /* the same with r = 2: wave 1 reads until 6 and computes its last until 7 (3 waited),
+     * wave 2 until 8 and 9 (5 waited) */
+    CHECK_MSG(near(cli_fit_prefill_read_wait(8, 1, 4, 1, 2), 8), "%g",
+              cli_fit_prefill_read_wait(8, 1, 4, 1, 2));
+    /* every expert cached: no reads */
+    CHECK(cli_fit_prefill_read_wait(8, 8, 8, 1, 2) == 0);
+}
+
 /* The predicted rates of a made-up model on made-up probe figures, against the arithmetic by
  * hand: resident, then with an expert cache of a quarter of the experts. */
 static void test_prediction_arithmetic(void) {
@@ -326,14 +384,19 @@ static void test_prediction_arithmetic(void) {
     CHECK(!p.resident && p.runs);
     CHECK_EQ_INT(p.cache_slots, 8);
     /* prefill: a 512-token batch uses all 8 experts of each layer (1 - 0.75^512 of them: 1 to
-     * 1e-60), a quarter of them (2) cached. An expert computes 400000 / 4 / 2 weights for each
-     * of its 128 tokens (512 x 2 / 8) at 20e9 a second: 0.32 ms, and is read in 1e6 B / 2e9
-     * B/s (/ the efficiency). One wave of all 8, the 2 cached first: its 6 misses computed once
-     * read, the last read 6 reads from the start: max(8c, r + 6c, 6r + c) - 8c of waiting per
-     * layer, 4 layers */
+     * 1e-60), the share the simulator found cached in its micro-batches cached. An expert
+     * computes 400000 / 4 / 2 weights for each of its 128 tokens (512 x 2 / 8) at 20e9 a
+     * second: 0.32 ms, and is read in 1e6 B / 2e9 B/s (/ the efficiency); 4 layers */
     const double c = 0.00032;
     const double r = 1e6 / (2e9 * CLI_FIT_PREFILL_READ_EFF);
-    const double t_read = 4 * (fmax(8 * c, fmax(r + 6 * c, 6 * r + c)) - 8 * c);
+    /* the share is the simulator's on the same (synthetic) routing, not the slots' 8 of 32 */
+    double sim_hit = -1, sim_prefill_hit = -1;
+    CHECK_EQ_INT(cli_fit_hit_ratio(&m, 8, NULL, NULL, &sim_hit, &sim_prefill_hit, source,
+                                   sizeof source, &err),
+                 MOEINF_OK);
+    CHECK_MSG(p.prefill_hit == sim_prefill_hit && sim_prefill_hit != 0.25, "%g %g", p.prefill_hit,
+              sim_prefill_hit);
+    const double t_read = 4 * cli_fit_prefill_read_wait(8, 8 * p.prefill_hit, 8, c, r);
     CHECK_MSG(t_read > 0.0001 && near(p.t_read, t_read), "%g (want %g)", p.t_read, t_read);
     CHECK_MSG(near(p.prefill_tps, 512 / (t_dot + t_attn + t_read)), "%g", p.prefill_tps);
     /* decode: the 1e6 non-expert bytes from memory, then max(the 4e6 expert bytes from
@@ -343,32 +406,9 @@ static void test_prediction_arithmetic(void) {
     const double t_disk = (1 - p.hit) * 8e6 / (2e9 * CLI_FIT_DISK_EFF);
     CHECK(p.hit > 0 && p.hit < 1);
     CHECK_MSG(near(p.t_nonexpert, t_nonexpert), "%g", p.t_nonexpert);
-    CHECK_MSG(near(p.decode_tps, 1 / (t_nonexpert + (t_experts > t_disk ? t_experts : t_disk) +
-                                      CLI_FIT_TOKEN_S)),
+    CHECK_MSG(near(p.decode_tps,
+                   1 / (t_nonexpert + (t_experts > t_disk ? t_experts : t_disk) + CLI_FIT_TOKEN_S)),
               "%g", p.decode_tps);
-    /* 4 slots: 1 expert of each layer cached; waves of 4: the cached one and 3 misses, then 4
-     * misses, the second wave's first read not hidden by anything */
-    const uint64_t memory4 = 2000000 + (64ull << 20) + 4ull * 1048576 + 1000;
-    CHECK_EQ_INT(cli_fit_predict(&m, &mc, memory4, 0, NULL, NULL, &p, source, sizeof source, &err),
-                 MOEINF_OK);
-    CHECK_EQ_INT(p.cache_slots, 4);
-    const double wave1 = fmax(4 * c, fmax(r + 3 * c, 3 * r + c)) - 4 * c;
-    const double wave2 = fmax(4 * c, fmax(r + 4 * c, 4 * r + c)) - 4 * c;
-    CHECK_MSG(near(p.t_read, 4 * (wave1 + wave2)), "%g (want %g)", p.t_read, 4 * (wave1 + wave2));
-    /* a disk 4 times as fast, so that an expert reads faster than it computes: of the 4-slot
-     * waves, the first (a cached expert to compute while its first miss is read) hides its
-     * reads, the second waits for its first read only */
-    mc.disk_gbps = 8;
-    CHECK_EQ_INT(cli_fit_predict(&m, &mc, memory4, 0, NULL, NULL, &p, source, sizeof source, &err),
-                 MOEINF_OK);
-    const double r4 = 1e6 / (8e9 * CLI_FIT_PREFILL_READ_EFF);
-    CHECK_MSG(r4 < c && near(p.t_read, 4 * r4), "%g (want %g)", p.t_read, 4 * r4);
-    /* a disk 1000 times faster: the 8-slot wave's reads hide behind its computing entirely */
-    mc.disk_gbps = 2000;
-    CHECK_EQ_INT(cli_fit_predict(&m, &mc, memory, 0, NULL, NULL, &p, source, sizeof source, &err),
-                 MOEINF_OK);
-    CHECK_MSG(p.t_read == 0, "%g", p.t_read);
-    CHECK_MSG(near(p.prefill_tps, 512 / (t_dot + t_attn)), "%g", p.prefill_tps);
 }
 
 /* Cache lines of older probes are not reused: fit probes again, prints the new figures and
@@ -461,6 +501,8 @@ int main(void) {
     RUN(test_truncated_and_preset);
     RUN(test_offload_prediction);
     RUN(test_prefill_inputs);
+    RUN(test_prefill_read_waves);
+    RUN(test_prefill_hit_in_micro_batches);
     RUN(test_miss_probe_windows);
     RUN(test_prediction_arithmetic);
     RUN(test_old_cache_line);

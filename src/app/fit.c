@@ -32,12 +32,16 @@
  *            sum's) / CLI_FIT_ATTN_EFF   (attention.c's work for the 512 x 513 / 2 position
  *            pairs per query head; both kernels read F16 rows as they lie in the cache)
  *   t_read = with an expert cache, the time the reads add: every distinct expert of the
- *            batch (1 - (1 - K/E)^512 of each layer's: nearly all) that is not cached (the
- *            cache's share of them) is read once, while the layer's experts compute, in the
- *            waves the slots allow (prefill_read_wait: a wave's first read and whatever its
- *            reads take beyond its computing are waited for); an expert computes in its share
- *            of t_dot and is read at the random-read probe's bandwidth x
- *            CLI_FIT_PREFILL_READ_EFF
+ *            batch (1 - (1 - K/E)^512 of each layer's: nearly all) that is not cached is read
+ *            once, while the layer's experts compute, in the waves the slots allow
+ *            (cli_fit_prefill_read_wait: a wave's first read, and whatever its reads take
+ *            beyond its computing, are waited for); an expert computes in its share of t_dot
+ *            and is read at the random-read probe's bandwidth x CLI_FIT_PREFILL_READ_EFF. The
+ *            cached share is the simulator's, replaying the routing's prefill in micro-batches
+ *            as the engine runs it (the slots' share of the experts where the routing has no
+ *            prefill): a step pins its wave, so a cache that holds little more than one layer's
+ *            experts keeps few for the next micro-batch (0.07-0.13 of Qwen3-shaped experts at
+ *            37 % in the engine, where the slots' share said 0.37)
  *   t      = t_dot + t_attn + t_read
  * Until 2026-12-06 t_read was every read's whole time (the sum). On the AMD EPYC, whose
  * prefill computed several times longer than it read, either form fits; on the Intel Xeon
@@ -259,16 +263,8 @@ static double decode_disk_time(const struct cli_fit_model *m, const struct cli_f
     return (1 - hit) * experts * (double)m->expert_bytes / (gbps * 1e9 * CLI_FIT_DISK_EFF);
 }
 
-/* Seconds one MoE layer's step of a prefill micro-batch spends waiting for its reads, beyond
- * computing its experts, as the engine runs it (experts/step.h, model/layer_moe.c): `used`
- * experts, `hits` of them cached, in waves of at most `slots`, the cached ones first; a
- * wave's misses are read one after another (expert_read seconds each) from the wave's start,
- * and its experts computed (expert_s seconds each) as they are there, the cached ones first.
- * A wave with misses so lasts the longest of: computing them all; the first read, then
- * computing the misses; reading them all, then computing the last. The next wave starts
- * when it is done. */
-static double prefill_read_wait(double used, double hits, double slots, double expert_s,
-                                double expert_read) {
+double cli_fit_prefill_read_wait(double used, double hits, double slots, double expert_s,
+                                 double expert_read) {
     double wait = 0;
     for (double left = used; left > 1e-9;) {
         const double n = left < slots ? left : slots;
@@ -306,6 +302,7 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
         out->resident = true;
         out->runs = memory >= m->weight_bytes + ctx_bytes;
         out->hit = 1;
+        out->prefill_hit = 1;
         out->cache_percent = 100;
         out->t_mem = (double)m->decode_bytes / mem_bps;
         out->decode_tps = 1.0 / out->t_mem;
@@ -331,8 +328,9 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
     const size_t n_ids = (size_t)total;
     uint64_t *misses =
         probe_path && !m->header_only && m->layout ? calloc(n_ids, sizeof *misses) : NULL;
-    enum moeinf_status st =
-        cli_fit_hit_ratio(m, (int)slots, trace_path, misses, &hit, source, source_size, err);
+    double prefill_hit = -1;
+    enum moeinf_status st = cli_fit_hit_ratio(m, (int)slots, trace_path, misses, &hit, &prefill_hit,
+                                              source, source_size, err);
     if (st) {
         free(misses);
         return st;
@@ -354,12 +352,14 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
      * them); of those, the cache's share (on average) is cached, and the rest is read while
      * the layer's experts compute, in the waves its slots allow */
     const double used = (1 - pow(1 - per_layer / m->n_expert, CLI_FIT_BATCH)) * m->n_expert;
-    const double cached = (double)slots / (double)total;
+    const double cached = prefill_hit >= 0 ? prefill_hit : (double)slots / (double)total;
+    out->prefill_hit = cached;
     const double expert_s = (double)m->routed_elems * CLI_FIT_BATCH /
                             (mc->dot_gops * 1e9 * CLI_FIT_DOT_EFF) / m->n_moe_layers / used;
     const double read_s = e_bytes / (mc->disk_gbps * 1e9 * CLI_FIT_PREFILL_READ_EFF);
     const double t_read =
-        m->n_moe_layers * prefill_read_wait(used, cached * used, (double)slots, expert_s, read_s);
+        m->n_moe_layers *
+        cli_fit_prefill_read_wait(used, cached * used, (double)slots, expert_s, read_s);
     out->t_read = t_read;
     out->prefill_tps = CLI_FIT_BATCH / (t_compute + t_read);
     return MOEINF_OK;

@@ -98,10 +98,13 @@ bool cli_fit_cache_path(char *buf, size_t size, struct moeinf_error *err);
 /* The hit ratio of decode tokens under a cache of `slots` of the model's experts, from the
  * simulator: on the trace at trace_path when given (its geometry must be the model's), else on
  * a synthetic routing of the model's geometry drawn with the parameters fitted to the shared
- * traces (fit_routing.c). `source` says which. */
+ * traces (fit_routing.c). `source` says which. Prefill runs in micro-batches of CLI_FIT_BATCH
+ * tokens, as the engine's do; *prefill_hit is the share of their experts found cached (-1
+ * where the routing has no prefill). */
 enum moeinf_status cli_fit_hit_ratio(const struct cli_fit_model *m, int slots,
                                      const char *trace_path, uint64_t *misses, double *hit,
-                                     char *source, size_t source_size, struct moeinf_error *err);
+                                     double *prefill_hit, char *source, size_t source_size,
+                                     struct moeinf_error *err);
 
 /* misses, when not NULL (n_moe_layers x n_expert entries): the decode misses per expert. */
 
@@ -131,6 +134,8 @@ struct cli_fit_prediction {
     int cache_slots;
     double cache_percent;  /* of every expert */
     double hit;            /* decode hit ratio (resident: 1) */
+    double prefill_hit;    /* share of a prefill micro-batch's experts found cached (the
+                              simulator's; resident: 1) */
     double decode_tps;     /* predicted */
     double prefill_tps;
     double t_mem, t_disk;  /* decode: seconds per token reading memory and the disk */
@@ -143,6 +148,17 @@ struct cli_fit_prediction {
                               t_disk then uses the machine's random-read probe) */
     uint64_t miss_footprint; /* the distinct bytes those misses read */
 };
+
+/* Seconds one MoE layer's step of a prefill micro-batch spends waiting for its reads, beyond
+ * computing its experts, as the engine runs it (experts/step.h, model/layer_moe.c): `used`
+ * experts, `hits` of them cached, in waves of at most `slots`, the cached ones first; a
+ * wave's misses are read one after another (expert_read seconds each) from the wave's start,
+ * and its experts computed (expert_s seconds each) as they are there, the cached ones first.
+ * A wave with misses so lasts the longest of: computing them all; the first read, then
+ * computing the misses; reading them all, then computing the last. The next wave starts
+ * when it is done. */
+double cli_fit_prefill_read_wait(double used, double hits, double slots, double expert_s,
+                                 double expert_read);
 
 /* The prediction at `memory` bytes for a context of n_ctx tokens (fit.c; its constants and
  * how they were calibrated are described there), the hit ratio through

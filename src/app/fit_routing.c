@@ -166,7 +166,8 @@ static enum moeinf_status check_geometry(const struct cli_fit_model *m, const ch
 
 enum moeinf_status cli_fit_hit_ratio(const struct cli_fit_model *m, int slots,
                                      const char *trace_path, uint64_t *misses, double *hit,
-                                     char *source, size_t source_size, struct moeinf_error *err) {
+                                     double *prefill_hit, char *source, size_t source_size,
+                                     struct moeinf_error *err) {
     char tmp[256] = "";
     const char *path = trace_path;
     if (!path) {
@@ -195,6 +196,7 @@ enum moeinf_status cli_fit_hit_ratio(const struct cli_fit_model *m, int slots,
     struct moeinf_sim_params p = moeinf_sim_params_default();
     p.trace_path = path;
     p.cache_experts = slots;
+    p.batch = CLI_FIT_BATCH;
     p.decode_misses = misses;
     p.n_decode_misses = misses ? (size_t)m->n_moe_layers * (size_t)m->n_expert : 0;
     struct moeinf_sim_result r;
@@ -206,5 +208,8 @@ enum moeinf_status cli_fit_hit_ratio(const struct cli_fit_model *m, int slots,
     } else {
         *hit = r.accesses ? (double)r.hits / (double)r.accesses : 0;
     }
+    const uint64_t prefill_accesses = r.accesses - r.decode_accesses;
+    *prefill_hit =
+        prefill_accesses ? (double)(r.hits - r.decode_hits) / (double)prefill_accesses : -1;
     return MOEINF_OK;
 }

@@ -122,9 +122,9 @@ static void print_prediction(const char *label, const struct cli_fit_prediction 
            p->cache_percent, p->hit, p->decode_tps, p->prefill_tps);
     printf("%-16s decode %.2f ms non-expert weights + max(%.2f ms experts from memory, %.2f ms "
            "the disk); prefill %.0f ms products + %.0f ms attention + %.0f ms waiting for reads "
-           "per 512 tokens\n",
+           "per 512 tokens (%.2f of its experts cached)\n",
            "  time", p->t_nonexpert * 1e3, (p->t_mem - p->t_nonexpert) * 1e3, p->t_disk * 1e3,
-           p->t_dot * 1e3, p->t_attn * 1e3, p->t_read * 1e3);
+           p->t_dot * 1e3, p->t_attn * 1e3, p->t_read * 1e3, p->prefill_hit);
     printf("%-16s %s\n", "  hit ratio from", source);
     if (p->miss_gbps > 0) {
         printf("%-16s %.2f GB/s: the disk probe over the simulated misses' reads (%.0f MiB of "
