@@ -400,14 +400,15 @@ static void test_prediction_arithmetic(void) {
     CHECK_MSG(t_read > 0.0001 && near(p.t_read, t_read), "%g (want %g)", p.t_read, t_read);
     CHECK_MSG(near(p.prefill_tps, 512 / (t_dot + t_attn + t_read)), "%g", p.prefill_tps);
     /* decode: the 1e6 non-expert bytes from memory, then max(the 4e6 expert bytes from
-     * memory, (1 - hit) x 8 experts x 1e6 B from the disk), then TOKEN_S */
+     * memory, (1 - hit) x 8 experts x 1e6 B from the disk), then LAYER_S for each of the 4
+     * MoE layers */
     const double t_nonexpert = 1e6 / (10e9 * CLI_FIT_MEM_EFF);
     const double t_experts = 4e6 / (10e9 * CLI_FIT_MEM_EFF);
     const double t_disk = (1 - p.hit) * 8e6 / (2e9 * CLI_FIT_DISK_EFF);
     CHECK(p.hit > 0 && p.hit < 1);
     CHECK_MSG(near(p.t_nonexpert, t_nonexpert), "%g", p.t_nonexpert);
-    CHECK_MSG(near(p.decode_tps,
-                   1 / (t_nonexpert + (t_experts > t_disk ? t_experts : t_disk) + CLI_FIT_TOKEN_S)),
+    CHECK_MSG(near(p.decode_tps, 1 / (t_nonexpert + (t_experts > t_disk ? t_experts : t_disk) +
+                                      4 * CLI_FIT_LAYER_S)),
               "%g", p.decode_tps);
 }
 

@@ -13,7 +13,7 @@
  *   t_disk = misses x expert bytes / (disk bandwidth x CLI_FIT_DISK_EFF)   (the bandwidth of
  *            cli_fit_probe_misses over the simulated misses' own windows where the whole file
  *            is there, else the machine's random-read probe)
- *   t      = t_nonexpert + max(t_mem - t_nonexpert, t_disk) + CLI_FIT_TOKEN_S
+ *   t      = t_nonexpert + max(t_mem - t_nonexpert, t_disk) + MoE layers x CLI_FIT_LAYER_S
  *            (resident: t_mem)
  * A layer's misses are known once its router has run, after the layer's attention: the
  * non-expert weights' time does not hide reads (reading ahead, where it pays, is not
@@ -21,7 +21,10 @@
  * I/O threads read its misses, and each miss as it arrives. On three runs of
  * bench/fit_check.sh on the AMD EPYC (18 offloaded rows) this put every row within 0.72-1.29 of
  * the measured rate, where max(t_mem, t_disk) gave 0.90-1.53 (docs/OFFLOAD.md). The constants
- * are those of the run on the quietest machine (docs/OFFLOAD.md says which).
+ * are those of the run on the quietest machine (docs/OFFLOAD.md says which). The last term was
+ * 7 ms per token until 2026-12-06, fitted on the OLMoE-shaped file's 4 MoE layers; per layer
+ * it put two later runs' 12 offloaded rows on the Intel Xeon within 0.81-1.20, where per token
+ * they were within 0.71-1.20 (the 3-layer file's rows under, the 7-layer file's over).
  * Prefill, per micro-batch of 512 tokens (a 512-token prompt), what a profile of the engine's
  * prefill is made of (docs/OFFLOAD.md, "`moeinf fit`: what prefill is made of"): the matrix
  * products most of its CPU time, the attention most of the rest:
@@ -346,8 +349,8 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
     out->t_mem = t_mem;
     out->t_nonexpert = t_nonexpert;
     out->t_disk = t_disk;
-    out->decode_tps =
-        1.0 / (t_nonexpert + (t_experts > t_disk ? t_experts : t_disk) + CLI_FIT_TOKEN_S);
+    out->decode_tps = 1.0 / (t_nonexpert + (t_experts > t_disk ? t_experts : t_disk) +
+                             m->n_moe_layers * CLI_FIT_LAYER_S);
     /* prefill: a micro-batch uses nearly every expert of each layer (1 - (1 - K/E)^512 of
      * them); of those, the cache's share (on average) is cached, and the rest is read while
      * the layer's experts compute, in the waves its slots allow */

@@ -121,8 +121,10 @@ enum moeinf_status cli_fit_synthetic_trace(const char *path, int n_layers, int n
 #define CLI_FIT_PREFILL_READ_EFF 0.75  /* and prefill's reads of a layer's uncached experts */
 #define CLI_FIT_DOT_EFF  1.0   /* prefill's products: the engine's rate against the probe's */
 #define CLI_FIT_ATTN_EFF 1.0   /* prefill's attention: against the probed kernels' rates */
-#define CLI_FIT_TOKEN_S  0.007 /* per decode token with an expert cache: the waves' pinning,
-                                  the queueing and the latency of the reads it waits for */
+#define CLI_FIT_LAYER_S                                                                            \
+    0.00175                    /* per MoE layer of a decode token with an expert cache: the        \
+                                  wave's pinning, the queueing and the latency of the reads        \
+                                  it waits for */
 #define CLI_FIT_BATCH    512   /* the engine's micro-batch, the prompt prefill is predicted for */
 
 /* A prediction for one memory budget. */
