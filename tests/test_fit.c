@@ -300,7 +300,8 @@ static void test_prefill_hit_in_micro_batches(void) {
     m.n_moe_layers = 2;
     m.n_expert = 4;
     m.n_expert_used = 2;
-    double hit = -1, prefill_hit = -1;
+    double hit = -1;
+    double prefill_hit = -1;
     char source[256];
     struct moeinf_error err;
     CHECK_EQ_INT(
@@ -390,7 +391,8 @@ static void test_prediction_arithmetic(void) {
     const double c = 0.00032;
     const double r = 1e6 / (2e9 * CLI_FIT_PREFILL_READ_EFF);
     /* the share is the simulator's on the same (synthetic) routing, not the slots' 8 of 32 */
-    double sim_hit = -1, sim_prefill_hit = -1;
+    double sim_hit = -1;
+    double sim_prefill_hit = -1;
     CHECK_EQ_INT(cli_fit_hit_ratio(&m, 8, NULL, NULL, &sim_hit, &sim_prefill_hit, source,
                                    sizeof source, &err),
                  MOEINF_OK);
