@@ -352,8 +352,8 @@ enum moeinf_status cli_fit_predict(const struct cli_fit_model *m, const struct c
     out->decode_tps = 1.0 / (t_nonexpert + (t_experts > t_disk ? t_experts : t_disk) +
                              m->n_moe_layers * CLI_FIT_LAYER_S);
     /* prefill: a micro-batch uses nearly every expert of each layer (1 - (1 - K/E)^512 of
-     * them); of those, the cache's share (on average) is cached, and the rest is read while
-     * the layer's experts compute, in the waves its slots allow */
+     * them); of those, the share the simulator found cached is there, and the rest is read
+     * while the layer's experts compute, in the waves the slots allow */
     const double used = (1 - pow(1 - per_layer / m->n_expert, CLI_FIT_BATCH)) * m->n_expert;
     const double cached = prefill_hit >= 0 ? prefill_hit : (double)slots / (double)total;
     out->prefill_hit = cached;

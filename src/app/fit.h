@@ -118,13 +118,12 @@ enum moeinf_status cli_fit_synthetic_trace(const char *path, int n_layers, int n
 /* The prediction's constants (fit.c says what they are and how they were found). */
 #define CLI_FIT_MEM_EFF  0.70  /* share of the probed memory bandwidth decode reaches */
 #define CLI_FIT_DISK_EFF 0.89  /* share of the probed disk bandwidth the expert reads reach */
-#define CLI_FIT_PREFILL_READ_EFF 0.75  /* and prefill's reads of a layer's uncached experts */
+#define CLI_FIT_PREFILL_READ_EFF 0.75  /* share of the disk probe prefill's reads reach */
 #define CLI_FIT_DOT_EFF  1.0   /* prefill's products: the engine's rate against the probe's */
 #define CLI_FIT_ATTN_EFF 1.0   /* prefill's attention: against the probed kernels' rates */
-#define CLI_FIT_LAYER_S                                                                            \
-    0.00175                    /* per MoE layer of a decode token with an expert cache: the        \
-                                  wave's pinning, the queueing and the latency of the reads        \
-                                  it waits for */
+/* per MoE layer of a decode token with an expert cache: the wave's pinning, the queueing and
+ * the latency of the reads it waits for */
+#define CLI_FIT_LAYER_S  0.00175
 #define CLI_FIT_BATCH    512   /* the engine's micro-batch, the prompt prefill is predicted for */
 
 /* A prediction for one memory budget. */
