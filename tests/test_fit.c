@@ -283,18 +283,13 @@ static void test_miss_probe_windows(void) {
 static void test_prefill_hit_in_micro_batches(void) {
     char path[512];
     test_tmp_path("fit-prefill.trace", path, sizeof path);
-    FILE *f = fopen(path, "w");
-    CHECK(f != NULL);
-    if (!f) return;
-    fprintf(f, "# moe-trace v1\n# model: test\n# n_layers: 2\n# n_experts: 4\n# top_k: 2\n");
-    for (int q = 0; q < 2; q++)
-        fprintf(f, "# req %d test/%d prefill=4 decode=1\n", q, q);
-    for (int q = 0; q < 2; q++) {
-        for (int t = 0; t < 4; t++)
-            fprintf(f, "%d P %d %s\n", q, t, t % 2 ? "2,3|2,3" : "0,1|0,1");
-        fprintf(f, "%d D 4 0,1|0,1\n", q);
-    }
-    CHECK(fclose(f) == 0);
+    CHECK(test_write_text(path, "# moe-trace v1\n# n_layers: 2\n# n_experts: 4\n# top_k: 2\n"
+                                "# req 0 test/0 prefill=4 decode=1\n"
+                                "# req 1 test/1 prefill=4 decode=1\n"
+                                "0 P 0 0,1|0,1\n0 P 1 2,3|2,3\n0 P 2 0,1|0,1\n0 P 3 2,3|2,3\n"
+                                "0 D 4 0,1|0,1\n"
+                                "1 P 0 0,1|0,1\n1 P 1 2,3|2,3\n1 P 2 0,1|0,1\n1 P 3 2,3|2,3\n"
+                                "1 D 4 0,1|0,1\n"));
     struct cli_fit_model m;
     memset(&m, 0, sizeof m);
     m.n_moe_layers = 2;
