@@ -248,8 +248,9 @@ struct moeinf_expert_cache_size {
     double percent;
 };
 
-/* Parses SIZE (bytes, with an optional K, M, G or T suffix meaning powers of 1024), P% (0 <
- * P <= 100) or "auto"; spaces around the text are ignored. MOEINF_ERR_ARG naming the text
+/* Parses SIZE (bytes, with an optional K, M, G or T suffix meaning powers of 1024; with a
+ * suffix the number may have a fraction, "1.5G", rounded to the nearest byte), P% (0 < P <=
+ * 100) or "auto"; spaces around the text are ignored. MOEINF_ERR_ARG naming the text
  * otherwise. */
 MOEINF_API enum moeinf_status moeinf_expert_cache_parse(const char *text,
                                                         struct moeinf_expert_cache_size *out,

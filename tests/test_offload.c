@@ -647,12 +647,21 @@ static void test_sizes_and_errors(void) {
     CHECK(s.kind == MOEINF_EXPERT_CACHE_BYTES && s.bytes == 4ull << 30);
     CHECK(moeinf_expert_cache_parse("1536k", &s, &err) == MOEINF_OK && s.bytes == 1536ull << 10);
     CHECK(moeinf_expert_cache_parse("123", &s, &err) == MOEINF_OK && s.bytes == 123);
+    /* a fraction with a suffix, rounded to the nearest byte:
+     * 3.3265 x 2^30 = 3221225472 + 350576705.536 */
+    CHECK(moeinf_expert_cache_parse("1.5G", &s, &err) == MOEINF_OK && s.bytes == 3ull << 29);
+    CHECK(moeinf_expert_cache_parse("0.5k", &s, &err) == MOEINF_OK && s.bytes == 512);
+    CHECK(moeinf_expert_cache_parse("3.3265G", &s, &err) == MOEINF_OK && s.bytes == 3571802178);
+    CHECK(moeinf_expert_cache_parse("0.0007K", &s, &err) == MOEINF_OK && s.bytes == 1);
     CHECK(moeinf_expert_cache_parse("12.5%", &s, &err) == MOEINF_OK);
     CHECK(s.kind == MOEINF_EXPERT_CACHE_PERCENT && s.percent == 12.5);
     CHECK(moeinf_expert_cache_parse("auto", &s, &err) == MOEINF_OK);
     CHECK(s.kind == MOEINF_EXPERT_CACHE_AUTO);
-    const char *bad[] = {"",   "0",    "-1", "1X",    "1GB",
-                         "0%", "101%", "x%", "auto2", "99999999999999999999T"};
+    const char *bad[] = {"",          "0",    "-1",     "1X",    "1GB",
+                         "0%",        "101%", "x%",     "auto2", "1.5",
+                         "1.G",       ".5G",  "1.5.2G", "1e3K",  "0.0G",
+                         "0.0004K",   "+1G",  "0x10K",  "infK",  "99999999999999999999T",
+                         "9000000.5T"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK_MSG(moeinf_expert_cache_parse(bad[i], &s, &err) == MOEINF_ERR_ARG, "'%s'", bad[i]);
     }

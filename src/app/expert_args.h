@@ -73,8 +73,8 @@ bool expert_args_stopped(const struct expert_args *a, struct moeinf_context *ctx
 /* The help lines of those options. */
 #define EXPERT_ARGS_HELP                                                                           \
     "  --expert-cache SIZE  run routed experts from the file through a cache of SIZE:\n"           \
-    "                       bytes with K/M/G/T (powers of 1024), P% of all experts\n"              \
-    "                       (layers x experts), or auto (the cgroup limit or\n"                    \
+    "                       bytes with K/M/G/T (powers of 1024, 1.5G too), P% of all\n"            \
+    "                       experts (layers x experts), or auto (the cgroup limit or\n"            \
     "                       MOEINF_MEMORY_LIMIT=BYTES, the smaller, else MemAvailable, less\n"     \
     "                       resident weights, KV cache, scratch and 64 MiB); other\n"              \
     "                       weights are read into memory once. Default: all resident\n"            \
@@ -89,8 +89,8 @@ bool expert_args_stopped(const struct expert_args *a, struct moeinf_context *ctx
     "  --prefetch K|auto    after each layer, prefetch up to K experts the policy predicts;\n"     \
     "                       auto (default): top-k of them, read only in the layers where\n"        \
     "                       they pay (measured: precision on the experts that had to be\n"         \
-    "                       read, against the I/O threads' idle time; then each layer's\n"        \
-    "                       decode time with and without them)\n"                                 \
+    "                       read, against the I/O threads' idle time; then each layer's\n"         \
+    "                       decode time with and without them)\n"                                  \
     "  --lookahead N|auto   during decode, prefetch the top-k experts that the next N layers'\n"   \
     "                       routers choose for the current hidden state; auto (default): one\n"    \
     "                       layer ahead, read only in the layers where that pays\n"                \

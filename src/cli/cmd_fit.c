@@ -33,10 +33,10 @@ static void usage(FILE *out) {
             "not cached) that reads the windows the simulated misses read.\n"
             "\n"
             "  -m, --model MODEL   GGUF file or gen-model preset name (required)\n"
-            "  --memory SIZE|P%%    the budget: bytes with K, M, G or T (powers of 1024), or a\n"
-            "                      percentage of the resident run's need (default: the memory\n"
-            "                      this process may use: its cgroup's limit, else\n"
-            "                      MemAvailable)\n"
+            "  --memory SIZE|P%%    the budget: bytes with K, M, G or T (powers of 1024, 1.5G\n"
+            "                      too), or a percentage of the resident run's need\n"
+            "                      (default: the memory this process may use: its cgroup's\n"
+            "                      limit, else MemAvailable)\n"
             "  -c, --ctx N         context tokens the KV cache holds (default 4096)\n"
             "  --trace FILE        a recorded routing (moe-trace v1) of this model for the hit\n"
             "                      ratio\n"
@@ -322,7 +322,7 @@ int cmd_fit(int argc, char **argv) {
         if (moeinf_expert_cache_parse(memory, &mem, &err) != MOEINF_OK ||
             mem.kind == MOEINF_EXPERT_CACHE_AUTO ||
             (mem.kind == MOEINF_EXPERT_CACHE_BYTES && mem.bytes == 0)) {
-            return bad_usage("--memory takes a size (K, M, G, T) or P%, not", memory);
+            return bad_usage("--memory takes a size (K, M, G, T; 1.5G) or P%, not", memory);
         }
     }
     struct cli_fit_model m = {0};

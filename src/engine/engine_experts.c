@@ -14,6 +14,44 @@
 #include "base/status.h"
 #include "engine/engine.h"
 
+/* Bytes: digits, with a K/M/G/T suffix (powers of 1024) optionally digits '.' digits, as a
+ * memory limit is often given ("1.5G"); a fraction of a byte has no meaning, so a fraction
+ * needs the suffix. The characters are checked here first: strtod alone would also take
+ * signs, exponents, hex and "inf". Rounded to the nearest byte; false for 0 or too large. */
+static bool parse_bytes(const char *text, uint64_t *bytes) {
+    const char *p = text;
+    while (isdigit((unsigned char)*p))
+        p++;
+    if (p == text) return false;
+    bool fraction = *p == '.';
+    if (fraction) {
+        const char *digits = ++p;
+        while (isdigit((unsigned char)*p))
+            p++;
+        if (p == digits) return false;
+    }
+    unsigned shift = 0;
+    if (*p) {
+        const char *units = "KMGT";
+        const char *u = strchr(units, toupper((unsigned char)*p));
+        if (!u || p[1] != '\0') return false;
+        shift = 10u * (unsigned)(u - units + 1);
+    } else if (fraction) {
+        return false;
+    }
+    errno = 0;
+    if (fraction) {
+        const double v = ldexp(strtod(text, NULL), (int)shift);
+        if (errno || !(v >= 0.5) || !(v < 0x1p63)) return false;
+        *bytes = (uint64_t)llround(v);
+        return true;
+    }
+    unsigned long long v = strtoull(text, NULL, 10);
+    if (errno || v == 0 || v > (UINT64_MAX >> shift)) return false;
+    *bytes = (uint64_t)v << shift;
+    return true;
+}
+
 enum moeinf_status moeinf_expert_cache_parse(const char *text, struct moeinf_expert_cache_size *out,
                                              struct moeinf_error *err) {
     memset(out, 0, sizeof *out);
@@ -52,25 +90,15 @@ enum moeinf_status moeinf_expert_cache_parse(const char *text, struct moeinf_exp
         out->percent = p;
         return MOEINF_OK;
     }
-    if (!isdigit((unsigned char)text[0])) goto bad;
-    unsigned long long v = strtoull(text, &end, 10);
-    if (errno || end == text) goto bad;
-    unsigned shift = 0;
-    if (*end) {
-        const char *units = "KMGT";
-        const char *u = strchr(units, toupper((unsigned char)*end));
-        if (!u || end[1] != '\0') goto bad;
-        shift = 10u * (unsigned)(u - units + 1);
+    if (!parse_bytes(text, &out->bytes)) {
+        return moeinf_fail(err, MOEINF_ERR_ARG,
+                           "invalid expert cache size '%s': bytes with an optional K/M/G/T "
+                           "suffix (powers of 1024; with a suffix a fraction too, 1.5G), P%%, "
+                           "or auto",
+                           given);
     }
-    if (v == 0 || v > (UINT64_MAX >> shift)) goto bad;
     out->kind = MOEINF_EXPERT_CACHE_BYTES;
-    out->bytes = (uint64_t)v << shift;
     return MOEINF_OK;
-bad:
-    return moeinf_fail(err, MOEINF_ERR_ARG,
-                       "invalid expert cache size '%s': bytes with an optional K/M/G/T suffix "
-                       "(powers of 1024), P%%, or auto",
-                       given);
 }
 
 /* `auto`: what this process may use less what it holds, given that the model's contexts hold
