@@ -16,18 +16,24 @@
 
 /* Bytes: digits, with a K/M/G/T suffix (powers of 1024) optionally digits '.' digits, as a
  * memory limit is often given ("1.5G"); a fraction of a byte has no meaning, so a fraction
- * needs the suffix. The characters are checked here first: strtod alone would also take
- * signs, exponents, hex and "inf". Rounded to the nearest byte; false for 0 or too large. */
+ * needs the suffix. The fraction is read here, not by strtod, which would also take signs,
+ * exponents, hex and "inf", and whose decimal point is the locale's. Rounded to the nearest
+ * byte; false for 0 or too large. */
 static bool parse_bytes(const char *text, uint64_t *bytes) {
     const char *p = text;
     while (isdigit((unsigned char)*p))
         p++;
     if (p == text) return false;
     bool fraction = *p == '.';
+    uint64_t frac = 0;     /* the fraction's first 18 digits ... */
+    double frac_scale = 1; /* ... over 10 to the number of them */
     if (fraction) {
         const char *digits = ++p;
-        while (isdigit((unsigned char)*p))
-            p++;
+        for (; isdigit((unsigned char)*p); p++) {
+            if (p - digits >= 18) continue; /* below 1e-18 of the value */
+            frac = frac * 10 + (uint64_t)(*p - '0');
+            frac_scale *= 10;
+        }
         if (p == digits) return false;
     }
     unsigned shift = 0;
@@ -40,13 +46,13 @@ static bool parse_bytes(const char *text, uint64_t *bytes) {
         return false;
     }
     errno = 0;
+    unsigned long long v = strtoull(text, NULL, 10); /* the digits before any '.' */
     if (fraction) {
-        const double v = ldexp(strtod(text, NULL), (int)shift);
-        if (errno || !(v >= 0.5) || !(v < 0x1p63)) return false;
-        *bytes = (uint64_t)llround(v);
+        const double x = ldexp((double)v + (double)frac / frac_scale, (int)shift);
+        if (errno || !(x >= 0.5) || !(x < 0x1p63)) return false;
+        *bytes = (uint64_t)llround(x);
         return true;
     }
-    unsigned long long v = strtoull(text, NULL, 10);
     if (errno || v == 0 || v > (UINT64_MAX >> shift)) return false;
     *bytes = (uint64_t)v << shift;
     return true;
