@@ -380,7 +380,7 @@ static void test_prediction_arithmetic(void) {
     CHECK(!p.resident && p.runs);
     CHECK_EQ_INT(p.cache_slots, 8);
     /* prefill: a 512-token batch uses all 8 experts of each layer (1 - 0.75^512 of them: 1 to
-     * 1e-60), of which the share the simulator found cached in its micro-batches is. An expert
+     * 1e-60); the simulator's micro-batches say what share of them is cached. An expert
      * computes 400000 / 4 / 2 weights for each of its 128 tokens (512 x 2 / 8) at 20e9 a
      * second: 0.32 ms, and is read in 1e6 B / 2e9 B/s (/ the efficiency); 4 layers */
     const double c = 0.00032;
