@@ -120,7 +120,7 @@ static const int *half_fields(enum moeinf_type t) {
 }
 
 /* The tables this CPU can run: scalar first. */
-static const struct moeinf_kernels *tables[4];
+static const struct moeinf_kernels *tables[5];
 static int n_tables;
 
 /* A weight row of type t: quantized from random data by the reference quantizer, or (for
@@ -1142,9 +1142,10 @@ static void test_gemm(void) {
             }
         }
     }
-    /* Every x86 table that this CPU runs has the K-quant and codebook tiles. */
+    /* Every x86 table that this CPU runs has the K-quant and codebook tiles (the NEON table
+     * has no tile yet: its vec_dot_m serves prefill). */
     for (int ti = 0; ti < n_tables; ti++) {
-        if (tables[ti] == ref) continue;
+        if (tables[ti] == ref || tables[ti] == moeinf_kernels_neon()) continue;
         CHECK(tables[ti]->gemm[MOEINF_TYPE_Q4_K] != NULL);
         CHECK(tables[ti]->gemm[MOEINF_TYPE_MXFP4] != NULL);
         CHECK(tables[ti]->gemm[MOEINF_TYPE_IQ4_NL] != NULL);
@@ -1744,32 +1745,39 @@ static int cpu_tables(const struct moeinf_kernels **all) {
     if (moeinf_kernels_avx2()) all[n++] = moeinf_kernels_avx2();
     if (moeinf_kernels_avx512()) all[n++] = moeinf_kernels_avx512();
     if (moeinf_kernels_amx()) all[n++] = moeinf_kernels_amx();
+    if (moeinf_kernels_neon()) all[n++] = moeinf_kernels_neon();
     return n;
 }
 
 static void test_kernels_best(void) {
-    const struct moeinf_kernels *all[4];
+    const struct moeinf_kernels *all[5];
     int n_all = cpu_tables(all);
     const struct moeinf_kernels *best = moeinf_kernels_best();
+    const struct moeinf_kernels *scalar = moeinf_kernels_scalar();
     const struct moeinf_kernels *avx2 = moeinf_kernels_avx2();
     const struct moeinf_kernels *avx512 = moeinf_kernels_avx512();
+    const struct moeinf_kernels *neon = moeinf_kernels_neon();
     CHECK(best == all[n_all - 1]);
     CHECK(!avx512 || avx2);                 /* the AVX-512 probe implies the AVX2 one */
     CHECK(!moeinf_kernels_amx() || avx512); /* and the AMX probe the AVX-512 one */
-    /* Names cap the choice; unset or empty is the best table. */
-    const struct moeinf_kernels *up_to_avx2 = avx2 ? avx2 : moeinf_kernels_scalar();
-    const char *caps[] = {NULL, "", "scalar", "avx2", "avx512", "amx"};
+    CHECK(!neon || !avx2);                  /* one architecture's tables or the other's */
+    /* Names cap the choice; unset or empty is the best table; on arm64 the x86 names, and on
+     * x86-64 "neon", cap at scalar. */
+    const struct moeinf_kernels *up_to_avx2 = avx2 ? avx2 : scalar;
+    const struct moeinf_kernels *up_to_avx512 = avx512 ? avx512 : up_to_avx2;
+    const char *caps[] = {NULL, "", "scalar", "avx2", "avx512", "amx", "neon"};
     const struct moeinf_kernels *want[] = {
-        best, best, moeinf_kernels_scalar(), up_to_avx2, avx512 ? avx512 : up_to_avx2, best};
-    for (int i = 0; i < 6; i++) {
+        best, best, scalar, up_to_avx2, up_to_avx512, neon ? scalar : best, neon ? neon : scalar};
+    for (int i = 0; i < 7; i++) {
         const struct moeinf_kernels *k = NULL;
         struct moeinf_error err = {0};
         CHECK(moeinf_kernels_choose(caps[i], &k, &err) == MOEINF_OK);
         CHECK_MSG(k == want[i], "MOEINF_KERNELS=%s", caps[i] ? caps[i] : "(unset)");
     }
     /* Anything else is an error naming the value and the choices; *out stays untouched. */
-    const char *bad[] = {"no-such-table", "AVX2", "avx2 ", "avx512f", "sse", "amx-int8"};
-    for (int i = 0; i < 6; i++) {
+    const char *bad[] = {"no-such-table", "AVX2",     "avx2 ", "avx512f",
+                         "sse",           "amx-int8", "NEON",  "sve"};
+    for (int i = 0; i < 8; i++) {
         const struct moeinf_kernels *k = NULL;
         struct moeinf_error err = {0};
         CHECK(moeinf_kernels_choose(bad[i], &k, &err) == MOEINF_ERR_ARG);
@@ -1777,7 +1785,7 @@ static void test_kernels_best(void) {
         char want_msg[64];
         snprintf(want_msg, sizeof want_msg, "MOEINF_KERNELS=%s ", bad[i]);
         CHECK_STR_CONTAINS(err.msg, want_msg);
-        CHECK_STR_CONTAINS(err.msg, "scalar, avx2, avx512 or amx");
+        CHECK_STR_CONTAINS(err.msg, "scalar, avx2, avx512, amx or neon");
     }
     /* The environment path reads the variable this test runs under (ctest sets it). */
     const struct moeinf_kernels *from_env = NULL;
@@ -1790,6 +1798,7 @@ static void test_kernels_best(void) {
     if (avx2) CHECK(strcmp(avx2->name, "avx2") == 0);
     if (avx512) CHECK(strcmp(avx512->name, "avx512") == 0);
     if (moeinf_kernels_amx()) CHECK(strcmp(moeinf_kernels_amx()->name, "amx") == 0);
+    if (neon) CHECK(strcmp(neon->name, "neon") == 0);
     /* Every table fills every supported slot (from_float where the type is an activation). */
     for (int ti = 0; ti < n_all; ti++) {
         for (int i = 0; i < N_SUPPORTED; i++) {
@@ -1804,7 +1813,7 @@ static void test_kernels_best(void) {
 /* The probe against Linux's own: /proc/cpuinfo lists an ISA extension only when the CPU has
  * it and the kernel saves its registers. A table is offered exactly when every extension
  * its file is compiled with is listed. */
-#if defined(__x86_64__) && defined(__linux__)
+#if (defined(__x86_64__) || defined(__aarch64__)) && defined(__linux__)
 static bool cpuinfo_has(const char *flags, const char *name) {
     size_t len = strlen(name);
     for (const char *p = flags; (p = strstr(p, name)) != NULL; p += len) {
@@ -1817,7 +1826,12 @@ static bool cpuinfo_has(const char *flags, const char *name) {
 #endif
 
 static void test_probe_matches_cpuinfo(void) {
-#if defined(__x86_64__) && defined(__linux__)
+#if (defined(__x86_64__) || defined(__aarch64__)) && defined(__linux__)
+#    if defined(__x86_64__)
+    const char *key = "flags";
+#    else
+    const char *key = "Features"; /* qemu-user shows the host's file, without this line */
+#    endif
     FILE *f = fopen("/proc/cpuinfo", "r");
     if (!f) {
         test_skip("/proc/cpuinfo is not readable");
@@ -1826,12 +1840,16 @@ static void test_probe_matches_cpuinfo(void) {
     char line[8192];
     bool found = false;
     while (!found && fgets(line, sizeof line, f))
-        found = strncmp(line, "flags", 5) == 0;
+        found = strncmp(line, key, strlen(key)) == 0;
     fclose(f);
     if (!found) {
-        test_skip("/proc/cpuinfo has no flags line");
+        test_skip("/proc/cpuinfo has no flags or Features line");
         return;
     }
+#endif
+#if defined(__aarch64__) && defined(__linux__)
+    CHECK_EQ_INT(moeinf_kernels_neon() != NULL, cpuinfo_has(line, "asimd"));
+#elif defined(__x86_64__) && defined(__linux__)
     const char *avx2_needs[] = {"avx", "avx2", "fma", "f16c"};
     const char *avx512_needs[] = {"avx512f",  "avx512bw",    "avx512vl",
                                   "avx512dq", "avx512_vnni", "avx512_bf16"};
@@ -1850,7 +1868,7 @@ static void test_probe_matches_cpuinfo(void) {
     CHECK_EQ_INT(moeinf_kernels_avx512() != NULL, avx2 && avx512);
     CHECK_EQ_INT(moeinf_kernels_amx() != NULL, avx2 && avx512 && amx);
 #else
-    test_skip("the probe is checked against /proc/cpuinfo on x86-64 Linux only");
+    test_skip("the probe is checked against /proc/cpuinfo on x86-64 and arm64 Linux only");
 #endif
 }
 

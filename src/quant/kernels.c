@@ -2,7 +2,8 @@
  * kernels.c - the scalar kernel table and the run-time choice of the best table for this CPU.
  *
  * DESIGN: each ISA file (kernels_avx2.c, kernels_avx512.c, kernels_amx.c) is compiled with its
- * own -m flags and exports one raw table getter; nothing from those files may run before the probe
+ * own -m flags and exports one raw table getter (kernels_neon.c needs no flag: Advanced SIMD is
+ * arm64's baseline); nothing from those files may run before the probe
  * here has confirmed that the CPU and the OS support the instructions (the probe itself is compiled
  * without ISA flags). The probe reads CPUID and XCR0 directly rather than
  * __builtin_cpu_supports, whose feature names differ between gcc and clang (clang 14 knows
@@ -174,12 +175,30 @@ const struct moeinf_kernels *moeinf_kernels_amx(void) {
 }
 #endif
 
-/* The best table at or below a level (0 scalar, 1 avx2, 2 avx512, 3 amx) that this CPU runs. */
+#if defined(__aarch64__) && defined(__linux__)
+#    include <sys/auxv.h>
+
+#    include "quant/kernels_neon.h"
+
+/* Advanced SIMD is part of every ARMv8-A core that Linux runs on; the kernel says so in
+ * HWCAP_ASIMD, which is asked all the same. */
+const struct moeinf_kernels *moeinf_kernels_neon(void) {
+    return (getauxval(AT_HWCAP) & HWCAP_ASIMD) ? moeinf_kernels_neon_table() : NULL;
+}
+#else
+const struct moeinf_kernels *moeinf_kernels_neon(void) {
+    return NULL;
+}
+#endif
+
+/* The best table at or below a level that this CPU runs: on x86-64 0 scalar, 1 avx2,
+ * 2 avx512, 3 amx; on arm64 0 scalar, 1 neon. */
 static const struct moeinf_kernels *best_up_to(int level) {
     const struct moeinf_kernels *k = NULL;
     if (level >= 3) k = moeinf_kernels_amx();
     if (!k && level >= 2) k = moeinf_kernels_avx512();
     if (!k && level >= 1) k = moeinf_kernels_avx2();
+    if (!k && level >= 1) k = moeinf_kernels_neon();
     return k ? k : moeinf_kernels_scalar();
 }
 
@@ -189,20 +208,35 @@ const struct moeinf_kernels *moeinf_kernels_best(void) {
 
 enum moeinf_status moeinf_kernels_choose(const char *cap, const struct moeinf_kernels **out,
                                          struct moeinf_error *err) {
-    static const char *const levels[] = {"scalar", "avx2", "avx512", "amx"};
+    /* Each name's level on its own architecture; a name of the other one caps at scalar. */
+#if defined(__aarch64__)
+    static const int x86_level = 0;
+    static const int arm_level = 1;
+#else
+    static const int x86_level = 1;
+    static const int arm_level = 0;
+#endif
+    const struct {
+        const char *name;
+        int level;
+    } caps[] = {{"scalar", 0},
+                {"avx2", x86_level},
+                {"avx512", 2 * x86_level},
+                {"amx", 3 * x86_level},
+                {"neon", arm_level}};
     if (!cap || !*cap) {
         *out = moeinf_kernels_best();
         return MOEINF_OK;
     }
-    for (int level = 0; level < 4; level++) {
-        if (strcmp(cap, levels[level]) == 0) {
-            *out = best_up_to(level);
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++) {
+        if (strcmp(cap, caps[i].name) == 0) {
+            *out = best_up_to(caps[i].level);
             return MOEINF_OK;
         }
     }
-    return moeinf_fail(err, MOEINF_ERR_ARG,
-                       "MOEINF_KERNELS=%s names no kernel table (scalar, avx2, avx512 or amx)",
-                       cap);
+    return moeinf_fail(
+        err, MOEINF_ERR_ARG,
+        "MOEINF_KERNELS=%s names no kernel table (scalar, avx2, avx512, amx or neon)", cap);
 }
 
 enum moeinf_status moeinf_kernels_from_env(const struct moeinf_kernels **out,

@@ -1,8 +1,9 @@
 /*
  * kernels.h - the raw per-ISA kernel tables, internal to src/quant. Each is defined in its ISA
- * file (kernels_avx2.c, kernels_avx512.c, kernels_amx.c) and must only be used after kernels.c has
- * probed the CPU: call moeinf_kernels_avx2() / _avx512() / _amx() / moeinf_kernels_best() (quant.h)
- * instead. Tests use these directly only to check that the probe answered.
+ * file (kernels_avx2.c, kernels_avx512.c, kernels_amx.c; kernels_neon.h declares arm64's) and must
+ * only be used after kernels.c has probed the CPU: call moeinf_kernels_avx2() / _avx512() / _amx()
+ * / _neon() / moeinf_kernels_best() (quant.h) instead. Tests use these directly only to check that
+ * the probe answered.
  */
 #ifndef MOEINF_QUANT_KERNELS_H
 #define MOEINF_QUANT_KERNELS_H
