@@ -655,13 +655,46 @@ static void test_sizes_and_errors(void) {
     CHECK(moeinf_expert_cache_parse("0.0007K", &s, &err) == MOEINF_OK && s.bytes == 1);
     CHECK(moeinf_expert_cache_parse("12.5%", &s, &err) == MOEINF_OK);
     CHECK(s.kind == MOEINF_EXPERT_CACHE_PERCENT && s.percent == 12.5);
+    CHECK(moeinf_expert_cache_parse("0.25%", &s, &err) == MOEINF_OK && s.percent == 0.25);
+    CHECK(moeinf_expert_cache_parse("100.0%", &s, &err) == MOEINF_OK && s.percent == 100.0);
+    CHECK(moeinf_expert_cache_parse("007%", &s, &err) == MOEINF_OK && s.percent == 7.0);
     CHECK(moeinf_expert_cache_parse("auto", &s, &err) == MOEINF_OK);
     CHECK(s.kind == MOEINF_EXPERT_CACHE_AUTO);
-    const char *bad[] = {"",          "0",    "-1",     "1X",    "1GB",
-                         "0%",        "101%", "x%",     "auto2", "1.5",
-                         "1.G",       ".5G",  "1.5.2G", "1e3K",  "0.0G",
-                         "0.0004K",   "+1G",  "0x10K",  "infK",  "99999999999999999999T",
-                         "9000000.5T"};
+    const char *bad[] = {"",
+                         "0",
+                         "-1",
+                         "1X",
+                         "1GB",
+                         "0%",
+                         "101%",
+                         "x%",
+                         "auto2",
+                         "1.5",
+                         "1.G",
+                         ".5G",
+                         "1.5.2G",
+                         "1e3K",
+                         "0.0G",
+                         "0.0004K",
+                         "+1G",
+                         "0x10K",
+                         "infK",
+                         "99999999999999999999T",
+                         "9000000.5T",
+                         "1e1%",
+                         "+5%",
+                         "-5%",
+                         ".5%",
+                         "5.%",
+                         "0x10%",
+                         "inf%",
+                         "nan%",
+                         "5,5%",
+                         "100.001%",
+                         "0.0%",
+                         "%",
+                         "5 %",
+                         "18446744073709551666%"}; /* 2^64 + 50: wrapped, it would be 50 */
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         CHECK_MSG(moeinf_expert_cache_parse(bad[i], &s, &err) == MOEINF_ERR_ARG, "'%s'", bad[i]);
     }

@@ -4,7 +4,6 @@
  * making its tier, and its counters.
  */
 #include <ctype.h>
-#include <errno.h>
 #include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -14,28 +13,49 @@
 #include "base/status.h"
 #include "engine/engine.h"
 
-/* Bytes: digits, with a K/M/G/T suffix (powers of 1024) optionally digits '.' digits, as a
- * memory limit is often given ("1.5G"); a fraction of a byte has no meaning, so a fraction
- * needs the suffix. The fraction is read here, not by strtod, which would also take signs,
- * exponents, hex and "inf", and whose decimal point is the locale's. Rounded to the nearest
- * byte; false for 0 or too large. */
+/* A decimal number at *p: digits, optionally '.' and digits, read here rather than by strtod,
+ * which would also take signs, exponents, hex and "inf", and whose decimal point is the
+ * locale's. *whole gets the digits before any '.', *frac the fraction's value (0 without one),
+ * *has_fraction whether there was a '.'; *p moves past the number. False without a leading
+ * digit, with a '.' and no digit after it, or with a whole part above UINT64_MAX. */
+static bool read_decimal(const char **p, uint64_t *whole, double *frac, bool *has_fraction) {
+    const char *s = *p;
+    uint64_t v = 0;
+    bool overflow = false;
+    for (; isdigit((unsigned char)*s); s++) {
+        const uint64_t digit = (uint64_t)(*s - '0');
+        overflow = overflow || v > (UINT64_MAX - digit) / 10;
+        v = v * 10 + digit;
+    }
+    if (s == *p || overflow) return false;
+    *has_fraction = *s == '.';
+    uint64_t f = 0;     /* the fraction's first 18 digits ... */
+    double f_scale = 1; /* ... over 10 to the number of them */
+    if (*has_fraction) {
+        const char *digits = ++s;
+        for (; isdigit((unsigned char)*s); s++) {
+            if (s - digits >= 18) continue; /* below 1e-18 of the value */
+            f = f * 10 + (uint64_t)(*s - '0');
+            f_scale *= 10;
+        }
+        if (s == digits) return false;
+    }
+    *whole = v;
+    *frac = (double)f / f_scale;
+    *p = s;
+    return true;
+}
+
+/* Bytes: a decimal number with a K/M/G/T suffix (powers of 1024), or whole digits alone; a
+ * memory limit is often given with a fraction ("1.5G"), but a fraction of a byte has no
+ * meaning, so a fraction needs the suffix. Rounded to the nearest byte; false for 0 or too
+ * large. */
 static bool parse_bytes(const char *text, uint64_t *bytes) {
     const char *p = text;
-    while (isdigit((unsigned char)*p))
-        p++;
-    if (p == text) return false;
-    bool fraction = *p == '.';
-    uint64_t frac = 0;     /* the fraction's first 18 digits ... */
-    double frac_scale = 1; /* ... over 10 to the number of them */
-    if (fraction) {
-        const char *digits = ++p;
-        for (; isdigit((unsigned char)*p); p++) {
-            if (p - digits >= 18) continue; /* below 1e-18 of the value */
-            frac = frac * 10 + (uint64_t)(*p - '0');
-            frac_scale *= 10;
-        }
-        if (p == digits) return false;
-    }
+    uint64_t v;
+    double frac;
+    bool fraction;
+    if (!read_decimal(&p, &v, &frac, &fraction)) return false;
     unsigned shift = 0;
     if (*p) {
         const char *units = "KMGT";
@@ -45,16 +65,14 @@ static bool parse_bytes(const char *text, uint64_t *bytes) {
     } else if (fraction) {
         return false;
     }
-    errno = 0;
-    unsigned long long v = strtoull(text, NULL, 10); /* the digits before any '.' */
     if (fraction) {
-        const double x = ldexp((double)v + (double)frac / frac_scale, (int)shift);
-        if (errno || !(x >= 0.5) || !(x < 0x1p63)) return false;
+        const double x = ldexp((double)v + frac, (int)shift);
+        if (!(x >= 0.5) || !(x < 0x1p63)) return false;
         *bytes = (uint64_t)llround(x);
         return true;
     }
-    if (errno || v == 0 || v > (UINT64_MAX >> shift)) return false;
-    *bytes = (uint64_t)v << shift;
+    if (v == 0 || v > (UINT64_MAX >> shift)) return false;
+    *bytes = v << shift;
     return true;
 }
 
@@ -62,8 +80,7 @@ enum moeinf_status moeinf_expert_cache_parse(const char *text, struct moeinf_exp
                                              struct moeinf_error *err) {
     memset(out, 0, sizeof *out);
     if (!text) return moeinf_fail(err, MOEINF_ERR_ARG, "empty expert cache size");
-    /* Spaces around the size (a quoting slip: '50% ', ' 50%') are dropped, so that both
-     * sides parse alike (strtod alone would take leading ones and refuse trailing ones). */
+    /* Spaces around the size (a quoting slip: '50% ', ' 50%') are dropped. */
     const char *const given = text;
     char trimmed[64];
     while (isspace((unsigned char)*text))
@@ -82,18 +99,21 @@ enum moeinf_status moeinf_expert_cache_parse(const char *text, struct moeinf_exp
         out->kind = MOEINF_EXPERT_CACHE_AUTO;
         return MOEINF_OK;
     }
-    size_t len = strlen(text);
-    char *end;
-    errno = 0;
+    const size_t len = strlen(text);
     if (text[len - 1] == '%') {
-        double p = strtod(text, &end);
-        if (end != text + len - 1 || end == text || errno || !(p > 0.0) || p > 100.0) {
+        const char *p = text;
+        uint64_t whole;
+        double frac;
+        bool fraction;
+        const bool number = read_decimal(&p, &whole, &frac, &fraction) && p == text + len - 1;
+        const double percent = number ? (double)whole + frac : 0;
+        if (!(percent > 0.0) || percent > 100.0) {
             return moeinf_fail(err, MOEINF_ERR_ARG,
                                "invalid expert cache size '%s': a percentage must be in (0, 100]",
                                given);
         }
         out->kind = MOEINF_EXPERT_CACHE_PERCENT;
-        out->percent = p;
+        out->percent = percent;
         return MOEINF_OK;
     }
     if (!parse_bytes(text, &out->bytes)) {
