@@ -159,7 +159,7 @@ static void test_unknown_table_name(void) {
     struct moeinf_model_params mp = moeinf_model_params_default();
     CHECK_MSG(moeinf_model_load(path, &mp, &model, &err) == MOEINF_OK, "%s", err.msg);
     const char *want_msg =
-        "MOEINF_KERNELS=avx9 names no kernel table (scalar, avx2, avx512, amx or neon)";
+        "MOEINF_KERNELS=avx9 names no kernel table (scalar, avx2, avx512, amx, neon or dotprod)";
     set_kernels_env("avx9");
     if (model) {
         struct moeinf_context *ctx = NULL;

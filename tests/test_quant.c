@@ -120,7 +120,7 @@ static const int *half_fields(enum moeinf_type t) {
 }
 
 /* The tables this CPU can run: scalar first. */
-static const struct moeinf_kernels *tables[5];
+static const struct moeinf_kernels *tables[6];
 static int n_tables;
 
 /* A weight row of type t: quantized from random data by the reference quantizer, or (for
@@ -1142,10 +1142,12 @@ static void test_gemm(void) {
             }
         }
     }
-    /* Every x86 table that this CPU runs has the K-quant and codebook tiles (the NEON table
-     * has no tile yet: its vec_dot_m serves prefill). */
+    /* Every x86 table that this CPU runs has the K-quant and codebook tiles (the arm64
+     * tables have no tile yet: their vec_dot_m serves prefill). */
     for (int ti = 0; ti < n_tables; ti++) {
-        if (tables[ti] == ref || tables[ti] == moeinf_kernels_neon()) continue;
+        if (tables[ti] == ref || tables[ti] == moeinf_kernels_neon() ||
+            tables[ti] == moeinf_kernels_dotprod())
+            continue;
         CHECK(tables[ti]->gemm[MOEINF_TYPE_Q4_K] != NULL);
         CHECK(tables[ti]->gemm[MOEINF_TYPE_MXFP4] != NULL);
         CHECK(tables[ti]->gemm[MOEINF_TYPE_IQ4_NL] != NULL);
@@ -1746,38 +1748,44 @@ static int cpu_tables(const struct moeinf_kernels **all) {
     if (moeinf_kernels_avx512()) all[n++] = moeinf_kernels_avx512();
     if (moeinf_kernels_amx()) all[n++] = moeinf_kernels_amx();
     if (moeinf_kernels_neon()) all[n++] = moeinf_kernels_neon();
+    if (moeinf_kernels_dotprod()) all[n++] = moeinf_kernels_dotprod();
     return n;
 }
 
 static void test_kernels_best(void) {
-    const struct moeinf_kernels *all[5];
+    const struct moeinf_kernels *all[6];
     int n_all = cpu_tables(all);
     const struct moeinf_kernels *best = moeinf_kernels_best();
     const struct moeinf_kernels *scalar = moeinf_kernels_scalar();
     const struct moeinf_kernels *avx2 = moeinf_kernels_avx2();
     const struct moeinf_kernels *avx512 = moeinf_kernels_avx512();
     const struct moeinf_kernels *neon = moeinf_kernels_neon();
+    const struct moeinf_kernels *dotprod = moeinf_kernels_dotprod();
     CHECK(best == all[n_all - 1]);
     CHECK(!avx512 || avx2);                 /* the AVX-512 probe implies the AVX2 one */
     CHECK(!moeinf_kernels_amx() || avx512); /* and the AMX probe the AVX-512 one */
+    CHECK(!dotprod || neon);                /* the dot product probe implies the NEON one */
     CHECK(!neon || !avx2);                  /* one architecture's tables or the other's */
     /* Names cap the choice; unset or empty is the best table; on arm64 the x86 names, and on
-     * x86-64 "neon", cap at scalar. */
+     * x86-64 the arm64 ones, cap at scalar. */
     const struct moeinf_kernels *up_to_avx2 = avx2 ? avx2 : scalar;
     const struct moeinf_kernels *up_to_avx512 = avx512 ? avx512 : up_to_avx2;
-    const char *caps[] = {NULL, "", "scalar", "avx2", "avx512", "amx", "neon"};
-    const struct moeinf_kernels *want[] = {
-        best, best, scalar, up_to_avx2, up_to_avx512, neon ? scalar : best, neon ? neon : scalar};
-    for (int i = 0; i < 7; i++) {
+    const struct moeinf_kernels *up_to_neon = neon ? neon : scalar;
+    const char *caps[] = {NULL, "", "scalar", "avx2", "avx512", "amx", "neon", "dotprod"};
+    const struct moeinf_kernels *want[] = {best,         best,
+                                           scalar,       up_to_avx2,
+                                           up_to_avx512, neon ? scalar : best,
+                                           up_to_neon,   dotprod ? dotprod : up_to_neon};
+    for (int i = 0; i < 8; i++) {
         const struct moeinf_kernels *k = NULL;
         struct moeinf_error err = {0};
         CHECK(moeinf_kernels_choose(caps[i], &k, &err) == MOEINF_OK);
         CHECK_MSG(k == want[i], "MOEINF_KERNELS=%s", caps[i] ? caps[i] : "(unset)");
     }
     /* Anything else is an error naming the value and the choices; *out stays untouched. */
-    const char *bad[] = {"no-such-table", "AVX2",     "avx2 ", "avx512f",
-                         "sse",           "amx-int8", "NEON",  "sve"};
-    for (int i = 0; i < 8; i++) {
+    const char *bad[] = {"no-such-table", "AVX2", "avx2 ", "avx512f", "sse",
+                         "amx-int8",      "NEON", "sve",   "asimddp", "i8mm"};
+    for (int i = 0; i < 10; i++) {
         const struct moeinf_kernels *k = NULL;
         struct moeinf_error err = {0};
         CHECK(moeinf_kernels_choose(bad[i], &k, &err) == MOEINF_ERR_ARG);
@@ -1785,7 +1793,7 @@ static void test_kernels_best(void) {
         char want_msg[64];
         snprintf(want_msg, sizeof want_msg, "MOEINF_KERNELS=%s ", bad[i]);
         CHECK_STR_CONTAINS(err.msg, want_msg);
-        CHECK_STR_CONTAINS(err.msg, "scalar, avx2, avx512, amx or neon");
+        CHECK_STR_CONTAINS(err.msg, "scalar, avx2, avx512, amx, neon or dotprod");
     }
     /* The environment path reads the variable this test runs under (ctest sets it). */
     const struct moeinf_kernels *from_env = NULL;
@@ -1799,6 +1807,7 @@ static void test_kernels_best(void) {
     if (avx512) CHECK(strcmp(avx512->name, "avx512") == 0);
     if (moeinf_kernels_amx()) CHECK(strcmp(moeinf_kernels_amx()->name, "amx") == 0);
     if (neon) CHECK(strcmp(neon->name, "neon") == 0);
+    if (dotprod) CHECK(strcmp(dotprod->name, "dotprod") == 0);
     /* Every table fills every supported slot (from_float where the type is an activation). */
     for (int ti = 0; ti < n_all; ti++) {
         for (int i = 0; i < N_SUPPORTED; i++) {
@@ -1849,6 +1858,8 @@ static void test_probe_matches_cpuinfo(void) {
 #endif
 #if defined(__aarch64__) && defined(__linux__)
     CHECK_EQ_INT(moeinf_kernels_neon() != NULL, cpuinfo_has(line, "asimd"));
+    CHECK_EQ_INT(moeinf_kernels_dotprod() != NULL,
+                 cpuinfo_has(line, "asimd") && cpuinfo_has(line, "asimddp"));
 #elif defined(__x86_64__) && defined(__linux__)
     const char *avx2_needs[] = {"avx", "avx2", "fma", "f16c"};
     const char *avx512_needs[] = {"avx512f",  "avx512bw",    "avx512vl",

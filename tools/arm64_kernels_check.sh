@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The arm64 kernel check that CI runs: tests/test_quant.c, which compares every kernel table
 # with the scalar twins bit for bit, cross-compiled for Linux arm64 and run under qemu-user,
-# so that the NEON table (src/quant/kernels_neon*.c, compiled on arm64 only) is built with
-# -Werror and checked on every change. It links statically, so the cross toolchain is all it
+# so that the arm64 tables (src/quant/kernels_neon.c, kernels_dotprod.c and kernels_arm*.h,
+# compiled on arm64 only) are built with -Werror and checked on every change. It links statically, so the cross toolchain is all it
 # needs (Debian: gcc-aarch64-linux-gnu qemu-user); clang-tidy, where installed, reads those
 # files as arm64 code. tools/arm64_check.sh builds and tests the whole tree, which also needs
 # the arm64 libraries.
@@ -24,14 +24,23 @@ mkdir -p "$out"
 # CMakeLists.txt's MOEINF_WARNINGS for GCC, and its RelWithDebInfo build (-O2, asserts on).
 warnings=(-Wall -Wextra -Werror -Wshadow -Wstrict-prototypes -Wmissing-prototypes -Wformat=2
   -Wvla -Wundef -Wpointer-arith -Wno-format-truncation)
-aarch64-linux-gnu-gcc -std=c11 -D_GNU_SOURCE -O2 -g -static "${warnings[@]}" \
-  -Isrc -Iinclude -Itests tests/test_quant.c src/quant/*.c src/base/*.c src/gguf/*.c \
-  -lm -lpthread -o "$out/test_quant"
+cc=(aarch64-linux-gnu-gcc -std=c11 -D_GNU_SOURCE -O2 -g "${warnings[@]}" -Isrc -Iinclude -Itests)
+# kernels_dotprod.c with its own flag, as CMakeLists.txt compiles it
+"${cc[@]}" -march=armv8.2-a+dotprod -c src/quant/kernels_dotprod.c -o "$out/kernels_dotprod.o"
+quant=()
+for f in src/quant/*.c; do
+  [ "$f" = src/quant/kernels_dotprod.c ] || quant+=("$f")
+done
+"${cc[@]}" -static tests/test_quant.c "${quant[@]}" "$out/kernels_dotprod.o" src/base/*.c \
+  src/gguf/*.c -lm -lpthread -o "$out/test_quant"
 
 # clang-tidy (.clang-tidy) over the files the x86 build leaves out, read as arm64 code.
 if command -v clang-tidy >/dev/null 2>&1; then
-  clang-tidy -quiet src/quant/kernels_neon*.c src/quant/kernels.c -- --target=aarch64-linux-gnu \
-    -isystem /usr/aarch64-linux-gnu/include -D_GNU_SOURCE -std=c11 -Isrc -Iinclude
+  tidy=(clang-tidy -quiet)
+  target=(--target=aarch64-linux-gnu -isystem /usr/aarch64-linux-gnu/include -D_GNU_SOURCE
+    -std=c11 -Isrc -Iinclude)
+  "${tidy[@]}" src/quant/kernels_neon.c src/quant/kernels.c -- "${target[@]}"
+  "${tidy[@]}" src/quant/kernels_dotprod.c -- "${target[@]}" -march=armv8.2-a+dotprod
 fi
 
 export MOEINF_SHARED=${MOEINF_SHARED:-$(cd .. && pwd)/shared}
@@ -44,8 +53,11 @@ if [ "$status" -ne 0 ]; then
   exit 1
 fi
 # A run that found no NEON table would compare the scalar table with itself and pass.
-if ! grep -qx 'tables: scalar neon' "$log"; then
-  echo "arm64_kernels_check: test_quant did not check the neon table (see its tables: line)" >&2
+# qemu-aarch64's default CPU ("max") has the dot product extension, so both tables run.
+if ! grep -qx 'tables: scalar neon dotprod' "$log"; then
+  echo "arm64_kernels_check: test_quant did not check the neon and dotprod tables" \
+    "(see its tables: line)" >&2
   exit 1
 fi
-echo "arm64_kernels_check: the neon table equals the scalar twins (test_quant under qemu-aarch64)"
+echo "arm64_kernels_check: the neon and dotprod tables equal the scalar twins" \
+  "(test_quant under qemu-aarch64)"

@@ -2,10 +2,11 @@
  * kernels.c - the scalar kernel table and the run-time choice of the best table for this CPU.
  *
  * DESIGN: each ISA file (kernels_avx2.c, kernels_avx512.c, kernels_amx.c) is compiled with its
- * own -m flags and exports one raw table getter (kernels_neon.c needs no flag: Advanced SIMD is
- * arm64's baseline); nothing from those files may run before the probe
- * here has confirmed that the CPU and the OS support the instructions (the probe itself is compiled
- * without ISA flags). The probe reads CPUID and XCR0 directly rather than
+ * own -m flags and exports one raw table getter (on arm64 kernels_neon.c needs no flag, Advanced
+ * SIMD being the baseline, and kernels_dotprod.c has -march=armv8.2-a+dotprod); nothing from those
+ * files may run before the probe here has confirmed that the CPU and the OS support the
+ * instructions (the probe itself is compiled without ISA flags). The probe reads CPUID and XCR0
+ * directly rather than
  * __builtin_cpu_supports, whose feature names differ between gcc and clang (clang 14 knows
  * no "f16c"); it checks every -m flag the ISA file is compiled with, because the compiler may
  * use any of them anywhere in that file. Nothing is cached: callers keep the pointer they get
@@ -178,25 +179,33 @@ const struct moeinf_kernels *moeinf_kernels_amx(void) {
 #if defined(__aarch64__) && defined(__linux__)
 #    include <sys/auxv.h>
 
-#    include "quant/kernels_neon.h"
-
 /* Advanced SIMD is part of every ARMv8-A core that Linux runs on; the kernel says so in
- * HWCAP_ASIMD, which is asked all the same. */
+ * HWCAP_ASIMD, which is asked all the same. The dot product extension (SDOT) is HWCAP_ASIMDDP. */
 const struct moeinf_kernels *moeinf_kernels_neon(void) {
     return (getauxval(AT_HWCAP) & HWCAP_ASIMD) ? moeinf_kernels_neon_table() : NULL;
+}
+
+const struct moeinf_kernels *moeinf_kernels_dotprod(void) {
+    const unsigned long want = HWCAP_ASIMD | HWCAP_ASIMDDP;
+    return (getauxval(AT_HWCAP) & want) == want ? moeinf_kernels_dotprod_table() : NULL;
 }
 #else
 const struct moeinf_kernels *moeinf_kernels_neon(void) {
     return NULL;
 }
+
+const struct moeinf_kernels *moeinf_kernels_dotprod(void) {
+    return NULL;
+}
 #endif
 
 /* The best table at or below a level that this CPU runs: on x86-64 0 scalar, 1 avx2,
- * 2 avx512, 3 amx; on arm64 0 scalar, 1 neon. */
+ * 2 avx512, 3 amx; on arm64 0 scalar, 1 neon, 2 dotprod. */
 static const struct moeinf_kernels *best_up_to(int level) {
     const struct moeinf_kernels *k = NULL;
     if (level >= 3) k = moeinf_kernels_amx();
     if (!k && level >= 2) k = moeinf_kernels_avx512();
+    if (!k && level >= 2) k = moeinf_kernels_dotprod();
     if (!k && level >= 1) k = moeinf_kernels_avx2();
     if (!k && level >= 1) k = moeinf_kernels_neon();
     return k ? k : moeinf_kernels_scalar();
@@ -219,11 +228,8 @@ enum moeinf_status moeinf_kernels_choose(const char *cap, const struct moeinf_ke
     const struct {
         const char *name;
         int level;
-    } caps[] = {{"scalar", 0},
-                {"avx2", x86_level},
-                {"avx512", 2 * x86_level},
-                {"amx", 3 * x86_level},
-                {"neon", arm_level}};
+    } caps[] = {{"scalar", 0},          {"avx2", x86_level}, {"avx512", 2 * x86_level},
+                {"amx", 3 * x86_level}, {"neon", arm_level}, {"dotprod", 2 * arm_level}};
     if (!cap || !*cap) {
         *out = moeinf_kernels_best();
         return MOEINF_OK;
@@ -236,7 +242,8 @@ enum moeinf_status moeinf_kernels_choose(const char *cap, const struct moeinf_ke
     }
     return moeinf_fail(
         err, MOEINF_ERR_ARG,
-        "MOEINF_KERNELS=%s names no kernel table (scalar, avx2, avx512, amx or neon)", cap);
+        "MOEINF_KERNELS=%s names no kernel table (scalar, avx2, avx512, amx, neon or dotprod)",
+        cap);
 }
 
 enum moeinf_status moeinf_kernels_from_env(const struct moeinf_kernels **out,

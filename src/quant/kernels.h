@@ -1,9 +1,9 @@
 /*
  * kernels.h - the raw per-ISA kernel tables, internal to src/quant. Each is defined in its ISA
- * file (kernels_avx2.c, kernels_avx512.c, kernels_amx.c; kernels_neon.h declares arm64's) and must
- * only be used after kernels.c has probed the CPU: call moeinf_kernels_avx2() / _avx512() / _amx()
- * / _neon() / moeinf_kernels_best() (quant.h) instead. Tests use these directly only to check that
- * the probe answered.
+ * file (kernels_avx2.c, kernels_avx512.c, kernels_amx.c, kernels_neon.c, kernels_dotprod.c) and
+ * must only be used after kernels.c has probed the CPU: call moeinf_kernels_avx2() / _avx512() /
+ * _amx() / _neon() / _dotprod() / moeinf_kernels_best() (quant.h) instead. Tests use these directly
+ * only to check that the probe answered.
  */
 #ifndef MOEINF_QUANT_KERNELS_H
 #define MOEINF_QUANT_KERNELS_H
@@ -25,6 +25,11 @@ const struct moeinf_kernels *moeinf_kernels_amx_table(void);
  * (delta_rule_avx2.c). */
 void moeinf_delta_rule_f32_avx2(float *s, int n, const float *q, const float *k, const float *v,
                                 float decay, float beta, float scale, float *out);
+#endif
+
+#if defined(__aarch64__)
+const struct moeinf_kernels *moeinf_kernels_neon_table(void);
+const struct moeinf_kernels *moeinf_kernels_dotprod_table(void);
 #endif
 
 #endif

@@ -15,10 +15,10 @@
  * Block dot products are exact integer sums scaled by d_w * d_x.
  *
  * Kernel tables: moeinf_kernels_scalar() is the reference (portable C); the AVX2, AVX-512, AMX
- * and arm64 NEON tables give bit-identical results: from_float and to_float are bit-exact with
- * the scalar twin, and every vec_dot follows the one summation order below, which the SIMD
- * kernels reproduce lane for lane (so a model computes the same logits on every x86 and arm64
- * CPU and the scalar fallback). moeinf_kernels_best() picks at run time; the engine takes
+ * and arm64 (NEON, dot product) tables give bit-identical results: from_float and to_float are
+ * bit-exact with the scalar twin, and every vec_dot follows the one summation order below, which
+ * the SIMD kernels reproduce lane for lane (so a model computes the same logits on every x86 and
+ * arm64 CPU and the scalar fallback). moeinf_kernels_best() picks at run time; the engine takes
  * moeinf_kernels_from_env(), which MOEINF_KERNELS can cap.
  *
  * Summation order of vec_dot (all tables; fma = fused multiply-add, rounded once):
@@ -329,7 +329,7 @@ typedef void (*moeinf_delta_rule_fn)(float *s, int n, const float *q, const floa
  * is pure (no state), so any number of threads may call them at once. Unsupported types
  * have NULL entries, and from_float is NULL for types that are never activations (Q4_0). */
 struct moeinf_kernels {
-    const char *name; /* "scalar", "avx2", "avx512", "amx", "neon" */
+    const char *name; /* "scalar", "avx2", "avx512", "amx", "neon", "dotprod" */
     moeinf_from_float_fn from_float[MOEINF_TYPE_COUNT];     /* activation -> this type */
     moeinf_to_float_fn to_float[MOEINF_TYPE_COUNT];         /* dequantize */
     moeinf_vec_dot_fn vec_dot[MOEINF_TYPE_COUNT];           /* indexed by the WEIGHT type */
@@ -355,13 +355,16 @@ const struct moeinf_kernels *moeinf_kernels_avx512(void);
 const struct moeinf_kernels *moeinf_kernels_amx(void);
 /* NULL unless this is arm64 Linux with Advanced SIMD (every ARMv8-A core). */
 const struct moeinf_kernels *moeinf_kernels_neon(void);
+/* NULL unless it also has the dot product extension (HWCAP_ASIMDDP: Neoverse N1, Cortex-A76,
+ * Apple M1 and later). */
+const struct moeinf_kernels *moeinf_kernels_dotprod(void);
 /* The best table this CPU runs. Probes the CPU on every call: call it once and keep the
  * pointer. */
 const struct moeinf_kernels *moeinf_kernels_best(void);
 /* The best table this CPU runs at or below `cap`: "scalar", "avx2", "avx512" or "amx" on x86-64
- * (so "avx512" on an AVX2-only CPU gives the AVX2 table), "scalar" or "neon" on arm64; a name
- * of the other architecture gives the scalar table. NULL or "" gives the best. Any other name
- * is MOEINF_ERR_ARG with a message naming the choices. */
+ * (so "avx512" on an AVX2-only CPU gives the AVX2 table), "scalar", "neon" or "dotprod" on
+ * arm64; a name of the other architecture gives the scalar table. NULL or "" gives the best.
+ * Any other name is MOEINF_ERR_ARG with a message naming the choices. */
 enum moeinf_status moeinf_kernels_choose(const char *cap, const struct moeinf_kernels **out,
                                          struct moeinf_error *err);
 /* moeinf_kernels_choose with the environment variable MOEINF_KERNELS (read on every call). */

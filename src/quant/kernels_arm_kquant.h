@@ -1,21 +1,19 @@
 /*
- * kernels_neon_kquant.c - the NEON table's K-quant dots: Q4_K and Q6_K (the tensors of a
- * Q4_K_M file) against the Q8_K activation. Per super-block the exact integers isum (and imin
- * for Q4_K) of quant.h, then its two fused multiply-adds into A[b % 8], eight super-blocks to
- * a step (kernels_neon.h). Compiled on aarch64 only.
+ * kernels_arm_kquant.h - the arm64 tables' K-quant dots, part of kernels_arm.h (which includes
+ * it): Q4_K and Q6_K (the tensors of a Q4_K_M file) against the Q8_K activation. Per
+ * super-block the exact integers isum (and imin for Q4_K) of quant.h, then its two fused
+ * multiply-adds into A[b % 8], eight super-blocks to a step.
  *
  * The weights' quants are unsigned (Q4_K 0..15, Q6_K 0..63), so every product pair fits 16
  * bits for any activation quant (2 * 63 * 128 < 32767). Q6_K's quants are stored plus 32:
  * sum (q - 32) x = sum q x - 32 * sum x, and the activation's bsums hold each sub-block's sum x.
  */
-#if defined(__aarch64__)
-#    include <string.h>
+#ifndef MOEINF_QUANT_KERNELS_ARM_KQUANT_H
+#define MOEINF_QUANT_KERNELS_ARM_KQUANT_H
 
-#    include "quant/kernels_neon.h"
-
-#    define Q4_K_BYTES 144 /* sizeof(struct moeinf_block_q4_k) */
-#    define Q6_K_BYTES 210 /* sizeof(struct moeinf_block_q6_k) */
-#    define Q8_K_BYTES 292 /* sizeof(struct moeinf_block_q8_k): d (F32), qs[256], bsums[16] */
+#define Q4_K_BYTES 144 /* sizeof(struct moeinf_block_q4_k) */
+#define Q6_K_BYTES 210 /* sizeof(struct moeinf_block_q6_k) */
+#define Q8_K_BYTES 292 /* sizeof(struct moeinf_block_q8_k): d (F32), qs[256], bsums[16] */
 
 /* The activation super-block's d, quants and the sums of its 16 sub-blocks of 16. */
 struct q8k_view {
@@ -73,7 +71,7 @@ NEON_INLINE void q4_k_sums(const uint8_t *bw, const struct q8k_view *a, int32_t 
     *imin = mins;
 }
 
-void moeinf_neon_vec_dot_q4_k(int64_t n, float *s, const void *w, const void *x) {
+static void vec_dot_q4_k(int64_t n, float *s, const void *w, const void *x) {
     const int64_t nb = n / MOEINF_QK_K;
     struct neon_acc8 acc = neon_acc8_zero();
     for (int64_t b0 = 0; b0 < nb; b0 += 8) {
@@ -130,7 +128,7 @@ NEON_INLINE int32_t q6_k_isum(const uint8_t *bw, const struct q8k_view *a) {
     return vaddvq_s32(acc) - 32 * offset;
 }
 
-void moeinf_neon_vec_dot_q6_k(int64_t n, float *s, const void *w, const void *x) {
+static void vec_dot_q6_k(int64_t n, float *s, const void *w, const void *x) {
     const int64_t nb = n / MOEINF_QK_K;
     struct neon_acc8 acc = neon_acc8_zero();
     for (int64_t b0 = 0; b0 < nb; b0 += 8) {
@@ -147,4 +145,5 @@ void moeinf_neon_vec_dot_q6_k(int64_t n, float *s, const void *w, const void *x)
     }
     *s = neon_acc8_sum(acc);
 }
+
 #endif
