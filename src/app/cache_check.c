@@ -51,16 +51,21 @@ static bool read_geometry(const struct moeinf_gguf *g, struct geometry *out) {
     uint32_t n_moe = 0;
     const char *parts[MOEINF_EXPERT_PARTS] = {"gate", "up", "down"};
     for (uint32_t il = 0; ok && il < n_blocks; il++) {
+        snprintf(key, sizeof key, "blk.%u.ffn_gate_up_exps.weight", il);
+        /* gate and up fused: each expert's gate rows, then its up rows (model/arch_bind.c) */
+        const struct moeinf_gguf_tensor *fused = moeinf_gguf_find_tensor(g, key);
         snprintf(key, sizeof key, "blk.%u.ffn_gate_exps.weight", il);
-        if (!moeinf_gguf_find_tensor(g, key) && n_moe == 0) continue; /* a leading dense layer */
+        if (!fused && !moeinf_gguf_find_tensor(g, key) && n_moe == 0) continue; /* dense lead */
         for (int p = 0; p < MOEINF_EXPERT_PARTS; p++) {
-            snprintf(key, sizeof key, "blk.%u.ffn_%s_exps.weight", il, parts[p]);
+            const bool half = fused && p < 2;
+            snprintf(key, sizeof key, "blk.%u.ffn_%s_exps.weight", il, half ? "gate_up" : parts[p]);
             const struct moeinf_gguf_tensor *t = moeinf_gguf_find_tensor(g, key);
-            if (!t || t->n_bytes % out->n_expert != 0) ok = false;
+            if (!t || t->n_bytes % ((half ? 2u : 1u) * (uint64_t)out->n_expert) != 0) ok = false;
             if (!ok) break;
-            layers[n_moe].off[p] = t->offset;
-            layers[n_moe].stride[p] = t->n_bytes / out->n_expert;
-            layers[n_moe].bytes[p] = t->n_bytes / out->n_expert;
+            const uint64_t stride = t->n_bytes / out->n_expert;
+            layers[n_moe].stride[p] = stride;
+            layers[n_moe].bytes[p] = half ? stride / 2 : stride;
+            layers[n_moe].off[p] = t->offset + (half && p == 1 ? stride / 2 : 0);
         }
         n_moe++;
     }

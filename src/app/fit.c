@@ -223,7 +223,7 @@ enum moeinf_status cli_fit_read(const char *path, struct cli_fit_model *out,
         const struct moeinf_weight *parts[3] = {&lw->gate_exps, &lw->up_exps, &lw->down_exps};
         for (int p = 0; p < 3 && p < MOEINF_EXPERT_PARTS; p++) {
             sl[ml].off[p] = g->data_offset + (uint64_t)(parts[p]->data - (const uint8_t *)g->absent);
-            sl[ml].stride[p] = parts[p]->mat_bytes;
+            sl[ml].stride[p] = parts[p]->mat_stride;
             sl[ml].bytes[p] = parts[p]->mat_bytes;
         }
     }

@@ -12,9 +12,9 @@
 static void record(struct moeinf_arch_loader *ld, struct moeinf_weight *w, const float **v,
                    size_t bytes, bool expert) {
     struct moeinf_llm *llm = ld->llm;
-    /* each tensor of the file is bound at most once, so the table sized by the file's tensor
-     * count cannot fill */
-    assert((uint64_t)llm->n_bound < ld->g->n_tensors);
+    /* each tensor of the file is bound at most once, as one view or (a fused ffn_gate_up_exps)
+     * two, so the table sized at twice the file's tensor count cannot fill */
+    assert((uint64_t)llm->n_bound < 2 * ld->g->n_tensors);
     llm->bound[llm->n_bound++] = (struct moeinf_bound){w, v, bytes, expert};
 }
 
@@ -52,6 +52,7 @@ static enum moeinf_status view(struct moeinf_arch_loader *ld, const char *name, 
     w->n_mat = t->ne[2];
     w->row_bytes = moeinf_row_bytes(w->type, w->n_in);
     w->mat_bytes = w->row_bytes * (size_t)w->n_out;
+    w->mat_stride = w->mat_bytes;
     return MOEINF_OK;
 }
 
@@ -240,6 +241,31 @@ static enum moeinf_status bind_shared_expert(struct moeinf_arch_loader *ld,
     return MOEINF_OK;
 }
 
+/* A converter option (convert_hf_to_gguf.py --fuse-gate-up-exps) writes each expert's gate and
+ * up matrices as one [n_embd, 2 n_ff] matrix of ffn_gate_up_exps: gate's n_ff rows, then up's,
+ * as llama.cpp's build_moe_ffn splits it. Bound as two views of it, each n_ff rows with a
+ * stride of two matrices between experts, so the rest of the engine (and the expert cache,
+ * which reads each view's rows of an expert as a part) sees gate and up as in other files. */
+static enum moeinf_status bind_gate_up_exps(struct moeinf_arch_loader *ld, int il, int64_t n_embd,
+                                            int64_t n_ff, int64_t n_expert,
+                                            struct moeinf_layer *lw) {
+    char name[NAME_MAX_LEN];
+    struct moeinf_weight both;
+    enum moeinf_status st = view(ld, layer_name(name, il, "ffn_gate_up_exps.weight"), n_embd,
+                                 2 * n_ff, n_expert, false, &both);
+    if (st != MOEINF_OK) return st;
+    struct moeinf_weight half = both;
+    half.n_out = n_ff;
+    half.mat_bytes = both.mat_bytes / 2;
+    half.mat_stride = both.mat_bytes;
+    lw->gate_exps = half;
+    lw->up_exps = half;
+    lw->up_exps.data = both.data + half.mat_bytes;
+    record(ld, &lw->gate_exps, NULL, half.mat_bytes * (size_t)n_expert, true);
+    record(ld, &lw->up_exps, NULL, half.mat_bytes * (size_t)n_expert, true);
+    return MOEINF_OK;
+}
+
 enum moeinf_status moeinf_arch_bind_moe_ffn(struct moeinf_arch_loader *ld,
                                             const struct moeinf_hparams *hp, int il,
                                             struct moeinf_layer *lw) {
@@ -255,19 +281,16 @@ enum moeinf_status moeinf_arch_bind_moe_ffn_norm(struct moeinf_arch_loader *ld,
     const int64_t n_expert = hp->n_expert;
     enum moeinf_status st;
     lw->ffn = MOEINF_FFN_MOE;
-    if (moeinf_gguf_find_tensor(ld->g, layer_name(name, il, "ffn_gate_up_exps.weight"))) {
-        return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
-                           "%s: '%s' (gate and up experts fused in one tensor) is not supported "
-                           "yet: convert without --fuse-gate-up-exps",
-                           ld->g->path, name);
-    }
+    const bool fused =
+        moeinf_gguf_find_tensor(ld->g, layer_name(name, il, "ffn_gate_up_exps.weight"));
     if ((st = moeinf_arch_bind_vec(ld, layer_name(name, il, norm), n_embd, false, &lw->ffn_norm)) ||
         (st = moeinf_arch_bind(ld, layer_name(name, il, "ffn_gate_inp.weight"), n_embd, n_expert, 1,
                                false, &lw->router)) ||
-        (st = bind_as(ld, layer_name(name, il, "ffn_gate_exps.weight"), n_embd, n_ff, n_expert,
-                      false, true, &lw->gate_exps)) ||
-        (st = bind_as(ld, layer_name(name, il, "ffn_up_exps.weight"), n_embd, n_ff, n_expert, false,
-                      true, &lw->up_exps)) ||
+        (st = fused ? bind_gate_up_exps(ld, il, n_embd, n_ff, n_expert, lw)
+                    : bind_as(ld, layer_name(name, il, "ffn_gate_exps.weight"), n_embd, n_ff,
+                              n_expert, false, true, &lw->gate_exps)) ||
+        (!fused && (st = bind_as(ld, layer_name(name, il, "ffn_up_exps.weight"), n_embd, n_ff,
+                                 n_expert, false, true, &lw->up_exps))) ||
         (st = bind_as(ld, layer_name(name, il, "ffn_down_exps.weight"), n_ff, n_embd, n_expert,
                       false, true, &lw->down_exps))) {
         return st;

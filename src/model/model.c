@@ -55,7 +55,7 @@ enum moeinf_status moeinf_llm_init(const struct moeinf_gguf *g, struct moeinf_ll
     enum moeinf_status st = find_arch(g, &arch, err);
     if (st != MOEINF_OK) return st;
     struct moeinf_llm *llm = calloc(1, sizeof *llm);
-    if (llm) llm->bound = calloc(g->n_tensors ? (size_t)g->n_tensors : 1, sizeof *llm->bound);
+    if (llm) llm->bound = calloc(g->n_tensors ? 2 * (size_t)g->n_tensors : 1, sizeof *llm->bound);
     if (!llm || !llm->bound) {
         st = moeinf_fail(err, MOEINF_ERR_NOMEM, "%s: out of memory", g->path);
         goto fail;

@@ -32,7 +32,9 @@ struct moeinf_weight {
     int64_t n_out; /* rows per matrix (ne[1]) */
     int64_t n_mat; /* matrices (experts) (ne[2]), 1 for plain matrices */
     size_t row_bytes;
-    size_t mat_bytes; /* n_out * row_bytes: the stride between experts */
+    size_t mat_bytes;  /* n_out * row_bytes: one matrix */
+    size_t mat_stride; /* from one matrix (expert) to the next: mat_bytes, or twice that in
+                          the gate and up views of a fused ffn_gate_up_exps tensor */
 };
 
 /* How a layer mixes tokens: causal attention over a KV cache of whole K and V, plain or gated
@@ -257,7 +259,9 @@ struct moeinf_llm {
     const float *output_norm;      /* [n_embd] */
     struct moeinf_weight output;   /* [n_embd, n_vocab]; = tok_embd when tied */
     struct moeinf_layer *layers;   /* [n_layer] */
-    struct moeinf_bound *bound;    /* [n_bound] every tensor bound, in binding order */
+    struct moeinf_bound *bound;    /* [n_bound] every tensor bound, in binding order (a fused
+                                      ffn_gate_up_exps as its two views): at most twice the
+                                      file's tensors */
     int n_bound;
 };
 
@@ -280,7 +284,7 @@ static inline int moeinf_n_moe_layers(const struct moeinf_hparams *hp) {
 /* Row r of matrix e of a weight. */
 static inline const uint8_t *moeinf_weight_row(const struct moeinf_weight *w, int64_t e,
                                                int64_t r) {
-    return w->data + (size_t)e * w->mat_bytes + (size_t)r * w->row_bytes;
+    return w->data + (size_t)e * w->mat_stride + (size_t)r * w->row_bytes;
 }
 
 #endif

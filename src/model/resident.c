@@ -1,6 +1,7 @@
 /* resident.c - non-expert weights copied into anonymous memory (see resident.h). */
 #include "model/resident.h"
 
+#include <assert.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +45,8 @@ static enum moeinf_status copy_out(struct loader *ld, const void *src, size_t n,
 }
 
 static enum moeinf_status copy_weight(struct loader *ld, struct moeinf_weight *w) {
+    /* only the routed experts are strided views (model.h), and those are not copied */
+    assert(w->mat_stride == w->mat_bytes);
     void *p = NULL;
     enum moeinf_status st = copy_out(ld, w->data, w->mat_bytes * (size_t)w->n_mat, &p);
     if (st == MOEINF_OK) w->data = p;
@@ -63,7 +66,7 @@ static void take_experts(const struct moeinf_gguf *g, struct moeinf_layer *lw,
                                                         &lw->down_exps};
     for (int p = 0; p < MOEINF_EXPERT_PARTS; p++) {
         out->off[p] = file_offset(g, parts[p]->data);
-        out->stride[p] = parts[p]->mat_bytes;
+        out->stride[p] = parts[p]->mat_stride;
         out->bytes[p] = parts[p]->mat_bytes;
         parts[p]->data = NULL; /* from now on only through the expert cache */
     }
