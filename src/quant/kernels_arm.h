@@ -91,6 +91,40 @@ NEON_INLINE int32x4_t neon_dot32(int8x16_t w0, int8x16_t w1, const int8_t *x) {
 #endif
 }
 
+/* One block's terms in quant.h's order: its exact integer sum and scale product, and for the
+ * types with mins (Q4_K) the second pair, A[b % 8] = fma(dmin, (float)imin, A[b % 8]). */
+struct arm_block_terms {
+    int32_t isum, imin;
+    float d, dmin;
+};
+
+typedef struct arm_block_terms (*arm_block_terms_fn)(const uint8_t *w, const uint8_t *x, int64_t b);
+
+/* s = hsum8(A) over nb blocks in order, eight to a step: A[b % 8] = fma(d_b, (float)isum_b,
+ * A[b % 8]), then, with mins, fma(dmin_b, (float)imin_b, A[b % 8]). `terms` is a constant at
+ * every call, so the compiler inlines it (no indirect call is left in the loop). */
+NEON_INLINE float blocks8_dot(int64_t nb, const void *w, const void *x, bool mins,
+                              arm_block_terms_fn terms) {
+    struct neon_acc8 acc = neon_acc8_zero();
+    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+        float d[8] = {0};
+        float dmin[8] = {0};
+        int32_t isum[8] = {0};
+        int32_t imin[8] = {0};
+        const int64_t g = nb - b0 < 8 ? nb - b0 : 8;
+        for (int64_t l = 0; l < g; l++) {
+            const struct arm_block_terms t = terms(w, x, b0 + l);
+            isum[l] = t.isum;
+            d[l] = t.d;
+            imin[l] = t.imin;
+            dmin[l] = t.dmin;
+        }
+        neon_acc8_fma(&acc, d, isum);
+        if (mins) neon_acc8_fma(&acc, dmin, imin);
+    }
+    return neon_acc8_sum(acc);
+}
+
 #define Q8_0_BYTES 34 /* sizeof(struct moeinf_block_q8_0) */
 
 /* ---- float dots: quant.h's P[k % 32] in eight 4-lane vectors ------------------------------ */
@@ -189,48 +223,54 @@ NEON_INLINE float e8m0_half(uint8_t e) {
     return f;
 }
 
-/* A[b % 8] = fma(d_w[b] * d_x[b], (float)isum_b, A[b % 8]) in block order, eight blocks to a
- * step (quant.h). */
-NEON_INLINE float block32_dot(enum moeinf_type t, int64_t n, const void *w, const void *x) {
+/* One block of 32 against its Q8_0 activation block: the terms of quant.h's order. */
+NEON_INLINE struct arm_block_terms block32_terms(enum moeinf_type t, const uint8_t *w,
+                                                 const uint8_t *x, int64_t b) {
     const size_t wbytes = t == MOEINF_TYPE_Q8_0    ? Q8_0_BYTES
                           : t == MOEINF_TYPE_MXFP4 ? sizeof(struct moeinf_block_mxfp4)
                                                    : sizeof(struct moeinf_block_q4_0);
     const int8x16_t table =
         vld1q_s8(t == MOEINF_TYPE_MXFP4 ? moeinf_kvalues_mxfp4 : moeinf_kvalues_iq4nl);
-    const uint8_t *wb = w;
-    const uint8_t *xb = x;
-    const int64_t nb = n / 32;
-    struct neon_acc8 acc = neon_acc8_zero();
-    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-        float d[8] = {0};
-        int32_t isum[8] = {0};
-        const int64_t g = nb - b0 < 8 ? nb - b0 : 8;
-        for (int64_t l = 0; l < g; l++) {
-            const uint8_t *bw = wb + (size_t)(b0 + l) * wbytes;
-            const uint8_t *bx = xb + (size_t)(b0 + l) * Q8_0_BYTES;
-            isum[l] = block_isum(t, bw, (const int8_t *)bx + 2, table);
-            float dw = t == MOEINF_TYPE_MXFP4 ? e8m0_half(bw[0]) : neon_half(bw);
-            d[l] = dw * neon_half(bx);
-        }
-        neon_acc8_fma(&acc, d, isum);
-    }
-    return neon_acc8_sum(acc);
+    const uint8_t *bw = w + (size_t)b * wbytes;
+    const uint8_t *bx = x + (size_t)b * Q8_0_BYTES;
+    const float dw = t == MOEINF_TYPE_MXFP4 ? e8m0_half(bw[0]) : neon_half(bw);
+    struct arm_block_terms terms = {
+        .isum = block_isum(t, bw, (const int8_t *)bx + 2, table),
+        .d = dw * neon_half(bx),
+    };
+    return terms;
+}
+
+NEON_INLINE struct arm_block_terms q8_0_terms(const uint8_t *w, const uint8_t *x, int64_t b) {
+    return block32_terms(MOEINF_TYPE_Q8_0, w, x, b);
+}
+
+NEON_INLINE struct arm_block_terms q4_0_terms(const uint8_t *w, const uint8_t *x, int64_t b) {
+    return block32_terms(MOEINF_TYPE_Q4_0, w, x, b);
+}
+
+NEON_INLINE struct arm_block_terms iq4_nl_terms(const uint8_t *w, const uint8_t *x, int64_t b) {
+    return block32_terms(MOEINF_TYPE_IQ4_NL, w, x, b);
+}
+
+NEON_INLINE struct arm_block_terms mxfp4_terms(const uint8_t *w, const uint8_t *x, int64_t b) {
+    return block32_terms(MOEINF_TYPE_MXFP4, w, x, b);
 }
 
 static void vec_dot_q8_0(int64_t n, float *s, const void *w, const void *x) {
-    *s = block32_dot(MOEINF_TYPE_Q8_0, n, w, x);
+    *s = blocks8_dot(n / 32, w, x, false, q8_0_terms);
 }
 
 static void vec_dot_q4_0(int64_t n, float *s, const void *w, const void *x) {
-    *s = block32_dot(MOEINF_TYPE_Q4_0, n, w, x);
+    *s = blocks8_dot(n / 32, w, x, false, q4_0_terms);
 }
 
 static void vec_dot_iq4_nl(int64_t n, float *s, const void *w, const void *x) {
-    *s = block32_dot(MOEINF_TYPE_IQ4_NL, n, w, x);
+    *s = blocks8_dot(n / 32, w, x, false, iq4_nl_terms);
 }
 
 static void vec_dot_mxfp4(int64_t n, float *s, const void *w, const void *x) {
-    *s = block32_dot(MOEINF_TYPE_MXFP4, n, w, x);
+    *s = blocks8_dot(n / 32, w, x, false, mxfp4_terms);
 }
 
 #include "quant/kernels_arm_kquant.h"

@@ -71,26 +71,18 @@ NEON_INLINE void q4_k_sums(const uint8_t *bw, const struct q8k_view *a, int32_t 
     *imin = mins;
 }
 
+NEON_INLINE struct arm_block_terms q4_k_terms(const uint8_t *w, const uint8_t *x, int64_t b) {
+    const uint8_t *bw = w + (size_t)b * Q4_K_BYTES;
+    const struct q8k_view a = q8k_at(x + (size_t)b * Q8_K_BYTES);
+    struct arm_block_terms t;
+    q4_k_sums(bw, &a, &t.isum, &t.imin);
+    t.d = neon_half(bw) * a.d;
+    t.dmin = -(neon_half(bw + 2) * a.d);
+    return t;
+}
+
 static void vec_dot_q4_k(int64_t n, float *s, const void *w, const void *x) {
-    const int64_t nb = n / MOEINF_QK_K;
-    struct neon_acc8 acc = neon_acc8_zero();
-    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-        float d[8] = {0};
-        float dmin[8] = {0};
-        int32_t isum[8] = {0};
-        int32_t imin[8] = {0};
-        const int64_t g = nb - b0 < 8 ? nb - b0 : 8;
-        for (int64_t l = 0; l < g; l++) {
-            const uint8_t *bw = (const uint8_t *)w + (size_t)(b0 + l) * Q4_K_BYTES;
-            struct q8k_view a = q8k_at((const uint8_t *)x + (size_t)(b0 + l) * Q8_K_BYTES);
-            q4_k_sums(bw, &a, &isum[l], &imin[l]);
-            d[l] = neon_half(bw) * a.d;
-            dmin[l] = -(neon_half(bw + 2) * a.d);
-        }
-        neon_acc8_fma(&acc, d, isum);
-        neon_acc8_fma(&acc, dmin, imin);
-    }
-    *s = neon_acc8_sum(acc);
+    *s = blocks8_dot(n / MOEINF_QK_K, w, x, true, q4_k_terms);
 }
 
 /* One Q6_K super-block's isum = sum_j scale_j * (quants of sub-block j minus 32 . activation).
@@ -128,22 +120,15 @@ NEON_INLINE int32_t q6_k_isum(const uint8_t *bw, const struct q8k_view *a) {
     return vaddvq_s32(acc) - 32 * offset;
 }
 
+NEON_INLINE struct arm_block_terms q6_k_terms(const uint8_t *w, const uint8_t *x, int64_t b) {
+    const uint8_t *bw = w + (size_t)b * Q6_K_BYTES;
+    const struct q8k_view a = q8k_at(x + (size_t)b * Q8_K_BYTES);
+    struct arm_block_terms t = {.isum = q6_k_isum(bw, &a), .d = neon_half(bw + 208) * a.d};
+    return t;
+}
+
 static void vec_dot_q6_k(int64_t n, float *s, const void *w, const void *x) {
-    const int64_t nb = n / MOEINF_QK_K;
-    struct neon_acc8 acc = neon_acc8_zero();
-    for (int64_t b0 = 0; b0 < nb; b0 += 8) {
-        float d[8] = {0};
-        int32_t isum[8] = {0};
-        const int64_t g = nb - b0 < 8 ? nb - b0 : 8;
-        for (int64_t l = 0; l < g; l++) {
-            const uint8_t *bw = (const uint8_t *)w + (size_t)(b0 + l) * Q6_K_BYTES;
-            struct q8k_view a = q8k_at((const uint8_t *)x + (size_t)(b0 + l) * Q8_K_BYTES);
-            isum[l] = q6_k_isum(bw, &a);
-            d[l] = neon_half(bw + 208) * a.d;
-        }
-        neon_acc8_fma(&acc, d, isum);
-    }
-    *s = neon_acc8_sum(acc);
+    *s = blocks8_dot(n / MOEINF_QK_K, w, x, false, q6_k_terms);
 }
 
 #endif
