@@ -2,7 +2,8 @@
  * test_golden.c - moeinf against llama.cpp's outputs for the tiny Mixtral and qwen2moe models
  * (../shared/testdata/golden, format and llama.cpp's arithmetic in its README), for the
  * trained default model (models/trained-moe-Q8_0.gguf) and for tiny-olmoe-F32 (../shared)
- * and tiny-qwen3moe-F32 (tests/data/models, made by tools/goldens/make_tiny_qwen3moe.py),
+ * and tiny-qwen3moe-F32 and tiny-qwen3vlmoe-F32 (tests/data/models, made by
+ * tools/goldens/make_tiny_qwen3moe.py),
  * tiny-qwen35moe and tiny-qwen3next, F32 and Q4_K_M (tests/data/models, made by
  * tools/goldens/make_tiny_qwen35.py and llamacpp_quantize.py),
  * whose goldens were made the same way by llama-cpp-python with
@@ -77,6 +78,9 @@
  *     last layer's attention (not traced). No expert choice flips, so nothing is skipped.
  *     Scalar, avx2 and avx512 kernels give the same figures.
  *
+ *   qwen3vlmoe F32 (dev build, amx table, 2026-12-06): F32 KV 2.6e-3, default context 0.22
+ *     (a greedy step's top-5); rotating the pair its IMRoPE leaves unrotated moves the logits
+ *     by 9.5.
  *   qwen2moe, olmoe, qwen3moe F32 (dev build, MOEINF_KERNELS unset, avx512 here): F32 KV
  *     3.1e-3, 1.4e-3, 1.5e-3 (the F16 rounding of the final hidden state, as for Mixtral);
  *     default context 3.8e-2, 3.9e-2, 9.5e-2. qwen3moe's default-context goldens skip the
@@ -150,6 +154,8 @@ static const struct golden_bound golden_bounds[] = {
     {"tiny-olmoe-F32",    false, 3.94e-2, 9.9e-2, ROUTER_ROW,    1,    0.25,  0.59,  SHARED,    true,  false, 0, 0}, /* 0.46 */
     {"tiny-qwen3moe-F32", true,  1.52e-3, 3.8e-3, ROUTER_ROW,    1,    7e-4,  0.023, TEST_DATA, true,  false, 0, 0}, /* 0.019 */
     {"tiny-qwen3moe-F32", false, 9.45e-2, 0.236,  ROUTER_ROW,    1,    0.018, 1.42,  TEST_DATA, true,  true, 0, 0}, /* 0.44 */
+    {"tiny-qwen3vlmoe-F32", true, 2.61e-3, 6.5e-3, ROUTER_ROW,   1,    7e-4,  0.039, TEST_DATA, true,  false, 0, 0},
+    {"tiny-qwen3vlmoe-F32", false, 0.219,  0.55,   ROUTER_ROW,   1,    0.06, 3.3,   TEST_DATA, true,  true, 0, 0},
     /* qwen35moe and qwen3next (tests/data/models, tools/goldens/make_tiny_qwen35.py). Their
      * Q4_K_M rows match llama.cpp to 1e-5 until an activation's Q8 rounding flips (position 14
      * of qwen3next's code prompt); a recurrent state then carries the difference to every later
@@ -704,6 +710,13 @@ static void test_qwen3moe_f32(void) {
     check_model("tiny-qwen3moe-F32");
 }
 
+/* qwen3vlmoe (Qwen3-VL's text model): qwen3moe's weights with IMRoPE over the whole head whose
+ * sections leave one pair of eight unrotated for text, a RoPE base of 100 and one deepstack
+ * layer, which adds nothing for text (model and goldens made here, tests/data/README.md). */
+static void test_qwen3vlmoe_f32(void) {
+    check_model("tiny-qwen3vlmoe-F32");
+}
+
 /* qwen35moe: Gated DeltaNet layers (2 key / 4 value heads, tiled) and one gated full-attention
  * layer with IMRoPE over 16 of 64 dims, 8 experts top-2 and a shared expert (model and goldens
  * made here, tests/data/README.md). */
@@ -1013,6 +1026,7 @@ int main(void) {
     RUN(test_qwen2moe_q4_k_m);
     RUN(test_olmoe_f32);
     RUN(test_qwen3moe_f32);
+    RUN(test_qwen3vlmoe_f32);
     RUN(test_qwen35moe_f32);
     RUN(test_qwen35moe_q4_k_m);
     RUN(test_qwen3next_f32);

@@ -128,8 +128,8 @@ static void test_unsupported_arch(void) {
     /* NOLINTNEXTLINE(bugprone-not-null-terminated-result): bytes in a file image */
     if (at) memcpy(b + at + 4 + 8, "gemma", 5);
     expect_load_error(b, size, "m_arch.gguf", MOEINF_ERR_UNSUPPORTED,
-                      "'gemma' is not supported yet (llama, qwen2moe, qwen3moe, olmoe, qwen35moe, "
-                      "qwen3next, gpt-oss, deepseek2, glm4moe are)");
+                      "'gemma' is not supported yet (llama, qwen2moe, qwen3moe, qwen3vlmoe, olmoe, "
+                      "qwen35moe, qwen3next, gpt-oss, deepseek2, glm4moe are)");
     free(b);
 }
 
@@ -138,9 +138,10 @@ static void test_unsupported_arch(void) {
 static void test_arch_table(void) {
     char names[160];
     moeinf_arch_names(names, sizeof names);
-    CHECK(!strcmp(names, "llama, qwen2moe, qwen3moe, olmoe, qwen35moe, qwen3next, gpt-oss, deepseek2, glm4moe"));
-    static const char *const known[] = {"llama",     "qwen2moe",  "qwen3moe", "olmoe",
-                                        "qwen35moe", "qwen3next", "gpt-oss"};
+    CHECK(!strcmp(names, "llama, qwen2moe, qwen3moe, qwen3vlmoe, olmoe, qwen35moe, qwen3next, "
+                         "gpt-oss, deepseek2, glm4moe"));
+    static const char *const known[] = {"llama", "qwen2moe",  "qwen3moe",  "qwen3vlmoe",
+                                        "olmoe", "qwen35moe", "qwen3next", "gpt-oss"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {
         const struct moeinf_arch *a = moeinf_arch_find(known[i], strlen(known[i]));
         CHECK_MSG(a && !strcmp(a->name, known[i]), "%s not found", known[i]);

@@ -130,6 +130,33 @@ void moeinf_rope_neox(float *x, int n_heads, int head_dim, int n_rot, int pos, f
     }
 }
 
+bool moeinf_imrope_positioned(const int sections[4], int i) {
+    const int total = sections[0] + sections[1] + sections[2] + sections[3];
+    const int sector = total > 0 ? i % total : 0;
+    return (sector % 3 == 0 && sector < 3 * sections[0]) ||
+           (sector % 3 == 1 && sector < 3 * sections[1]) ||
+           (sector % 3 == 2 && sector < 3 * sections[2]);
+}
+
+void moeinf_rope_imrope_text(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
+                             float freq_scale, const int sections[4]) {
+    const float theta_scale = powf(base, -2.0f / (float)n_rot);
+    const int half = n_rot / 2;
+    for (int h = 0; h < n_heads; h++) {
+        float *v = x + (size_t)h * head_dim;
+        float theta = (float)pos * freq_scale;
+        for (int i = 0; i < half; i++, theta *= theta_scale) {
+            if (!moeinf_imrope_positioned(sections, i)) continue; /* angle 0 */
+            const float c = cosf(theta);
+            const float s = sinf(theta);
+            const float x0 = v[i];
+            const float x1 = v[i + half];
+            v[i] = x0 * c - x1 * s;
+            v[i + half] = x0 * s + x1 * c;
+        }
+    }
+}
+
 void moeinf_top_k(const float *x, int n, int k, int *idx) {
     /* k is small (<= 64): insertion into a sorted prefix. */
     int filled = 0;

@@ -32,6 +32,18 @@ void moeinf_rope_norm(float *x, int n_heads, int head_dim, int n_rot, int pos, f
 void moeinf_rope_neox(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
                       float freq_scale);
 
+/* Interleaved multi-section RoPE (IMRoPE: Qwen3.5, Qwen3-VL; ggml's rope_multi, interleaved):
+ * whether pair i rotates with a text token's position. Pair i is in sector
+ * i % (s0 + s1 + s2 + s3); sectors 3j, 3j + 1, 3j + 2 take the time, height and width positions
+ * while j is below s0, s1, s2, all the token's position for text; the rest take the fourth
+ * position, which is 0 for text: those pairs keep their values (angle 0). */
+bool moeinf_imrope_positioned(const int sections[4], int i);
+
+/* IMRoPE of a text token: NEOX pairs, those moeinf_imrope_positioned rotated as
+ * moeinf_rope_neox rotates them, the others left as they are. */
+void moeinf_rope_imrope_text(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
+                             float freq_scale, const int sections[4]);
+
 /* The gated linear unit of an FFN. */
 enum moeinf_glu {
     MOEINF_GLU_SWIGLU, /* silu(gate) * up */

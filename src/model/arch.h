@@ -47,6 +47,7 @@ struct moeinf_arch {
 extern const struct moeinf_arch moeinf_arch_llama;     /* arch/llama.c */
 extern const struct moeinf_arch moeinf_arch_qwen2moe;  /* arch/qwen2moe.c */
 extern const struct moeinf_arch moeinf_arch_qwen3moe;  /* arch/qwen3moe.c */
+extern const struct moeinf_arch moeinf_arch_qwen3vlmoe; /* arch/qwen3vlmoe.c */
 extern const struct moeinf_arch moeinf_arch_olmoe;     /* arch/olmoe.c */
 extern const struct moeinf_arch moeinf_arch_qwen35moe; /* arch/qwen35moe.c */
 extern const struct moeinf_arch moeinf_arch_qwen3next; /* arch/qwen3next.c */
@@ -221,8 +222,7 @@ enum moeinf_status moeinf_arch_read_hybrid(struct moeinf_arch_loader *ld,
                                            struct moeinf_hparams *hp);
 /* Whether layer il is a Gated DeltaNet layer (else gated full attention). */
 bool moeinf_arch_layer_recurrent(const struct moeinf_hparams *hp, int il);
-/* rope.dimension_sections: hp->rope = MOEINF_ROPE_IMROPE, or MOEINF_ERR_UNSUPPORTED when a
- * text token would leave a pair unrotated (see model.h). */
+/* rope.dimension_sections into hp->rope_sections; hp->rope = MOEINF_ROPE_IMROPE (model.h). */
 enum moeinf_status moeinf_arch_read_imrope(struct moeinf_arch_loader *ld,
                                            struct moeinf_hparams *hp);
 /* attn_norm, attn_q (q and gate per head), attn_k, attn_v, attn_output, q/k norm per head. */

@@ -75,11 +75,8 @@ bool moeinf_arch_layer_recurrent(const struct moeinf_hparams *hp, int il) {
     return hp->full_attn_interval > 0 && (il + 1) % hp->full_attn_interval != 0;
 }
 
-/* Which pairs of a text token's IMRoPE rotate with its position (llama.cpp's interleaved
- * sections: pair i is in sector i % (s0 + s1 + s2 + s3); sectors 3j, 3j+1, 3j+2 take time,
- * height and width positions while j is below s0, s1, s2; the rest take the fourth position,
- * which is 0 for text). moeinf rotates every pair, so a sector that falls to the fourth
- * section is refused. */
+/* rope.dimension_sections, four counts of pairs whose sum lies in 1 .. n_rot / 2 (which pairs
+ * of a text token rotate: moeinf_imrope_positioned, compute/ops.h). */
 enum moeinf_status moeinf_arch_read_imrope(struct moeinf_arch_loader *ld,
                                            struct moeinf_hparams *hp) {
     char key[NAME_MAX_LEN];
@@ -91,32 +88,19 @@ enum moeinf_status moeinf_arch_read_imrope(struct moeinf_arch_loader *ld,
         return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: '%s' has %llu values, expected 4",
                            ld->g->path, key, (unsigned long long)kv->n_elem);
     }
-    int s[4];
     int total = 0;
     for (int i = 0; i < 4; i++) {
-        s[i] = moeinf_gguf_arr_i32(kv, (uint64_t)i);
-        if (s[i] < 0 || s[i] > hp->n_rot) {
+        hp->rope_sections[i] = moeinf_gguf_arr_i32(kv, (uint64_t)i);
+        if (hp->rope_sections[i] < 0 || hp->rope_sections[i] > hp->n_rot) {
             return moeinf_fail(ld->err, MOEINF_ERR_FORMAT, "%s: '%s' holds %d", ld->g->path, key,
-                               s[i]);
+                               hp->rope_sections[i]);
         }
-        total += s[i];
+        total += hp->rope_sections[i];
     }
     if (total < 1 || total > hp->n_rot / 2) {
         return moeinf_fail(ld->err, MOEINF_ERR_FORMAT,
                            "%s: '%s' sums to %d, outside 1..rope.dimension_count / 2 = %d",
                            ld->g->path, key, total, hp->n_rot / 2);
-    }
-    for (int i = 0; i < hp->n_rot / 2; i++) {
-        int sector = i % total;
-        int j = sector / 3;
-        bool positioned = (sector % 3 == 0 && j < s[0]) || (sector % 3 == 1 && j < s[1]) ||
-                          (sector % 3 == 2 && j < s[2]);
-        if (!positioned) {
-            return moeinf_fail(ld->err, MOEINF_ERR_UNSUPPORTED,
-                               "%s: '%s' = [%d, %d, %d, %d] gives RoPE pair %d to the vision "
-                               "section, which moeinf does not support yet",
-                               ld->g->path, key, s[0], s[1], s[2], s[3], i);
-        }
     }
     hp->rope = MOEINF_ROPE_IMROPE;
     return MOEINF_OK;

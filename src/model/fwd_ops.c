@@ -61,14 +61,28 @@ void moeinf_fwd_rope(const struct moeinf_hparams *hp, float *x, int n_heads, int
                               hp->yarn_beta_slow, corr);
         moeinf_rope_yarn_angles(cs, hp->n_rot, pos, hp->rope_base, hp->rope_freq_scale, corr,
                                 hp->yarn_attn_factor);
-        const bool neox = hp->rope != MOEINF_ROPE_NORM; /* IMRoPE: as NEOX for text */
+        if (hp->rope == MOEINF_ROPE_IMROPE) {
+            /* the pairs of the fourth section are at position 0 for text (model.h) */
+            float cs0[MOEINF_MAX_ROT];
+            moeinf_rope_yarn_angles(cs0, hp->n_rot, 0, hp->rope_base, hp->rope_freq_scale, corr,
+                                    hp->yarn_attn_factor);
+            for (int i = 0; i < hp->n_rot / 2; i++) {
+                if (moeinf_imrope_positioned(hp->rope_sections, i)) continue;
+                cs[2 * (size_t)i] = cs0[2 * (size_t)i];
+                cs[2 * (size_t)i + 1] = cs0[2 * (size_t)i + 1];
+            }
+        }
+        const bool neox = hp->rope != MOEINF_ROPE_NORM; /* IMRoPE: NEOX pairs */
         moeinf_rope_cs(x, n_heads, head_dim, hp->n_rot, cs, neox);
         return;
     }
     switch (hp->rope) {
     case MOEINF_ROPE_NEOX:
-    case MOEINF_ROPE_IMROPE: /* a text token's sections share its position (model.h) */
         moeinf_rope_neox(x, n_heads, head_dim, hp->n_rot, pos, hp->rope_base, hp->rope_freq_scale);
+        break;
+    case MOEINF_ROPE_IMROPE:
+        moeinf_rope_imrope_text(x, n_heads, head_dim, hp->n_rot, pos, hp->rope_base,
+                                hp->rope_freq_scale, hp->rope_sections);
         break;
     case MOEINF_ROPE_NORM:
         moeinf_rope_norm(x, n_heads, head_dim, hp->n_rot, pos, hp->rope_base, hp->rope_freq_scale);

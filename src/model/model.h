@@ -147,9 +147,11 @@ struct moeinf_arch; /* model/arch.h */
 enum moeinf_rope_kind {
     MOEINF_ROPE_NORM, /* adjacent pairs (x[2i], x[2i + 1]) */
     MOEINF_ROPE_NEOX, /* half-split pairs (x[i], x[i + n_rot / 2]) */
-    /* Qwen3.5's interleaved multi-section RoPE (rope.dimension_sections). A text token has the
-     * same position in its time, height and width sections, so it rotates as NEOX; the model
-     * is refused at load when the sections leave a pair to the fourth (vision) section. */
+    /* The interleaved multi-section RoPE of Qwen3.5 and Qwen3-VL (rope.dimension_sections,
+     * hparams.rope_sections). A text token has the same position in its time, height and
+     * width sections, so those pairs rotate as NEOX; the pairs the sections leave to the
+     * fourth one are at position 0 for text, so they keep their values
+     * (moeinf_imrope_positioned, compute/ops.h). */
     MOEINF_ROPE_IMROPE,
 };
 
@@ -212,6 +214,7 @@ struct moeinf_hparams {
     int mla_kv; /* attention.kv_lora_rank: latent values per token */
     int mla_v;  /* value head size after expansion (value_length_mla) */
     enum moeinf_rope_kind rope;
+    int rope_sections[4]; /* MOEINF_ROPE_IMROPE: rope.dimension_sections */
     enum moeinf_qk_norm qk_norm;
     enum moeinf_router_kind router;
     enum moeinf_glu glu; /* of the routed experts (compute/ops.h) */

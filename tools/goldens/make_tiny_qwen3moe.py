@@ -1,7 +1,15 @@
 """make_tiny_qwen3moe.py - a tiny random-weight qwen3moe GGUF for moeinf's golden tests.
 
-Usage: python3 tools/goldens/make_tiny_qwen3moe.py OUT.gguf
+Usage: python3 tools/goldens/make_tiny_qwen3moe.py OUT.gguf [--vl]
 Needs numpy and the `gguf` package (PyPI). The file is deterministic (numpy seed 5678).
+
+--vl writes the same weights as arch qwen3vlmoe (Qwen3-VL's text model): interleaved
+multi-section RoPE over the whole head with rope.dimension_sections [4, 2, 2, 0], which leaves
+pair 7 of 8 to the fourth section (position 0 for text: unrotated), as Qwen3-VL's [24, 20, 20,
+0] leaves pairs 61 and 62 of 64; a RoPE base of 100 instead of 1e6, so that the unrotated pair
+would have turned by up to 0.9 radians over the 49-token prompt (at 1e6 it turns by 3e-4 per
+position, too little for a test to tell); and n_deepstack_layers 1 (no deepstack tensors: text
+adds zeros).
 
 Geometry: n_embd 32, 2 layers, 4 query heads / 2 KV heads with head_dim 16 (key_length is
 given explicitly and differs from n_embd / n_head, as in Qwen3-30B-A3B), 16 experts, top-4,
@@ -54,8 +62,9 @@ def vocab():
 
 
 def main():
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] != "--vl"):
         sys.exit(__doc__)
+    vl = len(sys.argv) == 3
     rng = np.random.default_rng(SEED)
     tokens, scores, types = vocab()
     n_vocab = len(tokens)
@@ -67,8 +76,8 @@ def main():
     def norm(n):
         return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
 
-    w = gguf.GGUFWriter(sys.argv[1], "qwen3moe")
-    w.add_name("tiny-qwen3moe")
+    w = gguf.GGUFWriter(sys.argv[1], "qwen3vlmoe" if vl else "qwen3moe")
+    w.add_name("tiny-qwen3vlmoe" if vl else "tiny-qwen3moe")
     w.add_file_type(0)
     w.add_context_length(2048)
     w.add_embedding_length(N_EMBD)
@@ -77,7 +86,11 @@ def main():
     w.add_head_count_kv(N_HEAD_KV)
     w.add_key_length(HEAD_DIM)
     w.add_value_length(HEAD_DIM)
-    w.add_rope_freq_base(1e6)
+    w.add_rope_freq_base(100.0 if vl else 1e6)
+    if vl:
+        w.add_rope_dimension_count(HEAD_DIM)
+        w.add_rope_dimension_sections([4, 2, 2, 0])
+        w.add_num_deepstack_layers(1)
     w.add_layer_norm_rms_eps(1e-6)
     w.add_feed_forward_length(N_FF_EXP * N_USED)
     w.add_expert_feed_forward_length(N_FF_EXP)
