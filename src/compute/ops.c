@@ -145,14 +145,16 @@ void moeinf_rope_imrope_text(float *x, int n_heads, int head_dim, int n_rot, int
     for (int h = 0; h < n_heads; h++) {
         float *v = x + (size_t)h * head_dim;
         float theta = (float)pos * freq_scale;
-        for (int i = 0; i < half; i++, theta *= theta_scale) {
-            if (!moeinf_imrope_positioned(sections, i)) continue; /* angle 0 */
-            const float c = cosf(theta);
-            const float s = sinf(theta);
-            const float x0 = v[i];
-            const float x1 = v[i + half];
-            v[i] = x0 * c - x1 * s;
-            v[i + half] = x0 * s + x1 * c;
+        for (int i = 0; i < half; i++) {
+            if (moeinf_imrope_positioned(sections, i)) { /* else angle 0: left as it is */
+                const float c = cosf(theta);
+                const float s = sinf(theta);
+                const float x0 = v[i];
+                const float x1 = v[i + half];
+                v[i] = x0 * c - x1 * s;
+                v[i + half] = x0 * s + x1 * c;
+            }
+            theta *= theta_scale;
         }
     }
 }
