@@ -4,11 +4,22 @@
 #include <stdio.h>
 #include <string.h>
 
+/* one architecture a line */
+/* clang-format off */
 static const struct moeinf_arch *const registry[] = {
-    &moeinf_arch_llama,     &moeinf_arch_qwen2moe,  &moeinf_arch_qwen3moe,  &moeinf_arch_qwen3vlmoe,
-    &moeinf_arch_olmoe,     &moeinf_arch_qwen35moe, &moeinf_arch_qwen3next, &moeinf_arch_gptoss,
-    &moeinf_arch_deepseek2, &moeinf_arch_glm4moe,
+    &moeinf_arch_llama,
+    &moeinf_arch_qwen2moe,
+    &moeinf_arch_qwen3moe,
+    &moeinf_arch_qwen3vlmoe,
+    &moeinf_arch_olmoe,
+    &moeinf_arch_qwen35moe,
+    &moeinf_arch_qwen3next,
+    &moeinf_arch_gptoss,
+    &moeinf_arch_deepseek2,
+    &moeinf_arch_glm4moe,
 };
+
+/* clang-format on */
 
 const struct moeinf_arch *moeinf_arch_find(const char *name, size_t len) {
     for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++) {
