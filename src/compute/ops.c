@@ -111,25 +111,6 @@ void moeinf_rope_norm(float *x, int n_heads, int head_dim, int n_rot, int pos, f
     }
 }
 
-void moeinf_rope_neox(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
-                      float freq_scale) {
-    const float theta_scale = powf(base, -2.0f / (float)n_rot);
-    const int half = n_rot / 2;
-    for (int h = 0; h < n_heads; h++) {
-        float *v = x + (size_t)h * head_dim;
-        float theta = (float)pos * freq_scale;
-        for (int i = 0; i < half; i++) {
-            const float c = cosf(theta);
-            const float s = sinf(theta);
-            const float x0 = v[i];
-            const float x1 = v[i + half];
-            v[i] = x0 * c - x1 * s;
-            v[i + half] = x0 * s + x1 * c;
-            theta *= theta_scale;
-        }
-    }
-}
-
 bool moeinf_imrope_positioned(const int sections[4], int i) {
     const int total = sections[0] + sections[1] + sections[2] + sections[3];
     const int sector = total > 0 ? i % total : 0;
@@ -138,15 +119,17 @@ bool moeinf_imrope_positioned(const int sections[4], int i) {
            (sector % 3 == 2 && sector < 3 * sections[2]);
 }
 
-void moeinf_rope_imrope_text(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
-                             float freq_scale, const int sections[4]) {
+/* NEOX pairs rotated by pos * freq_scale * base^(-2i/n_rot); with sections (IMRoPE, text),
+ * the pairs moeinf_imrope_positioned does not name keep their values (angle 0). */
+static void rope_neox_pairs(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
+                            float freq_scale, const int *sections) {
     const float theta_scale = powf(base, -2.0f / (float)n_rot);
     const int half = n_rot / 2;
     for (int h = 0; h < n_heads; h++) {
         float *v = x + (size_t)h * head_dim;
         float theta = (float)pos * freq_scale;
         for (int i = 0; i < half; i++) {
-            if (moeinf_imrope_positioned(sections, i)) { /* else angle 0: left as it is */
+            if (!sections || moeinf_imrope_positioned(sections, i)) {
                 const float c = cosf(theta);
                 const float s = sinf(theta);
                 const float x0 = v[i];
@@ -157,6 +140,16 @@ void moeinf_rope_imrope_text(float *x, int n_heads, int head_dim, int n_rot, int
             theta *= theta_scale;
         }
     }
+}
+
+void moeinf_rope_neox(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
+                      float freq_scale) {
+    rope_neox_pairs(x, n_heads, head_dim, n_rot, pos, base, freq_scale, NULL);
+}
+
+void moeinf_rope_imrope_text(float *x, int n_heads, int head_dim, int n_rot, int pos, float base,
+                             float freq_scale, const int sections[4]) {
+    rope_neox_pairs(x, n_heads, head_dim, n_rot, pos, base, freq_scale, sections);
 }
 
 void moeinf_top_k(const float *x, int n, int k, int *idx) {
