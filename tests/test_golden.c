@@ -2,8 +2,8 @@
  * test_golden.c - moeinf against llama.cpp's outputs for the tiny Mixtral and qwen2moe models
  * (../shared/testdata/golden, format and llama.cpp's arithmetic in its README), for the
  * trained default model (models/trained-moe-Q8_0.gguf) and for tiny-olmoe-F32 (../shared)
- * and tiny-qwen3moe-F32 and tiny-qwen3vlmoe-F32 (tests/data/models, made by
- * tools/goldens/make_tiny_qwen3moe.py),
+ * and tiny-qwen3moe-F32, tiny-qwen3vlmoe-F32 and tiny-minimax-m2-F32 (tests/data/models, made
+ * by tools/goldens/make_tiny_qwen3moe.py),
  * tiny-qwen35moe and tiny-qwen3next, F32 and Q4_K_M (tests/data/models, made by
  * tools/goldens/make_tiny_qwen35.py and llamacpp_quantize.py),
  * whose goldens were made the same way by llama-cpp-python with
@@ -78,6 +78,11 @@
  *     last layer's attention (not traced). No expert choice flips, so nothing is skipped.
  *     Scalar, avx2 and avx512 kernels give the same figures.
  *
+ *   minimax-m2 F32 (dev build, amx table, 2026-12-06): F32 KV 2.1e-3, default context 4.6e-2.
+ *     Its sigmoid routing leaves the router injection no middle ground under the default
+ *     context: scaling router row 1 by 1.012 (or rows 3, 5, 9 by less than 1.03) moves no logit
+ *     past the F16 noise, 1.02 flips an expert choice and moves them by 13.1; so inject_max is
+ *     14 there (the tolerance stays 2.5x measured: a tenfold error fails it).
  *   qwen3vlmoe F32 (dev build, amx table, 2026-12-06): F32 KV 2.6e-3, default context 0.22
  *     (a greedy step's top-5); rotating the pair its IMRoPE leaves unrotated moves the logits
  *     by 9.5.
@@ -155,6 +160,8 @@ static const struct golden_bound golden_bounds[] = {
     {"tiny-qwen3moe-F32", true,  1.52e-3, 3.8e-3, ROUTER_ROW,    1,    7e-4,  0.023, TEST_DATA, true,  false, 0, 0}, /* 0.019 */
     {"tiny-qwen3moe-F32", false, 9.45e-2, 0.236,  ROUTER_ROW,    1,    0.018, 1.42,  TEST_DATA, true,  true, 0, 0}, /* 0.44 */
     {"tiny-qwen3vlmoe-F32", true, 2.61e-3, 6.5e-3, ROUTER_ROW,   1,    7e-4,  0.039, TEST_DATA, true,  false, 0, 0},
+    {"tiny-minimax-m2-F32", true, 2.09e-3, 5.2e-3, ROUTER_ROW,   1,    7e-4,  0.031, TEST_DATA, true,  false, 0, 0},
+    {"tiny-minimax-m2-F32", false, 4.58e-2, 0.115, ROUTER_ROW,   1,    0.02,  14,    TEST_DATA, true,  true, 0, 0}, /* 13.1: a flip, below */
     {"tiny-qwen3vlmoe-F32", false, 0.219,  0.55,   ROUTER_ROW,   1,    0.06, 3.3,   TEST_DATA, true,  true, 0, 0},
     /* qwen35moe and qwen3next (tests/data/models, tools/goldens/make_tiny_qwen35.py). Their
      * Q4_K_M rows match llama.cpp to 1e-5 until an activation's Q8 rounding flips (position 14
@@ -717,6 +724,13 @@ static void test_qwen3vlmoe_f32(void) {
     check_model("tiny-qwen3vlmoe-F32");
 }
 
+/* minimax-m2: qwen3moe's stream with RMSNorm over the whole q and k projections, partial RoPE
+ * (8 of 16), sigmoid routing with a selection bias and forced renormalisation (model and
+ * goldens made here, tests/data/README.md). */
+static void test_minimax_m2_f32(void) {
+    check_model("tiny-minimax-m2-F32");
+}
+
 /* qwen35moe: Gated DeltaNet layers (2 key / 4 value heads, tiled) and one gated full-attention
  * layer with IMRoPE over 16 of 64 dims, 8 experts top-2 and a shared expert (model and goldens
  * made here, tests/data/README.md). */
@@ -1027,6 +1041,7 @@ int main(void) {
     RUN(test_olmoe_f32);
     RUN(test_qwen3moe_f32);
     RUN(test_qwen3vlmoe_f32);
+    RUN(test_minimax_m2_f32);
     RUN(test_qwen35moe_f32);
     RUN(test_qwen35moe_q4_k_m);
     RUN(test_qwen3next_f32);

@@ -129,7 +129,7 @@ static void test_unsupported_arch(void) {
     if (at) memcpy(b + at + 4 + 8, "gemma", 5);
     expect_load_error(b, size, "m_arch.gguf", MOEINF_ERR_UNSUPPORTED,
                       "'gemma' is not supported yet (llama, qwen2moe, qwen3moe, qwen3vlmoe, olmoe, "
-                      "qwen35moe, qwen3next, gpt-oss, deepseek2, glm4moe are)");
+                      "qwen35moe, qwen3next, gpt-oss, deepseek2, glm4moe, minimax-m2 are)");
     free(b);
 }
 
@@ -139,7 +139,7 @@ static void test_arch_table(void) {
     char names[160];
     moeinf_arch_names(names, sizeof names);
     CHECK(!strcmp(names, "llama, qwen2moe, qwen3moe, qwen3vlmoe, olmoe, qwen35moe, qwen3next, "
-                         "gpt-oss, deepseek2, glm4moe"));
+                         "gpt-oss, deepseek2, glm4moe, minimax-m2"));
     static const char *const known[] = {"llama", "qwen2moe",  "qwen3moe",  "qwen3vlmoe",
                                         "olmoe", "qwen35moe", "qwen3next", "gpt-oss"};
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++) {

@@ -17,6 +17,7 @@ static const struct moeinf_arch *const registry[] = {
     &moeinf_arch_gptoss,
     &moeinf_arch_deepseek2,
     &moeinf_arch_glm4moe,
+    &moeinf_arch_minimax_m2,
 };
 
 /* clang-format on */

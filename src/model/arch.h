@@ -54,6 +54,7 @@ extern const struct moeinf_arch moeinf_arch_qwen3next; /* arch/qwen3next.c */
 extern const struct moeinf_arch moeinf_arch_gptoss;    /* arch/gptoss.c */
 extern const struct moeinf_arch moeinf_arch_deepseek2; /* arch/deepseek2.c */
 extern const struct moeinf_arch moeinf_arch_glm4moe;   /* arch/glm4moe.c */
+extern const struct moeinf_arch moeinf_arch_minimax_m2; /* arch/minimax_m2.c */
 
 /* The architecture registered under `name` (len bytes, not NUL-terminated), or NULL. */
 const struct moeinf_arch *moeinf_arch_find(const char *name, size_t len);

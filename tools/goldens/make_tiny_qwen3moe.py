@@ -1,6 +1,6 @@
 """make_tiny_qwen3moe.py - a tiny random-weight qwen3moe GGUF for moeinf's golden tests.
 
-Usage: python3 tools/goldens/make_tiny_qwen3moe.py OUT.gguf [--vl]
+Usage: python3 tools/goldens/make_tiny_qwen3moe.py OUT.gguf [--vl | --minimax]
 Needs numpy and the `gguf` package (PyPI). The file is deterministic (numpy seed 5678).
 
 --vl writes the same weights as arch qwen3vlmoe (Qwen3-VL's text model): interleaved
@@ -10,6 +10,14 @@ pair 7 of 8 to the fourth section (position 0 for text: unrotated), as Qwen3-VL'
 would have turned by up to 0.9 radians over the 49-token prompt (at 1e6 it turns by 3e-4 per
 position, too little for a test to tell); and n_deepstack_layers 1 (no deepstack tensors: text
 adds zeros).
+
+--minimax writes arch minimax-m2 (MiniMax-M2's layout, llama.cpp's src/models/minimax-m2.cpp)
+from the same stream: RMSNorm over the whole q and k projections (attn_q_norm [64],
+attn_k_norm [32] instead of per head), partial RoPE (rope.dimension_count 8 of the heads' 16),
+sigmoid routing (expert_gating_func 2) with a selection bias exp_probs_b.bias [16] ~ N(0, 0.3)
+per layer, drawn after the layer's other tensors; llama.cpp renormalises the chosen weights
+whatever the file says, and reads no expert_weights_scale for this architecture;
+feed_forward_length is the experts' width, as MiniMax-M2's converter writes it.
 
 Geometry: n_embd 32, 2 layers, 4 query heads / 2 KV heads with head_dim 16 (key_length is
 given explicitly and differs from n_embd / n_head, as in Qwen3-30B-A3B), 16 experts, top-4,
@@ -62,9 +70,10 @@ def vocab():
 
 
 def main():
-    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] != "--vl"):
+    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] not in ("--vl", "--minimax")):
         sys.exit(__doc__)
-    vl = len(sys.argv) == 3
+    vl = sys.argv[2:] == ["--vl"]
+    minimax = sys.argv[2:] == ["--minimax"]
     rng = np.random.default_rng(SEED)
     tokens, scores, types = vocab()
     n_vocab = len(tokens)
@@ -76,8 +85,9 @@ def main():
     def norm(n):
         return (1.0 + 0.1 * rng.standard_normal(n)).astype(np.float32)
 
-    w = gguf.GGUFWriter(sys.argv[1], "qwen3vlmoe" if vl else "qwen3moe")
-    w.add_name("tiny-qwen3vlmoe" if vl else "tiny-qwen3moe")
+    arch = "qwen3vlmoe" if vl else "minimax-m2" if minimax else "qwen3moe"
+    w = gguf.GGUFWriter(sys.argv[1], arch)
+    w.add_name("tiny-" + arch)
     w.add_file_type(0)
     w.add_context_length(2048)
     w.add_embedding_length(N_EMBD)
@@ -91,8 +101,12 @@ def main():
         w.add_rope_dimension_count(HEAD_DIM)
         w.add_rope_dimension_sections([4, 2, 2, 0])
         w.add_num_deepstack_layers(1)
+    if minimax:
+        w.add_rope_dimension_count(HEAD_DIM // 2)
+        w.add_expert_gating_func(gguf.ExpertGatingFuncType.SIGMOID)
     w.add_layer_norm_rms_eps(1e-6)
-    w.add_feed_forward_length(N_FF_EXP * N_USED)
+    # MiniMax-M2's converter writes intermediate_size, an expert's width, as both lengths
+    w.add_feed_forward_length(N_FF_EXP if minimax else N_FF_EXP * N_USED)
     w.add_expert_feed_forward_length(N_FF_EXP)
     w.add_expert_count(N_EXPERT)
     w.add_expert_used_count(N_USED)
@@ -120,14 +134,16 @@ def main():
         w.add_tensor(p + "attn_k.weight", mat(n_kv, N_EMBD))
         w.add_tensor(p + "attn_v.weight", mat(n_kv, N_EMBD))
         w.add_tensor(p + "attn_output.weight", mat(N_EMBD, n_q))
-        w.add_tensor(p + "attn_q_norm.weight", norm(HEAD_DIM))
-        w.add_tensor(p + "attn_k_norm.weight", norm(HEAD_DIM))
+        w.add_tensor(p + "attn_q_norm.weight", norm(n_q if minimax else HEAD_DIM))
+        w.add_tensor(p + "attn_k_norm.weight", norm(n_kv if minimax else HEAD_DIM))
         w.add_tensor(p + "ffn_norm.weight", norm(N_EMBD))
         w.add_tensor(p + "ffn_gate_inp.weight", mat(N_EXPERT, N_EMBD, 2.0))
         # numpy [n_expert, n_out, n_in] = ggml [n_in, n_out, n_expert]
         w.add_tensor(p + "ffn_gate_exps.weight", np.stack([mat(N_FF_EXP, N_EMBD) for _ in range(N_EXPERT)]))
         w.add_tensor(p + "ffn_up_exps.weight", np.stack([mat(N_FF_EXP, N_EMBD) for _ in range(N_EXPERT)]))
         w.add_tensor(p + "ffn_down_exps.weight", np.stack([mat(N_EMBD, N_FF_EXP) for _ in range(N_EXPERT)]))
+        if minimax:
+            w.add_tensor(p + "exp_probs_b.bias", (0.3 * rng.standard_normal(N_EXPERT)).astype(np.float32))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
