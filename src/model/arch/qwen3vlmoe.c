@@ -12,17 +12,11 @@
  */
 #include "model/arch.h"
 
+/* qwen3moe's hyper-parameters (read under this file's arch name), then IMRoPE in place of its
+ * NEOX RoPE. */
 static enum moeinf_status read_hparams(struct moeinf_arch_loader *ld, struct moeinf_hparams *hp) {
-    int ff_len;
-    enum moeinf_status st;
-    if ((st = moeinf_arch_read_geometry(ld, hp, false, &ff_len)) ||
-        (st = moeinf_arch_read_experts(ld, hp, true)) ||
-        (st = moeinf_arch_read_expert_width(ld, hp, ff_len / hp->n_expert_used)) ||
-        (st = moeinf_arch_read_imrope(ld, hp))) {
-        return st;
-    }
-    hp->qk_norm = MOEINF_QK_NORM_HEAD;
-    return moeinf_arch_read_softmax_routing(ld, hp, true);
+    enum moeinf_status st = moeinf_arch_qwen3moe.read_hparams(ld, hp);
+    return st != MOEINF_OK ? st : moeinf_arch_read_imrope(ld, hp);
 }
 
 static enum moeinf_status bind_layer(struct moeinf_arch_loader *ld, const struct moeinf_hparams *hp,
